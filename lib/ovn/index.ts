@@ -1,0 +1,25 @@
+/**
+ * lib/ovn: an OVSDB (RFC 7047) client, typed builders over the generated schemas, and
+ * the compiler from a group's desired state to OVN Northbound rows.
+ */
+export type {
+  ClientEvent,
+  Monitor,
+  MonitorHandler,
+  OvsdbClientOptions,
+  RequestOptions,
+} from './client.ts'
+export { OvsdbClient, parseRemote } from './client.ts'
+export type { ColumnArg, Mutations, Where, Writable } from './database.ts'
+export { Database } from './database.ts'
+export * from './errors.ts'
+export { JsonStreamSplitter } from './json-stream.ts'
+export type * from './protocol.ts'
+export type * from './schema/nb.generated.ts'
+export { nbSchema } from './schema/nb.generated.ts'
+export type * from './schema/sb.generated.ts'
+export { sbSchema } from './schema/sb.generated.ts'
+export type * from './schema/vswitch.generated.ts'
+export { ovsSchema } from './schema/vswitch.generated.ts'
+export type { DbSchema } from './schema-types.ts'
+export { decodeValue, encodeValue, isUuid } from './values.ts'
