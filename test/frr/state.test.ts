@@ -1,0 +1,180 @@
+import t from 'tap'
+import { ConfigError } from '../../lib/errors.ts'
+import {
+  parseBgpSettings,
+  parseBgpTable,
+  parseRunningConfig,
+  planChanges,
+  renderBgpdConfig,
+} from '../../lib/frr/index.ts'
+
+const settings = parseBgpSettings({
+  localAs: 65001,
+  routerId: '10.77.0.1',
+  peers: [{ address: '10.77.0.2', remoteAs: 65000 }],
+})
+
+t.test('BgpSettings: valid input gets defaults, bad input names the field', async (t) => {
+  t.equal(settings.listenPort, 179)
+  t.equal(settings.connectRetrySeconds, 10)
+  const cases = [
+    { input: { localAs: 0, routerId: '1.1.1.1', peers: [] }, field: 'localAs' },
+    { input: { localAs: 65001, routerId: 'x', peers: [] }, field: 'routerId' },
+    {
+      input: { localAs: 65001, routerId: '1.1.1.1', peers: [{ address: 'a', remoteAs: 1 }] },
+      field: 'peers.0.address',
+    },
+    {
+      input: { localAs: 65001, routerId: '1.1.1.1', peers: [], listenPort: 70000 },
+      field: 'listenPort',
+    },
+  ]
+  for (const { input, field } of cases) {
+    t.throws(() => parseBgpSettings(input), ConfigError, field)
+    try {
+      parseBgpSettings(input)
+    } catch (error) {
+      t.ok(
+        error instanceof ConfigError && error.issues.some((i) => i.path === field),
+        `names ${field}`,
+      )
+    }
+  }
+})
+
+t.test('renderBgpdConfig: base config and one with announcements', async (t) => {
+  const base = renderBgpdConfig(settings)
+  for (const line of [
+    'router bgp 65001',
+    ' bgp router-id 10.77.0.1',
+    ' no bgp network import-check',
+    ' neighbor 10.77.0.2 remote-as 65000',
+    '  neighbor 10.77.0.2 attribute-unchanged next-hop',
+  ]) {
+    t.ok(base.split('\n').includes(line), `has '${line}'`)
+  }
+  t.notMatch(base, /network \d/, 'base config announces nothing')
+  const full = renderBgpdConfig(settings, [{ prefix: '203.0.113.7/32', nextHop: '10.77.0.105' }])
+  t.match(full, /^ {2}network 203\.0\.113\.7\/32 route-map HZ-NH-10\.77\.0\.105$/m)
+  t.match(full, /^route-map HZ-NH-10\.77\.0\.105 permit 10\n set ip next-hop 10\.77\.0\.105$/m)
+  // What we render must read back as Hydrazine's own announcement.
+  t.same([...parseRunningConfig(full).owned], [['203.0.113.7/32', '10.77.0.105']])
+})
+
+const running = `frr version 8.4.4
+router bgp 65001
+ bgp router-id 10.77.0.1
+ !
+ address-family ipv4 unicast
+  network 192.0.2.77/32
+  network 198.51.100.7/32 route-map HZ-NH-10.77.0.105
+  network 198.51.100.8/32 route-map OPERATOR
+ exit-address-family
+ !
+ address-family ipv6 unicast
+  network 2001:db8::1/128 route-map HZ-NH-10.77.0.105
+ exit-address-family
+exit
+!
+router bgp 65001 vrf blue
+ address-family ipv4 unicast
+  network 198.51.100.99/32 route-map HZ-NH-10.77.0.105
+ exit-address-family
+exit
+!
+route-map HZ-NH-10.77.0.105 permit 10
+ set ip next-hop 10.77.0.105
+exit
+!
+route-map HZ-NH-10.77.0.106 permit 10
+ set ip next-hop 10.77.0.106
+exit
+`
+
+t.test(
+  'parseRunningConfig: only HZ-NH route-maps in the default ipv4 table are ours',
+  async (t) => {
+    const state = parseRunningConfig(running)
+    t.equal(state.localAs, 65001)
+    t.same([...state.owned], [['198.51.100.7/32', '10.77.0.105']])
+    t.same([...state.foreign].sort(), ['192.0.2.77/32', '198.51.100.8/32'])
+    t.same([...state.routeMaps].sort(), ['10.77.0.105', '10.77.0.106'])
+  },
+)
+
+t.test('planChanges', async (t) => {
+  const state = parseRunningConfig(running)
+  const cases: {
+    name: string
+    wanted: [string, string | null][]
+    commands: string[]
+    conflicts?: string[]
+  }[] = [
+    {
+      name: 'already announced: nothing to do',
+      wanted: [['198.51.100.7/32', '10.77.0.105']],
+      commands: [],
+    },
+    {
+      name: 'withdrawing what is not there: nothing to do',
+      wanted: [['203.0.113.1/32', null]],
+      commands: [],
+    },
+    {
+      name: 'operator prefixes are conflicts, never touched',
+      wanted: [
+        ['192.0.2.77/32', null],
+        ['198.51.100.8/32', '10.77.0.105'],
+      ],
+      commands: [],
+      conflicts: ['192.0.2.77/32', '198.51.100.8/32'],
+    },
+    {
+      name: 'announce via a new next hop: route-map first, unused ones removed',
+      wanted: [['203.0.113.1/32', '10.77.0.107']],
+      commands: [
+        'route-map HZ-NH-10.77.0.107 permit 10',
+        ' set ip next-hop 10.77.0.107',
+        'exit',
+        'router bgp 65001',
+        ' address-family ipv4 unicast',
+        '  network 203.0.113.1/32 route-map HZ-NH-10.77.0.107',
+        ' exit-address-family',
+        'exit',
+        'no route-map HZ-NH-10.77.0.106',
+      ],
+    },
+    {
+      name: 'withdraw and move',
+      wanted: [
+        ['198.51.100.7/32', '10.77.0.106'],
+        ['198.51.100.9/32', null],
+      ],
+      commands: [
+        'router bgp 65001',
+        ' address-family ipv4 unicast',
+        '  network 198.51.100.7/32 route-map HZ-NH-10.77.0.106',
+        ' exit-address-family',
+        'exit',
+        'no route-map HZ-NH-10.77.0.105',
+      ],
+    },
+  ]
+  for (const c of cases) {
+    const plan = planChanges(state, new Map(c.wanted))
+    t.same(plan.commands, c.commands, c.name)
+    t.same(plan.conflicts, c.conflicts ?? [], `${c.name}: conflicts`)
+  }
+})
+
+t.test('parseBgpTable: locally originated, valid paths only', async (t) => {
+  const json = JSON.stringify({
+    routes: {
+      '198.51.100.7/32': [{ valid: true, peerId: '(unspec)', nexthops: [{ ip: '10.77.0.105' }] }],
+      '10.0.0.0/8': [{ valid: true, peerId: '10.77.0.2', nexthops: [{ ip: '10.77.0.2' }] }],
+      '198.51.100.9/32': [{ valid: false, peerId: '(unspec)', nexthops: [{ ip: '10.77.0.105' }] }],
+    },
+  })
+  t.same([...parseBgpTable(json)], [['198.51.100.7/32', '10.77.0.105']])
+  t.same([...parseBgpTable('{}')], [])
+})
