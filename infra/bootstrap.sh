@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what Hydrazine needs and is missing, so that `npm start` and `npm test` work on
+# a fresh Debian machine right after cloning:
+#   - Debian packages listed in infra/debian-packages.txt (apt-get, when run as root;
+#     otherwise the missing ones are listed and we stop);
+#   - npm dependencies (npm ci) when node_modules is absent or older than the lockfile.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$major" -lt 20 ]; then
+  echo "hydrazine: Node.js >= 20 is required (found $(node --version))" >&2
+  exit 1
+fi
+
+missing=()
+while read -r pkg; do
+  case "$pkg" in ''|'#'*) continue ;; esac
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$pkg")
+  fi
+done < infra/debian-packages.txt
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    echo "hydrazine: installing Debian packages: ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "hydrazine: missing Debian packages; as root run:" >&2
+    echo "  apt-get install --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "hydrazine: installing npm dependencies" >&2
+  npm ci --no-audit --no-fund --loglevel=error
+fi

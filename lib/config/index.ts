@@ -1,0 +1,209 @@
+import { readFileSync } from 'node:fs'
+import { isIP } from 'node:net'
+import { resolve } from 'node:path'
+import * as v from 'valibot'
+import { ConfigError } from '../errors.ts'
+
+/**
+ * Hydrazine's process configuration, parsed once at start-up from the environment and,
+ * optionally, a JSON file named by `HYDRAZINE_CONFIG` (keys are the variable names below;
+ * the environment wins). A service that is not configured is started embedded.
+ */
+export interface Config {
+  /** `REDIS_URL`; absent = embedded Redis. */
+  readonly redisUrl?: string
+  /** `OVN_NB_DB` / `OVN_SB_DB` (both or neither); absent = embedded OVN central. */
+  readonly ovn?: { readonly nb: string; readonly sb: string }
+  /** `HYDRAZINE_FRR_VTY_DIR`: vty socket directory of an external FRR; absent = embedded. */
+  readonly frrVtyDir?: string
+  readonly bgp: BgpConfig
+  /** `HYDRAZINE_HTTP_HOST` (default 127.0.0.1) and `HYDRAZINE_HTTP_PORT` (default 8080). */
+  readonly http: { readonly host: string; readonly port: number }
+  /** `HYDRAZINE_DATA_DIR` (default ./.hydrazine), absolute. */
+  readonly dataDir: string
+  /**
+   * `HYDRAZINE_EMBEDDED_LISTEN` (default 127.0.0.1): the address embedded Redis and the
+   * embedded OVN central's TCP remotes listen on; DPU agents must reach both.
+   */
+  readonly embeddedListen: string
+  /** `HYDRAZINE_TOKENS_FILE`: API bearer tokens; absent = an operator token in the data dir. */
+  readonly tokensFile?: string
+  /** `HYDRAZINE_WEBHOOK_SECRET`: HMAC key for Carbide webhooks; absent = webhooks refused. */
+  readonly webhookSecret?: string
+  /** `LOG_LEVEL` (default info). */
+  readonly logLevel: LogLevel
+}
+
+export interface BgpConfig {
+  /** `HYDRAZINE_BGP_ASN` (default 65000). */
+  readonly asn: number
+  /** `HYDRAZINE_BGP_ROUTER_ID` (default 127.0.0.1). */
+  readonly routerId: string
+  /** `HYDRAZINE_BGP_PEERS`: comma-separated `address:asn`, IPv6 as `[addr]:asn`. */
+  readonly peers: readonly { readonly address: string; readonly remoteAs: number }[]
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
+export type LogLevel = (typeof LOG_LEVELS)[number]
+
+const ovsdbRemote = v.pipe(
+  v.string(),
+  v.regex(
+    /^(unix:\/.+|(tcp|ssl):(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5})$/,
+    'must be an OVSDB remote: unix:/path, tcp:HOST:PORT or ssl:HOST:PORT',
+  ),
+)
+const port = v.pipe(
+  v.string(),
+  v.regex(/^\d+$/, 'must be a port number'),
+  v.transform(Number),
+  v.integer(),
+  v.minValue(1, 'must be 1..65535'),
+  v.maxValue(65535, 'must be 1..65535'),
+)
+const ipAddress = v.pipe(
+  v.string(),
+  v.check((s) => isIP(s) !== 0, 'must be an IP address'),
+)
+const asn = v.pipe(
+  v.string(),
+  v.regex(/^\d+$/, 'must be an AS number'),
+  v.transform(Number),
+  v.integer(),
+  v.minValue(1, 'must be 1..4294967295'),
+  v.maxValue(4294967295, 'must be 1..4294967295'),
+)
+const peers = v.pipe(
+  v.string(),
+  v.transform((s) =>
+    s
+      .split(',')
+      .map((p) => p.trim())
+      .filter((p) => p.length > 0),
+  ),
+  v.array(
+    v.pipe(
+      v.string(),
+      v.regex(/^(\[[0-9a-fA-F:.]+\]|[0-9.]+):\d+$/, 'each peer must be address:asn'),
+      v.transform((p) => {
+        const at = p.lastIndexOf(':')
+        return {
+          address: p.slice(0, at).replace(/^\[|\]$/g, ''),
+          remoteAs: Number(p.slice(at + 1)),
+        }
+      }),
+      v.check((p) => isIP(p.address) !== 0, 'peer address must be an IP address'),
+      v.check((p) => p.remoteAs >= 1 && p.remoteAs <= 4294967295, 'peer AS must be 1..4294967295'),
+    ),
+  ),
+)
+
+const EnvSchema = v.object({
+  REDIS_URL: v.optional(
+    v.pipe(v.string(), v.regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL')),
+  ),
+  OVN_NB_DB: v.optional(ovsdbRemote),
+  OVN_SB_DB: v.optional(ovsdbRemote),
+  HYDRAZINE_FRR_VTY_DIR: v.optional(v.pipe(v.string(), v.minLength(1))),
+  HYDRAZINE_BGP_ASN: v.optional(asn, '65000'),
+  HYDRAZINE_BGP_ROUTER_ID: v.optional(
+    v.pipe(
+      ipAddress,
+      v.check((s) => isIP(s) === 4, 'must be an IPv4 address'),
+    ),
+    '127.0.0.1',
+  ),
+  HYDRAZINE_BGP_PEERS: v.optional(peers, ''),
+  HYDRAZINE_HTTP_HOST: v.optional(ipAddress, '127.0.0.1'),
+  HYDRAZINE_HTTP_PORT: v.optional(port, '8080'),
+  HYDRAZINE_DATA_DIR: v.optional(v.pipe(v.string(), v.minLength(1)), './.hydrazine'),
+  HYDRAZINE_EMBEDDED_LISTEN: v.optional(ipAddress, '127.0.0.1'),
+  HYDRAZINE_TOKENS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
+  HYDRAZINE_WEBHOOK_SECRET: v.optional(
+    v.pipe(v.string(), v.minLength(16, 'must be at least 16 characters')),
+  ),
+  LOG_LEVEL: v.optional(v.picklist(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`), 'info'),
+})
+
+type EnvKey = keyof typeof EnvSchema.entries
+const KEYS = Object.keys(EnvSchema.entries) as EnvKey[]
+
+/**
+ * Parses configuration; throws ConfigError naming every bad variable.
+ *
+ * @example
+ * const config = loadConfig(process.env)
+ * // HYDRAZINE_HTTP_PORT=abc → ConfigError: HYDRAZINE_HTTP_PORT: must be a port number
+ */
+export function loadConfig(env: Readonly<Record<string, string | undefined>>): Config {
+  const raw: Partial<Record<EnvKey, string>> = {}
+  const file = env.HYDRAZINE_CONFIG
+  if (file) Object.assign(raw, readConfigFile(file))
+  for (const key of KEYS) {
+    const value = env[key]
+    if (value !== undefined && value !== '') raw[key] = value
+  }
+
+  const parsed = v.safeParse(EnvSchema, raw)
+  if (!parsed.success) {
+    const issues = parsed.issues.map((issue) => ({
+      path: v.getDotPath(issue)?.split('.')[0] ?? 'config',
+      message: issue.message,
+    }))
+    throw new ConfigError(
+      `invalid configuration: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
+      issues,
+    )
+  }
+  const c = parsed.output
+  if ((c.OVN_NB_DB === undefined) !== (c.OVN_SB_DB === undefined)) {
+    const missing = c.OVN_NB_DB === undefined ? 'OVN_NB_DB' : 'OVN_SB_DB'
+    throw new ConfigError(
+      `invalid configuration: ${missing}: required when the other OVN database is set`,
+      [{ path: missing, message: 'required when the other OVN database is set' }],
+    )
+  }
+  return {
+    ...(c.REDIS_URL ? { redisUrl: c.REDIS_URL } : {}),
+    ...(c.OVN_NB_DB && c.OVN_SB_DB ? { ovn: { nb: c.OVN_NB_DB, sb: c.OVN_SB_DB } } : {}),
+    ...(c.HYDRAZINE_FRR_VTY_DIR ? { frrVtyDir: resolve(c.HYDRAZINE_FRR_VTY_DIR) } : {}),
+    bgp: {
+      asn: c.HYDRAZINE_BGP_ASN,
+      routerId: c.HYDRAZINE_BGP_ROUTER_ID,
+      peers: c.HYDRAZINE_BGP_PEERS,
+    },
+    http: { host: c.HYDRAZINE_HTTP_HOST, port: c.HYDRAZINE_HTTP_PORT },
+    dataDir: resolve(c.HYDRAZINE_DATA_DIR),
+    embeddedListen: c.HYDRAZINE_EMBEDDED_LISTEN,
+    ...(c.HYDRAZINE_TOKENS_FILE ? { tokensFile: resolve(c.HYDRAZINE_TOKENS_FILE) } : {}),
+    ...(c.HYDRAZINE_WEBHOOK_SECRET ? { webhookSecret: c.HYDRAZINE_WEBHOOK_SECRET } : {}),
+    logLevel: c.LOG_LEVEL,
+  }
+}
+
+function readConfigFile(path: string): Partial<Record<EnvKey, string>> {
+  let data: unknown
+  try {
+    data = JSON.parse(readFileSync(path, 'utf8'))
+  } catch (error) {
+    throw new ConfigError(
+      `HYDRAZINE_CONFIG: cannot read ${path} as JSON: ${(error as Error).message}`,
+      [{ path: 'HYDRAZINE_CONFIG', message: 'unreadable or not JSON' }],
+    )
+  }
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+    throw new ConfigError(`HYDRAZINE_CONFIG: ${path} must hold a JSON object`, [
+      { path: 'HYDRAZINE_CONFIG', message: 'must hold a JSON object' },
+    ])
+  }
+  const out: Partial<Record<EnvKey, string>> = {}
+  for (const [key, value] of Object.entries(data)) {
+    if (!(KEYS as string[]).includes(key)) {
+      throw new ConfigError(`HYDRAZINE_CONFIG: unknown key ${key} in ${path}`, [
+        { path: key, message: 'unknown key' },
+      ])
+    }
+    out[key as EnvKey] = typeof value === 'string' ? value : JSON.stringify(value)
+  }
+  return out
+}

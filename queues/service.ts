@@ -1,0 +1,90 @@
+import { randomBytes } from 'node:crypto'
+import { chmod, readFile, writeFile } from 'node:fs/promises'
+import type { Server } from 'node:http'
+import { join } from 'node:path'
+import { serve } from '@hono/node-server'
+import { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+import { createApp } from '../api/http/app.ts'
+import type { Config } from '../lib/config/index.ts'
+import { canConnect } from '../lib/process/ports.ts'
+
+/** Where Hydrazine's dependencies live, embedded or external. */
+export interface Endpoints {
+  readonly redisUrl: string
+  readonly ovn: { readonly nb: string; readonly sb: string }
+  readonly frrVtyDir?: string
+}
+
+export interface RunningService {
+  readonly url: string
+  readonly operatorTokenFile?: string
+  /** Stops accepting work, drains, and closes every client. */
+  close(): Promise<void>
+}
+
+/**
+ * The one place that constructs Hydrazine's clients (Redis, OVSDB, FRR) and hands each
+ * component only what it needs: the HTTP API, the job workers and the schedulers.
+ */
+export async function startService(
+  config: Config,
+  endpoints: Endpoints,
+  logger: Logger,
+): Promise<RunningService> {
+  const redis = new Redis(endpoints.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 })
+  redis.on('error', (error) => logger.debug({ err: error }, 'redis connection error'))
+  await redis.connect()
+
+  const operatorTokenFile = config.tokensFile
+    ? undefined
+    : await ensureOperatorToken(config.dataDir)
+
+  const app = createApp({
+    readiness: {
+      redis: async () => (await redis.ping()) === 'PONG',
+      ovnNb: () => canConnectRemote(endpoints.ovn.nb),
+    },
+  })
+  const server = await listen(app.fetch, config.http.host, config.http.port)
+  const url = `http://${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${config.http.port}`
+  logger.info({ url }, 'HTTP API listening')
+
+  return {
+    url,
+    ...(operatorTokenFile ? { operatorTokenFile } : {}),
+    async close() {
+      await new Promise<void>((r) => server.close(() => r()))
+      redis.disconnect()
+    },
+  }
+}
+
+function listen(
+  fetch: Parameters<typeof serve>[0]['fetch'],
+  hostname: string,
+  port: number,
+): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = serve({ fetch, hostname, port }, () => resolve(server as Server)) as Server
+    server.once('error', reject)
+  })
+}
+
+/** The embedded default: a random operator token in `<dataDir>/operator-token`, mode 0600. */
+async function ensureOperatorToken(dataDir: string): Promise<string> {
+  const file = join(dataDir, 'operator-token')
+  const existing = await readFile(file, 'utf8').catch(() => '')
+  if (existing.trim().length < 32) {
+    await writeFile(file, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 })
+  }
+  await chmod(file, 0o600)
+  return file
+}
+
+function canConnectRemote(remote: string): Promise<boolean> {
+  if (remote.startsWith('unix:')) return canConnect({ path: remote.slice('unix:'.length) })
+  const match = /^(?:tcp|ssl):\[?([^\]]+?)\]?:(\d+)$/.exec(remote)
+  if (!match?.[1] || !match[2]) return Promise.resolve(false)
+  return canConnect({ host: match[1], port: Number(match[2]) })
+}

@@ -1,0 +1,38 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import {
+  type LocalStack,
+  type LocalStackOptions,
+  startLocalStack,
+} from '../../infra/local/stack.ts'
+
+/** The part of a tap `Test` these helpers need. */
+export interface Teardown {
+  teardown(fn: () => void | Promise<void>): void
+}
+
+/** A fresh temp directory, removed when the test ends. */
+export async function tempDir(t: Teardown, prefix = 'hz-test-'): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/**
+ * Starts a private embedded stack (by default Redis only) in a temp directory and stops
+ * it when the test ends, whether it passed or not.
+ *
+ * @example
+ * const stack = await withStack(t, { ovn: true })
+ * const redis = new Redis(stack.redis.url)
+ */
+export async function withStack(
+  t: Teardown,
+  options: Omit<LocalStackOptions, 'dataDir'> = {},
+): Promise<LocalStack> {
+  const dataDir = await tempDir(t)
+  const stack = await startLocalStack({ redis: true, ovn: false, frr: false, ...options, dataDir })
+  t.teardown(() => stack.stop())
+  return stack
+}

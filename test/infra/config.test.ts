@@ -1,0 +1,109 @@
+import { writeFile } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import t from 'tap'
+import { loadConfig } from '../../lib/config/index.ts'
+import { ConfigError } from '../../lib/errors.ts'
+import { tempDir } from '../helpers/stack.ts'
+
+t.test('defaults: everything embedded', async (t) => {
+  const config = loadConfig({})
+  t.same(config.http, { host: '127.0.0.1', port: 8080 })
+  t.equal(config.dataDir, resolve('.hydrazine'))
+  t.equal(config.redisUrl, undefined)
+  t.equal(config.ovn, undefined)
+  t.same(config.bgp, { asn: 65000, routerId: '127.0.0.1', peers: [] })
+  t.equal(config.logLevel, 'info')
+})
+
+t.test('external services and BGP peers from env', async (t) => {
+  const config = loadConfig({
+    REDIS_URL: 'redis://10.0.0.5:6379/2',
+    OVN_NB_DB: 'tcp:10.0.0.6:6641',
+    OVN_SB_DB: 'ssl:[fd00::6]:6642',
+    HYDRAZINE_BGP_PEERS: '172.18.0.1:65001, [fd00::1]:65002',
+    HYDRAZINE_HTTP_PORT: '9090',
+  })
+  t.equal(config.redisUrl, 'redis://10.0.0.5:6379/2')
+  t.same(config.ovn, { nb: 'tcp:10.0.0.6:6641', sb: 'ssl:[fd00::6]:6642' })
+  t.same(config.bgp.peers, [
+    { address: '172.18.0.1', remoteAs: 65001 },
+    { address: 'fd00::1', remoteAs: 65002 },
+  ])
+  t.equal(config.http.port, 9090)
+})
+
+const bad: [string, Record<string, string>, RegExp][] = [
+  [
+    'port not a number',
+    { HYDRAZINE_HTTP_PORT: 'http' },
+    /HYDRAZINE_HTTP_PORT: must be a port number/,
+  ],
+  ['port out of range', { HYDRAZINE_HTTP_PORT: '70000' }, /HYDRAZINE_HTTP_PORT: must be 1..65535/],
+  ['redis url scheme', { REDIS_URL: 'http://x' }, /REDIS_URL: must be a redis:\/\//],
+  [
+    'nb remote',
+    { OVN_NB_DB: 'nb.sock', OVN_SB_DB: 'unix:/sb' },
+    /OVN_NB_DB: must be an OVSDB remote/,
+  ],
+  ['nb without sb', { OVN_NB_DB: 'unix:/nb.sock' }, /OVN_SB_DB: required/],
+  ['router id', { HYDRAZINE_BGP_ROUTER_ID: 'fd00::1' }, /HYDRAZINE_BGP_ROUTER_ID: must be an IPv4/],
+  ['asn', { HYDRAZINE_BGP_ASN: '0' }, /HYDRAZINE_BGP_ASN: must be 1..4294967295/],
+  [
+    'peer',
+    { HYDRAZINE_BGP_PEERS: '172.18.0.1' },
+    /HYDRAZINE_BGP_PEERS: each peer must be address:asn/,
+  ],
+  ['log level', { LOG_LEVEL: 'loud' }, /LOG_LEVEL: must be one of/],
+  [
+    'short secret',
+    { HYDRAZINE_WEBHOOK_SECRET: 'abc' },
+    /HYDRAZINE_WEBHOOK_SECRET: must be at least 16/,
+  ],
+  [
+    'listen',
+    { HYDRAZINE_EMBEDDED_LISTEN: 'everywhere' },
+    /HYDRAZINE_EMBEDDED_LISTEN: must be an IP address/,
+  ],
+]
+for (const [name, env, message] of bad) {
+  t.test(`bad config is refused, naming the variable: ${name}`, async (t) => {
+    const error = (() => {
+      try {
+        loadConfig(env)
+      } catch (e) {
+        return e
+      }
+    })()
+    t.type(error, ConfigError)
+    t.match((error as Error).message, message)
+  })
+}
+
+t.test('every bad variable is named at once', async (t) => {
+  const error = (() => {
+    try {
+      loadConfig({ HYDRAZINE_HTTP_PORT: 'x', LOG_LEVEL: 'y' })
+    } catch (e) {
+      return e
+    }
+  })()
+  t.type(error, ConfigError)
+  t.same(
+    (error as ConfigError).issues.map((i) => i.path),
+    ['HYDRAZINE_HTTP_PORT', 'LOG_LEVEL'],
+  )
+})
+
+t.test('a config file, overridden by env', async (t) => {
+  const dir = await tempDir(t)
+  const file = join(dir, 'hydrazine.json')
+  await writeFile(file, JSON.stringify({ HYDRAZINE_HTTP_PORT: 7000, HYDRAZINE_BGP_ASN: 64512 }))
+  const config = loadConfig({ HYDRAZINE_CONFIG: file, HYDRAZINE_HTTP_PORT: '7001' })
+  t.equal(config.http.port, 7001)
+  t.equal(config.bgp.asn, 64512)
+
+  await writeFile(file, JSON.stringify({ HTTP_PORT: 1 }))
+  t.throws(() => loadConfig({ HYDRAZINE_CONFIG: file }), /unknown key HTTP_PORT/)
+  await writeFile(file, '{not json')
+  t.throws(() => loadConfig({ HYDRAZINE_CONFIG: file }), /HYDRAZINE_CONFIG: cannot read/)
+})

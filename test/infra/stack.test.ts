@@ -1,0 +1,160 @@
+import { execFile, spawn } from 'node:child_process'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { DataDirInUseError, startLocalStack } from '../../infra/local/stack.ts'
+import { startDaemon } from '../../lib/process/daemon.ts'
+import { DaemonStartError, MissingBinaryError } from '../../lib/process/errors.ts'
+import { eventually, processesMentioning } from '../helpers/processes.ts'
+import { tempDir } from '../helpers/stack.ts'
+
+const run = promisify(execFile)
+
+t.test('starts Redis, an OVN central and FRR that answer, and stops all of them', async (t) => {
+  const dataDir = await tempDir(t)
+  const stack = await startLocalStack({ dataDir })
+  t.teardown(() => stack.stop())
+  if (!stack.redis || !stack.ovn || !stack.frr) throw new Error('stack is missing a service')
+
+  const ping = await run('redis-cli', ['-p', String(stack.redis.port), 'ping'])
+  t.equal(ping.stdout.trim(), 'PONG', 'redis answers')
+  const policy = await run('redis-cli', [
+    '-p',
+    String(stack.redis.port),
+    'config',
+    'get',
+    'maxmemory-policy',
+  ])
+  t.match(policy.stdout, /noeviction/, 'redis never evicts')
+  const aof = await run('redis-cli', [
+    '-p',
+    String(stack.redis.port),
+    'config',
+    'get',
+    'appendonly',
+  ])
+  t.match(aof.stdout, /yes/, 'redis keeps an append-only file')
+
+  await run('ovn-nbctl', [`--db=${stack.ovn.nb.tcp}`, 'ls-add', 'probe'])
+  await run('ovn-nbctl', [`--db=${stack.ovn.nb.unix}`, '--wait=sb', 'sync'])
+  const datapaths = await run('ovn-sbctl', [
+    `--db=${stack.ovn.sb.tcp}`,
+    '--bare',
+    '--columns=external_ids',
+    'list',
+    'Datapath_Binding',
+  ])
+  t.match(datapaths.stdout, /probe/, 'northd compiled an NB switch into the SB over TCP')
+
+  const bgp = await run('vtysh', ['--vty_socket', stack.frr.vtyDir, '-c', 'show running-config'])
+  t.match(bgp.stdout, /router bgp 65000/, 'bgpd answers through vtysh')
+
+  t.ok((await processesMentioning(dataDir)).length >= 7, 'every daemon runs under the data dir')
+  await stack.stop()
+  t.same(await processesMentioning(dataDir), [], 'no daemon left after stop')
+})
+
+t.test('a taken preferred port falls back to a free one', async (t) => {
+  const blocker = createServer()
+  await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()))
+  t.teardown(() => new Promise<void>((r) => blocker.close(() => r())))
+  const address = blocker.address()
+  const taken = typeof address === 'object' && address ? address.port : 0
+
+  const stack = await startLocalStack({
+    dataDir: await tempDir(t),
+    redis: { port: taken },
+    ovn: false,
+    frr: false,
+  })
+  t.teardown(() => stack.stop())
+  t.not(stack.redis?.port, taken, 'redis is not on the taken port')
+  const ping = await run('redis-cli', ['-p', String(stack.redis?.port), 'ping'])
+  t.equal(ping.stdout.trim(), 'PONG')
+})
+
+t.test('a missing binary is an error naming the Debian package', async (t) => {
+  const path = process.env.PATH
+  t.teardown(() => {
+    process.env.PATH = path
+  })
+  process.env.PATH = '/nonexistent'
+  const error = await startLocalStack({ dataDir: await tempDir(t), ovn: false, frr: false }).catch(
+    (e: unknown) => e,
+  )
+  t.type(error, MissingBinaryError)
+  t.match((error as Error).message, /redis-server is not installed: apt-get install redis-server/)
+})
+
+t.test('a daemon that dies while starting is reported with its log', async (t) => {
+  const dir = await tempDir(t)
+  const error = await startDaemon({
+    name: 'doomed',
+    command: 'sh',
+    args: ['-c', 'echo "cannot open database"; exit 3'],
+    logFile: join(dir, 'doomed.log'),
+    ready: async () => false,
+  }).catch((e: unknown) => e)
+  t.type(error, DaemonStartError)
+  t.match((error as Error).message, /doomed failed to start: exited with code 3/)
+  t.match((error as Error).message, /cannot open database/)
+})
+
+t.test('a daemon that crashes while the stack is up is reported', async (t) => {
+  const dataDir = await tempDir(t)
+  const stack = await startLocalStack({ dataDir, ovn: false, frr: false })
+  t.teardown(() => stack.stop())
+  await run('redis-cli', ['-p', String(stack.redis?.port), 'shutdown', 'nosave']).catch(() => {})
+  const exit = await stack.crashed
+  t.equal(exit.name, 'redis-server')
+})
+
+t.test('two stacks cannot share one data dir', async (t) => {
+  const dataDir = await tempDir(t)
+  const child = spawn(process.execPath, ['--import', 'tsx', '-e', holdStack(dataDir)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  t.teardown(() => {
+    child.kill('SIGKILL')
+  })
+  await waitForLine(child.stdout, 'up')
+  const error = await startLocalStack({ dataDir, ovn: false, frr: false }).catch((e: unknown) => e)
+  t.type(error, DataDirInUseError)
+})
+
+t.test('killing the owning process with SIGKILL leaves no daemon behind', async (t) => {
+  const dataDir = await tempDir(t)
+  const child = spawn(process.execPath, ['--import', 'tsx', '-e', holdStack(dataDir, true)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  await waitForLine(child.stdout, 'up')
+  t.ok((await processesMentioning(dataDir)).length >= 4, 'daemons are running')
+  child.kill('SIGKILL')
+  const gone = await eventually(
+    async () => (await processesMentioning(dataDir)).length === 0,
+    10_000,
+  )
+  t.ok(gone, 'every daemon exited after its owner was killed')
+})
+
+function holdStack(dataDir: string, withOvn = false): string {
+  const stackModule = new URL('../../infra/local/stack.ts', import.meta.url).href
+  return `
+    const { startLocalStack } = await import(${JSON.stringify(stackModule)})
+    await startLocalStack({ dataDir: ${JSON.stringify(dataDir)}, ovn: ${withOvn}, frr: false })
+    process.stdout.write('up\\n')
+    setInterval(() => {}, 1000)
+  `
+}
+
+function waitForLine(stream: NodeJS.ReadableStream | null, line: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let seen = ''
+    stream?.on('data', (chunk: Buffer) => {
+      seen += chunk.toString()
+      if (seen.split('\n').includes(line)) resolve()
+    })
+    stream?.on('end', () => reject(new Error(`stream ended before "${line}": ${seen}`)))
+  })
+}
