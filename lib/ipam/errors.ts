@@ -1,0 +1,85 @@
+/**
+ * Errors IPAM throws on purpose. Each names what an operator needs to act on: the
+ * network, the pool, the address, the owner that holds it.
+ */
+import { HydrazineError } from '../errors.ts'
+
+/** No free address is left in the pool (or in any pool, when `pool` is `*`). */
+export class PoolExhausted extends HydrazineError {
+  constructor(
+    readonly network: string,
+    readonly pool: string,
+  ) {
+    super('POOL_EXHAUSTED', `network ${network}: pool ${pool} has no free address`)
+  }
+}
+
+/** The address is already held by another owner. */
+export class AddressInUse extends HydrazineError {
+  constructor(
+    readonly network: string,
+    readonly ip: string,
+    readonly owner: string,
+  ) {
+    super('ADDRESS_IN_USE', `network ${network}: ${ip} is already held by ${owner}`)
+  }
+}
+
+/** The address or range does not lie inside a subnet it must belong to. */
+export class NotInSubnet extends HydrazineError {
+  constructor(
+    readonly network: string,
+    readonly what: string,
+    readonly subnet?: string,
+  ) {
+    super(
+      'NOT_IN_SUBNET',
+      subnet === undefined
+        ? `network ${network}: ${what} lies in none of its subnets`
+        : `network ${network}: ${what} is not inside subnet ${subnet}`,
+    )
+  }
+}
+
+/** Two subnets, two pools or two external ranges of one network would overlap. */
+export class Overlap extends HydrazineError {
+  constructor(
+    readonly network: string,
+    readonly a: string,
+    readonly b: string,
+  ) {
+    super('OVERLAP', `network ${network}: ${a} overlaps ${b}`)
+  }
+}
+
+/**
+ * The request contradicts current state: a different definition under the same name,
+ * an address that may not be handed out, a removal of something still in use.
+ * `holder` names who is in the way, when someone is.
+ */
+export class Conflict extends HydrazineError {
+  constructor(
+    message: string,
+    readonly holder?: string,
+    options: { retryable?: boolean } = {},
+  ) {
+    super('CONFLICT', message, options)
+  }
+}
+
+/** The network, subnet, pool or public IP named does not exist. */
+export class NotFound extends HydrazineError {
+  constructor(
+    readonly kind: string,
+    readonly id: string,
+  ) {
+    super('NOT_FOUND', `${kind} ${id} does not exist`)
+  }
+}
+
+/** The request is malformed: not an IP, a bad CIDR, a range that ends before it starts. */
+export class InvalidRequest extends HydrazineError {
+  constructor(message: string) {
+    super('IPAM_INVALID', message)
+  }
+}

@@ -1,0 +1,85 @@
+--[[
+  Replaces (or deletes) a network's definition and rebuilds every pool bitmap from the
+  addresses currently held, in one step.
+
+  KEYS[1]  meta hash: version, def
+  KEYS[2]  owners hash: owner -> address hex
+  KEYS[3]  holders hash: address hex -> owner
+  KEYS[4 .. 3+nOld]           bitmap keys of the current pools (deleted)
+  KEYS[4+nOld ..]             per new pool: res, excl, busy
+
+  ARGV[1]  expected version ('0' = the network must not exist yet)
+  ARGV[2]  new definition JSON ('' = delete the network)
+  ARGV[3]  nOld: number of current pool bitmap keys
+  ARGV[4]  nNew: number of new pools
+  ARGV[5]  nCheck: number of ranges that must hold no address
+  ARGV[6]  force: '1' deletes the network even while addresses are held
+  then per new pool:    startHex, endHex, exclusion bitmap (padding bits set)
+  then per check range: startHex, endHex
+
+  Returns {'ok', newVersion} | {'stale', currentVersion} | {'busy', owner, addressHex}
+  Address hex is fixed width (8 digits IPv4, 32 IPv6), so string order is numeric order.
+]]
+local current = redis.call('HGET', KEYS[1], 'version') or '0'
+if current ~= ARGV[1] then
+  return {'stale', current}
+end
+
+local nOld = tonumber(ARGV[3])
+local nNew = tonumber(ARGV[4])
+local nCheck = tonumber(ARGV[5])
+local holders = redis.call('HGETALL', KEYS[3])
+
+local function within(hex, s, e)
+  return #hex == #s and hex >= s and hex <= e
+end
+
+-- Offset of hex from s; pools are smaller than 2^32 addresses, so the low 32 bits suffice.
+local function offset(hex, s)
+  local d = tonumber(string.sub(hex, -8), 16) - tonumber(string.sub(s, -8), 16)
+  if d < 0 then d = d + 4294967296 end
+  return d
+end
+
+if ARGV[2] == '' then
+  if ARGV[6] ~= '1' and #holders > 0 then
+    return {'busy', holders[2], holders[1]}
+  end
+  local doomed = {KEYS[1], KEYS[2], KEYS[3]}
+  for i = 1, nOld do doomed[#doomed + 1] = KEYS[3 + i] end
+  redis.call('DEL', unpack(doomed))
+  return {'ok', '0'}
+end
+
+local checkBase = 7 + nNew * 3
+for c = 0, nCheck - 1 do
+  local s = ARGV[checkBase + c * 2]
+  local e = ARGV[checkBase + c * 2 + 1]
+  for h = 1, #holders, 2 do
+    if within(holders[h], s, e) then
+      return {'busy', holders[h + 1], holders[h]}
+    end
+  end
+end
+
+for i = 1, nOld do redis.call('DEL', KEYS[3 + i]) end
+
+for p = 0, nNew - 1 do
+  local res = KEYS[4 + nOld + p * 3]
+  local excl = KEYS[5 + nOld + p * 3]
+  local busy = KEYS[6 + nOld + p * 3]
+  local s = ARGV[7 + p * 3]
+  local e = ARGV[8 + p * 3]
+  redis.call('DEL', res, busy)
+  redis.call('SET', excl, ARGV[9 + p * 3])
+  for h = 1, #holders, 2 do
+    if within(holders[h], s, e) then
+      redis.call('SETBIT', res, offset(holders[h], s), 1)
+    end
+  end
+  redis.call('BITOP', 'OR', busy, excl, res)
+end
+
+local version = redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HSET', KEYS[1], 'def', ARGV[2])
+return {'ok', tostring(version)}
