@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { VtyshError } from './errors.ts'
 
 export interface VtyshOptions {
@@ -15,7 +18,7 @@ export interface Vtysh {
   /** Runs one show command and returns its output. */
   show(command: string): Promise<string>
   /**
-   * Applies configuration-mode lines in ONE vtysh session (`vtysh -f`, read from stdin),
+   * Applies configuration-mode lines in ONE vtysh session (`vtysh -f <file>`),
    * however many there are. Throws VtyshError if any line was refused; the lines before
    * and after it are still applied, so callers re-read state rather than assume.
    */
@@ -24,10 +27,10 @@ export interface Vtysh {
 
 /** A vtysh runner for one FRR instance. Unix sockets work across network namespaces. */
 export function createVtysh({ vtyDir, binary = 'vtysh', timeoutMs = 30_000 }: VtyshOptions): Vtysh {
-  const run = (args: readonly string[], input?: string) =>
+  const run = (args: readonly string[]) =>
     new Promise<string>((resolve, reject) => {
       const child = spawn(binary, ['--vty_socket', vtyDir, ...args], {
-        stdio: ['pipe', 'pipe', 'pipe'],
+        stdio: ['ignore', 'pipe', 'pipe'],
         timeout: timeoutMs,
       })
       const out: Buffer[] = []
@@ -41,15 +44,22 @@ export function createVtysh({ vtyDir, binary = 'vtysh', timeoutMs = 30_000 }: Vt
         const detail = `${Buffer.concat(err).toString()}${stdout}`.trim().slice(0, 2000)
         reject(new VtyshError(vtyDir, `${args.join(' ')} exited ${signal ?? code}: ${detail}`))
       })
-      child.stdin.on('error', () => {})
-      child.stdin.end(input ?? '')
     })
 
   return {
     vtyDir,
     show: (command) => run(['-c', command]),
     async configure(lines) {
-      if (lines.length > 0) await run(['-f', '/dev/stdin'], `${lines.join('\n')}\n`)
+      if (lines.length === 0) return
+      // vtysh -f wants a file it can open (a pipe's /dev/stdin is a socket here).
+      const dir = await mkdtemp(join(tmpdir(), 'hz-vtysh-'))
+      try {
+        const file = join(dir, 'commands.conf')
+        await writeFile(file, `${lines.join('\n')}\n`)
+        await run(['-f', file])
+      } finally {
+        await rm(dir, { recursive: true, force: true })
+      }
     },
   }
 }

@@ -1,0 +1,27 @@
+/**
+ * The FRR consumer as its own process, so a test can kill it (SIGKILL) and start it
+ * again. Env: REDIS_URL, FRR_VTY_DIR, STORE_KEY (hash publicIp → next hop), QUEUE_PREFIX.
+ * Prints `READY {resync result}` once it resynced FRR and consumes the queue.
+ */
+import { Redis } from 'ioredis'
+import { createFrrSync } from '../../functions/frr-sync.ts'
+import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
+import { startFrrConsumer } from '../../queues/frr.ts'
+import { redisAnnouncementSource } from './fixtures.ts'
+
+const env = (name: string): string => {
+  const value = process.env[name]
+  if (!value) throw new Error(`${name} is not set`)
+  return value
+}
+
+const redis = new Redis(env('REDIS_URL'), { maxRetriesPerRequest: null })
+const frr = createFrrController({ vtysh: createVtysh({ vtyDir: env('FRR_VTY_DIR') }) })
+const consumer = await startFrrConsumer({
+  connection: redis,
+  frr,
+  source: redisAnnouncementSource(redis, env('STORE_KEY')),
+  handler: createFrrSync({ frr }),
+  prefix: env('QUEUE_PREFIX'),
+})
+process.stdout.write(`READY ${JSON.stringify(consumer.resynced)}\n`)
