@@ -283,7 +283,7 @@ export class Ipam {
    */
   async addPool(network: string, pool: PoolSpec): Promise<void> {
     const p = parseSpec(PoolSchema, pool, 'pool')
-    const r = normalizeRange(p)
+    const r = normalizeRange({ start: p.start, end: p.end })
     await this.#mutate(network, (current) => {
       const layout = required(network, current)
       const subnet = holdingSubnet(network, layout, r)
