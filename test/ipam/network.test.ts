@@ -18,7 +18,7 @@ import { ipamFixture } from './fixture.ts'
 const fx = await ipamFixture(t)
 
 t.test('definition rules', async (t) => {
-  const cases: { name: string; spec: NetworkSpec; error?: typeof Error }[] = [
+  const cases: { name: string; spec: NetworkSpec; error?: new (...args: never[]) => Error }[] = [
     {
       name: 'IPv4 and IPv6 subnets, one DHCP each',
       spec: {
@@ -215,11 +215,8 @@ for (const f of families) {
     const exhausted = await ipam.allocate('g', 'late').catch((e: unknown) => e)
     t.ok(exhausted instanceof PoolExhausted, 'a full pool is PoolExhausted')
     t.match(String(exhausted), /pool \*/, 'naming the pool')
-    await t.rejects(
-      ipam.allocate('g', 'late', { pool: 'all' }),
-      { pool: 'all' },
-      'naming the pool asked for',
-    )
+    const named = await ipam.allocate('g', 'late', { pool: 'all' }).catch((e: unknown) => e)
+    t.ok(named instanceof PoolExhausted && named.pool === 'all', 'naming the pool asked for')
     t.equal((await ipam.map('g')).subnets[0]?.pools[0]?.map, 'X'.repeat(f.emptyMap.length))
 
     t.equal(await ipam.release('g', 'h1'), f.order[1], 'release returns the address')
