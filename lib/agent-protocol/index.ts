@@ -1,0 +1,326 @@
+/**
+ * lib/agent-protocol: the contract between the controller and the DPU agent.
+ *
+ * - Each DPU consumes its own BullMQ queue (`agentQueueName(dpuId)`); a job's return
+ *   value is the agent's ack.
+ * - Every payload carries `protocolVersion` ('MAJOR.MINOR'). An agent refuses a major it
+ *   does not know; minors only add optional fields, which an older agent ignores.
+ * - The controller keeps speaking every version it has shipped: it reads the versions the
+ *   agent advertises in its heartbeat (`pickProtocolVersion`) and builds the payload for
+ *   that version (`buildConfigurePayload`).
+ *
+ * Imported by the controller and by the agent; it imports only valibot and lib/.
+ */
+import { createHash } from 'node:crypto'
+import { isIPv4 } from 'node:net'
+import * as v from 'valibot'
+import { HydrazineError } from '../errors.ts'
+
+/** Every protocol version this code has shipped, oldest first. */
+export const PROTOCOL_VERSIONS = ['1.0', '2.0'] as const
+export type ProtocolVersion = (typeof PROTOCOL_VERSIONS)[number]
+
+export const AgentJobName = { configure: 'configure', isolate: 'isolate' } as const
+export type AgentJobName = (typeof AgentJobName)[keyof typeof AgentJobName]
+
+/** BullMQ queue names may not contain ':'; DPU ids are checked by `DpuId`. */
+export function agentQueueName(dpuId: string): string {
+  return `agent-${dpuId}`
+}
+
+/** Redis key of a DPU's heartbeat (JSON `Heartbeat`, with a TTL). */
+export function heartbeatKey(dpuId: string): string {
+  return `hz:dpu:${dpuId}:heartbeat`
+}
+
+/**
+ * A job id that makes duplicates harmless: one job per (action, host, spec version).
+ *
+ * @example agentJobId('configure', p) // 'agent-configure-dpu-1-host-a-v3'
+ */
+export function agentJobId(
+  name: AgentJobName,
+  payload: { dpuId: string; host: { name: string }; specVersion: number },
+): string {
+  const host = payload.host.name.replace(/[^A-Za-z0-9._-]/g, '_')
+  return `agent-${name}-${payload.dpuId}-${host}-v${payload.specVersion}`
+}
+
+/**
+ * The OVS interface that carries a group's DHCP relay on a DPU. Its name becomes the
+ * relay's circuit id, so it must identify the group; Linux interface names are at most
+ * 15 characters, hence `hzr` + 8 hex digits of a SHA-256 of the group name.
+ *
+ * @example relayPortName('tenant-a/net-1') // 'hzr' + 8 hex digits
+ */
+export function relayPortName(group: string): string {
+  return `hzr${createHash('sha256').update(group).digest('hex').slice(0, 8)}`
+}
+
+// ---------------------------------------------------------------- schemas
+
+const name = v.pipe(v.string(), v.minLength(1, 'must not be empty'), v.maxLength(253))
+/** DPU ids end up in queue names, Redis keys and OVS `system-id`. */
+export const DpuId = v.pipe(
+  v.string(),
+  v.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'must be 1-63 of A-Z a-z 0-9 . _ - (no ":")'),
+)
+const ipv4 = v.pipe(v.string(), v.check(isIPv4, 'must be an IPv4 address'))
+const mac = v.pipe(
+  v.string(),
+  v.regex(/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/, 'must be a lower-case MAC like 0a:00:00:00:00:01'),
+)
+const ovsdbRemote = v.pipe(
+  v.string(),
+  v.regex(
+    /^(unix:\/.+|(tcp|ssl):(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5})$/,
+    'must be an OVSDB remote: unix:/path, tcp:HOST:PORT or ssl:HOST:PORT',
+  ),
+)
+/** A Linux interface name: at most 15 characters, no '/', ':' or spaces. */
+export const InterfaceName = v.pipe(
+  v.string(),
+  v.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$/, 'must be a Linux interface name (max 15 chars)'),
+)
+const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
+const protocolVersion = v.pipe(
+  v.string(),
+  v.regex(/^\d+\.\d+$/, "must be 'MAJOR.MINOR', e.g. '1.0'"),
+)
+
+const GroupV1 = v.object({
+  name,
+  /** The group's OVN Southbound remote, e.g. `tcp:10.0.0.1:6642`. */
+  sbRemote: ovsdbRemote,
+  /** The group's DHCP server; with `relay`, the agent runs a relay towards it. */
+  dhcpServer: v.optional(ipv4),
+  relay: v.optional(v.object({ logicalPort: name, mac })),
+})
+
+const HostV1 = v.object({
+  name,
+  logicalPort: name,
+  mac,
+  /** The DPU-side interface of the host (a representor; a veth end in the lab). */
+  hostPort: v.optional(InterfaceName),
+})
+
+export const ConfigurePayloadV1 = v.object({
+  protocolVersion,
+  dpuId: DpuId,
+  specVersion,
+  group: GroupV1,
+  host: HostV1,
+})
+export type ConfigurePayloadV1 = v.InferOutput<typeof ConfigurePayloadV1>
+
+/** v2 adds `host.mtu` (the agent sets it on the host port). */
+export const ConfigurePayloadV2 = v.object({
+  ...ConfigurePayloadV1.entries,
+  host: v.object({
+    ...HostV1.entries,
+    mtu: v.optional(v.pipe(v.number(), v.integer(), v.minValue(576), v.maxValue(9216))),
+  }),
+})
+export type ConfigurePayloadV2 = v.InferOutput<typeof ConfigurePayloadV2>
+
+export const IsolatePayloadV1 = v.object({
+  protocolVersion,
+  dpuId: DpuId,
+  specVersion,
+  group: v.object({ name }),
+  host: v.object({ name, logicalPort: name, hostPort: v.optional(InterfaceName) }),
+})
+export type IsolatePayloadV1 = v.InferOutput<typeof IsolatePayloadV1>
+/** `isolate` did not change in v2. */
+export const IsolatePayloadV2 = IsolatePayloadV1
+export type IsolatePayloadV2 = IsolatePayloadV1
+
+/** What the agent saw on its DPU: reported in acks, heartbeats and gRPC `GetStatus`. */
+export const ObservedState = v.object({
+  /** OVS `system-id`, the OVN chassis name. */
+  chassis: v.string(),
+  bridges: v.array(v.string()),
+  ovnRemote: v.nullable(v.string()),
+  ovnController: v.object({ running: v.boolean(), connected: v.boolean() }),
+  boundPorts: v.array(
+    v.object({
+      port: v.string(),
+      logicalPort: v.string(),
+      group: v.string(),
+      ovnInstalled: v.boolean(),
+    }),
+  ),
+  relays: v.array(
+    v.object({
+      group: v.string(),
+      port: v.string(),
+      dhcpServer: v.string(),
+      running: v.boolean(),
+    }),
+  ),
+})
+export type ObservedState = v.InferOutput<typeof ObservedState>
+
+export const ConfigureAck = v.object({
+  dpuId: v.string(),
+  specVersion,
+  protocolVersion: v.string(),
+  hostPort: v.string(),
+  relayPort: v.optional(v.string()),
+  ovnInstalled: v.boolean(),
+  chassis: v.string(),
+  observed: ObservedState,
+})
+export type ConfigureAck = v.InferOutput<typeof ConfigureAck>
+
+export const IsolateAck = v.object({
+  dpuId: v.string(),
+  specVersion,
+  protocolVersion: v.string(),
+  hostPort: v.string(),
+  /** True once the host port is gone from `br-int` and no SB binding names this chassis. */
+  unbound: v.boolean(),
+  /** The group's relay port, when this isolate stopped the relay (no host needs it). */
+  relayStopped: v.optional(v.string()),
+  chassis: v.string(),
+  observed: ObservedState,
+})
+export type IsolateAck = v.InferOutput<typeof IsolateAck>
+
+/** The JSON the agent writes to `heartbeatKey(dpuId)`. */
+export const Heartbeat = v.object({
+  dpuId: v.string(),
+  agentVersion: v.string(),
+  protocolVersions: v.array(protocolVersion),
+  fabricIps: v.array(v.string()),
+  /** ISO time of the beat. */
+  at: v.string(),
+  intervalMs: v.number(),
+  observed: ObservedState,
+})
+export type Heartbeat = v.InferOutput<typeof Heartbeat>
+
+// ---------------------------------------------------------------- versions
+
+/** The agent or controller was asked to speak a protocol version it does not know. */
+export class UnsupportedProtocolVersion extends HydrazineError {
+  constructor(
+    readonly requested: string,
+    readonly supported: readonly string[],
+  ) {
+    super(
+      'AGENT_PROTOCOL_UNSUPPORTED',
+      `protocol version ${requested} is not supported (supported: ${supported.join(', ') || 'none'})`,
+    )
+  }
+}
+
+/** A job payload does not match its schema; the job must fail without retries. */
+export class InvalidAgentPayload extends HydrazineError {
+  constructor(
+    readonly job: string,
+    readonly issues: readonly string[],
+  ) {
+    super('AGENT_PAYLOAD_INVALID', `${job} payload is invalid: ${issues.join('; ')}`)
+  }
+}
+
+export function majorOf(version: string): number {
+  return Number(version.split('.')[0])
+}
+
+/**
+ * The highest version both sides speak: the controller calls it with the versions an
+ * agent advertised in its heartbeat. Throws when there is none.
+ *
+ * @example pickProtocolVersion(['1.0']) // '1.0', even though '2.0' exists
+ */
+export function pickProtocolVersion(
+  agentVersions: readonly string[],
+  ours: readonly string[] = PROTOCOL_VERSIONS,
+): ProtocolVersion {
+  const agentMajors = new Set(agentVersions.map(majorOf))
+  for (const version of [...ours].reverse()) {
+    if (agentMajors.has(majorOf(version))) return version as ProtocolVersion
+  }
+  throw new UnsupportedProtocolVersion(agentVersions.join('|') || 'none', ours)
+}
+
+/** What the controller knows about one host on one DPU, whatever the version. */
+export interface ConfigureInput {
+  readonly dpuId: string
+  readonly specVersion: number
+  readonly group: ConfigurePayloadV1['group']
+  readonly host: ConfigurePayloadV1['host'] & { readonly mtu?: number }
+}
+
+/** Builds (and validates) the `configure` payload of one protocol version. */
+export function buildConfigurePayload(version: '1.0', input: ConfigureInput): ConfigurePayloadV1
+export function buildConfigurePayload(version: '2.0', input: ConfigureInput): ConfigurePayloadV2
+export function buildConfigurePayload(
+  version: ProtocolVersion,
+  input: ConfigureInput,
+): ConfigurePayloadV1 | ConfigurePayloadV2
+export function buildConfigurePayload(
+  version: ProtocolVersion,
+  input: ConfigureInput,
+): ConfigurePayloadV1 | ConfigurePayloadV2 {
+  if (version === '1.0') {
+    const { mtu: _dropped, ...host } = input.host
+    return v.parse(ConfigurePayloadV1, { ...input, host, protocolVersion: version })
+  }
+  return v.parse(ConfigurePayloadV2, { ...input, protocolVersion: version })
+}
+
+/** Builds (and validates) the `isolate` payload of one protocol version. */
+export function buildIsolatePayload(
+  version: ProtocolVersion,
+  input: Omit<IsolatePayloadV1, 'protocolVersion'>,
+): IsolatePayloadV1 {
+  return v.parse(IsolatePayloadV1, { ...input, protocolVersion: version })
+}
+
+/** A payload as the agent handles it: the newest shape, optional fields maybe absent. */
+export type ConfigureRequest = ConfigurePayloadV2
+export type IsolateRequest = IsolatePayloadV2
+
+/**
+ * Validates a job's payload for an agent that speaks `supported`. Throws
+ * `UnsupportedProtocolVersion` for a major the agent does not know and
+ * `InvalidAgentPayload` for a payload that does not match that major's schema; neither
+ * is worth retrying.
+ */
+export function parseAgentJob(
+  job: string,
+  data: unknown,
+  supported: readonly string[] = PROTOCOL_VERSIONS,
+): { name: 'configure'; payload: ConfigureRequest } | { name: 'isolate'; payload: IsolateRequest } {
+  const requested =
+    typeof data === 'object' && data !== null && 'protocolVersion' in data
+      ? String(data.protocolVersion)
+      : 'missing'
+  const major = majorOf(requested)
+  if (!supported.some((s) => majorOf(s) === major)) {
+    throw new UnsupportedProtocolVersion(requested, supported)
+  }
+  const schema =
+    job === AgentJobName.configure
+      ? major === 1
+        ? ConfigurePayloadV1
+        : ConfigurePayloadV2
+      : job === AgentJobName.isolate
+        ? IsolatePayloadV1
+        : undefined
+  if (!schema) throw new InvalidAgentPayload(job, [`unknown job name ${job}`])
+  const result = v.safeParse(schema, data)
+  if (!result.success) {
+    throw new InvalidAgentPayload(
+      job,
+      result.issues.map((i) => `${v.getDotPath(i) ?? '(root)'}: ${i.message}`),
+    )
+  }
+  return job === AgentJobName.configure
+    ? { name: 'configure', payload: result.output as ConfigureRequest }
+    : { name: 'isolate', payload: result.output as IsolateRequest }
+}

@@ -1,0 +1,123 @@
+import t from 'tap'
+import * as v from 'valibot'
+import {
+  agentJobId,
+  agentQueueName,
+  buildConfigurePayload,
+  buildIsolatePayload,
+  type ConfigureInput,
+  Heartbeat,
+  InvalidAgentPayload,
+  parseAgentJob,
+  pickProtocolVersion,
+  relayPortName,
+  UnsupportedProtocolVersion,
+} from '../../lib/agent-protocol/index.ts'
+
+const input: ConfigureInput = {
+  dpuId: 'dpu-1',
+  specVersion: 3,
+  group: {
+    name: 'tenant-a-net',
+    sbRemote: 'tcp:10.0.0.1:6642',
+    dhcpServer: '10.0.0.53',
+    relay: { logicalPort: 'tenant-a-net-relay', mac: '0a:00:00:00:00:fe' },
+  },
+  host: { name: 'host-a', logicalPort: 'tenant-a-net-host-a', mac: '0a:00:00:00:00:01', mtu: 9000 },
+}
+
+t.test('the controller picks the highest version the agent advertises', async (t) => {
+  const cases: [string[], string][] = [
+    [['1.0'], '1.0'],
+    [['1.0', '2.0'], '2.0'],
+    [['1.3'], '1.0'],
+    [['2.1', '3.0'], '2.0'],
+  ]
+  for (const [agent, expected] of cases) {
+    t.equal(pickProtocolVersion(agent), expected, `agent ${agent.join(',')}`)
+  }
+  t.throws(() => pickProtocolVersion(['3.0']), UnsupportedProtocolVersion)
+  t.throws(() => pickProtocolVersion([]), UnsupportedProtocolVersion)
+})
+
+t.test(
+  'a v1 payload drops what only v2 knows; both parse for an agent that knows them',
+  async (t) => {
+    const v1 = buildConfigurePayload('1.0', input)
+    t.equal(v1.protocolVersion, '1.0')
+    t.notOk('mtu' in v1.host, 'v1 has no host.mtu')
+    const v2 = buildConfigurePayload('2.0', input)
+    t.equal(v2.host.mtu, 9000)
+
+    const newAgent = parseAgentJob('configure', v2)
+    t.equal(newAgent.name, 'configure')
+    t.equal(newAgent.name === 'configure' && newAgent.payload.host.mtu, 9000)
+    const oldAgentGetsV1 = parseAgentJob('configure', v1, ['1.0'])
+    t.equal(oldAgentGetsV1.payload.host.logicalPort, 'tenant-a-net-host-a')
+  },
+)
+
+t.test('an agent refuses an unknown major and invalid payloads', async (t) => {
+  const v2 = buildConfigurePayload('2.0', input)
+  t.throws(() => parseAgentJob('configure', v2, ['1.0']), {
+    code: 'AGENT_PROTOCOL_UNSUPPORTED',
+    message: /protocol version 2\.0 is not supported \(supported: 1\.0\)/,
+  })
+  t.throws(() => parseAgentJob('configure', { dpuId: 'x' }), UnsupportedProtocolVersion)
+  // A newer minor of a known major parses: minors only add optional fields.
+  t.equal(parseAgentJob('configure', { ...v2, protocolVersion: '2.7' }).name, 'configure')
+
+  const bad: [string, unknown, RegExp][] = [
+    ['configure', { ...v2, dpuId: 'a:b' }, /dpuId/],
+    ['configure', { ...v2, host: { ...v2.host, mac: 'nope' } }, /host\.mac/],
+    ['configure', { ...v2, group: { ...v2.group, sbRemote: 'x' } }, /group\.sbRemote/],
+    ['configure', { ...v2, host: { ...v2.host, hostPort: 'much-too-long-ifname' } }, /hostPort/],
+    ['isolate', { protocolVersion: '1.0', dpuId: 'd', specVersion: 1 }, /group/],
+    ['explode', v2, /unknown job name/],
+  ]
+  for (const [job, data, message] of bad) {
+    t.throws(() => parseAgentJob(job, data), InvalidAgentPayload)
+    t.throws(() => parseAgentJob(job, data), { message }, `${job}: ${message}`)
+  }
+})
+
+t.test('names: queue, job id, relay port', async (t) => {
+  t.equal(agentQueueName('dpu-1'), 'agent-dpu-1')
+  t.equal(
+    agentJobId('configure', buildConfigurePayload('1.0', input)),
+    'agent-configure-dpu-1-host-a-v3',
+  )
+  const isolate = buildIsolatePayload('1.0', {
+    dpuId: 'dpu-1',
+    specVersion: 4,
+    group: { name: 'g' },
+    host: { name: 'host a', logicalPort: 'lp' },
+  })
+  t.equal(agentJobId('isolate', isolate), 'agent-isolate-dpu-1-host_a-v4')
+  const relay = relayPortName('tenant-a-net')
+  t.match(relay, /^hzr[0-9a-f]{8}$/)
+  t.ok(relay.length <= 15)
+  t.equal(relayPortName('tenant-a-net'), relay, 'deterministic')
+  t.not(relayPortName('tenant-b-net'), relay, 'one per group')
+})
+
+t.test('the heartbeat schema parses what an agent writes', async (t) => {
+  const beat = {
+    dpuId: 'dpu-1',
+    agentVersion: '0.1.0',
+    protocolVersions: ['1.0'],
+    fabricIps: ['10.0.0.2'],
+    at: new Date().toISOString(),
+    intervalMs: 1000,
+    observed: {
+      chassis: 'dpu-1',
+      bridges: ['br-int', 'br-phy'],
+      ovnRemote: null,
+      ovnController: { running: false, connected: false },
+      boundPorts: [],
+      relays: [],
+    },
+  }
+  t.ok(v.is(Heartbeat, beat))
+  t.notOk(v.is(Heartbeat, { ...beat, protocolVersions: ['one'] }))
+})
