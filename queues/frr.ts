@@ -52,7 +52,8 @@ export interface FrrAck {
   readonly observedAt: string
 }
 
-export type FrrJob = Job<unknown, FrrAck, string>
+/** What the handler reads of a job; a BullMQ `Job` is one. */
+export type FrrJob = Pick<Job<unknown, FrrAck, string>, 'name' | 'data'>
 
 /**
  * A job id that makes duplicates harmless: the same change of the same owner at the same

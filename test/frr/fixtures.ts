@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises'
+import { chmod, chown, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import type { Redis } from 'ioredis'
