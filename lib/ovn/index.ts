@@ -22,4 +22,24 @@ export { sbSchema } from './schema/sb.generated.ts'
 export type * from './schema/vswitch.generated.ts'
 export { ovsSchema } from './schema/vswitch.generated.ts'
 export type { DbSchema } from './schema-types.ts'
+export type { ActualRow, ActualRows, ApplyOptions, ApplyResult } from './topology/apply.ts'
+export {
+  applyDesiredRows,
+  applyGroupTopology,
+  deleteGroupTopology,
+  diffTopology,
+  readOwnedRows,
+} from './topology/apply.ts'
+export type { DesiredRow, DesiredRows, ParentRef, TopologyTable } from './topology/compile.ts'
+export {
+  compileGroupTopology,
+  HOST_POLICY_PRIORITY,
+  OWNER_KEY,
+  ownerOf,
+  ROW_KEY,
+  transitAddresses,
+} from './topology/compile.ts'
+export * from './topology/errors.ts'
+export type { DhcpRelayPort, GroupMember, GroupTopologySpec, HostAccess } from './topology/spec.ts'
+export { GroupTopologySpecSchema } from './topology/spec.ts'
 export { decodeValue, encodeValue, isUuid } from './values.ts'

@@ -1,0 +1,235 @@
+import type { OvsdbClient } from '../client.ts'
+import { Database } from '../database.ts'
+import { OvsdbTimedOut } from '../errors.ts'
+import type { Operation } from '../protocol.ts'
+import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
+import {
+  compileGroupTopology,
+  type DesiredRow,
+  type DesiredRows,
+  OWNER_KEY,
+  ownerOf,
+  ROW_KEY,
+  TOPOLOGY_TABLES,
+  type TopologyTable,
+} from './compile.ts'
+import { TopologyApplyContention } from './errors.ts'
+import type { GroupTopologySpec } from './spec.ts'
+
+const nb = new Database<NbTables>(nbSchema)
+
+/** A row as read back from NB, with its columns as plain values. */
+export type ActualRow = { readonly _uuid: string; readonly _version: string } & Readonly<
+  Record<string, unknown>
+>
+/** The rows a group owns in NB, per table. */
+export type ActualRows = Readonly<Record<TopologyTable, readonly ActualRow[]>>
+
+export interface ApplyResult {
+  /** True when a transaction was committed. */
+  readonly changed: boolean
+  /** Write operations committed (0 when NB already matched). */
+  readonly ops: number
+  /** Read-diff-commit rounds it took (more than 1 when another writer raced). */
+  readonly attempts: number
+}
+
+export interface ApplyOptions {
+  /** Give up with `TopologyApplyContention` after this many lost races. Default 8. */
+  readonly maxAttempts?: number
+}
+
+/**
+ * Converges NB to the group's compiled topology: reads the rows the group owns, diffs,
+ * and commits only the difference in one transaction guarded by `wait` on the owned
+ * rows' `_version` (retried from the read when another writer got there first).
+ * Applying the same spec twice commits nothing the second time. Rows without the
+ * group's owner `external_ids` are never touched.
+ *
+ * @example
+ * const { changed } = await applyGroupTopology(client, spec)
+ */
+export function applyGroupTopology(
+  client: OvsdbClient,
+  spec: GroupTopologySpec,
+  options: ApplyOptions = {},
+): Promise<ApplyResult> {
+  return applyDesiredRows(client, compileGroupTopology(spec), options)
+}
+
+/** Removes every row the group owns (the apply of an empty desired state). */
+export function deleteGroupTopology(
+  client: OvsdbClient,
+  groupName: string,
+  options: ApplyOptions = {},
+): Promise<ApplyResult> {
+  return applyDesiredRows(
+    client,
+    { group: groupName, owner: ownerOf(groupName), rows: [] },
+    options,
+  )
+}
+
+export async function applyDesiredRows(
+  client: OvsdbClient,
+  desired: DesiredRows,
+  options: ApplyOptions = {},
+): Promise<ApplyResult> {
+  const maxAttempts = options.maxAttempts ?? 8
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const actual = await readOwnedRows(client, desired.owner)
+    const { guards, writes } = diffTopology(desired, actual)
+    if (writes.length === 0) return { changed: false, ops: 0, attempts: attempt }
+    try {
+      await client.transact(nb.name, [...guards, ...writes])
+      return { changed: true, ops: writes.length, attempts: attempt }
+    } catch (err) {
+      if (!(err instanceof OvsdbTimedOut)) throw err
+      await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt))
+    }
+  }
+  throw new TopologyApplyContention(desired.group, maxAttempts)
+}
+
+/** Reads every row of the topology tables whose owner `external_ids` is `owner`. */
+export async function readOwnedRows(client: OvsdbClient, owner: string): Promise<ActualRows> {
+  const results = await client.transact(
+    nb.name,
+    TOPOLOGY_TABLES.map((table) =>
+      nb.select(table, [['external_ids', 'includes', { [OWNER_KEY]: owner }]]),
+    ),
+  )
+  const out: Partial<Record<TopologyTable, ActualRow[]>> = {}
+  for (const [i, table] of TOPOLOGY_TABLES.entries()) {
+    out[table] = nb.decodeRows(table, results[i]?.rows) as unknown as ActualRow[]
+  }
+  return out as ActualRows
+}
+
+const REF_COLUMNS = {
+  Logical_Switch: ['ports'],
+  Logical_Router: ['ports', 'static_routes', 'policies', 'nat'],
+} as const
+
+/**
+ * The operations that turn `actual` into `desired`: `guards` (one `wait` per table on
+ * the owned rows' `_uuid`/`_version`, so that a concurrent change aborts the commit)
+ * and `writes` (empty when nothing differs). Pure.
+ */
+export function diffTopology(
+  desired: DesiredRows,
+  actual: ActualRows,
+): { guards: Operation[]; writes: Operation[] } {
+  const ownerWhere = [['external_ids', 'includes', { [OWNER_KEY]: desired.owner }]] as const
+  const guards = TOPOLOGY_TABLES.map((table) =>
+    nb.wait(
+      table,
+      ownerWhere,
+      ['_uuid', '_version'],
+      actual[table].map((r) => ({ _uuid: r._uuid, _version: r._version })),
+    ),
+  )
+
+  // Owned rows by key; extra rows with the same key (or none) are stale.
+  const existing = new Map<string, ActualRow>()
+  const stale: { table: TopologyTable; row: ActualRow }[] = []
+  for (const table of TOPOLOGY_TABLES) {
+    for (const row of actual[table]) {
+      const key = keyOf(row)
+      const id = `${table}/${key}`
+      if (key === undefined || existing.has(id)) stale.push({ table, row })
+      else existing.set(id, row)
+    }
+  }
+  const wanted = new Set(desired.rows.map((r) => `${r.table}/${r.key}`))
+  for (const [id, row] of existing) {
+    if (!wanted.has(id)) {
+      stale.push({ table: id.slice(0, id.indexOf('/')) as TopologyTable, row })
+    }
+  }
+
+  const inserts: Operation[] = []
+  const updates: Operation[] = []
+  const refOf = new Map<string, string>()
+  let named = 0
+  for (const d of desired.rows) {
+    const have = existing.get(`${d.table}/${d.key}`)
+    if (have) {
+      refOf.set(`${d.table}/${d.key}`, have._uuid)
+      const changed = changedColumns(d, have)
+      if (Object.keys(changed).length > 0) {
+        updates.push(nb.update(d.table, [['_uuid', '==', have._uuid]], changed as never))
+      }
+    } else {
+      refOf.set(`${d.table}/${d.key}`, `row${named++}`)
+    }
+  }
+  const staleUuids = new Set(stale.map((s) => s.row._uuid))
+
+  // Parents: new ones get their children in the insert; existing ones are mutated.
+  const parentOps: Operation[] = []
+  for (const d of desired.rows) {
+    if (d.table !== 'Logical_Switch' && d.table !== 'Logical_Router') {
+      if (!existing.has(`${d.table}/${d.key}`)) {
+        const ref = refOf.get(`${d.table}/${d.key}`) ?? ''
+        inserts.push(nb.insert(d.table, d.row as never, ref))
+      }
+      continue
+    }
+    const children = new Map<string, string[]>()
+    for (const c of desired.rows) {
+      if (c.parent?.table === d.table && c.parent.key === d.key) {
+        const ref = refOf.get(`${c.table}/${c.key}`) ?? ''
+        children.set(c.parent.column, [...(children.get(c.parent.column) ?? []), ref])
+      }
+    }
+    const have = existing.get(`${d.table}/${d.key}`)
+    if (!have) {
+      const row: Record<string, unknown> = { ...d.row }
+      for (const [column, refs] of children) row[column] = refs
+      inserts.push(nb.insert(d.table, row as never, refOf.get(`${d.table}/${d.key}`)))
+      continue
+    }
+    const mutations: [string, 'insert' | 'delete', string[]][] = []
+    for (const column of REF_COLUMNS[d.table]) {
+      const current = new Set((have[column] as string[] | undefined) ?? [])
+      const want = children.get(column) ?? []
+      const add = want.filter((ref) => !current.has(ref))
+      const drop = [...current].filter((u) => staleUuids.has(u))
+      if (add.length > 0) mutations.push([column, 'insert', add])
+      if (drop.length > 0) mutations.push([column, 'delete', drop])
+    }
+    if (mutations.length > 0) {
+      parentOps.push(nb.mutate(d.table, [['_uuid', '==', have._uuid]], mutations as never))
+    }
+  }
+
+  // Stale roots are deleted; stale children vanish once unreferenced (above), except
+  // those whose parent is not ours: they are left alone.
+  const deletes = stale
+    .filter((s) => s.table === 'Logical_Switch' || s.table === 'Logical_Router')
+    .map((s) => nb.delete(s.table, [['_uuid', '==', s.row._uuid]]))
+
+  return { guards, writes: [...inserts, ...updates, ...parentOps, ...deletes] }
+}
+
+function keyOf(row: ActualRow): string | undefined {
+  const ids = row.external_ids as Record<string, string> | undefined
+  return ids?.[ROW_KEY]
+}
+
+function changedColumns(d: DesiredRow, have: ActualRow): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [column, value] of Object.entries(d.row)) {
+    if (canonical(value) !== canonical(have[column])) out[column] = value
+  }
+  return out
+}
+
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return JSON.stringify(value.map(canonical).sort())
+  if (value !== null && typeof value === 'object') {
+    return JSON.stringify(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+  }
+  return JSON.stringify(value ?? null)
+}

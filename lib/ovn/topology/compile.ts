@@ -1,0 +1,360 @@
+import { createHash } from 'node:crypto'
+import { isIP } from 'node:net'
+import * as v from 'valibot'
+import type { Writable } from '../database.ts'
+import type { NbTables } from '../schema/nb.generated.ts'
+import { InvalidTopologySpec, Ipv6NatUnsupported, NatConflict } from './errors.ts'
+import { type GroupMember, type GroupTopologySpec, GroupTopologySpecSchema } from './spec.ts'
+
+/** The NB tables a group topology is made of. */
+export type TopologyTable =
+  | 'Logical_Switch'
+  | 'Logical_Switch_Port'
+  | 'Logical_Router'
+  | 'Logical_Router_Port'
+  | 'Logical_Router_Static_Route'
+  | 'Logical_Router_Policy'
+  | 'NAT'
+
+export const TOPOLOGY_TABLES: readonly TopologyTable[] = [
+  'Logical_Switch',
+  'Logical_Router',
+  'Logical_Switch_Port',
+  'Logical_Router_Port',
+  'Logical_Router_Static_Route',
+  'Logical_Router_Policy',
+  'NAT',
+]
+
+/** Where a child row hangs: its parent (by key) and the parent's reference column. */
+export interface ParentRef {
+  readonly table: 'Logical_Switch' | 'Logical_Router'
+  readonly key: string
+  readonly column: 'ports' | 'static_routes' | 'policies' | 'nat'
+}
+
+/** One NB row the group needs, without its reference columns (those come from `parent`). */
+export type DesiredRow = {
+  [K in TopologyTable]: {
+    readonly table: K
+    /** Identity of the row within the group, stored as `external_ids:hydrazine:key`. */
+    readonly key: string
+    readonly row: Partial<Writable<NbTables[K]>> & { external_ids: Record<string, string> }
+    readonly parent?: ParentRef
+  }
+}[TopologyTable]
+
+export interface DesiredRows {
+  readonly group: string
+  /** Value of `external_ids:hydrazine:owner` on every row of the group. */
+  readonly owner: string
+  readonly rows: readonly DesiredRow[]
+}
+
+export const OWNER_KEY = 'hydrazine:owner'
+export const ROW_KEY = 'hydrazine:key'
+
+export function ownerOf(group: string): string {
+  return `group/${group}`
+}
+
+/** Priority of the per-host reroute policies on the distributed router. */
+export const HOST_POLICY_PRIORITY = 1000
+const LINK_LOCAL_SLOTS = 16_384 // /30s in 169.254.0.0/16
+
+/**
+ * Compiles a group's desired state into the NB rows it needs (seed 000, "User-defined
+ * Network Topology"). Pure: same spec, same rows.
+ *
+ * - distributed: switch `hz-<g>-ls` (host ports, DHCP relay ports) and router `hz-<g>-lr`
+ *   with the gateway IP, a default route per DPU (ECMP) and a reroute policy per IPv4
+ *   host to its own DPU's gateway router;
+ * - per DPU `d`: transit switch `hz-<g>-<d>-ts`, gateway router `hz-<g>-<d>-gw` pinned to
+ *   chassis `d`, public switch `hz-<g>-<d>-pub` with a localnet port; SNAT of the group
+ *   subnet to the DPU's NAT IP (which also makes the gateway router answer ARP for it);
+ *   FabricAccess: `dnat_and_snat` NAT IP ↔ host; PublicAccess: `dnat_and_snat` public
+ *   IP ↔ host (the host's egress leaves as its public IP, which FRR announces with next
+ *   hop = the NAT IP) and `dnat` NAT IP → host (still reachable from the fabric).
+ *
+ * Transit links get a /30 in 169.254.0.0/16 chosen by a hash of the DPU id (probing on
+ * collision, in DPU id order), so a DPU joining or leaving does not renumber the others.
+ *
+ * @throws InvalidTopologySpec, Ipv6NatUnsupported, NatConflict
+ */
+export function compileGroupTopology(spec: GroupTopologySpec): DesiredRows {
+  const parsed = v.safeParse(GroupTopologySpecSchema, spec)
+  if (!parsed.success) {
+    throw new InvalidTopologySpec(
+      String(spec.name),
+      'invalid spec',
+      parsed.issues.map((i) => ({ path: v.getDotPath(i) ?? '', message: i.message })),
+    )
+  }
+  const g = spec.name
+  const owner = ownerOf(g)
+  const [subnetAddr, subnetLenText] = spec.cidr.split('/') as [string, string]
+  const subnetLen = Number(subnetLenText)
+  const v4 = isIP(subnetAddr) === 4
+  if (!inSubnet(spec.gateway, spec.cidr)) {
+    throw new InvalidTopologySpec(g, `gateway ${spec.gateway} is not in ${spec.cidr}`)
+  }
+  const physnet = spec.physicalNetwork ?? 'physnet'
+  const rows: DesiredRow[] = []
+  const ids = (key: string, extra: Record<string, string> = {}) => ({
+    [OWNER_KEY]: owner,
+    'hydrazine:group': g,
+    [ROW_KEY]: key,
+    ...extra,
+  })
+  const lsKey = 'ls'
+  const lrKey = 'lr'
+  const ls = (key: string, name: string, extra?: Record<string, string>) =>
+    rows.push({ table: 'Logical_Switch', key, row: { name, external_ids: ids(key, extra) } })
+  const lsp = (
+    switchKey: string,
+    name: string,
+    row: Omit<Partial<Writable<NbTables['Logical_Switch_Port']>>, 'name' | 'external_ids'>,
+    extra?: Record<string, string>,
+  ) => {
+    const key = `lsp/${name}`
+    rows.push({
+      table: 'Logical_Switch_Port',
+      key,
+      row: { name, ...row, external_ids: ids(key, extra) },
+      parent: { table: 'Logical_Switch', key: switchKey, column: 'ports' },
+    })
+  }
+  const lrp = (
+    routerKey: string,
+    name: string,
+    networks: string[],
+    extra?: Record<string, string>,
+  ) => {
+    const key = `lrp/${name}`
+    rows.push({
+      table: 'Logical_Router_Port',
+      key,
+      row: { name, mac: macFor(name), networks, external_ids: ids(key, extra) },
+      parent: { table: 'Logical_Router', key: routerKey, column: 'ports' },
+    })
+  }
+  const routerLink = (
+    switchKey: string,
+    lspName: string,
+    lrpName: string,
+    extra?: Record<string, string>,
+  ) =>
+    lsp(
+      switchKey,
+      lspName,
+      { type: 'router', addresses: ['router'], options: { 'router-port': lrpName } },
+      extra,
+    )
+  const route = (
+    routerKey: string,
+    prefix: string,
+    nexthop: string,
+    dpu: string,
+    extra?: Record<string, string>,
+  ) => {
+    // One route per prefix and DPU: a changed next hop is an update, not a new row.
+    const key = `route/${routerKey}/${prefix}/${dpu}`
+    rows.push({
+      table: 'Logical_Router_Static_Route',
+      key,
+      row: { ip_prefix: prefix, nexthop, external_ids: ids(key, extra) },
+      parent: { table: 'Logical_Router', key: routerKey, column: 'static_routes' },
+    })
+  }
+  const nat = (
+    routerKey: string,
+    type: 'snat' | 'dnat' | 'dnat_and_snat',
+    externalIp: string,
+    logicalIp: string,
+    extra: Record<string, string>,
+  ) => {
+    const key = `nat/${routerKey}/${type}/${externalIp}/${logicalIp}`
+    rows.push({
+      table: 'NAT',
+      key,
+      row: { type, external_ip: externalIp, logical_ip: logicalIp, external_ids: ids(key, extra) },
+      parent: { table: 'Logical_Router', key: routerKey, column: 'nat' },
+    })
+  }
+
+  // Distributed switch and router.
+  ls(lsKey, `hz-${g}-ls`)
+  rows.push({
+    table: 'Logical_Router',
+    key: lrKey,
+    row: { name: `hz-${g}-lr`, external_ids: ids(lrKey) },
+  })
+  lrp(lrKey, `hz-${g}-lr-ls`, [`${spec.gateway}/${subnetLen}`])
+  routerLink(lsKey, `hz-${g}-ls-lr`, `hz-${g}-lr-ls`)
+
+  for (const m of spec.members) {
+    if (m.access !== 'None' && isIP(m.ip) !== 4)
+      throw new Ipv6NatUnsupported(g, m.hostName, m.access)
+    if (!inSubnet(m.ip, spec.cidr)) {
+      throw new InvalidTopologySpec(g, `host ${m.hostName} address ${m.ip} is not in ${spec.cidr}`)
+    }
+    lsp(
+      lsKey,
+      m.logicalPort,
+      { addresses: [`${m.mac} ${m.ip}`], port_security: [`${m.mac} ${m.ip}`] },
+      { 'hydrazine:host': m.hostName, 'hydrazine:dpu': m.dpu.id },
+    )
+  }
+  for (const r of spec.dhcpRelayPorts ?? []) {
+    lsp(
+      lsKey,
+      r.portName,
+      { addresses: [r.mac ?? 'unknown'] },
+      { 'hydrazine:dpu': r.dpuId, 'hydrazine:role': 'dhcp-relay' },
+    )
+  }
+
+  // Per DPU: transit switch, gateway router, public switch, NAT.
+  const byDpu = new Map<string, GroupMember[]>()
+  for (const m of spec.members) byDpu.set(m.dpu.id, [...(byDpu.get(m.dpu.id) ?? []), m])
+  const slots = linkLocalSlots([...byDpu.keys()])
+  for (const [dpu, members] of [...byDpu].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const slot = slots.get(dpu) ?? 0
+    const { lrSide, gwSide } = transitAddresses(slot)
+    const dpuIds = { 'hydrazine:dpu': dpu }
+    const tsKey = `ts/${dpu}`
+    const gwKey = `gw/${dpu}`
+    const pubKey = `pub/${dpu}`
+    const gwName = `hz-${g}-${dpu}-gw`
+
+    ls(tsKey, `hz-${g}-${dpu}-ts`, dpuIds)
+    lrp(lrKey, `hz-${g}-lr-${dpu}`, [`${lrSide}/30`], dpuIds)
+    routerLink(tsKey, `hz-${g}-${dpu}-ts-lr`, `hz-${g}-lr-${dpu}`, dpuIds)
+    rows.push({
+      table: 'Logical_Router',
+      key: gwKey,
+      row: { name: gwName, options: { chassis: dpu }, external_ids: ids(gwKey, dpuIds) },
+    })
+    lrp(gwKey, `${gwName}-ts`, [`${gwSide}/30`], dpuIds)
+    routerLink(tsKey, `hz-${g}-${dpu}-ts-gw`, `${gwName}-ts`, dpuIds)
+    ls(pubKey, `hz-${g}-${dpu}-pub`, dpuIds)
+    lrp(gwKey, `${gwName}-pub`, [spec.dummyFabricIp], dpuIds)
+    routerLink(pubKey, `hz-${g}-${dpu}-pub-gw`, `${gwName}-pub`, dpuIds)
+    lsp(
+      pubKey,
+      `hz-${g}-${dpu}-pub-ln`,
+      { type: 'localnet', addresses: ['unknown'], options: { network_name: physnet } },
+      dpuIds,
+    )
+
+    if (!v4) continue
+    route(gwKey, spec.cidr, lrSide, dpu, dpuIds)
+    if (spec.fabricGatewayIp) route(gwKey, '0.0.0.0/0', spec.fabricGatewayIp, dpu, dpuIds)
+    route(lrKey, '0.0.0.0/0', gwSide, dpu, dpuIds)
+
+    const natIps = new Set(members.flatMap((m) => (m.dpu.natIp ? [m.dpu.natIp] : [])))
+    if (natIps.size > 1)
+      throw new NatConflict(g, dpu, `members disagree on the NAT IP (${[...natIps].join(', ')})`)
+    const natIp = [...natIps][0]
+    if (natIp) nat(gwKey, 'snat', natIp, spec.cidr, dpuIds)
+    const externals = new Map<string, string>()
+    const inbound = (type: 'dnat' | 'dnat_and_snat', external: string, m: GroupMember) => {
+      const other = externals.get(external)
+      if (other !== undefined) {
+        throw new NatConflict(g, dpu, `${external} is claimed by both ${other} and ${m.hostName}`)
+      }
+      externals.set(external, m.hostName)
+      nat(gwKey, type, external, m.ip, { ...dpuIds, 'hydrazine:host': m.hostName })
+    }
+    for (const m of members) {
+      if (isIP(m.ip) !== 4) continue
+      rows.push({
+        table: 'Logical_Router_Policy',
+        key: `policy/${m.hostName}`,
+        row: {
+          priority: HOST_POLICY_PRIORITY,
+          match: `ip4.src == ${m.ip}`,
+          action: 'reroute',
+          nexthops: [gwSide],
+          external_ids: ids(`policy/${m.hostName}`, { ...dpuIds, 'hydrazine:host': m.hostName }),
+        },
+        parent: { table: 'Logical_Router', key: lrKey, column: 'policies' },
+      })
+      if (m.access === 'None') continue
+      if (!natIp) {
+        throw new NatConflict(
+          g,
+          dpu,
+          `host ${m.hostName} needs ${m.access} but the DPU has no NAT IP`,
+        )
+      }
+      if (m.access === 'FabricAccess') {
+        inbound('dnat_and_snat', natIp, m)
+        continue
+      }
+      if (!m.publicIp) {
+        throw new InvalidTopologySpec(g, `host ${m.hostName} has PublicAccess but no publicIp`)
+      }
+      // One dnat_and_snat per host, or OVN picks its egress source address at random.
+      inbound('dnat_and_snat', m.publicIp, m)
+      inbound('dnat', natIp, m)
+    }
+  }
+  const seen = new Set<string>()
+  for (const r of rows) {
+    if (seen.has(`${r.table}/${r.key}`))
+      throw new InvalidTopologySpec(g, `duplicate ${r.table} ${r.key}`)
+    seen.add(`${r.table}/${r.key}`)
+  }
+  return { group: g, owner, rows }
+}
+
+/** Link-local /30 per DPU: LR side `.1`, gateway router side `.2` of slot `n`. */
+export function transitAddresses(slot: number): { lrSide: string; gwSide: string } {
+  const base = slot * 4
+  const at = (offset: number) => `169.254.${(base + offset) >> 8}.${(base + offset) & 255}`
+  return { lrSide: at(1), gwSide: at(2) }
+}
+
+function linkLocalSlots(dpus: readonly string[]): Map<string, number> {
+  const taken = new Set<number>()
+  const out = new Map<string, number>()
+  for (const dpu of [...dpus].sort()) {
+    let slot = createHash('sha256').update(dpu).digest().readUInt32BE(0) % LINK_LOCAL_SLOTS
+    while (taken.has(slot)) slot = (slot + 1) % LINK_LOCAL_SLOTS
+    taken.add(slot)
+    out.set(dpu, slot)
+  }
+  return out
+}
+
+/** A stable, locally administered unicast MAC for a router port. */
+function macFor(portName: string): string {
+  const h = createHash('sha256').update(portName).digest()
+  return ['0a', ...[0, 1, 2, 3, 4].map((i) => (h[i] ?? 0).toString(16).padStart(2, '0'))].join(':')
+}
+
+function inSubnet(ip: string, cidr: string): boolean {
+  const [addr, lenText] = cidr.split('/') as [string, string]
+  const family = isIP(addr)
+  if (family !== isIP(ip)) return false
+  const bits = family === 4 ? 32 : 128
+  const toBig = (a: string) => (family === 4 ? v4ToBig(a) : v6ToBig(a))
+  const shift = BigInt(bits - Number(lenText))
+  return toBig(ip) >> shift === toBig(addr) >> shift
+}
+
+function v4ToBig(a: string): bigint {
+  return a.split('.').reduce((acc, o) => (acc << 8n) | BigInt(Number(o)), 0n)
+}
+
+function v6ToBig(a: string): bigint {
+  const [head = '', tail = ''] = a.split('::')
+  const h = head ? head.split(':') : []
+  const t = tail ? tail.split(':') : []
+  const groups = a.includes('::') ? [...h, ...Array(8 - h.length - t.length).fill('0'), ...t] : h
+  return groups.reduce(
+    (acc: bigint, x: string) => (acc << 16n) | BigInt(Number.parseInt(x, 16)),
+    0n,
+  )
+}

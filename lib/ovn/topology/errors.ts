@@ -1,0 +1,51 @@
+import { HydrazineError } from '../../errors.ts'
+
+/** The group spec handed to the compiler is malformed. Not retryable: fix the spec. */
+export class InvalidTopologySpec extends HydrazineError {
+  constructor(
+    readonly group: string,
+    message: string,
+    readonly issues: readonly { path: string; message: string }[] = [],
+  ) {
+    super('TOPOLOGY_SPEC_INVALID', `group ${group}: ${message}`)
+  }
+}
+
+/** OVN cannot NAT IPv6: FabricAccess/PublicAccess need an IPv4 host address. */
+export class Ipv6NatUnsupported extends HydrazineError {
+  constructor(
+    readonly group: string,
+    readonly host: string,
+    readonly access: string,
+  ) {
+    super(
+      'IPV6_NAT_UNSUPPORTED',
+      `group ${group}: host ${host} has no IPv4 address, and OVN cannot NAT IPv6 (${access})`,
+    )
+  }
+}
+
+/** Two members claim the same external address on a DPU, or a DPU has two NAT IPs. */
+export class NatConflict extends HydrazineError {
+  constructor(
+    readonly group: string,
+    readonly dpu: string,
+    message: string,
+  ) {
+    super('TOPOLOGY_NAT_CONFLICT', `group ${group}, DPU ${dpu}: ${message}`)
+  }
+}
+
+/** The read-diff-commit loop lost the race with other writers too many times. */
+export class TopologyApplyContention extends HydrazineError {
+  constructor(
+    readonly group: string,
+    readonly attempts: number,
+  ) {
+    super(
+      'TOPOLOGY_APPLY_CONTENTION',
+      `group ${group}: NB rows changed under ${attempts} consecutive applies`,
+      { retryable: true },
+    )
+  }
+}

@@ -1,0 +1,96 @@
+import { isIP } from 'node:net'
+import * as v from 'valibot'
+
+/**
+ * What one group's OVN topology is compiled from: the group's network, its members
+ * (hosts) and the DPU each sits behind. Always the FULL state of the group: the apply
+ * converges NB to exactly this, so concurrent applies never lose each other's hosts as
+ * long as each passes the whole current group.
+ */
+export interface GroupTopologySpec {
+  /** Group name; row names and owner `external_ids` derive from it. */
+  readonly name: string
+  /** The group's subnet, e.g. `10.10.10.0/24`. May overlap other groups'. */
+  readonly cidr: string
+  /** The distributed router's address in `cidr`, e.g. `10.10.10.1`. */
+  readonly gateway: string
+  /**
+   * Reserved fabric address with prefix length, e.g. `172.18.0.254/24`, put on every
+   * gateway router's fabric-side port (OVN routes only onto ports with an address).
+   */
+  readonly dummyFabricIp: string
+  /** Next hop on the fabric for the gateway routers' default route. */
+  readonly fabricGatewayIp?: string
+  /** `network_name` of the localnet ports (the DPU's bridge mapping). Default `physnet`. */
+  readonly physicalNetwork?: string
+  readonly members: readonly GroupMember[]
+  readonly dhcpRelayPorts?: readonly DhcpRelayPort[]
+}
+
+export type HostAccess = 'None' | 'FabricAccess' | 'PublicAccess'
+
+export interface GroupMember {
+  readonly hostName: string
+  /** Logical switch port name; the DPU agent binds `external_ids:iface-id` to it. Unique in NB. */
+  readonly logicalPort: string
+  readonly mac: string
+  readonly ip: string
+  /** `id` is the DPU's OVS `system-id` (its chassis name); `natIp` its reserved NAT ("DC") IP. */
+  readonly dpu: { readonly id: string; readonly natIp?: string }
+  readonly access: HostAccess
+  readonly publicIp?: string
+}
+
+export interface DhcpRelayPort {
+  readonly dpuId: string
+  readonly portName: string
+  readonly mac?: string
+}
+
+const name = v.pipe(v.string(), v.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, 'a short name'))
+const ip = v.pipe(
+  v.string(),
+  v.check((s) => isIP(s) !== 0, 'an IP address'),
+)
+const ip4 = v.pipe(
+  v.string(),
+  v.check((s) => isIP(s) === 4, 'an IPv4 address'),
+)
+const cidr = v.pipe(
+  v.string(),
+  v.check((s) => {
+    const [addr, len, ...rest] = s.split('/')
+    const max = isIP(addr ?? '') === 4 ? 32 : isIP(addr ?? '') === 6 ? 128 : -1
+    return rest.length === 0 && len !== undefined && /^\d+$/.test(len) && Number(len) <= max
+  }, 'an address with prefix length'),
+)
+const mac = v.pipe(v.string(), v.regex(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i, 'a MAC address'))
+
+export const GroupTopologySpecSchema = v.object({
+  name,
+  cidr,
+  gateway: ip,
+  dummyFabricIp: cidr,
+  fabricGatewayIp: v.optional(ip4),
+  physicalNetwork: v.optional(name),
+  members: v.array(
+    v.object({
+      hostName: name,
+      logicalPort: v.pipe(v.string(), v.minLength(1)),
+      mac,
+      ip,
+      dpu: v.object({ id: v.pipe(v.string(), v.minLength(1)), natIp: v.optional(ip4) }),
+      access: v.picklist(['None', 'FabricAccess', 'PublicAccess']),
+      publicIp: v.optional(ip4),
+    }),
+  ),
+  dhcpRelayPorts: v.optional(
+    v.array(
+      v.object({
+        dpuId: v.pipe(v.string(), v.minLength(1)),
+        portName: v.pipe(v.string(), v.minLength(1)),
+        mac: v.optional(mac),
+      }),
+    ),
+  ),
+})
