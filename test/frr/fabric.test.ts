@@ -1,6 +1,7 @@
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
 import { Queue, QueueEvents } from 'bullmq'
 import { Redis } from 'ioredis'
 import t from 'tap'
@@ -14,10 +15,12 @@ import { createFrrProducer, FRR_QUEUE, type FrrAck } from '../../queues/frr.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
 import { eventually, fabricBgpRoutes, startFabricRouter, withNetnsPair } from './fixtures.ts'
 
+const run = promisify(execFile)
 const consumerMain = fileURLToPath(new URL('./consumer-main.ts', import.meta.url))
 
 const NAT_A = '10.77.0.105'
 const NAT_B = '10.77.0.106'
+const NAT_FAR = '172.18.0.105'
 const STORE_KEY = 'hz:test:publicips'
 
 /** Starts the consumer in its own process; resolves with its start-up resync result. */
@@ -51,7 +54,11 @@ t.test('announce, withdraw and restart, seen by a fabric router over BGP', async
   })
   const stack = await withStack(t, {
     redis: true,
-    frr: { netns: ns.hydrazine, bgpdConfig: renderBgpdConfig(settings) },
+    frr: {
+      netns: ns.hydrazine,
+      bgpdConfig: renderBgpdConfig(settings),
+      bgpPort: settings.listenPort,
+    },
   })
   const redisUrl = stack.redis?.url
   const vtyDir = stack.frr?.vtyDir
@@ -133,6 +140,22 @@ t.test('announce, withdraw and restart, seen by a fabric router over BGP', async
     specVersion: 1,
   })
   await t.rejects(foreign.waitUntilFinished(events, 20_000), /FRR_PREFIX_NOT_OWNED/)
+
+  // A NAT IP off the peering subnet (the fabric routes 172.18.0.0/24 elsewhere): the
+  // next hop still reaches the fabric unchanged.
+  await run('ip', ['-n', ns.fabric, 'route', 'add', '172.18.0.0/24', 'via', '10.77.0.50'])
+  const offSubnet = await ack(
+    await producer.announce({
+      publicIp: '203.0.113.9',
+      nextHop: NAT_FAR,
+      owner: 'host-2',
+      specVersion: 1,
+    }),
+  )
+  t.equal(offSubnet.nextHop, NAT_FAR)
+  seen = await eventually(routes, (r) => r.get('203.0.113.9/32') === NAT_FAR)
+  t.equal(seen.get('203.0.113.9/32'), NAT_FAR, 'fabric has P/32 via an off-subnet NAT IP')
+  await ack(await producer.withdraw({ publicIp: '203.0.113.9', owner: 'host-2', specVersion: 2 }))
 
   const withdrawn = await ack(
     await producer.withdraw({ publicIp: '203.0.113.7', owner: 'host-1', specVersion: 3 }),

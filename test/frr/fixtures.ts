@@ -46,6 +46,8 @@ export async function withNetnsPair(t: Teardown) {
 /**
  * A "fabric router": zebra + bgpd in `netns`, peering with Hydrazine's FRR. Learned
  * routes go to its RIB, so `show ip route json` shows what the fabric would forward.
+ * `disable-connected-check` lets it accept a next hop (a NAT IP) that is not on the
+ * peering subnet but reachable through its own routes, as on a routed fabric.
  */
 export async function startFabricRouter(
   t: Teardown,
@@ -62,6 +64,7 @@ export async function startFabricRouter(
       ` neighbor ${opts.peer} remote-as ${opts.peerAs}`,
       ` neighbor ${opts.peer} timers 1 3`,
       ` neighbor ${opts.peer} timers connect 1`,
+      ` neighbor ${opts.peer} disable-connected-check`,
       'exit',
       '',
     ].join('\n'),
