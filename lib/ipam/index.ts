@@ -512,7 +512,7 @@ export class Ipam {
   /** Takes back the owner's address; returns it, or undefined when it held none. */
   async release(network: string, owner: string): Promise<string | undefined> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const snapshot = await this.#read(network, true)
+      const snapshot = await this.#read(network)
       const layout = snapshot.layout
       const k = this.#networkKeys(network)
       const keys = [k.meta, k.owners, k.holders]

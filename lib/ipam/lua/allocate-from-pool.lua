@@ -26,6 +26,9 @@ end
 
 -- Adds n (< 2^32) to a fixed-width hex address, carrying through 32-bit chunks.
 local function add(hex, n)
+  if #hex == 8 then
+    return string.format('%08x', tonumber(hex, 16) + n)
+  end
   local out = {}
   local carry = n
   for i = #hex - 7, 1, -8 do
@@ -36,22 +39,19 @@ local function add(hex, n)
   return table.concat(out)
 end
 
+-- The busy bitmap is kept equal to (held or excluded) by every script, so its first
+-- clear bit below the pool's size is free.
 for p = 0, tonumber(ARGV[3]) - 1 do
-  local res = KEYS[4 + p * 2]
   local busy = KEYS[5 + p * 2]
-  local start = ARGV[4 + p * 3]
   local size = tonumber(ARGV[5 + p * 3])
-  while true do
-    local pos = redis.call('BITPOS', busy, 0)
-    if pos < 0 or pos >= size then break end
-    local hex = add(start, pos)
+  local pos = redis.call('BITPOS', busy, 0)
+  if pos >= 0 and pos < size then
+    local hex = add(ARGV[4 + p * 3], pos)
     redis.call('SETBIT', busy, pos, 1)
-    -- A held address with a clear bit would be a bug; skip it rather than hand it out twice.
-    if redis.call('HSETNX', KEYS[3], hex, ARGV[2]) == 1 then
-      redis.call('SETBIT', res, pos, 1)
-      redis.call('HSET', KEYS[2], ARGV[2], hex)
-      return {'ok', hex, ARGV[6 + p * 3]}
-    end
+    redis.call('SETBIT', KEYS[4 + p * 2], pos, 1)
+    redis.call('HSET', KEYS[3], hex, ARGV[2])
+    redis.call('HSET', KEYS[2], ARGV[2], hex)
+    return {'ok', hex, ARGV[6 + p * 3]}
   end
 end
 return {'exhausted'}
