@@ -106,6 +106,8 @@ export interface FrrConsumerOptions {
   readonly concurrency?: number
   /** BullMQ key prefix (default `bull`). */
   readonly prefix?: string
+  /** Worker errors (lost Redis connection, …); default: a line on stderr. */
+  readonly onError?: (error: Error) => void
 }
 
 export interface FrrConsumer {
@@ -126,6 +128,11 @@ export async function startFrrConsumer(options: FrrConsumerOptions): Promise<Frr
     concurrency: options.concurrency ?? 512,
     ...(options.prefix ? { prefix: options.prefix } : {}),
   })
+  // An EventEmitter 'error' without a listener would crash the process.
+  worker.on(
+    'error',
+    options.onError ?? ((error) => process.stderr.write(`frr consumer: ${error.message}\n`)),
+  )
   await worker.waitUntilReady()
   return { worker, resynced, close: () => worker.close() }
 }
