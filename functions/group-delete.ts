@@ -1,0 +1,68 @@
+import { type Job, WaitingChildrenError } from 'bullmq'
+import { deleteGroupTopology } from '../lib/ovn/index.ts'
+import { CONTROLLER_QUEUE, GroupDeleteJob, jobId } from '../queues/jobs.ts'
+import { setCondition } from '../queues/objects.ts'
+import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
+
+export interface GroupDeleteResult {
+  readonly group: string
+  readonly deleted: boolean
+  readonly hostsIsolated: number
+  readonly skipped?: string
+}
+
+/**
+ * `group.delete` (teardown, seed 003): reports the group `Terminating`, detaches every
+ * host as a child job and waits until each is isolated; only then removes the group's
+ * rows from NB, its IPAM network and the object itself.
+ */
+export function createGroupDelete(deps: HandlerDeps) {
+  return async function groupDelete(job: Job, token?: string): Promise<GroupDeleteResult> {
+    const { group: name, force } = parsePayload(GroupDeleteJob, job)
+    const group = await deps.store.getGroup(name)
+    if (!group) return { group: name, deleted: true, hostsIsolated: 0, skipped: 'not found' }
+
+    if (stepOf(job) === 'converge') {
+      await deps.store.updateGroupStatus(name, (current) => ({
+        ...current.status,
+        phase: 'Terminating',
+        configsSynced: false,
+        conditions: setCondition(current.status.conditions, {
+          type: 'Terminating',
+          status: 'True',
+          reason: 'IsolatingHosts',
+          message: `isolating the hosts of ${name} before removing its network`,
+        }),
+      }))
+      const parent = parentOf(job)
+      for (const host of await deps.store.listHosts({ resourceGroup: name })) {
+        await deps.store.requestDeletion('mr', host.name, force)
+        await deps.children.add(
+          CONTROLLER_QUEUE,
+          'host.detach',
+          { host: host.name, specVersion: host.specVersion, force },
+          {
+            jobId: jobId('host.detach', host.name, `${host.specVersion}${force ? '-force' : ''}`),
+            parent,
+          },
+        )
+      }
+      await job.updateData({ ...(job.data as object), step: 'await' })
+      if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
+    }
+
+    const remaining = await deps.store.memberNames(name)
+    if (remaining.length > 0) {
+      throw new Error(`hosts of ${name} are not isolated yet: ${remaining.join(', ')}`)
+    }
+    const endpoints = await deps.ovn.ensure(name)
+    await deleteGroupTopology(await deps.nb.get(endpoints.nb), name)
+    await deps.ipam.deleteNetwork(name).catch((error: unknown) => {
+      if ((error as { code?: unknown }).code !== 'NOT_FOUND') throw error
+    })
+    await deps.ovn.release(name)
+    const isolated = Object.keys(await job.getChildrenValues()).length
+    await deps.store.purgeGroup(name, group.spec.tenantId)
+    return { group: name, deleted: true, hostsIsolated: isolated }
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * Reading a group's full desired state (its spec, its live hosts and their addresses)
+ * and turning it into the OVN topology spec lib/ovn compiles. Every topology apply passes
+ * the WHOLE group, so concurrent handlers for different hosts never lose each other's work.
+ */
+import { createHash } from 'node:crypto'
+import { formatIp, parseCidr } from '../lib/ipam/address.ts'
+import type { NetworkSpec } from '../lib/ipam/index.ts'
+import { applyGroupTopology, type GroupMember, type GroupTopologySpec } from '../lib/ovn/index.ts'
+import type { ManagedResource, ResourceGroup } from '../queues/objects.ts'
+import type { FabricSettings, HandlerDeps } from './deps.ts'
+
+/** The NB logical switch port of a host: unique across groups because host names are. */
+export function logicalPortOf(group: string, host: string): string {
+  return `hz-${group}-${host}`
+}
+
+/** The NB logical switch port of a group's DHCP relay on one DPU. */
+export function relayLogicalPortOf(group: string, dpuId: string): string {
+  return `hz-${group}-relay-${dpuId}`
+}
+
+/** A deterministic, locally administered unicast MAC for a relay port. */
+export function relayMacOf(group: string, dpuId: string): string {
+  const h = createHash('sha256').update(`${group}/${dpuId}/relay`).digest()
+  const bytes = [0x0a, h[0] ?? 0, h[1] ?? 0, h[2] ?? 0, h[3] ?? 0, h[4] ?? 0]
+  return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':')
+}
+
+/** The group's IPAM network: its subnets with one pool each covering the usable range. */
+export function networkSpecOf(group: ResourceGroup): NetworkSpec {
+  const subnets = [
+    { cidr: group.spec.network.cidr, gateway: group.spec.network.gateway, dhcp: true },
+    ...(group.spec.extraSubnets ?? []),
+  ]
+  return {
+    subnets: subnets.map((s) => {
+      const span = parseCidr(s.cidr)
+      const size = span.last - span.first + 1n
+      // IPv4 skips network and broadcast; IPv6 pools are bounded (the first 65,536).
+      const first = span.version === 4 && size > 2n ? span.first + 1n : span.first
+      const last =
+        span.version === 4
+          ? size > 2n
+            ? span.last - 1n
+            : span.last
+          : span.first + (size < 65_536n ? size - 1n : 65_535n)
+      const at = (value: bigint) => formatIp({ version: span.version, value })
+      return {
+        cidr: s.cidr,
+        ...(s.gateway ? { gateway: s.gateway } : {}),
+        dhcp: s.dhcp ?? false,
+        pools: [{ start: at(first), end: at(last), name: 'default' }],
+      }
+    }),
+  }
+}
+
+export interface MemberState {
+  readonly host: ManagedResource
+  readonly ip: string
+  readonly publicIp?: string
+}
+
+/**
+ * The live members of a group: hosts not being detached (unless `keep` names them) that
+ * hold an address. `exclude` drops one host (the one being detached).
+ */
+export async function groupMembers(
+  deps: Pick<HandlerDeps, 'store' | 'ipam'>,
+  group: string,
+  options: { exclude?: string } = {},
+): Promise<MemberState[]> {
+  const hosts = await deps.store.listHosts({ resourceGroup: group })
+  const publicIps = await deps.ipam.listPublicIps()
+  const publicByOwner = new Map(
+    publicIps.filter((p) => p.allocatedTo).map((p) => [p.allocatedTo ?? '', p.ip]),
+  )
+  const members: MemberState[] = []
+  for (const host of hosts) {
+    if (host.name === options.exclude || host.deletion) continue
+    const allocation = await deps.ipam.lookup(group, host.name)
+    if (!allocation) continue
+    const publicIp = publicByOwner.get(host.name)
+    members.push({ host, ip: allocation.ip, ...(publicIp ? { publicIp } : {}) })
+  }
+  return members
+}
+
+/** The topology lib/ovn compiles for a group with these members. */
+export function topologyOf(
+  group: ResourceGroup,
+  members: readonly MemberState[],
+  fabric: FabricSettings,
+): GroupTopologySpec {
+  const dpus = [...new Set(members.map((m) => m.host.spec.dpu.id))].sort()
+  return {
+    name: group.name,
+    cidr: group.spec.network.cidr,
+    gateway: group.spec.network.gateway,
+    dummyFabricIp: fabric.dummyIp,
+    ...(fabric.gateway ? { fabricGatewayIp: fabric.gateway } : {}),
+    physicalNetwork: fabric.physicalNetwork,
+    members: members.map(
+      (m): GroupMember => ({
+        hostName: m.host.name,
+        logicalPort: logicalPortOf(group.name, m.host.name),
+        mac: m.host.spec.hostMAC,
+        ip: m.ip,
+        dpu: {
+          id: m.host.spec.dpu.id,
+          ...(m.host.spec.dpu.ips[1] ? { natIp: m.host.spec.dpu.ips[1] } : {}),
+        },
+        access: m.host.spec.hostAccess,
+        ...(m.publicIp && m.host.spec.hostAccess === 'PublicAccess'
+          ? { publicIp: m.publicIp }
+          : {}),
+      }),
+    ),
+    ...(group.spec.dhcpServer
+      ? {
+          dhcpRelayPorts: dpus.map((dpuId) => ({
+            dpuId,
+            portName: relayLogicalPortOf(group.name, dpuId),
+            mac: relayMacOf(group.name, dpuId),
+          })),
+        }
+      : {}),
+  }
+}
+
+/** Applies the group's whole current topology to its OVN NB. */
+export async function applyGroup(
+  deps: Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric'>,
+  group: ResourceGroup,
+  options: { exclude?: string } = {},
+) {
+  const endpoints = await deps.ovn.ensure(group.name)
+  const members = await groupMembers(deps, group.name, options)
+  const client = await deps.nb.get(endpoints.nb)
+  const result = await applyGroupTopology(client, topologyOf(group, members, deps.fabric))
+  return { endpoints, members, result }
+}

@@ -1,0 +1,219 @@
+import { type Job, UnrecoverableError, WaitingChildrenError } from 'bullmq'
+import * as v from 'valibot'
+import {
+  AgentJobName,
+  agentJobId,
+  agentQueueName,
+  buildConfigurePayload,
+  ConfigureAck,
+} from '../lib/agent-protocol/index.ts'
+import { CONTROLLER_QUEUE, HostJob, jobId } from '../queues/jobs.ts'
+import { type ManagedResourceStatus, setCondition } from '../queues/objects.ts'
+import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
+import { applyGroup, logicalPortOf, relayLogicalPortOf, relayMacOf } from './group-state.ts'
+
+export interface HostAttachResult {
+  readonly host: string
+  readonly phase: ManagedResourceStatus['phase']
+  readonly observedVersion: number
+  readonly skipped?: string
+}
+
+/**
+ * `host.attach`: puts a host on its group's network.
+ *
+ * 1. converge — allocate its address (owner-keyed, so a retry takes no second one), apply
+ *    the group's whole topology to NB, then signal its DPU agent with a `configure` child
+ *    job (and, for PublicAccess, a `publicip.allocate` child) and wait for them;
+ * 2. await — read the acks and report the host Ready with `configsSynced`.
+ *
+ * While the agent has not acked, the host stays `Configuring` with a condition naming the
+ * DPU; when the agent answers, even much later, the job resumes and the host turns Ready.
+ */
+export function createHostAttach(deps: HandlerDeps) {
+  return async function hostAttach(job: Job, token?: string): Promise<HostAttachResult> {
+    const { host: name } = parsePayload(HostJob, job)
+    const host = await deps.store.getHost(name)
+    if (!host) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
+    if (host.deletion) {
+      return { host: name, phase: 'Detaching', observedVersion: 0, skipped: 'being detached' }
+    }
+    const spec = host.spec
+    const dpuId = spec.dpu.id
+    const logicalPort = logicalPortOf(spec.resourceGroup, name)
+
+    if (stepOf(job) === 'converge') {
+      const group = await deps.store.getGroup(spec.resourceGroup)
+      if (!group || group.deletion) {
+        await setHostStatus(deps, name, host.specVersion, {
+          phase: 'Failed',
+          condition: {
+            type: 'Attached',
+            status: 'False',
+            reason: 'GroupMissing',
+            message: `resource group ${spec.resourceGroup} does not exist or is being deleted`,
+          },
+        })
+        throw new UnrecoverableError(`resource group ${spec.resourceGroup} is not available`)
+      }
+      if (group.status.observedVersion === 0) {
+        // group.create has not run yet: retry with backoff.
+        throw new Error(`resource group ${spec.resourceGroup} is still provisioning`)
+      }
+
+      const allocation = await deps.ipam
+        .allocate(group.name, name, spec.hostIP ? { ip: spec.hostIP } : {})
+        .catch((error: unknown) => failPermanently(deps, name, host.specVersion, error))
+      const { endpoints } = await applyGroup(deps, group)
+
+      const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
+      await setHostStatus(deps, name, host.specVersion, {
+        phase: 'Configuring',
+        hostAccessIPs: { hostIP: allocation.ip, ...(natIp ? { fabricIP: natIp } : {}) },
+        logicalPortReference: { logicalPort, dpu: dpuId },
+        condition: {
+          type: 'AgentConfigured',
+          status: 'False',
+          reason: 'AwaitingAgent',
+          message: `waiting for DPU ${dpuId} to ack configure of spec version ${host.specVersion}`,
+        },
+      })
+
+      const version = await deps.agents.protocolFor(dpuId)
+      const payload = buildConfigurePayload(version, {
+        dpuId,
+        specVersion: host.specVersion,
+        group: {
+          name: group.name,
+          sbRemote: endpoints.sb,
+          ...(group.spec.dhcpServer
+            ? {
+                dhcpServer: group.spec.dhcpServer,
+                relay: {
+                  logicalPort: relayLogicalPortOf(group.name, dpuId),
+                  mac: relayMacOf(group.name, dpuId),
+                },
+              }
+            : {}),
+        },
+        host: {
+          name,
+          logicalPort,
+          mac: spec.hostMAC,
+          ...(spec.identifier && /^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$/.test(spec.identifier)
+            ? { hostPort: spec.identifier }
+            : {}),
+        },
+      })
+      const parent = parentOf(job)
+      await deps.children.add(agentQueueName(dpuId), AgentJobName.configure, payload, {
+        jobId: agentJobId('configure', payload),
+        parent,
+      })
+      if (spec.hostAccess === 'PublicAccess' && natIp) {
+        await deps.children.add(
+          CONTROLLER_QUEUE,
+          'publicip.allocate',
+          { host: name, specVersion: host.specVersion, natIp },
+          { jobId: jobId('publicip.allocate', name, host.specVersion), parent },
+        )
+      }
+      await job.updateData({ ...(job.data as object), step: 'await' })
+      if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
+    }
+
+    // await: every child answered.
+    const values = Object.values(await job.getChildrenValues())
+    const ack = values.map((value) => v.safeParse(ConfigureAck, value)).find((r) => r.success)
+    if (!ack?.success) throw new Error(`no configure ack from DPU ${dpuId} among the children`)
+    const publicIp = values
+      .map((value) => (value as { publicIp?: unknown }).publicIp)
+      .find((ip): ip is string => typeof ip === 'string')
+
+    const current = await deps.store.getHost(name)
+    const synced = current?.specVersion === host.specVersion && ack.output.ovnInstalled
+    await setHostStatus(deps, name, host.specVersion, {
+      phase: synced ? 'Ready' : 'Configuring',
+      configsSynced: synced,
+      agent: {
+        hostPort: ack.output.hostPort,
+        ...(ack.output.relayPort ? { relayPort: ack.output.relayPort } : {}),
+        ovnInstalled: ack.output.ovnInstalled,
+        specVersion: ack.output.specVersion,
+      },
+      ...(publicIp ? { publicIp } : {}),
+      condition: {
+        type: 'AgentConfigured',
+        status: ack.output.ovnInstalled ? 'True' : 'False',
+        reason: ack.output.ovnInstalled ? 'PortInstalled' : 'PortNotInstalled',
+        message: `DPU ${dpuId} bound ${ack.output.hostPort}${
+          ack.output.relayPort ? ` and relay ${ack.output.relayPort}` : ''
+        } to ${logicalPort}`,
+      },
+    })
+    return {
+      host: name,
+      phase: synced ? 'Ready' : 'Configuring',
+      observedVersion: host.specVersion,
+    }
+  }
+}
+
+interface StatusChange {
+  readonly phase: ManagedResourceStatus['phase']
+  readonly condition: Parameters<typeof setCondition>[1]
+  readonly configsSynced?: boolean
+  readonly hostAccessIPs?: ManagedResourceStatus['hostAccessIPs']
+  readonly logicalPortReference?: ManagedResourceStatus['logicalPortReference']
+  readonly agent?: ManagedResourceStatus['agent']
+  readonly publicIp?: string
+}
+
+/** Writes a host's status for `specVersion`, never over a newer version's status. */
+export async function setHostStatus(
+  deps: Pick<HandlerDeps, 'store'>,
+  name: string,
+  specVersion: number,
+  change: StatusChange,
+): Promise<void> {
+  await deps.store.updateHostStatus(name, (current) => {
+    const previous = current.status
+    if (previous.observedVersion > specVersion) return undefined
+    const hostAccessIPs = {
+      ...previous.hostAccessIPs,
+      ...change.hostAccessIPs,
+      ...(change.publicIp ? { publicIP: change.publicIp } : {}),
+    }
+    return {
+      ...previous,
+      phase: change.phase,
+      conditions: setCondition(previous.conditions, change.condition),
+      ...(Object.keys(hostAccessIPs).length > 0 ? { hostAccessIPs } : {}),
+      ...(change.logicalPortReference ? { logicalPortReference: change.logicalPortReference } : {}),
+      ...(change.agent ? { agent: change.agent } : {}),
+      observedVersion: change.configsSynced ? specVersion : previous.observedVersion,
+      configsSynced: change.configsSynced ?? false,
+    }
+  })
+}
+
+/** A permanent error (bad address, conflict, exhausted pool): the host is Failed, no retry. */
+async function failPermanently(
+  deps: Pick<HandlerDeps, 'store'>,
+  name: string,
+  specVersion: number,
+  error: unknown,
+): Promise<never> {
+  const retryable = (error as { retryable?: unknown }).retryable
+  if (retryable === true || !(error instanceof Error) || !('code' in error)) throw error
+  await setHostStatus(deps, name, specVersion, {
+    phase: 'Failed',
+    condition: {
+      type: 'Attached',
+      status: 'False',
+      reason: String((error as { code: unknown }).code),
+      message: error.message,
+    },
+  })
+  throw new UnrecoverableError(error.message)
+}

@@ -1,0 +1,49 @@
+/**
+ * The controller's queue: job names, valibot payload schemas and job ids. Jobs carry an
+ * object's identity and the spec version that prompted them; handlers re-read the
+ * current desired state, so a stale or duplicate job converges to the same end state.
+ */
+import * as v from 'valibot'
+import { Ipv4, Rfc1123Label } from './objects.ts'
+
+/** The controller's queue. Agents have `agent-<dpuId>`, FRR has `frr`. */
+export const CONTROLLER_QUEUE = 'hydrazine'
+
+const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
+
+export const GroupJob = v.strictObject({ group: Rfc1123Label, specVersion })
+export const GroupDeleteJob = v.strictObject({
+  group: Rfc1123Label,
+  force: v.optional(v.boolean(), false),
+})
+export const HostJob = v.strictObject({ host: Rfc1123Label, specVersion })
+export const HostDetachJob = v.strictObject({
+  host: Rfc1123Label,
+  specVersion,
+  force: v.optional(v.boolean(), false),
+})
+export const PublicIpJob = v.strictObject({ host: Rfc1123Label, specVersion, natIp: Ipv4 })
+export const ReconcileJob = v.strictObject({})
+
+export const JobSchemas = {
+  'group.create': GroupJob,
+  'group.delete': GroupDeleteJob,
+  'host.attach': HostJob,
+  'host.detach': HostDetachJob,
+  'publicip.allocate': PublicIpJob,
+  'publicip.release': PublicIpJob,
+  reconcile: ReconcileJob,
+} as const
+
+export type JobName = keyof typeof JobSchemas
+export type JobData<N extends JobName> = v.InferOutput<(typeof JobSchemas)[N]>
+
+/**
+ * The job id for an object at a spec version: the same request twice is one job.
+ * BullMQ 6 ids may not contain ':' nor be integers.
+ *
+ * @example jobId('host.attach', 'host-a', 3) // 'host.attach-host-a-v3'
+ */
+export function jobId(name: JobName, object: string, version: number | string): string {
+  return `${name}-${object}-v${version}`
+}

@@ -1,0 +1,68 @@
+--[[
+  Writes an object's desired spec. An unchanged spec changes nothing; a changed one bumps
+  specVersion. Immutable parts may not change; exclusive claims (e.g. a DPU NAT IP) may
+  not be held by another object; claims the new spec no longer makes are released.
+
+  KEYS[1]          object hash (fields: spec, specVersion, status, deletion, createdAt,
+                   updatedAt, immutable, claims)
+  KEYS[2..n+1]     index sets the object's name is added to (n = ARGV[6])
+  KEYS[n+2..]      claim keys (string: owner name) the new spec takes
+
+  ARGV[1]  name
+  ARGV[2]  spec (canonical JSON)
+  ARGV[3]  now (ISO time)
+  ARGV[4]  initial status (JSON), used only when the object is new
+  ARGV[5]  immutable fingerprint (the parts of the spec that may never change)
+  ARGV[6]  n, the number of index sets
+  ARGV[7]  claim key prefix: old claims are released only if they start with it
+
+  Returns {'ok', changed (0|1), specVersion}
+        | {'terminating'}               deletion was requested; the object is read-only
+        | {'immutable', old fingerprint}
+        | {'claimed', key, holder}      another object holds a claim
+]]
+local obj = KEYS[1]
+local n = tonumber(ARGV[6])
+local existing = redis.call('HMGET', obj, 'spec', 'specVersion', 'deletion', 'immutable', 'claims')
+
+if existing[1] then
+  if existing[3] then return {'terminating'} end
+  if existing[4] ~= ARGV[5] then return {'immutable', existing[4]} end
+end
+
+for i = n + 2, #KEYS do
+  local holder = redis.call('GET', KEYS[i])
+  if holder and holder ~= ARGV[1] then return {'claimed', KEYS[i], holder} end
+end
+
+if existing[1] == ARGV[2] then
+  return {'ok', 0, tonumber(existing[2])}
+end
+
+-- Release claims the new spec no longer makes.
+local newClaims = {}
+for i = n + 2, #KEYS do newClaims[KEYS[i]] = true end
+if existing[5] then
+  for _, key in ipairs(cjson.decode(existing[5])) do
+    if not newClaims[key] and string.sub(key, 1, #ARGV[7]) == ARGV[7]
+       and redis.call('GET', key) == ARGV[1] then
+      redis.call('DEL', key)
+    end
+  end
+end
+local claimList = {}
+for i = n + 2, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[1])
+  table.insert(claimList, KEYS[i])
+end
+
+local version = 1
+if existing[1] then
+  version = tonumber(existing[2]) + 1
+else
+  redis.call('HSET', obj, 'createdAt', ARGV[3], 'status', ARGV[4])
+end
+redis.call('HSET', obj, 'spec', ARGV[2], 'specVersion', version, 'updatedAt', ARGV[3],
+  'immutable', ARGV[5], 'claims', #claimList > 0 and cjson.encode(claimList) or '[]')
+for i = 2, n + 1 do redis.call('SADD', KEYS[i], ARGV[1]) end
+return {'ok', 1, version}

@@ -1,0 +1,175 @@
+/**
+ * The typed producer client: what other systems (and Hydrazine's own HTTP and gRPC
+ * ingress) import to ask for work. Every request is validated before anything is stored
+ * or enqueued; a bad one is rejected with every invalid field named and changes nothing.
+ * A valid one persists the desired spec (bumping `specVersion` only if it changed) and
+ * enqueues the job that converges it, with a job id derived from the object and version.
+ */
+import type { JobsOptions, Queue } from 'bullmq'
+import * as v from 'valibot'
+import { HydrazineError } from '../lib/errors.ts'
+import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
+import { type JobName, jobId } from './jobs.ts'
+import {
+  type ManagedResource,
+  ManagedResourceSpec,
+  PublicIpSpec,
+  type ResourceGroup,
+  ResourceGroupSpec,
+  Rfc1123Label,
+} from './objects.ts'
+import { type StateStore, StoreConflict } from './store.ts'
+
+/** The request is malformed; `issues` names every bad field (HTTP 400). */
+export class ValidationError extends HydrazineError {
+  constructor(readonly issues: readonly { path: string; message: string }[]) {
+    super('INVALID', `invalid request: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`)
+  }
+}
+
+/** The object does not exist (HTTP 404). */
+export class NotFoundError extends HydrazineError {
+  constructor(
+    readonly kind: string,
+    readonly objectName: string,
+  ) {
+    super('NOT_FOUND', `${kind} ${objectName} does not exist`)
+  }
+}
+
+export interface Accepted<T> {
+  readonly object: T
+  /** The job that converges it; absent when nothing changed and nothing was enqueued. */
+  readonly jobId?: string
+}
+
+const JOB_OPTIONS: JobsOptions = {
+  attempts: 12,
+  backoff: { type: 'exponential', delay: 500 },
+  removeOnComplete: { age: 24 * 3600, count: 10_000 },
+  removeOnFail: { age: 7 * 24 * 3600 },
+}
+
+function validate<S extends v.GenericSchema>(
+  schema: S,
+  input: unknown,
+  prefix = '',
+): v.InferOutput<S> {
+  const result = v.safeParse(schema, input)
+  if (!result.success) {
+    throw new ValidationError(
+      result.issues.map((i) => ({
+        path: `${prefix}${v.getDotPath(i) ?? ''}` || '(body)',
+        message: i.message,
+      })),
+    )
+  }
+  return result.output
+}
+
+export class HydrazineClient {
+  constructor(
+    private readonly store: StateStore,
+    private readonly queue: Queue,
+    private readonly ipam: Ipam,
+  ) {}
+
+  async #enqueue(name: JobName, object: string, version: number | string, data: object) {
+    const id = jobId(name, object, version)
+    await this.queue.add(name, data, { ...JOB_OPTIONS, jobId: id })
+    return id
+  }
+
+  /** Creates or updates a ResourceGroup; enqueues `group.create` when the spec changed. */
+  async applyGroup(name: string, spec: unknown): Promise<Accepted<ResourceGroup>> {
+    validate(Rfc1123Label, name, 'name')
+    const valid = validate(ResourceGroupSpec, spec)
+    const { changed, object } = await this.store.putGroup(name, valid)
+    if (!changed) return { object }
+    const id = await this.#enqueue('group.create', name, object.specVersion, {
+      group: name,
+      specVersion: object.specVersion,
+    })
+    return { object, jobId: id }
+  }
+
+  /** Starts teardown (seed 003): hosts are isolated first, the network removed last. */
+  async deleteGroup(
+    name: string,
+    options: { force?: boolean } = {},
+  ): Promise<Accepted<ResourceGroup>> {
+    validate(Rfc1123Label, name, 'name')
+    const force = options.force ?? false
+    const object = (await this.store.requestDeletion('rg', name, force)) as
+      | ResourceGroup
+      | undefined
+    if (!object) throw new NotFoundError('resource group', name)
+    const id = await this.#enqueue('group.delete', name, force ? 'delete-force' : 'delete', {
+      group: name,
+      force,
+    })
+    return { object, jobId: id }
+  }
+
+  /** Creates or updates a ManagedResource (a host); enqueues `host.attach` when it changed. */
+  async applyHost(name: string, spec: unknown): Promise<Accepted<ManagedResource>> {
+    validate(Rfc1123Label, name, 'name')
+    const valid = validate(ManagedResourceSpec, spec)
+    const group = await this.store.getGroup(valid.resourceGroup)
+    if (!group) {
+      throw new ValidationError([
+        { path: 'resourceGroup', message: `resource group ${valid.resourceGroup} does not exist` },
+      ])
+    }
+    if (group.deletion) {
+      throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
+    }
+    const { changed, object } = await this.store.putHost(name, valid)
+    if (!changed) return { object }
+    const id = await this.#enqueue('host.attach', name, object.specVersion, {
+      host: name,
+      specVersion: object.specVersion,
+    })
+    return { object, jobId: id }
+  }
+
+  /** Detaches a host; it is isolated before its addresses are released. */
+  async deleteHost(
+    name: string,
+    options: { force?: boolean } = {},
+  ): Promise<Accepted<ManagedResource>> {
+    validate(Rfc1123Label, name, 'name')
+    const force = options.force ?? false
+    const object = (await this.store.requestDeletion('mr', name, force)) as
+      | ManagedResource
+      | undefined
+    if (!object) throw new NotFoundError('managed resource', name)
+    const version = `${object.specVersion}${force ? '-force' : ''}`
+    const id = await this.#enqueue('host.detach', name, version, {
+      host: name,
+      specVersion: object.specVersion,
+      force,
+    })
+    return { object, jobId: id }
+  }
+
+  /** Registers a public IP in the operator's pool (idempotent). */
+  async registerPublicIp(ip: string): Promise<PublicIpStatus> {
+    const valid = validate(PublicIpSpec, { ip })
+    await this.ipam.registerPublicIp(valid.ip)
+    return this.publicIp(valid.ip)
+  }
+
+  /** Removes a public IP from the pool; refused (409) while it is allocated. */
+  async unregisterPublicIp(ip: string): Promise<void> {
+    const valid = validate(PublicIpSpec, { ip })
+    await this.publicIp(valid.ip)
+    await this.ipam.unregisterPublicIp(valid.ip)
+  }
+
+  async publicIp(ip: string): Promise<PublicIpStatus> {
+    const found = (await this.ipam.listPublicIps()).find((p) => p.ip === ip)
+    if (!found) throw new NotFoundError('public IP', ip)
+    return found
+  }
+}

@@ -1,0 +1,299 @@
+/**
+ * The desired-state store: ResourceGroups, ManagedResources and DPU records in Redis
+ * (the same server as the queues). A spec write bumps `specVersion` only when the spec
+ * changed; handlers write status with `observedVersion`. All keys share one hash tag so
+ * the store lives in one Redis Cluster slot and its Lua scripts may touch any of them.
+ */
+import type { Redis } from 'ioredis'
+import { HydrazineError } from '../lib/errors.ts'
+import { LuaScript } from '../lib/redis/lua-script.ts'
+import type {
+  ManagedResource,
+  ManagedResourceSpec,
+  ManagedResourceStatus,
+  ResourceGroup,
+  ResourceGroupSpec,
+  ResourceGroupStatus,
+  StoredObject,
+} from './objects.ts'
+
+const putSpecScript = new LuaScript(new URL('./lua/put-spec.lua', import.meta.url))
+const purgeScript = new LuaScript(new URL('./lua/purge.lua', import.meta.url))
+const casFieldScript = new LuaScript(new URL('./lua/cas-field.lua', import.meta.url))
+
+/** The request conflicts with stored state (HTTP 409). */
+export class StoreConflict extends HydrazineError {
+  constructor(
+    message: string,
+    readonly reason: 'Terminating' | 'Immutable' | 'Claimed' | 'InUse',
+  ) {
+    super('CONFLICT', message)
+  }
+}
+
+export interface PutResult<T> {
+  /** False when the spec was already stored as given: nothing to do. */
+  readonly changed: boolean
+  readonly object: T
+}
+
+type Kind = 'rg' | 'mr'
+
+export class StateStore {
+  readonly #redis: Redis
+  readonly #prefix: string
+
+  /** @param prefix prepended to every key; must contain a `{hash tag}`. Default `hz:{store}:`. */
+  constructor(redis: Redis, prefix = 'hz:{store}:') {
+    this.#redis = redis
+    this.#prefix = prefix
+  }
+
+  #key(kind: Kind, name: string): string {
+    return `${this.#prefix}${kind}:${name}`
+  }
+  #index(kind: Kind): string {
+    return `${this.#prefix}${kind}:index`
+  }
+  #members(group: string): string {
+    return `${this.#prefix}rg:${group}:members`
+  }
+  #tenant(tenant: string): string {
+    return `${this.#prefix}tenant:${tenant}`
+  }
+  #claim(what: string): string {
+    return `${this.#prefix}claim:${what}`
+  }
+
+  async putGroup(name: string, spec: ResourceGroupSpec): Promise<PutResult<ResourceGroup>> {
+    const initial: ResourceGroupStatus = {
+      phase: 'Provisioning',
+      conditions: [],
+      snatIPs: [],
+      managedResourceCount: 0,
+      observedVersion: 0,
+      configsSynced: false,
+    }
+    const immutable = JSON.stringify([spec.tenantId, spec.network, spec.implementation ?? null])
+    const changed = await this.#putSpec(
+      'rg',
+      name,
+      spec,
+      initial,
+      immutable,
+      [this.#index('rg'), this.#tenant(spec.tenantId)],
+      [],
+      `the network, tenant and implementation of resource group ${name} cannot change`,
+    )
+    return { changed, object: await this.#mustGet('rg', name) }
+  }
+
+  async putHost(name: string, spec: ManagedResourceSpec): Promise<PutResult<ManagedResource>> {
+    const initial: ManagedResourceStatus = {
+      phase: 'Attaching',
+      conditions: [],
+      observedVersion: 0,
+      configsSynced: false,
+    }
+    const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
+    const changed = await this.#putSpec(
+      'mr',
+      name,
+      spec,
+      initial,
+      JSON.stringify([spec.resourceGroup]),
+      [this.#index('mr'), this.#members(spec.resourceGroup)],
+      natIp ? [this.#claim(`natip:${natIp}`)] : [],
+      `managed resource ${name} belongs to another resource group; delete it first`,
+    )
+    return { changed, object: await this.#mustGet('mr', name) }
+  }
+
+  async #putSpec(
+    kind: Kind,
+    name: string,
+    spec: unknown,
+    initialStatus: unknown,
+    immutable: string,
+    indexes: string[],
+    claims: string[],
+    immutableMessage: string,
+  ): Promise<boolean> {
+    const reply = (await putSpecScript.run(
+      this.#redis,
+      [this.#key(kind, name), ...indexes, ...claims],
+      [
+        name,
+        JSON.stringify(spec),
+        new Date().toISOString(),
+        JSON.stringify(initialStatus),
+        immutable,
+        indexes.length,
+        this.#claim(''),
+      ],
+    )) as [string, ...(string | number)[]]
+    switch (reply[0]) {
+      case 'ok':
+        return Number(reply[1]) === 1
+      case 'terminating':
+        throw new StoreConflict(`${name} is being deleted; it cannot change`, 'Terminating')
+      case 'immutable':
+        throw new StoreConflict(immutableMessage, 'Immutable')
+      case 'claimed': {
+        const what = String(reply[1]).slice(this.#claim('').length).replace(':', ' ')
+        throw new StoreConflict(`${what} is already used by ${reply[2]}`, 'Claimed')
+      }
+      default:
+        throw new Error(`unexpected put-spec reply ${JSON.stringify(reply)}`)
+    }
+  }
+
+  getGroup(name: string): Promise<ResourceGroup | undefined> {
+    return this.#get('rg', name)
+  }
+  getHost(name: string): Promise<ManagedResource | undefined> {
+    return this.#get('mr', name)
+  }
+
+  async listGroups(filter: { tenant?: string } = {}): Promise<ResourceGroup[]> {
+    const names = await this.#redis.smembers(
+      filter.tenant ? this.#tenant(filter.tenant) : this.#index('rg'),
+    )
+    return this.#getMany('rg', names)
+  }
+
+  async listHosts(filter: { resourceGroup?: string } = {}): Promise<ManagedResource[]> {
+    const names = await this.#redis.smembers(
+      filter.resourceGroup ? this.#members(filter.resourceGroup) : this.#index('mr'),
+    )
+    return this.#getMany('mr', names)
+  }
+
+  async #getMany<T extends StoredObject<unknown, unknown>>(kind: Kind, names: string[]) {
+    const objects = await Promise.all(names.sort().map((n) => this.#get<T>(kind, n)))
+    return objects.filter((o): o is Awaited<T> => o !== undefined)
+  }
+
+  async #get<T>(kind: Kind, name: string): Promise<T | undefined> {
+    const h = await this.#redis.hgetall(this.#key(kind, name))
+    if (!h.spec) return undefined
+    return {
+      name,
+      spec: JSON.parse(h.spec),
+      specVersion: Number(h.specVersion),
+      status: JSON.parse(h.status ?? '{}'),
+      ...(h.deletion ? { deletion: JSON.parse(h.deletion) } : {}),
+      createdAt: h.createdAt ?? '',
+      updatedAt: h.updatedAt ?? '',
+    } as T
+  }
+
+  async #mustGet<T>(kind: Kind, name: string): Promise<T> {
+    const object = await this.#get<T>(kind, name)
+    if (!object) throw new Error(`${kind} ${name} vanished while being written`)
+    return object
+  }
+
+  /**
+   * Marks an object for deletion (idempotent; `force` can be raised, never lowered).
+   * Returns the object, or undefined when there is none.
+   */
+  async requestDeletion(
+    kind: Kind,
+    name: string,
+    force: boolean,
+  ): Promise<StoredObject<unknown, unknown> | undefined> {
+    let result: StoredObject<unknown, unknown> | undefined
+    await this.#casField(kind, name, 'deletion', (current) => {
+      const deletion = {
+        requestedAt: current.deletion?.requestedAt ?? new Date().toISOString(),
+        force: force || (current.deletion?.force ?? false),
+      }
+      result = { ...current, deletion }
+      return deletion
+    })
+    return result
+  }
+
+  /**
+   * Read-modify-write of an object's status, retried on concurrent writes. `update`
+   * gets the current object and returns the new status, or undefined to leave it.
+   */
+  async updateStatus<S>(
+    kind: Kind,
+    name: string,
+    update: (current: StoredObject<unknown, S>) => S | undefined,
+  ): Promise<S | undefined> {
+    return this.#casField(kind, name, 'status', update)
+  }
+
+  async #casField<S, V>(
+    kind: Kind,
+    name: string,
+    field: 'status' | 'deletion',
+    update: (current: StoredObject<unknown, S>) => V | undefined,
+  ): Promise<V | undefined> {
+    const key = this.#key(kind, name)
+    for (;;) {
+      const rev = (await this.#redis.hget(key, `${field}Rev`)) ?? '0'
+      const current = await this.#get<StoredObject<unknown, S>>(kind, name)
+      const next = current ? update(current) : undefined
+      if (next === undefined) return undefined
+      const written = Number(
+        await casFieldScript.run(this.#redis, [key], [field, rev, JSON.stringify(next)]),
+      )
+      if (written === 1) return next
+      if (written === -1) return undefined
+    }
+  }
+
+  updateGroupStatus(
+    name: string,
+    update: (g: StoredObject<unknown, ResourceGroupStatus>) => ResourceGroupStatus | undefined,
+  ) {
+    return this.updateStatus('rg', name, update)
+  }
+  updateHostStatus(
+    name: string,
+    update: (h: StoredObject<unknown, ManagedResourceStatus>) => ManagedResourceStatus | undefined,
+  ) {
+    return this.updateStatus('mr', name, update)
+  }
+
+  /** Removes a host for good (after it was isolated), releasing its claims. */
+  async purgeHost(name: string, group: string): Promise<boolean> {
+    const reply = await purgeScript.run(
+      this.#redis,
+      [this.#key('mr', name), this.#index('mr'), this.#members(group)],
+      [name],
+    )
+    return Number(reply) === 1
+  }
+
+  /** Removes a group for good (after every host was isolated). */
+  async purgeGroup(name: string, tenant: string): Promise<boolean> {
+    const reply = await purgeScript.run(
+      this.#redis,
+      [this.#key('rg', name), this.#index('rg'), this.#tenant(tenant)],
+      [name],
+    )
+    await this.#redis.del(this.#members(name))
+    return Number(reply) === 1
+  }
+
+  /** Names of the hosts that belong to a group. */
+  memberNames(group: string): Promise<string[]> {
+    return this.#redis.smembers(this.#members(group))
+  }
+
+  /** DPUs that were force-detached while their agent did not answer: isolate before reuse. */
+  async markDpuNeedsIsolation(dpuId: string, host: string): Promise<void> {
+    await this.#redis.sadd(`${this.#prefix}dpu:${dpuId}:needs-isolation`, host)
+  }
+  dpuNeedsIsolation(dpuId: string): Promise<string[]> {
+    return this.#redis.smembers(`${this.#prefix}dpu:${dpuId}:needs-isolation`)
+  }
+  async clearDpuNeedsIsolation(dpuId: string, host: string): Promise<void> {
+    await this.#redis.srem(`${this.#prefix}dpu:${dpuId}:needs-isolation`, host)
+  }
+}

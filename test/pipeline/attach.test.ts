@@ -1,0 +1,142 @@
+import t from 'tap'
+import { ValidationError } from '../../queues/producer.ts'
+import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+
+t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
+  const p = await startPipeline(t)
+  const agent1 = await p.agent('dpu-1')
+  const agent2 = await p.agent('dpu-2')
+
+  const created = await p.client.applyGroup('group-a', groupSpec())
+  t.equal(created.object.specVersion, 1)
+  t.ok(created.jobId, 'a job was enqueued')
+  const group = await until(
+    () => p.workers.store.getGroup('group-a'),
+    (g) => g?.status.phase === 'Ready',
+  )
+  t.equal(group?.status.phase, 'Ready')
+  t.equal(group?.status.observedVersion, 1)
+  t.same(group?.status.softwareNetworkConfiguration, {
+    ovnService: 'shared',
+    logicalNetwork: 'hz-group-a-ls',
+  })
+
+  const again = await p.client.applyGroup('group-a', groupSpec())
+  t.equal(again.jobId, undefined, 'an unchanged spec enqueues nothing')
+
+  await p.client.applyHost(
+    'host-1',
+    hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
+  )
+  await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2, { hostIP: '10.10.10.50' }))
+  for (const name of ['host-1', 'host-2']) {
+    const host = await until(
+      () => p.workers.store.getHost(name),
+      (h) => h?.status.phase === 'Ready',
+    )
+    t.equal(host?.status.phase, 'Ready', `${name} is Ready`)
+    t.equal(host?.status.configsSynced, true, `${name} configs are synced`)
+    t.equal(host?.status.observedVersion, 1)
+  }
+  const host1 = await p.workers.store.getHost('host-1')
+  t.equal(host1?.status.hostAccessIPs?.hostIP, '10.10.10.2', 'first free address of the pool')
+  t.equal(host1?.status.hostAccessIPs?.fabricIP, '172.18.0.111', 'the DPU NAT IP')
+  t.same(host1?.status.logicalPortReference, { logicalPort: 'hz-group-a-host-1', dpu: 'dpu-1' })
+  t.equal((await p.workers.store.getHost('host-2'))?.status.hostAccessIPs?.hostIP, '10.10.10.50')
+
+  const configure = agent1.jobs.find((j) => j.name === 'configure')
+  t.match(configure?.data, {
+    protocolVersion: '1.0',
+    dpuId: 'dpu-1',
+    group: { name: 'group-a', sbRemote: p.sb },
+    host: { name: 'host-1', logicalPort: 'hz-group-a-host-1', mac: '52:54:00:00:05:01' },
+  })
+  t.equal(agent2.jobs.length, 1, 'dpu-2 got exactly one job')
+
+  const rows = await p.ownedRows()
+  t.ok(
+    rows.includes('Logical_Switch_Port 6') || rows.some((r) => r.startsWith('Logical_Switch_Port')),
+    'host ports are in NB',
+  )
+  t.match(rows.join('\n'), /NAT \d+/, 'NAT rules for FabricAccess and SNAT are in NB')
+
+  await p.client.deleteHost('host-2')
+  const detached = await until(
+    () => p.workers.store.getHost('host-2'),
+    (h) => h === undefined,
+  )
+  t.equal(detached, undefined, 'host-2 is gone once isolated')
+  t.notMatch(await p.nbctl('lsp-list', 'hz-group-a-ls'), /host-2/, 'its port left NB')
+  t.ok(
+    agent2.jobs.some((j) => j.name === 'isolate'),
+    'its agent was asked to isolate it',
+  )
+  t.equal(
+    await p.workers.ipam.lookup('group-a', 'host-2'),
+    undefined,
+    'its address is back in the pool',
+  )
+
+  await p.client.deleteGroup('group-a')
+  const gone = await until(
+    () => p.workers.store.getGroup('group-a'),
+    (g) => g === undefined,
+  )
+  t.equal(gone, undefined, 'the group is deleted after its hosts are isolated')
+  t.ok(
+    agent1.jobs.some((j) => j.name === 'isolate'),
+    'host-1 was isolated by teardown',
+  )
+  t.same(await p.ownedRows(), [], 'no Hydrazine row remains in NB')
+  t.equal(await p.workers.ipam.lookup('group-a', 'host-1'), undefined, 'every address was released')
+})
+
+t.test('an agent that does not answer leaves the host Configuring, naming the DPU', async (t) => {
+  const p = await startPipeline(t)
+  await p.client.applyGroup('group-b', groupSpec('tenant-b'))
+  await p.client.applyHost('host-9', hostSpec('group-b', 'dpu-9', 9))
+  const waiting = await until(
+    () => p.workers.store.getHost('host-9'),
+    (h) => h?.status.phase === 'Configuring',
+  )
+  t.equal(waiting?.status.phase, 'Configuring')
+  t.equal(waiting?.status.configsSynced, false)
+  const condition = waiting?.status.conditions.find((c) => c.type === 'AgentConfigured')
+  t.match(condition, { status: 'False', reason: 'AwaitingAgent', message: /DPU dpu-9/ })
+
+  await p.agent('dpu-9')
+  const ready = await until(
+    () => p.workers.store.getHost('host-9'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  t.equal(ready?.status.phase, 'Ready', 'the late ack makes it Ready without a new request')
+})
+
+t.test('bad requests are refused with every field named and nothing enqueued', async (t) => {
+  const p = await startPipeline(t)
+  const before = await p.workers.queue.getJobCounts()
+  const error = await p.client
+    .applyGroup('Group_A', { tenantId: 'x', network: { cidr: '10.0.0.0/33', gateway: 'nope' } })
+    .catch((e: unknown) => e)
+  t.type(error, ValidationError)
+  const hostError = await p.client
+    .applyHost('host-1', { resourceGroup: 'g', hostMAC: 'zz', dpu: { id: 'd', ips: [] } })
+    .catch((e: unknown) => e)
+  t.type(hostError, ValidationError)
+  t.match(
+    (hostError as ValidationError).issues.map((i) => i.path),
+    ['hostMAC', 'dpu.ips'],
+  )
+  t.same(await p.workers.queue.getJobCounts(), before, 'nothing was enqueued')
+  t.same(await p.workers.store.listGroups(), [], 'nothing was stored')
+
+  const job = await p.workers.queue.add('host.attach', { host: 'BAD NAME', specVersion: -1 })
+  const failed = await until(
+    () => job.getState(),
+    (s) => s === 'failed',
+  )
+  t.equal(failed, 'failed', 'a bad job payload fails at once')
+  const reloaded = await p.workers.queue.getJob(job.id ?? '')
+  t.equal(reloaded?.attemptsMade, 1, 'and is not retried')
+  t.match(reloaded?.failedReason, /invalid host.attach payload: host: must be an RFC 1123 label/)
+})

@@ -1,0 +1,179 @@
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { type Job, Worker } from 'bullmq'
+import { Redis } from 'ioredis'
+import type { ConfigureAck, IsolateAck } from '../../lib/agent-protocol/index.ts'
+import { sharedCentralProvider } from '../../queues/ovn-provider.ts'
+import { HydrazineClient } from '../../queues/producer.ts'
+import { startWorkers, type Workers } from '../../queues/worker.ts'
+import { eventually } from '../helpers/processes.ts'
+import { type Teardown, withStack } from '../helpers/stack.ts'
+
+const run = promisify(execFile)
+
+export interface Pipeline {
+  readonly workers: Workers
+  readonly client: HydrazineClient
+  readonly nb: string
+  readonly sb: string
+  readonly redisUrl: string
+  readonly prefix: string
+  /** Starts an in-process agent for a DPU that answers its queue like the real one. */
+  agent(dpuId: string): Promise<TestAgent>
+  /** Hydrazine-owned NB rows, as `table count` lines. */
+  ownedRows(): Promise<string[]>
+  /** Runs ovn-nbctl against the NB and returns its output. */
+  nbctl(...args: string[]): Promise<string>
+}
+
+export interface TestAgent {
+  readonly jobs: Job[]
+  close(): Promise<void>
+}
+
+export async function startPipeline(t: Teardown): Promise<Pipeline> {
+  const stack = await withStack(t, { redis: true, ovn: true })
+  if (!stack.redis || !stack.ovn) throw new Error('stack without redis or ovn')
+  const redisUrl = stack.redis.url
+  const prefix = 'hzt'
+  const workers = await startWorkers({
+    redisUrl,
+    ovn: sharedCentralProvider({ nb: stack.ovn.nb.unix, sb: stack.ovn.sb.tcp }),
+    fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
+    reconcileEveryMs: 0,
+    prefix,
+  })
+  t.teardown(() => workers.close())
+  const client = new HydrazineClient(workers.store, workers.queue, workers.ipam)
+  const nb = stack.ovn.nb.unix
+
+  return {
+    workers,
+    client,
+    nb,
+    sb: stack.ovn.sb.tcp,
+    redisUrl,
+    prefix,
+    async agent(dpuId) {
+      const jobs: Job[] = []
+      const connection = new Redis(redisUrl, { maxRetriesPerRequest: null })
+      const worker = new Worker(
+        `agent-${dpuId}`,
+        async (job) => {
+          jobs.push(job)
+          return answer(dpuId, job)
+        },
+        { connection, prefix, concurrency: 8 },
+      )
+      await worker.waitUntilReady()
+      const close = async () => {
+        await worker.close()
+        connection.disconnect()
+      }
+      t.teardown(close)
+      return { jobs, close }
+    },
+    async nbctl(...args) {
+      return (await run('ovn-nbctl', [`--db=${nb}`, ...args])).stdout
+    },
+    async ownedRows() {
+      const lines: string[] = []
+      for (const table of [
+        'Logical_Switch',
+        'Logical_Router',
+        'Logical_Switch_Port',
+        'NAT',
+        'Logical_Router_Policy',
+        'Logical_Router_Static_Route',
+      ]) {
+        const { stdout } = await run('ovn-nbctl', [
+          `--db=${nb}`,
+          '--bare',
+          '--columns=_uuid,external_ids',
+          'find',
+          table,
+          'external_ids:hydrazine\\:owner!=""',
+        ])
+        const count = stdout.split('\n\n').filter((b) => b.trim()).length
+        if (count > 0) lines.push(`${table} ${count}`)
+      }
+      return lines
+    },
+  }
+}
+
+function observed(dpuId: string) {
+  return {
+    chassis: dpuId,
+    bridges: ['br-int', 'br-phy'],
+    ovnRemote: null,
+    ovnController: { running: true, connected: true },
+    boundPorts: [],
+    relays: [],
+  }
+}
+
+/** What a DPU agent returns for a job: the ack shapes of lib/agent-protocol. */
+function answer(dpuId: string, job: Job): ConfigureAck | IsolateAck {
+  const data = job.data as {
+    specVersion: number
+    protocolVersion: string
+    host: { logicalPort: string }
+  }
+  const hostPort = `hp-${data.host.logicalPort}`.slice(0, 15)
+  if (job.name === 'configure') {
+    return {
+      dpuId,
+      specVersion: data.specVersion,
+      protocolVersion: data.protocolVersion,
+      hostPort,
+      ovnInstalled: true,
+      chassis: dpuId,
+      observed: observed(dpuId),
+    }
+  }
+  return {
+    dpuId,
+    specVersion: data.specVersion,
+    protocolVersion: data.protocolVersion,
+    hostPort,
+    unbound: true,
+    chassis: dpuId,
+    observed: observed(dpuId),
+  }
+}
+
+/** Waits until `check` holds; fails the caller's assertion with the last value seen. */
+export async function until<T>(
+  read: () => Promise<T>,
+  check: (value: T) => boolean,
+  timeoutMs = 20_000,
+): Promise<T> {
+  let last: T = await read()
+  await eventually(async () => {
+    last = await read()
+    return check(last)
+  }, timeoutMs)
+  return last
+}
+
+export const groupSpec = (
+  tenantId = 'tenant-a',
+  cidr = '10.10.10.0/24',
+  gateway = '10.10.10.1',
+) => ({
+  tenantId,
+  network: { cidr, gateway },
+})
+
+export const hostSpec = (
+  group: string,
+  dpu: string,
+  n: number,
+  extra: Record<string, unknown> = {},
+) => ({
+  resourceGroup: group,
+  hostMAC: `52:54:00:00:${dpu.length.toString(16).padStart(2, '0')}:${n.toString(16).padStart(2, '0')}`,
+  dpu: { id: dpu, ips: [`172.18.0.${10 + n}`, `172.18.0.${110 + n}`] },
+  ...extra,
+})
