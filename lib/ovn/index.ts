@@ -30,6 +30,7 @@ export {
   diffTopology,
   readOwnedRows,
 } from './topology/apply.ts'
+export { NbTopologyCache } from './topology/cache.ts'
 export type { DesiredRow, DesiredRows, ParentRef, TopologyTable } from './topology/compile.ts'
 export {
   compileGroupTopology,

@@ -1,0 +1,154 @@
+import t from 'tap'
+import {
+  compileGroupTopology,
+  type GroupTopologySpec,
+  InvalidTopologySpec,
+  Ipv6NatUnsupported,
+  NatConflict,
+  transitAddresses,
+} from '../../lib/ovn/index.ts'
+
+const base: GroupTopologySpec = {
+  name: 'alpha',
+  cidr: '10.10.10.0/24',
+  gateway: '10.10.10.1',
+  dummyFabricIp: '172.18.0.254/24',
+  fabricGatewayIp: '172.18.0.1',
+  members: [
+    {
+      hostName: 'h1',
+      logicalPort: 'hz-alpha-h1',
+      mac: '0a:00:00:00:00:01',
+      ip: '10.10.10.2',
+      dpu: { id: 'dpu-1', natIp: '172.18.0.105' },
+      access: 'FabricAccess',
+    },
+  ],
+}
+
+t.test('same spec, same rows; names and owner derive from the group', async (t) => {
+  const a = compileGroupTopology(base)
+  t.same(compileGroupTopology(base), a, 'pure and deterministic')
+  const names = a.rows.map((r) => (r.row as { name?: string }).name).filter((n) => n !== undefined)
+  t.ok(
+    names.every((n) => n.startsWith('hz-alpha-')),
+    'every named row is prefixed with the group',
+  )
+  t.ok(a.rows.every((r) => r.row.external_ids['hydrazine:owner'] === 'group/alpha'))
+  const gw = a.rows.find((r) => r.table === 'Logical_Router' && r.key === 'gw/dpu-1')
+  t.same(
+    (gw?.row as { options?: unknown }).options,
+    { chassis: 'dpu-1' },
+    'gateway router pinned to the DPU',
+  )
+  const b = compileGroupTopology({
+    ...base,
+    name: 'beta',
+    members: [
+      { ...base.members[0], logicalPort: 'hz-beta-h1' } as GroupTopologySpec['members'][number],
+    ],
+  })
+  const bNames = new Set(b.rows.map((r) => (r.row as { name?: string }).name))
+  t.ok(
+    names.every((n) => !bNames.has(n)),
+    'two groups with identical CIDRs and IPs share no names',
+  )
+})
+
+t.test('transit links are link-local /30s that do not move when another DPU joins', async (t) => {
+  t.same(transitAddresses(0), { lrSide: '169.254.0.1', gwSide: '169.254.0.2' })
+  t.same(transitAddresses(65), { lrSide: '169.254.1.5', gwSide: '169.254.1.6' })
+  const nets = (spec: GroupTopologySpec) =>
+    compileGroupTopology(spec)
+      .rows.filter((r) => r.table === 'Logical_Router_Port')
+      .map(
+        (r) => `${(r.row as { name: string }).name}=${(r.row as { networks: string[] }).networks}`,
+      )
+  const one = nets(base)
+  const two = nets({
+    ...base,
+    members: [
+      ...base.members,
+      {
+        ...(base.members[0] as GroupTopologySpec['members'][number]),
+        hostName: 'h0',
+        logicalPort: 'hz-alpha-h0',
+        ip: '10.10.10.9',
+        dpu: { id: 'dpu-0', natIp: '172.18.0.104' },
+      },
+    ],
+  })
+  t.ok(
+    one.every((n) => two.includes(n)),
+    'existing DPU keeps its addresses',
+  )
+})
+
+const rejects: { name: string; spec: GroupTopologySpec; error: new (...a: never[]) => Error }[] = [
+  {
+    name: 'IPv6-only host with FabricAccess',
+    spec: {
+      ...base,
+      cidr: 'fd00::/64',
+      gateway: 'fd00::1',
+      members: [{ ...(base.members[0] as GroupTopologySpec['members'][number]), ip: 'fd00::2' }],
+    },
+    error: Ipv6NatUnsupported,
+  },
+  {
+    name: 'host outside the subnet',
+    spec: {
+      ...base,
+      members: [{ ...(base.members[0] as GroupTopologySpec['members'][number]), ip: '10.10.11.2' }],
+    },
+    error: InvalidTopologySpec,
+  },
+  {
+    name: 'PublicAccess without a public IP',
+    spec: {
+      ...base,
+      members: [
+        { ...(base.members[0] as GroupTopologySpec['members'][number]), access: 'PublicAccess' },
+      ],
+    },
+    error: InvalidTopologySpec,
+  },
+  {
+    name: 'two FabricAccess hosts on one DPU (one NAT IP)',
+    spec: {
+      ...base,
+      members: [
+        base.members[0] as GroupTopologySpec['members'][number],
+        {
+          ...(base.members[0] as GroupTopologySpec['members'][number]),
+          hostName: 'h2',
+          logicalPort: 'hz-alpha-h2',
+          ip: '10.10.10.3',
+        },
+      ],
+    },
+    error: NatConflict,
+  },
+  { name: 'malformed CIDR', spec: { ...base, cidr: '10.10.10.0' }, error: InvalidTopologySpec },
+]
+for (const c of rejects) {
+  t.test(`rejects ${c.name}`, async (t) => {
+    t.throws(() => compileGroupTopology(c.spec), c.error)
+  })
+}
+
+t.test('an IPv6 host without NAT is fine', async (t) => {
+  const spec = {
+    ...base,
+    cidr: 'fd00::/64',
+    gateway: 'fd00::1',
+    members: [
+      {
+        ...(base.members[0] as GroupTopologySpec['members'][number]),
+        ip: 'fd00::2',
+        access: 'None' as const,
+      },
+    ],
+  }
+  t.ok(compileGroupTopology(spec).rows.some((r) => r.table === 'Logical_Switch_Port'))
+})
