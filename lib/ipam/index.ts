@@ -154,6 +154,13 @@ export class Ipam {
   readonly #redis: Redis
   readonly #prefix: string
   readonly #cache = new Map<string, { version: string; layout: Layout }>()
+  readonly #candidateMemo = new WeakMap<
+    Layout,
+    Map<
+      string,
+      { candidates: readonly PoolLayout[]; keys: string[]; poolArgs: (string | number)[] }
+    >
+  >()
 
   constructor(redis: Redis, options: IpamOptions = {}) {
     this.#redis = redis
@@ -417,20 +424,8 @@ export class Ipam {
     layout: Layout,
     options: AllocateOptions,
   ): Promise<Allocation | undefined> {
-    let candidates = layout.pools
-    if (options.pool !== undefined) {
-      candidates = candidates.filter((p) => p.name === options.pool)
-      if (candidates.length === 0) throw new NotFound('pool', `${network}/${options.pool}`)
-    }
-    if (options.version !== undefined)
-      candidates = candidates.filter((p) => p.span.version === options.version)
-    const k = this.#networkKeys(network)
-    const keys = [k.meta, k.owners, k.holders]
-    const args: (string | number)[] = [version, owner, candidates.length]
-    for (const pool of candidates) {
-      keys.push(k.pool(pool.index).res, k.pool(pool.index).busy)
-      args.push(pool.startHex, pool.size, pool.index)
-    }
+    const { candidates, keys, poolArgs } = this.#candidates(network, layout, options)
+    const args = [version, owner, candidates.length, ...poolArgs]
     const [status, hex = ''] = tuple(await scripts.allocateFromPool.run(this.#redis, keys, args))
     switch (status) {
       case 'ok':
@@ -703,6 +698,36 @@ export class Ipam {
   }
 
   // ── internals ───────────────────────────────────────────────────────────────
+
+  /** Pools an allocation may draw from, with their script keys and arguments (memoized). */
+  #candidates(network: string, layout: Layout, options: AllocateOptions) {
+    let memo = this.#candidateMemo.get(layout)
+    if (memo === undefined) {
+      memo = new Map()
+      this.#candidateMemo.set(layout, memo)
+    }
+    const id = `${options.version ?? ''}|${options.pool ?? ''}`
+    const known = memo.get(id)
+    if (known !== undefined) return known
+    let candidates = layout.pools
+    if (options.pool !== undefined) {
+      candidates = candidates.filter((p) => p.name === options.pool)
+      if (candidates.length === 0) throw new NotFound('pool', `${network}/${options.pool}`)
+    }
+    if (options.version !== undefined) {
+      candidates = candidates.filter((p) => p.span.version === options.version)
+    }
+    const k = this.#networkKeys(network)
+    const keys = [k.meta, k.owners, k.holders]
+    const poolArgs: (string | number)[] = []
+    for (const pool of candidates) {
+      keys.push(k.pool(pool.index).res, k.pool(pool.index).busy)
+      poolArgs.push(pool.startHex, pool.size, pool.index)
+    }
+    const entry = { candidates, keys, poolArgs }
+    memo.set(id, entry)
+    return entry
+  }
 
   #networkKeys(network: string) {
     checkId('network', network)
