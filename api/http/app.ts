@@ -1,9 +1,15 @@
 import { Hono } from 'hono'
+import { errorHandler } from './errors.ts'
+import { type V1Deps, v1Routes } from './v1.ts'
 
 /** What the HTTP API needs from the rest of Hydrazine. */
 export interface ApiDeps {
   /** Named readiness probes; `/readyz` is 200 only when every one resolves true. */
   readonly readiness: Readonly<Record<string, () => Promise<boolean>>>
+  /** The `/v1` resource API; without it only the probes are served. */
+  readonly v1?: V1Deps
+  /** Sees every error that became a 500. */
+  readonly logError?: (error: unknown) => void
 }
 
 const PROBE_TIMEOUT_MS = 2000
@@ -13,9 +19,13 @@ const PROBE_TIMEOUT_MS = 2000
  *
  * - `GET /healthz` — 200 while the process is up.
  * - `GET /readyz` — 200 when Redis and the OVN NB answer, else 503 naming what does not.
+ * - `/v1/…` — resource groups, managed resources, public IPs, DPUs (see `v1.ts`);
+ *   bearer token required.
  */
 export function createApp(deps: ApiDeps): Hono {
   const app = new Hono()
+  app.onError(errorHandler(deps.logError))
+  app.notFound((c) => c.json({ error: { code: 'NOT_FOUND', message: 'no such route' } }, 404))
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }))
 
@@ -33,6 +43,8 @@ export function createApp(deps: ApiDeps): Hono {
     const ready = entries.every(([, state]) => state === 'ok')
     return c.json({ status: ready ? 'ready' : 'not ready', checks }, ready ? 200 : 503)
   })
+
+  if (deps.v1) app.route('/v1', v1Routes(deps.v1))
 
   return app
 }
