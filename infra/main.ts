@@ -6,7 +6,8 @@
 import { pino } from 'pino'
 import { type Config, loadConfig } from '../lib/config/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
-import { startService } from '../queues/service.ts'
+import { renderBgpdConfig } from '../lib/frr/index.ts'
+import { bgpSettingsOf, startService } from '../queues/service.ts'
 import { type LocalStack, startLocalStack } from './local/stack.ts'
 
 let config: Config
@@ -39,7 +40,7 @@ try {
       dataDir: config.dataDir,
       redis: embedRedis ? { listenAddress: config.embeddedListen, port: 16379 } : false,
       ovn: embedOvn ? { listenAddress: config.embeddedListen, nbPort: 6641, sbPort: 6642 } : false,
-      frr: embedFrr,
+      frr: embedFrr ? { bgpdConfig: renderBgpdConfig(bgpSettingsOf(config)) } : false,
       log: (line) => logger.info(line),
     })
   }

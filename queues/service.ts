@@ -6,8 +6,19 @@ import { serve } from '@hono/node-server'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { createApp } from '../api/http/app.ts'
+import { createFrrSync } from '../functions/frr-sync.ts'
 import type { Config } from '../lib/config/index.ts'
+import {
+  type BgpSettings,
+  createFrrController,
+  createVtysh,
+  parseBgpSettings,
+} from '../lib/frr/index.ts'
 import { canConnect } from '../lib/process/ports.ts'
+import { storeAnnouncementSource } from './announcements.ts'
+import { type FrrConsumer, startFrrConsumer } from './frr.ts'
+import { sharedCentralProvider } from './ovn-provider.ts'
+import { bullConnection, startWorkers } from './worker.ts'
 
 /** Where Hydrazine's dependencies live, embedded or external. */
 export interface Endpoints {
@@ -40,6 +51,24 @@ export async function startService(
     ? undefined
     : await ensureOperatorToken(config.dataDir)
 
+  const workers = await startWorkers({
+    redisUrl: endpoints.redisUrl,
+    ovn: sharedCentralProvider(endpoints.ovn),
+    fabric: config.fabric,
+    logger,
+  })
+  let frrConsumer: FrrConsumer | undefined
+  if (endpoints.frrVtyDir) {
+    const frr = createFrrController({ vtysh: createVtysh({ vtyDir: endpoints.frrVtyDir }) })
+    frrConsumer = await startFrrConsumer({
+      connection: bullConnection(endpoints.redisUrl),
+      frr,
+      source: storeAnnouncementSource(workers.store, workers.ipam),
+      handler: createFrrSync({ frr }),
+    })
+    logger.info({ resynced: frrConsumer.resynced }, 'FRR consumer resynced and running')
+  }
+
   const app = createApp({
     readiness: {
       redis: async () => (await redis.ping()) === 'PONG',
@@ -55,9 +84,20 @@ export async function startService(
     ...(operatorTokenFile ? { operatorTokenFile } : {}),
     async close() {
       await new Promise<void>((r) => server.close(() => r()))
+      await frrConsumer?.close()
+      await workers.close()
       redis.disconnect()
     },
   }
+}
+
+/** Hydrazine's BGP speaker settings, from the validated configuration. */
+export function bgpSettingsOf(config: Config): BgpSettings {
+  return parseBgpSettings({
+    localAs: config.bgp.asn,
+    routerId: config.bgp.routerId,
+    peers: config.bgp.peers,
+  })
 }
 
 function listen(

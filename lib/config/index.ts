@@ -32,6 +32,17 @@ export interface Config {
   readonly webhookSecret?: string
   /** `LOG_LEVEL` (default info). */
   readonly logLevel: LogLevel
+  readonly fabric: FabricConfig
+}
+
+/** Fabric facts for the per-DPU gateway routers (seed 000, "Network Fabric Requirements"). */
+export interface FabricConfig {
+  /** `HYDRAZINE_FABRIC_DUMMY_IP` (default 172.18.0.254/24): reserved fabric address with prefix. */
+  readonly dummyIp: string
+  /** `HYDRAZINE_FABRIC_GATEWAY`: the fabric next hop for traffic leaving the DPUs. */
+  readonly gateway?: string
+  /** `HYDRAZINE_PHYSICAL_NETWORK` (default physnet): the DPUs' bridge-mapping name. */
+  readonly physicalNetwork: string
 }
 
 export interface BgpConfig {
@@ -122,6 +133,30 @@ const EnvSchema = v.object({
   HYDRAZINE_WEBHOOK_SECRET: v.optional(
     v.pipe(v.string(), v.minLength(16, 'must be at least 16 characters')),
   ),
+  HYDRAZINE_FABRIC_DUMMY_IP: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(
+        /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/,
+        'must be an IPv4 address with prefix, e.g. 172.18.0.254/24',
+      ),
+      v.check(
+        (s) => isIP(s.split('/')[0] ?? '') === 4 && Number(s.split('/')[1]) <= 32,
+        'must be an IPv4 address with prefix',
+      ),
+    ),
+    '172.18.0.254/24',
+  ),
+  HYDRAZINE_FABRIC_GATEWAY: v.optional(
+    v.pipe(
+      ipAddress,
+      v.check((s) => isIP(s) === 4, 'must be an IPv4 address'),
+    ),
+  ),
+  HYDRAZINE_PHYSICAL_NETWORK: v.optional(
+    v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a bridge-mapping name')),
+    'physnet',
+  ),
   LOG_LEVEL: v.optional(v.picklist(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`), 'info'),
 })
 
@@ -178,6 +213,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(c.HYDRAZINE_TOKENS_FILE ? { tokensFile: resolve(c.HYDRAZINE_TOKENS_FILE) } : {}),
     ...(c.HYDRAZINE_WEBHOOK_SECRET ? { webhookSecret: c.HYDRAZINE_WEBHOOK_SECRET } : {}),
     logLevel: c.LOG_LEVEL,
+    fabric: {
+      dummyIp: c.HYDRAZINE_FABRIC_DUMMY_IP,
+      ...(c.HYDRAZINE_FABRIC_GATEWAY ? { gateway: c.HYDRAZINE_FABRIC_GATEWAY } : {}),
+      physicalNetwork: c.HYDRAZINE_PHYSICAL_NETWORK,
+    },
   }
 }
 

@@ -1,0 +1,22 @@
+import type { Announcement, AnnouncementSource } from '../lib/frr/index.ts'
+import type { Ipam } from '../lib/ipam/index.ts'
+import type { StateStore } from './store.ts'
+
+/**
+ * What FRR must announce, from the state Hydrazine keeps: every allocated public IP whose
+ * host still exists, as `PublicIP/32` via that host's DPU NAT IP.
+ */
+export function storeAnnouncementSource(store: StateStore, ipam: Ipam): AnnouncementSource {
+  return {
+    async desired() {
+      const out: Announcement[] = []
+      for (const pip of await ipam.listPublicIps()) {
+        if (!pip.allocatedTo) continue
+        const host = await store.getHost(pip.allocatedTo)
+        const natIp = host?.spec.dpu.ips[1]
+        if (host && !host.deletion && natIp) out.push({ prefix: `${pip.ip}/32`, nextHop: natIp })
+      }
+      return out
+    },
+  }
+}
