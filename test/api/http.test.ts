@@ -1,0 +1,330 @@
+import t from 'tap'
+import { createApp } from '../../api/http/app.ts'
+import { heartbeatKey } from '../../lib/agent-protocol/index.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
+
+const OPERATOR = 'operator-token-0123456789abcdef'
+const TENANT_A = 'tenant-a-token-0123456789abcdef'
+const TENANT_B = 'tenant-b-token-0123456789abcdef'
+
+interface Call {
+  token?: string | undefined
+  body?: unknown
+  /** A raw body sent as is (overrides `body`). */
+  raw?: string
+  contentType?: string
+}
+
+function api(p: Pipeline) {
+  const app = createApp({
+    readiness: {},
+    v1: {
+      client: p.client,
+      store: p.workers.store,
+      ipam: p.workers.ipam,
+      redis: p.workers.redis,
+      tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] } },
+    },
+  })
+  return async (method: string, path: string, call: Call = {}) => {
+    const headers: Record<string, string> = {}
+    const token = 'token' in call ? call.token : OPERATOR
+    if (token !== undefined) headers.authorization = `Bearer ${token}`
+    const body = call.raw ?? (call.body === undefined ? undefined : JSON.stringify(call.body))
+    if (body !== undefined) headers['content-type'] = call.contentType ?? 'application/json'
+    const res = await app.request(path, {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body }),
+    })
+    const text = await res.text()
+    // biome-ignore lint/suspicious/noExplicitAny: response bodies are inspected loosely in tests
+    const json: any = text ? JSON.parse(text) : undefined
+    return { status: res.status, json }
+  }
+}
+
+/** Everything a refused request must leave alone. */
+async function snapshot(p: Pipeline) {
+  const counts = await p.workers.queue.getJobCounts()
+  return {
+    groups: await p.workers.store.listGroups(),
+    hosts: await p.workers.store.listHosts(),
+    publicIps: await p.workers.ipam.listPublicIps(),
+    jobs: Object.values(counts).reduce((a, b) => a + b, 0),
+  }
+}
+
+t.test('HTTP API against a running pipeline', async (t) => {
+  const p = await startPipeline(t)
+  await p.agent('dpu-1')
+  const call = api(p)
+
+  t.test('probes need no token', async (t) => {
+    t.equal((await call('GET', '/healthz', { token: undefined })).status, 200)
+    t.equal((await call('GET', '/readyz', { token: undefined })).status, 200)
+  })
+
+  t.test('group: PUT 202, unchanged PUT 200 without a job, GET shows Ready', async (t) => {
+    const put = await call('PUT', '/v1/resource-groups/group-a', { body: groupSpec('tenant-a') })
+    t.equal(put.status, 202)
+    t.match(put.json, { object: { name: 'group-a', specVersion: 1 }, jobId: String })
+    const again = await call('PUT', '/v1/resource-groups/group-a', { body: groupSpec('tenant-a') })
+    t.equal(again.status, 200, 'unchanged spec')
+    t.equal(again.json.jobId, undefined, 'nothing enqueued')
+    t.equal(again.json.object.specVersion, 1)
+    const ready = await until(
+      async () => (await call('GET', '/v1/resource-groups/group-a')).json,
+      (g) => g?.status?.phase === 'Ready',
+    )
+    t.match(ready, {
+      name: 'group-a',
+      spec: groupSpec('tenant-a'),
+      status: { phase: 'Ready', observedVersion: 1, conditions: Array },
+    })
+  })
+
+  t.test('host: PUT 202, Ready with the agent, listed by group', async (t) => {
+    const put = await call('PUT', '/v1/managed-resources/host-1', {
+      body: hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
+    })
+    t.equal(put.status, 202)
+    t.ok(put.json.jobId)
+    const ready = await until(
+      async () => (await call('GET', '/v1/managed-resources/host-1')).json,
+      (h) => h?.status?.phase === 'Ready',
+    )
+    t.match(ready, {
+      status: { phase: 'Ready', configsSynced: true, observedVersion: 1 },
+    })
+    const list = await call('GET', '/v1/managed-resources?resourceGroup=group-a')
+    t.same(
+      list.json.items.map((h: { name: string }) => h.name),
+      ['host-1'],
+    )
+  })
+
+  t.test('a second tenant and its group', async (t) => {
+    const put = await call('PUT', '/v1/resource-groups/group-b', {
+      token: TENANT_B,
+      body: groupSpec('tenant-b', '10.20.0.0/24', '10.20.0.1'),
+    })
+    t.equal(put.status, 202)
+  })
+
+  t.test('auth matrix', async (t) => {
+    const cases: [string, string, string | undefined, number][] = [
+      ['operator reads any group', '/v1/resource-groups/group-a', OPERATOR, 200],
+      ['tenant reads its own group', '/v1/resource-groups/group-a', TENANT_A, 200],
+      ["tenant reads another's group", '/v1/resource-groups/group-a', TENANT_B, 404],
+      ['no token', '/v1/resource-groups/group-a', undefined, 401],
+      ['unknown token', '/v1/resource-groups/group-a', 'not-a-token-0123456789', 401],
+      ['tenant reads its own host', '/v1/managed-resources/host-1', TENANT_A, 200],
+      ["tenant reads another's host", '/v1/managed-resources/host-1', TENANT_B, 404],
+      ['tenant lists public IPs', '/v1/public-ips', TENANT_A, 403],
+      ['tenant lists DPUs', '/v1/dpus', TENANT_A, 403],
+      ['operator lists DPUs', '/v1/dpus', OPERATOR, 200],
+      ['no token for DPUs', '/v1/dpus', undefined, 401],
+    ]
+    for (const [name, path, token, status] of cases) {
+      const res = await call('GET', path, { token })
+      t.equal(res.status, status, name)
+      if (status >= 400) t.type(res.json?.error?.code, 'string', `${name}: error body`)
+    }
+
+    const names = async (token: string, query = '') =>
+      (await call('GET', `/v1/resource-groups${query}`, { token })).json.items.map(
+        (g: { name: string }) => g.name,
+      )
+    t.same(await names(OPERATOR), ['group-a', 'group-b'], 'operator lists every group')
+    t.same(await names(OPERATOR, '?tenant=tenant-b'), ['group-b'], 'operator filters by tenant')
+    t.same(await names(TENANT_A), ['group-a'], 'a tenant lists only its own')
+    t.same(await names(TENANT_A, '?tenant=tenant-b'), [], "a tenant cannot list another's")
+    const hosts = await call('GET', '/v1/managed-resources', { token: TENANT_B })
+    t.same(hosts.json.items, [], "a tenant does not list another's hosts")
+  })
+
+  t.test('DPUs are listed from agent heartbeats', async (t) => {
+    await p.workers.redis.set(
+      heartbeatKey('dpu-9'),
+      JSON.stringify({
+        dpuId: 'dpu-9',
+        agentVersion: '0.1.0',
+        protocolVersions: ['1.0'],
+        fabricIps: ['172.18.0.99'],
+        at: new Date().toISOString(),
+        intervalMs: 1000,
+        observed: {
+          chassis: 'dpu-9',
+          bridges: ['br-int'],
+          ovnRemote: null,
+          ovnController: { running: true, connected: true },
+          boundPorts: [],
+          relays: [],
+        },
+      }),
+      'PX',
+      60_000,
+    )
+    const res = await call('GET', '/v1/dpus')
+    t.match(res.json.items, [{ id: 'dpu-9', agentVersion: '0.1.0', fabricIps: ['172.18.0.99'] }])
+  })
+
+  t.test('public IPs: register, read, list, refuse removal while allocated', async (t) => {
+    const put = await call('PUT', '/v1/public-ips/203.0.113.10')
+    t.equal(put.status, 200)
+    t.same(put.json.object, { ip: '203.0.113.10', allocated: false })
+    t.equal((await call('PUT', '/v1/public-ips/203.0.113.11')).status, 200)
+    t.same((await call('GET', '/v1/public-ips/203.0.113.10')).json, {
+      ip: '203.0.113.10',
+      allocated: false,
+    })
+    t.equal((await call('GET', '/v1/public-ips/203.0.113.99')).status, 404)
+    t.equal((await call('PUT', '/v1/public-ips/203.0.113.12', { token: TENANT_A })).status, 403)
+    const allocated = await p.workers.ipam.allocatePublicIp('host-x')
+    const before = await snapshot(p)
+    const del = await call('DELETE', `/v1/public-ips/${allocated}`)
+    t.equal(del.status, 409)
+    t.equal(del.json.error.code, 'CONFLICT')
+    t.same(await snapshot(p), before, 'nothing changed')
+    const free = allocated === '203.0.113.10' ? '203.0.113.11' : '203.0.113.10'
+    t.equal((await call('DELETE', `/v1/public-ips/${free}`)).status, 204)
+    t.same(
+      (await call('GET', '/v1/public-ips')).json.items.map((i: { ip: string }) => i.ip),
+      [allocated],
+    )
+  })
+
+  t.test('refused requests answer with an error and change nothing', async (t) => {
+    const big = { ...groupSpec('tenant-a'), pad: 'x'.repeat(70 * 1024) }
+    const cases: [string, string, string, Call, number, string][] = [
+      [
+        'invalid group names every bad field',
+        'PUT',
+        '/v1/resource-groups/group-c',
+        { body: { tenantId: 'Bad_Tenant', network: { cidr: '10.0.0.1/24', gateway: 'x' } } },
+        400,
+        'INVALID',
+      ],
+      [
+        'invalid name',
+        'PUT',
+        '/v1/resource-groups/Bad_Name',
+        { body: groupSpec() },
+        400,
+        'INVALID',
+      ],
+      ['body is an array', 'PUT', '/v1/resource-groups/group-c', { body: [1] }, 400, 'INVALID'],
+      ['body is null', 'PUT', '/v1/resource-groups/group-c', { raw: 'null' }, 400, 'INVALID'],
+      ['body is not JSON', 'PUT', '/v1/resource-groups/group-c', { raw: '{nope' }, 400, 'INVALID'],
+      [
+        'wrong content type',
+        'PUT',
+        '/v1/resource-groups/group-c',
+        { raw: JSON.stringify(groupSpec()), contentType: 'text/plain' },
+        415,
+        'UNSUPPORTED_MEDIA_TYPE',
+      ],
+      ['body over 64 KiB', 'PUT', '/v1/resource-groups/group-c', { body: big }, 413, 'TOO_LARGE'],
+      [
+        'no token',
+        'PUT',
+        '/v1/resource-groups/group-c',
+        { token: undefined, body: groupSpec() },
+        401,
+        'UNAUTHENTICATED',
+      ],
+      [
+        'tenant creates a group for another tenant',
+        'PUT',
+        '/v1/resource-groups/group-c',
+        { token: TENANT_A, body: groupSpec('tenant-b') },
+        403,
+        'FORBIDDEN',
+      ],
+      [
+        "tenant overwrites another tenant's group",
+        'PUT',
+        '/v1/resource-groups/group-b',
+        { token: TENANT_A, body: groupSpec('tenant-a', '10.20.0.0/24', '10.20.0.1') },
+        404,
+        'NOT_FOUND',
+      ],
+      [
+        "tenant deletes another tenant's group",
+        'DELETE',
+        '/v1/resource-groups/group-b',
+        { token: TENANT_A },
+        404,
+        'NOT_FOUND',
+      ],
+      [
+        "tenant attaches a host to another tenant's group",
+        'PUT',
+        '/v1/managed-resources/host-9',
+        { token: TENANT_A, body: hostSpec('group-b', 'dpu-3', 9) },
+        400,
+        'INVALID',
+      ],
+      ['missing group', 'GET', '/v1/resource-groups/nope', {}, 404, 'NOT_FOUND'],
+      ['delete a missing host', 'DELETE', '/v1/managed-resources/nope', {}, 404, 'NOT_FOUND'],
+      [
+        "change a group's network",
+        'PUT',
+        '/v1/resource-groups/group-a',
+        { body: groupSpec('tenant-a', '10.11.0.0/24', '10.11.0.1') },
+        409,
+        'CONFLICT',
+      ],
+      [
+        'a NAT IP another host holds',
+        'PUT',
+        '/v1/managed-resources/host-2',
+        {
+          body: {
+            ...hostSpec('group-a', 'dpu-2', 2, { hostAccess: 'FabricAccess' }),
+            dpu: { id: 'dpu-2', ips: ['172.18.0.12', '172.18.0.111'] },
+          },
+        },
+        409,
+        'CONFLICT',
+      ],
+    ]
+    for (const [name, method, path, req, status, code] of cases) {
+      const before = await snapshot(p)
+      const res = await call(method, path, req)
+      t.equal(res.status, status, `${name}: status`)
+      t.equal(res.json?.error?.code, code, `${name}: code`)
+      t.type(res.json?.error?.message, 'string', `${name}: message`)
+      t.same(await snapshot(p), before, `${name}: nothing changed`)
+    }
+
+    const invalid = await call('PUT', '/v1/resource-groups/group-c', {
+      body: { tenantId: 'Bad_Tenant', network: { cidr: '10.0.0.1/24', gateway: 'x' } },
+    })
+    t.same(
+      [...new Set(invalid.json.error.issues.map((i: { path: string }) => i.path))].sort(),
+      ['network.cidr', 'network.gateway', 'tenantId'],
+      'every invalid field is named',
+    )
+  })
+
+  t.test('delete: host then group', async (t) => {
+    const host = await call('DELETE', '/v1/managed-resources/host-1', { token: TENANT_A })
+    t.equal(host.status, 202)
+    t.ok(host.json.object.deletion, 'deletion recorded')
+    t.ok(host.json.jobId)
+    await until(
+      async () => (await call('GET', '/v1/managed-resources/host-1')).status,
+      (s) => s === 404,
+    )
+    const group = await call('DELETE', '/v1/resource-groups/group-a?force=true')
+    t.equal(group.status, 202)
+    t.equal(group.json.object.deletion.force, true)
+    const gone = await until(
+      async () => (await call('GET', '/v1/resource-groups/group-a')).status,
+      (s) => s === 404,
+    )
+    t.equal(gone, 404, 'the group is gone')
+  })
+})
