@@ -1,5 +1,6 @@
 import { Hono } from 'hono'
 import { errorHandler } from './errors.ts'
+import { type EventsDeps, eventRoutes } from './events.ts'
 import { type V1Deps, v1Routes } from './v1.ts'
 
 /** What the HTTP API needs from the rest of Hydrazine. */
@@ -8,6 +9,8 @@ export interface ApiDeps {
   readonly readiness: Readonly<Record<string, () => Promise<boolean>>>
   /** The `/v1` resource API; without it only the probes are served. */
   readonly v1?: V1Deps
+  /** `POST /v1/events`, the signed Carbide webhook; without it the route does not exist. */
+  readonly events?: EventsDeps
   /** Sees every error that became a 500. */
   readonly logError?: (error: unknown) => void
 }
@@ -21,6 +24,7 @@ const PROBE_TIMEOUT_MS = 2000
  * - `GET /readyz` — 200 when Redis and the OVN NB answer, else 503 naming what does not.
  * - `/v1/…` — resource groups, managed resources, public IPs, DPUs (see `v1.ts`);
  *   bearer token required.
+ * - `POST /v1/events` — Carbide webhook, authenticated by its HMAC signature (`events.ts`).
  */
 export function createApp(deps: ApiDeps): Hono {
   const app = new Hono()
@@ -44,6 +48,8 @@ export function createApp(deps: ApiDeps): Hono {
     return c.json({ status: ready ? 'ready' : 'not ready', checks }, ready ? 200 : 503)
   })
 
+  // Before `/v1`: the webhook is authenticated by its signature, not a bearer token.
+  if (deps.events) app.route('/v1/events', eventRoutes(deps.events))
   if (deps.v1) app.route('/v1', v1Routes(deps.v1))
 
   return app

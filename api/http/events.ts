@@ -1,0 +1,137 @@
+/**
+ * `POST /v1/events`: the Carbide webhook receiver. Carbide signs each delivery instead
+ * of sending a bearer token:
+ *
+ * - `X-Hydrazine-Signature: sha256=<hex>` — HMAC-SHA256 of the raw body with the shared secret;
+ * - `X-Hydrazine-Timestamp: <unix seconds>` — refused when more than 5 minutes off;
+ * - the event `id` is remembered (Redis `SET NX EX`), so a redelivery does nothing twice.
+ *
+ * An event becomes the same producer call as the matching REST request.
+ *
+ * @example
+ * { "type": "resource-group.applied", "id": "evt-1", "name": "group-a",
+ *   "spec": { "tenantId": "tenant-a", "network": { "cidr": "10.0.0.0/24", "gateway": "10.0.0.1" } } }
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto'
+import { Hono } from 'hono'
+import { bodyLimit } from 'hono/body-limit'
+import type { Redis } from 'ioredis'
+import * as v from 'valibot'
+import type { HydrazineClient } from '../../queues/producer.ts'
+import { ApiError } from './errors.ts'
+
+export interface EventsDeps {
+  /** The secret shared with Carbide; at least 32 characters. */
+  readonly secret: string
+  readonly client: Pick<HydrazineClient, 'applyGroup' | 'deleteGroup' | 'applyHost' | 'deleteHost'>
+  readonly redis: Pick<Redis, 'set' | 'del'>
+  /** Milliseconds since the epoch; tests move it. */
+  readonly now?: () => number
+}
+
+export const MAX_CLOCK_SKEW_S = 5 * 60
+/** How long an event id is remembered; far longer than the accepted clock skew. */
+export const SEEN_TTL_S = 24 * 3600
+const MAX_EVENT_BYTES = 64 * 1024
+
+const Id = v.pipe(v.string(), v.minLength(1), v.maxLength(200))
+const Name = v.pipe(v.string(), v.minLength(1), v.maxLength(63))
+
+export const CarbideEvent = v.variant('type', [
+  v.object({
+    type: v.picklist(['resource-group.applied', 'managed-resource.applied']),
+    id: Id,
+    name: Name,
+    spec: v.record(v.string(), v.unknown()),
+  }),
+  v.object({
+    type: v.picklist(['resource-group.deleted', 'managed-resource.deleted']),
+    id: Id,
+    name: Name,
+    force: v.optional(v.boolean()),
+  }),
+])
+export type CarbideEvent = v.InferOutput<typeof CarbideEvent>
+
+/** The HMAC a sender puts in `X-Hydrazine-Signature` for `body`. */
+export function signEvent(secret: string, body: string): string {
+  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`
+}
+
+export function eventRoutes(deps: EventsDeps): Hono {
+  if (deps.secret.length < 32) throw new Error('the events secret must have at least 32 characters')
+  const now = deps.now ?? Date.now
+  const app = new Hono()
+
+  app.post(
+    '/',
+    bodyLimit({
+      maxSize: MAX_EVENT_BYTES,
+      onError: () => {
+        throw new ApiError(413, 'TOO_LARGE', `an event must not exceed ${MAX_EVENT_BYTES} bytes`)
+      },
+    }),
+    async function receiveEvent(c) {
+      const raw = await c.req.text()
+      const expected = Buffer.from(signEvent(deps.secret, raw))
+      const given = Buffer.from(c.req.header('x-hydrazine-signature') ?? '')
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+        throw new ApiError(401, 'BAD_SIGNATURE', 'X-Hydrazine-Signature does not match the body')
+      }
+      const stamp = Number(c.req.header('x-hydrazine-timestamp') ?? Number.NaN)
+      if (!Number.isFinite(stamp) || Math.abs(now() / 1000 - stamp) > MAX_CLOCK_SKEW_S) {
+        throw new ApiError(
+          401,
+          'STALE_EVENT',
+          `X-Hydrazine-Timestamp must be unix seconds within ${MAX_CLOCK_SKEW_S}s of now`,
+        )
+      }
+      let json: unknown
+      try {
+        json = JSON.parse(raw)
+      } catch {
+        throw new ApiError(400, 'INVALID', 'the event is not valid JSON')
+      }
+      const parsed = v.safeParse(CarbideEvent, json)
+      if (!parsed.success) {
+        throw new ApiError(
+          400,
+          'INVALID',
+          'invalid event',
+          parsed.issues.map((i) => ({ path: v.getDotPath(i) ?? '(body)', message: i.message })),
+        )
+      }
+      const event = parsed.output
+      const seenKey = `hz:events:seen:${event.id}`
+      if ((await deps.redis.set(seenKey, '1', 'EX', SEEN_TTL_S, 'NX')) !== 'OK') {
+        return c.json({ duplicate: true, id: event.id }, 200)
+      }
+      try {
+        const accepted = await apply(deps.client, event)
+        const result =
+          accepted.jobId === undefined
+            ? { id: event.id, object: accepted.object }
+            : { id: event.id, object: accepted.object, jobId: accepted.jobId }
+        return c.json(result, accepted.jobId ? 202 : 200)
+      } catch (error) {
+        // Forget the id so that a corrected or retried delivery is processed.
+        await deps.redis.del(seenKey)
+        throw error
+      }
+    },
+  )
+  return app
+}
+
+function apply(client: EventsDeps['client'], event: CarbideEvent) {
+  switch (event.type) {
+    case 'resource-group.applied':
+      return client.applyGroup(event.name, event.spec)
+    case 'managed-resource.applied':
+      return client.applyHost(event.name, event.spec)
+    case 'resource-group.deleted':
+      return client.deleteGroup(event.name, { force: event.force ?? false })
+    case 'managed-resource.deleted':
+      return client.deleteHost(event.name, { force: event.force ?? false })
+  }
+}
