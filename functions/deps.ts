@@ -34,6 +34,11 @@ export interface ChildJobs {
     data: object,
     opts: { jobId: string; parent: { id: string; queue: string } },
   ): Promise<void>
+  /**
+   * The return value of a child that already completed, when re-adding it did not link it
+   * to this parent again (same job id: a handler run a second time).
+   */
+  result(queue: string, jobId: string): Promise<unknown>
 }
 
 /** What the controller knows of DPU agents from their heartbeats. */

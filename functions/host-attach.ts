@@ -64,6 +64,11 @@ export function createHostAttach(deps: HandlerDeps) {
       const allocation = await deps.ipam
         .allocate(group.name, name, spec.hostIP ? { ip: spec.hostIP } : {})
         .catch((error: unknown) => failPermanently(deps, name, host.specVersion, error))
+      if (spec.hostAccess === 'PublicAccess') {
+        await deps.ipam
+          .allocatePublicIp(name)
+          .catch((error: unknown) => failPermanently(deps, name, host.specVersion, error))
+      }
       const { endpoints } = await applyGroup(deps, group)
 
       const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
@@ -122,12 +127,31 @@ export function createHostAttach(deps: HandlerDeps) {
       if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
     }
 
-    // await: every child answered.
+    // await: every child answered (or had answered before, when this is a second run).
     const values = Object.values(await job.getChildrenValues())
+    const configureId = agentJobId('configure', {
+      dpuId,
+      host: { name },
+      specVersion: host.specVersion,
+    })
+    if (!values.some((value) => v.is(ConfigureAck, value))) {
+      values.push(await deps.children.result(agentQueueName(dpuId), configureId))
+    }
+    if (
+      spec.hostAccess === 'PublicAccess' &&
+      !values.some((x) => typeof (x as { publicIp?: unknown })?.publicIp === 'string')
+    ) {
+      values.push(
+        await deps.children.result(
+          CONTROLLER_QUEUE,
+          jobId('publicip.allocate', name, host.specVersion),
+        ),
+      )
+    }
     const ack = values.map((value) => v.safeParse(ConfigureAck, value)).find((r) => r.success)
     if (!ack?.success) throw new Error(`no configure ack from DPU ${dpuId} among the children`)
     const publicIp = values
-      .map((value) => (value as { publicIp?: unknown }).publicIp)
+      .map((value) => (value as { publicIp?: unknown } | undefined)?.publicIp)
       .find((ip): ip is string => typeof ip === 'string')
 
     const current = await deps.store.getHost(name)

@@ -100,6 +100,14 @@ export function createHostDetach(deps: HandlerDeps) {
     }
 
     const values = Object.values(await job.getChildrenValues())
+    if (!force && !values.some((value) => v.is(IsolateAck, value))) {
+      const isolateId = agentJobId('isolate', {
+        dpuId,
+        host: { name },
+        specVersion: host.specVersion,
+      })
+      values.push(await deps.children.result(agentQueueName(dpuId), isolateId))
+    }
     const ack = values.map((value) => v.safeParse(IsolateAck, value)).find((r) => r.success)
     const acked = ack?.success === true && ack.output.unbound
     if (!force && !acked) throw new Error(`DPU ${dpuId} did not ack that ${name} is unbound`)

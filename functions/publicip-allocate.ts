@@ -33,11 +33,22 @@ export function createPublicIpAllocate(deps: HandlerDeps) {
       await job.updateData({ ...(job.data as object), step: 'await' })
       if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
     }
-    const acks = Object.values(await job.getChildrenValues()) as {
+    const acks = Object.values(await job.getChildrenValues()) as ({
       announced?: boolean
       publicIp?: string
-    }[]
-    const ack = acks.find((a) => typeof a.publicIp === 'string')
+    } | null)[]
+    let ack = acks.find((a) => typeof a?.publicIp === 'string')
+    if (!ack) {
+      // A second run: the announce child had already completed under the same id.
+      const held = (await deps.ipam.listPublicIps()).find((p) => p.allocatedTo === name)
+      const data = { publicIp: held?.ip ?? '', nextHop: natIp, owner: name, specVersion }
+      ack = held
+        ? ((await deps.children.result(
+            FRR_QUEUE,
+            frrJobId(FrrJobName.announce, data),
+          )) as typeof ack)
+        : undefined
+    }
     return { host: name, publicIp: ack?.publicIp ?? null, announced: ack?.announced === true }
   }
 }

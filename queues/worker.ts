@@ -86,21 +86,35 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   }
 
   const queues = new Map<string, Queue>()
+  const queueFor = (queueName: string) => {
+    let target = queues.get(queueName)
+    if (!target) {
+      target = new Queue(queueName, { connection, ...prefix })
+      queues.set(queueName, target)
+    }
+    return target
+  }
   const children: ChildJobs = {
+    async result(queueName, id) {
+      const job = await queueFor(queueName).getJob(id)
+      return job?.returnvalue ?? undefined
+    },
     async add(queueName, name, data, opts) {
-      let target = queues.get(queueName)
-      if (!target) {
-        target = new Queue(queueName, { connection, ...prefix })
-        queues.set(queueName, target)
-      }
-      await target.add(name, data, {
-        jobId: opts.jobId,
-        parent: opts.parent,
-        attempts: 8,
-        backoff: { type: 'exponential', delay: 500 },
-        removeOnComplete: { age: 24 * 3600 },
-        removeOnFail: { age: 7 * 24 * 3600 },
-      })
+      const target = queueFor(queueName)
+      await target
+        .add(name, data, {
+          jobId: opts.jobId,
+          parent: opts.parent,
+          attempts: 8,
+          backoff: { type: 'exponential', delay: 500 },
+          removeOnComplete: { age: 24 * 3600 },
+          removeOnFail: { age: 7 * 24 * 3600 },
+        })
+        .catch((error: unknown) => {
+          // The same child (same id) already belongs to an earlier run of this work: the
+          // handler reads its result instead of waiting on it.
+          if (!(error instanceof Error && /cannot be replaced/.test(error.message))) throw error
+        })
     },
   }
 

@@ -18,6 +18,8 @@ export interface Pipeline {
   readonly sb: string
   readonly redisUrl: string
   readonly prefix: string
+  /** vty socket dir of the private FRR, when started with `frr: true`. */
+  readonly frrVtyDir?: string
   /** Starts an in-process agent for a DPU that answers its queue like the real one. */
   agent(dpuId: string): Promise<TestAgent>
   /** Hydrazine-owned NB rows, as `table count` lines. */
@@ -31,8 +33,11 @@ export interface TestAgent {
   close(): Promise<void>
 }
 
-export async function startPipeline(t: Teardown): Promise<Pipeline> {
-  const stack = await withStack(t, { redis: true, ovn: true })
+export async function startPipeline(
+  t: Teardown,
+  options: { frr?: boolean } = {},
+): Promise<Pipeline> {
+  const stack = await withStack(t, { redis: true, ovn: true, frr: options.frr ?? false })
   if (!stack.redis || !stack.ovn) throw new Error('stack without redis or ovn')
   const redisUrl = stack.redis.url
   const prefix = 'hzt'
@@ -54,6 +59,7 @@ export async function startPipeline(t: Teardown): Promise<Pipeline> {
     sb: stack.ovn.sb.tcp,
     redisUrl,
     prefix,
+    ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
     async agent(dpuId) {
       const jobs: Job[] = []
       const connection = new Redis(redisUrl, { maxRetriesPerRequest: null })

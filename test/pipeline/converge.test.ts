@@ -1,0 +1,97 @@
+import { Redis } from 'ioredis'
+import t from 'tap'
+import { createFrrSync } from '../../functions/frr-sync.ts'
+import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
+import { storeAnnouncementSource } from '../../queues/announcements.ts'
+import { startFrrConsumer } from '../../queues/frr.ts'
+import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+
+t.test('running a handler again leaves Redis and NB exactly as one run did', async (t) => {
+  const p = await startPipeline(t)
+  await p.agent('dpu-1')
+  await p.client.applyGroup('group-a', groupSpec())
+  await p.client.applyHost(
+    'host-1',
+    hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
+  )
+  await until(
+    () => p.workers.store.getHost('host-1'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  const snapshot = async () => ({
+    nb: await p.nbctl('show'),
+    nat: await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw'),
+    policies: await p.nbctl('lr-policy-list', 'hz-group-a-lr'),
+    allocations: await p.workers.ipam.allocations('group-a'),
+    map: await p.workers.ipam.map('group-a'),
+    phase: (await p.workers.store.getHost('host-1'))?.status.phase,
+  })
+  const once = await snapshot()
+
+  for (const [name, data] of [
+    ['group.create', { group: 'group-a', specVersion: 1 }],
+    ['host.attach', { host: 'host-1', specVersion: 1 }],
+  ] as const) {
+    const job = await p.workers.queue.add(name, data, { jobId: `${name}-again` })
+    const state = await until(
+      async () => {
+        const fresh = await p.workers.queue.getJob(job.id ?? '')
+        if (fresh?.failedReason) job.failedReason = fresh.failedReason
+        return job.getState()
+      },
+      (s) => s === 'completed' || s === 'failed',
+    )
+    t.equal(state, 'completed', `${name} ran again ${job.failedReason ?? ''}`)
+  }
+  t.same(await snapshot(), once, 'no duplicate row, no second address, same status')
+})
+
+t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws it', async (t) => {
+  const p = await startPipeline(t, { frr: true })
+  await p.agent('dpu-1')
+  if (!p.frrVtyDir) throw new Error('no FRR')
+  const frr = createFrrController({ vtysh: createVtysh({ vtyDir: p.frrVtyDir }) })
+  const connection = new Redis(p.redisUrl, { maxRetriesPerRequest: null })
+  const consumer = await startFrrConsumer({
+    connection,
+    frr,
+    source: storeAnnouncementSource(p.workers.store, p.workers.ipam),
+    handler: createFrrSync({ frr }),
+    prefix: p.prefix,
+  })
+  t.teardown(async () => {
+    await consumer.close()
+    connection.disconnect()
+  })
+
+  await p.client.registerPublicIp('203.0.113.7')
+  await p.client.applyGroup('group-p', groupSpec())
+  await p.client.applyHost(
+    'host-p',
+    hostSpec('group-p', 'dpu-1', 3, { hostAccess: 'PublicAccess' }),
+  )
+  const host = await until(
+    () => p.workers.store.getHost('host-p'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  t.equal(host?.status.hostAccessIPs?.publicIP, '203.0.113.7', 'status names the public IP')
+  t.same(await p.client.publicIp('203.0.113.7'), {
+    ip: '203.0.113.7',
+    allocated: true,
+    allocatedTo: 'host-p',
+  })
+  t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.113', 'FRR has P/32 via the NAT IP')
+  t.match(
+    await p.nbctl('lr-nat-list', 'hz-group-p-dpu-1-gw'),
+    /203\.0\.113\.7\s+10\.10\.10\.2/,
+    'NB DNATs the public IP to the host',
+  )
+
+  await p.client.deleteHost('host-p')
+  await until(
+    () => p.workers.store.getHost('host-p'),
+    (h) => h === undefined,
+  )
+  t.equal((await frr.table()).get('203.0.113.7/32'), undefined, 'the prefix was withdrawn')
+  t.same(await p.client.publicIp('203.0.113.7'), { ip: '203.0.113.7', allocated: false })
+})
