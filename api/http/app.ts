@@ -1,6 +1,7 @@
 import { Hono } from 'hono'
 import { errorHandler } from './errors.ts'
 import { type EventsDeps, eventRoutes } from './events.ts'
+import { openApiDocument } from './openapi.ts'
 import { type V1Deps, v1Routes } from './v1.ts'
 
 /** What the HTTP API needs from the rest of Hydrazine. */
@@ -24,6 +25,7 @@ const PROBE_TIMEOUT_MS = 2000
  * - `GET /readyz` — 200 when Redis and the OVN NB answer, else 503 naming what does not.
  * - `/v1/…` — resource groups, managed resources, public IPs, DPUs (see `v1.ts`);
  *   bearer token required.
+ * - `GET /v1/openapi.json` — this API described as OpenAPI 3.1 (no token needed).
  * - `POST /v1/events` — Carbide webhook, authenticated by its HMAC signature (`events.ts`).
  */
 export function createApp(deps: ApiDeps): Hono {
@@ -48,6 +50,7 @@ export function createApp(deps: ApiDeps): Hono {
     return c.json({ status: ready ? 'ready' : 'not ready', checks }, ready ? 200 : 503)
   })
 
+  app.get('/v1/openapi.json', (c) => c.json(openApiDocument))
   // Before `/v1`: the webhook is authenticated by its signature, not a bearer token.
   if (deps.events) app.route('/v1/events', eventRoutes(deps.events))
   if (deps.v1) app.route('/v1', v1Routes(deps.v1))

@@ -1,0 +1,292 @@
+/**
+ * The OpenAPI 3.1 description served at `GET /v1/openapi.json`. Written by hand next to
+ * the routes in `v1.ts` and `events.ts`; the test checks that every route it names
+ * answers, so the two cannot drift silently. Field rules (patterns, limits) live in
+ * `queues/objects.ts`; a 400 names each field that breaks them.
+ */
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` })
+const json = (schema: object) => ({ 'application/json': { schema } })
+const errors = (...codes: number[]) =>
+  Object.fromEntries(
+    codes.map((code) => [
+      String(code),
+      { description: ERROR_TEXT[code] ?? 'error', content: json(ref('Error')) },
+    ]),
+  )
+const ERROR_TEXT: Record<number, string> = {
+  400: 'invalid request; `issues` names every bad field',
+  401: 'missing or unknown bearer token',
+  403: 'the token may not do this',
+  404: 'no such object (or not visible to this token)',
+  409: 'conflicts with stored state',
+  413: 'body over 64 KiB',
+  415: 'body is not application/json',
+}
+const name = { name: 'name', in: 'path', required: true, schema: { type: 'string' } }
+const force = { name: 'force', in: 'query', schema: { type: 'boolean' } }
+const accepted = (schema: string) => ({
+  '202': {
+    description: 'stored; `jobId` converges it',
+    content: json({
+      type: 'object',
+      required: ['object', 'jobId'],
+      properties: { object: ref(schema), jobId: { type: 'string' } },
+    }),
+  },
+})
+const unchanged = (schema: string) => ({
+  '200': {
+    description: 'the spec was already stored; nothing enqueued',
+    content: json({ type: 'object', required: ['object'], properties: { object: ref(schema) } }),
+  },
+})
+const list = (schema: string) => ({
+  '200': {
+    description: 'the visible objects',
+    content: json({ type: 'object', properties: { items: { type: 'array', items: ref(schema) } } }),
+  },
+})
+
+function objectPaths(path: string, object: string, spec: string, listQuery: string) {
+  return {
+    [path]: {
+      get: {
+        parameters: [{ name: listQuery, in: 'query', schema: { type: 'string' } }],
+        responses: { ...list(object), ...errors(401) },
+      },
+    },
+    [`${path}/{name}`]: {
+      parameters: [name],
+      put: {
+        requestBody: { required: true, content: json(ref(spec)) },
+        responses: {
+          ...unchanged(object),
+          ...accepted(object),
+          ...errors(400, 401, 403, 404, 409, 413, 415),
+        },
+      },
+      get: {
+        responses: {
+          '200': { description: 'the object', content: json(ref(object)) },
+          ...errors(401, 404),
+        },
+      },
+      delete: {
+        parameters: [force],
+        responses: { ...accepted(object), ...errors(401, 404, 409) },
+      },
+    },
+  }
+}
+
+const stored = (spec: string) => ({
+  type: 'object',
+  required: ['name', 'spec', 'specVersion', 'status'],
+  properties: {
+    name: { type: 'string' },
+    spec: ref(spec),
+    specVersion: { type: 'integer' },
+    status: {
+      type: 'object',
+      properties: {
+        phase: { type: 'string' },
+        conditions: { type: 'array', items: { type: 'object' } },
+        configsSynced: { type: 'boolean' },
+        observedVersion: { type: 'integer' },
+      },
+    },
+    deletion: {
+      type: 'object',
+      properties: { requestedAt: { type: 'string' }, force: { type: 'boolean' } },
+    },
+  },
+})
+
+const cidr = { type: 'string', examples: ['10.0.0.0/24'] }
+const ip = { type: 'string', examples: ['10.0.0.1'] }
+
+export const openApiDocument = {
+  openapi: '3.1.0',
+  info: { title: 'Hydrazine', version: '1' },
+  servers: [{ url: '/' }],
+  security: [{ bearer: [] }],
+  paths: {
+    ...objectPaths('/v1/resource-groups', 'ResourceGroup', 'ResourceGroupSpec', 'tenant'),
+    ...objectPaths(
+      '/v1/managed-resources',
+      'ManagedResource',
+      'ManagedResourceSpec',
+      'resourceGroup',
+    ),
+    '/v1/public-ips': {
+      get: {
+        description: 'operator only',
+        responses: { ...list('PublicIp'), ...errors(401, 403) },
+      },
+    },
+    '/v1/public-ips/{ip}': {
+      parameters: [{ name: 'ip', in: 'path', required: true, schema: { type: 'string' } }],
+      put: {
+        description: 'registers the address in the pool (idempotent); operator only',
+        responses: {
+          '200': {
+            description: 'registered',
+            content: json({ type: 'object', properties: { object: ref('PublicIp') } }),
+          },
+          ...errors(400, 401, 403),
+        },
+      },
+      get: {
+        responses: {
+          '200': { description: 'the address', content: json(ref('PublicIp')) },
+          ...errors(401, 403, 404),
+        },
+      },
+      delete: { responses: { '204': { description: 'removed' }, ...errors(401, 403, 404, 409) } },
+    },
+    '/v1/dpus': {
+      get: {
+        description: 'DPUs whose agent has a live heartbeat; operator only',
+        responses: { ...list('Dpu'), ...errors(401, 403) },
+      },
+    },
+    '/v1/events': {
+      post: {
+        description:
+          'Carbide webhook. Authenticated by X-Hydrazine-Signature (sha256=<hex HMAC-SHA256 of the raw body>) and X-Hydrazine-Timestamp (unix seconds, ±5 min); event ids are deduplicated.',
+        security: [],
+        parameters: [
+          {
+            name: 'X-Hydrazine-Signature',
+            in: 'header',
+            required: true,
+            schema: { type: 'string' },
+          },
+          {
+            name: 'X-Hydrazine-Timestamp',
+            in: 'header',
+            required: true,
+            schema: { type: 'string' },
+          },
+        ],
+        requestBody: { required: true, content: json(ref('CarbideEvent')) },
+        responses: {
+          '200': { description: 'a duplicate, or nothing changed' },
+          '202': { description: 'accepted; a job converges it' },
+          ...errors(400, 401, 404, 409, 413),
+        },
+      },
+    },
+    '/v1/openapi.json': {
+      get: { security: [], responses: { '200': { description: 'this document' } } },
+    },
+  },
+  components: {
+    securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+    schemas: {
+      Error: {
+        type: 'object',
+        required: ['error'],
+        properties: {
+          error: {
+            type: 'object',
+            required: ['code', 'message'],
+            properties: {
+              code: { type: 'string' },
+              message: { type: 'string' },
+              issues: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: { path: { type: 'string' }, message: { type: 'string' } },
+                },
+              },
+            },
+          },
+        },
+      },
+      ResourceGroupSpec: {
+        type: 'object',
+        required: ['tenantId', 'network'],
+        additionalProperties: false,
+        properties: {
+          tenantId: { type: 'string' },
+          network: {
+            type: 'object',
+            required: ['cidr', 'gateway'],
+            properties: { cidr, gateway: ip },
+          },
+          extraSubnets: {
+            type: 'array',
+            maxItems: 16,
+            items: {
+              type: 'object',
+              required: ['cidr'],
+              properties: { cidr, gateway: ip, dhcp: { type: 'boolean' } },
+            },
+          },
+          dhcpServer: ip,
+          implementation: { enum: ['SharedCentral'] },
+        },
+      },
+      ManagedResourceSpec: {
+        type: 'object',
+        required: ['resourceGroup', 'hostMAC', 'dpu'],
+        additionalProperties: false,
+        properties: {
+          resourceGroup: { type: 'string' },
+          type: { enum: ['BareMetal'] },
+          hostMAC: { type: 'string', examples: ['52:54:00:12:34:56'] },
+          hostIP: ip,
+          dpu: {
+            type: 'object',
+            required: ['id', 'ips'],
+            properties: {
+              id: { type: 'string' },
+              ips: { type: 'array', minItems: 1, maxItems: 2, items: ip },
+            },
+          },
+          hostAccess: { enum: ['None', 'FabricAccess', 'PublicAccess'] },
+          identifier: { type: 'string', maxLength: 253 },
+        },
+      },
+      ResourceGroup: stored('ResourceGroupSpec'),
+      ManagedResource: stored('ManagedResourceSpec'),
+      PublicIp: {
+        type: 'object',
+        properties: { ip, allocated: { type: 'boolean' }, allocatedTo: { type: 'string' } },
+      },
+      Dpu: {
+        type: 'object',
+        properties: {
+          id: { type: 'string' },
+          agentVersion: { type: 'string' },
+          protocolVersions: { type: 'array', items: { type: 'string' } },
+          fabricIps: { type: 'array', items: ip },
+          lastHeartbeat: { type: 'string', format: 'date-time' },
+          heartbeatIntervalMs: { type: 'integer' },
+          observed: { type: 'object' },
+        },
+      },
+      CarbideEvent: {
+        type: 'object',
+        required: ['type', 'id', 'name'],
+        properties: {
+          type: {
+            enum: [
+              'resource-group.applied',
+              'resource-group.deleted',
+              'managed-resource.applied',
+              'managed-resource.deleted',
+            ],
+          },
+          id: { type: 'string' },
+          name: { type: 'string' },
+          spec: { type: 'object', description: 'for *.applied' },
+          force: { type: 'boolean', description: 'for *.deleted' },
+        },
+      },
+    },
+  },
+} as const
