@@ -36,5 +36,7 @@ fi
 
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "hydrazine: installing npm dependencies" >&2
-  npm ci --no-audit --no-fund --loglevel=error
+  # `npm install` honours package-lock.json; `npm ci` trips over optional platform
+  # packages (Biome's) that npm 11 leaves out of the lock file.
+  npm install --no-audit --no-fund --loglevel=error
 fi
