@@ -6,6 +6,7 @@ import { serve } from '@hono/node-server'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { createApp } from '../api/http/app.ts'
+import { loadTokens } from '../api/http/tokens.ts'
 import { createFrrSync } from '../functions/frr-sync.ts'
 import type { Config } from '../lib/config/index.ts'
 import {
@@ -18,6 +19,7 @@ import { canConnect } from '../lib/process/ports.ts'
 import { storeAnnouncementSource } from './announcements.ts'
 import { type FrrConsumer, startFrrConsumer } from './frr.ts'
 import { sharedCentralProvider } from './ovn-provider.ts'
+import { HydrazineClient } from './producer.ts'
 import { bullConnection, startWorkers } from './worker.ts'
 
 /** Where Hydrazine's dependencies live, embedded or external. */
@@ -69,11 +71,19 @@ export async function startService(
     logger.info({ resynced: frrConsumer.resynced }, 'FRR consumer resynced and running')
   }
 
+  const client = new HydrazineClient(workers.store, workers.queue, workers.ipam)
+  const tokens = await loadTokens({
+    dataDir: config.dataDir,
+    ...(config.tokensFile ? { tokensFile: config.tokensFile } : {}),
+  })
   const app = createApp({
     readiness: {
       redis: async () => (await redis.ping()) === 'PONG',
       ovnNb: () => canConnectRemote(endpoints.ovn.nb),
     },
+    v1: { client, store: workers.store, ipam: workers.ipam, redis, tokens },
+    ...(config.webhookSecret ? { events: { secret: config.webhookSecret, client, redis } } : {}),
+    logError: (error) => logger.error({ err: error }, 'HTTP 500'),
   })
   const server = await listen(app.fetch, config.http.host, config.http.port)
   const url = `http://${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${config.http.port}`

@@ -131,7 +131,7 @@ const EnvSchema = v.object({
   HYDRAZINE_EMBEDDED_LISTEN: v.optional(ipAddress, '127.0.0.1'),
   HYDRAZINE_TOKENS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_WEBHOOK_SECRET: v.optional(
-    v.pipe(v.string(), v.minLength(16, 'must be at least 16 characters')),
+    v.pipe(v.string(), v.minLength(32, 'must be at least 32 characters')),
   ),
   HYDRAZINE_FABRIC_DUMMY_IP: v.optional(
     v.pipe(

@@ -146,7 +146,7 @@ function nbctlScript(spec: GroupTopologySpec): string[][] {
         link(
           parentName,
           String(row.name),
-          String((lr?.row as Record<string, unknown>).name),
+          String((lr?.row as Record<string, unknown> | undefined)?.name),
           peer,
           String(lrp.mac),
           String((lrp.networks as string[])[0]),

@@ -57,7 +57,7 @@ const bad: [string, Record<string, string>, RegExp][] = [
   [
     'short secret',
     { HYDRAZINE_WEBHOOK_SECRET: 'abc' },
-    /HYDRAZINE_WEBHOOK_SECRET: must be at least 16/,
+    /HYDRAZINE_WEBHOOK_SECRET: must be at least 32/,
   ],
   [
     'listen',

@@ -39,10 +39,30 @@ t.test('npm start: embedded stack, /readyz 200, Ctrl-C leaves no daemon', async 
 
   const health = await fetch(`http://127.0.0.1:${port}/healthz`)
   t.equal(health.status, 200)
-  const ready = await fetch(`http://127.0.0.1:${port}/readyz`)
-  t.equal(ready.status, 200)
-  t.same(await ready.json(), { status: 'ready', checks: { redis: 'ok', ovnNb: 'ok' } })
+  const readyz = await fetch(`http://127.0.0.1:${port}/readyz`)
+  t.equal(readyz.status, 200)
+  t.same(await readyz.json(), { status: 'ready', checks: { redis: 'ok', ovnNb: 'ok' } })
   t.ok((await processesMentioning(dataDir)).length >= 7, 'its daemons run')
+
+  const api = `http://127.0.0.1:${port}/v1/resource-groups/group-a`
+  const auth = { authorization: `Bearer ${token.trim()}`, 'content-type': 'application/json' }
+  t.equal((await fetch(api)).status, 401, 'the API wants a token')
+  const put = await fetch(api, {
+    method: 'PUT',
+    headers: auth,
+    body: JSON.stringify({
+      tenantId: 'tenant-a',
+      network: { cidr: '10.10.10.0/24', gateway: '10.10.10.1' },
+    }),
+  })
+  t.equal(put.status, 202, 'a resource group is accepted with the operator token')
+  const ready = await eventually(async () => {
+    const got = (await (await fetch(api, { headers: auth })).json()) as {
+      status?: { phase?: string }
+    }
+    return got.status?.phase === 'Ready'
+  }, 20_000)
+  t.ok(ready, 'the workers converge it to Ready')
 
   main.child.kill('SIGINT')
   t.equal(await main.exited, 0, 'exits cleanly on SIGINT')

@@ -37,7 +37,7 @@ t.test('same spec, same rows; names and owner derive from the group', async (t) 
   t.ok(a.rows.every((r) => r.row.external_ids['hydrazine:owner'] === 'group/alpha'))
   const gw = a.rows.find((r) => r.table === 'Logical_Router' && r.key === 'gw/dpu-1')
   t.same(
-    (gw?.row as { options?: unknown }).options,
+    (gw?.row as { options?: unknown } | undefined)?.options,
     { chassis: 'dpu-1' },
     'gateway router pinned to the DPU',
   )
