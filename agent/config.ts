@@ -1,0 +1,277 @@
+/**
+ * The agent's configuration: command-line flags, each with an environment variable
+ * fallback, parsed and validated once at start-up. A mistake is a `ConfigError` that
+ * names the flag and the variable.
+ */
+import { isIP } from 'node:net'
+import { resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import * as v from 'valibot'
+import { DpuId, InterfaceName, PROTOCOL_VERSIONS } from '../lib/agent-protocol/index.ts'
+import { ConfigError } from '../lib/errors.ts'
+
+export interface AgentConfig {
+  readonly dpuId: string
+  /** OVN chassis name (`system-id`); defaults to the DPU id. */
+  readonly systemId: string
+  /** The DPU's fabric IPs; the first is the Geneve encap IP. */
+  readonly fabricIps: readonly string[]
+  /** OVSDB remote of the local Open_vSwitch database, e.g. `unix:/var/run/openvswitch/db.sock`. */
+  readonly ovsDb: string
+  /** OVS_RUNDIR of the local ovs-vswitchd. */
+  readonly ovsRunDir: string
+  readonly redisUrl: string
+  /** `host:port` for the gRPC server; port 0 picks a free one. */
+  readonly grpcListen: string
+  /** Pid, log and control files of the daemons the agent runs. */
+  readonly runDir: string
+  /** Network namespace the DPU's daemons run in (the lab); absent on real DPUs. */
+  readonly netns?: string
+  readonly datapathType: string
+  readonly integrationBridge: string
+  readonly uplinkBridge: string
+  /** An interface to keep in the uplink bridge (created by the agent if missing). */
+  readonly uplinkInterface?: string
+  /** `ovn-bridge-mappings`, e.g. `physnet:br-phy`. */
+  readonly bridgeMappings: string
+  /** Host port when a job does not name one (the host PF representor on BlueField). */
+  readonly defaultHostPort: string
+  readonly heartbeatMs: number
+  /** How long `configure` waits for ovn-controller to mark the port installed. */
+  readonly installTimeoutMs: number
+  /** BullMQ lock: a job whose agent died is picked up again after about this long. */
+  readonly lockMs: number
+  readonly protocolVersions: readonly string[]
+  readonly queuePrefix?: string
+}
+
+interface Option {
+  readonly key: keyof AgentConfig
+  readonly flag: string
+  readonly env: string
+  readonly help: string
+  readonly default?: string
+}
+
+/** Every option, its flag and its variable. */
+export const OPTIONS: readonly Option[] = [
+  { key: 'dpuId', flag: 'dpu-id', env: 'HZ_DPU_ID', help: 'this DPU id (required)' },
+  {
+    key: 'systemId',
+    flag: 'system-id',
+    env: 'HZ_SYSTEM_ID',
+    help: 'OVN chassis name (default: the DPU id)',
+  },
+  {
+    key: 'fabricIps',
+    flag: 'fabric-ips',
+    env: 'HZ_FABRIC_IPS',
+    help: 'comma-separated fabric IPs; the first is the encap IP (required)',
+  },
+  { key: 'ovsDb', flag: 'ovs-db', env: 'HZ_OVS_DB', help: 'local OVSDB remote (required)' },
+  {
+    key: 'ovsRunDir',
+    flag: 'ovs-rundir',
+    env: 'OVS_RUNDIR',
+    help: 'OVS run directory',
+    default: '/var/run/openvswitch',
+  },
+  {
+    key: 'redisUrl',
+    flag: 'redis-url',
+    env: 'REDIS_URL',
+    help: 'controller Redis (required)',
+  },
+  {
+    key: 'grpcListen',
+    flag: 'grpc-listen',
+    env: 'HZ_AGENT_GRPC_LISTEN',
+    help: 'gRPC host:port',
+    default: '0.0.0.0:50151',
+  },
+  {
+    key: 'runDir',
+    flag: 'run-dir',
+    env: 'HZ_AGENT_RUN_DIR',
+    help: 'files of ovn-controller and relays',
+    default: '/var/run/hydrazine-agent',
+  },
+  { key: 'netns', flag: 'netns', env: 'HZ_AGENT_NETNS', help: 'netns for daemons (lab only)' },
+  {
+    key: 'datapathType',
+    flag: 'datapath-type',
+    env: 'HZ_DATAPATH_TYPE',
+    help: 'OVS datapath type of the bridges (system, netdev)',
+    default: 'system',
+  },
+  {
+    key: 'integrationBridge',
+    flag: 'integration-bridge',
+    env: 'HZ_INTEGRATION_BRIDGE',
+    help: 'integration bridge',
+    default: 'br-int',
+  },
+  {
+    key: 'uplinkBridge',
+    flag: 'uplink-bridge',
+    env: 'HZ_UPLINK_BRIDGE',
+    help: 'transport/uplink bridge',
+    default: 'br-phy',
+  },
+  {
+    key: 'uplinkInterface',
+    flag: 'uplink-interface',
+    env: 'HZ_UPLINK_INTERFACE',
+    help: 'interface kept in the uplink bridge',
+  },
+  {
+    key: 'bridgeMappings',
+    flag: 'bridge-mappings',
+    env: 'HZ_BRIDGE_MAPPINGS',
+    help: 'ovn-bridge-mappings (default physnet:<uplink bridge>)',
+  },
+  {
+    key: 'defaultHostPort',
+    flag: 'host-port',
+    env: 'HZ_HOST_PORT',
+    help: 'host port when a job names none',
+    default: 'pf0hpf',
+  },
+  {
+    key: 'heartbeatMs',
+    flag: 'heartbeat-ms',
+    env: 'HZ_HEARTBEAT_MS',
+    help: 'heartbeat interval',
+    default: '5000',
+  },
+  {
+    key: 'installTimeoutMs',
+    flag: 'install-timeout-ms',
+    env: 'HZ_INSTALL_TIMEOUT_MS',
+    help: 'wait for ovn-installed',
+    default: '30000',
+  },
+  {
+    key: 'lockMs',
+    flag: 'lock-ms',
+    env: 'HZ_AGENT_LOCK_MS',
+    help: 'BullMQ job lock duration',
+    default: '30000',
+  },
+  {
+    key: 'protocolVersions',
+    flag: 'protocol-versions',
+    env: 'HZ_PROTOCOL_VERSIONS',
+    help: 'protocol versions spoken (testing skew)',
+    default: PROTOCOL_VERSIONS.join(','),
+  },
+  {
+    key: 'queuePrefix',
+    flag: 'queue-prefix',
+    env: 'HZ_QUEUE_PREFIX',
+    help: 'BullMQ key prefix',
+  },
+]
+
+const text = v.pipe(v.string(), v.minLength(1, 'must not be empty'))
+const ms = v.pipe(
+  v.string(),
+  v.regex(/^\d+$/, 'must be a number of milliseconds'),
+  v.transform(Number),
+  v.minValue(50, 'must be at least 50'),
+)
+const list = <T extends v.GenericSchema<string, string>>(item: T, message: string) =>
+  v.pipe(
+    v.string(),
+    v.transform((s) => s.split(',').map((x) => x.trim())),
+    v.array(item, message),
+    v.minLength(1, 'must not be empty'),
+  )
+
+const fields = {
+  dpuId: DpuId,
+  systemId: v.optional(DpuId),
+  fabricIps: list(
+    v.pipe(
+      v.string(),
+      v.check((s) => isIP(s) === 4, 'must be IPv4 addresses'),
+    ),
+    'must be IPv4 addresses',
+  ),
+  ovsDb: v.pipe(
+    v.string(),
+    v.regex(/^(unix:\/.+|tcp:[^:\s]+:\d{1,5})$/, 'must be unix:/path or tcp:HOST:PORT'),
+  ),
+  ovsRunDir: text,
+  redisUrl: v.pipe(v.string(), v.regex(/^rediss?:\/\/.+/, 'must be a redis:// URL')),
+  grpcListen: v.pipe(v.string(), v.regex(/^[^\s]+:\d{1,5}$/, 'must be host:port')),
+  runDir: text,
+  netns: v.optional(text),
+  datapathType: v.picklist(['system', 'netdev'], 'must be system or netdev'),
+  integrationBridge: InterfaceName,
+  uplinkBridge: InterfaceName,
+  uplinkInterface: v.optional(InterfaceName),
+  bridgeMappings: v.optional(v.pipe(v.string(), v.regex(/^[^:,]+:[^:,]+(,[^:,]+:[^:,]+)*$/))),
+  defaultHostPort: InterfaceName,
+  heartbeatMs: ms,
+  installTimeoutMs: ms,
+  lockMs: ms,
+  protocolVersions: list(v.pipe(v.string(), v.regex(/^\d+\.\d+$/)), "must be like '1.0,2.0'"),
+  queuePrefix: v.optional(text),
+}
+const Schema = v.object(fields)
+
+/**
+ * Parses flags (`--dpu-id X`) with environment fallbacks (`HZ_DPU_ID`).
+ *
+ * @example parseAgentConfig(['--dpu-id', 'dpu-1', '--ovs-db', 'unix:/run/db.sock'], env)
+ */
+export function parseAgentConfig(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): AgentConfig {
+  let values: Record<string, string | boolean | undefined>
+  try {
+    values = parseArgs({
+      args: [...argv],
+      options: Object.fromEntries(OPTIONS.map((o) => [o.flag, { type: 'string' as const }])),
+      strict: true,
+      allowPositionals: false,
+    }).values
+  } catch (err) {
+    throw new ConfigError(`agent: ${(err as Error).message}`)
+  }
+  const raw: Record<string, string> = {}
+  for (const o of OPTIONS) {
+    const value = values[o.flag] ?? env[o.env] ?? o.default
+    if (typeof value === 'string') raw[o.key] = value
+  }
+  const result = v.safeParse(Schema, raw)
+  if (!result.success) {
+    const issues = result.issues.map((i) => {
+      const key = v.getDotPath(i)?.split('.')[0] ?? ''
+      const o = OPTIONS.find((x) => x.key === key)
+      const where = o ? `--${o.flag} (or ${o.env})` : key || 'agent config'
+      const message = raw[key] === undefined ? 'is required' : i.message
+      return { path: where, message }
+    })
+    throw new ConfigError(
+      `agent configuration: ${issues.map((i) => `${i.path} ${i.message}`).join('; ')}`,
+      issues,
+    )
+  }
+  const c = result.output
+  return {
+    ...c,
+    systemId: c.systemId ?? c.dpuId,
+    runDir: resolve(c.runDir),
+    bridgeMappings: c.bridgeMappings ?? `physnet:${c.uplinkBridge}`,
+  } as AgentConfig
+}
+
+export function usage(): string {
+  return OPTIONS.map(
+    (o) =>
+      `  --${o.flag.padEnd(20)} ${o.env.padEnd(22)} ${o.help}${o.default ? ` [${o.default}]` : ''}`,
+  ).join('\n')
+}

@@ -1,0 +1,142 @@
+import type { Job } from 'bullmq'
+import t from 'tap'
+import { startAgentRuntime } from '../../agent/runtime.ts'
+import { type AgentStatus, createAgentClient } from '../../lib/agent-protocol/grpc.ts'
+import {
+  agentJobId,
+  buildConfigurePayload,
+  buildIsolatePayload,
+  type ConfigureAck,
+  type IsolateAck,
+  pickProtocolVersion,
+  relayPortName,
+} from '../../lib/agent-protocol/index.ts'
+import { processesMentioning } from '../helpers/processes.ts'
+import { startAgentLab } from './fixture.ts'
+
+t.test('configure binds the host on this chassis; isolate unbinds it', async (t) => {
+  const lab = await startAgentLab(t)
+  const runtime = await startAgentRuntime(lab.config(), (line) => console.error(line))
+  lab.later(() => runtime.stop())
+  const grpc = createAgentClient(runtime.grpcAddress)
+  lab.later(async () => grpc.close())
+
+  // The controller picks the protocol from the agent's heartbeat.
+  const beat = await lab.heartbeat()
+  t.same(beat?.protocolVersions, ['1.0', '2.0'])
+  const version = pickProtocolVersion(beat?.protocolVersions ?? [])
+  t.equal(version, '2.0')
+  const configure = buildConfigurePayload(version, {
+    ...lab.input,
+    host: { ...lab.input.host, mtu: 1400 },
+  })
+  const job = (await lab.queue.add('configure', configure, {
+    jobId: agentJobId('configure', configure),
+  })) as Job<unknown, ConfigureAck>
+  const ack = (await job.waitUntilFinished(lab.events, 40_000)) as ConfigureAck
+
+  const relayPort = relayPortName(lab.input.group.name)
+  t.equal(ack.hostPort, lab.host.hostPort)
+  t.equal(ack.relayPort, relayPort)
+  t.equal(ack.ovnInstalled, true)
+  t.equal(ack.chassis, lab.dpuId)
+
+  // What an operator sees: the SB binds the host's logical port to this DPU's chassis…
+  t.equal(
+    await lab.boundChassis(lab.input.host.logicalPort),
+    lab.dpuId,
+    'SB Port_Binding on this chassis',
+  )
+  // …and OVS marks the host port installed, on br-int, with the MTU v2 asked for.
+  const ids = await lab.dpu.vsctl('get', 'Interface', lab.host.hostPort, 'external_ids')
+  t.match(ids, /ovn-installed="?true/)
+  t.match(ids, new RegExp(`iface-id="?${lab.input.host.logicalPort}`))
+  t.equal((await lab.dpu.vsctl('port-to-br', lab.host.hostPort)).trim(), 'br-int')
+  t.equal(
+    (await lab.dpu.vsctl('get', 'Interface', lab.host.hostPort, 'mtu_request')).trim(),
+    '1400',
+  )
+  const ovs = await lab.dpu.vsctl('get', 'Open_vSwitch', '.', 'external_ids')
+  t.match(ovs, new RegExp(`ovn-remote="${lab.sbRemote}"`))
+  t.match(ovs, /ovn-encap-type=geneve/)
+  t.match(ovs, new RegExp(`ovn-encap-ip="${lab.dpu.encapIp}"`))
+  t.match(ovs, /system-id=/)
+  t.equal((await lab.dpu.vsctl('get', 'Bridge', 'br-int', 'datapath_type')).trim(), 'netdev')
+
+  // The group's relay: one internal port named for the group, bound to the relay LSP,
+  // and one dhcrelay listening on it (its name is the circuit id).
+  t.equal((await lab.dpu.vsctl('get', 'Interface', relayPort, 'type')).trim(), 'internal')
+  t.match(await lab.dpu.vsctl('get', 'Interface', relayPort, 'mac'), /0a:00:00:00:01:fe/)
+  t.equal(
+    await lab.boundChassis(lab.input.group.relay?.logicalPort ?? ''),
+    lab.dpuId,
+    'relay port bound',
+  )
+  const relays = await processesMentioning(`dhcrelay-${relayPort}.pid`)
+  t.equal(relays.filter((l) => /\bdhcrelay\b.*-a .*-id hzr/.test(l) && !/reaper/.test(l)).length, 1)
+  t.match(relays.join('\n'), new RegExp(`-id ${relayPort} .*${lab.fabric.gatewayIp}`))
+
+  // gRPC status says what ovs-vsctl shows.
+  const status = await new Promise<AgentStatus>((resolve, reject) =>
+    grpc.getStatus({}, (err, s) => (err || !s ? reject(err) : resolve(s))),
+  )
+  const bridges = (await lab.dpu.vsctl('list-br')).trim().split('\n').sort()
+  t.same(status.bridges, bridges)
+  t.same(
+    status.boundPorts.map((p) => [p.port, p.logicalPort, p.ovnInstalled]),
+    [[lab.host.hostPort, lab.input.host.logicalPort, true]],
+  )
+  const intPorts = (await lab.dpu.vsctl('list-ports', 'br-int')).trim().split('\n').sort()
+  t.same(intPorts, [lab.host.hostPort, relayPort].sort())
+  t.equal(status.ovnControllerRunning, true)
+  t.equal(status.ovnControllerConnected, true)
+  t.equal(status.ovnRemote, lab.sbRemote)
+  t.same(
+    status.relays.map((r) => [r.port, r.running]),
+    [[relayPort, true]],
+  )
+  const init = await new Promise<{ dpuId: string; protocolVersions: string[] }>((resolve, reject) =>
+    grpc.init({}, (err, r) => (err || !r ? reject(err) : resolve(r))),
+  )
+  t.equal(init.dpuId, lab.dpuId)
+  t.same(init.protocolVersions, ['1.0', '2.0'])
+
+  // The same job again (a duplicate delivery) changes nothing.
+  const again = buildConfigurePayload('1.0', { ...lab.input, specVersion: 2 })
+  const ack2 = (await (
+    await lab.queue.add('configure', again, {
+      jobId: agentJobId('configure', again),
+    })
+  ).waitUntilFinished(lab.events, 40_000)) as ConfigureAck
+  t.equal(ack2.hostPort, lab.host.hostPort)
+  t.same((await lab.dpu.vsctl('list-ports', 'br-int')).trim().split('\n').sort(), intPorts)
+
+  // isolate: the host port leaves br-int, the SB binding is released, the relay stops.
+  const isolate = buildIsolatePayload('1.0', {
+    dpuId: lab.dpuId,
+    specVersion: 3,
+    group: { name: lab.input.group.name },
+    host: { name: 'h1', logicalPort: lab.input.host.logicalPort, hostPort: lab.host.hostPort },
+  })
+  const iso = (await (
+    await lab.queue.add('isolate', isolate, {
+      jobId: agentJobId('isolate', isolate),
+    })
+  ).waitUntilFinished(lab.events, 40_000)) as IsolateAck
+  t.equal(iso.unbound, true)
+  t.equal(iso.relayStopped, relayPort)
+  t.equal(await lab.boundChassis(lab.input.host.logicalPort), '', 'SB Port_Binding unbound')
+  t.equal((await lab.dpu.vsctl('list-ports', 'br-int')).trim(), '')
+  t.same(await processesMentioning(`dhcrelay-${relayPort}.pid`), [])
+})
+
+t.test('a job in an unknown major version fails at once, without retries', async (t) => {
+  const lab = await startAgentLab(t)
+  const runtime = await startAgentRuntime(lab.config({ protocolVersions: ['1.0'] }))
+  lab.later(() => runtime.stop())
+  const payload = { ...buildConfigurePayload('2.0', lab.input), protocolVersion: '3.0' }
+  const job = await lab.queue.add('configure', payload, { attempts: 5, jobId: 'future-job' })
+  await t.rejects(job.waitUntilFinished(lab.events, 20_000), /AGENT_PROTOCOL_UNSUPPORTED.*3\.0/)
+  const failed = await lab.queue.getJob('future-job')
+  t.equal(failed?.attemptsMade, 1, 'not retried')
+})

@@ -1,0 +1,182 @@
+/**
+ * One simulated DPU with a host, a private OVN central on the fabric, Redis, and the NB
+ * logical switch the host's logical port lives in: what every agent test starts from.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Queue, QueueEvents } from 'bullmq'
+import { Redis } from 'ioredis'
+import * as v from 'valibot'
+import type { AgentConfig } from '../../agent/config.ts'
+import {
+  createDpu,
+  createFabric,
+  type Fabric,
+  labPrefix,
+  run,
+  type SimDpu,
+  type SimHost,
+} from '../../infra/lab/dpu.ts'
+import { startLocalStack } from '../../infra/local/stack.ts'
+import type { LocalStack } from '../../infra/local/types.ts'
+import {
+  agentQueueName,
+  type ConfigureInput,
+  Heartbeat,
+  heartbeatKey,
+} from '../../lib/agent-protocol/index.ts'
+import type { Teardown } from '../helpers/stack.ts'
+
+export interface AgentLab {
+  readonly dataDir: string
+  readonly prefix: string
+  readonly fabric: Fabric
+  readonly dpu: SimDpu
+  readonly host: SimHost
+  readonly stack: LocalStack
+  readonly sbRemote: string
+  readonly redisUrl: string
+  readonly queuePrefix: string
+  readonly queue: Queue
+  readonly events: QueueEvents
+  readonly redis: Redis
+  readonly dpuId: string
+  readonly input: ConfigureInput
+  config(extra?: Partial<AgentConfig>): AgentConfig
+  nbctl(...args: string[]): Promise<string>
+  sbctl(...args: string[]): Promise<string>
+  /** The chassis name the SB Port_Binding of `logicalPort` is bound to, or '' when unbound. */
+  boundChassis(logicalPort: string): Promise<string>
+  heartbeat(): Promise<Heartbeat | undefined>
+}
+
+export const HOST_MAC = '0a:00:00:00:01:01'
+export const RELAY_MAC = '0a:00:00:00:01:fe'
+
+/**
+ * Starts the lab. `later` runs cleanups last-in first-out once the test ends: register
+ * the agent's stop there so that it stops before the DPU and the central it talks to.
+ */
+export async function startAgentLab(
+  t: Teardown,
+): Promise<AgentLab & { later(fn: () => Promise<unknown>): void }> {
+  const cleanups: (() => Promise<unknown>)[] = []
+  const later = (fn: () => Promise<unknown>) => cleanups.push(fn)
+  t.teardown(async () => {
+    for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => {})
+  })
+  const dataDir = await mkdtemp(join(tmpdir(), 'hz-agent-'))
+  later(() => rm(dataDir, { recursive: true, force: true }))
+  const prefix = labPrefix()
+  const fabric = await createFabric({ prefix })
+  later(() => fabric.destroy())
+  const dpu = await createDpu({ fabric, name: 'dpu1', dataDir })
+  later(() => dpu.destroy())
+  const host = await dpu.addHost({ name: 'h1', mac: HOST_MAC, ipCidr: '10.10.10.2/24' })
+  const stack = await startLocalStack({
+    dataDir: join(dataDir, 'stack'),
+    redis: true,
+    ovn: { listenAddress: fabric.gatewayIp },
+    frr: false,
+  })
+  later(() => stack.stop())
+  const ovn = stack.ovn
+  const redisUrl = stack.redis?.url
+  if (!ovn || !redisUrl) throw new Error('stack without OVN or Redis')
+
+  const nbctl = (...args: string[]) =>
+    run('ovn-nbctl', [`--db=${ovn.nb.unix}`, '--timeout=10', ...args])
+  const sbctl = (...args: string[]) =>
+    run('ovn-sbctl', [`--db=${ovn.sb.unix}`, '--timeout=10', ...args])
+  const group = 'tenant-a'
+  const hostLp = `${group}-h1`
+  const relayLp = `${group}-relay`
+  await nbctl('ls-add', group)
+  await nbctl('lsp-add', group, hostLp, '--', 'lsp-set-addresses', hostLp, `${HOST_MAC} 10.10.10.2`)
+  await nbctl('lsp-add', group, relayLp, '--', 'lsp-set-addresses', relayLp, RELAY_MAC)
+  await nbctl('--wait=sb', 'sync')
+
+  const queuePrefix = `hz-test-${prefix}`
+  const dpuId = `${prefix}-dpu1`
+  const connection = { url: redisUrl, maxRetriesPerRequest: null }
+  const queue = new Queue(agentQueueName(dpuId), { connection, prefix: queuePrefix })
+  const events = new QueueEvents(agentQueueName(dpuId), { connection, prefix: queuePrefix })
+  const redis = new Redis(redisUrl)
+  later(async () => {
+    await events.close()
+    await queue.close()
+    redis.disconnect()
+  })
+  await events.waitUntilReady()
+
+  return {
+    later,
+    dataDir,
+    prefix,
+    fabric,
+    dpu,
+    host,
+    stack,
+    sbRemote: ovn.sb.tcp,
+    redisUrl,
+    queuePrefix,
+    queue,
+    events,
+    redis,
+    dpuId,
+    input: {
+      dpuId,
+      specVersion: 1,
+      group: {
+        name: group,
+        sbRemote: ovn.sb.tcp,
+        dhcpServer: fabric.gatewayIp,
+        relay: { logicalPort: relayLp, mac: RELAY_MAC },
+      },
+      host: { name: 'h1', logicalPort: hostLp, mac: HOST_MAC, hostPort: host.hostPort },
+    },
+    config: (extra = {}) => ({
+      dpuId,
+      systemId: dpuId,
+      fabricIps: [dpu.encapIp],
+      ovsDb: dpu.ovsDb,
+      ovsRunDir: dpu.ovsRunDir,
+      redisUrl,
+      grpcListen: '127.0.0.1:0',
+      runDir: join(dataDir, 'agent'),
+      netns: dpu.netns,
+      datapathType: 'netdev',
+      integrationBridge: 'br-int',
+      uplinkBridge: dpu.uplinkBridge,
+      uplinkInterface: dpu.uplinkInterface,
+      bridgeMappings: `physnet:${dpu.uplinkBridge}`,
+      defaultHostPort: 'pf0hpf',
+      heartbeatMs: 1000,
+      installTimeoutMs: 20_000,
+      lockMs: 2000,
+      protocolVersions: ['1.0', '2.0'],
+      queuePrefix,
+      ...extra,
+    }),
+    nbctl,
+    sbctl,
+    async boundChassis(logicalPort) {
+      const uuid = (
+        await sbctl(
+          '--bare',
+          '--columns=chassis',
+          'find',
+          'Port_Binding',
+          `logical_port=${logicalPort}`,
+        )
+      ).trim()
+      if (!uuid) return ''
+      return (await sbctl('--bare', '--columns=name', 'list', 'Chassis', uuid)).trim()
+    },
+    async heartbeat() {
+      const raw = await redis.get(heartbeatKey(dpuId))
+      return raw ? v.parse(Heartbeat, JSON.parse(raw)) : undefined
+    },
+  }
+}
