@@ -1,0 +1,54 @@
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { parseAgentConfig } from '../../agent/config.ts'
+import { ConfigError } from '../../lib/errors.ts'
+
+const exec = promisify(execFile)
+const repo = fileURLToPath(new URL('../..', import.meta.url))
+
+const required = {
+  HZ_DPU_ID: 'dpu-1',
+  HZ_FABRIC_IPS: '10.0.0.2,10.0.0.102',
+  HZ_OVS_DB: 'unix:/run/ovs/db.sock',
+  REDIS_URL: 'redis://10.0.0.1:6379',
+}
+
+t.test('flags win over the environment; defaults fill the rest', async (t) => {
+  const c = parseAgentConfig(['--dpu-id', 'dpu-9', '--datapath-type', 'netdev'], required)
+  t.equal(c.dpuId, 'dpu-9')
+  t.equal(c.systemId, 'dpu-9')
+  t.same(c.fabricIps, ['10.0.0.2', '10.0.0.102'])
+  t.equal(c.datapathType, 'netdev')
+  t.equal(c.bridgeMappings, 'physnet:br-phy')
+  t.equal(c.heartbeatMs, 5000)
+  t.same(c.protocolVersions, ['1.0', '2.0'])
+})
+
+t.test('a bad setting is an error naming the flag and the variable', async (t) => {
+  const cases: [string[], Record<string, string>, RegExp][] = [
+    [[], { ...required, HZ_DPU_ID: '' }, /--dpu-id \(or HZ_DPU_ID\)/],
+    [[], { ...required, HZ_OVS_DB: 'db.sock' }, /--ovs-db \(or HZ_OVS_DB\) must be unix/],
+    [['--fabric-ips', '10.0.0.2,nope'], required, /--fabric-ips \(or HZ_FABRIC_IPS\)/],
+    [['--datapath-type', 'dpdk'], required, /--datapath-type .* must be system or netdev/],
+    [['--heartbeat-ms', 'soon'], required, /--heartbeat-ms \(or HZ_HEARTBEAT_MS\)/],
+    [['--no-such-flag', 'x'], required, /no-such-flag/],
+  ]
+  for (const [argv, env, message] of cases) {
+    t.throws(() => parseAgentConfig(argv, env), ConfigError)
+    t.throws(() => parseAgentConfig(argv, env), { message }, String(message))
+  }
+  const { REDIS_URL: _, ...noRedis } = required
+  t.throws(() => parseAgentConfig([], noRedis), {
+    message: /--redis-url \(or REDIS_URL\) is required/,
+  })
+})
+
+t.test('agent/main.ts exits 2 with the error when configuration is missing', async (t) => {
+  const err = await exec(process.execPath, ['--import', 'tsx', 'agent/main.ts', '--dpu-id', 'd1'], {
+    cwd: repo,
+    env: { PATH: process.env.PATH ?? '' },
+  }).catch((e: { code: number; stderr: string }) => e)
+  t.match(err, { code: 2, stderr: /hydrazine agent: .*--ovs-db \(or HZ_OVS_DB\) is required/ })
+})
