@@ -4,12 +4,15 @@
  * agent first stops any survivor named by the pidfile, then starts its own, so that
  * there is never more than one of each.
  */
+import { execFile } from 'node:child_process'
 import { readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { OvsdbClient } from '../lib/ovn/index.ts'
 import { type Daemon, startDaemon } from '../lib/process/daemon.ts'
 import { canConnect } from '../lib/process/ports.ts'
 
+const exec = promisify(execFile)
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 export interface DaemonPlace {
@@ -170,6 +173,28 @@ export class DhcpRelays {
     return [...this.relays.values()].map((r) => r.spec)
   }
 
+  /**
+   * Sets the relay's internal port administratively up (OVS creates it down), waiting
+   * for ovs-vswitchd to have created it. One `ip link` call per relay start.
+   */
+  private async linkUp(port: string): Promise<void> {
+    const { netns } = this.place
+    const argv = [...(netns ? ['-n', netns] : []), 'link', 'set', 'dev', port, 'up']
+    let last: unknown
+    for (let i = 0; i < 50; i++) {
+      try {
+        await exec('ip', argv, { timeout: 5000 })
+        return
+      } catch (err) {
+        last = err
+        await sleep(100)
+      }
+    }
+    throw new Error(
+      `cannot set ${port} up: ${String((last as { stderr?: string }).stderr ?? last)}`,
+    )
+  }
+
   /** Runs the group's relay with exactly `spec`, restarting it if it differs or died. */
   async ensure(spec: RelaySpec): Promise<void> {
     const current = this.relays.get(spec.group)
@@ -181,6 +206,7 @@ export class DhcpRelays {
       return
     }
     if (current) await this.stop(spec.group)
+    await this.linkUp(spec.port)
     const { runDir, netns, log } = this.place
     const pidFile = this.pidFile(spec.port)
     if (await stopLeftover(pidFile, 'dhcrelay')) log(`stopped a leftover relay on ${spec.port}`)

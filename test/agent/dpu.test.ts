@@ -1,6 +1,7 @@
 import type { Job } from 'bullmq'
 import t from 'tap'
 import { startAgentRuntime } from '../../agent/runtime.ts'
+import { run } from '../../infra/lab/dpu.ts'
 import { type AgentStatus, createAgentClient } from '../../lib/agent-protocol/grpc.ts'
 import {
   agentJobId,
@@ -72,6 +73,8 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
     lab.dpuId,
     'relay port bound',
   )
+  const relayLink = await run('ip', ['-n', lab.dpu.netns, 'link', 'show', relayPort])
+  t.match(relayLink, /[<,]UP[,>]/, 'relay port is up')
   const relays = await processesMentioning(`dhcrelay-${relayPort}.pid`)
   t.equal(relays.filter((l) => /\bdhcrelay\b.*-a .*-id hzr/.test(l) && !/reaper/.test(l)).length, 1)
   t.match(relays.join('\n'), new RegExp(`-id ${relayPort} .*${lab.fabric.gatewayIp}`))
