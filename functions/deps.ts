@@ -55,6 +55,11 @@ export interface HandlerDeps {
   readonly children: ChildJobs
   readonly agents: AgentDirectory
   readonly fabric: FabricSettings
+  /**
+   * Called at each named step a handler reaches (e.g. `attach:topology-applied`). A no-op
+   * in production; crash-safety tests kill the worker process at a chosen one.
+   */
+  readonly checkpoint: (point: string) => void
 }
 
 /** The steps a handler that waits on children records in `job.data.step`. */

@@ -34,6 +34,7 @@ export function createGroupDelete(deps: HandlerDeps) {
           message: `isolating the hosts of ${name} before removing its network`,
         }),
       }))
+      deps.checkpoint('delete:terminating')
       const parent = parentOf(job)
       for (const host of await deps.store.listHosts({ resourceGroup: name })) {
         await deps.store.requestDeletion('mr', host.name, force)
@@ -47,6 +48,7 @@ export function createGroupDelete(deps: HandlerDeps) {
           },
         )
       }
+      deps.checkpoint('delete:children-added')
       await job.updateData({ ...(job.data as object), step: 'await' })
       if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
     }
@@ -57,9 +59,11 @@ export function createGroupDelete(deps: HandlerDeps) {
     }
     const endpoints = await deps.ovn.ensure(name)
     await deleteGroupTopology(await deps.nb.get(endpoints.nb), name)
+    deps.checkpoint('delete:topology-deleted')
     await deps.ipam.deleteNetwork(name).catch((error: unknown) => {
       if ((error as { code?: unknown }).code !== 'NOT_FOUND') throw error
     })
+    deps.checkpoint('delete:network-deleted')
     await deps.ovn.release(name)
     const isolated = Object.keys(await job.getChildrenValues()).length
     await deps.store.purgeGroup(name, group.spec.tenantId)

@@ -69,7 +69,9 @@ export function createHostAttach(deps: HandlerDeps) {
           .allocatePublicIp(name)
           .catch((error: unknown) => failPermanently(deps, name, host.specVersion, error))
       }
+      deps.checkpoint('attach:allocated')
       const { endpoints } = await applyGroup(deps, group)
+      deps.checkpoint('attach:topology-applied')
 
       const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
       await setHostStatus(deps, name, host.specVersion, {
@@ -84,6 +86,7 @@ export function createHostAttach(deps: HandlerDeps) {
         },
       })
 
+      deps.checkpoint('attach:status-configuring')
       const version = await deps.agents.protocolFor(dpuId)
       const payload = buildConfigurePayload(version, {
         dpuId,
@@ -123,6 +126,7 @@ export function createHostAttach(deps: HandlerDeps) {
           { jobId: jobId('publicip.allocate', name, host.specVersion), parent },
         )
       }
+      deps.checkpoint('attach:children-added')
       await job.updateData({ ...(job.data as object), step: 'await' })
       if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
     }
@@ -154,6 +158,7 @@ export function createHostAttach(deps: HandlerDeps) {
       .map((value) => (value as { publicIp?: unknown } | undefined)?.publicIp)
       .find((ip): ip is string => typeof ip === 'string')
 
+    deps.checkpoint('attach:acked')
     const current = await deps.store.getHost(name)
     const synced = current?.specVersion === host.specVersion && ack.output.ovnInstalled
     await setHostStatus(deps, name, host.specVersion, {

@@ -113,8 +113,10 @@ export function createHostDetach(deps: HandlerDeps) {
     if (!force && !acked) throw new Error(`DPU ${dpuId} did not ack that ${name} is unbound`)
 
     // Addresses go last, once the host can no longer use them.
+    deps.checkpoint('detach:acked')
     await deps.ipam.releasePublicIp(name)
     const releasedIp = (await deps.ipam.release(spec.resourceGroup, name)) ?? null
+    deps.checkpoint('detach:released')
     await deps.store.purgeHost(name, spec.resourceGroup)
     return { host: name, phase: 'Isolated', agentAcked: acked, releasedIp }
   }

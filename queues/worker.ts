@@ -45,6 +45,13 @@ export interface WorkerOptions {
   /** Prefix for the state store and IPAM keys (tests use their own). */
   readonly storePrefix?: string
   readonly logger?: Logger
+  /**
+   * How long a job stays locked to a worker that stopped renewing it (it crashed) before
+   * another worker takes it over (default 30 s).
+   */
+  readonly lockDurationMs?: number
+  /** See `HandlerDeps.checkpoint`; tests only. */
+  readonly checkpoint?: (point: string) => void
 }
 
 export interface Workers {
@@ -129,6 +136,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   }
 
   const deps: HandlerDeps = {
+    checkpoint: options.checkpoint ?? (() => {}),
     store,
     ipam,
     ovn: options.ovn,
@@ -154,7 +162,15 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       if (!handler) throw new UnrecoverableError(`unknown job ${job.name}`)
       return handler(job, token)
     },
-    { connection, concurrency: options.concurrency ?? 16, ...prefix },
+    {
+      connection,
+      concurrency: options.concurrency ?? 16,
+      lockDuration: options.lockDurationMs ?? 30_000,
+      stalledInterval: Math.min(30_000, options.lockDurationMs ?? 30_000),
+      // A job whose worker died is resumed, not failed, even after several crashes.
+      maxStalledCount: 5,
+      ...prefix,
+    },
   )
   worker.on('failed', (job, error) =>
     options.logger?.warn({ job: job?.id, err: error.message }, 'job failed'),

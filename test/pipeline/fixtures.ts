@@ -47,6 +47,8 @@ export async function startPipeline(
     fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
     reconcileEveryMs: 0,
     prefix,
+    // Tests kill worker processes: take their jobs over quickly.
+    lockDurationMs: 2000,
   })
   t.teardown(() => workers.close())
   const client = new HydrazineClient(workers.store, workers.queue, workers.ipam)

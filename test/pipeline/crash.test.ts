@@ -1,0 +1,147 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { type Teardown, tempDir } from '../helpers/stack.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+
+const workerProcess = fileURLToPath(new URL('./worker-process.ts', import.meta.url))
+
+/** Starts a worker process; resolves once it consumes the queue. */
+function startWorkerProcess(p: Pipeline, env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, ['--import', 'tsx', workerProcess], {
+    env: {
+      ...process.env,
+      REDIS_URL: p.redisUrl,
+      OVN_NB: p.nb,
+      OVN_SB: p.sb,
+      QUEUE_PREFIX: p.prefix,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const exited = new Promise<NodeJS.Signals | null>((r) => child.once('exit', (_c, s) => r(s)))
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stdout?.on('data', (c: Buffer) => {
+      if (c.toString().includes('READY')) resolve()
+    })
+    child.once('exit', () => reject(new Error('worker process exited before READY')))
+  })
+  return { child, exited, ready }
+}
+
+function stop(child: ChildProcess) {
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+}
+
+/** What a user can observe after convergence: NB rows, addresses, statuses. */
+async function observe(p: Pipeline) {
+  return {
+    rows: await p.ownedRows(),
+    ports: (await p.nbctl('--bare', '--columns=name', 'list', 'Logical_Switch_Port'))
+      .split('\n')
+      .filter((l) => l.trim())
+      .sort(),
+    nat: (await p.nbctl('--bare', '--columns=type,external_ip,logical_ip', 'list', 'NAT'))
+      .split('\n\n')
+      .map((b) => b.trim().split('\n').join(' '))
+      .filter(Boolean)
+      .sort(),
+    allocations: (await p.workers.ipam.allocations('group-a').catch(() => [])).sort((a, b) =>
+      a.owner.localeCompare(b.owner),
+    ),
+    hosts: (await p.workers.store.listHosts()).map((h) => [h.name, h.status.phase]),
+    groups: (await p.workers.store.listGroups()).map((g) => [g.name, g.status.phase]),
+  }
+}
+
+async function attachScenario(p: Pipeline) {
+  await p.client.applyGroup('group-a', groupSpec())
+  await p.client.applyHost(
+    'host-1',
+    hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
+  )
+  await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
+  for (const host of ['host-1', 'host-2']) {
+    await until(
+      () => p.workers.store.getHost(host),
+      (h) => h?.status.phase === 'Ready',
+      30_000,
+    )
+  }
+}
+
+async function deleteScenario(p: Pipeline) {
+  await p.client.deleteGroup('group-a')
+  await until(
+    () => p.workers.store.getGroup('group-a'),
+    (g) => g === undefined,
+    30_000,
+  )
+}
+
+/** A pipeline whose in-test workers are paused: the worker processes do the work. */
+async function crashPipeline(t: Teardown) {
+  const p = await startPipeline(t)
+  await p.workers.worker.close()
+  await p.agent('dpu-1')
+  await p.agent('dpu-2')
+  return p
+}
+
+t.test('crash safety: SIGKILL inside host.attach and group.delete', async (t) => {
+  // The clean run: what every crashed run must end up as.
+  const clean = await crashPipeline(t)
+  const w = startWorkerProcess(clean)
+  t.teardown(() => stop(w.child))
+  await w.ready
+  await attachScenario(clean)
+  const attached = await observe(clean)
+  await deleteScenario(clean)
+  const deleted = await observe(clean)
+  t.equal(attached.hosts.length, 2)
+  t.same(deleted.rows, [], 'a clean teardown leaves no row')
+
+  const points = [
+    ['attach', 'attach:allocated'],
+    ['attach', 'attach:topology-applied'],
+    ['attach', 'attach:status-configuring'],
+    ['attach', 'attach:children-added'],
+    ['attach', 'attach:acked'],
+    ['delete', 'delete:terminating'],
+    ['delete', 'delete:children-added'],
+    ['delete', 'detach:acked'],
+    ['delete', 'detach:released'],
+    ['delete', 'delete:topology-deleted'],
+    ['delete', 'delete:network-deleted'],
+  ] as const
+  for (const [phase, point] of points) {
+    if (process.env.CRASH_ONLY && process.env.CRASH_ONLY !== point) continue
+    await t.test(`killed at ${point}`, async (t) => {
+      const p = await crashPipeline(t)
+      const mark = join(await tempDir(t), 'crashed')
+      if (phase === 'delete') {
+        const steady = startWorkerProcess(p)
+        await steady.ready
+        await attachScenario(p)
+        stop(steady.child)
+        await steady.exited
+      }
+      const doomed = startWorkerProcess(p, { CRASH_AT: point, CRASH_MARK: mark })
+      t.teardown(() => stop(doomed.child))
+      await doomed.ready
+      const scenario = phase === 'attach' ? attachScenario(p) : deleteScenario(p)
+      scenario.catch(() => {})
+      t.equal(await doomed.exited, 'SIGKILL', 'the worker died at the checkpoint')
+      t.ok(existsSync(mark))
+
+      const revived = startWorkerProcess(p)
+      t.teardown(() => stop(revived.child))
+      await revived.ready
+      await scenario
+      const after = await observe(p)
+      t.same(after, phase === 'attach' ? attached : deleted, 'same end state as a clean run')
+    })
+  }
+})

@@ -1,0 +1,37 @@
+/**
+ * Hydrazine's workers as their own process, so tests can run several or SIGKILL one at a
+ * chosen step. Env: REDIS_URL, OVN_NB, OVN_SB, QUEUE_PREFIX; CRASH_AT names a checkpoint
+ * where the process kills itself with SIGKILL (once: it leaves CRASH_MARK behind).
+ * Prints `READY` once it consumes the queue.
+ */
+import { existsSync, writeFileSync } from 'node:fs'
+import { pino } from 'pino'
+import { sharedCentralProvider } from '../../queues/ovn-provider.ts'
+import { startWorkers } from '../../queues/worker.ts'
+
+const env = (name: string): string => {
+  const value = process.env[name]
+  if (!value) throw new Error(`${name} is not set`)
+  return value
+}
+const crashAt = process.env.CRASH_AT
+const mark = process.env.CRASH_MARK
+
+const workers = await startWorkers({
+  redisUrl: env('REDIS_URL'),
+  ovn: sharedCentralProvider({ nb: env('OVN_NB'), sb: env('OVN_SB') }),
+  fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
+  reconcileEveryMs: 0,
+  prefix: env('QUEUE_PREFIX'),
+  concurrency: Number(process.env.CONCURRENCY ?? 16),
+  lockDurationMs: 2000,
+  logger: pino({ level: process.env.LOG_LEVEL ?? 'warn' }, pino.destination(2)),
+  checkpoint: (point) => {
+    if (point === crashAt && mark && !existsSync(mark)) {
+      writeFileSync(mark, point)
+      process.kill(process.pid, 'SIGKILL')
+    }
+  },
+})
+process.once('SIGTERM', () => void workers.close().then(() => process.exit(0)))
+process.stdout.write('READY\n')
