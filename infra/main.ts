@@ -40,7 +40,13 @@ try {
       dataDir: config.dataDir,
       redis: embedRedis ? { listenAddress: config.embeddedListen, port: 16379 } : false,
       ovn: embedOvn ? { listenAddress: config.embeddedListen, nbPort: 6641, sbPort: 6642 } : false,
-      frr: embedFrr ? { bgpdConfig: renderBgpdConfig(bgpSettingsOf(config)) } : false,
+      frr: embedFrr
+        ? {
+            bgpdConfig: renderBgpdConfig(bgpSettingsOf(config)),
+            listenAddress: config.embeddedListen,
+            bgpPort: config.embeddedListen === '127.0.0.1' ? 1179 : 179,
+          }
+        : false,
       log: (line) => logger.info(line),
     })
   }

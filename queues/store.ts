@@ -37,7 +37,7 @@ export interface PutResult<T> {
   readonly object: T
 }
 
-type Kind = 'rg' | 'mr'
+export type Kind = 'rg' | 'mr'
 
 export class StateStore {
   readonly #redis: Redis
@@ -63,6 +63,15 @@ export class StateStore {
   }
   #claim(what: string): string {
     return `${this.#prefix}claim:${what}`
+  }
+
+  /** Redis pub/sub channel announcing every change: `{kind, name}` JSON. */
+  get changesChannel(): string {
+    return `${this.#prefix}changes`
+  }
+
+  async #changed(kind: Kind, name: string): Promise<void> {
+    await this.#redis.publish(this.changesChannel, JSON.stringify({ kind, name }))
   }
 
   async putGroup(name: string, spec: ResourceGroupSpec): Promise<PutResult<ResourceGroup>> {
@@ -134,6 +143,7 @@ export class StateStore {
     )) as [string, ...(string | number)[]]
     switch (reply[0]) {
       case 'ok':
+        if (Number(reply[1]) === 1) await this.#changed(kind, name)
         return Number(reply[1]) === 1
       case 'terminating':
         throw new StoreConflict(`${name} is being deleted; it cannot change`, 'Terminating')
@@ -242,7 +252,10 @@ export class StateStore {
       const written = Number(
         await casFieldScript.run(this.#redis, [key], [field, rev, JSON.stringify(next)]),
       )
-      if (written === 1) return next
+      if (written === 1) {
+        await this.#changed(kind, name)
+        return next
+      }
       if (written === -1) return undefined
     }
   }
@@ -267,6 +280,7 @@ export class StateStore {
       [this.#key('mr', name), this.#index('mr'), this.#members(group)],
       [name],
     )
+    await this.#changed('mr', name)
     return Number(reply) === 1
   }
 
@@ -278,6 +292,7 @@ export class StateStore {
       [name],
     )
     await this.#redis.del(this.#members(name))
+    await this.#changed('rg', name)
     return Number(reply) === 1
   }
 
