@@ -1,39 +1,16 @@
-import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
-import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
-
-const workerProcess = fileURLToPath(new URL('./worker-process.ts', import.meta.url))
-
-/** Starts a worker process; resolves once it consumes the queue. */
-function startWorkerProcess(p: Pipeline, env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', workerProcess], {
-    env: {
-      ...process.env,
-      REDIS_URL: p.redisUrl,
-      OVN_NB: p.nb,
-      OVN_SB: p.sb,
-      QUEUE_PREFIX: p.prefix,
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  const exited = new Promise<NodeJS.Signals | null>((r) => child.once('exit', (_c, s) => r(s)))
-  const ready = new Promise<void>((resolve, reject) => {
-    child.stdout?.on('data', (c: Buffer) => {
-      if (c.toString().includes('READY')) resolve()
-    })
-    child.once('exit', () => reject(new Error('worker process exited before READY')))
-  })
-  return { child, exited, ready }
-}
-
-function stop(child: ChildProcess) {
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-}
+import {
+  groupSpec,
+  hostSpec,
+  type Pipeline,
+  startPipeline,
+  startWorkerProcess,
+  stopProcess as stop,
+  until,
+} from './fixtures.ts'
 
 /** What a user can observe after convergence: NB rows, addresses, statuses. */
 async function observe(p: Pipeline) {

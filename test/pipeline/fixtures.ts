@@ -1,4 +1,5 @@
-import { execFile } from 'node:child_process'
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { type Job, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
@@ -185,3 +186,32 @@ export const hostSpec = (
   dpu: { id: dpu, ips: [`172.18.0.${10 + n}`, `172.18.0.${110 + n}`] },
   ...extra,
 })
+
+const workerProcess = fileURLToPath(new URL('./worker-process.ts', import.meta.url))
+
+/** Starts a worker process; resolves once it consumes the queue. */
+export function startWorkerProcess(p: Pipeline, env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, ['--import', 'tsx', workerProcess], {
+    env: {
+      ...process.env,
+      REDIS_URL: p.redisUrl,
+      OVN_NB: p.nb,
+      OVN_SB: p.sb,
+      QUEUE_PREFIX: p.prefix,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const exited = new Promise<NodeJS.Signals | null>((r) => child.once('exit', (_c, s) => r(s)))
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stdout?.on('data', (c: Buffer) => {
+      if (c.toString().includes('READY')) resolve()
+    })
+    child.once('exit', () => reject(new Error('worker process exited before READY')))
+  })
+  return { child, exited, ready }
+}
+
+export function stopProcess(child: ChildProcess) {
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+}

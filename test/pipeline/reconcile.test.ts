@@ -1,0 +1,59 @@
+import t from 'tap'
+import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+
+t.test('reconcile repairs drift in NB and removes orphan rows, and says what it did', async (t) => {
+  const p = await startPipeline(t)
+  await p.agent('dpu-1')
+  await p.client.applyGroup('group-a', groupSpec())
+  await p.client.applyHost(
+    'host-1',
+    hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
+  )
+  await until(
+    () => p.workers.store.getHost('host-1'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  const natBefore = await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw')
+
+  // Drift: someone deletes the host's DNAT rule by hand.
+  await p.nbctl('lr-nat-del', 'hz-group-a-dpu-1-gw', 'dnat_and_snat', '172.18.0.111')
+  t.notMatch(await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw'), /dnat_and_snat/)
+  // An orphan: rows of a group Hydrazine no longer knows.
+  await p.nbctl(
+    '--',
+    '--id=@lr',
+    'create',
+    'Logical_Router',
+    'name=hz-gone-lr',
+    'external_ids:hydrazine\\:owner=group/gone',
+    'external_ids:hydrazine\\:group=gone',
+    'external_ids:hydrazine\\:key=lr',
+  )
+  // Not Hydrazine's: must be left alone.
+  await p.nbctl('ls-add', 'operator-switch')
+
+  const job = await p.workers.queue.add('reconcile', {}, { jobId: 'reconcile-now' })
+  await until(
+    () => job.getState(),
+    (s) => s === 'completed' || s === 'failed',
+  )
+  const done = await p.workers.queue.getJob('reconcile-now')
+  t.match(done?.returnvalue, { repaired: ['group-a'], orphansRemoved: ['gone'], checkedGroups: 1 })
+  t.equal(await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw'), natBefore, 'the DNAT rule is back')
+  t.notMatch(await p.nbctl('lr-list'), /hz-gone-lr/, 'the orphan router is gone')
+  t.match(await p.nbctl('ls-list'), /operator-switch/, "the operator's switch is untouched")
+
+  const again = await p.workers.queue.add('reconcile', {}, { jobId: 'reconcile-again' })
+  await until(
+    () => again.getState(),
+    (s) => s === 'completed',
+  )
+  t.match(
+    (await p.workers.queue.getJob('reconcile-again'))?.returnvalue,
+    {
+      repaired: [],
+      orphansRemoved: [],
+    },
+    'nothing to repair the second time',
+  )
+})

@@ -1,0 +1,52 @@
+import t from 'tap'
+import {
+  groupSpec,
+  hostSpec,
+  startPipeline,
+  startWorkerProcess,
+  stopProcess,
+  until,
+} from './fixtures.ts'
+
+t.test('100 hosts attached to one group at once by 2 worker processes are all Ready', async (t) => {
+  const p = await startPipeline(t)
+  await p.workers.worker.close()
+  const dpus = Array.from({ length: 10 }, (_, i) => `dpu-${i}`)
+  for (const dpu of dpus) await p.agent(dpu)
+  const workers = [startWorkerProcess(p), startWorkerProcess(p)]
+  t.teardown(() => workers.forEach((w) => stopProcess(w.child)))
+  await Promise.all(workers.map((w) => w.ready))
+
+  await p.client.applyGroup('group-a', groupSpec('tenant-a', '10.20.0.0/16', '10.20.0.1'))
+  const names = Array.from({ length: 100 }, (_, i) => `host-${i}`)
+  await Promise.all(
+    names.map((name, i) =>
+      p.client.applyHost(name, {
+        ...hostSpec('group-a', dpus[i % dpus.length] ?? 'dpu-0', i),
+        hostMAC: `52:54:00:01:00:${i.toString(16).padStart(2, '0')}`,
+        dpu: { id: dpus[i % dpus.length], ips: [`172.18.1.${i % dpus.length}`] },
+      }),
+    ),
+  )
+  const hosts = await until(
+    () => p.workers.store.listHosts({ resourceGroup: 'group-a' }),
+    (hs) => hs.length === 100 && hs.every((h) => h.status.phase === 'Ready'),
+    90_000,
+  )
+  t.equal(hosts.filter((h) => h.status.phase === 'Ready').length, 100, 'all 100 are Ready')
+
+  const ports = (await p.nbctl('lsp-list', 'hz-group-a-ls'))
+    .split('\n')
+    .filter((l) => /host-/.test(l))
+  t.equal(ports.length, 100, 'every host has its port on the group switch: no update was lost')
+  const addresses = new Set(hosts.map((h) => h.status.hostAccessIPs?.hostIP))
+  t.equal(addresses.size, 100, '100 distinct addresses')
+  const policies = (await p.nbctl('lr-policy-list', 'hz-group-a-lr'))
+    .split('\n')
+    .filter((l) => /reroute/.test(l))
+  t.equal(policies.length, 100, 'one reroute policy per host')
+  const routers = (await p.nbctl('--bare', '--columns=name', 'list', 'Logical_Router'))
+    .split('\n')
+    .filter((l) => /-gw$/.test(l))
+  t.equal(routers.length, dpus.length, 'one gateway router per DPU')
+})
