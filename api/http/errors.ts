@@ -1,12 +1,13 @@
 /**
  * One place that turns errors into HTTP answers: `{error: {code, message, issues?}}`.
- * Hydrazine errors map by their stable `code`; anything unexpected is a 500 whose
+ * Hydrazine errors map by their stable `code` (classes shared with gRPC in `api/errors.ts`); anything unexpected is a 500 whose
  * message says nothing about internals.
  */
 import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import { HydrazineError } from '../../lib/errors.ts'
+import { classifyError, type ErrorClass } from '../errors.ts'
 
 export interface ErrorBody {
   readonly error: {
@@ -28,21 +29,11 @@ export class ApiError extends HydrazineError {
   }
 }
 
-const STATUS_BY_CODE: Readonly<Record<string, ContentfulStatusCode>> = {
-  INVALID: 400,
-  IPAM_INVALID: 400,
-  NOT_IN_SUBNET: 400,
-  NOT_FOUND: 404,
-  CONFLICT: 409,
-  ADDRESS_IN_USE: 409,
-  OVERLAP: 409,
-  POOL_EXHAUSTED: 409,
-}
-
-function issuesOf(error: HydrazineError): readonly { path: string; message: string }[] | undefined {
-  const issues: unknown = (error as { issues?: unknown }).issues
-  if (!Array.isArray(issues) || issues.length === 0) return undefined
-  return issues as { path: string; message: string }[]
+const STATUS_BY_CLASS: Readonly<Record<ErrorClass, ContentfulStatusCode>> = {
+  invalid: 400,
+  forbidden: 403,
+  'not-found': 404,
+  conflict: 409,
 }
 
 /** Hono `onError` handler. `log` sees only what became a 500. */
@@ -51,9 +42,12 @@ export function errorHandler(log: (error: unknown) => void = () => {}) {
     if (error instanceof ApiError) {
       return c.json(body(error.code, error.message, error.issues), error.status)
     }
-    if (error instanceof HydrazineError) {
-      const status = STATUS_BY_CODE[error.code]
-      if (status) return c.json(body(error.code, error.message, issuesOf(error)), status)
+    const known = classifyError(error)
+    if (known) {
+      return c.json(
+        body(known.code, known.message, known.issues),
+        STATUS_BY_CLASS[known.errorClass],
+      )
     }
     if (error instanceof HTTPException && error.status < 500) {
       return c.json(body(`HTTP_${error.status}`, error.message), error.status)

@@ -12,27 +12,13 @@ import { bodyLimit } from 'hono/body-limit'
 import type { Redis } from 'ioredis'
 import * as v from 'valibot'
 import { Heartbeat } from '../../lib/agent-protocol/index.ts'
-import type { Ipam } from '../../lib/ipam/index.ts'
-import type { ManagedResource, ResourceGroup } from '../../queues/objects.ts'
-import { type HydrazineClient, NotFoundError } from '../../queues/producer.ts'
-import type { StateStore } from '../../queues/store.ts'
+import { bearerAuthenticator } from '../auth.ts'
+import { createOperations, type OperationsDeps } from '../operations.ts'
 import { ApiError } from './errors.ts'
-import { createTokenLookup, type Principal, type Tokens } from './tokens.ts'
+import type { Principal, Tokens } from './tokens.ts'
 
 /** What the `/v1` routes need. */
-export interface V1Deps {
-  readonly client: Pick<
-    HydrazineClient,
-    | 'applyGroup'
-    | 'deleteGroup'
-    | 'applyHost'
-    | 'deleteHost'
-    | 'registerPublicIp'
-    | 'unregisterPublicIp'
-    | 'publicIp'
-  >
-  readonly store: Pick<StateStore, 'getGroup' | 'getHost' | 'listGroups' | 'listHosts'>
-  readonly ipam: Pick<Ipam, 'listPublicIps'>
+export interface V1Deps extends OperationsDeps {
   /** The Redis the DPU agents write their heartbeats to. */
   readonly redis: Pick<Redis, 'scan' | 'mget'>
   readonly tokens: Tokens
@@ -44,11 +30,9 @@ type Env = { Variables: { principal: Principal } }
 
 /** Refuses a request without a known bearer token (401). */
 export function bearerTokens(tokens: Tokens): MiddlewareHandler<Env> {
-  const lookup = createTokenLookup(tokens)
+  const authenticate = bearerAuthenticator(tokens)
   return async function bearerTokenAuth(c, next) {
-    const header = c.req.header('authorization') ?? ''
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
-    const principal = match?.[1] ? lookup(match[1]) : undefined
+    const principal = authenticate(c.req.header('authorization'))
     if (!principal) {
       c.header('WWW-Authenticate', 'Bearer realm="hydrazine"')
       throw new ApiError(401, 'UNAUTHENTICATED', 'a valid bearer token is required')
@@ -95,7 +79,8 @@ function present<T>(o: { object: T; jobId?: string }) {
 
 export function v1Routes(deps: V1Deps): Hono<Env> {
   const app = new Hono<Env>()
-  const { client, store } = deps
+  const operationsFor = createOperations(deps)
+  const ops = (c: Context<Env>) => operationsFor(c.get('principal'))
 
   app.use('*', bearerTokens(deps.tokens))
   app.use(
@@ -108,114 +93,35 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     }),
   )
 
-  const tenantOf = (c: Context<Env>) => {
-    const p = c.get('principal')
-    return p.kind === 'tenant' ? p.tenant : undefined
-  }
-
-  /** The group as this caller may see it: undefined when missing or another tenant's. */
-  const visibleGroup = async (c: Context<Env>, name: string) => {
-    const group = await store.getGroup(name)
-    const tenant = tenantOf(c)
-    if (!group || (tenant !== undefined && group.spec.tenantId !== tenant)) return undefined
-    return group
-  }
-  const visibleHost = async (c: Context<Env>, name: string) => {
-    const host = await store.getHost(name)
-    if (!host) return undefined
-    if (tenantOf(c) !== undefined && !(await visibleGroup(c, host.spec.resourceGroup))) {
-      return undefined
-    }
-    return host
-  }
-
   // ── resource groups ────────────────────────────────────────────────────────
   app.put('/resource-groups/:name', async (c) => {
-    const name = c.req.param('name')
     const body = await jsonObject(c)
-    const tenant = tenantOf(c)
-    if (tenant !== undefined) {
-      if (typeof body.tenantId === 'string' && body.tenantId !== tenant) {
-        throw new ApiError(403, 'FORBIDDEN', `a ${tenant} token cannot write for ${body.tenantId}`)
-      }
-      const existing = await store.getGroup(name)
-      if (existing && existing.spec.tenantId !== tenant) {
-        throw new NotFoundError('resource group', name)
-      }
-    }
-    const accepted = await client.applyGroup(name, body)
+    const accepted = await ops(c).applyGroup(c.req.param('name'), body)
     return c.json(present(accepted), accepted.jobId ? 202 : 200)
   })
-
-  app.get('/resource-groups/:name', async (c) => {
-    const name = c.req.param('name')
-    const group = await visibleGroup(c, name)
-    if (!group) throw new NotFoundError('resource group', name)
-    return c.json(group)
-  })
-
-  app.get('/resource-groups', async (c) => {
-    const tenant = tenantOf(c)
-    const asked = c.req.query('tenant')
-    if (tenant !== undefined && asked !== undefined && asked !== tenant) {
-      return c.json({ items: [] as ResourceGroup[] })
-    }
-    const filter = tenant ?? asked
-    return c.json({ items: await store.listGroups(filter ? { tenant: filter } : {}) })
-  })
-
+  app.get('/resource-groups/:name', async (c) => c.json(await ops(c).getGroup(c.req.param('name'))))
+  app.get('/resource-groups', async (c) =>
+    c.json({ items: await ops(c).listGroups({ tenant: c.req.query('tenant') }) }),
+  )
   app.delete('/resource-groups/:name', async (c) => {
-    const name = c.req.param('name')
-    if (!(await visibleGroup(c, name))) throw new NotFoundError('resource group', name)
-    const accepted = await client.deleteGroup(name, { force: bool(c.req.query('force')) })
+    const accepted = await ops(c).deleteGroup(c.req.param('name'), bool(c.req.query('force')))
     return c.json(present(accepted), 202)
   })
 
   // ── managed resources ──────────────────────────────────────────────────────
   app.put('/managed-resources/:name', async (c) => {
-    const name = c.req.param('name')
     const body = await jsonObject(c)
-    if (tenantOf(c) !== undefined) {
-      const existing = await store.getHost(name)
-      if (existing && !(await visibleHost(c, name))) {
-        throw new NotFoundError('managed resource', name)
-      }
-      // Another tenant's group looks exactly like one that does not exist.
-      if (typeof body.resourceGroup === 'string' && !(await visibleGroup(c, body.resourceGroup))) {
-        throw new ApiError(400, 'INVALID', `resource group ${body.resourceGroup} does not exist`, [
-          {
-            path: 'resourceGroup',
-            message: `resource group ${body.resourceGroup} does not exist`,
-          },
-        ])
-      }
-    }
-    const accepted = await client.applyHost(name, body)
+    const accepted = await ops(c).applyHost(c.req.param('name'), body)
     return c.json(present(accepted), accepted.jobId ? 202 : 200)
   })
-
-  app.get('/managed-resources/:name', async (c) => {
-    const name = c.req.param('name')
-    const host = await visibleHost(c, name)
-    if (!host) throw new NotFoundError('managed resource', name)
-    return c.json(host)
-  })
-
-  app.get('/managed-resources', async (c) => {
-    const group = c.req.query('resourceGroup')
-    let hosts: ManagedResource[] = await store.listHosts(group ? { resourceGroup: group } : {})
-    const tenant = tenantOf(c)
-    if (tenant !== undefined) {
-      const own = new Set((await store.listGroups({ tenant })).map((g) => g.name))
-      hosts = hosts.filter((h) => own.has(h.spec.resourceGroup))
-    }
-    return c.json({ items: hosts })
-  })
-
+  app.get('/managed-resources/:name', async (c) =>
+    c.json(await ops(c).getHost(c.req.param('name'))),
+  )
+  app.get('/managed-resources', async (c) =>
+    c.json({ items: await ops(c).listHosts({ resourceGroup: c.req.query('resourceGroup') }) }),
+  )
   app.delete('/managed-resources/:name', async (c) => {
-    const name = c.req.param('name')
-    if (!(await visibleHost(c, name))) throw new NotFoundError('managed resource', name)
-    const accepted = await client.deleteHost(name, { force: bool(c.req.query('force')) })
+    const accepted = await ops(c).deleteHost(c.req.param('name'), bool(c.req.query('force')))
     return c.json(present(accepted), 202)
   })
 
@@ -224,14 +130,13 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
   app.use('/public-ips', operatorOnly)
 
   app.put('/public-ips/:ip', async (c) => {
-    const ip = c.req.param('ip')
-    const status = await client.registerPublicIp(ip)
+    const status = await ops(c).registerPublicIp(c.req.param('ip'))
     return c.json({ object: status })
   })
-  app.get('/public-ips/:ip', async (c) => c.json(await client.publicIp(c.req.param('ip'))))
-  app.get('/public-ips', async (c) => c.json({ items: await deps.ipam.listPublicIps() }))
+  app.get('/public-ips/:ip', async (c) => c.json(await ops(c).getPublicIp(c.req.param('ip'))))
+  app.get('/public-ips', async (c) => c.json({ items: await ops(c).listPublicIps() }))
   app.delete('/public-ips/:ip', async (c) => {
-    await client.unregisterPublicIp(c.req.param('ip'))
+    await ops(c).unregisterPublicIp(c.req.param('ip'))
     return c.body(null, 204)
   })
 

@@ -1,0 +1,57 @@
+/**
+ * How Hydrazine's error codes read at the API edge, shared by HTTP and gRPC so that a
+ * request refused on one is refused the same way on the other. Each ingress maps the
+ * class to its own status (HTTP 400/403/404/409, gRPC INVALID_ARGUMENT/…); anything
+ * without a class here is unexpected and answered without details.
+ */
+import { HydrazineError } from '../lib/errors.ts'
+
+export type ErrorClass = 'invalid' | 'forbidden' | 'not-found' | 'conflict'
+
+export const ERROR_CLASS_BY_CODE: Readonly<Record<string, ErrorClass>> = {
+  INVALID: 'invalid',
+  IPAM_INVALID: 'invalid',
+  NOT_IN_SUBNET: 'invalid',
+  FORBIDDEN: 'forbidden',
+  NOT_FOUND: 'not-found',
+  CONFLICT: 'conflict',
+  ADDRESS_IN_USE: 'conflict',
+  OVERLAP: 'conflict',
+  POOL_EXHAUSTED: 'conflict',
+}
+
+export interface Issue {
+  readonly path: string
+  readonly message: string
+}
+
+/** A refusal a caller may see: its class, stable code, message and bad fields. */
+export interface ClassifiedError {
+  readonly errorClass: ErrorClass
+  readonly code: string
+  readonly message: string
+  readonly issues?: readonly Issue[]
+}
+
+/** The caller's credentials are valid but do not allow this (HTTP 403, gRPC PERMISSION_DENIED). */
+export class ForbiddenError extends HydrazineError {
+  constructor(message = 'only an operator token may do this') {
+    super('FORBIDDEN', message)
+  }
+}
+
+/** The issues a Hydrazine error carries (ValidationError, IPAM errors), if any. */
+export function issuesOf(error: HydrazineError): readonly Issue[] | undefined {
+  const issues: unknown = (error as { issues?: unknown }).issues
+  if (!Array.isArray(issues) || issues.length === 0) return undefined
+  return issues as Issue[]
+}
+
+/** Classifies an error; undefined when it is not one a caller should see. */
+export function classifyError(error: unknown): ClassifiedError | undefined {
+  if (!(error instanceof HydrazineError)) return undefined
+  const errorClass = ERROR_CLASS_BY_CODE[error.code]
+  if (!errorClass) return undefined
+  const issues = issuesOf(error)
+  return { errorClass, code: error.code, message: error.message, ...(issues ? { issues } : {}) }
+}

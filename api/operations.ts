@@ -1,0 +1,178 @@
+/**
+ * The resource operations behind every ingress (HTTP `/v1`, gRPC), scoped to the caller.
+ *
+ * An operator sees and changes everything. A tenant sees only its own tenant's resource
+ * groups and their managed resources: another tenant's object behaves exactly like one
+ * that does not exist (NotFound), writing a group for another tenant is Forbidden, and
+ * public IPs are for operators only. Specs are validated by the producer client
+ * (`queues/producer.ts`) after these checks, which only read: a refused request changes
+ * nothing and enqueues nothing.
+ */
+import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
+import type { ManagedResource, ResourceGroup } from '../queues/objects.ts'
+import {
+  type Accepted,
+  type HydrazineClient,
+  NotFoundError,
+  ValidationError,
+} from '../queues/producer.ts'
+import type { StateStore } from '../queues/store.ts'
+import { type Principal, tenantOf } from './auth.ts'
+import { ForbiddenError } from './errors.ts'
+
+/** What the operations need from the rest of Hydrazine. */
+export interface OperationsDeps {
+  readonly client: Pick<
+    HydrazineClient,
+    | 'applyGroup'
+    | 'deleteGroup'
+    | 'applyHost'
+    | 'deleteHost'
+    | 'registerPublicIp'
+    | 'unregisterPublicIp'
+    | 'publicIp'
+  >
+  readonly store: Pick<StateStore, 'getGroup' | 'getHost' | 'listGroups' | 'listHosts'>
+  readonly ipam: Pick<Ipam, 'listPublicIps'>
+}
+
+/** Every operation, as one principal may do it. */
+export interface Operations {
+  applyGroup(name: string, spec: Record<string, unknown>): Promise<Accepted<ResourceGroup>>
+  getGroup(name: string): Promise<ResourceGroup>
+  listGroups(filter: { tenant?: string | undefined }): Promise<ResourceGroup[]>
+  deleteGroup(name: string, force: boolean): Promise<Accepted<ResourceGroup>>
+  applyHost(name: string, spec: Record<string, unknown>): Promise<Accepted<ManagedResource>>
+  getHost(name: string): Promise<ManagedResource>
+  listHosts(filter: { resourceGroup?: string | undefined }): Promise<ManagedResource[]>
+  deleteHost(name: string, force: boolean): Promise<Accepted<ManagedResource>>
+  registerPublicIp(ip: string): Promise<PublicIpStatus>
+  getPublicIp(ip: string): Promise<PublicIpStatus>
+  listPublicIps(): Promise<PublicIpStatus[]>
+  unregisterPublicIp(ip: string): Promise<void>
+  /** The group as this caller may see it: undefined when missing or another tenant's. */
+  visibleGroup(name: string): Promise<ResourceGroup | undefined>
+  /** The host as this caller may see it: undefined when missing or in another tenant's group. */
+  visibleHost(name: string): Promise<ManagedResource | undefined>
+}
+
+/**
+ * @example
+ * const ops = createOperations({ client, store, ipam })
+ * await ops({ kind: 'tenant', tenant: 'tenant-a' }).getGroup('group-a')
+ */
+export function createOperations(deps: OperationsDeps): (principal: Principal) => Operations {
+  const { client, store } = deps
+
+  return function operationsFor(principal) {
+    const tenant = tenantOf(principal)
+    const operatorOnly = () => {
+      if (principal.kind !== 'operator') throw new ForbiddenError()
+    }
+
+    const visibleGroup = async (name: string) => {
+      const group = await store.getGroup(name)
+      if (!group || (tenant !== undefined && group.spec.tenantId !== tenant)) return undefined
+      return group
+    }
+    const visibleHost = async (name: string) => {
+      const host = await store.getHost(name)
+      if (!host) return undefined
+      if (tenant !== undefined && !(await visibleGroup(host.spec.resourceGroup))) return undefined
+      return host
+    }
+
+    return {
+      visibleGroup,
+      visibleHost,
+
+      async applyGroup(name, spec) {
+        if (tenant !== undefined) {
+          if (typeof spec.tenantId === 'string' && spec.tenantId !== tenant) {
+            throw new ForbiddenError(`a ${tenant} token cannot write for ${spec.tenantId}`)
+          }
+          const existing = await store.getGroup(name)
+          if (existing && existing.spec.tenantId !== tenant) {
+            throw new NotFoundError('resource group', name)
+          }
+        }
+        return client.applyGroup(name, spec)
+      },
+
+      async getGroup(name) {
+        const group = await visibleGroup(name)
+        if (!group) throw new NotFoundError('resource group', name)
+        return group
+      },
+
+      async listGroups(filter) {
+        if (tenant !== undefined && filter.tenant !== undefined && filter.tenant !== tenant) {
+          return []
+        }
+        const only = tenant ?? filter.tenant
+        return store.listGroups(only ? { tenant: only } : {})
+      },
+
+      async deleteGroup(name, force) {
+        if (!(await visibleGroup(name))) throw new NotFoundError('resource group', name)
+        return client.deleteGroup(name, { force })
+      },
+
+      async applyHost(name, spec) {
+        if (tenant !== undefined) {
+          const existing = await store.getHost(name)
+          if (existing && !(await visibleHost(name))) {
+            throw new NotFoundError('managed resource', name)
+          }
+          // Another tenant's group looks exactly like one that does not exist.
+          if (typeof spec.resourceGroup === 'string' && !(await visibleGroup(spec.resourceGroup))) {
+            throw new ValidationError([
+              {
+                path: 'resourceGroup',
+                message: `resource group ${spec.resourceGroup} does not exist`,
+              },
+            ])
+          }
+        }
+        return client.applyHost(name, spec)
+      },
+
+      async getHost(name) {
+        const host = await visibleHost(name)
+        if (!host) throw new NotFoundError('managed resource', name)
+        return host
+      },
+
+      async listHosts(filter) {
+        const hosts = await store.listHosts(
+          filter.resourceGroup ? { resourceGroup: filter.resourceGroup } : {},
+        )
+        if (tenant === undefined) return hosts
+        const own = new Set((await store.listGroups({ tenant })).map((g) => g.name))
+        return hosts.filter((h) => own.has(h.spec.resourceGroup))
+      },
+
+      async deleteHost(name, force) {
+        if (!(await visibleHost(name))) throw new NotFoundError('managed resource', name)
+        return client.deleteHost(name, { force })
+      },
+
+      async registerPublicIp(ip) {
+        operatorOnly()
+        return client.registerPublicIp(ip)
+      },
+      async getPublicIp(ip) {
+        operatorOnly()
+        return client.publicIp(ip)
+      },
+      async listPublicIps() {
+        operatorOnly()
+        return deps.ipam.listPublicIps()
+      },
+      async unregisterPublicIp(ip) {
+        operatorOnly()
+        await client.unregisterPublicIp(ip)
+      },
+    }
+  }
+}
