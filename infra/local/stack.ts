@@ -194,6 +194,8 @@ async function startRedis(
         '',
         '--maxmemory-policy',
         'noeviction',
+        // Protected mode refuses every client not on loopback (DPU agents on the fabric).
+        ...(host === '127.0.0.1' || host === '::1' ? [] : ['--protected-mode', 'no']),
         '--daemonize',
         'no',
         '--logfile',

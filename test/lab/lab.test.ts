@@ -1,0 +1,276 @@
+/**
+ * The whole system on a simulated data centre, proven with real packets: Hydrazine
+ * (`infra/main.ts`) driven only through its HTTP API, three DPUs running the real agent,
+ * a fabric router peering over BGP, hosts as namespaces, dnsmasq as the DHCP server.
+ */
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { labPrefix } from '../../infra/lab/dpu.ts'
+import {
+  capture,
+  eventually,
+  icmpInEchos,
+  type Lab,
+  type LabHost,
+  labUnavailable,
+  pings,
+  startLab,
+} from '../../infra/lab/lab.ts'
+import { relayPortName } from '../../lib/agent-protocol/index.ts'
+
+const why = await labUnavailable()
+
+interface HostView {
+  status?: {
+    phase?: string
+    hostAccessIPs?: { hostIP?: string; fabricIP?: string; publicIP?: string }
+  }
+}
+
+t.test('Hydrazine on a simulated data centre', { skip: why ?? false }, async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'hz-lab-'))
+  const prefix = labPrefix()
+  let lab: Lab | undefined
+  t.teardown(async () => {
+    await lab?.stop()
+    await rm(dataDir, { recursive: true, force: true })
+  })
+  lab = await startLab({ dataDir, prefix })
+  const l = lab
+  const [dpu1, dpu2, dpu3] = l.dpus
+  if (!dpu1 || !dpu2 || !dpu3) throw new Error('three DPUs expected')
+
+  const put = async (path: string, body: unknown) => {
+    const answer = await l.api('PUT', path, body)
+    t.ok(answer.status < 300, `PUT ${path} → ${answer.status} ${JSON.stringify(answer.body)}`)
+  }
+  const hostView = async (name: string) =>
+    (await l.api('GET', `/v1/managed-resources/${name}`)).body as HostView
+  const phaseIs = async (path: string, phase: string) =>
+    eventually(
+      async () =>
+        ((await l.api('GET', path)).body as { status?: { phase?: string } }).status?.phase ===
+        phase,
+      60_000,
+    )
+  const attach = async (
+    host: LabHost,
+    group: string,
+    ip: string | undefined,
+    hostAccess: 'None' | 'FabricAccess' | 'PublicAccess' = 'None',
+  ) => {
+    const dpu = l.dpus.find((d) => d.id === host.dpu)
+    if (!dpu) throw new Error(`no DPU ${host.dpu}`)
+    await put(`/v1/managed-resources/${host.name}`, {
+      resourceGroup: group,
+      hostMAC: host.mac,
+      ...(ip ? { hostIP: ip } : {}),
+      dpu: { id: dpu.id, ips: [dpu.encapIp, dpu.natIp] },
+      hostAccess,
+      identifier: host.hostPort,
+    })
+  }
+  const ready = async (name: string) =>
+    t.ok(await phaseIs(`/v1/managed-resources/${name}`, 'Ready'), `${name} is Ready`)
+
+  // ── group A across DPU1 and DPU2 ───────────────────────────────────────────
+  const network = { cidr: '10.10.10.0/24', gateway: '10.10.10.1' }
+  await put('/v1/resource-groups/group-a', {
+    tenantId: 'tenant-a',
+    network,
+    dhcpServer: l.dhcpServerIp,
+  })
+  await put('/v1/resource-groups/group-b', { tenantId: 'tenant-b', network })
+  t.ok(await phaseIs('/v1/resource-groups/group-a', 'Ready'), 'group A is Ready')
+  t.ok(await phaseIs('/v1/resource-groups/group-b', 'Ready'), 'group B is Ready')
+
+  const route = (h: LabHost) =>
+    h.exec('ip', 'route', 'replace', 'default', 'via', network.gateway, 'dev', 'eth0')
+  const a1 = await l.addHost({
+    dpu: 1,
+    name: 'a1',
+    mac: '0a:00:00:00:0a:01',
+    ipCidr: '10.10.10.11/24',
+  })
+  const a2 = await l.addHost({
+    dpu: 2,
+    name: 'a2',
+    mac: '0a:00:00:00:0a:02',
+    ipCidr: '10.10.10.12/24',
+  })
+  const b1 = await l.addHost({
+    dpu: 3,
+    name: 'b1',
+    mac: '0a:00:00:00:0b:01',
+    ipCidr: '10.10.10.11/24',
+  })
+  const b2 = await l.addHost({
+    dpu: 3,
+    name: 'b2',
+    mac: '0a:00:00:00:0b:02',
+    ipCidr: '10.10.10.12/24',
+  })
+  for (const h of [a1, a2, b1, b2]) await route(h)
+  await attach(a1, 'group-a', '10.10.10.11', 'FabricAccess')
+  await attach(a2, 'group-a', '10.10.10.12')
+  await attach(b1, 'group-b', '10.10.10.11')
+  await attach(b2, 'group-b', '10.10.10.12')
+  for (const h of ['a1', 'a2', 'b1', 'b2']) await ready(h)
+
+  await t.test(
+    'group A: hosts on two DPUs reach each other over Geneve and the gateway',
+    async (t) => {
+      t.ok(await eventually(() => pings(a1.netns, '10.10.10.12'), 20_000), 'a1 → a2')
+      t.ok(await pings(a2.netns, '10.10.10.11'), 'a2 → a1')
+      t.ok(await pings(a1.netns, network.gateway), 'a1 → gateway')
+      t.ok(await pings(a2.netns, network.gateway), 'a2 → gateway')
+    },
+  )
+
+  await t.test('group B (same CIDR and IPs) reaches only its own hosts', async (t) => {
+    t.ok(await eventually(() => pings(b1.netns, '10.10.10.12'), 20_000), 'b1 → b2')
+    t.ok(await pings(b1.netns, network.gateway), 'b1 → its gateway')
+    const a2Before = await icmpInEchos(a2.netns)
+    const b2Before = await icmpInEchos(b2.netns)
+    t.ok(await pings(b1.netns, '10.10.10.12', 3), 'b1 → 10.10.10.12 answered')
+    t.equal(await icmpInEchos(a2.netns), a2Before, "group A's a2 saw none of b1's pings")
+    t.equal(await icmpInEchos(b2.netns), b2Before + 3, "group B's b2 answered them")
+    const a1Before = await icmpInEchos(a1.netns)
+    t.ok(await pings(a2.netns, '10.10.10.11', 2), 'a2 → 10.10.10.11 answered')
+    t.equal(await icmpInEchos(b1.netns), 0, 'b1 never saw a ping from group A')
+    t.equal(await icmpInEchos(a1.netns), a1Before + 2, 'a1 answered a2')
+  })
+
+  await t.test('FabricAccess: the host leaves as its NAT IP and is reached at it', async (t) => {
+    const seen = await capture(l.router.netns, `icmp and dst host ${l.router.internetIp}`, () =>
+      eventually(() => pings(a1.netns, l.router.internetIp, 1), 20_000),
+    )
+    t.match(seen, new RegExp(`${dpu1.natIp.replaceAll('.', '\\.')} > ${l.router.internetIp}`))
+    const before = await icmpInEchos(a1.netns)
+    t.ok(await pings(l.router.netns, dpu1.natIp, 2), 'router → NAT IP answered')
+    t.equal(await icmpInEchos(a1.netns), before + 2, 'by a1 itself')
+  })
+
+  await t.test('PublicAccess: BGP route to the public IP, then gone on release', async (t) => {
+    const publicIp = '203.0.113.10'
+    await put(`/v1/public-ips/${publicIp}`, {})
+    await attach(a2, 'group-a', '10.10.10.12', 'PublicAccess')
+    await ready('a2')
+    t.equal((await hostView('a2')).status?.hostAccessIPs?.publicIP, publicIp)
+    t.ok(
+      await eventually(
+        async () => (await l.router.bgpRoutes()).get(`${publicIp}/32`) === dpu2.natIp,
+        30_000,
+      ),
+      `the fabric router learned ${publicIp}/32 via ${dpu2.natIp}`,
+    )
+    const before = await icmpInEchos(a2.netns)
+    t.ok(await eventually(() => pings(l.router.netns, publicIp, 1), 10_000), 'router → public IP')
+    t.ok((await icmpInEchos(a2.netns)) > before, 'answered by a2')
+
+    await attach(a2, 'group-a', '10.10.10.12', 'None')
+    await ready('a2')
+    t.ok(
+      await eventually(async () => !(await l.router.bgpRoutes()).has(`${publicIp}/32`), 30_000),
+      'the route is withdrawn',
+    )
+    t.notOk(await pings(l.router.netns, publicIp, 1), 'the public IP no longer answers')
+    const pip = (await l.api('GET', `/v1/public-ips/${publicIp}`)).body as { allocated?: boolean }
+    t.equal(pip.allocated, false, 'the public IP is back in its pool')
+  })
+
+  await t.test('DHCP through the relay carries the circuit id', async (t) => {
+    const d1 = await l.addHost({ dpu: 1, name: 'd1', mac: '0a:00:00:00:0a:d1' })
+    await attach(d1, 'group-a', undefined)
+    await ready('d1')
+    const ip = (await hostView('d1')).status?.hostAccessIPs?.hostIP ?? ''
+    t.match(ip, /^10\.10\.10\.\d+$/, `IPAM gave d1 ${ip}`)
+    const circuitId = relayPortName('group-a')
+    await l.configureDhcp([{ circuitId, ...network, leases: [{ mac: d1.mac, ip }] }])
+    const got = await d1
+      .exec(
+        'timeout',
+        '25',
+        'dhclient',
+        '-1',
+        '-v',
+        '-pf',
+        join(dataDir, 'd1.pid'),
+        '-lf',
+        join(dataDir, 'd1.leases'),
+        'eth0',
+      )
+      .then(() => true)
+      .catch((error: unknown) => {
+        t.comment(String(error))
+        return false
+      })
+    t.ok(got, 'dhclient got a lease')
+    t.match(await d1.exec('ip', '-4', 'addr', 'show', 'eth0'), ip, 'the address IPAM chose')
+    const log = await readFile(l.dhcpLog, 'utf8')
+    t.match(log, circuitId, 'the request carried the relay port as circuit id')
+  })
+
+  await t.test('detach: the host reaches nothing any more', async (t) => {
+    const answer = await l.api('DELETE', '/v1/managed-resources/a1')
+    t.ok(answer.status < 300, `DELETE a1 → ${answer.status}`)
+    t.ok(
+      await eventually(
+        async () => (await l.api('GET', '/v1/managed-resources/a1')).status === 404,
+        60_000,
+      ),
+      'a1 is gone',
+    )
+    t.notOk(await pings(a1.netns, '10.10.10.12', 1), 'a1 → a2 fails')
+    t.notOk(await pings(a1.netns, network.gateway, 1), 'a1 → gateway fails')
+    t.notOk(await pings(a1.netns, l.router.internetIp, 1), 'a1 → fabric fails')
+    t.notOk(await pings(l.router.netns, dpu1.natIp, 1), 'fabric → a1 fails')
+  })
+
+  await t.test('teardown: every host isolated, no Hydrazine row left, IPs back', async (t) => {
+    const names = l.hosts.map((h) => h.name).filter((n) => n !== 'a1')
+    for (const n of names) await l.api('DELETE', `/v1/managed-resources/${n}`)
+    for (const n of names) {
+      t.ok(
+        await eventually(
+          async () => (await l.api('GET', `/v1/managed-resources/${n}`)).status === 404,
+          60_000,
+        ),
+        `${n} is gone`,
+      )
+    }
+    for (const g of ['group-a', 'group-b']) {
+      await l.api('DELETE', `/v1/resource-groups/${g}`)
+      t.ok(
+        await eventually(
+          async () => (await l.api('GET', `/v1/resource-groups/${g}`)).status === 404,
+          60_000,
+        ),
+        `${g} is gone`,
+      )
+    }
+    t.notOk(await pings(a2.netns, network.gateway, 1), 'a2 isolated')
+    t.notOk(await pings(b1.netns, '10.10.10.12', 1), 'b1 isolated')
+    const rows = await l.nbctl(
+      '--bare',
+      '--columns=_uuid',
+      'find',
+      'Logical_Switch',
+      'external_ids:hydrazine\\:owner!=""',
+    )
+    t.equal(rows.trim(), '', 'no Hydrazine logical switch left')
+    for (const table of ['Logical_Router', 'NAT', 'Logical_Router_Static_Route']) {
+      const left = await l.nbctl('--bare', '--columns=_uuid', 'list', table)
+      t.equal(left.trim(), '', `no ${table} row left`)
+    }
+    const pips = (await l.api('GET', '/v1/public-ips')).body as {
+      items?: { ip: string; allocated?: boolean; allocatedTo?: string }[]
+    }
+    t.ok(
+      (pips.items ?? []).every((p) => !p.allocatedTo),
+      `every public IP free: ${JSON.stringify(pips.items)}`,
+    )
+  })
+})
