@@ -7,7 +7,7 @@ import { UnrecoverableError } from 'bullmq'
 import * as v from 'valibot'
 import type { ProtocolVersion } from '../lib/agent-protocol/index.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
-import type { OvsdbClient } from '../lib/ovn/index.ts'
+import type { NbTopologyCache, OvsdbClient } from '../lib/ovn/index.ts'
 import type { OvnCentralProvider } from '../queues/ovn-provider.ts'
 import type { StateStore } from '../queues/store.ts'
 
@@ -21,9 +21,15 @@ export interface FabricSettings {
   readonly physicalNetwork: string
 }
 
-/** OVSDB clients to NB databases, one long-lived connection per remote. */
+/** A long-lived connection to one NB database and the monitor-fed cache of its rows. */
+export interface NbConnection {
+  readonly client: OvsdbClient
+  readonly cache: NbTopologyCache
+}
+
+/** NB connections, one per remote, opened on first use. */
 export interface NbClients {
-  get(nbRemote: string): Promise<OvsdbClient>
+  get(nbRemote: string): Promise<NbConnection>
 }
 
 /** Adds a child job whose return value the parent waits for (the ack). */

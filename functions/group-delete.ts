@@ -58,7 +58,8 @@ export function createGroupDelete(deps: HandlerDeps) {
       throw new Error(`hosts of ${name} are not isolated yet: ${remaining.join(', ')}`)
     }
     const endpoints = await deps.ovn.ensure(name)
-    await deleteGroupTopology(await deps.nb.get(endpoints.nb), name)
+    const { client, cache } = await deps.nb.get(endpoints.nb)
+    await deleteGroupTopology(client, name, { cache })
     deps.checkpoint('delete:topology-deleted')
     await deps.ipam.deleteNetwork(name).catch((error: unknown) => {
       if ((error as { code?: unknown }).code !== 'NOT_FOUND') throw error

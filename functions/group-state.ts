@@ -137,7 +137,9 @@ export async function applyGroup(
 ) {
   const endpoints = await deps.ovn.ensure(group.name)
   const members = await groupMembers(deps, group.name, options)
-  const client = await deps.nb.get(endpoints.nb)
-  const result = await applyGroupTopology(client, topologyOf(group, members, deps.fabric))
+  const { client, cache } = await deps.nb.get(endpoints.nb)
+  const result = await applyGroupTopology(client, topologyOf(group, members, deps.fabric), {
+    cache,
+  })
   return { endpoints, members, result }
 }

@@ -38,7 +38,7 @@ export function createReconcile(
     const known = new Set(groups.map((g) => g.name))
     const orphansRemoved: string[] = []
     for (const remote of remotes) {
-      const client = await deps.nb.get(remote)
+      const { client } = await deps.nb.get(remote)
       const [routers] = await client.transact(nb.name, [
         nb.select('Logical_Router', [], ['external_ids']),
       ])

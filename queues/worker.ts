@@ -12,6 +12,7 @@ import type {
   FabricSettings,
   HandlerDeps,
   NbClients,
+  NbConnection,
 } from '../functions/deps.ts'
 import { createGroupCreate } from '../functions/group-create.ts'
 import { createGroupDelete } from '../functions/group-delete.ts'
@@ -27,7 +28,7 @@ import {
   pickProtocolVersion,
 } from '../lib/agent-protocol/index.ts'
 import { Ipam } from '../lib/ipam/index.ts'
-import { OvsdbClient } from '../lib/ovn/index.ts'
+import { NbTopologyCache, OvsdbClient } from '../lib/ovn/index.ts'
 import { CONTROLLER_QUEUE, type JobName } from './jobs.ts'
 import type { OvnCentralProvider } from './ovn-provider.ts'
 import { StateStore } from './store.ts'
@@ -79,16 +80,19 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const ipam = new Ipam(redis, options.storePrefix ? { prefix: `${options.storePrefix}ipam:` } : {})
   const queue = new Queue(CONTROLLER_QUEUE, { connection, ...prefix })
 
-  const nbClients = new Map<string, Promise<OvsdbClient>>()
+  const nbClients = new Map<string, Promise<NbConnection>>()
   const nb: NbClients = {
     get(remote) {
-      let client = nbClients.get(remote)
-      if (!client) {
-        client = OvsdbClient.connect(remote)
-        client.catch(() => nbClients.delete(remote))
-        nbClients.set(remote, client)
+      let connection = nbClients.get(remote)
+      if (!connection) {
+        connection = OvsdbClient.connect(remote).then(async (client) => ({
+          client,
+          cache: await NbTopologyCache.start(client),
+        }))
+        connection.catch(() => nbClients.delete(remote))
+        nbClients.set(remote, connection)
       }
-      return client
+      return connection
     },
   }
 
@@ -195,7 +199,9 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       await worker.close()
       await Promise.all([...queues.values()].map((q) => q.close()))
       await queue.close()
-      for (const client of nbClients.values()) await client.then((c) => c.close()).catch(() => {})
+      for (const connection of nbClients.values()) {
+        await connection.then((c) => c.client.close()).catch(() => {})
+      }
       redis.disconnect()
       connection.disconnect()
     },

@@ -35,11 +35,12 @@ async function observe(p: Pipeline) {
 
 async function attachScenario(p: Pipeline) {
   await p.client.applyGroup('group-a', groupSpec())
+  // Explicit addresses: the two attaches race, and the end state must not depend on it.
   await p.client.applyHost(
     'host-1',
-    hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
+    hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess', hostIP: '10.10.10.2' }),
   )
-  await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
+  await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2, { hostIP: '10.10.10.3' }))
   for (const host of ['host-1', 'host-2']) {
     await until(
       () => p.workers.store.getHost(host),
