@@ -25,13 +25,18 @@ export const IpAddress = v.pipe(
   v.maxLength(64, 'is too long for an IP address'),
   v.check((s) => isIP(s) !== 0, 'must be an IP address'),
 )
+const isCidr = (s: string) => /^[0-9a-fA-F:.]+\/\d{1,3}$/.test(s) && IPCIDR.isValidCIDR(s)
+
 export const Cidr = v.pipe(
   v.string(),
   v.maxLength(64, 'is too long for a CIDR'),
-  v.check((s) => /^[0-9a-fA-F:.]+\/\d{1,3}$/.test(s) && IPCIDR.isValidCIDR(s), 'must be a CIDR'),
+  v.check(isCidr, 'must be a CIDR'),
   v.check((s) => {
     const [addr] = s.split('/')
-    return isIP(addr ?? '') !== 4 || new IPCIDR(s).start() === addr
+    // valibot runs every check even after one failed: a malformed CIDR reaches here too,
+    // and the check above already reports it.
+    if (isIP(addr ?? '') !== 4 || !isCidr(s)) return true
+    return new IPCIDR(s).start() === addr
   }, 'must be a network address: no host bits set after the prefix'),
 )
 export const Mac = v.pipe(
