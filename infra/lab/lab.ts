@@ -270,8 +270,7 @@ export async function startLab(opts: {
         }),
       )
     }
-    const vtysh = (command: string) =>
-      run('vtysh', ['--vty_socket', frrDir, '-N', pathspace, '-c', command])
+    const vtysh = (command: string) => run('vtysh', ['--vty_socket', frrDir, '-c', command])
     const router: FabricRouter = {
       netns: routerNs,
       ip: routerIp,

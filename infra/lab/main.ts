@@ -11,7 +11,7 @@
  */
 import { spawn } from 'node:child_process'
 import { openSync } from 'node:fs'
-import { mkdir, readFile, rm } from 'node:fs/promises'
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { labPrefix } from './dpu.ts'
@@ -51,6 +51,8 @@ async function up(): Promise<number> {
     return 1
   }
   if (existing) await down()
+  // A fresh start: the DPUs' databases and Hydrazine's state are not reused.
+  await rm(dataDir, { recursive: true, force: true })
   await mkdir(dataDir, { recursive: true })
   await rm(readyPath, { force: true })
   const out = openSync(`${dataDir}/lab.log`, 'a')
@@ -83,14 +85,17 @@ async function serve(): Promise<void> {
   await lab.addHost({ dpu: 1, name: 'h1', mac: '0a:00:00:00:0a:01', ipCidr: '10.10.10.11/24' })
   await lab.addHost({ dpu: 2, name: 'h2', mac: '0a:00:00:00:0a:02', ipCidr: '10.10.10.12/24' })
   await lab.addHost({ dpu: 3, name: 'h3', mac: '0a:00:00:00:0b:01', ipCidr: '10.10.10.11/24' })
+  // The daemons' pipes are unref'd: keep this process (and so the lab) alive until told.
+  const keepAlive = setInterval(() => {}, 60_000)
   const stopAndExit = async () => {
+    clearInterval(keepAlive)
     await lab.stop()
     await rm(readyPath, { force: true })
     process.exit(0)
   }
   process.once('SIGTERM', () => void stopAndExit())
   process.once('SIGINT', () => void stopAndExit())
-  await (await import('node:fs/promises')).writeFile(readyPath, `${new Date().toISOString()}\n`)
+  await writeFile(readyPath, `${new Date().toISOString()}\n`)
   process.stdout.write('lab is up\n')
 }
 
@@ -113,7 +118,7 @@ async function status(): Promise<number> {
     ...(s.router
       ? [
           `  fabric router:   ${s.router.ip}  ip netns exec ${s.router.netns} bash`,
-          `                   vtysh: see ${s.dataDir}/fabric-frr (vtysh --vty_socket DIR -N ${s.prefix}fab)`,
+          `                   vtysh --vty_socket ${s.dataDir}/fabric-frr -c 'show ip bgp'`,
         ]
       : []),
     '  DPUs:',
