@@ -71,18 +71,22 @@ export async function groupMembers(
   group: string,
   options: { exclude?: string } = {},
 ): Promise<MemberState[]> {
-  const hosts = await deps.store.listHosts({ resourceGroup: group })
-  const publicIps = await deps.ipam.listPublicIps()
+  const [hosts, publicIps, allocations] = await Promise.all([
+    deps.store.listHosts({ resourceGroup: group }),
+    deps.ipam.listPublicIps(),
+    deps.ipam.allocations(group),
+  ])
   const publicByOwner = new Map(
     publicIps.filter((p) => p.allocatedTo).map((p) => [p.allocatedTo ?? '', p.ip]),
   )
+  const ipByOwner = new Map(allocations.map((a) => [a.owner, a.ip]))
   const members: MemberState[] = []
   for (const host of hosts) {
     if (host.name === options.exclude || host.deletion) continue
-    const allocation = await deps.ipam.lookup(group, host.name)
-    if (!allocation) continue
+    const ip = ipByOwner.get(host.name)
+    if (!ip) continue
     const publicIp = publicByOwner.get(host.name)
-    members.push({ host, ip: allocation.ip, ...(publicIp ? { publicIp } : {}) })
+    members.push({ host, ip, ...(publicIp ? { publicIp } : {}) })
   }
   return members
 }
@@ -129,9 +133,60 @@ export function topologyOf(
   }
 }
 
-/** Applies the group's whole current topology to its OVN NB. */
-export async function applyGroup(
-  deps: Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric'>,
+type ApplyDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric'>
+type Applied = Awaited<ReturnType<typeof applyOnce>>
+
+/** Per group: the apply in flight, and the one queued behind it that later callers share. */
+interface GroupApplies {
+  running?: Promise<Applied> | undefined
+  next?: Promise<Applied> | undefined
+}
+const inFlight = new WeakMap<ApplyDeps['nb'], Map<string, GroupApplies>>()
+
+/**
+ * Applies the group's whole current topology to its OVN NB.
+ *
+ * Applies of one group in this process are coalesced: while one runs, every caller that
+ * arrives shares the single apply that starts when it ends. That apply reads the group's
+ * state after all of them made their changes (allocations, deletion marks), so each
+ * caller's change is in it — 50 concurrent attaches cost a few applies, not 50 that
+ * race for the same rows. Across processes, lib/ovn's generation guard keeps concurrent
+ * applies from losing each other's work.
+ */
+export function applyGroup(
+  deps: ApplyDeps,
+  group: ResourceGroup,
+  options: { exclude?: string } = {},
+): Promise<Applied> {
+  if (options.exclude) return applyOnce(deps, group, options)
+  let groups = inFlight.get(deps.nb)
+  if (!groups) {
+    groups = new Map()
+    inFlight.set(deps.nb, groups)
+  }
+  const state = groups.get(group.name) ?? {}
+  groups.set(group.name, state)
+  if (!state.running) {
+    state.running = applyOnce(deps, group).finally(() => {
+      state.running = undefined
+    })
+    return state.running
+  }
+  if (!state.next) {
+    const after = state.running.catch(() => undefined)
+    state.next = after.then(() => {
+      state.next = undefined
+      state.running = applyOnce(deps, group).finally(() => {
+        state.running = undefined
+      })
+      return state.running
+    })
+  }
+  return state.next
+}
+
+async function applyOnce(
+  deps: ApplyDeps,
   group: ResourceGroup,
   options: { exclude?: string } = {},
 ) {

@@ -14,7 +14,9 @@ t.test('100 hosts attached to one group at once by 2 worker processes are all Re
   const dpus = Array.from({ length: 10 }, (_, i) => `dpu-${i}`)
   for (const dpu of dpus) await p.agent(dpu)
   const workers = [startWorkerProcess(p), startWorkerProcess(p)]
-  t.teardown(() => workers.forEach((w) => stopProcess(w.child)))
+  t.teardown(() => {
+    for (const w of workers) stopProcess(w.child)
+  })
   await Promise.all(workers.map((w) => w.ready))
 
   await p.client.applyGroup('group-a', groupSpec('tenant-a', '10.20.0.0/16', '10.20.0.1'))

@@ -193,10 +193,9 @@ export function diffTopology(
     const parentId = `${d.parent.table}/${d.parent.key}`
     const byColumn = children.get(parentId) ?? new Map<string, string[]>()
     children.set(parentId, byColumn)
-    byColumn.set(d.parent.column, [
-      ...(byColumn.get(d.parent.column) ?? []),
-      refOf.get(`${d.table}/${d.key}`) ?? '',
-    ])
+    const refs = byColumn.get(d.parent.column) ?? []
+    refs.push(refOf.get(`${d.table}/${d.key}`) ?? '')
+    byColumn.set(d.parent.column, refs)
   }
   const staleUuids = new Set(stale.map((s) => s.row._uuid))
 
@@ -267,9 +266,36 @@ function changedColumns(d: DesiredRow, have: ActualRow): Record<string, unknown>
       const { [GENERATION_KEY]: _generation, ...rest } = (current ?? {}) as Record<string, string>
       current = rest
     }
-    if (canonical(value) !== canonical(current)) out[column] = value
+    if (!sameValue(value, current)) out[column] = value
   }
   return out
+}
+
+/**
+ * Whether two column values are equal as OVSDB sees them (sets are unordered, absent is
+ * null). Compares structurally first; falls back to a canonical JSON form for sets of
+ * compound values. Hot: called for every column of every owned row on every apply.
+ */
+function sameValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true
+  if (a === null || a === undefined || b === null || b === undefined) {
+    return (a ?? null) === (b ?? null)
+  }
+  if (Array.isArray(a) && Array.isArray(b)) {
+    if (a.length !== b.length) return false
+    if (a.some((x) => typeof x === 'object') || b.some((x) => typeof x === 'object')) {
+      return canonical(a) === canonical(b)
+    }
+    const sa = [...a].sort()
+    const sb = [...b].sort()
+    return sa.every((x, i) => x === sb[i])
+  }
+  if (typeof a === 'object' && typeof b === 'object' && !Array.isArray(a) && !Array.isArray(b)) {
+    const ea = Object.entries(a)
+    if (ea.length !== Object.keys(b).length) return false
+    return ea.every(([k, v]) => sameValue(v, (b as Record<string, unknown>)[k]))
+  }
+  return false
 }
 
 function canonical(value: unknown): string {

@@ -1,0 +1,162 @@
+/**
+ * `npm run bench -- attach`: 20 groups × 50 hosts (1,000 attaches) through the producer
+ * client, with real Redis, a real OVN central, the real workers and in-process agents
+ * answering their queues. Measures attaches/s over the whole run and request → `Ready`
+ * latency per host (from `applyHost` to the host.attach job's completion, which is when
+ * its status became Ready). Requests arrive at a steady OFFERED_RATE (as Carbide's would),
+ * so latency measures the pipeline, not a backlog of 1,000 requests sent at once.
+ *
+ * rate_per_s (target ≥ 100), ready_p50_ms / ready_p95_ms (target < 1,000) / ready_p99_ms.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { QueueEvents, Worker } from 'bullmq'
+import { Redis } from 'ioredis'
+import { startLocalStack } from '../../infra/local/stack.ts'
+import { CONTROLLER_QUEUE } from '../../queues/jobs.ts'
+import { sharedCentralProvider } from '../../queues/ovn-provider.ts'
+import { HydrazineClient } from '../../queues/producer.ts'
+import { startWorkers } from '../../queues/worker.ts'
+import { quantile, report } from './report.ts'
+
+const GROUPS = 20
+const HOSTS = 50
+const DPUS = 20
+/** Requests per second offered; at least the target rate, so falling short shows. */
+const OFFERED_RATE = 150
+
+export default async function attachBench(): Promise<void> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-attach-'))
+  const stack = await startLocalStack({ dataDir, frr: false })
+  const cleanups: (() => Promise<unknown>)[] = [
+    () => stack.stop(),
+    () => rm(dataDir, { recursive: true, force: true }),
+  ]
+  try {
+    if (!stack.redis || !stack.ovn) throw new Error('stack without redis or ovn')
+    const redisUrl = stack.redis.url
+    const workers = await startWorkers({
+      redisUrl,
+      ovn: sharedCentralProvider({ nb: stack.ovn.nb.unix, sb: stack.ovn.sb.tcp }),
+      fabric: { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' },
+      reconcileEveryMs: 0,
+      concurrency: 64,
+    })
+    cleanups.unshift(() => workers.close())
+    const agentConnection = new Redis(redisUrl, { maxRetriesPerRequest: null })
+    for (let d = 0; d < DPUS; d++) {
+      const dpuId = `dpu-${d}`
+      const agent = new Worker(
+        `agent-${dpuId}`,
+        async (job) => {
+          const data = job.data as { specVersion: number; protocolVersion: string }
+          const observed = {
+            chassis: dpuId,
+            bridges: ['br-int'],
+            ovnRemote: null,
+            ovnController: { running: true, connected: true },
+            boundPorts: [],
+            relays: [],
+          }
+          return {
+            dpuId,
+            specVersion: data.specVersion,
+            protocolVersion: data.protocolVersion,
+            hostPort: `hp${job.id?.length ?? 0}`,
+            ovnInstalled: true,
+            chassis: dpuId,
+            observed,
+          }
+        },
+        { connection: agentConnection, concurrency: 50 },
+      )
+      cleanups.unshift(() => agent.close())
+    }
+    cleanups.push(async () => agentConnection.disconnect())
+
+    const client = new HydrazineClient(workers.store, workers.queue, workers.ipam)
+    const events = new QueueEvents(CONTROLLER_QUEUE, { connection: { url: redisUrl } })
+    await events.waitUntilReady()
+    cleanups.unshift(() => events.close())
+
+    for (let g = 0; g < GROUPS; g++) {
+      await client.applyGroup(`group-${g}`, {
+        tenantId: 't',
+        network: { cidr: '10.10.0.0/16', gateway: '10.10.0.1' },
+      })
+    }
+    await waitFor(async () =>
+      (await workers.store.listGroups()).every((g) => g.status.phase === 'Ready'),
+    )
+
+    const requested = new Map<string, number>()
+    const latencies: number[] = []
+    let last = 0
+    const done = new Promise<void>((resolve) => {
+      events.on('completed', ({ jobId }) => {
+        const started = requested.get(jobId)
+        if (started === undefined) return
+        const now = performance.now()
+        latencies.push(now - started)
+        last = now
+        requested.delete(jobId)
+        if (latencies.length === GROUPS * HOSTS) resolve()
+      })
+    })
+    const first = performance.now()
+    const requests: Promise<unknown>[] = []
+    let sent = 0
+    for (let h = 0; h < HOSTS; h++) {
+      for (let g = 0; g < GROUPS; g++) {
+        const due = first + (sent++ * 1000) / OFFERED_RATE
+        const wait = due - performance.now()
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+        const name = `g${g}-h${h}`
+        const dpu = `dpu-${(g * HOSTS + h) % DPUS}`
+        requested.set(`host.attach-${name}-v1`, performance.now())
+        requests.push(
+          client.applyHost(name, {
+            resourceGroup: `group-${g}`,
+            hostMAC: `52:54:00:${g.toString(16).padStart(2, '0')}:00:${h.toString(16).padStart(2, '0')}`,
+            dpu: { id: dpu, ips: [`172.18.0.${(g * HOSTS + h) % DPUS}`] },
+          }),
+        )
+      }
+    }
+    await Promise.all(requests)
+    await done
+    const seconds = (last - first) / 1000
+    report({
+      suite: 'attach',
+      metric: 'rate_per_s',
+      value: (GROUPS * HOSTS) / seconds,
+      unit: '1/s',
+      note: 'target >= 100',
+    })
+    report({ suite: 'attach', metric: 'ready_p50_ms', value: quantile(latencies, 0.5), unit: 'ms' })
+    report({
+      suite: 'attach',
+      metric: 'ready_p95_ms',
+      value: quantile(latencies, 0.95),
+      unit: 'ms',
+      note: 'target < 1000',
+    })
+    report({
+      suite: 'attach',
+      metric: 'ready_p99_ms',
+      value: quantile(latencies, 0.99),
+      unit: 'ms',
+    })
+  } finally {
+    for (const cleanup of cleanups) await cleanup().catch(() => {})
+  }
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out')
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
