@@ -118,6 +118,17 @@ export function createHostAttach(deps: HandlerDeps) {
         jobId: agentJobId('configure', payload),
         parent,
       })
+      const heldPublicIp = (await deps.ipam.listPublicIps()).find((p) => p.allocatedTo === name)
+      if (heldPublicIp && spec.hostAccess !== 'PublicAccess') {
+        // Access was lowered: the DNAT is already gone from the topology; FRR withdraws
+        // the /32 and the address goes back to the pool.
+        await deps.children.add(
+          CONTROLLER_QUEUE,
+          'publicip.release',
+          { host: name, specVersion: host.specVersion, ...(natIp ? { natIp } : {}) },
+          { jobId: jobId('publicip.release', name, host.specVersion), parent },
+        )
+      }
       if (spec.hostAccess === 'PublicAccess' && natIp) {
         await deps.children.add(
           CONTROLLER_QUEUE,
@@ -154,9 +165,14 @@ export function createHostAttach(deps: HandlerDeps) {
     }
     const ack = values.map((value) => v.safeParse(ConfigureAck, value)).find((r) => r.success)
     if (!ack?.success) throw new Error(`no configure ack from DPU ${dpuId} among the children`)
-    const publicIp = values
-      .map((value) => (value as { publicIp?: unknown } | undefined)?.publicIp)
-      .find((ip): ip is string => typeof ip === 'string')
+    // The public IP FRR acked as announced (a release child's result is not one).
+    const publicIp =
+      spec.hostAccess === 'PublicAccess'
+        ? values
+            .map((value) => value as { publicIp?: unknown; announced?: unknown } | undefined)
+            .find((value) => value?.announced === true && typeof value.publicIp === 'string')
+            ?.publicIp
+        : undefined
 
     deps.checkpoint('attach:acked')
     const current = await deps.store.getHost(name)
@@ -170,7 +186,8 @@ export function createHostAttach(deps: HandlerDeps) {
         ovnInstalled: ack.output.ovnInstalled,
         specVersion: ack.output.specVersion,
       },
-      ...(publicIp ? { publicIp } : {}),
+      ...(typeof publicIp === 'string' ? { publicIp } : {}),
+      ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
       condition: {
         type: 'AgentConfigured',
         status: ack.output.ovnInstalled ? 'True' : 'False',
@@ -196,6 +213,8 @@ interface StatusChange {
   readonly logicalPortReference?: ManagedResourceStatus['logicalPortReference']
   readonly agent?: ManagedResourceStatus['agent']
   readonly publicIp?: string
+  /** The host no longer has a public IP (its access was lowered). */
+  readonly clearPublicIp?: boolean
 }
 
 /** Writes a host's status for `specVersion`, never over a newer version's status. */
@@ -208,8 +227,12 @@ export async function setHostStatus(
   await deps.store.updateHostStatus(name, (current) => {
     const previous = current.status
     if (previous.observedVersion > specVersion) return undefined
+    const { publicIP: previousPublicIp, ...kept } = previous.hostAccessIPs ?? {}
     const hostAccessIPs = {
-      ...previous.hostAccessIPs,
+      // New host and fabric IPs replace the old ones as a whole (a lowered access drops
+      // the fabric IP); the public IP stays until it is released.
+      ...(change.hostAccessIPs ? {} : kept),
+      ...(previousPublicIp && !change.clearPublicIp ? { publicIP: previousPublicIp } : {}),
       ...change.hostAccessIPs,
       ...(change.publicIp ? { publicIP: change.publicIp } : {}),
     }

@@ -1,6 +1,6 @@
 import { type Job, WaitingChildrenError } from 'bullmq'
 import { FRR_QUEUE, FrrJobName, frrJobId } from '../queues/frr.ts'
-import { PublicIpJob } from '../queues/jobs.ts'
+import { PublicIpReleaseJob } from '../queues/jobs.ts'
 import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
 import type { PublicIpResult } from './publicip-allocate.ts'
 
@@ -11,10 +11,15 @@ import type { PublicIpResult } from './publicip-allocate.ts'
  */
 export function createPublicIpRelease(deps: Pick<HandlerDeps, 'ipam' | 'children'>) {
   return async function publicIpRelease(job: Job, token?: string): Promise<PublicIpResult> {
-    const { host: name, specVersion, natIp } = parsePayload(PublicIpJob, job)
+    const { host: name, specVersion, natIp } = parsePayload(PublicIpReleaseJob, job)
     const held = (await deps.ipam.listPublicIps()).find((p) => p.allocatedTo === name)
     if (stepOf(job) === 'converge' && held) {
-      const data = { publicIp: held.ip, nextHop: natIp, owner: name, specVersion }
+      const data = {
+        publicIp: held.ip,
+        ...(natIp ? { nextHop: natIp } : {}),
+        owner: name,
+        specVersion,
+      }
       await deps.children.add(FRR_QUEUE, FrrJobName.withdraw, data, {
         jobId: frrJobId(FrrJobName.withdraw, data),
         parent: parentOf(job),

@@ -74,6 +74,8 @@ try {
       '',
       `Hydrazine is up: ${service.url}`,
       `  health:          ${service.url}/healthz, ${service.url}/readyz`,
+      `  API:             ${service.url}/v1 (OpenAPI: ${service.url}/v1/openapi.json)`,
+      ...(service.grpc ? [`  gRPC:            ${service.grpc} (hydrazine.v1.Hydrazine)`] : []),
       `  data:            ${config.dataDir}`,
       service.operatorTokenFile
         ? `  operator token:  ${service.operatorTokenFile}`

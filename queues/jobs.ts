@@ -23,6 +23,12 @@ export const HostDetachJob = v.strictObject({
   force: v.optional(v.boolean(), false),
 })
 export const PublicIpJob = v.strictObject({ host: Rfc1123Label, specVersion, natIp: Ipv4 })
+/** `natIp` is absent when the host no longer has one (its access was lowered to None). */
+export const PublicIpReleaseJob = v.strictObject({
+  host: Rfc1123Label,
+  specVersion,
+  natIp: v.optional(Ipv4),
+})
 export const ReconcileJob = v.strictObject({})
 
 export const JobSchemas = {
@@ -31,7 +37,7 @@ export const JobSchemas = {
   'host.attach': HostJob,
   'host.detach': HostDetachJob,
   'publicip.allocate': PublicIpJob,
-  'publicip.release': PublicIpJob,
+  'publicip.release': PublicIpReleaseJob,
   reconcile: ReconcileJob,
 } as const
 

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { serve } from '@hono/node-server'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import { createGrpcServer } from '../api/grpc/server.ts'
 import { createApp } from '../api/http/app.ts'
 import { loadTokens } from '../api/http/tokens.ts'
 import { createFrrSync } from '../functions/frr-sync.ts'
@@ -31,6 +32,8 @@ export interface Endpoints {
 
 export interface RunningService {
   readonly url: string
+  /** `host:port` of the gRPC API, when it is on. */
+  readonly grpc?: string
   readonly operatorTokenFile?: string
   /** Stops accepting work, drains, and closes every client. */
   close(): Promise<void>
@@ -86,14 +89,29 @@ export async function startService(
     logError: (error) => logger.error({ err: error }, 'HTTP 500'),
   })
   const server = await listen(app.fetch, config.http.host, config.http.port)
+  const grpcIngress =
+    config.grpcPort > 0
+      ? createGrpcServer({
+          client,
+          store: workers.store,
+          ipam: workers.ipam,
+          tokens,
+          subscribe: () => redis.duplicate(),
+          logError: (error) => logger.error({ err: error }, 'gRPC INTERNAL'),
+        })
+      : undefined
+  const grpcAddress = `${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${config.grpcPort}`
+  if (grpcIngress) await grpcIngress.bind(grpcAddress)
   const url = `http://${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${config.http.port}`
   logger.info({ url }, 'HTTP API listening')
 
   return {
     url,
     ...(operatorTokenFile ? { operatorTokenFile } : {}),
+    ...(grpcIngress ? { grpc: grpcAddress } : {}),
     async close() {
       await new Promise<void>((r) => server.close(() => r()))
+      await grpcIngress?.close()
       await frrConsumer?.close()
       await workers.close()
       redis.disconnect()

@@ -19,6 +19,8 @@ export interface Config {
   readonly bgp: BgpConfig
   /** `HYDRAZINE_HTTP_HOST` (default 127.0.0.1) and `HYDRAZINE_HTTP_PORT` (default 8080). */
   readonly http: { readonly host: string; readonly port: number }
+  /** `HYDRAZINE_GRPC_PORT` (default 8081) on the HTTP host; 0 turns the gRPC API off. */
+  readonly grpcPort: number
   /** `HYDRAZINE_DATA_DIR` (default ./.hydrazine), absolute. */
   readonly dataDir: string
   /**
@@ -127,6 +129,15 @@ const EnvSchema = v.object({
   HYDRAZINE_BGP_PEERS: v.optional(peers, ''),
   HYDRAZINE_HTTP_HOST: v.optional(ipAddress, '127.0.0.1'),
   HYDRAZINE_HTTP_PORT: v.optional(port, '8080'),
+  HYDRAZINE_GRPC_PORT: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d+$/, 'must be a port number (0 = off)'),
+      v.transform(Number),
+      v.maxValue(65535, 'must be 0..65535'),
+    ),
+    '8081',
+  ),
   HYDRAZINE_DATA_DIR: v.optional(v.pipe(v.string(), v.minLength(1)), './.hydrazine'),
   HYDRAZINE_EMBEDDED_LISTEN: v.optional(ipAddress, '127.0.0.1'),
   HYDRAZINE_TOKENS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
@@ -208,6 +219,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       peers: c.HYDRAZINE_BGP_PEERS,
     },
     http: { host: c.HYDRAZINE_HTTP_HOST, port: c.HYDRAZINE_HTTP_PORT },
+    grpcPort: c.HYDRAZINE_GRPC_PORT,
     dataDir: resolve(c.HYDRAZINE_DATA_DIR),
     embeddedListen: c.HYDRAZINE_EMBEDDED_LISTEN,
     ...(c.HYDRAZINE_TOKENS_FILE ? { tokensFile: resolve(c.HYDRAZINE_TOKENS_FILE) } : {}),

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process'
 import { readFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
-import { freePort } from '../../lib/process/ports.ts'
+import { canConnect, freePort } from '../../lib/process/ports.ts'
 import { eventually, processesMentioning } from '../helpers/processes.ts'
 import { tempDir } from '../helpers/stack.ts'
 
@@ -27,12 +27,19 @@ function startMain(env: Record<string, string>) {
 t.test('npm start: embedded stack, /readyz 200, Ctrl-C leaves no daemon', async (t) => {
   const dataDir = await tempDir(t)
   const port = await freePort()
-  const main = startMain({ HYDRAZINE_DATA_DIR: dataDir, HYDRAZINE_HTTP_PORT: String(port) })
+  const grpcPort = await freePort()
+  const main = startMain({
+    HYDRAZINE_DATA_DIR: dataDir,
+    HYDRAZINE_HTTP_PORT: String(port),
+    HYDRAZINE_GRPC_PORT: String(grpcPort),
+  })
   t.teardown(() => {
     main.child.kill('SIGKILL')
   })
   t.ok(await eventually(async () => main.output().includes('Hydrazine is up'), 60_000), 'it starts')
   t.match(main.output(), `http://127.0.0.1:${port}`, 'prints its URL')
+  t.match(main.output(), `127.0.0.1:${grpcPort} (hydrazine.v1.Hydrazine)`, 'and its gRPC address')
+  t.ok(await canConnect({ port: grpcPort }), 'the gRPC API listens')
   t.match(main.output(), `${dataDir}/operator-token`, 'prints where the operator token lives')
   const token = await readFile(`${dataDir}/operator-token`, 'utf8')
   t.match(token, /^[0-9a-f]{64}\n$/, 'an operator token was generated')

@@ -87,6 +87,27 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
     'NB DNATs the public IP to the host',
   )
 
+  // Lowering the access releases the public IP: FRR withdraws it, the pool gets it back.
+  await p.client.applyHost('host-p', hostSpec('group-p', 'dpu-1', 3, { hostAccess: 'None' }))
+  const lowered = await until(
+    () => p.workers.store.getHost('host-p'),
+    (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 2,
+  )
+  t.same(lowered?.status.hostAccessIPs, { hostIP: '10.10.10.2' }, 'no fabric or public IP any more')
+  t.equal((await frr.table()).get('203.0.113.7/32'), undefined, 'the prefix was withdrawn')
+  t.same(await p.client.publicIp('203.0.113.7'), { ip: '203.0.113.7', allocated: false })
+  t.notMatch(await p.nbctl('lr-nat-list', 'hz-group-p-dpu-1-gw'), /203\.0\.113\.7/, 'no DNAT left')
+
+  await p.client.applyHost(
+    'host-p',
+    hostSpec('group-p', 'dpu-1', 3, { hostAccess: 'PublicAccess' }),
+  )
+  await until(
+    () => p.workers.store.getHost('host-p'),
+    (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 3,
+  )
+  t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.113', 'announced again')
+
   await p.client.deleteHost('host-p')
   await until(
     () => p.workers.store.getHost('host-p'),
