@@ -18,7 +18,7 @@ import {
 import { HydrazineError } from '../lib/errors.ts'
 import { Database, OvsdbClient, type SbTables, sbSchema } from '../lib/ovn/index.ts'
 import type { AgentConfig } from './config.ts'
-import { DhcpRelays, OvnController } from './daemons.ts'
+import { DhcpRelays, OvnController, type RelaySpec, relayUplinkPortName } from './daemons.ts'
 import { Key, LocalOvs, type OwnedPort } from './ovs.ts'
 
 const SB = new Database<SbTables>(sbSchema)
@@ -82,6 +82,38 @@ export class SouthboundConflict extends HydrazineError {
   }
 }
 
+/** Every relay uplink address of this DPU is in use (or none was configured). */
+export class NoRelayUplink extends HydrazineError {
+  constructor(
+    readonly dpuId: string,
+    readonly group: string,
+    readonly configured: number,
+  ) {
+    super(
+      'AGENT_NO_RELAY_UPLINK',
+      `DPU ${dpuId}: no free relay uplink address for group ${group} ` +
+        `(${configured} configured with --relay-uplink-ips)`,
+    )
+  }
+}
+
+/** The relay an agent-owned relay port describes (after a restart), if it is one. */
+function relaySpecOf(p: OwnedPort): RelaySpec | undefined {
+  const server = p.externalIds[Key.dhcpServer]
+  const mac = p.externalIds[Key.relayMac]
+  const uplinkAddress = p.externalIds[Key.relayUplink]
+  if (p.role !== 'dhcp-relay' || !server || !mac || !uplinkAddress) return undefined
+  const address = p.externalIds[Key.relayAddress]
+  return {
+    group: p.group,
+    port: p.name,
+    dhcpServer: server,
+    mac,
+    uplinkAddress,
+    ...(address ? { address } : {}),
+  }
+}
+
 /** The job is for another DPU: it was put on the wrong queue. */
 export class WrongDpu extends HydrazineError {
   constructor(
@@ -118,7 +150,7 @@ export class Agent {
       config,
       ovs,
       new OvnController(place, config.ovsDb),
-      new DhcpRelays(place, config.uplinkBridge),
+      new DhcpRelays(place),
       log,
     )
     try {
@@ -134,10 +166,8 @@ export class Agent {
     const snap = await this.ovs.snapshot()
     if (snap.ovnRemote && snap.systemId === this.config.systemId) await this.ovnController.ensure()
     for (const p of snap.owned) {
-      const server = p.externalIds[Key.dhcpServer]
-      if (p.role === 'dhcp-relay' && server) {
-        await this.relays.ensure({ group: p.group, port: p.name, dhcpServer: server })
-      }
+      const spec = relaySpecOf(p)
+      if (spec) await this.relays.ensure(spec)
     }
   }
 
@@ -188,20 +218,40 @@ export class Agent {
     let relayPort: string | undefined
     if (group.relay && group.dhcpServer) {
       relayPort = relayPortName(group.name)
+      const spec: RelaySpec = {
+        group: group.name,
+        port: relayPort,
+        dhcpServer: group.dhcpServer,
+        mac: group.relay.mac,
+        ...(group.relay.ip
+          ? { address: `${group.relay.ip}/${group.relay.prefixLength ?? 32}` }
+          : {}),
+        uplinkAddress: this.relayUplinkFor(group.name, before.owned),
+      }
+      // The veths first: OVS adds their DPU-side ends as system interfaces.
+      await this.relays.plumb(spec)
       await this.ovs.ensurePort({
         bridge: c.integrationBridge,
         name: relayPort,
-        type: 'internal',
-        mac: group.relay.mac,
+        type: '',
         externalIds: {
           [Key.role]: 'dhcp-relay',
           [Key.group]: group.name,
           [Key.ifaceId]: group.relay.logicalPort,
           [Key.dhcpServer]: group.dhcpServer,
           [Key.sbRemote]: group.sbRemote,
+          [Key.relayMac]: spec.mac,
+          [Key.relayAddress]: spec.address ?? '',
+          [Key.relayUplink]: spec.uplinkAddress,
         },
       })
-      await this.relays.ensure({ group: group.name, port: relayPort, dhcpServer: group.dhcpServer })
+      await this.ovs.ensurePort({
+        bridge: c.uplinkBridge,
+        name: relayUplinkPortName(relayPort),
+        type: '',
+        externalIds: { [Key.role]: 'dhcp-relay-uplink', [Key.group]: group.name },
+      })
+      await this.relays.ensure(spec)
     }
 
     await this.ovs.ensurePort({
@@ -256,7 +306,9 @@ export class Agent {
       const relayPort = relayPortName(job.group.name)
       const hadRelay = await this.relays.stop(job.group.name)
       const hadPort = await this.ovs.deletePort(relayPort)
-      if (hadRelay || hadPort) relayStopped = relayPort
+      await this.ovs.deletePort(relayUplinkPortName(relayPort))
+      const hadNamespace = await this.relays.unplumb(relayPort)
+      if (hadRelay || hadPort || hadNamespace) relayStopped = relayPort
     }
 
     const unbound = await this.waitFor(
@@ -304,6 +356,20 @@ export class Agent {
     } finally {
       await client?.close()
     }
+  }
+
+  /**
+   * The fabric address of the group's relay uplink: the one it has, else the first of
+   * `--relay-uplink-ips` no other group's relay holds.
+   */
+  private relayUplinkFor(group: string, owned: readonly OwnedPort[]): string {
+    const relays = owned.filter((p) => p.role === 'dhcp-relay')
+    const held = relays.find((p) => p.group === group)?.externalIds[Key.relayUplink]
+    if (held && this.config.relayUplinkIps.includes(held)) return held
+    const taken = new Set(relays.map((p) => p.externalIds[Key.relayUplink]))
+    const free = this.config.relayUplinkIps.find((a) => !taken.has(a))
+    if (!free) throw new NoRelayUplink(this.config.dpuId, group, this.config.relayUplinkIps.length)
+    return free
   }
 
   private async ownedPort(name: string): Promise<OwnedPort | undefined> {

@@ -34,6 +34,11 @@ export interface AgentConfig {
   readonly uplinkInterface?: string
   /** `ovn-bridge-mappings`, e.g. `physnet:br-phy`. */
   readonly bridgeMappings: string
+  /**
+   * Fabric addresses with prefix length (`100.64.0.150/24`) the DHCP relays of this DPU
+   * may use upstream, one per group relayed here; without them relays have no uplink.
+   */
+  readonly relayUplinkIps: readonly string[]
   /** Host port when a job does not name one (the host PF representor on BlueField). */
   readonly defaultHostPort: string
   readonly heartbeatMs: number
@@ -131,6 +136,12 @@ export const OPTIONS: readonly Option[] = [
     help: 'ovn-bridge-mappings (default physnet:<uplink bridge>)',
   },
   {
+    key: 'relayUplinkIps',
+    flag: 'relay-uplink-ips',
+    env: 'HZ_RELAY_UPLINK_IPS',
+    help: 'comma-separated fabric CIDRs for DHCP relay uplinks, one per relayed group',
+  },
+  {
     key: 'defaultHostPort',
     flag: 'host-port',
     env: 'HZ_HOST_PORT',
@@ -212,6 +223,18 @@ const fields = {
   uplinkBridge: InterfaceName,
   uplinkInterface: v.optional(InterfaceName),
   bridgeMappings: v.optional(v.pipe(v.string(), v.regex(/^[^:,]+:[^:,]+(,[^:,]+:[^:,]+)*$/))),
+  relayUplinkIps: v.optional(
+    list(
+      v.pipe(
+        v.string(),
+        v.check((s) => {
+          const [addr = '', len = '', ...rest] = s.split('/')
+          return isIP(addr) === 4 && /^\d+$/.test(len) && Number(len) <= 32 && rest.length === 0
+        }, 'must be IPv4 addresses with prefix length'),
+      ),
+      'must be IPv4 addresses with prefix length',
+    ),
+  ),
   defaultHostPort: InterfaceName,
   heartbeatMs: ms,
   installTimeoutMs: ms,
@@ -266,6 +289,7 @@ export function parseAgentConfig(
     systemId: c.systemId ?? c.dpuId,
     runDir: resolve(c.runDir),
     bridgeMappings: c.bridgeMappings ?? `physnet:${c.uplinkBridge}`,
+    relayUplinkIps: c.relayUplinkIps ?? [],
   } as AgentConfig
 }
 

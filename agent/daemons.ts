@@ -136,9 +136,15 @@ export class OvnController {
 
 export interface RelaySpec {
   readonly group: string
-  /** Internal port the relay listens on; its name is the circuit id (`-a`). */
+  /** The relay's downstream interface; its name is the circuit id (`-a`). */
   readonly port: string
   readonly dhcpServer: string
+  /** MAC of the relay's logical switch port, set on the downstream interface. */
+  readonly mac: string
+  /** The relay's address in the group's subnet, `ip/len` (absent: dhcrelay drops requests). */
+  readonly address?: string
+  /** The relay's fabric address, `ip/len`: its giaddr, where the server answers. */
+  readonly uplinkAddress: string
 }
 
 interface RunningRelay {
@@ -146,23 +152,48 @@ interface RunningRelay {
   readonly daemon: Daemon
 }
 
+/** Name of the relay's uplink veth inside its namespace. */
+export const RELAY_UPLINK = 'uplink'
+
+/** The DPU-side end of a relay's uplink veth (a port of the uplink bridge). */
+export function relayUplinkPortName(port: string): string {
+  return `${port}u`
+}
+
 /**
- * One isc `dhcrelay` per group: `-a` adds the relay agent information option whose
- * circuit id is the receiving interface's name (the group's relay port), `-U` the
- * uplink (RFC 3527 link selection), so that giaddr is the uplink address rather than
- * a tenant address that may overlap across groups.
+ * One isc `dhcrelay` per group, each alone in its own network namespace on the DPU.
+ *
+ * dhcrelay listens on every interface of its namespace whatever `-i`/`-id` says, and
+ * drops requests from an interface without an IPv4 address. So a relay's namespace
+ * holds exactly two interfaces:
+ *
+ * - `port` (`hzr` + 8 hex, the circuit id): one end of a veth whose other end, of the
+ *   same name, is a port of br-int bound (`iface-id`) to the group's relay LSP. It has
+ *   the LSP's MAC and the relay's own address in the group's subnet, which the
+ *   controller reserved in IPAM for this DPU;
+ * - `uplink`: one end of a veth whose other end (`<port>u`) is a port of the uplink
+ *   bridge, i.e. on the fabric, with a fabric address of this DPU (`--relay-uplink-ips`).
+ *
+ * dhcrelay runs with `-a` (option 82, circuit id = `port`) and `-U uplink` (RFC 3527):
+ * giaddr is the uplink address, so the server answers a routable fabric address, and
+ * the link selection sub-option carries the tenant address that picks the subnet.
+ * Overlapping group subnets on one DPU never meet: each is in its own namespace, the
+ * server tells them apart by circuit id, and each uplink address belongs to one relay.
+ * Veths rather than OVS internal ports: with the userspace datapath an internal port
+ * is a tap that ovs-vswitchd manages by name in its own namespace.
  */
 export class DhcpRelays {
   private readonly relays = new Map<string, RunningRelay>()
 
-  constructor(
-    private readonly place: DaemonPlace,
-    /** The uplink interface (with the fabric address) towards DHCP servers. */
-    private readonly uplink: string,
-  ) {}
+  constructor(private readonly place: DaemonPlace) {}
 
   pidFile(port: string): string {
     return join(this.place.runDir, `dhcrelay-${port}.pid`)
+  }
+
+  /** The relay's network namespace: named for the DPU's, so lab DPUs do not meet. */
+  namespaceOf(port: string): string {
+    return `${this.place.netns ?? 'hz'}-${port}`
   }
 
   isRunning(group: string): boolean {
@@ -173,26 +204,51 @@ export class DhcpRelays {
     return [...this.relays.values()].map((r) => r.spec)
   }
 
-  /**
-   * Sets the relay's internal port administratively up (OVS creates it down), waiting
-   * for ovs-vswitchd to have created it. One `ip link` call per relay start.
-   */
-  private async linkUp(port: string): Promise<void> {
+  private ip(args: readonly string[]): Promise<unknown> {
     const { netns } = this.place
-    const argv = [...(netns ? ['-n', netns] : []), 'link', 'set', 'dev', port, 'up']
-    let last: unknown
-    for (let i = 0; i < 50; i++) {
-      try {
-        await exec('ip', argv, { timeout: 5000 })
-        return
-      } catch (err) {
-        last = err
-        await sleep(100)
-      }
-    }
-    throw new Error(
-      `cannot set ${port} up: ${String((last as { stderr?: string }).stderr ?? last)}`,
+    return exec('ip', [...(netns ? ['-n', netns] : []), ...args], { timeout: 10_000 }).catch(
+      (err: unknown) => {
+        const stderr = (err as { stderr?: string }).stderr ?? String(err)
+        throw new Error(`ip ${args.join(' ')}: ${stderr.trim()}`)
+      },
     )
+  }
+
+  private async linkExists(name: string): Promise<boolean> {
+    return this.ip(['link', 'show', 'dev', name]).then(
+      () => true,
+      () => false,
+    )
+  }
+
+  /**
+   * Makes the relay's namespace and both veths exist (before OVS is asked to add their
+   * DPU-side ends to bridges). Idempotent: what exists is kept.
+   */
+  async plumb(spec: Pick<RelaySpec, 'port' | 'mac'>): Promise<void> {
+    const ns = this.namespaceOf(spec.port)
+    const nsList = await exec('ip', ['netns', 'list'], { timeout: 10_000 })
+    if (!nsList.stdout.split('\n').some((l) => l.split(' ')[0] === ns)) {
+      await exec('ip', ['netns', 'add', ns], { timeout: 10_000 })
+    }
+    const inNs = (...args: string[]) => exec('ip', ['-n', ns, ...args], { timeout: 10_000 })
+    await inNs('link', 'set', 'lo', 'up')
+    for (const [outside, inside] of [
+      [spec.port, spec.port],
+      [relayUplinkPortName(spec.port), RELAY_UPLINK],
+    ] as const) {
+      if (!(await this.linkExists(outside))) {
+        // A half-made pair (the outside end lost): start again from nothing.
+        await inNs('link', 'del', inside).catch(() => undefined)
+        await this.ip(['link', 'add', outside, 'type', 'veth', 'peer', 'name', inside, 'netns', ns])
+      }
+      await this.ip(['link', 'set', 'dev', outside, 'up'])
+      await inNs('link', 'set', 'dev', inside, 'up')
+      // Checksum offload off on both ends: the userspace datapath does not complete them.
+      await txOff(outside, this.place.netns)
+      await txOff(inside, ns)
+    }
+    await inNs('link', 'set', 'dev', spec.port, 'address', spec.mac)
   }
 
   /** Runs the group's relay with exactly `spec`, restarting it if it differs or died. */
@@ -201,13 +257,22 @@ export class DhcpRelays {
     if (
       current?.daemon.running &&
       current.spec.port === spec.port &&
-      current.spec.dhcpServer === spec.dhcpServer
+      current.spec.dhcpServer === spec.dhcpServer &&
+      current.spec.address === spec.address &&
+      current.spec.uplinkAddress === spec.uplinkAddress
     ) {
       return
     }
     if (current) await this.stop(spec.group)
-    await this.linkUp(spec.port)
-    const { runDir, netns, log } = this.place
+    await this.plumb(spec)
+    const ns = this.namespaceOf(spec.port)
+    const setAddress = async (dev: string, address: string | undefined) => {
+      await exec('ip', ['-n', ns, 'addr', 'flush', 'dev', dev], { timeout: 10_000 })
+      if (address) await exec('ip', ['-n', ns, 'addr', 'add', address, 'dev', dev])
+    }
+    await setAddress(spec.port, spec.address)
+    await setAddress(RELAY_UPLINK, spec.uplinkAddress)
+    const { runDir, log } = this.place
     const pidFile = this.pidFile(spec.port)
     if (await stopLeftover(pidFile, 'dhcrelay')) log(`stopped a leftover relay on ${spec.port}`)
     const daemon = await startDaemon({
@@ -224,12 +289,12 @@ export class DhcpRelays {
         '-id',
         spec.port,
         '-iu',
-        this.uplink,
+        RELAY_UPLINK,
         '-U',
-        this.uplink,
+        RELAY_UPLINK,
         spec.dhcpServer,
       ],
-      ...(netns ? { netns } : {}),
+      netns: ns,
       logFile: join(runDir, `dhcrelay-${spec.port}.out`),
       // dhcrelay exits at once on a bad interface; give it a moment to show that.
       ready: async () => {
@@ -242,9 +307,13 @@ export class DhcpRelays {
       throw new Error(`dhcrelay for ${spec.group} exited: ${exit.logTail}`)
     }
     this.relays.set(spec.group, { spec, daemon })
-    log(`dhcrelay for group ${spec.group} on ${spec.port} → ${spec.dhcpServer}`)
+    log(
+      `dhcrelay for group ${spec.group} in ${ns}: ${spec.port} ${spec.address ?? '(no address)'}` +
+        ` → ${spec.dhcpServer} from ${spec.uplinkAddress}`,
+    )
   }
 
+  /** Stops the group's relay (if this agent runs it). */
   async stop(group: string): Promise<boolean> {
     const relay = this.relays.get(group)
     if (!relay) return false
@@ -253,7 +322,27 @@ export class DhcpRelays {
     return true
   }
 
+  /** Removes the relay's namespace, and with it both veths. True when there was one. */
+  async unplumb(port: string): Promise<boolean> {
+    await stopLeftover(this.pidFile(port), 'dhcrelay')
+    return exec('ip', ['netns', 'del', this.namespaceOf(port)], { timeout: 10_000 }).then(
+      () => true,
+      () => false,
+    )
+  }
+
   async stopAll(): Promise<void> {
     for (const group of [...this.relays.keys()]) await this.stop(group)
   }
+}
+
+async function txOff(dev: string, netns: string | undefined): Promise<void> {
+  const argv = ['-K', dev, 'tx', 'off']
+  await exec(
+    netns ? 'ip' : 'ethtool',
+    netns ? ['netns', 'exec', netns, 'ethtool', ...argv] : argv,
+    {
+      timeout: 10_000,
+    },
+  ).catch(() => undefined)
 }

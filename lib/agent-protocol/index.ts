@@ -94,7 +94,20 @@ const GroupV1 = v.object({
   sbRemote: ovsdbRemote,
   /** The group's DHCP server; with `relay`, the agent runs a relay towards it. */
   dhcpServer: v.optional(ipv4),
-  relay: v.optional(v.object({ logicalPort: name, mac })),
+  relay: v.optional(
+    v.object({
+      logicalPort: name,
+      mac,
+      /**
+       * The relay's own address in the group's subnet (reserved by the controller per
+       * DPU). isc dhcrelay ignores requests on an interface without an IPv4 address, and
+       * sends this address to the server as the RFC 3527 link selection. Added in 1.x/2.x
+       * as an optional field: an older agent drops it.
+       */
+      ip: v.optional(ipv4),
+      prefixLength: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(32))),
+    }),
+  ),
 })
 
 const HostV1 = v.object({

@@ -64,20 +64,32 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   t.match(ovs, /system-id=/)
   t.equal((await lab.dpu.vsctl('get', 'Bridge', 'br-int', 'datapath_type')).trim(), 'netdev')
 
-  // The group's relay: one internal port named for the group, bound to the relay LSP,
-  // and one dhcrelay listening on it (its name is the circuit id).
-  t.equal((await lab.dpu.vsctl('get', 'Interface', relayPort, 'type')).trim(), 'internal')
-  t.match(await lab.dpu.vsctl('get', 'Interface', relayPort, 'mac'), /0a:00:00:00:01:fe/)
+  // The group's relay: alone in its own namespace, on a veth named for the group (the
+  // circuit id) whose other end is bound to the relay LSP, with the relay's tenant
+  // address; an uplink veth in br-phy with a fabric address; one dhcrelay in there.
+  const relayNs = `${lab.dpu.netns}-${relayPort}`
+  t.equal((await lab.dpu.vsctl('get', 'Interface', relayPort, 'type')).trim(), '""')
+  t.equal((await lab.dpu.vsctl('port-to-br', `${relayPort}u`)).trim(), lab.dpu.uplinkBridge)
   t.equal(
     await lab.boundChassis(lab.input.group.relay?.logicalPort ?? ''),
     lab.dpuId,
     'relay port bound',
   )
-  const relayLink = await run('ip', ['-n', lab.dpu.netns, 'link', 'show', relayPort])
+  const inside = await run('ip', ['-n', relayNs, '-o', 'addr', 'show'])
+  t.match(inside, new RegExp(`${relayPort}\\s+inet 10\\.10\\.10\\.254/24`), 'tenant address')
+  t.match(inside, /uplink\s+inet \d+\.\d+\.\d+\.\d+\/24/, 'fabric address')
+  const relayLink = await run('ip', ['-n', relayNs, 'link', 'show', relayPort])
   t.match(relayLink, /[<,]UP[,>]/, 'relay port is up')
+  t.match(relayLink, /0a:00:00:00:01:fe/, 'with the LSP MAC')
+  const links = (await run('ip', ['-n', relayNs, '-o', 'link', 'show']))
+    .split('\n')
+    .map((l) => /^\d+: ([^:@]+)/.exec(l)?.[1])
+    .filter((n) => n !== undefined)
+    .sort()
+  t.same(links, ['lo', relayPort, 'uplink'].sort(), 'nothing else for dhcrelay to hear')
   const relays = await processesMentioning(`dhcrelay-${relayPort}.pid`)
   t.equal(relays.filter((l) => /\bdhcrelay\b.*-a .*-id hzr/.test(l) && !/reaper/.test(l)).length, 1)
-  t.match(relays.join('\n'), new RegExp(`-id ${relayPort} .*${lab.fabric.gatewayIp}`))
+  t.match(relays.join('\n'), new RegExp(`-id ${relayPort} .*-U uplink ${lab.fabric.gatewayIp}`))
 
   // gRPC status says what ovs-vsctl shows.
   const status = await new Promise<AgentStatus>((resolve, reject) =>
@@ -131,6 +143,8 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   t.equal(await lab.boundChassis(lab.input.host.logicalPort), '', 'SB Port_Binding unbound')
   t.equal((await lab.dpu.vsctl('list-ports', 'br-int')).trim(), '')
   t.same(await processesMentioning(`dhcrelay-${relayPort}.pid`), [])
+  t.notMatch(await run('ip', ['netns', 'list']), relayNs, 'the relay namespace is gone')
+  t.notMatch(await lab.dpu.vsctl('list-ports', lab.dpu.uplinkBridge), `${relayPort}u`)
 })
 
 t.test('a job in an unknown major version fails at once, without retries', async (t) => {

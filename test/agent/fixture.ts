@@ -109,6 +109,7 @@ export async function startAgentLab(
     redis.disconnect()
   })
   await events.waitUntilReady()
+  const relayUplink = `${fabric.allocateIp()}/${fabric.prefixLength}`
 
   return {
     later,
@@ -132,7 +133,7 @@ export async function startAgentLab(
         name: group,
         sbRemote: ovn.sb.tcp,
         dhcpServer: fabric.gatewayIp,
-        relay: { logicalPort: relayLp, mac: RELAY_MAC },
+        relay: { logicalPort: relayLp, mac: RELAY_MAC, ip: '10.10.10.254', prefixLength: 24 },
       },
       host: { name: 'h1', logicalPort: hostLp, mac: HOST_MAC, hostPort: host.hostPort },
     },
@@ -151,6 +152,7 @@ export async function startAgentLab(
       uplinkBridge: dpu.uplinkBridge,
       uplinkInterface: dpu.uplinkInterface,
       bridgeMappings: `physnet:${dpu.uplinkBridge}`,
+      relayUplinkIps: [relayUplink],
       defaultHostPort: 'pf0hpf',
       heartbeatMs: 1000,
       installTimeoutMs: 20_000,
