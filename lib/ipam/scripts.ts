@@ -1,55 +1,25 @@
 /**
  * The Lua scripts behind every multi-key IPAM change (`./lua/*.lua`, each with a
- * KEYS / ARGV / returns header). They run by EVALSHA; a server that does not know a
- * script yet (fresh start, SCRIPT FLUSH, failover) gets it by SCRIPT LOAD once.
+ * KEYS / ARGV / returns header), run through lib/redis's EVALSHA runner.
  */
-import { createHash } from 'node:crypto'
-import { readFileSync } from 'node:fs'
-import type { Redis } from 'ioredis'
+import { LuaScript } from '../redis/lua-script.ts'
 
-export class LuaScript {
-  readonly sha: string
-  readonly source: string
-  #loading: Promise<unknown> | undefined
-
-  constructor(readonly name: string) {
-    this.source = readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8')
-    this.sha = createHash('sha1').update(this.source).digest('hex')
-  }
-
-  async run(
-    redis: Redis,
-    keys: readonly string[],
-    args: readonly (string | number | Buffer)[],
-  ): Promise<unknown> {
-    try {
-      return await redis.evalsha(this.sha, keys.length, ...keys, ...args)
-    } catch (error) {
-      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error
-      // Many calls in flight may miss at once; they share one SCRIPT LOAD.
-      this.#loading ??= Promise.resolve(redis.script('LOAD', this.source)).finally(() => {
-        this.#loading = undefined
-      })
-      await this.#loading
-      return redis.evalsha(this.sha, keys.length, ...keys, ...args)
-    }
-  }
-}
+const script = (name: string) => new LuaScript(new URL(`./lua/${name}.lua`, import.meta.url))
 
 /** Every script, read from disk once per process. */
 export const scripts = {
-  commitNetwork: new LuaScript('commit-network'),
-  allocateFromPool: new LuaScript('allocate-from-pool'),
-  allocateAddress: new LuaScript('allocate-address'),
-  releaseAddress: new LuaScript('release-address'),
-  publicIpRegister: new LuaScript('public-ip-register'),
-  publicIpUnregister: new LuaScript('public-ip-unregister'),
-  publicIpAllocate: new LuaScript('public-ip-allocate'),
-  publicIpRelease: new LuaScript('public-ip-release'),
-  natIpClaim: new LuaScript('nat-ip-claim'),
-  natIpRelease: new LuaScript('nat-ip-release'),
-  transitAllocate: new LuaScript('transit-allocate'),
-  transitRelease: new LuaScript('transit-release'),
+  commitNetwork: script('commit-network'),
+  allocateFromPool: script('allocate-from-pool'),
+  allocateAddress: script('allocate-address'),
+  releaseAddress: script('release-address'),
+  publicIpRegister: script('public-ip-register'),
+  publicIpUnregister: script('public-ip-unregister'),
+  publicIpAllocate: script('public-ip-allocate'),
+  publicIpRelease: script('public-ip-release'),
+  natIpClaim: script('nat-ip-claim'),
+  natIpRelease: script('nat-ip-release'),
+  transitAllocate: script('transit-allocate'),
+  transitRelease: script('transit-release'),
 } as const
 
 /** The reply of a script that answers `{status, ...values}`, as strings. */

@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis'
 export class LuaScript {
   readonly sha: string
   readonly source: string
+  #loading: Promise<unknown> | undefined
 
   /** @param file URL of the `.lua` file, e.g. `new URL('./lua/put-spec.lua', import.meta.url)`. */
   constructor(readonly file: URL) {
@@ -26,7 +27,11 @@ export class LuaScript {
       return await redis.evalsha(this.sha, keys.length, ...keys, ...args)
     } catch (error) {
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error
-      await redis.script('LOAD', this.source)
+      // Many calls in flight may miss at once; they share one SCRIPT LOAD.
+      this.#loading ??= Promise.resolve(redis.script('LOAD', this.source)).finally(() => {
+        this.#loading = undefined
+      })
+      await this.#loading
       return redis.evalsha(this.sha, keys.length, ...keys, ...args)
     }
   }
