@@ -20,6 +20,11 @@ export function relayLogicalPortOf(group: string, dpuId: string): string {
   return `hz-${group}-relay-${dpuId}`
 }
 
+/** The IPAM owner of a group's relay address on one DPU. */
+export function relayOwnerOf(dpuId: string): string {
+  return `relay-${dpuId}`
+}
+
 /** A deterministic, locally administered unicast MAC for a relay port. */
 export function relayMacOf(group: string, dpuId: string): string {
   const h = createHash('sha256').update(`${group}/${dpuId}/relay`).digest()
@@ -96,6 +101,8 @@ export function topologyOf(
   group: ResourceGroup,
   members: readonly MemberState[],
   fabric: FabricSettings,
+  /** DPU id → the address IPAM reserved for the group's relay there. */
+  relayIps: ReadonlyMap<string, string> = new Map(),
 ): GroupTopologySpec {
   const dpus = [...new Set(members.map((m) => m.host.spec.dpu.id))].sort()
   return {
@@ -123,11 +130,15 @@ export function topologyOf(
     ),
     ...(group.spec.dhcpServer
       ? {
-          dhcpRelayPorts: dpus.map((dpuId) => ({
-            dpuId,
-            portName: relayLogicalPortOf(group.name, dpuId),
-            mac: relayMacOf(group.name, dpuId),
-          })),
+          dhcpRelayPorts: dpus.map((dpuId) => {
+            const ip = relayIps.get(dpuId)
+            return {
+              dpuId,
+              portName: relayLogicalPortOf(group.name, dpuId),
+              mac: relayMacOf(group.name, dpuId),
+              ...(ip ? { ip } : {}),
+            }
+          }),
         }
       : {}),
   }
@@ -193,8 +204,15 @@ async function applyOnce(
   const endpoints = await deps.ovn.ensure(group.name)
   const members = await groupMembers(deps, group.name, options)
   const { client, cache } = await deps.nb.get(endpoints.nb)
-  const result = await applyGroupTopology(client, topologyOf(group, members, deps.fabric), {
-    cache,
-  })
+  const relayIps = new Map<string, string>()
+  if (group.spec.dhcpServer) {
+    const held = new Map((await deps.ipam.allocations(group.name)).map((a) => [a.owner, a.ip]))
+    for (const dpu of new Set(members.map((m) => m.host.spec.dpu.id))) {
+      const ip = held.get(relayOwnerOf(dpu))
+      if (ip) relayIps.set(dpu, ip)
+    }
+  }
+  const topology = topologyOf(group, members, deps.fabric, relayIps)
+  const result = await applyGroupTopology(client, topology, { cache })
   return { endpoints, members, result }
 }

@@ -10,7 +10,13 @@ import {
 import { CONTROLLER_QUEUE, HostJob, jobId } from '../queues/jobs.ts'
 import { type ManagedResourceStatus, setCondition } from '../queues/objects.ts'
 import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
-import { applyGroup, logicalPortOf, relayLogicalPortOf, relayMacOf } from './group-state.ts'
+import {
+  applyGroup,
+  logicalPortOf,
+  relayLogicalPortOf,
+  relayMacOf,
+  relayOwnerOf,
+} from './group-state.ts'
 
 export interface HostAttachResult {
   readonly host: string
@@ -64,6 +70,15 @@ export function createHostAttach(deps: HandlerDeps) {
       const allocation = await deps.ipam
         .allocate(group.name, name, spec.hostIP ? { ip: spec.hostIP } : {})
         .catch((error: unknown) => failPermanently(deps, name, host.specVersion, error))
+      // The group's relay on this DPU needs an address in the subnet (dhcrelay ignores
+      // an interface without one): one per DPU, kept while the group lives.
+      const relayIp = group.spec.dhcpServer
+        ? (
+            await deps.ipam
+              .allocate(group.name, relayOwnerOf(dpuId))
+              .catch((error: unknown) => failPermanently(deps, name, host.specVersion, error))
+          ).ip
+        : undefined
       if (spec.hostAccess === 'PublicAccess') {
         await deps.ipam
           .allocatePublicIp(name)
@@ -100,6 +115,12 @@ export function createHostAttach(deps: HandlerDeps) {
                 relay: {
                   logicalPort: relayLogicalPortOf(group.name, dpuId),
                   mac: relayMacOf(group.name, dpuId),
+                  ...(relayIp
+                    ? {
+                        ip: relayIp,
+                        prefixLength: Number(group.spec.network.cidr.split('/')[1] ?? 32),
+                      }
+                    : {}),
                 },
               }
             : {}),

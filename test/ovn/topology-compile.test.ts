@@ -130,6 +130,21 @@ const rejects: { name: string; spec: GroupTopologySpec; error: new (...a: never[
     error: NatConflict,
   },
   { name: 'malformed CIDR', spec: { ...base, cidr: '10.10.10.0' }, error: InvalidTopologySpec },
+  {
+    name: 'relay address outside the subnet',
+    spec: {
+      ...base,
+      dhcpRelayPorts: [
+        { dpuId: 'dpu-1', portName: 'r1', mac: '0a:00:00:00:00:fe', ip: '10.10.11.9' },
+      ],
+    },
+    error: InvalidTopologySpec,
+  },
+  {
+    name: 'relay address without a MAC',
+    spec: { ...base, dhcpRelayPorts: [{ dpuId: 'dpu-1', portName: 'r1', ip: '10.10.10.9' }] },
+    error: InvalidTopologySpec,
+  },
 ]
 for (const c of rejects) {
   t.test(`rejects ${c.name}`, async (t) => {
@@ -151,4 +166,18 @@ t.test('an IPv6 host without NAT is fine', async (t) => {
     ],
   }
   t.ok(compileGroupTopology(spec).rows.some((r) => r.table === 'Logical_Switch_Port'))
+})
+
+t.test("a relay port's addresses: MAC and its subnet address, else MAC only", async (t) => {
+  const addressesOf = (relay: NonNullable<GroupTopologySpec['dhcpRelayPorts']>[number]) => {
+    const row = compileGroupTopology({ ...base, dhcpRelayPorts: [relay] }).rows.find(
+      (r) => r.table === 'Logical_Switch_Port' && r.row.name === relay.portName,
+    )
+    return row?.row.addresses
+  }
+  const mac = '0a:00:00:00:00:fe'
+  t.same(addressesOf({ dpuId: 'dpu-1', portName: 'r1', mac, ip: '10.10.10.9' }), [
+    `${mac} 10.10.10.9`,
+  ])
+  t.same(addressesOf({ dpuId: 'dpu-1', portName: 'r1', mac }), [mac])
 })

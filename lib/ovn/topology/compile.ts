@@ -206,10 +206,16 @@ export function compileGroupTopology(spec: GroupTopologySpec): DesiredRows {
     )
   }
   for (const r of spec.dhcpRelayPorts ?? []) {
+    if (r.ip !== undefined && (!r.mac || !inSubnet(r.ip, spec.cidr))) {
+      throw new InvalidTopologySpec(
+        g,
+        `relay ${r.portName} address ${r.ip} needs a MAC and must be in ${spec.cidr}`,
+      )
+    }
     lsp(
       lsKey,
       r.portName,
-      { addresses: [r.mac ?? 'unknown'] },
+      { addresses: [r.mac && r.ip ? `${r.mac} ${r.ip}` : (r.mac ?? 'unknown')] },
       { 'hydrazine:dpu': r.dpuId, 'hydrazine:role': 'dhcp-relay' },
     )
   }

@@ -45,6 +45,8 @@ export interface DhcpRelayPort {
   readonly dpuId: string
   readonly portName: string
   readonly mac?: string
+  /** The relay's own address in the group's subnet (needs `mac`). */
+  readonly ip?: string
 }
 
 const name = v.pipe(v.string(), v.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, 'a short name'))
@@ -90,6 +92,7 @@ export const GroupTopologySpecSchema = v.object({
         dpuId: v.pipe(v.string(), v.minLength(1)),
         portName: v.pipe(v.string(), v.minLength(1)),
         mac: v.optional(mac),
+        ip: v.optional(ip),
       }),
     ),
   ),
