@@ -173,7 +173,7 @@ t.test("a relay port's addresses: MAC and its subnet address, else MAC only", as
     const row = compileGroupTopology({ ...base, dhcpRelayPorts: [relay] }).rows.find(
       (r) => r.table === 'Logical_Switch_Port' && r.row.name === relay.portName,
     )
-    return row?.row.addresses
+    return row && 'addresses' in row.row ? row.row.addresses : undefined
   }
   const mac = '0a:00:00:00:00:fe'
   t.same(addressesOf({ dpuId: 'dpu-1', portName: 'r1', mac, ip: '10.10.10.9' }), [
