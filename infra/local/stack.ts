@@ -41,6 +41,14 @@ export interface LocalStackOptions {
         readonly netns?: string
         readonly listenAddress?: string
         readonly bgpPort?: number
+        /**
+         * Let bgpd install learned routes into the kernel (default false: Hydrazine's
+         * speaker only announces). A router that must forward, like a lab's fabric
+         * router in its own namespace, sets it.
+         */
+        readonly installRoutes?: boolean
+        /** `hostname` in zebra's configuration (default `hydrazine`). */
+        readonly hostname?: string
       }
   /** Where progress lines go (default: nowhere). */
   readonly log?: (line: string) => void
@@ -328,10 +336,18 @@ async function exists(path: string): Promise<boolean> {
 }
 
 const FRR_DAEMONS = ['zebra', 'bgpd', 'staticd'] as const
+let frrInstances = 0
 
 async function startFrr(
   dataDir: string,
-  opts: { bgpdConfig?: string; netns?: string; listenAddress?: string; bgpPort?: number },
+  opts: {
+    bgpdConfig?: string
+    netns?: string
+    listenAddress?: string
+    bgpPort?: number
+    installRoutes?: boolean
+    hostname?: string
+  },
   track: Track,
   log: (l: string) => void,
 ): Promise<FrrInstance> {
@@ -340,7 +356,7 @@ async function startFrr(
   const bgpPort = opts.netns ? (opts.bgpPort ?? 179) : await pickPort(opts.bgpPort, log, 'bgpd')
   const listen = opts.listenAddress ?? (opts.netns ? undefined : '127.0.0.1')
   const bgpdConfig = join(dir, 'bgpd.conf')
-  await writeFile(join(dir, 'zebra.conf'), 'hostname hydrazine\n')
+  await writeFile(join(dir, 'zebra.conf'), `hostname ${opts.hostname ?? 'hydrazine'}\n`)
   await writeFile(join(dir, 'staticd.conf'), '')
   await writeFile(
     bgpdConfig,
@@ -354,12 +370,19 @@ async function startFrr(
   await chmod(dir, 0o755)
   await chown(dir, uid, gid)
   for (const f of ['zebra.conf', 'bgpd.conf', 'staticd.conf']) await chown(join(dir, f), uid, gid)
-  const pathspace = `hz${process.pid}`
+  const pathspace = `hz${process.pid}${frrInstances++}`
 
   for (const daemon of FRR_DAEMONS) {
     const vty = join(dir, `${daemon}.vty`)
     const extra =
-      daemon === 'bgpd' ? ['-p', String(bgpPort), ...(listen ? ['-l', listen] : []), '-n'] : []
+      daemon === 'bgpd'
+        ? [
+            '-p',
+            String(bgpPort),
+            ...(listen ? ['-l', listen] : []),
+            ...(opts.installRoutes ? [] : ['-n']),
+          ]
+        : []
     track(
       await startDaemon({
         name: daemon,

@@ -1,13 +1,9 @@
 import { execFile } from 'node:child_process'
-import { chmod, chown, readFile, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
 import { promisify } from 'node:util'
 import type { Redis } from 'ioredis'
 import type { Announcement, AnnouncementSource } from '../../lib/frr/index.ts'
 import { createVtysh, type Vtysh } from '../../lib/frr/index.ts'
-import { startDaemon } from '../../lib/process/daemon.ts'
-import { canConnect } from '../../lib/process/ports.ts'
-import { type Teardown, tempDir } from '../helpers/stack.ts'
+import { type Teardown, withStack } from '../helpers/stack.ts'
 
 const run = promisify(execFile)
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -53,59 +49,27 @@ export async function startFabricRouter(
   t: Teardown,
   opts: { netns: string; routerId: string; localAs: number; peer: string; peerAs: number },
 ): Promise<Vtysh> {
-  const dir = await tempDir(t, 'hz-fabric-')
-  await writeFile(join(dir, 'zebra.conf'), 'hostname fabric\n')
-  await writeFile(
-    join(dir, 'bgpd.conf'),
-    [
-      `router bgp ${opts.localAs}`,
-      ` bgp router-id ${opts.routerId}`,
-      ' no bgp ebgp-requires-policy',
-      ` neighbor ${opts.peer} remote-as ${opts.peerAs}`,
-      ` neighbor ${opts.peer} timers 1 3`,
-      ` neighbor ${opts.peer} timers connect 1`,
-      ` neighbor ${opts.peer} disable-connected-check`,
-      'exit',
-      '',
-    ].join('\n'),
-  )
-  const { uid, gid } = await frrIds()
-  await chmod(dir, 0o755)
-  await chown(dir, uid, gid)
-  for (const f of ['zebra.conf', 'bgpd.conf']) await chown(join(dir, f), uid, gid)
-  const pathspace = `hzfab${process.pid}${serial++}`
-  for (const daemon of ['zebra', 'bgpd']) {
-    const d = await startDaemon({
-      name: `fabric-${daemon}`,
-      command: `/usr/lib/frr/${daemon}`,
-      args: [
-        '-N',
-        pathspace,
-        '-f',
-        join(dir, `${daemon}.conf`),
-        '-i',
-        join(dir, `${daemon}.pid`),
-        '-z',
-        join(dir, 'zserv.api'),
-        '--vty_socket',
-        dir,
-        '--log',
-        `file:${join(dir, `${daemon}.log`)}`,
-      ],
+  const router = await withStack(t, {
+    redis: false,
+    frr: {
       netns: opts.netns,
-      logFile: join(dir, `${daemon}.out`),
-      tailFiles: [join(dir, `${daemon}.log`)],
-      ready: () => canConnect({ path: join(dir, `${daemon}.vty`) }),
-    })
-    t.teardown(() => d.stop())
-  }
-  return createVtysh({ vtyDir: dir })
-}
-
-async function frrIds(): Promise<{ uid: number; gid: number }> {
-  const line = (await readFile('/etc/passwd', 'utf8')).split('\n').find((l) => l.startsWith('frr:'))
-  const [, , uid, gid] = line?.split(':') ?? []
-  return { uid: Number(uid), gid: Number(gid) }
+      hostname: 'fabric',
+      installRoutes: true,
+      bgpdConfig: [
+        `router bgp ${opts.localAs}`,
+        ` bgp router-id ${opts.routerId}`,
+        ' no bgp ebgp-requires-policy',
+        ` neighbor ${opts.peer} remote-as ${opts.peerAs}`,
+        ` neighbor ${opts.peer} timers 1 3`,
+        ` neighbor ${opts.peer} timers connect 1`,
+        ` neighbor ${opts.peer} disable-connected-check`,
+        'exit',
+        '',
+      ].join('\n'),
+    },
+  })
+  if (!router.frr) throw new Error('fabric router FRR did not start')
+  return createVtysh({ vtyDir: router.frr.vtyDir })
 }
 
 /** The fabric router's kernel-bound routes learned over BGP: prefix → next hop. */
