@@ -1,4 +1,5 @@
-import type { Job } from 'bullmq'
+import { type Job, UnrecoverableError } from 'bullmq'
+import { HydrazineError } from '../lib/errors.ts'
 import { GroupJob } from '../queues/jobs.ts'
 import { type ResourceGroupStatus, setCondition } from '../queues/objects.ts'
 import { type HandlerDeps, parsePayload } from './deps.ts'
@@ -27,7 +28,28 @@ export function createGroupCreate(
       return { group: name, observedVersion: 0, ovnChanged: false, skipped: 'being deleted' }
     }
 
-    await deps.ipam.createNetwork(name, networkSpecOf(group))
+    await deps.ipam.createNetwork(name, networkSpecOf(group)).catch(async (error: unknown) => {
+      // A network IPAM refuses (a conflicting redefinition, an invalid extra subnet) will
+      // not be accepted on a retry either: the group is Failed, with the reason.
+      if (
+        (error as { retryable?: unknown }).retryable === true ||
+        !(error instanceof HydrazineError)
+      ) {
+        throw error
+      }
+      await deps.store.updateGroupStatus(name, (current) => ({
+        ...current.status,
+        phase: 'Failed',
+        configsSynced: false,
+        conditions: setCondition(current.status.conditions, {
+          type: 'NetworkAllocated',
+          status: 'False',
+          reason: error.code,
+          message: error.message,
+        }),
+      }))
+      throw new UnrecoverableError(error.message)
+    })
     const { endpoints, members, result } = await applyGroup(deps, group)
 
     await deps.store.updateGroupStatus(name, (current) => {

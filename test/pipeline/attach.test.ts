@@ -140,3 +140,22 @@ t.test('bad requests are refused with every field named and nothing enqueued', a
   t.equal(reloaded?.attemptsMade, 1, 'and is not retried')
   t.match(reloaded?.failedReason, /invalid host.attach payload: host: must be an RFC 1123 label/)
 })
+
+t.test('a group whose network IPAM refuses is Failed with the reason, not retried', async (t) => {
+  const p = await startPipeline(t)
+  // Extra subnet overlapping the primary network: valid alone, refused by IPAM.
+  await p.client.applyGroup('group-x', {
+    ...groupSpec('tenant-x'),
+    extraSubnets: [{ cidr: '10.10.10.0/25' }],
+  })
+  const failed = await until(
+    () => p.workers.store.getGroup('group-x'),
+    (g) => g?.status.phase === 'Failed',
+  )
+  t.equal(failed?.status.phase, 'Failed')
+  t.match(failed?.status.conditions, [
+    { type: 'NetworkAllocated', status: 'False', reason: /OVERLAP/ },
+  ])
+  const job = await p.workers.queue.getJob('group.create-group-x-v1')
+  t.equal(job?.attemptsMade, 1, 'not retried')
+})
