@@ -197,7 +197,12 @@ export function createHostAttach(deps: HandlerDeps) {
 
     deps.checkpoint('attach:acked')
     const current = await deps.store.getHost(name)
-    const synced = current?.specVersion === host.specVersion && ack.output.ovnInstalled
+    // Synced: OVN (applied above), the agent (port installed) and, for PublicAccess, FRR
+    // (the /32 announced) all reflect this spec version, and no newer one exists.
+    const synced =
+      current?.specVersion === host.specVersion &&
+      ack.output.ovnInstalled &&
+      (spec.hostAccess !== 'PublicAccess' || typeof publicIp === 'string')
     await setHostStatus(deps, name, host.specVersion, {
       phase: synced ? 'Ready' : 'Configuring',
       configsSynced: synced,
