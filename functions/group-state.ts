@@ -204,13 +204,15 @@ async function applyOnce(
   const endpoints = await deps.ovn.ensure(group.name)
   const members = await groupMembers(deps, group.name, options)
   const { client, cache } = await deps.nb.get(endpoints.nb)
+  // Relay addresses: those of DPUs with members go on the relay LSPs; those of DPUs
+  // without members any more go back to the pool (so that the network can be deleted).
   const relayIps = new Map<string, string>()
-  if (group.spec.dhcpServer) {
-    const held = new Map((await deps.ipam.allocations(group.name)).map((a) => [a.owner, a.ip]))
-    for (const dpu of new Set(members.map((m) => m.host.spec.dpu.id))) {
-      const ip = held.get(relayOwnerOf(dpu))
-      if (ip) relayIps.set(dpu, ip)
-    }
+  const dpus = new Set(members.map((m) => m.host.spec.dpu.id))
+  for (const { owner, ip } of await deps.ipam.allocations(group.name)) {
+    if (!owner.startsWith(relayOwnerOf(''))) continue
+    const dpu = owner.slice(relayOwnerOf('').length)
+    if (dpus.has(dpu)) relayIps.set(dpu, ip)
+    else await deps.ipam.release(group.name, owner)
   }
   const topology = topologyOf(group, members, deps.fabric, relayIps)
   const result = await applyGroupTopology(client, topology, { cache })

@@ -384,6 +384,8 @@ export async function startLab(opts: {
         ['uplink-bridge', sim.uplinkBridge],
         ['uplink-interface', sim.uplinkInterface],
         ['bridge-mappings', `physnet:${sim.uplinkBridge}`],
+        // Fabric addresses for this DPU's DHCP relays (giaddr), four groups' worth.
+        ['relay-uplink-ips', [0, 1, 2, 3].map((n) => `${base}.${150 + 4 * i + n}/24`).join(',')],
         ['heartbeat-ms', '1000'],
         ['install-timeout-ms', '30000'],
         ['lock-ms', '10000'],

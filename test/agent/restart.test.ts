@@ -28,6 +28,7 @@ async function startAgentProcess(lab: AgentLab, since: number): Promise<Daemon> 
     ['netns', c.netns ?? ''],
     ['datapath-type', c.datapathType],
     ['uplink-interface', c.uplinkInterface ?? ''],
+    ['relay-uplink-ips', c.relayUplinkIps.join(',')],
     ['heartbeat-ms', String(c.heartbeatMs)],
     ['lock-ms', String(c.lockMs)],
     ['protocol-versions', '1.0'],

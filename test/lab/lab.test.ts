@@ -206,13 +206,7 @@ t.test('Hydrazine on a simulated data centre', { skip: why ?? false }, async (t)
   })
 
   await t.test(
-    'DHCP through the relay carries the circuit id',
-    {
-      todo:
-        "the agent's relay port has no IPv4 address, so isc dhcrelay discards every request " +
-        'received on it ("interface that has no IPv4 address assigned"); it also listens on ' +
-        'the host veth in the DPU namespace',
-    },
+    "DHCP through the group's relay: the IPAM address, tagged with the circuit id",
     async (t) => {
       const d1 = await l.addHost({ dpu: 1, name: 'd1', mac: '0a:00:00:00:0a:d1' })
       await attach(d1, 'group-a', undefined)
@@ -239,10 +233,29 @@ t.test('Hydrazine on a simulated data centre', { skip: why ?? false }, async (t)
           t.comment(String(error))
           return false
         })
+      t.teardown(() =>
+        d1.exec('dhclient', '-x', '-pf', join(dataDir, 'd1.pid')).catch(() => undefined),
+      )
       t.ok(got, 'dhclient got a lease')
-      t.match(await d1.exec('ip', '-4', 'addr', 'show', 'eth0'), ip, 'the address IPAM chose')
+      t.match(
+        await d1.exec('ip', '-4', 'addr', 'show', 'eth0'),
+        new RegExp(`inet ${ip.replaceAll('.', '\\.')}/24`),
+        'the address IPAM chose',
+      )
+      t.ok(await pings(d1.netns, network.gateway), 'd1 → its gateway, on the leased address')
       const log = await readFile(l.dhcpLog, 'utf8')
-      t.match(log, circuitId, 'the request carried the relay port as circuit id')
+      t.comment(
+        log
+          .split('\n')
+          .filter((line) => /DHCP|circuit/i.test(line))
+          .join('\n'),
+      )
+      // dnsmasq logs option 82 in hex: sub-option 1 (circuit id), length, the name.
+      const hex = [...Buffer.from(circuitId)].map((b) => b.toString(16).padStart(2, '0'))
+      const agentId = ['01', circuitId.length.toString(16).padStart(2, '0'), ...hex].join(':')
+      t.match(log, agentId, `the request carried the relay port ${circuitId} as circuit id`)
+      t.match(log, /DHCPDISCOVER\(\S+\) 0a:00:00:00:0a:d1 \n.*\n?.*tags: known, g0/, 'tagged by it')
+      t.match(log, new RegExp(`DHCPACK\\(\\S+\\) ${ip.replaceAll('.', '\\.')} ${d1.mac}`))
     },
   )
 
