@@ -11,6 +11,7 @@ import { CONTROLLER_QUEUE, HostDetachJob, jobId } from '../queues/jobs.ts'
 import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
 import { applyGroup, logicalPortOf } from './group-state.ts'
 import { setHostStatus } from './host-attach.ts'
+import { optionalHostPort } from './host-port.ts'
 
 export interface HostDetachResult {
   readonly host: string
@@ -67,7 +68,13 @@ export function createHostDetach(deps: HandlerDeps) {
 
       const parent = parentOf(job)
       if (force) {
-        await deps.store.markDpuNeedsIsolation(dpuId, name)
+        await deps.store.markDpuNeedsIsolation(dpuId, {
+          group: spec.resourceGroup,
+          host: name,
+          logicalPort: logicalPortOf(spec.resourceGroup, name),
+          ...optionalHostPort(spec),
+          specVersion: host.specVersion,
+        })
       } else {
         const payload = buildIsolatePayload(await deps.agents.protocolFor(dpuId), {
           dpuId,
@@ -76,9 +83,7 @@ export function createHostDetach(deps: HandlerDeps) {
           host: {
             name,
             logicalPort: logicalPortOf(spec.resourceGroup, name),
-            ...(spec.identifier && /^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$/.test(spec.identifier)
-              ? { hostPort: spec.identifier }
-              : {}),
+            ...optionalHostPort(spec),
           },
         })
         await deps.children.add(agentQueueName(dpuId), AgentJobName.isolate, payload, {

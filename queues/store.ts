@@ -39,6 +39,15 @@ export interface PutResult<T> {
 
 export type Kind = 'rg' | 'mr'
 
+/** A host binding a DPU may still hold after a forced detach. */
+export interface StaleBinding {
+  readonly group: string
+  readonly host: string
+  readonly logicalPort: string
+  readonly hostPort?: string
+  readonly specVersion: number
+}
+
 export class StateStore {
   readonly #redis: Redis
   readonly #prefix: string
@@ -301,14 +310,21 @@ export class StateStore {
     return this.#redis.smembers(this.#members(group))
   }
 
-  /** DPUs that were force-detached while their agent did not answer: isolate before reuse. */
-  async markDpuNeedsIsolation(dpuId: string, host: string): Promise<void> {
-    await this.#redis.sadd(`${this.#prefix}dpu:${dpuId}:needs-isolation`, host)
+  /**
+   * A host was force-detached while its DPU's agent did not answer: the DPU may still
+   * forward its port, so it must isolate that host before it serves anyone else.
+   */
+  async markDpuNeedsIsolation(dpuId: string, stale: StaleBinding): Promise<void> {
+    await this.#redis.hset(this.#needsIsolation(dpuId), stale.host, JSON.stringify(stale))
   }
-  dpuNeedsIsolation(dpuId: string): Promise<string[]> {
-    return this.#redis.smembers(`${this.#prefix}dpu:${dpuId}:needs-isolation`)
+  async dpuNeedsIsolation(dpuId: string): Promise<StaleBinding[]> {
+    const entries = await this.#redis.hvals(this.#needsIsolation(dpuId))
+    return entries.map((e) => JSON.parse(e) as StaleBinding)
   }
   async clearDpuNeedsIsolation(dpuId: string, host: string): Promise<void> {
-    await this.#redis.srem(`${this.#prefix}dpu:${dpuId}:needs-isolation`, host)
+    await this.#redis.hdel(this.#needsIsolation(dpuId), host)
+  }
+  #needsIsolation(dpuId: string): string {
+    return `${this.#prefix}dpu:${dpuId}:needs-isolation`
   }
 }
