@@ -145,6 +145,12 @@ export async function createDpu(opts: {
     destroyed = true
     for (const d of daemons.reverse()) await d.stop().catch(() => {})
     for (const h of hosts) await quietly(ip('netns', 'del', h))
+    // The agent's relay namespaces are named `<DPU netns>-<relay port>`.
+    const relayNamespaces = (await ip('netns', 'list').catch(() => ''))
+      .split('\n')
+      .map((l) => l.split(' ')[0] ?? '')
+      .filter((n) => n.startsWith(`${netns}-hzr`))
+    for (const n of relayNamespaces) await quietly(ip('netns', 'del', n))
     await quietly(ip('netns', 'del', netns))
     await quietly(ip('link', 'del', `${tag}u`))
   }
