@@ -20,9 +20,12 @@ export function relayLogicalPortOf(group: string, dpuId: string): string {
   return `hz-${group}-relay-${dpuId}`
 }
 
-/** The IPAM owner of a group's relay address on one DPU. */
+/**
+ * The IPAM owner of a group's relay address on one DPU. The `/` keeps it apart from host
+ * names, which are RFC 1123 labels.
+ */
 export function relayOwnerOf(dpuId: string): string {
-  return `relay-${dpuId}`
+  return `relay/${dpuId}`
 }
 
 /** A deterministic, locally administered unicast MAC for a relay port. */
@@ -74,12 +77,12 @@ export interface MemberState {
 export async function groupMembers(
   deps: Pick<HandlerDeps, 'store' | 'ipam'>,
   group: string,
-  options: { exclude?: string } = {},
+  options: { exclude?: string; allocations?: readonly { owner: string; ip: string }[] } = {},
 ): Promise<MemberState[]> {
   const [hosts, publicIps, allocations] = await Promise.all([
     deps.store.listHosts({ resourceGroup: group }),
     deps.ipam.listPublicIps(),
-    deps.ipam.allocations(group),
+    options.allocations ?? deps.ipam.allocations(group),
   ])
   const publicByOwner = new Map(
     publicIps.filter((p) => p.allocatedTo).map((p) => [p.allocatedTo ?? '', p.ip]),
@@ -198,23 +201,33 @@ export function applyGroup(
 
 async function applyOnce(
   deps: ApplyDeps,
-  group: ResourceGroup,
+  requested: ResourceGroup,
   options: { exclude?: string } = {},
 ) {
-  const endpoints = await deps.ovn.ensure(group.name)
-  const members = await groupMembers(deps, group.name, options)
+  const endpoints = await deps.ovn.ensure(requested.name)
   const { client, cache } = await deps.nb.get(endpoints.nb)
-  // Relay addresses: those of DPUs with members go on the relay LSPs; those of DPUs
-  // without members any more go back to the pool (so that the network can be deleted).
-  const relayIps = new Map<string, string>()
-  const dpus = new Set(members.map((m) => m.host.spec.dpu.id))
-  for (const { owner, ip } of await deps.ipam.allocations(group.name)) {
-    if (!owner.startsWith(relayOwnerOf(''))) continue
-    const dpu = owner.slice(relayOwnerOf('').length)
-    if (dpus.has(dpu)) relayIps.set(dpu, ip)
-    else await deps.ipam.release(group.name, owner)
+  let members: MemberState[] = []
+  // Read on every attempt: after a lost race (another process applied this group), the
+  // group's members are read again, so the winner's host is not undone.
+  const readTopology = async () => {
+    const group = (await deps.store.getGroup(requested.name)) ?? requested
+    // One snapshot of the group's addresses serves both the members and the relays: a
+    // host's address is always taken before its DPU's relay address, so a relay held
+    // for a DPU is never mistaken for one whose DPU has no member.
+    const allocations = await deps.ipam.allocations(group.name)
+    members = await groupMembers(deps, group.name, { ...options, allocations })
+    // Relay addresses: those of DPUs with members go on the relay LSPs; those of DPUs
+    // without members any more go back to the pool (so that the network can be deleted).
+    const relayIps = new Map<string, string>()
+    const dpus = new Set(members.map((m) => m.host.spec.dpu.id))
+    for (const { owner, ip } of allocations) {
+      if (!owner.startsWith(relayOwnerOf(''))) continue
+      const dpu = owner.slice(relayOwnerOf('').length)
+      if (dpus.has(dpu)) relayIps.set(dpu, ip)
+      else await deps.ipam.release(group.name, owner)
+    }
+    return topologyOf(group, members, deps.fabric, relayIps)
   }
-  const topology = topologyOf(group, members, deps.fabric, relayIps)
-  const result = await applyGroupTopology(client, topology, { cache })
+  const result = await applyGroupTopology(client, readTopology, { cache })
   return { endpoints, members, result }
 }

@@ -5,7 +5,9 @@ import {
   agentJobId,
   agentQueueName,
   buildConfigurePayload,
+  buildIsolatePayload,
   ConfigureAck,
+  IsolateAck,
 } from '../lib/agent-protocol/index.ts'
 import { CONTROLLER_QUEUE, HostJob, jobId } from '../queues/jobs.ts'
 import { type ManagedResourceStatus, setCondition } from '../queues/objects.ts'
@@ -17,6 +19,7 @@ import {
   relayMacOf,
   relayOwnerOf,
 } from './group-state.ts'
+import { optionalHostPort } from './host-port.ts'
 
 export interface HostAttachResult {
   readonly host: string
@@ -129,12 +132,29 @@ export function createHostAttach(deps: HandlerDeps) {
           name,
           logicalPort,
           mac: spec.hostMAC,
-          ...(spec.identifier && /^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$/.test(spec.identifier)
-            ? { hostPort: spec.identifier }
-            : {}),
+          ...optionalHostPort(spec),
         },
       })
       const parent = parentOf(job)
+      // Isolation before reuse (seed 003): hosts force-detached from this DPU while its
+      // agent was away may still be bound; the agent unbinds them along with this job.
+      for (const stale of await deps.store.dpuNeedsIsolation(dpuId)) {
+        if (stale.host === name) continue
+        const isolate = buildIsolatePayload(version, {
+          dpuId,
+          specVersion: stale.specVersion,
+          group: { name: stale.group },
+          host: {
+            name: stale.host,
+            logicalPort: stale.logicalPort,
+            ...(stale.hostPort ? { hostPort: stale.hostPort } : {}),
+          },
+        })
+        await deps.children.add(agentQueueName(dpuId), AgentJobName.isolate, isolate, {
+          jobId: agentJobId('isolate', isolate),
+          parent,
+        })
+      }
       await deps.children.add(agentQueueName(dpuId), AgentJobName.configure, payload, {
         jobId: agentJobId('configure', payload),
         parent,
@@ -195,6 +215,21 @@ export function createHostAttach(deps: HandlerDeps) {
             ?.publicIp
         : undefined
 
+    // Stale bindings this DPU's agent acked as unbound no longer need isolation.
+    for (const stale of await deps.store.dpuNeedsIsolation(dpuId)) {
+      const id = agentJobId('isolate', {
+        dpuId,
+        host: { name: stale.host },
+        specVersion: stale.specVersion,
+      })
+      const isolated = v.safeParse(
+        IsolateAck,
+        await deps.children.result(agentQueueName(dpuId), id),
+      )
+      if (isolated.success && isolated.output.unbound) {
+        await deps.store.clearDpuNeedsIsolation(dpuId, stale.host)
+      }
+    }
     deps.checkpoint('attach:acked')
     const current = await deps.store.getHost(name)
     // Synced: OVN (applied above), the agent (port installed) and, for PublicAccess, FRR

@@ -159,3 +159,48 @@ t.test('a group whose network IPAM refuses is Failed with the reason, not retrie
   const job = await p.workers.queue.getJob('group.create-group-x-v1')
   t.equal(job?.attemptsMade, 1, 'not retried')
 })
+
+t.test(
+  'a forced detach without the agent: the DPU isolates the host before its next use',
+  async (t) => {
+    const p = await startPipeline(t)
+    await p.client.applyGroup('group-f', groupSpec('tenant-f'))
+    await p.client.applyHost('host-old', hostSpec('group-f', 'dpu-7', 1, { identifier: 'pf0vf1' }))
+    await until(
+      () => p.workers.store.getHost('host-old'),
+      (h) => h?.status.phase === 'Configuring',
+    )
+    // The agent is gone; the tenant's host must leave anyway.
+    await p.client.deleteHost('host-old', { force: true })
+    await until(
+      () => p.workers.store.getHost('host-old'),
+      (h) => h === undefined,
+    )
+    t.match(await p.workers.store.dpuNeedsIsolation('dpu-7'), [
+      {
+        host: 'host-old',
+        group: 'group-f',
+        logicalPort: 'hz-group-f-host-old',
+        hostPort: 'pf0vf1',
+      },
+    ])
+    t.equal(
+      await p.workers.ipam.lookup('group-f', 'host-old'),
+      undefined,
+      'its address was released',
+    )
+
+    // The DPU comes back and is given to another host: it isolates the old one first.
+    const agent = await p.agent('dpu-7')
+    await p.client.applyHost('host-new', hostSpec('group-f', 'dpu-7', 2))
+    await until(
+      () => p.workers.store.getHost('host-new'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    t.ok(
+      agent.jobs.some((j) => j.name === 'isolate' && j.data.host.name === 'host-old'),
+      'the agent was told to isolate the force-detached host',
+    )
+    t.same(await p.workers.store.dpuNeedsIsolation('dpu-7'), [], 'and the DPU is clean again')
+  },
+)

@@ -57,10 +57,16 @@ export interface ApplyOptions {
  */
 export function applyGroupTopology(
   client: OvsdbClient,
-  spec: GroupTopologySpec,
+  spec: GroupTopologySpec | (() => Promise<GroupTopologySpec>),
   options: ApplyOptions = {},
 ): Promise<ApplyResult> {
-  return applyDesiredRows(client, compileGroupTopology(spec), options)
+  return applyDesiredRows(
+    client,
+    typeof spec === 'function'
+      ? async () => compileGroupTopology(await spec())
+      : compileGroupTopology(spec),
+    options,
+  )
 }
 
 /** Removes every row the group owns (the apply of an empty desired state). */
@@ -76,13 +82,22 @@ export function deleteGroupTopology(
   )
 }
 
+/**
+ * `desired` may be a function: it is called again after every lost race. Pass one when
+ * the desired state is read from a store that other writers change too (the group's
+ * members): the loser of a race must not re-commit what it read before the winner's
+ * change, or it would undo that change.
+ */
 export async function applyDesiredRows(
   client: OvsdbClient,
-  desired: DesiredRows,
+  desiredRows: DesiredRows | (() => Promise<DesiredRows>),
   options: ApplyOptions = {},
 ): Promise<ApplyResult> {
   const maxAttempts = options.maxAttempts ?? 8
+  let group = typeof desiredRows === 'function' ? '' : desiredRows.group
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const desired = typeof desiredRows === 'function' ? await desiredRows() : desiredRows
+    group = desired.group
     const actual = options.cache
       ? await options.cache.ownedRows(desired.owner, attempt > 1)
       : await readOwnedRows(client, desired.owner)
@@ -96,7 +111,7 @@ export async function applyDesiredRows(
       await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt))
     }
   }
-  throw new TopologyApplyContention(desired.group, maxAttempts)
+  throw new TopologyApplyContention(group, maxAttempts)
 }
 
 /** Reads every row of the topology tables whose owner `external_ids` is `owner`. */
