@@ -9,38 +9,19 @@
  * md.set('authorization', `Bearer ${token}`)
  * client.getResourceGroup({ name: 'group-a' }, md, (err, res) => console.log(res?.objectJson))
  */
-import { fileURLToPath } from 'node:url'
 import * as grpc from '@grpc/grpc-js'
-import * as protoLoader from '@grpc/proto-loader'
 import type {
   HydrazineDefinition,
   HydrazineClient as HydrazineGrpcClient,
 } from '../../proto/gen/hydrazine/v1/Hydrazine.ts'
 import type { ProtoGrpcType } from '../../proto/gen/hydrazine.ts'
+import { protoLoaderFor } from '../../proto/load.ts'
 
 export type { HydrazineHandlers } from '../../proto/gen/hydrazine/v1/Hydrazine.ts'
 export type { ObjectEvent__Output as ObjectEvent } from '../../proto/gen/hydrazine/v1/ObjectEvent.ts'
 export type { HydrazineGrpcClient }
 
-const PROTO = fileURLToPath(new URL('../../proto/hydrazine.proto', import.meta.url))
-
-/** Must match the options in proto/generate.sh. */
-const LOADER_OPTIONS: protoLoader.Options = {
-  keepCase: false,
-  longs: String,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-}
-
-let loaded: ProtoGrpcType | undefined
-
-function load(): ProtoGrpcType {
-  loaded ??= grpc.loadPackageDefinition(
-    protoLoader.loadSync(PROTO, LOADER_OPTIONS),
-  ) as unknown as ProtoGrpcType
-  return loaded
-}
+const load = protoLoaderFor<ProtoGrpcType>('hydrazine.proto')
 
 /** The service definition, for `server.addService`. */
 export function hydrazineServiceDefinition(): HydrazineDefinition {

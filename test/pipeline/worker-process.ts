@@ -25,7 +25,7 @@ const workers = await startWorkers({
   prefix: env('QUEUE_PREFIX'),
   concurrency: Number(process.env.CONCURRENCY ?? 16),
   lockDurationMs: 2000,
-  logger: pino({ level: process.env.LOG_LEVEL ?? 'warn' }, pino.destination(2)),
+  logger: pino({ level: process.env.LOG_LEVEL ?? 'error' }, pino.destination(2)),
   checkpoint: (point) => {
     if (point === crashAt && mark && !existsSync(mark)) {
       writeFileSync(mark, point)
