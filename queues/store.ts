@@ -188,23 +188,23 @@ export class StateStore {
     return this.#getMany('mr', names)
   }
 
+  /** Many objects in one round trip (a pipeline of HGETALLs), sorted by name. */
   async #getMany<T extends StoredObject<unknown, unknown>>(kind: Kind, names: string[]) {
-    const objects = await Promise.all(names.sort().map((n) => this.#get<T>(kind, n)))
-    return objects.filter((o): o is Awaited<T> => o !== undefined)
+    const sorted = [...names].sort()
+    const pipeline = this.#redis.pipeline()
+    for (const name of sorted) pipeline.hgetall(this.#key(kind, name))
+    const replies = (await pipeline.exec()) ?? []
+    const objects: T[] = []
+    for (const [i, [error, hash]] of replies.entries()) {
+      if (error) throw error
+      const object = decode<T>(sorted[i] ?? '', hash as Record<string, string>)
+      if (object) objects.push(object)
+    }
+    return objects
   }
 
   async #get<T>(kind: Kind, name: string): Promise<T | undefined> {
-    const h = await this.#redis.hgetall(this.#key(kind, name))
-    if (!h.spec) return undefined
-    return {
-      name,
-      spec: JSON.parse(h.spec),
-      specVersion: Number(h.specVersion),
-      status: JSON.parse(h.status ?? '{}'),
-      ...(h.deletion ? { deletion: JSON.parse(h.deletion) } : {}),
-      createdAt: h.createdAt ?? '',
-      updatedAt: h.updatedAt ?? '',
-    } as T
+    return decode<T>(name, await this.#redis.hgetall(this.#key(kind, name)))
   }
 
   async #mustGet<T>(kind: Kind, name: string): Promise<T> {
@@ -327,4 +327,17 @@ export class StateStore {
   #needsIsolation(dpuId: string): string {
     return `${this.#prefix}dpu:${dpuId}:needs-isolation`
   }
+}
+
+function decode<T>(name: string, h: Record<string, string>): T | undefined {
+  if (!h.spec) return undefined
+  return {
+    name,
+    spec: JSON.parse(h.spec),
+    specVersion: Number(h.specVersion),
+    status: JSON.parse(h.status ?? '{}'),
+    ...(h.deletion ? { deletion: JSON.parse(h.deletion) } : {}),
+    createdAt: h.createdAt ?? '',
+    updatedAt: h.updatedAt ?? '',
+  } as T
 }

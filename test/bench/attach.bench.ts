@@ -1,10 +1,11 @@
 /**
  * `npm run bench -- attach`: 20 groups × 50 hosts (1,000 attaches) through the producer
  * client, with real Redis, a real OVN central, the real workers and in-process agents
- * answering their queues. Measures attaches/s over the whole run and request → `Ready`
- * latency per host (from `applyHost` to the host.attach job's completion, which is when
- * its status became Ready). Requests arrive at a steady OFFERED_RATE (as Carbide's would),
- * so latency measures the pipeline, not a backlog of 1,000 requests sent at once.
+ * answering their queues, in two rounds: `rate_per_s` from 1,000 attaches requested at once
+ * (the capacity), and request → `Ready` latency per host (from `applyHost` to the
+ * host.attach job's completion, which is when its status became Ready) from 1,000 attaches
+ * arriving steadily at OFFERED_RATE, as Carbide's would — latency of the pipeline, not of
+ * a backlog.
  *
  * rate_per_s (target ≥ 100), ready_p50_ms / ready_p95_ms (target < 1,000) / ready_p99_ms.
  */
@@ -23,8 +24,8 @@ import { quantile, report } from './report.ts'
 const GROUPS = 20
 const HOSTS = 50
 const DPUS = 20
-/** Requests per second offered; at least the target rate, so falling short shows. */
-const OFFERED_RATE = 150
+/** Requests per second offered: the target rate; a pipeline slower than that falls behind and its latency shows it. */
+const OFFERED_RATE = 100
 
 export default async function attachBench(): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-attach-'))
@@ -80,73 +81,94 @@ export default async function attachBench(): Promise<void> {
     await events.waitUntilReady()
     cleanups.unshift(() => events.close())
 
-    for (let g = 0; g < GROUPS; g++) {
-      await client.applyGroup(`group-${g}`, {
-        tenantId: 't',
-        network: { cidr: '10.10.0.0/16', gateway: '10.10.0.1' },
-      })
-    }
-    await waitFor(async () =>
-      (await workers.store.listGroups()).every((g) => g.status.phase === 'Ready'),
-    )
-
-    const requested = new Map<string, number>()
-    const latencies: number[] = []
-    let last = 0
-    const done = new Promise<void>((resolve) => {
-      events.on('completed', ({ jobId }) => {
-        const started = requested.get(jobId)
-        if (started === undefined) return
-        const now = performance.now()
-        latencies.push(now - started)
-        last = now
-        requested.delete(jobId)
-        if (latencies.length === GROUPS * HOSTS) resolve()
-      })
-    })
-    const first = performance.now()
-    const requests: Promise<unknown>[] = []
-    let sent = 0
-    for (let h = 0; h < HOSTS; h++) {
+    /**
+     * Attaches GROUPS × HOSTS hosts to fresh groups `<round>-group-<g>`, offering them at
+     * `offered` per second (Infinity: all at once); resolves with the completion rate and
+     * each host's request → Ready latency.
+     */
+    const round = async (tag: string, offered: number) => {
       for (let g = 0; g < GROUPS; g++) {
-        const due = first + (sent++ * 1000) / OFFERED_RATE
-        const wait = due - performance.now()
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait))
-        const name = `g${g}-h${h}`
-        const dpu = `dpu-${(g * HOSTS + h) % DPUS}`
-        requested.set(`host.attach-${name}-v1`, performance.now())
-        requests.push(
-          client.applyHost(name, {
-            resourceGroup: `group-${g}`,
-            hostMAC: `52:54:00:${g.toString(16).padStart(2, '0')}:00:${h.toString(16).padStart(2, '0')}`,
-            dpu: { id: dpu, ips: [`172.18.0.${(g * HOSTS + h) % DPUS}`] },
-          }),
-        )
+        await client.applyGroup(`${tag}-group-${g}`, {
+          tenantId: 't',
+          network: { cidr: '10.10.0.0/16', gateway: '10.10.0.1' },
+        })
       }
+      await waitFor(async () =>
+        (await workers.store.listGroups()).every((g) => g.status.phase === 'Ready'),
+      )
+      const requested = new Map<string, number>()
+      const latencies: number[] = []
+      let last = 0
+      const done = new Promise<void>((resolve) => {
+        const onCompleted = ({ jobId }: { jobId: string }) => {
+          const started = requested.get(jobId)
+          if (started === undefined) return
+          const now = performance.now()
+          latencies.push(now - started)
+          last = now
+          requested.delete(jobId)
+          if (latencies.length === GROUPS * HOSTS) {
+            events.off('completed', onCompleted)
+            resolve()
+          }
+        }
+        events.on('completed', onCompleted)
+      })
+      const first = performance.now()
+      const requests: Promise<unknown>[] = []
+      let sent = 0
+      for (let h = 0; h < HOSTS; h++) {
+        for (let g = 0; g < GROUPS; g++) {
+          const due = first + (sent++ * 1000) / offered
+          const wait = due - performance.now()
+          if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+          const name = `${tag}-g${g}-h${h}`
+          const n = g * HOSTS + h
+          requested.set(`host.attach-${name}-v1`, performance.now())
+          requests.push(
+            client.applyHost(name, {
+              resourceGroup: `${tag}-group-${g}`,
+              hostMAC: `52:54:00:${g.toString(16).padStart(2, '0')}:00:${h.toString(16).padStart(2, '0')}`,
+              dpu: { id: `dpu-${n % DPUS}`, ips: [`172.18.0.${n % DPUS}`] },
+            }),
+          )
+        }
+      }
+      await Promise.all(requests)
+      await done
+      return { rate: (GROUPS * HOSTS) / ((last - first) / 1000), latencies }
     }
-    await Promise.all(requests)
-    await done
-    const seconds = (last - first) / 1000
+
+    const burst = await round('burst', Number.POSITIVE_INFINITY)
     report({
       suite: 'attach',
       metric: 'rate_per_s',
-      value: (GROUPS * HOSTS) / seconds,
+      value: burst.rate,
       unit: '1/s',
-      note: 'target >= 100',
+      note: `${GROUPS * HOSTS} attaches requested at once; target >= 100`,
     })
-    report({ suite: 'attach', metric: 'ready_p50_ms', value: quantile(latencies, 0.5), unit: 'ms' })
+    const { latencies } = await round('steady', OFFERED_RATE)
+    const note = `${GROUPS * HOSTS} attaches offered at ${OFFERED_RATE}/s`
+    report({
+      suite: 'attach',
+      metric: 'ready_p50_ms',
+      value: quantile(latencies, 0.5),
+      unit: 'ms',
+      note,
+    })
     report({
       suite: 'attach',
       metric: 'ready_p95_ms',
       value: quantile(latencies, 0.95),
       unit: 'ms',
-      note: 'target < 1000',
+      note: `${note}; target < 1000`,
     })
     report({
       suite: 'attach',
       metric: 'ready_p99_ms',
       value: quantile(latencies, 0.99),
       unit: 'ms',
+      note,
     })
   } finally {
     for (const cleanup of cleanups) await cleanup().catch(() => {})
