@@ -104,7 +104,8 @@ export class HydrazineClient {
       | ResourceGroup
       | undefined
     if (!object) throw new NotFoundError('resource group', name)
-    const id = await this.#enqueue('group.delete', name, force ? 'delete-force' : 'delete', {
+    const version = `${object.specVersion}${force ? '-force' : ''}`
+    const id = await this.#enqueue('group.delete', name, version, {
       group: name,
       force,
     })

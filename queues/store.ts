@@ -139,7 +139,7 @@ export class StateStore {
   ): Promise<boolean> {
     const reply = (await putSpecScript.run(
       this.#redis,
-      [this.#key(kind, name), ...indexes, ...claims],
+      [this.#key(kind, name), `${this.#prefix}version:${kind}:${name}`, ...indexes, ...claims],
       [
         name,
         JSON.stringify(spec),

@@ -5,8 +5,11 @@
 
   KEYS[1]          object hash (fields: spec, specVersion, status, deletion, createdAt,
                    updatedAt, immutable, claims)
-  KEYS[2..n+1]     index sets the object's name is added to (n = ARGV[6])
-  KEYS[n+2..]      claim keys (string: owner name) the new spec takes
+  KEYS[2]          version counter of this kind and name; it outlives the object, so an
+                   object deleted and created again never reuses a version (job ids derive
+                   from versions and must not collide with the old object's jobs)
+  KEYS[3..n+2]     index sets the object's name is added to (n = ARGV[6])
+  KEYS[n+3..]      claim keys (string: owner name) the new spec takes
 
   ARGV[1]  name
   ARGV[2]  spec (canonical JSON)
@@ -30,7 +33,7 @@ if existing[1] then
   if existing[4] ~= ARGV[5] then return {'immutable', existing[4]} end
 end
 
-for i = n + 2, #KEYS do
+for i = n + 3, #KEYS do
   local holder = redis.call('GET', KEYS[i])
   if holder and holder ~= ARGV[1] then return {'claimed', KEYS[i], holder} end
 end
@@ -41,7 +44,7 @@ end
 
 -- Release claims the new spec no longer makes.
 local newClaims = {}
-for i = n + 2, #KEYS do newClaims[KEYS[i]] = true end
+for i = n + 3, #KEYS do newClaims[KEYS[i]] = true end
 if existing[5] then
   for _, key in ipairs(cjson.decode(existing[5])) do
     if not newClaims[key] and string.sub(key, 1, #ARGV[7]) == ARGV[7]
@@ -51,18 +54,16 @@ if existing[5] then
   end
 end
 local claimList = {}
-for i = n + 2, #KEYS do
+for i = n + 3, #KEYS do
   redis.call('SET', KEYS[i], ARGV[1])
   table.insert(claimList, KEYS[i])
 end
 
-local version = 1
-if existing[1] then
-  version = tonumber(existing[2]) + 1
-else
+local version = redis.call('INCR', KEYS[2])
+if not existing[1] then
   redis.call('HSET', obj, 'createdAt', ARGV[3], 'status', ARGV[4])
 end
 redis.call('HSET', obj, 'spec', ARGV[2], 'specVersion', version, 'updatedAt', ARGV[3],
   'immutable', ARGV[5], 'claims', #claimList > 0 and cjson.encode(claimList) or '[]')
-for i = 2, n + 1 do redis.call('SADD', KEYS[i], ARGV[1]) end
+for i = 3, n + 2 do redis.call('SADD', KEYS[i], ARGV[1]) end
 return {'ok', 1, version}

@@ -204,3 +204,36 @@ t.test(
     t.same(await p.workers.store.dpuNeedsIsolation('dpu-7'), [], 'and the DPU is clean again')
   },
 )
+
+t.test(
+  'a host or group deleted and created again under the same name converges again',
+  async (t) => {
+    const p = await startPipeline(t)
+    const agent = await p.agent('dpu-1')
+    for (const round of [1, 2]) {
+      const group = await p.client.applyGroup('group-r', groupSpec())
+      await until(
+        () => p.workers.store.getGroup('group-r'),
+        (g) => g?.status.phase === 'Ready',
+      )
+      const host = await p.client.applyHost('host-r', hostSpec('group-r', 'dpu-1', 1))
+      const ready = await until(
+        () => p.workers.store.getHost('host-r'),
+        (h) => h?.status.phase === 'Ready',
+      )
+      t.equal(ready?.status.phase, 'Ready', `round ${round}: the host is Ready`)
+      t.equal(host.object.specVersion, round, 'versions are never reused for a name')
+      t.equal(group.object.specVersion, round)
+      await p.client.deleteGroup('group-r')
+      await until(
+        () => p.workers.store.getGroup('group-r'),
+        (g) => g === undefined,
+      )
+    }
+    t.equal(
+      agent.jobs.filter((j) => j.name === 'configure').length,
+      2,
+      'the agent configured it twice',
+    )
+  },
+)
