@@ -119,10 +119,10 @@ export class StateStore {
       name,
       spec,
       initial,
-      JSON.stringify([spec.resourceGroup]),
+      JSON.stringify([spec.resourceGroup, spec.dpu.id]),
       [this.#index('mr'), this.#members(spec.resourceGroup)],
       natIp ? [this.#claim(`natip:${natIp}`)] : [],
-      `managed resource ${name} belongs to another resource group; delete it first`,
+      `managed resource ${name} cannot move to another resource group or DPU; delete it first`,
     )
     return { changed, object: await this.#mustGet('mr', name) }
   }

@@ -277,6 +277,14 @@ t.test('HTTP API against a running pipeline', async (t) => {
         'CONFLICT',
       ],
       [
+        'move a host to another DPU',
+        'PUT',
+        '/v1/managed-resources/host-1',
+        { body: hostSpec('group-a', 'dpu-9', 1, { hostAccess: 'FabricAccess' }) },
+        409,
+        'CONFLICT',
+      ],
+      [
         'a NAT IP another host holds',
         'PUT',
         '/v1/managed-resources/host-2',
