@@ -4,7 +4,14 @@ import t from 'tap'
 import { createHydrazineClient, type ObjectEvent } from '../../api/grpc/protocol.ts'
 import { createGrpcServer } from '../../api/grpc/server.ts'
 import type { Teardown } from '../helpers/stack.ts'
-import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
+import {
+  groupSpec,
+  hostSpec,
+  type Pipeline,
+  refusalSnapshot,
+  startPipeline,
+  until,
+} from '../pipeline/fixtures.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
 const TENANT_A = 'tenant-a-token-0123456789abcdef'
@@ -79,16 +86,7 @@ async function startIngress(t: Teardown, p: Pipeline) {
   return { call, watch, client }
 }
 
-/** Everything a refused request must leave alone. */
-async function snapshot(p: Pipeline) {
-  const counts = await p.workers.queue.getJobCounts()
-  return {
-    groups: await p.workers.store.listGroups(),
-    hosts: await p.workers.store.listHosts(),
-    publicIps: await p.workers.ipam.listPublicIps(),
-    jobs: Object.values(counts).reduce((a, b) => a + b, 0),
-  }
-}
+const snapshot = refusalSnapshot
 
 const json = (a: Answer) => JSON.parse(a.res?.objectJson ?? 'null')
 const issuesOf = (a: Answer) => JSON.parse(String(a.error?.metadata.get('hz-issues')[0] ?? '[]'))

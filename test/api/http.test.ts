@@ -1,7 +1,14 @@
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { heartbeatKey } from '../../lib/agent-protocol/index.ts'
-import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
+import {
+  groupSpec,
+  hostSpec,
+  type Pipeline,
+  refusalSnapshot,
+  startPipeline,
+  until,
+} from '../pipeline/fixtures.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
 const TENANT_A = 'tenant-a-token-0123456789abcdef'
@@ -44,16 +51,7 @@ function api(p: Pipeline) {
   }
 }
 
-/** Everything a refused request must leave alone. */
-async function snapshot(p: Pipeline) {
-  const counts = await p.workers.queue.getJobCounts()
-  return {
-    groups: await p.workers.store.listGroups(),
-    hosts: await p.workers.store.listHosts(),
-    publicIps: await p.workers.ipam.listPublicIps(),
-    jobs: Object.values(counts).reduce((a, b) => a + b, 0),
-  }
-}
+const snapshot = refusalSnapshot
 
 t.test('HTTP API against a running pipeline', async (t) => {
   const p = await startPipeline(t)

@@ -4,20 +4,11 @@ import { createFrrSync } from '../../functions/frr-sync.ts'
 import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
 import { storeAnnouncementSource } from '../../queues/announcements.ts'
 import { startFrrConsumer } from '../../queues/frr.ts'
-import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+import { groupSpec, hostSpec, readyFabricHost, startPipeline, until } from './fixtures.ts'
 
 t.test('running a handler again leaves Redis and NB exactly as one run did', async (t) => {
   const p = await startPipeline(t)
-  await p.agent('dpu-1')
-  await p.client.applyGroup('group-a', groupSpec())
-  await p.client.applyHost(
-    'host-1',
-    hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
-  )
-  await until(
-    () => p.workers.store.getHost('host-1'),
-    (h) => h?.status.phase === 'Ready',
-  )
+  await readyFabricHost(p)
   const snapshot = async () => ({
     nb: await p.nbctl('show'),
     nat: await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw'),

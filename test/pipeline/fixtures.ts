@@ -215,3 +215,28 @@ export function startWorkerProcess(p: Pipeline, env: Record<string, string> = {}
 export function stopProcess(child: ChildProcess) {
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
 }
+
+/** Everything a refused request must leave alone: stored objects, public IPs, job count. */
+export async function refusalSnapshot(p: Pipeline) {
+  const counts = await p.workers.queue.getJobCounts()
+  return {
+    groups: await p.workers.store.listGroups(),
+    hosts: await p.workers.store.listHosts(),
+    publicIps: await p.workers.ipam.listPublicIps(),
+    jobs: Object.values(counts).reduce((a, b) => a + b, 0),
+  }
+}
+
+/** group-a with host-1 (FabricAccess on dpu-1, whose agent answers), once host-1 is Ready. */
+export async function readyFabricHost(p: Pipeline): Promise<void> {
+  await p.agent('dpu-1')
+  await p.client.applyGroup('group-a', groupSpec())
+  await p.client.applyHost(
+    'host-1',
+    hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
+  )
+  await until(
+    () => p.workers.store.getHost('host-1'),
+    (h) => h?.status.phase === 'Ready',
+  )
+}

@@ -1,18 +1,9 @@
 import t from 'tap'
-import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+import { readyFabricHost, startPipeline, until } from './fixtures.ts'
 
 t.test('reconcile repairs drift in NB and removes orphan rows, and says what it did', async (t) => {
   const p = await startPipeline(t)
-  await p.agent('dpu-1')
-  await p.client.applyGroup('group-a', groupSpec())
-  await p.client.applyHost(
-    'host-1',
-    hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
-  )
-  await until(
-    () => p.workers.store.getHost('host-1'),
-    (h) => h?.status.phase === 'Ready',
-  )
+  await readyFabricHost(p)
   const natBefore = await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw')
 
   // Drift: someone deletes the host's DNAT rule by hand.
