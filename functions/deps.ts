@@ -41,8 +41,9 @@ export interface ChildJobs {
     opts: { jobId: string; parent: { id: string; queue: string } },
   ): Promise<void>
   /**
-   * The return value of a child that already completed, when re-adding it did not link it
-   * to this parent again (same job id: a handler run a second time).
+   * The return value (the ack) of a completed child, or undefined while it has none.
+   * Child ids are deterministic, so a parent reads each ack by id — also when a second
+   * run of the parent found the child already done under the first run.
    */
   result(queue: string, jobId: string): Promise<unknown>
 }

@@ -71,13 +71,13 @@ export interface MemberState {
 }
 
 /**
- * The live members of a group: hosts not being detached (unless `keep` names them) that
- * hold an address. `exclude` drops one host (the one being detached).
+ * The live members of a group: hosts that hold an address and are not being detached.
+ * `allocations` is a snapshot of the group's addresses already read by the caller.
  */
 export async function groupMembers(
   deps: Pick<HandlerDeps, 'store' | 'ipam'>,
   group: string,
-  options: { exclude?: string; allocations?: readonly { owner: string; ip: string }[] } = {},
+  options: { allocations?: readonly { owner: string; ip: string }[] } = {},
 ): Promise<MemberState[]> {
   const [hosts, publicIps, allocations] = await Promise.all([
     deps.store.listHosts({ resourceGroup: group }),
@@ -90,7 +90,7 @@ export async function groupMembers(
   const ipByOwner = new Map(allocations.map((a) => [a.owner, a.ip]))
   const members: MemberState[] = []
   for (const host of hosts) {
-    if (host.name === options.exclude || host.deletion) continue
+    if (host.deletion) continue
     const ip = ipByOwner.get(host.name)
     if (!ip) continue
     const publicIp = publicByOwner.get(host.name)
@@ -167,12 +167,7 @@ const inFlight = new WeakMap<ApplyDeps['nb'], Map<string, GroupApplies>>()
  * race for the same rows. Across processes, lib/ovn's generation guard keeps concurrent
  * applies from losing each other's work.
  */
-export function applyGroup(
-  deps: ApplyDeps,
-  group: ResourceGroup,
-  options: { exclude?: string } = {},
-): Promise<Applied> {
-  if (options.exclude) return applyOnce(deps, group, options)
+export function applyGroup(deps: ApplyDeps, group: ResourceGroup): Promise<Applied> {
   let groups = inFlight.get(deps.nb)
   if (!groups) {
     groups = new Map()
@@ -199,11 +194,7 @@ export function applyGroup(
   return state.next
 }
 
-async function applyOnce(
-  deps: ApplyDeps,
-  requested: ResourceGroup,
-  options: { exclude?: string } = {},
-) {
+async function applyOnce(deps: ApplyDeps, requested: ResourceGroup) {
   const endpoints = await deps.ovn.ensure(requested.name)
   const { client, cache } = await deps.nb.get(endpoints.nb)
   let members: MemberState[] = []
@@ -215,7 +206,7 @@ async function applyOnce(
     // host's address is always taken before its DPU's relay address, so a relay held
     // for a DPU is never mistaken for one whose DPU has no member.
     const allocations = await deps.ipam.allocations(group.name)
-    members = await groupMembers(deps, group.name, { ...options, allocations })
+    members = await groupMembers(deps, group.name, { allocations })
     // Relay addresses: those of DPUs with members go on the relay LSPs; those of DPUs
     // without members any more go back to the pool (so that the network can be deleted).
     const relayIps = new Map<string, string>()

@@ -20,6 +20,7 @@ import {
   relayOwnerOf,
 } from './group-state.ts'
 import { optionalHostPort } from './host-port.ts'
+import type { PublicIpResult } from './publicip-allocate.ts'
 
 export interface HostAttachResult {
   readonly host: string
@@ -183,37 +184,24 @@ export function createHostAttach(deps: HandlerDeps) {
       if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
     }
 
-    // await: every child answered (or had answered before, when this is a second run).
-    const values = Object.values(await job.getChildrenValues())
-    const configureId = agentJobId('configure', {
-      dpuId,
-      host: { name },
-      specVersion: host.specVersion,
-    })
-    if (!values.some((value) => v.is(ConfigureAck, value))) {
-      values.push(await deps.children.result(agentQueueName(dpuId), configureId))
-    }
-    if (
-      spec.hostAccess === 'PublicAccess' &&
-      !values.some((x) => typeof (x as { publicIp?: unknown })?.publicIp === 'string')
-    ) {
-      values.push(
-        await deps.children.result(
-          CONTROLLER_QUEUE,
-          jobId('publicip.allocate', name, host.specVersion),
-        ),
-      )
-    }
-    const ack = values.map((value) => v.safeParse(ConfigureAck, value)).find((r) => r.success)
-    if (!ack?.success) throw new Error(`no configure ack from DPU ${dpuId} among the children`)
-    // The public IP FRR acked as announced (a release child's result is not one).
-    const publicIp =
+    // await: every child answered. Child ids are deterministic, so each ack is read from
+    // its own job — also when a second run found the child already done under the first.
+    const ack = v.safeParse(
+      ConfigureAck,
+      await deps.children.result(
+        agentQueueName(dpuId),
+        agentJobId('configure', { dpuId, host: { name }, specVersion: host.specVersion }),
+      ),
+    )
+    if (!ack.success) throw new Error(`no configure ack from DPU ${dpuId} yet`)
+    const announced =
       spec.hostAccess === 'PublicAccess'
-        ? values
-            .map((value) => value as { publicIp?: unknown; announced?: unknown } | undefined)
-            .find((value) => value?.announced === true && typeof value.publicIp === 'string')
-            ?.publicIp
+        ? ((await deps.children.result(
+            CONTROLLER_QUEUE,
+            jobId('publicip.allocate', name, host.specVersion),
+          )) as PublicIpResult | undefined)
         : undefined
+    const publicIp = announced?.announced ? (announced.publicIp ?? undefined) : undefined
 
     // Stale bindings this DPU's agent acked as unbound no longer need isolation.
     for (const stale of await deps.store.dpuNeedsIsolation(dpuId)) {

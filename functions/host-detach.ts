@@ -63,8 +63,11 @@ export function createHostDetach(deps: HandlerDeps) {
             : `waiting for DPU ${dpuId} to unbind the host port`,
         },
       })
+      // The deletion mark is what takes the host out of its group's topology; the
+      // producer sets it, and so does this handler, for a job enqueued some other way.
+      await deps.store.requestDeletion('mr', name, force)
       const group = await deps.store.getGroup(spec.resourceGroup)
-      if (group) await applyGroup(deps, group, { exclude: name })
+      if (group) await applyGroup(deps, group)
 
       const parent = parentOf(job)
       if (force) {
@@ -104,17 +107,14 @@ export function createHostDetach(deps: HandlerDeps) {
       if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
     }
 
-    const values = Object.values(await job.getChildrenValues())
-    if (!force && !values.some((value) => v.is(IsolateAck, value))) {
-      const isolateId = agentJobId('isolate', {
-        dpuId,
-        host: { name },
-        specVersion: host.specVersion,
-      })
-      values.push(await deps.children.result(agentQueueName(dpuId), isolateId))
-    }
-    const ack = values.map((value) => v.safeParse(IsolateAck, value)).find((r) => r.success)
-    const acked = ack?.success === true && ack.output.unbound
+    const ack = v.safeParse(
+      IsolateAck,
+      await deps.children.result(
+        agentQueueName(dpuId),
+        agentJobId('isolate', { dpuId, host: { name }, specVersion: host.specVersion }),
+      ),
+    )
+    const acked = ack.success && ack.output.unbound
     if (!force && !acked) throw new Error(`DPU ${dpuId} did not ack that ${name} is unbound`)
 
     // Addresses go last, once the host can no longer use them.

@@ -1,5 +1,5 @@
 import { type Job, WaitingChildrenError } from 'bullmq'
-import { FRR_QUEUE, FrrJobName, frrJobId } from '../queues/frr.ts'
+import { FRR_QUEUE, type FrrAck, FrrJobName, frrJobId } from '../queues/frr.ts'
 import { PublicIpJob } from '../queues/jobs.ts'
 import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
 import { applyGroup } from './group-state.ts'
@@ -33,22 +33,14 @@ export function createPublicIpAllocate(deps: HandlerDeps) {
       await job.updateData({ ...(job.data as object), step: 'await' })
       if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
     }
-    const acks = Object.values(await job.getChildrenValues()) as ({
-      announced?: boolean
-      publicIp?: string
-    } | null)[]
-    let ack = acks.find((a) => typeof a?.publicIp === 'string')
-    if (!ack) {
-      // A second run: the announce child had already completed under the same id.
-      const held = (await deps.ipam.listPublicIps()).find((p) => p.allocatedTo === name)
-      const data = { publicIp: held?.ip ?? '', nextHop: natIp, owner: name, specVersion }
-      ack = held
-        ? ((await deps.children.result(
-            FRR_QUEUE,
-            frrJobId(FrrJobName.announce, data),
-          )) as typeof ack)
-        : undefined
-    }
+    // The announce child's ack, read from its own job (deterministic id).
+    const held = (await deps.ipam.listPublicIps()).find((p) => p.allocatedTo === name)
+    const data = { publicIp: held?.ip ?? '', nextHop: natIp, owner: name, specVersion }
+    const ack = held
+      ? ((await deps.children.result(FRR_QUEUE, frrJobId(FrrJobName.announce, data))) as
+          | FrrAck
+          | undefined)
+      : undefined
     return { host: name, publicIp: ack?.publicIp ?? null, announced: ack?.announced === true }
   }
 }
