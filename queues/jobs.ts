@@ -42,7 +42,6 @@ export const JobSchemas = {
 } as const
 
 export type JobName = keyof typeof JobSchemas
-export type JobData<N extends JobName> = v.InferOutput<(typeof JobSchemas)[N]>
 
 /**
  * The job id for an object at a spec version: the same request twice is one job.

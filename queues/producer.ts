@@ -9,7 +9,7 @@ import type { JobsOptions, Queue } from 'bullmq'
 import * as v from 'valibot'
 import { HydrazineError } from '../lib/errors.ts'
 import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
-import { type JobName, jobId } from './jobs.ts'
+import { type JobName, JobSchemas, jobId } from './jobs.ts'
 import {
   type ManagedResource,
   ManagedResourceSpec,
@@ -76,7 +76,8 @@ export class HydrazineClient {
 
   async #enqueue(name: JobName, object: string, version: number | string, data: object) {
     const id = jobId(name, object, version)
-    await this.queue.add(name, data, { ...JOB_OPTIONS, jobId: id })
+    // The payload contract holds for our own jobs too: a handler would refuse it anyway.
+    await this.queue.add(name, v.parse(JobSchemas[name], data), { ...JOB_OPTIONS, jobId: id })
     return id
   }
 

@@ -43,8 +43,6 @@ export interface WorkerOptions {
   readonly reconcileEveryMs?: number
   /** BullMQ key prefix (default `bull`); tests use their own. */
   readonly prefix?: string
-  /** Prefix for the state store and IPAM keys (tests use their own). */
-  readonly storePrefix?: string
   readonly logger?: Logger
   /**
    * How long a job stays locked to a worker that stopped renewing it (it crashed) before
@@ -73,11 +71,8 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 })
   const connection = bullConnection(options.redisUrl)
   const prefix = options.prefix ? { prefix: options.prefix } : {}
-  const store = new StateStore(
-    redis,
-    options.storePrefix ? `${options.storePrefix}{store}:` : undefined,
-  )
-  const ipam = new Ipam(redis, options.storePrefix ? { prefix: `${options.storePrefix}ipam:` } : {})
+  const store = new StateStore(redis)
+  const ipam = new Ipam(redis)
   const queue = new Queue(CONTROLLER_QUEUE, { connection, ...prefix })
 
   const nbClients = new Map<string, Promise<NbConnection>>()
