@@ -768,7 +768,7 @@ export class Ipam {
     )
     if (version === null || def === null) {
       this.#cache.delete(network)
-      return { version: '0' }
+      return { version: version ?? '0' }
     }
     const layout = compile(network, JSON.parse(def) as NetworkDefinition)
     this.#cache.set(network, { version, layout })

@@ -7,6 +7,7 @@ import {
   AddressInUse,
   Conflict,
   InvalidRequest,
+  Ipam,
   type NetworkSpec,
   NotFound,
   NotInSubnet,
@@ -501,9 +502,31 @@ t.test('delete: refused while addresses are held unless forced; leaves no keys',
   const refused = await ipam.deleteNetwork('g').catch((e: unknown) => e)
   t.ok(refused instanceof Conflict && refused.holder === 'h', 'Conflict naming the holder')
   await ipam.deleteNetwork('g', { force: true })
-  t.same(await fx.redis.keys(`${prefix}*`), [], 'no key left')
+  t.same(
+    await fx.redis.keys(`${prefix}*`),
+    [`${prefix}{net:g}:meta`],
+    'no key left but the version, which outlives the network',
+  )
   await ipam.deleteNetwork('g')
   await t.rejects(ipam.allocate('g', 'h'), NotFound)
+})
+
+t.test('a process with a cached copy of a deleted network never allocates from it', async (t) => {
+  const { ipam: first, prefix } = fx.ipam()
+  const other = new Ipam(fx.redis, { prefix })
+  await first.createNetwork('g', {
+    subnets: [{ cidr: '10.1.0.0/24', pools: [{ start: '10.1.0.10', end: '10.1.0.20' }] }],
+  })
+  t.equal((await other.allocate('g', 'a')).ip, '10.1.0.10', 'the other process caches the network')
+  await first.deleteNetwork('g', { force: true })
+  await first.createNetwork('g', {
+    subnets: [{ cidr: '10.2.0.0/24', pools: [{ start: '10.2.0.10', end: '10.2.0.20' }] }],
+  })
+  t.equal(
+    (await other.allocate('g', 'b')).ip,
+    '10.2.0.10',
+    'it sees the new network, not its cached copy',
+  )
 })
 
 t.test('a group network as Hydrazine builds it', async (t) => {

@@ -8,7 +8,8 @@
   KEYS[4 .. 3+nOld]           bitmap keys of the current pools (deleted)
   KEYS[4+nOld ..]             per new pool: res, excl, busy
 
-  ARGV[1]  expected version ('0' = the network must not exist yet)
+  ARGV[1]  expected version (the one read; a network that does not exist has the version
+           it was deleted at, or '0' if it never existed)
   ARGV[2]  new definition JSON ('' = delete the network)
   ARGV[3]  nOld: number of current pool bitmap keys
   ARGV[4]  nNew: number of new pools
@@ -45,10 +46,13 @@ if ARGV[2] == '' then
   if ARGV[6] ~= '1' and #holders > 0 then
     return {'busy', holders[2], holders[1]}
   end
-  local doomed = {KEYS[1], KEYS[2], KEYS[3]}
+  local doomed = {KEYS[2], KEYS[3]}
   for i = 1, nOld do doomed[#doomed + 1] = KEYS[3 + i] end
   redis.call('DEL', unpack(doomed))
-  return {'ok', '0'}
+  -- The version survives the definition: a network created again under the same id gets
+  -- a new version, so another process's cached copy of the old one is seen as stale.
+  redis.call('HDEL', KEYS[1], 'def')
+  return {'ok', tostring(redis.call('HINCRBY', KEYS[1], 'version', 1))}
 end
 
 local checkBase = 7 + nNew * 3
