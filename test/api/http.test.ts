@@ -24,7 +24,7 @@ interface Call {
 
 function api(p: Pipeline) {
   const app = createApp({
-    readiness: {},
+    readiness: { redis: async () => (await p.workers.redis.ping()) === 'PONG' },
     v1: {
       client: p.client,
       store: p.workers.store,
@@ -61,6 +61,13 @@ t.test('HTTP API against a running pipeline', async (t) => {
   t.test('probes need no token', async (t) => {
     t.equal((await call('GET', '/healthz', { token: undefined })).status, 200)
     t.equal((await call('GET', '/readyz', { token: undefined })).status, 200)
+    const down = createApp({ readiness: { ovnNb: async () => false, redis: async () => true } })
+    const res = await down.request('/readyz')
+    t.equal(res.status, 503, 'a failing probe makes /readyz 503')
+    t.same(await res.json(), {
+      status: 'not ready',
+      checks: { ovnNb: 'unavailable', redis: 'ok' },
+    })
   })
 
   t.test('group: PUT 202, unchanged PUT 200 without a job, GET shows Ready', async (t) => {
