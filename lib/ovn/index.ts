@@ -38,6 +38,7 @@ export {
   OWNER_KEY,
   ownerOf,
   ROW_KEY,
+  TOPOLOGY_TABLES,
   transitAddresses,
 } from './topology/compile.ts'
 export * from './topology/errors.ts'

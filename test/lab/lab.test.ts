@@ -19,6 +19,7 @@ import {
   startLab,
 } from '../../infra/lab/lab.ts'
 import { relayPortName } from '../../lib/agent-protocol/index.ts'
+import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 
 const why = await labUnavailable()
 
@@ -299,17 +300,9 @@ t.test('Hydrazine on a simulated data centre', { skip: why ?? false }, async (t)
     }
     t.notOk(await pings(a2.netns, network.gateway, 1), 'a2 isolated')
     t.notOk(await pings(b1.netns, '10.10.10.12', 1), 'b1 isolated')
-    for (const table of [
-      'Logical_Switch',
-      'Logical_Switch_Port',
-      'Logical_Router',
-      'Logical_Router_Port',
-      'Logical_Router_Static_Route',
-      'Logical_Router_Policy',
-      'NAT',
-    ]) {
+    for (const table of TOPOLOGY_TABLES) {
       const ids = await l.nbctl('--bare', '--columns=external_ids', 'list', table)
-      t.notMatch(ids, 'hydrazine:owner', `no Hydrazine ${table} row left`)
+      t.notMatch(ids, OWNER_KEY, `no Hydrazine ${table} row left`)
     }
     const pips = (await l.api('GET', '/v1/public-ips')).body as {
       items?: { ip: string; allocated?: boolean; allocatedTo?: string }[]

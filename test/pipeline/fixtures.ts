@@ -4,6 +4,7 @@ import { promisify } from 'node:util'
 import { type Job, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import type { ConfigureAck, IsolateAck } from '../../lib/agent-protocol/index.ts'
+import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 import { sharedCentralProvider } from '../../queues/ovn-provider.ts'
 import { HydrazineClient } from '../../queues/producer.ts'
 import { startWorkers, type Workers } from '../../queues/worker.ts'
@@ -87,21 +88,14 @@ export async function startPipeline(
     },
     async ownedRows() {
       const lines: string[] = []
-      for (const table of [
-        'Logical_Switch',
-        'Logical_Router',
-        'Logical_Switch_Port',
-        'NAT',
-        'Logical_Router_Policy',
-        'Logical_Router_Static_Route',
-      ]) {
+      for (const table of TOPOLOGY_TABLES) {
         const { stdout } = await run('ovn-nbctl', [
           `--db=${nb}`,
           '--bare',
           '--columns=_uuid,external_ids',
           'find',
           table,
-          'external_ids:hydrazine\\:owner!=""',
+          `external_ids:${OWNER_KEY.replace(':', '\\:')}!=""`,
         ])
         const count = stdout.split('\n\n').filter((b) => b.trim()).length
         if (count > 0) lines.push(`${table} ${count}`)
