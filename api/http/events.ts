@@ -53,9 +53,14 @@ export const CarbideEvent = v.variant('type', [
 ])
 export type CarbideEvent = v.InferOutput<typeof CarbideEvent>
 
-/** The HMAC a sender puts in `X-Hydrazine-Signature` for `body`. */
-export function signEvent(secret: string, body: string): string {
-  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`
+/**
+ * The HMAC a sender puts in `X-Hydrazine-Signature`: over `<timestamp>.<body>`, so that a
+ * captured delivery cannot be sent again later under a fresh `X-Hydrazine-Timestamp`.
+ *
+ * @example signEvent(secret, '1795300000', '{"type":"resource-group.deleted",…}')
+ */
+export function signEvent(secret: string, timestamp: string, body: string): string {
+  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`
 }
 
 export function eventRoutes(deps: EventsDeps): Hono {
@@ -73,17 +78,22 @@ export function eventRoutes(deps: EventsDeps): Hono {
     }),
     async function receiveEvent(c) {
       const raw = await c.req.text()
-      const expected = Buffer.from(signEvent(deps.secret, raw))
-      const given = Buffer.from(c.req.header('x-hydrazine-signature') ?? '')
-      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-        throw new ApiError(401, 'BAD_SIGNATURE', 'X-Hydrazine-Signature does not match the body')
-      }
-      const stamp = Number(c.req.header('x-hydrazine-timestamp') ?? Number.NaN)
+      const timestamp = c.req.header('x-hydrazine-timestamp') ?? ''
+      const stamp = /^\d{1,12}$/.test(timestamp) ? Number(timestamp) : Number.NaN
       if (!Number.isFinite(stamp) || Math.abs(now() / 1000 - stamp) > MAX_CLOCK_SKEW_S) {
         throw new ApiError(
           401,
           'STALE_EVENT',
           `X-Hydrazine-Timestamp must be unix seconds within ${MAX_CLOCK_SKEW_S}s of now`,
+        )
+      }
+      const expected = Buffer.from(signEvent(deps.secret, timestamp, raw))
+      const given = Buffer.from(c.req.header('x-hydrazine-signature') ?? '')
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+        throw new ApiError(
+          401,
+          'BAD_SIGNATURE',
+          'X-Hydrazine-Signature does not match the timestamp and body',
         )
       }
       let json: unknown

@@ -154,7 +154,7 @@ export const openApiDocument = {
     '/v1/events': {
       post: {
         description:
-          'Carbide webhook. Authenticated by X-Hydrazine-Signature (sha256=<hex HMAC-SHA256 of the raw body>) and X-Hydrazine-Timestamp (unix seconds, ±5 min); event ids are deduplicated.',
+          'Carbide webhook. Authenticated by X-Hydrazine-Signature (sha256=<hex HMAC-SHA256 of "<X-Hydrazine-Timestamp>.<raw body>">) and X-Hydrazine-Timestamp (unix seconds, ±5 min); event ids are deduplicated.',
         security: [],
         parameters: [
           {

@@ -8,6 +8,8 @@ const OPERATOR = 'operator-token-0123456789abcdef'
 
 interface Delivery {
   secret?: string
+  /** The timestamp the signature was made over, when not the one sent (a replay). */
+  signedTimestamp?: string
   /** Seconds added to the current time in `X-Hydrazine-Timestamp`. */
   skewS?: number
   signature?: string
@@ -27,12 +29,14 @@ function webhook(p: Pipeline) {
   })
   const deliver = async (event: unknown, d: Delivery = {}) => {
     const body = JSON.stringify(event)
+    const timestamp = String(Math.floor(Date.now() / 1000) + (d.skewS ?? 0))
     const res = await app.request('/v1/events', {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
-        'x-hydrazine-signature': d.signature ?? signEvent(d.secret ?? SECRET, body),
-        'x-hydrazine-timestamp': String(Math.floor(Date.now() / 1000) + (d.skewS ?? 0)),
+        'x-hydrazine-signature':
+          d.signature ?? signEvent(d.secret ?? SECRET, d.signedTimestamp ?? timestamp, body),
+        'x-hydrazine-timestamp': timestamp,
       },
       body,
     })
@@ -85,6 +89,13 @@ t.test('Carbide events drive the same calls as the REST API', async (t) => {
       'BAD_SIGNATURE',
     ],
     ['no signature', { ...applyGroup, id: 'evt-2' }, { signature: '' }, 401, 'BAD_SIGNATURE'],
+    [
+      'a captured delivery replayed under a fresh timestamp',
+      { ...applyGroup, id: 'evt-2' },
+      { signedTimestamp: String(Math.floor(Date.now() / 1000) - 86_400) },
+      401,
+      'BAD_SIGNATURE',
+    ],
     [
       'timestamp 6 minutes old',
       { ...applyGroup, id: 'evt-2' },
