@@ -9,7 +9,7 @@ import { readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { OvsdbClient } from '../lib/ovn/index.ts'
-import { type Daemon, startDaemon } from '../lib/process/daemon.ts'
+import { type Daemon, isAlive, startDaemon } from '../lib/process/daemon.ts'
 import { canConnect } from '../lib/process/ports.ts'
 
 const exec = promisify(execFile)
@@ -25,24 +25,15 @@ export interface DaemonPlace {
   readonly log: (line: string) => void
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
 /** Stops a leftover daemon named by `pidFile` (from an agent that died), if any. */
 export async function stopLeftover(pidFile: string, command: string): Promise<boolean> {
   const pid = Number((await readFile(pidFile, 'utf8').catch(() => '')).trim())
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return false
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return false
   const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')
   if (!cmdline.includes(command)) return false
   process.kill(pid, 'SIGTERM')
-  for (let i = 0; i < 50 && alive(pid); i++) await sleep(50)
-  if (alive(pid)) process.kill(pid, 'SIGKILL')
+  for (let i = 0; i < 50 && isAlive(pid); i++) await sleep(50)
+  if (isAlive(pid)) process.kill(pid, 'SIGKILL')
   await rm(pidFile, { force: true })
   return true
 }

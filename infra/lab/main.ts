@@ -14,6 +14,7 @@ import { openSync } from 'node:fs'
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { isAlive } from '../../lib/process/daemon.ts'
 import { labPrefix } from './dpu.ts'
 import { eventually, type LabState, labUnavailable, removeLabLeftovers, startLab } from './lab.ts'
 
@@ -30,18 +31,9 @@ async function readState(): Promise<LabState | undefined> {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
 async function up(): Promise<number> {
   const existing = await readState()
-  if (existing && alive(existing.labPid)) {
+  if (existing && isAlive(existing.labPid)) {
     process.stdout.write(`the lab is already up (pid ${existing.labPid})\n`)
     return status()
   }
@@ -68,7 +60,7 @@ async function up(): Promise<number> {
     180_000,
     1000,
   )
-  if (!ready || child.pid === undefined || !alive(child.pid)) {
+  if (!ready || child.pid === undefined || !isAlive(child.pid)) {
     process.stderr.write(`lab: did not come up; see ${dataDir}/lab.log\n`)
     return 1
   }
@@ -106,7 +98,7 @@ async function status(): Promise<number> {
     return 1
   }
   const lines = [
-    `lab ${s.prefix} (pid ${s.labPid}, ${alive(s.labPid) ? 'running' : 'NOT running'})`,
+    `lab ${s.prefix} (pid ${s.labPid}, ${isAlive(s.labPid) ? 'running' : 'NOT running'})`,
     `  data:            ${s.dataDir}`,
     ...(s.url ? [`  Hydrazine API:   ${s.url}   (token: ${s.tokenFile})`] : []),
     ...(s.url && s.tokenFile
@@ -141,9 +133,9 @@ async function down(): Promise<number> {
     process.stdout.write(`no lab in ${dataDir}\n`)
     return 0
   }
-  if (alive(s.labPid) && s.labPid !== process.pid) {
+  if (isAlive(s.labPid) && s.labPid !== process.pid) {
     process.kill(s.labPid, 'SIGTERM')
-    if (!(await eventually(async () => !alive(s.labPid), 60_000, 500))) {
+    if (!(await eventually(async () => !isAlive(s.labPid), 60_000, 500))) {
       process.kill(s.labPid, 'SIGKILL')
       await sleep(4000) // the reapers SIGKILL their daemons 3 s after their parent dies
     }

@@ -7,6 +7,7 @@ import { HydrazineError } from '../../lib/errors.ts'
 import {
   type Daemon,
   type DaemonSpec,
+  isAlive,
   requireBinary,
   startDaemon,
 } from '../../lib/process/daemon.ts'
@@ -141,15 +142,6 @@ async function claimDataDir(dataDir: string): Promise<void> {
     throw new DataDirInUseError(dataDir, previous)
   }
   await writeFile(pidFile, `${process.pid}\n`)
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 
 /** A preferred port if it is free, else one the kernel says is free. */
