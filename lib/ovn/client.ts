@@ -31,6 +31,7 @@ export type ClientEvent =
   | { readonly type: 'connected'; readonly remote: string }
   | { readonly type: 'disconnected'; readonly remote: string; readonly reason: string }
   | { readonly type: 'reconnect-scheduled'; readonly remote: string; readonly delayMs: number }
+  | { readonly type: 'monitor-error'; readonly remote: string; readonly error: unknown }
 
 export interface RequestOptions {
   /** Aborting sends RFC 7047 `cancel` for the request and rejects it with `OvsdbCanceled`. */
@@ -297,7 +298,8 @@ export class OvsdbClient {
         this.send({ id: msg.id, result: msg.params ?? [], error: null })
       } else if (msg.method === 'update' && Array.isArray(msg.params)) {
         const [monitorId, updates] = msg.params as [string, TableUpdates]
-        this.monitors.get(monitorId)?.handler(updates, false)
+        const monitor = this.monitors.get(monitorId)
+        if (monitor) this.deliver(monitor.handler, updates, false)
       }
       return
     }
@@ -349,11 +351,27 @@ export class OvsdbClient {
     }, delayMs)
   }
 
+  /**
+   * Runs a monitor handler. It runs inside the socket's data event, where a throw would
+   * take the whole process down: an error is reported through `onEvent` instead.
+   */
+  private deliver(
+    handler: (updates: TableUpdates, reset: boolean) => void,
+    updates: TableUpdates,
+    reset: boolean,
+  ): void {
+    try {
+      handler(updates, reset)
+    } catch (error) {
+      this.opts.onEvent?.({ type: 'monitor-error', remote: this.remote, error })
+    }
+  }
+
   private resubscribe(): void {
     for (const [id, m] of this.monitors) {
       this.request('monitor', [m.db, id, m.requests]).then(
         (initial) => {
-          if (this.monitors.get(id) === m) m.handler(initial as TableUpdates, true)
+          if (this.monitors.get(id) === m) this.deliver(m.handler, initial as TableUpdates, true)
         },
         () => {
           // The connection dropped again; the next reconnect retries.

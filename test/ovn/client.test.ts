@@ -142,6 +142,28 @@ t.test('monitor delivers initial rows and later changes', async (t) => {
   t.equal(seen.length, 2, 'no updates after cancel')
 })
 
+t.test('a monitor handler that throws is reported, and the client goes on', async (t) => {
+  const server = await startOvsdb(t)
+  const errors: unknown[] = []
+  const client = await OvsdbClient.connect(server.unix, {
+    onEvent: (e) => {
+      if (e.type === 'monitor-error') errors.push(e.error)
+    },
+  })
+  t.teardown(() => client.close())
+  let calls = 0
+  await client.monitor(NB, { Logical_Switch: { columns: ['name'] } }, (_u, reset) => {
+    calls++
+    if (!reset) throw new Error('handler bug')
+  })
+  await client.transact(NB, [nb.insert('Logical_Switch', { name: 'x' })])
+  await waitFor(() => errors.length === 1)
+  t.match(errors, [{ message: 'handler bug' }], 'the error reached onEvent')
+  t.equal(calls, 2)
+  const [row] = await client.transact(NB, [nb.select('Logical_Switch', [], ['name'])])
+  t.same(row?.rows, [{ name: 'x' }], 'the client still answers requests')
+})
+
 t.test('reconnects after the server restarts, and re-monitors', async (t) => {
   const server = await startOvsdb(t)
   const events: string[] = []
