@@ -89,5 +89,7 @@ try {
 } catch (error) {
   const message = error instanceof HydrazineError ? error.message : String(error)
   logger.error({ err: error }, `start-up failed: ${message}`)
+  // The log is JSON for machines; a person at the terminal gets the reason in one line.
+  process.stderr.write(`hydrazine: start-up failed: ${message.split('\n')[0]}\n`)
   await shutdown('start-up failed', 1)
 }

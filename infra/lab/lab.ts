@@ -20,7 +20,8 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type Daemon, requireBinary, startDaemon } from '../../lib/process/daemon.ts'
-import { canConnect, freePort } from '../../lib/process/ports.ts'
+import { freePort } from '../../lib/process/ports.ts'
+import { startFrrDaemons } from '../local/frr.ts'
 import { createDpu, createFabric, type Fabric, run, type SimDpu, type SimHost } from './dpu.ts'
 
 const repo = fileURLToPath(new URL('../..', import.meta.url))
@@ -155,13 +156,6 @@ async function noIpv6(netns: string): Promise<void> {
   await quietly(netnsExec(netns, 'sysctl', '-qw', 'net.ipv6.conf.eth0.disable_ipv6=1'))
 }
 
-async function frrIds(): Promise<{ uid: number; gid: number }> {
-  const line = (await readFile('/etc/passwd', 'utf8')).split('\n').find((l) => l.startsWith('frr:'))
-  const [, , uid, gid] = line?.split(':') ?? []
-  if (!uid || !gid) throw new Error('user frr does not exist: apt-get install frr')
-  return { uid: Number(uid), gid: Number(gid) }
-}
-
 /**
  * Starts the lab. On failure everything made so far is removed before the error is
  * thrown; `stop()` removes everything (and is safe to call twice).
@@ -224,52 +218,28 @@ export async function startLab(opts: {
 
     const frrDir = join(dataDir, 'fabric-frr')
     await mkdir(frrDir, { recursive: true })
-    await writeFile(join(frrDir, 'zebra.conf'), 'hostname fabric\n')
-    await writeFile(
-      join(frrDir, 'bgpd.conf'),
-      [
-        'frr defaults traditional',
-        `router bgp ${FABRIC_ROUTER_ASN}`,
-        ` bgp router-id ${routerIp}`,
-        ' no bgp ebgp-requires-policy',
-        ` neighbor ${fabric.gatewayIp} remote-as ${HYDRAZINE_ASN}`,
-        ` neighbor ${fabric.gatewayIp} timers 1 3`,
-        ` neighbor ${fabric.gatewayIp} timers connect 1`,
-        ` neighbor ${fabric.gatewayIp} disable-connected-check`,
-        'exit',
-        '',
-      ].join('\n'),
-    )
-    const { uid, gid } = await frrIds()
-    await run('chmod', ['o+x', dataDir])
-    await run('chown', ['-R', `${uid}:${gid}`, frrDir])
-    const pathspace = `${prefix}fab`
-    for (const daemon of ['zebra', 'bgpd']) {
-      daemons.push(
-        await startDaemon({
-          name: `fabric-${daemon}`,
-          command: `/usr/lib/frr/${daemon}`,
-          args: [
-            '-N',
-            pathspace,
-            '-f',
-            join(frrDir, `${daemon}.conf`),
-            '-i',
-            join(frrDir, `${daemon}.pid`),
-            '-z',
-            join(frrDir, 'zserv.api'),
-            '--vty_socket',
-            frrDir,
-            '--log',
-            `file:${join(frrDir, `${daemon}.log`)}`,
-          ],
-          netns: routerNs,
-          logFile: join(frrDir, `${daemon}.out`),
-          tailFiles: [join(frrDir, `${daemon}.log`)],
-          ready: () => canConnect({ path: join(frrDir, `${daemon}.vty`) }),
-        }),
-      )
-    }
+    await startFrrDaemons({
+      dir: frrDir,
+      daemons: ['zebra', 'bgpd'],
+      configs: {
+        zebra: 'hostname fabric\n',
+        bgpd: [
+          'frr defaults traditional',
+          `router bgp ${FABRIC_ROUTER_ASN}`,
+          ` bgp router-id ${routerIp}`,
+          ' no bgp ebgp-requires-policy',
+          ` neighbor ${fabric.gatewayIp} remote-as ${HYDRAZINE_ASN}`,
+          ` neighbor ${fabric.gatewayIp} timers 1 3`,
+          ` neighbor ${fabric.gatewayIp} timers connect 1`,
+          ` neighbor ${fabric.gatewayIp} disable-connected-check`,
+          'exit',
+          '',
+        ].join('\n'),
+      },
+      pathspace: `${prefix}fab`,
+      netns: routerNs,
+      started: (daemon) => daemons.push(daemon),
+    })
     const vtysh = (command: string) => run('vtysh', ['--vty_socket', frrDir, '-c', command])
     const router: FabricRouter = {
       netns: routerNs,

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { connect } from 'node:net'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
@@ -13,6 +13,7 @@ import {
 } from '../../lib/process/daemon.ts'
 import { DaemonStartError } from '../../lib/process/errors.ts'
 import { canConnect, freePort } from '../../lib/process/ports.ts'
+import { startFrrDaemons } from './frr.ts'
 import type { DaemonExit, FrrInstance, LocalStack, OvnCentral } from './types.ts'
 
 export type { DaemonExit, FrrInstance, LocalStack, OvnCentral } from './types.ts'
@@ -82,7 +83,8 @@ const START_ATTEMPTS = 3
 export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
   const dataDir = resolve(options.dataDir)
   const log = options.log ?? (() => {})
-  await mkdir(dataDir, { recursive: true })
+  // Private by default: the AOF, OVN databases and logs are nobody else's business.
+  await mkdir(dataDir, { recursive: true, mode: 0o700 })
   await claimDataDir(dataDir)
 
   const daemons: Daemon[] = []
@@ -327,7 +329,6 @@ async function exists(path: string): Promise<boolean> {
   )
 }
 
-const FRR_DAEMONS = ['zebra', 'bgpd', 'staticd'] as const
 let frrInstances = 0
 
 async function startFrr(
@@ -344,72 +345,30 @@ async function startFrr(
   log: (l: string) => void,
 ): Promise<FrrInstance> {
   const dir = join(dataDir, 'frr')
-  await mkdir(dir, { recursive: true })
+  await mkdir(dir, { recursive: true, mode: 0o700 })
   const bgpPort = opts.netns ? (opts.bgpPort ?? 179) : await pickPort(opts.bgpPort, log, 'bgpd')
   const listen = opts.listenAddress ?? (opts.netns ? undefined : '127.0.0.1')
-  const bgpdConfig = join(dir, 'bgpd.conf')
-  await writeFile(join(dir, 'zebra.conf'), `hostname ${opts.hostname ?? 'hydrazine'}\n`)
-  await writeFile(join(dir, 'staticd.conf'), '')
-  await writeFile(
-    bgpdConfig,
-    opts.bgpdConfig ??
-      'router bgp 65000\n bgp router-id 127.0.0.1\n no bgp network import-check\nexit\n',
-  )
-  // FRR daemons drop privileges to user frr: the directory must be theirs, and the data
-  // dir (often a 0700 temp dir) must let them through.
-  const { uid, gid } = await frrIds()
-  await chmod(dataDir, (await stat(dataDir)).mode | 0o011)
-  await chmod(dir, 0o755)
-  await chown(dir, uid, gid)
-  for (const f of ['zebra.conf', 'bgpd.conf', 'staticd.conf']) await chown(join(dir, f), uid, gid)
-  const pathspace = `hz${process.pid}${frrInstances++}`
-
-  for (const daemon of FRR_DAEMONS) {
-    const vty = join(dir, `${daemon}.vty`)
-    const extra =
-      daemon === 'bgpd'
-        ? [
-            '-p',
-            String(bgpPort),
-            ...(listen ? ['-l', listen] : []),
-            ...(opts.installRoutes ? [] : ['-n']),
-          ]
-        : []
-    track(
-      await startDaemon({
-        name: daemon,
-        command: `/usr/lib/frr/${daemon}`,
-        args: [
-          '-N',
-          pathspace,
-          '-f',
-          join(dir, `${daemon}.conf`),
-          '-i',
-          join(dir, `${daemon}.pid`),
-          '-z',
-          join(dir, 'zserv.api'),
-          '--vty_socket',
-          dir,
-          '--log',
-          `file:${join(dir, `${daemon}.log`)}`,
-          ...extra,
-        ],
-        ...(opts.netns ? { netns: opts.netns } : {}),
-        logFile: join(dir, `${daemon}.out`),
-        tailFiles: [join(dir, `${daemon}.log`)],
-        ready: () => canConnect({ path: vty }),
-      }),
-    )
-  }
+  await startFrrDaemons({
+    dir,
+    daemons: ['zebra', 'bgpd', 'staticd'],
+    configs: {
+      zebra: `hostname ${opts.hostname ?? 'hydrazine'}\n`,
+      bgpd:
+        opts.bgpdConfig ??
+        'router bgp 65000\n bgp router-id 127.0.0.1\n no bgp network import-check\nexit\n',
+    },
+    pathspace: `hz${process.pid}${frrInstances++}`,
+    extraArgs: {
+      bgpd: [
+        '-p',
+        String(bgpPort),
+        ...(listen ? ['-l', listen] : []),
+        ...(opts.installRoutes ? [] : ['-n']),
+      ],
+    },
+    ...(opts.netns ? { netns: opts.netns } : {}),
+    started: track,
+  })
   log(`FRR (zebra, bgpd, staticd) up; vtysh --vty_socket ${dir}`)
-  return { vtyDir: dir, bgpPort, bgpdConfig }
-}
-
-async function frrIds(): Promise<{ uid: number; gid: number }> {
-  const passwd = await readFile('/etc/passwd', 'utf8')
-  const line = passwd.split('\n').find((l) => l.startsWith('frr:'))
-  const [, , uid, gid] = line?.split(':') ?? []
-  if (!uid || !gid)
-    throw new DaemonStartError('frr', 'user frr does not exist: apt-get install frr', '', false)
-  return { uid: Number(uid), gid: Number(gid) }
+  return { vtyDir: dir, bgpPort, bgpdConfig: join(dir, 'bgpd.conf') }
 }

@@ -1,12 +1,16 @@
-import { spawn } from 'node:child_process'
-import { readFile } from 'node:fs/promises'
+import { execFile, spawn } from 'node:child_process'
+import { chmod, cp, readFile, stat, symlink } from 'node:fs/promises'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
 import t from 'tap'
 import { canConnect, freePort } from '../../lib/process/ports.ts'
 import { eventually, processesMentioning } from '../helpers/processes.ts'
 import { tempDir } from '../helpers/stack.ts'
 
 const main = fileURLToPath(new URL('../../infra/main.ts', import.meta.url))
+const repo = fileURLToPath(new URL('../..', import.meta.url))
+const run = promisify(execFile)
 
 function startMain(env: Record<string, string>) {
   const child = spawn(process.execPath, ['--import', 'tsx', main], {
@@ -81,4 +85,81 @@ t.test('bad configuration stops start-up with the variable named', async (t) => 
   const main = startMain({ HYDRAZINE_HTTP_PORT: 'eighty' })
   t.equal(await main.exited, 2)
   t.match(main.output(), /HYDRAZINE_HTTP_PORT: must be a port number/)
+})
+
+t.test('npm start from a checkout below a private (0700) directory', async (t) => {
+  // As `cd ~ && git clone … && npm start` as root does: /root is mode 0700.
+  const privateDir = await tempDir(t)
+  await chmod(privateDir, 0o700)
+  const checkout = join(privateDir, 'hydrazine')
+  // The files a clone would have, as they are in this working tree.
+  const { stdout } = await run(
+    'git',
+    ['ls-files', '-z', '--cached', '--others', '--exclude-standard'],
+    {
+      cwd: repo,
+    },
+  )
+  for (const file of stdout.split('\0').filter(Boolean)) {
+    await cp(join(repo, file), join(checkout, file), { preserveTimestamps: true })
+  }
+  // The dependencies this checkout already has, instead of a second `npm install`.
+  await symlink(join(repo, 'node_modules'), join(checkout, 'node_modules'))
+
+  const port = await freePort()
+  const child = spawn('npm', ['start'], {
+    cwd: checkout,
+    env: {
+      ...process.env,
+      LOG_LEVEL: 'warn',
+      HYDRAZINE_HTTP_PORT: String(port),
+      HYDRAZINE_GRPC_PORT: String(await freePort()),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  })
+  let output = ''
+  for (const stream of [child.stdout, child.stderr]) {
+    stream.on('data', (c: Buffer) => {
+      output += c.toString()
+    })
+  }
+  let running = true
+  const exited = new Promise<number | null>((r) =>
+    child.once('exit', (code) => {
+      running = false
+      r(code)
+    }),
+  )
+  const group = (signal: NodeJS.Signals) => {
+    try {
+      if (child.pid) process.kill(-child.pid, signal)
+    } catch {}
+  }
+  t.teardown(() => group('SIGKILL'))
+
+  const up = await eventually(
+    async () => output.includes('Hydrazine is up') || !running,
+    90_000,
+  ).then(() => output.includes('Hydrazine is up'))
+  t.ok(up, 'it starts')
+  if (!up) t.comment(output)
+  t.match(output, join(checkout, '.hydrazine'), 'with its data in the checkout')
+  const readyz = await fetch(`http://127.0.0.1:${port}/readyz`)
+  t.equal(readyz.status, 200, 'Redis and the OVN central answer')
+  t.equal((await stat(privateDir)).mode & 0o777, 0o700, 'the private directory stays private')
+
+  // Ctrl-C in a terminal signals the whole foreground group: npm, tsx and Hydrazine.
+  group('SIGINT')
+  await exited
+  const groupGone = await eventually(async () => {
+    const { stdout: ps } = await run('ps', ['-eo', 'pgid='])
+    return !ps.split('\n').some((pgid) => Number(pgid) === child.pid)
+  }, 10_000)
+  t.ok(groupGone, 'Ctrl-C stops npm and Hydrazine')
+  const gone = await eventually(
+    async () => (await processesMentioning(checkout)).length === 0,
+    5000,
+  )
+  t.ok(gone, 'and every daemon it started')
 })

@@ -1,4 +1,5 @@
 import { execFile, spawn } from 'node:child_process'
+import { chmod, stat } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -53,6 +54,49 @@ t.test('starts Redis, an OVN central and FRR that answer, and stops all of them'
   t.ok((await processesMentioning(dataDir)).length >= 7, 'every daemon runs under the data dir')
   await stack.stop()
   t.same(await processesMentioning(dataDir), [], 'no daemon left after stop')
+})
+
+t.test('a data dir below a private (0700) directory works, and stays private', async (t) => {
+  // As `git clone` into /root or a `mktemp -d` dir leaves it: FRR's default user (frr)
+  // could not even reach its pid file here.
+  const privateDir = await tempDir(t)
+  await chmod(privateDir, 0o700)
+  const dataDir = join(privateDir, 'hydrazine', '.hydrazine')
+  const stack = await startLocalStack({ dataDir })
+  t.teardown(() => stack.stop())
+  if (!stack.redis || !stack.ovn || !stack.frr) throw new Error('stack is missing a service')
+
+  const bgp = await run('vtysh', ['--vty_socket', stack.frr.vtyDir, '-c', 'show running-config'])
+  t.match(bgp.stdout, /router bgp 65000/, 'bgpd answers through vtysh')
+  const ping = await run('redis-cli', ['-p', String(stack.redis.port), 'ping'])
+  t.equal(ping.stdout.trim(), 'PONG', 'redis answers')
+  await run('ovn-nbctl', [`--db=${stack.ovn.nb.unix}`, '--wait=sb', 'sync'])
+  t.pass('the OVN central answers and northd runs')
+
+  t.equal((await stat(privateDir)).mode & 0o777, 0o700, 'the private directory was not opened up')
+  t.equal((await stat(dataDir)).mode & 0o077, 0, 'the data dir is private to its owner')
+})
+
+t.test('a daemon refused its files says so in one line, with what to do', async (t) => {
+  const dir = await tempDir(t)
+  // What zebra prints when its user cannot reach the data dir.
+  const line =
+    "2026/11/23 08:22:46 ZEBRA: [XNZM2-2XF6G] Can't create pid lock file /root/hydrazine/.hydrazine/frr/zebra.pid (Permission denied), exiting"
+  const error = await startDaemon({
+    name: 'zebra',
+    command: 'sh',
+    args: ['-c', `echo "${line}"; exit 1`],
+    logFile: join(dir, 'zebra.log'),
+    ready: async () => false,
+  }).catch((e: unknown) => e)
+  t.type(error, DaemonStartError)
+  const first = (error as Error).message.split('\n')[0] ?? ''
+  t.match(first, /^zebra failed to start: exited with code 1; /)
+  t.match(
+    first,
+    /cannot reach \/root\/hydrazine\/\.hydrazine\/frr\/zebra\.pid \(permission denied\)/,
+  )
+  t.match(first, /HYDRAZINE_DATA_DIR/, 'and says what to do')
 })
 
 t.test('a taken preferred port falls back to a free one', async (t) => {

@@ -1,0 +1,90 @@
+/**
+ * Starting private FRR daemons (zebra, bgpd, staticd) under a directory of ours: the
+ * embedded stack's BGP speaker and the lab's fabric router both start FRR this way.
+ *
+ * FRR's daemons drop privileges to the `frr` user unless told otherwise, and that user
+ * cannot reach a directory below a private one (`/root`, a `mktemp -d` dir). When we run
+ * as root, the daemons run as root too (`-u root -g <vty group>`): their pid files, vty
+ * sockets and logs then live wherever the data dir is, and no directory of the user's
+ * has to be opened up for them.
+ */
+import { readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Daemon } from '../../lib/process/daemon.ts'
+import { startDaemon } from '../../lib/process/daemon.ts'
+import { canConnect } from '../../lib/process/ports.ts'
+
+export type FrrDaemonName = 'zebra' | 'bgpd' | 'staticd'
+
+export interface FrrDaemonsOptions {
+  /** Holds every daemon's config, pid file, vty socket and log; must exist. */
+  readonly dir: string
+  readonly daemons: readonly FrrDaemonName[]
+  /** Each daemon's initial configuration (an empty file when absent). */
+  readonly configs: Partial<Record<FrrDaemonName, string>>
+  /** FRR pathspace (`-N`): unique per instance on the machine. */
+  readonly pathspace: string
+  /** Extra arguments for one daemon, e.g. bgpd's `-p PORT -l ADDRESS -n`. */
+  readonly extraArgs?: Partial<Record<FrrDaemonName, readonly string[]>>
+  readonly netns?: string
+  /** Each started daemon, as soon as it answers (a supervisor tracks it). */
+  readonly started?: (daemon: Daemon) => void
+}
+
+/**
+ * Writes each daemon's configuration and starts them in order, each answering on its vty
+ * socket before the next starts. Resolves with the daemons; `started` sees each one as
+ * it comes up, so a caller can stop those already running if a later one fails.
+ *
+ * @example
+ * await startFrrDaemons({ dir, daemons: ['zebra', 'bgpd'], configs: { bgpd }, pathspace: 'hz1' })
+ * // vtysh --vty_socket <dir> -c 'show bgp summary'
+ */
+export async function startFrrDaemons(options: FrrDaemonsOptions): Promise<Daemon[]> {
+  const { dir } = options
+  const identity = await frrIdentityArgs()
+  const daemons: Daemon[] = []
+  for (const name of options.daemons) {
+    await writeFile(join(dir, `${name}.conf`), options.configs[name] ?? '')
+  }
+  for (const name of options.daemons) {
+    const daemon = await startDaemon({
+      name,
+      command: `/usr/lib/frr/${name}`,
+      args: [
+        '-N',
+        options.pathspace,
+        ...identity,
+        '-f',
+        join(dir, `${name}.conf`),
+        '-i',
+        join(dir, `${name}.pid`),
+        '-z',
+        join(dir, 'zserv.api'),
+        '--vty_socket',
+        dir,
+        '--log',
+        `file:${join(dir, `${name}.log`)}`,
+        ...(options.extraArgs?.[name] ?? []),
+      ],
+      ...(options.netns ? { netns: options.netns } : {}),
+      logFile: join(dir, `${name}.out`),
+      tailFiles: [join(dir, `${name}.log`)],
+      ready: () => canConnect({ path: join(dir, `${name}.vty`) }),
+    })
+    daemons.push(daemon)
+    options.started?.(daemon)
+  }
+  return daemons
+}
+
+/**
+ * `-u root -g <group>` when we are root, else nothing (FRR's default user). The group
+ * is FRR's vty group where it exists: FRR refuses to start as a user outside it.
+ */
+async function frrIdentityArgs(): Promise<string[]> {
+  if (process.getuid?.() !== 0) return []
+  const groups = await readFile('/etc/group', 'utf8').catch(() => '')
+  const vtyGroup = groups.split('\n').some((line) => line.startsWith('frrvty:')) ? 'frrvty' : 'root'
+  return ['-u', 'root', '-g', vtyGroup]
+}
