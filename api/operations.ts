@@ -9,14 +9,14 @@
  * nothing and enqueues nothing.
  */
 import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
-import type { ManagedResource, ResourceGroup } from '../queues/objects.ts'
+import type { ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
+import type { StateStore } from '../lib/state/store.ts'
 import {
   type Accepted,
   type HydrazineClient,
   NotFoundError,
   ValidationError,
 } from '../queues/producer.ts'
-import type { StateStore } from '../queues/store.ts'
 import { type Principal, tenantOf } from './auth.ts'
 import { ForbiddenError } from './errors.ts'
 

@@ -8,8 +8,8 @@ import * as v from 'valibot'
 import type { ProtocolVersion } from '../lib/agent-protocol/index.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
 import type { NbTopologyCache, OvsdbClient } from '../lib/ovn/index.ts'
+import type { StateStore } from '../lib/state/store.ts'
 import type { OvnCentralProvider } from '../queues/ovn-provider.ts'
-import type { StateStore } from '../queues/store.ts'
 
 /** Fabric facts every gateway router needs (seed 000, "Network Fabric Requirements"). */
 export interface FabricSettings {

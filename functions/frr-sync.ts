@@ -8,7 +8,7 @@ import {
   type FrrJob,
   FrrJobName,
   WithdrawPayload,
-} from '../queues/frr.ts'
+} from '../lib/jobs/frr.ts'
 
 export interface FrrSyncDeps {
   /** Hydrazine's FRR instance. */

@@ -1,7 +1,7 @@
 import { type Job, UnrecoverableError } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
-import { GroupJob } from '../queues/jobs.ts'
-import { type ResourceGroupStatus, setCondition } from '../queues/objects.ts'
+import { GroupJob } from '../lib/jobs/index.ts'
+import { type ResourceGroupStatus, setCondition } from '../lib/state/objects.ts'
 import { type HandlerDeps, parsePayload } from './deps.ts'
 import { applyGroup, networkSpecOf } from './group-state.ts'
 

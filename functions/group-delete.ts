@@ -1,7 +1,7 @@
 import { type Job, WaitingChildrenError } from 'bullmq'
+import { CONTROLLER_QUEUE, GroupDeleteJob, jobId } from '../lib/jobs/index.ts'
 import { deleteGroupTopology } from '../lib/ovn/index.ts'
-import { CONTROLLER_QUEUE, GroupDeleteJob, jobId } from '../queues/jobs.ts'
-import { setCondition } from '../queues/objects.ts'
+import { setCondition } from '../lib/state/objects.ts'
 import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
 
 export interface GroupDeleteResult {

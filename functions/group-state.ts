@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto'
 import { formatIp, parseCidr } from '../lib/ipam/address.ts'
 import type { NetworkSpec } from '../lib/ipam/index.ts'
 import { applyGroupTopology, type GroupMember, type GroupTopologySpec } from '../lib/ovn/index.ts'
-import type { ManagedResource, ResourceGroup } from '../queues/objects.ts'
+import type { ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
 import type { FabricSettings, HandlerDeps } from './deps.ts'
 
 /** The NB logical switch port of a host: unique across groups because host names are. */

@@ -9,8 +9,8 @@ import {
   ConfigureAck,
   IsolateAck,
 } from '../lib/agent-protocol/index.ts'
-import { CONTROLLER_QUEUE, HostJob, jobId } from '../queues/jobs.ts'
-import { type ManagedResourceStatus, setCondition } from '../queues/objects.ts'
+import { CONTROLLER_QUEUE, HostJob, jobId } from '../lib/jobs/index.ts'
+import { type ManagedResourceStatus, setCondition } from '../lib/state/objects.ts'
 import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
 import {
   applyGroup,

@@ -7,7 +7,7 @@ import {
   buildIsolatePayload,
   IsolateAck,
 } from '../lib/agent-protocol/index.ts'
-import { CONTROLLER_QUEUE, HostDetachJob, jobId } from '../queues/jobs.ts'
+import { CONTROLLER_QUEUE, HostDetachJob, jobId } from '../lib/jobs/index.ts'
 import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
 import { applyGroup, logicalPortOf } from './group-state.ts'
 import { setHostStatus } from './host-attach.ts'

@@ -1,6 +1,6 @@
 import { type Job, WaitingChildrenError } from 'bullmq'
-import { FRR_QUEUE, type FrrAck, FrrJobName, frrJobId } from '../queues/frr.ts'
-import { PublicIpJob } from '../queues/jobs.ts'
+import { FRR_QUEUE, type FrrAck, FrrJobName, frrJobId } from '../lib/jobs/frr.ts'
+import { PublicIpJob } from '../lib/jobs/index.ts'
 import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
 import { applyGroup } from './group-state.ts'
 

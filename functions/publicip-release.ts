@@ -1,6 +1,6 @@
 import { type Job, WaitingChildrenError } from 'bullmq'
-import { FRR_QUEUE, FrrJobName, frrJobId } from '../queues/frr.ts'
-import { PublicIpReleaseJob } from '../queues/jobs.ts'
+import { FRR_QUEUE, FrrJobName, frrJobId } from '../lib/jobs/frr.ts'
+import { PublicIpReleaseJob } from '../lib/jobs/index.ts'
 import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
 import type { PublicIpResult } from './publicip-allocate.ts'
 

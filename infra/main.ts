@@ -7,8 +7,8 @@ import { pino } from 'pino'
 import { type Config, loadConfig } from '../lib/config/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import { renderBgpdConfig } from '../lib/frr/index.ts'
-import { bgpSettingsOf, startService } from '../queues/service.ts'
 import { type LocalStack, startLocalStack } from './local/stack.ts'
+import { bgpSettingsOf, startService } from './service.ts'
 
 let config: Config
 try {

@@ -1,5 +1,8 @@
-import { isIPv4 } from 'node:net'
-import { type ConnectionOptions, type Job, type JobsOptions, type Queue, Worker } from 'bullmq'
+/**
+ * The FRR queue's producer and consumer. Names, payload schemas, acks and job ids are
+ * the queue's contract in `lib/jobs/frr.ts`.
+ */
+import { type ConnectionOptions, type JobsOptions, type Queue, Worker } from 'bullmq'
 import * as v from 'valibot'
 import {
   type AnnouncementSource,
@@ -7,64 +10,16 @@ import {
   type ResyncResult,
   resync,
 } from '../lib/frr/index.ts'
-
-/**
- * The FRR queue: jobs that make Hydrazine's FRR announce or withdraw a public IP /32.
- * The job's return value is the ack (`FrrAck`), given once FRR's BGP table shows it.
- */
-export const FRR_QUEUE = 'frr'
-
-export const FrrJobName = { announce: 'announce', withdraw: 'withdraw' } as const
-export type FrrJobName = (typeof FrrJobName)[keyof typeof FrrJobName]
-
-const ipv4 = v.pipe(
-  v.string(),
-  v.check(isIPv4, 'must be an IPv4 address (IPv6 NAT is not supported)'),
-)
-const owner = v.pipe(v.string(), v.minLength(1, 'must name the owning object, e.g. the host'))
-const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
-
-/** `announce`: announce `publicIp/32` with next hop `nextHop` (the host's DPU NAT IP). */
-export const AnnouncePayload = v.object({ publicIp: ipv4, nextHop: ipv4, owner, specVersion })
-export type AnnouncePayload = v.InferOutput<typeof AnnouncePayload>
-
-/** `withdraw`: stop announcing `publicIp/32`. `nextHop` is informational. */
-export const WithdrawPayload = v.object({
-  publicIp: ipv4,
-  nextHop: v.optional(ipv4),
-  owner,
-  specVersion,
-})
-export type WithdrawPayload = v.InferOutput<typeof WithdrawPayload>
-
-export type FrrPayload = AnnouncePayload | WithdrawPayload
-
-/** The ack: what FRR's BGP table showed for the prefix when the job finished. */
-export interface FrrAck {
-  readonly publicIp: string
-  readonly prefix: string
-  /** True when the table shows the prefix (via `nextHop`), false when it is gone. */
-  readonly announced: boolean
-  readonly nextHop: string | null
-  readonly owner: string
-  readonly specVersion: number
-  /** ISO time the table was read. */
-  readonly observedAt: string
-}
-
-/** What the handler reads of a job; a BullMQ `Job` is one. */
-export type FrrJob = Pick<Job<unknown, FrrAck, string>, 'name' | 'data'>
-
-/**
- * A job id that makes duplicates harmless: the same change of the same owner at the same
- * spec version is one job. (BullMQ ids may not contain ':'.)
- *
- * @example frrJobId('announce', p) // 'frr-announce-203.0.113.7-host-a-v3'
- */
-export function frrJobId(name: FrrJobName, payload: FrrPayload): string {
-  const ownerPart = payload.owner.replace(/[^A-Za-z0-9._-]/g, '_')
-  return `frr-${name}-${payload.publicIp}-${ownerPart}-v${payload.specVersion}`
-}
+import {
+  AnnouncePayload,
+  FRR_QUEUE,
+  type FrrAck,
+  type FrrJob,
+  FrrJobName,
+  type FrrPayload,
+  frrJobId,
+  WithdrawPayload,
+} from '../lib/jobs/frr.ts'
 
 const DEFAULT_JOB_OPTIONS: JobsOptions = {
   attempts: 5,

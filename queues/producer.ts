@@ -9,7 +9,7 @@ import type { JobsOptions, Queue } from 'bullmq'
 import * as v from 'valibot'
 import { HydrazineError } from '../lib/errors.ts'
 import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
-import { type JobName, JobSchemas, jobId } from './jobs.ts'
+import { type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
 import {
   type ManagedResource,
   ManagedResourceSpec,
@@ -17,8 +17,8 @@ import {
   type ResourceGroup,
   ResourceGroupSpec,
   Rfc1123Label,
-} from './objects.ts'
-import { type StateStore, StoreConflict } from './store.ts'
+} from '../lib/state/objects.ts'
+import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 
 /** The request is malformed; `issues` names every bad field (HTTP 400). */
 export class ValidationError extends HydrazineError {

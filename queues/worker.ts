@@ -28,10 +28,10 @@ import {
   pickProtocolVersion,
 } from '../lib/agent-protocol/index.ts'
 import { Ipam } from '../lib/ipam/index.ts'
+import { CONTROLLER_QUEUE, type JobName } from '../lib/jobs/index.ts'
 import { NbTopologyCache, OvsdbClient } from '../lib/ovn/index.ts'
-import { CONTROLLER_QUEUE, type JobName } from './jobs.ts'
+import { StateStore } from '../lib/state/store.ts'
 import type { OvnCentralProvider } from './ovn-provider.ts'
-import { StateStore } from './store.ts'
 
 export interface WorkerOptions {
   readonly redisUrl: string

@@ -21,7 +21,8 @@ import {
   parseBgpSettings,
   renderBgpdConfig,
 } from '../../lib/frr/index.ts'
-import { createFrrProducer, FRR_QUEUE, FrrJobName, startFrrConsumer } from '../../queues/frr.ts'
+import { FRR_QUEUE, FrrJobName } from '../../lib/jobs/frr.ts'
+import { createFrrProducer, startFrrConsumer } from '../../queues/frr.ts'
 import { report } from './report.ts'
 
 const run = promisify(execFile)

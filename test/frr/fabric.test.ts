@@ -11,7 +11,8 @@ import {
   parseBgpSettings,
   renderBgpdConfig,
 } from '../../lib/frr/index.ts'
-import { createFrrProducer, FRR_QUEUE, type FrrAck } from '../../queues/frr.ts'
+import { FRR_QUEUE, type FrrAck } from '../../lib/jobs/frr.ts'
+import { createFrrProducer } from '../../queues/frr.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
 import { eventually, fabricBgpRoutes, startFabricRouter, withNetnsPair } from './fixtures.ts'
 

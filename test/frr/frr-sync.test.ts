@@ -1,8 +1,9 @@
 import { UnrecoverableError } from 'bullmq'
 import t from 'tap'
+import * as v from 'valibot'
 import { createFrrSync } from '../../functions/frr-sync.ts'
 import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
-import { frrJobId } from '../../queues/frr.ts'
+import { AnnouncePayload, frrJobId } from '../../lib/jobs/frr.ts'
 import { tempDir } from '../helpers/stack.ts'
 
 t.test('a bad job fails at once, not retried, before FRR is touched', async (t) => {
@@ -41,13 +42,10 @@ t.test('a bad job fails at once, not retried, before FRR is touched', async (t) 
 })
 
 t.test('job ids: one per change, owner and spec version; never a colon', async (t) => {
-  const p = {
-    publicIp: '203.0.113.7',
-    nextHop: '172.18.0.105',
-    owner: 'group:a/host-1',
-    specVersion: 3,
-  }
-  t.equal(frrJobId('announce', p), 'frr-announce-203.0.113.7-group_a_host-1-v3')
+  const p = { publicIp: '203.0.113.7', nextHop: '172.18.0.105', owner: 'host-1', specVersion: 3 }
+  t.equal(frrJobId('announce', p), 'frr-announce-203.0.113.7-host-1-v3')
+  // Owners are host names (RFC 1123 labels): nothing to normalise, so no two collide.
+  t.equal(v.safeParse(AnnouncePayload, { ...p, owner: 'group:a/host-1' }).success, false)
   t.not(frrJobId('announce', p), frrJobId('withdraw', p))
   t.not(frrJobId('announce', p), frrJobId('announce', { ...p, specVersion: 4 }))
 })

@@ -3,21 +3,21 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
-import type { ApplyRequest as _hydrazine_v1_ApplyRequest, ApplyRequest__Output as _hydrazine_v1_ApplyRequest__Output } from '../../hydrazine/v1/ApplyRequest.ts';
-import type { ApplyResponse as _hydrazine_v1_ApplyResponse, ApplyResponse__Output as _hydrazine_v1_ApplyResponse__Output } from '../../hydrazine/v1/ApplyResponse.ts';
-import type { DeleteRequest as _hydrazine_v1_DeleteRequest, DeleteRequest__Output as _hydrazine_v1_DeleteRequest__Output } from '../../hydrazine/v1/DeleteRequest.ts';
-import type { GetRequest as _hydrazine_v1_GetRequest, GetRequest__Output as _hydrazine_v1_GetRequest__Output } from '../../hydrazine/v1/GetRequest.ts';
-import type { ListManagedResourcesRequest as _hydrazine_v1_ListManagedResourcesRequest, ListManagedResourcesRequest__Output as _hydrazine_v1_ListManagedResourcesRequest__Output } from '../../hydrazine/v1/ListManagedResourcesRequest.ts';
-import type { ListPublicIpsRequest as _hydrazine_v1_ListPublicIpsRequest, ListPublicIpsRequest__Output as _hydrazine_v1_ListPublicIpsRequest__Output } from '../../hydrazine/v1/ListPublicIpsRequest.ts';
-import type { ListPublicIpsResponse as _hydrazine_v1_ListPublicIpsResponse, ListPublicIpsResponse__Output as _hydrazine_v1_ListPublicIpsResponse__Output } from '../../hydrazine/v1/ListPublicIpsResponse.ts';
-import type { ListResourceGroupsRequest as _hydrazine_v1_ListResourceGroupsRequest, ListResourceGroupsRequest__Output as _hydrazine_v1_ListResourceGroupsRequest__Output } from '../../hydrazine/v1/ListResourceGroupsRequest.ts';
-import type { ListResponse as _hydrazine_v1_ListResponse, ListResponse__Output as _hydrazine_v1_ListResponse__Output } from '../../hydrazine/v1/ListResponse.ts';
-import type { ObjectEvent as _hydrazine_v1_ObjectEvent, ObjectEvent__Output as _hydrazine_v1_ObjectEvent__Output } from '../../hydrazine/v1/ObjectEvent.ts';
-import type { ObjectResponse as _hydrazine_v1_ObjectResponse, ObjectResponse__Output as _hydrazine_v1_ObjectResponse__Output } from '../../hydrazine/v1/ObjectResponse.ts';
-import type { PublicIp as _hydrazine_v1_PublicIp, PublicIp__Output as _hydrazine_v1_PublicIp__Output } from '../../hydrazine/v1/PublicIp.ts';
-import type { PublicIpRequest as _hydrazine_v1_PublicIpRequest, PublicIpRequest__Output as _hydrazine_v1_PublicIpRequest__Output } from '../../hydrazine/v1/PublicIpRequest.ts';
-import type { UnregisterPublicIpResponse as _hydrazine_v1_UnregisterPublicIpResponse, UnregisterPublicIpResponse__Output as _hydrazine_v1_UnregisterPublicIpResponse__Output } from '../../hydrazine/v1/UnregisterPublicIpResponse.ts';
-import type { WatchRequest as _hydrazine_v1_WatchRequest, WatchRequest__Output as _hydrazine_v1_WatchRequest__Output } from '../../hydrazine/v1/WatchRequest.ts';
+import type { ApplyRequest as _hydrazine_v1_ApplyRequest, ApplyRequest__Output as _hydrazine_v1_ApplyRequest__Output } from './ApplyRequest.ts';
+import type { ApplyResponse as _hydrazine_v1_ApplyResponse, ApplyResponse__Output as _hydrazine_v1_ApplyResponse__Output } from './ApplyResponse.ts';
+import type { DeleteRequest as _hydrazine_v1_DeleteRequest, DeleteRequest__Output as _hydrazine_v1_DeleteRequest__Output } from './DeleteRequest.ts';
+import type { GetRequest as _hydrazine_v1_GetRequest, GetRequest__Output as _hydrazine_v1_GetRequest__Output } from './GetRequest.ts';
+import type { ListManagedResourcesRequest as _hydrazine_v1_ListManagedResourcesRequest, ListManagedResourcesRequest__Output as _hydrazine_v1_ListManagedResourcesRequest__Output } from './ListManagedResourcesRequest.ts';
+import type { ListPublicIpsRequest as _hydrazine_v1_ListPublicIpsRequest, ListPublicIpsRequest__Output as _hydrazine_v1_ListPublicIpsRequest__Output } from './ListPublicIpsRequest.ts';
+import type { ListPublicIpsResponse as _hydrazine_v1_ListPublicIpsResponse, ListPublicIpsResponse__Output as _hydrazine_v1_ListPublicIpsResponse__Output } from './ListPublicIpsResponse.ts';
+import type { ListResourceGroupsRequest as _hydrazine_v1_ListResourceGroupsRequest, ListResourceGroupsRequest__Output as _hydrazine_v1_ListResourceGroupsRequest__Output } from './ListResourceGroupsRequest.ts';
+import type { ListResponse as _hydrazine_v1_ListResponse, ListResponse__Output as _hydrazine_v1_ListResponse__Output } from './ListResponse.ts';
+import type { ObjectEvent as _hydrazine_v1_ObjectEvent, ObjectEvent__Output as _hydrazine_v1_ObjectEvent__Output } from './ObjectEvent.ts';
+import type { ObjectResponse as _hydrazine_v1_ObjectResponse, ObjectResponse__Output as _hydrazine_v1_ObjectResponse__Output } from './ObjectResponse.ts';
+import type { PublicIp as _hydrazine_v1_PublicIp, PublicIp__Output as _hydrazine_v1_PublicIp__Output } from './PublicIp.ts';
+import type { PublicIpRequest as _hydrazine_v1_PublicIpRequest, PublicIpRequest__Output as _hydrazine_v1_PublicIpRequest__Output } from './PublicIpRequest.ts';
+import type { UnregisterPublicIpResponse as _hydrazine_v1_UnregisterPublicIpResponse, UnregisterPublicIpResponse__Output as _hydrazine_v1_UnregisterPublicIpResponse__Output } from './UnregisterPublicIpResponse.ts';
+import type { WatchRequest as _hydrazine_v1_WatchRequest, WatchRequest__Output as _hydrazine_v1_WatchRequest__Output } from './WatchRequest.ts';
 
 export interface HydrazineClient extends grpc.Client {
   ApplyManagedResource(argument: _hydrazine_v1_ApplyRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;

@@ -1,9 +1,8 @@
 import { writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import t from 'tap'
-import { loadConfig } from '../../lib/config/index.ts'
-import { ConfigError } from '../../lib/errors.ts'
-import { tempDir } from '../helpers/stack.ts'
+import { ConfigError } from '../errors.ts'
+import { loadConfig } from './index.ts'
 
 t.test('defaults: everything embedded', async (t) => {
   const config = loadConfig({})
@@ -95,7 +94,7 @@ t.test('every bad variable is named at once', async (t) => {
 })
 
 t.test('a config file, overridden by env', async (t) => {
-  const dir = await tempDir(t)
+  const dir = t.testdir({})
   const file = join(dir, 'hydrazine.json')
   await writeFile(file, JSON.stringify({ HYDRAZINE_HTTP_PORT: 7000, HYDRAZINE_BGP_ASN: 64512 }))
   const config = loadConfig({ HYDRAZINE_CONFIG: file, HYDRAZINE_HTTP_PORT: '7001' })

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { JsonStreamError } from '../../lib/ovn/errors.ts'
-import { JsonStreamSplitter } from '../../lib/ovn/json-stream.ts'
+import { JsonStreamError } from './errors.ts'
+import { JsonStreamSplitter } from './json-stream.ts'
 
 const messages = [
   { id: 1, method: 'echo', params: [] },

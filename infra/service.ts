@@ -17,11 +17,11 @@ import {
   parseBgpSettings,
 } from '../lib/frr/index.ts'
 import { canConnect } from '../lib/process/ports.ts'
-import { storeAnnouncementSource } from './announcements.ts'
-import { type FrrConsumer, startFrrConsumer } from './frr.ts'
-import { sharedCentralProvider } from './ovn-provider.ts'
-import { HydrazineClient } from './producer.ts'
-import { bullConnection, startWorkers } from './worker.ts'
+import { storeAnnouncementSource } from '../queues/announcements.ts'
+import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
+import { sharedCentralProvider } from '../queues/ovn-provider.ts'
+import { HydrazineClient } from '../queues/producer.ts'
+import { bullConnection, startWorkers } from '../queues/worker.ts'
 
 /** Where Hydrazine's dependencies live, embedded or external. */
 export interface Endpoints {

@@ -12,7 +12,7 @@ import {
   pickProtocolVersion,
   relayPortName,
   UnsupportedProtocolVersion,
-} from '../../lib/agent-protocol/index.ts'
+} from './index.ts'
 
 const input: ConfigureInput = {
   dpuId: 'dpu-1',

@@ -1,15 +1,14 @@
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t from 'tap'
-import { createTokenLookup, loadTokens } from '../../api/http/tokens.ts'
 import { ConfigError } from '../../lib/errors.ts'
-import { tempDir } from '../helpers/stack.ts'
+import { createTokenLookup, loadTokens } from './tokens.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
 const TENANT = 'tenant-a-token-0123456789abcdef'
 
 t.test('a tokens file maps each token to its principal', async (t) => {
-  const dir = await tempDir(t)
+  const dir = t.testdir({})
   const file = join(dir, 'tokens.json')
   await writeFile(file, JSON.stringify({ operator: [OPERATOR], tenants: { 'tenant-a': [TENANT] } }))
   const lookup = createTokenLookup(await loadTokens({ tokensFile: file, dataDir: dir }))
@@ -20,14 +19,14 @@ t.test('a tokens file maps each token to its principal', async (t) => {
 })
 
 t.test('the embedded default is the operator token in the data dir', async (t) => {
-  const dir = await tempDir(t)
+  const dir = t.testdir({})
   await writeFile(join(dir, 'operator-token'), `${OPERATOR}\n`)
   const tokens = await loadTokens({ dataDir: dir })
   t.same(tokens, { operator: [OPERATOR], tenants: {} })
 })
 
 t.test('a bad tokens file is a ConfigError naming the fields', async (t) => {
-  const dir = await tempDir(t)
+  const dir = t.testdir({})
   const cases: [string, string, string[]][] = [
     ['not JSON', '{nope', []],
     ['short token', JSON.stringify({ operator: ['short'] }), ['operator.0']],

@@ -6,7 +6,7 @@ import {
   Ipv6NatUnsupported,
   NatConflict,
   transitAddresses,
-} from '../../lib/ovn/index.ts'
+} from '../index.ts'
 
 const base: GroupTopologySpec = {
   name: 'alpha',

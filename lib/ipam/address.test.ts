@@ -8,8 +8,8 @@ import {
   parseSpan,
   subtract,
   toHex,
-} from '../../lib/ipam/address.ts'
-import { InvalidRequest } from '../../lib/ipam/errors.ts'
+} from './address.ts'
+import { InvalidRequest } from './errors.ts'
 
 t.test('addresses print canonically and round-trip through hex keys', async (t) => {
   const cases = [

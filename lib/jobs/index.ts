@@ -4,7 +4,7 @@
  * current desired state, so a stale or duplicate job converges to the same end state.
  */
 import * as v from 'valibot'
-import { Ipv4, Rfc1123Label } from './objects.ts'
+import { Ipv4, Rfc1123Label } from '../state/objects.ts'
 
 /** The controller's queue. Agents have `agent-<dpuId>`, FRR has `frr`. */
 export const CONTROLLER_QUEUE = 'hydrazine'

@@ -1,12 +1,12 @@
 import t from 'tap'
-import { ConfigError } from '../../lib/errors.ts'
+import { ConfigError } from '../errors.ts'
 import {
   parseBgpSettings,
   parseBgpTable,
   parseRunningConfig,
   planChanges,
   renderBgpdConfig,
-} from '../../lib/frr/index.ts'
+} from './index.ts'
 
 const settings = parseBgpSettings({
   localAs: 65001,

@@ -1,8 +1,8 @@
 import t from 'tap'
-import { Database } from '../../lib/ovn/database.ts'
-import { type NbTables, nbSchema } from '../../lib/ovn/schema/nb.generated.ts'
-import type { ColumnType } from '../../lib/ovn/schema-types.ts'
-import { decodeValue, encodeValue } from '../../lib/ovn/values.ts'
+import { Database } from './database.ts'
+import { type NbTables, nbSchema } from './schema/nb.generated.ts'
+import type { ColumnType } from './schema-types.ts'
+import { decodeValue, encodeValue } from './values.ts'
 
 const U = '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0'
 const str = { type: 'string' } as const

@@ -5,8 +5,8 @@
  * the store lives in one Redis Cluster slot and its Lua scripts may touch any of them.
  */
 import type { Redis } from 'ioredis'
-import { HydrazineError } from '../lib/errors.ts'
-import { LuaScript } from '../lib/redis/lua-script.ts'
+import { HydrazineError } from '../errors.ts'
+import { LuaScript } from '../redis/lua-script.ts'
 import type {
   ManagedResource,
   ManagedResourceSpec,
