@@ -8,11 +8,11 @@ import * as grpc from '@grpc/grpc-js'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import { type AgentHandlers, agentServiceDefinition } from '../lib/agent-protocol/grpc.ts'
+import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import {
   agentQueueName,
   type ConfigureAck,
   type Heartbeat,
-  heartbeatKey,
   type IsolateAck,
   parseAgentJob,
 } from '../lib/agent-protocol/index.ts'
@@ -53,6 +53,7 @@ export async function startAgentRuntime(
 ): Promise<AgentRuntime> {
   const agent = await Agent.create(config, log)
   const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null })
+  const heartbeats = new Heartbeats(redis)
   const cleanups: (() => Promise<unknown>)[] = [() => agent.close(), () => redis.quit()]
   const stop = async () => {
     for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => {})
@@ -69,12 +70,7 @@ export async function startAgentRuntime(
         intervalMs: config.heartbeatMs,
         observed: await agent.observe(),
       }
-      await redis.set(
-        heartbeatKey(config.dpuId),
-        JSON.stringify(heartbeat),
-        'PX',
-        3 * config.heartbeatMs,
-      )
+      await heartbeats.write(heartbeat, 3 * config.heartbeatMs)
       return heartbeat
     }
     await beat()
@@ -83,7 +79,7 @@ export async function startAgentRuntime(
     }, config.heartbeatMs)
     cleanups.push(async () => {
       clearInterval(timer)
-      await redis.del(heartbeatKey(config.dpuId))
+      await heartbeats.remove(config.dpuId)
     })
 
     const server = new grpc.Server()

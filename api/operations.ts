@@ -8,9 +8,9 @@
  * (`queues/producer.ts`) after these checks, which only read: a refused request changes
  * nothing and enqueues nothing.
  */
-import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
+import type { Heartbeat } from '../lib/agent-protocol/index.ts'
+import type { PublicIpStatus } from '../lib/ipam/index.ts'
 import type { ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
-import type { StateStore } from '../lib/state/store.ts'
 import {
   type Accepted,
   type HydrazineClient,
@@ -20,7 +20,7 @@ import {
 import { type Principal, tenantOf } from './auth.ts'
 import { ForbiddenError } from './errors.ts'
 
-/** What the operations need from the rest of Hydrazine. */
+/** What the operations need from the rest of Hydrazine: its client, nothing else. */
 export interface OperationsDeps {
   readonly client: Pick<
     HydrazineClient,
@@ -31,9 +31,13 @@ export interface OperationsDeps {
     | 'registerPublicIp'
     | 'unregisterPublicIp'
     | 'publicIp'
+    | 'listPublicIps'
+    | 'getGroup'
+    | 'getHost'
+    | 'listGroups'
+    | 'listHosts'
+    | 'listDpus'
   >
-  readonly store: Pick<StateStore, 'getGroup' | 'getHost' | 'listGroups' | 'listHosts'>
-  readonly ipam: Pick<Ipam, 'listPublicIps'>
 }
 
 /** Every operation, as one principal may do it. */
@@ -50,6 +54,8 @@ export interface Operations {
   getPublicIp(ip: string): Promise<PublicIpStatus>
   listPublicIps(): Promise<PublicIpStatus[]>
   unregisterPublicIp(ip: string): Promise<void>
+  /** DPUs whose agents report: operators only. */
+  listDpus(): Promise<Heartbeat[]>
   /** The group as this caller may see it: undefined when missing or another tenant's. */
   visibleGroup(name: string): Promise<ResourceGroup | undefined>
   /** The host as this caller may see it: undefined when missing or in another tenant's group. */
@@ -58,11 +64,11 @@ export interface Operations {
 
 /**
  * @example
- * const ops = createOperations({ client, store, ipam })
+ * const ops = createOperations({ client })
  * await ops({ kind: 'tenant', tenant: 'tenant-a' }).getGroup('group-a')
  */
 export function createOperations(deps: OperationsDeps): (principal: Principal) => Operations {
-  const { client, store } = deps
+  const { client } = deps
 
   return function operationsFor(principal) {
     const tenant = tenantOf(principal)
@@ -71,12 +77,12 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
     }
 
     const visibleGroup = async (name: string) => {
-      const group = await store.getGroup(name)
+      const group = await client.getGroup(name)
       if (!group || (tenant !== undefined && group.spec.tenantId !== tenant)) return undefined
       return group
     }
     const visibleHost = async (name: string) => {
-      const host = await store.getHost(name)
+      const host = await client.getHost(name)
       if (!host) return undefined
       if (tenant !== undefined && !(await visibleGroup(host.spec.resourceGroup))) return undefined
       return host
@@ -91,7 +97,7 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
           if (typeof spec.tenantId === 'string' && spec.tenantId !== tenant) {
             throw new ForbiddenError(`a ${tenant} token cannot write for ${spec.tenantId}`)
           }
-          const existing = await store.getGroup(name)
+          const existing = await client.getGroup(name)
           if (existing && existing.spec.tenantId !== tenant) {
             throw new NotFoundError('resource group', name)
           }
@@ -110,7 +116,7 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
           return []
         }
         const only = tenant ?? filter.tenant
-        return store.listGroups(only ? { tenant: only } : {})
+        return client.listGroups(only ? { tenant: only } : {})
       },
 
       async deleteGroup(name, force) {
@@ -120,7 +126,7 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
 
       async applyHost(name, spec) {
         if (tenant !== undefined) {
-          const existing = await store.getHost(name)
+          const existing = await client.getHost(name)
           if (existing && !(await visibleHost(name))) {
             throw new NotFoundError('managed resource', name)
           }
@@ -144,11 +150,11 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       },
 
       async listHosts(filter) {
-        const hosts = await store.listHosts(
+        const hosts = await client.listHosts(
           filter.resourceGroup ? { resourceGroup: filter.resourceGroup } : {},
         )
         if (tenant === undefined) return hosts
-        const own = new Set((await store.listGroups({ tenant })).map((g) => g.name))
+        const own = new Set((await client.listGroups({ tenant })).map((g) => g.name))
         return hosts.filter((h) => own.has(h.spec.resourceGroup))
       },
 
@@ -167,11 +173,15 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       },
       async listPublicIps() {
         operatorOnly()
-        return deps.ipam.listPublicIps()
+        return client.listPublicIps()
       },
       async unregisterPublicIp(ip) {
         operatorOnly()
         await client.unregisterPublicIp(ip)
+      },
+      async listDpus() {
+        operatorOnly()
+        return client.listDpus()
       },
     }
   }

@@ -1,9 +1,12 @@
-import { type Job, UnrecoverableError } from 'bullmq'
-import { HydrazineError } from '../lib/errors.ts'
+import type { Job } from 'bullmq'
 import { GroupJob } from '../lib/jobs/index.ts'
-import { type ResourceGroupStatus, setCondition } from '../lib/state/objects.ts'
-import { type HandlerDeps, parsePayload } from './deps.ts'
-import { applyGroup, networkSpecOf } from './group-state.ts'
+import { topologyNames } from '../lib/ovn/index.ts'
+import { setCondition } from '../lib/state/objects.ts'
+import type { HandlerDeps } from './internal/deps.ts'
+import { failOrRetry } from './internal/errors.ts'
+import { parsePayload } from './internal/job.ts'
+import { networkSpecOf } from './internal/network.ts'
+import { groupFailed, setGroupStatus } from './internal/status.ts'
 
 export interface GroupCreateResult {
   readonly group: string
@@ -17,9 +20,7 @@ export interface GroupCreateResult {
  * its IPAM network, and its distributed switch and router in NB — and reports it Ready.
  * Also the handler for a changed group spec: it converges, whatever was there.
  */
-export function createGroupCreate(
-  deps: Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric'>,
-) {
+export function createGroupCreate(deps: Pick<HandlerDeps, 'store' | 'ipam' | 'groups'>) {
   return async function groupCreate(job: Job): Promise<GroupCreateResult> {
     const { group: name } = parsePayload(GroupJob, job)
     const group = await deps.store.getGroup(name)
@@ -28,53 +29,45 @@ export function createGroupCreate(
       return { group: name, observedVersion: 0, ovnChanged: false, skipped: 'being deleted' }
     }
 
-    await deps.ipam.createNetwork(name, networkSpecOf(group)).catch(async (error: unknown) => {
-      // A network IPAM refuses (a conflicting redefinition, an invalid extra subnet) will
-      // not be accepted on a retry either: the group is Failed, with the reason.
-      if (
-        (error as { retryable?: unknown }).retryable === true ||
-        !(error instanceof HydrazineError)
-      ) {
-        throw error
-      }
-      await deps.store.updateGroupStatus(name, (current) => ({
-        ...current.status,
-        phase: 'Failed',
-        configsSynced: false,
-        conditions: setCondition(current.status.conditions, {
-          type: 'NetworkAllocated',
-          status: 'False',
-          reason: error.code,
-          message: error.message,
-        }),
-      }))
-      throw new UnrecoverableError(error.message)
-    })
-    const { endpoints, members, result } = await applyGroup(deps, group)
+    // A network IPAM refuses (a conflicting redefinition, an invalid extra subnet) will
+    // not be accepted on a retry either: the group is Failed, with the reason.
+    await deps.ipam.createNetwork(name, networkSpecOf(group)).catch((error: unknown) =>
+      failOrRetry(error, (e) =>
+        setGroupStatus(deps, name, (current) =>
+          groupFailed(current, {
+            type: 'NetworkAllocated',
+            status: 'False',
+            reason: e.code,
+            message: e.message,
+          }),
+        ),
+      ),
+    )
+    const { endpoints, state, result } = await deps.groups.apply(name)
 
-    await deps.store.updateGroupStatus(name, (current) => {
-      if (current.status.observedVersion > group.specVersion) return undefined
-      const conditions = setCondition(current.status.conditions, {
-        type: 'OvnConfigured',
-        status: 'True',
-        reason: 'TopologyApplied',
-        message: `logical switch and router of ${name} are in ${endpoints.service} OVN central`,
-      })
-      const next: ResourceGroupStatus = {
-        ...current.status,
+    await setGroupStatus(
+      deps,
+      name,
+      (current) => ({
+        ...current,
         phase: 'Ready',
-        conditions,
-        snatIPs: [...new Set(members.flatMap((m) => m.host.spec.dpu.ips.slice(1)))].sort(),
-        managedResourceCount: members.length,
+        conditions: setCondition(current.conditions, {
+          type: 'OvnConfigured',
+          status: 'True',
+          reason: 'TopologyApplied',
+          message: `logical switch and router of ${name} are in ${endpoints.service} OVN central`,
+        }),
+        snatIPs: [...new Set(state.members.flatMap((m) => m.host.spec.dpu.ips.slice(1)))].sort(),
+        managedResourceCount: state.members.length,
         softwareNetworkConfiguration: {
           ovnService: endpoints.service,
-          logicalNetwork: `hz-${name}-ls`,
+          logicalNetwork: topologyNames.switch(name),
         },
         observedVersion: group.specVersion,
         configsSynced: true,
-      }
-      return next
-    })
+      }),
+      group.specVersion,
+    )
     return { group: name, observedVersion: group.specVersion, ovnChanged: result.changed }
   }
 }

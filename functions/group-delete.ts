@@ -1,8 +1,11 @@
-import { type Job, WaitingChildrenError } from 'bullmq'
+import type { Job } from 'bullmq'
 import { CONTROLLER_QUEUE, GroupDeleteJob, jobId } from '../lib/jobs/index.ts'
 import { deleteGroupTopology } from '../lib/ovn/index.ts'
 import { setCondition } from '../lib/state/objects.ts'
-import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
+import type { HandlerDeps } from './internal/deps.ts'
+import { NotReady } from './internal/errors.ts'
+import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
+import { setGroupStatus } from './internal/status.ts'
 
 export interface GroupDeleteResult {
   readonly group: string
@@ -14,7 +17,7 @@ export interface GroupDeleteResult {
 /**
  * `group.delete` (teardown, seed 003): reports the group `Terminating`, detaches every
  * host as a child job and waits until each is isolated; only then removes the group's
- * rows from NB, its IPAM network and the object itself.
+ * rows from NB, its IPAM network, its central and the object itself.
  */
 export function createGroupDelete(deps: HandlerDeps) {
   return async function groupDelete(job: Job, token?: string): Promise<GroupDeleteResult> {
@@ -23,11 +26,11 @@ export function createGroupDelete(deps: HandlerDeps) {
     if (!group) return { group: name, deleted: true, hostsIsolated: 0, skipped: 'not found' }
 
     if (stepOf(job) === 'converge') {
-      await deps.store.updateGroupStatus(name, (current) => ({
-        ...current.status,
+      await setGroupStatus(deps, name, (current) => ({
+        ...current,
         phase: 'Terminating',
         configsSynced: false,
-        conditions: setCondition(current.status.conditions, {
+        conditions: setCondition(current.conditions, {
           type: 'Terminating',
           status: 'True',
           reason: 'IsolatingHosts',
@@ -35,27 +38,14 @@ export function createGroupDelete(deps: HandlerDeps) {
         }),
       }))
       deps.checkpoint('delete:terminating')
-      const parent = parentOf(job)
-      for (const host of await deps.store.listHosts({ resourceGroup: name })) {
-        await deps.store.requestDeletion('mr', host.name, force)
-        await deps.children.add(
-          CONTROLLER_QUEUE,
-          'host.detach',
-          { host: host.name, specVersion: host.specVersion, force },
-          {
-            jobId: jobId('host.detach', host.name, `${host.specVersion}${force ? '-force' : ''}`),
-            parent,
-          },
-        )
-      }
+      await detachEveryHost(deps, job, name, force)
       deps.checkpoint('delete:children-added')
-      await job.updateData({ ...(job.data as object), step: 'await' })
-      if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
+      await waitForChildren(job, token)
     }
 
     const remaining = await deps.store.memberNames(name)
     if (remaining.length > 0) {
-      throw new Error(`hosts of ${name} are not isolated yet: ${remaining.join(', ')}`)
+      throw new NotReady(`hosts of ${name} are not isolated yet: ${remaining.join(', ')}`)
     }
     const endpoints = await deps.ovn.ensure(name)
     const { client, cache } = await deps.nb.get(endpoints.nb)
@@ -69,5 +59,22 @@ export function createGroupDelete(deps: HandlerDeps) {
     const isolated = Object.keys(await job.getChildrenValues()).length
     await deps.store.purgeGroup(name, group.spec.tenantId)
     return { group: name, deleted: true, hostsIsolated: isolated }
+  }
+}
+
+/** A `host.detach` child per host of the group, each marked for deletion first. */
+async function detachEveryHost(deps: HandlerDeps, job: Job, group: string, force: boolean) {
+  const parent = parentOf(job)
+  for (const host of await deps.store.listHosts({ resourceGroup: group })) {
+    await deps.store.requestDeletion('mr', host.name, force)
+    await deps.children.add(
+      CONTROLLER_QUEUE,
+      'host.detach',
+      { host: host.name, specVersion: host.specVersion, force },
+      {
+        jobId: jobId('host.detach', host.name, `${host.specVersion}${force ? '-force' : ''}`),
+        parent,
+      },
+    )
   }
 }

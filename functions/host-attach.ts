@@ -1,26 +1,26 @@
-import { type Job, UnrecoverableError, WaitingChildrenError } from 'bullmq'
-import * as v from 'valibot'
+import type { Job } from 'bullmq'
+import { HydrazineError } from '../lib/errors.ts'
+import { HostJob } from '../lib/jobs/index.ts'
+import { topologyNames } from '../lib/ovn/index.ts'
+import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/state/objects.ts'
 import {
-  AgentJobName,
-  agentJobId,
-  agentQueueName,
-  buildConfigurePayload,
-  buildIsolatePayload,
-  ConfigureAck,
-  IsolateAck,
-} from '../lib/agent-protocol/index.ts'
-import { CONTROLLER_QUEUE, HostJob, jobId } from '../lib/jobs/index.ts'
-import { type ManagedResourceStatus, setCondition } from '../lib/state/objects.ts'
-import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
+  addConfigure,
+  clearIsolatedStaleBindings,
+  configureAck,
+  isolateStaleBindings,
+} from './internal/agent-jobs.ts'
+import type { HandlerDeps } from './internal/deps.ts'
+import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
+import { optionalHostPort } from './internal/host-port.ts'
+import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
+import { relayMacOf, relayOwnerOf } from './internal/network.ts'
 import {
-  applyGroup,
-  logicalPortOf,
-  relayLogicalPortOf,
-  relayMacOf,
-  relayOwnerOf,
-} from './group-state.ts'
-import { optionalHostPort } from './host-port.ts'
-import type { PublicIpResult } from './publicip-allocate.ts'
+  addPublicIpAllocate,
+  addPublicIpRelease,
+  heldPublicIp,
+  publicIpAllocated,
+} from './internal/public-ip-jobs.ts'
+import { setHostStatus } from './internal/status.ts'
 
 export interface HostAttachResult {
   readonly host: string
@@ -32,9 +32,9 @@ export interface HostAttachResult {
 /**
  * `host.attach`: puts a host on its group's network.
  *
- * 1. converge — allocate its address (owner-keyed, so a retry takes no second one), apply
- *    the group's whole topology to NB, then signal its DPU agent with a `configure` child
- *    job (and, for PublicAccess, a `publicip.allocate` child) and wait for them;
+ * 1. converge — allocate its addresses (owner-keyed, so a retry takes no second one),
+ *    apply the group's whole topology to NB, report `Configuring`, then signal its DPU
+ *    agent (`configure`) and, for PublicAccess, FRR (`publicip.allocate`), and wait;
  * 2. await — read the acks and report the host Ready with `configsSynced`.
  *
  * While the agent has not acked, the host stays `Configuring` with a condition naming the
@@ -48,273 +48,218 @@ export function createHostAttach(deps: HandlerDeps) {
     if (host.deletion) {
       return { host: name, phase: 'Detaching', observedVersion: 0, skipped: 'being detached' }
     }
-    const spec = host.spec
-    const dpuId = spec.dpu.id
-    const logicalPort = logicalPortOf(spec.resourceGroup, name)
 
     if (stepOf(job) === 'converge') {
-      const group = await deps.store.getGroup(spec.resourceGroup)
-      if (!group || group.deletion) {
-        await setHostStatus(deps, name, host.specVersion, {
-          phase: 'Failed',
-          condition: {
-            type: 'Attached',
-            status: 'False',
-            reason: 'GroupMissing',
-            message: `resource group ${spec.resourceGroup} does not exist or is being deleted`,
-          },
-        })
-        throw new UnrecoverableError(`resource group ${spec.resourceGroup} is not available`)
-      }
-      if (group.status.observedVersion === 0) {
-        // group.create has not run yet: retry with backoff.
-        throw new Error(`resource group ${spec.resourceGroup} is still provisioning`)
-      }
-
-      const allocation = await deps.ipam
-        .allocate(group.name, name, spec.hostIP ? { ip: spec.hostIP } : {})
-        .catch((error: unknown) => failPermanently(deps, name, host.specVersion, error))
-      // The group's relay on this DPU needs an address in the subnet (dhcrelay ignores
-      // an interface without one): one per DPU, kept while the group lives.
-      const relayIp = group.spec.dhcpServer
-        ? (
-            await deps.ipam
-              .allocate(group.name, relayOwnerOf(dpuId))
-              .catch((error: unknown) => failPermanently(deps, name, host.specVersion, error))
-          ).ip
-        : undefined
-      if (spec.hostAccess === 'PublicAccess') {
-        await deps.ipam
-          .allocatePublicIp(name)
-          .catch((error: unknown) => failPermanently(deps, name, host.specVersion, error))
-      }
+      const group = await groupReadyFor(deps, host)
+      const addresses = await allocateAddresses(deps, host, group)
       deps.checkpoint('attach:allocated')
-      const { endpoints } = await applyGroup(deps, group)
+      const { endpoints } = await deps.groups.apply(group.name)
       deps.checkpoint('attach:topology-applied')
-
-      const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
-      await setHostStatus(deps, name, host.specVersion, {
-        phase: 'Configuring',
-        hostAccessIPs: { hostIP: allocation.ip, ...(natIp ? { fabricIP: natIp } : {}) },
-        logicalPortReference: { logicalPort, dpu: dpuId },
-        condition: {
-          type: 'AgentConfigured',
-          status: 'False',
-          reason: 'AwaitingAgent',
-          message: `waiting for DPU ${dpuId} to ack configure of spec version ${host.specVersion}`,
-        },
-      })
-
+      await reportConfiguring(deps, host, addresses.hostIp)
       deps.checkpoint('attach:status-configuring')
-      const version = await deps.agents.protocolFor(dpuId)
-      const payload = buildConfigurePayload(version, {
-        dpuId,
-        specVersion: host.specVersion,
-        group: {
-          name: group.name,
-          sbRemote: endpoints.sb,
-          ...(group.spec.dhcpServer
-            ? {
-                dhcpServer: group.spec.dhcpServer,
-                relay: {
-                  logicalPort: relayLogicalPortOf(group.name, dpuId),
-                  mac: relayMacOf(group.name, dpuId),
-                  ...(relayIp
-                    ? {
-                        ip: relayIp,
-                        prefixLength: Number(group.spec.network.cidr.split('/')[1] ?? 32),
-                      }
-                    : {}),
-                },
-              }
-            : {}),
-        },
-        host: {
-          name,
-          logicalPort,
-          mac: spec.hostMAC,
-          ...optionalHostPort(spec),
-        },
-      })
-      const parent = parentOf(job)
-      // Isolation before reuse (seed 003): hosts force-detached from this DPU while its
-      // agent was away may still be bound; the agent unbinds them along with this job.
-      for (const stale of await deps.store.dpuNeedsIsolation(dpuId)) {
-        if (stale.host === name) continue
-        const isolate = buildIsolatePayload(version, {
-          dpuId,
-          specVersion: stale.specVersion,
-          group: { name: stale.group },
-          host: {
-            name: stale.host,
-            logicalPort: stale.logicalPort,
-            ...(stale.hostPort ? { hostPort: stale.hostPort } : {}),
-          },
-        })
-        await deps.children.add(agentQueueName(dpuId), AgentJobName.isolate, isolate, {
-          jobId: agentJobId('isolate', isolate),
-          parent,
-        })
-      }
-      await deps.children.add(agentQueueName(dpuId), AgentJobName.configure, payload, {
-        jobId: agentJobId('configure', payload),
-        parent,
-      })
-      const heldPublicIp = (await deps.ipam.listPublicIps()).find((p) => p.allocatedTo === name)
-      if (heldPublicIp && spec.hostAccess !== 'PublicAccess') {
-        // Access was lowered: the DNAT is already gone from the topology; FRR withdraws
-        // the /32 and the address goes back to the pool.
-        await deps.children.add(
-          CONTROLLER_QUEUE,
-          'publicip.release',
-          { host: name, specVersion: host.specVersion, ...(natIp ? { natIp } : {}) },
-          { jobId: jobId('publicip.release', name, host.specVersion), parent },
-        )
-      }
-      if (spec.hostAccess === 'PublicAccess' && natIp) {
-        await deps.children.add(
-          CONTROLLER_QUEUE,
-          'publicip.allocate',
-          { host: name, specVersion: host.specVersion, natIp },
-          { jobId: jobId('publicip.allocate', name, host.specVersion), parent },
-        )
-      }
+      await signalAgent(deps, job, host, group, endpoints.sb, addresses.relayIp)
+      await signalPublicIp(deps, job, host)
       deps.checkpoint('attach:children-added')
-      await job.updateData({ ...(job.data as object), step: 'await' })
-      if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
+      await waitForChildren(job, token)
     }
-
-    // await: every child answered. Child ids are deterministic, so each ack is read from
-    // its own job — also when a second run found the child already done under the first.
-    const ack = v.safeParse(
-      ConfigureAck,
-      await deps.children.result(
-        agentQueueName(dpuId),
-        agentJobId('configure', { dpuId, host: { name }, specVersion: host.specVersion }),
-      ),
-    )
-    if (!ack.success) throw new Error(`no configure ack from DPU ${dpuId} yet`)
-    const announced =
-      spec.hostAccess === 'PublicAccess'
-        ? ((await deps.children.result(
-            CONTROLLER_QUEUE,
-            jobId('publicip.allocate', name, host.specVersion),
-          )) as PublicIpResult | undefined)
-        : undefined
-    const publicIp = announced?.announced ? (announced.publicIp ?? undefined) : undefined
-
-    // Stale bindings this DPU's agent acked as unbound no longer need isolation.
-    for (const stale of await deps.store.dpuNeedsIsolation(dpuId)) {
-      const id = agentJobId('isolate', {
-        dpuId,
-        host: { name: stale.host },
-        specVersion: stale.specVersion,
-      })
-      const isolated = v.safeParse(
-        IsolateAck,
-        await deps.children.result(agentQueueName(dpuId), id),
-      )
-      if (isolated.success && isolated.output.unbound) {
-        await deps.store.clearDpuNeedsIsolation(dpuId, stale.host)
-      }
-    }
-    deps.checkpoint('attach:acked')
-    const current = await deps.store.getHost(name)
-    // Synced: OVN (applied above), the agent (port installed) and, for PublicAccess, FRR
-    // (the /32 announced) all reflect this spec version, and no newer one exists.
-    const synced =
-      current?.specVersion === host.specVersion &&
-      ack.output.ovnInstalled &&
-      (spec.hostAccess !== 'PublicAccess' || typeof publicIp === 'string')
-    await setHostStatus(deps, name, host.specVersion, {
-      phase: synced ? 'Ready' : 'Configuring',
-      configsSynced: synced,
-      agent: {
-        hostPort: ack.output.hostPort,
-        ...(ack.output.relayPort ? { relayPort: ack.output.relayPort } : {}),
-        ovnInstalled: ack.output.ovnInstalled,
-        specVersion: ack.output.specVersion,
-      },
-      ...(typeof publicIp === 'string' ? { publicIp } : {}),
-      ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
-      condition: {
-        type: 'AgentConfigured',
-        status: ack.output.ovnInstalled ? 'True' : 'False',
-        reason: ack.output.ovnInstalled ? 'PortInstalled' : 'PortNotInstalled',
-        message: `DPU ${dpuId} bound ${ack.output.hostPort}${
-          ack.output.relayPort ? ` and relay ${ack.output.relayPort}` : ''
-        } to ${logicalPort}`,
-      },
-    })
-    return {
-      host: name,
-      phase: synced ? 'Ready' : 'Configuring',
-      observedVersion: host.specVersion,
-    }
+    return reportAttached(deps, host)
   }
 }
 
-interface StatusChange {
-  readonly phase: ManagedResourceStatus['phase']
-  readonly condition: Parameters<typeof setCondition>[1]
-  readonly configsSynced?: boolean
-  readonly hostAccessIPs?: ManagedResourceStatus['hostAccessIPs']
-  readonly logicalPortReference?: ManagedResourceStatus['logicalPortReference']
-  readonly agent?: ManagedResourceStatus['agent']
-  readonly publicIp?: string
-  /** The host no longer has a public IP (its access was lowered). */
-  readonly clearPublicIp?: boolean
+/** The host's group, once it exists and is provisioned; Failed or retry later otherwise. */
+async function groupReadyFor(deps: HandlerDeps, host: ManagedResource): Promise<ResourceGroup> {
+  const name = host.spec.resourceGroup
+  const group = await deps.store.getGroup(name)
+  if (!group || group.deletion) {
+    return failOrRetry(new GroupUnavailable(name), (error) =>
+      setHostStatus(deps, host.name, host.specVersion, {
+        phase: 'Failed',
+        condition: {
+          type: 'Attached',
+          status: 'False',
+          reason: 'GroupMissing',
+          message: error.message,
+        },
+      }),
+    )
+  }
+  if (group.status.observedVersion === 0) {
+    throw new NotReady(`resource group ${name} is still provisioning`)
+  }
+  return group
 }
 
-/** Writes a host's status for `specVersion`, never over a newer version's status. */
-export async function setHostStatus(
-  deps: Pick<HandlerDeps, 'store'>,
-  name: string,
-  specVersion: number,
-  change: StatusChange,
+/**
+ * The host's address, its group's relay address on its DPU (dhcrelay ignores an
+ * interface without one: one per group and DPU, kept while the group lives there) and,
+ * for PublicAccess, a public IP. A refusal that cannot change (a taken or foreign
+ * address, an exhausted pool) makes the host Failed.
+ */
+async function allocateAddresses(
+  deps: HandlerDeps,
+  host: ManagedResource,
+  group: ResourceGroup,
+): Promise<{ hostIp: string; relayIp?: string }> {
+  const failed = (error: HydrazineError) =>
+    setHostStatus(deps, host.name, host.specVersion, {
+      phase: 'Failed',
+      condition: { type: 'Attached', status: 'False', reason: error.code, message: error.message },
+    })
+  const orFail = (error: unknown) => failOrRetry(error, failed)
+  const { spec } = host
+  const address = await deps.ipam
+    .allocate(group.name, host.name, spec.hostIP ? { ip: spec.hostIP } : {})
+    .catch(orFail)
+  const relay = group.spec.dhcpServer
+    ? await deps.ipam.allocate(group.name, relayOwnerOf(spec.dpu.id)).catch(orFail)
+    : undefined
+  if (spec.hostAccess === 'PublicAccess') await deps.ipam.allocatePublicIp(host.name).catch(orFail)
+  return { hostIp: address.ip, ...(relay ? { relayIp: relay.ip } : {}) }
+}
+
+async function reportConfiguring(
+  deps: HandlerDeps,
+  host: ManagedResource,
+  hostIp: string,
 ): Promise<void> {
-  await deps.store.updateHostStatus(name, (current) => {
-    const previous = current.status
-    if (previous.observedVersion > specVersion) return undefined
-    const { publicIP: previousPublicIp, ...kept } = previous.hostAccessIPs ?? {}
-    const hostAccessIPs = {
-      // New host and fabric IPs replace the old ones as a whole (a lowered access drops
-      // the fabric IP); the public IP stays until it is released.
-      ...(change.hostAccessIPs ? {} : kept),
-      ...(previousPublicIp && !change.clearPublicIp ? { publicIP: previousPublicIp } : {}),
-      ...change.hostAccessIPs,
-      ...(change.publicIp ? { publicIP: change.publicIp } : {}),
-    }
-    return {
-      ...previous,
-      phase: change.phase,
-      conditions: setCondition(previous.conditions, change.condition),
-      ...(Object.keys(hostAccessIPs).length > 0 ? { hostAccessIPs } : {}),
-      ...(change.logicalPortReference ? { logicalPortReference: change.logicalPortReference } : {}),
-      ...(change.agent ? { agent: change.agent } : {}),
-      observedVersion: change.configsSynced ? specVersion : previous.observedVersion,
-      configsSynced: change.configsSynced ?? false,
-    }
-  })
-}
-
-/** A permanent error (bad address, conflict, exhausted pool): the host is Failed, no retry. */
-async function failPermanently(
-  deps: Pick<HandlerDeps, 'store'>,
-  name: string,
-  specVersion: number,
-  error: unknown,
-): Promise<never> {
-  const retryable = (error as { retryable?: unknown }).retryable
-  if (retryable === true || !(error instanceof Error) || !('code' in error)) throw error
-  await setHostStatus(deps, name, specVersion, {
-    phase: 'Failed',
+  const { spec } = host
+  const natIp = natIpOf(host)
+  await setHostStatus(deps, host.name, host.specVersion, {
+    phase: 'Configuring',
+    hostAccessIPs: { hostIP: hostIp, ...(natIp ? { fabricIP: natIp } : {}) },
+    logicalPortReference: {
+      logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
+      dpu: spec.dpu.id,
+    },
     condition: {
-      type: 'Attached',
+      type: 'AgentConfigured',
       status: 'False',
-      reason: String((error as { code: unknown }).code),
-      message: error.message,
+      reason: 'AwaitingAgent',
+      message: `waiting for DPU ${spec.dpu.id} to ack configure of spec version ${host.specVersion}`,
     },
   })
-  throw new UnrecoverableError(error.message)
+}
+
+/** `configure` on the host's DPU, after isolating what a forced detach left bound there. */
+async function signalAgent(
+  deps: HandlerDeps,
+  job: Job,
+  host: ManagedResource,
+  group: ResourceGroup,
+  sbRemote: string,
+  relayIp: string | undefined,
+): Promise<void> {
+  const { spec } = host
+  const dpuId = spec.dpu.id
+  const parent = parentOf(job)
+  await isolateStaleBindings(deps, parent, dpuId, host.name)
+  await addConfigure(deps, parent, {
+    dpuId,
+    specVersion: host.specVersion,
+    group: {
+      name: group.name,
+      sbRemote,
+      ...(group.spec.dhcpServer
+        ? {
+            dhcpServer: group.spec.dhcpServer,
+            relay: {
+              logicalPort: topologyNames.relayPort(group.name, dpuId),
+              mac: relayMacOf(group.name, dpuId),
+              ...(relayIp
+                ? {
+                    ip: relayIp,
+                    prefixLength: Number(group.spec.network.cidr.split('/')[1] ?? 32),
+                  }
+                : {}),
+            },
+          }
+        : {}),
+    },
+    host: {
+      name: host.name,
+      logicalPort: topologyNames.hostPort(group.name, host.name),
+      mac: spec.hostMAC,
+      ...optionalHostPort(spec),
+    },
+  })
+}
+
+/**
+ * PublicAccess: `publicip.allocate` (DNAT and the FRR announcement). Access lowered
+ * while a public IP is held: `publicip.release` (the DNAT is already gone from the
+ * topology; FRR withdraws the /32 and the address goes back to the pool).
+ */
+async function signalPublicIp(deps: HandlerDeps, job: Job, host: ManagedResource) {
+  const natIp = natIpOf(host)
+  const parent = parentOf(job)
+  if (host.spec.hostAccess === 'PublicAccess' && natIp) {
+    await addPublicIpAllocate(deps, parent, host.name, host.specVersion, natIp)
+  } else if (await heldPublicIp(deps, host.name)) {
+    await addPublicIpRelease(deps, parent, host.name, host.specVersion, natIp)
+  }
+}
+
+/**
+ * The await step: Ready with `configsSynced` once OVN (applied in converge), the agent
+ * (port installed) and, for PublicAccess, FRR (the /32 announced) all reflect this spec
+ * version and no newer one exists; else still `Configuring`.
+ */
+async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise<HostAttachResult> {
+  const { spec } = host
+  const dpuId = spec.dpu.id
+  const ack = await configureAck(deps, { dpuId, host: host.name, specVersion: host.specVersion })
+  if (!ack) {
+    throw new AwaitingAck(`no configure ack from DPU ${dpuId} for ${host.name} yet`)
+  }
+  const allocated =
+    spec.hostAccess === 'PublicAccess'
+      ? await publicIpAllocated(deps, host.name, host.specVersion)
+      : undefined
+  const publicIp = allocated?.announced ? (allocated.publicIp ?? undefined) : undefined
+  await clearIsolatedStaleBindings(deps, dpuId)
+  deps.checkpoint('attach:acked')
+
+  const current = await deps.store.getHost(host.name)
+  const synced =
+    current?.specVersion === host.specVersion &&
+    ack.ovnInstalled &&
+    (spec.hostAccess !== 'PublicAccess' || publicIp !== undefined)
+  const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
+  await setHostStatus(deps, host.name, host.specVersion, {
+    phase: synced ? 'Ready' : 'Configuring',
+    configsSynced: synced,
+    agent: {
+      hostPort: ack.hostPort,
+      ...(ack.relayPort ? { relayPort: ack.relayPort } : {}),
+      ovnInstalled: ack.ovnInstalled,
+      specVersion: ack.specVersion,
+    },
+    ...(publicIp !== undefined ? { publicIp } : {}),
+    ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
+    condition: {
+      type: 'AgentConfigured',
+      status: ack.ovnInstalled ? 'True' : 'False',
+      reason: ack.ovnInstalled ? 'PortInstalled' : 'PortNotInstalled',
+      message: `DPU ${dpuId} bound ${ack.hostPort}${
+        ack.relayPort ? ` and relay ${ack.relayPort}` : ''
+      } to ${logicalPort}`,
+    },
+  })
+  return {
+    host: host.name,
+    phase: synced ? 'Ready' : 'Configuring',
+    observedVersion: host.specVersion,
+  }
+}
+
+/** The DPU's NAT IP, when the host's access uses it. */
+function natIpOf(host: ManagedResource): string | undefined {
+  return host.spec.hostAccess !== 'None' ? host.spec.dpu.ips[1] : undefined
+}
+
+/** The host's group does not exist or is being deleted. */
+class GroupUnavailable extends HydrazineError {
+  constructor(readonly group: string) {
+    super('GROUP_UNAVAILABLE', `resource group ${group} does not exist or is being deleted`)
+  }
 }

@@ -1,17 +1,15 @@
-import { type Job, WaitingChildrenError } from 'bullmq'
-import * as v from 'valibot'
-import {
-  AgentJobName,
-  agentJobId,
-  agentQueueName,
-  buildIsolatePayload,
-  IsolateAck,
-} from '../lib/agent-protocol/index.ts'
-import { CONTROLLER_QUEUE, HostDetachJob, jobId } from '../lib/jobs/index.ts'
-import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
-import { applyGroup, logicalPortOf } from './group-state.ts'
-import { setHostStatus } from './host-attach.ts'
-import { optionalHostPort } from './host-port.ts'
+import type { Job } from 'bullmq'
+import { HostDetachJob } from '../lib/jobs/index.ts'
+import { topologyNames } from '../lib/ovn/index.ts'
+import type { ManagedResource } from '../lib/state/objects.ts'
+import { addIsolate, isolateAck } from './internal/agent-jobs.ts'
+import type { HandlerDeps } from './internal/deps.ts'
+import { AwaitingAck } from './internal/errors.ts'
+import { GroupGone } from './internal/group-apply.ts'
+import { optionalHostPort } from './internal/host-port.ts'
+import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
+import { addPublicIpRelease, heldPublicIp } from './internal/public-ip-jobs.ts'
+import { setHostStatus } from './internal/status.ts'
 
 export interface HostDetachResult {
   readonly host: string
@@ -47,82 +45,96 @@ export function createHostDetach(deps: HandlerDeps) {
         skipped: 'not found',
       }
     }
-    const spec = host.spec
-    const dpuId = spec.dpu.id
-    const natIp = spec.dpu.ips[1]
-
     if (stepOf(job) === 'converge') {
-      await setHostStatus(deps, name, host.specVersion, {
-        phase: 'Detaching',
-        condition: {
-          type: 'Isolated',
-          status: 'False',
-          reason: force ? 'ForceDetaching' : 'AwaitingAgent',
-          message: force
-            ? `detaching without waiting for DPU ${dpuId}`
-            : `waiting for DPU ${dpuId} to unbind the host port`,
-        },
-      })
-      // The deletion mark is what takes the host out of its group's topology; the
-      // producer sets it, and so does this handler, for a job enqueued some other way.
-      await deps.store.requestDeletion('mr', name, force)
-      const group = await deps.store.getGroup(spec.resourceGroup)
-      if (group) await applyGroup(deps, group)
-
-      const parent = parentOf(job)
-      if (force) {
-        await deps.store.markDpuNeedsIsolation(dpuId, {
-          group: spec.resourceGroup,
-          host: name,
-          logicalPort: logicalPortOf(spec.resourceGroup, name),
-          ...optionalHostPort(spec),
-          specVersion: host.specVersion,
-        })
-      } else {
-        const payload = buildIsolatePayload(await deps.agents.protocolFor(dpuId), {
-          dpuId,
-          specVersion: host.specVersion,
-          group: { name: spec.resourceGroup },
-          host: {
-            name,
-            logicalPort: logicalPortOf(spec.resourceGroup, name),
-            ...optionalHostPort(spec),
-          },
-        })
-        await deps.children.add(agentQueueName(dpuId), AgentJobName.isolate, payload, {
-          jobId: agentJobId('isolate', payload),
-          parent,
-        })
-      }
-      const hasPublicIp = (await deps.ipam.listPublicIps()).some((p) => p.allocatedTo === name)
-      if (hasPublicIp && natIp) {
-        await deps.children.add(
-          CONTROLLER_QUEUE,
-          'publicip.release',
-          { host: name, specVersion: host.specVersion, natIp },
-          { jobId: jobId('publicip.release', name, host.specVersion), parent },
-        )
-      }
-      await job.updateData({ ...(job.data as object), step: 'await' })
-      if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
+      await reportDetaching(deps, host, force)
+      await leaveTopology(deps, host, force)
+      await isolate(deps, job, host, force)
+      await withdrawPublicIp(deps, job, host)
+      await waitForChildren(job, token)
     }
-
-    const ack = v.safeParse(
-      IsolateAck,
-      await deps.children.result(
-        agentQueueName(dpuId),
-        agentJobId('isolate', { dpuId, host: { name }, specVersion: host.specVersion }),
-      ),
-    )
-    const acked = ack.success && ack.output.unbound
-    if (!force && !acked) throw new Error(`DPU ${dpuId} did not ack that ${name} is unbound`)
-
-    // Addresses go last, once the host can no longer use them.
-    deps.checkpoint('detach:acked')
-    await deps.ipam.releasePublicIp(name)
-    const releasedIp = (await deps.ipam.release(spec.resourceGroup, name)) ?? null
-    deps.checkpoint('detach:released')
-    await deps.store.purgeHost(name, spec.resourceGroup)
-    return { host: name, phase: 'Isolated', agentAcked: acked, releasedIp }
+    return releaseWhenIsolated(deps, host, force)
   }
+}
+
+async function reportDetaching(deps: HandlerDeps, host: ManagedResource, force: boolean) {
+  const dpuId = host.spec.dpu.id
+  await setHostStatus(deps, host.name, host.specVersion, {
+    phase: 'Detaching',
+    condition: {
+      type: 'Isolated',
+      status: 'False',
+      reason: force ? 'ForceDetaching' : 'AwaitingAgent',
+      message: force
+        ? `detaching without waiting for DPU ${dpuId}`
+        : `waiting for DPU ${dpuId} to unbind the host port`,
+    },
+  })
+}
+
+/**
+ * The deletion mark is what takes the host out of its group's topology; the producer
+ * sets it, and so does this step, for a job enqueued some other way.
+ */
+async function leaveTopology(deps: HandlerDeps, host: ManagedResource, force: boolean) {
+  await deps.store.requestDeletion('mr', host.name, force)
+  await deps.groups.apply(host.spec.resourceGroup).catch((error: unknown) => {
+    if (!(error instanceof GroupGone)) throw error
+  })
+}
+
+/** `isolate` on the host's DPU; forced: mark the DPU to isolate it before its next use. */
+async function isolate(deps: HandlerDeps, job: Job, host: ManagedResource, force: boolean) {
+  const { spec } = host
+  const binding = {
+    name: host.name,
+    logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
+    ...optionalHostPort(spec),
+  }
+  if (force) {
+    await deps.store.markDpuNeedsIsolation(spec.dpu.id, {
+      group: spec.resourceGroup,
+      host: host.name,
+      logicalPort: binding.logicalPort,
+      ...(binding.hostPort ? { hostPort: binding.hostPort } : {}),
+      specVersion: host.specVersion,
+    })
+    return
+  }
+  await addIsolate(deps, parentOf(job), {
+    dpuId: spec.dpu.id,
+    specVersion: host.specVersion,
+    group: { name: spec.resourceGroup },
+    host: binding,
+  })
+}
+
+async function withdrawPublicIp(deps: HandlerDeps, job: Job, host: ManagedResource) {
+  const natIp = host.spec.dpu.ips[1]
+  if (natIp && (await heldPublicIp(deps, host.name))) {
+    await addPublicIpRelease(deps, parentOf(job), host.name, host.specVersion, natIp)
+  }
+}
+
+/** The await step: addresses go last, once the host can no longer use them. */
+async function releaseWhenIsolated(
+  deps: HandlerDeps,
+  host: ManagedResource,
+  force: boolean,
+): Promise<HostDetachResult> {
+  const { spec } = host
+  const ack = await isolateAck(deps, {
+    dpuId: spec.dpu.id,
+    host: host.name,
+    specVersion: host.specVersion,
+  })
+  const acked = ack?.unbound === true
+  if (!force && !acked) {
+    throw new AwaitingAck(`DPU ${spec.dpu.id} did not ack that ${host.name} is unbound`)
+  }
+  deps.checkpoint('detach:acked')
+  await deps.ipam.releasePublicIp(host.name)
+  const releasedIp = (await deps.ipam.release(spec.resourceGroup, host.name)) ?? null
+  deps.checkpoint('detach:released')
+  await deps.store.purgeHost(host.name, spec.resourceGroup)
+  return { host: host.name, phase: 'Isolated', agentAcked: acked, releasedIp }
 }

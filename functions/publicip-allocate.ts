@@ -1,14 +1,10 @@
-import { type Job, WaitingChildrenError } from 'bullmq'
-import { FRR_QUEUE, type FrrAck, FrrJobName, frrJobId } from '../lib/jobs/frr.ts'
-import { PublicIpJob } from '../lib/jobs/index.ts'
-import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
-import { applyGroup } from './group-state.ts'
-
-export interface PublicIpResult {
-  readonly host: string
-  readonly publicIp: string | null
-  readonly announced: boolean
-}
+import type { Job } from 'bullmq'
+import { FrrJobName } from '../lib/jobs/frr.ts'
+import { PublicIpJob, type PublicIpResult } from '../lib/jobs/index.ts'
+import type { HandlerDeps } from './internal/deps.ts'
+import { GroupGone } from './internal/group-apply.ts'
+import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
+import { addFrrChange, frrAck, heldPublicIp } from './internal/public-ip-jobs.ts'
 
 /**
  * `publicip.allocate`: takes a public IP from the operator's pool for a host (owner-keyed:
@@ -21,25 +17,27 @@ export function createPublicIpAllocate(deps: HandlerDeps) {
     const { host: name, specVersion, natIp } = parsePayload(PublicIpJob, job)
     if (stepOf(job) === 'converge') {
       const host = await deps.store.getHost(name)
-      const group = host && (await deps.store.getGroup(host.spec.resourceGroup))
-      if (!host || !group || host.deletion) return { host: name, publicIp: null, announced: false }
+      if (!host || host.deletion) return { host: name, publicIp: null, announced: false }
       const publicIp = await deps.ipam.allocatePublicIp(name)
-      await applyGroup(deps, group)
-      const data = { publicIp, nextHop: natIp, owner: name, specVersion }
-      await deps.children.add(FRR_QUEUE, FrrJobName.announce, data, {
-        jobId: frrJobId(FrrJobName.announce, data),
-        parent: parentOf(job),
+      const applied = await deps.groups
+        .apply(host.spec.resourceGroup)
+        .then(() => true)
+        .catch((error: unknown) => {
+          if (error instanceof GroupGone) return false
+          throw error
+        })
+      if (!applied) return { host: name, publicIp: null, announced: false }
+      await addFrrChange(deps, parentOf(job), FrrJobName.announce, {
+        publicIp,
+        nextHop: natIp,
+        owner: name,
+        specVersion,
       })
-      await job.updateData({ ...(job.data as object), step: 'await' })
-      if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
+      await waitForChildren(job, token)
     }
-    // The announce child's ack, read from its own job (deterministic id).
-    const held = (await deps.ipam.listPublicIps()).find((p) => p.allocatedTo === name)
-    const data = { publicIp: held?.ip ?? '', nextHop: natIp, owner: name, specVersion }
-    const ack = held
-      ? ((await deps.children.result(FRR_QUEUE, frrJobId(FrrJobName.announce, data))) as
-          | FrrAck
-          | undefined)
+    const publicIp = await heldPublicIp(deps, name)
+    const ack = publicIp
+      ? await frrAck(deps, FrrJobName.announce, { publicIp, owner: name, specVersion })
       : undefined
     return { host: name, publicIp: ack?.publicIp ?? null, announced: ack?.announced === true }
   }

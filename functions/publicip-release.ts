@@ -1,8 +1,9 @@
-import { type Job, WaitingChildrenError } from 'bullmq'
-import { FRR_QUEUE, FrrJobName, frrJobId } from '../lib/jobs/frr.ts'
-import { PublicIpReleaseJob } from '../lib/jobs/index.ts'
-import { type HandlerDeps, parentOf, parsePayload, stepOf } from './deps.ts'
-import type { PublicIpResult } from './publicip-allocate.ts'
+import type { Job } from 'bullmq'
+import { FrrJobName } from '../lib/jobs/frr.ts'
+import { PublicIpReleaseJob, type PublicIpResult } from '../lib/jobs/index.ts'
+import type { HandlerDeps } from './internal/deps.ts'
+import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
+import { addFrrChange, heldPublicIp } from './internal/public-ip-jobs.ts'
 
 /**
  * `publicip.release`: has FRR withdraw the host's `PublicIP/32` (child job; its result is
@@ -12,22 +13,17 @@ import type { PublicIpResult } from './publicip-allocate.ts'
 export function createPublicIpRelease(deps: Pick<HandlerDeps, 'ipam' | 'children'>) {
   return async function publicIpRelease(job: Job, token?: string): Promise<PublicIpResult> {
     const { host: name, specVersion, natIp } = parsePayload(PublicIpReleaseJob, job)
-    const held = (await deps.ipam.listPublicIps()).find((p) => p.allocatedTo === name)
+    const held = await heldPublicIp(deps, name)
     if (stepOf(job) === 'converge' && held) {
-      const data = {
-        publicIp: held.ip,
+      await addFrrChange(deps, parentOf(job), FrrJobName.withdraw, {
+        publicIp: held,
         ...(natIp ? { nextHop: natIp } : {}),
         owner: name,
         specVersion,
-      }
-      await deps.children.add(FRR_QUEUE, FrrJobName.withdraw, data, {
-        jobId: frrJobId(FrrJobName.withdraw, data),
-        parent: parentOf(job),
       })
-      await job.updateData({ ...(job.data as object), step: 'await' })
-      if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
+      await waitForChildren(job, token)
     }
     const released = await deps.ipam.releasePublicIp(name)
-    return { host: name, publicIp: released ?? held?.ip ?? null, announced: false }
+    return { host: name, publicIp: released ?? held ?? null, announced: false }
   }
 }

@@ -1,9 +1,6 @@
 import type { Job } from 'bullmq'
-import { Database, deleteGroupTopology, type NbTables, nbSchema } from '../lib/ovn/index.ts'
-import type { HandlerDeps } from './deps.ts'
-import { applyGroup } from './group-state.ts'
-
-const nb = new Database<NbTables>(nbSchema)
+import { deleteGroupTopology, groupsInNb } from '../lib/ovn/index.ts'
+import type { HandlerDeps } from './internal/deps.ts'
 
 export interface ReconcileReport {
   /** Groups whose NB rows differed from their desired topology and were repaired. */
@@ -20,16 +17,14 @@ export interface ReconcileReport {
  * carry Hydrazine's owner `external_ids` for groups that no longer exist, and reports
  * what it repaired as its job result.
  */
-export function createReconcile(
-  deps: Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric'>,
-) {
+export function createReconcile(deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups'>) {
   return async function reconcile(_job: Job): Promise<ReconcileReport> {
     const groups = await deps.store.listGroups()
     const repaired: string[] = []
     const remotes = new Set<string>()
     for (const group of groups) {
       if (group.deletion || group.status.observedVersion === 0) continue
-      const { endpoints, result } = await applyGroup(deps, group)
+      const { endpoints, result } = await deps.groups.apply(group.name)
       remotes.add(endpoints.nb)
       if (result.changed) repaired.push(group.name)
     }
@@ -39,16 +34,7 @@ export function createReconcile(
     const orphansRemoved: string[] = []
     for (const remote of remotes) {
       const { client } = await deps.nb.get(remote)
-      const [routers] = await client.transact(nb.name, [
-        nb.select('Logical_Router', [], ['external_ids']),
-      ])
-      const owners = new Set(
-        nb
-          .decodeRows('Logical_Router', routers?.rows)
-          .map((r) => r.external_ids['hydrazine:group'])
-          .filter((g): g is string => typeof g === 'string'),
-      )
-      for (const owner of owners) {
+      for (const owner of await groupsInNb(client)) {
         if (known.has(owner)) continue
         await deleteGroupTopology(client, owner)
         orphansRemoved.push(owner)

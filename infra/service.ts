@@ -3,12 +3,12 @@ import { chmod, readFile, writeFile } from 'node:fs/promises'
 import type { Server } from 'node:http'
 import { join } from 'node:path'
 import { serve } from '@hono/node-server'
-import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { createGrpcServer } from '../api/grpc/server.ts'
 import { createApp } from '../api/http/app.ts'
 import { loadTokens } from '../api/http/tokens.ts'
 import { createFrrSync } from '../functions/frr-sync.ts'
+import { storeAnnouncementSource } from '../functions/internal/announcements.ts'
 import type { Config } from '../lib/config/index.ts'
 import {
   type BgpSettings,
@@ -16,12 +16,10 @@ import {
   createVtysh,
   parseBgpSettings,
 } from '../lib/frr/index.ts'
+import { sharedCentralProvider } from '../lib/ovn/central.ts'
 import { canConnect } from '../lib/process/ports.ts'
-import { storeAnnouncementSource } from '../queues/announcements.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
-import { sharedCentralProvider } from '../queues/ovn-provider.ts'
-import { HydrazineClient } from '../queues/producer.ts'
-import { bullConnection, startWorkers } from '../queues/worker.ts'
+import { bullConnection, startController } from './controller.ts'
 
 /** Where Hydrazine's dependencies live, embedded or external. */
 export interface Endpoints {
@@ -48,44 +46,40 @@ export async function startService(
   endpoints: Endpoints,
   logger: Logger,
 ): Promise<RunningService> {
-  const redis = new Redis(endpoints.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 })
-  redis.on('error', (error) => logger.debug({ err: error }, 'redis connection error'))
-  await redis.connect()
-
   const operatorTokenFile = config.tokensFile
     ? undefined
     : await ensureOperatorToken(config.dataDir)
 
-  const workers = await startWorkers({
+  const controller = await startController({
     redisUrl: endpoints.redisUrl,
     ovn: sharedCentralProvider(endpoints.ovn),
     fabric: config.fabric,
     logger,
   })
+  const { client } = controller
   let frrConsumer: FrrConsumer | undefined
   if (endpoints.frrVtyDir) {
     const frr = createFrrController({ vtysh: createVtysh({ vtyDir: endpoints.frrVtyDir }) })
     frrConsumer = await startFrrConsumer({
       connection: bullConnection(endpoints.redisUrl),
       frr,
-      source: storeAnnouncementSource(workers.store, workers.ipam),
+      source: storeAnnouncementSource(controller.store, controller.ipam),
       handler: createFrrSync({ frr }),
     })
     logger.info({ resynced: frrConsumer.resynced }, 'FRR consumer resynced and running')
   }
 
-  const client = new HydrazineClient(workers.store, workers.queue, workers.ipam)
   const tokens = await loadTokens({
     dataDir: config.dataDir,
     ...(config.tokensFile ? { tokensFile: config.tokensFile } : {}),
   })
   const app = createApp({
     readiness: {
-      redis: async () => (await redis.ping()) === 'PONG',
+      redis: async () => (await controller.redis.ping()) === 'PONG',
       ovnNb: () => canConnectRemote(endpoints.ovn.nb),
     },
-    v1: { client, store: workers.store, ipam: workers.ipam, redis, tokens },
-    ...(config.webhookSecret ? { events: { secret: config.webhookSecret, client, redis } } : {}),
+    v1: { client, tokens },
+    ...(config.webhookSecret ? { events: { secret: config.webhookSecret, client } } : {}),
     logError: (error) => logger.error({ err: error }, 'HTTP 500'),
   })
   const server = await listen(app.fetch, config.http.host, config.http.port)
@@ -93,10 +87,7 @@ export async function startService(
     config.grpcPort > 0
       ? createGrpcServer({
           client,
-          store: workers.store,
-          ipam: workers.ipam,
           tokens,
-          subscribe: () => redis.duplicate(),
           logError: (error) => logger.error({ err: error }, 'gRPC INTERNAL'),
         })
       : undefined
@@ -113,8 +104,7 @@ export async function startService(
       await new Promise<void>((r) => server.close(() => r()))
       await grpcIngress?.close()
       await frrConsumer?.close()
-      await workers.close()
-      redis.disconnect()
+      await controller.close()
     },
   }
 }

@@ -7,9 +7,12 @@
  */
 import type { JobsOptions, Queue } from 'bullmq'
 import * as v from 'valibot'
+import type { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
+import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
 import { type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
+import type { ChangeFeed, ChangeListener } from '../lib/state/changes.ts'
 import {
   type ManagedResource,
   ManagedResourceSpec,
@@ -67,12 +70,35 @@ function validate<S extends v.GenericSchema>(
   return result.output
 }
 
+/**
+ * Hydrazine's client: every request another system (or Hydrazine's own HTTP and gRPC
+ * ingress) makes goes through here — writes validated, stored and enqueued; reads of
+ * the stored objects, the public IP pool and the DPUs' reports.
+ *
+ * @example
+ * const client = new HydrazineClient({ store, queue, ipam, heartbeats, changes })
+ * const { jobId } = await client.applyGroup('group-a', { tenantId: 't1', network: {…} })
+ */
 export class HydrazineClient {
-  constructor(
-    private readonly store: StateStore,
-    private readonly queue: Queue,
-    private readonly ipam: Ipam,
-  ) {}
+  private readonly store: StateStore
+  private readonly queue: Queue
+  private readonly ipam: Ipam
+  private readonly heartbeats: Heartbeats
+  private readonly changes: ChangeFeed
+
+  constructor(deps: {
+    readonly store: StateStore
+    readonly queue: Queue
+    readonly ipam: Ipam
+    readonly heartbeats: Heartbeats
+    readonly changes: ChangeFeed
+  }) {
+    this.store = deps.store
+    this.queue = deps.queue
+    this.ipam = deps.ipam
+    this.heartbeats = deps.heartbeats
+    this.changes = deps.changes
+  }
 
   async #enqueue(name: JobName, object: string, version: number | string, data: object) {
     const id = jobId(name, object, version)
@@ -173,5 +199,48 @@ export class HydrazineClient {
     const found = (await this.ipam.listPublicIps()).find((p) => p.ip === ip)
     if (!found) throw new NotFoundError('public IP', ip)
     return found
+  }
+
+  listPublicIps(): Promise<PublicIpStatus[]> {
+    return this.ipam.listPublicIps()
+  }
+
+  // ── webhook deliveries ──
+
+  /** Records a webhook delivery id; false when it was seen within `ttlS` (a redelivery). */
+  rememberDelivery(id: string, ttlS: number): Promise<boolean> {
+    return this.store.rememberDelivery(id, ttlS)
+  }
+  /** Forgets a delivery id (its processing failed; a retry must run). */
+  forgetDelivery(id: string): Promise<void> {
+    return this.store.forgetDelivery(id)
+  }
+
+  // ── reads ──────────────────────────────────────────────────────────────────
+
+  getGroup(name: string): Promise<ResourceGroup | undefined> {
+    return this.store.getGroup(name)
+  }
+  listGroups(filter: { tenant?: string } = {}): Promise<ResourceGroup[]> {
+    return this.store.listGroups(filter)
+  }
+  getHost(name: string): Promise<ManagedResource | undefined> {
+    return this.store.getHost(name)
+  }
+  listHosts(filter: { resourceGroup?: string } = {}): Promise<ManagedResource[]> {
+    return this.store.listHosts(filter)
+  }
+
+  /** The DPUs whose agents report (a live heartbeat), sorted by id. */
+  listDpus(): Promise<Heartbeat[]> {
+    return this.heartbeats.list()
+  }
+
+  /**
+   * Calls `listener` for every stored change from now on (through one shared
+   * subscription); resolves once it is live, with the function that stops it.
+   */
+  watchChanges(listener: ChangeListener): Promise<() => void> {
+    return this.changes.subscribe(listener)
   }
 }

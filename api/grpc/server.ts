@@ -13,35 +13,29 @@
  *   the store's change channel, through its own Redis subscriber connection.
  *
  * @example
- * const grpc = createGrpcServer({ client, store, ipam, tokens, subscribe: () => redis.duplicate() })
+ * const grpc = createGrpcServer({ client, tokens })
  * const port = await grpc.bind('0.0.0.0:50051')
  */
 import * as grpc from '@grpc/grpc-js'
-import type { Redis } from 'ioredis'
 import type { PublicIpStatus } from '../../lib/ipam/index.ts'
-import type { Kind, StateStore } from '../../lib/state/store.ts'
+import type { Kind } from '../../lib/state/store.ts'
 import type { ApplyRequest__Output } from '../../proto/gen/hydrazine/v1/ApplyRequest.ts'
 import type { ApplyResponse } from '../../proto/gen/hydrazine/v1/ApplyResponse.ts'
 import type { ObjectEvent } from '../../proto/gen/hydrazine/v1/ObjectEvent.ts'
 import type { ObjectKind__Output } from '../../proto/gen/hydrazine/v1/ObjectKind.ts'
 import type { PublicIp } from '../../proto/gen/hydrazine/v1/PublicIp.ts'
 import type { WatchRequest__Output } from '../../proto/gen/hydrazine/v1/WatchRequest.ts'
-import type { Accepted } from '../../queues/producer.ts'
+import type { Accepted, HydrazineClient } from '../../queues/producer.ts'
 import { ValidationError } from '../../queues/producer.ts'
 import { bearerAuthenticator, type Principal, type Tokens } from '../auth.ts'
 import { type ClassifiedError, classifyError, type ErrorClass, type Issue } from '../errors.ts'
 import { createOperations, type Operations, type OperationsDeps } from '../operations.ts'
 import { type HydrazineHandlers, hydrazineServiceDefinition } from './protocol.ts'
 
-/** What the gRPC ingress needs: the HTTP `/v1` deps, with a subscriber factory for Watch. */
-export interface GrpcDeps extends OperationsDeps {
-  readonly store: OperationsDeps['store'] & Pick<StateStore, 'changesChannel'>
+/** What the gRPC ingress needs: the client (with its change feed for Watch) and tokens. */
+export interface GrpcDeps {
+  readonly client: OperationsDeps['client'] & Pick<HydrazineClient, 'watchChanges'>
   readonly tokens: Tokens
-  /**
-   * A new Redis connection for one Watch stream (it is put in subscriber mode and
-   * disconnected when the stream ends), e.g. `() => redis.duplicate()`.
-   */
-  readonly subscribe: () => Redis
   /** Sees every error that became INTERNAL. */
   readonly logError?: (error: unknown) => void
 }
@@ -228,18 +222,18 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     const wants = (k: Kind, n: string) =>
       (!kind || kind === 'OBJECT_KIND_UNSPECIFIED' || kind === KIND_TO_PROTO[k]) &&
       (!name || name === n)
-    const subscriber = deps.subscribe()
     // The JSON last sent per `kind/name`: repeats are skipped, and only objects this
     // stream has shown are reported deleted (a tenant learns nothing of others' names).
     const shown = new Map<string, string>()
     let ended = false
+    let unsubscribe: (() => void) | undefined
     let queue: Promise<void> = Promise.resolve()
 
     const end = (status?: Partial<grpc.StatusObject>) => {
       if (ended) return
       ended = true
       onEnd()
-      subscriber.disconnect()
+      unsubscribe?.()
       if (status) call.emit('error', status)
       else if (!call.cancelled) call.end()
     }
@@ -259,26 +253,16 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     }
     // One at a time, in the order announced, so that events follow the changes.
     const later = (k: Kind, n: string) => {
-      if (!wants(k, n)) return
+      if (ended || !wants(k, n)) return
       queue = queue.then(() => send(k, n)).catch((error: unknown) => end(failure(error)))
     }
-
-    subscriber.on('message', (_channel: string, message: string) => {
-      let change: unknown
-      try {
-        change = JSON.parse(message)
-      } catch {
-        return
-      }
-      const { kind: k, name: n } = (change ?? {}) as { kind?: unknown; name?: unknown }
-      if ((k === 'rg' || k === 'mr') && typeof n === 'string') later(k, n)
-    })
-    subscriber.on('error', (error: unknown) => end(failure(error)))
     call.on('cancelled', () => end())
 
-    subscriber
-      .subscribe(deps.store.changesChannel)
-      .then(async () => {
+    deps.client
+      .watchChanges((change) => later(change.kind, change.name))
+      .then(async (stop) => {
+        unsubscribe = stop
+        if (ended) stop()
         // Subscribed before listing: nothing can change unseen in between.
         const groups = name ? [name] : (await ops.listGroups({})).map((g) => g.name)
         const hosts = name ? [name] : (await ops.listHosts({})).map((h) => h.name)

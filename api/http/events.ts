@@ -4,7 +4,7 @@
  *
  * - `X-Hydrazine-Signature: sha256=<hex>` — HMAC-SHA256 of the raw body with the shared secret;
  * - `X-Hydrazine-Timestamp: <unix seconds>` — refused when more than 5 minutes off;
- * - the event `id` is remembered (Redis `SET NX EX`), so a redelivery does nothing twice.
+ * - the event `id` is remembered for a day, so a redelivery does nothing twice.
  *
  * An event becomes the same producer call as the matching REST request.
  *
@@ -15,7 +15,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
-import type { Redis } from 'ioredis'
 import * as v from 'valibot'
 import type { HydrazineClient } from '../../queues/producer.ts'
 import { ApiError } from './errors.ts'
@@ -23,8 +22,15 @@ import { ApiError } from './errors.ts'
 export interface EventsDeps {
   /** The secret shared with Carbide; at least 32 characters. */
   readonly secret: string
-  readonly client: Pick<HydrazineClient, 'applyGroup' | 'deleteGroup' | 'applyHost' | 'deleteHost'>
-  readonly redis: Pick<Redis, 'set' | 'del'>
+  readonly client: Pick<
+    HydrazineClient,
+    | 'applyGroup'
+    | 'deleteGroup'
+    | 'applyHost'
+    | 'deleteHost'
+    | 'rememberDelivery'
+    | 'forgetDelivery'
+  >
   /** Milliseconds since the epoch; tests move it. */
   readonly now?: () => number
 }
@@ -112,8 +118,7 @@ export function eventRoutes(deps: EventsDeps): Hono {
         )
       }
       const event = parsed.output
-      const seenKey = `hz:events:seen:${event.id}`
-      if ((await deps.redis.set(seenKey, '1', 'EX', SEEN_TTL_S, 'NX')) !== 'OK') {
+      if (!(await deps.client.rememberDelivery(event.id, SEEN_TTL_S))) {
         return c.json({ duplicate: true, id: event.id }, 200)
       }
       try {
@@ -125,7 +130,7 @@ export function eventRoutes(deps: EventsDeps): Hono {
         return c.json(result, accepted.jobId ? 202 : 200)
       } catch (error) {
         // Forget the id so that a corrected or retried delivery is processed.
-        await deps.redis.del(seenKey)
+        await deps.client.forgetDelivery(event.id)
         throw error
       }
     },

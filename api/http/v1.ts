@@ -9,9 +9,6 @@
 import type { Context, MiddlewareHandler } from 'hono'
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
-import type { Redis } from 'ioredis'
-import * as v from 'valibot'
-import { Heartbeat } from '../../lib/agent-protocol/index.ts'
 import { bearerAuthenticator } from '../auth.ts'
 import { createOperations, type OperationsDeps } from '../operations.ts'
 import { ApiError } from './errors.ts'
@@ -19,8 +16,6 @@ import type { Principal, Tokens } from './tokens.ts'
 
 /** What the `/v1` routes need. */
 export interface V1Deps extends OperationsDeps {
-  /** The Redis the DPU agents write their heartbeats to. */
-  readonly redis: Pick<Redis, 'scan' | 'mget'>
   readonly tokens: Tokens
 }
 
@@ -141,35 +136,10 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
   })
 
   // ── DPUs (operator) ────────────────────────────────────────────────────────
-  app.get('/dpus', operatorOnly, async (c) => c.json({ items: await listDpus(deps.redis) }))
-
-  return app
-}
-
-/** Every DPU whose agent has a live heartbeat (they expire after three intervals). */
-async function listDpus(redis: Pick<Redis, 'scan' | 'mget'>) {
-  const keys = new Set<string>()
-  let cursor = '0'
-  do {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', 'hz:dpu:*:heartbeat', 'COUNT', 500)
-    for (const k of batch) keys.add(k)
-    cursor = next
-  } while (cursor !== '0')
-  if (keys.size === 0) return []
-  const values = await redis.mget(...[...keys].sort())
-  return values.flatMap((raw) => {
-    if (raw === null) return []
-    let json: unknown
-    try {
-      json = JSON.parse(raw)
-    } catch {
-      return []
-    }
-    const beat = v.safeParse(Heartbeat, json)
-    if (!beat.success) return []
-    const h = beat.output
-    return [
-      {
+  app.get('/dpus', operatorOnly, async (c) => {
+    const beats = await ops(c).listDpus()
+    return c.json({
+      items: beats.map((h) => ({
         id: h.dpuId,
         agentVersion: h.agentVersion,
         protocolVersions: h.protocolVersions,
@@ -177,7 +147,9 @@ async function listDpus(redis: Pick<Redis, 'scan' | 'mget'>) {
         lastHeartbeat: h.at,
         heartbeatIntervalMs: h.intervalMs,
         observed: h.observed,
-      },
-    ]
+      })),
+    })
   })
+
+  return app
 }

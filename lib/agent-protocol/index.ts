@@ -28,11 +28,6 @@ export function agentQueueName(dpuId: string): string {
   return `agent-${dpuId}`
 }
 
-/** Redis key of a DPU's heartbeat (JSON `Heartbeat`, with a TTL). */
-export function heartbeatKey(dpuId: string): string {
-  return `hz:dpu:${dpuId}:heartbeat`
-}
-
 /**
  * A job id that makes duplicates harmless: one job per (action, host, spec version).
  *
@@ -201,7 +196,7 @@ export const IsolateAck = v.object({
 })
 export type IsolateAck = v.InferOutput<typeof IsolateAck>
 
-/** The JSON the agent writes to `heartbeatKey(dpuId)`. */
+/** What an agent reports every interval (`Heartbeats` in `./heartbeats.ts` keeps them). */
 export const Heartbeat = v.object({
   dpuId: v.string(),
   agentVersion: v.string(),

@@ -52,3 +52,13 @@ export type JobName = keyof typeof JobSchemas
 export function jobId(name: JobName, object: string, version: number | string): string {
   return `${name}-${object}-v${version}`
 }
+
+/** The result of `publicip.allocate` and `publicip.release`: the ack their parent reads. */
+export const PublicIpResult = v.object({
+  host: v.string(),
+  /** The host's public IP; null when it has none (released, or never allocated). */
+  publicIp: v.nullable(v.string()),
+  /** True when FRR's BGP table shows `publicIp/32`. */
+  announced: v.boolean(),
+})
+export type PublicIpResult = v.InferOutput<typeof PublicIpResult>

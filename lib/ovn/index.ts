@@ -2,6 +2,9 @@
  * lib/ovn: an OVSDB (RFC 7047) client, typed builders over the generated schemas, and
  * the compiler from a group's desired state to OVN Northbound rows.
  */
+
+export type { OvnCentralEndpoints, OvnCentralProvider } from './central.ts'
+export { sharedCentralProvider } from './central.ts'
 export type {
   ClientEvent,
   Monitor,
@@ -14,6 +17,8 @@ export type { ColumnArg, Mutations, Where, Writable } from './database.ts'
 export { Database } from './database.ts'
 export * from './errors.ts'
 export { JsonStreamSplitter } from './json-stream.ts'
+export type { NbConnection } from './pool.ts'
+export { NbPool } from './pool.ts'
 export type * from './protocol.ts'
 export type * from './schema/nb.generated.ts'
 export { nbSchema } from './schema/nb.generated.ts'
@@ -28,6 +33,7 @@ export {
   applyGroupTopology,
   deleteGroupTopology,
   diffTopology,
+  groupsInNb,
   readOwnedRows,
 } from './topology/apply.ts'
 export { NbTopologyCache } from './topology/cache.ts'
@@ -35,13 +41,11 @@ export type { DesiredRow, DesiredRows, ParentRef, TopologyTable } from './topolo
 export {
   compileGroupTopology,
   HOST_POLICY_PRIORITY,
-  OWNER_KEY,
-  ownerOf,
-  ROW_KEY,
   TOPOLOGY_TABLES,
   transitAddresses,
 } from './topology/compile.ts'
 export * from './topology/errors.ts'
+export * from './topology/names.ts'
 export type { DhcpRelayPort, GroupMember, GroupTopologySpec, HostAccess } from './topology/spec.ts'
 export { GroupTopologySpecSchema } from './topology/spec.ts'
 export { decodeValue, encodeValue, isUuid } from './values.ts'

@@ -324,6 +324,21 @@ export class StateStore {
   async clearDpuNeedsIsolation(dpuId: string, host: string): Promise<void> {
     await this.#redis.hdel(this.#needsIsolation(dpuId), host)
   }
+  /**
+   * Remembers a webhook delivery id for `ttlS` seconds; false when it was already
+   * remembered (a redelivery, to be ignored).
+   */
+  async rememberDelivery(id: string, ttlS: number): Promise<boolean> {
+    return (await this.#redis.set(this.#delivery(id), '1', 'EX', ttlS, 'NX')) === 'OK'
+  }
+  /** Forgets a delivery id, so that a corrected or retried delivery is processed. */
+  async forgetDelivery(id: string): Promise<void> {
+    await this.#redis.del(this.#delivery(id))
+  }
+  #delivery(id: string): string {
+    return `${this.#prefix}delivery:${id}`
+  }
+
   #needsIsolation(dpuId: string): string {
     return `${this.#prefix}dpu:${dpuId}:needs-isolation`
   }

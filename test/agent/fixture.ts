@@ -7,7 +7,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Queue, QueueEvents } from 'bullmq'
 import { Redis } from 'ioredis'
-import * as v from 'valibot'
 import type { AgentConfig } from '../../agent/config.ts'
 import {
   createDpu,
@@ -20,11 +19,11 @@ import {
 } from '../../infra/lab/dpu.ts'
 import { startLocalStack } from '../../infra/local/stack.ts'
 import type { LocalStack } from '../../infra/local/types.ts'
+import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import {
   agentQueueName,
   type ConfigureInput,
-  Heartbeat,
-  heartbeatKey,
+  type Heartbeat,
 } from '../../lib/agent-protocol/index.ts'
 import type { Teardown } from '../helpers/stack.ts'
 
@@ -177,8 +176,7 @@ export async function startAgentLab(
       return (await sbctl('--bare', '--columns=name', 'list', 'Chassis', uuid)).trim()
     },
     async heartbeat() {
-      const raw = await redis.get(heartbeatKey(dpuId))
-      return raw ? v.parse(Heartbeat, JSON.parse(raw)) : undefined
+      return new Heartbeats(redis).read(dpuId)
     },
   }
 }

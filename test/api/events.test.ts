@@ -18,14 +18,8 @@ interface Delivery {
 function webhook(p: Pipeline) {
   const app = createApp({
     readiness: {},
-    events: { secret: SECRET, client: p.client, redis: p.workers.redis },
-    v1: {
-      client: p.client,
-      store: p.workers.store,
-      ipam: p.workers.ipam,
-      redis: p.workers.redis,
-      tokens: { operator: [OPERATOR], tenants: {} },
-    },
+    events: { secret: SECRET, client: p.client },
+    v1: { client: p.client, tokens: { operator: [OPERATOR], tenants: {} } },
   })
   const deliver = async (event: unknown, d: Delivery = {}) => {
     const body = JSON.stringify(event)
@@ -48,10 +42,10 @@ function webhook(p: Pipeline) {
 }
 
 async function snapshot(p: Pipeline) {
-  const counts = await p.workers.queue.getJobCounts()
+  const counts = await p.controller.queue.getJobCounts()
   return {
-    groups: await p.workers.store.listGroups(),
-    hosts: await p.workers.store.listHosts(),
+    groups: await p.controller.store.listGroups(),
+    hosts: await p.controller.store.listHosts(),
     jobs: Object.values(counts).reduce((a, b) => a + b, 0),
   }
 }
@@ -71,7 +65,7 @@ t.test('Carbide events drive the same calls as the REST API', async (t) => {
   t.equal(first.status, 202)
   t.match(first.json, { id: 'evt-1', object: { name: 'group-a', specVersion: 1 }, jobId: String })
   await until(
-    () => p.workers.store.getGroup('group-a'),
+    () => p.controller.store.getGroup('group-a'),
     (g) => g?.status.phase === 'Ready',
   )
 
@@ -143,13 +137,13 @@ t.test('Carbide events drive the same calls as the REST API', async (t) => {
   })
   t.equal(host.status, 202)
   await until(
-    () => p.workers.store.getHost('host-1'),
+    () => p.controller.store.getHost('host-1'),
     (h) => h?.status.phase === 'Ready',
   )
   const detach = await deliver({ type: 'managed-resource.deleted', id: 'evt-5', name: 'host-1' })
   t.equal(detach.status, 202)
   await until(
-    () => p.workers.store.getHost('host-1'),
+    () => p.controller.store.getHost('host-1'),
     (h) => h === undefined,
   )
   const remove = await deliver({ type: 'resource-group.deleted', id: 'evt-6', name: 'group-b' })

@@ -365,10 +365,10 @@ function* cases(seed: number, count: number): Generator<Case> {
 /** Everything a refused request must leave alone. */
 async function snapshot(p: Pipeline) {
   return {
-    groups: await p.workers.store.listGroups(),
-    hosts: await p.workers.store.listHosts(),
-    publicIps: await p.workers.ipam.listPublicIps(),
-    jobs: await p.workers.queue.getJobCounts(),
+    groups: await p.controller.store.listGroups(),
+    hosts: await p.controller.store.listHosts(),
+    publicIps: await p.controller.ipam.listPublicIps(),
+    jobs: await p.controller.queue.getJobCounts(),
   }
 }
 
@@ -379,13 +379,7 @@ t.test(`${CASES} hostile PUT bodies are refused and change nothing (seed ${SEED}
   const app = createApp({
     readiness: {},
     logError: (error) => internal.push(String(error)),
-    v1: {
-      client: p.client,
-      store: p.workers.store,
-      ipam: p.workers.ipam,
-      redis: p.workers.redis,
-      tokens: { operator: [OPERATOR], tenants: {} },
-    },
+    v1: { client: p.client, tokens: { operator: [OPERATOR], tenants: {} } },
   })
   // A real group, so that host bodies get past "group does not exist" to their fields.
   const put = await app.request(`/v1/resource-groups/${GROUP}`, {
@@ -395,11 +389,11 @@ t.test(`${CASES} hostile PUT bodies are refused and change nothing (seed ${SEED}
   })
   t.equal(put.status, 202, 'the group is accepted')
   await until(
-    async () => (await p.workers.store.getGroup(GROUP))?.status.phase,
+    async () => (await p.controller.store.getGroup(GROUP))?.status.phase,
     (phase) => phase === 'Ready',
   )
   await until(
-    async () => (await p.workers.queue.getJobCounts()).active,
+    async () => (await p.controller.queue.getJobCounts()).active,
     (active) => active === 0,
   )
   const before = await snapshot(p)

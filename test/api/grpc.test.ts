@@ -1,8 +1,8 @@
 import * as grpc from '@grpc/grpc-js'
-import { Redis } from 'ioredis'
 import t from 'tap'
 import { createHydrazineClient, type ObjectEvent } from '../../api/grpc/protocol.ts'
 import { createGrpcServer } from '../../api/grpc/server.ts'
+import type { HydrazineClient } from '../../queues/producer.ts'
 import type { Teardown } from '../helpers/stack.ts'
 import {
   groupSpec,
@@ -40,10 +40,7 @@ interface Answer {
 async function startIngress(t: Teardown, p: Pipeline) {
   const ingress = createGrpcServer({
     client: p.client,
-    store: p.workers.store,
-    ipam: p.workers.ipam,
     tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] } },
-    subscribe: () => new Redis(p.redisUrl),
   })
   const port = await ingress.bind('127.0.0.1:0')
   t.teardown(() => ingress.close())
@@ -229,7 +226,7 @@ t.test('gRPC ingress against a running pipeline', async (t) => {
     t.match(reg.res, { ip: '203.0.113.10', allocated: false })
     t.equal((await call('registerPublicIp', { ip: '203.0.113.11' })).error, undefined)
     t.match((await call('getPublicIp', { ip: '203.0.113.10' })).res, { ip: '203.0.113.10' })
-    const allocated = await p.workers.ipam.allocatePublicIp('host-x')
+    const allocated = await p.controller.ipam.allocatePublicIp('host-x')
     const before = await snapshot(p)
     const del = await call('unregisterPublicIp', { ip: allocated })
     t.equal(del.error?.code, grpc.status.FAILED_PRECONDITION, 'allocated: refused')
@@ -421,20 +418,13 @@ t.test('gRPC ingress against a running pipeline', async (t) => {
   t.test('an unexpected failure is INTERNAL without details', async (t) => {
     const logged: unknown[] = []
     const broken = createGrpcServer({
-      client: p.client,
-      store: {
-        ...p.workers.store,
-        changesChannel: p.workers.store.changesChannel,
+      // The real client, except that reading a group fails as a lost Redis would.
+      client: Object.assign(Object.create(p.client) as HydrazineClient, {
         getGroup: async () => {
           throw new Error('redis exploded at 10.0.0.7:6379')
         },
-        getHost: (n) => p.workers.store.getHost(n),
-        listGroups: (f) => p.workers.store.listGroups(f),
-        listHosts: (f) => p.workers.store.listHosts(f),
-      },
-      ipam: p.workers.ipam,
+      }),
       tokens: { operator: [OPERATOR], tenants: {} },
-      subscribe: () => new Redis(p.redisUrl),
       logError: (e) => logged.push(e),
     })
     const port = await broken.bind('127.0.0.1:0')

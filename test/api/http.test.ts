@@ -1,6 +1,6 @@
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
-import { heartbeatKey } from '../../lib/agent-protocol/index.ts'
+import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import {
   groupSpec,
   hostSpec,
@@ -24,12 +24,9 @@ interface Call {
 
 function api(p: Pipeline) {
   const app = createApp({
-    readiness: { redis: async () => (await p.workers.redis.ping()) === 'PONG' },
+    readiness: { redis: async () => (await p.controller.redis.ping()) === 'PONG' },
     v1: {
       client: p.client,
-      store: p.workers.store,
-      ipam: p.workers.ipam,
-      redis: p.workers.redis,
       tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] } },
     },
   })
@@ -150,9 +147,8 @@ t.test('HTTP API against a running pipeline', async (t) => {
   })
 
   t.test('DPUs are listed from agent heartbeats', async (t) => {
-    await p.workers.redis.set(
-      heartbeatKey('dpu-9'),
-      JSON.stringify({
+    await new Heartbeats(p.controller.redis).write(
+      {
         dpuId: 'dpu-9',
         agentVersion: '0.1.0',
         protocolVersions: ['1.0'],
@@ -167,8 +163,7 @@ t.test('HTTP API against a running pipeline', async (t) => {
           boundPorts: [],
           relays: [],
         },
-      }),
-      'PX',
+      },
       60_000,
     )
     const res = await call('GET', '/v1/dpus')
@@ -186,7 +181,7 @@ t.test('HTTP API against a running pipeline', async (t) => {
     })
     t.equal((await call('GET', '/v1/public-ips/203.0.113.99')).status, 404)
     t.equal((await call('PUT', '/v1/public-ips/203.0.113.12', { token: TENANT_A })).status, 403)
-    const allocated = await p.workers.ipam.allocatePublicIp('host-x')
+    const allocated = await p.controller.ipam.allocatePublicIp('host-x')
     const before = await snapshot(p)
     const del = await call('DELETE', `/v1/public-ips/${allocated}`)
     t.equal(del.status, 409)
@@ -345,14 +340,8 @@ t.test('HTTP API against a running pipeline', async (t) => {
 t.test('GET /v1/openapi.json names every route, and each one exists', async (t) => {
   const app = createApp({
     readiness: {},
-    v1: {
-      client: {} as never,
-      store: {} as never,
-      ipam: {} as never,
-      redis: {} as never,
-      tokens: { operator: [OPERATOR], tenants: {} },
-    },
-    events: { secret: 'x'.repeat(32), client: {} as never, redis: {} as never },
+    v1: { client: {} as never, tokens: { operator: [OPERATOR], tenants: {} } },
+    events: { secret: 'x'.repeat(32), client: {} as never },
   })
   const res = await app.request('/v1/openapi.json')
   t.equal(res.status, 200, 'served without a token')

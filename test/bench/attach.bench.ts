@@ -14,11 +14,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { QueueEvents, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
+import { startController } from '../../infra/controller.ts'
 import { startLocalStack } from '../../infra/local/stack.ts'
 import { CONTROLLER_QUEUE } from '../../lib/jobs/index.ts'
-import { sharedCentralProvider } from '../../queues/ovn-provider.ts'
-import { HydrazineClient } from '../../queues/producer.ts'
-import { startWorkers } from '../../queues/worker.ts'
+import { sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { quantile, report } from './report.ts'
 
 const GROUPS = 20
@@ -37,14 +36,14 @@ export default async function attachBench(): Promise<void> {
   try {
     if (!stack.redis || !stack.ovn) throw new Error('stack without redis or ovn')
     const redisUrl = stack.redis.url
-    const workers = await startWorkers({
+    const controller = await startController({
       redisUrl,
       ovn: sharedCentralProvider({ nb: stack.ovn.nb.unix, sb: stack.ovn.sb.tcp }),
       fabric: { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' },
       reconcileEveryMs: 0,
       concurrency: 64,
     })
-    cleanups.unshift(() => workers.close())
+    cleanups.unshift(() => controller.close())
     const agentConnection = new Redis(redisUrl, { maxRetriesPerRequest: null })
     for (let d = 0; d < DPUS; d++) {
       const dpuId = `dpu-${d}`
@@ -76,7 +75,7 @@ export default async function attachBench(): Promise<void> {
     }
     cleanups.push(async () => agentConnection.disconnect())
 
-    const client = new HydrazineClient(workers.store, workers.queue, workers.ipam)
+    const { client } = controller
     const events = new QueueEvents(CONTROLLER_QUEUE, { connection: { url: redisUrl } })
     await events.waitUntilReady()
     cleanups.unshift(() => events.close())
@@ -94,7 +93,7 @@ export default async function attachBench(): Promise<void> {
         })
       }
       await waitFor(async () =>
-        (await workers.store.listGroups()).every((g) => g.status.phase === 'Ready'),
+        (await controller.store.listGroups()).every((g) => g.status.phase === 'Ready'),
       )
       const requested = new Map<string, number>()
       const latencies: number[] = []

@@ -11,7 +11,7 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
   t.equal(created.object.specVersion, 1)
   t.ok(created.jobId, 'a job was enqueued')
   const group = await until(
-    () => p.workers.store.getGroup('group-a'),
+    () => p.controller.store.getGroup('group-a'),
     (g) => g?.status.phase === 'Ready',
   )
   t.equal(group?.status.phase, 'Ready')
@@ -31,18 +31,18 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
   await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2, { hostIP: '10.10.10.50' }))
   for (const name of ['host-1', 'host-2']) {
     const host = await until(
-      () => p.workers.store.getHost(name),
+      () => p.controller.store.getHost(name),
       (h) => h?.status.phase === 'Ready',
     )
     t.equal(host?.status.phase, 'Ready', `${name} is Ready`)
     t.equal(host?.status.configsSynced, true, `${name} configs are synced`)
     t.equal(host?.status.observedVersion, 1)
   }
-  const host1 = await p.workers.store.getHost('host-1')
+  const host1 = await p.controller.store.getHost('host-1')
   t.equal(host1?.status.hostAccessIPs?.hostIP, '10.10.10.2', 'first free address of the pool')
   t.equal(host1?.status.hostAccessIPs?.fabricIP, '172.18.0.111', 'the DPU NAT IP')
   t.same(host1?.status.logicalPortReference, { logicalPort: 'hz-group-a-host-1', dpu: 'dpu-1' })
-  t.equal((await p.workers.store.getHost('host-2'))?.status.hostAccessIPs?.hostIP, '10.10.10.50')
+  t.equal((await p.controller.store.getHost('host-2'))?.status.hostAccessIPs?.hostIP, '10.10.10.50')
 
   const configure = agent1.jobs.find((j) => j.name === 'configure')
   t.match(configure?.data, {
@@ -62,7 +62,7 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
 
   await p.client.deleteHost('host-2')
   const detached = await until(
-    () => p.workers.store.getHost('host-2'),
+    () => p.controller.store.getHost('host-2'),
     (h) => h === undefined,
   )
   t.equal(detached, undefined, 'host-2 is gone once isolated')
@@ -72,14 +72,14 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
     'its agent was asked to isolate it',
   )
   t.equal(
-    await p.workers.ipam.lookup('group-a', 'host-2'),
+    await p.controller.ipam.lookup('group-a', 'host-2'),
     undefined,
     'its address is back in the pool',
   )
 
   await p.client.deleteGroup('group-a')
   const gone = await until(
-    () => p.workers.store.getGroup('group-a'),
+    () => p.controller.store.getGroup('group-a'),
     (g) => g === undefined,
   )
   t.equal(gone, undefined, 'the group is deleted after its hosts are isolated')
@@ -88,7 +88,11 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
     'host-1 was isolated by teardown',
   )
   t.same(await p.ownedRows(), [], 'no Hydrazine row remains in NB')
-  t.equal(await p.workers.ipam.lookup('group-a', 'host-1'), undefined, 'every address was released')
+  t.equal(
+    await p.controller.ipam.lookup('group-a', 'host-1'),
+    undefined,
+    'every address was released',
+  )
 })
 
 t.test('an agent that does not answer leaves the host Configuring, naming the DPU', async (t) => {
@@ -96,7 +100,7 @@ t.test('an agent that does not answer leaves the host Configuring, naming the DP
   await p.client.applyGroup('group-b', groupSpec('tenant-b'))
   await p.client.applyHost('host-9', hostSpec('group-b', 'dpu-9', 9))
   const waiting = await until(
-    () => p.workers.store.getHost('host-9'),
+    () => p.controller.store.getHost('host-9'),
     (h) => h?.status.phase === 'Configuring',
   )
   t.equal(waiting?.status.phase, 'Configuring')
@@ -106,7 +110,7 @@ t.test('an agent that does not answer leaves the host Configuring, naming the DP
 
   await p.agent('dpu-9')
   const ready = await until(
-    () => p.workers.store.getHost('host-9'),
+    () => p.controller.store.getHost('host-9'),
     (h) => h?.status.phase === 'Ready',
   )
   t.equal(ready?.status.phase, 'Ready', 'the late ack makes it Ready without a new request')
@@ -114,7 +118,7 @@ t.test('an agent that does not answer leaves the host Configuring, naming the DP
 
 t.test('bad requests are refused with every field named and nothing enqueued', async (t) => {
   const p = await startPipeline(t)
-  const before = await p.workers.queue.getJobCounts()
+  const before = await p.controller.queue.getJobCounts()
   const error = await p.client
     .applyGroup('Group_A', { tenantId: 'x', network: { cidr: '10.0.0.0/33', gateway: 'nope' } })
     .catch((e: unknown) => e)
@@ -127,16 +131,16 @@ t.test('bad requests are refused with every field named and nothing enqueued', a
     (hostError as ValidationError).issues.map((i) => i.path),
     ['hostMAC', 'dpu.ips'],
   )
-  t.same(await p.workers.queue.getJobCounts(), before, 'nothing was enqueued')
-  t.same(await p.workers.store.listGroups(), [], 'nothing was stored')
+  t.same(await p.controller.queue.getJobCounts(), before, 'nothing was enqueued')
+  t.same(await p.controller.store.listGroups(), [], 'nothing was stored')
 
-  const job = await p.workers.queue.add('host.attach', { host: 'BAD NAME', specVersion: -1 })
+  const job = await p.controller.queue.add('host.attach', { host: 'BAD NAME', specVersion: -1 })
   const failed = await until(
     () => job.getState(),
     (s) => s === 'failed',
   )
   t.equal(failed, 'failed', 'a bad job payload fails at once')
-  const reloaded = await p.workers.queue.getJob(job.id ?? '')
+  const reloaded = await p.controller.queue.getJob(job.id ?? '')
   t.equal(reloaded?.attemptsMade, 1, 'and is not retried')
   t.match(reloaded?.failedReason, /invalid host.attach payload: host: must be an RFC 1123 label/)
 })
@@ -149,14 +153,14 @@ t.test('a group whose network IPAM refuses is Failed with the reason, not retrie
     extraSubnets: [{ cidr: '10.10.10.0/25' }],
   })
   const failed = await until(
-    () => p.workers.store.getGroup('group-x'),
+    () => p.controller.store.getGroup('group-x'),
     (g) => g?.status.phase === 'Failed',
   )
   t.equal(failed?.status.phase, 'Failed')
   t.match(failed?.status.conditions, [
     { type: 'NetworkAllocated', status: 'False', reason: /OVERLAP/ },
   ])
-  const job = await p.workers.queue.getJob('group.create-group-x-v1')
+  const job = await p.controller.queue.getJob('group.create-group-x-v1')
   t.equal(job?.attemptsMade, 1, 'not retried')
 })
 
@@ -167,16 +171,16 @@ t.test(
     await p.client.applyGroup('group-f', groupSpec('tenant-f'))
     await p.client.applyHost('host-old', hostSpec('group-f', 'dpu-7', 1, { identifier: 'pf0vf1' }))
     await until(
-      () => p.workers.store.getHost('host-old'),
+      () => p.controller.store.getHost('host-old'),
       (h) => h?.status.phase === 'Configuring',
     )
     // The agent is gone; the tenant's host must leave anyway.
     await p.client.deleteHost('host-old', { force: true })
     await until(
-      () => p.workers.store.getHost('host-old'),
+      () => p.controller.store.getHost('host-old'),
       (h) => h === undefined,
     )
-    t.match(await p.workers.store.dpuNeedsIsolation('dpu-7'), [
+    t.match(await p.controller.store.dpuNeedsIsolation('dpu-7'), [
       {
         host: 'host-old',
         group: 'group-f',
@@ -185,7 +189,7 @@ t.test(
       },
     ])
     t.equal(
-      await p.workers.ipam.lookup('group-f', 'host-old'),
+      await p.controller.ipam.lookup('group-f', 'host-old'),
       undefined,
       'its address was released',
     )
@@ -194,14 +198,14 @@ t.test(
     const agent = await p.agent('dpu-7')
     await p.client.applyHost('host-new', hostSpec('group-f', 'dpu-7', 2))
     await until(
-      () => p.workers.store.getHost('host-new'),
+      () => p.controller.store.getHost('host-new'),
       (h) => h?.status.phase === 'Ready',
     )
     t.ok(
       agent.jobs.some((j) => j.name === 'isolate' && j.data.host.name === 'host-old'),
       'the agent was told to isolate the force-detached host',
     )
-    t.same(await p.workers.store.dpuNeedsIsolation('dpu-7'), [], 'and the DPU is clean again')
+    t.same(await p.controller.store.dpuNeedsIsolation('dpu-7'), [], 'and the DPU is clean again')
   },
 )
 
@@ -213,12 +217,12 @@ t.test(
     for (const round of [1, 2]) {
       const group = await p.client.applyGroup('group-r', groupSpec())
       await until(
-        () => p.workers.store.getGroup('group-r'),
+        () => p.controller.store.getGroup('group-r'),
         (g) => g?.status.phase === 'Ready',
       )
       const host = await p.client.applyHost('host-r', hostSpec('group-r', 'dpu-1', 1))
       const ready = await until(
-        () => p.workers.store.getHost('host-r'),
+        () => p.controller.store.getHost('host-r'),
         (h) => h?.status.phase === 'Ready',
       )
       t.equal(ready?.status.phase, 'Ready', `round ${round}: the host is Ready`)
@@ -226,7 +230,7 @@ t.test(
       t.equal(group.object.specVersion, round)
       await p.client.deleteGroup('group-r')
       await until(
-        () => p.workers.store.getGroup('group-r'),
+        () => p.controller.store.getGroup('group-r'),
         (g) => g === undefined,
       )
     }

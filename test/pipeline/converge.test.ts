@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { createFrrSync } from '../../functions/frr-sync.ts'
+import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
-import { storeAnnouncementSource } from '../../queues/announcements.ts'
 import { startFrrConsumer } from '../../queues/frr.ts'
 import { groupSpec, hostSpec, readyFabricHost, startPipeline, until } from './fixtures.ts'
 
@@ -13,9 +13,9 @@ t.test('running a handler again leaves Redis and NB exactly as one run did', asy
     nb: await p.nbctl('show'),
     nat: await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw'),
     policies: await p.nbctl('lr-policy-list', 'hz-group-a-lr'),
-    allocations: await p.workers.ipam.allocations('group-a'),
-    map: await p.workers.ipam.map('group-a'),
-    phase: (await p.workers.store.getHost('host-1'))?.status.phase,
+    allocations: await p.controller.ipam.allocations('group-a'),
+    map: await p.controller.ipam.map('group-a'),
+    phase: (await p.controller.store.getHost('host-1'))?.status.phase,
   })
   const once = await snapshot()
 
@@ -23,10 +23,10 @@ t.test('running a handler again leaves Redis and NB exactly as one run did', asy
     ['group.create', { group: 'group-a', specVersion: 1 }],
     ['host.attach', { host: 'host-1', specVersion: 1 }],
   ] as const) {
-    const job = await p.workers.queue.add(name, data, { jobId: `${name}-again` })
+    const job = await p.controller.queue.add(name, data, { jobId: `${name}-again` })
     const state = await until(
       async () => {
-        const fresh = await p.workers.queue.getJob(job.id ?? '')
+        const fresh = await p.controller.queue.getJob(job.id ?? '')
         if (fresh?.failedReason) job.failedReason = fresh.failedReason
         return job.getState()
       },
@@ -46,7 +46,7 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
   const consumer = await startFrrConsumer({
     connection,
     frr,
-    source: storeAnnouncementSource(p.workers.store, p.workers.ipam),
+    source: storeAnnouncementSource(p.controller.store, p.controller.ipam),
     handler: createFrrSync({ frr }),
     prefix: p.prefix,
   })
@@ -62,7 +62,7 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
     hostSpec('group-p', 'dpu-1', 3, { hostAccess: 'PublicAccess' }),
   )
   const host = await until(
-    () => p.workers.store.getHost('host-p'),
+    () => p.controller.store.getHost('host-p'),
     (h) => h?.status.phase === 'Ready',
   )
   t.equal(host?.status.hostAccessIPs?.publicIP, '203.0.113.7', 'status names the public IP')
@@ -81,7 +81,7 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
   // Lowering the access releases the public IP: FRR withdraws it, the pool gets it back.
   await p.client.applyHost('host-p', hostSpec('group-p', 'dpu-1', 3, { hostAccess: 'None' }))
   const lowered = await until(
-    () => p.workers.store.getHost('host-p'),
+    () => p.controller.store.getHost('host-p'),
     (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 2,
   )
   t.same(lowered?.status.hostAccessIPs, { hostIP: '10.10.10.2' }, 'no fabric or public IP any more')
@@ -94,14 +94,14 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
     hostSpec('group-p', 'dpu-1', 3, { hostAccess: 'PublicAccess' }),
   )
   await until(
-    () => p.workers.store.getHost('host-p'),
+    () => p.controller.store.getHost('host-p'),
     (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 3,
   )
   t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.113', 'announced again')
 
   await p.client.deleteHost('host-p')
   await until(
-    () => p.workers.store.getHost('host-p'),
+    () => p.controller.store.getHost('host-p'),
     (h) => h === undefined,
   )
   t.equal((await frr.table()).get('203.0.113.7/32'), undefined, 'the prefix was withdrawn')

@@ -25,11 +25,11 @@ async function observe(p: Pipeline) {
       .map((b) => b.trim().split('\n').join(' '))
       .filter(Boolean)
       .sort(),
-    allocations: (await p.workers.ipam.allocations('group-a').catch(() => [])).sort((a, b) =>
+    allocations: (await p.controller.ipam.allocations('group-a').catch(() => [])).sort((a, b) =>
       a.owner.localeCompare(b.owner),
     ),
-    hosts: (await p.workers.store.listHosts()).map((h) => [h.name, h.status.phase]),
-    groups: (await p.workers.store.listGroups()).map((g) => [g.name, g.status.phase]),
+    hosts: (await p.controller.store.listHosts()).map((h) => [h.name, h.status.phase]),
+    groups: (await p.controller.store.listGroups()).map((g) => [g.name, g.status.phase]),
   }
 }
 
@@ -43,7 +43,7 @@ async function attachScenario(p: Pipeline) {
   await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2, { hostIP: '10.10.10.3' }))
   for (const host of ['host-1', 'host-2']) {
     await until(
-      () => p.workers.store.getHost(host),
+      () => p.controller.store.getHost(host),
       (h) => h?.status.phase === 'Ready',
       30_000,
     )
@@ -53,7 +53,7 @@ async function attachScenario(p: Pipeline) {
 async function deleteScenario(p: Pipeline) {
   await p.client.deleteGroup('group-a')
   await until(
-    () => p.workers.store.getGroup('group-a'),
+    () => p.controller.store.getGroup('group-a'),
     (g) => g === undefined,
     30_000,
   )
@@ -62,7 +62,7 @@ async function deleteScenario(p: Pipeline) {
 /** A pipeline whose in-test workers are paused: the worker processes do the work. */
 async function crashPipeline(t: Teardown) {
   const p = await startPipeline(t)
-  await p.workers.worker.close()
+  await p.controller.worker.close()
   await p.agent('dpu-1')
   await p.agent('dpu-2')
   return p

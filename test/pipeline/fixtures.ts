@@ -3,18 +3,18 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { type Job, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
+import { type Controller, startController } from '../../infra/controller.ts'
 import type { ConfigureAck, IsolateAck } from '../../lib/agent-protocol/index.ts'
+import { sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
-import { sharedCentralProvider } from '../../queues/ovn-provider.ts'
-import { HydrazineClient } from '../../queues/producer.ts'
-import { startWorkers, type Workers } from '../../queues/worker.ts'
+import type { HydrazineClient } from '../../queues/producer.ts'
 import { eventually } from '../helpers/processes.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
 
 const run = promisify(execFile)
 
 export interface Pipeline {
-  readonly workers: Workers
+  readonly controller: Controller
   readonly client: HydrazineClient
   readonly nb: string
   readonly sb: string
@@ -43,7 +43,7 @@ export async function startPipeline(
   if (!stack.redis || !stack.ovn) throw new Error('stack without redis or ovn')
   const redisUrl = stack.redis.url
   const prefix = 'hzt'
-  const workers = await startWorkers({
+  const controller = await startController({
     redisUrl,
     ovn: sharedCentralProvider({ nb: stack.ovn.nb.unix, sb: stack.ovn.sb.tcp }),
     fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
@@ -52,12 +52,12 @@ export async function startPipeline(
     // Tests kill worker processes: take their jobs over quickly.
     lockDurationMs: 2000,
   })
-  t.teardown(() => workers.close())
-  const client = new HydrazineClient(workers.store, workers.queue, workers.ipam)
+  t.teardown(() => controller.close())
+  const { client } = controller
   const nb = stack.ovn.nb.unix
 
   return {
-    workers,
+    controller,
     client,
     nb,
     sb: stack.ovn.sb.tcp,
@@ -212,11 +212,11 @@ export function stopProcess(child: ChildProcess) {
 
 /** Everything a refused request must leave alone: stored objects, public IPs, job count. */
 export async function refusalSnapshot(p: Pipeline) {
-  const counts = await p.workers.queue.getJobCounts()
+  const counts = await p.controller.queue.getJobCounts()
   return {
-    groups: await p.workers.store.listGroups(),
-    hosts: await p.workers.store.listHosts(),
-    publicIps: await p.workers.ipam.listPublicIps(),
+    groups: await p.controller.store.listGroups(),
+    hosts: await p.controller.store.listHosts(),
+    publicIps: await p.controller.ipam.listPublicIps(),
     jobs: Object.values(counts).reduce((a, b) => a + b, 0),
   }
 }
@@ -230,7 +230,7 @@ export async function readyFabricHost(p: Pipeline): Promise<void> {
     hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
   )
   await until(
-    () => p.workers.store.getHost('host-1'),
+    () => p.controller.store.getHost('host-1'),
     (h) => h?.status.phase === 'Ready',
   )
 }

@@ -23,24 +23,24 @@ t.test('reconcile repairs drift in NB and removes orphan rows, and says what it 
   // Not Hydrazine's: must be left alone.
   await p.nbctl('ls-add', 'operator-switch')
 
-  const job = await p.workers.queue.add('reconcile', {}, { jobId: 'reconcile-now' })
+  const job = await p.controller.queue.add('reconcile', {}, { jobId: 'reconcile-now' })
   await until(
     () => job.getState(),
     (s) => s === 'completed' || s === 'failed',
   )
-  const done = await p.workers.queue.getJob('reconcile-now')
+  const done = await p.controller.queue.getJob('reconcile-now')
   t.match(done?.returnvalue, { repaired: ['group-a'], orphansRemoved: ['gone'], checkedGroups: 1 })
   t.equal(await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw'), natBefore, 'the DNAT rule is back')
   t.notMatch(await p.nbctl('lr-list'), /hz-gone-lr/, 'the orphan router is gone')
   t.match(await p.nbctl('ls-list'), /operator-switch/, "the operator's switch is untouched")
 
-  const again = await p.workers.queue.add('reconcile', {}, { jobId: 'reconcile-again' })
+  const again = await p.controller.queue.add('reconcile', {}, { jobId: 'reconcile-again' })
   await until(
     () => again.getState(),
     (s) => s === 'completed',
   )
   t.match(
-    (await p.workers.queue.getJob('reconcile-again'))?.returnvalue,
+    (await p.controller.queue.getJob('reconcile-again'))?.returnvalue,
     {
       repaired: [],
       orphansRemoved: [],

@@ -10,7 +10,7 @@ import {
 
 t.test('100 hosts attached to one group at once by 2 worker processes are all Ready', async (t) => {
   const p = await startPipeline(t)
-  await p.workers.worker.close()
+  await p.controller.worker.close()
   const dpus = Array.from({ length: 10 }, (_, i) => `dpu-${i}`)
   for (const dpu of dpus) await p.agent(dpu)
   const workers = [startWorkerProcess(p), startWorkerProcess(p)]
@@ -31,7 +31,7 @@ t.test('100 hosts attached to one group at once by 2 worker processes are all Re
     ),
   )
   const hosts = await until(
-    () => p.workers.store.listHosts({ resourceGroup: 'group-a' }),
+    () => p.controller.store.listHosts({ resourceGroup: 'group-a' }),
     (hs) => hs.length === 100 && hs.every((h) => h.status.phase === 'Ready'),
     90_000,
   )

@@ -6,8 +6,8 @@
  */
 import { existsSync, writeFileSync } from 'node:fs'
 import { pino } from 'pino'
-import { sharedCentralProvider } from '../../queues/ovn-provider.ts'
-import { startWorkers } from '../../queues/worker.ts'
+import { startController } from '../../infra/controller.ts'
+import { sharedCentralProvider } from '../../lib/ovn/central.ts'
 
 const env = (name: string): string => {
   const value = process.env[name]
@@ -17,7 +17,7 @@ const env = (name: string): string => {
 const crashAt = process.env.CRASH_AT
 const mark = process.env.CRASH_MARK
 
-const workers = await startWorkers({
+const controller = await startController({
   redisUrl: env('REDIS_URL'),
   ovn: sharedCentralProvider({ nb: env('OVN_NB'), sb: env('OVN_SB') }),
   fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
@@ -33,5 +33,5 @@ const workers = await startWorkers({
     }
   },
 })
-process.once('SIGTERM', () => void workers.close().then(() => process.exit(0)))
+process.once('SIGTERM', () => void controller.close().then(() => process.exit(0)))
 process.stdout.write('READY\n')

@@ -8,13 +8,11 @@ import {
   compileGroupTopology,
   type DesiredRow,
   type DesiredRows,
-  OWNER_KEY,
-  ownerOf,
-  ROW_KEY,
   TOPOLOGY_TABLES,
   type TopologyTable,
 } from './compile.ts'
 import { TopologyApplyContention } from './errors.ts'
+import { groupOfRow, OWNER_KEY, ownerOf, ROW_KEY } from './names.ts'
 import type { GroupTopologySpec } from './spec.ts'
 
 const nb = new Database<NbTables>(nbSchema)
@@ -112,6 +110,25 @@ export async function applyDesiredRows(
     }
   }
   throw new TopologyApplyContention(group, maxAttempts)
+}
+
+/**
+ * The groups that own rows in this NB, read from their distributed routers (every
+ * group has one while it has any row; reconcile looks here for orphans).
+ */
+export async function groupsInNb(client: OvsdbClient): Promise<string[]> {
+  const [routers] = await client.transact(nb.name, [
+    nb.select(
+      'Logical_Router',
+      [['external_ids', 'includes', { [ROW_KEY]: 'lr' }]],
+      ['external_ids'],
+    ),
+  ])
+  const groups = nb
+    .decodeRows('Logical_Router', routers?.rows)
+    .map((r) => groupOfRow(r.external_ids))
+    .filter((g): g is string => g !== undefined)
+  return [...new Set(groups)].sort()
 }
 
 /** Reads every row of the topology tables whose owner `external_ids` is `owner`. */

@@ -3,7 +3,8 @@ import { Database } from '../database.ts'
 import type { TableUpdates } from '../protocol.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import type { ActualRow, ActualRows } from './apply.ts'
-import { OWNER_KEY, TOPOLOGY_TABLES, type TopologyTable } from './compile.ts'
+import { TOPOLOGY_TABLES, type TopologyTable } from './compile.ts'
+import { OWNER_KEY } from './names.ts'
 
 const nb = new Database<NbTables>(nbSchema)
 

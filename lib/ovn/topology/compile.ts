@@ -4,6 +4,16 @@ import * as v from 'valibot'
 import type { Writable } from '../database.ts'
 import type { NbTables } from '../schema/nb.generated.ts'
 import { InvalidTopologySpec, Ipv6NatUnsupported, NatConflict } from './errors.ts'
+import {
+  DPU_KEY,
+  GROUP_KEY,
+  HOST_KEY,
+  topologyNames as names,
+  OWNER_KEY,
+  ownerOf,
+  ROLE_KEY,
+  ROW_KEY,
+} from './names.ts'
 import { type GroupMember, type GroupTopologySpec, GroupTopologySpecSchema } from './spec.ts'
 
 /** The NB tables a group topology is made of. */
@@ -51,13 +61,6 @@ export interface DesiredRows {
   readonly rows: readonly DesiredRow[]
 }
 
-export const OWNER_KEY = 'hydrazine:owner'
-export const ROW_KEY = 'hydrazine:key'
-
-export function ownerOf(group: string): string {
-  return `group/${group}`
-}
-
 /** Priority of the per-host reroute policies on the distributed router. */
 export const HOST_POLICY_PRIORITY = 1000
 const LINK_LOCAL_SLOTS = 16_384 // /30s in 169.254.0.0/16
@@ -102,7 +105,7 @@ export function compileGroupTopology(spec: GroupTopologySpec): DesiredRows {
   const rows: DesiredRow[] = []
   const ids = (key: string, extra: Record<string, string> = {}) => ({
     [OWNER_KEY]: owner,
-    'hydrazine:group': g,
+    [GROUP_KEY]: g,
     [ROW_KEY]: key,
     ...extra,
   })
@@ -183,14 +186,14 @@ export function compileGroupTopology(spec: GroupTopologySpec): DesiredRows {
   }
 
   // Distributed switch and router.
-  ls(lsKey, `hz-${g}-ls`)
+  ls(lsKey, names.switch(g))
   rows.push({
     table: 'Logical_Router',
     key: lrKey,
-    row: { name: `hz-${g}-lr`, external_ids: ids(lrKey) },
+    row: { name: names.router(g), external_ids: ids(lrKey) },
   })
-  lrp(lrKey, `hz-${g}-lr-ls`, [`${spec.gateway}/${subnetLen}`])
-  routerLink(lsKey, `hz-${g}-ls-lr`, `hz-${g}-lr-ls`)
+  lrp(lrKey, names.routerSwitchPort(g), [`${spec.gateway}/${subnetLen}`])
+  routerLink(lsKey, names.switchRouterPort(g), names.routerSwitchPort(g))
 
   for (const m of spec.members) {
     if (m.access !== 'None' && isIP(m.ip) !== 4)
@@ -202,7 +205,7 @@ export function compileGroupTopology(spec: GroupTopologySpec): DesiredRows {
       lsKey,
       m.logicalPort,
       { addresses: [`${m.mac} ${m.ip}`], port_security: [`${m.mac} ${m.ip}`] },
-      { 'hydrazine:host': m.hostName, 'hydrazine:dpu': m.dpu.id },
+      { [HOST_KEY]: m.hostName, [DPU_KEY]: m.dpu.id },
     )
   }
   for (const r of spec.dhcpRelayPorts ?? []) {
@@ -216,7 +219,7 @@ export function compileGroupTopology(spec: GroupTopologySpec): DesiredRows {
       lsKey,
       r.portName,
       { addresses: [r.mac && r.ip ? `${r.mac} ${r.ip}` : (r.mac ?? 'unknown')] },
-      { 'hydrazine:dpu': r.dpuId, 'hydrazine:role': 'dhcp-relay' },
+      { [DPU_KEY]: r.dpuId, [ROLE_KEY]: 'dhcp-relay' },
     )
   }
 
@@ -227,28 +230,31 @@ export function compileGroupTopology(spec: GroupTopologySpec): DesiredRows {
   for (const [dpu, members] of [...byDpu].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const slot = slots.get(dpu) ?? 0
     const { lrSide, gwSide } = transitAddresses(slot)
-    const dpuIds = { 'hydrazine:dpu': dpu }
+    const dpuIds = { [DPU_KEY]: dpu }
     const tsKey = `ts/${dpu}`
     const gwKey = `gw/${dpu}`
     const pubKey = `pub/${dpu}`
-    const gwName = `hz-${g}-${dpu}-gw`
 
-    ls(tsKey, `hz-${g}-${dpu}-ts`, dpuIds)
-    lrp(lrKey, `hz-${g}-lr-${dpu}`, [`${lrSide}/30`], dpuIds)
-    routerLink(tsKey, `hz-${g}-${dpu}-ts-lr`, `hz-${g}-lr-${dpu}`, dpuIds)
+    ls(tsKey, names.transitSwitch(g, dpu), dpuIds)
+    lrp(lrKey, names.routerTransitPort(g, dpu), [`${lrSide}/30`], dpuIds)
+    routerLink(tsKey, names.transitRouterPort(g, dpu), names.routerTransitPort(g, dpu), dpuIds)
     rows.push({
       table: 'Logical_Router',
       key: gwKey,
-      row: { name: gwName, options: { chassis: dpu }, external_ids: ids(gwKey, dpuIds) },
+      row: {
+        name: names.gatewayRouter(g, dpu),
+        options: { chassis: dpu },
+        external_ids: ids(gwKey, dpuIds),
+      },
     })
-    lrp(gwKey, `${gwName}-ts`, [`${gwSide}/30`], dpuIds)
-    routerLink(tsKey, `hz-${g}-${dpu}-ts-gw`, `${gwName}-ts`, dpuIds)
-    ls(pubKey, `hz-${g}-${dpu}-pub`, dpuIds)
-    lrp(gwKey, `${gwName}-pub`, [spec.dummyFabricIp], dpuIds)
-    routerLink(pubKey, `hz-${g}-${dpu}-pub-gw`, `${gwName}-pub`, dpuIds)
+    lrp(gwKey, names.gatewayTransitPort(g, dpu), [`${gwSide}/30`], dpuIds)
+    routerLink(tsKey, names.transitGatewayPort(g, dpu), names.gatewayTransitPort(g, dpu), dpuIds)
+    ls(pubKey, names.publicSwitch(g, dpu), dpuIds)
+    lrp(gwKey, names.gatewayPublicPort(g, dpu), [spec.dummyFabricIp], dpuIds)
+    routerLink(pubKey, names.publicGatewayPort(g, dpu), names.gatewayPublicPort(g, dpu), dpuIds)
     lsp(
       pubKey,
-      `hz-${g}-${dpu}-pub-ln`,
+      names.localnetPort(g, dpu),
       { type: 'localnet', addresses: ['unknown'], options: { network_name: physnet } },
       dpuIds,
     )
@@ -270,7 +276,7 @@ export function compileGroupTopology(spec: GroupTopologySpec): DesiredRows {
         throw new NatConflict(g, dpu, `${external} is claimed by both ${other} and ${m.hostName}`)
       }
       externals.set(external, m.hostName)
-      nat(gwKey, type, external, m.ip, { ...dpuIds, 'hydrazine:host': m.hostName })
+      nat(gwKey, type, external, m.ip, { ...dpuIds, [HOST_KEY]: m.hostName })
     }
     for (const m of members) {
       if (isIP(m.ip) !== 4) continue
@@ -282,7 +288,7 @@ export function compileGroupTopology(spec: GroupTopologySpec): DesiredRows {
           match: `ip4.src == ${m.ip}`,
           action: 'reroute',
           nexthops: [gwSide],
-          external_ids: ids(`policy/${m.hostName}`, { ...dpuIds, 'hydrazine:host': m.hostName }),
+          external_ids: ids(`policy/${m.hostName}`, { ...dpuIds, [HOST_KEY]: m.hostName }),
         },
         parent: { table: 'Logical_Router', key: lrKey, column: 'policies' },
       })

@@ -1,6 +1,6 @@
-import type { Announcement, AnnouncementSource } from '../lib/frr/index.ts'
-import type { Ipam } from '../lib/ipam/index.ts'
-import type { StateStore } from '../lib/state/store.ts'
+import type { Announcement, AnnouncementSource } from '../../lib/frr/index.ts'
+import type { Ipam } from '../../lib/ipam/index.ts'
+import type { StateStore } from '../../lib/state/store.ts'
 
 /**
  * What FRR must announce, from the state Hydrazine keeps: every allocated public IP whose

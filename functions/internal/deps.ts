@@ -1,0 +1,68 @@
+/**
+ * The narrow interfaces handlers depend on. The composition root (`infra/`) builds the
+ * real clients and the queue wiring (`queues/worker.ts`) hands each handler what it needs.
+ */
+import type { ProtocolVersion } from '../../lib/agent-protocol/index.ts'
+import type { Ipam } from '../../lib/ipam/index.ts'
+import type { NbConnection, OvnCentralProvider } from '../../lib/ovn/index.ts'
+import type { StateStore } from '../../lib/state/store.ts'
+import type { GroupApplier } from './group-apply.ts'
+
+/** Fabric facts every gateway router needs (seed 000, "Network Fabric Requirements"). */
+export interface FabricSettings {
+  /** Reserved address with prefix on each gateway router's fabric port, e.g. `172.18.0.254/24`. */
+  readonly dummyIp: string
+  /** Fabric next hop for traffic leaving the gateway routers. */
+  readonly gateway?: string
+  /** The DPUs' bridge mapping name for localnet ports. */
+  readonly physicalNetwork: string
+}
+
+/** NB connections, one per remote, opened on first use (`NbPool` in lib/ovn is one). */
+export interface NbClients {
+  get(nbRemote: string): Promise<NbConnection>
+}
+
+/** Adds a child job whose return value the parent waits for (the ack). */
+export interface ChildJobs {
+  /**
+   * Adds the child unless a job with its id exists already (an earlier run of the same
+   * work added it): ids are deterministic, so adding twice is harmless.
+   */
+  add(
+    queue: string,
+    name: string,
+    data: object,
+    opts: { jobId: string; parent: { id: string; queue: string } },
+  ): Promise<void>
+  /**
+   * The return value (the ack) of a completed child, or undefined while it has none.
+   * Child ids are deterministic, so a parent reads each ack by id — also when a second
+   * run of the parent found the child already done under the first run.
+   */
+  result(queue: string, jobId: string): Promise<unknown>
+}
+
+/** What the controller knows of DPU agents from their heartbeats. */
+export interface AgentDirectory {
+  /** The newest protocol version the DPU's agent speaks (the oldest shipped if unknown). */
+  protocolFor(dpuId: string): Promise<ProtocolVersion>
+}
+
+/** Everything a handler may use. Each handler's factory takes only the part it needs. */
+export interface HandlerDeps {
+  readonly store: StateStore
+  readonly ipam: Ipam
+  readonly ovn: OvnCentralProvider
+  readonly nb: NbClients
+  /** Applies a group's whole topology to its NB (coalesced per group). */
+  readonly groups: GroupApplier
+  readonly children: ChildJobs
+  readonly agents: AgentDirectory
+  readonly fabric: FabricSettings
+  /**
+   * Called at each named step a handler reaches (e.g. `attach:topology-applied`). A no-op
+   * in production; crash-safety tests kill the worker process at a chosen one.
+   */
+  readonly checkpoint: (point: string) => void
+}

@@ -1,0 +1,99 @@
+import { HydrazineError } from '../../lib/errors.ts'
+import {
+  type ApplyResult,
+  applyGroupTopology,
+  type OvnCentralEndpoints,
+} from '../../lib/ovn/index.ts'
+import type { HandlerDeps } from './deps.ts'
+import { type GroupState, readGroupState, topologyOf } from './group-state.ts'
+
+export interface GroupApplied {
+  readonly endpoints: OvnCentralEndpoints
+  /** The state the committed (or already matching) topology was computed from. */
+  readonly state: GroupState
+  readonly result: ApplyResult
+}
+
+interface InFlight {
+  running?: Promise<GroupApplied> | undefined
+  next?: Promise<GroupApplied> | undefined
+}
+
+type ApplierDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric'>
+
+/**
+ * Applies a group's whole current topology to its OVN NB: read the group's state, compute
+ * its topology (pure), commit the difference, then return relay addresses NB no longer
+ * uses to the pool — in that order, one way.
+ *
+ * Applies of one group through one applier are coalesced: while one runs, every caller
+ * that arrives shares the single apply that starts when it ends. That apply reads the
+ * group's state after all of them made their changes (allocations, deletion marks), so
+ * each caller's change is in it — 50 concurrent attaches cost a few applies, not 50 that
+ * race for the same rows. Across processes, lib/ovn's generation guard keeps concurrent
+ * applies from losing each other's work.
+ *
+ * @example
+ * const groups = new GroupApplier(deps)
+ * const { endpoints } = await groups.apply('group-a')
+ */
+export class GroupApplier {
+  readonly #deps: ApplierDeps
+  /** Per group: the apply in flight, and the one queued behind it that later callers share. */
+  readonly #inFlight = new Map<string, InFlight>()
+
+  constructor(deps: ApplierDeps) {
+    this.#deps = deps
+  }
+
+  /** Applies the group; rejects with `GroupGone` when it no longer exists. */
+  apply(group: string): Promise<GroupApplied> {
+    const state: InFlight = this.#inFlight.get(group) ?? {}
+    this.#inFlight.set(group, state)
+    const start = () => {
+      const running = this.#applyOnce(group).finally(() => {
+        if (state.running === running) state.running = undefined
+        if (!state.running && !state.next) this.#inFlight.delete(group)
+      })
+      state.running = running
+      return running
+    }
+    if (!state.running) return start()
+    if (!state.next) {
+      state.next = state.running
+        .catch(() => undefined)
+        .then(() => {
+          state.next = undefined
+          return start()
+        })
+    }
+    return state.next
+  }
+
+  async #applyOnce(name: string): Promise<GroupApplied> {
+    const deps = this.#deps
+    const endpoints = await deps.ovn.ensure(name)
+    const { client, cache } = await deps.nb.get(endpoints.nb)
+    let state: GroupState | undefined
+    // Read on every attempt: after a lost race (another process applied this group), the
+    // group's members are read again, so the winner's host is not undone.
+    const read = async () => {
+      state = await readGroupState(deps, name)
+      if (!state) throw new GroupGone(name)
+      return topologyOf(state, deps.fabric)
+    }
+    const result = await applyGroupTopology(client, read, { cache })
+    if (!state) throw new GroupGone(name)
+    // Relays of DPUs without members are gone from NB now: their addresses go back to the
+    // pool (so that the network can be deleted).
+    for (const owner of state.staleRelayOwners) await deps.ipam.release(name, owner)
+    return { endpoints, state, result }
+  }
+}
+
+/** The group was deleted before its topology could be applied; retrying cannot help. */
+export class GroupGone extends HydrazineError {
+  constructor(readonly group: string) {
+    super('GROUP_GONE', `resource group ${group} no longer exists`)
+  }
+}

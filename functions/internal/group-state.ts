@@ -1,0 +1,115 @@
+/**
+ * A group's full desired state, read from the store in one place, and the pure function
+ * that turns it into the OVN topology lib/ovn compiles. Every topology apply passes the
+ * WHOLE group, so concurrent handlers for different hosts never lose each other's work.
+ */
+import type { GroupMember, GroupTopologySpec } from '../../lib/ovn/index.ts'
+import { topologyNames } from '../../lib/ovn/index.ts'
+import type { ManagedResource, ResourceGroup } from '../../lib/state/objects.ts'
+import type { FabricSettings, HandlerDeps } from './deps.ts'
+import { relayDpuOf, relayMacOf } from './network.ts'
+
+/** A host that is on its group's network: it holds an address and is not being detached. */
+export interface MemberState {
+  readonly host: ManagedResource
+  readonly ip: string
+  readonly publicIp?: string
+}
+
+/** Everything the group's topology is computed from. */
+export interface GroupState {
+  readonly group: ResourceGroup
+  readonly members: readonly MemberState[]
+  /** DPU id → the group's relay address there, for every DPU that serves a member. */
+  readonly relayIps: ReadonlyMap<string, string>
+  /**
+   * IPAM owners of relay addresses on DPUs that serve no member any more. They are not in
+   * the topology; the apply returns them to the pool once NB no longer uses them.
+   */
+  readonly staleRelayOwners: readonly string[]
+}
+
+/**
+ * Reads the group's state: its spec, its live members with their addresses and public
+ * IPs, and its relay addresses. Undefined when the group does not exist.
+ *
+ * One snapshot of the group's addresses serves both the members and the relays: a host's
+ * address is always taken before its DPU's relay address, so a relay held for a DPU is
+ * never mistaken for one whose DPU has no member.
+ */
+export async function readGroupState(
+  deps: Pick<HandlerDeps, 'store' | 'ipam'>,
+  name: string,
+): Promise<GroupState | undefined> {
+  const group = await deps.store.getGroup(name)
+  if (!group) return undefined
+  const [hosts, allocations, publicIps] = await Promise.all([
+    deps.store.listHosts({ resourceGroup: name }),
+    deps.ipam.allocations(name),
+    deps.ipam.listPublicIps(),
+  ])
+  const ipByOwner = new Map(allocations.map((a) => [a.owner, a.ip]))
+  const publicByOwner = new Map(
+    publicIps.flatMap((p) => (p.allocatedTo ? [[p.allocatedTo, p.ip] as const] : [])),
+  )
+  const members: MemberState[] = []
+  for (const host of hosts) {
+    const ip = ipByOwner.get(host.name)
+    if (host.deletion || !ip) continue
+    const publicIp = publicByOwner.get(host.name)
+    members.push({ host, ip, ...(publicIp ? { publicIp } : {}) })
+  }
+  const dpus = new Set(members.map((m) => m.host.spec.dpu.id))
+  const relayIps = new Map<string, string>()
+  const staleRelayOwners: string[] = []
+  for (const { owner, ip } of allocations) {
+    const dpu = relayDpuOf(owner)
+    if (dpu === undefined) continue
+    if (dpus.has(dpu)) relayIps.set(dpu, ip)
+    else staleRelayOwners.push(owner)
+  }
+  return { group, members, relayIps, staleRelayOwners }
+}
+
+/** The topology lib/ovn compiles for a group's state. Pure: same state, same topology. */
+export function topologyOf(state: GroupState, fabric: FabricSettings): GroupTopologySpec {
+  const { group, members, relayIps } = state
+  const dpus = [...new Set(members.map((m) => m.host.spec.dpu.id))].sort()
+  return {
+    name: group.name,
+    cidr: group.spec.network.cidr,
+    gateway: group.spec.network.gateway,
+    dummyFabricIp: fabric.dummyIp,
+    ...(fabric.gateway ? { fabricGatewayIp: fabric.gateway } : {}),
+    physicalNetwork: fabric.physicalNetwork,
+    members: members.map(
+      (m): GroupMember => ({
+        hostName: m.host.name,
+        logicalPort: topologyNames.hostPort(group.name, m.host.name),
+        mac: m.host.spec.hostMAC,
+        ip: m.ip,
+        dpu: {
+          id: m.host.spec.dpu.id,
+          ...(m.host.spec.dpu.ips[1] ? { natIp: m.host.spec.dpu.ips[1] } : {}),
+        },
+        access: m.host.spec.hostAccess,
+        ...(m.publicIp && m.host.spec.hostAccess === 'PublicAccess'
+          ? { publicIp: m.publicIp }
+          : {}),
+      }),
+    ),
+    ...(group.spec.dhcpServer
+      ? {
+          dhcpRelayPorts: dpus.map((dpuId) => {
+            const ip = relayIps.get(dpuId)
+            return {
+              dpuId,
+              portName: topologyNames.relayPort(group.name, dpuId),
+              mac: relayMacOf(group.name, dpuId),
+              ...(ip ? { ip } : {}),
+            }
+          }),
+        }
+      : {}),
+  }
+}

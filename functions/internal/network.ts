@@ -1,0 +1,59 @@
+/**
+ * A group's network as IPAM and the DPUs see it: the IPAM network spec of a group, and
+ * the address and MAC of its DHCP relay on each DPU. Pure.
+ */
+import { createHash } from 'node:crypto'
+import { formatIp, parseCidr } from '../../lib/ipam/address.ts'
+import type { NetworkSpec } from '../../lib/ipam/index.ts'
+import type { ResourceGroup } from '../../lib/state/objects.ts'
+
+const RELAY_OWNER_PREFIX = 'relay/'
+
+/**
+ * The IPAM owner of a group's relay address on one DPU. The `/` keeps it apart from host
+ * names, which are RFC 1123 labels.
+ */
+export function relayOwnerOf(dpuId: string): string {
+  return `${RELAY_OWNER_PREFIX}${dpuId}`
+}
+
+/** The DPU a relay owner names; undefined for a host's owner. */
+export function relayDpuOf(owner: string): string | undefined {
+  return owner.startsWith(RELAY_OWNER_PREFIX) ? owner.slice(RELAY_OWNER_PREFIX.length) : undefined
+}
+
+/** A deterministic, locally administered unicast MAC for a relay port. */
+export function relayMacOf(group: string, dpuId: string): string {
+  const h = createHash('sha256').update(`${group}/${dpuId}/relay`).digest()
+  const bytes = [0x0a, h[0] ?? 0, h[1] ?? 0, h[2] ?? 0, h[3] ?? 0, h[4] ?? 0]
+  return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':')
+}
+
+/** The group's IPAM network: its subnets with one pool each covering the usable range. */
+export function networkSpecOf(group: ResourceGroup): NetworkSpec {
+  const subnets = [
+    { cidr: group.spec.network.cidr, gateway: group.spec.network.gateway, dhcp: true },
+    ...(group.spec.extraSubnets ?? []),
+  ]
+  return {
+    subnets: subnets.map((s) => {
+      const span = parseCidr(s.cidr)
+      const size = span.last - span.first + 1n
+      // IPv4 skips network and broadcast; IPv6 pools are bounded (the first 65,536).
+      const first = span.version === 4 && size > 2n ? span.first + 1n : span.first
+      const last =
+        span.version === 4
+          ? size > 2n
+            ? span.last - 1n
+            : span.last
+          : span.first + (size < 65_536n ? size - 1n : 65_535n)
+      const at = (value: bigint) => formatIp({ version: span.version, value })
+      return {
+        cidr: s.cidr,
+        ...(s.gateway ? { gateway: s.gateway } : {}),
+        dhcp: s.dhcp ?? false,
+        pools: [{ start: at(first), end: at(last), name: 'default' }],
+      }
+    }),
+  }
+}

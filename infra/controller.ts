@@ -1,0 +1,110 @@
+/**
+ * The controller's composition root: the one place that constructs its clients — Redis
+ * connections, the state store, IPAM, DPU heartbeats, the NB connection pool — and hands
+ * them to the queue wiring (`queues/worker.ts`) and the client (`queues/producer.ts`).
+ * `npm start` (`infra/service.ts`), the worker processes of the tests and the benchmarks
+ * all build the controller here.
+ */
+import type { Queue, Worker } from 'bullmq'
+import { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+import type { AgentDirectory, FabricSettings } from '../functions/internal/deps.ts'
+import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
+import { PROTOCOL_VERSIONS, pickProtocolVersion } from '../lib/agent-protocol/index.ts'
+import { Ipam } from '../lib/ipam/index.ts'
+import { NbPool, type OvnCentralProvider } from '../lib/ovn/index.ts'
+import { ChangeFeed } from '../lib/state/changes.ts'
+import { StateStore } from '../lib/state/store.ts'
+import { HydrazineClient } from '../queues/producer.ts'
+import { startWorkers } from '../queues/worker.ts'
+
+export interface ControllerOptions {
+  readonly redisUrl: string
+  readonly ovn: OvnCentralProvider
+  readonly fabric: FabricSettings
+  /** Jobs handled at once by this process (default 16). */
+  readonly concurrency?: number
+  /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
+  readonly reconcileEveryMs?: number
+  /** BullMQ key prefix (default `bull`); tests use their own. */
+  readonly prefix?: string
+  readonly logger?: Logger
+  /** How long a crashed worker's job stays locked before another takes it (default 30 s). */
+  readonly lockDurationMs?: number
+  /** Called at each named step of a handler; tests kill the process at one. */
+  readonly checkpoint?: (point: string) => void
+}
+
+export interface Controller {
+  /** What the API and other systems call: writes validated, stored and enqueued; reads. */
+  readonly client: HydrazineClient
+  readonly worker: Worker
+  readonly queue: Queue
+  readonly store: StateStore
+  readonly ipam: Ipam
+  readonly heartbeats: Heartbeats
+  /** The controller's own Redis connection (not a BullMQ one). */
+  readonly redis: Redis
+  close(): Promise<void>
+}
+
+/** A connection BullMQ can block on: no per-request retry limit. */
+export function bullConnection(redisUrl: string): Redis {
+  return new Redis(redisUrl, { maxRetriesPerRequest: null })
+}
+
+/** Builds the controller's clients, starts its workers and returns its client. */
+export async function startController(options: ControllerOptions): Promise<Controller> {
+  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 })
+  redis.on('error', (error) => options.logger?.debug({ err: error }, 'redis connection error'))
+  const store = new StateStore(redis)
+  const ipam = new Ipam(redis)
+  const heartbeats = new Heartbeats(redis)
+  const nb = new NbPool()
+  const changes = new ChangeFeed(() => redis.duplicate(), store.changesChannel)
+  changes.onError((error) => options.logger?.debug({ err: error }, 'change feed error'))
+
+  const agents: AgentDirectory = {
+    async protocolFor(dpuId) {
+      const beat = await heartbeats.read(dpuId)
+      // Unknown agent: speak the oldest version every shipped agent understands.
+      return beat ? pickProtocolVersion(beat.protocolVersions) : PROTOCOL_VERSIONS[0]
+    },
+  }
+  const workers = await startWorkers({
+    connection: () => bullConnection(options.redisUrl),
+    deps: {
+      store,
+      ipam,
+      ovn: options.ovn,
+      nb,
+      agents,
+      fabric: options.fabric,
+      ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
+    },
+    ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
+    ...(options.reconcileEveryMs !== undefined
+      ? { reconcileEveryMs: options.reconcileEveryMs }
+      : {}),
+    ...(options.prefix !== undefined ? { prefix: options.prefix } : {}),
+    ...(options.logger !== undefined ? { logger: options.logger } : {}),
+    ...(options.lockDurationMs !== undefined ? { lockDurationMs: options.lockDurationMs } : {}),
+  })
+  const client = new HydrazineClient({ store, queue: workers.queue, ipam, heartbeats, changes })
+
+  return {
+    client,
+    worker: workers.worker,
+    queue: workers.queue,
+    store,
+    ipam,
+    heartbeats,
+    redis,
+    async close() {
+      changes.close()
+      await workers.close()
+      await nb.close()
+      redis.disconnect()
+    },
+  }
+}
