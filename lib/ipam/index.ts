@@ -1,6 +1,6 @@
 /**
- * IP address management for group networks (seed 004), public IPs, DPU NAT IP claims and
- * per-DPU transit links, kept in Redis.
+ * IP address management for group networks (seed 004) and the operator's public IPs,
+ * kept in Redis.
  *
  * Every multi-key change is one Lua script (`./lua/`), so concurrent workers never hand
  * out one address twice. Allocation is keyed by owner: asking again for the same owner
@@ -15,7 +15,6 @@
  * })
  * const { ip } = await ipam.allocate('rg-blue', 'host-7') // 10.0.0.2, and again on retry
  */
-import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import {
   containsAddress,
@@ -118,21 +117,6 @@ export interface PublicIpStatus {
   allocatedTo?: string
 }
 
-export interface TransitLink {
-  /** Router side of the link, `169.254.x.y/31`. */
-  routerSide: string
-  /** Gateway-router side of the link, the other address of the /31. */
-  gatewaySide: string
-  routerIp: string
-  gatewayIp: string
-  /** Locally administered unicast MACs, a function of (group, DPU, side) only. */
-  routerMac: string
-  gatewayMac: string
-}
-
-/** Link-local /31s from 169.254.1.0 to 169.254.254.255 (RFC 3927 keeps .0.x and .255.x). */
-const TRANSIT_BASE = 0xa9fe0100n
-const TRANSIT_SLOTS = (254 * 256) / 2
 const MAX_ATTEMPTS = 20
 const ID = /^[^{}\s]+$/
 
@@ -635,68 +619,6 @@ export class Ipam {
       }))
   }
 
-  // ── DPU NAT IPs ─────────────────────────────────────────────────────────────
-
-  /** Claims a DPU's NAT IP for one host; a Conflict (naming the holder) if another has it. */
-  async claimNatIp(natIp: string, owner: string): Promise<void> {
-    checkId('owner', owner)
-    const address = parseIp(natIp)
-    const [status, holder] = tuple(
-      await scripts.natIpClaim.run(this.#redis, [this.#natKey()], [toHex(address), owner]),
-    )
-    if (status === 'held') {
-      throw new Conflict(`NAT IP ${formatIp(address)} already serves ${holder}`, holder)
-    }
-  }
-
-  /** Drops the claim if `owner` holds it; returns whether it did. */
-  async releaseNatIp(natIp: string, owner: string): Promise<boolean> {
-    const reply = await scripts.natIpRelease.run(
-      this.#redis,
-      [this.#natKey()],
-      [toHex(parseIp(natIp)), owner],
-    )
-    return reply === 1
-  }
-
-  /** Who holds a NAT IP, if anyone. */
-  async natIpHolder(natIp: string): Promise<string | undefined> {
-    return (await this.#redis.hget(this.#natKey(), toHex(parseIp(natIp)))) ?? undefined
-  }
-
-  // ── transit links ───────────────────────────────────────────────────────────
-
-  /**
-   * The link-local /31 between a group's router and its gateway router on one DPU,
-   * unique among the group's DPUs and stable until released, plus the two ports' MACs.
-   */
-  async transitAddresses(groupId: string, dpuId: string): Promise<TransitLink> {
-    checkId('group', groupId)
-    checkId('dpu', dpuId)
-    const k = this.#transitKeys(groupId)
-    const slot = Number(
-      await scripts.transitAllocate.run(this.#redis, [k.slots, k.owners], [dpuId, TRANSIT_SLOTS]),
-    )
-    if (slot < 0) throw new PoolExhausted(`transit:${groupId}`, '169.254.1.0-169.254.254.255')
-    const routerIp = formatIp({ version: 4, value: TRANSIT_BASE + 2n * BigInt(slot) })
-    const gatewayIp = formatIp({ version: 4, value: TRANSIT_BASE + 2n * BigInt(slot) + 1n })
-    return {
-      routerSide: `${routerIp}/31`,
-      gatewaySide: `${gatewayIp}/31`,
-      routerIp,
-      gatewayIp,
-      routerMac: transitMac(groupId, dpuId, 'router'),
-      gatewayMac: transitMac(groupId, dpuId, 'gateway'),
-    }
-  }
-
-  /** Frees the DPU's transit link in the group; returns whether it held one. */
-  async releaseTransit(groupId: string, dpuId: string): Promise<boolean> {
-    const k = this.#transitKeys(groupId)
-    const slot = await scripts.transitRelease.run(this.#redis, [k.slots, k.owners], [dpuId])
-    return Number(slot) >= 0
-  }
-
   // ── internals ───────────────────────────────────────────────────────────────
 
   /** Pools an allocation may draw from, with their script keys and arguments (memoized). */
@@ -747,15 +669,6 @@ export class Ipam {
   #publicKeys() {
     const base = `${this.#prefix}{public-ip}`
     return { registry: `${base}:registry`, free: `${base}:free`, owners: `${base}:owners` }
-  }
-
-  #natKey(): string {
-    return `${this.#prefix}{nat-ip}:claims`
-  }
-
-  #transitKeys(group: string) {
-    const base = `${this.#prefix}{transit:${group}}`
-    return { slots: `${base}:slots`, owners: `${base}:owners` }
   }
 
   async #read(network: string, fresh = false): Promise<Snapshot> {
@@ -893,12 +806,4 @@ function drawBitmap(bitmap: Buffer, size: number): string {
     out += byte & (0x80 >> (bit & 7)) ? 'X' : '.'
   }
   return out
-}
-
-function transitMac(group: string, dpu: string, side: 'router' | 'gateway'): string {
-  const digest = createHash('sha256').update(`${group}\0${dpu}\0${side}`).digest()
-  const bytes = [...digest.subarray(0, 6)]
-  // Locally administered (bit 1 set), unicast (bit 0 clear).
-  bytes[0] = ((bytes[0] ?? 0) & 0xfc) | 0x02
-  return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':')
 }

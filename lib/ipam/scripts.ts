@@ -16,10 +16,6 @@ export const scripts = {
   publicIpUnregister: script('public-ip-unregister'),
   publicIpAllocate: script('public-ip-allocate'),
   publicIpRelease: script('public-ip-release'),
-  natIpClaim: script('nat-ip-claim'),
-  natIpRelease: script('nat-ip-release'),
-  transitAllocate: script('transit-allocate'),
-  transitRelease: script('transit-release'),
 } as const
 
 /** The reply of a script that answers `{status, ...values}`, as strings. */
