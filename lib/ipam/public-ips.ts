@@ -51,6 +51,12 @@ export function createPublicIps(redis: Redis, prefix: string) {
       return typeof hex === 'string' ? formatIp(fromHex(hex)) : undefined
     },
 
+    /** The public IP `owner` holds, or undefined: one read of the owners hash. */
+    async publicIpOf(owner: string): Promise<string | undefined> {
+      const hex = await redis.hget(k.owners, owner)
+      return hex === null ? undefined : formatIp(fromHex(hex))
+    },
+
     /** Every registered public IP, in address order, with its owner when allocated. */
     async listPublicIps(): Promise<PublicIpStatus[]> {
       const registry = await redis.hgetall(k.registry)

@@ -49,3 +49,18 @@ t.test('public IPs: one host at a time, owner-keyed, released on demand', async 
     { ip: '203.0.113.9', allocated: true, allocatedTo: 'host-c' },
   ])
 })
+
+t.test('publicIpOf: the IP an owner holds, if any', async (t) => {
+  const { ipam } = fx.ipam()
+  await ipam.registerPublicIp('198.51.100.7')
+  await ipam.registerPublicIp('2001:DB8:0::7')
+  t.equal(await ipam.publicIpOf('host-a'), undefined, 'never allocated: undefined')
+  const a = await ipam.allocatePublicIp('host-a')
+  const b = await ipam.allocatePublicIp('host-b')
+  t.equal(await ipam.publicIpOf('host-a'), a, 'allocated: the IP it holds')
+  t.equal(await ipam.publicIpOf('host-b'), b)
+  t.same([a, b].sort(), ['198.51.100.7', '2001:db8::7'], 'in canonical form, either version')
+  await ipam.releasePublicIp('host-a')
+  t.equal(await ipam.publicIpOf('host-a'), undefined, 'released: undefined')
+  t.equal(await ipam.publicIpOf('host-b'), b, 'another owner keeps its IP')
+})
