@@ -2,6 +2,7 @@
  * The Lua scripts behind every multi-key IPAM change (`./lua/*.lua`, each with a
  * KEYS / ARGV / returns header), run through lib/redis's EVALSHA runner.
  */
+import type { Redis } from 'ioredis'
 import { LuaScript } from '../redis/lua-script.ts'
 
 const script = (name: string) => new LuaScript(new URL(`./lua/${name}.lua`, import.meta.url))
@@ -16,11 +17,12 @@ export const scripts = {
   publicIpUnregister: script('public-ip-unregister'),
   publicIpAllocate: script('public-ip-allocate'),
   publicIpRelease: script('public-ip-release'),
-  natIpClaim: script('nat-ip-claim'),
-  natIpRelease: script('nat-ip-release'),
-  transitAllocate: script('transit-allocate'),
-  transitRelease: script('transit-release'),
 } as const
+
+/** Loads every script into the server now, instead of on first use. */
+export async function loadScripts(redis: Redis): Promise<void> {
+  for (const script of Object.values(scripts)) await redis.script('LOAD', script.source)
+}
 
 /** The reply of a script that answers `{status, ...values}`, as strings. */
 export function tuple(reply: unknown): [string, ...string[]] {

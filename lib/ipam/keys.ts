@@ -1,0 +1,63 @@
+/**
+ * Where IPAM keeps its state in Redis, under a caller-chosen prefix. Keys of one network
+ * share the hash tag `{net:<id>}` and the public IPs share `{public-ip}`, so each lives in
+ * one Redis Cluster slot and one Lua script may touch all of its keys.
+ */
+import { InvalidRequest } from './errors.ts'
+
+/** No braces (they would end the hash tag) and no whitespace. */
+const ID = /^[^{}\s]+$/
+
+/** Refuses an id that cannot be part of a key, e.g. `checkId('owner', 'host 7')`. */
+export function checkId(kind: string, id: string): void {
+  if (!ID.test(id))
+    throw new InvalidRequest(`bad ${kind} id ${JSON.stringify(id)}: no braces or spaces`)
+}
+
+export interface PoolKeys {
+  /** Bitmap: addresses held by owners. */
+  readonly res: string
+  /** Bitmap: addresses never handed out automatically (see `exclusionBitmap`). */
+  readonly excl: string
+  /** Bitmap: `res | excl`, where an allocation looks for its first clear bit. */
+  readonly busy: string
+}
+
+export interface NetworkKeys {
+  /** Hash: `version` (outlives the network) and `def` (the definition's JSON). */
+  readonly meta: string
+  /** Hash: owner → address hex. */
+  readonly owners: string
+  /** Hash: address hex → owner. */
+  readonly holders: string
+  pool(index: number): PoolKeys
+}
+
+export interface PublicIpKeys {
+  /** Hash: address hex → owner (`''` while free). */
+  readonly registry: string
+  /** Sorted set of the free addresses' hex, lowest first. */
+  readonly free: string
+  /** Hash: owner → address hex. */
+  readonly owners: string
+}
+
+export function networkKeys(prefix: string, network: string): NetworkKeys {
+  checkId('network', network)
+  const base = `${prefix}{net:${network}}`
+  return {
+    meta: `${base}:meta`,
+    owners: `${base}:owners`,
+    holders: `${base}:holders`,
+    pool: (index) => ({
+      res: `${base}:pool:${index}:res`,
+      excl: `${base}:pool:${index}:excl`,
+      busy: `${base}:pool:${index}:busy`,
+    }),
+  }
+}
+
+export function publicIpKeys(prefix: string): PublicIpKeys {
+  const base = `${prefix}{public-ip}`
+  return { registry: `${base}:registry`, free: `${base}:free`, owners: `${base}:owners` }
+}

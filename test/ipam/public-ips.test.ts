@@ -1,0 +1,66 @@
+/** The operator's public IPs against a real Redis: registry, owner-keyed allocation, release. */
+import t from 'tap'
+import { Conflict, PoolExhausted } from '../../lib/ipam/index.ts'
+import { ipamFixture } from './fixture.ts'
+
+const fx = await ipamFixture(t)
+
+t.test('public IPs: one host at a time, owner-keyed, released on demand', async (t) => {
+  const { ipam } = fx.ipam()
+  await ipam.registerPublicIp('203.0.113.9')
+  await ipam.registerPublicIp('203.0.113.10')
+  await ipam.registerPublicIp('203.0.113.9')
+  t.same(
+    await ipam.listPublicIps(),
+    [
+      { ip: '203.0.113.9', allocated: false },
+      { ip: '203.0.113.10', allocated: false },
+    ],
+    'registered, free, registering twice changes nothing',
+  )
+
+  t.equal(await ipam.allocatePublicIp('host-a'), '203.0.113.9', 'lowest free first')
+  t.equal(await ipam.allocatePublicIp('host-a'), '203.0.113.9', 'same owner, same IP')
+  t.equal(await ipam.allocatePublicIp('host-b'), '203.0.113.10')
+  await t.rejects(ipam.allocatePublicIp('host-c'), PoolExhausted)
+  t.same(await ipam.listPublicIps(), [
+    { ip: '203.0.113.9', allocated: true, allocatedTo: 'host-a' },
+    { ip: '203.0.113.10', allocated: true, allocatedTo: 'host-b' },
+  ])
+
+  const refused = await ipam.unregisterPublicIp('203.0.113.9').catch((e: unknown) => e)
+  t.ok(
+    refused instanceof Conflict && refused.holder === 'host-a',
+    'unregistering an allocated IP: Conflict naming the holder',
+  )
+
+  t.equal(await ipam.releasePublicIp('host-a'), '203.0.113.9')
+  t.equal(await ipam.releasePublicIp('host-a'), undefined, 'releasing twice is a no-op')
+  t.same((await ipam.listPublicIps())[0], { ip: '203.0.113.9', allocated: false })
+  t.equal(
+    await ipam.allocatePublicIp('host-c'),
+    '203.0.113.9',
+    'a released IP serves the next host',
+  )
+  await ipam.releasePublicIp('host-b')
+  await ipam.unregisterPublicIp('203.0.113.10')
+  await ipam.unregisterPublicIp('203.0.113.10')
+  t.same(await ipam.listPublicIps(), [
+    { ip: '203.0.113.9', allocated: true, allocatedTo: 'host-c' },
+  ])
+})
+
+t.test('publicIpOf: the IP an owner holds, if any', async (t) => {
+  const { ipam } = fx.ipam()
+  await ipam.registerPublicIp('198.51.100.7')
+  await ipam.registerPublicIp('2001:DB8:0::7')
+  t.equal(await ipam.publicIpOf('host-a'), undefined, 'never allocated: undefined')
+  const a = await ipam.allocatePublicIp('host-a')
+  const b = await ipam.allocatePublicIp('host-b')
+  t.equal(await ipam.publicIpOf('host-a'), a, 'allocated: the IP it holds')
+  t.equal(await ipam.publicIpOf('host-b'), b)
+  t.same([a, b].sort(), ['198.51.100.7', '2001:db8::7'], 'in canonical form, either version')
+  await ipam.releasePublicIp('host-a')
+  t.equal(await ipam.publicIpOf('host-a'), undefined, 'released: undefined')
+  t.equal(await ipam.publicIpOf('host-b'), b, 'another owner keeps its IP')
+})
