@@ -17,7 +17,6 @@ import { relayMacOf, relayOwnerOf } from './internal/network.ts'
 import {
   addPublicIpAllocate,
   addPublicIpRelease,
-  heldPublicIp,
   publicIpAllocated,
 } from './internal/public-ip-jobs.ts'
 import { setHostStatus } from './internal/status.ts'
@@ -194,7 +193,7 @@ async function signalPublicIp(deps: HandlerDeps, job: Job, host: ManagedResource
   const parent = parentOf(job)
   if (host.spec.hostAccess === 'PublicAccess' && natIp) {
     await addPublicIpAllocate(deps, parent, host.name, host.specVersion, natIp)
-  } else if (await heldPublicIp(deps, host.name)) {
+  } else if (await deps.ipam.publicIpOf(host.name)) {
     await addPublicIpRelease(deps, parent, host.name, host.specVersion, natIp)
   }
 }

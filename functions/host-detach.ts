@@ -8,7 +8,7 @@ import { AwaitingAck } from './internal/errors.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { optionalHostPort } from './internal/host-port.ts'
 import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
-import { addPublicIpRelease, heldPublicIp } from './internal/public-ip-jobs.ts'
+import { addPublicIpRelease } from './internal/public-ip-jobs.ts'
 import { setHostStatus } from './internal/status.ts'
 
 export interface HostDetachResult {
@@ -110,7 +110,7 @@ async function isolate(deps: HandlerDeps, job: Job, host: ManagedResource, force
 
 async function withdrawPublicIp(deps: HandlerDeps, job: Job, host: ManagedResource) {
   const natIp = host.spec.dpu.ips[1]
-  if (natIp && (await heldPublicIp(deps, host.name))) {
+  if (natIp && (await deps.ipam.publicIpOf(host.name))) {
     await addPublicIpRelease(deps, parentOf(job), host.name, host.specVersion, natIp)
   }
 }

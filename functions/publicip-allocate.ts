@@ -4,7 +4,7 @@ import { PublicIpJob, type PublicIpResult } from '../lib/jobs/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
-import { addFrrChange, frrAck, heldPublicIp } from './internal/public-ip-jobs.ts'
+import { addFrrChange, frrAck } from './internal/public-ip-jobs.ts'
 
 /**
  * `publicip.allocate`: takes a public IP from the operator's pool for a host (owner-keyed:
@@ -35,7 +35,7 @@ export function createPublicIpAllocate(deps: HandlerDeps) {
       })
       await waitForChildren(job, token)
     }
-    const publicIp = await heldPublicIp(deps, name)
+    const publicIp = await deps.ipam.publicIpOf(name)
     const ack = publicIp
       ? await frrAck(deps, FrrJobName.announce, { publicIp, owner: name, specVersion })
       : undefined

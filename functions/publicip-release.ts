@@ -3,7 +3,7 @@ import { FrrJobName } from '../lib/jobs/frr.ts'
 import { PublicIpReleaseJob, type PublicIpResult } from '../lib/jobs/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
-import { addFrrChange, heldPublicIp } from './internal/public-ip-jobs.ts'
+import { addFrrChange } from './internal/public-ip-jobs.ts'
 
 /**
  * `publicip.release`: has FRR withdraw the host's `PublicIP/32` (child job; its result is
@@ -13,7 +13,7 @@ import { addFrrChange, heldPublicIp } from './internal/public-ip-jobs.ts'
 export function createPublicIpRelease(deps: Pick<HandlerDeps, 'ipam' | 'children'>) {
   return async function publicIpRelease(job: Job, token?: string): Promise<PublicIpResult> {
     const { host: name, specVersion, natIp } = parsePayload(PublicIpReleaseJob, job)
-    const held = await heldPublicIp(deps, name)
+    const held = await deps.ipam.publicIpOf(name)
     if (stepOf(job) === 'converge' && held) {
       await addFrrChange(deps, parentOf(job), FrrJobName.withdraw, {
         publicIp: held,

@@ -11,7 +11,7 @@ import type { Logger } from 'pino'
 import type { AgentDirectory, FabricSettings } from '../functions/internal/deps.ts'
 import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import { PROTOCOL_VERSIONS, pickProtocolVersion } from '../lib/agent-protocol/index.ts'
-import { Ipam } from '../lib/ipam/index.ts'
+import { createIpam, type Ipam } from '../lib/ipam/index.ts'
 import { NbPool, type OvnCentralProvider } from '../lib/ovn/index.ts'
 import { ChangeFeed } from '../lib/state/changes.ts'
 import { StateStore } from '../lib/state/store.ts'
@@ -58,7 +58,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
   const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 })
   redis.on('error', (error) => options.logger?.debug({ err: error }, 'redis connection error'))
   const store = new StateStore(redis)
-  const ipam = new Ipam(redis)
+  const ipam = createIpam(redis)
   const heartbeats = new Heartbeats(redis)
   const nb = new NbPool()
   const changes = new ChangeFeed(() => redis.duplicate(), store.changesChannel)

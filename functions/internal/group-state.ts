@@ -43,14 +43,13 @@ export async function readGroupState(
 ): Promise<GroupState | undefined> {
   const group = await deps.store.getGroup(name)
   if (!group) return undefined
-  const [hosts, allocations, publicIps] = await Promise.all([
+  const [hosts, allocations] = await Promise.all([
     deps.store.listHosts({ resourceGroup: name }),
     deps.ipam.allocations(name),
-    deps.ipam.listPublicIps(),
   ])
   const ipByOwner = new Map(allocations.map((a) => [a.owner, a.ip]))
-  const publicByOwner = new Map(
-    publicIps.flatMap((p) => (p.allocatedTo ? [[p.allocatedTo, p.ip] as const] : [])),
+  const publicByOwner = await deps.ipam.publicIpsOf(
+    hosts.filter((h) => h.spec.hostAccess === 'PublicAccess').map((h) => h.name),
   )
   const members: MemberState[] = []
   for (const host of hosts) {

@@ -80,11 +80,3 @@ export function frrAck(
 ): Promise<FrrAck | undefined> {
   return readAck(deps.children, FrrAck, FRR_QUEUE, frrJobId(name, payload))
 }
-
-/** The public IP the host holds, if any. */
-export async function heldPublicIp(
-  deps: Pick<HandlerDeps, 'ipam'>,
-  host: string,
-): Promise<string | undefined> {
-  return (await deps.ipam.listPublicIps()).find((p) => p.allocatedTo === host)?.ip
-}

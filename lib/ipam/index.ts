@@ -46,21 +46,18 @@ export interface IpamOptions {
   prefix?: string
 }
 
-/** Every IPAM operation, on one object (see the example on the `Ipam` value below). */
+/** Every IPAM operation, on one object (`createIpam`). */
 export interface Ipam extends Networks, Allocations, PublicIps {
   /** Loads every script into the server now, instead of on first use. */
   load(): Promise<void>
 }
-
-/** How `Ipam` is built: `new Ipam(redis, { prefix? })`. */
-export type IpamConstructor = new (redis: Redis, options?: IpamOptions) => Ipam
 
 /**
  * Builds an Ipam from its three parts; network changes and allocations share one layout
  * cache, so the next allocation uses a network as this process last changed it.
  *
  * @example
- * const ipam = new Ipam(redis, { prefix: 'hz:ipam:' })
+ * const ipam = createIpam(redis, { prefix: 'hz:ipam:' })
  * await ipam.createNetwork('rg-blue', {
  *   subnets: [{ cidr: '10.0.0.0/24', gateway: '10.0.0.1',
  *     pools: [{ start: '10.0.0.1', end: '10.0.0.254' }],
@@ -68,18 +65,13 @@ export type IpamConstructor = new (redis: Redis, options?: IpamOptions) => Ipam
  * })
  * const { ip } = await ipam.allocate('rg-blue', 'host-7') // 10.0.0.2, and again on retry
  */
-export const Ipam = class {
-  constructor(redis: Redis, options: IpamOptions = {}) {
-    const prefix = options.prefix ?? 'hz:ipam:'
-    const layouts = new LayoutCache(redis, prefix)
-    const ipam: Ipam = {
-      ...createNetworks(layouts),
-      ...createAllocations(layouts),
-      ...createPublicIps(redis, prefix),
-      load: () => loadScripts(redis),
-    }
-    // The class lends Ipam its `new` and `instanceof`; its members are this checked object,
-    // which TypeScript cannot follow through Object.assign: hence `as IpamConstructor`.
-    Object.assign(this, ipam)
+export function createIpam(redis: Redis, options: IpamOptions = {}): Ipam {
+  const prefix = options.prefix ?? 'hz:ipam:'
+  const layouts = new LayoutCache(redis, prefix)
+  return {
+    ...createNetworks(layouts),
+    ...createAllocations(layouts),
+    ...createPublicIps(redis, prefix),
+    load: () => loadScripts(redis),
   }
-} as IpamConstructor
+}

@@ -57,6 +57,18 @@ export function createPublicIps(redis: Redis, prefix: string) {
       return hex === null ? undefined : formatIp(fromHex(hex))
     },
 
+    /** The public IPs these owners hold (owners holding none are absent), in one round trip. */
+    async publicIpsOf(owners: readonly string[]): Promise<Map<string, string>> {
+      if (owners.length === 0) return new Map()
+      const hexes = await redis.hmget(k.owners, ...owners)
+      const held = new Map<string, string>()
+      owners.forEach((owner, i) => {
+        const hex = hexes[i]
+        if (hex) held.set(owner, formatIp(fromHex(hex)))
+      })
+      return held
+    },
+
     /** Every registered public IP, in address order, with its owner when allocated. */
     async listPublicIps(): Promise<PublicIpStatus[]> {
       const registry = await redis.hgetall(k.registry)

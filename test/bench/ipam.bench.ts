@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Redis } from 'ioredis'
 import { startLocalStack } from '../../infra/local/stack.ts'
-import { Ipam } from '../../lib/ipam/index.ts'
+import { createIpam, type Ipam } from '../../lib/ipam/index.ts'
 import { quantile, report } from './report.ts'
 
 const CLIENTS = 4
@@ -52,7 +52,7 @@ export default async function ipamBench(): Promise<void> {
   try {
     const noop = await clients[0]?.script('LOAD', 'return 0')
     if (typeof noop !== 'string') throw new Error('SCRIPT LOAD returned no sha')
-    const ipams = clients.map((c) => new Ipam(c, { prefix: 'bench:ipam:' }))
+    const ipams = clients.map((c) => createIpam(c, { prefix: 'bench:ipam:' }))
     const first = ipams[0]
     if (first === undefined) throw new Error('no client')
     await first.load()

@@ -5,12 +5,12 @@
  *   node --import tsx alloc-worker.ts <redisUrl> <prefix> <network> <worker> <count>
  */
 import { Redis } from 'ioredis'
-import { Ipam } from '../../lib/ipam/index.ts'
+import { createIpam, type Ipam } from '../../lib/ipam/index.ts'
 
 const [url = '', prefix = '', network = '', worker = '', countText = '0'] = process.argv.slice(2)
 const count = Number(countText)
 const redis = new Redis(url)
-const ipam = new Ipam(redis, { prefix })
+const ipam = createIpam(redis, { prefix })
 const ips: string[] = new Array(count)
 let next = 0
 async function lane(): Promise<void> {

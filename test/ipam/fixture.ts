@@ -3,7 +3,7 @@
  * Ipam, so subtests never see each other's state.
  */
 import { Redis } from 'ioredis'
-import { Ipam } from '../../lib/ipam/index.ts'
+import { createIpam, type Ipam } from '../../lib/ipam/index.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
 
 export interface IpamFixture {
@@ -25,7 +25,7 @@ export async function ipamFixture(t: Teardown): Promise<IpamFixture> {
     url,
     ipam() {
       const prefix = `test${++n}:ipam:`
-      return { ipam: new Ipam(redis, { prefix }), prefix }
+      return { ipam: createIpam(redis, { prefix }), prefix }
     },
   }
 }

@@ -6,8 +6,8 @@ import t from 'tap'
 import {
   AddressInUse,
   Conflict,
+  createIpam,
   InvalidRequest,
-  Ipam,
   type NetworkSpec,
   NotFound,
   NotInSubnet,
@@ -513,7 +513,7 @@ t.test('delete: refused while addresses are held unless forced; leaves no keys',
 
 t.test('a process with a cached copy of a deleted network never allocates from it', async (t) => {
   const { ipam: first, prefix } = fx.ipam()
-  const other = new Ipam(fx.redis, { prefix })
+  const other = createIpam(fx.redis, { prefix })
   await first.createNetwork('g', {
     subnets: [{ cidr: '10.1.0.0/24', pools: [{ start: '10.1.0.10', end: '10.1.0.20' }] }],
   })

@@ -63,4 +63,10 @@ t.test('publicIpOf: the IP an owner holds, if any', async (t) => {
   await ipam.releasePublicIp('host-a')
   t.equal(await ipam.publicIpOf('host-a'), undefined, 'released: undefined')
   t.equal(await ipam.publicIpOf('host-b'), b, 'another owner keeps its IP')
+  t.same(
+    await ipam.publicIpsOf(['host-a', 'host-b', 'host-c']),
+    new Map([['host-b', b]]),
+    'publicIpsOf: only the owners that hold one, in one call',
+  )
+  t.same(await ipam.publicIpsOf([]), new Map(), 'no owners: nothing')
 })
