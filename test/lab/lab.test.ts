@@ -2,6 +2,11 @@
  * The whole system on a simulated data centre, proven with real packets: Hydrazine
  * (`infra/main.ts`) driven only through its HTTP API, three DPUs running the real agent,
  * a fabric router peering over BGP, hosts as namespaces, dnsmasq as the DHCP server.
+ *
+ * Run as root (CI, where bootstrap installs every binary), the lab is expected to work:
+ * if it cannot start — a missing binary, no network namespaces — this test fails and says
+ * why, so that a broken lab never passes as a skip. Only without root is it skipped, with
+ * the same reason, when it cannot start.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -30,7 +35,13 @@ interface HostView {
   }
 }
 
-t.test('Hydrazine on a simulated data centre', { skip: why ?? false }, async (t) => {
+const mustRun = process.getuid?.() === 0
+const skip = why && !mustRun ? `not root, and ${why}` : false
+t.test('Hydrazine on a simulated data centre', { skip }, async (t) => {
+  if (why) {
+    t.fail(`the lab cannot start as root: ${why}`)
+    return
+  }
   const dataDir = await mkdtemp(join(tmpdir(), 'hz-lab-'))
   const prefix = labPrefix()
   let lab: Lab | undefined
