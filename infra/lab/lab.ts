@@ -28,7 +28,7 @@ const repo = fileURLToPath(new URL('../..', import.meta.url))
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 const quietly = (p: Promise<unknown>) => p.then(() => undefined).catch(() => undefined)
 
-/** The binaries the lab needs (beyond node): a missing one is a reason to skip. */
+/** The binaries the lab needs (beyond node). */
 export const LAB_BINARIES = [
   'ip',
   'ethtool',
