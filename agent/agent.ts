@@ -4,7 +4,8 @@
  *
  * Every step re-reads the database and applies only the difference, so a job may run
  * twice, or be cut off at any line by a crash and run again, and leave one host port,
- * one relay port per group and one ovn-controller.
+ * one relay port per group and one ovn-controller. What it throws is in `errors.ts`;
+ * how it tells ovn-controller has installed or released a port, in `port-binding.ts`.
  */
 import { mkdir } from 'node:fs/promises'
 import {
@@ -15,87 +16,18 @@ import {
   type ObservedState,
   relayPortName,
 } from '../lib/agent-protocol/index.ts'
-import { HydrazineError } from '../lib/errors.ts'
-import { Database, OvsdbClient, type SbTables, sbSchema } from '../lib/ovn/index.ts'
 import type { AgentConfig } from './config.ts'
 import { DhcpRelays, OvnController, type RelaySpec, relayUplinkPortName } from './daemons.ts'
+import {
+  NoHostPort,
+  NoRelayUplink,
+  PortNotInstalled,
+  PortNotReleased,
+  SouthboundConflict,
+  WrongDpu,
+} from './errors.ts'
 import { Key, LocalOvs, type OwnedPort } from './ovs.ts'
-
-const SB = new Database<SbTables>(sbSchema)
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
-
-/** ovn-controller did not mark the port installed in time; retrying may succeed. */
-export class PortNotInstalled extends HydrazineError {
-  constructor(
-    readonly dpuId: string,
-    readonly port: string,
-    readonly timeoutMs: number,
-  ) {
-    super(
-      'AGENT_PORT_NOT_INSTALLED',
-      `DPU ${dpuId}: ovn-controller did not mark ${port} ovn-installed within ${timeoutMs} ms`,
-      { retryable: true },
-    )
-  }
-}
-
-/** ovn-controller still binds the port on this chassis after it left br-int. */
-export class PortNotReleased extends HydrazineError {
-  constructor(
-    readonly dpuId: string,
-    readonly logicalPort: string,
-    readonly timeoutMs: number,
-  ) {
-    super(
-      'AGENT_PORT_NOT_RELEASED',
-      `DPU ${dpuId}: the SB still binds ${logicalPort} to this chassis after ${timeoutMs} ms`,
-      { retryable: true },
-    )
-  }
-}
-
-/** The job names no host port and the agent has no default. */
-export class NoHostPort extends HydrazineError {
-  constructor(
-    readonly dpuId: string,
-    readonly host: string,
-  ) {
-    super('AGENT_NO_HOST_PORT', `DPU ${dpuId}: no host port for ${host}`)
-  }
-}
-
-/**
- * A DPU runs a single ovn-controller, so all its hosts must use the same Southbound.
- * Re-pointing it for one group would cut off another group's hosts on this DPU.
- */
-export class SouthboundConflict extends HydrazineError {
-  constructor(
-    readonly dpuId: string,
-    readonly wanted: string,
-    readonly inUse: string,
-    readonly byGroup: string,
-  ) {
-    super(
-      'AGENT_SB_CONFLICT',
-      `DPU ${dpuId}: group ${byGroup} uses southbound ${inUse} here; cannot also follow ${wanted}`,
-    )
-  }
-}
-
-/** Every relay uplink address of this DPU is in use (or none was configured). */
-export class NoRelayUplink extends HydrazineError {
-  constructor(
-    readonly dpuId: string,
-    readonly group: string,
-    readonly configured: number,
-  ) {
-    super(
-      'AGENT_NO_RELAY_UPLINK',
-      `DPU ${dpuId}: no free relay uplink address for group ${group} ` +
-        `(${configured} configured with --relay-uplink-ips)`,
-    )
-  }
-}
+import { portInstalled, southboundReleased, waitFor } from './port-binding.ts'
 
 /** The relay an agent-owned relay port describes (after a restart), if it is one. */
 function relaySpecOf(p: OwnedPort): RelaySpec | undefined {
@@ -111,16 +43,6 @@ function relaySpecOf(p: OwnedPort): RelaySpec | undefined {
     mac,
     uplinkAddress,
     ...(address ? { address } : {}),
-  }
-}
-
-/** The job is for another DPU: it was put on the wrong queue. */
-export class WrongDpu extends HydrazineError {
-  constructor(
-    readonly dpuId: string,
-    readonly jobDpu: string,
-  ) {
-    super('AGENT_WRONG_DPU', `job for DPU ${jobDpu} reached the agent of ${dpuId}`)
   }
 }
 
@@ -269,10 +191,7 @@ export class Agent {
       },
     })
 
-    const installed = await this.waitFor(
-      async () => (await this.ownedPort(hostPort))?.ovnInstalled === true,
-      c.installTimeoutMs,
-    )
+    const installed = await waitFor(() => portInstalled(this.ovs, hostPort), c.installTimeoutMs)
     if (!installed) throw new PortNotInstalled(c.dpuId, hostPort, c.installTimeoutMs)
     const observed = await this.observe()
     return {
@@ -311,8 +230,14 @@ export class Agent {
       if (hadRelay || hadPort || hadNamespace) relayStopped = relayPort
     }
 
-    const unbound = await this.waitFor(
-      () => this.southboundReleased(job.host.logicalPort, snap.ovnRemote),
+    const unbound = await waitFor(
+      () =>
+        southboundReleased({
+          remote: snap.ovnRemote,
+          logicalPort: job.host.logicalPort,
+          systemId: c.systemId,
+          log: this.log,
+        }),
       c.installTimeoutMs,
     )
     if (!unbound) throw new PortNotReleased(c.dpuId, job.host.logicalPort, c.installTimeoutMs)
@@ -330,35 +255,6 @@ export class Agent {
   }
 
   /**
-   * True when the SB `Port_Binding` of `logicalPort` is no longer on this chassis (or
-   * the SB has no such port). An unreachable SB cannot hold a binding for us that
-   * ovn-controller would act on, and the local port is gone already: that counts too.
-   */
-  private async southboundReleased(logicalPort: string, remote: string | null): Promise<boolean> {
-    if (!remote) return true
-    let client: OvsdbClient | undefined
-    try {
-      client = await OvsdbClient.connect(remote, {
-        reconnect: false,
-        connectTimeoutMs: 2000,
-        echoIntervalMs: 0,
-      })
-      const [bindings, chassis] = await client.transact(SB.name, [
-        SB.select('Port_Binding', [['logical_port', '==', logicalPort]], ['chassis']),
-        SB.select('Chassis', [['name', '==', this.config.systemId]], ['_uuid']),
-      ])
-      const ours = SB.decodeRows('Chassis', chassis?.rows)[0]?._uuid
-      const binding = SB.decodeRows('Port_Binding', bindings?.rows)[0]
-      return !binding || binding.chassis === null || binding.chassis !== ours
-    } catch (err) {
-      this.log(`southbound ${remote} not reachable to confirm release: ${String(err)}`)
-      return true
-    } finally {
-      await client?.close()
-    }
-  }
-
-  /**
    * The fabric address of the group's relay uplink: the one it has, else the first of
    * `--relay-uplink-ips` no other group's relay holds.
    */
@@ -370,19 +266,6 @@ export class Agent {
     const free = this.config.relayUplinkIps.find((a) => !taken.has(a))
     if (!free) throw new NoRelayUplink(this.config.dpuId, group, this.config.relayUplinkIps.length)
     return free
-  }
-
-  private async ownedPort(name: string): Promise<OwnedPort | undefined> {
-    return (await this.ovs.snapshot()).owned.find((p) => p.name === name)
-  }
-
-  private async waitFor(check: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs
-    for (;;) {
-      if (await check()) return true
-      if (Date.now() > deadline) return false
-      await sleep(200)
-    }
   }
 
   /** What is on the DPU now: heartbeats, acks and gRPC `GetStatus` report this. */

@@ -16,7 +16,8 @@ import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { isAlive } from '../../lib/process/daemon.ts'
 import { labPrefix } from './dpu.ts'
-import { eventually, type LabState, labUnavailable, removeLabLeftovers, startLab } from './lab.ts'
+import { type LabState, labUnavailable, removeLabLeftovers, startLab } from './lab.ts'
+import { eventually } from './probes.ts'
 
 const dataDir = resolve(process.env.HYDRAZINE_LAB_DIR ?? './.hydrazine-lab')
 const statePath = `${dataDir}/lab-state.json`

@@ -5,21 +5,18 @@
 
 export type { OvnCentralEndpoints, OvnCentralProvider } from './central.ts'
 export { sharedCentralProvider } from './central.ts'
-export type {
-  ClientEvent,
-  Monitor,
-  MonitorHandler,
-  OvsdbClientOptions,
-  RequestOptions,
-} from './client.ts'
-export { OvsdbClient, parseRemote } from './client.ts'
+export type { ClientEvent, OvsdbClientOptions } from './client.ts'
+export { OvsdbClient } from './client.ts'
 export type { ColumnArg, Mutations, Where, Writable } from './database.ts'
 export { Database } from './database.ts'
 export * from './errors.ts'
 export { JsonStreamSplitter } from './json-stream.ts'
+export type { Monitor, MonitorHandler } from './monitors.ts'
+export type { RequestOptions } from './pending-requests.ts'
 export type { NbConnection } from './pool.ts'
 export { NbPool } from './pool.ts'
 export type * from './protocol.ts'
+export { parseRemote } from './remote.ts'
 export type * from './schema/nb.generated.ts'
 export { nbSchema } from './schema/nb.generated.ts'
 export type * from './schema/sb.generated.ts'

@@ -13,16 +13,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { labPrefix } from '../../infra/lab/dpu.ts'
-import {
-  capture,
-  eventually,
-  icmpInEchos,
-  type Lab,
-  type LabHost,
-  labUnavailable,
-  pings,
-  startLab,
-} from '../../infra/lab/lab.ts'
+import { type Lab, type LabHost, labUnavailable, startLab } from '../../infra/lab/lab.ts'
+import { capture, eventually, icmpInEchos, pings } from '../../infra/lab/probes.ts'
 import { relayPortName } from '../../lib/agent-protocol/index.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 

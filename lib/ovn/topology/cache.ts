@@ -1,5 +1,6 @@
-import type { Monitor, OvsdbClient } from '../client.ts'
+import type { OvsdbClient } from '../client.ts'
 import { Database } from '../database.ts'
+import type { Monitor } from '../monitors.ts'
 import type { TableUpdates } from '../protocol.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import type { ActualRow, ActualRows } from './apply.ts'

@@ -1,0 +1,61 @@
+/**
+ * Whether ovn-controller has acted on a port: installed the local port (OVS marks it
+ * `ovn-installed`), or released the logical port's Southbound `Port_Binding` from this
+ * chassis; and waiting, within a time limit, until it has.
+ */
+import { Database, OvsdbClient, type SbTables, sbSchema } from '../lib/ovn/index.ts'
+import type { LocalOvs } from './ovs.ts'
+
+const SB = new Database<SbTables>(sbSchema)
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+/** Polls `check` every 200 ms until it returns true (→ true) or `timeoutMs` passes (→ false). */
+export async function waitFor(check: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    if (await check()) return true
+    if (Date.now() > deadline) return false
+    await sleep(200)
+  }
+}
+
+/** True when the agent-owned port `name` exists and ovn-controller marked it installed. */
+export async function portInstalled(ovs: LocalOvs, name: string): Promise<boolean> {
+  return (await ovs.snapshot()).owned.find((p) => p.name === name)?.ovnInstalled === true
+}
+
+/**
+ * True when the SB `Port_Binding` of `logicalPort` is no longer on chassis `systemId` (or
+ * the SB has no such port). An unreachable SB cannot hold a binding for us that
+ * ovn-controller would act on, and the local port is gone already: that counts too.
+ */
+export async function southboundReleased(opts: {
+  /** The SB remote ovn-controller follows (none: nothing can be bound). */
+  remote: string | null
+  logicalPort: string
+  systemId: string
+  log: (line: string) => void
+}): Promise<boolean> {
+  const { remote } = opts
+  if (!remote) return true
+  let client: OvsdbClient | undefined
+  try {
+    client = await OvsdbClient.connect(remote, {
+      reconnect: false,
+      connectTimeoutMs: 2000,
+      echoIntervalMs: 0,
+    })
+    const [bindings, chassis] = await client.transact(SB.name, [
+      SB.select('Port_Binding', [['logical_port', '==', opts.logicalPort]], ['chassis']),
+      SB.select('Chassis', [['name', '==', opts.systemId]], ['_uuid']),
+    ])
+    const ours = SB.decodeRows('Chassis', chassis?.rows)[0]?._uuid
+    const binding = SB.decodeRows('Port_Binding', bindings?.rows)[0]
+    return !binding || binding.chassis === null || binding.chassis !== ours
+  } catch (err) {
+    opts.log(`southbound ${remote} not reachable to confirm release: ${String(err)}`)
+    return true
+  } finally {
+    await client?.close()
+  }
+}

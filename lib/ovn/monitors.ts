@@ -1,0 +1,88 @@
+/**
+ * The OVSDB client's RFC 7047 monitors: starting and cancelling them, handing each
+ * `update` to its handler, and starting them again on a new connection.
+ */
+import type { MonitorRequest, TableUpdates } from './protocol.ts'
+
+/**
+ * Receives monitor updates. `reset` is true for the initial contents, including the
+ * contents re-sent after a reconnect: a cache must then drop what it held.
+ */
+export type MonitorHandler = (updates: TableUpdates, reset: boolean) => void
+
+export interface Monitor {
+  /** The rows present when the monitor started (also delivered to the handler). */
+  readonly initial: TableUpdates
+  cancel(): Promise<void>
+}
+
+interface ActiveMonitor {
+  readonly db: string
+  readonly requests: Readonly<Record<string, MonitorRequest>>
+  readonly handler: MonitorHandler
+}
+
+export class Monitors {
+  private readonly active = new Map<string, ActiveMonitor>()
+  private nextId = 1
+
+  /**
+   * `request` sends a JSON-RPC request on the client; `onError` hears what a handler
+   * threw while handling an update.
+   */
+  constructor(
+    private readonly request: (method: string, params: readonly unknown[]) => Promise<unknown>,
+    private readonly onError: (error: unknown) => void,
+  ) {}
+
+  async start(
+    db: string,
+    requests: Readonly<Record<string, MonitorRequest>>,
+    handler: MonitorHandler,
+  ): Promise<Monitor> {
+    const id = `m${this.nextId++}`
+    const initial = (await this.request('monitor', [db, id, requests])) as TableUpdates
+    this.active.set(id, { db, requests, handler })
+    handler(initial, true)
+    return {
+      initial,
+      cancel: async () => {
+        if (!this.active.delete(id)) return
+        await this.request('monitor_cancel', [id])
+      },
+    }
+  }
+
+  /** Handles the server's `update` notification (its `params`). */
+  update(params: readonly unknown[]): void {
+    const [monitorId, updates] = params as [string, TableUpdates]
+    const monitor = this.active.get(monitorId)
+    if (monitor) this.deliver(monitor.handler, updates, false)
+  }
+
+  /** Starts every monitor again on a new connection; handlers get the full contents. */
+  resubscribe(): void {
+    for (const [id, m] of this.active) {
+      this.request('monitor', [m.db, id, m.requests]).then(
+        (initial) => {
+          if (this.active.get(id) === m) this.deliver(m.handler, initial as TableUpdates, true)
+        },
+        () => {
+          // The connection dropped again; the next reconnect retries.
+        },
+      )
+    }
+  }
+
+  /**
+   * Runs a monitor handler. It runs inside the socket's data event, where a throw would
+   * take the whole process down: an error is reported through `onError` instead.
+   */
+  private deliver(handler: MonitorHandler, updates: TableUpdates, reset: boolean): void {
+    try {
+      handler(updates, reset)
+    } catch (error) {
+      this.onError(error)
+    }
+  }
+}
