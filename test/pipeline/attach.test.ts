@@ -1,4 +1,5 @@
 import t from 'tap'
+import { topologyNames } from '../../lib/ovn/index.ts'
 import { ValidationError } from '../../queues/producer.ts'
 import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
 
@@ -53,12 +54,29 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
   })
   t.equal(agent2.jobs.length, 1, 'dpu-2 got exactly one job')
 
-  const rows = await p.ownedRows()
-  t.ok(
-    rows.includes('Logical_Switch_Port 6') || rows.some((r) => r.startsWith('Logical_Switch_Port')),
-    'host ports are in NB',
+  // Each host has its own port, locked to its MAC and address…
+  for (const [name, entry] of [
+    ['host-1', '52:54:00:00:05:01 10.10.10.2'],
+    ['host-2', '52:54:00:00:05:02 10.10.10.50'],
+  ] as const) {
+    t.same(
+      await p.switchPort(topologyNames.hostPort('group-a', name)),
+      { addresses: [entry], portSecurity: [entry] },
+      `${name}'s port carries addresses and port_security ${entry}`,
+    )
+  }
+  // …and its DPU's gateway router SNATs the subnet to the NAT IP; only the FabricAccess
+  // host is reachable from the fabric, through the NAT IP.
+  t.same(
+    await p.natRules(topologyNames.gatewayRouter('group-a', 'dpu-1')),
+    ['dnat_and_snat 172.18.0.111 10.10.10.2', 'snat 172.18.0.111 10.10.10.0/24'],
+    'host-1 (FabricAccess): NAT IP <-> host IP on dpu-1',
   )
-  t.match(rows.join('\n'), /NAT \d+/, 'NAT rules for FabricAccess and SNAT are in NB')
+  t.same(
+    await p.natRules(topologyNames.gatewayRouter('group-a', 'dpu-2')),
+    ['snat 172.18.0.112 10.10.10.0/24'],
+    'host-2 (None): no inbound NAT on dpu-2',
+  )
 
   await p.client.deleteHost('host-2')
   const detached = await until(
@@ -66,7 +84,12 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
     (h) => h === undefined,
   )
   t.equal(detached, undefined, 'host-2 is gone once isolated')
-  t.notMatch(await p.nbctl('lsp-list', 'hz-group-a-ls'), /host-2/, 'its port left NB')
+  t.equal(
+    await p.switchPort(topologyNames.hostPort('group-a', 'host-2')),
+    undefined,
+    'its port left NB',
+  )
+  t.ok(await p.switchPort(topologyNames.hostPort('group-a', 'host-1')), 'host-1 keeps its port')
   t.ok(
     agent2.jobs.some((j) => j.name === 'isolate'),
     'its agent was asked to isolate it',

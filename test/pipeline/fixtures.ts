@@ -28,6 +28,15 @@ export interface Pipeline {
   ownedRows(): Promise<string[]>
   /** Runs ovn-nbctl against the NB and returns its output. */
   nbctl(...args: string[]): Promise<string>
+  /** A logical switch port as NB holds it, or undefined when NB has no port of that name. */
+  switchPort(name: string): Promise<SwitchPort | undefined>
+  /** The NAT rules of a logical router as `type external_ip logical_ip`, sorted. */
+  natRules(router: string): Promise<string[]>
+}
+
+export interface SwitchPort {
+  readonly addresses: string[]
+  readonly portSecurity: string[]
 }
 
 export interface TestAgent {
@@ -86,6 +95,26 @@ export async function startPipeline(
     async nbctl(...args) {
       return (await run('ovn-nbctl', [`--db=${nb}`, ...args])).stdout
     },
+    async switchPort(name) {
+      const [row] = await nbFind(
+        nb,
+        'Logical_Switch_Port',
+        ['addresses', 'port_security'],
+        [`name=${name}`],
+      )
+      return row
+        ? { addresses: setOf(row[0]).map(String), portSecurity: setOf(row[1]).map(String) }
+        : undefined
+    },
+    async natRules(router) {
+      const [refs] = await nbFind(nb, 'Logical_Router', ['nat'], [`name=${router}`])
+      const wanted = new Set(setOf(refs?.[0]).map((ref) => String(ref)))
+      const rules = await nbFind(nb, 'NAT', ['_uuid', 'type', 'external_ip', 'logical_ip'], [])
+      return rules
+        .filter(([uuid]) => wanted.has(String(uuid)))
+        .map(([, type, external, logical]) => `${type} ${external} ${logical}`)
+        .sort()
+    },
     async ownedRows() {
       const lines: string[] = []
       for (const table of TOPOLOGY_TABLES) {
@@ -103,6 +132,39 @@ export async function startPipeline(
       return lines
     },
   }
+}
+
+/** Rows of `table` matching `conditions` (ovn-nbctl `find` syntax), the given columns each. */
+async function nbFind(
+  nb: string,
+  table: string,
+  columns: string[],
+  conditions: string[],
+): Promise<unknown[][]> {
+  const { stdout } = await run('ovn-nbctl', [
+    `--db=${nb}`,
+    '--format=json',
+    `--columns=${columns.join(',')}`,
+    'find',
+    table,
+    ...conditions,
+  ])
+  return (JSON.parse(stdout) as { data: unknown[][] }).data.map((row) => row.map(atomOf))
+}
+
+/** An OVSDB JSON value without its `uuid` tag: `['uuid', x]` is `x`; sets stay tagged. */
+function atomOf(value: unknown): unknown {
+  if (Array.isArray(value) && value[0] === 'uuid') return value[1]
+  if (Array.isArray(value) && value[0] === 'set')
+    return ['set', (value[1] as unknown[]).map(atomOf)]
+  return value
+}
+
+/** The members of an OVSDB JSON set (a single member is sent bare). */
+function setOf(value: unknown): unknown[] {
+  if (value === undefined) return []
+  if (Array.isArray(value) && value[0] === 'set') return value[1] as unknown[]
+  return [value]
 }
 
 function observed(dpuId: string) {
