@@ -118,6 +118,32 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
   )
 })
 
+t.test('host.attach configures each DPU in the newest protocol its agent advertises', async (t) => {
+  const p = await startPipeline(t)
+  const cases = [
+    { dpu: 'dpu-old', advertises: ['1.0'], speaks: '1.0' },
+    { dpu: 'dpu-new', advertises: ['1.0', '2.0'], speaks: '2.0' },
+    { dpu: 'dpu-silent', advertises: undefined, speaks: '1.0' },
+  ]
+  const agents = await Promise.all(
+    cases.map((c) => p.agent(c.dpu, c.advertises ? { protocolVersions: c.advertises } : {})),
+  )
+  await p.client.applyGroup('group-v', groupSpec())
+  for (const [i, c] of cases.entries()) {
+    await p.client.applyHost(`host-${c.dpu}`, hostSpec('group-v', c.dpu, i + 1))
+  }
+  for (const [i, c] of cases.entries()) {
+    const host = await until(
+      () => p.controller.store.getHost(`host-${c.dpu}`),
+      (h) => h?.status.phase === 'Ready',
+    )
+    const label = `agent advertising ${c.advertises?.join(', ') ?? 'nothing'}`
+    t.equal(host?.status.phase, 'Ready', `${label}: host Ready`)
+    const configure = agents[i]?.jobs.find((j) => j.name === 'configure')
+    t.equal(configure?.data.protocolVersion, c.speaks, `${label}: configure in ${c.speaks}`)
+  }
+})
+
 t.test('an agent that does not answer leaves the host Configuring, naming the DPU', async (t) => {
   const p = await startPipeline(t)
   await p.client.applyGroup('group-b', groupSpec('tenant-b'))

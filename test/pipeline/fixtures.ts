@@ -1,10 +1,17 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { type Job, Worker } from 'bullmq'
+import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import { type Controller, startController } from '../../infra/controller.ts'
-import type { ConfigureAck, IsolateAck } from '../../lib/agent-protocol/index.ts'
+import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
+import {
+  agentQueueName,
+  type ConfigureAck,
+  type Heartbeat,
+  type IsolateAck,
+  parseAgentJob,
+} from '../../lib/agent-protocol/index.ts'
 import { sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
@@ -22,8 +29,12 @@ export interface Pipeline {
   readonly prefix: string
   /** vty socket dir of the private FRR, when started with `frr: true`. */
   readonly frrVtyDir?: string
-  /** Starts an in-process agent for a DPU that answers its queue like the real one. */
-  agent(dpuId: string): Promise<TestAgent>
+  /**
+   * Starts an in-process agent for a DPU that answers its queue like the real one. With
+   * `protocolVersions`, it heartbeats them as the real agent's runtime does and refuses a
+   * job in a major it does not speak; without, it sends no heartbeat (an unknown agent).
+   */
+  agent(dpuId: string, options?: { protocolVersions?: string[] }): Promise<TestAgent>
   /** Hydrazine-owned NB rows, as `table count` lines. */
   ownedRows(): Promise<string[]>
   /** Runs ovn-nbctl against the NB and returns its output. */
@@ -73,13 +84,22 @@ export async function startPipeline(
     redisUrl,
     prefix,
     ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
-    async agent(dpuId) {
+    async agent(dpuId, { protocolVersions } = {}) {
       const jobs: Job[] = []
       const connection = new Redis(redisUrl, { maxRetriesPerRequest: null })
+      const heartbeats = new Heartbeats(connection)
+      if (protocolVersions) await heartbeats.write(heartbeat(dpuId, protocolVersions), 60_000)
       const worker = new Worker(
-        `agent-${dpuId}`,
+        agentQueueName(dpuId),
         async (job) => {
           jobs.push(job)
+          if (protocolVersions) {
+            try {
+              parseAgentJob(job.name, job.data, protocolVersions)
+            } catch (error) {
+              throw new UnrecoverableError(String(error))
+            }
+          }
           return answer(dpuId, job)
         },
         { connection, prefix, concurrency: 8 },
@@ -87,6 +107,7 @@ export async function startPipeline(
       await worker.waitUntilReady()
       const close = async () => {
         await worker.close()
+        if (protocolVersions) await heartbeats.remove(dpuId)
         connection.disconnect()
       }
       t.teardown(close)
@@ -175,6 +196,18 @@ function observed(dpuId: string) {
     ovnController: { running: true, connected: true },
     boundPorts: [],
     relays: [],
+  }
+}
+
+function heartbeat(dpuId: string, protocolVersions: string[]): Heartbeat {
+  return {
+    dpuId,
+    agentVersion: '0.0.0-test',
+    protocolVersions,
+    fabricIps: [],
+    at: new Date().toISOString(),
+    intervalMs: 20_000,
+    observed: observed(dpuId),
   }
 }
 
