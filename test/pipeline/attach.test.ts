@@ -217,17 +217,40 @@ t.test(
   'a forced detach without the agent: the DPU isolates the host before its next use',
   async (t) => {
     const p = await startPipeline(t)
+    await p.agent('dpu-1')
     await p.client.applyGroup('group-f', groupSpec('tenant-f'))
-    await p.client.applyHost('host-old', hostSpec('group-f', 'dpu-7', 1, { identifier: 'pf0vf1' }))
+    await p.client.applyHost('host-stay', hostSpec('group-f', 'dpu-1', 3))
+    await p.client.applyHost(
+      'host-old',
+      hostSpec('group-f', 'dpu-7', 1, { identifier: 'pf0vf1', hostAccess: 'FabricAccess' }),
+    )
     await until(
       () => p.controller.store.getHost('host-old'),
       (h) => h?.status.phase === 'Configuring',
     )
+    await until(
+      () => p.controller.store.getHost('host-stay'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    const oldPort = topologyNames.hostPort('group-f', 'host-old')
+    t.ok(await p.switchPort(oldPort), 'the unanswered host has its port in NB')
+    t.ok(await p.controller.ipam.lookup('group-f', 'host-old'), 'and an address')
     // The agent is gone; the tenant's host must leave anyway.
     await p.client.deleteHost('host-old', { force: true })
-    await until(
+    const purged = await until(
       () => p.controller.store.getHost('host-old'),
       (h) => h === undefined,
+    )
+    t.equal(purged, undefined, 'the host is purged without an ack')
+    t.equal(await p.switchPort(oldPort), undefined, 'its port left NB')
+    t.same(
+      await p.natRules(topologyNames.gatewayRouter('group-f', 'dpu-7')),
+      [],
+      'no NAT of it remains',
+    )
+    t.ok(
+      await p.switchPort(topologyNames.hostPort('group-f', 'host-stay')),
+      'the other host keeps its port',
     )
     t.match(await p.controller.store.dpuNeedsIsolation('dpu-7'), [
       {
@@ -255,6 +278,43 @@ t.test(
       'the agent was told to isolate the force-detached host',
     )
     t.same(await p.controller.store.dpuNeedsIsolation('dpu-7'), [], 'and the DPU is clean again')
+  },
+)
+
+t.test(
+  'a forced group delete with a host whose agent never answers leaves nothing behind',
+  async (t) => {
+    const p = await startPipeline(t)
+    await p.client.applyGroup('group-g', groupSpec('tenant-g'))
+    await p.client.applyHost(
+      'host-lost',
+      hostSpec('group-g', 'dpu-8', 1, { identifier: 'pf0vf2', hostAccess: 'FabricAccess' }),
+    )
+    await until(
+      () => p.controller.store.getHost('host-lost'),
+      (h) => h?.status.phase === 'Configuring',
+    )
+    const port = topologyNames.hostPort('group-g', 'host-lost')
+    t.ok(await p.switchPort(port), 'the unanswered host has its port in NB')
+    t.ok(await p.controller.ipam.lookup('group-g', 'host-lost'), 'and an address')
+
+    await p.client.deleteGroup('group-g', { force: true })
+    const gone = await until(
+      () => p.controller.store.getGroup('group-g'),
+      (g) => g === undefined,
+    )
+    t.equal(gone, undefined, 'the group is purged without an ack')
+    t.equal(await p.controller.store.getHost('host-lost'), undefined, 'and so is its host')
+    t.equal(await p.switchPort(port), undefined, "the host's port left NB")
+    t.same(await p.ownedRows(), [], 'no Hydrazine row remains in NB')
+    t.equal(await p.controller.ipam.lookup('group-g', 'host-lost'), undefined, 'address released')
+    t.same(await p.controller.ipam.allocations('group-g'), [], 'nothing held in the network')
+    t.equal(await p.controller.ipam.getNetwork('group-g'), undefined, 'the network is gone')
+    t.match(
+      await p.controller.store.dpuNeedsIsolation('dpu-8'),
+      [{ host: 'host-lost', group: 'group-g', logicalPort: port, hostPort: 'pf0vf2' }],
+      'its DPU must isolate it before serving another host',
+    )
   },
 )
 
