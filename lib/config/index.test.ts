@@ -12,6 +12,32 @@ t.test('defaults: everything embedded', async (t) => {
   t.equal(config.ovn, undefined)
   t.same(config.bgp, { asn: 65000, routerId: '127.0.0.1', peers: [] })
   t.equal(config.logLevel, 'info')
+  t.equal(config.grpcPort, 8081)
+  t.equal(config.embeddedListen, '127.0.0.1')
+  t.same(config.fabric, { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' })
+  t.equal(config.tokensFile, undefined)
+  t.equal(config.webhookSecret, undefined)
+})
+
+t.test('fabric, gRPC and paths from env; an empty variable is unset', async (t) => {
+  const config = loadConfig({
+    HYDRAZINE_FABRIC_DUMMY_IP: '10.99.0.254/16',
+    HYDRAZINE_FABRIC_GATEWAY: '10.99.0.1',
+    HYDRAZINE_PHYSICAL_NETWORK: 'fabric_1',
+    HYDRAZINE_GRPC_PORT: '0',
+    HYDRAZINE_FRR_VTY_DIR: 'run/frr',
+    HYDRAZINE_TOKENS_FILE: 'tokens.json',
+    REDIS_URL: '',
+  })
+  t.same(config.fabric, {
+    dummyIp: '10.99.0.254/16',
+    gateway: '10.99.0.1',
+    physicalNetwork: 'fabric_1',
+  })
+  t.equal(config.grpcPort, 0, 'gRPC off')
+  t.equal(config.frrVtyDir, resolve('run/frr'), 'paths are made absolute')
+  t.equal(config.tokensFile, resolve('tokens.json'))
+  t.equal(config.redisUrl, undefined, 'empty REDIS_URL: embedded Redis')
 })
 
 t.test('external services and BGP peers from env', async (t) => {
@@ -63,6 +89,41 @@ const bad: [string, Record<string, string>, RegExp][] = [
     { HYDRAZINE_EMBEDDED_LISTEN: 'everywhere' },
     /HYDRAZINE_EMBEDDED_LISTEN: must be an IP address/,
   ],
+  [
+    'gRPC port out of range',
+    { HYDRAZINE_GRPC_PORT: '65536' },
+    /HYDRAZINE_GRPC_PORT: must be 0..65535/,
+  ],
+  [
+    'peer AS out of range',
+    { HYDRAZINE_BGP_PEERS: '172.18.0.1:4294967296' },
+    /HYDRAZINE_BGP_PEERS: peer AS must be 1..4294967295/,
+  ],
+  [
+    'dummy IP without prefix',
+    { HYDRAZINE_FABRIC_DUMMY_IP: '172.18.0.254' },
+    /HYDRAZINE_FABRIC_DUMMY_IP: must be an IPv4 address with prefix/,
+  ],
+  [
+    'dummy IP prefix too long',
+    { HYDRAZINE_FABRIC_DUMMY_IP: '172.18.0.254/33' },
+    /HYDRAZINE_FABRIC_DUMMY_IP: must be an IPv4 address with prefix/,
+  ],
+  [
+    'dummy IP not an address',
+    { HYDRAZINE_FABRIC_DUMMY_IP: '300.18.0.254/24' },
+    /HYDRAZINE_FABRIC_DUMMY_IP: must be an IPv4 address with prefix/,
+  ],
+  [
+    'fabric gateway IPv6',
+    { HYDRAZINE_FABRIC_GATEWAY: 'fd00::1' },
+    /HYDRAZINE_FABRIC_GATEWAY: must be an IPv4 address/,
+  ],
+  [
+    'physical network name',
+    { HYDRAZINE_PHYSICAL_NETWORK: 'phys net' },
+    /HYDRAZINE_PHYSICAL_NETWORK: must be a bridge-mapping name/,
+  ],
 ]
 for (const [name, env, message] of bad) {
   t.test(`bad config is refused, naming the variable: ${name}`, async (t) => {
@@ -103,6 +164,8 @@ t.test('a config file, overridden by env', async (t) => {
 
   await writeFile(file, JSON.stringify({ HTTP_PORT: 1 }))
   t.throws(() => loadConfig({ HYDRAZINE_CONFIG: file }), /unknown key HTTP_PORT/)
+  await writeFile(file, JSON.stringify(['HYDRAZINE_HTTP_PORT']))
+  t.throws(() => loadConfig({ HYDRAZINE_CONFIG: file }), /must hold a JSON object/)
   await writeFile(file, '{not json')
   t.throws(() => loadConfig({ HYDRAZINE_CONFIG: file }), /HYDRAZINE_CONFIG: cannot read/)
 })

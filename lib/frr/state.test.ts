@@ -1,11 +1,11 @@
 import t from 'tap'
 import { ConfigError } from '../errors.ts'
 import {
+  NoBgpInstanceError,
   parseBgpSettings,
   parseBgpTable,
   parseRunningConfig,
   planChanges,
-  renderBgpdConfig,
 } from './index.ts'
 
 const settings = parseBgpSettings({
@@ -40,25 +40,6 @@ t.test('BgpSettings: valid input gets defaults, bad input names the field', asyn
       )
     }
   }
-})
-
-t.test('renderBgpdConfig: base config and one with announcements', async (t) => {
-  const base = renderBgpdConfig(settings)
-  for (const line of [
-    'router bgp 65001',
-    ' bgp router-id 10.77.0.1',
-    ' no bgp network import-check',
-    ' neighbor 10.77.0.2 remote-as 65000',
-    '  neighbor 10.77.0.2 attribute-unchanged next-hop',
-  ]) {
-    t.ok(base.split('\n').includes(line), `has '${line}'`)
-  }
-  t.notMatch(base, /network \d/, 'base config announces nothing')
-  const full = renderBgpdConfig(settings, [{ prefix: '203.0.113.7/32', nextHop: '10.77.0.105' }])
-  t.match(full, /^ {2}network 203\.0\.113\.7\/32 route-map HZ-NH-10\.77\.0\.105$/m)
-  t.match(full, /^route-map HZ-NH-10\.77\.0\.105 permit 10\n set ip next-hop 10\.77\.0\.105$/m)
-  // What we render must read back as Hydrazine's own announcement.
-  t.same([...parseRunningConfig(full).owned], [['203.0.113.7/32', '10.77.0.105']])
 })
 
 const running = `frr version 8.4.4
@@ -159,6 +140,43 @@ t.test('planChanges', async (t) => {
         'no route-map HZ-NH-10.77.0.105',
       ],
     },
+    {
+      name: 'announce via a next hop that has a route-map: no second route-map',
+      wanted: [['203.0.113.2/32', '10.77.0.105']],
+      commands: [
+        'router bgp 65001',
+        ' address-family ipv4 unicast',
+        '  network 203.0.113.2/32 route-map HZ-NH-10.77.0.105',
+        ' exit-address-family',
+        'exit',
+        'no route-map HZ-NH-10.77.0.106',
+      ],
+    },
+    {
+      name: "withdraw the last prefix via a next hop: its route-map goes after the 'no network'",
+      wanted: [['198.51.100.7/32', null]],
+      commands: [
+        'router bgp 65001',
+        ' address-family ipv4 unicast',
+        '  no network 198.51.100.7/32',
+        ' exit-address-family',
+        'exit',
+        'no route-map HZ-NH-10.77.0.105',
+        'no route-map HZ-NH-10.77.0.106',
+      ],
+    },
+    {
+      name: 'prefixes in the VRF or IPv6 tables are not ours: announced in the default table',
+      wanted: [['198.51.100.99/32', '10.77.0.105']],
+      commands: [
+        'router bgp 65001',
+        ' address-family ipv4 unicast',
+        '  network 198.51.100.99/32 route-map HZ-NH-10.77.0.105',
+        ' exit-address-family',
+        'exit',
+        'no route-map HZ-NH-10.77.0.106',
+      ],
+    },
   ]
   for (const c of cases) {
     const plan = planChanges(state, new Map(c.wanted))
@@ -178,3 +196,20 @@ t.test('parseBgpTable: locally originated, valid paths only', async (t) => {
   t.same([...parseBgpTable(json)], [['198.51.100.7/32', '10.77.0.105']])
   t.same([...parseBgpTable('{}')], [])
 })
+
+t.test(
+  'planChanges without a BGP instance: refused only when there is something to do',
+  async (t) => {
+    const bare = parseRunningConfig('frr version 8.4.4\n!\n')
+    t.equal(bare.localAs, undefined)
+    t.throws(
+      () => planChanges(bare, new Map([['203.0.113.1/32', '10.77.0.105']])),
+      NoBgpInstanceError,
+    )
+    t.same(
+      planChanges(bare, new Map([['203.0.113.1/32', null]])).commands,
+      [],
+      'nothing to withdraw',
+    )
+  },
+)

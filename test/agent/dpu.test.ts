@@ -1,6 +1,8 @@
 import type { Job } from 'bullmq'
 import t from 'tap'
-import { startAgentRuntime } from '../../agent/runtime.ts'
+import { AGENT_VERSION, startAgentRuntime } from '../../agent/runtime.ts'
+import { createApp } from '../../api/http/app.ts'
+import { startController } from '../../infra/controller.ts'
 import { run } from '../../infra/lab/dpu.ts'
 import { type AgentStatus, createAgentClient } from '../../lib/agent-protocol/grpc.ts'
 import {
@@ -12,7 +14,9 @@ import {
   pickProtocolVersion,
   relayPortName,
 } from '../../lib/agent-protocol/index.ts'
+import { sharedCentralProvider } from '../../lib/ovn/index.ts'
 import { processesMentioning } from '../helpers/processes.ts'
+import { until } from '../pipeline/fixtures.ts'
 import { startAgentLab } from './fixture.ts'
 
 t.test('configure binds the host on this chassis; isolate unbinds it', async (t) => {
@@ -156,4 +160,58 @@ t.test('a job in an unknown major version fails at once, without retries', async
   await t.rejects(job.waitUntilFinished(lab.events, 20_000), /AGENT_PROTOCOL_UNSUPPORTED.*3\.0/)
   const failed = await lab.queue.getJob('future-job')
   t.equal(failed?.attemptsMade, 1, 'not retried')
+})
+
+t.test('GET /v1/dpus lists the DPU whose agent heartbeats, while it runs', async (t) => {
+  const lab = await startAgentLab(t)
+  const ovn = lab.stack.ovn
+  if (!ovn) throw new Error('lab without OVN')
+  const controller = await startController({
+    redisUrl: lab.redisUrl,
+    ovn: sharedCentralProvider({ nb: ovn.nb.unix, sb: lab.sbRemote }),
+    fabric: { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' },
+    reconcileEveryMs: 0,
+    prefix: `${lab.queuePrefix}-controller`,
+  })
+  lab.later(() => controller.close())
+  const operator = 'operator-token-0123456789abcdef'
+  const app = createApp({
+    readiness: {},
+    v1: { client: controller.client, tokens: { operator: [operator], tenants: {} } },
+  })
+  // biome-ignore lint/suspicious/noExplicitAny: response bodies are inspected loosely in tests
+  const dpus = async (): Promise<any[]> => {
+    const res = await app.request('/v1/dpus', { headers: { authorization: `Bearer ${operator}` } })
+    return ((await res.json()) as { items: unknown[] }).items
+  }
+  t.same(await dpus(), [], 'no agent, no DPU')
+
+  const runtime = await startAgentRuntime(lab.config({ protocolVersions: ['1.0'] }))
+  lab.later(() => runtime.stop())
+  const listed = await dpus()
+  t.match(
+    listed,
+    [
+      {
+        id: lab.dpuId,
+        agentVersion: AGENT_VERSION,
+        protocolVersions: ['1.0'],
+        fabricIps: [lab.dpu.encapIp],
+        heartbeatIntervalMs: 1000,
+        observed: { chassis: lab.dpuId },
+      },
+    ],
+    'the DPU as its agent reports it',
+  )
+  t.equal(listed.length, 1, 'and only it')
+  const first = listed[0]?.lastHeartbeat
+  const later = await until(
+    async () => (await dpus())[0]?.lastHeartbeat,
+    (at) => at !== undefined && at !== first,
+    5_000,
+  )
+  t.ok(Date.parse(later) > Date.parse(first), 'the agent keeps beating')
+
+  await runtime.stop()
+  t.same(await dpus(), [], 'a stopped agent is no longer listed')
 })

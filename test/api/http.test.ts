@@ -1,6 +1,5 @@
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
-import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import {
   groupSpec,
   hostSpec,
@@ -144,30 +143,6 @@ t.test('HTTP API against a running pipeline', async (t) => {
     t.same(await names(TENANT_A, '?tenant=tenant-b'), [], "a tenant cannot list another's")
     const hosts = await call('GET', '/v1/managed-resources', { token: TENANT_B })
     t.same(hosts.json.items, [], "a tenant does not list another's hosts")
-  })
-
-  t.test('DPUs are listed from agent heartbeats', async (t) => {
-    await new Heartbeats(p.controller.redis).write(
-      {
-        dpuId: 'dpu-9',
-        agentVersion: '0.1.0',
-        protocolVersions: ['1.0'],
-        fabricIps: ['172.18.0.99'],
-        at: new Date().toISOString(),
-        intervalMs: 1000,
-        observed: {
-          chassis: 'dpu-9',
-          bridges: ['br-int'],
-          ovnRemote: null,
-          ovnController: { running: true, connected: true },
-          boundPorts: [],
-          relays: [],
-        },
-      },
-      60_000,
-    )
-    const res = await call('GET', '/v1/dpus')
-    t.match(res.json.items, [{ id: 'dpu-9', agentVersion: '0.1.0', fabricIps: ['172.18.0.99'] }])
   })
 
   t.test('public IPs: register, read, list, refuse removal while allocated', async (t) => {

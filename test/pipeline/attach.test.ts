@@ -1,4 +1,5 @@
 import t from 'tap'
+import { topologyNames } from '../../lib/ovn/index.ts'
 import { ValidationError } from '../../queues/producer.ts'
 import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
 
@@ -53,12 +54,29 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
   })
   t.equal(agent2.jobs.length, 1, 'dpu-2 got exactly one job')
 
-  const rows = await p.ownedRows()
-  t.ok(
-    rows.includes('Logical_Switch_Port 6') || rows.some((r) => r.startsWith('Logical_Switch_Port')),
-    'host ports are in NB',
+  // Each host has its own port, locked to its MAC and address…
+  for (const [name, entry] of [
+    ['host-1', '52:54:00:00:05:01 10.10.10.2'],
+    ['host-2', '52:54:00:00:05:02 10.10.10.50'],
+  ] as const) {
+    t.same(
+      await p.switchPort(topologyNames.hostPort('group-a', name)),
+      { addresses: [entry], portSecurity: [entry] },
+      `${name}'s port carries addresses and port_security ${entry}`,
+    )
+  }
+  // …and its DPU's gateway router SNATs the subnet to the NAT IP; only the FabricAccess
+  // host is reachable from the fabric, through the NAT IP.
+  t.same(
+    await p.natRules(topologyNames.gatewayRouter('group-a', 'dpu-1')),
+    ['dnat_and_snat 172.18.0.111 10.10.10.2', 'snat 172.18.0.111 10.10.10.0/24'],
+    'host-1 (FabricAccess): NAT IP <-> host IP on dpu-1',
   )
-  t.match(rows.join('\n'), /NAT \d+/, 'NAT rules for FabricAccess and SNAT are in NB')
+  t.same(
+    await p.natRules(topologyNames.gatewayRouter('group-a', 'dpu-2')),
+    ['snat 172.18.0.112 10.10.10.0/24'],
+    'host-2 (None): no inbound NAT on dpu-2',
+  )
 
   await p.client.deleteHost('host-2')
   const detached = await until(
@@ -66,7 +84,12 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
     (h) => h === undefined,
   )
   t.equal(detached, undefined, 'host-2 is gone once isolated')
-  t.notMatch(await p.nbctl('lsp-list', 'hz-group-a-ls'), /host-2/, 'its port left NB')
+  t.equal(
+    await p.switchPort(topologyNames.hostPort('group-a', 'host-2')),
+    undefined,
+    'its port left NB',
+  )
+  t.ok(await p.switchPort(topologyNames.hostPort('group-a', 'host-1')), 'host-1 keeps its port')
   t.ok(
     agent2.jobs.some((j) => j.name === 'isolate'),
     'its agent was asked to isolate it',
@@ -93,6 +116,32 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
     undefined,
     'every address was released',
   )
+})
+
+t.test('host.attach configures each DPU in the newest protocol its agent advertises', async (t) => {
+  const p = await startPipeline(t)
+  const cases = [
+    { dpu: 'dpu-old', advertises: ['1.0'], speaks: '1.0' },
+    { dpu: 'dpu-new', advertises: ['1.0', '2.0'], speaks: '2.0' },
+    { dpu: 'dpu-silent', advertises: undefined, speaks: '1.0' },
+  ]
+  const agents = await Promise.all(
+    cases.map((c) => p.agent(c.dpu, c.advertises ? { protocolVersions: c.advertises } : {})),
+  )
+  await p.client.applyGroup('group-v', groupSpec())
+  for (const [i, c] of cases.entries()) {
+    await p.client.applyHost(`host-${c.dpu}`, hostSpec('group-v', c.dpu, i + 1))
+  }
+  for (const [i, c] of cases.entries()) {
+    const host = await until(
+      () => p.controller.store.getHost(`host-${c.dpu}`),
+      (h) => h?.status.phase === 'Ready',
+    )
+    const label = `agent advertising ${c.advertises?.join(', ') ?? 'nothing'}`
+    t.equal(host?.status.phase, 'Ready', `${label}: host Ready`)
+    const configure = agents[i]?.jobs.find((j) => j.name === 'configure')
+    t.equal(configure?.data.protocolVersion, c.speaks, `${label}: configure in ${c.speaks}`)
+  }
 })
 
 t.test('an agent that does not answer leaves the host Configuring, naming the DPU', async (t) => {
@@ -168,17 +217,40 @@ t.test(
   'a forced detach without the agent: the DPU isolates the host before its next use',
   async (t) => {
     const p = await startPipeline(t)
+    await p.agent('dpu-1')
     await p.client.applyGroup('group-f', groupSpec('tenant-f'))
-    await p.client.applyHost('host-old', hostSpec('group-f', 'dpu-7', 1, { identifier: 'pf0vf1' }))
+    await p.client.applyHost('host-stay', hostSpec('group-f', 'dpu-1', 3))
+    await p.client.applyHost(
+      'host-old',
+      hostSpec('group-f', 'dpu-7', 1, { identifier: 'pf0vf1', hostAccess: 'FabricAccess' }),
+    )
     await until(
       () => p.controller.store.getHost('host-old'),
       (h) => h?.status.phase === 'Configuring',
     )
+    await until(
+      () => p.controller.store.getHost('host-stay'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    const oldPort = topologyNames.hostPort('group-f', 'host-old')
+    t.ok(await p.switchPort(oldPort), 'the unanswered host has its port in NB')
+    t.ok(await p.controller.ipam.lookup('group-f', 'host-old'), 'and an address')
     // The agent is gone; the tenant's host must leave anyway.
     await p.client.deleteHost('host-old', { force: true })
-    await until(
+    const purged = await until(
       () => p.controller.store.getHost('host-old'),
       (h) => h === undefined,
+    )
+    t.equal(purged, undefined, 'the host is purged without an ack')
+    t.equal(await p.switchPort(oldPort), undefined, 'its port left NB')
+    t.same(
+      await p.natRules(topologyNames.gatewayRouter('group-f', 'dpu-7')),
+      [],
+      'no NAT of it remains',
+    )
+    t.ok(
+      await p.switchPort(topologyNames.hostPort('group-f', 'host-stay')),
+      'the other host keeps its port',
     )
     t.match(await p.controller.store.dpuNeedsIsolation('dpu-7'), [
       {
@@ -206,6 +278,43 @@ t.test(
       'the agent was told to isolate the force-detached host',
     )
     t.same(await p.controller.store.dpuNeedsIsolation('dpu-7'), [], 'and the DPU is clean again')
+  },
+)
+
+t.test(
+  'a forced group delete with a host whose agent never answers leaves nothing behind',
+  async (t) => {
+    const p = await startPipeline(t)
+    await p.client.applyGroup('group-g', groupSpec('tenant-g'))
+    await p.client.applyHost(
+      'host-lost',
+      hostSpec('group-g', 'dpu-8', 1, { identifier: 'pf0vf2', hostAccess: 'FabricAccess' }),
+    )
+    await until(
+      () => p.controller.store.getHost('host-lost'),
+      (h) => h?.status.phase === 'Configuring',
+    )
+    const port = topologyNames.hostPort('group-g', 'host-lost')
+    t.ok(await p.switchPort(port), 'the unanswered host has its port in NB')
+    t.ok(await p.controller.ipam.lookup('group-g', 'host-lost'), 'and an address')
+
+    await p.client.deleteGroup('group-g', { force: true })
+    const gone = await until(
+      () => p.controller.store.getGroup('group-g'),
+      (g) => g === undefined,
+    )
+    t.equal(gone, undefined, 'the group is purged without an ack')
+    t.equal(await p.controller.store.getHost('host-lost'), undefined, 'and so is its host')
+    t.equal(await p.switchPort(port), undefined, "the host's port left NB")
+    t.same(await p.ownedRows(), [], 'no Hydrazine row remains in NB')
+    t.equal(await p.controller.ipam.lookup('group-g', 'host-lost'), undefined, 'address released')
+    t.same(await p.controller.ipam.allocations('group-g'), [], 'nothing held in the network')
+    t.equal(await p.controller.ipam.getNetwork('group-g'), undefined, 'the network is gone')
+    t.match(
+      await p.controller.store.dpuNeedsIsolation('dpu-8'),
+      [{ host: 'host-lost', group: 'group-g', logicalPort: port, hostPort: 'pf0vf2' }],
+      'its DPU must isolate it before serving another host',
+    )
   },
 )
 

@@ -3,6 +3,7 @@ import t from 'tap'
 import { createFrrSync } from '../../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
+import { topologyNames } from '../../lib/ovn/index.ts'
 import { startFrrConsumer } from '../../queues/frr.ts'
 import { groupSpec, hostSpec, readyFabricHost, startPipeline, until } from './fixtures.ts'
 
@@ -72,10 +73,15 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
     allocatedTo: 'host-p',
   })
   t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.113', 'FRR has P/32 via the NAT IP')
-  t.match(
-    await p.nbctl('lr-nat-list', 'hz-group-p-dpu-1-gw'),
-    /203\.0\.113\.7\s+10\.10\.10\.2/,
-    'NB DNATs the public IP to the host',
+  const gateway = topologyNames.gatewayRouter('group-p', 'dpu-1')
+  t.same(
+    await p.natRules(gateway),
+    [
+      'dnat 172.18.0.113 10.10.10.2',
+      'dnat_and_snat 203.0.113.7 10.10.10.2',
+      'snat 172.18.0.113 10.10.10.0/24',
+    ],
+    'NB: public IP <-> host, NAT IP -> host, subnet SNAT to the NAT IP',
   )
 
   // Lowering the access releases the public IP: FRR withdraws it, the pool gets it back.
@@ -87,7 +93,7 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
   t.same(lowered?.status.hostAccessIPs, { hostIP: '10.10.10.2' }, 'no fabric or public IP any more')
   t.equal((await frr.table()).get('203.0.113.7/32'), undefined, 'the prefix was withdrawn')
   t.same(await p.client.publicIp('203.0.113.7'), { ip: '203.0.113.7', allocated: false })
-  t.notMatch(await p.nbctl('lr-nat-list', 'hz-group-p-dpu-1-gw'), /203\.0\.113\.7/, 'no DNAT left')
+  t.same(await p.natRules(gateway), ['snat 172.18.0.113 10.10.10.0/24'], 'no DNAT left')
 
   await p.client.applyHost(
     'host-p',

@@ -1,10 +1,17 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { type Job, Worker } from 'bullmq'
+import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import { type Controller, startController } from '../../infra/controller.ts'
-import type { ConfigureAck, IsolateAck } from '../../lib/agent-protocol/index.ts'
+import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
+import {
+  agentQueueName,
+  type ConfigureAck,
+  type Heartbeat,
+  type IsolateAck,
+  parseAgentJob,
+} from '../../lib/agent-protocol/index.ts'
 import { sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
@@ -22,12 +29,25 @@ export interface Pipeline {
   readonly prefix: string
   /** vty socket dir of the private FRR, when started with `frr: true`. */
   readonly frrVtyDir?: string
-  /** Starts an in-process agent for a DPU that answers its queue like the real one. */
-  agent(dpuId: string): Promise<TestAgent>
+  /**
+   * Starts an in-process agent for a DPU that answers its queue like the real one. With
+   * `protocolVersions`, it heartbeats them as the real agent's runtime does and refuses a
+   * job in a major it does not speak; without, it sends no heartbeat (an unknown agent).
+   */
+  agent(dpuId: string, options?: { protocolVersions?: string[] }): Promise<TestAgent>
   /** Hydrazine-owned NB rows, as `table count` lines. */
   ownedRows(): Promise<string[]>
   /** Runs ovn-nbctl against the NB and returns its output. */
   nbctl(...args: string[]): Promise<string>
+  /** A logical switch port as NB holds it, or undefined when NB has no port of that name. */
+  switchPort(name: string): Promise<SwitchPort | undefined>
+  /** The NAT rules of a logical router as `type external_ip logical_ip`, sorted. */
+  natRules(router: string): Promise<string[]>
+}
+
+export interface SwitchPort {
+  readonly addresses: string[]
+  readonly portSecurity: string[]
 }
 
 export interface TestAgent {
@@ -64,13 +84,22 @@ export async function startPipeline(
     redisUrl,
     prefix,
     ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
-    async agent(dpuId) {
+    async agent(dpuId, { protocolVersions } = {}) {
       const jobs: Job[] = []
       const connection = new Redis(redisUrl, { maxRetriesPerRequest: null })
+      const heartbeats = new Heartbeats(connection)
+      if (protocolVersions) await heartbeats.write(heartbeat(dpuId, protocolVersions), 60_000)
       const worker = new Worker(
-        `agent-${dpuId}`,
+        agentQueueName(dpuId),
         async (job) => {
           jobs.push(job)
+          if (protocolVersions) {
+            try {
+              parseAgentJob(job.name, job.data, protocolVersions)
+            } catch (error) {
+              throw new UnrecoverableError(String(error))
+            }
+          }
           return answer(dpuId, job)
         },
         { connection, prefix, concurrency: 8 },
@@ -78,6 +107,7 @@ export async function startPipeline(
       await worker.waitUntilReady()
       const close = async () => {
         await worker.close()
+        if (protocolVersions) await heartbeats.remove(dpuId)
         connection.disconnect()
       }
       t.teardown(close)
@@ -85,6 +115,26 @@ export async function startPipeline(
     },
     async nbctl(...args) {
       return (await run('ovn-nbctl', [`--db=${nb}`, ...args])).stdout
+    },
+    async switchPort(name) {
+      const [row] = await nbFind(
+        nb,
+        'Logical_Switch_Port',
+        ['addresses', 'port_security'],
+        [`name=${name}`],
+      )
+      return row
+        ? { addresses: setOf(row[0]).map(String), portSecurity: setOf(row[1]).map(String) }
+        : undefined
+    },
+    async natRules(router) {
+      const [refs] = await nbFind(nb, 'Logical_Router', ['nat'], [`name=${router}`])
+      const wanted = new Set(setOf(refs?.[0]).map((ref) => String(ref)))
+      const rules = await nbFind(nb, 'NAT', ['_uuid', 'type', 'external_ip', 'logical_ip'], [])
+      return rules
+        .filter(([uuid]) => wanted.has(String(uuid)))
+        .map(([, type, external, logical]) => `${type} ${external} ${logical}`)
+        .sort()
     },
     async ownedRows() {
       const lines: string[] = []
@@ -105,6 +155,39 @@ export async function startPipeline(
   }
 }
 
+/** Rows of `table` matching `conditions` (ovn-nbctl `find` syntax), the given columns each. */
+async function nbFind(
+  nb: string,
+  table: string,
+  columns: string[],
+  conditions: string[],
+): Promise<unknown[][]> {
+  const { stdout } = await run('ovn-nbctl', [
+    `--db=${nb}`,
+    '--format=json',
+    `--columns=${columns.join(',')}`,
+    'find',
+    table,
+    ...conditions,
+  ])
+  return (JSON.parse(stdout) as { data: unknown[][] }).data.map((row) => row.map(atomOf))
+}
+
+/** An OVSDB JSON value without its `uuid` tag: `['uuid', x]` is `x`; sets stay tagged. */
+function atomOf(value: unknown): unknown {
+  if (Array.isArray(value) && value[0] === 'uuid') return value[1]
+  if (Array.isArray(value) && value[0] === 'set')
+    return ['set', (value[1] as unknown[]).map(atomOf)]
+  return value
+}
+
+/** The members of an OVSDB JSON set (a single member is sent bare). */
+function setOf(value: unknown): unknown[] {
+  if (value === undefined) return []
+  if (Array.isArray(value) && value[0] === 'set') return value[1] as unknown[]
+  return [value]
+}
+
 function observed(dpuId: string) {
   return {
     chassis: dpuId,
@@ -113,6 +196,18 @@ function observed(dpuId: string) {
     ovnController: { running: true, connected: true },
     boundPorts: [],
     relays: [],
+  }
+}
+
+function heartbeat(dpuId: string, protocolVersions: string[]): Heartbeat {
+  return {
+    dpuId,
+    agentVersion: '0.0.0-test',
+    protocolVersions,
+    fabricIps: [],
+    at: new Date().toISOString(),
+    intervalMs: 20_000,
+    observed: observed(dpuId),
   }
 }
 

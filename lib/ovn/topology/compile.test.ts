@@ -86,16 +86,6 @@ t.test('transit links are link-local /30s that do not move when another DPU join
 
 const rejects: { name: string; spec: GroupTopologySpec; error: new (...a: never[]) => Error }[] = [
   {
-    name: 'IPv6-only host with FabricAccess',
-    spec: {
-      ...base,
-      cidr: 'fd00::/64',
-      gateway: 'fd00::1',
-      members: [{ ...(base.members[0] as GroupTopologySpec['members'][number]), ip: 'fd00::2' }],
-    },
-    error: Ipv6NatUnsupported,
-  },
-  {
     name: 'host outside the subnet',
     spec: {
       ...base,
@@ -152,21 +142,57 @@ for (const c of rejects) {
   })
 }
 
-t.test('an IPv6 host without NAT is fine', async (t) => {
-  const spec = {
-    ...base,
-    cidr: 'fd00::/64',
-    gateway: 'fd00::1',
-    members: [
-      {
-        ...(base.members[0] as GroupTopologySpec['members'][number]),
-        ip: 'fd00::2',
-        access: 'None' as const,
+const v6: GroupTopologySpec = {
+  ...base,
+  cidr: 'fd00::/64',
+  gateway: 'fd00::1',
+  members: [
+    {
+      ...(base.members[0] as GroupTopologySpec['members'][number]),
+      ip: 'fd00::2',
+      access: 'None',
+    },
+  ],
+}
+
+t.test('an IPv6 host without NAT gets its port, and no NAT or policy names it', async (t) => {
+  const { rows } = compileGroupTopology(v6)
+  const port = rows.find((r) => r.table === 'Logical_Switch_Port' && r.row.name === 'hz-alpha-h1')
+  t.match(
+    port,
+    {
+      row: {
+        addresses: ['0a:00:00:00:00:01 fd00::2'],
+        port_security: ['0a:00:00:00:00:01 fd00::2'],
+        external_ids: { 'hydrazine:host': 'h1', 'hydrazine:dpu': 'dpu-1' },
       },
-    ],
-  }
-  t.ok(compileGroupTopology(spec).rows.some((r) => r.table === 'Logical_Switch_Port'))
+      parent: { table: 'Logical_Switch', key: 'ls', column: 'ports' },
+    },
+    'its port on the group switch, locked to its MAC and IPv6 address',
+  )
+  const namesHost = rows.filter(
+    (r) =>
+      (r.table === 'NAT' || r.table === 'Logical_Router_Policy') &&
+      (r.row.external_ids['hydrazine:host'] === 'h1' || JSON.stringify(r.row).includes('fd00::2')),
+  )
+  t.same(namesHost, [], 'no NAT or reroute policy for the IPv6 host')
 })
+
+for (const access of ['FabricAccess', 'PublicAccess'] as const) {
+  t.test(`an IPv6 host with ${access} is refused, naming the host`, async (t) => {
+    const member = {
+      ...(v6.members[0] as GroupTopologySpec['members'][number]),
+      access,
+      ...(access === 'PublicAccess' ? { publicIp: '203.0.113.7' } : {}),
+    }
+    t.throws(() => compileGroupTopology({ ...v6, members: [member] }), {
+      constructor: Ipv6NatUnsupported,
+      code: 'IPV6_NAT_UNSUPPORTED',
+      host: 'h1',
+      access,
+    })
+  })
+}
 
 t.test("a relay port's addresses: MAC and its subnet address, else MAC only", async (t) => {
   const addressesOf = (relay: NonNullable<GroupTopologySpec['dhcpRelayPorts']>[number]) => {

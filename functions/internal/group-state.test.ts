@@ -1,0 +1,258 @@
+import t from 'tap'
+import type { Ipam } from '../../lib/ipam/index.ts'
+import { compileGroupTopology, topologyNames } from '../../lib/ovn/index.ts'
+import type {
+  HostAccess,
+  ManagedResource,
+  ResourceGroup,
+  ResourceGroupSpec,
+} from '../../lib/state/objects.ts'
+import type { StateStore } from '../../lib/state/store.ts'
+import type { FabricSettings } from './deps.ts'
+import { type GroupState, type MemberState, readGroupState, topologyOf } from './group-state.ts'
+import { relayMacOf, relayOwnerOf } from './network.ts'
+
+const stamp = '2024-01-01T00:00:00.000Z'
+
+function group(extra: Partial<ResourceGroupSpec> = {}): ResourceGroup {
+  return {
+    name: 'group-a',
+    spec: {
+      tenantId: 'tenant-a',
+      network: { cidr: '10.10.10.0/24', gateway: '10.10.10.1' },
+      ...extra,
+    },
+    specVersion: 1,
+    status: {
+      phase: 'Ready',
+      conditions: [],
+      snatIPs: [],
+      managedResourceCount: 0,
+      observedVersion: 1,
+      configsSynced: true,
+    },
+    createdAt: stamp,
+    updatedAt: stamp,
+  }
+}
+
+function host(
+  name: string,
+  dpu: string,
+  access: HostAccess = 'None',
+  ips: string[] = ['172.18.0.10', '172.18.0.110'],
+): ManagedResource {
+  return {
+    name,
+    spec: {
+      resourceGroup: 'group-a',
+      type: 'BareMetal',
+      hostMAC: `52:54:00:00:00:${name.slice(-1).padStart(2, '0')}`,
+      dpu: { id: dpu, ips },
+      hostAccess: access,
+    },
+    specVersion: 1,
+    status: { phase: 'Ready', conditions: [], observedVersion: 1, configsSynced: true },
+    createdAt: stamp,
+    updatedAt: stamp,
+  }
+}
+
+const member = (h: ManagedResource, ip: string, publicIp?: string): MemberState => ({
+  host: h,
+  ip,
+  ...(publicIp ? { publicIp } : {}),
+})
+
+function state(
+  members: MemberState[],
+  extra: { group?: ResourceGroup; relayIps?: [string, string][] } = {},
+): GroupState {
+  return {
+    group: extra.group ?? group(),
+    members,
+    relayIps: new Map(extra.relayIps ?? []),
+    staleRelayOwners: [],
+  }
+}
+
+const fabric: FabricSettings = {
+  dummyIp: '172.18.0.254/24',
+  gateway: '172.18.0.1',
+  physicalNetwork: 'fabric-net',
+}
+
+t.test('topologyOf: the group network and the fabric settings', async (t) => {
+  const spec = topologyOf(state([]), fabric)
+  t.same(spec, {
+    name: 'group-a',
+    cidr: '10.10.10.0/24',
+    gateway: '10.10.10.1',
+    dummyFabricIp: '172.18.0.254/24',
+    fabricGatewayIp: '172.18.0.1',
+    physicalNetwork: 'fabric-net',
+    members: [],
+  })
+  const noGateway = topologyOf(state([]), { dummyIp: '172.18.0.254/24', physicalNetwork: 'p' })
+  t.notOk('fabricGatewayIp' in noGateway, 'no fabric gateway unless configured')
+})
+
+t.test('topologyOf: one member per host, named by topologyNames', async (t) => {
+  const h1 = host('host-1', 'dpu-1', 'FabricAccess')
+  const h2 = host('host-2', 'dpu-2', 'None', ['172.18.0.12'])
+  const spec = topologyOf(state([member(h1, '10.10.10.2'), member(h2, '10.10.10.50')]), fabric)
+  t.same(spec.members, [
+    {
+      hostName: 'host-1',
+      logicalPort: topologyNames.hostPort('group-a', 'host-1'),
+      mac: '52:54:00:00:00:01',
+      ip: '10.10.10.2',
+      dpu: { id: 'dpu-1', natIp: '172.18.0.110' },
+      access: 'FabricAccess',
+    },
+    {
+      hostName: 'host-2',
+      logicalPort: topologyNames.hostPort('group-a', 'host-2'),
+      mac: '52:54:00:00:00:02',
+      ip: '10.10.10.50',
+      dpu: { id: 'dpu-2' },
+      access: 'None',
+    },
+  ])
+})
+
+t.test('topologyOf: access levels, and a public IP only with PublicAccess', async (t) => {
+  const cases: {
+    access: HostAccess
+    publicIp?: string
+    expected: { access: HostAccess; publicIp?: string }
+  }[] = [
+    { access: 'None', expected: { access: 'None' } },
+    { access: 'None', publicIp: '203.0.113.7', expected: { access: 'None' } },
+    { access: 'FabricAccess', expected: { access: 'FabricAccess' } },
+    { access: 'FabricAccess', publicIp: '203.0.113.7', expected: { access: 'FabricAccess' } },
+    { access: 'PublicAccess', expected: { access: 'PublicAccess' } },
+    {
+      access: 'PublicAccess',
+      publicIp: '203.0.113.7',
+      expected: { access: 'PublicAccess', publicIp: '203.0.113.7' },
+    },
+  ]
+  for (const c of cases) {
+    const [m] = topologyOf(
+      state([member(host('host-1', 'dpu-1', c.access), '10.10.10.2', c.publicIp)]),
+      fabric,
+    ).members
+    const label = `${c.access} ${c.publicIp ? 'holding' : 'without'} a public IP`
+    t.equal(m?.access, c.expected.access, `${label}: access`)
+    t.equal(m?.publicIp, c.expected.publicIp, `${label}: public IP`)
+    t.equal(m && 'publicIp' in m, c.expected.publicIp !== undefined, `${label}: publicIp key`)
+  }
+})
+
+t.test('topologyOf: relay ports only with a DHCP server, one per DPU in use', async (t) => {
+  const members = [
+    member(host('host-1', 'dpu-2'), '10.10.10.2'),
+    member(host('host-2', 'dpu-1'), '10.10.10.3'),
+    member(host('host-3', 'dpu-2'), '10.10.10.4'),
+  ]
+  const relayIps: [string, string][] = [
+    ['dpu-1', '10.10.10.250'],
+    ['dpu-9', '10.10.10.249'],
+  ]
+  const cases: {
+    name: string
+    group: ResourceGroup
+    members: MemberState[]
+    relays: { dpuId: string; ip?: string }[] | undefined
+  }[] = [
+    { name: 'no DHCP server: no relay', group: group(), members, relays: undefined },
+    {
+      name: 'DHCP server, no member: no relay',
+      group: group({ dhcpServer: '172.18.0.53' }),
+      members: [],
+      relays: [],
+    },
+    {
+      name: 'DHCP server: one per DPU with a member, sorted; address when reserved',
+      group: group({ dhcpServer: '172.18.0.53' }),
+      members,
+      relays: [{ dpuId: 'dpu-1', ip: '10.10.10.250' }, { dpuId: 'dpu-2' }],
+    },
+  ]
+  for (const c of cases) {
+    const spec = topologyOf(state(c.members, { group: c.group, relayIps }), fabric)
+    t.same(
+      spec.dhcpRelayPorts,
+      c.relays?.map((r) => ({
+        dpuId: r.dpuId,
+        portName: topologyNames.relayPort('group-a', r.dpuId),
+        mac: relayMacOf('group-a', r.dpuId),
+        ...(r.ip ? { ip: r.ip } : {}),
+      })),
+      c.name,
+    )
+  }
+})
+
+t.test('topologyOf: what it returns compiles into the host ports and NAT', async (t) => {
+  const h1 = host('host-1', 'dpu-1', 'PublicAccess')
+  const { rows } = compileGroupTopology(
+    topologyOf(state([member(h1, '10.10.10.2', '203.0.113.7')]), fabric),
+  )
+  const nat = rows.flatMap((r) =>
+    r.table === 'NAT' ? [`${r.row.type} ${r.row.external_ip} ${r.row.logical_ip}`] : [],
+  )
+  t.same(nat.sort(), [
+    'dnat 172.18.0.110 10.10.10.2',
+    'dnat_and_snat 203.0.113.7 10.10.10.2',
+    'snat 172.18.0.110 10.10.10.0/24',
+  ])
+  t.ok(
+    rows.some(
+      (r) =>
+        r.table === 'Logical_Switch_Port' &&
+        r.row.name === topologyNames.hostPort('group-a', 'host-1'),
+    ),
+    "the host's port",
+  )
+})
+
+t.test('readGroupState: live members with addresses; relays kept or stale', async (t) => {
+  const hosts = [
+    host('host-1', 'dpu-1', 'PublicAccess'),
+    { ...host('host-2', 'dpu-2'), deletion: { requestedAt: stamp, force: false } },
+    host('host-3', 'dpu-3'),
+    host('host-4', 'dpu-1'),
+  ]
+  const store = {
+    getGroup: async (name: string) => (name === 'group-a' ? group() : undefined),
+    listHosts: async () => hosts,
+  } as unknown as StateStore
+  const ipam = {
+    allocations: async () => [
+      { owner: 'host-1', ip: '10.10.10.2' },
+      { owner: 'host-2', ip: '10.10.10.3' },
+      { owner: 'host-4', ip: '10.10.10.5' },
+      { owner: relayOwnerOf('dpu-1'), ip: '10.10.10.250' },
+      { owner: relayOwnerOf('dpu-2'), ip: '10.10.10.251' },
+    ],
+    listPublicIps: async () => [
+      { ip: '203.0.113.7', allocated: true, allocatedTo: 'host-1' },
+      { ip: '203.0.113.8', allocated: false },
+    ],
+  } as unknown as Ipam
+
+  t.equal(await readGroupState({ store, ipam }, 'group-b'), undefined, 'no such group')
+  const read = await readGroupState({ store, ipam }, 'group-a')
+  t.same(
+    read?.members.map((m) => [m.host.name, m.ip, m.publicIp]),
+    [
+      ['host-1', '10.10.10.2', '203.0.113.7'],
+      ['host-4', '10.10.10.5', undefined],
+    ],
+    'without the host being deleted (host-2) or holding no address yet (host-3)',
+  )
+  t.same([...(read?.relayIps ?? [])], [['dpu-1', '10.10.10.250']], 'relay of a DPU in use')
+  t.same(read?.staleRelayOwners, [relayOwnerOf('dpu-2')], 'relay of a DPU no member uses')
+})
