@@ -13,6 +13,7 @@ export const ERROR_CLASS_BY_CODE: Readonly<Record<string, ErrorClass>> = {
   IPAM_INVALID: 'invalid',
   NOT_IN_SUBNET: 'invalid',
   FORBIDDEN: 'forbidden',
+  NAME_TAKEN: 'conflict',
   NOT_FOUND: 'not-found',
   CONFLICT: 'conflict',
   ADDRESS_IN_USE: 'conflict',
@@ -37,6 +38,16 @@ export interface ClassifiedError {
 export class ForbiddenError extends HydrazineError {
   constructor(message = 'only an operator token may do this') {
     super('FORBIDDEN', message)
+  }
+}
+
+/**
+ * A tenant asked for a name another tenant holds. Names are global (like DNS names): the
+ * answer says only that the name is taken — never by whom, nor anything of the object.
+ */
+export class NameTaken extends HydrazineError {
+  constructor(kind: string, name: string) {
+    super('NAME_TAKEN', `the ${kind} name ${name} is not available; choose another`)
   }
 }
 

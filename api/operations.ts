@@ -10,7 +10,7 @@
  */
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import type { PublicIpStatus } from '../lib/ipam/index.ts'
-import type { ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
+import type { Dpu, DpuSpec, ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
 import {
   type Accepted,
   type HydrazineClient,
@@ -18,7 +18,7 @@ import {
   ValidationError,
 } from '../queues/producer.ts'
 import { type Principal, tenantOf } from './auth.ts'
-import { ForbiddenError } from './errors.ts'
+import { ForbiddenError, NameTaken } from './errors.ts'
 
 /** What the operations need from the rest of Hydrazine: its client, nothing else. */
 export interface OperationsDeps {
@@ -37,7 +37,31 @@ export interface OperationsDeps {
     | 'listGroups'
     | 'listHosts'
     | 'listDpus'
+    | 'getDpu'
+    | 'applyDpu'
+    | 'deleteDpu'
+    | 'listHeartbeats'
+    | 'dpuHostNames'
   >
+}
+
+/**
+ * A DPU as the API shows it: its inventory entry (absent for a DPU whose agent reports
+ * before the operator added it) and what its agent last reported (absent while silent).
+ */
+export interface DpuView {
+  readonly id: string
+  readonly spec?: DpuSpec
+  readonly specVersion?: number
+  /** The live hosts it serves. */
+  readonly hosts: readonly string[]
+  readonly agent?: {
+    readonly version: string
+    readonly protocolVersions: readonly string[]
+    readonly lastHeartbeat: string
+    readonly heartbeatIntervalMs: number
+    readonly observed: Heartbeat['observed']
+  }
 }
 
 /** Every operation, as one principal may do it. */
@@ -54,8 +78,15 @@ export interface Operations {
   getPublicIp(ip: string): Promise<PublicIpStatus>
   listPublicIps(): Promise<PublicIpStatus[]>
   unregisterPublicIp(ip: string): Promise<void>
-  /** DPUs whose agents report: operators only. */
-  listDpus(): Promise<Heartbeat[]>
+  /** The inventory with each DPU's agent report: all for an operator, its own for a tenant. */
+  listDpus(): Promise<DpuView[]>
+  getDpu(id: string): Promise<DpuView>
+  /** Operators only. */
+  applyDpu(
+    id: string,
+    spec: Record<string, unknown>,
+  ): Promise<{ object: DpuView; changed: boolean }>
+  deleteDpu(id: string): Promise<void>
   /** The group as this caller may see it: undefined when missing or another tenant's. */
   visibleGroup(name: string): Promise<ResourceGroup | undefined>
   /** The host as this caller may see it: undefined when missing or in another tenant's group. */
@@ -69,6 +100,27 @@ export interface Operations {
  */
 export function createOperations(deps: OperationsDeps): (principal: Principal) => Operations {
   const { client } = deps
+
+  const dpuView = async (
+    id: string,
+    dpu: Dpu | undefined,
+    beat: Heartbeat | undefined,
+  ): Promise<DpuView> => ({
+    id,
+    ...(dpu ? { spec: dpu.spec, specVersion: dpu.specVersion } : {}),
+    hosts: dpu ? (await client.dpuHostNames(id)).sort() : [],
+    ...(beat
+      ? {
+          agent: {
+            version: beat.agentVersion,
+            protocolVersions: beat.protocolVersions,
+            lastHeartbeat: beat.at,
+            heartbeatIntervalMs: beat.intervalMs,
+            observed: beat.observed,
+          },
+        }
+      : {}),
+  })
 
   return function operationsFor(principal) {
     const tenant = tenantOf(principal)
@@ -98,9 +150,8 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
             throw new ForbiddenError(`a ${tenant} token cannot write for ${spec.tenantId}`)
           }
           const existing = await client.getGroup(name)
-          if (existing && existing.spec.tenantId !== tenant) {
-            throw new NotFoundError('resource group', name)
-          }
+          if (existing && existing.spec.tenantId !== tenant)
+            throw new NameTaken('resource group', name)
         }
         return client.applyGroup(name, spec)
       },
@@ -127,9 +178,7 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       async applyHost(name, spec) {
         if (tenant !== undefined) {
           const existing = await client.getHost(name)
-          if (existing && !(await visibleHost(name))) {
-            throw new NotFoundError('managed resource', name)
-          }
+          if (existing && !(await visibleHost(name))) throw new NameTaken('managed resource', name)
           // Another tenant's group looks exactly like one that does not exist.
           if (typeof spec.resourceGroup === 'string' && !(await visibleGroup(spec.resourceGroup))) {
             throw new ValidationError([
@@ -140,7 +189,9 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
             ])
           }
         }
-        return client.applyHost(name, spec)
+        return client.applyHost(name, spec, {
+          caller: tenant ? { kind: 'tenant', tenant } : { kind: 'operator' },
+        })
       },
 
       async getHost(name) {
@@ -180,8 +231,37 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
         await client.unregisterPublicIp(ip)
       },
       async listDpus() {
+        const [dpus, beats] = await Promise.all([
+          client.listDpus(tenant ? { tenant } : {}),
+          client.listHeartbeats(),
+        ])
+        const beatOf = new Map(beats.map((b) => [b.dpuId, b]))
+        const views = await Promise.all(dpus.map((d) => dpuView(d.name, d, beatOf.get(d.name))))
+        if (tenant === undefined) {
+          // Agents that report before the operator added their DPU.
+          const known = new Set(dpus.map((d) => d.name))
+          for (const beat of beats) {
+            if (!known.has(beat.dpuId)) views.push(await dpuView(beat.dpuId, undefined, beat))
+          }
+        }
+        return views.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      },
+      async getDpu(id) {
+        const dpu = await client.getDpu(id)
+        const beat = (await client.listHeartbeats()).find((b) => b.dpuId === id)
+        if (tenant !== undefined && dpu?.spec.tenantId !== tenant)
+          throw new NotFoundError('DPU', id)
+        if (!dpu && !beat) throw new NotFoundError('DPU', id)
+        return dpuView(id, dpu, beat)
+      },
+      async applyDpu(id, spec) {
         operatorOnly()
-        return client.listDpus()
+        const { object, changed } = await client.applyDpu(id, spec)
+        return { object: await dpuView(id, object, undefined), changed }
+      },
+      async deleteDpu(id) {
+        operatorOnly()
+        await client.deleteDpu(id)
       },
     }
   }

@@ -5,7 +5,7 @@ import { setCondition } from '../lib/state/objects.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
 import { parsePayload } from './internal/job.ts'
-import { networkSpecOf } from './internal/network.ts'
+import { networkSpecOf, relayPortNameOf } from './internal/network.ts'
 import { groupFailed, setGroupStatus } from './internal/status.ts'
 
 export interface GroupCreateResult {
@@ -44,6 +44,7 @@ export function createGroupCreate(deps: Pick<HandlerDeps, 'store' | 'ipam' | 'gr
       ),
     )
     const { endpoints, state, result } = await deps.groups.apply(name)
+    const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(name) : undefined
 
     await setGroupStatus(
       deps,
@@ -63,6 +64,7 @@ export function createGroupCreate(deps: Pick<HandlerDeps, 'store' | 'ipam' | 'gr
           ovnService: endpoints.service,
           logicalNetwork: topologyNames.switch(name),
         },
+        ...(relayId !== undefined ? { dhcpCircuitId: relayPortNameOf(relayId) } : {}),
         observedVersion: group.specVersion,
         configsSynced: true,
       }),

@@ -135,6 +135,6 @@ async function releaseWhenIsolated(
   await deps.ipam.releasePublicIp(host.name)
   const releasedIp = (await deps.ipam.release(spec.resourceGroup, host.name)) ?? null
   deps.checkpoint('detach:released')
-  await deps.store.purgeHost(host.name, spec.resourceGroup)
+  await deps.store.purgeHost(host.name, spec.resourceGroup, spec.dpu.id)
   return { host: host.name, phase: 'Isolated', agentAcked: acked, releasedIp }
 }

@@ -22,6 +22,8 @@ export interface ControllerOptions {
   readonly redisUrl: string
   readonly ovn: OvnCentralProvider
   readonly fabric: FabricSettings
+  /** The DHCP servers a group may relay to (default none). */
+  readonly dhcpServers?: readonly string[]
   /** Jobs handled at once by this process (default 16). */
   readonly concurrency?: number
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
@@ -90,7 +92,14 @@ export async function startController(options: ControllerOptions): Promise<Contr
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
     ...(options.lockDurationMs !== undefined ? { lockDurationMs: options.lockDurationMs } : {}),
   })
-  const client = new HydrazineClient({ store, queue: workers.queue, ipam, heartbeats, changes })
+  const client = new HydrazineClient({
+    store,
+    queue: workers.queue,
+    ipam,
+    heartbeats,
+    changes,
+    policy: { dhcpServers: options.dhcpServers ?? [] },
+  })
 
   return {
     client,

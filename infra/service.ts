@@ -54,6 +54,7 @@ export async function startService(
     redisUrl: endpoints.redisUrl,
     ovn: sharedCentralProvider(endpoints.ovn),
     fabric: config.fabric,
+    dhcpServers: config.dhcpServers,
     logger,
   })
   const { client } = controller

@@ -14,13 +14,16 @@ import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
 import { type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
 import type { ChangeFeed, ChangeListener } from '../lib/state/changes.ts'
 import {
+  type Dpu,
+  DpuSpec,
   type ManagedResource,
-  ManagedResourceSpec,
+  ManagedResourceRequest,
   PublicIpSpec,
   type ResourceGroup,
   ResourceGroupSpec,
   Rfc1123Label,
 } from '../lib/state/objects.ts'
+import { type Caller, placeHost } from '../lib/state/placement.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 
 /** The request is malformed; `issues` names every bad field (HTTP 400). */
@@ -45,6 +48,16 @@ export interface Accepted<T> {
   /** The job that converges it; absent when nothing changed and nothing was enqueued. */
   readonly jobId?: string
 }
+
+export type { Caller }
+
+/** The operator's rules every request is held to. */
+export interface ClientPolicy {
+  /** The DHCP servers a group may relay to (`HYDRAZINE_DHCP_SERVERS`). */
+  readonly dhcpServers: readonly string[]
+}
+
+const OPERATOR: Caller = { kind: 'operator' }
 
 const JOB_OPTIONS: JobsOptions = {
   attempts: 12,
@@ -85,6 +98,7 @@ export class HydrazineClient {
   private readonly ipam: Ipam
   private readonly heartbeats: Heartbeats
   private readonly changes: ChangeFeed
+  private readonly policy: ClientPolicy
 
   constructor(deps: {
     readonly store: StateStore
@@ -92,7 +106,9 @@ export class HydrazineClient {
     readonly ipam: Ipam
     readonly heartbeats: Heartbeats
     readonly changes: ChangeFeed
+    readonly policy?: ClientPolicy
   }) {
+    this.policy = deps.policy ?? { dhcpServers: [] }
     this.store = deps.store
     this.queue = deps.queue
     this.ipam = deps.ipam
@@ -111,6 +127,17 @@ export class HydrazineClient {
   async applyGroup(name: string, spec: unknown): Promise<Accepted<ResourceGroup>> {
     validate(Rfc1123Label, name, 'name')
     const valid = validate(ResourceGroupSpec, spec)
+    if (valid.dhcpServer !== undefined && !this.policy.dhcpServers.includes(valid.dhcpServer)) {
+      throw new ValidationError([
+        {
+          path: 'dhcpServer',
+          message:
+            this.policy.dhcpServers.length === 0
+              ? 'no DHCP servers are configured for relaying (HYDRAZINE_DHCP_SERVERS)'
+              : `must be one of the operator's DHCP servers: ${this.policy.dhcpServers.join(', ')}`,
+        },
+      ])
+    }
     const { changed, object } = await this.store.putGroup(name, valid)
     if (!changed) return { object }
     const id = await this.#enqueue('group.create', name, object.specVersion, {
@@ -139,26 +166,53 @@ export class HydrazineClient {
     return { object, jobId: id }
   }
 
-  /** Creates or updates a ManagedResource (a host); enqueues `host.attach` when it changed. */
-  async applyHost(name: string, spec: unknown): Promise<Accepted<ManagedResource>> {
+  /**
+   * Creates or updates a ManagedResource (a host); enqueues `host.attach` when it changed.
+   * The host is placed on its DPU from the operator's inventory (`placeHost`): a tenant
+   * names only an assigned DPU and one of its host ports.
+   */
+  async applyHost(
+    name: string,
+    spec: unknown,
+    options: { caller?: Caller } = {},
+  ): Promise<Accepted<ManagedResource>> {
     validate(Rfc1123Label, name, 'name')
-    const valid = validate(ManagedResourceSpec, spec)
-    const group = await this.store.getGroup(valid.resourceGroup)
-    if (!group) {
+    const request = validate(ManagedResourceRequest, spec)
+    const caller = options.caller ?? OPERATOR
+    const group = await this.store.getGroup(request.resourceGroup)
+    if (!group || (caller.kind === 'tenant' && group.spec.tenantId !== caller.tenant)) {
       throw new ValidationError([
-        { path: 'resourceGroup', message: `resource group ${valid.resourceGroup} does not exist` },
+        {
+          path: 'resourceGroup',
+          message: `resource group ${request.resourceGroup} does not exist`,
+        },
       ])
     }
     if (group.deletion) {
       throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
     }
-    const { changed, object } = await this.store.putHost(name, valid)
-    if (!changed) return { object }
-    const id = await this.#enqueue('host.attach', name, object.specVersion, {
-      host: name,
-      specVersion: object.specVersion,
-    })
-    return { object, jobId: id }
+    // The DPU may change between the read and the write: the store refuses a spec placed
+    // against an older inventory entry, and the request is placed again.
+    for (let attempt = 1; ; attempt++) {
+      let dpu = await this.store.getDpu(request.dpu.id)
+      const placed = placeHost(request, group, dpu, caller)
+      if (!placed.ok) throw new ValidationError(placed.issues)
+      if (placed.dpuChange) dpu = (await this.store.putDpu(request.dpu.id, placed.dpuChange)).object
+      if (!dpu) throw new Error(`DPU ${request.dpu.id} vanished while being placed`)
+      try {
+        const { changed, object } = await this.store.putHost(name, placed.spec, dpu.specVersion)
+        if (!changed) return { object }
+        const id = await this.#enqueue('host.attach', name, object.specVersion, {
+          host: name,
+          specVersion: object.specVersion,
+        })
+        return { object, jobId: id }
+      } catch (error) {
+        if (!(error instanceof StoreConflict && error.reason === 'Changed') || attempt >= 5) {
+          throw error
+        }
+      }
+    }
   }
 
   /** Detaches a host; it is isolated before its addresses are released. */
@@ -179,6 +233,40 @@ export class HydrazineClient {
       force,
     })
     return { object, jobId: id }
+  }
+
+  /** Adds or changes a DPU in the operator's inventory (operators only). */
+  async applyDpu(id: string, spec: unknown): Promise<{ object: Dpu; changed: boolean }> {
+    validate(Rfc1123Label, id, 'id')
+    const valid = validate(DpuSpec, spec)
+    const { changed, object } = await this.store.putDpu(id, valid)
+    return { object, changed }
+  }
+
+  /** Removes a DPU from the inventory; refused (409) while it serves a host. */
+  async deleteDpu(id: string): Promise<void> {
+    validate(Rfc1123Label, id, 'id')
+    if (!(await this.store.getDpu(id))) throw new NotFoundError('DPU', id)
+    await this.store.deleteDpu(id)
+  }
+
+  getDpu(id: string): Promise<Dpu | undefined> {
+    return this.store.getDpu(id)
+  }
+
+  /** DPUs in the inventory, all or those assigned to one tenant. */
+  listDpus(filter: { tenant?: string } = {}): Promise<Dpu[]> {
+    return this.store.listDpus(filter)
+  }
+
+  /** The live hosts a DPU serves. */
+  dpuHostNames(id: string): Promise<string[]> {
+    return this.store.dpuHostNames(id)
+  }
+
+  /** The heartbeats of the DPUs whose agents report, sorted by id. */
+  listHeartbeats(): Promise<Heartbeat[]> {
+    return this.heartbeats.list()
   }
 
   /** Registers a public IP in the operator's pool (idempotent). */
@@ -229,11 +317,6 @@ export class HydrazineClient {
   }
   listHosts(filter: { resourceGroup?: string } = {}): Promise<ManagedResource[]> {
     return this.store.listHosts(filter)
-  }
-
-  /** The DPUs whose agents report (a live heartbeat), sorted by id. */
-  listDpus(): Promise<Heartbeat[]> {
-    return this.heartbeats.list()
   }
 
   /**

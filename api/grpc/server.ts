@@ -19,6 +19,10 @@
 import * as grpc from '@grpc/grpc-js'
 import type { PublicIpStatus } from '../../lib/ipam/index.ts'
 import type { Kind } from '../../lib/state/store.ts'
+
+/** The kinds a Watch streams. */
+type WatchedKind = Exclude<Kind, 'dpu'>
+
 import type { ApplyRequest__Output } from '../../proto/gen/hydrazine/v1/ApplyRequest.ts'
 import type { ApplyResponse } from '../../proto/gen/hydrazine/v1/ApplyResponse.ts'
 import type { ObjectEvent } from '../../proto/gen/hydrazine/v1/ObjectEvent.ts'
@@ -125,7 +129,7 @@ function publicIp(status: PublicIpStatus): PublicIp {
   }
 }
 
-const KIND_TO_PROTO: Readonly<Record<Kind, ObjectKind__Output>> = {
+const KIND_TO_PROTO: Readonly<Record<WatchedKind, ObjectKind__Output>> = {
   rg: 'RESOURCE_GROUP',
   mr: 'MANAGED_RESOURCE',
 }
@@ -201,6 +205,16 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
       return {}
     }),
 
+    ApplyDpu: unary(async (ops, r: ApplyRequest__Output) => ({
+      objectJson: JSON.stringify((await ops.applyDpu(r.name, specObject(r.specJson))).object),
+    })),
+    GetDpu: unary(async (ops, r) => ({ objectJson: JSON.stringify(await ops.getDpu(r.name)) })),
+    ListDpus: unary(async (ops) => list(await ops.listDpus())),
+    DeleteDpu: unary(async (ops, r) => {
+      await ops.deleteDpu(r.name)
+      return {}
+    }),
+
     Watch: function watch(call: grpc.ServerWritableStream<WatchRequest__Output, ObjectEvent>) {
       const principal = principalOf(call.metadata)
       if (!principal) {
@@ -219,7 +233,7 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     onEnd: () => void,
   ): () => void {
     const { kind, name } = call.request
-    const wants = (k: Kind, n: string) =>
+    const wants = (k: WatchedKind, n: string) =>
       (!kind || kind === 'OBJECT_KIND_UNSPECIFIED' || kind === KIND_TO_PROTO[k]) &&
       (!name || name === n)
     // The JSON last sent per `kind/name`: repeats are skipped, and only objects this
@@ -238,7 +252,7 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
       else if (!call.cancelled) call.end()
     }
 
-    const send = async (k: Kind, n: string) => {
+    const send = async (k: WatchedKind, n: string) => {
       const object = k === 'rg' ? await ops.visibleGroup(n) : await ops.visibleHost(n)
       if (ended) return
       const key = `${k}/${n}`
@@ -252,14 +266,16 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
       }
     }
     // One at a time, in the order announced, so that events follow the changes.
-    const later = (k: Kind, n: string) => {
+    const later = (k: WatchedKind, n: string) => {
       if (ended || !wants(k, n)) return
       queue = queue.then(() => send(k, n)).catch((error: unknown) => end(failure(error)))
     }
     call.on('cancelled', () => end())
 
     deps.client
-      .watchChanges((change) => later(change.kind, change.name))
+      .watchChanges((change) => {
+        if (change.kind !== 'dpu') later(change.kind, change.name)
+      })
       .then(async (stop) => {
         unsubscribe = stop
         if (ended) stop()

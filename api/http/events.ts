@@ -6,7 +6,8 @@
  * - `X-Hydrazine-Timestamp: <unix seconds>` — refused when more than 5 minutes off;
  * - the event `id` is remembered for a day, so a redelivery does nothing twice.
  *
- * An event becomes the same producer call as the matching REST request.
+ * An event becomes the same producer call as the matching REST request (made as an
+ * operator: Carbide also keeps the DPU inventory, `dpu.applied` / `dpu.deleted`).
  *
  * @example
  * { "type": "resource-group.applied", "id": "evt-1", "name": "group-a",
@@ -30,6 +31,8 @@ export interface EventsDeps {
     | 'deleteHost'
     | 'rememberDelivery'
     | 'forgetDelivery'
+    | 'applyDpu'
+    | 'deleteDpu'
   >
   /** Milliseconds since the epoch; tests move it. */
   readonly now?: () => number
@@ -45,13 +48,13 @@ const Name = v.pipe(v.string(), v.minLength(1), v.maxLength(63))
 
 export const CarbideEvent = v.variant('type', [
   v.object({
-    type: v.picklist(['resource-group.applied', 'managed-resource.applied']),
+    type: v.picklist(['resource-group.applied', 'managed-resource.applied', 'dpu.applied']),
     id: Id,
     name: Name,
     spec: v.record(v.string(), v.unknown()),
   }),
   v.object({
-    type: v.picklist(['resource-group.deleted', 'managed-resource.deleted']),
+    type: v.picklist(['resource-group.deleted', 'managed-resource.deleted', 'dpu.deleted']),
     id: Id,
     name: Name,
     force: v.optional(v.boolean()),
@@ -138,7 +141,14 @@ export function eventRoutes(deps: EventsDeps): Hono {
   return app
 }
 
-function apply(client: EventsDeps['client'], event: CarbideEvent) {
+/**
+ * The producer call an event stands for. Carbide is trusted as an operator is: its DPU
+ * events feed the inventory.
+ */
+async function apply(
+  client: EventsDeps['client'],
+  event: CarbideEvent,
+): Promise<{ object: unknown; jobId?: string }> {
   switch (event.type) {
     case 'resource-group.applied':
       return client.applyGroup(event.name, event.spec)
@@ -148,5 +158,10 @@ function apply(client: EventsDeps['client'], event: CarbideEvent) {
       return client.deleteGroup(event.name, { force: event.force ?? false })
     case 'managed-resource.deleted':
       return client.deleteHost(event.name, { force: event.force ?? false })
+    case 'dpu.applied':
+      return { object: (await client.applyDpu(event.name, event.spec)).object }
+    case 'dpu.deleted':
+      await client.deleteDpu(event.name)
+      return { object: { id: event.name, deleted: true } }
   }
 }

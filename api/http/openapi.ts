@@ -147,8 +147,38 @@ export const openApiDocument = {
     },
     '/v1/dpus': {
       get: {
-        description: 'DPUs whose agent has a live heartbeat; operator only',
-        responses: { ...list('Dpu'), ...errors(401, 403) },
+        description:
+          "the operator's DPU inventory with each DPU's agent report (and, for operators, agents reporting for DPUs not yet in it); a tenant sees the DPUs assigned to it",
+        responses: { ...list('Dpu'), ...errors(401) },
+      },
+    },
+    '/v1/dpus/{id}': {
+      parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+      put: {
+        description:
+          'adds or changes a DPU in the inventory; operator only. Its fabric IPs and tenant change only while it serves no host; a host port in use cannot be removed (409).',
+        requestBody: { required: true, content: json(ref('DpuSpec')) },
+        responses: {
+          '200': {
+            description: 'unchanged',
+            content: json({ type: 'object', properties: { object: ref('Dpu') } }),
+          },
+          '201': {
+            description: 'stored',
+            content: json({ type: 'object', properties: { object: ref('Dpu') } }),
+          },
+          ...errors(400, 401, 403, 409),
+        },
+      },
+      get: {
+        responses: {
+          '200': { description: 'the DPU', content: json(ref('Dpu')) },
+          ...errors(401, 404),
+        },
+      },
+      delete: {
+        description: 'operator only; refused (409) while the DPU serves a host',
+        responses: { '204': { description: 'removed' }, ...errors(401, 403, 404, 409) },
       },
     },
     '/v1/events': {
@@ -241,14 +271,25 @@ export const openApiDocument = {
           hostIP: ip,
           dpu: {
             type: 'object',
-            required: ['id', 'ips'],
+            required: ['id'],
             properties: {
-              id: { type: 'string' },
-              ips: { type: 'array', minItems: 1, maxItems: 2, items: ip },
+              id: { type: 'string', description: 'a DPU of the inventory assigned to the tenant' },
+              ips: {
+                type: 'array',
+                minItems: 1,
+                maxItems: 2,
+                items: ip,
+                description:
+                  'operators only: [encapIp, natIp?]; a DPU missing from the inventory is added with them',
+              },
             },
           },
           hostAccess: { enum: ['None', 'FabricAccess', 'PublicAccess'] },
-          identifier: { type: 'string', maxLength: 253 },
+          identifier: {
+            type: 'string',
+            maxLength: 15,
+            description: "one of the DPU's host ports; may be left out when it has exactly one",
+          },
         },
       },
       ResourceGroup: stored('ResourceGroupSpec'),
@@ -257,16 +298,40 @@ export const openApiDocument = {
         type: 'object',
         properties: { ip, allocated: { type: 'boolean' }, allocatedTo: { type: 'string' } },
       },
+      DpuSpec: {
+        type: 'object',
+        required: ['fabricIps'],
+        additionalProperties: false,
+        properties: {
+          tenantId: { type: 'string', description: 'the tenant whose hosts may use it' },
+          fabricIps: {
+            type: 'array',
+            minItems: 1,
+            maxItems: 2,
+            items: ip,
+            description: '[encapIp, natIp?]',
+          },
+          hostPorts: { type: 'array', maxItems: 256, items: { type: 'string', maxLength: 15 } },
+        },
+      },
       Dpu: {
         type: 'object',
+        required: ['id', 'hosts'],
         properties: {
           id: { type: 'string' },
-          agentVersion: { type: 'string' },
-          protocolVersions: { type: 'array', items: { type: 'string' } },
-          fabricIps: { type: 'array', items: ip },
-          lastHeartbeat: { type: 'string', format: 'date-time' },
-          heartbeatIntervalMs: { type: 'integer' },
-          observed: { type: 'object' },
+          spec: ref('DpuSpec'),
+          specVersion: { type: 'integer' },
+          hosts: { type: 'array', items: { type: 'string' } },
+          agent: {
+            type: 'object',
+            properties: {
+              version: { type: 'string' },
+              protocolVersions: { type: 'array', items: { type: 'string' } },
+              lastHeartbeat: { type: 'string', format: 'date-time' },
+              heartbeatIntervalMs: { type: 'integer' },
+              observed: { type: 'object' },
+            },
+          },
         },
       },
       CarbideEvent: {
@@ -279,6 +344,8 @@ export const openApiDocument = {
               'resource-group.deleted',
               'managed-resource.applied',
               'managed-resource.deleted',
+              'dpu.applied',
+              'dpu.deleted',
             ],
           },
           id: { type: 'string' },

@@ -4,7 +4,7 @@
  * Writes go through the producer client, which validates before anything is stored or
  * enqueued: a write that changed the spec answers 202 `{object, jobId}`, an unchanged
  * one 200 `{object}`. Tenant tokens see only their own tenant's objects (others' are
- * 404); public IPs and DPUs are for operators only.
+ * 404) and the DPUs assigned to them; public IPs and DPU changes are for operators only.
  */
 import type { Context, MiddlewareHandler } from 'hono'
 import { Hono } from 'hono'
@@ -135,20 +135,17 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     return c.body(null, 204)
   })
 
-  // ── DPUs (operator) ────────────────────────────────────────────────────────
-  app.get('/dpus', operatorOnly, async (c) => {
-    const beats = await ops(c).listDpus()
-    return c.json({
-      items: beats.map((h) => ({
-        id: h.dpuId,
-        agentVersion: h.agentVersion,
-        protocolVersions: h.protocolVersions,
-        fabricIps: h.fabricIps,
-        lastHeartbeat: h.at,
-        heartbeatIntervalMs: h.intervalMs,
-        observed: h.observed,
-      })),
-    })
+  // ── DPUs: the operator's inventory and what each agent reports ─────────────
+  app.get('/dpus', async (c) => c.json({ items: await ops(c).listDpus() }))
+  app.get('/dpus/:id', async (c) => c.json(await ops(c).getDpu(c.req.param('id'))))
+  app.put('/dpus/:id', operatorOnly, async (c) => {
+    const body = await jsonObject(c)
+    const { object, changed } = await ops(c).applyDpu(c.req.param('id'), body)
+    return c.json({ object }, changed ? 201 : 200)
+  })
+  app.delete('/dpus/:id', operatorOnly, async (c) => {
+    await ops(c).deleteDpu(c.req.param('id'))
+    return c.body(null, 204)
   })
 
   return app

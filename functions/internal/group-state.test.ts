@@ -237,10 +237,8 @@ t.test('readGroupState: live members with addresses; relays kept or stale', asyn
       { owner: relayOwnerOf('dpu-1'), ip: '10.10.10.250' },
       { owner: relayOwnerOf('dpu-2'), ip: '10.10.10.251' },
     ],
-    listPublicIps: async () => [
-      { ip: '203.0.113.7', allocated: true, allocatedTo: 'host-1' },
-      { ip: '203.0.113.8', allocated: false },
-    ],
+    publicIpsOf: async (owners: readonly string[]) =>
+      new Map(owners.includes('host-1') ? [['host-1', '203.0.113.7']] : []),
   } as unknown as Ipam
 
   t.equal(await readGroupState({ store, ipam }, 'group-b'), undefined, 'no such group')

@@ -1,14 +1,10 @@
 /**
- * The DPU-side interface of a host (a representor; a veth end in the lab), when the
- * ManagedResource's `identifier` names one (a Linux interface name, at most 15 chars).
+ * The DPU-side interface of a host (a representor; a veth end in the lab): the host port
+ * its placement chose from the DPU's inventory (`identifier`). Absent only when the
+ * inventory names none: the agent then uses its own default port.
+ *
+ * @example { ...optionalHostPort(host.spec) } // { hostPort: 'pf0hpf' } or {}
  */
-export function hostPortOf(spec: { identifier?: string | undefined }): string | undefined {
-  const id = spec.identifier
-  return id && /^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$/.test(id) ? id : undefined
-}
-
-/** `{ hostPort }` when the spec names one, else `{}` — for spreading into payloads. */
 export function optionalHostPort(spec: { identifier?: string | undefined }): { hostPort?: string } {
-  const hostPort = hostPortOf(spec)
-  return hostPort ? { hostPort } : {}
+  return spec.identifier ? { hostPort: spec.identifier } : {}
 }

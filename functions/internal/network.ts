@@ -22,6 +22,17 @@ export function relayDpuOf(owner: string): string | undefined {
   return owner.startsWith(RELAY_OWNER_PREFIX) ? owner.slice(RELAY_OWNER_PREFIX.length) : undefined
 }
 
+/**
+ * The DPU interface of a group's DHCP relay, named from the group's relay id (unique for
+ * ever: `StateStore.relayIdOf`): `hzr` + 8 hex digits, a valid Linux interface name. The
+ * name is the relay's circuit id (RFC 3046 option 82), which the DHCP server sees.
+ *
+ * @example relayPortNameOf(26) // 'hzr0000001a'
+ */
+export function relayPortNameOf(relayId: number): string {
+  return `hzr${relayId.toString(16).padStart(8, '0')}`
+}
+
 /** A deterministic, locally administered unicast MAC for a relay port. */
 export function relayMacOf(group: string, dpuId: string): string {
   const h = createHash('sha256').update(`${group}/${dpuId}/relay`).digest()

@@ -67,6 +67,8 @@ export async function startHydrazine(opts: {
         HYDRAZINE_FABRIC_DUMMY_IP: opts.dummyIp,
         HYDRAZINE_FABRIC_GATEWAY: router.ip,
         HYDRAZINE_PHYSICAL_NETWORK: 'physnet',
+        // dnsmasq on the fabric, standing in for Carbide's DHCP server.
+        HYDRAZINE_DHCP_SERVERS: fabric.gatewayIp,
         LOG_LEVEL: 'info',
       },
       logFile: hzLog,

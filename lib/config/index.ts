@@ -35,6 +35,11 @@ export interface Config {
   /** `LOG_LEVEL` (default info). */
   readonly logLevel: LogLevel
   readonly fabric: FabricConfig
+  /**
+   * `HYDRAZINE_DHCP_SERVERS`: comma-separated IPv4 addresses of the DHCP servers a group
+   * may relay to (`dhcpServer`); empty = groups relay to none.
+   */
+  readonly dhcpServers: readonly string[]
 }
 
 /** Fabric facts for the per-DPU gateway routers (seed 000, "Network Fabric Requirements"). */
@@ -168,6 +173,24 @@ const EnvSchema = v.object({
     v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a bridge-mapping name')),
     'physnet',
   ),
+  HYDRAZINE_DHCP_SERVERS: v.optional(
+    v.pipe(
+      v.string(),
+      v.transform((s) =>
+        s
+          .split(',')
+          .map((a) => a.trim())
+          .filter((a) => a.length > 0),
+      ),
+      v.array(
+        v.pipe(
+          v.string(),
+          v.check((s) => isIP(s) === 4, 'each DHCP server must be an IPv4 address'),
+        ),
+      ),
+    ),
+    '',
+  ),
   LOG_LEVEL: v.optional(v.picklist(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`), 'info'),
 })
 
@@ -230,6 +253,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       ...(c.HYDRAZINE_FABRIC_GATEWAY ? { gateway: c.HYDRAZINE_FABRIC_GATEWAY } : {}),
       physicalNetwork: c.HYDRAZINE_PHYSICAL_NETWORK,
     },
+    dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
   }
 }
 

@@ -93,7 +93,7 @@ export class ChangeFeed {
       return
     }
     const { kind, name } = (change ?? {}) as { kind?: unknown; name?: unknown }
-    if ((kind !== 'rg' && kind !== 'mr') || typeof name !== 'string') return
+    if ((kind !== 'rg' && kind !== 'mr' && kind !== 'dpu') || typeof name !== 'string') return
     for (const listener of [...this.#listeners]) listener({ kind, name })
   }
 }

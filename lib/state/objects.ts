@@ -100,30 +100,57 @@ export const HostAccess = v.picklist(
 )
 export type HostAccess = v.InferOutput<typeof HostAccess>
 
-export const ManagedResourceSpec = v.pipe(
+/** A Linux interface name (a DPU's host port): at most 15 characters, no '/', ':' or spaces. */
+export const InterfaceName = v.pipe(
+  v.string(),
+  v.regex(
+    /^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$/,
+    'must be a Linux interface name (at most 15 characters)',
+  ),
+)
+
+const FabricIps = v.pipe(
+  v.array(Ipv4),
+  v.minLength(1, 'must list the encap (uplink) IP'),
+  v.maxLength(2, 'lists the encap IP and the NAT IP, no more'),
+  v.check((ips) => ips.length < 2 || ips[0] !== ips[1], 'the NAT IP must differ from the encap IP'),
+)
+
+/**
+ * A DPU in the operator's inventory (`PUT /v1/dpus/{id}`, operators only): the tenant it
+ * is assigned to, its fabric IPs `[encapIp, natIp?]` and the host ports a host may be
+ * attached to. These physical facts come from the operator or Carbide, never a tenant.
+ */
+export const DpuSpec = v.strictObject({
+  tenantId: v.optional(Rfc1123Label),
+  fabricIps: FabricIps,
+  hostPorts: v.optional(
+    v.pipe(
+      v.array(InterfaceName),
+      v.maxLength(256, 'at most 256 host ports'),
+      v.check((ports) => new Set(ports).size === ports.length, 'must not repeat a port'),
+    ),
+    [],
+  ),
+})
+export type DpuSpec = v.InferOutput<typeof DpuSpec>
+
+/**
+ * A request for a ManagedResource (a host). A tenant names only `dpu: {id}` of a DPU
+ * assigned to it and an `identifier` from that DPU's host ports; the fabric IPs come from
+ * the inventory. An operator may also give `dpu.ips` (and a new identifier): the inventory
+ * learns them, as long as they agree with what it holds.
+ */
+export const ManagedResourceRequest = v.pipe(
   v.strictObject({
     resourceGroup: Rfc1123Label,
     type: v.optional(v.picklist(['BareMetal'], 'must be BareMetal'), 'BareMetal'),
     hostMAC: Mac,
     hostIP: v.optional(IpAddress),
-    dpu: v.strictObject({
-      id: Rfc1123Label,
-      ips: v.pipe(
-        v.array(Ipv4),
-        v.minLength(1, 'must list the uplink IP'),
-        v.maxLength(2, 'lists the uplink IP and the NAT IP, no more'),
-      ),
-    }),
+    dpu: v.strictObject({ id: Rfc1123Label, ips: v.optional(FabricIps) }),
     hostAccess: v.optional(HostAccess, 'None'),
-    identifier: v.optional(v.pipe(v.string(), v.maxLength(253, 'at most 253 characters'))),
+    identifier: v.optional(InterfaceName),
   }),
-  v.forward(
-    v.check(
-      (m) => m.hostAccess === 'None' || m.dpu.ips.length === 2,
-      'FabricAccess and PublicAccess need the DPU NAT IP as the second address',
-    ),
-    ['dpu', 'ips'],
-  ),
   v.forward(
     v.check(
       (m) => m.hostAccess === 'None' || m.hostIP === undefined || isIP(m.hostIP) === 4,
@@ -131,15 +158,18 @@ export const ManagedResourceSpec = v.pipe(
     ),
     ['hostAccess'],
   ),
-  v.forward(
-    v.check(
-      (m) => m.dpu.ips.length < 2 || m.dpu.ips[0] !== m.dpu.ips[1],
-      'the NAT IP must differ from the uplink IP',
-    ),
-    ['dpu', 'ips'],
-  ),
 )
-export type ManagedResourceSpec = v.InferOutput<typeof ManagedResourceSpec>
+export type ManagedResourceRequest = v.InferOutput<typeof ManagedResourceRequest>
+
+/**
+ * A host's desired spec as stored: the request with its physical facts filled in from the
+ * inventory — the DPU's fabric IPs `[encapIp, natIp?]` and the host port.
+ */
+export interface ManagedResourceSpec extends Omit<ManagedResourceRequest, 'dpu' | 'identifier'> {
+  readonly dpu: { readonly id: string; readonly ips: readonly string[] }
+  /** The DPU's host port; absent only when the inventory names none (the agent's default). */
+  readonly identifier?: string
+}
 
 export const PublicIpSpec = v.strictObject({ ip: Ipv4 })
 export type PublicIpSpec = v.InferOutput<typeof PublicIpSpec>
@@ -161,6 +191,11 @@ export interface ResourceGroupStatus {
   snatIPs: string[]
   managedResourceCount: number
   softwareNetworkConfiguration?: { ovnService: string; logicalNetwork: string }
+  /**
+   * With a `dhcpServer`: the circuit id (RFC 3046 option 82, sub-option 1) the group's
+   * DHCP relays put in every request they forward, for the server to tell groups apart.
+   */
+  dhcpCircuitId?: string
   observedVersion: number
   configsSynced: boolean
 }
@@ -194,6 +229,13 @@ export interface StoredObject<Spec, Status> {
 
 export type ResourceGroup = StoredObject<ResourceGroupSpec, ResourceGroupStatus>
 export type ManagedResource = StoredObject<ManagedResourceSpec, ManagedResourceStatus>
+
+/** What the controller knows of a DPU: its inventory entry (status is its agent's report). */
+export interface DpuStatus {
+  /** Hosts the DPU serves (live ManagedResources naming it). */
+  readonly hosts: readonly string[]
+}
+export type Dpu = StoredObject<DpuSpec, DpuStatus>
 
 /** Sets (or replaces) one condition; keeps `lastTransitionTime` when the status is unchanged. */
 export function setCondition(

@@ -8,6 +8,9 @@ import type { Redis } from 'ioredis'
 import { HydrazineError } from '../errors.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type {
+  Dpu,
+  DpuSpec,
+  DpuStatus,
   ManagedResource,
   ManagedResourceSpec,
   ManagedResourceStatus,
@@ -20,12 +23,13 @@ import type {
 const putSpecScript = new LuaScript(new URL('./lua/put-spec.lua', import.meta.url))
 const purgeScript = new LuaScript(new URL('./lua/purge.lua', import.meta.url))
 const casFieldScript = new LuaScript(new URL('./lua/cas-field.lua', import.meta.url))
+const relayIdScript = new LuaScript(new URL('./lua/relay-id.lua', import.meta.url))
 
 /** The request conflicts with stored state (HTTP 409). */
 export class StoreConflict extends HydrazineError {
   constructor(
     message: string,
-    readonly reason: 'Terminating' | 'Immutable' | 'Claimed' | 'InUse',
+    readonly reason: 'Terminating' | 'Immutable' | 'Claimed' | 'InUse' | 'Changed',
   ) {
     super('CONFLICT', message)
   }
@@ -37,7 +41,7 @@ export interface PutResult<T> {
   readonly object: T
 }
 
-export type Kind = 'rg' | 'mr'
+export type Kind = 'rg' | 'mr' | 'dpu'
 
 /** A host binding a DPU may still hold after a forced detach. */
 export interface StaleBinding {
@@ -70,6 +74,12 @@ export class StateStore {
   #tenant(tenant: string): string {
     return `${this.#prefix}tenant:${tenant}`
   }
+  #dpuHosts(dpuId: string): string {
+    return `${this.#prefix}dpu:${dpuId}:hosts`
+  }
+  #tenantDpus(tenant: string): string {
+    return `${this.#prefix}tenant:${tenant}:dpus`
+  }
   #claim(what: string): string {
     return `${this.#prefix}claim:${what}`
   }
@@ -93,20 +103,29 @@ export class StateStore {
       configsSynced: false,
     }
     const immutable = JSON.stringify([spec.tenantId, spec.network, spec.implementation ?? null])
-    const changed = await this.#putSpec(
-      'rg',
+    const changed = await this.#putSpec({
+      kind: 'rg',
       name,
       spec,
-      initial,
+      initialStatus: initial,
       immutable,
-      [this.#index('rg'), this.#tenant(spec.tenantId)],
-      [],
-      `the network, tenant and implementation of resource group ${name} cannot change`,
-    )
+      indexes: [this.#index('rg'), this.#tenant(spec.tenantId)],
+      claims: [],
+      immutableMessage: `the network, tenant and implementation of resource group ${name} cannot change`,
+    })
     return { changed, object: await this.#mustGet('rg', name) }
   }
 
-  async putHost(name: string, spec: ManagedResourceSpec): Promise<PutResult<ManagedResource>> {
+  /**
+   * Stores a host's resolved spec. `dpuVersion` is the inventory version of its DPU the
+   * spec was resolved against: if the DPU changed since, nothing is written ('Changed').
+   * The host claims its DPU port and, when its access uses it, the DPU's NAT IP.
+   */
+  async putHost(
+    name: string,
+    spec: ManagedResourceSpec,
+    dpuVersion: number,
+  ): Promise<PutResult<ManagedResource>> {
     const initial: ManagedResourceStatus = {
       phase: 'Attaching',
       conditions: [],
@@ -114,53 +133,155 @@ export class StateStore {
       configsSynced: false,
     }
     const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
-    const changed = await this.#putSpec(
-      'mr',
+    const changed = await this.#putSpec({
+      kind: 'mr',
       name,
       spec,
-      initial,
-      JSON.stringify([spec.resourceGroup, spec.dpu.id]),
-      [this.#index('mr'), this.#members(spec.resourceGroup)],
-      natIp ? [this.#claim(`natip:${natIp}`)] : [],
-      `managed resource ${name} cannot move to another resource group or DPU; delete it first`,
-    )
+      initialStatus: initial,
+      immutable: JSON.stringify([spec.resourceGroup, spec.dpu.id, spec.identifier ?? null]),
+      indexes: [this.#index('mr'), this.#members(spec.resourceGroup), this.#dpuHosts(spec.dpu.id)],
+      claims: [
+        ...(natIp ? [this.#claim(`natip:${natIp}`)] : []),
+        ...(spec.identifier ? [this.#claim(`dpuport:${spec.dpu.id}/${spec.identifier}`)] : []),
+      ],
+      guards: [
+        { key: this.#key('dpu', spec.dpu.id), field: 'specVersion', equals: String(dpuVersion) },
+      ],
+      immutableMessage: `managed resource ${name} cannot move to another resource group, DPU or host port; delete it first`,
+    })
     return { changed, object: await this.#mustGet('mr', name) }
   }
 
-  async #putSpec(
-    kind: Kind,
-    name: string,
-    spec: unknown,
-    initialStatus: unknown,
-    immutable: string,
-    indexes: string[],
-    claims: string[],
-    immutableMessage: string,
-  ): Promise<boolean> {
+  /**
+   * Stores a DPU's inventory entry. Its fabric IPs and tenant may change only while it
+   * serves no host, and a host port may be removed only while no host uses it; a DPU's
+   * fabric IPs are its own (no other DPU may list them).
+   */
+  async putDpu(id: string, spec: DpuSpec): Promise<PutResult<Dpu>> {
+    const current = await this.getDpu(id)
+    const removedPorts = (current?.spec.hostPorts ?? []).filter((p) => !spec.hostPorts.includes(p))
+    const placementChanged =
+      current !== undefined &&
+      (JSON.stringify(current.spec.fabricIps) !== JSON.stringify(spec.fabricIps) ||
+        current.spec.tenantId !== spec.tenantId)
+    const changed = await this.#putSpec({
+      kind: 'dpu',
+      name: id,
+      spec,
+      initialStatus: { hosts: [] } satisfies DpuStatus,
+      immutable: '[]',
+      indexes: [this.#index('dpu')],
+      claims: spec.fabricIps.map((ip) => this.#claim(`fabricip:${ip}`)),
+      guards: [
+        ...(placementChanged ? [{ key: this.#dpuHosts(id), absent: true as const }] : []),
+        ...removedPorts.map((p) => ({
+          key: this.#claim(`dpuport:${id}/${p}`),
+          absent: true as const,
+        })),
+      ],
+      immutableMessage: '',
+      inUseMessage: `DPU ${id} serves hosts: its fabric IPs, tenant and used host ports cannot change until they are deleted`,
+    })
+    if (current?.spec.tenantId !== spec.tenantId) {
+      if (current?.spec.tenantId)
+        await this.#redis.srem(this.#tenantDpus(current.spec.tenantId), id)
+      if (spec.tenantId) await this.#redis.sadd(this.#tenantDpus(spec.tenantId), id)
+    }
+    return { changed, object: await this.#mustGet('dpu', id) }
+  }
+
+  getDpu(id: string): Promise<Dpu | undefined> {
+    return this.#get('dpu', id)
+  }
+
+  async listDpus(filter: { tenant?: string } = {}): Promise<Dpu[]> {
+    const ids = await this.#redis.smembers(
+      filter.tenant ? this.#tenantDpus(filter.tenant) : this.#index('dpu'),
+    )
+    const dpus = await this.#getMany<Dpu>('dpu', ids)
+    return filter.tenant ? dpus.filter((d) => d.spec.tenantId === filter.tenant) : dpus
+  }
+
+  /** The live hosts a DPU serves. */
+  dpuHostNames(id: string): Promise<string[]> {
+    return this.#redis.smembers(this.#dpuHosts(id))
+  }
+
+  /** Removes a DPU from the inventory; refused (InUse) while it serves a host. */
+  async deleteDpu(id: string): Promise<boolean> {
+    const dpu = await this.getDpu(id)
+    const reply = await purgeScript.run(
+      this.#redis,
+      [this.#key('dpu', id), this.#index('dpu'), this.#dpuHosts(id)],
+      [id, 1],
+    )
+    if (Array.isArray(reply)) {
+      throw new StoreConflict(`DPU ${id} serves hosts; delete them first`, 'InUse')
+    }
+    if (dpu?.spec.tenantId) await this.#redis.srem(this.#tenantDpus(dpu.spec.tenantId), id)
+    await this.#changed('dpu', id)
+    return Number(reply) === 1
+  }
+
+  async #putSpec(put: {
+    kind: Kind
+    name: string
+    spec: unknown
+    initialStatus: unknown
+    immutable: string
+    indexes: string[]
+    claims: string[]
+    guards?: ({ key: string; absent: true } | { key: string; field: string; equals: string })[]
+    immutableMessage: string
+    inUseMessage?: string
+  }): Promise<boolean> {
+    const guards = put.guards ?? []
     const reply = (await putSpecScript.run(
       this.#redis,
-      [this.#key(kind, name), `${this.#prefix}version:${kind}:${name}`, ...indexes, ...claims],
       [
-        name,
-        JSON.stringify(spec),
+        this.#key(put.kind, put.name),
+        `${this.#prefix}version:${put.kind}:${put.name}`,
+        ...put.indexes,
+        ...put.claims,
+        ...guards.map((g) => g.key),
+      ],
+      [
+        put.name,
+        JSON.stringify(put.spec),
         new Date().toISOString(),
-        JSON.stringify(initialStatus),
-        immutable,
-        indexes.length,
+        JSON.stringify(put.initialStatus),
+        put.immutable,
+        put.indexes.length,
         this.#claim(''),
+        put.claims.length,
+        JSON.stringify(guards.map(({ key: _key, ...guard }) => guard)),
       ],
     )) as [string, ...(string | number)[]]
     switch (reply[0]) {
       case 'ok':
-        if (Number(reply[1]) === 1) await this.#changed(kind, name)
+        if (Number(reply[1]) === 1) await this.#changed(put.kind, put.name)
         return Number(reply[1]) === 1
       case 'terminating':
-        throw new StoreConflict(`${name} is being deleted; it cannot change`, 'Terminating')
+        throw new StoreConflict(`${put.name} is being deleted; it cannot change`, 'Terminating')
       case 'immutable':
-        throw new StoreConflict(immutableMessage, 'Immutable')
+        throw new StoreConflict(put.immutableMessage, 'Immutable')
       case 'claimed': {
-        const what = String(reply[1]).slice(this.#claim('').length).replace(':', ' ')
-        throw new StoreConflict(`${what} is already used by ${reply[2]}`, 'Claimed')
+        // The holder is not named: it may be another tenant's object.
+        const [what, value] = String(reply[1]).slice(this.#claim('').length).split(/:(.*)/s)
+        throw new StoreConflict(
+          `${CLAIM_WHAT[what ?? ''] ?? what} ${value} is already in use`,
+          'Claimed',
+        )
+      }
+      case 'guard': {
+        const key = String(reply[1])
+        if (key.startsWith(this.#key('dpu', ''))) {
+          throw new StoreConflict(
+            'the DPU changed while the request was checked against it; send it again',
+            'Changed',
+          )
+        }
+        throw new StoreConflict(put.inUseMessage ?? `${put.name} is in use`, 'InUse')
       }
       default:
         throw new Error(`unexpected put-spec reply ${JSON.stringify(reply)}`)
@@ -283,11 +404,11 @@ export class StateStore {
   }
 
   /** Removes a host for good (after it was isolated), releasing its claims. */
-  async purgeHost(name: string, group: string): Promise<boolean> {
+  async purgeHost(name: string, group: string, dpuId: string): Promise<boolean> {
     const reply = await purgeScript.run(
       this.#redis,
-      [this.#key('mr', name), this.#index('mr'), this.#members(group)],
-      [name],
+      [this.#key('mr', name), this.#index('mr'), this.#members(group), this.#dpuHosts(dpuId)],
+      [name, 3],
     )
     await this.#changed('mr', name)
     return Number(reply) === 1
@@ -298,7 +419,7 @@ export class StateStore {
     const reply = await purgeScript.run(
       this.#redis,
       [this.#key('rg', name), this.#index('rg'), this.#tenant(tenant)],
-      [name],
+      [name, 2],
     )
     await this.#redis.del(this.#members(name))
     await this.#changed('rg', name)
@@ -325,6 +446,19 @@ export class StateStore {
     await this.#redis.hdel(this.#needsIsolation(dpuId), host)
   }
   /**
+   * The group's DHCP relay id: allocated on first use from a counter that never repeats,
+   * so two groups never share a relay port name (circuit id). Undefined for no group.
+   */
+  async relayIdOf(group: string): Promise<number | undefined> {
+    const id = await relayIdScript.run(
+      this.#redis,
+      [this.#key('rg', group), `${this.#prefix}relay-ids`],
+      [],
+    )
+    return typeof id === 'number' ? id : undefined
+  }
+
+  /**
    * Remembers a webhook delivery id for `ttlS` seconds; false when it was already
    * remembered (a redelivery, to be ignored).
    */
@@ -342,6 +476,13 @@ export class StateStore {
   #needsIsolation(dpuId: string): string {
     return `${this.#prefix}dpu:${dpuId}:needs-isolation`
   }
+}
+
+/** How a claim's kind reads in a conflict message. */
+const CLAIM_WHAT: Readonly<Record<string, string>> = {
+  natip: 'NAT IP',
+  fabricip: 'fabric IP',
+  dpuport: 'DPU host port',
 }
 
 function decode<T>(name: string, h: Record<string, string>): T | undefined {

@@ -4,9 +4,11 @@ import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-load
 
 import type { ApplyRequest as _hydrazine_v1_ApplyRequest, ApplyRequest__Output as _hydrazine_v1_ApplyRequest__Output } from './hydrazine/v1/ApplyRequest.ts';
 import type { ApplyResponse as _hydrazine_v1_ApplyResponse, ApplyResponse__Output as _hydrazine_v1_ApplyResponse__Output } from './hydrazine/v1/ApplyResponse.ts';
+import type { DeleteDpuResponse as _hydrazine_v1_DeleteDpuResponse, DeleteDpuResponse__Output as _hydrazine_v1_DeleteDpuResponse__Output } from './hydrazine/v1/DeleteDpuResponse.ts';
 import type { DeleteRequest as _hydrazine_v1_DeleteRequest, DeleteRequest__Output as _hydrazine_v1_DeleteRequest__Output } from './hydrazine/v1/DeleteRequest.ts';
 import type { GetRequest as _hydrazine_v1_GetRequest, GetRequest__Output as _hydrazine_v1_GetRequest__Output } from './hydrazine/v1/GetRequest.ts';
 import type { HydrazineClient as _hydrazine_v1_HydrazineClient, HydrazineDefinition as _hydrazine_v1_HydrazineDefinition } from './hydrazine/v1/Hydrazine.ts';
+import type { ListDpusRequest as _hydrazine_v1_ListDpusRequest, ListDpusRequest__Output as _hydrazine_v1_ListDpusRequest__Output } from './hydrazine/v1/ListDpusRequest.ts';
 import type { ListManagedResourcesRequest as _hydrazine_v1_ListManagedResourcesRequest, ListManagedResourcesRequest__Output as _hydrazine_v1_ListManagedResourcesRequest__Output } from './hydrazine/v1/ListManagedResourcesRequest.ts';
 import type { ListPublicIpsRequest as _hydrazine_v1_ListPublicIpsRequest, ListPublicIpsRequest__Output as _hydrazine_v1_ListPublicIpsRequest__Output } from './hydrazine/v1/ListPublicIpsRequest.ts';
 import type { ListPublicIpsResponse as _hydrazine_v1_ListPublicIpsResponse, ListPublicIpsResponse__Output as _hydrazine_v1_ListPublicIpsResponse__Output } from './hydrazine/v1/ListPublicIpsResponse.ts';
@@ -28,9 +30,11 @@ export interface ProtoGrpcType {
     v1: {
       ApplyRequest: MessageTypeDefinition<_hydrazine_v1_ApplyRequest, _hydrazine_v1_ApplyRequest__Output>
       ApplyResponse: MessageTypeDefinition<_hydrazine_v1_ApplyResponse, _hydrazine_v1_ApplyResponse__Output>
+      DeleteDpuResponse: MessageTypeDefinition<_hydrazine_v1_DeleteDpuResponse, _hydrazine_v1_DeleteDpuResponse__Output>
       DeleteRequest: MessageTypeDefinition<_hydrazine_v1_DeleteRequest, _hydrazine_v1_DeleteRequest__Output>
       GetRequest: MessageTypeDefinition<_hydrazine_v1_GetRequest, _hydrazine_v1_GetRequest__Output>
       Hydrazine: SubtypeConstructor<typeof grpc.Client, _hydrazine_v1_HydrazineClient> & { service: _hydrazine_v1_HydrazineDefinition }
+      ListDpusRequest: MessageTypeDefinition<_hydrazine_v1_ListDpusRequest, _hydrazine_v1_ListDpusRequest__Output>
       ListManagedResourcesRequest: MessageTypeDefinition<_hydrazine_v1_ListManagedResourcesRequest, _hydrazine_v1_ListManagedResourcesRequest__Output>
       ListPublicIpsRequest: MessageTypeDefinition<_hydrazine_v1_ListPublicIpsRequest, _hydrazine_v1_ListPublicIpsRequest__Output>
       ListPublicIpsResponse: MessageTypeDefinition<_hydrazine_v1_ListPublicIpsResponse, _hydrazine_v1_ListPublicIpsResponse__Output>

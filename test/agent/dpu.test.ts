@@ -194,19 +194,22 @@ t.test('GET /v1/dpus lists the DPU whose agent heartbeats, while it runs', async
     [
       {
         id: lab.dpuId,
-        agentVersion: AGENT_VERSION,
-        protocolVersions: ['1.0'],
-        fabricIps: [lab.dpu.encapIp],
-        heartbeatIntervalMs: 1000,
-        observed: { chassis: lab.dpuId },
+        hosts: [],
+        agent: {
+          version: AGENT_VERSION,
+          protocolVersions: ['1.0'],
+          heartbeatIntervalMs: 1000,
+          observed: { chassis: lab.dpuId },
+        },
       },
     ],
-    'the DPU as its agent reports it',
+    'the DPU as its agent reports it, before the operator added it to the inventory',
   )
+  t.notOk(listed[0]?.spec, 'with no inventory entry yet')
   t.equal(listed.length, 1, 'and only it')
-  const first = listed[0]?.lastHeartbeat
+  const first = listed[0]?.agent?.lastHeartbeat
   const later = await until(
-    async () => (await dpus())[0]?.lastHeartbeat,
+    async () => (await dpus())[0]?.agent?.lastHeartbeat,
     (at) => at !== undefined && at !== first,
     5_000,
   )

@@ -318,8 +318,8 @@ t.test('gRPC ingress against a running pipeline', async (t) => {
         'applyResourceGroup',
         { name: 'group-b', specJson: spec(groupSpec('tenant-a', '10.20.0.0/24', '10.20.0.1')) },
         TENANT_A,
-        S.NOT_FOUND,
-        'NOT_FOUND',
+        S.FAILED_PRECONDITION,
+        'NAME_TAKEN',
       ],
       [
         "tenant deletes another tenant's group",

@@ -123,7 +123,8 @@ t.test('HTTP API against a running pipeline', async (t) => {
       ['tenant reads its own host', '/v1/managed-resources/host-1', TENANT_A, 200],
       ["tenant reads another's host", '/v1/managed-resources/host-1', TENANT_B, 404],
       ['tenant lists public IPs', '/v1/public-ips', TENANT_A, 403],
-      ['tenant lists DPUs', '/v1/dpus', TENANT_A, 403],
+      ['tenant lists the DPUs assigned to it', '/v1/dpus', TENANT_A, 200],
+      ['tenant reads a DPU not assigned to it', '/v1/dpus/dpu-x', TENANT_A, 404],
       ['operator lists DPUs', '/v1/dpus', OPERATOR, 200],
       ['no token for DPUs', '/v1/dpus', undefined, 401],
     ]
@@ -218,12 +219,13 @@ t.test('HTTP API against a running pipeline', async (t) => {
         'FORBIDDEN',
       ],
       [
+        // Names are global: the answer says only that the name is taken, nothing more.
         "tenant overwrites another tenant's group",
         'PUT',
         '/v1/resource-groups/group-b',
         { token: TENANT_A, body: groupSpec('tenant-a', '10.20.0.0/24', '10.20.0.1') },
-        404,
-        'NOT_FOUND',
+        409,
+        'NAME_TAKEN',
       ],
       [
         "tenant deletes another tenant's group",

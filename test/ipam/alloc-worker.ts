@@ -5,7 +5,7 @@
  *   node --import tsx alloc-worker.ts <redisUrl> <prefix> <network> <worker> <count>
  */
 import { Redis } from 'ioredis'
-import { createIpam, type Ipam } from '../../lib/ipam/index.ts'
+import { createIpam } from '../../lib/ipam/index.ts'
 
 const [url = '', prefix = '', network = '', worker = '', countText = '0'] = process.argv.slice(2)
 const count = Number(countText)

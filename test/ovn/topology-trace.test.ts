@@ -20,6 +20,7 @@ import {
   OvsdbClient,
   type SbTables,
   sbSchema,
+  topologyNames,
 } from '../../lib/ovn/index.ts'
 import { withStack } from '../helpers/stack.ts'
 
@@ -44,7 +45,7 @@ function groupSpec(
     members: [
       {
         hostName: 'h1',
-        logicalPort: `hz-${name}-h1`,
+        logicalPort: `${topologyNames.hostPort(name, 'h1')}`,
         mac: '0a:00:00:00:00:01',
         ip: '10.10.10.2',
         dpu: { id: dpus[0], natIp: natIps[0] },
@@ -53,7 +54,7 @@ function groupSpec(
       },
       {
         hostName: 'h2',
-        logicalPort: `hz-${name}-h2`,
+        logicalPort: `${topologyNames.hostPort(name, 'h2')}`,
         mac: '0a:00:00:00:00:02',
         ip: '10.10.10.3',
         dpu: { id: dpus[1], natIp: natIps[1] },
@@ -97,14 +98,14 @@ t.test('compiled topology forwards and NATs as designed', async (t) => {
   const learnFabricGateway = async (group: string, dpu: string) => {
     const [dp] = await sbClient.transact(sb.name, [
       sb.select('Datapath_Binding', [
-        ['external_ids', 'includes', { name: `hz-${group}-${dpu}-gw` }],
+        ['external_ids', 'includes', { name: `${topologyNames.gatewayRouter(group, dpu)}` }],
       ]),
     ])
     const datapath = sb.decodeRows('Datapath_Binding', dp?.rows)[0]?._uuid
     if (!datapath) throw new Error(`no datapath for ${group}/${dpu}`)
     await sbClient.transact(sb.name, [
       sb.insert('MAC_Binding', {
-        logical_port: `hz-${group}-${dpu}-gw-pub`,
+        logical_port: `${topologyNames.gatewayPublicPort(group, dpu)}`,
         ip: FABRIC_GW,
         mac: FABRIC_GW_MAC,
         datapath,
@@ -132,34 +133,34 @@ t.test('compiled topology forwards and NATs as designed', async (t) => {
     const nat1 = g === 'alpha' ? '172.18.0.105' : '172.18.0.109'
     const nat2 = g === 'alpha' ? '172.18.0.107' : '172.18.0.111'
     const public1 = g === 'alpha' ? '203.0.113.10' : '203.0.113.20'
-    const lrMac = await portMac(`hz-${g}-lr-ls`)
+    const lrMac = await portMac(`${topologyNames.routerSwitchPort(g)}`)
 
     await t.test(`${g}: host → host on another DPU reaches the peer's port`, async (t) => {
       const out = await trace(
-        `hz-${g}-ls`,
-        `inport == "hz-${g}-h1" && eth.src == 0a:00:00:00:00:01 && eth.dst == 0a:00:00:00:00:02 && ${icmp('10.10.10.2', '10.10.10.3')}`,
+        `${topologyNames.switch(g)}`,
+        `inport == "${topologyNames.hostPort(g, 'h1')}" && eth.src == 0a:00:00:00:00:01 && eth.dst == 0a:00:00:00:00:02 && ${icmp('10.10.10.2', '10.10.10.3')}`,
       )
-      t.same(outputs(out), [`hz-${g}-h2`])
+      t.same(outputs(out), [`${topologyNames.hostPort(g, 'h2')}`])
     })
 
     await t.test(
       `${g}: host → outside leave through their own DPU's localnet, SNATed`,
       async (t) => {
         const out = await trace(
-          `hz-${g}-ls`,
-          `inport == "hz-${g}-h1" && eth.src == 0a:00:00:00:00:01 && eth.dst == ${lrMac} && ${icmp('10.10.10.2', '8.8.8.8')}`,
+          `${topologyNames.switch(g)}`,
+          `inport == "${topologyNames.hostPort(g, 'h1')}" && eth.src == 0a:00:00:00:00:01 && eth.dst == ${lrMac} && ${icmp('10.10.10.2', '8.8.8.8')}`,
         )
-        t.same(outputs(out), [`hz-${g}-${dpu1}-pub-ln`])
+        t.same(outputs(out), [`${topologyNames.localnetPort(g, dpu1)}`])
         t.match(out, snatTo(public1), 'a PublicAccess host leaves as its public IP')
         t.match(out, `eth.dst = ${FABRIC_GW_MAC}`, 'sent to the fabric gateway')
         t.notMatch(out, other)
         const out2 = await trace(
-          `hz-${g}-ls`,
-          `inport == "hz-${g}-h2" && eth.src == 0a:00:00:00:00:02 && eth.dst == ${lrMac} && ${icmp('10.10.10.3', '8.8.8.8')}`,
+          `${topologyNames.switch(g)}`,
+          `inport == "${topologyNames.hostPort(g, 'h2')}" && eth.src == 0a:00:00:00:00:02 && eth.dst == ${lrMac} && ${icmp('10.10.10.3', '8.8.8.8')}`,
         )
         t.same(
           outputs(out2),
-          [`hz-${g}-${dpu2}-pub-ln`],
+          [`${topologyNames.localnetPort(g, dpu2)}`],
           'the other host leaves through its own DPU',
         )
         t.match(out2, snatTo(nat2), 'a FabricAccess host leaves as its DPU NAT IP')
@@ -172,25 +173,25 @@ t.test('compiled topology forwards and NATs as designed', async (t) => {
       ['public IP (PublicAccess)', public1],
     ] as const) {
       await t.test(`${g}: fabric → ${label} reaches host h1`, async (t) => {
-        const pubMac = await portMac(`hz-${g}-${dpu1}-gw-pub`)
+        const pubMac = await portMac(`${topologyNames.gatewayPublicPort(g, dpu1)}`)
         const toGateway = await run(
           'ovn-trace',
           [
             `--db=${ovn.sb.unix}`,
             '--summary',
-            `hz-${g}-${dpu1}-pub`,
-            `inport == "hz-${g}-${dpu1}-pub-ln" && eth.src == ${OUTSIDE_MAC} && eth.dst == ${pubMac} && ${icmp('172.18.0.50', external)}`,
+            `${topologyNames.publicSwitch(g, dpu1)}`,
+            `inport == "${topologyNames.localnetPort(g, dpu1)}" && eth.src == ${OUTSIDE_MAC} && eth.dst == ${pubMac} && ${icmp('172.18.0.50', external)}`,
           ],
           { env },
         )
         t.match(
           toGateway.stdout,
-          `ingress(dp="hz-${g}-${dpu1}-gw", inport="hz-${g}-${dpu1}-gw-pub")`,
+          `ingress(dp="${topologyNames.gatewayRouter(g, dpu1)}", inport="${topologyNames.gatewayPublicPort(g, dpu1)}")`,
           'enters the gateway router',
         )
         const { stdout: lflows } = await run(
           'ovn-sbctl',
-          [`--db=${ovn.sb.unix}`, 'lflow-list', `hz-${g}-${dpu1}-gw`],
+          [`--db=${ovn.sb.unix}`, 'lflow-list', `${topologyNames.gatewayRouter(g, dpu1)}`],
           { env },
         )
         const dnat = lflows
@@ -205,13 +206,17 @@ t.test('compiled topology forwards and NATs as designed', async (t) => {
           dnat.some((l) => l.includes('ct_dnat(10.10.10.2)')),
           `${external} is DNATed to h1`,
         )
-        const gwMac = await portMac(`hz-${g}-${dpu1}-gw-ts`)
-        const lrTsMac = await portMac(`hz-${g}-lr-${dpu1}`)
+        const gwMac = await portMac(`${topologyNames.gatewayTransitPort(g, dpu1)}`)
+        const lrTsMac = await portMac(`${topologyNames.routerTransitPort(g, dpu1)}`)
         const back = await trace(
-          `hz-${g}-${dpu1}-ts`,
-          `inport == "hz-${g}-${dpu1}-ts-gw" && eth.src == ${gwMac} && eth.dst == ${lrTsMac} && ${icmp('172.18.0.50', '10.10.10.2')}`,
+          `${topologyNames.transitSwitch(g, dpu1)}`,
+          `inport == "${topologyNames.transitGatewayPort(g, dpu1)}" && eth.src == ${gwMac} && eth.dst == ${lrTsMac} && ${icmp('172.18.0.50', '10.10.10.2')}`,
         )
-        t.same(outputs(back), [`hz-${g}-h1`], 'and from the gateway router to h1')
+        t.same(
+          outputs(back),
+          [`${topologyNames.hostPort(g, 'h1')}`],
+          'and from the gateway router to h1',
+        )
       })
     }
   }
@@ -227,7 +232,7 @@ t.test('compiled topology forwards and NATs as designed', async (t) => {
       gone.every((k) => k.includes('dpu-2') || k.includes('h2')),
       `only h2 and its DPU's rows: ${gone.join(' ')}`,
     )
-    t.ok(gone.includes('Logical_Switch_Port/lsp/hz-alpha-h2'))
+    t.ok(gone.includes(`Logical_Switch_Port/lsp/${topologyNames.hostPort('alpha', 'h2')}`))
     t.ok((await ownedRows(client, 'beta')).size > 0, 'the other group is untouched')
     await applyGroupTopology(client, alpha)
   })
@@ -235,7 +240,13 @@ t.test('compiled topology forwards and NATs as designed', async (t) => {
   await t.test('a NAT row deleted by hand comes back on the next apply', async (t) => {
     await run(
       'ovn-nbctl',
-      [`--db=${ovn.nb.unix}`, 'lr-nat-del', 'hz-alpha-dpu-1-gw', 'dnat_and_snat', '203.0.113.10'],
+      [
+        `--db=${ovn.nb.unix}`,
+        'lr-nat-del',
+        topologyNames.gatewayRouter('alpha', 'dpu-1'),
+        'dnat_and_snat',
+        '203.0.113.10',
+      ],
       { env },
     )
     t.notOk(
@@ -260,7 +271,7 @@ t.test('compiled topology forwards and NATs as designed', async (t) => {
         'operator-ls',
         '--',
         'lsp-add',
-        'hz-alpha-ls',
+        topologyNames.switch('alpha'),
         'operator-port',
       ],
       { env },

@@ -19,7 +19,7 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
   t.equal(group?.status.observedVersion, 1)
   t.same(group?.status.softwareNetworkConfiguration, {
     ovnService: 'shared',
-    logicalNetwork: 'hz-group-a-ls',
+    logicalNetwork: topologyNames.switch('group-a'),
   })
 
   const again = await p.client.applyGroup('group-a', groupSpec())
@@ -42,7 +42,10 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
   const host1 = await p.controller.store.getHost('host-1')
   t.equal(host1?.status.hostAccessIPs?.hostIP, '10.10.10.2', 'first free address of the pool')
   t.equal(host1?.status.hostAccessIPs?.fabricIP, '172.18.0.111', 'the DPU NAT IP')
-  t.same(host1?.status.logicalPortReference, { logicalPort: 'hz-group-a-host-1', dpu: 'dpu-1' })
+  t.same(host1?.status.logicalPortReference, {
+    logicalPort: topologyNames.hostPort('group-a', 'host-1'),
+    dpu: 'dpu-1',
+  })
   t.equal((await p.controller.store.getHost('host-2'))?.status.hostAccessIPs?.hostIP, '10.10.10.50')
 
   const configure = agent1.jobs.find((j) => j.name === 'configure')
@@ -50,7 +53,11 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
     protocolVersion: '1.0',
     dpuId: 'dpu-1',
     group: { name: 'group-a', sbRemote: p.sb },
-    host: { name: 'host-1', logicalPort: 'hz-group-a-host-1', mac: '52:54:00:00:05:01' },
+    host: {
+      name: 'host-1',
+      logicalPort: topologyNames.hostPort('group-a', 'host-1'),
+      mac: '52:54:00:00:05:01',
+    },
   })
   t.equal(agent2.jobs.length, 1, 'dpu-2 got exactly one job')
 
@@ -256,7 +263,7 @@ t.test(
       {
         host: 'host-old',
         group: 'group-f',
-        logicalPort: 'hz-group-f-host-old',
+        logicalPort: topologyNames.hostPort('group-f', 'host-old'),
         hostPort: 'pf0vf1',
       },
     ])

@@ -12,8 +12,8 @@ t.test('running a handler again leaves Redis and NB exactly as one run did', asy
   await readyFabricHost(p)
   const snapshot = async () => ({
     nb: await p.nbctl('show'),
-    nat: await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw'),
-    policies: await p.nbctl('lr-policy-list', 'hz-group-a-lr'),
+    nat: await p.nbctl('lr-nat-list', topologyNames.gatewayRouter('group-a', 'dpu-1')),
+    policies: await p.nbctl('lr-policy-list', topologyNames.router('group-a')),
     allocations: await p.controller.ipam.allocations('group-a'),
     map: await p.controller.ipam.map('group-a'),
     phase: (await p.controller.store.getHost('host-1'))?.status.phase,
@@ -72,14 +72,14 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
     allocated: true,
     allocatedTo: 'host-p',
   })
-  t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.113', 'FRR has P/32 via the NAT IP')
+  t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.111', 'FRR has P/32 via the NAT IP')
   const gateway = topologyNames.gatewayRouter('group-p', 'dpu-1')
   t.same(
     await p.natRules(gateway),
     [
-      'dnat 172.18.0.113 10.10.10.2',
+      'dnat 172.18.0.111 10.10.10.2',
       'dnat_and_snat 203.0.113.7 10.10.10.2',
-      'snat 172.18.0.113 10.10.10.0/24',
+      'snat 172.18.0.111 10.10.10.0/24',
     ],
     'NB: public IP <-> host, NAT IP -> host, subnet SNAT to the NAT IP',
   )
@@ -93,7 +93,7 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
   t.same(lowered?.status.hostAccessIPs, { hostIP: '10.10.10.2' }, 'no fabric or public IP any more')
   t.equal((await frr.table()).get('203.0.113.7/32'), undefined, 'the prefix was withdrawn')
   t.same(await p.client.publicIp('203.0.113.7'), { ip: '203.0.113.7', allocated: false })
-  t.same(await p.natRules(gateway), ['snat 172.18.0.113 10.10.10.0/24'], 'no DNAT left')
+  t.same(await p.natRules(gateway), ['snat 172.18.0.111 10.10.10.0/24'], 'no DNAT left')
 
   await p.client.applyHost(
     'host-p',
@@ -103,7 +103,7 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
     () => p.controller.store.getHost('host-p'),
     (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 3,
   )
-  t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.113', 'announced again')
+  t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.111', 'announced again')
 
   await p.client.deleteHost('host-p')
   await until(

@@ -55,6 +55,9 @@ export interface TestAgent {
   close(): Promise<void>
 }
 
+/** The DHCP server the pipeline's operator allows groups to relay to. */
+export const DHCP_SERVER = '192.0.2.53'
+
 export async function startPipeline(
   t: Teardown,
   options: { frr?: boolean } = {},
@@ -64,6 +67,7 @@ export async function startPipeline(
   const redisUrl = stack.redis.url
   const prefix = 'hzt'
   const controller = await startController({
+    dhcpServers: [DHCP_SERVER],
     redisUrl,
     ovn: sharedCentralProvider({ nb: stack.ovn.nb.unix, sb: stack.ovn.sb.tcp }),
     fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
@@ -264,6 +268,10 @@ export const groupSpec = (
   network: { cidr, gateway },
 })
 
+/**
+ * A host request as an operator makes it: the DPU's fabric IPs given in the request, so
+ * that the inventory learns the DPU (`dpu-N`: encap 172.18.0.(10+N), NAT 172.18.0.(110+N)).
+ */
 export const hostSpec = (
   group: string,
   dpu: string,
@@ -272,9 +280,17 @@ export const hostSpec = (
 ) => ({
   resourceGroup: group,
   hostMAC: `52:54:00:00:${dpu.length.toString(16).padStart(2, '0')}:${n.toString(16).padStart(2, '0')}`,
-  dpu: { id: dpu, ips: [`172.18.0.${10 + n}`, `172.18.0.${110 + n}`] },
+  dpu: { id: dpu, ips: dpuFabricIps(dpu) },
   ...extra,
 })
+
+/** The fabric IPs `[encap, NAT]` the tests give DPU `dpu-N`. */
+export function dpuFabricIps(dpu: string): [string, string] {
+  const n = Number(
+    /(\d+)$/.exec(dpu)?.[1] ?? [...dpu].reduce((a, c) => a + c.charCodeAt(0), 0) % 80,
+  )
+  return [`172.18.0.${10 + n}`, `172.18.0.${110 + n}`]
+}
 
 const workerProcess = fileURLToPath(new URL('./worker-process.ts', import.meta.url))
 

@@ -1,14 +1,23 @@
 import t from 'tap'
+import { topologyNames } from '../../lib/ovn/index.ts'
 import { readyFabricHost, startPipeline, until } from './fixtures.ts'
 
 t.test('reconcile repairs drift in NB and removes orphan rows, and says what it did', async (t) => {
   const p = await startPipeline(t)
   await readyFabricHost(p)
-  const natBefore = await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw')
+  const natBefore = await p.nbctl('lr-nat-list', topologyNames.gatewayRouter('group-a', 'dpu-1'))
 
   // Drift: someone deletes the host's DNAT rule by hand.
-  await p.nbctl('lr-nat-del', 'hz-group-a-dpu-1-gw', 'dnat_and_snat', '172.18.0.111')
-  t.notMatch(await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw'), /dnat_and_snat/)
+  await p.nbctl(
+    'lr-nat-del',
+    topologyNames.gatewayRouter('group-a', 'dpu-1'),
+    'dnat_and_snat',
+    '172.18.0.111',
+  )
+  t.notMatch(
+    await p.nbctl('lr-nat-list', topologyNames.gatewayRouter('group-a', 'dpu-1')),
+    /dnat_and_snat/,
+  )
   // An orphan: rows of a group Hydrazine no longer knows.
   await p.nbctl(
     '--',
@@ -30,7 +39,11 @@ t.test('reconcile repairs drift in NB and removes orphan rows, and says what it 
   )
   const done = await p.controller.queue.getJob('reconcile-now')
   t.match(done?.returnvalue, { repaired: ['group-a'], orphansRemoved: ['gone'], checkedGroups: 1 })
-  t.equal(await p.nbctl('lr-nat-list', 'hz-group-a-dpu-1-gw'), natBefore, 'the DNAT rule is back')
+  t.equal(
+    await p.nbctl('lr-nat-list', topologyNames.gatewayRouter('group-a', 'dpu-1')),
+    natBefore,
+    'the DNAT rule is back',
+  )
   t.notMatch(await p.nbctl('lr-list'), /hz-gone-lr/, 'the orphan router is gone')
   t.match(await p.nbctl('ls-list'), /operator-switch/, "the operator's switch is untouched")
 

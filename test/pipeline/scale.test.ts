@@ -1,4 +1,5 @@
 import t from 'tap'
+import { topologyNames } from '../../lib/ovn/index.ts'
 import {
   groupSpec,
   hostSpec,
@@ -37,18 +38,18 @@ t.test('100 hosts attached to one group at once by 2 worker processes are all Re
   )
   t.equal(hosts.filter((h) => h.status.phase === 'Ready').length, 100, 'all 100 are Ready')
 
-  const ports = (await p.nbctl('lsp-list', 'hz-group-a-ls'))
+  const ports = (await p.nbctl('lsp-list', topologyNames.switch('group-a')))
     .split('\n')
     .filter((l) => /host-/.test(l))
   t.equal(ports.length, 100, 'every host has its port on the group switch: no update was lost')
   const addresses = new Set(hosts.map((h) => h.status.hostAccessIPs?.hostIP))
   t.equal(addresses.size, 100, '100 distinct addresses')
-  const policies = (await p.nbctl('lr-policy-list', 'hz-group-a-lr'))
+  const policies = (await p.nbctl('lr-policy-list', topologyNames.router('group-a')))
     .split('\n')
     .filter((l) => /reroute/.test(l))
   t.equal(policies.length, 100, 'one reroute policy per host')
   const routers = (await p.nbctl('--bare', '--columns=name', 'list', 'Logical_Router'))
     .split('\n')
-    .filter((l) => /-gw$/.test(l))
+    .filter((l) => /\/gw$/.test(l))
   t.equal(routers.length, dpus.length, 'one gateway router per DPU')
 })

@@ -2,7 +2,7 @@ import t from 'tap'
 import type { Operation } from '../protocol.ts'
 import { type ActualRow, type ActualRows, diffTopology, GENERATION_KEY } from './apply.ts'
 import { compileGroupTopology, type DesiredRows, TOPOLOGY_TABLES } from './compile.ts'
-import { OWNER_KEY, ROW_KEY } from './names.ts'
+import { OWNER_KEY, ROW_KEY, topologyNames } from './names.ts'
 import type { GroupMember, GroupTopologySpec } from './spec.ts'
 
 const member = (n: number, dpu: string): GroupMember => ({
@@ -185,7 +185,7 @@ t.test('diffTopology: what it writes for each difference between desired and NB'
       actual: inSync,
       writes: [
         'mutate Logical_Switch/ls ports delete Logical_Switch_Port/lsp/hz-alpha-h2',
-        'mutate Logical_Router/lr ports delete Logical_Router_Port/lrp/hz-alpha-lr-dpu-2',
+        `mutate Logical_Router/lr ports delete Logical_Router_Port/lrp/${topologyNames.routerTransitPort('alpha', 'dpu-2')}`,
         'mutate Logical_Router/lr static_routes delete Logical_Router_Static_Route/route/lr/0.0.0.0/0/dpu-2',
         'mutate Logical_Router/lr policies delete Logical_Router_Policy/policy/h2',
         'delete Logical_Switch/ts/dpu-2',
@@ -386,7 +386,10 @@ t.test('diffTopology: the generation guard, and a bump exactly when writing', as
     'new group: guard that no router of the group exists yet',
   )
   const routerInsert = fresh.writes.find(
-    (op) => op.op === 'insert' && op.table === 'Logical_Router' && op.row.name === 'hz-alpha-lr',
+    (op) =>
+      op.op === 'insert' &&
+      op.table === 'Logical_Router' &&
+      op.row.name === topologyNames.router('alpha'),
   )
   const routerName = routerInsert?.op === 'insert' ? routerInsert['uuid-name'] : undefined
   t.match(

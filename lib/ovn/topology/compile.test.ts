@@ -5,6 +5,7 @@ import {
   InvalidTopologySpec,
   Ipv6NatUnsupported,
   NatConflict,
+  topologyNames,
   transitAddresses,
 } from '../index.ts'
 
@@ -17,7 +18,7 @@ const base: GroupTopologySpec = {
   members: [
     {
       hostName: 'h1',
-      logicalPort: 'hz-alpha-h1',
+      logicalPort: topologyNames.hostPort('alpha', 'h1'),
       mac: '0a:00:00:00:00:01',
       ip: '10.10.10.2',
       dpu: { id: 'dpu-1', natIp: '172.18.0.105' },
@@ -31,7 +32,7 @@ t.test('same spec, same rows; names and owner derive from the group', async (t) 
   t.same(compileGroupTopology(base), a, 'pure and deterministic')
   const names = a.rows.map((r) => (r.row as { name?: string }).name).filter((n) => n !== undefined)
   t.ok(
-    names.every((n) => n.startsWith('hz-alpha-')),
+    names.every((n) => n.startsWith('hz/alpha/')),
     'every named row is prefixed with the group',
   )
   t.ok(a.rows.every((r) => r.row.external_ids['hydrazine:owner'] === 'group/alpha'))
@@ -45,7 +46,10 @@ t.test('same spec, same rows; names and owner derive from the group', async (t) 
     ...base,
     name: 'beta',
     members: [
-      { ...base.members[0], logicalPort: 'hz-beta-h1' } as GroupTopologySpec['members'][number],
+      {
+        ...base.members[0],
+        logicalPort: topologyNames.hostPort('beta', 'h1'),
+      } as GroupTopologySpec['members'][number],
     ],
   })
   const bNames = new Set(b.rows.map((r) => (r.row as { name?: string }).name))
@@ -72,7 +76,7 @@ t.test('transit links are link-local /30s that do not move when another DPU join
       {
         ...(base.members[0] as GroupTopologySpec['members'][number]),
         hostName: 'h0',
-        logicalPort: 'hz-alpha-h0',
+        logicalPort: topologyNames.hostPort('alpha', 'h0'),
         ip: '10.10.10.9',
         dpu: { id: 'dpu-0', natIp: '172.18.0.104' },
       },
@@ -112,7 +116,7 @@ const rejects: { name: string; spec: GroupTopologySpec; error: new (...a: never[
         {
           ...(base.members[0] as GroupTopologySpec['members'][number]),
           hostName: 'h2',
-          logicalPort: 'hz-alpha-h2',
+          logicalPort: topologyNames.hostPort('alpha', 'h2'),
           ip: '10.10.10.3',
         },
       ],
@@ -157,7 +161,10 @@ const v6: GroupTopologySpec = {
 
 t.test('an IPv6 host without NAT gets its port, and no NAT or policy names it', async (t) => {
   const { rows } = compileGroupTopology(v6)
-  const port = rows.find((r) => r.table === 'Logical_Switch_Port' && r.row.name === 'hz-alpha-h1')
+  const port = rows.find(
+    (r) =>
+      r.table === 'Logical_Switch_Port' && r.row.name === topologyNames.hostPort('alpha', 'h1'),
+  )
   t.match(
     port,
     {

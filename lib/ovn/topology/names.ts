@@ -26,33 +26,35 @@ export function groupOfRow(externalIds: Readonly<Record<string, string>>): strin
 }
 
 /**
- * The names of a group's NB rows. Logical switch port names double as the `iface-id`
- * a DPU agent binds, so they are unique in NB.
+ * The names of a group's NB rows: `hz/<group>/…`, parts joined with `/`, which neither
+ * group and host names (RFC 1123 labels) nor DPU ids may contain — so no two groups' rows
+ * can ever share a name, whatever their tenants call them. Logical switch port names
+ * double as the `iface-id` a DPU agent binds, so they are unique in NB.
  *
- * @example topologyNames.hostPort('group-a', 'host-1') // 'hz-group-a-host-1'
+ * @example topologyNames.hostPort('group-a', 'host-1') // 'hz/group-a/host-1'
  */
 export const topologyNames = {
   /** The group's distributed logical switch (its tenant network). */
-  switch: (group: string) => `hz-${group}-ls`,
+  switch: (group: string) => `hz/${group}/ls`,
   /** The group's distributed logical router (the gateway IP). */
-  router: (group: string) => `hz-${group}-lr`,
-  routerSwitchPort: (group: string) => `hz-${group}-lr-ls`,
-  switchRouterPort: (group: string) => `hz-${group}-ls-lr`,
+  router: (group: string) => `hz/${group}/lr`,
+  routerSwitchPort: (group: string) => `hz/${group}/lr-ls`,
+  switchRouterPort: (group: string) => `hz/${group}/ls-lr`,
   /** A host's logical switch port: the `iface-id` its DPU binds. */
-  hostPort: (group: string, host: string) => `hz-${group}-${host}`,
+  hostPort: (group: string, host: string) => `hz/${group}/${host}`,
   /** The group's DHCP relay port on one DPU. */
-  relayPort: (group: string, dpu: string) => `hz-${group}-relay-${dpu}`,
+  relayPort: (group: string, dpu: string) => `hz/${group}/relay/${dpu}`,
   /** Per DPU: the transit switch between the distributed router and the gateway router. */
-  transitSwitch: (group: string, dpu: string) => `hz-${group}-${dpu}-ts`,
-  routerTransitPort: (group: string, dpu: string) => `hz-${group}-lr-${dpu}`,
-  transitRouterPort: (group: string, dpu: string) => `hz-${group}-${dpu}-ts-lr`,
-  transitGatewayPort: (group: string, dpu: string) => `hz-${group}-${dpu}-ts-gw`,
+  transitSwitch: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/ts`,
+  routerTransitPort: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/lr-ts`,
+  transitRouterPort: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/ts-lr`,
+  transitGatewayPort: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/ts-gw`,
   /** Per DPU: the gateway router pinned to the DPU's chassis. */
-  gatewayRouter: (group: string, dpu: string) => `hz-${group}-${dpu}-gw`,
-  gatewayTransitPort: (group: string, dpu: string) => `hz-${group}-${dpu}-gw-ts`,
-  gatewayPublicPort: (group: string, dpu: string) => `hz-${group}-${dpu}-gw-pub`,
+  gatewayRouter: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/gw`,
+  gatewayTransitPort: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/gw-ts`,
+  gatewayPublicPort: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/gw-pub`,
   /** Per DPU: the public switch with the localnet port to the fabric. */
-  publicSwitch: (group: string, dpu: string) => `hz-${group}-${dpu}-pub`,
-  publicGatewayPort: (group: string, dpu: string) => `hz-${group}-${dpu}-pub-gw`,
-  localnetPort: (group: string, dpu: string) => `hz-${group}-${dpu}-pub-ln`,
+  publicSwitch: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/pub`,
+  publicGatewayPort: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/pub-gw`,
+  localnetPort: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/pub-ln`,
 } as const

@@ -1,15 +1,17 @@
 --[[
   Writes an object's desired spec. An unchanged spec changes nothing; a changed one bumps
   specVersion. Immutable parts may not change; exclusive claims (e.g. a DPU NAT IP) may
-  not be held by another object; claims the new spec no longer makes are released.
+  not be held by another object; claims the new spec no longer makes are released;
+  guards (facts the spec was validated against) must still hold.
 
-  KEYS[1]          object hash (fields: spec, specVersion, status, deletion, createdAt,
-                   updatedAt, immutable, claims)
-  KEYS[2]          version counter of this kind and name; it outlives the object, so an
-                   object deleted and created again never reuses a version (job ids derive
-                   from versions and must not collide with the old object's jobs)
-  KEYS[3..n+2]     index sets the object's name is added to (n = ARGV[6])
-  KEYS[n+3..]      claim keys (string: owner name) the new spec takes
+  KEYS[1]            object hash (fields: spec, specVersion, status, deletion, createdAt,
+                     updatedAt, immutable, claims)
+  KEYS[2]            version counter of this kind and name; it outlives the object, so an
+                     object deleted and created again never reuses a version (job ids derive
+                     from versions and must not collide with the old object's jobs)
+  KEYS[3..n+2]       index sets the object's name is added to (n = ARGV[6])
+  KEYS[n+3..n+c+2]   claim keys (string: owner name) the new spec takes (c = ARGV[8])
+  KEYS[n+c+3..]      guard keys, one per entry of ARGV[9]
 
   ARGV[1]  name
   ARGV[2]  spec (canonical JSON)
@@ -18,14 +20,20 @@
   ARGV[5]  immutable fingerprint (the parts of the spec that may never change)
   ARGV[6]  n, the number of index sets
   ARGV[7]  claim key prefix: old claims are released only if they start with it
+  ARGV[8]  c, the number of claim keys
+  ARGV[9]  guards (JSON array, one per guard key): {"absent": true} — the key must not
+           exist; {"field": F, "equals": V} — the hash field F must equal V
 
   Returns {'ok', changed (0|1), specVersion}
         | {'terminating'}               deletion was requested; the object is read-only
         | {'immutable', old fingerprint}
         | {'claimed', key, holder}      another object holds a claim
+        | {'guard', key}                a guard no longer holds: re-read and try again
 ]]
 local obj = KEYS[1]
 local n = tonumber(ARGV[6])
+local c = tonumber(ARGV[8] or '0')
+local guards = cjson.decode(ARGV[9] or '[]')
 local existing = redis.call('HMGET', obj, 'spec', 'specVersion', 'deletion', 'immutable', 'claims')
 
 if existing[1] then
@@ -33,7 +41,16 @@ if existing[1] then
   if existing[4] ~= ARGV[5] then return {'immutable', existing[4]} end
 end
 
-for i = n + 3, #KEYS do
+for i, guard in ipairs(guards) do
+  local key = KEYS[n + c + 2 + i]
+  if guard.absent then
+    if redis.call('EXISTS', key) == 1 then return {'guard', key} end
+  elseif redis.call('HGET', key, guard.field) ~= guard.equals then
+    return {'guard', key}
+  end
+end
+
+for i = n + 3, n + c + 2 do
   local holder = redis.call('GET', KEYS[i])
   if holder and holder ~= ARGV[1] then return {'claimed', KEYS[i], holder} end
 end
@@ -44,7 +61,7 @@ end
 
 -- Release claims the new spec no longer makes.
 local newClaims = {}
-for i = n + 3, #KEYS do newClaims[KEYS[i]] = true end
+for i = n + 3, n + c + 2 do newClaims[KEYS[i]] = true end
 if existing[5] then
   for _, key in ipairs(cjson.decode(existing[5])) do
     if not newClaims[key] and string.sub(key, 1, #ARGV[7]) == ARGV[7]
@@ -54,7 +71,7 @@ if existing[5] then
   end
 end
 local claimList = {}
-for i = n + 3, #KEYS do
+for i = n + 3, n + c + 2 do
   redis.call('SET', KEYS[i], ARGV[1])
   table.insert(claimList, KEYS[i])
 end

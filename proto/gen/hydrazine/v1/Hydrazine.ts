@@ -3,23 +3,34 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
-import type { ApplyRequest as _hydrazine_v1_ApplyRequest, ApplyRequest__Output as _hydrazine_v1_ApplyRequest__Output } from './ApplyRequest.ts';
-import type { ApplyResponse as _hydrazine_v1_ApplyResponse, ApplyResponse__Output as _hydrazine_v1_ApplyResponse__Output } from './ApplyResponse.ts';
-import type { DeleteRequest as _hydrazine_v1_DeleteRequest, DeleteRequest__Output as _hydrazine_v1_DeleteRequest__Output } from './DeleteRequest.ts';
-import type { GetRequest as _hydrazine_v1_GetRequest, GetRequest__Output as _hydrazine_v1_GetRequest__Output } from './GetRequest.ts';
-import type { ListManagedResourcesRequest as _hydrazine_v1_ListManagedResourcesRequest, ListManagedResourcesRequest__Output as _hydrazine_v1_ListManagedResourcesRequest__Output } from './ListManagedResourcesRequest.ts';
-import type { ListPublicIpsRequest as _hydrazine_v1_ListPublicIpsRequest, ListPublicIpsRequest__Output as _hydrazine_v1_ListPublicIpsRequest__Output } from './ListPublicIpsRequest.ts';
-import type { ListPublicIpsResponse as _hydrazine_v1_ListPublicIpsResponse, ListPublicIpsResponse__Output as _hydrazine_v1_ListPublicIpsResponse__Output } from './ListPublicIpsResponse.ts';
-import type { ListResourceGroupsRequest as _hydrazine_v1_ListResourceGroupsRequest, ListResourceGroupsRequest__Output as _hydrazine_v1_ListResourceGroupsRequest__Output } from './ListResourceGroupsRequest.ts';
-import type { ListResponse as _hydrazine_v1_ListResponse, ListResponse__Output as _hydrazine_v1_ListResponse__Output } from './ListResponse.ts';
-import type { ObjectEvent as _hydrazine_v1_ObjectEvent, ObjectEvent__Output as _hydrazine_v1_ObjectEvent__Output } from './ObjectEvent.ts';
-import type { ObjectResponse as _hydrazine_v1_ObjectResponse, ObjectResponse__Output as _hydrazine_v1_ObjectResponse__Output } from './ObjectResponse.ts';
-import type { PublicIp as _hydrazine_v1_PublicIp, PublicIp__Output as _hydrazine_v1_PublicIp__Output } from './PublicIp.ts';
-import type { PublicIpRequest as _hydrazine_v1_PublicIpRequest, PublicIpRequest__Output as _hydrazine_v1_PublicIpRequest__Output } from './PublicIpRequest.ts';
-import type { UnregisterPublicIpResponse as _hydrazine_v1_UnregisterPublicIpResponse, UnregisterPublicIpResponse__Output as _hydrazine_v1_UnregisterPublicIpResponse__Output } from './UnregisterPublicIpResponse.ts';
-import type { WatchRequest as _hydrazine_v1_WatchRequest, WatchRequest__Output as _hydrazine_v1_WatchRequest__Output } from './WatchRequest.ts';
+import type { ApplyRequest as _hydrazine_v1_ApplyRequest, ApplyRequest__Output as _hydrazine_v1_ApplyRequest__Output } from '../../hydrazine/v1/ApplyRequest.ts';
+import type { ApplyResponse as _hydrazine_v1_ApplyResponse, ApplyResponse__Output as _hydrazine_v1_ApplyResponse__Output } from '../../hydrazine/v1/ApplyResponse.ts';
+import type { DeleteDpuResponse as _hydrazine_v1_DeleteDpuResponse, DeleteDpuResponse__Output as _hydrazine_v1_DeleteDpuResponse__Output } from '../../hydrazine/v1/DeleteDpuResponse.ts';
+import type { DeleteRequest as _hydrazine_v1_DeleteRequest, DeleteRequest__Output as _hydrazine_v1_DeleteRequest__Output } from '../../hydrazine/v1/DeleteRequest.ts';
+import type { GetRequest as _hydrazine_v1_GetRequest, GetRequest__Output as _hydrazine_v1_GetRequest__Output } from '../../hydrazine/v1/GetRequest.ts';
+import type { ListDpusRequest as _hydrazine_v1_ListDpusRequest, ListDpusRequest__Output as _hydrazine_v1_ListDpusRequest__Output } from '../../hydrazine/v1/ListDpusRequest.ts';
+import type { ListManagedResourcesRequest as _hydrazine_v1_ListManagedResourcesRequest, ListManagedResourcesRequest__Output as _hydrazine_v1_ListManagedResourcesRequest__Output } from '../../hydrazine/v1/ListManagedResourcesRequest.ts';
+import type { ListPublicIpsRequest as _hydrazine_v1_ListPublicIpsRequest, ListPublicIpsRequest__Output as _hydrazine_v1_ListPublicIpsRequest__Output } from '../../hydrazine/v1/ListPublicIpsRequest.ts';
+import type { ListPublicIpsResponse as _hydrazine_v1_ListPublicIpsResponse, ListPublicIpsResponse__Output as _hydrazine_v1_ListPublicIpsResponse__Output } from '../../hydrazine/v1/ListPublicIpsResponse.ts';
+import type { ListResourceGroupsRequest as _hydrazine_v1_ListResourceGroupsRequest, ListResourceGroupsRequest__Output as _hydrazine_v1_ListResourceGroupsRequest__Output } from '../../hydrazine/v1/ListResourceGroupsRequest.ts';
+import type { ListResponse as _hydrazine_v1_ListResponse, ListResponse__Output as _hydrazine_v1_ListResponse__Output } from '../../hydrazine/v1/ListResponse.ts';
+import type { ObjectEvent as _hydrazine_v1_ObjectEvent, ObjectEvent__Output as _hydrazine_v1_ObjectEvent__Output } from '../../hydrazine/v1/ObjectEvent.ts';
+import type { ObjectResponse as _hydrazine_v1_ObjectResponse, ObjectResponse__Output as _hydrazine_v1_ObjectResponse__Output } from '../../hydrazine/v1/ObjectResponse.ts';
+import type { PublicIp as _hydrazine_v1_PublicIp, PublicIp__Output as _hydrazine_v1_PublicIp__Output } from '../../hydrazine/v1/PublicIp.ts';
+import type { PublicIpRequest as _hydrazine_v1_PublicIpRequest, PublicIpRequest__Output as _hydrazine_v1_PublicIpRequest__Output } from '../../hydrazine/v1/PublicIpRequest.ts';
+import type { UnregisterPublicIpResponse as _hydrazine_v1_UnregisterPublicIpResponse, UnregisterPublicIpResponse__Output as _hydrazine_v1_UnregisterPublicIpResponse__Output } from '../../hydrazine/v1/UnregisterPublicIpResponse.ts';
+import type { WatchRequest as _hydrazine_v1_WatchRequest, WatchRequest__Output as _hydrazine_v1_WatchRequest__Output } from '../../hydrazine/v1/WatchRequest.ts';
 
 export interface HydrazineClient extends grpc.Client {
+  ApplyDpu(argument: _hydrazine_v1_ApplyRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
+  ApplyDpu(argument: _hydrazine_v1_ApplyRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
+  ApplyDpu(argument: _hydrazine_v1_ApplyRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
+  ApplyDpu(argument: _hydrazine_v1_ApplyRequest, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
+  applyDpu(argument: _hydrazine_v1_ApplyRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
+  applyDpu(argument: _hydrazine_v1_ApplyRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
+  applyDpu(argument: _hydrazine_v1_ApplyRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
+  applyDpu(argument: _hydrazine_v1_ApplyRequest, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
+  
   ApplyManagedResource(argument: _hydrazine_v1_ApplyRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
   ApplyManagedResource(argument: _hydrazine_v1_ApplyRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
   ApplyManagedResource(argument: _hydrazine_v1_ApplyRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
@@ -38,6 +49,15 @@ export interface HydrazineClient extends grpc.Client {
   applyResourceGroup(argument: _hydrazine_v1_ApplyRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
   applyResourceGroup(argument: _hydrazine_v1_ApplyRequest, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
   
+  DeleteDpu(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_DeleteDpuResponse__Output>): grpc.ClientUnaryCall;
+  DeleteDpu(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_DeleteDpuResponse__Output>): grpc.ClientUnaryCall;
+  DeleteDpu(argument: _hydrazine_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_DeleteDpuResponse__Output>): grpc.ClientUnaryCall;
+  DeleteDpu(argument: _hydrazine_v1_GetRequest, callback: grpc.requestCallback<_hydrazine_v1_DeleteDpuResponse__Output>): grpc.ClientUnaryCall;
+  deleteDpu(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_DeleteDpuResponse__Output>): grpc.ClientUnaryCall;
+  deleteDpu(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_DeleteDpuResponse__Output>): grpc.ClientUnaryCall;
+  deleteDpu(argument: _hydrazine_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_DeleteDpuResponse__Output>): grpc.ClientUnaryCall;
+  deleteDpu(argument: _hydrazine_v1_GetRequest, callback: grpc.requestCallback<_hydrazine_v1_DeleteDpuResponse__Output>): grpc.ClientUnaryCall;
+  
   DeleteManagedResource(argument: _hydrazine_v1_DeleteRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
   DeleteManagedResource(argument: _hydrazine_v1_DeleteRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
   DeleteManagedResource(argument: _hydrazine_v1_DeleteRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
@@ -55,6 +75,15 @@ export interface HydrazineClient extends grpc.Client {
   deleteResourceGroup(argument: _hydrazine_v1_DeleteRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
   deleteResourceGroup(argument: _hydrazine_v1_DeleteRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
   deleteResourceGroup(argument: _hydrazine_v1_DeleteRequest, callback: grpc.requestCallback<_hydrazine_v1_ApplyResponse__Output>): grpc.ClientUnaryCall;
+  
+  GetDpu(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  GetDpu(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  GetDpu(argument: _hydrazine_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  GetDpu(argument: _hydrazine_v1_GetRequest, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  getDpu(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  getDpu(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  getDpu(argument: _hydrazine_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  getDpu(argument: _hydrazine_v1_GetRequest, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
   
   GetManagedResource(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
   GetManagedResource(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
@@ -82,6 +111,15 @@ export interface HydrazineClient extends grpc.Client {
   getResourceGroup(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
   getResourceGroup(argument: _hydrazine_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
   getResourceGroup(argument: _hydrazine_v1_GetRequest, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  
+  ListDpus(argument: _hydrazine_v1_ListDpusRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
+  ListDpus(argument: _hydrazine_v1_ListDpusRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
+  ListDpus(argument: _hydrazine_v1_ListDpusRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
+  ListDpus(argument: _hydrazine_v1_ListDpusRequest, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
+  listDpus(argument: _hydrazine_v1_ListDpusRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
+  listDpus(argument: _hydrazine_v1_ListDpusRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
+  listDpus(argument: _hydrazine_v1_ListDpusRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
+  listDpus(argument: _hydrazine_v1_ListDpusRequest, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
   
   ListManagedResources(argument: _hydrazine_v1_ListManagedResourcesRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
   ListManagedResources(argument: _hydrazine_v1_ListManagedResourcesRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
@@ -136,19 +174,27 @@ export interface HydrazineClient extends grpc.Client {
 }
 
 export interface HydrazineHandlers extends grpc.UntypedServiceImplementation {
+  ApplyDpu: grpc.handleUnaryCall<_hydrazine_v1_ApplyRequest__Output, _hydrazine_v1_ApplyResponse>;
+  
   ApplyManagedResource: grpc.handleUnaryCall<_hydrazine_v1_ApplyRequest__Output, _hydrazine_v1_ApplyResponse>;
   
   ApplyResourceGroup: grpc.handleUnaryCall<_hydrazine_v1_ApplyRequest__Output, _hydrazine_v1_ApplyResponse>;
   
+  DeleteDpu: grpc.handleUnaryCall<_hydrazine_v1_GetRequest__Output, _hydrazine_v1_DeleteDpuResponse>;
+  
   DeleteManagedResource: grpc.handleUnaryCall<_hydrazine_v1_DeleteRequest__Output, _hydrazine_v1_ApplyResponse>;
   
   DeleteResourceGroup: grpc.handleUnaryCall<_hydrazine_v1_DeleteRequest__Output, _hydrazine_v1_ApplyResponse>;
+  
+  GetDpu: grpc.handleUnaryCall<_hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse>;
   
   GetManagedResource: grpc.handleUnaryCall<_hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse>;
   
   GetPublicIp: grpc.handleUnaryCall<_hydrazine_v1_PublicIpRequest__Output, _hydrazine_v1_PublicIp>;
   
   GetResourceGroup: grpc.handleUnaryCall<_hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse>;
+  
+  ListDpus: grpc.handleUnaryCall<_hydrazine_v1_ListDpusRequest__Output, _hydrazine_v1_ListResponse>;
   
   ListManagedResources: grpc.handleUnaryCall<_hydrazine_v1_ListManagedResourcesRequest__Output, _hydrazine_v1_ListResponse>;
   
@@ -165,13 +211,17 @@ export interface HydrazineHandlers extends grpc.UntypedServiceImplementation {
 }
 
 export interface HydrazineDefinition extends grpc.ServiceDefinition {
+  ApplyDpu: MethodDefinition<_hydrazine_v1_ApplyRequest, _hydrazine_v1_ApplyResponse, _hydrazine_v1_ApplyRequest__Output, _hydrazine_v1_ApplyResponse__Output>
   ApplyManagedResource: MethodDefinition<_hydrazine_v1_ApplyRequest, _hydrazine_v1_ApplyResponse, _hydrazine_v1_ApplyRequest__Output, _hydrazine_v1_ApplyResponse__Output>
   ApplyResourceGroup: MethodDefinition<_hydrazine_v1_ApplyRequest, _hydrazine_v1_ApplyResponse, _hydrazine_v1_ApplyRequest__Output, _hydrazine_v1_ApplyResponse__Output>
+  DeleteDpu: MethodDefinition<_hydrazine_v1_GetRequest, _hydrazine_v1_DeleteDpuResponse, _hydrazine_v1_GetRequest__Output, _hydrazine_v1_DeleteDpuResponse__Output>
   DeleteManagedResource: MethodDefinition<_hydrazine_v1_DeleteRequest, _hydrazine_v1_ApplyResponse, _hydrazine_v1_DeleteRequest__Output, _hydrazine_v1_ApplyResponse__Output>
   DeleteResourceGroup: MethodDefinition<_hydrazine_v1_DeleteRequest, _hydrazine_v1_ApplyResponse, _hydrazine_v1_DeleteRequest__Output, _hydrazine_v1_ApplyResponse__Output>
+  GetDpu: MethodDefinition<_hydrazine_v1_GetRequest, _hydrazine_v1_ObjectResponse, _hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse__Output>
   GetManagedResource: MethodDefinition<_hydrazine_v1_GetRequest, _hydrazine_v1_ObjectResponse, _hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse__Output>
   GetPublicIp: MethodDefinition<_hydrazine_v1_PublicIpRequest, _hydrazine_v1_PublicIp, _hydrazine_v1_PublicIpRequest__Output, _hydrazine_v1_PublicIp__Output>
   GetResourceGroup: MethodDefinition<_hydrazine_v1_GetRequest, _hydrazine_v1_ObjectResponse, _hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse__Output>
+  ListDpus: MethodDefinition<_hydrazine_v1_ListDpusRequest, _hydrazine_v1_ListResponse, _hydrazine_v1_ListDpusRequest__Output, _hydrazine_v1_ListResponse__Output>
   ListManagedResources: MethodDefinition<_hydrazine_v1_ListManagedResourcesRequest, _hydrazine_v1_ListResponse, _hydrazine_v1_ListManagedResourcesRequest__Output, _hydrazine_v1_ListResponse__Output>
   ListPublicIps: MethodDefinition<_hydrazine_v1_ListPublicIpsRequest, _hydrazine_v1_ListPublicIpsResponse, _hydrazine_v1_ListPublicIpsRequest__Output, _hydrazine_v1_ListPublicIpsResponse__Output>
   ListResourceGroups: MethodDefinition<_hydrazine_v1_ListResourceGroupsRequest, _hydrazine_v1_ListResponse, _hydrazine_v1_ListResourceGroupsRequest__Output, _hydrazine_v1_ListResponse__Output>

@@ -3,12 +3,12 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
-import type { AgentStatus as _hydrazine_agent_v1_AgentStatus, AgentStatus__Output as _hydrazine_agent_v1_AgentStatus__Output } from './AgentStatus.ts';
-import type { GetStatusRequest as _hydrazine_agent_v1_GetStatusRequest, GetStatusRequest__Output as _hydrazine_agent_v1_GetStatusRequest__Output } from './GetStatusRequest.ts';
-import type { InitRequest as _hydrazine_agent_v1_InitRequest, InitRequest__Output as _hydrazine_agent_v1_InitRequest__Output } from './InitRequest.ts';
-import type { InitResponse as _hydrazine_agent_v1_InitResponse, InitResponse__Output as _hydrazine_agent_v1_InitResponse__Output } from './InitResponse.ts';
-import type { PingRequest as _hydrazine_agent_v1_PingRequest, PingRequest__Output as _hydrazine_agent_v1_PingRequest__Output } from './PingRequest.ts';
-import type { PingResponse as _hydrazine_agent_v1_PingResponse, PingResponse__Output as _hydrazine_agent_v1_PingResponse__Output } from './PingResponse.ts';
+import type { AgentStatus as _hydrazine_agent_v1_AgentStatus, AgentStatus__Output as _hydrazine_agent_v1_AgentStatus__Output } from '../../../hydrazine/agent/v1/AgentStatus.ts';
+import type { GetStatusRequest as _hydrazine_agent_v1_GetStatusRequest, GetStatusRequest__Output as _hydrazine_agent_v1_GetStatusRequest__Output } from '../../../hydrazine/agent/v1/GetStatusRequest.ts';
+import type { InitRequest as _hydrazine_agent_v1_InitRequest, InitRequest__Output as _hydrazine_agent_v1_InitRequest__Output } from '../../../hydrazine/agent/v1/InitRequest.ts';
+import type { InitResponse as _hydrazine_agent_v1_InitResponse, InitResponse__Output as _hydrazine_agent_v1_InitResponse__Output } from '../../../hydrazine/agent/v1/InitResponse.ts';
+import type { PingRequest as _hydrazine_agent_v1_PingRequest, PingRequest__Output as _hydrazine_agent_v1_PingRequest__Output } from '../../../hydrazine/agent/v1/PingRequest.ts';
+import type { PingResponse as _hydrazine_agent_v1_PingResponse, PingResponse__Output as _hydrazine_agent_v1_PingResponse__Output } from '../../../hydrazine/agent/v1/PingResponse.ts';
 
 export interface AgentClient extends grpc.Client {
   GetStatus(argument: _hydrazine_agent_v1_GetStatusRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_agent_v1_AgentStatus__Output>): grpc.ClientUnaryCall;

@@ -1,0 +1,278 @@
+/**
+ * Trust boundaries at the API: physical facts (DPU, host port, NAT IP, DHCP server) come
+ * from the operator's inventory, and a tenant token reaches only what is its own. Each
+ * test is a finding of the security review, tried as an attacker would through HTTP.
+ */
+import { createHash } from 'node:crypto'
+import t from 'tap'
+import { createApp } from '../../api/http/app.ts'
+import { topologyNames } from '../../lib/ovn/index.ts'
+import { groupSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
+
+const OPERATOR = 'operator-token-0123456789abcdef'
+const VICTIM = 'victim-token-0123456789abcdef'
+const EVIL = 'evil-token-0123456789abcdef'
+
+function api(p: Pipeline) {
+  const app = createApp({
+    readiness: {},
+    v1: {
+      client: p.client,
+      tokens: { operator: [OPERATOR], tenants: { victim: [VICTIM], evil: [EVIL] } },
+    },
+  })
+  return async (method: string, path: string, token: string, body?: unknown) => {
+    const res = await app.request(path, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    })
+    const text = await res.text()
+    // biome-ignore lint/suspicious/noExplicitAny: response bodies are inspected loosely in tests
+    const json: any = text ? JSON.parse(text) : undefined
+    return { status: res.status, json }
+  }
+}
+
+const host = (group: string, dpu: string, mac: string, extra: Record<string, unknown> = {}) => ({
+  resourceGroup: group,
+  hostMAC: mac,
+  dpu: { id: dpu },
+  ...extra,
+})
+
+t.test('the operator inventory decides where hosts go', async (t) => {
+  const p = await startPipeline(t)
+  const call = api(p)
+  await p.agent('dpu-v')
+  await p.agent('dpu-e')
+  // The operator's inventory: one DPU per tenant, each with its host port and fabric IPs.
+  for (const [id, tenant, ips] of [
+    ['dpu-v', 'victim', ['172.18.0.21', '172.18.0.121']],
+    ['dpu-e', 'evil', ['172.18.0.22', '172.18.0.122']],
+  ] as const) {
+    const put = await call('PUT', `/v1/dpus/${id}`, OPERATOR, {
+      tenantId: tenant,
+      fabricIps: ips,
+      hostPorts: ['pf0hpf'],
+    })
+    t.equal(put.status, 201, `the operator adds ${id}`)
+  }
+  t.equal(
+    (await call('PUT', '/v1/dpus/dpu-x', EVIL, { fabricIps: ['172.18.0.30'] })).status,
+    403,
+    'a tenant cannot add to the inventory',
+  )
+  t.equal((await call('PUT', '/v1/resource-groups/net-v', VICTIM, groupSpec('victim'))).status, 202)
+  t.equal((await call('PUT', '/v1/resource-groups/net-e', EVIL, groupSpec('evil'))).status, 202)
+  await until(
+    () => p.client.listGroups(),
+    (gs) => gs.length === 2 && gs.every((g) => g.status.phase === 'Ready'),
+  )
+  const victimHost = await call(
+    'PUT',
+    '/v1/managed-resources/victim-1',
+    VICTIM,
+    host('net-v', 'dpu-v', '52:54:00:00:aa:01', { hostAccess: 'FabricAccess' }),
+  )
+  t.equal(victimHost.status, 202, "the victim attaches a host on its DPU's only port")
+  await until(
+    () => p.client.getHost('victim-1'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  const portsBefore = await p.nbctl('--bare', '--columns=name', 'list', 'Logical_Switch_Port')
+
+  t.test("1. host hijack: a tenant cannot bind another tenant's DPU or port", async (t) => {
+    const hijack = await call(
+      'PUT',
+      '/v1/managed-resources/evil-1',
+      EVIL,
+      host('net-e', 'dpu-v', '52:54:00:00:ee:01', { identifier: 'pf0hpf' }),
+    )
+    t.equal(hijack.status, 400, "another tenant's DPU is refused")
+    t.match(hijack.json.error.issues, [
+      { path: 'dpu.id', message: /no DPU dpu-v is assigned to tenant evil/ },
+    ])
+    const missing = await call(
+      'PUT',
+      '/v1/managed-resources/evil-1',
+      EVIL,
+      host('net-e', 'dpu-nope', '52:54:00:00:ee:01'),
+    )
+    t.same(
+      missing.json.error.issues.map((i: { path: string }) => i.path),
+      hijack.json.error.issues.map((i: { path: string }) => i.path),
+      'and reads exactly like a DPU that does not exist',
+    )
+    const taken = await call(
+      'PUT',
+      '/v1/managed-resources/victim-2',
+      VICTIM,
+      host('net-v', 'dpu-v', '52:54:00:00:aa:02'),
+    )
+    t.equal(taken.status, 409, 'a second host on a port already held is refused')
+    t.match(taken.json.error.message, /DPU host port dpu-v\/pf0hpf is already in use/)
+    t.notMatch(taken.json.error.message, /victim-1/, 'without naming who holds it')
+    t.equal(
+      (await p.client.getHost('victim-1'))?.status.phase,
+      'Ready',
+      "the victim's host stays Ready",
+    )
+    t.equal(
+      await p.nbctl('--bare', '--columns=name', 'list', 'Logical_Switch_Port'),
+      portsBefore,
+      'and NB is untouched',
+    )
+  })
+
+  t.test('3. fabric address hijack: fabric IPs come from the inventory only', async (t) => {
+    const forged = await call(
+      'PUT',
+      '/v1/managed-resources/evil-2',
+      EVIL,
+      host('net-e', 'dpu-e', '52:54:00:00:ee:02', {
+        dpu: { id: 'dpu-e', ips: ['172.18.0.22', '172.18.0.121'] },
+        hostAccess: 'PublicAccess',
+      }),
+    )
+    t.equal(forged.status, 400, 'a tenant giving fabric IPs is refused')
+    t.match(forged.json.error.issues, [{ path: 'dpu.ips', message: /inventory/ }])
+    const fair = await call(
+      'PUT',
+      '/v1/managed-resources/evil-2',
+      EVIL,
+      host('net-e', 'dpu-e', '52:54:00:00:ee:02', { hostAccess: 'FabricAccess' }),
+    )
+    t.equal(fair.status, 202)
+    await until(
+      () => p.client.getHost('evil-2'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    const nat = await p.natRules(topologyNames.gatewayRouter('net-e', 'dpu-e'))
+    const hostIp = (await p.client.getHost('evil-2'))?.status.hostAccessIPs?.hostIP
+    t.ok(
+      nat.includes(`dnat_and_snat 172.18.0.122 ${hostIp}`),
+      "the host's fabric address is its DPU's NAT IP from the inventory",
+    )
+    t.notOk(
+      nat.some((r) => r.includes('172.18.0.121')),
+      "the victim's NAT IP never appears on the attacker's gateway router",
+    )
+    const moveDpu = await call('PUT', '/v1/dpus/dpu-v', OPERATOR, {
+      tenantId: 'evil',
+      fabricIps: ['172.18.0.21', '172.18.0.121'],
+      hostPorts: ['pf0hpf'],
+    })
+    t.equal(moveDpu.status, 409, 'a DPU serving hosts cannot be handed to another tenant')
+    const reuse = await call('PUT', '/v1/dpus/dpu-z', OPERATOR, {
+      fabricIps: ['172.18.0.121'],
+    })
+    t.equal(reuse.status, 409, "no DPU may list another DPU's fabric IP")
+  })
+
+  t.test('4. names that collide across tenants break nobody', async (t) => {
+    // Joined with "-", group a-dpu-v's host ts-lr and group a's transit port on dpu-v
+    // were the same NB name.
+    t.equal((await call('PUT', '/v1/resource-groups/a-dpu-v', EVIL, groupSpec('evil'))).status, 202)
+    t.equal((await call('PUT', '/v1/resource-groups/a', VICTIM, groupSpec('victim'))).status, 202)
+    await until(
+      () => p.client.listGroups(),
+      (gs) => gs.every((g) => g.status.phase === 'Ready'),
+    )
+    await call('PUT', '/v1/dpus/dpu-e', OPERATOR, {
+      tenantId: 'evil',
+      fabricIps: ['172.18.0.22', '172.18.0.122'],
+      hostPorts: ['pf0hpf', 'pf1hpf'],
+    })
+    await call('PUT', '/v1/dpus/dpu-v', OPERATOR, {
+      tenantId: 'victim',
+      fabricIps: ['172.18.0.21', '172.18.0.121'],
+      hostPorts: ['pf0hpf', 'pf1hpf'],
+    })
+    t.equal(
+      (
+        await call(
+          'PUT',
+          '/v1/managed-resources/ts-lr',
+          EVIL,
+          host('a-dpu-v', 'dpu-e', '52:54:00:00:ee:03', { identifier: 'pf1hpf' }),
+        )
+      ).status,
+      202,
+    )
+    t.equal(
+      (
+        await call(
+          'PUT',
+          '/v1/managed-resources/victim-a',
+          VICTIM,
+          host('a', 'dpu-v', '52:54:00:00:aa:03', { identifier: 'pf1hpf' }),
+        )
+      ).status,
+      202,
+    )
+    const ready = await until(
+      async () => [await p.client.getHost('ts-lr'), await p.client.getHost('victim-a')],
+      (hs) => hs.every((h) => h?.status.phase === 'Ready'),
+    )
+    t.ok(
+      ready.every((h) => h?.status.phase === 'Ready'),
+      "both tenants' hosts are Ready: no constraint violation on a shared name",
+    )
+    const taken = await call('PUT', '/v1/resource-groups/a', EVIL, groupSpec('evil'))
+    t.equal(taken.status, 409, "a tenant PUT on another tenant's name is refused")
+    t.same(
+      taken.json.error,
+      { code: 'NAME_TAKEN', message: 'the resource group name a is not available; choose another' },
+      'with an answer that says nothing of the object or its owner',
+    )
+    const read = await call('GET', '/v1/resource-groups/a', EVIL)
+    const none = await call('GET', '/v1/resource-groups/never-made', EVIL)
+    t.same(
+      [read.status, read.json.error.code],
+      [none.status, none.json.error.code],
+      "another tenant's name reads as missing",
+    )
+  })
+
+  t.test('5. DHCP relays: servers from the operator, circuit ids unique', async (t) => {
+    const anywhere = await call('PUT', '/v1/resource-groups/dhcp-x', EVIL, {
+      ...groupSpec('evil'),
+      dhcpServer: '172.18.0.1',
+    })
+    t.equal(anywhere.status, 400, 'a tenant cannot make DPUs relay to any fabric address')
+    t.match(anywhere.json.error.issues, [{ path: 'dhcpServer' }])
+    // Two names whose old circuit ids (32 bits of a hash of the name) are the same.
+    const [first, second] = collidingNames()
+    const old = (name: string) => createHash('sha256').update(name).digest('hex').slice(0, 8)
+    t.equal(old(first), old(second), `${first} and ${second} collide under the old scheme`)
+    const ids: string[] = []
+    for (const name of [first, second]) {
+      await p.client.applyGroup(name, { ...groupSpec('victim'), dhcpServer: '192.0.2.53' })
+    }
+    for (const name of [first, second]) {
+      const g = await until(
+        () => p.client.getGroup(name),
+        (g) => g?.status.dhcpCircuitId !== undefined,
+      )
+      ids.push(g?.status.dhcpCircuitId ?? '')
+    }
+    t.not(ids[0], ids[1], 'each group gets its own circuit id')
+    t.match(ids[0], /^hzr[0-9a-f]{8}$/, 'a valid interface name')
+  })
+})
+
+/** Two group names whose SHA-256 share their first 32 bits (a birthday search). */
+function collidingNames(): [string, string] {
+  const seen = new Map<string, string>()
+  for (let i = 0; ; i++) {
+    const name = `g${i.toString(36)}`
+    const h = createHash('sha256').update(name).digest('hex').slice(0, 8)
+    const other = seen.get(h)
+    if (other) return [other, name]
+    seen.set(h, name)
+  }
+}
