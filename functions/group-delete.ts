@@ -1,10 +1,11 @@
 import type { Job } from 'bullmq'
+import { HydrazineError } from '../lib/errors.ts'
 import { CONTROLLER_QUEUE, GroupDeleteJob, jobId } from '../lib/jobs/index.ts'
 import { deleteGroupTopology } from '../lib/ovn/index.ts'
 import { setCondition } from '../lib/state/objects.ts'
-import type { HandlerDeps } from './internal/deps.ts'
-import { NotReady } from './internal/errors.ts'
-import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
+import type { ChildRef, HandlerDeps } from './internal/deps.ts'
+import { failOrRetry, NotReady } from './internal/errors.ts'
+import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import { setGroupStatus } from './internal/status.ts'
 
 export interface GroupDeleteResult {
@@ -38,11 +39,14 @@ export function createGroupDelete(deps: HandlerDeps) {
         }),
       }))
       deps.checkpoint('delete:terminating')
-      await detachEveryHost(deps, job, name, force)
+      const detaching = await detachEveryHost(deps, name, force)
       deps.checkpoint('delete:children-added')
-      await waitForChildren(job, token)
+      await waitForChildren(job, token, deps.children, detaching)
+    } else {
+      await stillWaiting(job, token, deps.children)
     }
 
+    await failIfAHostCannotBeIsolated(deps, job, name)
     const remaining = await deps.store.memberNames(name)
     if (remaining.length > 0) {
       throw new NotReady(`hosts of ${name} are not isolated yet: ${remaining.join(', ')}`)
@@ -56,25 +60,64 @@ export function createGroupDelete(deps: HandlerDeps) {
     })
     deps.checkpoint('delete:network-deleted')
     await deps.ovn.release(name)
-    const isolated = Object.keys(await job.getChildrenValues()).length
+    const isolated = ((job.data as { awaiting?: unknown[] }).awaiting ?? []).length
     await deps.store.purgeGroup(name, group.spec.tenantId)
     return { group: name, deleted: true, hostsIsolated: isolated }
   }
 }
 
-/** A `host.detach` child per host of the group, each marked for deletion first. */
-async function detachEveryHost(deps: HandlerDeps, job: Job, group: string, force: boolean) {
-  const parent = parentOf(job)
-  for (const host of await deps.store.listHosts({ resourceGroup: group })) {
-    await deps.store.requestDeletion('mr', host.name, force)
-    await deps.children.add(
-      CONTROLLER_QUEUE,
-      'host.detach',
-      { host: host.name, specVersion: host.specVersion, force },
-      {
-        jobId: jobId('host.detach', host.name, `${host.specVersion}${force ? '-force' : ''}`),
-        parent,
-      },
+/**
+ * A host whose detach failed for good (its DPU cannot show it isolated) holds the group:
+ * the group says which and why, and a forced delete finishes it.
+ */
+async function failIfAHostCannotBeIsolated(deps: HandlerDeps, job: Job, group: string) {
+  const awaiting = ((job.data as { awaiting?: ChildRef[] }).awaiting ?? []).filter(
+    (r) => typeof r?.jobId === 'string',
+  )
+  for (const ref of awaiting) {
+    const outcome = await deps.children.outcome(ref)
+    if (outcome.state !== 'failed') continue
+    await failOrRetry(new HostNotIsolated(group, ref.jobId, outcome.reason), (error) =>
+      setGroupStatus(deps, group, (current) => ({
+        ...current,
+        conditions: setCondition(current.conditions, {
+          type: 'Terminating',
+          status: 'True',
+          reason: 'HostNotIsolated',
+          message: error.message,
+        }),
+      })),
     )
   }
+}
+
+/** A host of a group being deleted cannot be shown isolated. */
+class HostNotIsolated extends HydrazineError {
+  constructor(group: string, detachJob: string, why: string) {
+    super(
+      'HOST_NOT_ISOLATED',
+      `${detachJob} failed: ${why}; resource group ${group} waits for it (delete with force to finish)`,
+    )
+  }
+}
+
+/** A `host.detach` child per host of the group, each marked for deletion first. */
+async function detachEveryHost(
+  deps: HandlerDeps,
+  group: string,
+  force: boolean,
+): Promise<ChildRef[]> {
+  const refs: ChildRef[] = []
+  for (const host of await deps.store.listHosts({ resourceGroup: group })) {
+    await deps.store.requestDeletion('mr', host.name, force)
+    refs.push(
+      await deps.children.add(
+        CONTROLLER_QUEUE,
+        'host.detach',
+        { host: host.name, specVersion: host.specVersion, force },
+        { jobId: jobId('host.detach', host.name, `${host.specVersion}${force ? '-force' : ''}`) },
+      ),
+    )
+  }
+  return refs
 }

@@ -9,10 +9,10 @@ import {
   configureAck,
   isolateStaleBindings,
 } from './internal/agent-jobs.ts'
-import type { HandlerDeps } from './internal/deps.ts'
+import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
 import { optionalHostPort } from './internal/host-port.ts'
-import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
+import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import { relayMacOf, relayOwnerOf } from './internal/network.ts'
 import {
   addPublicIpAllocate,
@@ -56,10 +56,14 @@ export function createHostAttach(deps: HandlerDeps) {
       deps.checkpoint('attach:topology-applied')
       await reportConfiguring(deps, host, addresses.hostIp)
       deps.checkpoint('attach:status-configuring')
-      await signalAgent(deps, job, host, group, endpoints.sb, addresses.relayIp)
-      await signalPublicIp(deps, job, host)
+      const children = [
+        ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
+        ...(await signalPublicIp(deps, host)),
+      ]
       deps.checkpoint('attach:children-added')
-      await waitForChildren(job, token)
+      await waitForChildren(job, token, deps.children, children)
+    } else {
+      await stillWaiting(job, token, deps.children)
     }
     return reportAttached(deps, host)
   }
@@ -142,17 +146,15 @@ async function reportConfiguring(
 /** `configure` on the host's DPU, after isolating what a forced detach left bound there. */
 async function signalAgent(
   deps: HandlerDeps,
-  job: Job,
   host: ManagedResource,
   group: ResourceGroup,
   sbRemote: string,
   relayIp: string | undefined,
-): Promise<void> {
+): Promise<ChildRef[]> {
   const { spec } = host
   const dpuId = spec.dpu.id
-  const parent = parentOf(job)
-  await isolateStaleBindings(deps, parent, dpuId, host.name)
-  await addConfigure(deps, parent, {
+  const stale = await isolateStaleBindings(deps, dpuId, host.name)
+  const configure = await addConfigure(deps, {
     dpuId,
     specVersion: host.specVersion,
     group: {
@@ -181,6 +183,7 @@ async function signalAgent(
       ...optionalHostPort(spec),
     },
   })
+  return [...stale, configure]
 }
 
 /**
@@ -188,14 +191,15 @@ async function signalAgent(
  * while a public IP is held: `publicip.release` (the DNAT is already gone from the
  * topology; FRR withdraws the /32 and the address goes back to the pool).
  */
-async function signalPublicIp(deps: HandlerDeps, job: Job, host: ManagedResource) {
+async function signalPublicIp(deps: HandlerDeps, host: ManagedResource): Promise<ChildRef[]> {
   const natIp = natIpOf(host)
-  const parent = parentOf(job)
   if (host.spec.hostAccess === 'PublicAccess' && natIp) {
-    await addPublicIpAllocate(deps, parent, host.name, host.specVersion, natIp)
-  } else if (await deps.ipam.publicIpOf(host.name)) {
-    await addPublicIpRelease(deps, parent, host.name, host.specVersion, natIp)
+    return [await addPublicIpAllocate(deps, host.name, host.specVersion, natIp)]
   }
+  if (await deps.ipam.publicIpOf(host.name)) {
+    return [await addPublicIpRelease(deps, host.name, host.specVersion, natIp)]
+  }
+  return []
 }
 
 /**
@@ -206,15 +210,37 @@ async function signalPublicIp(deps: HandlerDeps, job: Job, host: ManagedResource
 async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise<HostAttachResult> {
   const { spec } = host
   const dpuId = spec.dpu.id
-  const ack = await configureAck(deps, { dpuId, host: host.name, specVersion: host.specVersion })
-  if (!ack) {
+  const configured = await configureAck(deps, {
+    dpuId,
+    host: host.name,
+    specVersion: host.specVersion,
+  })
+  if (configured.state === 'failed') {
+    return failed(
+      deps,
+      host,
+      'AgentFailed',
+      `DPU ${dpuId} could not bind the host: ${configured.reason}`,
+    )
+  }
+  if (configured.state === 'pending') {
     throw new AwaitingAck(`no configure ack from DPU ${dpuId} for ${host.name} yet`)
   }
+  const ack = configured.value
   const allocated =
     spec.hostAccess === 'PublicAccess'
       ? await publicIpAllocated(deps, host.name, host.specVersion)
       : undefined
-  const publicIp = allocated?.announced ? (allocated.publicIp ?? undefined) : undefined
+  if (allocated?.state === 'failed') {
+    return failed(
+      deps,
+      host,
+      'PublicIpFailed',
+      `the public IP was not announced: ${allocated.reason}`,
+    )
+  }
+  const announced = allocated?.state === 'acked' ? allocated.value : undefined
+  const publicIp = announced?.announced ? (announced.publicIp ?? undefined) : undefined
   await clearIsolatedStaleBindings(deps, dpuId)
   deps.checkpoint('attach:acked')
 
@@ -248,6 +274,28 @@ async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise
     host: host.name,
     phase: synced ? 'Ready' : 'Configuring',
     observedVersion: host.specVersion,
+  }
+}
+
+/** A child failed for good: the host is Failed with why, and the job ends without retries. */
+function failed(
+  deps: HandlerDeps,
+  host: ManagedResource,
+  reason: string,
+  message: string,
+): Promise<never> {
+  return failOrRetry(new ChildFailed(message), (error) =>
+    setHostStatus(deps, host.name, host.specVersion, {
+      phase: 'Failed',
+      condition: { type: 'Attached', status: 'False', reason, message: error.message },
+    }),
+  )
+}
+
+/** A child job of this work (the agent's `configure`, the public IP) failed for good. */
+class ChildFailed extends HydrazineError {
+  constructor(message: string) {
+    super('CHILD_FAILED', message)
   }
 }
 

@@ -1,14 +1,15 @@
 import type { Job } from 'bullmq'
+import { HydrazineError } from '../lib/errors.ts'
 import { HostDetachJob } from '../lib/jobs/index.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import type { ManagedResource } from '../lib/state/objects.ts'
 import { addIsolate, isolateAck } from './internal/agent-jobs.ts'
-import type { HandlerDeps } from './internal/deps.ts'
-import { AwaitingAck } from './internal/errors.ts'
+import type { ChildRef, HandlerDeps } from './internal/deps.ts'
+import { AwaitingAck, failOrRetry } from './internal/errors.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { optionalHostPort } from './internal/host-port.ts'
-import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
-import { addPublicIpRelease } from './internal/public-ip-jobs.ts'
+import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
+import { addPublicIpRelease, publicIpReleased } from './internal/public-ip-jobs.ts'
 import { setHostStatus } from './internal/status.ts'
 
 export interface HostDetachResult {
@@ -48,11 +49,34 @@ export function createHostDetach(deps: HandlerDeps) {
     if (stepOf(job) === 'converge') {
       await reportDetaching(deps, host, force)
       await leaveTopology(deps, host, force)
-      await isolate(deps, job, host, force)
-      await withdrawPublicIp(deps, job, host)
-      await waitForChildren(job, token)
+      const isolating = await isolate(deps, host, force)
+      const withdrawing = await withdrawPublicIp(deps, host)
+      // Forced: the isolate is sent, but nobody waits for an agent that may be gone.
+      await waitForChildren(job, token, deps.children, [
+        ...(force ? [] : [isolating]),
+        ...withdrawing,
+      ])
+    } else {
+      await stillWaiting(job, token, deps.children)
     }
     return releaseWhenIsolated(deps, host, force)
+  }
+}
+
+/** The agent could not isolate the host (its `isolate` failed for good). */
+class IsolationFailed extends HydrazineError {
+  constructor(dpuId: string, host: string, why: string) {
+    super(
+      'ISOLATION_FAILED',
+      `DPU ${dpuId} could not isolate ${host}: ${why}; delete it with force`,
+    )
+  }
+}
+
+/** FRR could not withdraw the host's public IP: it is kept, not handed to another host. */
+class PublicIpNotWithdrawn extends HydrazineError {
+  constructor(host: string, why: string) {
+    super('PUBLIC_IP_NOT_WITHDRAWN', `the public IP of ${host} could not be withdrawn: ${why}`)
   }
 }
 
@@ -82,8 +106,11 @@ async function leaveTopology(deps: HandlerDeps, host: ManagedResource, force: bo
   })
 }
 
-/** `isolate` on the host's DPU; forced: mark the DPU to isolate it before its next use. */
-async function isolate(deps: HandlerDeps, job: Job, host: ManagedResource, force: boolean) {
+/**
+ * `isolate` on the host's DPU, sent at once. Forced, the DPU is also marked: until its
+ * agent acks the isolate, it must isolate the host before it serves anyone else.
+ */
+async function isolate(deps: HandlerDeps, host: ManagedResource, force: boolean) {
   const { spec } = host
   const binding = {
     name: host.name,
@@ -98,9 +125,8 @@ async function isolate(deps: HandlerDeps, job: Job, host: ManagedResource, force
       ...(binding.hostPort ? { hostPort: binding.hostPort } : {}),
       specVersion: host.specVersion,
     })
-    return
   }
-  await addIsolate(deps, parentOf(job), {
+  return addIsolate(deps, {
     dpuId: spec.dpu.id,
     specVersion: host.specVersion,
     group: { name: spec.resourceGroup },
@@ -108,11 +134,12 @@ async function isolate(deps: HandlerDeps, job: Job, host: ManagedResource, force
   })
 }
 
-async function withdrawPublicIp(deps: HandlerDeps, job: Job, host: ManagedResource) {
+async function withdrawPublicIp(deps: HandlerDeps, host: ManagedResource): Promise<ChildRef[]> {
   const natIp = host.spec.dpu.ips[1]
   if (natIp && (await deps.ipam.publicIpOf(host.name))) {
-    await addPublicIpRelease(deps, parentOf(job), host.name, host.specVersion, natIp)
+    return [await addPublicIpRelease(deps, host.name, host.specVersion, natIp)]
   }
+  return []
 }
 
 /** The await step: addresses go last, once the host can no longer use them. */
@@ -127,9 +154,38 @@ async function releaseWhenIsolated(
     host: host.name,
     specVersion: host.specVersion,
   })
-  const acked = ack?.unbound === true
+  const acked = ack.state === 'acked' && ack.value.unbound
+  if (!force && ack.state === 'failed') {
+    // The host cannot be shown isolated: it stays Detaching, saying why; a forced delete
+    // finishes it (and its DPU isolates it before its next use).
+    return failOrRetry(new IsolationFailed(spec.dpu.id, host.name, ack.reason), (error) =>
+      setHostStatus(deps, host.name, host.specVersion, {
+        phase: 'Detaching',
+        condition: {
+          type: 'Isolated',
+          status: 'False',
+          reason: 'AgentFailed',
+          message: error.message,
+        },
+      }),
+    )
+  }
   if (!force && !acked) {
     throw new AwaitingAck(`DPU ${spec.dpu.id} did not ack that ${host.name} is unbound`)
+  }
+  const released = await publicIpReleased(deps, host)
+  if (released.state === 'failed') {
+    return failOrRetry(new PublicIpNotWithdrawn(host.name, released.reason), (error) =>
+      setHostStatus(deps, host.name, host.specVersion, {
+        phase: 'Detaching',
+        condition: {
+          type: 'Isolated',
+          status: 'False',
+          reason: 'WithdrawFailed',
+          message: error.message,
+        },
+      }),
+    )
   }
   deps.checkpoint('detach:acked')
   await deps.ipam.releasePublicIp(host.name)

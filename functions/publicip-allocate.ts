@@ -1,9 +1,10 @@
-import type { Job } from 'bullmq'
+import { type Job, UnrecoverableError } from 'bullmq'
 import { FrrJobName } from '../lib/jobs/frr.ts'
 import { PublicIpJob, type PublicIpResult } from '../lib/jobs/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
+import { AwaitingAck } from './internal/errors.ts'
 import { GroupGone } from './internal/group-apply.ts'
-import { parentOf, parsePayload, stepOf, waitForChildren } from './internal/job.ts'
+import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import { addFrrChange, frrAck } from './internal/public-ip-jobs.ts'
 
 /**
@@ -27,18 +28,24 @@ export function createPublicIpAllocate(deps: HandlerDeps) {
           throw error
         })
       if (!applied) return { host: name, publicIp: null, announced: false }
-      await addFrrChange(deps, parentOf(job), FrrJobName.announce, {
+      const announce = await addFrrChange(deps, FrrJobName.announce, {
         publicIp,
         nextHop: natIp,
         owner: name,
         specVersion,
       })
-      await waitForChildren(job, token)
+      await waitForChildren(job, token, deps.children, [announce])
+    } else {
+      await stillWaiting(job, token, deps.children)
     }
     const publicIp = await deps.ipam.publicIpOf(name)
-    const ack = publicIp
-      ? await frrAck(deps, FrrJobName.announce, { publicIp, owner: name, specVersion })
-      : undefined
-    return { host: name, publicIp: ack?.publicIp ?? null, announced: ack?.announced === true }
+    if (!publicIp) return { host: name, publicIp: null, announced: false }
+    const ack = await frrAck(deps, FrrJobName.announce, { publicIp, owner: name, specVersion })
+    // FRR refused for good (a prefix an operator configured): this job fails with why,
+    // and so does the host's attach that waits for it.
+    if (ack.state === 'failed')
+      throw new UnrecoverableError(`FRR did not announce ${publicIp}: ${ack.reason}`)
+    if (ack.state === 'pending') throw new AwaitingAck(`FRR has not acked ${publicIp}/32 yet`)
+    return { host: name, publicIp: ack.value.publicIp, announced: ack.value.announced }
   }
 }

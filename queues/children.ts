@@ -1,5 +1,14 @@
-import type { Queue } from 'bullmq'
-import type { ChildJobs } from '../functions/internal/deps.ts'
+/**
+ * Child jobs on BullMQ queues without flows. A child (a DPU agent's `configure`, an FRR
+ * announce, another handler's job) never writes into its parent's queue: the agent's
+ * Redis user may touch only its own queue's keys. Instead, a parent waiting for children
+ * registers itself as their waiter and parks (delayed); the `ChildWatcher` reads the
+ * children's queues' event streams and promotes the parent when one finishes. The parent
+ * also wakes on its own after a while, so a missed event only costs time.
+ */
+import { DelayedError, Job, type Queue } from 'bullmq'
+import type { Redis } from 'ioredis'
+import type { ChildJobs, ChildOutcome, ChildRef } from '../functions/internal/deps.ts'
 
 /** How child jobs are kept and retried. */
 const CHILD_OPTIONS = {
@@ -9,25 +18,173 @@ const CHILD_OPTIONS = {
   removeOnFail: { age: 7 * 24 * 3600 },
 } as const
 
+/** A parked parent wakes on its own after this long at first, doubling up to the max. */
+const PARK_MIN_MS = 1000
+const PARK_MAX_MS = 30_000
+
+/** Where waiters and watched queues are kept (next to BullMQ's own keys). */
+export interface WaiterKeys {
+  /** Set of `{queue, id}` JSON: the parents waiting for one child. */
+  waiters(child: ChildRef): string
+  /** Set of the queue names that have (or had) children someone waits for. */
+  readonly watched: string
+  /** The event stream BullMQ writes for a queue. */
+  events(queue: string): string
+}
+
+export function waiterKeys(prefix = 'bull'): WaiterKeys {
+  return {
+    waiters: (child) => `${prefix}:hz-waiters:${child.queue}:${child.jobId}`,
+    watched: `${prefix}:hz-watched-queues`,
+    events: (queue) => `${prefix}:${queue}:events`,
+  }
+}
+
 /**
- * Child jobs on BullMQ queues: the `ChildJobs` handlers use to signal agents, FRR and
- * their own sub-steps, and to read acks. `queueFor` gives the (shared) Queue of a name.
+ * `ChildJobs` on BullMQ. `queueFor` gives the (shared) Queue of a name; `redis` is a
+ * plain connection for the waiter sets.
  */
-export function bullChildJobs(queueFor: (name: string) => Queue): ChildJobs {
+export function bullChildJobs(
+  queueFor: (name: string) => Queue,
+  redis: Redis,
+  keys: WaiterKeys,
+): ChildJobs {
+  const outcome = async (ref: ChildRef): Promise<ChildOutcome> => {
+    const job = await queueFor(ref.queue).getJob(ref.jobId)
+    if (!job) return { state: 'missing' }
+    const state = await job.getState()
+    if (state === 'completed') return { state: 'completed', value: job.returnvalue }
+    if (state === 'failed') return { state: 'failed', reason: job.failedReason ?? 'failed' }
+    if (state === 'unknown') return { state: 'missing' }
+    return { state: 'pending' }
+  }
+  const pending = async (refs: readonly ChildRef[]) =>
+    (await Promise.all(refs.map(outcome))).some((o) => o.state === 'pending')
+
   return {
     async add(queueName, name, data, opts) {
-      const queue = queueFor(queueName)
-      // A child with this id that another parent waits on (the same stale isolate asked
-      // for by two attaches) stays that parent's: BullMQ would refuse to move it, and
-      // this parent reads its ack by id anyway.
-      const existing = await queue.getJob(opts.jobId)
-      const parentKey = `${opts.parent.queue}:${opts.parent.id}`
-      if (existing?.parentKey && existing.parentKey !== parentKey) return
-      await queue.add(name, data, { ...CHILD_OPTIONS, jobId: opts.jobId, parent: opts.parent })
+      // A job with this id already exists (an earlier run of this work added it): BullMQ
+      // leaves it as it is, and this parent reads its outcome by id.
+      await queueFor(queueName).add(name, data, { ...CHILD_OPTIONS, jobId: opts.jobId })
+      return { queue: queueName, jobId: opts.jobId }
     },
-    async result(queueName, id) {
-      const job = await queueFor(queueName).getJob(id)
-      return job?.returnvalue ?? undefined
+    outcome,
+    async park(job, token, refs) {
+      if (!(await pending(refs))) return
+      if (!job.id || !token) throw new Error(`job ${job.name} cannot wait without its lock`)
+      const me = JSON.stringify({ queue: job.queueName, id: job.id })
+      const registered = redis.multi()
+      for (const ref of refs) {
+        registered.sadd(keys.waiters(ref), me)
+        registered.sadd(keys.watched, ref.queue)
+      }
+      await registered.exec()
+      // A child that finished between the first look and the registration woke nobody.
+      if (!(await pending(refs))) return
+      const waits = Number((job.data as { waits?: unknown }).waits ?? 0) || 0
+      await job.updateData({ ...(job.data as object), waits: waits + 1 })
+      await job.moveToDelayed(Date.now() + Math.min(PARK_MAX_MS, PARK_MIN_MS * 2 ** waits), token)
+      throw new DelayedError()
     },
   }
 }
+
+export interface ChildWatcherOptions {
+  /** A new connection; the watcher takes two (one blocks on XREAD). */
+  readonly connection: () => Redis
+  readonly keys: WaiterKeys
+  /** The queue a parked parent lives in, by name. */
+  readonly queueFor: (name: string) => Queue
+  readonly onError?: (error: unknown) => void
+}
+
+/**
+ * Wakes parked parents: reads the event streams of every queue that has awaited children
+ * (one blocking XREAD over all of them) and, for each child that completed or failed,
+ * promotes the parents registered as its waiters.
+ */
+export class ChildWatcher {
+  readonly #options: ChildWatcherOptions
+  readonly #reader: Redis
+  readonly #redis: Redis
+  readonly #cursor = new Map<string, string>()
+  #running = true
+  readonly #done: Promise<void>
+
+  constructor(options: ChildWatcherOptions) {
+    this.#options = options
+    this.#reader = options.connection()
+    this.#redis = options.connection()
+    this.#done = this.#loop()
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false
+    this.#reader.disconnect()
+    await this.#done
+    this.#redis.disconnect()
+  }
+
+  async #loop(): Promise<void> {
+    const { keys } = this.#options
+    while (this.#running) {
+      try {
+        for (const queue of await this.#redis.smembers(keys.watched)) {
+          // A queue watched for the first time: its last few seconds too, in case a child
+          // finished while its parent was registering.
+          if (!this.#cursor.has(queue)) this.#cursor.set(queue, `${Date.now() - 5000}-0`)
+        }
+        if (this.#cursor.size === 0) {
+          await sleep(250)
+          continue
+        }
+        const queues = [...this.#cursor.keys()]
+        const reply = (await this.#reader.xread(
+          'COUNT',
+          1000,
+          'BLOCK',
+          1000,
+          'STREAMS',
+          ...queues.map((q) => keys.events(q)),
+          ...queues.map((q) => this.#cursor.get(q) ?? '$'),
+        )) as [string, [string, string[]][]][] | null
+        for (const [stream, entries] of reply ?? []) {
+          const queue = queues.find((q) => keys.events(q) === stream)
+          if (!queue) continue
+          for (const [id, fields] of entries) {
+            this.#cursor.set(queue, id)
+            const event = fieldOf(fields, 'event')
+            const jobId = fieldOf(fields, 'jobId')
+            if ((event === 'completed' || event === 'failed') && jobId) {
+              await this.#wake({ queue, jobId })
+            }
+          }
+        }
+      } catch (error) {
+        if (!this.#running) return
+        this.#options.onError?.(error)
+        await sleep(500)
+      }
+    }
+  }
+
+  async #wake(child: ChildRef): Promise<void> {
+    const key = this.#options.keys.waiters(child)
+    const parents = await this.#redis.smembers(key)
+    if (parents.length === 0) return
+    await this.#redis.del(key)
+    for (const raw of parents) {
+      const parent = JSON.parse(raw) as { queue: string; id: string }
+      const job = await Job.fromId(this.#options.queueFor(parent.queue), parent.id)
+      // Not delayed: it is running, or already woke; it reads the outcome itself.
+      if (job && (await job.isDelayed())) await job.promote().catch(() => {})
+    }
+  }
+}
+
+function fieldOf(fields: readonly string[], name: string): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1]
+  return undefined
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))

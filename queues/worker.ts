@@ -16,7 +16,7 @@ import { createPublicIpAllocate } from '../functions/publicip-allocate.ts'
 import { createPublicIpRelease } from '../functions/publicip-release.ts'
 import { createReconcile } from '../functions/reconcile.ts'
 import { CONTROLLER_QUEUE, type JobName } from '../lib/jobs/index.ts'
-import { bullChildJobs } from './children.ts'
+import { bullChildJobs, ChildWatcher, waiterKeys } from './children.ts'
 
 /** What the handlers need that the composition root builds (clients and settings). */
 export type WorkerDeps = Omit<HandlerDeps, 'groups' | 'children' | 'checkpoint'> &
@@ -61,11 +61,12 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     return target
   }
 
+  const keys = waiterKeys(options.prefix)
   const deps: HandlerDeps = {
     ...options.deps,
     checkpoint: options.deps.checkpoint ?? (() => {}),
     groups: new GroupApplier(options.deps),
-    children: bullChildJobs(queueFor),
+    children: bullChildJobs(queueFor, connection, keys),
   }
   const handlers: Record<JobName, (job: Job, token?: string) => Promise<unknown>> = {
     'group.create': createGroupCreate(deps),
@@ -100,6 +101,12 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   )
   worker.on('error', (error) => options.logger?.warn({ err: error.message }, 'worker error'))
   await worker.waitUntilReady()
+  const watcher = new ChildWatcher({
+    connection: options.connection,
+    keys,
+    queueFor,
+    onError: (error) => options.logger?.warn({ err: error }, 'child watcher error'),
+  })
 
   if ((options.reconcileEveryMs ?? 30_000) > 0) {
     await queue.upsertJobScheduler(
@@ -113,6 +120,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     worker,
     queue,
     async close() {
+      await watcher.stop()
       await worker.close()
       await Promise.all([...queues.values()].map((q) => q.close()))
       workerConnection.disconnect()

@@ -15,10 +15,9 @@ import {
   IsolateAck,
   type IsolatePayloadV1,
 } from '../../lib/agent-protocol/index.ts'
-import type { HandlerDeps } from './deps.ts'
-import { readAck } from './errors.ts'
+import type { ChildRef, HandlerDeps } from './deps.ts'
+import { type Ack, readAck } from './errors.ts'
 
-type Parent = { id: string; queue: string }
 type IsolateInput = Omit<IsolatePayloadV1, 'protocolVersion'>
 interface AckKey {
   readonly dpuId: string
@@ -26,54 +25,53 @@ interface AckKey {
   readonly specVersion: number
 }
 
-/** Asks the host's DPU to bind it (`configure`), waited on by `parent`. */
+/** Asks the host's DPU to bind it (`configure`). */
 export async function addConfigure(
   deps: Pick<HandlerDeps, 'children' | 'agents'>,
-  parent: Parent,
   input: ConfigureInput,
-): Promise<void> {
+): Promise<ChildRef> {
   const payload = buildConfigurePayload(await deps.agents.protocolFor(input.dpuId), input)
-  await deps.children.add(agentQueueName(input.dpuId), AgentJobName.configure, payload, {
+  return deps.children.add(agentQueueName(input.dpuId), AgentJobName.configure, payload, {
     jobId: agentJobId('configure', payload),
-    parent,
   })
 }
 
-/** Asks a DPU to unbind a host (`isolate`), waited on by `parent`. */
+/** Asks a DPU to unbind a host (`isolate`). */
 export async function addIsolate(
   deps: Pick<HandlerDeps, 'children' | 'agents'>,
-  parent: Parent,
   input: IsolateInput,
-): Promise<void> {
+): Promise<ChildRef> {
   const payload = buildIsolatePayload(await deps.agents.protocolFor(input.dpuId), input)
-  await deps.children.add(agentQueueName(input.dpuId), AgentJobName.isolate, payload, {
+  return deps.children.add(agentQueueName(input.dpuId), AgentJobName.isolate, payload, {
     jobId: agentJobId('isolate', payload),
-    parent,
   })
 }
 
-/** The DPU's `configure` ack for the host at this spec version, once it answered. */
+/** The DPU's `configure` ack for the host at this spec version. */
 export function configureAck(
   deps: Pick<HandlerDeps, 'children'>,
   key: AckKey,
-): Promise<ConfigureAck | undefined> {
-  return readAck(deps.children, ConfigureAck, agentQueueName(key.dpuId), ackId('configure', key))
+): Promise<Ack<ConfigureAck>> {
+  return readAck(deps.children, ConfigureAck, agentRef('configure', key))
 }
 
-/** The DPU's `isolate` ack for the host at this spec version, once it answered. */
+/** The DPU's `isolate` ack for the host at this spec version. */
 export function isolateAck(
   deps: Pick<HandlerDeps, 'children'>,
   key: AckKey,
-): Promise<IsolateAck | undefined> {
-  return readAck(deps.children, IsolateAck, agentQueueName(key.dpuId), ackId('isolate', key))
+): Promise<Ack<IsolateAck>> {
+  return readAck(deps.children, IsolateAck, agentRef('isolate', key))
 }
 
-function ackId(name: 'configure' | 'isolate', key: AckKey): string {
-  return agentJobId(name, {
-    dpuId: key.dpuId,
-    host: { name: key.host },
-    specVersion: key.specVersion,
-  })
+function agentRef(name: 'configure' | 'isolate', key: AckKey): ChildRef {
+  return {
+    queue: agentQueueName(key.dpuId),
+    jobId: agentJobId(name, {
+      dpuId: key.dpuId,
+      host: { name: key.host },
+      specVersion: key.specVersion,
+    }),
+  }
 }
 
 /**
@@ -82,23 +80,26 @@ function ackId(name: 'configure' | 'isolate', key: AckKey): string {
  */
 export async function isolateStaleBindings(
   deps: Pick<HandlerDeps, 'children' | 'agents' | 'store'>,
-  parent: Parent,
   dpuId: string,
   except: string,
-): Promise<void> {
+): Promise<ChildRef[]> {
+  const refs: ChildRef[] = []
   for (const stale of await deps.store.dpuNeedsIsolation(dpuId)) {
     if (stale.host === except) continue
-    await addIsolate(deps, parent, {
-      dpuId,
-      specVersion: stale.specVersion,
-      group: { name: stale.group },
-      host: {
-        name: stale.host,
-        logicalPort: stale.logicalPort,
-        ...(stale.hostPort ? { hostPort: stale.hostPort } : {}),
-      },
-    })
+    refs.push(
+      await addIsolate(deps, {
+        dpuId,
+        specVersion: stale.specVersion,
+        group: { name: stale.group },
+        host: {
+          name: stale.host,
+          logicalPort: stale.logicalPort,
+          ...(stale.hostPort ? { hostPort: stale.hostPort } : {}),
+        },
+      }),
+    )
   }
+  return refs
 }
 
 /** Stale bindings this DPU's agent acked as unbound no longer need isolation. */
@@ -108,6 +109,8 @@ export async function clearIsolatedStaleBindings(
 ): Promise<void> {
   for (const stale of await deps.store.dpuNeedsIsolation(dpuId)) {
     const ack = await isolateAck(deps, { dpuId, host: stale.host, specVersion: stale.specVersion })
-    if (ack?.unbound) await deps.store.clearDpuNeedsIsolation(dpuId, stale.host)
+    if (ack.state === 'acked' && ack.value.unbound) {
+      await deps.store.clearDpuNeedsIsolation(dpuId, stale.host)
+    }
   }
 }

@@ -2,6 +2,7 @@
  * The narrow interfaces handlers depend on. The composition root (`infra/`) builds the
  * real clients and the queue wiring (`queues/worker.ts`) hands each handler what it needs.
  */
+import type { Job } from 'bullmq'
 import type { ProtocolVersion } from '../../lib/agent-protocol/index.ts'
 import type { Ipam } from '../../lib/ipam/index.ts'
 import type { NbConnection, OvnCentralProvider } from '../../lib/ovn/index.ts'
@@ -23,24 +24,41 @@ export interface NbClients {
   get(nbRemote: string): Promise<NbConnection>
 }
 
-/** Adds a child job whose return value the parent waits for (the ack). */
+/** A child job, by its queue and deterministic id. */
+export interface ChildRef {
+  readonly queue: string
+  readonly jobId: string
+}
+
+/** Where a child job stands, as its parent sees it. */
+export type ChildOutcome =
+  | { readonly state: 'completed'; readonly value: unknown }
+  /** Failed for good: its attempts are spent or its error said retrying cannot help. */
+  | { readonly state: 'failed'; readonly reason: string }
+  | { readonly state: 'pending' }
+  /** No such job: never added, or removed since. */
+  | { readonly state: 'missing' }
+
+/**
+ * Child jobs: work a handler hands to another queue (a DPU agent, FRR, or another
+ * handler) and whose return value is the ack it waits for. A child never writes into
+ * its parent's queue — agents may only touch their own queue's keys — so a parent does
+ * not rely on BullMQ flows: it parks itself (delayed) and is woken when a child it waits
+ * for finishes, then reads each child's outcome by id.
+ */
 export interface ChildJobs {
   /**
    * Adds the child unless a job with its id exists already (an earlier run of the same
    * work added it): ids are deterministic, so adding twice is harmless.
    */
-  add(
-    queue: string,
-    name: string,
-    data: object,
-    opts: { jobId: string; parent: { id: string; queue: string } },
-  ): Promise<void>
+  add(queue: string, name: string, data: object, opts: { jobId: string }): Promise<ChildRef>
+  /** Where the child stands now. */
+  outcome(ref: ChildRef): Promise<ChildOutcome>
   /**
-   * The return value (the ack) of a completed child, or undefined while it has none.
-   * Child ids are deterministic, so a parent reads each ack by id — also when a second
-   * run of the parent found the child already done under the first run.
+   * Parks `job` (delayed) until one of `refs` finishes, or a while passes, by throwing
+   * BullMQ's `DelayedError`. Returns at once when none of them is pending.
    */
-  result(queue: string, jobId: string): Promise<unknown>
+  park(job: Job, token: string | undefined, refs: readonly ChildRef[]): Promise<void>
 }
 
 /** What the controller knows of DPU agents from their heartbeats. */

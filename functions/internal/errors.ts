@@ -6,7 +6,7 @@
 import { UnrecoverableError } from 'bullmq'
 import * as v from 'valibot'
 import { HydrazineError } from '../../lib/errors.ts'
-import type { ChildJobs } from './deps.ts'
+import type { ChildJobs, ChildRef } from './deps.ts'
 
 /** Something this work needs is not there yet (a group still provisioning): retry later. */
 export class NotReady extends HydrazineError {
@@ -46,16 +46,30 @@ export async function failOrRetry(
   throw new UnrecoverableError(`${error.code}: ${error.message}`)
 }
 
+/** A child's ack as its parent reads it: the value checked against its schema, or why not. */
+export type Ack<T> =
+  | { readonly state: 'acked'; readonly value: T }
+  /** Failed for good, or answered something its schema refuses. */
+  | { readonly state: 'failed'; readonly reason: string }
+  | { readonly state: 'pending' }
+
 /**
- * A child's ack, read by its deterministic job id and checked against its schema;
- * undefined while the child has not completed (or returned something else).
+ * A child's ack, read by its deterministic job id and checked against its schema.
+ *
+ * @example
+ * const ack = await readAck(deps.children, ConfigureAck, { queue, jobId })
+ * if (ack.state === 'failed') … // the host is Failed, with ack.reason
  */
 export async function readAck<S extends v.GenericSchema>(
-  children: Pick<ChildJobs, 'result'>,
+  children: Pick<ChildJobs, 'outcome'>,
   schema: S,
-  queue: string,
-  jobId: string,
-): Promise<v.InferOutput<S> | undefined> {
-  const parsed = v.safeParse(schema, await children.result(queue, jobId))
-  return parsed.success ? parsed.output : undefined
+  ref: ChildRef,
+): Promise<Ack<v.InferOutput<S>>> {
+  const outcome = await children.outcome(ref)
+  if (outcome.state === 'failed') return { state: 'failed', reason: outcome.reason }
+  if (outcome.state !== 'completed') return { state: 'pending' }
+  const parsed = v.safeParse(schema, outcome.value)
+  if (parsed.success) return { state: 'acked', value: parsed.output }
+  const issues = parsed.issues.map((i) => `${v.getDotPath(i) ?? '(ack)'}: ${i.message}`)
+  return { state: 'failed', reason: `${ref.jobId} answered an invalid ack: ${issues.join('; ')}` }
 }

@@ -1,9 +1,11 @@
 /**
- * Mechanics every handler shares: reading its payload, the two steps of a handler that
- * waits on children (converge, then await), and the parent reference for its children.
+ * Mechanics every handler shares: reading its payload, and the two steps of a handler
+ * that waits on children (converge, then await).
  */
-import { type Job, UnrecoverableError, WaitingChildrenError } from 'bullmq'
+import { type Job, UnrecoverableError } from 'bullmq'
 import * as v from 'valibot'
+import type { ChildJobs, ChildRef } from './deps.ts'
+import { NotReady } from './errors.ts'
 
 /** The steps a handler that waits on children records in `job.data.step`. */
 export type Step = 'converge' | 'await'
@@ -13,7 +15,13 @@ export type Step = 'converge' | 'await'
  * invalid field named.
  */
 export function parsePayload<S extends v.GenericSchema>(schema: S, job: Job): v.InferOutput<S> {
-  const { step: _step, ...data } = (job.data ?? {}) as Record<string, unknown>
+  // What the job records of its own progress is not part of its payload.
+  const {
+    step: _step,
+    awaiting: _awaiting,
+    waits: _waits,
+    ...data
+  } = (job.data ?? {}) as Record<string, unknown>
   const result = v.safeParse(schema, data)
   if (!result.success) {
     const fields = result.issues.map((i) => `${v.getDotPath(i) ?? '(payload)'}: ${i.message}`)
@@ -28,26 +36,56 @@ export function stepOf(job: Job): Step {
   return step === 'await' ? 'await' : 'converge'
 }
 
-/** The parent reference for child jobs of `job`. */
-export function parentOf(job: Job): { id: string; queue: string } {
-  if (!job.id) throw new Error(`job ${job.name} has no id`)
-  return { id: job.id, queue: job.queueQualifiedName }
-}
-
 /**
- * Ends the converge step: records that the children exist, then parks the job until
- * they have all completed (BullMQ's `moveToWaitingChildren`; the job runs again, in its
- * `await` step, once they did). Returns at once when no child is pending, so the caller
- * goes straight on to its await step.
+ * Ends the converge step: records the children this job waits for, then parks it until
+ * they have all finished (it runs again, in its `await` step, when one does). Returns at
+ * once when none is pending, so the caller goes straight on to its await step.
  *
  * @example
  * if (stepOf(job) === 'converge') {
- *   await deps.children.add(queue, 'configure', payload, { jobId, parent: parentOf(job) })
- *   await waitForChildren(job, token)
+ *   const ref = await deps.children.add(queue, 'configure', payload, { jobId })
+ *   await waitForChildren(job, token, deps.children, [ref])
+ * } else {
+ *   await stillWaiting(job, token, deps.children)
  * }
- * const ack = await readAck(deps.children, ConfigureAck, queue, jobId)
  */
-export async function waitForChildren(job: Job, token: string | undefined): Promise<void> {
-  await job.updateData({ ...(job.data as object), step: 'await' })
-  if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError()
+export async function waitForChildren(
+  job: Job,
+  token: string | undefined,
+  children: ChildJobs,
+  refs: readonly ChildRef[],
+): Promise<void> {
+  await job.updateData({ ...(job.data as object), step: 'await', awaiting: refs })
+  await children.park(job, token, refs)
+}
+
+/**
+ * The await step's first line: while a child this job waits for is still pending, parks
+ * it again. A child that vanished (never added: the converge step was cut off) sends
+ * the job back to converge, which adds it.
+ */
+export async function stillWaiting(
+  job: Job,
+  token: string | undefined,
+  children: ChildJobs,
+): Promise<void> {
+  const refs = awaitingOf(job)
+  const outcomes = await Promise.all(refs.map((ref) => children.outcome(ref)))
+  if (outcomes.some((o) => o.state === 'missing')) {
+    await job.updateData({ ...(job.data as object), step: 'converge' })
+    throw new NotReady(`a child of ${job.name} ${job.id} vanished; converging again`)
+  }
+  await children.park(job, token, refs)
+}
+
+function awaitingOf(job: Job): ChildRef[] {
+  const awaiting = (job.data as { awaiting?: unknown } | undefined)?.awaiting
+  if (!Array.isArray(awaiting)) return []
+  return awaiting.filter(
+    (r): r is ChildRef =>
+      typeof r === 'object' &&
+      r !== null &&
+      typeof (r as ChildRef).queue === 'string' &&
+      typeof (r as ChildRef).jobId === 'string',
+  )
 }

@@ -11,72 +11,83 @@ import {
   frrJobId,
 } from '../../lib/jobs/frr.ts'
 import { CONTROLLER_QUEUE, jobId, PublicIpResult } from '../../lib/jobs/index.ts'
-import type { HandlerDeps } from './deps.ts'
-import { readAck } from './errors.ts'
-
-type Parent = { id: string; queue: string }
+import type { ChildRef, HandlerDeps } from './deps.ts'
+import { type Ack, readAck } from './errors.ts'
 
 /** Has the host's public IP allocated and announced via `natIp`. */
-export async function addPublicIpAllocate(
+export function addPublicIpAllocate(
   deps: Pick<HandlerDeps, 'children'>,
-  parent: Parent,
   host: string,
   specVersion: number,
   natIp: string,
-): Promise<void> {
-  await deps.children.add(
+): Promise<ChildRef> {
+  return deps.children.add(
     CONTROLLER_QUEUE,
     'publicip.allocate',
     { host, specVersion, natIp },
-    { jobId: jobId('publicip.allocate', host, specVersion), parent },
+    { jobId: jobId('publicip.allocate', host, specVersion) },
   )
 }
 
 /** Has the host's public IP withdrawn and returned to the pool. */
-export async function addPublicIpRelease(
+export function addPublicIpRelease(
   deps: Pick<HandlerDeps, 'children'>,
-  parent: Parent,
   host: string,
   specVersion: number,
   natIp: string | undefined,
-): Promise<void> {
-  await deps.children.add(
+): Promise<ChildRef> {
+  return deps.children.add(
     CONTROLLER_QUEUE,
     'publicip.release',
     { host, specVersion, ...(natIp ? { natIp } : {}) },
-    { jobId: jobId('publicip.release', host, specVersion), parent },
+    { jobId: jobId('publicip.release', host, specVersion) },
   )
 }
 
-/** The `publicip.allocate` result for the host at this spec version, once it completed. */
+/** The `publicip.allocate` result for the host at this spec version. */
 export function publicIpAllocated(
   deps: Pick<HandlerDeps, 'children'>,
   host: string,
   specVersion: number,
-): Promise<PublicIpResult | undefined> {
-  return readAck(
-    deps.children,
-    PublicIpResult,
-    CONTROLLER_QUEUE,
-    jobId('publicip.allocate', host, specVersion),
-  )
+): Promise<Ack<PublicIpResult>> {
+  return readAck(deps.children, PublicIpResult, {
+    queue: CONTROLLER_QUEUE,
+    jobId: jobId('publicip.allocate', host, specVersion),
+  })
+}
+
+/**
+ * The `publicip.release` result for the host at this spec version; `acked` (nothing to
+ * wait for) when no release was asked for.
+ */
+export async function publicIpReleased(
+  deps: Pick<HandlerDeps, 'children'>,
+  host: { readonly name: string; readonly specVersion: number },
+): Promise<Ack<PublicIpResult>> {
+  const ref = {
+    queue: CONTROLLER_QUEUE,
+    jobId: jobId('publicip.release', host.name, host.specVersion),
+  }
+  if ((await deps.children.outcome(ref)).state === 'missing') {
+    return { state: 'acked', value: { host: host.name, publicIp: null, announced: false } }
+  }
+  return readAck(deps.children, PublicIpResult, ref)
 }
 
 /** Asks FRR to announce or withdraw `payload.publicIp/32`. */
-export async function addFrrChange(
+export function addFrrChange(
   deps: Pick<HandlerDeps, 'children'>,
-  parent: Parent,
   name: FrrJobName,
   payload: FrrPayload,
-): Promise<void> {
-  await deps.children.add(FRR_QUEUE, name, payload, { jobId: frrJobId(name, payload), parent })
+): Promise<ChildRef> {
+  return deps.children.add(FRR_QUEUE, name, payload, { jobId: frrJobId(name, payload) })
 }
 
-/** FRR's ack for an announce or withdraw, once it completed. */
+/** FRR's ack for an announce or withdraw. */
 export function frrAck(
   deps: Pick<HandlerDeps, 'children'>,
   name: FrrJobName,
   payload: Pick<FrrPayload, 'publicIp' | 'owner' | 'specVersion'>,
-): Promise<FrrAck | undefined> {
-  return readAck(deps.children, FrrAck, FRR_QUEUE, frrJobId(name, payload))
+): Promise<Ack<FrrAck>> {
+  return readAck(deps.children, FrrAck, { queue: FRR_QUEUE, jobId: frrJobId(name, payload) })
 }
