@@ -25,9 +25,11 @@ export async function portInstalled(ovs: LocalOvs, name: string): Promise<boolea
 }
 
 /**
- * True when the SB `Port_Binding` of `logicalPort` is no longer on chassis `systemId` (or
- * the SB has no such port). An unreachable SB cannot hold a binding for us that
- * ovn-controller would act on, and the local port is gone already: that counts too.
+ * True when the SB `Port_Binding` of `logicalPort` is known not to be on chassis
+ * `systemId`: the SB answered, and has no such port or binds it elsewhere (or there is no
+ * SB to follow at all: `remote` null). Whenever the agent cannot check — the SB is
+ * unreachable or refuses the connection — the answer is false: a binding nobody could see
+ * is not a released one, and the controller must not report the host isolated.
  */
 export async function southboundReleased(opts: {
   /** The SB remote ovn-controller follows (none: nothing can be bound). */
@@ -53,8 +55,8 @@ export async function southboundReleased(opts: {
     const binding = SB.decodeRows('Port_Binding', bindings?.rows)[0]
     return !binding || binding.chassis === null || binding.chassis !== ours
   } catch (err) {
-    opts.log(`southbound ${remote} not reachable to confirm release: ${String(err)}`)
-    return true
+    opts.log(`cannot check southbound ${remote}: ${String(err)}; not counted as released`)
+    return false
   } finally {
     await client?.close()
   }
