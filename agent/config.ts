@@ -2,6 +2,9 @@
  * The agent's configuration: command-line flags, each with an environment variable
  * fallback, parsed and validated once at start-up. A mistake is a `ConfigError` that
  * names the flag and the variable.
+ *
+ * A DPU binds only the host ports its operator listed (`--host-ports`), never its
+ * bridges or uplink.
  */
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
@@ -39,7 +42,13 @@ export interface AgentConfig {
    * may use upstream, one per group relayed here; without them relays have no uplink.
    */
   readonly relayUplinkIps: readonly string[]
-  /** Host port when a job does not name one (the host PF representor on BlueField). */
+  /**
+   * The interfaces this DPU's hosts may be bound to (the host PF/VF representors on
+   * BlueField, e.g. `pf0hpf`): a job naming any other port fails and touches nothing.
+   * The operator's inventory lists the same ports. Never a bridge or the uplink.
+   */
+  readonly hostPorts: readonly string[]
+  /** Host port when a job does not name one: one of `hostPorts` (default its first). */
   readonly defaultHostPort: string
   readonly heartbeatMs: number
   /** How long `configure` waits for ovn-controller to mark the port installed. */
@@ -142,11 +151,16 @@ export const OPTIONS: readonly Option[] = [
     help: 'comma-separated fabric CIDRs for DHCP relay uplinks, one per relayed group',
   },
   {
+    key: 'hostPorts',
+    flag: 'host-ports',
+    env: 'HZ_HOST_PORTS',
+    help: 'comma-separated ports hosts may be bound to (required)',
+  },
+  {
     key: 'defaultHostPort',
     flag: 'host-port',
     env: 'HZ_HOST_PORT',
-    help: 'host port when a job names none',
-    default: 'pf0hpf',
+    help: 'host port when a job names none (default: first of --host-ports)',
   },
   {
     key: 'heartbeatMs',
@@ -235,7 +249,8 @@ const fields = {
       'must be IPv4 addresses with prefix length',
     ),
   ),
-  defaultHostPort: InterfaceName,
+  hostPorts: list(InterfaceName, 'must be interface names'),
+  defaultHostPort: v.optional(InterfaceName),
   heartbeatMs: ms,
   installTimeoutMs: ms,
   lockMs: ms,
@@ -243,6 +258,49 @@ const fields = {
   queuePrefix: v.optional(text),
 }
 const Schema = v.object(fields)
+
+function optionOf(key: string): Option | undefined {
+  return OPTIONS.find((o) => o.key === key)
+}
+
+function where(key: string): string {
+  const o = optionOf(key)
+  return o ? `--${o.flag} (or ${o.env})` : key || 'agent config'
+}
+
+/**
+ * What the schema cannot say about one field: how the fields must agree. Each problem
+ * names the option it is about.
+ */
+function crossCheck(c: v.InferOutput<typeof Schema>): { key: string; message: string }[] {
+  const issues: { key: string; message: string }[] = []
+  const never: [string | undefined, string][] = [
+    [c.integrationBridge, 'the integration bridge'],
+    [c.uplinkBridge, 'the uplink bridge'],
+    [c.uplinkInterface, 'the uplink interface'],
+  ]
+  for (const [name, what] of never) {
+    if (name && c.hostPorts.includes(name)) {
+      issues.push({
+        key: 'hostPorts',
+        message: `must not list ${name}: ${what} is never a host port`,
+      })
+    }
+  }
+  for (const p of c.hostPorts) {
+    // A relay port (`hzr` + 8 hex) or its uplink (the same and `u`).
+    if (/^hzr[0-9a-f]{8}u?$/.test(p)) {
+      issues.push({ key: 'hostPorts', message: `must not list ${p}: hzr… names are relay ports` })
+    }
+  }
+  if (c.defaultHostPort && !c.hostPorts.includes(c.defaultHostPort)) {
+    issues.push({
+      key: 'defaultHostPort',
+      message: `${c.defaultHostPort} is not one of --host-ports (${c.hostPorts.join(',')})`,
+    })
+  }
+  return issues
+}
 
 /**
  * Parses flags (`--dpu-id X`) with environment fallbacks (`HZ_DPU_ID`).
@@ -270,26 +328,29 @@ export function parseAgentConfig(
     if (typeof value === 'string') raw[o.key] = value
   }
   const result = v.safeParse(Schema, raw)
-  if (!result.success) {
-    const issues = result.issues.map((i) => {
-      const key = v.getDotPath(i)?.split('.')[0] ?? ''
-      const o = OPTIONS.find((x) => x.key === key)
-      const where = o ? `--${o.flag} (or ${o.env})` : key || 'agent config'
-      const message = raw[key] === undefined ? 'is required' : i.message
-      return { path: where, message }
-    })
+  const problems = result.success
+    ? crossCheck(result.output)
+    : result.issues.map((i) => {
+        const key = v.getDotPath(i)?.split('.')[0] ?? ''
+        return { key, message: raw[key] === undefined ? 'is required' : i.message }
+      })
+  if (!result.success || problems.length > 0) {
+    const issues = problems.map((p) => ({ path: where(p.key), message: p.message }))
     throw new ConfigError(
       `agent configuration: ${issues.map((i) => `${i.path} ${i.message}`).join('; ')}`,
       issues,
     )
   }
   const c = result.output
+  const hostPorts = [...new Set(c.hostPorts)]
   return {
     ...c,
     systemId: c.systemId ?? c.dpuId,
     runDir: resolve(c.runDir),
     bridgeMappings: c.bridgeMappings ?? `physnet:${c.uplinkBridge}`,
     relayUplinkIps: c.relayUplinkIps ?? [],
+    hostPorts,
+    defaultHostPort: c.defaultHostPort ?? hostPorts[0],
   } as AgentConfig
 }
 

@@ -13,6 +13,7 @@ const required = {
   HZ_FABRIC_IPS: '10.0.0.2,10.0.0.102',
   HZ_OVS_DB: 'unix:/run/ovs/db.sock',
   REDIS_URL: 'redis://10.0.0.1:6379',
+  HZ_HOST_PORTS: 'pf0hpf,pf1hpf',
 }
 
 t.test('flags win over the environment; defaults fill the rest', async (t) => {
@@ -24,6 +25,38 @@ t.test('flags win over the environment; defaults fill the rest', async (t) => {
   t.equal(c.bridgeMappings, 'physnet:br-phy')
   t.equal(c.heartbeatMs, 5000)
   t.same(c.protocolVersions, ['1.0', '2.0'])
+  t.same(c.hostPorts, ['pf0hpf', 'pf1hpf'])
+  t.equal(c.defaultHostPort, 'pf0hpf', 'the default host port is the first allowed one')
+})
+
+t.test('host ports: a required allow-list that never names a bridge or the uplink', async (t) => {
+  const { HZ_HOST_PORTS: _, ...noPorts } = required
+  t.throws(() => parseAgentConfig([], noPorts), {
+    message: /--host-ports \(or HZ_HOST_PORTS\) is required/,
+  })
+  t.equal(parseAgentConfig(['--host-port', 'pf1hpf'], required).defaultHostPort, 'pf1hpf')
+  const cases: [string[], RegExp][] = [
+    [
+      ['--host-port', 'pf2hpf'],
+      /--host-port \(or HZ_HOST_PORT\) pf2hpf is not one of --host-ports/,
+    ],
+    [['--host-ports', 'pf0hpf,br-phy'], /must not list br-phy: the uplink bridge/],
+    [['--host-ports', 'br-int'], /must not list br-int: the integration bridge/],
+    [['--host-ports', 'p0', '--uplink-interface', 'p0'], /must not list p0: the uplink interface/],
+    [
+      ['--host-ports', 'pf0hpf,up0', '--uplink-bridge', 'up0'],
+      /must not list up0: the uplink bridge/,
+    ],
+    [['--host-ports', 'hzr0123abcd'], /must not list hzr0123abcd: hzr… names are relay ports/],
+    [['--host-ports', 'hzr0123abcdu'], /must not list hzr0123abcdu/],
+    [
+      ['--host-ports', 'pf0hpf,much-too-long-name'],
+      /--host-ports .* must be a Linux interface name/,
+    ],
+  ]
+  for (const [argv, message] of cases) {
+    t.throws(() => parseAgentConfig(argv, required), { message }, argv.join(' '))
+  }
 })
 
 t.test('a bad setting is an error naming the flag and the variable', async (t) => {
