@@ -27,11 +27,13 @@ import {
   PortNotReleased,
   RelayPortConflict,
   SouthboundConflict,
+  SouthboundNeedsTls,
   WrongDpu,
 } from './errors.ts'
 import { claimOf, Key, LocalOvs, type OvsSnapshot, type OwnedPort, type PortSpec } from './ovs.ts'
 import { portInstalled, southboundReleased, waitFor } from './port-binding.ts'
 import { type Claim, claimPort, granted, type Refusal } from './port-claims.ts'
+import { type AgentTls, ovsdbTls } from './tls.ts'
 
 /** The relay an agent-owned relay port describes (after a restart), if it is one. */
 function relaySpecOf(p: OwnedPort): RelaySpec | undefined {
@@ -77,13 +79,19 @@ export class Agent {
     readonly ovnController: OvnController,
     readonly relays: DhcpRelays,
     private readonly log: (line: string) => void,
+    private readonly tls: AgentTls | undefined,
   ) {}
 
   /**
    * Connects to the local OVS database and brings back what it describes: if a
    * previous run configured the chassis, ovn-controller; each relay port's relay.
+   * `tls` is the DPU's identity (`loadAgentTls`), for `ssl:` Southbound remotes.
    */
-  static async create(config: AgentConfig, log: (line: string) => void): Promise<Agent> {
+  static async create(
+    config: AgentConfig,
+    log: (line: string) => void,
+    tls?: AgentTls,
+  ): Promise<Agent> {
     await mkdir(config.runDir, { recursive: true })
     const ovs = await LocalOvs.connect(config.ovsDb)
     const place = {
@@ -95,9 +103,10 @@ export class Agent {
     const agent = new Agent(
       config,
       ovs,
-      new OvnController(place, config.ovsDb),
+      new OvnController(place, config.ovsDb, tls?.files),
       new DhcpRelays(place),
       log,
+      tls,
     )
     try {
       await agent.resume()
@@ -142,6 +151,9 @@ export class Agent {
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
     const hostPort = this.hostPortOf(job.host)
     const { group, host } = job
+    if (group.sbRemote.startsWith('ssl:') && !this.tls) {
+      throw new SouthboundNeedsTls(c.dpuId, group.sbRemote)
+    }
 
     const before = await this.ovs.snapshot()
     const other = before.owned.find(
@@ -357,6 +369,7 @@ export class Agent {
           remote: snap.ovnRemote,
           logicalPort: job.host.logicalPort,
           systemId: c.systemId,
+          ...(this.tls ? { tls: ovsdbTls(this.tls) } : {}),
           // Once per job, not once per poll.
           log: (line) => {
             if (!told) this.log(line)

@@ -3,10 +3,12 @@
  * fallback, parsed and validated once at start-up. A mistake is a `ConfigError` that
  * names the flag and the variable.
  *
- * A DPU binds only the host ports its operator listed (`--host-ports`), never its
- * bridges or uplink.
+ * What it guards: a DPU binds only the host ports its operator listed (`--host-ports`),
+ * never its bridges or uplink; without the DPU's TLS identity (`--tls-*`) the gRPC
+ * status is served on loopback only; the Redis password is never printed
+ * (`describeConfig`, `redactingLog`).
  */
-import { isIP } from 'node:net'
+import { isIP, isIPv4 } from 'node:net'
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import * as v from 'valibot'
@@ -23,9 +25,24 @@ export interface AgentConfig {
   readonly ovsDb: string
   /** OVS_RUNDIR of the local ovs-vswitchd. */
   readonly ovsRunDir: string
+  /** `redis://` or `rediss://` (TLS), with `user:password@` where Redis has ACLs. */
   readonly redisUrl: string
-  /** `host:port` for the gRPC server; port 0 picks a free one. */
+  /** PEM file of the CA that signed Redis's certificate (a private CA), for `rediss://`. */
+  readonly redisCa?: string
+  /**
+   * `host:port` for the gRPC server; port 0 picks a free one. A loopback address unless
+   * the TLS identity is given (then clients must present a certificate from `tlsCa`).
+   */
   readonly grpcListen: string
+  /**
+   * The DPU's TLS identity, PEM files, all three or none: a certificate whose CN is the
+   * OVN chassis name (`systemId`), issued by Hydrazine's CA; its key; that CA. Used for
+   * the gRPC server (mTLS), `ssl:` Southbound remotes (ovn-controller and the agent's own
+   * checks) and Redis (client certificate).
+   */
+  readonly tlsCert?: string
+  readonly tlsKey?: string
+  readonly tlsCa?: string
   /** Pid, log and control files of the daemons the agent runs. */
   readonly runDir: string
   /** Network namespace the DPU's daemons run in (the lab); absent on real DPUs. */
@@ -97,11 +114,30 @@ export const OPTIONS: readonly Option[] = [
     help: 'controller Redis (required)',
   },
   {
+    key: 'redisCa',
+    flag: 'redis-ca',
+    env: 'HZ_REDIS_CA',
+    help: 'CA certificate (PEM) of a rediss:// server with a private CA',
+  },
+  {
     key: 'grpcListen',
     flag: 'grpc-listen',
     env: 'HZ_AGENT_GRPC_LISTEN',
-    help: 'gRPC host:port',
-    default: '0.0.0.0:50151',
+    help: 'gRPC host:port (not loopback: needs --tls-*)',
+    default: '127.0.0.1:50151',
+  },
+  {
+    key: 'tlsCert',
+    flag: 'tls-cert',
+    env: 'HZ_TLS_CERT',
+    help: "this DPU's certificate (PEM), CN = system-id",
+  },
+  { key: 'tlsKey', flag: 'tls-key', env: 'HZ_TLS_KEY', help: 'its private key (PEM)' },
+  {
+    key: 'tlsCa',
+    flag: 'tls-ca',
+    env: 'HZ_TLS_CA',
+    help: "Hydrazine's CA (PEM): gRPC clients, the SB",
   },
   {
     key: 'runDir',
@@ -228,8 +264,16 @@ const fields = {
     v.regex(/^(unix:\/.+|tcp:[^:\s]+:\d{1,5})$/, 'must be unix:/path or tcp:HOST:PORT'),
   ),
   ovsRunDir: text,
-  redisUrl: v.pipe(v.string(), v.regex(/^rediss?:\/\/.+/, 'must be a redis:// URL')),
+  redisUrl: v.pipe(
+    v.string(),
+    v.regex(/^rediss?:\/\/.+/, 'must be a redis:// or rediss:// URL'),
+    v.check(parsesAsUrl, 'must be a redis:// or rediss:// URL'),
+  ),
+  redisCa: v.optional(text),
   grpcListen: v.pipe(v.string(), v.regex(/^[^\s]+:\d{1,5}$/, 'must be host:port')),
+  tlsCert: v.optional(text),
+  tlsKey: v.optional(text),
+  tlsCa: v.optional(text),
   runDir: text,
   netns: v.optional(text),
   datapathType: v.picklist(['system', 'netdev'], 'must be system or netdev'),
@@ -258,6 +302,21 @@ const fields = {
   queuePrefix: v.optional(text),
 }
 const Schema = v.object(fields)
+
+function parsesAsUrl(s: string): boolean {
+  try {
+    new URL(s)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** True for addresses only this machine can reach: 127.0.0.0/8, ::1, localhost. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '')
+  return h === 'localhost' || h === '::1' || (isIPv4(h) && h.startsWith('127.'))
+}
 
 function optionOf(key: string): Option | undefined {
   return OPTIONS.find((o) => o.key === key)
@@ -298,6 +357,29 @@ function crossCheck(c: v.InferOutput<typeof Schema>): { key: string; message: st
       key: 'defaultHostPort',
       message: `${c.defaultHostPort} is not one of --host-ports (${c.hostPorts.join(',')})`,
     })
+  }
+  const tls = [c.tlsCert, c.tlsKey, c.tlsCa]
+  if (tls.some((x) => x !== undefined) && !tls.every((x) => x !== undefined)) {
+    const missing = (['tlsCert', 'tlsKey', 'tlsCa'] as const).filter((k) => c[k] === undefined)
+    for (const key of missing) {
+      issues.push({
+        key,
+        message: 'is required with the other --tls-* options (all three or none)',
+      })
+    }
+  }
+  const host = c.grpcListen.slice(0, c.grpcListen.lastIndexOf(':'))
+  if (c.tlsCert === undefined && !isLoopback(host)) {
+    issues.push({
+      key: 'grpcListen',
+      message:
+        `${c.grpcListen} is not a loopback address: without --tls-cert, --tls-key and ` +
+        '--tls-ca anyone could read group names and the SB remote from it; ' +
+        'give them or listen on 127.0.0.1',
+    })
+  }
+  if (c.redisCa !== undefined && !c.redisUrl.startsWith('rediss://')) {
+    issues.push({ key: 'redisCa', message: 'needs a rediss:// --redis-url (TLS)' })
   }
   return issues
 }
@@ -352,6 +434,55 @@ export function parseAgentConfig(
     hostPorts,
     defaultHostPort: c.defaultHostPort ?? hostPorts[0],
   } as AgentConfig
+}
+
+/**
+ * `url` with its password replaced by `***`, for logs.
+ *
+ * @example redactUrl('rediss://agent:s3cret@10.0.0.1:6380') // 'rediss://agent:***@10.0.0.1:6380'
+ */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url)
+    if (u.password) u.password = '***'
+    return u.toString().replace(/\/$/, '')
+  } catch {
+    return '(an unparsable URL)'
+  }
+}
+
+/** The secrets of a configuration, as they could appear in a log line. */
+function secretsOf(config: Pick<AgentConfig, 'redisUrl'>): string[] {
+  try {
+    const raw = new URL(config.redisUrl).password
+    if (!raw) return []
+    return [...new Set([raw, decodeURIComponent(raw)])]
+  } catch {
+    return []
+  }
+}
+
+/**
+ * Wraps `log` so that no line it prints holds the Redis password, whatever error text
+ * a library put in it. The configuration itself is printed with `describeConfig`.
+ */
+export function redactingLog(
+  config: Pick<AgentConfig, 'redisUrl'>,
+  log: (line: string) => void,
+): (line: string) => void {
+  const secrets = secretsOf(config)
+  if (secrets.length === 0) return log
+  return (line) => log(secrets.reduce((l, secret) => l.split(secret).join('***'), line))
+}
+
+/** One line for the start-up log: every option that is set, the Redis password hidden. */
+export function describeConfig(config: AgentConfig): string {
+  return OPTIONS.flatMap((o) => {
+    const value = config[o.key]
+    if (value === undefined) return []
+    const text = Array.isArray(value) ? value.join(',') : String(value)
+    return [`${o.flag}=${o.key === 'redisUrl' ? redactUrl(text) : text}`]
+  }).join(' ')
 }
 
 export function usage(): string {

@@ -112,6 +112,21 @@ export class RelayPortConflict extends HydrazineError {
   }
 }
 
+/** The group's Southbound is `ssl:` but this agent was started without its TLS identity. */
+export class SouthboundNeedsTls extends HydrazineError {
+  constructor(
+    readonly dpuId: string,
+    readonly remote: string,
+  ) {
+    super(
+      'AGENT_SB_NEEDS_TLS',
+      `DPU ${dpuId}: southbound ${remote} needs TLS; start the agent with --tls-cert, ` +
+        '--tls-key and --tls-ca',
+      { retryable: false },
+    )
+  }
+}
+
 /**
  * A DPU runs a single ovn-controller, so all its hosts must use the same Southbound.
  * Re-pointing it for one group would cut off another group's hosts on this DPU.

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Queue, QueueEvents } from 'bullmq'
 import { Redis } from 'ioredis'
-import type { AgentConfig } from '../../agent/config.ts'
+import { type AgentConfig, OPTIONS } from '../../agent/config.ts'
 import {
   createDpu,
   createFabric,
@@ -48,6 +48,21 @@ export interface AgentLab {
   /** The chassis name the SB Port_Binding of `logicalPort` is bound to, or '' when unbound. */
   boundChassis(logicalPort: string): Promise<string>
   heartbeat(): Promise<Heartbeat | undefined>
+}
+
+/**
+ * The command-line flags that give `agent/main.ts` this configuration (`omit`: options to
+ * leave to the environment or the defaults).
+ */
+export function agentArgs(
+  config: AgentConfig,
+  omit: readonly (keyof AgentConfig)[] = [],
+): string[] {
+  return OPTIONS.flatMap((o) => {
+    const value = config[o.key]
+    if (value === undefined || omit.includes(o.key)) return []
+    return [`--${o.flag}`, Array.isArray(value) ? value.join(',') : String(value)]
+  })
 }
 
 /** What a DPU holds, as ovs-vsctl and ip show it: compare two to see whether a job touched it. */

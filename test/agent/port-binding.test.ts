@@ -1,7 +1,7 @@
 /**
  * `southboundReleased` against a real Southbound: a logical port counts as released from
- * this chassis only when the SB said so. A Southbound the agent cannot ask never counts
- * as released.
+ * this chassis only when the SB said so. A Southbound the agent cannot ask — down, or
+ * `ssl:` without the DPU's TLS material — never counts as released.
  */
 import t from 'tap'
 import { southboundReleased } from '../../agent/port-binding.ts'
@@ -38,11 +38,13 @@ t.test('released means the Southbound said so', async (t) => {
     ['no Southbound to follow at all', null, 'g-h1', true],
     ['a Southbound that is down', down, 'g-h1', false],
     ['a Southbound that is down, for a port it may not even know', down, 'g-h9', false],
+    ['ssl: without TLS material', 'ssl:127.0.0.1:6642', 'g-h9', false],
   ]
   for (const [what, remote, logicalPort, expected] of cases) {
     t.equal(await released(remote, logicalPort), expected, what)
   }
   t.match(logs.join('\n'), `cannot check southbound ${down}`)
+  t.match(logs.join('\n'), 'cannot check southbound ssl:127.0.0.1:6642 (ssl:, and no --tls-*)')
 
   await sbctl('lsp-unbind', 'g-h1')
   t.equal(await released(ovn.sb.tcp, 'g-h1'), true, 'unbound')
