@@ -19,15 +19,21 @@ import {
 import type { AgentConfig } from './config.ts'
 import { DhcpRelays, OvnController, type RelaySpec, relayUplinkPortName } from './daemons.ts'
 import {
-  NoHostPort,
+  HostPortBound,
+  HostPortNotAllowed,
+  HostPortNotOurs,
   NoRelayUplink,
   PortNotInstalled,
   PortNotReleased,
+  RelayPortConflict,
   SouthboundConflict,
+  SouthboundNeedsTls,
   WrongDpu,
 } from './errors.ts'
-import { Key, LocalOvs, type OwnedPort } from './ovs.ts'
+import { claimOf, Key, LocalOvs, type OvsSnapshot, type OwnedPort, type PortSpec } from './ovs.ts'
 import { portInstalled, southboundReleased, waitFor } from './port-binding.ts'
+import { type Claim, claimPort, granted, type Refusal } from './port-claims.ts'
+import { type AgentTls, ovsdbTls } from './tls.ts'
 
 /** The relay an agent-owned relay port describes (after a restart), if it is one. */
 function relaySpecOf(p: OwnedPort): RelaySpec | undefined {
@@ -46,6 +52,26 @@ function relaySpecOf(p: OwnedPort): RelaySpec | undefined {
   }
 }
 
+/** Who holds a port the agent may not take, in words for an error. */
+function holderOf(claim: Refusal): string {
+  const { existing } = claim
+  switch (claim.verdict) {
+    case 'other-bridge':
+      return `a port of ${existing.bridge ?? 'no bridge'}`
+    case 'not-ours':
+      return `a port of ${existing.bridge ?? 'no bridge'} with role ${existing.role ?? '(none)'}`
+    case 'other-owner':
+      return `${claim.key}=${claim.holder}`
+  }
+}
+
+/** The relay ports a `configure` makes for its group: decided before anything is written. */
+interface RelayPlan {
+  readonly spec: RelaySpec
+  readonly port: PortSpec
+  readonly uplink: PortSpec
+}
+
 export class Agent {
   private constructor(
     readonly config: AgentConfig,
@@ -53,13 +79,19 @@ export class Agent {
     readonly ovnController: OvnController,
     readonly relays: DhcpRelays,
     private readonly log: (line: string) => void,
+    private readonly tls: AgentTls | undefined,
   ) {}
 
   /**
    * Connects to the local OVS database and brings back what it describes: if a
    * previous run configured the chassis, ovn-controller; each relay port's relay.
+   * `tls` is the DPU's identity (`loadAgentTls`), for `ssl:` Southbound remotes.
    */
-  static async create(config: AgentConfig, log: (line: string) => void): Promise<Agent> {
+  static async create(
+    config: AgentConfig,
+    log: (line: string) => void,
+    tls?: AgentTls,
+  ): Promise<Agent> {
     await mkdir(config.runDir, { recursive: true })
     const ovs = await LocalOvs.connect(config.ovsDb)
     const place = {
@@ -71,9 +103,10 @@ export class Agent {
     const agent = new Agent(
       config,
       ovs,
-      new OvnController(place, config.ovsDb),
+      new OvnController(place, config.ovsDb, tls?.files),
       new DhcpRelays(place),
       log,
+      tls,
     )
     try {
       await agent.resume()
@@ -93,12 +126,34 @@ export class Agent {
     }
   }
 
+  /** The job's host port (or the default), when it is one of this DPU's host ports. */
+  private hostPortOf(host: { hostPort?: string | undefined }): string {
+    const port = host.hostPort ?? this.config.defaultHostPort
+    if (!this.config.hostPorts.includes(port)) {
+      throw new HostPortNotAllowed(this.config.dpuId, port, this.config.hostPorts)
+    }
+    return port
+  }
+
+  /**
+   * Binds the job's host on this DPU: bridges, chassis settings, ovn-controller, the
+   * group's relay, the host port; then waits until ovn-controller installed the port.
+   *
+   * Every refusal is decided from one read of the database before anything is written,
+   * so a refused job leaves the DPU as it was: a host port that is not on `--host-ports`,
+   * that exists and is not a Hydrazine host port (a port of another bridge, or one
+   * someone else made), or that is bound to another host's logical port; a relay port
+   * name another group or anything else holds. A host port is never rebound in place:
+   * the old host's `isolate` removes it, then `configure` binds the new one.
+   */
   async configure(job: ConfigureRequest): Promise<ConfigureAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
-    const hostPort = job.host.hostPort ?? c.defaultHostPort
-    if (!hostPort) throw new NoHostPort(c.dpuId, job.host.name)
+    const hostPort = this.hostPortOf(job.host)
     const { group, host } = job
+    if (group.sbRemote.startsWith('ssl:') && !this.tls) {
+      throw new SouthboundNeedsTls(c.dpuId, group.sbRemote)
+    }
 
     const before = await this.ovs.snapshot()
     const other = before.owned.find(
@@ -115,6 +170,28 @@ export class Agent {
         other.externalIds[Key.sbRemote] ?? '?',
         other.group,
       )
+    }
+    const hostSpec: PortSpec = {
+      bridge: c.integrationBridge,
+      name: hostPort,
+      type: '',
+      ...(host.mtu ? { mtu: host.mtu } : {}),
+      externalIds: {
+        [Key.role]: 'host',
+        [Key.group]: group.name,
+        [Key.host]: host.name,
+        [Key.ifaceId]: host.logicalPort,
+        [Key.attachedMac]: host.mac,
+        [Key.sbRemote]: group.sbRemote,
+      },
+      owner: [Key.ifaceId],
+    }
+    this.mustClaimHostPort(claimPort(before.ports.get(hostPort), claimOf(hostSpec)), job)
+    const relay = group.relay && group.dhcpServer ? this.relayPlan(job, before) : undefined
+    if (relay) {
+      for (const spec of [relay.port, relay.uplink]) {
+        this.mustClaimRelayPort(claimPort(before.ports.get(spec.name), claimOf(spec)), spec, job)
+      }
     }
 
     await this.ovs.ensureBridges([
@@ -137,24 +214,70 @@ export class Agent {
     })
     await this.ovnController.ensure()
 
-    let relayPort: string | undefined
-    if (group.relay && group.dhcpServer) {
-      relayPort = relayPortName(group.name)
-      const spec: RelaySpec = {
-        group: group.name,
-        port: relayPort,
-        dhcpServer: group.dhcpServer,
-        mac: group.relay.mac,
-        ...(group.relay.ip
-          ? { address: `${group.relay.ip}/${group.relay.prefixLength ?? 32}` }
-          : {}),
-        uplinkAddress: this.relayUplinkFor(group.name, before.owned),
-      }
+    if (relay) {
+      // The group's relay under another name (the controller allocated a new one, or an
+      // older controller's hashed name): removed before the new one is made.
+      await this.removeRelay(group.name, before.owned, relay.spec.port)
       // The veths first: OVS adds their DPU-side ends as system interfaces.
-      await this.relays.plumb(spec)
-      await this.ovs.ensurePort({
+      await this.relays.plumb(relay.spec)
+      this.mustClaimRelayPort(await this.ovs.ensurePort(relay.port), relay.port, job)
+      this.mustClaimRelayPort(await this.ovs.ensurePort(relay.uplink), relay.uplink, job)
+      await this.relays.ensure(relay.spec)
+    }
+
+    this.mustClaimHostPort(await this.ovs.ensurePort(hostSpec), job)
+
+    const installed = await waitFor(() => portInstalled(this.ovs, hostPort), c.installTimeoutMs)
+    if (!installed) throw new PortNotInstalled(c.dpuId, hostPort, c.installTimeoutMs)
+    const observed = await this.observe()
+    return {
+      dpuId: c.dpuId,
+      specVersion: job.specVersion,
+      protocolVersion: job.protocolVersion,
+      hostPort,
+      ...(relay ? { relayPort: relay.spec.port } : {}),
+      ovnInstalled: installed,
+      chassis: observed.chassis,
+      observed,
+    }
+  }
+
+  private mustClaimHostPort(claim: Claim, job: ConfigureRequest): void {
+    if (granted(claim)) return
+    const { dpuId } = this.config
+    if (claim.verdict === 'other-owner') {
+      throw new HostPortBound(dpuId, claim.existing.name, claim.holder, job.host.logicalPort)
+    }
+    throw new HostPortNotOurs(dpuId, claim.existing.name, claim.existing.bridge)
+  }
+
+  private mustClaimRelayPort(claim: Claim, spec: PortSpec, job: ConfigureRequest): void {
+    if (granted(claim)) return
+    throw new RelayPortConflict(this.config.dpuId, spec.name, job.group.name, holderOf(claim))
+  }
+
+  /**
+   * The group's relay: its port name (the controller's `relay.portName`, else the hashed
+   * fallback), addresses, and the two OVS ports it needs.
+   */
+  private relayPlan(job: ConfigureRequest, before: OvsSnapshot): RelayPlan | undefined {
+    const { group } = job
+    const c = this.config
+    if (!group.relay || !group.dhcpServer) return undefined
+    const name = group.relay.portName ?? relayPortName(group.name)
+    const spec: RelaySpec = {
+      group: group.name,
+      port: name,
+      dhcpServer: group.dhcpServer,
+      mac: group.relay.mac,
+      ...(group.relay.ip ? { address: `${group.relay.ip}/${group.relay.prefixLength ?? 32}` } : {}),
+      uplinkAddress: this.relayUplinkFor(group.name, before.owned),
+    }
+    return {
+      spec,
+      port: {
         bridge: c.integrationBridge,
-        name: relayPort,
+        name,
         type: '',
         externalIds: {
           [Key.role]: 'dhcp-relay',
@@ -166,77 +289,92 @@ export class Agent {
           [Key.relayAddress]: spec.address ?? '',
           [Key.relayUplink]: spec.uplinkAddress,
         },
-      })
-      await this.ovs.ensurePort({
+        owner: [Key.group],
+      },
+      uplink: {
         bridge: c.uplinkBridge,
-        name: relayUplinkPortName(relayPort),
+        name: relayUplinkPortName(name),
         type: '',
         externalIds: { [Key.role]: 'dhcp-relay-uplink', [Key.group]: group.name },
-      })
-      await this.relays.ensure(spec)
-    }
-
-    await this.ovs.ensurePort({
-      bridge: c.integrationBridge,
-      name: hostPort,
-      type: '',
-      ...(host.mtu ? { mtu: host.mtu } : {}),
-      externalIds: {
-        [Key.role]: 'host',
-        [Key.group]: group.name,
-        [Key.host]: host.name,
-        [Key.ifaceId]: host.logicalPort,
-        [Key.attachedMac]: host.mac,
-        [Key.sbRemote]: group.sbRemote,
+        owner: [Key.group],
       },
-    })
-
-    const installed = await waitFor(() => portInstalled(this.ovs, hostPort), c.installTimeoutMs)
-    if (!installed) throw new PortNotInstalled(c.dpuId, hostPort, c.installTimeoutMs)
-    const observed = await this.observe()
-    return {
-      dpuId: c.dpuId,
-      specVersion: job.specVersion,
-      protocolVersion: job.protocolVersion,
-      hostPort,
-      ...(relayPort ? { relayPort } : {}),
-      ovnInstalled: installed,
-      chassis: observed.chassis,
-      observed,
     }
   }
 
+  /**
+   * Stops the group's relay and removes its ports and namespaces, as the agent's own
+   * records (`owned`) show them — except the relay port `keep`. Returns the first relay
+   * port removed, if anything was there.
+   */
+  private async removeRelay(
+    group: string,
+    owned: readonly OwnedPort[],
+    keep?: string,
+  ): Promise<string | undefined> {
+    const relayPorts = owned.filter(
+      (p) => p.role === 'dhcp-relay' && p.group === group && p.name !== keep,
+    )
+    const uplinks = owned.filter(
+      (p) =>
+        p.role === 'dhcp-relay-uplink' &&
+        p.group === group &&
+        (keep === undefined || p.name !== relayUplinkPortName(keep)),
+    )
+    const running = this.relays.list().find((r) => r.group === group)
+    const hadRelay = running && running.port !== keep ? await this.relays.stop(group) : false
+    // Namespaces before ports: a crash in between leaves ports, which the next run finds.
+    for (const p of relayPorts) await this.relays.unplumb(p.name)
+    for (const p of [...relayPorts, ...uplinks]) {
+      if (p.bridge) await this.ovs.deletePort(p.name, p.bridge)
+    }
+    if (relayPorts[0]) return relayPorts[0].name
+    return hadRelay ? running?.port : undefined
+  }
+
+  /**
+   * Unbinds the job's host from this DPU: removes every host port bound to its logical
+   * port, the group's relay when no other host of the group is left here, then waits
+   * until the Southbound shows the logical port released from this chassis.
+   *
+   * A port not on `--host-ports` fails the job and touches nothing. The named port is
+   * removed only when it is bound to this job's logical port: another host's binding is
+   * not this job's to undo.
+   */
   async isolate(job: IsolateRequest): Promise<IsolateAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
+    const named = this.hostPortOf(job.host)
     const snap = await this.ovs.snapshot()
-    const named = job.host.hostPort ?? c.defaultHostPort
-    // The port named by the job, and any other port still bound to the logical port.
     const targets = snap.owned.filter(
-      (p) => p.role === 'host' && (p.name === named || p.logicalPort === job.host.logicalPort),
+      (p) => p.role === 'host' && p.logicalPort === job.host.logicalPort,
     )
-    for (const p of targets) await this.ovs.deletePort(p.name)
+    const held = snap.owned.find(
+      (p) => p.role === 'host' && p.name === named && p.logicalPort !== job.host.logicalPort,
+    )
+    if (held) {
+      this.log(`isolate ${job.host.logicalPort}: ${named} is bound to ${held.logicalPort}, kept`)
+    }
+    for (const p of targets) if (p.bridge) await this.ovs.deletePort(p.name, p.bridge)
 
     let relayStopped: string | undefined
     const stillNeeded = snap.owned.some(
       (p) => p.role === 'host' && p.group === job.group.name && !targets.includes(p),
     )
-    if (!stillNeeded) {
-      const relayPort = relayPortName(job.group.name)
-      const hadRelay = await this.relays.stop(job.group.name)
-      const hadPort = await this.ovs.deletePort(relayPort)
-      await this.ovs.deletePort(relayUplinkPortName(relayPort))
-      const hadNamespace = await this.relays.unplumb(relayPort)
-      if (hadRelay || hadPort || hadNamespace) relayStopped = relayPort
-    }
+    if (!stillNeeded) relayStopped = await this.removeRelay(job.group.name, snap.owned)
 
+    let told = false
     const unbound = await waitFor(
       () =>
         southboundReleased({
           remote: snap.ovnRemote,
           logicalPort: job.host.logicalPort,
           systemId: c.systemId,
-          log: this.log,
+          ...(this.tls ? { tls: ovsdbTls(this.tls) } : {}),
+          // Once per job, not once per poll.
+          log: (line) => {
+            if (!told) this.log(line)
+            told = true
+          },
         }),
       c.installTimeoutMs,
     )

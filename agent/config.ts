@@ -2,8 +2,13 @@
  * The agent's configuration: command-line flags, each with an environment variable
  * fallback, parsed and validated once at start-up. A mistake is a `ConfigError` that
  * names the flag and the variable.
+ *
+ * What it guards: a DPU binds only the host ports its operator listed (`--host-ports`),
+ * never its bridges or uplink; without the DPU's TLS identity (`--tls-*`) the gRPC
+ * status is served on loopback only; the Redis password is never printed
+ * (`describeConfig`, `redactingLog`).
  */
-import { isIP } from 'node:net'
+import { isIP, isIPv4 } from 'node:net'
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import * as v from 'valibot'
@@ -20,9 +25,24 @@ export interface AgentConfig {
   readonly ovsDb: string
   /** OVS_RUNDIR of the local ovs-vswitchd. */
   readonly ovsRunDir: string
+  /** `redis://` or `rediss://` (TLS), with `user:password@` where Redis has ACLs. */
   readonly redisUrl: string
-  /** `host:port` for the gRPC server; port 0 picks a free one. */
+  /** PEM file of the CA that signed Redis's certificate (a private CA), for `rediss://`. */
+  readonly redisCa?: string
+  /**
+   * `host:port` for the gRPC server; port 0 picks a free one. A loopback address unless
+   * the TLS identity is given (then clients must present a certificate from `tlsCa`).
+   */
   readonly grpcListen: string
+  /**
+   * The DPU's TLS identity, PEM files, all three or none: a certificate whose CN is the
+   * OVN chassis name (`systemId`), issued by Hydrazine's CA; its key; that CA. Used for
+   * the gRPC server (mTLS), `ssl:` Southbound remotes (ovn-controller and the agent's own
+   * checks) and Redis (client certificate).
+   */
+  readonly tlsCert?: string
+  readonly tlsKey?: string
+  readonly tlsCa?: string
   /** Pid, log and control files of the daemons the agent runs. */
   readonly runDir: string
   /** Network namespace the DPU's daemons run in (the lab); absent on real DPUs. */
@@ -39,7 +59,13 @@ export interface AgentConfig {
    * may use upstream, one per group relayed here; without them relays have no uplink.
    */
   readonly relayUplinkIps: readonly string[]
-  /** Host port when a job does not name one (the host PF representor on BlueField). */
+  /**
+   * The interfaces this DPU's hosts may be bound to (the host PF/VF representors on
+   * BlueField, e.g. `pf0hpf`): a job naming any other port fails and touches nothing.
+   * The operator's inventory lists the same ports. Never a bridge or the uplink.
+   */
+  readonly hostPorts: readonly string[]
+  /** Host port when a job does not name one: one of `hostPorts` (default its first). */
   readonly defaultHostPort: string
   readonly heartbeatMs: number
   /** How long `configure` waits for ovn-controller to mark the port installed. */
@@ -88,11 +114,30 @@ export const OPTIONS: readonly Option[] = [
     help: 'controller Redis (required)',
   },
   {
+    key: 'redisCa',
+    flag: 'redis-ca',
+    env: 'HZ_REDIS_CA',
+    help: 'CA certificate (PEM) of a rediss:// server with a private CA',
+  },
+  {
     key: 'grpcListen',
     flag: 'grpc-listen',
     env: 'HZ_AGENT_GRPC_LISTEN',
-    help: 'gRPC host:port',
-    default: '0.0.0.0:50151',
+    help: 'gRPC host:port (not loopback: needs --tls-*)',
+    default: '127.0.0.1:50151',
+  },
+  {
+    key: 'tlsCert',
+    flag: 'tls-cert',
+    env: 'HZ_TLS_CERT',
+    help: "this DPU's certificate (PEM), CN = system-id",
+  },
+  { key: 'tlsKey', flag: 'tls-key', env: 'HZ_TLS_KEY', help: 'its private key (PEM)' },
+  {
+    key: 'tlsCa',
+    flag: 'tls-ca',
+    env: 'HZ_TLS_CA',
+    help: "Hydrazine's CA (PEM): gRPC clients, the SB",
   },
   {
     key: 'runDir',
@@ -142,11 +187,16 @@ export const OPTIONS: readonly Option[] = [
     help: 'comma-separated fabric CIDRs for DHCP relay uplinks, one per relayed group',
   },
   {
+    key: 'hostPorts',
+    flag: 'host-ports',
+    env: 'HZ_HOST_PORTS',
+    help: 'comma-separated ports hosts may be bound to (required)',
+  },
+  {
     key: 'defaultHostPort',
     flag: 'host-port',
     env: 'HZ_HOST_PORT',
-    help: 'host port when a job names none',
-    default: 'pf0hpf',
+    help: 'host port when a job names none (default: first of --host-ports)',
   },
   {
     key: 'heartbeatMs',
@@ -214,8 +264,16 @@ const fields = {
     v.regex(/^(unix:\/.+|tcp:[^:\s]+:\d{1,5})$/, 'must be unix:/path or tcp:HOST:PORT'),
   ),
   ovsRunDir: text,
-  redisUrl: v.pipe(v.string(), v.regex(/^rediss?:\/\/.+/, 'must be a redis:// URL')),
+  redisUrl: v.pipe(
+    v.string(),
+    v.regex(/^rediss?:\/\/.+/, 'must be a redis:// or rediss:// URL'),
+    v.check(parsesAsUrl, 'must be a redis:// or rediss:// URL'),
+  ),
+  redisCa: v.optional(text),
   grpcListen: v.pipe(v.string(), v.regex(/^[^\s]+:\d{1,5}$/, 'must be host:port')),
+  tlsCert: v.optional(text),
+  tlsKey: v.optional(text),
+  tlsCa: v.optional(text),
   runDir: text,
   netns: v.optional(text),
   datapathType: v.picklist(['system', 'netdev'], 'must be system or netdev'),
@@ -235,7 +293,8 @@ const fields = {
       'must be IPv4 addresses with prefix length',
     ),
   ),
-  defaultHostPort: InterfaceName,
+  hostPorts: list(InterfaceName, 'must be interface names'),
+  defaultHostPort: v.optional(InterfaceName),
   heartbeatMs: ms,
   installTimeoutMs: ms,
   lockMs: ms,
@@ -243,6 +302,87 @@ const fields = {
   queuePrefix: v.optional(text),
 }
 const Schema = v.object(fields)
+
+function parsesAsUrl(s: string): boolean {
+  try {
+    new URL(s)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** True for addresses only this machine can reach: 127.0.0.0/8, ::1, localhost. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '')
+  return h === 'localhost' || h === '::1' || (isIPv4(h) && h.startsWith('127.'))
+}
+
+function optionOf(key: string): Option | undefined {
+  return OPTIONS.find((o) => o.key === key)
+}
+
+function where(key: string): string {
+  const o = optionOf(key)
+  return o ? `--${o.flag} (or ${o.env})` : key || 'agent config'
+}
+
+/**
+ * What the schema cannot say about one field: how the fields must agree. Each problem
+ * names the option it is about.
+ */
+function crossCheck(c: v.InferOutput<typeof Schema>): { key: string; message: string }[] {
+  const issues: { key: string; message: string }[] = []
+  const never: [string | undefined, string][] = [
+    [c.integrationBridge, 'the integration bridge'],
+    [c.uplinkBridge, 'the uplink bridge'],
+    [c.uplinkInterface, 'the uplink interface'],
+  ]
+  for (const [name, what] of never) {
+    if (name && c.hostPorts.includes(name)) {
+      issues.push({
+        key: 'hostPorts',
+        message: `must not list ${name}: ${what} is never a host port`,
+      })
+    }
+  }
+  for (const p of c.hostPorts) {
+    // A relay port (`hzr` + 8 hex) or its uplink (the same and `u`).
+    if (/^hzr[0-9a-f]{8}u?$/.test(p)) {
+      issues.push({ key: 'hostPorts', message: `must not list ${p}: hzr… names are relay ports` })
+    }
+  }
+  if (c.defaultHostPort && !c.hostPorts.includes(c.defaultHostPort)) {
+    issues.push({
+      key: 'defaultHostPort',
+      message: `${c.defaultHostPort} is not one of --host-ports (${c.hostPorts.join(',')})`,
+    })
+  }
+  const tls = [c.tlsCert, c.tlsKey, c.tlsCa]
+  if (tls.some((x) => x !== undefined) && !tls.every((x) => x !== undefined)) {
+    const missing = (['tlsCert', 'tlsKey', 'tlsCa'] as const).filter((k) => c[k] === undefined)
+    for (const key of missing) {
+      issues.push({
+        key,
+        message: 'is required with the other --tls-* options (all three or none)',
+      })
+    }
+  }
+  const host = c.grpcListen.slice(0, c.grpcListen.lastIndexOf(':'))
+  if (c.tlsCert === undefined && !isLoopback(host)) {
+    issues.push({
+      key: 'grpcListen',
+      message:
+        `${c.grpcListen} is not a loopback address: without --tls-cert, --tls-key and ` +
+        '--tls-ca anyone could read group names and the SB remote from it; ' +
+        'give them or listen on 127.0.0.1',
+    })
+  }
+  if (c.redisCa !== undefined && !c.redisUrl.startsWith('rediss://')) {
+    issues.push({ key: 'redisCa', message: 'needs a rediss:// --redis-url (TLS)' })
+  }
+  return issues
+}
 
 /**
  * Parses flags (`--dpu-id X`) with environment fallbacks (`HZ_DPU_ID`).
@@ -270,27 +410,79 @@ export function parseAgentConfig(
     if (typeof value === 'string') raw[o.key] = value
   }
   const result = v.safeParse(Schema, raw)
-  if (!result.success) {
-    const issues = result.issues.map((i) => {
-      const key = v.getDotPath(i)?.split('.')[0] ?? ''
-      const o = OPTIONS.find((x) => x.key === key)
-      const where = o ? `--${o.flag} (or ${o.env})` : key || 'agent config'
-      const message = raw[key] === undefined ? 'is required' : i.message
-      return { path: where, message }
-    })
+  const problems = result.success
+    ? crossCheck(result.output)
+    : result.issues.map((i) => {
+        const key = v.getDotPath(i)?.split('.')[0] ?? ''
+        return { key, message: raw[key] === undefined ? 'is required' : i.message }
+      })
+  if (!result.success || problems.length > 0) {
+    const issues = problems.map((p) => ({ path: where(p.key), message: p.message }))
     throw new ConfigError(
       `agent configuration: ${issues.map((i) => `${i.path} ${i.message}`).join('; ')}`,
       issues,
     )
   }
   const c = result.output
+  const hostPorts = [...new Set(c.hostPorts)]
   return {
     ...c,
     systemId: c.systemId ?? c.dpuId,
     runDir: resolve(c.runDir),
     bridgeMappings: c.bridgeMappings ?? `physnet:${c.uplinkBridge}`,
     relayUplinkIps: c.relayUplinkIps ?? [],
+    hostPorts,
+    defaultHostPort: c.defaultHostPort ?? hostPorts[0],
   } as AgentConfig
+}
+
+/**
+ * `url` with its password replaced by `***`, for logs.
+ *
+ * @example redactUrl('rediss://agent:s3cret@10.0.0.1:6380') // 'rediss://agent:***@10.0.0.1:6380'
+ */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url)
+    if (u.password) u.password = '***'
+    return u.toString().replace(/\/$/, '')
+  } catch {
+    return '(an unparsable URL)'
+  }
+}
+
+/** The secrets of a configuration, as they could appear in a log line. */
+function secretsOf(config: Pick<AgentConfig, 'redisUrl'>): string[] {
+  try {
+    const raw = new URL(config.redisUrl).password
+    if (!raw) return []
+    return [...new Set([raw, decodeURIComponent(raw)])]
+  } catch {
+    return []
+  }
+}
+
+/**
+ * Wraps `log` so that no line it prints holds the Redis password, whatever error text
+ * a library put in it. The configuration itself is printed with `describeConfig`.
+ */
+export function redactingLog(
+  config: Pick<AgentConfig, 'redisUrl'>,
+  log: (line: string) => void,
+): (line: string) => void {
+  const secrets = secretsOf(config)
+  if (secrets.length === 0) return log
+  return (line) => log(secrets.reduce((l, secret) => l.split(secret).join('***'), line))
+}
+
+/** One line for the start-up log: every option that is set, the Redis password hidden. */
+export function describeConfig(config: AgentConfig): string {
+  return OPTIONS.flatMap((o) => {
+    const value = config[o.key]
+    if (value === undefined) return []
+    const text = Array.isArray(value) ? value.join(',') : String(value)
+    return [`${o.flag}=${o.key === 'redisUrl' ? redactUrl(text) : text}`]
+  }).join(' ')
 }
 
 export function usage(): string {

@@ -38,7 +38,18 @@ export async function stopLeftover(pidFile: string, command: string): Promise<bo
   return true
 }
 
-/** The single ovn-controller of this DPU. It follows `ovn-remote` changes live. */
+/** PEM files of the DPU's TLS identity, as ovn-controller takes them. */
+export interface TlsFiles {
+  readonly cert: string
+  readonly key: string
+  readonly ca: string
+}
+
+/**
+ * The single ovn-controller of this DPU. It follows `ovn-remote` changes live. With the
+ * DPU's TLS files it runs with `--private-key`, `--certificate` and `--ca-cert`, so that
+ * an `ssl:` remote sees the DPU's certificate (whose CN OVN RBAC takes as the chassis).
+ */
 export class OvnController {
   private daemon: Daemon | undefined
   private starting: Promise<Daemon> | undefined
@@ -46,6 +57,7 @@ export class OvnController {
   constructor(
     private readonly place: DaemonPlace,
     private readonly ovsDb: string,
+    private readonly tls?: TlsFiles,
   ) {}
 
   get pidFile(): string {
@@ -83,6 +95,13 @@ export class OvnController {
         this.ovsDb,
         `--pidfile=${this.pidFile}`,
         `--log-file=${join(runDir, 'ovn-controller.log')}`,
+        ...(this.tls
+          ? [
+              `--private-key=${this.tls.key}`,
+              `--certificate=${this.tls.cert}`,
+              `--ca-cert=${this.tls.ca}`,
+            ]
+          : []),
       ],
       env: { OVS_RUNDIR: ovsRunDir, OVN_RUNDIR: runDir, OVN_LOGDIR: runDir },
       ...(netns ? { netns } : {}),

@@ -35,13 +35,95 @@ export class PortNotReleased extends HydrazineError {
   }
 }
 
-/** The job names no host port and the agent has no default. */
-export class NoHostPort extends HydrazineError {
+/**
+ * The job names a port that is not one of this DPU's host ports (`--host-ports`): a
+ * bridge, the uplink, the management port, anything. Nothing was touched.
+ */
+export class HostPortNotAllowed extends HydrazineError {
   constructor(
     readonly dpuId: string,
-    readonly host: string,
+    readonly port: string,
+    readonly allowed: readonly string[],
   ) {
-    super('AGENT_NO_HOST_PORT', `DPU ${dpuId}: no host port for ${host}`)
+    super(
+      'AGENT_HOST_PORT_NOT_ALLOWED',
+      `DPU ${dpuId}: ${port} is not one of its host ports (${allowed.join(', ')})`,
+      { retryable: false },
+    )
+  }
+}
+
+/**
+ * The host port exists in OVS and is not a Hydrazine host port: a port of another bridge
+ * (never moved), or one of the integration bridge that someone else made (never
+ * rewritten). Nothing was touched.
+ */
+export class HostPortNotOurs extends HydrazineError {
+  constructor(
+    readonly dpuId: string,
+    readonly port: string,
+    readonly bridge: string | null,
+  ) {
+    super(
+      'AGENT_HOST_PORT_NOT_OURS',
+      `DPU ${dpuId}: ${port} is a port of ${bridge ?? 'no bridge'} that Hydrazine did not make ` +
+        'for a host; it is never moved or rebound',
+      { retryable: false },
+    )
+  }
+}
+
+/**
+ * The host port is bound to another host's logical port. It is never rebound in place:
+ * that host's `isolate` must remove it first. Retryable because that isolate may still be
+ * queued behind this job; nothing was touched.
+ */
+export class HostPortBound extends HydrazineError {
+  constructor(
+    readonly dpuId: string,
+    readonly port: string,
+    readonly boundTo: string,
+    readonly wanted: string,
+  ) {
+    super(
+      'AGENT_HOST_PORT_BOUND',
+      `DPU ${dpuId}: ${port} is bound to ${boundTo}; isolate it before binding ${wanted}`,
+      { retryable: true },
+    )
+  }
+}
+
+/**
+ * The group's relay port name is taken on this DPU: by another group's relay, or by a
+ * port that is not a relay. The holder keeps it; nothing was touched.
+ */
+export class RelayPortConflict extends HydrazineError {
+  constructor(
+    readonly dpuId: string,
+    readonly port: string,
+    readonly group: string,
+    readonly holder: string,
+  ) {
+    super(
+      'AGENT_RELAY_PORT_CONFLICT',
+      `DPU ${dpuId}: relay port ${port} for group ${group} is taken by ${holder}`,
+      { retryable: false },
+    )
+  }
+}
+
+/** The group's Southbound is `ssl:` but this agent was started without its TLS identity. */
+export class SouthboundNeedsTls extends HydrazineError {
+  constructor(
+    readonly dpuId: string,
+    readonly remote: string,
+  ) {
+    super(
+      'AGENT_SB_NEEDS_TLS',
+      `DPU ${dpuId}: southbound ${remote} needs TLS; start the agent with --tls-cert, ` +
+        '--tls-key and --tls-ca',
+      { retryable: false },
+    )
   }
 }
 
@@ -59,6 +141,7 @@ export class SouthboundConflict extends HydrazineError {
     super(
       'AGENT_SB_CONFLICT',
       `DPU ${dpuId}: group ${byGroup} uses southbound ${inUse} here; cannot also follow ${wanted}`,
+      { retryable: false },
     )
   }
 }
@@ -74,6 +157,7 @@ export class NoRelayUplink extends HydrazineError {
       'AGENT_NO_RELAY_UPLINK',
       `DPU ${dpuId}: no free relay uplink address for group ${group} ` +
         `(${configured} configured with --relay-uplink-ips)`,
+      { retryable: false },
     )
   }
 }
@@ -84,6 +168,8 @@ export class WrongDpu extends HydrazineError {
     readonly dpuId: string,
     readonly jobDpu: string,
   ) {
-    super('AGENT_WRONG_DPU', `job for DPU ${jobDpu} reached the agent of ${dpuId}`)
+    super('AGENT_WRONG_DPU', `job for DPU ${jobDpu} reached the agent of ${dpuId}`, {
+      retryable: false,
+    })
   }
 }

@@ -1,11 +1,13 @@
 /**
  * The DPU agent process: `npm run agent -- --dpu-id dpu-1 --ovs-db unix:/var/run/openvswitch/db.sock
- * --fabric-ips 10.0.0.2 --redis-url redis://controller:6379` (every flag also has an
- * environment variable; `--help` lists them). Stops cleanly on SIGTERM/SIGINT.
+ * --fabric-ips 10.0.0.2 --host-ports pf0hpf,pf1hpf --redis-url redis://controller:6379`
+ * (every flag also has an environment variable; `--help` lists them). Stops cleanly on
+ * SIGTERM/SIGINT. A configuration mistake exits 2, any other start-up failure 1; both
+ * logged without the Redis password.
  */
 import { ConfigError } from '../lib/errors.ts'
-import { type AgentConfig, parseAgentConfig, usage } from './config.ts'
-import { startAgentRuntime } from './runtime.ts'
+import { type AgentConfig, parseAgentConfig, redactingLog, usage } from './config.ts'
+import { type AgentRuntime, startAgentRuntime } from './runtime.ts'
 
 const argv = process.argv.slice(2).filter((a) => a !== '--')
 if (argv.includes('--help') || argv.includes('-h')) {
@@ -24,9 +26,20 @@ try {
   throw err
 }
 
-const log = (line: string) =>
-  console.log(`${new Date().toISOString()} agent(${config.dpuId}) ${line}`)
-const runtime = await startAgentRuntime(config, log)
+const log = redactingLog(config, (line: string) =>
+  console.log(`${new Date().toISOString()} agent(${config.dpuId}) ${line}`),
+)
+let runtime: AgentRuntime
+try {
+  runtime = await startAgentRuntime(config, log)
+} catch (err) {
+  if (err instanceof ConfigError) {
+    log(`hydrazine agent: ${err.message}`)
+    process.exit(2)
+  }
+  log(`start-up failed: ${String(err)}`)
+  process.exit(1)
+}
 log(`ready: queue agent-${config.dpuId}, gRPC ${runtime.grpcAddress}`)
 
 let stopping = false

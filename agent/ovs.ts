@@ -2,7 +2,9 @@
  * The agent's view of its local Open_vSwitch database, through lib/ovn's OVSDB client:
  * read what is there, and converge bridges, chassis settings and ports to what a job
  * wants, one transaction per step. Every port the agent creates carries
- * `hydrazine:*` external_ids, so that it only ever touches its own ports.
+ * `hydrazine:*` external_ids, so that it only ever touches its own ports: `ensurePort`
+ * writes only what `claimPort` (`port-claims.ts`) grants — it never moves a port between
+ * bridges, takes over one it did not make, or rewrites whose a port is.
  */
 import {
   Database,
@@ -12,6 +14,7 @@ import {
   type OvsTables,
   ovsSchema,
 } from '../lib/ovn/index.ts'
+import { type Claim, claimPort, type ExistingPort, granted, type PortClaim } from './port-claims.ts'
 
 export const OVS = new Database<OvsTables>(ovsSchema)
 
@@ -30,11 +33,14 @@ export const Key = {
   ovnInstalled: 'ovn-installed',
 } as const
 
-export type PortRole = 'host' | 'dhcp-relay'
+export type PortRole = 'host' | 'dhcp-relay' | 'dhcp-relay-uplink'
+const ROLES: readonly string[] = ['host', 'dhcp-relay', 'dhcp-relay-uplink'] satisfies PortRole[]
 
-/** One agent-owned port of the integration bridge, as the database holds it. */
+/** One agent-owned port (host and relay ports on br-int, relay uplinks on the uplink bridge). */
 export interface OwnedPort {
   readonly name: string
+  /** The bridge holding it. */
+  readonly bridge: string | null
   readonly role: PortRole
   readonly group: string
   readonly logicalPort: string
@@ -51,6 +57,8 @@ export interface OvsSnapshot {
   /** Bridge name → its port names. */
   readonly bridgePorts: Readonly<Record<string, readonly string[]>>
   readonly owned: readonly OwnedPort[]
+  /** Every port and interface by name, Hydrazine's or not, and the bridge holding it. */
+  readonly ports: ReadonlyMap<string, ExistingPort>
 }
 
 export interface BridgeSpec {
@@ -68,8 +76,23 @@ export interface PortSpec {
   readonly type: '' | 'internal'
   readonly mac?: string
   readonly mtu?: number
-  /** Must hold after the call; other keys (e.g. ovn-installed) are left alone. */
+  /**
+   * Must hold after the call; other keys (e.g. ovn-installed) are left alone. Holds
+   * `hydrazine:role`.
+   */
   readonly externalIds: Readonly<Record<string, string>>
+  /** The keys of `externalIds` that say whose the port is (never rewritten), e.g. `iface-id`. */
+  readonly owner: readonly string[]
+}
+
+/** What `spec` claims: its bridge, role and owner. */
+export function claimOf(spec: PortSpec): PortClaim {
+  return {
+    name: spec.name,
+    bridge: spec.bridge,
+    role: spec.externalIds[Key.role] ?? '',
+    owner: Object.fromEntries(spec.owner.map((k) => [k, spec.externalIds[k] ?? ''])),
+  }
 }
 
 /** Reads and converges the local Open_vSwitch database. */
@@ -88,22 +111,49 @@ export class LocalOvs {
     const [ovs, bridges, ports, ifaces] = await this.client.transact(OVS.name, [
       OVS.select('Open_vSwitch', [], ['external_ids']),
       OVS.select('Bridge', [], ['name', 'ports']),
-      OVS.select('Port', [], ['_uuid', 'name']),
-      OVS.select('Interface', [], ['name', 'external_ids', 'ofport']),
+      OVS.select('Port', [], ['_uuid', 'name', 'interfaces', 'external_ids']),
+      OVS.select('Interface', [], ['_uuid', 'name', 'external_ids', 'ofport']),
     ])
     const root = OVS.decodeRows('Open_vSwitch', ovs?.rows)[0]
     const ids = root?.external_ids ?? {}
-    const portNames = new Map(
-      OVS.decodeRows('Port', ports?.rows).map((p: OvsPort) => [p._uuid, p.name]),
-    )
+    const portRows = OVS.decodeRows('Port', ports?.rows) as OvsPort[]
+    const portNames = new Map(portRows.map((p) => [p._uuid, p.name]))
     const bridgeRows = OVS.decodeRows('Bridge', bridges?.rows)
+    const ifaceRows = OVS.decodeRows('Interface', ifaces?.rows) as OvsInterface[]
+
+    // Which bridge holds each port, and each port's interfaces.
+    const bridgeOfPort = new Map<string, string>()
+    for (const b of bridgeRows) for (const u of b.ports) bridgeOfPort.set(u, b.name)
+    const portOfIface = new Map<string, OvsPort>()
+    for (const p of portRows) for (const u of p.interfaces) portOfIface.set(u, p)
+    const all = new Map<string, ExistingPort>()
+    for (const p of portRows) {
+      all.set(p.name, {
+        name: p.name,
+        bridge: bridgeOfPort.get(p._uuid) ?? null,
+        role: p.external_ids[Key.role],
+        externalIds: p.external_ids,
+      })
+    }
+    // An interface's external_ids say more (iface-id lives there): they win.
+    for (const i of ifaceRows) {
+      const port = portOfIface.get(i._uuid)
+      all.set(i.name, {
+        name: i.name,
+        bridge: port ? (bridgeOfPort.get(port._uuid) ?? null) : null,
+        role: i.external_ids[Key.role] ?? port?.external_ids[Key.role],
+        externalIds: i.external_ids,
+      })
+    }
+
     const owned: OwnedPort[] = []
-    for (const i of OVS.decodeRows('Interface', ifaces?.rows) as OvsInterface[]) {
+    for (const i of ifaceRows) {
       const role = i.external_ids[Key.role]
-      if (role !== 'host' && role !== 'dhcp-relay') continue
+      if (!role || !ROLES.includes(role)) continue
       owned.push({
         name: i.name,
-        role,
+        bridge: all.get(i.name)?.bridge ?? null,
+        role: role as PortRole,
         group: i.external_ids[Key.group] ?? '',
         logicalPort: i.external_ids[Key.ifaceId] ?? '',
         ovnInstalled: i.external_ids[Key.ovnInstalled] === 'true',
@@ -120,6 +170,7 @@ export class LocalOvs {
         bridgeRows.map((b) => [b.name, b.ports.map((u) => portNames.get(u) ?? u).sort()]),
       ),
       owned: owned.sort((a, b) => a.name.localeCompare(b.name)),
+      ports: all,
     }
   }
 
@@ -179,23 +230,16 @@ export class LocalOvs {
   }
 
   /**
-   * Makes port `name` exist on `bridge` with the given interface settings. A port of
-   * that name elsewhere is moved; an interface with stale external_ids is corrected.
+   * Makes port `name` exist on `bridge` with the given interface settings, when
+   * `claimPort` grants it: a port that does not exist is created; one that is already the
+   * agent's, for the same owner, has its other settings corrected. Otherwise nothing is
+   * written and the refusing claim is returned (the caller throws what fits).
    */
-  async ensurePort(spec: PortSpec): Promise<void> {
-    const [ifaceResult, portResult, bridgeResult] = await this.client.transact(OVS.name, [
-      OVS.select('Interface', [['name', '==', spec.name]]),
-      OVS.select('Port', [['name', '==', spec.name]], ['_uuid']),
-      OVS.select('Bridge', [['name', '==', spec.bridge]], ['ports']),
-    ])
-    const iface = OVS.decodeRows('Interface', ifaceResult?.rows)[0]
-    const port = OVS.decodeRows('Port', portResult?.rows)[0]
-    const bridge = OVS.decodeRows('Bridge', bridgeResult?.rows)[0]
-    if (!bridge) throw new Error(`bridge ${spec.bridge} is missing`)
-    if (!iface || !port) {
-      const ops = []
-      if (port) ops.push(...this.deletePortOps(port._uuid))
-      ops.push(
+  async ensurePort(spec: PortSpec): Promise<Claim> {
+    const claim = claimPort((await this.snapshot()).ports.get(spec.name), claimOf(spec))
+    if (!granted(claim)) return claim
+    if (claim.verdict === 'create') {
+      await this.commit([
         OVS.insert(
           'Interface',
           {
@@ -213,27 +257,23 @@ export class LocalOvs {
           'port',
         ),
         OVS.mutate('Bridge', [['name', '==', spec.bridge]], [['ports', 'insert', ['port']]]),
-      )
-      await this.commit(ops)
-      return
+      ])
+      return claim
     }
+    const [ifaceResult] = await this.client.transact(OVS.name, [
+      OVS.select('Interface', [['name', '==', spec.name]]),
+    ])
+    const iface = OVS.decodeRows('Interface', ifaceResult?.rows)[0]
+    if (!iface) return claim
     const ops = []
-    if (!bridge.ports.includes(port._uuid)) {
-      ops.push(...this.deletePortOps(port._uuid))
-      ops.push(
-        OVS.mutate('Bridge', [['name', '==', spec.bridge]], [['ports', 'insert', [port._uuid]]]),
-      )
-    }
     const stale = Object.entries(spec.externalIds).filter(([k, v]) => iface.external_ids[k] !== v)
     if (stale.length > 0) {
-      // A new iface-id must not inherit the old binding's ovn-installed.
-      const drop = [...stale.map(([k]) => k), Key.ovnInstalled, 'ovn-installed-ts']
       ops.push(
         OVS.mutate(
           'Interface',
           [['name', '==', spec.name]],
           [
-            ['external_ids', 'delete', drop],
+            ['external_ids', 'delete', stale.map(([k]) => k)],
             ['external_ids', 'insert', Object.fromEntries(stale)],
           ],
         ),
@@ -246,24 +286,26 @@ export class LocalOvs {
     if (Object.keys(row).length > 0)
       ops.push(OVS.update('Interface', [['name', '==', spec.name]], row))
     if (ops.length > 0) await this.commit(ops)
+    return claim
   }
 
-  /** Removes port `name` from whatever bridge holds it. True when there was one. */
-  async deletePort(name: string): Promise<boolean> {
-    const [portResult] = await this.client.transact(OVS.name, [
+  /**
+   * Removes port `name` from `bridge` (and from no other). True when it was there. The
+   * agent calls it only for ports its snapshot shows it owns.
+   */
+  async deletePort(name: string, bridge: string): Promise<boolean> {
+    const [portResult, bridgeResult] = await this.client.transact(OVS.name, [
       OVS.select('Port', [['name', '==', name]], ['_uuid']),
+      OVS.select('Bridge', [['name', '==', bridge]], ['ports']),
     ])
     const port = OVS.decodeRows('Port', portResult?.rows)[0]
-    if (!port) return false
-    await this.commit(this.deletePortOps(port._uuid))
-    return true
-  }
-
-  private deletePortOps(portUuid: string) {
+    const holder = OVS.decodeRows('Bridge', bridgeResult?.rows)[0]
+    if (!port || !holder?.ports.includes(port._uuid)) return false
     // Port and Interface are not root tables: dropping the reference deletes them.
-    return [
-      OVS.mutate('Bridge', [['ports', 'includes', portUuid]], [['ports', 'delete', [portUuid]]]),
-    ]
+    await this.commit([
+      OVS.mutate('Bridge', [['name', '==', bridge]], [['ports', 'delete', [port._uuid]]]),
+    ])
+    return true
   }
 
   private async commit(ops: Parameters<OvsdbClient['transact']>[1]): Promise<void> {

@@ -3,8 +3,15 @@
  * `ovn-installed`), or released the logical port's Southbound `Port_Binding` from this
  * chassis; and waiting, within a time limit, until it has.
  */
-import { Database, OvsdbClient, type SbTables, sbSchema } from '../lib/ovn/index.ts'
+import {
+  Database,
+  OvsdbClient,
+  type OvsdbClientOptions,
+  type SbTables,
+  sbSchema,
+} from '../lib/ovn/index.ts'
 import type { LocalOvs } from './ovs.ts'
+import type { OvsdbTls } from './tls.ts'
 
 const SB = new Database<SbTables>(sbSchema)
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -24,27 +31,41 @@ export async function portInstalled(ovs: LocalOvs, name: string): Promise<boolea
   return (await ovs.snapshot()).owned.find((p) => p.name === name)?.ovnInstalled === true
 }
 
+/** `OvsdbClient.connect`'s options with `tls`, the material for `ssl:` remotes. */
+type SouthboundConnectOptions = OvsdbClientOptions & { readonly tls?: OvsdbTls }
+
 /**
- * True when the SB `Port_Binding` of `logicalPort` is no longer on chassis `systemId` (or
- * the SB has no such port). An unreachable SB cannot hold a binding for us that
- * ovn-controller would act on, and the local port is gone already: that counts too.
+ * True when the SB `Port_Binding` of `logicalPort` is known not to be on chassis
+ * `systemId`: the SB answered, and has no such port or binds it elsewhere (or there is no
+ * SB to follow at all: `remote` null). Whenever the agent cannot check — the SB is
+ * unreachable, refuses the agent's certificate, or is `ssl:` and the agent has no TLS
+ * material or its OVSDB client cannot speak TLS — the answer is false: a binding nobody
+ * could see is not a released one, and the controller must not report the host isolated.
  */
 export async function southboundReleased(opts: {
   /** The SB remote ovn-controller follows (none: nothing can be bound). */
   remote: string | null
   logicalPort: string
   systemId: string
+  /** For `ssl:` remotes: the DPU's certificate, key and CA. */
+  tls?: OvsdbTls
   log: (line: string) => void
 }): Promise<boolean> {
   const { remote } = opts
   if (!remote) return true
+  if (remote.startsWith('ssl:') && !opts.tls) {
+    opts.log(`cannot check southbound ${remote} (ssl:, and no --tls-*): not counted as released`)
+    return false
+  }
   let client: OvsdbClient | undefined
   try {
-    client = await OvsdbClient.connect(remote, {
+    const options: SouthboundConnectOptions = {
       reconnect: false,
       connectTimeoutMs: 2000,
       echoIntervalMs: 0,
-    })
+      ...(remote.startsWith('ssl:') && opts.tls ? { tls: opts.tls } : {}),
+    }
+    client = await OvsdbClient.connect(remote, options)
     const [bindings, chassis] = await client.transact(SB.name, [
       SB.select('Port_Binding', [['logical_port', '==', opts.logicalPort]], ['chassis']),
       SB.select('Chassis', [['name', '==', opts.systemId]], ['_uuid']),
@@ -53,8 +74,8 @@ export async function southboundReleased(opts: {
     const binding = SB.decodeRows('Port_Binding', bindings?.rows)[0]
     return !binding || binding.chassis === null || binding.chassis !== ours
   } catch (err) {
-    opts.log(`southbound ${remote} not reachable to confirm release: ${String(err)}`)
-    return true
+    opts.log(`cannot check southbound ${remote}: ${String(err)}; not counted as released`)
+    return false
   } finally {
     await client?.close()
   }

@@ -2,8 +2,15 @@
  * Wires the agent to the outside: its BullMQ queue (jobs in, acks out), the heartbeat in
  * Redis and the gRPC server. `startAgentRuntime` is what `agent/main.ts` runs and what
  * tests start in-process.
+ *
+ * With the DPU's TLS identity the gRPC server requires client certificates from the same
+ * CA (mTLS) and Redis sees the DPU's certificate; without it gRPC listens on loopback
+ * only (`config.ts` refuses anything else). Every log line goes through `redactingLog`:
+ * the Redis password never reaches the log.
  */
 import { readFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
+import type { ConnectionOptions } from 'node:tls'
 import * as grpc from '@grpc/grpc-js'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
@@ -16,9 +23,10 @@ import {
   type IsolateAck,
   parseAgentJob,
 } from '../lib/agent-protocol/index.ts'
-import { HydrazineError } from '../lib/errors.ts'
+import { ConfigError, HydrazineError } from '../lib/errors.ts'
 import { Agent } from './agent.ts'
-import type { AgentConfig } from './config.ts'
+import { type AgentConfig, describeConfig, redactingLog } from './config.ts'
+import { type AgentTls, loadAgentTls } from './tls.ts'
 
 export const AGENT_VERSION: string = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -47,12 +55,53 @@ function forQueue(err: unknown): unknown {
   return err
 }
 
+/**
+ * Connection options for the controller's Redis: TLS for `rediss://` (the private CA of
+ * `--redis-ca`, the DPU's certificate when it has one).
+ */
+async function redisOptions(
+  config: AgentConfig,
+  tls: AgentTls | undefined,
+): Promise<{ maxRetriesPerRequest: null; tls?: ConnectionOptions }> {
+  const options = { maxRetriesPerRequest: null }
+  if (!config.redisUrl.startsWith('rediss://')) return options
+  let ca: string | undefined
+  if (config.redisCa) {
+    ca = await readFile(config.redisCa, 'utf8').catch((err: Error) => {
+      throw new ConfigError(`--redis-ca (or HZ_REDIS_CA) cannot be read: ${err.message}`)
+    })
+  }
+  return {
+    ...options,
+    tls: {
+      ...(ca ? { ca } : {}),
+      ...(tls ? { cert: tls.cert, key: tls.key } : {}),
+    },
+  }
+}
+
+/** Logs a client's errors, each once until another comes: a Redis that is down logs one line. */
+function logErrors(what: string, log: (line: string) => void): (err: unknown) => void {
+  let last = ''
+  return (err) => {
+    const line = `${what}: ${String(err)}`
+    if (line !== last) log(line)
+    last = line
+  }
+}
+
 export async function startAgentRuntime(
   config: AgentConfig,
-  log: (line: string) => void = () => {},
+  rawLog: (line: string) => void = () => {},
 ): Promise<AgentRuntime> {
-  const agent = await Agent.create(config, log)
-  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null })
+  const log = redactingLog(config, rawLog)
+  log(`starting: ${describeConfig(config)}`)
+  // Read and check the DPU's identity before touching anything.
+  const tls = await loadAgentTls(config)
+  const connection = await redisOptions(config, tls)
+  const agent = await Agent.create(config, log, tls)
+  const redis = new Redis(config.redisUrl, connection)
+  redis.on('error', logErrors('redis', log))
   const heartbeats = new Heartbeats(redis)
   const cleanups: (() => Promise<unknown>)[] = [() => agent.close(), () => redis.quit()]
   const stop = async () => {
@@ -84,8 +133,16 @@ export async function startAgentRuntime(
 
     const server = new grpc.Server()
     server.addService(agentServiceDefinition(), grpcHandlers(agent, config))
+    // With the DPU's identity: TLS, and clients must show a certificate from the same CA.
+    const credentials = tls
+      ? grpc.ServerCredentials.createSsl(
+          Buffer.from(tls.ca),
+          [{ private_key: Buffer.from(tls.key), cert_chain: Buffer.from(tls.cert) }],
+          true,
+        )
+      : grpc.ServerCredentials.createInsecure()
     const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(config.grpcListen, grpc.ServerCredentials.createInsecure(), (err, p) =>
+      server.bindAsync(config.grpcListen, credentials, (err, p) =>
         err ? reject(err) : resolve(p),
       ),
     )
@@ -105,6 +162,7 @@ export async function startAgentRuntime(
       }
     }
     const workerConnection = redis.duplicate()
+    workerConnection.on('error', logErrors('redis (worker)', log))
     cleanups.push(async () => workerConnection.disconnect())
     const worker = new Worker(agentQueueName(config.dpuId), process, {
       connection: workerConnection,

@@ -34,6 +34,7 @@ export function startDpuAgent(opts: {
     ['uplink-bridge', sim.uplinkBridge],
     ['uplink-interface', sim.uplinkInterface],
     ['bridge-mappings', `physnet:${sim.uplinkBridge}`],
+    ['host-ports', sim.hostPorts.join(',')],
     ['relay-uplink-ips', opts.relayUplinkIps.join(',')],
     ['heartbeat-ms', '1000'],
     ['install-timeout-ms', '30000'],

@@ -8,7 +8,9 @@
  *   in `br-phy`, and the encap IP on `br-phy` (the DPU's base provisioning, before any
  *   agent runs);
  * - hosts: network namespaces with one veth whose other end lies in the DPU namespace
- *   (the host's port, as a representor is on real hardware).
+ *   (the host's port, as a representor is on real hardware). The DPU-side ends are
+ *   named like BlueField's representors (`pf0hpf`, `pf1hpf`, `pf0vf0`, …): the fixed
+ *   set of host ports the DPU's agent is allowed to bind (`hostPorts`).
  *
  * Every namespace and link is named from `prefix`, so parallel test runs do not meet;
  * `destroy()` removes them (and is safe to call twice).
@@ -93,6 +95,9 @@ export async function createFabric(opts: { prefix: string }): Promise<Fabric> {
   }
 }
 
+/** The host ports every simulated DPU has, in the order `addHost` hands them out. */
+export const SIM_HOST_PORTS = ['pf0hpf', 'pf1hpf', 'pf0vf0', 'pf0vf1', 'pf0vf2', 'pf0vf3'] as const
+
 export interface SimHost {
   readonly name: string
   /** The host's network namespace (its one interface is `eth0`). */
@@ -115,7 +120,12 @@ export interface SimDpu {
   readonly uplinkInterface: string
   /** The DPU's fabric/encap address (on `uplinkBridge`). */
   readonly encapIp: string
-  /** Adds a host namespace whose veth ends in this DPU namespace (not yet in any bridge). */
+  /** The interfaces hosts are attached to (the agent's `--host-ports`), `SIM_HOST_PORTS`. */
+  readonly hostPorts: readonly string[]
+  /**
+   * Adds a host namespace whose veth ends in this DPU namespace (not yet in any bridge),
+   * on the next free of `hostPorts`.
+   */
   addHost(opts: { name: string; mac: string; ipCidr?: string }): Promise<SimHost>
   /** `ovs-vsctl` against this DPU's database: for tests to observe, not to configure. */
   vsctl(...args: string[]): Promise<string>
@@ -247,12 +257,14 @@ export async function createDpu(opts: {
       uplinkBridge,
       uplinkInterface,
       encapIp,
+      hostPorts: SIM_HOST_PORTS,
       vsctl,
       destroy,
       async addHost(h) {
         const i = hostCount++
+        const hostPort = SIM_HOST_PORTS[i]
+        if (!hostPort) throw new Error(`DPU ${opts.name} has no host port left for ${h.name}`)
         const hostNs = `${fabric.prefix}-${opts.name}-${h.name}`
-        const hostPort = `${h.name}p`.slice(0, 15)
         const a = `${tag}h${i}`
         const b = `${tag}H${i}`
         await quietly(ip('netns', 'del', hostNs))

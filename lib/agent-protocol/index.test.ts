@@ -6,6 +6,7 @@ import {
   buildConfigurePayload,
   buildIsolatePayload,
   type ConfigureInput,
+  ConfigurePayloadV1,
   Heartbeat,
   InvalidAgentPayload,
   parseAgentJob,
@@ -100,6 +101,56 @@ t.test('names: queue, job id, relay port', async (t) => {
   t.equal(relayPortName('tenant-a-net'), relay, 'deterministic')
   t.not(relayPortName('tenant-b-net'), relay, 'one per group')
 })
+
+t.test(
+  'relay.portName: optional, validated, and harmless to an agent that predates it',
+  async (t) => {
+    const relay = { logicalPort: 'tenant-a-net-relay', mac: '0a:00:00:00:00:fe' }
+    const withName = {
+      ...input,
+      group: { ...input.group, relay: { ...relay, portName: 'hzr0000002a' } },
+    }
+    for (const version of ['1.0', '2.0'] as const) {
+      const payload = buildConfigurePayload(version, withName)
+      t.equal(payload.group.relay?.portName, 'hzr0000002a', `${version} carries it`)
+      const parsed = parseAgentJob('configure', payload, [version])
+      t.equal(parsed.name === 'configure' && parsed.payload.group.relay?.portName, 'hzr0000002a')
+    }
+    // Without it (an older controller) the payload is as before.
+    t.notOk('portName' in (buildConfigurePayload('2.0', input).group.relay ?? {}))
+
+    // An agent built before portName existed: the v1 schema without the field. It accepts
+    // a new payload and drops the field (it names the port by hash).
+    const v1 = ConfigurePayloadV1.entries
+    const oldRelay = v.object(
+      Object.fromEntries(
+        Object.entries(v1.group.entries.relay.wrapped.entries).filter(([k]) => k !== 'portName'),
+      ),
+    )
+    const OlderV1 = v.object({
+      ...v1,
+      group: v.object({ ...v1.group.entries, relay: v.optional(oldRelay) }),
+    })
+    const old = v.parse(OlderV1, buildConfigurePayload('1.0', withName))
+    t.same(old.group.relay, relay, 'an older agent drops portName')
+
+    const bad = ['eth0', 'hzr123', 'hzr0000002A', 'hzr0000002a0', 'p0', '']
+    for (const portName of bad) {
+      const payload = {
+        ...buildConfigurePayload('2.0', input),
+        group: { ...withName.group, relay: { ...relay, portName } },
+      }
+      t.throws(
+        () => parseAgentJob('configure', payload),
+        {
+          code: 'AGENT_PAYLOAD_INVALID',
+          message: /group\.relay\.portName: must be 'hzr' and 8 lower-case hex digits/,
+        },
+        `refuses ${JSON.stringify(portName)}`,
+      )
+    }
+  },
+)
 
 t.test('the heartbeat schema parses what an agent writes', async (t) => {
   const beat = {

@@ -42,9 +42,12 @@ export function agentJobId(
 }
 
 /**
- * The OVS interface that carries a group's DHCP relay on a DPU. Its name becomes the
- * relay's circuit id, so it must identify the group; Linux interface names are at most
- * 15 characters, hence `hzr` + 8 hex digits of a SHA-256 of the group name.
+ * The name of a group's DHCP relay port when the controller did not send one
+ * (`group.relay.portName`, which older controllers lack): `hzr` + 8 hex digits of a
+ * SHA-256 of the group name. Its name becomes the relay's circuit id and Linux interface
+ * names are at most 15 characters; but 32 bits of a hash of a tenant-chosen name can be
+ * collided on purpose, so the controller allocates unique names instead, and an agent
+ * never takes over a relay port another group holds.
  *
  * @example relayPortName('tenant-a/net-1') // 'hzr' + 8 hex digits
  */
@@ -77,6 +80,14 @@ export const InterfaceName = v.pipe(
   v.string(),
   v.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$/, 'must be a Linux interface name (max 15 chars)'),
 )
+/**
+ * A relay port name as the controller allocates them: `hzr` + 8 lower-case hex digits
+ * (a unique relay id). A valid interface name, and the relay's circuit id.
+ */
+export const RelayPortName = v.pipe(
+  v.string(),
+  v.regex(/^hzr[0-9a-f]{8}$/, "must be 'hzr' and 8 lower-case hex digits"),
+)
 const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
 const protocolVersion = v.pipe(
   v.string(),
@@ -101,6 +112,13 @@ const GroupV1 = v.object({
        */
       ip: v.optional(ipv4),
       prefixLength: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(32))),
+      /**
+       * The relay's port name (its circuit id), allocated by the controller and unique
+       * on the site. Added in 1.x/2.x as an optional field: an older agent drops it and
+       * an older controller does not send it; either way the agent falls back to
+       * `relayPortName(group)`.
+       */
+      portName: v.optional(RelayPortName),
     }),
   ),
 })

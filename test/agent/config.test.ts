@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
-import { parseAgentConfig } from '../../agent/config.ts'
+import { describeConfig, parseAgentConfig, redactingLog, redactUrl } from '../../agent/config.ts'
 import { ConfigError } from '../../lib/errors.ts'
 
 const exec = promisify(execFile)
@@ -13,6 +13,7 @@ const required = {
   HZ_FABRIC_IPS: '10.0.0.2,10.0.0.102',
   HZ_OVS_DB: 'unix:/run/ovs/db.sock',
   REDIS_URL: 'redis://10.0.0.1:6379',
+  HZ_HOST_PORTS: 'pf0hpf,pf1hpf',
 }
 
 t.test('flags win over the environment; defaults fill the rest', async (t) => {
@@ -24,6 +25,92 @@ t.test('flags win over the environment; defaults fill the rest', async (t) => {
   t.equal(c.bridgeMappings, 'physnet:br-phy')
   t.equal(c.heartbeatMs, 5000)
   t.same(c.protocolVersions, ['1.0', '2.0'])
+  t.same(c.hostPorts, ['pf0hpf', 'pf1hpf'])
+  t.equal(c.defaultHostPort, 'pf0hpf', 'the default host port is the first allowed one')
+  t.equal(c.grpcListen, '127.0.0.1:50151', 'without TLS, gRPC listens on loopback')
+  t.equal(c.tlsCert, undefined)
+})
+
+t.test('host ports: a required allow-list that never names a bridge or the uplink', async (t) => {
+  const { HZ_HOST_PORTS: _, ...noPorts } = required
+  t.throws(() => parseAgentConfig([], noPorts), {
+    message: /--host-ports \(or HZ_HOST_PORTS\) is required/,
+  })
+  t.equal(parseAgentConfig(['--host-port', 'pf1hpf'], required).defaultHostPort, 'pf1hpf')
+  const cases: [string[], RegExp][] = [
+    [
+      ['--host-port', 'pf2hpf'],
+      /--host-port \(or HZ_HOST_PORT\) pf2hpf is not one of --host-ports/,
+    ],
+    [['--host-ports', 'pf0hpf,br-phy'], /must not list br-phy: the uplink bridge/],
+    [['--host-ports', 'br-int'], /must not list br-int: the integration bridge/],
+    [['--host-ports', 'p0', '--uplink-interface', 'p0'], /must not list p0: the uplink interface/],
+    [
+      ['--host-ports', 'pf0hpf,up0', '--uplink-bridge', 'up0'],
+      /must not list up0: the uplink bridge/,
+    ],
+    [['--host-ports', 'hzr0123abcd'], /must not list hzr0123abcd: hzr… names are relay ports/],
+    [['--host-ports', 'hzr0123abcdu'], /must not list hzr0123abcdu/],
+    [
+      ['--host-ports', 'pf0hpf,much-too-long-name'],
+      /--host-ports .* must be a Linux interface name/,
+    ],
+  ]
+  for (const [argv, message] of cases) {
+    t.throws(() => parseAgentConfig(argv, required), { message }, argv.join(' '))
+  }
+})
+
+t.test('TLS: all three files or none; without them gRPC stays on loopback', async (t) => {
+  const tls = ['--tls-cert', '/c.pem', '--tls-key', '/k.pem', '--tls-ca', '/ca.pem']
+  const withTls = parseAgentConfig([...tls, '--grpc-listen', '0.0.0.0:50151'], required)
+  t.equal(withTls.grpcListen, '0.0.0.0:50151', 'with TLS any address')
+  t.equal(withTls.tlsCa, '/ca.pem')
+  for (const local of ['127.0.0.1:1', '127.0.1.1:50151', 'localhost:50151', '[::1]:50151']) {
+    t.equal(parseAgentConfig(['--grpc-listen', local], required).grpcListen, local, local)
+  }
+  const cases: [string[], Record<string, string>, RegExp][] = [
+    [
+      ['--grpc-listen', '0.0.0.0:50151'],
+      required,
+      /--grpc-listen \(or HZ_AGENT_GRPC_LISTEN\) 0\.0\.0\.0:50151 is not a loopback address: without --tls-cert/,
+    ],
+    [[], { ...required, HZ_AGENT_GRPC_LISTEN: '10.0.0.2:50151' }, /is not a loopback address/],
+    [['--tls-cert', '/c.pem'], required, /--tls-key \(or HZ_TLS_KEY\) is required with the other/],
+    [
+      ['--tls-cert', '/c.pem', '--tls-key', '/k.pem'],
+      required,
+      /--tls-ca \(or HZ_TLS_CA\) is required/,
+    ],
+    [['--redis-ca', '/ca.pem'], required, /--redis-ca \(or HZ_REDIS_CA\) needs a rediss:\/\//],
+  ]
+  for (const [argv, env, message] of cases) {
+    t.throws(() => parseAgentConfig(argv, env), ConfigError)
+    t.throws(() => parseAgentConfig(argv, env), { message }, String(message))
+  }
+  const redis = parseAgentConfig(['--redis-ca', '/ca.pem'], {
+    ...required,
+    REDIS_URL: 'rediss://agent:pw@10.0.0.1:6380',
+  })
+  t.equal(redis.redisCa, '/ca.pem')
+})
+
+t.test('the Redis password is never in what the agent prints', async (t) => {
+  const secret = 'S3cr3t/pa ss'
+  const url = `rediss://hz-agent:${encodeURIComponent(secret)}@10.0.0.1:6380/0`
+  t.equal(redactUrl(url), 'rediss://hz-agent:***@10.0.0.1:6380/0')
+  t.equal(redactUrl('redis://10.0.0.1:6379'), 'redis://10.0.0.1:6379')
+  const c = parseAgentConfig([], { ...required, REDIS_URL: url })
+  const dump = describeConfig(c)
+  t.match(dump, /redis-url=rediss:\/\/hz-agent:\*\*\*@10\.0\.0\.1:6380/)
+  t.match(dump, /host-ports=pf0hpf,pf1hpf/)
+  t.notMatch(dump, 'S3cr3t')
+  const lines: string[] = []
+  const log = redactingLog(c, (l) => lines.push(l))
+  log(`failed: ${url}`)
+  log(`AUTH hz-agent ${secret} refused`)
+  t.notMatch(lines.join('\n'), 'S3cr3t', 'neither encoded nor decoded')
+  t.equal(lines.length, 2)
 })
 
 t.test('a bad setting is an error naming the flag and the variable', async (t) => {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Queue, QueueEvents } from 'bullmq'
 import { Redis } from 'ioredis'
-import type { AgentConfig } from '../../agent/config.ts'
+import { type AgentConfig, OPTIONS } from '../../agent/config.ts'
 import {
   createDpu,
   createFabric,
@@ -48,6 +48,61 @@ export interface AgentLab {
   /** The chassis name the SB Port_Binding of `logicalPort` is bound to, or '' when unbound. */
   boundChassis(logicalPort: string): Promise<string>
   heartbeat(): Promise<Heartbeat | undefined>
+}
+
+/**
+ * The command-line flags that give `agent/main.ts` this configuration (`omit`: options to
+ * leave to the environment or the defaults).
+ */
+export function agentArgs(
+  config: AgentConfig,
+  omit: readonly (keyof AgentConfig)[] = [],
+): string[] {
+  return OPTIONS.flatMap((o) => {
+    const value = config[o.key]
+    if (value === undefined || omit.includes(o.key)) return []
+    return [`--${o.flag}`, Array.isArray(value) ? value.join(',') : String(value)]
+  })
+}
+
+/** What a DPU holds, as ovs-vsctl and ip show it: compare two to see whether a job touched it. */
+export interface DpuState {
+  /** Bridge → its ports. */
+  readonly bridges: Readonly<Record<string, readonly string[]>>
+  /** Interface → its type, MAC and external_ids (ovs-vsctl's JSON). */
+  readonly interfaces: Readonly<Record<string, string>>
+  /** The Open_vSwitch row's external_ids (system-id, ovn-remote, …). */
+  readonly chassis: string
+  /** The DPU's relay namespaces. */
+  readonly relayNamespaces: readonly string[]
+}
+
+/** Reads the DPU's bridges, ports, interfaces, chassis settings and relay namespaces. */
+export async function dpuState(dpu: SimDpu): Promise<DpuState> {
+  const lines = (text: string) =>
+    text
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '')
+      .sort()
+  const bridges: Record<string, readonly string[]> = {}
+  for (const b of lines(await dpu.vsctl('list-br'))) {
+    bridges[b] = lines(await dpu.vsctl('list-ports', b))
+  }
+  const interfaces: Record<string, string> = {}
+  const table = JSON.parse(
+    await dpu.vsctl('--format=json', '--columns=name,type,mac,external_ids', 'list', 'Interface'),
+  ) as { data: [string, ...unknown[]][] }
+  for (const [name, ...rest] of table.data) interfaces[name] = JSON.stringify(rest)
+  const relayNamespaces = lines(await run('ip', ['netns', 'list']))
+    .map((l) => l.split(' ')[0] ?? '')
+    .filter((n) => n.startsWith(`${dpu.netns}-hzr`))
+  return {
+    bridges,
+    interfaces,
+    chassis: (await dpu.vsctl('get', 'Open_vSwitch', '.', 'external_ids')).trim(),
+    relayNamespaces,
+  }
 }
 
 export const HOST_MAC = '0a:00:00:00:01:01'
@@ -152,7 +207,8 @@ export async function startAgentLab(
       uplinkInterface: dpu.uplinkInterface,
       bridgeMappings: `physnet:${dpu.uplinkBridge}`,
       relayUplinkIps: [relayUplink],
-      defaultHostPort: 'pf0hpf',
+      hostPorts: dpu.hostPorts,
+      defaultHostPort: dpu.hostPorts[0] ?? 'pf0hpf',
       heartbeatMs: 1000,
       installTimeoutMs: 20_000,
       lockMs: 2000,

@@ -29,6 +29,7 @@ async function startAgentProcess(lab: AgentLab, since: number): Promise<Daemon> 
     ['datapath-type', c.datapathType],
     ['uplink-interface', c.uplinkInterface ?? ''],
     ['relay-uplink-ips', c.relayUplinkIps.join(',')],
+    ['host-ports', c.hostPorts.join(',')],
     ['heartbeat-ms', String(c.heartbeatMs)],
     ['lock-ms', String(c.lockMs)],
     ['protocol-versions', '1.0'],

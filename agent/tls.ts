@@ -1,0 +1,132 @@
+/**
+ * The DPU's TLS identity (`--tls-cert`, `--tls-key`, `--tls-ca`), read and checked once
+ * at start-up: the gRPC server (mTLS), ovn-controller and the agent's own Southbound
+ * checks for `ssl:` remotes, and Redis use it.
+ *
+ * OVN RBAC reads the certificate's CN as the chassis name, so the CN must be the agent's
+ * `system-id`; the agent refuses to start otherwise, and when the certificate was not
+ * issued by the CA, does not match the key, or is not valid now.
+ */
+import { createPrivateKey, X509Certificate } from 'node:crypto'
+import { readFile } from 'node:fs/promises'
+import { ConfigError } from '../lib/errors.ts'
+import type { AgentConfig } from './config.ts'
+
+/** The DPU's identity: the files as given (for ovn-controller) and their PEM contents. */
+export interface AgentTls {
+  readonly files: { readonly cert: string; readonly key: string; readonly ca: string }
+  readonly cert: string
+  readonly key: string
+  readonly ca: string
+  /** The certificate's CN: the chassis name. */
+  readonly commonName: string
+}
+
+/**
+ * TLS material for an OVSDB `ssl:` remote, in the shape lib/ovn's `OvsdbClient.connect`
+ * takes as its `tls` option: PEM contents, as Node's `tls.connect` takes them.
+ */
+export interface OvsdbTls {
+  readonly ca: string
+  readonly cert: string
+  readonly key: string
+}
+
+type TlsKey = 'tlsCert' | 'tlsKey' | 'tlsCa'
+const FLAG: Record<TlsKey, string> = {
+  tlsCert: '--tls-cert (or HZ_TLS_CERT)',
+  tlsKey: '--tls-key (or HZ_TLS_KEY)',
+  tlsCa: '--tls-ca (or HZ_TLS_CA)',
+}
+
+function refuse(key: TlsKey, message: string): ConfigError {
+  return new ConfigError(`agent TLS: ${FLAG[key]} ${message}`, [{ path: FLAG[key], message }])
+}
+
+async function readPem(key: TlsKey, path: string): Promise<string> {
+  try {
+    return await readFile(path, 'utf8')
+  } catch (err) {
+    throw refuse(key, `cannot be read (${path}): ${(err as Error).message}`)
+  }
+}
+
+/** Every certificate of a PEM bundle. */
+function certificates(pem: string): X509Certificate[] {
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
+  return blocks.map((b) => new X509Certificate(b))
+}
+
+/** The CN of an X.509 subject as Node prints it (`CN=dpu-1\nO=…`). */
+export function commonNameOf(cert: X509Certificate): string | undefined {
+  return cert.subject
+    .split('\n')
+    .map((l) => /^CN=(.*)$/.exec(l)?.[1])
+    .find((cn) => cn !== undefined)
+}
+
+/**
+ * Reads the TLS files named by the configuration and checks them; undefined when the
+ * agent runs without TLS. Throws `ConfigError` naming the option at fault.
+ */
+export async function loadAgentTls(
+  config: Pick<AgentConfig, TlsKey | 'systemId'>,
+  now: Date = new Date(),
+): Promise<AgentTls | undefined> {
+  const { tlsCert, tlsKey, tlsCa } = config
+  if (tlsCert === undefined || tlsKey === undefined || tlsCa === undefined) return undefined
+  const [certPem, keyPem, caPem] = await Promise.all([
+    readPem('tlsCert', tlsCert),
+    readPem('tlsKey', tlsKey),
+    readPem('tlsCa', tlsCa),
+  ])
+  let cert: X509Certificate
+  try {
+    const first = certificates(certPem)[0]
+    if (!first) throw new Error('no certificate in it')
+    cert = first
+  } catch (err) {
+    throw refuse('tlsCert', `is not a PEM certificate: ${(err as Error).message}`)
+  }
+  let cas: X509Certificate[]
+  try {
+    cas = certificates(caPem)
+    if (cas.length === 0) throw new Error('no certificate in it')
+  } catch (err) {
+    throw refuse('tlsCa', `is not a PEM certificate: ${(err as Error).message}`)
+  }
+  try {
+    if (!cert.checkPrivateKey(createPrivateKey(keyPem))) {
+      throw refuse('tlsKey', 'is not the key of --tls-cert')
+    }
+  } catch (err) {
+    if (err instanceof ConfigError) throw err
+    throw refuse('tlsKey', `is not a PEM private key: ${(err as Error).message}`)
+  }
+  if (!cas.some((ca) => cert.checkIssued(ca) && cert.verify(ca.publicKey))) {
+    throw refuse('tlsCert', `was not issued by --tls-ca (its issuer: ${cert.issuer})`)
+  }
+  if (Date.parse(cert.validFrom) > now.getTime() || Date.parse(cert.validTo) < now.getTime()) {
+    throw refuse('tlsCert', `is not valid now (${cert.validFrom} to ${cert.validTo})`)
+  }
+  const commonName = commonNameOf(cert)
+  if (commonName !== config.systemId) {
+    throw refuse(
+      'tlsCert',
+      `has CN ${commonName ?? '(none)'} but the chassis name (--system-id) is ` +
+        `${config.systemId}: OVN reads the CN as the chassis, they must be equal`,
+    )
+  }
+  return {
+    files: { cert: tlsCert, key: tlsKey, ca: tlsCa },
+    cert: certPem,
+    key: keyPem,
+    ca: caPem,
+    commonName,
+  }
+}
+
+/** The `tls` option of an OVSDB connection to an `ssl:` remote. */
+export function ovsdbTls(tls: AgentTls): OvsdbTls {
+  return { ca: tls.ca, cert: tls.cert, key: tls.key }
+}
