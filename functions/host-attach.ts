@@ -13,7 +13,7 @@ import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
 import { optionalHostPort } from './internal/host-port.ts'
 import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
-import { relayMacOf, relayOwnerOf } from './internal/network.ts'
+import { relayMacOf, relayOwnerOf, relayPortNameOf } from './internal/network.ts'
 import {
   addPublicIpAllocate,
   addPublicIpRelease,
@@ -154,6 +154,7 @@ async function signalAgent(
   const { spec } = host
   const dpuId = spec.dpu.id
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
+  const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(group.name) : undefined
   const configure = await addConfigure(deps, {
     dpuId,
     specVersion: host.specVersion,
@@ -166,6 +167,8 @@ async function signalAgent(
             relay: {
               logicalPort: topologyNames.relayPort(group.name, dpuId),
               mac: relayMacOf(group.name, dpuId),
+              // Its circuit id: unique for ever, unlike a hash of the group's name.
+              ...(relayId !== undefined ? { portName: relayPortNameOf(relayId) } : {}),
               ...(relayIp
                 ? {
                     ip: relayIp,

@@ -15,7 +15,6 @@ import t from 'tap'
 import { labPrefix } from '../../infra/lab/dpu.ts'
 import { type Lab, type LabHost, labUnavailable, startLab } from '../../infra/lab/lab.ts'
 import { capture, eventually, icmpInEchos, pings } from '../../infra/lab/probes.ts'
-import { relayPortName } from '../../lib/agent-protocol/index.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 
 const why = await labUnavailable()
@@ -217,7 +216,12 @@ t.test('Hydrazine on a simulated data centre', { skip }, async (t) => {
       await ready('d1')
       const ip = (await hostView('d1')).status?.hostAccessIPs?.hostIP ?? ''
       t.match(ip, /^10\.10\.10\.\d+$/, `IPAM gave d1 ${ip}`)
-      const circuitId = relayPortName('group-a')
+      // The circuit id is the group's, as its status tells Carbide.
+      const group = (await l.api('GET', '/v1/resource-groups/group-a')).body as {
+        status?: { dhcpCircuitId?: string }
+      }
+      const circuitId = group.status?.dhcpCircuitId ?? ''
+      t.match(circuitId, /^hzr[0-9a-f]{8}$/, `group-a relays with circuit id ${circuitId}`)
       await l.configureDhcp([{ circuitId, ...network, leases: [{ mac: d1.mac, ip }] }])
       const got = await d1
         .exec(
