@@ -14,6 +14,7 @@ export const ERROR_CLASS_BY_CODE: Readonly<Record<string, ErrorClass>> = {
   NOT_IN_SUBNET: 'invalid',
   FORBIDDEN: 'forbidden',
   NAME_TAKEN: 'conflict',
+  CREDENTIALS_UNAVAILABLE: 'conflict',
   NOT_FOUND: 'not-found',
   CONFLICT: 'conflict',
   ADDRESS_IN_USE: 'conflict',

@@ -8,6 +8,7 @@
  * (`queues/producer.ts`) after these checks, which only read: a refused request changes
  * nothing and enqueues nothing.
  */
+import type { DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import type { PublicIpStatus } from '../lib/ipam/index.ts'
 import type { Dpu, DpuSpec, ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
@@ -42,6 +43,7 @@ export interface OperationsDeps {
     | 'deleteDpu'
     | 'listHeartbeats'
     | 'dpuHostNames'
+    | 'issueDpuCredentials'
   >
 }
 
@@ -87,6 +89,8 @@ export interface Operations {
     spec: Record<string, unknown>,
   ): Promise<{ object: DpuView; changed: boolean }>
   deleteDpu(id: string): Promise<void>
+  /** Operators only: new credentials for a DPU's agent (the only place they appear). */
+  issueDpuCredentials(id: string): Promise<DpuCredentials>
   /** The group as this caller may see it: undefined when missing or another tenant's. */
   visibleGroup(name: string): Promise<ResourceGroup | undefined>
   /** The host as this caller may see it: undefined when missing or in another tenant's group. */
@@ -262,6 +266,10 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       async deleteDpu(id) {
         operatorOnly()
         await client.deleteDpu(id)
+      },
+      async issueDpuCredentials(id) {
+        operatorOnly()
+        return client.issueDpuCredentials(id)
       },
     }
   }

@@ -17,6 +17,7 @@ import { ChangeFeed } from '../lib/state/changes.ts'
 import { StateStore } from '../lib/state/store.ts'
 import { HydrazineClient } from '../queues/producer.ts'
 import { startWorkers } from '../queues/worker.ts'
+import { type CredentialIssuerOptions, createCredentialIssuer } from './credentials.ts'
 
 export interface ControllerOptions {
   readonly redisUrl: string
@@ -33,6 +34,8 @@ export interface ControllerOptions {
   readonly logger?: Logger
   /** How long a crashed worker's job stays locked before another takes it (default 30 s). */
   readonly lockDurationMs?: number
+  /** Issues a DPU's certificate (CN = its id) when Hydrazine runs a PKI. */
+  readonly certificates?: CredentialIssuerOptions['certificates']
   /** Called at each named step of a handler; tests kill the process at one. */
   readonly checkpoint?: (point: string) => void
 }
@@ -99,6 +102,11 @@ export async function startController(options: ControllerOptions): Promise<Contr
     heartbeats,
     changes,
     policy: { dhcpServers: options.dhcpServers ?? [] },
+    credentials: createCredentialIssuer({
+      redis,
+      ...(options.prefix ? { queuePrefix: options.prefix } : {}),
+      ...(options.certificates ? { certificates: options.certificates } : {}),
+    }),
   })
 
   return {

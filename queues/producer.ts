@@ -7,6 +7,7 @@
  */
 import type { JobsOptions, Queue } from 'bullmq'
 import * as v from 'valibot'
+import type { DpuCredentialIssuer, DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import type { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
@@ -30,6 +31,13 @@ import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 export class ValidationError extends HydrazineError {
   constructor(readonly issues: readonly { path: string; message: string }[]) {
     super('INVALID', `invalid request: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`)
+  }
+}
+
+/** This Hydrazine issues no DPU credentials (its Redis is not one it manages). */
+export class CredentialsUnavailable extends HydrazineError {
+  constructor() {
+    super('CREDENTIALS_UNAVAILABLE', 'this Hydrazine cannot issue DPU credentials')
   }
 }
 
@@ -99,6 +107,7 @@ export class HydrazineClient {
   private readonly heartbeats: Heartbeats
   private readonly changes: ChangeFeed
   private readonly policy: ClientPolicy
+  private readonly credentials: DpuCredentialIssuer | undefined
 
   constructor(deps: {
     readonly store: StateStore
@@ -107,7 +116,9 @@ export class HydrazineClient {
     readonly heartbeats: Heartbeats
     readonly changes: ChangeFeed
     readonly policy?: ClientPolicy
+    readonly credentials?: DpuCredentialIssuer
   }) {
+    this.credentials = deps.credentials
     this.policy = deps.policy ?? { dhcpServers: [] }
     this.store = deps.store
     this.queue = deps.queue
@@ -243,11 +254,24 @@ export class HydrazineClient {
     return { object, changed }
   }
 
-  /** Removes a DPU from the inventory; refused (409) while it serves a host. */
+  /** Removes a DPU from the inventory; refused (409) while it serves a host. Its credentials stop working. */
   async deleteDpu(id: string): Promise<void> {
     validate(Rfc1123Label, id, 'id')
     if (!(await this.store.getDpu(id))) throw new NotFoundError('DPU', id)
     await this.store.deleteDpu(id)
+    await this.credentials?.revoke(id)
+  }
+
+  /**
+   * New credentials for a DPU of the inventory (operators only): a Redis user confined to
+   * its own queue and heartbeat and, with a PKI, its certificate. The old ones stop working.
+   * The answer is the only place the secrets appear.
+   */
+  async issueDpuCredentials(id: string): Promise<DpuCredentials> {
+    validate(Rfc1123Label, id, 'id')
+    if (!(await this.store.getDpu(id))) throw new NotFoundError('DPU', id)
+    if (!this.credentials) throw new CredentialsUnavailable()
+    return this.credentials.issue(id)
   }
 
   getDpu(id: string): Promise<Dpu | undefined> {

@@ -210,6 +210,9 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     })),
     GetDpu: unary(async (ops, r) => ({ objectJson: JSON.stringify(await ops.getDpu(r.name)) })),
     ListDpus: unary(async (ops) => list(await ops.listDpus())),
+    IssueDpuCredentials: unary(async (ops, r) => ({
+      objectJson: JSON.stringify(await ops.issueDpuCredentials(r.name)),
+    })),
     DeleteDpu: unary(async (ops, r) => {
       await ops.deleteDpu(r.name)
       return {}

@@ -181,6 +181,41 @@ export const openApiDocument = {
         responses: { '204': { description: 'removed' }, ...errors(401, 403, 404, 409) },
       },
     },
+    '/v1/dpus/{id}/credentials': {
+      parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+      post: {
+        description:
+          "operator only: new credentials for the DPU's agent — a Redis user confined by ACL to its own queue and heartbeat, and its certificate (CN = the DPU id) when Hydrazine runs a PKI. The old ones stop working; this answer is the only place the secrets appear.",
+        responses: {
+          '201': {
+            description: 'issued',
+            content: json({
+              type: 'object',
+              properties: {
+                dpuId: { type: 'string' },
+                redis: {
+                  type: 'object',
+                  properties: {
+                    username: { type: 'string' },
+                    password: { type: 'string' },
+                    persisted: { type: 'boolean' },
+                  },
+                },
+                tls: {
+                  type: 'object',
+                  properties: {
+                    cert: { type: 'string' },
+                    key: { type: 'string' },
+                    ca: { type: 'string' },
+                  },
+                },
+              },
+            }),
+          },
+          ...errors(401, 403, 404, 409),
+        },
+      },
+    },
     '/v1/events': {
       post: {
         description:

@@ -143,6 +143,10 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     const { object, changed } = await ops(c).applyDpu(c.req.param('id'), body)
     return c.json({ object }, changed ? 201 : 200)
   })
+  // The answer holds the secrets; it is the only place they appear (never in a log).
+  app.post('/dpus/:id/credentials', operatorOnly, async (c) =>
+    c.json(await ops(c).issueDpuCredentials(c.req.param('id')), 201),
+  )
   app.delete('/dpus/:id', operatorOnly, async (c) => {
     await ops(c).deleteDpu(c.req.param('id'))
     return c.body(null, 204)

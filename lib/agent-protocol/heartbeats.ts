@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import * as v from 'valibot'
+import { heartbeatKeyOf } from './credentials.ts'
 import { Heartbeat } from './index.ts'
 
 /** The Redis commands heartbeats need (a plain ioredis client has them all). */
@@ -23,12 +24,12 @@ export class Heartbeats {
 
   /** Writes a beat that expires after `ttlMs` unless the next one replaces it. */
   async write(beat: Heartbeat, ttlMs: number): Promise<void> {
-    await this.#redis.set(keyOf(beat.dpuId), JSON.stringify(beat), 'PX', ttlMs)
+    await this.#redis.set(heartbeatKeyOf(beat.dpuId), JSON.stringify(beat), 'PX', ttlMs)
   }
 
   /** The DPU's live beat; undefined when it expired or does not parse. */
   async read(dpuId: string): Promise<Heartbeat | undefined> {
-    return parse(await this.#redis.get(keyOf(dpuId)))
+    return parse(await this.#redis.get(heartbeatKeyOf(dpuId)))
   }
 
   /** Every live beat, sorted by DPU id. */
@@ -36,7 +37,13 @@ export class Heartbeats {
     const keys = new Set<string>()
     let cursor = '0'
     do {
-      const [next, batch] = await this.#redis.scan(cursor, 'MATCH', keyOf('*'), 'COUNT', 500)
+      const [next, batch] = await this.#redis.scan(
+        cursor,
+        'MATCH',
+        heartbeatKeyOf('*'),
+        'COUNT',
+        500,
+      )
       for (const k of batch) keys.add(k)
       cursor = next
     } while (cursor !== '0')
@@ -50,12 +57,8 @@ export class Heartbeats {
 
   /** Removes the DPU's beat (its agent stops cleanly). */
   async remove(dpuId: string): Promise<void> {
-    await this.#redis.del(keyOf(dpuId))
+    await this.#redis.del(heartbeatKeyOf(dpuId))
   }
-}
-
-function keyOf(dpuId: string): string {
-  return `hz:dpu:${dpuId}:heartbeat`
 }
 
 function parse(raw: string | null): Heartbeat | undefined {

@@ -4,6 +4,7 @@
  * test is a finding of the security review, tried as an attacker would through HTTP.
  */
 import { createHash } from 'node:crypto'
+import { Redis } from 'ioredis'
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
@@ -235,6 +236,76 @@ t.test('the operator inventory decides where hosts go', async (t) => {
       [read.status, read.json.error.code],
       [none.status, none.json.error.code],
       "another tenant's name reads as missing",
+    )
+  })
+
+  t.test('6. a DPU reaches only its own queue and heartbeat', async (t) => {
+    const refused = await call('POST', '/v1/dpus/dpu-v/credentials', VICTIM)
+    t.equal(refused.status, 403, 'a tenant cannot issue DPU credentials')
+    const issued = await call('POST', '/v1/dpus/dpu-w/credentials', OPERATOR)
+    t.equal(issued.status, 404, 'nor can anyone for a DPU outside the inventory')
+    await call('PUT', '/v1/dpus/dpu-w', OPERATOR, {
+      tenantId: 'victim',
+      fabricIps: ['172.18.0.23', '172.18.0.123'],
+      hostPorts: ['pf0hpf'],
+    })
+    const creds = await call('POST', '/v1/dpus/dpu-w/credentials', OPERATOR)
+    t.equal(creds.status, 201, 'the operator issues them')
+    const { username, password } = creds.json.redis as { username: string; password: string }
+    t.equal(username, 'dpu-dpu-w')
+    t.match(password, /^[0-9a-f]{64}$/)
+
+    // The DPU's agent works with them: jobs in, acks out, without writing the controller's keys.
+    const agentW = await p.agent('dpu-w', { redis: { username, password } })
+    t.equal(
+      (
+        await call(
+          'PUT',
+          '/v1/managed-resources/victim-w',
+          VICTIM,
+          host('net-v', 'dpu-w', '52:54:00:00:aa:04'),
+        )
+      ).status,
+      202,
+    )
+    const ready = await until(
+      () => p.client.getHost('victim-w'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    t.equal(ready?.status.phase, 'Ready', 'a host on that DPU turns Ready from its acks')
+
+    // What a compromised DPU tries with them.
+    const dpu = new Redis(p.redisUrl, { username, password, maxRetriesPerRequest: 1 })
+    t.teardown(() => dpu.disconnect())
+    const attempts: [string, () => Promise<unknown>][] = [
+      ['read the desired state', () => dpu.hgetall('hz:{store}:mr:victim-1')],
+      ['rewrite a spec', () => dpu.hset('hz:{store}:mr:victim-1', 'spec', '{}')],
+      ["forge another DPU's ack", () => dpu.hset(`${p.prefix}:agent-dpu-v:x`, 'returnvalue', '{}')],
+      [
+        'touch the controller queue',
+        () => dpu.xadd(`${p.prefix}:hydrazine:events`, '*', 'event', 'completed'),
+      ],
+      ['announce a /32', () => dpu.hset(`${p.prefix}:frr:forged`, 'name', 'announce')],
+      ['beat for another DPU', () => dpu.set('hz:dpu:dpu-v:heartbeat', '{}')],
+      ['list every key', () => dpu.scan('0')],
+      ['dump the server', () => dpu.call('KEYS', '*')],
+      ['reconfigure Redis', () => dpu.call('CONFIG', 'SET', 'protected-mode', 'no')],
+      ['read IPAM', () => dpu.call('HGETALL', 'hz:ipam:{public-ip}:registry')],
+    ]
+    for (const [what, attempt] of attempts) {
+      await t.rejects(attempt(), /NOPERM|no permissions/, `cannot ${what}`)
+    }
+    t.ok(await dpu.set('hz:dpu:dpu-w:heartbeat', '{}', 'PX', 1000), 'may beat for itself')
+    // Issuing again replaces them: the old password stops working.
+    await agentW.close()
+    await call('POST', '/v1/dpus/dpu-w/credentials', OPERATOR)
+    // (It also closed the connections that held them.)
+    const probe = new Redis(p.redisUrl, { maxRetriesPerRequest: 1 })
+    t.teardown(() => probe.disconnect())
+    await t.rejects(
+      probe.call('AUTH', username, password),
+      /WRONGPASS/,
+      'the old password is refused',
     )
   })
 

@@ -34,7 +34,14 @@ export interface Pipeline {
    * `protocolVersions`, it heartbeats them as the real agent's runtime does and refuses a
    * job in a major it does not speak; without, it sends no heartbeat (an unknown agent).
    */
-  agent(dpuId: string, options?: { protocolVersions?: string[] }): Promise<TestAgent>
+  agent(
+    dpuId: string,
+    options?: {
+      protocolVersions?: string[]
+      /** Connect as this Redis user (a DPU's issued credentials) instead of the admin. */
+      redis?: { username: string; password: string }
+    },
+  ): Promise<TestAgent>
   /** Hydrazine-owned NB rows, as `table count` lines. */
   ownedRows(): Promise<string[]>
   /** Runs ovn-nbctl against the NB and returns its output. */
@@ -88,9 +95,9 @@ export async function startPipeline(
     redisUrl,
     prefix,
     ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
-    async agent(dpuId, { protocolVersions } = {}) {
+    async agent(dpuId, { protocolVersions, redis: credentials } = {}) {
       const jobs: Job[] = []
-      const connection = new Redis(redisUrl, { maxRetriesPerRequest: null })
+      const connection = new Redis(redisUrl, { maxRetriesPerRequest: null, ...credentials })
       const heartbeats = new Heartbeats(connection)
       if (protocolVersions) await heartbeats.write(heartbeat(dpuId, protocolVersions), 60_000)
       const worker = new Worker(

@@ -112,6 +112,15 @@ export interface HydrazineClient extends grpc.Client {
   getResourceGroup(argument: _hydrazine_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
   getResourceGroup(argument: _hydrazine_v1_GetRequest, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
   
+  IssueDpuCredentials(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  IssueDpuCredentials(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  IssueDpuCredentials(argument: _hydrazine_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  IssueDpuCredentials(argument: _hydrazine_v1_GetRequest, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  issueDpuCredentials(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  issueDpuCredentials(argument: _hydrazine_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  issueDpuCredentials(argument: _hydrazine_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  issueDpuCredentials(argument: _hydrazine_v1_GetRequest, callback: grpc.requestCallback<_hydrazine_v1_ObjectResponse__Output>): grpc.ClientUnaryCall;
+  
   ListDpus(argument: _hydrazine_v1_ListDpusRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
   ListDpus(argument: _hydrazine_v1_ListDpusRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
   ListDpus(argument: _hydrazine_v1_ListDpusRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_ListResponse__Output>): grpc.ClientUnaryCall;
@@ -194,6 +203,8 @@ export interface HydrazineHandlers extends grpc.UntypedServiceImplementation {
   
   GetResourceGroup: grpc.handleUnaryCall<_hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse>;
   
+  IssueDpuCredentials: grpc.handleUnaryCall<_hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse>;
+  
   ListDpus: grpc.handleUnaryCall<_hydrazine_v1_ListDpusRequest__Output, _hydrazine_v1_ListResponse>;
   
   ListManagedResources: grpc.handleUnaryCall<_hydrazine_v1_ListManagedResourcesRequest__Output, _hydrazine_v1_ListResponse>;
@@ -221,6 +232,7 @@ export interface HydrazineDefinition extends grpc.ServiceDefinition {
   GetManagedResource: MethodDefinition<_hydrazine_v1_GetRequest, _hydrazine_v1_ObjectResponse, _hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse__Output>
   GetPublicIp: MethodDefinition<_hydrazine_v1_PublicIpRequest, _hydrazine_v1_PublicIp, _hydrazine_v1_PublicIpRequest__Output, _hydrazine_v1_PublicIp__Output>
   GetResourceGroup: MethodDefinition<_hydrazine_v1_GetRequest, _hydrazine_v1_ObjectResponse, _hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse__Output>
+  IssueDpuCredentials: MethodDefinition<_hydrazine_v1_GetRequest, _hydrazine_v1_ObjectResponse, _hydrazine_v1_GetRequest__Output, _hydrazine_v1_ObjectResponse__Output>
   ListDpus: MethodDefinition<_hydrazine_v1_ListDpusRequest, _hydrazine_v1_ListResponse, _hydrazine_v1_ListDpusRequest__Output, _hydrazine_v1_ListResponse__Output>
   ListManagedResources: MethodDefinition<_hydrazine_v1_ListManagedResourcesRequest, _hydrazine_v1_ListResponse, _hydrazine_v1_ListManagedResourcesRequest__Output, _hydrazine_v1_ListResponse__Output>
   ListPublicIps: MethodDefinition<_hydrazine_v1_ListPublicIpsRequest, _hydrazine_v1_ListPublicIpsResponse, _hydrazine_v1_ListPublicIpsRequest__Output, _hydrazine_v1_ListPublicIpsResponse__Output>
