@@ -91,7 +91,7 @@ export const OPTIONS: readonly Option[] = [
     key: 'systemId',
     flag: 'system-id',
     env: 'HZ_SYSTEM_ID',
-    help: 'OVN chassis name (default: the DPU id)',
+    help: 'OVN chassis name (default: the DPU id; the controller accepts acks only from that chassis)',
   },
   {
     key: 'fabricIps',

@@ -1,10 +1,12 @@
 import type { Job } from 'bullmq'
+import type { ConfigureAck } from '../lib/agent-protocol/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import { HostJob } from '../lib/jobs/index.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/state/objects.ts'
 import {
   addConfigure,
+  boundOnDpu,
   clearIsolatedStaleBindings,
   configureAck,
   isolateStaleBindings,
@@ -248,11 +250,13 @@ async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise
   deps.checkpoint('attach:acked')
 
   const current = await deps.store.getHost(host.name)
+  const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
+  // The DPU's word is checked against the Southbound: its chassis must hold the binding.
+  const bound = ack.ovnInstalled && (await boundOnDpu(deps, spec.resourceGroup, logicalPort, dpuId))
   const synced =
     current?.specVersion === host.specVersion &&
-    ack.ovnInstalled &&
+    bound &&
     (spec.hostAccess !== 'PublicAccess' || publicIp !== undefined)
-  const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
   await setHostStatus(deps, host.name, host.specVersion, {
     phase: synced ? 'Ready' : 'Configuring',
     configsSynced: synced,
@@ -264,15 +268,11 @@ async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise
     },
     ...(publicIp !== undefined ? { publicIp } : {}),
     ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
-    condition: {
-      type: 'AgentConfigured',
-      status: ack.ovnInstalled ? 'True' : 'False',
-      reason: ack.ovnInstalled ? 'PortInstalled' : 'PortNotInstalled',
-      message: `DPU ${dpuId} bound ${ack.hostPort}${
-        ack.relayPort ? ` and relay ${ack.relayPort}` : ''
-      } to ${logicalPort}`,
-    },
+    condition: agentConfigured(ack, bound, dpuId, logicalPort),
   })
+  if (ack.ovnInstalled && !bound) {
+    throw new AwaitingAck(`the Southbound does not bind ${logicalPort} to chassis ${dpuId} yet`)
+  }
   return {
     host: host.name,
     phase: synced ? 'Ready' : 'Configuring',
@@ -312,4 +312,36 @@ class GroupUnavailable extends HydrazineError {
   constructor(readonly group: string) {
     super('GROUP_UNAVAILABLE', `resource group ${group} does not exist or is being deleted`)
   }
+}
+
+/** The `AgentConfigured` condition: the DPU's ack, as far as the Southbound bears it out. */
+function agentConfigured(
+  ack: Pick<ConfigureAck, 'ovnInstalled' | 'hostPort' | 'relayPort'>,
+  bound: boolean,
+  dpuId: string,
+  logicalPort: string,
+) {
+  const relay = ack.relayPort ? ` and relay ${ack.relayPort}` : ''
+  if (!ack.ovnInstalled) {
+    return {
+      type: 'AgentConfigured',
+      status: 'False',
+      reason: 'PortNotInstalled',
+      message: `DPU ${dpuId} bound ${ack.hostPort}${relay} to ${logicalPort}; ovn-controller has not installed it`,
+    } as const
+  }
+  if (!bound) {
+    return {
+      type: 'AgentConfigured',
+      status: 'False',
+      reason: 'NotBoundInSouthbound',
+      message: `DPU ${dpuId} acked ${logicalPort}, but the Southbound does not bind it to chassis ${dpuId}`,
+    } as const
+  }
+  return {
+    type: 'AgentConfigured',
+    status: 'True',
+    reason: 'PortInstalled',
+    message: `DPU ${dpuId} bound ${ack.hostPort}${relay} to ${logicalPort}`,
+  } as const
 }

@@ -3,7 +3,7 @@ import { HydrazineError } from '../lib/errors.ts'
 import { HostDetachJob } from '../lib/jobs/index.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import type { ManagedResource } from '../lib/state/objects.ts'
-import { addIsolate, isolateAck } from './internal/agent-jobs.ts'
+import { addIsolate, boundOnDpu, isolateAck } from './internal/agent-jobs.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck, failOrRetry } from './internal/errors.ts'
 import { GroupGone } from './internal/group-apply.ts'
@@ -154,7 +154,17 @@ async function releaseWhenIsolated(
     host: host.name,
     specVersion: host.specVersion,
   })
-  const acked = ack.state === 'acked' && ack.value.unbound
+  const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
+  // An "unbound" ack counts only when the Southbound agrees.
+  const acked =
+    ack.state === 'acked' &&
+    ack.value.unbound &&
+    !(await boundOnDpu(deps, spec.resourceGroup, logicalPort, spec.dpu.id).catch(
+      (error: unknown) => {
+        if (force) return false
+        throw error
+      },
+    ))
   if (!force && ack.state === 'failed') {
     // The host cannot be shown isolated: it stays Detaching, saying why; a forced delete
     // finishes it (and its DPU isolates it before its next use).

@@ -6,13 +6,14 @@
  * all build the controller here.
  */
 import type { Queue, Worker } from 'bullmq'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { AgentDirectory, FabricSettings } from '../functions/internal/deps.ts'
 import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import { PROTOCOL_VERSIONS, pickProtocolVersion } from '../lib/agent-protocol/index.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
-import { NbPool, type OvnCentralProvider } from '../lib/ovn/index.ts'
+import { NbPool, type OvnCentralProvider, SbPool } from '../lib/ovn/index.ts'
+import { createRedis, type RedisEndpoint } from '../lib/redis/connection.ts'
 import { ChangeFeed } from '../lib/state/changes.ts'
 import { StateStore } from '../lib/state/store.ts'
 import { HydrazineClient } from '../queues/producer.ts'
@@ -20,7 +21,10 @@ import { startWorkers } from '../queues/worker.ts'
 import { type CredentialIssuerOptions, createCredentialIssuer } from './credentials.ts'
 
 export interface ControllerOptions {
+  /** Redis URL, credentials included (`redis://:PASSWORD@host:port`, `rediss://` for TLS). */
   readonly redisUrl: string
+  /** PEM file of the CA that signed a `rediss://` server's certificate (a private CA). */
+  readonly redisCaFile?: string
   readonly ovn: OvnCentralProvider
   readonly fabric: FabricSettings
   /** The DHCP servers a group may relay to (default none). */
@@ -54,18 +58,23 @@ export interface Controller {
 }
 
 /** A connection BullMQ can block on: no per-request retry limit. */
-export function bullConnection(redisUrl: string): Redis {
-  return new Redis(redisUrl, { maxRetriesPerRequest: null })
+export function bullConnection(endpoint: RedisEndpoint): Redis {
+  return createRedis(endpoint, { maxRetriesPerRequest: null })
 }
 
 /** Builds the controller's clients, starts its workers and returns its client. */
 export async function startController(options: ControllerOptions): Promise<Controller> {
-  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 })
+  const endpoint: RedisEndpoint = {
+    url: options.redisUrl,
+    ...(options.redisCaFile ? { caFile: options.redisCaFile } : {}),
+  }
+  const redis = createRedis(endpoint, { maxRetriesPerRequest: 3 })
   redis.on('error', (error) => options.logger?.debug({ err: error }, 'redis connection error'))
   const store = new StateStore(redis)
   const ipam = createIpam(redis)
   const heartbeats = new Heartbeats(redis)
   const nb = new NbPool()
+  const southbound = new SbPool()
   const changes = new ChangeFeed(() => redis.duplicate(), store.changesChannel)
   changes.onError((error) => options.logger?.debug({ err: error }, 'change feed error'))
 
@@ -77,12 +86,13 @@ export async function startController(options: ControllerOptions): Promise<Contr
     },
   }
   const workers = await startWorkers({
-    connection: () => bullConnection(options.redisUrl),
+    connection: () => bullConnection(endpoint),
     deps: {
       store,
       ipam,
       ovn: options.ovn,
       nb,
+      southbound,
       agents,
       fabric: options.fabric,
       ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
@@ -121,6 +131,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       changes.close()
       await workers.close()
       await nb.close()
+      await southbound.close()
       redis.disconnect()
     },
   }

@@ -3,11 +3,12 @@
  * every service that is not configured externally (Redis, OVN central, FRR), then the
  * HTTP API and the job workers. Ctrl-C (SIGINT) or SIGTERM stops everything it started.
  */
-import { pino } from 'pino'
 import { type Config, loadConfig } from '../lib/config/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import { renderBgpdConfig } from '../lib/frr/index.ts'
+import { redactRedisUrl } from '../lib/redis/connection.ts'
 import { type LocalStack, startLocalStack } from './local/stack.ts'
+import { createLogger } from './logger.ts'
 import { bgpSettingsOf, startService } from './service.ts'
 
 let config: Config
@@ -18,7 +19,7 @@ try {
   process.exit(2)
 }
 
-const logger = pino({ level: config.logLevel, base: { service: 'hydrazine' } })
+const logger = createLogger(config.logLevel)
 let stack: LocalStack | undefined
 let shuttingDown = false
 
@@ -38,8 +39,9 @@ try {
   if (embedRedis || embedOvn || embedFrr) {
     stack = await startLocalStack({
       dataDir: config.dataDir,
+      // Plaintext on loopback; TLS (from the stack's PKI) on any other address.
       redis: embedRedis ? { listenAddress: config.embeddedListen, port: 16379 } : false,
-      ovn: embedOvn ? { listenAddress: config.embeddedListen, nbPort: 6641, sbPort: 6642 } : false,
+      ovn: embedOvn ? { listenAddress: config.embeddedListen, sbPort: 6642 } : false,
       frr: embedFrr
         ? {
             bgpdConfig: renderBgpdConfig(bgpSettingsOf(config)),
@@ -51,14 +53,24 @@ try {
     })
   }
   const redisUrl = config.redisUrl ?? stack?.redis?.url
+  const redisCaFile = config.redisUrl ? config.redisCaFile : stack?.redis?.caFile
   const ovn =
-    config.ovn ?? (stack?.ovn ? { nb: stack.ovn.nb.unix, sb: stack.ovn.sb.tcp } : undefined)
+    config.ovn ??
+    (stack?.ovn
+      ? { nb: stack.ovn.nb.unix, sb: stack.ovn.sb.remote, sbController: stack.ovn.sb.unix }
+      : undefined)
   const frrVtyDir = config.frrVtyDir ?? stack?.frr?.vtyDir
   if (!redisUrl || !ovn) throw new Error('no Redis or OVN central available')
 
   const service = await startService(
     config,
-    { redisUrl, ovn, ...(frrVtyDir ? { frrVtyDir } : {}) },
+    {
+      redisUrl,
+      ...(redisCaFile ? { redisCaFile } : {}),
+      ovn,
+      ...(frrVtyDir ? { frrVtyDir } : {}),
+      ...(stack?.pki ? { pki: stack.pki } : {}),
+    },
     logger,
   )
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -80,7 +92,12 @@ try {
       service.operatorTokenFile
         ? `  operator token:  ${service.operatorTokenFile}`
         : `  tokens:          ${config.tokensFile}`,
+      `  Redis:           ${redactRedisUrl(redisUrl)}${redisCaFile ? ` (CA ${redisCaFile})` : ''}`,
+      ...(stack?.redis ? [`  Redis password:  ${stack.redis.passwordFile}`] : []),
       `  OVN NB / SB:     ${ovn.nb}  /  ${ovn.sb}`,
+      ...(stack?.ovn?.sb.remote.startsWith('ssl:')
+        ? [`  PKI (CA):        ${stack.pki.caFile}  (chassis: client certificate, CN = system-id)`]
+        : []),
       ...(frrVtyDir ? [`  FRR:             vtysh --vty_socket ${frrVtyDir}`] : []),
       '  Ctrl-C stops Hydrazine and every daemon it started.',
       '',

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto'
-import { chmod, readFile, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises'
 import type { Server } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import { join } from 'node:path'
+import * as grpc from '@grpc/grpc-js'
 import { serve } from '@hono/node-server'
 import type { Logger } from 'pino'
 import { createGrpcServer } from '../api/grpc/server.ts'
@@ -17,15 +19,22 @@ import {
   parseBgpSettings,
 } from '../lib/frr/index.ts'
 import { sharedCentralProvider } from '../lib/ovn/central.ts'
+import type { CertificateAuthority } from '../lib/pki/index.ts'
 import { canConnect } from '../lib/process/ports.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
 import { bullConnection, startController } from './controller.ts'
 
 /** Where Hydrazine's dependencies live, embedded or external. */
 export interface Endpoints {
+  /** Redis URL with its credentials (secret: never log it). */
   readonly redisUrl: string
-  readonly ovn: { readonly nb: string; readonly sb: string }
+  /** PEM file of the CA that signed a `rediss://` server's certificate. */
+  readonly redisCaFile?: string
+  /** NB, SB for the DPUs, and the SB as the controller reads it (default: `sb`). */
+  readonly ovn: { readonly nb: string; readonly sb: string; readonly sbController?: string }
   readonly frrVtyDir?: string
+  /** Hydrazine's CA, when it runs one: DPU credentials then carry a certificate. */
+  readonly pki?: CertificateAuthority
 }
 
 export interface RunningService {
@@ -52,17 +61,22 @@ export async function startService(
 
   const controller = await startController({
     redisUrl: endpoints.redisUrl,
+    ...(endpoints.redisCaFile ? { redisCaFile: endpoints.redisCaFile } : {}),
     ovn: sharedCentralProvider(endpoints.ovn),
     fabric: config.fabric,
     dhcpServers: config.dhcpServers,
     logger,
+    ...(endpoints.pki ? { certificates: dpuCertificates(endpoints.pki) } : {}),
   })
   const { client } = controller
   let frrConsumer: FrrConsumer | undefined
   if (endpoints.frrVtyDir) {
     const frr = createFrrController({ vtysh: createVtysh({ vtyDir: endpoints.frrVtyDir }) })
     frrConsumer = await startFrrConsumer({
-      connection: bullConnection(endpoints.redisUrl),
+      connection: bullConnection({
+        url: endpoints.redisUrl,
+        ...(endpoints.redisCaFile ? { caFile: endpoints.redisCaFile } : {}),
+      }),
       frr,
       source: storeAnnouncementSource(controller.store, controller.ipam),
       handler: createFrrSync({ frr }),
@@ -83,7 +97,13 @@ export async function startService(
     ...(config.webhookSecret ? { events: { secret: config.webhookSecret, client } } : {}),
     logError: (error) => logger.error({ err: error }, 'HTTP 500'),
   })
-  const server = await listen(app.fetch, config.http.host, config.http.port)
+  const tls = config.tls
+    ? {
+        cert: await readFile(config.tls.certFile),
+        key: await readFile(config.tls.keyFile),
+      }
+    : undefined
+  const server = await listen(app.fetch, config.http.host, config.http.port, tls)
   const grpcIngress =
     config.grpcPort > 0
       ? createGrpcServer({
@@ -93,8 +113,15 @@ export async function startService(
         })
       : undefined
   const grpcAddress = `${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${config.grpcPort}`
-  if (grpcIngress) await grpcIngress.bind(grpcAddress)
-  const url = `http://${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${config.http.port}`
+  if (grpcIngress) {
+    await grpcIngress.bind(
+      grpcAddress,
+      tls
+        ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: tls.cert, private_key: tls.key }])
+        : grpc.ServerCredentials.createInsecure(),
+    )
+  }
+  const url = `${tls ? 'https' : 'http'}://${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${config.http.port}`
   logger.info({ url }, 'HTTP API listening')
 
   return {
@@ -110,6 +137,17 @@ export async function startService(
   }
 }
 
+/**
+ * A DPU's identity from Hydrazine's CA: CN and DNS name = the DPU id (its chassis name for
+ * OVN RBAC), usable as a client (Redis, the Southbound) and as the agent's gRPC server.
+ */
+function dpuCertificates(pki: CertificateAuthority) {
+  return async (dpuId: string) => {
+    const issued = await pki.issueIdentity({ commonName: dpuId, dnsNames: [dpuId] })
+    return { ...issued, ca: pki.caCert }
+  }
+}
+
 /** Hydrazine's BGP speaker settings, from the validated configuration. */
 export function bgpSettingsOf(config: Config): BgpSettings {
   return parseBgpSettings({
@@ -119,19 +157,25 @@ export function bgpSettingsOf(config: Config): BgpSettings {
   })
 }
 
+/** Serves `fetch` over HTTP, or over HTTPS with `tls` (PEM certificate chain and key). */
 function listen(
   fetch: Parameters<typeof serve>[0]['fetch'],
   hostname: string,
   port: number,
+  tls: { cert: Buffer; key: Buffer } | undefined,
 ): Promise<Server> {
   return new Promise((resolve, reject) => {
-    const server = serve({ fetch, hostname, port }, () => resolve(server as Server)) as Server
+    const options = tls
+      ? { fetch, hostname, port, createServer: createHttpsServer, serverOptions: tls }
+      : { fetch, hostname, port }
+    const server = serve(options, () => resolve(server as Server)) as Server
     server.once('error', reject)
   })
 }
 
 /** The embedded default: a random operator token in `<dataDir>/operator-token`, mode 0600. */
 async function ensureOperatorToken(dataDir: string): Promise<string> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 })
   const file = join(dataDir, 'operator-token')
   const existing = await readFile(file, 'utf8').catch(() => '')
   if (existing.trim().length < 32) {

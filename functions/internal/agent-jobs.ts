@@ -48,19 +48,56 @@ export async function addIsolate(
 }
 
 /** The DPU's `configure` ack for the host at this spec version. */
-export function configureAck(
+export async function configureAck(
   deps: Pick<HandlerDeps, 'children'>,
   key: AckKey,
 ): Promise<Ack<ConfigureAck>> {
-  return readAck(deps.children, ConfigureAck, agentRef('configure', key))
+  return fromItsDpu(key, await readAck(deps.children, ConfigureAck, agentRef('configure', key)))
 }
 
 /** The DPU's `isolate` ack for the host at this spec version. */
-export function isolateAck(
+export async function isolateAck(
   deps: Pick<HandlerDeps, 'children'>,
   key: AckKey,
 ): Promise<Ack<IsolateAck>> {
-  return readAck(deps.children, IsolateAck, agentRef('isolate', key))
+  return fromItsDpu(key, await readAck(deps.children, IsolateAck, agentRef('isolate', key)))
+}
+
+/**
+ * An ack counts only when it speaks for the DPU the job was sent to, at the job's spec
+ * version, from the chassis named after that DPU (the name its certificate carries, which
+ * OVN RBAC holds it to); anything else is refused as a failed ack, saying what was wrong.
+ */
+function fromItsDpu<T extends { dpuId: string; specVersion: number; chassis: string }>(
+  key: AckKey,
+  ack: Ack<T>,
+): Ack<T> {
+  if (ack.state !== 'acked') return ack
+  const { dpuId, specVersion, chassis } = ack.value
+  const wrong = [
+    dpuId !== key.dpuId ? `dpuId ${dpuId}` : '',
+    specVersion !== key.specVersion ? `specVersion ${specVersion}` : '',
+    chassis !== key.dpuId ? `chassis ${chassis}` : '',
+  ].filter(Boolean)
+  if (wrong.length === 0) return ack
+  return {
+    state: 'failed',
+    reason: `the ack for ${key.host} names ${wrong.join(', ')}; expected DPU and chassis ${key.dpuId} at specVersion ${key.specVersion}`,
+  }
+}
+
+/**
+ * Whether the group's Southbound binds the host's logical port to the DPU's chassis: what
+ * a DPU's ack says is believed only when the SB agrees.
+ */
+export async function boundOnDpu(
+  deps: Pick<HandlerDeps, 'ovn' | 'southbound'>,
+  group: string,
+  logicalPort: string,
+  dpuId: string,
+): Promise<boolean> {
+  const { sbController } = await deps.ovn.ensure(group)
+  return (await deps.southbound.boundChassis(sbController, logicalPort)) === dpuId
 }
 
 function agentRef(name: 'configure' | 'isolate', key: AckKey): ChildRef {

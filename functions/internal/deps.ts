@@ -24,6 +24,14 @@ export interface NbClients {
   get(nbRemote: string): Promise<NbConnection>
 }
 
+/**
+ * The Southbound, as the controller reads it to check what DPUs ack (`SbPool` in lib/ovn
+ * is one): the chassis a logical port is bound to, or null.
+ */
+export interface Southbound {
+  boundChassis(sbRemote: string, logicalPort: string): Promise<string | null>
+}
+
 /** A child job, by its queue and deterministic id. */
 export interface ChildRef {
   readonly queue: string
@@ -73,6 +81,7 @@ export interface HandlerDeps {
   readonly ipam: Ipam
   readonly ovn: OvnCentralProvider
   readonly nb: NbClients
+  readonly southbound: Southbound
   /** Applies a group's whole topology to its NB (coalesced per group). */
   readonly groups: GroupApplier
   readonly children: ChildJobs

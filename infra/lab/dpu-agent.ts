@@ -1,32 +1,69 @@
 /**
  * The real DPU agent (`agent/main.ts`) started on a simulated DPU, its daemons in the
  * DPU's namespace, pointed at Hydrazine's Redis: up once Hydrazine lists the DPU.
+ *
+ * As an operator provisions a DPU: the DPU goes into Hydrazine's inventory (its fabric
+ * IPs and host ports), and `POST /v1/dpus/{id}/credentials` issues its agent's Redis user
+ * (confined to its own queue and heartbeat) and its certificate (CN = the DPU id). The
+ * agent gets them as files (0600) and `REDIS_URL` in its environment, out of the process
+ * list: Redis is `rediss://` (`--redis-ca`), the SB `ssl:` with OVN RBAC and the agent's
+ * gRPC mTLS (`--tls-cert/--tls-key/--tls-ca`).
  */
+import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import * as v from 'valibot'
 import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
 import type { SimDpu } from './dpu.ts'
 import type { LabHydrazine } from './hydrazine.ts'
 
 const repo = fileURLToPath(new URL('../..', import.meta.url))
 
+/** What `POST /v1/dpus/{id}/credentials` answers (with a PKI, as the lab's Hydrazine runs). */
+const Credentials = v.object({
+  redis: v.object({ username: v.string(), password: v.string() }),
+  tls: v.object({ cert: v.string(), key: v.string(), ca: v.string() }),
+})
+
 /** Starts the agent of `sim` as DPU `id` and waits until its heartbeat reached Hydrazine. */
-export function startDpuAgent(opts: {
+export async function startDpuAgent(opts: {
   id: string
   sim: SimDpu
   /** The DPU's NAT IP: its second fabric address, one only OVN answers for. */
   natIp: string
   /** Fabric addresses (with prefix length) for this DPU's DHCP relays, one per group. */
   relayUplinkIps: readonly string[]
-  hydrazine: Pick<LabHydrazine, 'redisUrl' | 'api'>
+  hydrazine: Pick<LabHydrazine, 'redisUrl' | 'caFile' | 'api'>
 }): Promise<Daemon> {
   const { id, sim, hydrazine } = opts
+  const inventory = await hydrazine.api('PUT', `/v1/dpus/${id}`, {
+    fabricIps: [sim.encapIp, opts.natIp],
+    hostPorts: sim.hostPorts,
+  })
+  if (inventory.status >= 300)
+    throw new Error(`cannot add ${id} to the inventory: ${JSON.stringify(inventory.body)}`)
+  const issued = await hydrazine.api('POST', `/v1/dpus/${id}/credentials`)
+  const parsed = v.safeParse(Credentials, issued.body)
+  if (!parsed.success) throw new Error(`no credentials for ${id}: ${JSON.stringify(issued.body)}`)
+  const creds = parsed.output
+  const dir = join(sim.dataDir, 'credentials')
+  await mkdir(dir, { recursive: true, mode: 0o700 })
+  const file = async (name: string, content: string) => {
+    await writeFile(join(dir, name), content, { mode: 0o600 })
+    return join(dir, name)
+  }
+  const redisUrl = new URL(hydrazine.redisUrl)
+  redisUrl.username = creds.redis.username
+  redisUrl.password = creds.redis.password
   const flags: [string, string][] = [
+    ['tls-cert', await file('dpu.crt', creds.tls.cert)],
+    ['tls-key', await file('dpu.key', creds.tls.key)],
+    ['tls-ca', await file('ca.crt', creds.tls.ca)],
+    ['redis-ca', hydrazine.caFile],
     ['dpu-id', id],
     ['fabric-ips', `${sim.encapIp},${opts.natIp}`],
     ['ovs-db', sim.ovsDb],
     ['ovs-rundir', sim.ovsRunDir],
-    ['redis-url', hydrazine.redisUrl],
     ['grpc-listen', '127.0.0.1:0'],
     ['run-dir', join(sim.dataDir, 'agent')],
     ['netns', sim.netns],
@@ -45,6 +82,7 @@ export function startDpuAgent(opts: {
     command: process.execPath,
     args: ['--import', 'tsx', 'agent/main.ts', ...flags.flatMap(([f, v]) => [`--${f}`, v])],
     cwd: repo,
+    env: { REDIS_URL: redisUrl.toString() },
     logFile: join(sim.dataDir, 'agent.log'),
     ready: async () => {
       const answer = await hydrazine.api('GET', '/v1/dpus').catch(() => undefined)

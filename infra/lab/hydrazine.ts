@@ -1,7 +1,8 @@
 /**
  * Hydrazine in the lab: `infra/main.ts` run as `npm start` runs it, its embedded Redis,
  * OVN central and FRR listening on the fabric, and a client for its HTTP API — the only
- * way the lab drives it.
+ * way the lab drives it. The fabric is not loopback, so Redis speaks TLS only and the SB
+ * is `pssl:` with OVN's RBAC: what an agent needs to connect comes back from here.
  */
 import { mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -24,9 +25,16 @@ export interface LabHydrazine {
   readonly url: string
   readonly token: string
   readonly tokenFile: string
-  /** Where the embedded daemons listen: agents use Redis, tests observe NB. */
+  /**
+   * Redis for agents: `rediss://default:PASSWORD@<fabric gateway>:PORT` (TLS only off
+   * loopback). Secret: give it to an agent through its environment, never as a flag.
+   */
   readonly redisUrl: string
+  /** The CA of Hydrazine's PKI: Redis's and the SB's server certificates chain to it. */
+  readonly caFile: string
+  /** NB (unix socket): tests observe it. */
   readonly nbRemote: string
+  /** SB for chassis: `ssl:<fabric gateway>:PORT` (RBAC role ovn-controller). */
   readonly sbRemote: string
   api(method: string, path: string, body?: unknown): Promise<ApiAnswer>
 }
@@ -83,10 +91,13 @@ export async function startHydrazine(opts: {
     }),
   )
   const hzOut = await readFile(hzLog, 'utf8')
-  const redis = /redis-server listening on ([0-9.]+):(\d+)/.exec(hzOut)
-  const sb = /ovsdb-server\(sb\) on unix:\S+ and (tcp:[0-9.]+:\d+)/.exec(hzOut)
+  const redis =
+    /redis-server listening on (rediss?):\/\/([0-9.]+):(\d+) \(password in ([^)\s]+)\)/.exec(hzOut)
+  const sb = /ovsdb-server\(sb\) on unix:\S+ and ((?:tcp|ssl):[0-9.]+:\d+)/.exec(hzOut)
   const nb = /ovsdb-server\(nb\) on (unix:[^\s"]+)/.exec(hzOut)
   if (!redis || !sb || !nb) throw new Error(`cannot find Redis/OVN endpoints in ${hzLog}`)
+  const password = (await readFile(redis[4] ?? '', 'utf8')).trim()
+  const pkiDir = join(hzDir, 'pki')
   const tokenFile = join(hzDir, 'operator-token')
   const token = (await readFile(tokenFile, 'utf8')).trim()
 
@@ -111,7 +122,8 @@ export async function startHydrazine(opts: {
     url,
     token,
     tokenFile,
-    redisUrl: `redis://${redis[1]}:${redis[2]}`,
+    redisUrl: `${redis[1]}://default:${password}@${redis[2]}:${redis[3]}`,
+    caFile: join(pkiDir, 'ca.crt'),
     nbRemote: nb[1] ?? '',
     sbRemote: sb[1] ?? '',
     api,

@@ -20,6 +20,7 @@
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { requireBinary } from '../../lib/process/daemon.ts'
+import { redactRedisUrl } from '../../lib/redis/connection.ts'
 import { type DhcpEntry, dhcpServer } from './dhcp-server.ts'
 import { createDpu, createFabric, type Fabric, run, type SimDpu, type SimHost } from './dpu.ts'
 import { startDpuAgent } from './dpu-agent.ts'
@@ -103,6 +104,9 @@ export interface Lab {
   readonly token: string
   /** Hydrazine's OVN NB (unix remote), to observe, never to configure. */
   readonly nbRemote: string
+  /** What the DPUs' ovn-controller and agents connect to: `ssl:` SB, `rediss://` Redis. */
+  readonly sbRemote: string
+  readonly redisScheme: string
   /** The DHCP server's address on the fabric (give it as a group's `dhcpServer`). */
   readonly dhcpServerIp: string
   /** dnsmasq's log: each DHCP exchange with the relay agent information it carried. */
@@ -184,7 +188,7 @@ export async function startLab(opts: {
     const { url, tokenFile, nbRemote } = hydrazine
     state = { ...state, url, tokenFile }
     await writeState()
-    log(`Hydrazine ${url} (Redis ${hydrazine.redisUrl}, SB ${hydrazine.sbRemote})`)
+    log(`Hydrazine ${url} (Redis ${redactRedisUrl(hydrazine.redisUrl)}, SB ${hydrazine.sbRemote})`)
 
     for (let i = 1; i <= (opts.dpus ?? 3); i++) {
       const id = `dpu${i}`
@@ -242,6 +246,8 @@ export async function startLab(opts: {
       url,
       token: hydrazine.token,
       nbRemote,
+      sbRemote: hydrazine.sbRemote,
+      redisScheme: new URL(hydrazine.redisUrl).protocol,
       dhcpServerIp: fabric.gatewayIp,
       dhcpLog: dhcp.log,
       api: hydrazine.api,

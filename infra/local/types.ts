@@ -1,3 +1,6 @@
+import type { CertificateAuthority } from '../../lib/pki/index.ts'
+import type { RedisEndpoint } from '../../lib/redis/connection.ts'
+
 /**
  * What the embedded local stack hands back once every daemon answers.
  * See `startLocalStack` in `./stack.ts`.
@@ -5,8 +8,13 @@
 export interface LocalStack {
   /** The directory every daemon keeps its files in. */
   readonly dataDir: string
-  /** Present when Redis was started. `url` is `redis://127.0.0.1:<port>`. */
-  readonly redis?: { readonly url: string; readonly port: number }
+  /**
+   * The stack's certificate authority (`<dataDir>/pki/`): it signed the Redis and SB
+   * server certificates; issue DPU client certificates from it (CN = the chassis name).
+   */
+  readonly pki: CertificateAuthority
+  /** Present when Redis was started. */
+  readonly redis?: LocalRedis
   /** Present when an OVN central (NB + SB ovsdb-server and ovn-northd) was started. */
   readonly ovn?: OvnCentral
   /** Present when FRR (zebra, bgpd, staticd) was started. */
@@ -20,11 +28,36 @@ export interface LocalStack {
   readonly crashed: Promise<DaemonExit>
 }
 
+/**
+ * The embedded Redis: a `RedisEndpoint` (give it to `redisOptions` / `createRedis`) and
+ * the files behind it. The `default` user always has a password; `url` carries it.
+ */
+export interface LocalRedis extends RedisEndpoint {
+  /**
+   * `redis://default:PASSWORD@127.0.0.1:PORT` on loopback; `rediss://default:PASSWORD@ADDR:PORT` (TLS
+   * only, no plaintext port) on any other address. Secret: never log it.
+   */
+  readonly url: string
+  readonly host: string
+  readonly port: number
+  readonly tls: boolean
+  /** With `tls`: the CA file clients must trust (the stack's `pki.caFile`). */
+  readonly caFile?: string
+  /** The `default` user's password, mode 0600, reused on every start. */
+  readonly passwordFile: string
+  /** Redis's `aclfile`: users added with `ACL SETUSER` + `ACL SAVE` survive restarts. */
+  readonly aclFile: string
+}
+
 export interface OvnCentral {
-  /** OVSDB remotes for the NB database: `unix:/…/nb.sock` and `tcp:IP:PORT`. */
-  readonly nb: { readonly unix: string; readonly tcp: string }
-  /** OVSDB remotes for the SB database; `tcp` is what remote chassis use as `ovn-remote`. */
-  readonly sb: { readonly unix: string; readonly tcp: string }
+  /** The NB database, for the controller on this machine only: its unix socket. */
+  readonly nb: { readonly unix: string }
+  /**
+   * The SB database: `unix` for local tools, `remote` for chassis (`ovn-remote`). On
+   * loopback `remote` is `tcp:127.0.0.1:PORT`; elsewhere `ssl:ADDR:PORT`, where a client
+   * needs a certificate from `pki` and gets OVN's `ovn-controller` RBAC role.
+   */
+  readonly sb: { readonly unix: string; readonly remote: string }
   /** Directory holding the central's sockets, pid and log files (use as OVN_RUNDIR). */
   readonly runDir: string
 }

@@ -37,6 +37,10 @@ export function dpuRedisAclRules(dpuId: string, password: string, queuePrefix = 
     '-scan',
     '-randomkey',
     '-select',
+    // Nor are the server's scripts and functions, which every client shares.
+    '-script|flush',
+    '-script|kill',
+    '-function',
   ]
 }
 

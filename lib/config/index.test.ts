@@ -169,3 +169,75 @@ t.test('a config file, overridden by env', async (t) => {
   await writeFile(file, '{not json')
   t.throws(() => loadConfig({ HYDRAZINE_CONFIG: file }), /HYDRAZINE_CONFIG: cannot read/)
 })
+
+t.test('TLS files, REDIS_CA and the plaintext-only-on-loopback rule', async (t) => {
+  const { openCertificateAuthority } = await import('../pki/index.ts')
+  const dir = t.testdir({})
+  const ca = await openCertificateAuthority(join(dir, 'pki'))
+  const api = await ca.writeIssued('api', await ca.issueServer({ ips: ['10.0.0.5'] }))
+  const other = await ca.writeIssued('other', await ca.issueServer({ ips: ['10.0.0.6'] }))
+  const notPem = join(dir, 'not.pem')
+  await writeFile(notPem, 'hello')
+
+  const good = loadConfig({
+    HYDRAZINE_HTTP_HOST: '0.0.0.0',
+    HYDRAZINE_TLS_CERT: api.certFile,
+    HYDRAZINE_TLS_KEY: api.keyFile,
+    REDIS_URL: 'rediss://default:pw@10.0.0.7:6380',
+    REDIS_CA: ca.caFile,
+  })
+  t.same(good.tls, { certFile: api.certFile, keyFile: api.keyFile }, 'cert and key paths')
+  t.equal(good.redisCaFile, ca.caFile)
+  t.equal(loadConfig({ HYDRAZINE_HTTP_HOST: '::1' }).tls, undefined, 'loopback needs no TLS')
+
+  const cases: [string, Record<string, string>, RegExp][] = [
+    [
+      'a non-loopback HTTP host without certificates',
+      { HYDRAZINE_HTTP_HOST: '0.0.0.0' },
+      /^invalid configuration: HYDRAZINE_HTTP_HOST: 0\.0\.0\.0 is not loopback: serving the API there needs HYDRAZINE_TLS_CERT and HYDRAZINE_TLS_KEY \(plaintext is only allowed on loopback\)$/,
+    ],
+    [
+      'a certificate without its key',
+      { HYDRAZINE_TLS_CERT: api.certFile },
+      /HYDRAZINE_TLS_KEY: required when the other/,
+    ],
+    [
+      'a key without its certificate',
+      { HYDRAZINE_TLS_KEY: api.keyFile },
+      /HYDRAZINE_TLS_CERT: required when the other/,
+    ],
+    [
+      'an unreadable certificate',
+      { HYDRAZINE_TLS_CERT: join(dir, 'missing.crt'), HYDRAZINE_TLS_KEY: api.keyFile },
+      /HYDRAZINE_TLS_CERT: cannot read .*missing\.crt: ENOENT/,
+    ],
+    [
+      'a certificate that is not one',
+      { HYDRAZINE_TLS_CERT: notPem, HYDRAZINE_TLS_KEY: api.keyFile },
+      /HYDRAZINE_TLS_CERT: .*not\.pem is not a PEM certificate/,
+    ],
+    [
+      'the key of another certificate',
+      { HYDRAZINE_TLS_CERT: api.certFile, HYDRAZINE_TLS_KEY: other.keyFile },
+      /HYDRAZINE_TLS_KEY: .*other\.key is not the key of .*api\.crt/,
+    ],
+    [
+      'a Redis CA for a plaintext Redis',
+      { REDIS_URL: 'redis://10.0.0.7:6379', REDIS_CA: ca.caFile },
+      /REDIS_CA: needs a rediss:\/\/ \(TLS\) REDIS_URL/,
+    ],
+    [
+      'a Redis CA that is not a certificate',
+      { REDIS_URL: 'rediss://10.0.0.7:6379', REDIS_CA: notPem },
+      /REDIS_CA: .*not\.pem is not a PEM certificate/,
+    ],
+  ]
+  for (const [name, env, message] of cases) {
+    t.throws(() => loadConfig(env), message, name)
+  }
+  t.throws(
+    () => loadConfig({ REDIS_URL: 'http://default:s3cret-pass@10.0.0.7:6379' }),
+    { message: /^(?!.*s3cret-pass)/ },
+    'a bad REDIS_URL is refused without repeating its password',
+  )
+})

@@ -1,8 +1,10 @@
+import { createPrivateKey, X509Certificate } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import * as v from 'valibot'
 import { ConfigError } from '../errors.ts'
+import { isLoopback } from '../process/ports.ts'
 
 /**
  * Hydrazine's process configuration, parsed once at start-up from the environment and,
@@ -10,15 +12,25 @@ import { ConfigError } from '../errors.ts'
  * the environment wins). A service that is not configured is started embedded.
  */
 export interface Config {
-  /** `REDIS_URL`; absent = embedded Redis. */
+  /** `REDIS_URL` (credentials in it: `redis://:PASSWORD@host:port`); absent = embedded Redis. */
   readonly redisUrl?: string
+  /** `REDIS_CA`: PEM file of the CA that signed a `rediss://` server's certificate. */
+  readonly redisCaFile?: string
   /** `OVN_NB_DB` / `OVN_SB_DB` (both or neither); absent = embedded OVN central. */
   readonly ovn?: { readonly nb: string; readonly sb: string }
   /** `HYDRAZINE_FRR_VTY_DIR`: vty socket directory of an external FRR; absent = embedded. */
   readonly frrVtyDir?: string
   readonly bgp: BgpConfig
-  /** `HYDRAZINE_HTTP_HOST` (default 127.0.0.1) and `HYDRAZINE_HTTP_PORT` (default 8080). */
+  /**
+   * `HYDRAZINE_HTTP_HOST` (default 127.0.0.1) and `HYDRAZINE_HTTP_PORT` (default 8080).
+   * A host other than loopback requires `tls`.
+   */
   readonly http: { readonly host: string; readonly port: number }
+  /**
+   * `HYDRAZINE_TLS_CERT` / `HYDRAZINE_TLS_KEY` (both or neither): PEM files of the HTTPS
+   * and gRPC server certificate and its key, checked to match at start-up.
+   */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string }
   /** `HYDRAZINE_GRPC_PORT` (default 8081) on the HTTP host; 0 turns the gRPC API off. */
   readonly grpcPort: number
   /** `HYDRAZINE_DATA_DIR` (default ./.hydrazine), absolute. */
@@ -120,6 +132,9 @@ const EnvSchema = v.object({
   REDIS_URL: v.optional(
     v.pipe(v.string(), v.regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL')),
   ),
+  REDIS_CA: v.optional(v.pipe(v.string(), v.minLength(1))),
+  HYDRAZINE_TLS_CERT: v.optional(v.pipe(v.string(), v.minLength(1))),
+  HYDRAZINE_TLS_KEY: v.optional(v.pipe(v.string(), v.minLength(1))),
   OVN_NB_DB: v.optional(ovsdbRemote),
   OVN_SB_DB: v.optional(ovsdbRemote),
   HYDRAZINE_FRR_VTY_DIR: v.optional(v.pipe(v.string(), v.minLength(1))),
@@ -217,6 +232,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   if (!parsed.success) {
     const issues = parsed.issues.map((issue) => ({
       path: v.getDotPath(issue)?.split('.')[0] ?? 'config',
+      // A message never repeats the value: REDIS_URL carries a password.
       message: issue.message,
     }))
     throw new ConfigError(
@@ -232,8 +248,28 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       [{ path: missing, message: 'required when the other OVN database is set' }],
     )
   }
+  const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
+  if (!tls && !isLoopback(c.HYDRAZINE_HTTP_HOST)) {
+    const message =
+      `${c.HYDRAZINE_HTTP_HOST} is not loopback: serving the API there needs HYDRAZINE_TLS_CERT ` +
+      'and HYDRAZINE_TLS_KEY (plaintext is only allowed on loopback)'
+    throw new ConfigError(`invalid configuration: HYDRAZINE_HTTP_HOST: ${message}`, [
+      { path: 'HYDRAZINE_HTTP_HOST', message },
+    ])
+  }
+  if (c.REDIS_CA !== undefined) {
+    if (!c.REDIS_URL?.startsWith('rediss://')) {
+      const message = 'needs a rediss:// (TLS) REDIS_URL'
+      throw new ConfigError(`invalid configuration: REDIS_CA: ${message}`, [
+        { path: 'REDIS_CA', message },
+      ])
+    }
+    pemFile('REDIS_CA', c.REDIS_CA, (pem) => new X509Certificate(pem), 'a PEM certificate')
+  }
   return {
     ...(c.REDIS_URL ? { redisUrl: c.REDIS_URL } : {}),
+    ...(c.REDIS_CA ? { redisCaFile: resolve(c.REDIS_CA) } : {}),
+    ...(tls ? { tls } : {}),
     ...(c.OVN_NB_DB && c.OVN_SB_DB ? { ovn: { nb: c.OVN_NB_DB, sb: c.OVN_SB_DB } } : {}),
     ...(c.HYDRAZINE_FRR_VTY_DIR ? { frrVtyDir: resolve(c.HYDRAZINE_FRR_VTY_DIR) } : {}),
     bgp: {
@@ -257,15 +293,66 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   }
 }
 
+/** Reads and parses one PEM file, or throws ConfigError naming `variable`. */
+function pemFile<T>(variable: string, path: string, parse: (pem: string) => T, what: string): T {
+  const refuse = (message: string): never => {
+    throw new ConfigError(`invalid configuration: ${variable}: ${message}`, [
+      { path: variable, message },
+    ])
+  }
+  let pem = ''
+  try {
+    pem = readFileSync(path, 'utf8')
+  } catch (error) {
+    refuse(`cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`)
+  }
+  try {
+    return parse(pem)
+  } catch {
+    return refuse(`${path} is not ${what}`)
+  }
+}
+
+/** `HYDRAZINE_TLS_CERT` and `_KEY`: both or neither, readable, and the key the cert's. */
+function tlsFiles(
+  certFile: string | undefined,
+  keyFile: string | undefined,
+): { certFile: string; keyFile: string } | undefined {
+  if (certFile === undefined && keyFile === undefined) return undefined
+  if (certFile === undefined || keyFile === undefined) {
+    const missing = certFile === undefined ? 'HYDRAZINE_TLS_CERT' : 'HYDRAZINE_TLS_KEY'
+    const message = 'required when the other of HYDRAZINE_TLS_CERT / HYDRAZINE_TLS_KEY is set'
+    throw new ConfigError(`invalid configuration: ${missing}: ${message}`, [
+      { path: missing, message },
+    ])
+  }
+  const cert = pemFile(
+    'HYDRAZINE_TLS_CERT',
+    certFile,
+    (pem) => new X509Certificate(pem),
+    'a PEM certificate',
+  )
+  const key = pemFile('HYDRAZINE_TLS_KEY', keyFile, (pem) => createPrivateKey(pem), 'a PEM key')
+  if (!cert.checkPrivateKey(key)) {
+    const message = `${keyFile} is not the key of ${certFile}`
+    throw new ConfigError(`invalid configuration: HYDRAZINE_TLS_KEY: ${message}`, [
+      { path: 'HYDRAZINE_TLS_KEY', message },
+    ])
+  }
+  return { certFile: resolve(certFile), keyFile: resolve(keyFile) }
+}
+
 function readConfigFile(path: string): Partial<Record<EnvKey, string>> {
   let data: unknown
   try {
     data = JSON.parse(readFileSync(path, 'utf8'))
   } catch (error) {
-    throw new ConfigError(
-      `HYDRAZINE_CONFIG: cannot read ${path} as JSON: ${(error as Error).message}`,
-      [{ path: 'HYDRAZINE_CONFIG', message: 'unreadable or not JSON' }],
-    )
+    // Not the parser's message: it quotes the file, and the file may hold REDIS_URL's password.
+    const why =
+      error instanceof SyntaxError ? 'not valid JSON' : (error as NodeJS.ErrnoException).code
+    throw new ConfigError(`HYDRAZINE_CONFIG: cannot read ${path} as JSON: ${why ?? 'unreadable'}`, [
+      { path: 'HYDRAZINE_CONFIG', message: 'unreadable or not JSON' },
+    ])
   }
   if (typeof data !== 'object' || data === null || Array.isArray(data)) {
     throw new ConfigError(`HYDRAZINE_CONFIG: ${path} must hold a JSON object`, [

@@ -67,9 +67,17 @@ export class OvsdbClient {
     )
   }
 
-  /** Connects to `unix:/path` or `tcp:host:port`, retrying until `connectTimeoutMs`. */
+  /**
+   * Connects to `unix:/path`, `tcp:host:port` or `ssl:host:port`, retrying until
+   * `connectTimeoutMs`. An `ssl:` remote needs `tls` (see `OvsdbTlsOptions`).
+   *
+   * @example
+   * await OvsdbClient.connect('ssl:172.18.0.1:6642', { tls: { ca: 'ca.crt', cert: 'dpu-a.crt', key: 'dpu-a.key' } })
+   */
   static async connect(remote: string, opts: OvsdbClientOptions = {}): Promise<OvsdbClient> {
-    parseRemote(remote)
+    if (parseRemote(remote).kind === 'ssl' && !(opts.tls?.ca && opts.tls.cert && opts.tls.key)) {
+      throw new OvsdbConnectionError(remote, 'an ssl: remote needs tls: { ca, cert, key }')
+    }
     const client = new OvsdbClient(remote, opts)
     await client.connection.open()
     return client

@@ -3,10 +3,12 @@
  * connecting with retries, answering the server's `echo`, probing a silent server with
  * its own, and reconnecting with exponential backoff when the connection drops.
  */
+import { readFile } from 'node:fs/promises'
 import { createConnection, type Socket } from 'node:net'
+import { connect as tlsConnect } from 'node:tls'
 import { OvsdbConnectionError } from './errors.ts'
 import { JsonStreamSplitter } from './json-stream.ts'
-import { parseRemote } from './remote.ts'
+import { parseRemote, type Remote } from './remote.ts'
 
 /** One JSON-RPC message from the server: a request, a notification or a reply. */
 export interface RpcMessage {
@@ -22,7 +24,31 @@ export type ConnectionEvent =
   | { readonly type: 'disconnected'; readonly remote: string; readonly reason: string }
   | { readonly type: 'reconnect-scheduled'; readonly remote: string; readonly delayMs: number }
 
+/**
+ * What an `ssl:` remote needs, as OVS's `--ca-cert`, `--certificate` and `--private-key`:
+ * each is either PEM text (it contains `-----BEGIN`) or the path of a PEM file. Paths are
+ * read again on every (re)connect, so replaced files are picked up without a restart.
+ * OVSDB servers ask every client for a certificate, so `cert` and `key` are required.
+ *
+ * @example { ca: '/etc/hydrazine/pki/ca.crt', cert: '/etc/hydrazine/dpu-a.crt', key: '/etc/hydrazine/dpu-a.key' }
+ */
+export interface OvsdbTlsOptions {
+  /** The CA the server's certificate must chain to. */
+  readonly ca: string
+  /** This client's certificate (its CN is the identity OVN RBAC sees, e.g. the chassis). */
+  readonly cert: string
+  readonly key: string
+  /**
+   * Check that the server's certificate names the host connected to (DNS or IP SAN), as
+   * HTTPS does (default true). OVS itself checks only the CA: turn this off for servers
+   * whose certificates carry no SANs (e.g. made by `ovs-pki`).
+   */
+  readonly verifyHostname?: boolean
+}
+
 export interface ConnectionOptions {
+  /** Certificates for `ssl:` remotes; required for them, ignored for others. */
+  readonly tls?: OvsdbTlsOptions
   /** Reconnect with exponential backoff when the connection drops. Default true. */
   readonly reconnect?: boolean
   /** First and largest reconnect delay. Defaults 100 ms and 5 s. */
@@ -123,20 +149,18 @@ export class Connection {
     }
   }
 
-  private connectOnce(): Promise<void> {
+  private async connectOnce(): Promise<void> {
     const target = parseRemote(this.remote)
+    const material = target.kind === 'ssl' ? await tlsMaterial(this.remote, this.opts.tls) : {}
     return new Promise<void>((resolve, reject) => {
-      const socket =
-        target.kind === 'unix'
-          ? createConnection({ path: target.path })
-          : createConnection({ host: target.host, port: target.port })
+      const [socket, ready] = openSocket(target, material, this.opts.tls?.verifyHostname)
       socket.setNoDelay(true)
       const onError = (err: Error) => {
         socket.destroy()
         reject(err)
       }
       socket.once('error', onError)
-      socket.once('connect', () => {
+      socket.once(ready, () => {
         socket.off('error', onError)
         this.attach(socket)
         resolve()
@@ -237,3 +261,42 @@ export class Connection {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+type TlsMaterial = { ca?: string; cert?: string; key?: string }
+
+/** A socket to `target` and the event that says it is ready for JSON-RPC. */
+function openSocket(
+  target: Remote,
+  material: TlsMaterial,
+  verifyHostname = true,
+): [Socket, 'connect' | 'secureConnect'] {
+  if (target.kind === 'unix') return [createConnection({ path: target.path }), 'connect']
+  if (target.kind === 'tcp') {
+    return [createConnection({ host: target.host, port: target.port }), 'connect']
+  }
+  const socket = tlsConnect({
+    host: target.host,
+    port: target.port,
+    ...material,
+    ...(verifyHostname ? {} : { checkServerIdentity: () => undefined }),
+  })
+  return [socket, 'secureConnect']
+}
+
+/** Reads the PEM text of `tls` (inline or from files); the error names a missing piece. */
+async function tlsMaterial(remote: string, tls: OvsdbTlsOptions | undefined): Promise<TlsMaterial> {
+  if (!tls?.ca || !tls.cert || !tls.key) {
+    throw new OvsdbConnectionError(remote, 'an ssl: remote needs tls: { ca, cert, key }')
+  }
+  const pem = async (what: string, value: string) => {
+    if (value.includes('-----BEGIN')) return value
+    return readFile(value, 'utf8').catch((error: Error) => {
+      throw new OvsdbConnectionError(remote, `cannot read the TLS ${what} ${value}`, error)
+    })
+  }
+  return {
+    ca: await pem('CA certificate', tls.ca),
+    cert: await pem('certificate', tls.cert),
+    key: await pem('private key', tls.key),
+  }
+}

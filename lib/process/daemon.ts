@@ -17,6 +17,8 @@ export interface DaemonSpec {
   readonly args: readonly string[]
   readonly env?: Readonly<Record<string, string>>
   readonly cwd?: string
+  /** File creation mask of the daemon, e.g. 0o077 for files only its user may read. */
+  readonly umask?: number
   /** Run inside this network namespace (`ip netns exec`). */
   readonly netns?: string
   /** File that receives the daemon's stdout and stderr (appended). */
@@ -100,7 +102,11 @@ export async function startDaemon(spec: DaemonSpec): Promise<Daemon> {
   try {
     child = spawn('sh', [reaper, ...argv, ...spec.args], {
       cwd: spec.cwd,
-      env: { ...process.env, ...spec.env },
+      env: {
+        ...process.env,
+        ...spec.env,
+        HZ_REAPER_UMASK: spec.umask === undefined ? '' : spec.umask.toString(8),
+      },
       stdio: ['pipe', out, out],
       detached: true,
     })

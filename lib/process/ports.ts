@@ -1,4 +1,4 @@
-import { connect, createServer } from 'node:net'
+import { connect, createServer, isIP } from 'node:net'
 
 /** Asks the kernel for a TCP port that is free on `host` right now. */
 export function freePort(host = '127.0.0.1'): Promise<number> {
@@ -32,4 +32,18 @@ export function canConnect(
     socket.once('connect', () => done(true))
     socket.once('error', () => done(false))
   })
+}
+
+/**
+ * True for a loopback address (127.0.0.0/8, ::1, ::ffff:127.x): only this machine can
+ * connect there, so plaintext is acceptable; anywhere else Hydrazine speaks TLS.
+ */
+export function isLoopback(address: string): boolean {
+  const bare = address.replace(/^\[|\]$/g, '')
+  if (isIP(bare) === 4) return bare.startsWith('127.')
+  if (isIP(bare) === 6) {
+    const lower = bare.toLowerCase()
+    return lower === '::1' || /^(0*:)*:?0*1$/.test(lower) || lower.startsWith('::ffff:127.')
+  }
+  return bare === 'localhost'
 }

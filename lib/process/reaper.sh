@@ -7,6 +7,8 @@
 # the command normally by signalling our whole process group; we ignore that signal
 # ourselves so that we outlive the command and report its real exit status.
 exec 3<&0
+# HZ_REAPER_UMASK: the file creation mask of the command (e.g. 077: files only for us).
+if [ -n "${HZ_REAPER_UMASK:-}" ]; then umask "$HZ_REAPER_UMASK"; fi
 "$@" </dev/null &
 child=$!
 trap '' TERM INT HUP

@@ -4,7 +4,7 @@ import { AGENT_VERSION, startAgentRuntime } from '../../agent/runtime.ts'
 import { createApp } from '../../api/http/app.ts'
 import { startController } from '../../infra/controller.ts'
 import { run } from '../../infra/lab/dpu.ts'
-import { type AgentStatus, createAgentClient } from '../../lib/agent-protocol/grpc.ts'
+import type { AgentStatus } from '../../lib/agent-protocol/grpc.ts'
 import {
   agentJobId,
   buildConfigurePayload,
@@ -23,7 +23,7 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   const lab = await startAgentLab(t)
   const runtime = await startAgentRuntime(lab.config(), (line) => console.error(line))
   lab.later(() => runtime.stop())
-  const grpc = createAgentClient(runtime.grpcAddress)
+  const grpc = await lab.agentClient(runtime.grpcAddress)
   lab.later(async () => grpc.close())
 
   // The controller picks the protocol from the agent's heartbeat.
@@ -168,7 +168,7 @@ t.test('GET /v1/dpus lists the DPU whose agent heartbeats, while it runs', async
   if (!ovn) throw new Error('lab without OVN')
   const controller = await startController({
     redisUrl: lab.redisUrl,
-    ovn: sharedCentralProvider({ nb: ovn.nb.unix, sb: lab.sbRemote }),
+    ovn: sharedCentralProvider({ nb: ovn.nb.unix, sb: lab.sbRemote, sbController: ovn.sb.unix }),
     fabric: { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' },
     reconcileEveryMs: 0,
     prefix: `${lab.queuePrefix}-controller`,

@@ -5,6 +5,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import * as grpc from '@grpc/grpc-js'
 import { Queue, QueueEvents } from 'bullmq'
 import { Redis } from 'ioredis'
 import { type AgentConfig, OPTIONS } from '../../agent/config.ts'
@@ -19,6 +20,7 @@ import {
 } from '../../infra/lab/dpu.ts'
 import { startLocalStack } from '../../infra/local/stack.ts'
 import type { LocalStack } from '../../infra/local/types.ts'
+import { type AgentClient, createAgentClient } from '../../lib/agent-protocol/grpc.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import {
   agentQueueName,
@@ -42,7 +44,12 @@ export interface AgentLab {
   readonly redis: Redis
   readonly dpuId: string
   readonly input: ConfigureInput
+  /** The agent's configuration, with the DPU's identity (the SB is `ssl:`). */
   config(extra?: Partial<AgentConfig>): AgentConfig
+  /** The same without any TLS identity. */
+  plainConfig(extra?: Partial<AgentConfig>): AgentConfig
+  /** A gRPC client of the agent, presenting a certificate from Hydrazine's CA (mTLS). */
+  agentClient(address: string): Promise<AgentClient>
   nbctl(...args: string[]): Promise<string>
   sbctl(...args: string[]): Promise<string>
   /** The chassis name the SB Port_Binding of `logicalPort` is bound to, or '' when unbound. */
@@ -153,6 +160,13 @@ export async function startAgentLab(
 
   const queuePrefix = `hz-test-${prefix}`
   const dpuId = `${prefix}-dpu1`
+  // The SB listens on the fabric, so over TLS (pssl:, RBAC role ovn-controller): the DPU's
+  // identity is a certificate from Hydrazine's CA named for its chassis, as its issued
+  // credentials hold it; the agent hands it to ovn-controller.
+  const identity = await stack.pki.writeIssued(
+    dpuId,
+    await stack.pki.issueIdentity({ commonName: dpuId, dnsNames: [dpuId], ips: ['127.0.0.1'] }),
+  )
   const connection = { url: redisUrl, maxRetriesPerRequest: null }
   const queue = new Queue(agentQueueName(dpuId), { connection, prefix: queuePrefix })
   const events = new QueueEvents(agentQueueName(dpuId), { connection, prefix: queuePrefix })
@@ -165,6 +179,32 @@ export async function startAgentLab(
   await events.waitUntilReady()
   const relayUplink = `${fabric.allocateIp()}/${fabric.prefixLength}`
 
+  const plainConfig = (extra: Partial<AgentConfig> = {}): AgentConfig => ({
+    dpuId,
+    systemId: dpuId,
+    fabricIps: [dpu.encapIp],
+    ovsDb: dpu.ovsDb,
+    ovsRunDir: dpu.ovsRunDir,
+    redisUrl,
+    grpcListen: '127.0.0.1:0',
+    runDir: join(dataDir, 'agent'),
+    netns: dpu.netns,
+    datapathType: 'netdev',
+    integrationBridge: 'br-int',
+    uplinkBridge: dpu.uplinkBridge,
+    uplinkInterface: dpu.uplinkInterface,
+    bridgeMappings: `physnet:${dpu.uplinkBridge}`,
+    relayUplinkIps: [relayUplink],
+    hostPorts: dpu.hostPorts,
+    defaultHostPort: dpu.hostPorts[0] ?? 'pf0hpf',
+    heartbeatMs: 1000,
+    installTimeoutMs: 20_000,
+    lockMs: 2000,
+    protocolVersions: ['1.0', '2.0'],
+    queuePrefix,
+    ...extra,
+  })
+
   return {
     later,
     dataDir,
@@ -173,7 +213,7 @@ export async function startAgentLab(
     dpu,
     host,
     stack,
-    sbRemote: ovn.sb.tcp,
+    sbRemote: ovn.sb.remote,
     redisUrl,
     queuePrefix,
     queue,
@@ -185,38 +225,35 @@ export async function startAgentLab(
       specVersion: 1,
       group: {
         name: group,
-        sbRemote: ovn.sb.tcp,
+        sbRemote: ovn.sb.remote,
         dhcpServer: fabric.gatewayIp,
         relay: { logicalPort: relayLp, mac: RELAY_MAC, ip: '10.10.10.254', prefixLength: 24 },
       },
       host: { name: 'h1', logicalPort: hostLp, mac: HOST_MAC, hostPort: host.hostPort },
     },
     config: (extra = {}) => ({
-      dpuId,
-      systemId: dpuId,
-      fabricIps: [dpu.encapIp],
-      ovsDb: dpu.ovsDb,
-      ovsRunDir: dpu.ovsRunDir,
-      redisUrl,
-      grpcListen: '127.0.0.1:0',
-      runDir: join(dataDir, 'agent'),
-      netns: dpu.netns,
-      datapathType: 'netdev',
-      integrationBridge: 'br-int',
-      uplinkBridge: dpu.uplinkBridge,
-      uplinkInterface: dpu.uplinkInterface,
-      bridgeMappings: `physnet:${dpu.uplinkBridge}`,
-      relayUplinkIps: [relayUplink],
-      hostPorts: dpu.hostPorts,
-      defaultHostPort: dpu.hostPorts[0] ?? 'pf0hpf',
-      heartbeatMs: 1000,
-      installTimeoutMs: 20_000,
-      lockMs: 2000,
-      protocolVersions: ['1.0', '2.0'],
-      queuePrefix,
+      ...plainConfig(),
+      tlsCert: identity.certFile,
+      tlsKey: identity.keyFile,
+      tlsCa: identity.caFile,
       ...extra,
     }),
+    plainConfig,
+    async agentClient(address) {
+      const client = await stack.pki.issueClient({ commonName: 'hydrazine-controller' })
+      return createAgentClient(
+        address,
+        grpc.credentials.createSsl(
+          Buffer.from(stack.pki.caCert),
+          Buffer.from(client.key),
+          Buffer.from(client.cert),
+          // The agent's certificate names its DPU; the test dials 127.0.0.1.
+          { checkServerIdentity: () => undefined },
+        ),
+      )
+    },
     nbctl,
+
     sbctl,
     async boundChassis(logicalPort) {
       const uuid = (

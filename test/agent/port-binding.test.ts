@@ -32,9 +32,9 @@ t.test('released means the Southbound said so', async (t) => {
     })
   const down = `tcp:127.0.0.1:${await freePort()}`
   const cases: [string, string | null, string, boolean][] = [
-    ['bound to this chassis', ovn.sb.tcp, 'g-h1', false],
-    ['bound to another chassis', ovn.sb.tcp, 'g-h2', true],
-    ['no such logical port', ovn.sb.tcp, 'g-h9', true],
+    ['bound to this chassis', ovn.sb.remote, 'g-h1', false],
+    ['bound to another chassis', ovn.sb.remote, 'g-h2', true],
+    ['no such logical port', ovn.sb.remote, 'g-h9', true],
     ['no Southbound to follow at all', null, 'g-h1', true],
     ['a Southbound that is down', down, 'g-h1', false],
     ['a Southbound that is down, for a port it may not even know', down, 'g-h9', false],
@@ -47,5 +47,5 @@ t.test('released means the Southbound said so', async (t) => {
   t.match(logs.join('\n'), 'cannot check southbound ssl:127.0.0.1:6642 (ssl:, and no --tls-*)')
 
   await sbctl('lsp-unbind', 'g-h1')
-  t.equal(await released(ovn.sb.tcp, 'g-h1'), true, 'unbound')
+  t.equal(await released(ovn.sb.remote, 'g-h1'), true, 'unbound')
 })

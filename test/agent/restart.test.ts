@@ -34,6 +34,10 @@ async function startAgentProcess(lab: AgentLab, since: number): Promise<Daemon> 
     ['lock-ms', String(c.lockMs)],
     ['protocol-versions', '1.0'],
     ['queue-prefix', c.queuePrefix ?? ''],
+    // The DPU's identity: the Southbound here is ssl:.
+    ['tls-cert', c.tlsCert ?? ''],
+    ['tls-key', c.tlsKey ?? ''],
+    ['tls-ca', c.tlsCa ?? ''],
   ]
   return startDaemon({
     name: 'hydrazine-agent',

@@ -126,7 +126,8 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
   }
 
   // The group, on a Southbound that only speaks TLS.
-  const sbCert = await ca.issue('ovn-sb')
+  // Named for the address it listens on: the agent checks the Southbound's name, not only its CA.
+  const sbCert = await ca.issue('ovn-sb', [`IP:${lab.fabric.gatewayIp}`])
   const central = await startSslCentral(lab, { ca: ca.ca, ...sbCert })
   const group = lab.input.group.name
   await central.nbctl('ls-add', group)
@@ -194,7 +195,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
   })
 
   await t.test('without TLS, an ssl: Southbound is refused and nothing is touched', async (t) => {
-    const plain = await startAgentRuntime(lab.config())
+    const plain = await startAgentRuntime(lab.plainConfig())
     try {
       const before = await dpuState(lab.dpu)
       const job = await lab.queue.add('configure', buildConfigurePayload('2.0', input), {

@@ -8,7 +8,7 @@ import { Redis } from 'ioredis'
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import { groupSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
+import { asUser, groupSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
 const VICTIM = 'victim-token-0123456789abcdef'
@@ -275,7 +275,7 @@ t.test('the operator inventory decides where hosts go', async (t) => {
     t.equal(ready?.status.phase, 'Ready', 'a host on that DPU turns Ready from its acks')
 
     // What a compromised DPU tries with them.
-    const dpu = new Redis(p.redisUrl, { username, password, maxRetriesPerRequest: 1 })
+    const dpu = new Redis(asUser(p.redisUrl, { username, password }), { maxRetriesPerRequest: 1 })
     t.teardown(() => dpu.disconnect())
     const attempts: [string, () => Promise<unknown>][] = [
       ['read the desired state', () => dpu.hgetall('hz:{store}:mr:victim-1')],
@@ -291,6 +291,8 @@ t.test('the operator inventory decides where hosts go', async (t) => {
       ['dump the server', () => dpu.call('KEYS', '*')],
       ['reconfigure Redis', () => dpu.call('CONFIG', 'SET', 'protected-mode', 'no')],
       ['read IPAM', () => dpu.call('HGETALL', 'hz:ipam:{public-ip}:registry')],
+      ["flush everyone's scripts", () => dpu.call('SCRIPT', 'FLUSH')],
+      ['replace server functions', () => dpu.call('FUNCTION', 'FLUSH')],
     ]
     for (const [what, attempt] of attempts) {
       await t.rejects(attempt(), /NOPERM|no permissions/, `cannot ${what}`)
@@ -307,6 +309,53 @@ t.test('the operator inventory decides where hosts go', async (t) => {
       /WRONGPASS/,
       'the old password is refused',
     )
+  })
+
+  t.test('6. an ack counts only from its own DPU, and when the SB agrees', async (t) => {
+    // A DPU that answers for another DPU's chassis, and one whose ovn-controller never
+    // binds anything: neither may make a host Ready.
+    await p.agent('dpu-l', {
+      tamper: (ack) => ({ ...ack, dpuId: 'dpu-v', chassis: 'dpu-v' }),
+    })
+    await p.agent('dpu-n', { noSouthbound: true })
+    for (const [id, n] of [
+      ['dpu-l', 24],
+      ['dpu-n', 25],
+    ] as const) {
+      await call('PUT', `/v1/dpus/${id}`, OPERATOR, {
+        tenantId: 'victim',
+        fabricIps: [`172.18.0.${n}`, `172.18.0.${n + 100}`],
+        hostPorts: ['pf0hpf'],
+      })
+    }
+    await call(
+      'PUT',
+      '/v1/managed-resources/lied-to',
+      VICTIM,
+      host('net-v', 'dpu-l', '52:54:00:00:aa:05'),
+    )
+    await call(
+      'PUT',
+      '/v1/managed-resources/unbound',
+      VICTIM,
+      host('net-v', 'dpu-n', '52:54:00:00:aa:06'),
+    )
+    const lied = await until(
+      () => p.client.getHost('lied-to'),
+      (h) => h?.status.phase === 'Failed',
+    )
+    t.equal(lied?.status.phase, 'Failed', "an ack in another DPU's name fails the host")
+    t.match(
+      JSON.stringify(lied?.status.conditions),
+      /names dpuId dpu-v, chassis dpu-v; expected DPU and chassis dpu-l/,
+      'saying what the ack got wrong',
+    )
+    const unbound = await until(
+      () => p.client.getHost('unbound'),
+      (h) => h?.status.conditions.some((c) => c.reason === 'NotBoundInSouthbound') ?? false,
+    )
+    t.equal(unbound?.status.phase, 'Configuring', 'an ack the SB does not bear out is not Ready')
+    t.equal(unbound?.status.configsSynced, false)
   })
 
   t.test('5. DHCP relays: servers from the operator, circuit ids unique', async (t) => {

@@ -18,6 +18,7 @@ import { startController } from '../../infra/controller.ts'
 import { startLocalStack } from '../../infra/local/stack.ts'
 import { CONTROLLER_QUEUE } from '../../lib/jobs/index.ts'
 import { sharedCentralProvider } from '../../lib/ovn/central.ts'
+import { FakeChassis } from '../helpers/fake-chassis.ts'
 import { quantile, report } from './report.ts'
 
 const GROUPS = 20
@@ -38,19 +39,31 @@ export default async function attachBench(): Promise<void> {
     const redisUrl = stack.redis.url
     const controller = await startController({
       redisUrl,
-      ovn: sharedCentralProvider({ nb: stack.ovn.nb.unix, sb: stack.ovn.sb.tcp }),
+      ovn: sharedCentralProvider({
+        nb: stack.ovn.nb.unix,
+        sb: stack.ovn.sb.remote,
+        sbController: stack.ovn.sb.unix,
+      }),
       fabric: { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' },
       reconcileEveryMs: 0,
       concurrency: 64,
     })
     cleanups.unshift(() => controller.close())
     const agentConnection = new Redis(redisUrl, { maxRetriesPerRequest: null })
+    // What each DPU's ovn-controller would write to the SB, which the controller checks.
+    const chassis = new FakeChassis(stack.ovn.sb.unix)
+    cleanups.push(() => chassis.close())
     for (let d = 0; d < DPUS; d++) {
       const dpuId = `dpu-${d}`
       const agent = new Worker(
         `agent-${dpuId}`,
         async (job) => {
-          const data = job.data as { specVersion: number; protocolVersion: string }
+          const data = job.data as {
+            specVersion: number
+            protocolVersion: string
+            host: { logicalPort: string }
+          }
+          await chassis.bind(dpuId, data.host.logicalPort)
           const observed = {
             chassis: dpuId,
             bridges: ['br-int'],

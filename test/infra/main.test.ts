@@ -1,9 +1,13 @@
 import { execFile, spawn } from 'node:child_process'
+import { X509Certificate } from 'node:crypto'
 import { chmod, cp, readFile, stat, symlink } from 'node:fs/promises'
+import { request as httpsRequest } from 'node:https'
 import { join } from 'node:path'
+import { type TLSSocket, connect as tlsConnect } from 'node:tls'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
+import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { canConnect, freePort } from '../../lib/process/ports.ts'
 import { eventually, processesMentioning } from '../helpers/processes.ts'
 import { tempDir } from '../helpers/stack.ts'
@@ -163,3 +167,79 @@ t.test('npm start from a checkout below a private (0700) directory', async (t) =
   )
   t.ok(gone, 'and every daemon it started')
 })
+
+t.test('HTTPS and gRPC over TLS with HYDRAZINE_TLS_CERT and HYDRAZINE_TLS_KEY', async (t) => {
+  const dataDir = await tempDir(t)
+  const ca = await openCertificateAuthority(join(await tempDir(t), 'pki'))
+  const files = await ca.writeIssued('api', await ca.issueServer({ ips: ['127.0.0.1'] }))
+  const port = await freePort()
+  const grpcPort = await freePort()
+  const main = startMain({
+    HYDRAZINE_DATA_DIR: dataDir,
+    HYDRAZINE_HTTP_PORT: String(port),
+    HYDRAZINE_GRPC_PORT: String(grpcPort),
+    HYDRAZINE_TLS_CERT: files.certFile,
+    HYDRAZINE_TLS_KEY: files.keyFile,
+  })
+  t.teardown(() => {
+    main.child.kill('SIGKILL')
+  })
+  t.ok(await eventually(async () => main.output().includes('Hydrazine is up'), 60_000), 'it starts')
+  t.match(main.output(), `https://127.0.0.1:${port}`, 'prints an https:// URL')
+
+  const served = new X509Certificate(await readFile(files.certFile)).fingerprint256
+  const health = await httpsGet(`https://127.0.0.1:${port}/healthz`, ca.caCert)
+  t.equal(health.status, 200, 'HTTPS answers')
+  t.equal(health.fingerprint, served, 'with the certificate it was given')
+  t.equal(await plainHttpStatus(port), 'refused', 'plain HTTP gets no answer on that port')
+
+  const grpcCert = await tlsPeerCertificate(grpcPort, ca.caCert)
+  t.equal(grpcCert, served, 'gRPC speaks TLS with the same certificate')
+  main.child.kill('SIGINT')
+  t.equal(await main.exited, 0)
+})
+
+t.test('a non-loopback HTTP host without certificates refuses to start, in one line', async (t) => {
+  const main = startMain({ HYDRAZINE_HTTP_HOST: '0.0.0.0', HYDRAZINE_DATA_DIR: await tempDir(t) })
+  t.equal(await main.exited, 2)
+  const lines = main.output().trim().split('\n')
+  t.equal(lines.length, 1, 'one line')
+  t.match(
+    lines[0],
+    /^hydrazine: invalid configuration: HYDRAZINE_HTTP_HOST: 0\.0\.0\.0 is not loopback: serving the API there needs HYDRAZINE_TLS_CERT and HYDRAZINE_TLS_KEY/,
+  )
+})
+
+/** GET over HTTPS trusting `ca`: the status and the SHA-256 fingerprint of the server's cert. */
+function httpsGet(url: string, ca: string): Promise<{ status: number; fingerprint: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(url, { ca }, (res) => {
+      const fingerprint = (res.socket as TLSSocket).getPeerCertificate().fingerprint256
+      res.resume()
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, fingerprint }))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+/** What a plaintext HTTP request to `port` gets: a status, or 'refused' when it fails. */
+async function plainHttpStatus(port: number): Promise<number | 'refused'> {
+  try {
+    return (await fetch(`http://127.0.0.1:${port}/healthz`)).status
+  } catch {
+    return 'refused'
+  }
+}
+
+/** The SHA-256 fingerprint of the certificate a TLS server on `port` presents (verified). */
+function tlsPeerCertificate(port: number, ca: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tlsConnect({ host: '127.0.0.1', port, ca, ALPNProtocols: ['h2'] }, () => {
+      const fingerprint = socket.getPeerCertificate().fingerprint256
+      socket.destroy()
+      resolve(fingerprint)
+    })
+    socket.on('error', reject)
+  })
+}

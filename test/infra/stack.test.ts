@@ -4,7 +4,7 @@ import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
-import { DataDirInUseError, startLocalStack } from '../../infra/local/stack.ts'
+import { DataDirInUseError, type LocalRedis, startLocalStack } from '../../infra/local/stack.ts'
 import { startDaemon } from '../../lib/process/daemon.ts'
 import { DaemonStartError, MissingBinaryError } from '../../lib/process/errors.ts'
 import { eventually, processesMentioning } from '../helpers/processes.ts'
@@ -18,29 +18,17 @@ t.test('starts Redis, an OVN central and FRR that answer, and stops all of them'
   t.teardown(() => stack.stop())
   if (!stack.redis || !stack.ovn || !stack.frr) throw new Error('stack is missing a service')
 
-  const ping = await run('redis-cli', ['-p', String(stack.redis.port), 'ping'])
+  const ping = await redisCli(stack.redis, ['ping'])
   t.equal(ping.stdout.trim(), 'PONG', 'redis answers')
-  const policy = await run('redis-cli', [
-    '-p',
-    String(stack.redis.port),
-    'config',
-    'get',
-    'maxmemory-policy',
-  ])
+  const policy = await redisCli(stack.redis, ['config', 'get', 'maxmemory-policy'])
   t.match(policy.stdout, /noeviction/, 'redis never evicts')
-  const aof = await run('redis-cli', [
-    '-p',
-    String(stack.redis.port),
-    'config',
-    'get',
-    'appendonly',
-  ])
+  const aof = await redisCli(stack.redis, ['config', 'get', 'appendonly'])
   t.match(aof.stdout, /yes/, 'redis keeps an append-only file')
 
-  await run('ovn-nbctl', [`--db=${stack.ovn.nb.tcp}`, 'ls-add', 'probe'])
+  await run('ovn-nbctl', [`--db=${stack.ovn.nb.unix}`, 'ls-add', 'probe'])
   await run('ovn-nbctl', [`--db=${stack.ovn.nb.unix}`, '--wait=sb', 'sync'])
   const datapaths = await run('ovn-sbctl', [
-    `--db=${stack.ovn.sb.tcp}`,
+    `--db=${stack.ovn.sb.remote}`,
     '--bare',
     '--columns=external_ids',
     'list',
@@ -68,7 +56,7 @@ t.test('a data dir below a private (0700) directory works, and stays private', a
 
   const bgp = await run('vtysh', ['--vty_socket', stack.frr.vtyDir, '-c', 'show running-config'])
   t.match(bgp.stdout, /router bgp 65000/, 'bgpd answers through vtysh')
-  const ping = await run('redis-cli', ['-p', String(stack.redis.port), 'ping'])
+  const ping = await redisCli(stack.redis, ['ping'])
   t.equal(ping.stdout.trim(), 'PONG', 'redis answers')
   await run('ovn-nbctl', [`--db=${stack.ovn.nb.unix}`, '--wait=sb', 'sync'])
   t.pass('the OVN central answers and northd runs')
@@ -114,7 +102,7 @@ t.test('a taken preferred port falls back to a free one', async (t) => {
   })
   t.teardown(() => stack.stop())
   t.not(stack.redis?.port, taken, 'redis is not on the taken port')
-  const ping = await run('redis-cli', ['-p', String(stack.redis?.port), 'ping'])
+  const ping = await redisCli(stack.redis, ['ping'])
   t.equal(ping.stdout.trim(), 'PONG')
 })
 
@@ -149,7 +137,7 @@ t.test('a daemon that crashes while the stack is up is reported', async (t) => {
   const dataDir = await tempDir(t)
   const stack = await startLocalStack({ dataDir, ovn: false, frr: false })
   t.teardown(() => stack.stop())
-  await run('redis-cli', ['-p', String(stack.redis?.port), 'shutdown', 'nosave']).catch(() => {})
+  await redisCli(stack.redis, ['shutdown', 'nosave']).catch(() => {})
   const exit = await stack.crashed
   t.equal(exit.name, 'redis-server')
 })
@@ -181,6 +169,13 @@ t.test('killing the owning process with SIGKILL leaves no daemon behind', async 
   )
   t.ok(gone, 'every daemon exited after its owner was killed')
 })
+
+/** redis-cli against the stack's Redis, with its password (and CA when it is TLS). */
+function redisCli(redis: LocalRedis | undefined, args: string[]) {
+  if (!redis) throw new Error('stack without redis')
+  const tls = redis.caFile ? ['--tls', '--cacert', redis.caFile] : []
+  return run('redis-cli', ['-u', redis.url, '--no-auth-warning', ...tls, ...args])
+}
 
 function holdStack(dataDir: string, withOvn = false): string {
   const stackModule = new URL('../../infra/local/stack.ts', import.meta.url).href

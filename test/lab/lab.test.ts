@@ -44,6 +44,8 @@ t.test('Hydrazine on a simulated data centre', { skip }, async (t) => {
   const l = lab
   const [dpu1, dpu2, dpu3] = l.dpus
   if (!dpu1 || !dpu2 || !dpu3) throw new Error('three DPUs expected')
+  t.match(l.sbRemote, /^ssl:/, 'on the fabric the SB is ssl: (chassis certificates, RBAC)')
+  t.equal(l.redisScheme, 'rediss:', 'and Redis is TLS only')
 
   const put = async (path: string, body: unknown) => {
     const answer = await l.api('PUT', path, body)

@@ -15,6 +15,7 @@ import {
 import { sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
+import { FakeChassis } from '../helpers/fake-chassis.ts'
 import { eventually } from '../helpers/processes.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
 
@@ -40,6 +41,10 @@ export interface Pipeline {
       protocolVersions?: string[]
       /** Connect as this Redis user (a DPU's issued credentials) instead of the admin. */
       redis?: { username: string; password: string }
+      /** A lying agent: acks with this instead of its honest ack. */
+      tamper?: (ack: ConfigureAck | IsolateAck) => object
+      /** An agent whose ovn-controller never binds anything in the SB. */
+      noSouthbound?: boolean
     },
   ): Promise<TestAgent>
   /** Hydrazine-owned NB rows, as `table count` lines. */
@@ -62,6 +67,14 @@ export interface TestAgent {
   close(): Promise<void>
 }
 
+/** The Redis URL with another user's credentials in place of the admin's. */
+export function asUser(url: string, user: { username: string; password: string }): string {
+  const u = new URL(url)
+  u.username = user.username
+  u.password = user.password
+  return u.toString()
+}
+
 /** The DHCP server the pipeline's operator allows groups to relay to. */
 export const DHCP_SERVER = '192.0.2.53'
 
@@ -76,7 +89,11 @@ export async function startPipeline(
   const controller = await startController({
     dhcpServers: [DHCP_SERVER],
     redisUrl,
-    ovn: sharedCentralProvider({ nb: stack.ovn.nb.unix, sb: stack.ovn.sb.tcp }),
+    ovn: sharedCentralProvider({
+      nb: stack.ovn.nb.unix,
+      sb: stack.ovn.sb.remote,
+      sbController: stack.ovn.sb.unix,
+    }),
     fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
     reconcileEveryMs: 0,
     prefix,
@@ -86,18 +103,23 @@ export async function startPipeline(
   t.teardown(() => controller.close())
   const { client } = controller
   const nb = stack.ovn.nb.unix
+  // The stand-in agents leave in the SB what ovn-controller would.
+  const chassis = new FakeChassis(stack.ovn.sb.unix)
+  t.teardown(() => chassis.close())
 
   return {
     controller,
     client,
     nb,
-    sb: stack.ovn.sb.tcp,
+    sb: stack.ovn.sb.remote,
     redisUrl,
     prefix,
     ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
-    async agent(dpuId, { protocolVersions, redis: credentials } = {}) {
+    async agent(dpuId, { protocolVersions, redis: credentials, tamper, noSouthbound } = {}) {
       const jobs: Job[] = []
-      const connection = new Redis(redisUrl, { maxRetriesPerRequest: null, ...credentials })
+      const connection = new Redis(credentials ? asUser(redisUrl, credentials) : redisUrl, {
+        maxRetriesPerRequest: null,
+      })
       const heartbeats = new Heartbeats(connection)
       if (protocolVersions) await heartbeats.write(heartbeat(dpuId, protocolVersions), 60_000)
       const worker = new Worker(
@@ -111,7 +133,8 @@ export async function startPipeline(
               throw new UnrecoverableError(String(error))
             }
           }
-          return answer(dpuId, job)
+          const ack = await answer(dpuId, job, noSouthbound ? undefined : chassis)
+          return tamper ? tamper(ack) : ack
         },
         { connection, prefix, concurrency: 8 },
       )
@@ -222,8 +245,15 @@ function heartbeat(dpuId: string, protocolVersions: string[]): Heartbeat {
   }
 }
 
-/** What a DPU agent returns for a job: the ack shapes of lib/agent-protocol. */
-function answer(dpuId: string, job: Job): ConfigureAck | IsolateAck {
+/**
+ * What a DPU agent does for a job: binds or releases the port in the SB (as its
+ * ovn-controller would) and returns the ack shapes of lib/agent-protocol.
+ */
+async function answer(
+  dpuId: string,
+  job: Job,
+  chassis: FakeChassis | undefined,
+): Promise<ConfigureAck | IsolateAck> {
   const data = job.data as {
     specVersion: number
     protocolVersion: string
@@ -231,6 +261,7 @@ function answer(dpuId: string, job: Job): ConfigureAck | IsolateAck {
   }
   const hostPort = `hp-${data.host.logicalPort}`.slice(0, 15)
   if (job.name === 'configure') {
+    await chassis?.bind(dpuId, data.host.logicalPort)
     return {
       dpuId,
       specVersion: data.specVersion,
@@ -241,6 +272,7 @@ function answer(dpuId: string, job: Job): ConfigureAck | IsolateAck {
       observed: observed(dpuId),
     }
   }
+  await chassis?.release(dpuId, data.host.logicalPort)
   return {
     dpuId,
     specVersion: data.specVersion,

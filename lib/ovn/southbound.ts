@@ -1,0 +1,67 @@
+/**
+ * What the Southbound says about a logical port: the chassis `ovn-controller` bound it
+ * to. The controller checks a DPU's acks against it — a DPU that says "bound" or
+ * "unbound" is believed only when the SB agrees — so it reads the SB with its own
+ * privileged connection (an embedded central's unix socket), never a DPU's.
+ */
+import { OvsdbClient, type OvsdbClientOptions } from './client.ts'
+import { Database } from './database.ts'
+import type { SbTables } from './schema/sb.generated.ts'
+import { sbSchema } from './schema/sb.generated.ts'
+
+const SB = new Database<SbTables>(sbSchema)
+
+/**
+ * SB connections, one per remote, opened on first use (as `NbPool` does for NB); a
+ * connection that failed to open is forgotten, so the next caller tries again.
+ *
+ * @example
+ * const sb = new SbPool()
+ * await sb.boundChassis('unix:/run/ovn/sb.sock', 'hz/g1/h1') // 'dpu-1', or null
+ */
+export class SbPool {
+  readonly #connections = new Map<string, Promise<OvsdbClient>>()
+  readonly #options: OvsdbClientOptions
+
+  constructor(options: OvsdbClientOptions = {}) {
+    this.#options = options
+  }
+
+  /**
+   * The name of the chassis the SB binds `logicalPort` to; null when the port has no
+   * binding row or is bound nowhere.
+   */
+  async boundChassis(remote: string, logicalPort: string): Promise<string | null> {
+    const client = await this.#get(remote)
+    const [bindings] = await client.transact(SB.name, [
+      SB.select('Port_Binding', [['logical_port', '==', logicalPort]], ['chassis']),
+    ])
+    const chassis = SB.decodeRows('Port_Binding', bindings?.rows)[0]?.chassis ?? null
+    if (chassis === null) return null
+    const [rows] = await client.transact(SB.name, [
+      SB.select('Chassis', [['_uuid', '==', chassis]], ['name']),
+    ])
+    return SB.decodeRows('Chassis', rows?.rows)[0]?.name ?? null
+  }
+
+  /** Closes the connection to `remote` (e.g. its central is gone). */
+  async drop(remote: string): Promise<void> {
+    const connection = this.#connections.get(remote)
+    this.#connections.delete(remote)
+    await connection?.then((c) => c.close()).catch(() => {})
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#connections.keys()].map((remote) => this.drop(remote)))
+  }
+
+  #get(remote: string): Promise<OvsdbClient> {
+    let connection = this.#connections.get(remote)
+    if (!connection) {
+      connection = OvsdbClient.connect(remote, this.#options)
+      connection.catch(() => this.#connections.delete(remote))
+      this.#connections.set(remote, connection)
+    }
+    return connection
+  }
+}

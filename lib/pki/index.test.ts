@@ -1,0 +1,150 @@
+import { X509Certificate } from 'node:crypto'
+import { readFile, stat, writeFile } from 'node:fs/promises'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { connect, createServer, type TLSSocket } from 'node:tls'
+import t from 'tap'
+import { CertificateRequestError, openCertificateAuthority, PkiError } from './index.ts'
+
+const mode = async (path: string) => (await stat(path)).mode & 0o777
+
+t.test('the CA is created once, private, and loaded again afterwards', async (t) => {
+  const dir = join(t.testdir({}), 'pki')
+  const ca = await openCertificateAuthority(dir)
+  t.equal(await mode(dir), 0o700, 'the directory is 0700')
+  t.equal(await mode(join(dir, 'ca.key')), 0o600, 'ca.key is 0600')
+  t.equal(ca.caFile, join(dir, 'ca.crt'))
+  const cert = new X509Certificate(ca.caCert)
+  t.ok(cert.ca, 'ca.crt is a CA certificate')
+  t.ok(cert.checkIssued(cert), 'self-signed')
+  t.match(cert.subject, /^CN=Hydrazine CA [0-9a-f]{8}$/)
+  t.match(cert.publicKey.asymmetricKeyDetails, { namedCurve: 'prime256v1' }, 'ECDSA P-256')
+
+  const again = await openCertificateAuthority(dir)
+  t.equal(again.caCert, ca.caCert, 'reopening loads the same CA')
+  const issued = await again.issueClient({ commonName: 'dpu-a' })
+  t.ok(new X509Certificate(issued.cert).verify(cert.publicKey), 'and signs with the same key')
+})
+
+t.test('a client certificate carries the CN and verifies against the CA', async (t) => {
+  const ca = await openCertificateAuthority(join(t.testdir({}), 'pki'))
+  const issued = await ca.issueClient({ commonName: 'dpu-a', days: 30 })
+  const cert = new X509Certificate(issued.cert)
+  const caCert = new X509Certificate(ca.caCert)
+  t.ok(cert.checkIssued(caCert), 'issued by the CA')
+  t.equal(cert.issuer, caCert.subject)
+  t.ok(cert.verify(caCert.publicKey), 'signature verifies with the CA key')
+  t.equal(cert.subject, 'CN=dpu-a')
+  t.notOk(cert.ca, 'not a CA')
+  t.same(cert.keyUsage, ['1.3.6.1.5.5.7.3.2'], 'extended key usage: clientAuth only')
+  t.equal(cert.subjectAltName, undefined, 'no SANs')
+  const days = (Date.parse(cert.validTo) - Date.now()) / 86_400_000
+  t.ok(days > 29 && days <= 30, `valid for 30 days (${days.toFixed(2)})`)
+  t.ok(cert.checkPrivateKey((await import('node:crypto')).createPrivateKey(issued.key)))
+})
+
+t.test('a server certificate names its DNS and IP SANs', async (t) => {
+  const ca = await openCertificateAuthority(join(t.testdir({}), 'pki'))
+  const issued = await ca.issueServer({
+    dnsNames: ['localhost'],
+    ips: ['127.0.0.1', '100.64.0.1', '::1'],
+  })
+  const cert = new X509Certificate(issued.cert)
+  t.equal(cert.subject, 'CN=localhost')
+  t.same(cert.keyUsage, ['1.3.6.1.5.5.7.3.1'], 'extended key usage: serverAuth only')
+  t.equal(
+    cert.subjectAltName,
+    'DNS:localhost, IP Address:127.0.0.1, IP Address:100.64.0.1, IP Address:0:0:0:0:0:0:0:1',
+  )
+  t.equal(cert.checkIP('100.64.0.1'), '100.64.0.1')
+  t.equal(cert.checkIP('100.64.0.2'), undefined)
+  t.equal(cert.checkHost('localhost'), 'localhost')
+})
+
+t.test(
+  'a server certificate works in a TLS handshake that wants client certificates',
+  async (t) => {
+    const ca = await openCertificateAuthority(join(t.testdir({}), 'pki'))
+    const server = await ca.issueServer({ ips: ['127.0.0.1'] })
+    const client = await ca.issueClient({ commonName: 'dpu-a' })
+    const stranger = await (
+      await openCertificateAuthority(join(t.testdir({}), 'other'))
+    ).issueClient({ commonName: 'dpu-a' })
+
+    const seen: { cn: string; authorized: boolean }[] = []
+    const tlsServer = createServer(
+      // Not rejecting here, so that the test sees how an unauthorized client was judged.
+      {
+        cert: server.cert,
+        key: server.key,
+        ca: ca.caCert,
+        requestCert: true,
+        rejectUnauthorized: false,
+      },
+      (socket: TLSSocket) => {
+        const peer = socket.getPeerCertificate()
+        seen.push({ cn: String(peer.subject?.CN), authorized: socket.authorized })
+        socket.end('hello\n')
+      },
+    )
+    await new Promise<void>((r) => tlsServer.listen(0, '127.0.0.1', r))
+    t.teardown(() => tlsServer.close())
+    const { port } = tlsServer.address() as AddressInfo
+
+    const hello = (identity?: { cert: string; key: string }, trust = ca.caCert) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect({ host: '127.0.0.1', port, ca: trust, ...identity }, () => {
+          let data = ''
+          socket.on('data', (c: Buffer) => {
+            data += c.toString()
+          })
+          socket.on('end', () => resolve(data))
+        })
+        socket.on('error', reject)
+      })
+
+    t.equal(await hello(client), 'hello\n', 'the client trusts the server (IP SAN 127.0.0.1)')
+    t.same(seen.at(-1), { cn: 'dpu-a', authorized: true }, 'the server sees CN=dpu-a, verified')
+    await hello(stranger)
+    t.same(seen.at(-1), { cn: 'dpu-a', authorized: false }, 'another CA’s client is not authorized')
+    await t.rejects(
+      hello(client, stranger.cert),
+      /self-signed|unable to (get|verify)/i,
+      'a client that trusts another CA refuses the server',
+    )
+  },
+)
+
+t.test('issued files: key 0600, cert beside it', async (t) => {
+  const ca = await openCertificateAuthority(join(t.testdir({}), 'pki'))
+  const files = await ca.writeIssued('redis', await ca.issueServer({ ips: ['127.0.0.1'] }))
+  t.equal(await mode(files.keyFile), 0o600)
+  t.equal(files.caFile, ca.caFile)
+  t.match(await readFile(files.certFile, 'utf8'), /^-----BEGIN CERTIFICATE-----/)
+  t.rejects(ca.writeIssued('../x', { cert: '', key: '' }), CertificateRequestError)
+  t.rejects(ca.writeIssued('ca', { cert: '', key: '' }), CertificateRequestError)
+})
+
+const badRequests: [string, () => Promise<unknown>][] = [
+  ['a bad IP', () => ca0.then((ca) => ca.issueServer({ ips: ['300.1.1.1'] }))],
+  ['a bad DNS name', () => ca0.then((ca) => ca.issueServer({ dnsNames: ['a b'] }))],
+  ['no name at all', () => ca0.then((ca) => ca.issueServer({}))],
+  ['an empty CN', () => ca0.then((ca) => ca.issueClient({ commonName: '' }))],
+  ['zero days', () => ca0.then((ca) => ca.issueClient({ commonName: 'x', days: 0 }))],
+]
+const ca0 = openCertificateAuthority(join(t.testdir({}), 'requests'))
+for (const [name, request] of badRequests) {
+  t.test(`a request with ${name} is refused`, async (t) => {
+    await t.rejects(request(), CertificateRequestError)
+  })
+}
+
+t.test('a CA whose key does not match its certificate is refused', async (t) => {
+  const root = t.testdir({})
+  const a = await openCertificateAuthority(join(root, 'a'))
+  await openCertificateAuthority(join(root, 'b'))
+  await writeFile(join(root, 'b', 'ca.crt'), a.caCert)
+  await t.rejects(openCertificateAuthority(join(root, 'b')), PkiError)
+  await writeFile(join(root, 'b', 'ca.key'), 'not a key')
+  await t.rejects(openCertificateAuthority(join(root, 'b')), { code: 'PKI_INVALID' })
+})

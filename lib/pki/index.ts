@@ -1,0 +1,268 @@
+/**
+ * lib/pki: a small certificate authority kept in one directory (`<dataDir>/pki/`), for the
+ * TLS between Hydrazine's parts: Redis and OVN SB server certificates, and client
+ * certificates for DPUs (CN = the DPU id, which OVN's RBAC reads as the chassis name).
+ *
+ * Keys are ECDSA P-256 with SHA-256 signatures: OpenSSL 3 (Open vSwitch / OVN 23.03,
+ * Redis 7) and Node accept them. Files: `ca.key` (PKCS#8 PEM, mode 0600) and `ca.crt`;
+ * issued keys written with `writeIssued` are 0600 too. The directory is 0700.
+ *
+ * @example
+ * const ca = await openCertificateAuthority('.hydrazine/pki')
+ * const server = await ca.issueServer({ ips: ['172.18.0.1'], dnsNames: ['localhost'] })
+ * const files = await ca.writeIssued('redis', server) // redis.crt, redis.key (0600)
+ * const dpu = await ca.issueClient({ commonName: 'dpu-a' })
+ */
+import 'reflect-metadata'
+import { createPrivateKey, X509Certificate as NodeX509, randomBytes, webcrypto } from 'node:crypto'
+import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises'
+import { isIP } from 'node:net'
+import { join } from 'node:path'
+import * as x509 from '@peculiar/x509'
+import { CertificateRequestError, PkiError } from './errors.ts'
+
+export { CertificateRequestError, PkiError } from './errors.ts'
+
+type CryptoKey = webcrypto.CryptoKey
+const crypto = webcrypto
+x509.cryptoProvider.set(webcrypto)
+
+const KEY_ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256' } as const
+const SIGNING_ALGORITHM = { name: 'ECDSA', hash: 'SHA-256' } as const
+const DAY_MS = 24 * 60 * 60 * 1000
+/** Issued certificates start a little in the past: a peer's clock may be behind. */
+const BACKDATE_MS = 5 * 60 * 1000
+
+/** A certificate and its private key, both PEM. */
+export interface Issued {
+  readonly cert: string
+  readonly key: string
+}
+
+/** Where `writeIssued` put a certificate, its key (0600) and the CA certificate. */
+export interface IssuedFiles {
+  readonly certFile: string
+  readonly keyFile: string
+  readonly caFile: string
+}
+
+export interface ServerCertificateRequest {
+  /** Subject CN (default: the first DNS name or IP). */
+  readonly commonName?: string
+  /** DNS subjectAltNames. */
+  readonly dnsNames?: readonly string[]
+  /** IP subjectAltNames (v4 or v6): clients that connect by address check them. */
+  readonly ips?: readonly string[]
+  /** Validity in days (default 365). */
+  readonly days?: number
+}
+
+export interface ClientCertificateRequest {
+  /** Subject CN: the identity the server sees (OVN RBAC: the chassis name, e.g. a DPU id). */
+  readonly commonName: string
+  /** Validity in days (default 365). */
+  readonly days?: number
+}
+
+export interface CertificateAuthority {
+  /** The directory holding `ca.key` and `ca.crt` (and what `writeIssued` writes). */
+  readonly dir: string
+  /** Path of the CA certificate (PEM): what every client and server trusts. */
+  readonly caFile: string
+  /** The CA certificate, PEM. */
+  readonly caCert: string
+  /** A certificate for a TLS server (extended key usage serverAuth) with DNS/IP SANs. */
+  issueServer(request: ServerCertificateRequest): Promise<Issued>
+  /** A certificate for a TLS client (extended key usage clientAuth) named by its CN. */
+  issueClient(request: ClientCertificateRequest): Promise<Issued>
+  /**
+   * A certificate that is both a client and a server (serverAuth and clientAuth), named by
+   * its CN with optional SANs: a DPU's identity, which its agent presents to Redis and the
+   * Southbound and serves its gRPC status with.
+   */
+  issueIdentity(
+    request: ServerCertificateRequest & { readonly commonName: string },
+  ): Promise<Issued>
+  /** Writes `<dir>/<name>.crt` and `<dir>/<name>.key` (0600) and returns their paths. */
+  writeIssued(name: string, issued: Issued): Promise<IssuedFiles>
+}
+
+/** The DNS and IP subjectAltNames of a request, each checked. */
+function altNames(request: ServerCertificateRequest): x509.JsonGeneralNames {
+  const ips = request.ips ?? []
+  const dnsNames = request.dnsNames ?? []
+  for (const ip of ips) {
+    if (isIP(ip) === 0) throw new CertificateRequestError(`not an IP address: ${ip}`)
+  }
+  for (const name of dnsNames) {
+    if (!/^[A-Za-z0-9*]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(name)) {
+      throw new CertificateRequestError(`not a DNS name: ${name}`)
+    }
+  }
+  return [
+    ...dnsNames.map((value) => ({ type: 'dns' as const, value })),
+    ...ips.map((value) => ({ type: 'ip' as const, value })),
+  ]
+}
+
+/**
+ * Opens the CA under `dir`, creating it (a new P-256 key and a self-signed certificate
+ * valid for 10 years) when `ca.key` is absent. Throws PkiError when the files exist but
+ * cannot be used.
+ */
+export async function openCertificateAuthority(dir: string): Promise<CertificateAuthority> {
+  await mkdir(dir, { recursive: true, mode: 0o700 })
+  await chmod(dir, 0o700)
+  const keyFile = join(dir, 'ca.key')
+  const caFile = join(dir, 'ca.crt')
+  const existingKey = await readFile(keyFile, 'utf8').catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined
+    throw new PkiError(dir, `cannot read ca.key: ${error.message}`, error)
+  })
+  const { caKey, caCert } = existingKey
+    ? await loadCa(dir, existingKey, caFile)
+    : await createCa(keyFile, caFile)
+  await chmod(keyFile, 0o600)
+  const caPem = caCert.toString('pem')
+
+  const issue = async (
+    subject: string,
+    days: number,
+    usages: x509.ExtendedKeyUsage[],
+    names: x509.JsonGeneralNames,
+  ): Promise<Issued> => {
+    if (!Number.isFinite(days) || days <= 0) {
+      throw new CertificateRequestError(`validity must be a positive number of days, not ${days}`)
+    }
+    const keys = await crypto.subtle.generateKey(KEY_ALGORITHM, true, ['sign', 'verify'])
+    const now = Date.now()
+    const cert = await x509.X509CertificateGenerator.create({
+      serialNumber: serialNumber(),
+      subject: [{ CN: [subject] }],
+      issuer: caCert.subject,
+      notBefore: new Date(now - BACKDATE_MS),
+      notAfter: new Date(now + days * DAY_MS),
+      signingAlgorithm: SIGNING_ALGORITHM,
+      publicKey: keys.publicKey,
+      signingKey: caKey,
+      extensions: [
+        new x509.BasicConstraintsExtension(false, undefined, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+        new x509.ExtendedKeyUsageExtension(usages),
+        ...(names.length > 0 ? [new x509.SubjectAlternativeNameExtension(names)] : []),
+        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+        await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey),
+      ],
+    })
+    return { cert: cert.toString('pem'), key: await privateKeyPem(keys.privateKey) }
+  }
+
+  return {
+    dir,
+    caFile,
+    caCert: caPem,
+    issueServer(request) {
+      const commonName = request.commonName ?? request.dnsNames?.[0] ?? request.ips?.[0]
+      if (!commonName) throw new CertificateRequestError('a server certificate needs a name')
+      return issue(
+        commonName,
+        request.days ?? 365,
+        [x509.ExtendedKeyUsage.serverAuth],
+        altNames(request),
+      )
+    },
+    issueClient(request) {
+      if (!request.commonName) throw new CertificateRequestError('a client certificate needs a CN')
+      return issue(request.commonName, request.days ?? 365, [x509.ExtendedKeyUsage.clientAuth], [])
+    },
+    issueIdentity(request) {
+      if (!request.commonName) throw new CertificateRequestError('an identity needs a CN')
+      return issue(
+        request.commonName,
+        request.days ?? 365,
+        [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth],
+        altNames(request),
+      )
+    },
+    async writeIssued(name, issued) {
+      if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.') || name === 'ca') {
+        throw new CertificateRequestError(`not a usable file name: ${name}`)
+      }
+      const certFile = join(dir, `${name}.crt`)
+      const keyFile = join(dir, `${name}.key`)
+      await writePrivate(keyFile, issued.key)
+      await writeFile(certFile, issued.cert)
+      return { certFile, keyFile, caFile }
+    },
+  }
+}
+
+async function createCa(keyFile: string, caFile: string) {
+  const keys = await crypto.subtle.generateKey(KEY_ALGORITHM, true, ['sign', 'verify'])
+  const now = Date.now()
+  const name: x509.JsonName = [{ CN: [`Hydrazine CA ${randomBytes(4).toString('hex')}`] }]
+  const caCert = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: serialNumber(),
+    name,
+    notBefore: new Date(now - BACKDATE_MS),
+    notAfter: new Date(now + 3650 * DAY_MS),
+    signingAlgorithm: SIGNING_ALGORITHM,
+    keys,
+    extensions: [
+      new x509.BasicConstraintsExtension(true, 0, true),
+      new x509.KeyUsagesExtension(
+        x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign,
+        true,
+      ),
+      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    ],
+  })
+  // The key first: a crash between the two writes leaves a key without a certificate,
+  // which loadCa reports, never a certificate whose key is lost.
+  await writePrivate(keyFile, await privateKeyPem(keys.privateKey))
+  await writeFile(caFile, caCert.toString('pem'))
+  return { caKey: keys.privateKey, caCert }
+}
+
+async function loadCa(dir: string, keyPem: string, caFile: string) {
+  const certPem = await readFile(caFile, 'utf8').catch((error: Error) => {
+    throw new PkiError(dir, `ca.key exists but ca.crt cannot be read: ${error.message}`, error)
+  })
+  let caCert: x509.X509Certificate
+  let caKey: CryptoKey
+  try {
+    caCert = new x509.X509Certificate(certPem)
+    caKey = await crypto.subtle.importKey(
+      'pkcs8',
+      x509.PemConverter.decodeFirst(keyPem),
+      KEY_ALGORITHM,
+      false,
+      ['sign'],
+    )
+  } catch (error) {
+    throw new PkiError(dir, `ca.key or ca.crt is not a P-256 key / certificate`, error)
+  }
+  if (!new NodeX509(certPem).checkPrivateKey(createPrivateKey(keyPem)))
+    throw new PkiError(dir, 'ca.key does not belong to ca.crt')
+  return { caKey, caCert }
+}
+
+async function privateKeyPem(key: CryptoKey): Promise<string> {
+  const der = await crypto.subtle.exportKey('pkcs8', key)
+  return x509.PemConverter.encode(der, 'PRIVATE KEY')
+}
+
+/** A positive 128-bit serial number, hex (RFC 5280: at most 20 octets, unique per CA). */
+function serialNumber(): string {
+  const bytes = randomBytes(16)
+  bytes[0] = (bytes[0] ?? 0) & 0x7f
+  return bytes.toString('hex')
+}
+
+/** Writes a secret with mode 0600 from the first byte (temp file + rename). */
+export async function writePrivate(path: string, data: string): Promise<void> {
+  const temp = `${path}.${process.pid}.tmp`
+  await writeFile(temp, data, { mode: 0o600 })
+  await chmod(temp, 0o600)
+  await rename(temp, path)
+}
