@@ -1,32 +1,23 @@
-import { execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { connect, type Socket } from 'node:net'
-import { networkInterfaces } from 'node:os'
 import { join, resolve } from 'node:path'
 import { connect as tlsConnect } from 'node:tls'
-import { promisify } from 'node:util'
 import { HydrazineError } from '../../lib/errors.ts'
 import {
   type CertificateAuthority,
   openCertificateAuthority,
   writePrivate,
 } from '../../lib/pki/index.ts'
-import {
-  type Daemon,
-  type DaemonSpec,
-  isAlive,
-  requireBinary,
-  startDaemon,
-} from '../../lib/process/daemon.ts'
+import { type Daemon, type DaemonSpec, isAlive, startDaemon } from '../../lib/process/daemon.ts'
 import { DaemonStartError } from '../../lib/process/errors.ts'
-import { canConnect, freePort, isLoopback } from '../../lib/process/ports.ts'
 import { startFrrDaemons } from './frr.ts'
-import type { DaemonExit, FrrInstance, LocalRedis, LocalStack, OvnCentral } from './types.ts'
+import { hostPart, pickPort, serverIps, wantsTls } from './net.ts'
+import { startOvnCentral } from './ovn-central.ts'
+import type { DaemonExit, FrrInstance, LocalRedis, LocalStack } from './types.ts'
 
+export { PlaintextRefusedError } from './net.ts'
 export type { DaemonExit, FrrInstance, LocalRedis, LocalStack, OvnCentral } from './types.ts'
-
-const run = promisify(execFile)
 
 export interface LocalStackOptions {
   /** Every daemon keeps its files under this directory (created if missing). */
@@ -79,19 +70,6 @@ export class DataDirInUseError extends HydrazineError {
     readonly pid: number,
   ) {
     super('DATA_DIR_IN_USE', `${dataDir} is in use by process ${pid}; stop it or pick another dir`)
-  }
-}
-
-/** A daemon was asked to serve plaintext on an address other machines can reach. */
-export class PlaintextRefusedError extends HydrazineError {
-  constructor(
-    readonly service: string,
-    readonly address: string,
-  ) {
-    super(
-      'PLAINTEXT_REFUSED',
-      `${service} would serve plaintext on ${address}: plaintext is only allowed on loopback`,
-    )
   }
 }
 
@@ -148,7 +126,15 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       : undefined
     const ovnOpt = options.ovn ?? true
     const ovn = ovnOpt
-      ? await startOvnCentral(dataDir, typeof ovnOpt === 'object' ? ovnOpt : {}, pki, track, log)
+      ? await startOvnCentral({
+          ...(typeof ovnOpt === 'object' ? ovnOpt : {}),
+          dir: join(dataDir, 'ovn'),
+          pki,
+          log,
+        }).then(({ central, daemons }) => {
+          for (const daemon of daemons) track(daemon)
+          return central
+        })
       : undefined
     const frrOpt = options.frr ?? true
     const frr = frrOpt
@@ -178,13 +164,6 @@ async function claimDataDir(dataDir: string): Promise<void> {
   await writeFile(pidFile, `${process.pid}\n`)
 }
 
-/** A preferred port if it is free, else one the kernel says is free. */
-async function pickPort(preferred: number | undefined, log: (l: string) => void, what: string) {
-  if (preferred && !(await canConnect({ port: preferred }))) return preferred
-  if (preferred) log(`${what}: port ${preferred} is taken, using a free one`)
-  return freePort()
-}
-
 /** Retries a start that failed because its port was taken between pick and bind. */
 async function withPortRetry<T>(start: (attempt: number) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -198,24 +177,6 @@ async function withPortRetry<T>(start: (attempt: number) => Promise<T>): Promise
 }
 
 type Track = (d: Daemon) => Daemon
-
-/** Whether a daemon on `address` speaks TLS: asked for, or else off loopback; never plaintext off it. */
-function wantsTls(service: string, address: string, tls: boolean | undefined): boolean {
-  if (tls === false && !isLoopback(address)) throw new PlaintextRefusedError(service, address)
-  return tls ?? !isLoopback(address)
-}
-
-/** The IP SANs of a server on `address`: that address, or every local one for a wildcard. */
-function serverIps(address: string): string[] {
-  if (address !== '0.0.0.0' && address !== '::') return [address]
-  const all = Object.values(networkInterfaces())
-    .flat()
-    .map((i) => i?.address)
-    .filter((a): a is string => a !== undefined && !a.startsWith('fe80'))
-  return [...new Set(all)]
-}
-
-const hostPart = (host: string) => (host.includes(':') ? `[${host}]` : host)
 
 async function startRedis(
   dataDir: string,
@@ -363,169 +324,6 @@ function redisPing(target: { host: string; port: number; password: string; ca?: 
 }
 
 const isIpAddress = (host: string) => /^[0-9.]+$/.test(host) || host.includes(':')
-
-const OVN_SCHEMAS = { nb: '/usr/share/ovn/ovn-nb.ovsschema', sb: '/usr/share/ovn/ovn-sb.ovsschema' }
-
-async function startOvnCentral(
-  dataDir: string,
-  opts: { listenAddress?: string; sbPort?: number; tls?: boolean },
-  pki: CertificateAuthority,
-  track: Track,
-  log: (l: string) => void,
-): Promise<OvnCentral> {
-  const dir = join(dataDir, 'ovn')
-  await mkdir(dir, { recursive: true, mode: 0o700 })
-  await chmod(dir, 0o700)
-  requireBinary('ovsdb-tool')
-  requireBinary('ovn-nbctl')
-  const address = opts.listenAddress ?? '127.0.0.1'
-  const tls = wantsTls('ovsdb-server(sb)', address, opts.tls)
-  const env = { OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVN_RUNDIR: dir, OVN_LOGDIR: dir }
-
-  /** Starts one database's server on its unix socket plus `remotes`; resolves the socket. */
-  const startDb = async (
-    db: 'nb' | 'sb',
-    remotes: readonly string[],
-    ready: (logFile: string, logStart: number) => Promise<boolean> = async () => true,
-  ) => {
-    const file = join(dir, `${db}.db`)
-    const schema = OVN_SCHEMAS[db]
-    if (!(await exists(file))) await run('ovsdb-tool', ['create', file, schema])
-    else if ((await run('ovsdb-tool', ['needs-conversion', file, schema])).stdout.trim() === 'yes')
-      await run('ovsdb-tool', ['convert', file, schema])
-    const socket = join(dir, `${db}.sock`)
-    const logFile = join(dir, `${db}.log`)
-    const logStart = (await readFile(logFile, 'utf8').catch(() => '')).length
-    track(
-      await startDaemon({
-        name: `ovsdb-server(${db})`,
-        command: 'ovsdb-server',
-        args: [
-          file,
-          `--remote=punix:${socket}`,
-          ...remotes,
-          `--unixctl=${join(dir, `${db}.ctl`)}`,
-          `--pidfile=${join(dir, `${db}.pid`)}`,
-          `--log-file=${logFile}`,
-        ],
-        env,
-        umask: 0o077,
-        logFile: join(dir, `${db}.out`),
-        tailFiles: [logFile],
-        ready: async () => (await canConnect({ path: socket })) && (await ready(logFile, logStart)),
-      }),
-    )
-    return { unix: `unix:${socket}`, logFile, logStart }
-  }
-
-  // NB: the controller runs on this machine; nothing else needs the NB.
-  const nbDb = await startDb('nb', [])
-  const nb = { unix: nbDb.unix }
-  log(`ovsdb-server(nb) on ${nb.unix}`)
-
-  let sb: OvnCentral['sb']
-  if (tls) {
-    // Chassis connect over TLS with a certificate from our CA and get the ovn-controller
-    // role (OVN RBAC: a chassis may write only its own rows). The remote and its role
-    // live in the SB's Connection table; the key and certificates in its SSL table.
-    const port = opts.sbPort
-      ? await pickPort(opts.sbPort, log, 'ovsdb-server(sb)')
-      : await freePort(address)
-    const server = await pki.writeIssued(
-      'ovn-sb',
-      await pki.issueServer({ ips: serverIps(address), dnsNames: ['localhost'] }),
-    )
-    const sbDb = await startDb('sb', [
-      '--remote=db:OVN_Southbound,SB_Global,connections',
-      '--private-key=db:OVN_Southbound,SSL,private_key',
-      '--certificate=db:OVN_Southbound,SSL,certificate',
-      '--ca-cert=db:OVN_Southbound,SSL,ca_cert',
-    ])
-    const target = `pssl:${port}:${hostPart(address)}`
-    await run(
-      'ovn-sbctl',
-      [
-        `--db=${sbDb.unix}`,
-        '--timeout=10',
-        '--',
-        'set-ssl',
-        server.keyFile,
-        server.certFile,
-        server.caFile,
-        '--',
-        'set-connection',
-        'role=ovn-controller',
-        target,
-      ],
-      { env: { ...process.env, ...env } },
-    )
-    const deadline = Date.now() + 10_000
-    while (!(await canConnect({ port, host: address }))) {
-      if (Date.now() > deadline) {
-        throw new DaemonStartError('ovsdb-server(sb)', `${target} does not listen`, '', false)
-      }
-      await new Promise((r) => setTimeout(r, 50))
-    }
-    sb = { unix: sbDb.unix, remote: `ssl:${hostPart(address)}:${port}` }
-    log(`ovsdb-server(sb) on ${sb.unix} and ${sb.remote} (role ovn-controller)`)
-  } else {
-    const preferred = opts.sbPort ? await pickPort(opts.sbPort, log, 'ovsdb-server(sb)') : 0
-    const sbDb = await startDb(
-      'sb',
-      [`--remote=ptcp:${preferred}:${address}`],
-      async (logFile, logStart) =>
-        preferred
-          ? canConnect({ port: preferred, host: address })
-          : (await listeningPort(logFile, logStart)) !== undefined,
-    )
-    const bound = preferred || (await listeningPort(sbDb.logFile, sbDb.logStart))
-    if (bound === undefined)
-      throw new DaemonStartError('ovsdb-server(sb)', 'no TCP port', '', false)
-    sb = { unix: sbDb.unix, remote: `tcp:${hostPart(address)}:${bound}` }
-    log(`ovsdb-server(sb) on ${sb.unix} and ${sb.remote}`)
-  }
-
-  track(
-    await startDaemon({
-      name: 'ovn-northd',
-      command: 'ovn-northd',
-      args: [
-        `--ovnnb-db=${nb.unix}`,
-        `--ovnsb-db=${sb.unix}`,
-        `--unixctl=${join(dir, 'northd.ctl')}`,
-        `--pidfile=${join(dir, 'northd.pid')}`,
-        `--log-file=${join(dir, 'northd.log')}`,
-      ],
-      env,
-      umask: 0o077,
-      logFile: join(dir, 'northd.out'),
-      tailFiles: [join(dir, 'northd.log')],
-      ready: async () => {
-        await run('ovn-nbctl', [`--db=${nb.unix}`, '--timeout=5', '--wait=sb', 'sync'], {
-          env: { ...process.env, ...env },
-        })
-        return true
-      },
-      readyTimeoutMs: 30_000,
-    }),
-  )
-  log('ovn-northd is compiling NB into SB')
-  return { nb, sb, runDir: dir }
-}
-
-/** The port an ovsdb-server reported binding since `from` in its log ("listening on port N"). */
-async function listeningPort(logFile: string, from: number): Promise<number | undefined> {
-  const text = (await readFile(logFile, 'utf8').catch(() => '')).slice(from)
-  const match = /listening on port (\d+)/.exec(text)
-  return match?.[1] ? Number(match[1]) : undefined
-}
-
-async function exists(path: string): Promise<boolean> {
-  return stat(path).then(
-    () => true,
-    () => false,
-  )
-}
 
 let frrInstances = 0
 

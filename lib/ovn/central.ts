@@ -15,6 +15,8 @@ export interface OvnCentralEndpoints {
   readonly sbController: string
   /** The service name reported in `softwareNetworkConfiguration.ovnService`. */
   readonly service: string
+  /** The group whose own central this is; absent for a central every group shares. */
+  readonly group?: string
 }
 
 export interface OvnCentralProvider {

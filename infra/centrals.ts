@@ -1,0 +1,357 @@
+/**
+ * One OVN central (NB + SB ovsdb-server and ovn-northd) per resource group, run and
+ * supervised by the controller process: a group's crash or corrupt database touches no
+ * other group (seed 000's blast-radius design), behind `OvnCentralProvider`.
+ *
+ * On disk: `<dataDir>/centrals/<centralDirName(group)>/` holds the databases, sockets,
+ * logs, `group` (the group's name, so `groups()` survives a restart) and `sb.port` (the
+ * SB port DPUs were told, reused on every start).
+ */
+import { createHash } from 'node:crypto'
+import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import { ConfigError, HydrazineError } from '../lib/errors.ts'
+import type { OvnCentralEndpoints, OvnCentralProvider } from '../lib/ovn/central.ts'
+import type { CertificateAuthority } from '../lib/pki/index.ts'
+import { type Daemon, type DaemonExit, requireBinary } from '../lib/process/daemon.ts'
+import { MissingBinaryError } from '../lib/process/errors.ts'
+import { canConnect } from '../lib/process/ports.ts'
+import { PlaintextRefusedError, wantsTls } from './local/net.ts'
+import { startOvnCentral } from './local/ovn-central.ts'
+
+/** What `startPerGroupCentrals` needs; checked when it is called. */
+export interface PerGroupCentralsOptions {
+  /** Centrals live in `<dataDir>/centrals/` (created, mode 0700). */
+  readonly dataDir: string
+  /**
+   * Where DPUs reach each group's SB (default 127.0.0.1), each central on its own port:
+   * plaintext TCP on loopback; elsewhere (or with `tls`) `pssl:` with a server certificate
+   * from `pki` and OVN's `ovn-controller` RBAC role, like the shared central.
+   */
+  readonly listenAddress?: string
+  /** Serve every SB over TLS (default: `listenAddress` is not loopback); never plaintext off it. */
+  readonly tls?: boolean
+  readonly pki: CertificateAuthority
+  /** Where progress and crash lines go (default: nowhere). */
+  readonly log?: (line: string) => void
+}
+
+/** A provider of per-group centrals that can be shut down. */
+export interface PerGroupCentrals extends OvnCentralProvider {
+  /** Stops every central (their files stay, for the next start); no restarts after it. */
+  close(): Promise<void>
+}
+
+/** A group's central cannot answer: it did not start, or is being released or closed. */
+export class CentralUnavailableError extends HydrazineError {
+  constructor(
+    readonly group: string,
+    reason: string,
+    options: { retryable: boolean; cause?: unknown },
+  ) {
+    super('OVN_CENTRAL_UNAVAILABLE', `OVN central of group ${group}: ${reason}`, options)
+  }
+}
+
+/** First delay before a crashed central restarts; it doubles up to `MAX_BACKOFF_MS`. */
+const MIN_BACKOFF_MS = 200
+const MAX_BACKOFF_MS = 5000
+/** A central that ran this long before a crash restarts after `MIN_BACKOFF_MS` again. */
+const STABLE_MS = 10_000
+/** How long a start waits for its SB port to be let go before it picks another. */
+const PORT_WAIT_MS = 2000
+/** Longest path of a unix socket (sun_path, including its NUL). */
+const MAX_SOCKET_PATH = 107
+
+/**
+ * The directory name of a group's central: filesystem-safe, fixed length, and distinct for
+ * distinct groups (the first 96 bits of the name's SHA-256).
+ *
+ * @example centralDirName('tenant-a') // 'g-' + 24 hex digits
+ */
+export function centralDirName(group: string): string {
+  return `g-${createHash('sha256').update(group).digest('hex').slice(0, 24)}`
+}
+
+/** The directory of a group's central under a provider's `dataDir`. */
+export function centralDir(dataDir: string, group: string): string {
+  return join(resolve(dataDir), 'centrals', centralDirName(group))
+}
+
+interface Running {
+  readonly endpoints: OvnCentralEndpoints
+  readonly daemons: readonly Daemon[]
+  readonly since: number
+}
+
+interface Central {
+  readonly group: string
+  readonly dir: string
+  /** Set while every daemon answers (cleared the moment one exits). */
+  running?: Running | undefined
+  /** The start under way (or the restart waiting for its backoff); ensure waits for it. */
+  pending?: Promise<OvnCentralEndpoints> | undefined
+  /** Released or closed: never (re)start again. */
+  stopped: boolean
+  backoffMs: number
+  /** Ends a backoff wait early (release, close). */
+  wake?: (() => void) | undefined
+}
+
+/**
+ * Runs one OVN central per group, started on the first `ensure` of the group, in parallel
+ * for different groups. A central whose daemon exits is stopped and restarted (after
+ * 200 ms, doubling to 5 s while it keeps crashing) on the same databases and SB port;
+ * `ensure` waits for the restart. Daemons die with this process (lib/process/reaper.sh).
+ * Configuration mistakes (a missing OVN binary, plaintext off loopback, a data dir too
+ * deep for unix sockets) throw here.
+ *
+ * @example
+ * const centrals = await startPerGroupCentrals({ dataDir: '.hydrazine', pki, log })
+ * const { nb, sb } = await centrals.ensure('tenant-a') // nb: unix socket, sb: for DPUs
+ * await centrals.release('tenant-a') // stopped, files gone
+ * await centrals.close()
+ */
+export async function startPerGroupCentrals(
+  options: PerGroupCentralsOptions,
+): Promise<PerGroupCentrals> {
+  const root = join(resolve(options.dataDir), 'centrals')
+  const log = options.log ?? (() => {})
+  const listenAddress = options.listenAddress ?? '127.0.0.1'
+  const tls = wantsTls('ovsdb-server(sb)', listenAddress, options.tls)
+  for (const binary of ['ovsdb-server', 'ovsdb-tool', 'ovn-northd', 'ovn-nbctl', 'ovn-sbctl'])
+    requireBinary(binary)
+  const longest = join(root, centralDirName(''), 'northd.ctl')
+  if (longest.length > MAX_SOCKET_PATH)
+    throw new ConfigError(
+      `data dir ${options.dataDir} is too deep: central sockets like ${longest} would exceed ` +
+        `${MAX_SOCKET_PATH} bytes; use a shorter HYDRAZINE_DATA_DIR`,
+    )
+  await mkdir(root, { recursive: true, mode: 0o700 })
+  await chmod(root, 0o700)
+
+  const centrals = new Map<string, Central>()
+  const releasing = new Map<string, Promise<void>>()
+  let closed = false
+
+  const gone = (c: Central) =>
+    new CentralUnavailableError(c.group, closed ? 'the provider is closed' : 'it was released', {
+      retryable: closed,
+    })
+
+  /** Starts the central's daemons once; on success it is running and watched. */
+  const launch = async (c: Central): Promise<OvnCentralEndpoints> => {
+    if (c.stopped) throw gone(c)
+    const began = Date.now()
+    await mkdir(c.dir, { recursive: true, mode: 0o700 })
+    await claimDir(c)
+    if (c.stopped) throw gone(c)
+    const portFile = join(c.dir, 'sb.port')
+    const sbPort = Number.parseInt(await readFile(portFile, 'utf8').catch(() => ''), 10)
+    // The previous daemons (of a crash, of a controller that just died) may still hold it.
+    for (let waited = 0; sbPort > 0 && waited < PORT_WAIT_MS; waited += 100) {
+      if (!(await canConnect({ port: sbPort }))) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    const started = await startOvnCentral({
+      dir: c.dir,
+      pki: options.pki,
+      listenAddress,
+      tls,
+      ...(sbPort > 0 && sbPort < 65536 ? { sbPort } : {}),
+      certDir: c.dir,
+      log: (line) => log(`central of group ${c.group}: ${line}`),
+    }).catch((cause: unknown) => {
+      const config = cause instanceof MissingBinaryError || cause instanceof PlaintextRefusedError
+      throw new CentralUnavailableError(c.group, 'it did not start', { retryable: !config, cause })
+    })
+    if (c.stopped) {
+      await stopAll(started.daemons)
+      throw gone(c)
+    }
+    if (started.sbPort !== sbPort) await writeFile(portFile, `${started.sbPort}\n`)
+    const { nb, sb } = started.central
+    const run: Running = {
+      endpoints: {
+        nb: nb.unix,
+        sb: sb.remote,
+        sbController: sb.unix,
+        service: `central-${centralDirName(c.group)}`,
+        group: c.group,
+      },
+      daemons: started.daemons,
+      since: Date.now(),
+    }
+    c.running = run
+    for (const daemon of run.daemons)
+      void daemon.exited.then((exit) => {
+        if (c.running === run && !c.stopped) crashed(c, run, exit)
+      })
+    log(`central of group ${c.group} up in ${Date.now() - began} ms (SB ${sb.remote})`)
+    return run.endpoints
+  }
+
+  /** One daemon of a running central exited: stop the rest, restart until it answers. */
+  const crashed = (c: Central, run: Running, exit: DaemonExit) => {
+    c.running = undefined
+    if (Date.now() - run.since >= STABLE_MS) c.backoffMs = MIN_BACKOFF_MS
+    let delay = c.backoffMs
+    c.backoffMs = Math.min(c.backoffMs * 2, MAX_BACKOFF_MS)
+    log(
+      `central of group ${c.group}: ${exit.name} exited unexpectedly ` +
+        `(${exit.signal ?? `code ${exit.code}`}); restarting in ${delay} ms`,
+    )
+    const rest = stopAll(run.daemons)
+    void (async () => {
+      for (let first = true; !c.stopped; first = false) {
+        const attempt = (async () => {
+          if (first) await rest
+          await pause(c, delay)
+          return launch(c)
+        })()
+        c.pending = attempt
+        try {
+          await attempt
+          return
+        } catch (error) {
+          if (c.stopped) return
+          delay = c.backoffMs
+          c.backoffMs = Math.min(c.backoffMs * 2, MAX_BACKOFF_MS)
+          log(
+            `central of group ${c.group}: restart failed (${firstLine(error)}); next in ${delay} ms`,
+          )
+        } finally {
+          if (c.pending === attempt) c.pending = undefined
+        }
+      }
+    })()
+  }
+
+  /** Stops a central for good (release, close); its files stay. */
+  const halt = async (c: Central) => {
+    c.stopped = true
+    const run = c.running
+    c.running = undefined
+    c.wake?.()
+    await c.pending?.catch(() => {})
+    if (run) await stopAll(run.daemons)
+  }
+
+  const provider: PerGroupCentrals = {
+    async ensure(group) {
+      if (closed)
+        throw new CentralUnavailableError(group, 'the provider is closed', { retryable: true })
+      // No await before the entry exists: a release called right after must see it.
+      const released = releasing.get(group)
+      if (released) {
+        await released
+        return provider.ensure(group)
+      }
+      let c = centrals.get(group)
+      if (!c) {
+        c = {
+          group,
+          dir: centralDir(options.dataDir, group),
+          stopped: false,
+          backoffMs: MIN_BACKOFF_MS,
+        }
+        centrals.set(group, c)
+      }
+      for (;;) {
+        if (c.stopped) throw gone(c)
+        const run = c.running
+        if (run) {
+          const dead = run.daemons.find((d) => !d.running)
+          if (!dead) return run.endpoints
+          // Its watcher, registered first, hands over to a restart before this resumes.
+          await dead.exited
+          continue
+        }
+        if (c.pending) return c.pending
+        const attempt = launch(c)
+        const central = c
+        central.pending = attempt
+        void attempt
+          .finally(() => {
+            if (central.pending === attempt) central.pending = undefined
+          })
+          .catch(() => {})
+        return attempt
+      }
+    },
+
+    async release(group) {
+      const earlier = releasing.get(group)
+      if (earlier) return earlier
+      const done = (async () => {
+        const c = centrals.get(group)
+        if (c) await halt(c)
+        await rm(centralDir(options.dataDir, group), { recursive: true, force: true })
+        centrals.delete(group)
+        log(`central of group ${group} released`)
+      })().finally(() => releasing.delete(group))
+      releasing.set(group, done)
+      return done
+    },
+
+    async list() {
+      return [...centrals.values()].flatMap((c) =>
+        c.running?.daemons.every((d) => d.running) ? [c.running.endpoints] : [],
+      )
+    },
+
+    async groups() {
+      const dirs = await readdir(root).catch(() => [] as string[])
+      const names = await Promise.all(
+        dirs.map((dir) => readFile(join(root, dir, 'group'), 'utf8').catch(() => undefined)),
+      )
+      return names.filter((n): n is string => n !== undefined).sort()
+    },
+
+    async close() {
+      closed = true
+      await Promise.all([...releasing.values()].map((p) => p.catch(() => {})))
+      await Promise.all([...centrals.values()].map(halt))
+      centrals.clear()
+    },
+  }
+  return provider
+}
+
+/**
+ * Writes the group's name into its directory (temp file + rename), or checks that the
+ * name already there is this group's.
+ */
+async function claimDir(c: Central): Promise<void> {
+  const file = join(c.dir, 'group')
+  const owner = await readFile(file, 'utf8').catch(() => undefined)
+  if (owner === c.group) return
+  if (owner !== undefined)
+    throw new CentralUnavailableError(c.group, `${c.dir} belongs to group ${owner}`, {
+      retryable: false,
+    })
+  await writeFile(`${file}.tmp`, c.group)
+  await rename(`${file}.tmp`, file)
+}
+
+/** Stops daemons in reverse start order (northd first, NB last). */
+async function stopAll(daemons: readonly Daemon[]): Promise<void> {
+  for (const daemon of [...daemons].reverse()) await daemon.stop()
+}
+
+/** Waits `ms`, or less if the central is stopped meanwhile. */
+function pause(c: Central, ms: number): Promise<void> {
+  if (c.stopped) return Promise.resolve()
+  return new Promise((done) => {
+    const timer = setTimeout(finish, ms)
+    function finish() {
+      clearTimeout(timer)
+      c.wake = undefined
+      done()
+    }
+    c.wake = finish
+  })
+}
+
+const firstLine = (error: unknown) =>
+  (error instanceof Error ? error.message : String(error)).split('\n')[0]

@@ -1,0 +1,251 @@
+/**
+ * One OVN central: the NB and SB ovsdb-servers and ovn-northd, all files under one
+ * directory. The embedded stack runs one (`<dataDir>/ovn`); `infra/centrals.ts` runs one
+ * per resource group.
+ */
+import { execFile } from 'node:child_process'
+import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { type CertificateAuthority, type IssuedFiles, writePrivate } from '../../lib/pki/index.ts'
+import { type Daemon, requireBinary, startDaemon } from '../../lib/process/daemon.ts'
+import { DaemonStartError } from '../../lib/process/errors.ts'
+import { canConnect, freePort } from '../../lib/process/ports.ts'
+import { hostPart, pickPort, serverIps, wantsTls } from './net.ts'
+import type { OvnCentral } from './types.ts'
+
+const run = promisify(execFile)
+
+/** The schemas of Debian's `ovn-central` package (OVN 23.03). */
+export const OVN_SCHEMAS = {
+  nb: '/usr/share/ovn/ovn-nb.ovsschema',
+  sb: '/usr/share/ovn/ovn-sb.ovsschema',
+} as const
+
+/** Where one central keeps its files and how its SB is reached. */
+export interface OvnCentralOptions {
+  /** Holds the databases, sockets, pid and log files; created (mode 0700) if missing. */
+  readonly dir: string
+  /** Signs the SB server certificate when the SB speaks TLS. */
+  readonly pki: CertificateAuthority
+  /** Where chassis reach the SB (default 127.0.0.1). */
+  readonly listenAddress?: string
+  /**
+   * SB TCP/SSL port to use if it is free; absent or 0 picks a free one (plaintext: the
+   * port ovsdb-server binds itself, so no other process can take it in between).
+   */
+  readonly sbPort?: number
+  /** Serve the SB over TLS with OVN RBAC (default: `listenAddress` is not loopback). */
+  readonly tls?: boolean
+  /**
+   * Directory for the SB server certificate and key (`sb-server.crt`, `.key`); default:
+   * the CA's own directory, as `ovn-sb.crt` / `.key`.
+   */
+  readonly certDir?: string
+  /** Where progress lines go (default: nowhere). */
+  readonly log?: (line: string) => void
+}
+
+/** A central whose three daemons answer. */
+export interface StartedOvnCentral {
+  /** Its sockets and the SB remote for chassis. */
+  readonly central: OvnCentral
+  /** The SB TCP/SSL port it listens on. */
+  readonly sbPort: number
+  /**
+   * NB ovsdb-server, SB ovsdb-server and ovn-northd, in start order: watch `exited` to
+   * notice a crash; stop them (in reverse) to stop the central.
+   */
+  readonly daemons: readonly Daemon[]
+}
+
+/**
+ * Starts NB and SB ovsdb-servers and ovn-northd under `dir`, reusing the databases there
+ * (converted when the schema has changed) or creating them empty, and resolves once NB
+ * and SB answer and northd has compiled NB into SB. NB is served on its unix socket
+ * only; SB on its unix socket and on `listenAddress`: plaintext TCP on loopback, `pssl:`
+ * with OVN's `ovn-controller` RBAC role elsewhere (or with `tls`). On failure, the
+ * daemons already started are stopped before it throws (DaemonStartError).
+ *
+ * @example
+ * const { central, daemons } = await startOvnCentral({ dir: '/var/lib/hz/ovn', pki })
+ * // ovn-nbctl --db=${central.nb.unix} show
+ * for (const d of [...daemons].reverse()) await d.stop()
+ */
+export async function startOvnCentral(options: OvnCentralOptions): Promise<StartedOvnCentral> {
+  const { dir, pki } = options
+  const log = options.log ?? (() => {})
+  await mkdir(dir, { recursive: true, mode: 0o700 })
+  await chmod(dir, 0o700)
+  requireBinary('ovsdb-tool')
+  requireBinary('ovn-nbctl')
+  const address = options.listenAddress ?? '127.0.0.1'
+  const tls = wantsTls('ovsdb-server(sb)', address, options.tls)
+  const env = { OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVN_RUNDIR: dir, OVN_LOGDIR: dir }
+  const daemons: Daemon[] = []
+
+  /** Starts one database's server on its unix socket plus `remotes`; resolves the socket. */
+  const startDb = async (
+    db: 'nb' | 'sb',
+    remotes: readonly string[],
+    ready: (logFile: string, logStart: number) => Promise<boolean> = async () => true,
+  ) => {
+    const file = join(dir, `${db}.db`)
+    const schema = OVN_SCHEMAS[db]
+    if (!(await exists(file))) await run('ovsdb-tool', ['create', file, schema])
+    else if ((await run('ovsdb-tool', ['needs-conversion', file, schema])).stdout.trim() === 'yes')
+      await run('ovsdb-tool', ['convert', file, schema])
+    const socket = join(dir, `${db}.sock`)
+    const logFile = join(dir, `${db}.log`)
+    const logStart = (await readFile(logFile, 'utf8').catch(() => '')).length
+    daemons.push(
+      await startDaemon({
+        name: `ovsdb-server(${db})`,
+        command: 'ovsdb-server',
+        args: [
+          file,
+          `--remote=punix:${socket}`,
+          ...remotes,
+          `--unixctl=${join(dir, `${db}.ctl`)}`,
+          `--pidfile=${join(dir, `${db}.pid`)}`,
+          `--log-file=${logFile}`,
+        ],
+        env,
+        umask: 0o077,
+        logFile: join(dir, `${db}.out`),
+        tailFiles: [logFile],
+        ready: async () => (await canConnect({ path: socket })) && (await ready(logFile, logStart)),
+      }),
+    )
+    return { unix: `unix:${socket}`, logFile, logStart }
+  }
+
+  try {
+    // NB: the controller runs on this machine; nothing else needs the NB.
+    const nbDb = await startDb('nb', [])
+    const nb = { unix: nbDb.unix }
+    log(`ovsdb-server(nb) on ${nb.unix}`)
+
+    let sb: OvnCentral['sb']
+    let sbPort: number
+    if (tls) {
+      // Chassis connect over TLS with a certificate from our CA and get the ovn-controller
+      // role (OVN RBAC: a chassis may write only its own rows). The remote and its role
+      // live in the SB's Connection table; the key and certificates in its SSL table.
+      const port = options.sbPort
+        ? await pickPort(options.sbPort, log, 'ovsdb-server(sb)')
+        : await freePort(address)
+      const issued = await pki.issueServer({ ips: serverIps(address), dnsNames: ['localhost'] })
+      const server: IssuedFiles = options.certDir
+        ? await writeServerCert(options.certDir, issued, pki.caFile)
+        : await pki.writeIssued('ovn-sb', issued)
+      const sbDb = await startDb('sb', [
+        '--remote=db:OVN_Southbound,SB_Global,connections',
+        '--private-key=db:OVN_Southbound,SSL,private_key',
+        '--certificate=db:OVN_Southbound,SSL,certificate',
+        '--ca-cert=db:OVN_Southbound,SSL,ca_cert',
+      ])
+      const target = `pssl:${port}:${hostPart(address)}`
+      await run(
+        'ovn-sbctl',
+        [
+          `--db=${sbDb.unix}`,
+          '--timeout=10',
+          '--',
+          'set-ssl',
+          server.keyFile,
+          server.certFile,
+          server.caFile,
+          '--',
+          'set-connection',
+          'role=ovn-controller',
+          target,
+        ],
+        { env: { ...process.env, ...env } },
+      )
+      const deadline = Date.now() + 10_000
+      while (!(await canConnect({ port, host: address }))) {
+        if (Date.now() > deadline) {
+          throw new DaemonStartError('ovsdb-server(sb)', `${target} does not listen`, '', false)
+        }
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      sb = { unix: sbDb.unix, remote: `ssl:${hostPart(address)}:${port}` }
+      sbPort = port
+      log(`ovsdb-server(sb) on ${sb.unix} and ${sb.remote} (role ovn-controller)`)
+    } else {
+      const preferred = options.sbPort ? await pickPort(options.sbPort, log, 'ovsdb-server(sb)') : 0
+      const sbDb = await startDb(
+        'sb',
+        [`--remote=ptcp:${preferred}:${address}`],
+        async (logFile, logStart) =>
+          preferred
+            ? canConnect({ port: preferred, host: address })
+            : (await listeningPort(logFile, logStart)) !== undefined,
+      )
+      const bound = preferred || (await listeningPort(sbDb.logFile, sbDb.logStart))
+      if (bound === undefined)
+        throw new DaemonStartError('ovsdb-server(sb)', 'no TCP port', '', false)
+      sb = { unix: sbDb.unix, remote: `tcp:${hostPart(address)}:${bound}` }
+      sbPort = bound
+      log(`ovsdb-server(sb) on ${sb.unix} and ${sb.remote}`)
+    }
+
+    daemons.push(
+      await startDaemon({
+        name: 'ovn-northd',
+        command: 'ovn-northd',
+        args: [
+          `--ovnnb-db=${nb.unix}`,
+          `--ovnsb-db=${sb.unix}`,
+          `--unixctl=${join(dir, 'northd.ctl')}`,
+          `--pidfile=${join(dir, 'northd.pid')}`,
+          `--log-file=${join(dir, 'northd.log')}`,
+        ],
+        env,
+        umask: 0o077,
+        logFile: join(dir, 'northd.out'),
+        tailFiles: [join(dir, 'northd.log')],
+        ready: async () => {
+          await run('ovn-nbctl', [`--db=${nb.unix}`, '--timeout=5', '--wait=sb', 'sync'], {
+            env: { ...process.env, ...env },
+          })
+          return true
+        },
+        readyTimeoutMs: 30_000,
+      }),
+    )
+    log('ovn-northd is compiling NB into SB')
+    return { central: { nb, sb, runDir: dir }, sbPort, daemons }
+  } catch (error) {
+    for (const daemon of [...daemons].reverse()) await daemon.stop()
+    throw error
+  }
+}
+
+/** Writes the SB server's certificate and key (0600) into `dir`. */
+async function writeServerCert(
+  dir: string,
+  issued: { readonly cert: string; readonly key: string },
+  caFile: string,
+): Promise<IssuedFiles> {
+  const certFile = join(dir, 'sb-server.crt')
+  const keyFile = join(dir, 'sb-server.key')
+  await writePrivate(keyFile, issued.key)
+  await writeFile(certFile, issued.cert)
+  return { certFile, keyFile, caFile }
+}
+
+/** The port an ovsdb-server reported binding since `from` in its log ("listening on port N"). */
+async function listeningPort(logFile: string, from: number): Promise<number | undefined> {
+  const text = (await readFile(logFile, 'utf8').catch(() => '')).slice(from)
+  const match = /listening on port (\d+)/.exec(text)
+  return match?.[1] ? Number(match[1]) : undefined
+}
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  )
+}
