@@ -64,6 +64,7 @@ export function createGroupCreate(deps: Pick<HandlerDeps, 'store' | 'ipam' | 'gr
           ovnService: endpoints.service,
           logicalNetwork: topologyNames.switch(name),
         },
+        ovnCentral: { nb: endpoints.nb, sb: endpoints.sb },
         ...(relayId !== undefined ? { dhcpCircuitId: relayPortNameOf(relayId) } : {}),
         observedVersion: group.specVersion,
         configsSynced: true,

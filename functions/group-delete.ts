@@ -60,6 +60,11 @@ export function createGroupDelete(deps: HandlerDeps) {
     })
     deps.checkpoint('delete:network-deleted')
     await deps.ovn.release(name)
+    // The group's own central is gone: so are the connections to it (a shared one stays).
+    if (!(await deps.ovn.list()).some((central) => central.nb === endpoints.nb)) {
+      await deps.nb.drop(endpoints.nb)
+      await deps.southbound.drop(endpoints.sbController)
+    }
     const isolated = ((job.data as { awaiting?: unknown[] }).awaiting ?? []).length
     await deps.store.purgeGroup(name, group.spec.tenantId)
     return { group: name, deleted: true, hostsIsolated: isolated }

@@ -52,6 +52,7 @@ export function createHostAttach(deps: HandlerDeps) {
 
     if (stepOf(job) === 'converge') {
       const group = await groupReadyFor(deps, host)
+      await dpuFollowsOneGroup(deps, host)
       const addresses = await allocateAddresses(deps, host, group)
       deps.checkpoint('attach:allocated')
       const { endpoints } = await deps.groups.apply(group.name)
@@ -69,6 +70,39 @@ export function createHostAttach(deps: HandlerDeps) {
     }
     return reportAttached(deps, host)
   }
+}
+
+/**
+ * With a central per group, a DPU's ovn-controller follows one group's SB: the DPU serves
+ * one group at a time. A host for another group waits (retried, saying why) until the
+ * DPU's hosts of the other group are detached.
+ */
+async function dpuFollowsOneGroup(deps: HandlerDeps, host: ManagedResource): Promise<void> {
+  const { resourceGroup: group, dpu } = host.spec
+  if (!(await deps.ovn.ensure(group)).group) return
+  for (const name of await deps.store.dpuHostNames(dpu.id)) {
+    if (name === host.name) continue
+    const other = (await deps.store.getHost(name))?.spec.resourceGroup
+    if (other === undefined || other === group) continue
+    const message = `DPU ${dpu.id} serves ${name} in group ${other}; with a central per group a DPU serves one group at a time`
+    await setHostStatus(deps, host.name, host.specVersion, {
+      phase: 'Attaching',
+      condition: { type: 'Attached', status: 'False', reason: 'DpuServesAnotherGroup', message },
+    })
+    throw new NotReady(message)
+  }
+}
+
+/**
+ * The DPU's chassis now follows this group's own central: the central it followed before
+ * loses its `Chassis` row, so no SB keeps a chassis that is not there.
+ */
+async function leavePreviousCentral(deps: HandlerDeps, dpuId: string, group: string) {
+  if (!(await deps.ovn.ensure(group)).group) return
+  const previous = await deps.store.swapDpuCentral(dpuId, group)
+  if (!previous || !(await deps.ovn.groups()).includes(previous)) return
+  const central = await deps.ovn.ensure(previous)
+  await deps.southbound.removeChassis(central.sbController, dpuId)
 }
 
 /** The host's group, once it exists and is provisioned; Failed or retry later otherwise. */
@@ -273,6 +307,7 @@ async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise
   if (ack.ovnInstalled && !bound) {
     throw new AwaitingAck(`the Southbound does not bind ${logicalPort} to chassis ${dpuId} yet`)
   }
+  if (bound) await leavePreviousCentral(deps, dpuId, spec.resourceGroup)
   return {
     host: host.name,
     phase: synced ? 'Ready' : 'Configuring',

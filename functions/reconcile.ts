@@ -7,6 +7,8 @@ export interface ReconcileReport {
   readonly repaired: string[]
   /** Groups that exist only in NB (Hydrazine-owned rows nothing wants) and were removed. */
   readonly orphansRemoved: string[]
+  /** Groups gone from the store whose own central was still there, and was removed. */
+  readonly centralsRemoved: string[]
   readonly checkedGroups: number
   readonly at: string
 }
@@ -14,10 +16,12 @@ export interface ReconcileReport {
 /**
  * `reconcile` (repeatable): compares every group's desired topology with the OVN NB and
  * repairs drift (one diff-and-commit per group, nothing when in sync), deletes rows that
- * carry Hydrazine's owner `external_ids` for groups that no longer exist, and reports
- * what it repaired as its job result.
+ * carry Hydrazine's owner `external_ids` for groups that no longer exist, removes the own
+ * centrals of groups that no longer exist, and reports what it repaired as its job result.
  */
-export function createReconcile(deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups'>) {
+export function createReconcile(
+  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'southbound' | 'groups'>,
+) {
   return async function reconcile(_job: Job): Promise<ReconcileReport> {
     const groups = await deps.store.listGroups()
     const repaired: string[] = []
@@ -40,11 +44,36 @@ export function createReconcile(deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' |
         orphansRemoved.push(owner)
       }
     }
+    const centralsRemoved = await removeOrphanCentrals(deps, known)
     return {
       repaired,
       orphansRemoved,
+      centralsRemoved,
       checkedGroups: groups.length,
       at: new Date().toISOString(),
     }
   }
+}
+
+/**
+ * Centrals of groups the store no longer has (a delete that crashed after purging the
+ * group, or files left from another run). Each is checked again right before it goes, so a
+ * group created since the run began keeps its central.
+ */
+async function removeOrphanCentrals(
+  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'southbound'>,
+  known: ReadonlySet<string>,
+): Promise<string[]> {
+  const removed: string[] = []
+  for (const group of await deps.ovn.groups()) {
+    if (known.has(group) || (await deps.store.getGroup(group))) continue
+    const running = (await deps.ovn.list()).find((c) => c.group === group)
+    await deps.ovn.release(group)
+    if (running) {
+      await deps.nb.drop(running.nb)
+      await deps.southbound.drop(running.sbController)
+    }
+    removed.push(group)
+  }
+  return removed
 }

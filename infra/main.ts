@@ -6,7 +6,10 @@
 import { type Config, loadConfig } from '../lib/config/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import { renderBgpdConfig } from '../lib/frr/index.ts'
+import { type OvnCentralProvider, sharedCentralProvider } from '../lib/ovn/central.ts'
+import { isLoopback } from '../lib/process/ports.ts'
 import { redactRedisUrl } from '../lib/redis/connection.ts'
+import { type PerGroupCentrals, startPerGroupCentrals } from './centrals.ts'
 import { type LocalStack, startLocalStack } from './local/stack.ts'
 import { createLogger } from './logger.ts'
 import { bgpSettingsOf, startService } from './service.ts'
@@ -21,6 +24,7 @@ try {
 
 const logger = createLogger(config.logLevel)
 let stack: LocalStack | undefined
+let centrals: PerGroupCentrals | undefined
 let shuttingDown = false
 
 async function shutdown(reason: string, code: number, close?: () => Promise<void>) {
@@ -28,6 +32,7 @@ async function shutdown(reason: string, code: number, close?: () => Promise<void
   shuttingDown = true
   logger.info({ reason }, 'shutting down')
   await close?.().catch((error: unknown) => logger.error({ err: error }, 'error while closing'))
+  await centrals?.close()
   await stack?.stop()
   process.exit(code)
 }
@@ -35,13 +40,14 @@ async function shutdown(reason: string, code: number, close?: () => Promise<void
 try {
   const embedRedis = !config.redisUrl
   const embedOvn = !config.ovn
+  const perGroup = embedOvn && config.ovnCentral === 'per-group'
   const embedFrr = !config.frrVtyDir
   if (embedRedis || embedOvn || embedFrr) {
     stack = await startLocalStack({
       dataDir: config.dataDir,
       // Plaintext on loopback; TLS (from the stack's PKI) on any other address.
       redis: embedRedis ? { listenAddress: config.embeddedListen, port: 16379 } : false,
-      ovn: embedOvn ? { listenAddress: config.embeddedListen, sbPort: 6642 } : false,
+      ovn: embedOvn && !perGroup ? { listenAddress: config.embeddedListen, sbPort: 6642 } : false,
       frr: embedFrr
         ? {
             bgpdConfig: renderBgpdConfig(bgpSettingsOf(config)),
@@ -54,11 +60,21 @@ try {
   }
   const redisUrl = config.redisUrl ?? stack?.redis?.url
   const redisCaFile = config.redisUrl ? config.redisCaFile : stack?.redis?.caFile
-  const ovn =
+  if (perGroup && stack) {
+    centrals = await startPerGroupCentrals({
+      dataDir: config.dataDir,
+      listenAddress: config.embeddedListen,
+      pki: stack.pki,
+      log: (line) => logger.info(line),
+    })
+  }
+  const shared =
     config.ovn ??
     (stack?.ovn
       ? { nb: stack.ovn.nb.unix, sb: stack.ovn.sb.remote, sbController: stack.ovn.sb.unix }
       : undefined)
+  const ovn: OvnCentralProvider | undefined =
+    centrals ?? (shared ? sharedCentralProvider(shared) : undefined)
   const frrVtyDir = config.frrVtyDir ?? stack?.frr?.vtyDir
   if (!redisUrl || !ovn) throw new Error('no Redis or OVN central available')
 
@@ -94,8 +110,10 @@ try {
         : `  tokens:          ${config.tokensFile}`,
       `  Redis:           ${redactRedisUrl(redisUrl)}${redisCaFile ? ` (CA ${redisCaFile})` : ''}`,
       ...(stack?.redis ? [`  Redis password:  ${stack.redis.passwordFile}`] : []),
-      `  OVN NB / SB:     ${ovn.nb}  /  ${ovn.sb}`,
-      ...(stack?.ovn?.sb.remote.startsWith('ssl:')
+      shared
+        ? `  OVN NB / SB:     ${shared.nb}  /  ${shared.sb}`
+        : `  OVN centrals:    one per resource group, in ${config.dataDir}/centrals`,
+      ...(stack && !isLoopback(config.embeddedListen) && (stack.ovn || centrals)
         ? [`  PKI (CA):        ${stack.pki.caFile}  (chassis: client certificate, CN = system-id)`]
         : []),
       ...(frrVtyDir ? [`  FRR:             vtysh --vty_socket ${frrVtyDir}`] : []),

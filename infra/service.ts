@@ -18,7 +18,7 @@ import {
   createVtysh,
   parseBgpSettings,
 } from '../lib/frr/index.ts'
-import { sharedCentralProvider } from '../lib/ovn/central.ts'
+import type { OvnCentralProvider } from '../lib/ovn/central.ts'
 import type { CertificateAuthority } from '../lib/pki/index.ts'
 import { canConnect } from '../lib/process/ports.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
@@ -30,8 +30,8 @@ export interface Endpoints {
   readonly redisUrl: string
   /** PEM file of the CA that signed a `rediss://` server's certificate. */
   readonly redisCaFile?: string
-  /** NB, SB for the DPUs, and the SB as the controller reads it (default: `sb`). */
-  readonly ovn: { readonly nb: string; readonly sb: string; readonly sbController?: string }
+  /** Where each group's OVN central is: one shared, or one per group. */
+  readonly ovn: OvnCentralProvider
   readonly frrVtyDir?: string
   /** Hydrazine's CA, when it runs one: DPU credentials then carry a certificate. */
   readonly pki?: CertificateAuthority
@@ -62,7 +62,7 @@ export async function startService(
   const controller = await startController({
     redisUrl: endpoints.redisUrl,
     ...(endpoints.redisCaFile ? { redisCaFile: endpoints.redisCaFile } : {}),
-    ovn: sharedCentralProvider(endpoints.ovn),
+    ovn: endpoints.ovn,
     fabric: config.fabric,
     dhcpServers: config.dhcpServers,
     logger,
@@ -91,7 +91,10 @@ export async function startService(
   const app = createApp({
     readiness: {
       redis: async () => (await controller.redis.ping()) === 'PONG',
-      ovnNb: () => canConnectRemote(endpoints.ovn.nb),
+      ovnNb: async () =>
+        (await Promise.all((await endpoints.ovn.list()).map((c) => canConnectRemote(c.nb)))).every(
+          Boolean,
+        ),
     },
     v1: { client, tokens },
     ...(config.webhookSecret ? { events: { secret: config.webhookSecret, client } } : {}),

@@ -22,6 +22,8 @@ export interface FabricSettings {
 /** NB connections, one per remote, opened on first use (`NbPool` in lib/ovn is one). */
 export interface NbClients {
   get(nbRemote: string): Promise<NbConnection>
+  /** Closes the connection to a central that is gone. */
+  drop(nbRemote: string): Promise<void>
 }
 
 /**
@@ -30,6 +32,13 @@ export interface NbClients {
  */
 export interface Southbound {
   boundChassis(sbRemote: string, logicalPort: string): Promise<string | null>
+  /**
+   * Removes a chassis (its `Chassis`, `Chassis_Private` and `Encap` rows) that no longer
+   * serves the SB's group; true when there was one.
+   */
+  removeChassis(sbRemote: string, name: string): Promise<boolean>
+  /** Closes the connection to a central that is gone. */
+  drop(sbRemote: string): Promise<void>
 }
 
 /** A child job, by its queue and deterministic id. */

@@ -69,6 +69,8 @@ export async function startHydrazine(opts: {
         HYDRAZINE_HTTP_PORT: String(port),
         HYDRAZINE_GRPC_PORT: String(await freePort()),
         HYDRAZINE_EMBEDDED_LISTEN: fabric.gatewayIp,
+        // The lab's checks read one NB; per-group centrals are proven by the pipeline tests.
+        HYDRAZINE_OVN_CENTRAL: 'shared',
         HYDRAZINE_BGP_ASN: String(HYDRAZINE_ASN),
         HYDRAZINE_BGP_ROUTER_ID: fabric.gatewayIp,
         HYDRAZINE_BGP_PEERS: `${router.ip}:${router.asn}`,

@@ -10,6 +10,7 @@ t.test('defaults: everything embedded', async (t) => {
   t.equal(config.dataDir, resolve('.hydrazine'))
   t.equal(config.redisUrl, undefined)
   t.equal(config.ovn, undefined)
+  t.equal(config.ovnCentral, 'per-group', 'one embedded OVN central per group')
   t.same(config.bgp, { asn: 65000, routerId: '127.0.0.1', peers: [] })
   t.equal(config.logLevel, 'info')
   t.equal(config.grpcPort, 8081)
@@ -50,6 +51,7 @@ t.test('external services and BGP peers from env', async (t) => {
   })
   t.equal(config.redisUrl, 'redis://10.0.0.5:6379/2')
   t.same(config.ovn, { nb: 'tcp:10.0.0.6:6641', sb: 'ssl:[fd00::6]:6642' })
+  t.equal(config.ovnCentral, 'shared', 'an external central is shared by every group')
   t.same(config.bgp.peers, [
     { address: '172.18.0.1', remoteAs: 65001 },
     { address: 'fd00::1', remoteAs: 65002 },
@@ -71,6 +73,12 @@ const bad: [string, Record<string, string>, RegExp][] = [
     /OVN_NB_DB: must be an OVSDB remote/,
   ],
   ['nb without sb', { OVN_NB_DB: 'unix:/nb.sock' }, /OVN_SB_DB: required/],
+  ['central mode', { HYDRAZINE_OVN_CENTRAL: 'each' }, /HYDRAZINE_OVN_CENTRAL: must be shared or/],
+  [
+    'per-group with an external central',
+    { OVN_NB_DB: 'unix:/nb.sock', OVN_SB_DB: 'unix:/sb.sock', HYDRAZINE_OVN_CENTRAL: 'per-group' },
+    /HYDRAZINE_OVN_CENTRAL: per-group centrals are embedded/,
+  ],
   ['router id', { HYDRAZINE_BGP_ROUTER_ID: 'fd00::1' }, /HYDRAZINE_BGP_ROUTER_ID: must be an IPv4/],
   ['asn', { HYDRAZINE_BGP_ASN: '0' }, /HYDRAZINE_BGP_ASN: must be 1..4294967295/],
   [

@@ -16,8 +16,14 @@ export interface Config {
   readonly redisUrl?: string
   /** `REDIS_CA`: PEM file of the CA that signed a `rediss://` server's certificate. */
   readonly redisCaFile?: string
-  /** `OVN_NB_DB` / `OVN_SB_DB` (both or neither); absent = embedded OVN central. */
+  /** `OVN_NB_DB` / `OVN_SB_DB` (both or neither); absent = embedded OVN central(s). */
   readonly ovn?: { readonly nb: string; readonly sb: string }
+  /**
+   * `HYDRAZINE_OVN_CENTRAL`: `per-group` (the default when embedded) runs one OVN central
+   * (NB, SB, northd) per resource group; `shared` runs one for every group, and is the
+   * only choice with an external central (`OVN_NB_DB`).
+   */
+  readonly ovnCentral: 'shared' | 'per-group'
   /** `HYDRAZINE_FRR_VTY_DIR`: vty socket directory of an external FRR; absent = embedded. */
   readonly frrVtyDir?: string
   readonly bgp: BgpConfig
@@ -137,6 +143,9 @@ const EnvSchema = v.object({
   HYDRAZINE_TLS_KEY: v.optional(v.pipe(v.string(), v.minLength(1))),
   OVN_NB_DB: v.optional(ovsdbRemote),
   OVN_SB_DB: v.optional(ovsdbRemote),
+  HYDRAZINE_OVN_CENTRAL: v.optional(
+    v.picklist(['shared', 'per-group'], 'must be shared or per-group'),
+  ),
   HYDRAZINE_FRR_VTY_DIR: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_BGP_ASN: v.optional(asn, '65000'),
   HYDRAZINE_BGP_ROUTER_ID: v.optional(
@@ -248,6 +257,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       [{ path: missing, message: 'required when the other OVN database is set' }],
     )
   }
+  if (c.OVN_NB_DB !== undefined && c.HYDRAZINE_OVN_CENTRAL === 'per-group') {
+    const message = 'per-group centrals are embedded: not with an external OVN_NB_DB'
+    throw new ConfigError(`invalid configuration: HYDRAZINE_OVN_CENTRAL: ${message}`, [
+      { path: 'HYDRAZINE_OVN_CENTRAL', message },
+    ])
+  }
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
   if (!tls && !isLoopback(c.HYDRAZINE_HTTP_HOST)) {
     const message =
@@ -271,6 +286,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(c.REDIS_CA ? { redisCaFile: resolve(c.REDIS_CA) } : {}),
     ...(tls ? { tls } : {}),
     ...(c.OVN_NB_DB && c.OVN_SB_DB ? { ovn: { nb: c.OVN_NB_DB, sb: c.OVN_SB_DB } } : {}),
+    ovnCentral: c.HYDRAZINE_OVN_CENTRAL ?? (c.OVN_NB_DB ? 'shared' : 'per-group'),
     ...(c.HYDRAZINE_FRR_VTY_DIR ? { frrVtyDir: resolve(c.HYDRAZINE_FRR_VTY_DIR) } : {}),
     bgp: {
       asn: c.HYDRAZINE_BGP_ASN,

@@ -44,6 +44,19 @@ export class SbPool {
     return SB.decodeRows('Chassis', rows?.rows)[0]?.name ?? null
   }
 
+  /**
+   * Removes chassis `name` (its `Chassis` and `Chassis_Private` rows; its `Encap`s go with
+   * it): it serves no host of this SB's group any more. True when there was one.
+   */
+  async removeChassis(remote: string, name: string): Promise<boolean> {
+    const client = await this.#get(remote)
+    const [chassis] = await client.transact(SB.name, [
+      SB.delete('Chassis', [['name', '==', name]]),
+      SB.delete('Chassis_Private', [['name', '==', name]]),
+    ])
+    return (chassis?.count ?? 0) > 0
+  }
+
   /** Closes the connection to `remote` (e.g. its central is gone). */
   async drop(remote: string): Promise<void> {
     const connection = this.#connections.get(remote)

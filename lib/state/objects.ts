@@ -192,6 +192,11 @@ export interface ResourceGroupStatus {
   managedResourceCount: number
   softwareNetworkConfiguration?: { ovnService: string; logicalNetwork: string }
   /**
+   * The group's OVN central: its NB remote (for the controller) and the SB remote its DPUs'
+   * ovn-controller follow.
+   */
+  ovnCentral?: { nb: string; sb: string }
+  /**
    * With a `dhcpServer`: the circuit id (RFC 3046 option 82, sub-option 1) the group's
    * DHCP relays put in every request they forward, for the server to tell groups apart.
    */

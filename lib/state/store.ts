@@ -446,6 +446,15 @@ export class StateStore {
     await this.#redis.hdel(this.#needsIsolation(dpuId), host)
   }
   /**
+   * Records that the DPU's chassis now follows `group`'s own central, and answers the
+   * group whose central it followed before (null: none, or the same).
+   */
+  async swapDpuCentral(dpuId: string, group: string): Promise<string | null> {
+    const previous = await this.#redis.getset(`${this.#prefix}dpu:${dpuId}:central`, group)
+    return previous === group ? null : previous
+  }
+
+  /**
    * The group's DHCP relay id: allocated on first use from a counter that never repeats,
    * so two groups never share a relay port name (circuit id). Undefined for no group.
    */

@@ -51,7 +51,7 @@ export default async function attachBench(): Promise<void> {
     cleanups.unshift(() => controller.close())
     const agentConnection = new Redis(redisUrl, { maxRetriesPerRequest: null })
     // What each DPU's ovn-controller would write to the SB, which the controller checks.
-    const chassis = new FakeChassis(stack.ovn.sb.unix)
+    const chassis = new FakeChassis()
     cleanups.push(() => chassis.close())
     for (let d = 0; d < DPUS; d++) {
       const dpuId = `dpu-${d}`
@@ -62,8 +62,9 @@ export default async function attachBench(): Promise<void> {
             specVersion: number
             protocolVersion: string
             host: { logicalPort: string }
+            group: { sbRemote: string }
           }
-          await chassis.bind(dpuId, data.host.logicalPort)
+          await chassis.bind(data.group.sbRemote, dpuId, data.host.logicalPort)
           const observed = {
             chassis: dpuId,
             bridges: ['br-int'],

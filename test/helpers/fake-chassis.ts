@@ -17,29 +17,36 @@ import { eventually } from './processes.ts'
 const SB = new Database<SbTables>(sbSchema)
 
 export class FakeChassis {
-  readonly #client: Promise<OvsdbClient>
-  readonly #chassis = new Map<string, Promise<string>>()
+  readonly #clients = new Map<string, Promise<OvsdbClient>>()
+  /** Where each (DPU, logical port) was bound, to release it there. */
+  readonly #boundIn = new Map<string, string>()
 
-  constructor(sbRemote: string) {
-    this.#client = OvsdbClient.connect(sbRemote)
-  }
+  /**
+   * @param rewrite maps the SB remote a job names (what a DPU reaches) to the one this
+   * process may write (e.g. its unix socket); identity by default.
+   */
+  constructor(readonly rewrite: (sbRemote: string) => string = (remote) => remote) {}
 
   /** Binds `logicalPort` to the DPU's chassis once northd has made its `Port_Binding`. */
-  async bind(dpuId: string, logicalPort: string): Promise<void> {
-    const chassis = await this.#chassisOf(dpuId)
-    const client = await this.#client
+  async bind(sbRemote: string, dpuId: string, logicalPort: string): Promise<void> {
+    const remote = this.rewrite(sbRemote)
+    const chassis = await this.#chassisOf(remote, dpuId)
+    const client = await this.#client(remote)
     await eventually(async () => {
       const [updated] = await client.transact(SB.name, [
         SB.update('Port_Binding', [['logical_port', '==', logicalPort]], { chassis }),
       ])
       return (updated?.count ?? 0) > 0
-    }, 20_000)
+    }, 60_000)
+    this.#boundIn.set(`${dpuId}/${logicalPort}`, remote)
   }
 
   /** Releases `logicalPort` when the DPU's chassis holds it (as ovn-controller does). */
   async release(dpuId: string, logicalPort: string): Promise<void> {
-    const chassis = await this.#chassisOf(dpuId)
-    const client = await this.#client
+    const remote = this.#boundIn.get(`${dpuId}/${logicalPort}`)
+    if (!remote) return
+    const chassis = await this.#chassisOf(remote, dpuId)
+    const client = await this.#client(remote)
     await client.transact(SB.name, [
       SB.update(
         'Port_Binding',
@@ -50,24 +57,35 @@ export class FakeChassis {
         { chassis: null },
       ),
     ])
+    this.#boundIn.delete(`${dpuId}/${logicalPort}`)
   }
 
   async close(): Promise<void> {
-    await (await this.#client.catch(() => undefined))?.close()
-  }
-
-  /** The uuid of the DPU's `Chassis` row, made on first use (with its one `Encap`). */
-  #chassisOf(dpuId: string): Promise<string> {
-    let chassis = this.#chassis.get(dpuId)
-    if (!chassis) {
-      chassis = this.#ensureChassis(dpuId)
-      this.#chassis.set(dpuId, chassis)
+    for (const client of this.#clients.values()) {
+      await (await client.catch(() => undefined))?.close()
     }
-    return chassis
   }
 
-  async #ensureChassis(dpuId: string): Promise<string> {
-    const client = await this.#client
+  #client(remote: string): Promise<OvsdbClient> {
+    let client = this.#clients.get(remote)
+    if (!client) {
+      client = OvsdbClient.connect(remote)
+      this.#clients.set(remote, client)
+    }
+    return client
+  }
+
+  /**
+   * The uuid of the DPU's `Chassis` row in that SB, made when missing (with its `Encap`):
+   * looked up every time, since the controller removes the chassis from a group's SB once
+   * the DPU serves another group.
+   */
+  #chassisOf(remote: string, dpuId: string): Promise<string> {
+    return this.#ensureChassis(remote, dpuId)
+  }
+
+  async #ensureChassis(remote: string, dpuId: string): Promise<string> {
+    const client = await this.#client(remote)
     const find = async () => {
       const [rows] = await client.transact(SB.name, [
         SB.select('Chassis', [['name', '==', dpuId]], ['_uuid']),

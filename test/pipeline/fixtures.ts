@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
+import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import {
@@ -12,7 +13,7 @@ import {
   type IsolateAck,
   parseAgentJob,
 } from '../../lib/agent-protocol/index.ts'
-import { sharedCentralProvider } from '../../lib/ovn/central.ts'
+import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
 import { FakeChassis } from '../helpers/fake-chassis.ts'
@@ -24,8 +25,11 @@ const run = promisify(execFile)
 export interface Pipeline {
   readonly controller: Controller
   readonly client: HydrazineClient
+  /** The shared central's NB and SB (with `perGroup`: none, see `centrals`). */
   readonly nb: string
   readonly sb: string
+  /** With `perGroup`: the controller's per-group centrals. */
+  readonly centrals?: PerGroupCentrals
   readonly redisUrl: string
   readonly prefix: string
   /** vty socket dir of the private FRR, when started with `frr: true`. */
@@ -80,20 +84,40 @@ export const DHCP_SERVER = '192.0.2.53'
 
 export async function startPipeline(
   t: Teardown,
-  options: { frr?: boolean } = {},
+  options: {
+    frr?: boolean
+    /** One OVN central per group (the embedded default) instead of one shared. */
+    perGroup?: boolean
+  } = {},
 ): Promise<Pipeline> {
-  const stack = await withStack(t, { redis: true, ovn: true, frr: options.frr ?? false })
-  if (!stack.redis || !stack.ovn) throw new Error('stack without redis or ovn')
+  const perGroup = options.perGroup ?? false
+  const stack = await withStack(t, { redis: true, ovn: !perGroup, frr: options.frr ?? false })
+  if (!stack.redis) throw new Error('stack without redis')
   const redisUrl = stack.redis.url
   const prefix = 'hzt'
-  const controller = await startController({
-    dhcpServers: [DHCP_SERVER],
-    redisUrl,
-    ovn: sharedCentralProvider({
+  let centrals: PerGroupCentrals | undefined
+  let ovn: OvnCentralProvider
+  if (stack.ovn) {
+    ovn = sharedCentralProvider({
       nb: stack.ovn.nb.unix,
       sb: stack.ovn.sb.remote,
       sbController: stack.ovn.sb.unix,
-    }),
+    })
+  } else {
+    centrals = await startPerGroupCentrals({
+      dataDir: stack.dataDir,
+      listenAddress: '127.0.0.1',
+      pki: stack.pki,
+      log: () => {},
+    })
+    const started = centrals
+    t.teardown(() => started.close())
+    ovn = centrals
+  }
+  const controller = await startController({
+    dhcpServers: [DHCP_SERVER],
+    redisUrl,
+    ovn,
     fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
     reconcileEveryMs: 0,
     prefix,
@@ -102,16 +126,17 @@ export async function startPipeline(
   })
   t.teardown(() => controller.close())
   const { client } = controller
-  const nb = stack.ovn.nb.unix
+  const nb = stack.ovn?.nb.unix ?? ''
   // The stand-in agents leave in the SB what ovn-controller would.
-  const chassis = new FakeChassis(stack.ovn.sb.unix)
+  const chassis = new FakeChassis()
   t.teardown(() => chassis.close())
 
   return {
     controller,
     client,
     nb,
-    sb: stack.ovn.sb.remote,
+    sb: stack.ovn?.sb.remote ?? '',
+    ...(centrals ? { centrals } : {}),
     redisUrl,
     prefix,
     ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
@@ -258,10 +283,11 @@ async function answer(
     specVersion: number
     protocolVersion: string
     host: { logicalPort: string }
+    group: { sbRemote?: string }
   }
   const hostPort = `hp-${data.host.logicalPort}`.slice(0, 15)
   if (job.name === 'configure') {
-    await chassis?.bind(dpuId, data.host.logicalPort)
+    if (data.group.sbRemote) await chassis?.bind(data.group.sbRemote, dpuId, data.host.logicalPort)
     return {
       dpuId,
       specVersion: data.specVersion,

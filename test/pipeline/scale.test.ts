@@ -37,6 +37,8 @@ t.test('100 hosts attached to one group at once by 2 worker processes are all Re
     90_000,
   )
   t.equal(hosts.filter((h) => h.status.phase === 'Ready').length, 100, 'all 100 are Ready')
+  for (const h of hosts.filter((h) => h.status.phase !== 'Ready'))
+    t.comment(JSON.stringify(h.status))
 
   const ports = (await p.nbctl('lsp-list', topologyNames.switch('group-a')))
     .split('\n')

@@ -1,0 +1,151 @@
+/**
+ * One OVN central per resource group: each group's NB holds only its own rows, a DPU
+ * follows one group's SB at a time and leaves no chassis behind, a lost database is
+ * rebuilt from Redis, and a deleted group's central goes with it.
+ */
+import { execFile } from 'node:child_process'
+import { access } from 'node:fs/promises'
+import { promisify } from 'node:util'
+import t from 'tap'
+import type { ReconcileReport } from '../../functions/reconcile.ts'
+import { topologyNames } from '../../lib/ovn/index.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+
+const run = promisify(execFile)
+
+async function ctl(tool: 'ovn-nbctl' | 'ovn-sbctl', db: string, ...args: string[]) {
+  return (await run(tool, [`--db=${db}`, '--timeout=10', ...args])).stdout
+}
+
+async function readyGroup(p: Pipeline, name: string, cidr: string, gateway: string) {
+  await p.client.applyGroup(name, groupSpec('tenant-a', cidr, gateway))
+  return until(
+    () => p.client.getGroup(name),
+    (g) => g?.status.phase === 'Ready',
+  )
+}
+
+async function readyHost(p: Pipeline, name: string, group: string, dpu: string, n: number) {
+  await p.client.applyHost(name, hostSpec(group, dpu, n))
+  return until(
+    () => p.client.getHost(name),
+    (h) => h?.status.phase === 'Ready',
+  )
+}
+
+async function reconcile(p: Pipeline, id: string): Promise<ReconcileReport> {
+  const job = await p.controller.queue.add('reconcile', {}, { jobId: id })
+  await until(
+    () => job.getState(),
+    (s) => s === 'completed' || s === 'failed',
+  )
+  return (await p.controller.queue.getJob(id))?.returnvalue as ReconcileReport
+}
+
+t.test('each group gets its own central, holding only its own rows', async (t) => {
+  const p = await startPipeline(t, { perGroup: true })
+  await p.agent('dpu-1')
+  await p.agent('dpu-2')
+  const a = await readyGroup(p, 'group-a', '10.10.10.0/24', '10.10.10.1')
+  const b = await readyGroup(p, 'group-b', '10.10.10.0/24', '10.10.10.1')
+  const centralA = a?.status.ovnCentral
+  const centralB = b?.status.ovnCentral
+  t.ok(centralA && centralB, 'each group says where its central is')
+  t.not(centralA?.nb, centralB?.nb, 'two NBs')
+  t.not(centralA?.sb, centralB?.sb, 'two SBs')
+  t.match(centralA?.sb, /^tcp:127\.0\.0\.1:\d+$/, 'its SB is reachable for DPUs')
+
+  const hostA = await readyHost(p, 'host-a', 'group-a', 'dpu-1', 1)
+  const hostB = await readyHost(p, 'host-b', 'group-b', 'dpu-2', 2)
+  t.equal(hostA?.status.phase, 'Ready')
+  t.equal(hostB?.status.phase, 'Ready', 'overlapping CIDRs in two centrals')
+
+  const switchesA = await ctl('ovn-nbctl', centralA?.nb ?? '', 'ls-list')
+  const switchesB = await ctl('ovn-nbctl', centralB?.nb ?? '', 'ls-list')
+  t.match(switchesA, topologyNames.switch('group-a'))
+  t.notMatch(switchesA, topologyNames.switch('group-b'), "A's NB holds nothing of B")
+  t.match(switchesB, topologyNames.switch('group-b'))
+  t.notMatch(switchesB, topologyNames.switch('group-a'), "B's NB holds nothing of A")
+
+  await t.test('a DPU follows one group at a time, and leaves no chassis behind', async (t) => {
+    // dpu-1 serves host-a in group-a: a host of group-b on it waits, saying why.
+    await p.client.applyHost('host-b2', hostSpec('group-b', 'dpu-1', 3))
+    const waiting = await until(
+      () => p.client.getHost('host-b2'),
+      (h) => h?.status.conditions.some((c) => c.reason === 'DpuServesAnotherGroup') ?? false,
+    )
+    t.not(waiting?.status.phase, 'Ready', 'not Ready while the DPU serves group-a')
+    const sbA = (await p.centrals?.ensure('group-a'))?.sbController ?? ''
+    t.match(await ctl('ovn-sbctl', sbA, '--bare', '--columns=name', 'list', 'Chassis'), /dpu-1/)
+
+    await p.client.deleteHost('host-a')
+    await until(
+      () => p.client.getHost('host-a'),
+      (h) => !h,
+    )
+    const moved = await until(
+      () => p.client.getHost('host-b2'),
+      (h) => h?.status.phase === 'Ready',
+      60_000,
+    )
+    t.equal(moved?.status.phase, 'Ready', 'once group-a is gone from the DPU, the host attaches')
+    t.notMatch(
+      await ctl('ovn-sbctl', sbA, '--bare', '--columns=name', 'list', 'Chassis'),
+      /dpu-1/,
+      "group-a's SB has no chassis row for dpu-1 any more",
+    )
+    const sbB = (await p.centrals?.ensure('group-b'))?.sbController ?? ''
+    t.match(
+      await ctl(
+        'ovn-sbctl',
+        sbB,
+        '--bare',
+        '--columns=chassis',
+        'find',
+        'Port_Binding',
+        `logical_port=${topologyNames.hostPort('group-b', 'host-b2')}`,
+      ),
+      /\S/,
+      "the host is bound in group-b's SB",
+    )
+  })
+
+  await t.test("a group's lost NB database is rebuilt from Redis", async (t) => {
+    const nb = centralB?.nb ?? ''
+    const file = nb.replace(/^unix:/, '').replace('nb.sock', 'nb.db')
+    const pid = (await run('cat', [file.replace('nb.db', 'nb.pid')])).stdout.trim()
+    await run('rm', ['-f', file])
+    await run('kill', ['-9', pid])
+    // The central comes back (empty), and reconcile applies the group again.
+    const report = await until(
+      () => reconcile(p, `reconcile-${Date.now()}`),
+      (r) => r?.repaired.includes('group-b') ?? false,
+      60_000,
+    )
+    t.ok(report.repaired.includes('group-b'), 'reconcile repaired group-b')
+    t.match(await ctl('ovn-nbctl', nb, 'ls-list'), topologyNames.switch('group-b'))
+    t.match(
+      await ctl('ovn-nbctl', nb, 'lsp-list', topologyNames.switch('group-b')),
+      topologyNames.hostPort('group-b', 'host-b'),
+      "every host's port is back",
+    )
+    t.equal((await p.client.getHost('host-b'))?.status.phase, 'Ready', 'no host lost')
+  })
+
+  await t.test("deleting a group removes its central; reconcile removes an orphan's", async (t) => {
+    const dir = (centralA?.nb ?? '').replace(/^unix:/, '').replace('/nb.sock', '')
+    await p.client.deleteGroup('group-a')
+    await until(
+      () => p.client.getGroup('group-a'),
+      (g) => !g,
+    )
+    await t.rejects(access(dir), 'its files are gone')
+    t.notOk((await p.centrals?.groups())?.includes('group-a'))
+
+    // A central left behind (a delete that crashed after the group was purged).
+    await p.centrals?.ensure('ghost')
+    const report = await reconcile(p, 'reconcile-orphans')
+    t.same(report.centralsRemoved, ['ghost'], "reconcile removes a gone group's central")
+    t.same((await p.centrals?.groups())?.sort(), ['group-b'])
+  })
+})
