@@ -7,8 +7,8 @@ export interface ReconcileReport {
   readonly repaired: string[]
   /** Groups that exist only in NB (Hydrazine-owned rows nothing wants) and were removed. */
   readonly orphansRemoved: string[]
-  /** Groups gone from the store whose own central was still there, and was removed. */
-  readonly centralsRemoved: string[]
+  /** Groups the store does not have whose own central is still on disk (kept). */
+  readonly orphanCentrals: string[]
   readonly checkedGroups: number
   readonly at: string
 }
@@ -16,12 +16,10 @@ export interface ReconcileReport {
 /**
  * `reconcile` (repeatable): compares every group's desired topology with the OVN NB and
  * repairs drift (one diff-and-commit per group, nothing when in sync), deletes rows that
- * carry Hydrazine's owner `external_ids` for groups that no longer exist, removes the own
- * centrals of groups that no longer exist, and reports what it repaired as its job result.
+ * carry Hydrazine's owner `external_ids` for groups that no longer exist, and reports
+ * what it repaired, and the centrals whose group it does not know, as its job result.
  */
-export function createReconcile(
-  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'southbound' | 'groups'>,
-) {
+export function createReconcile(deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups'>) {
   return async function reconcile(_job: Job): Promise<ReconcileReport> {
     const groups = await deps.store.listGroups()
     const repaired: string[] = []
@@ -44,11 +42,11 @@ export function createReconcile(
         orphansRemoved.push(owner)
       }
     }
-    const centralsRemoved = await removeOrphanCentrals(deps, known)
+    const orphanCentrals = await findOrphanCentrals(deps, known)
     return {
       repaired,
       orphansRemoved,
-      centralsRemoved,
+      orphanCentrals,
       checkedGroups: groups.length,
       at: new Date().toISOString(),
     }
@@ -56,24 +54,20 @@ export function createReconcile(
 }
 
 /**
- * Centrals of groups the store no longer has (a delete that crashed after purging the
- * group, or files left from another run). Each is checked again right before it goes, so a
- * group created since the run began keeps its central.
+ * Centrals of groups the store does not have. Group deletion releases a central before it
+ * purges the group, so these come from a store that lost data (a wrong `REDIS_URL`, a
+ * truncated AOF) or files left by another run: they are reported, never deleted, and an
+ * operator decides. Each is checked again, so a group created since the run began is not
+ * reported.
  */
-async function removeOrphanCentrals(
-  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'southbound'>,
+async function findOrphanCentrals(
+  deps: Pick<HandlerDeps, 'store' | 'ovn'>,
   known: ReadonlySet<string>,
 ): Promise<string[]> {
-  const removed: string[] = []
+  const orphans: string[] = []
   for (const group of await deps.ovn.groups()) {
     if (known.has(group) || (await deps.store.getGroup(group))) continue
-    const running = (await deps.ovn.list()).find((c) => c.group === group)
-    await deps.ovn.release(group)
-    if (running) {
-      await deps.nb.drop(running.nb)
-      await deps.southbound.drop(running.sbController)
-    }
-    removed.push(group)
+    orphans.push(group)
   }
-  return removed
+  return orphans
 }

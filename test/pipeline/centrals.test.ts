@@ -132,20 +132,27 @@ t.test('each group gets its own central, holding only its own rows', async (t) =
     t.equal((await p.client.getHost('host-b'))?.status.phase, 'Ready', 'no host lost')
   })
 
-  await t.test("deleting a group removes its central; reconcile removes an orphan's", async (t) => {
-    const dir = (centralA?.nb ?? '').replace(/^unix:/, '').replace('/nb.sock', '')
-    await p.client.deleteGroup('group-a')
-    await until(
-      () => p.client.getGroup('group-a'),
-      (g) => !g,
-    )
-    await t.rejects(access(dir), 'its files are gone')
-    t.notOk((await p.centrals?.groups())?.includes('group-a'))
+  await t.test(
+    "deleting a group removes its central; reconcile reports an orphan's and keeps it",
+    async (t) => {
+      const dir = (centralA?.nb ?? '').replace(/^unix:/, '').replace('/nb.sock', '')
+      await p.client.deleteGroup('group-a')
+      await until(
+        () => p.client.getGroup('group-a'),
+        (g) => !g,
+      )
+      await t.rejects(access(dir), 'its files are gone')
+      t.notOk((await p.centrals?.groups())?.includes('group-a'))
 
-    // A central left behind (a delete that crashed after the group was purged).
-    await p.centrals?.ensure('ghost')
-    const report = await reconcile(p, 'reconcile-orphans')
-    t.same(report.centralsRemoved, ['ghost'], "reconcile removes a gone group's central")
-    t.same((await p.centrals?.groups())?.sort(), ['group-b'])
-  })
+      // A central left behind (a delete that crashed after the group was purged).
+      await p.centrals?.ensure('ghost')
+      const report = await reconcile(p, 'reconcile-orphans')
+      t.same(report.orphanCentrals, ['ghost'], 'reconcile reports a central whose group it lacks')
+      t.same(
+        (await p.centrals?.groups())?.sort(),
+        ['ghost', 'group-b'],
+        'and deletes nothing no spec asked it to',
+      )
+    },
+  )
 })
