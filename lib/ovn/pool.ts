@@ -1,37 +1,26 @@
 import { OvsdbClient, type OvsdbClientOptions } from './client.ts'
 import { NbTopologyCache } from './topology/cache.ts'
 
-/** A long-lived connection to one NB database and the monitor-fed cache of its rows. */
-export interface NbConnection {
-  readonly client: OvsdbClient
-  readonly cache: NbTopologyCache
-}
-
 /**
- * NB connections, one per remote, opened on first use and shared by every caller: a
- * controller talks to one central per group (or one shared central), never opening a
- * second connection to the same database. A connection that failed to open is forgotten,
- * so the next caller tries again.
- *
- * @example
- * const pool = new NbPool()
- * const { client, cache } = await pool.get('unix:/run/ovn/nb.sock')
+ * One long-lived connection per OVSDB remote, opened on first use and shared by every
+ * caller: a controller talks to one central per group (or one shared central), never
+ * opening a second connection to the same database. A connection that failed to open is
+ * forgotten, so the next caller tries again.
  */
-export class NbPool {
-  readonly #connections = new Map<string, Promise<NbConnection>>()
-  readonly #options: OvsdbClientOptions
+export class RemotePool<T> {
+  readonly #connections = new Map<string, Promise<T>>()
+  readonly #open: (remote: string) => Promise<T>
+  readonly #shut: (connection: T) => Promise<void>
 
-  constructor(options: OvsdbClientOptions = {}) {
-    this.#options = options
+  constructor(open: (remote: string) => Promise<T>, shut: (connection: T) => Promise<void>) {
+    this.#open = open
+    this.#shut = shut
   }
 
-  get(remote: string): Promise<NbConnection> {
+  get(remote: string): Promise<T> {
     let connection = this.#connections.get(remote)
     if (!connection) {
-      connection = OvsdbClient.connect(remote, this.#options).then(async (client) => ({
-        client,
-        cache: await NbTopologyCache.start(client),
-      }))
+      connection = this.#open(remote)
       connection.catch(() => this.#connections.delete(remote))
       this.#connections.set(remote, connection)
     }
@@ -42,10 +31,36 @@ export class NbPool {
   async drop(remote: string): Promise<void> {
     const connection = this.#connections.get(remote)
     this.#connections.delete(remote)
-    await connection?.then((c) => c.client.close()).catch(() => {})
+    await connection?.then((c) => this.#shut(c)).catch(() => {})
   }
 
   async close(): Promise<void> {
     await Promise.all([...this.#connections.keys()].map((remote) => this.drop(remote)))
+  }
+}
+
+/** A long-lived connection to one NB database and the monitor-fed cache of its rows. */
+export interface NbConnection {
+  readonly client: OvsdbClient
+  readonly cache: NbTopologyCache
+}
+
+/**
+ * NB connections, one per remote, each with its monitor-fed cache.
+ *
+ * @example
+ * const pool = new NbPool()
+ * const { client, cache } = await pool.get('unix:/run/ovn/nb.sock')
+ */
+export class NbPool extends RemotePool<NbConnection> {
+  constructor(options: OvsdbClientOptions = {}) {
+    super(
+      (remote) =>
+        OvsdbClient.connect(remote, options).then(async (client) => ({
+          client,
+          cache: await NbTopologyCache.start(client),
+        })),
+      (connection) => connection.client.close(),
+    )
   }
 }

@@ -6,25 +6,25 @@
  */
 import { OvsdbClient, type OvsdbClientOptions } from './client.ts'
 import { Database } from './database.ts'
+import { RemotePool } from './pool.ts'
 import type { SbTables } from './schema/sb.generated.ts'
 import { sbSchema } from './schema/sb.generated.ts'
 
 const SB = new Database<SbTables>(sbSchema)
 
 /**
- * SB connections, one per remote, opened on first use (as `NbPool` does for NB); a
- * connection that failed to open is forgotten, so the next caller tries again.
+ * SB connections, one per remote (a `RemotePool`, as `NbPool` is for NB).
  *
  * @example
  * const sb = new SbPool()
  * await sb.boundChassis('unix:/run/ovn/sb.sock', 'hz/g1/h1') // 'dpu-1', or null
  */
-export class SbPool {
-  readonly #connections = new Map<string, Promise<OvsdbClient>>()
-  readonly #options: OvsdbClientOptions
-
+export class SbPool extends RemotePool<OvsdbClient> {
   constructor(options: OvsdbClientOptions = {}) {
-    this.#options = options
+    super(
+      (remote) => OvsdbClient.connect(remote, options),
+      (client) => client.close(),
+    )
   }
 
   /**
@@ -32,7 +32,7 @@ export class SbPool {
    * binding row or is bound nowhere.
    */
   async boundChassis(remote: string, logicalPort: string): Promise<string | null> {
-    const client = await this.#get(remote)
+    const client = await this.get(remote)
     const [bindings] = await client.transact(SB.name, [
       SB.select('Port_Binding', [['logical_port', '==', logicalPort]], ['chassis']),
     ])
@@ -49,32 +49,11 @@ export class SbPool {
    * it): it serves no host of this SB's group any more. True when there was one.
    */
   async removeChassis(remote: string, name: string): Promise<boolean> {
-    const client = await this.#get(remote)
+    const client = await this.get(remote)
     const [chassis] = await client.transact(SB.name, [
       SB.delete('Chassis', [['name', '==', name]]),
       SB.delete('Chassis_Private', [['name', '==', name]]),
     ])
     return (chassis?.count ?? 0) > 0
-  }
-
-  /** Closes the connection to `remote` (e.g. its central is gone). */
-  async drop(remote: string): Promise<void> {
-    const connection = this.#connections.get(remote)
-    this.#connections.delete(remote)
-    await connection?.then((c) => c.close()).catch(() => {})
-  }
-
-  async close(): Promise<void> {
-    await Promise.all([...this.#connections.keys()].map((remote) => this.drop(remote)))
-  }
-
-  #get(remote: string): Promise<OvsdbClient> {
-    let connection = this.#connections.get(remote)
-    if (!connection) {
-      connection = OvsdbClient.connect(remote, this.#options)
-      connection.catch(() => this.#connections.delete(remote))
-      this.#connections.set(remote, connection)
-    }
-    return connection
   }
 }
