@@ -91,10 +91,12 @@ export async function startService(
   const app = createApp({
     readiness: {
       redis: async () => (await controller.redis.ping()) === 'PONG',
-      ovnNb: async () =>
-        (await Promise.all((await endpoints.ovn.list()).map((c) => canConnectRemote(c.nb)))).every(
-          Boolean,
-        ),
+      // The shared central, when there is one; a group's own central is reported in the
+      // group's status instead (a probe must not open a connection per group).
+      ovnNb: async () => {
+        const shared = (await endpoints.ovn.list()).filter((c) => c.group === undefined)
+        return (await Promise.all(shared.map((c) => canConnectRemote(c.nb)))).every(Boolean)
+      },
     },
     v1: { client, tokens },
     ...(config.webhookSecret ? { events: { secret: config.webhookSecret, client } } : {}),
