@@ -75,15 +75,19 @@ export function createHostAttach(deps: HandlerDeps) {
 /**
  * With a central per group, a DPU's ovn-controller follows one group's SB: the DPU serves
  * one group at a time. A host for another group waits (retried, saying why) until the
- * DPU's hosts of the other group are detached.
+ * DPU's hosts of the other group are detached. A host holds the DPU once it is past
+ * `Attaching`; of two still attaching, the one whose name sorts first goes ahead (so two
+ * requests at once never wait for each other).
  */
 async function dpuFollowsOneGroup(deps: HandlerDeps, host: ManagedResource): Promise<void> {
   const { resourceGroup: group, dpu } = host.spec
   if (!(await deps.ovn.ensure(group)).group) return
   for (const name of await deps.store.dpuHostNames(dpu.id)) {
     if (name === host.name) continue
-    const other = (await deps.store.getHost(name))?.spec.resourceGroup
-    if (other === undefined || other === group) continue
+    const holder = await deps.store.getHost(name)
+    const other = holder?.spec.resourceGroup
+    if (!holder || other === group) continue
+    if (holder.status.phase === 'Attaching' && name > host.name) continue
     const message = `DPU ${dpu.id} serves ${name} in group ${other}; with a central per group a DPU serves one group at a time`
     await setHostStatus(deps, host.name, host.specVersion, {
       phase: 'Attaching',

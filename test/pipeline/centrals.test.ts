@@ -110,6 +110,31 @@ t.test('each group gets its own central, holding only its own rows', async (t) =
     )
   })
 
+  await t.test('two groups asking for one free DPU at once: one goes ahead', async (t) => {
+    await p.agent('dpu-3')
+    await Promise.all([
+      p.client.applyHost('race-b', hostSpec('group-b', 'dpu-3', 5)),
+      p.client.applyHost('race-a', hostSpec('group-a', 'dpu-3', 4)),
+    ])
+    const first = await until(
+      () => p.client.getHost('race-a'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    t.equal(first?.status.phase, 'Ready', 'the first by name attaches')
+    const second = await p.client.getHost('race-b')
+    t.not(second?.status.phase, 'Ready', 'the other waits')
+    t.ok(
+      second?.status.conditions.some((c) => c.reason === 'DpuServesAnotherGroup'),
+      'saying why',
+    )
+    await p.client.deleteHost('race-a')
+    await p.client.deleteHost('race-b')
+    await until(
+      async () => [await p.client.getHost('race-a'), await p.client.getHost('race-b')],
+      (hs) => hs.every((h) => !h),
+    )
+  })
+
   await t.test("a group's lost NB database is rebuilt from Redis", async (t) => {
     const nb = centralB?.nb ?? ''
     const file = nb.replace(/^unix:/, '').replace('nb.sock', 'nb.db')
