@@ -9,6 +9,7 @@ import {
   Database,
   OvsdbClient,
   OvsdbConstraintViolation,
+  RemotePool,
   type SbTables,
   sbSchema,
 } from '../../lib/ovn/index.ts'
@@ -17,21 +18,17 @@ import { eventually } from './processes.ts'
 const SB = new Database<SbTables>(sbSchema)
 
 export class FakeChassis {
-  readonly #clients = new Map<string, Promise<OvsdbClient>>()
+  readonly #clients = new RemotePool<OvsdbClient>(
+    (remote) => OvsdbClient.connect(remote),
+    (client) => client.close(),
+  )
   /** Where each (DPU, logical port) was bound, to release it there. */
   readonly #boundIn = new Map<string, string>()
 
-  /**
-   * @param rewrite maps the SB remote a job names (what a DPU reaches) to the one this
-   * process may write (e.g. its unix socket); identity by default.
-   */
-  constructor(readonly rewrite: (sbRemote: string) => string = (remote) => remote) {}
-
   /** Binds `logicalPort` to the DPU's chassis once northd has made its `Port_Binding`. */
-  async bind(sbRemote: string, dpuId: string, logicalPort: string): Promise<void> {
-    const remote = this.rewrite(sbRemote)
-    const chassis = await this.#chassisOf(remote, dpuId)
-    const client = await this.#client(remote)
+  async bind(remote: string, dpuId: string, logicalPort: string): Promise<void> {
+    const chassis = await this.#ensureChassis(remote, dpuId)
+    const client = await this.#clients.get(remote)
     await eventually(async () => {
       const [updated] = await client.transact(SB.name, [
         SB.update('Port_Binding', [['logical_port', '==', logicalPort]], { chassis }),
@@ -45,8 +42,8 @@ export class FakeChassis {
   async release(dpuId: string, logicalPort: string): Promise<void> {
     const remote = this.#boundIn.get(`${dpuId}/${logicalPort}`)
     if (!remote) return
-    const chassis = await this.#chassisOf(remote, dpuId)
-    const client = await this.#client(remote)
+    const chassis = await this.#ensureChassis(remote, dpuId)
+    const client = await this.#clients.get(remote)
     await client.transact(SB.name, [
       SB.update(
         'Port_Binding',
@@ -60,19 +57,8 @@ export class FakeChassis {
     this.#boundIn.delete(`${dpuId}/${logicalPort}`)
   }
 
-  async close(): Promise<void> {
-    for (const client of this.#clients.values()) {
-      await (await client.catch(() => undefined))?.close()
-    }
-  }
-
-  #client(remote: string): Promise<OvsdbClient> {
-    let client = this.#clients.get(remote)
-    if (!client) {
-      client = OvsdbClient.connect(remote)
-      this.#clients.set(remote, client)
-    }
-    return client
+  close(): Promise<void> {
+    return this.#clients.close()
   }
 
   /**
@@ -80,12 +66,8 @@ export class FakeChassis {
    * looked up every time, since the controller removes the chassis from a group's SB once
    * the DPU serves another group.
    */
-  #chassisOf(remote: string, dpuId: string): Promise<string> {
-    return this.#ensureChassis(remote, dpuId)
-  }
-
   async #ensureChassis(remote: string, dpuId: string): Promise<string> {
-    const client = await this.#client(remote)
+    const client = await this.#clients.get(remote)
     const find = async () => {
       const [rows] = await client.transact(SB.name, [
         SB.select('Chassis', [['name', '==', dpuId]], ['_uuid']),
