@@ -102,9 +102,8 @@ t.test(
   },
 )
 
-t.test('a Redis error logged at debug level carries no password', async (t) => {
-  const stack = await withStack(t)
-  if (!stack.redis) throw new Error('stack without redis')
+/** The process logger at debug level, writing into `lines` (one JSON line each). */
+function capturedLogger() {
   const lines: string[] = []
   const logger = createLogger(
     'debug',
@@ -115,6 +114,13 @@ t.test('a Redis error logged at debug level carries no password', async (t) => {
       },
     }),
   )
+  return { lines, logger }
+}
+
+t.test('a Redis error logged at debug level carries no password', async (t) => {
+  const stack = await withStack(t)
+  if (!stack.redis) throw new Error('stack without redis')
+  const { lines, logger } = capturedLogger()
   const wrong = 'wrong-password-0123456789abcdef'
   const url = stack.redis.url.replace(/:[0-9a-f]{64}@/, `:${wrong}@`)
   const client = new Redis({
@@ -147,16 +153,7 @@ t.test('a Redis error logged at debug level carries no password', async (t) => {
 t.test(
   'an ioredis error with the failed AUTH command is logged without its arguments',
   async (t) => {
-    const lines: string[] = []
-    const logger = createLogger(
-      'debug',
-      new Writable({
-        write(chunk, _encoding, done) {
-          lines.push(String(chunk))
-          done()
-        },
-      }),
-    )
+    const { lines, logger } = capturedLogger()
     // What ioredis attaches to a failed command (DataHandler.returnError, abortError).
     const error = Object.assign(new Error('WRONGPASS invalid username-password pair'), {
       command: { name: 'auth', args: ['default', 'p4ssw0rd-secret'] },
