@@ -77,6 +77,9 @@ export class StateStore {
   #dpuHosts(dpuId: string): string {
     return `${this.#prefix}dpu:${dpuId}:hosts`
   }
+  #dpuCentral(dpuId: string): string {
+    return `${this.#prefix}dpu:${dpuId}:central`
+  }
   #tenantDpus(tenant: string): string {
     return `${this.#prefix}tenant:${tenant}:dpus`
   }
@@ -219,6 +222,7 @@ export class StateStore {
       throw new StoreConflict(`DPU ${id} serves hosts; delete them first`, 'InUse')
     }
     if (dpu?.spec.tenantId) await this.#redis.srem(this.#tenantDpus(dpu.spec.tenantId), id)
+    await this.#redis.del(this.#dpuCentral(id))
     await this.#changed('dpu', id)
     return Number(reply) === 1
   }
@@ -450,7 +454,7 @@ export class StateStore {
    * group whose central it followed before (null: none, or the same).
    */
   async swapDpuCentral(dpuId: string, group: string): Promise<string | null> {
-    const previous = await this.#redis.getset(`${this.#prefix}dpu:${dpuId}:central`, group)
+    const previous = await this.#redis.getset(this.#dpuCentral(dpuId), group)
     return previous === group ? null : previous
   }
 
