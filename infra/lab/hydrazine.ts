@@ -1,14 +1,16 @@
 /**
- * Hydrazine in the lab: `infra/main.ts` run as `npm start` runs it, its embedded Redis,
- * OVN central and FRR listening on the fabric, and a client for its HTTP API — the only
- * way the lab drives it. The fabric is not loopback, so Redis speaks TLS only and the SB
- * is `pssl:` with OVN's RBAC: what an agent needs to connect comes back from here.
+ * Hydrazine in the lab: `infra/main.ts` run as `npm start` runs it, with its defaults —
+ * embedded Redis and FRR, and one OVN central per resource group, all listening on the
+ * fabric — and a client for its HTTP API, the only way the lab drives it. The fabric is
+ * not loopback, so Redis speaks TLS only and each group's SB is `pssl:` with OVN's RBAC:
+ * what an agent needs to connect comes back from here.
  */
 import { mkdir, readFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
 import { freePort } from '../../lib/process/ports.ts'
+import { centralDir } from '../centrals.ts'
 import type { Fabric } from './dpu.ts'
 
 const repo = fileURLToPath(new URL('../..', import.meta.url))
@@ -32,11 +34,28 @@ export interface LabHydrazine {
   readonly redisUrl: string
   /** The CA of Hydrazine's PKI: Redis's and the SB's server certificates chain to it. */
   readonly caFile: string
-  /** NB (unix socket): tests observe it. */
-  readonly nbRemote: string
-  /** SB for chassis: `ssl:<fabric gateway>:PORT` (RBAC role ovn-controller). */
-  readonly sbRemote: string
+  /** Where the groups' OVN centrals live: one directory each (`LabCentral.dir`). */
+  readonly centralsDir: string
   api(method: string, path: string, body?: unknown): Promise<ApiAnswer>
+  /**
+   * The OVN central of `group`, as its status tells (`ovnCentral`): there once the group
+   * has been created. Throws when the group has none (yet).
+   */
+  central(group: string): Promise<LabCentral>
+}
+
+/** A resource group's OVN central (NB + SB ovsdb-server and ovn-northd). */
+export interface LabCentral {
+  readonly group: string
+  /** NB (unix socket): tests observe it, never configure it. */
+  readonly nb: string
+  /** SB for the group's chassis: `ssl:<fabric gateway>:PORT` (RBAC role ovn-controller). */
+  readonly sb: string
+  /**
+   * Its directory: databases, sockets, logs and pid files (`nb.pid`, `sb.pid`,
+   * `northd.pid`), as `infra/centrals.ts` lays it out.
+   */
+  readonly dir: string
 }
 
 /**
@@ -53,7 +72,8 @@ export async function startHydrazine(opts: {
   started: (daemon: Daemon) => void
 }): Promise<LabHydrazine> {
   const { dataDir, fabric, router } = opts
-  const hzDir = join(dataDir, 'hydrazine')
+  // Absolute: Hydrazine runs in the repository, and the lab finds its centrals here.
+  const hzDir = resolve(dataDir, 'hydrazine')
   await mkdir(hzDir, { recursive: true })
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
@@ -69,8 +89,6 @@ export async function startHydrazine(opts: {
         HYDRAZINE_HTTP_PORT: String(port),
         HYDRAZINE_GRPC_PORT: String(await freePort()),
         HYDRAZINE_EMBEDDED_LISTEN: fabric.gatewayIp,
-        // The lab's checks read one NB; per-group centrals are proven by the pipeline tests.
-        HYDRAZINE_OVN_CENTRAL: 'shared',
         HYDRAZINE_BGP_ASN: String(HYDRAZINE_ASN),
         HYDRAZINE_BGP_ROUTER_ID: fabric.gatewayIp,
         HYDRAZINE_BGP_PEERS: `${router.ip}:${router.asn}`,
@@ -95,9 +113,7 @@ export async function startHydrazine(opts: {
   const hzOut = await readFile(hzLog, 'utf8')
   const redis =
     /redis-server listening on (rediss?):\/\/([0-9.]+):(\d+) \(password in ([^)\s]+)\)/.exec(hzOut)
-  const sb = /ovsdb-server\(sb\) on unix:\S+ and ((?:tcp|ssl):[0-9.]+:\d+)/.exec(hzOut)
-  const nb = /ovsdb-server\(nb\) on (unix:[^\s"]+)/.exec(hzOut)
-  if (!redis || !sb || !nb) throw new Error(`cannot find Redis/OVN endpoints in ${hzLog}`)
+  if (!redis) throw new Error(`cannot find Redis's endpoint in ${hzLog}`)
   const password = (await readFile(redis[4] ?? '', 'utf8')).trim()
   const pkiDir = join(hzDir, 'pki')
   const tokenFile = join(hzDir, 'operator-token')
@@ -120,14 +136,24 @@ export async function startHydrazine(opts: {
     return { status: res.status, body: parsed }
   }
 
+  const central = async (group: string): Promise<LabCentral> => {
+    const answer = await api('GET', `/v1/resource-groups/${encodeURIComponent(group)}`)
+    const status = (answer.body as { status?: { ovnCentral?: { nb?: string; sb?: string } } })
+      ?.status
+    const { nb, sb } = status?.ovnCentral ?? {}
+    if (answer.status !== 200 || !nb || !sb)
+      throw new Error(`group ${group} has no OVN central: ${JSON.stringify(answer.body)}`)
+    return { group, nb, sb, dir: centralDir(hzDir, group) }
+  }
+
   return {
     url,
     token,
     tokenFile,
     redisUrl: `${redis[1]}://default:${password}@${redis[2]}:${redis[3]}`,
     caFile: join(pkiDir, 'ca.crt'),
-    nbRemote: nb[1] ?? '',
-    sbRemote: sb[1] ?? '',
+    centralsDir: join(hzDir, 'centrals'),
     api,
+    central,
   }
 }

@@ -3,15 +3,15 @@
  * one: `startLab` puts the parts together, each from its own module:
  *
  * - a fabric bridge in the root namespace (`fabric.gatewayIp`), where Hydrazine's
- *   embedded Redis, OVN central and FRR listen (`dpu.ts`);
+ *   embedded Redis, FRR and each resource group's OVN central listen (`dpu.ts`);
  * - a fabric router namespace running FRR (zebra + bgpd) that peers with Hydrazine's FRR
  *   and holds an "internet" address behind it (`fabric-router.ts`);
  * - DPUs (`createDpu`), each running the real agent process (`dpu-agent.ts`), with two
  *   fabric addresses: the encap IP on `br-phy` and a NAT IP that only OVN answers for;
  * - BareMetal hosts as namespaces behind their DPU (`addHost`);
  * - dnsmasq on the fabric standing in for Carbide's DHCP server (`dhcp-server.ts`);
- * - Hydrazine itself (`infra/main.ts`, as `npm start` runs it), driven only through its
- *   HTTP API (`lab.api`, `hydrazine.ts`).
+ * - Hydrazine itself (`infra/main.ts`, as `npm start` runs it: one OVN central per
+ *   resource group), driven only through its HTTP API (`lab.api`, `hydrazine.ts`).
  *
  * Everything it makes is named from `prefix` and written to `<dataDir>/lab-state.json`
  * so that `removeLabLeftovers` can clean up after a crashed run. Tests look inside with
@@ -25,7 +25,7 @@ import { type DhcpEntry, dhcpServer } from './dhcp-server.ts'
 import { createDpu, createFabric, type Fabric, run, type SimDpu, type SimHost } from './dpu.ts'
 import { startDpuAgent } from './dpu-agent.ts'
 import { FABRIC_ROUTER_ASN, type FabricRouter, startFabricRouter } from './fabric-router.ts'
-import { type ApiAnswer, HYDRAZINE_ASN, startHydrazine } from './hydrazine.ts'
+import { type ApiAnswer, HYDRAZINE_ASN, type LabCentral, startHydrazine } from './hydrazine.ts'
 import { netnsExec, noIpv6 } from './probes.ts'
 
 const quietly = (p: Promise<unknown>) => p.then(() => undefined).catch(() => undefined)
@@ -86,6 +86,8 @@ export interface LabState {
   readonly labPid: number
   readonly url?: string
   readonly tokenFile?: string
+  /** Where Hydrazine keeps the groups' OVN centrals, one directory each. */
+  readonly centralsDir?: string
   readonly fabric?: { bridge: string; gatewayIp: string }
   readonly router?: { netns: string; ip: string }
   readonly dpus: { id: string; netns: string; encapIp: string; natIp: string }[]
@@ -102,23 +104,28 @@ export interface Lab {
   /** Hydrazine's HTTP API base URL and its operator token. */
   readonly url: string
   readonly token: string
-  /** Hydrazine's OVN NB (unix remote), to observe, never to configure. */
-  readonly nbRemote: string
-  /** What the DPUs' ovn-controller and agents connect to: `ssl:` SB, `rediss://` Redis. */
-  readonly sbRemote: string
+  /** What the DPUs' agents connect to: `rediss://` Redis. */
   readonly redisScheme: string
+  /** Where Hydrazine keeps the groups' OVN centrals, one directory each. */
+  readonly centralsDir: string
   /** The DHCP server's address on the fabric (give it as a group's `dhcpServer`). */
   readonly dhcpServerIp: string
   /** dnsmasq's log: each DHCP exchange with the relay agent information it carried. */
   readonly dhcpLog: string
   api(method: string, path: string, body?: unknown): Promise<ApiAnswer>
+  /**
+   * The OVN central of `group` (created): its NB to observe, the `ssl:` SB its DPUs'
+   * ovn-controller follow, its directory.
+   */
+  central(group: string): Promise<LabCentral>
   addHost(opts: { dpu: number; name: string; mac: string; ipCidr?: string }): Promise<LabHost>
   /**
    * (Re)starts dnsmasq serving `entries`: per relay circuit id (the agent's relay port
    * name), a subnet and fixed MAC → IP leases.
    */
   configureDhcp(entries: readonly DhcpEntry[]): Promise<void>
-  nbctl(...args: string[]): Promise<string>
+  /** `ovn-nbctl` against `group`'s NB: to observe, never to configure. */
+  nbctl(group: string, ...args: string[]): Promise<string>
   writeState(): Promise<void>
   stop(): Promise<void>
 }
@@ -185,10 +192,13 @@ export async function startLab(opts: {
       router: { ip: router.ip, asn: FABRIC_ROUTER_ASN },
       started,
     })
-    const { url, tokenFile, nbRemote } = hydrazine
-    state = { ...state, url, tokenFile }
+    const { url, tokenFile, centralsDir } = hydrazine
+    state = { ...state, url, tokenFile, centralsDir }
     await writeState()
-    log(`Hydrazine ${url} (Redis ${redactRedisUrl(hydrazine.redisUrl)}, SB ${hydrazine.sbRemote})`)
+    log(
+      `Hydrazine ${url} (Redis ${redactRedisUrl(hydrazine.redisUrl)}, ` +
+        `an OVN central per group in ${centralsDir})`,
+    )
 
     for (let i = 1; i <= (opts.dpus ?? 3); i++) {
       const id = `dpu${i}`
@@ -245,15 +255,18 @@ export async function startLab(opts: {
       hosts,
       url,
       token: hydrazine.token,
-      nbRemote,
-      sbRemote: hydrazine.sbRemote,
       redisScheme: new URL(hydrazine.redisUrl).protocol,
+      centralsDir,
       dhcpServerIp: fabric.gatewayIp,
       dhcpLog: dhcp.log,
       api: hydrazine.api,
+      central: hydrazine.central,
       addHost,
       configureDhcp: dhcp.configure,
-      nbctl: (...args) => run('ovn-nbctl', [`--db=${nbRemote}`, '--timeout=10', ...args]),
+      nbctl: async (group, ...args) => {
+        const { nb } = await hydrazine.central(group)
+        return run('ovn-nbctl', [`--db=${nb}`, '--timeout=10', ...args])
+      },
       writeState,
       stop,
     }

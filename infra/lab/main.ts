@@ -3,7 +3,8 @@
  *
  * - `up` starts the lab in a background process (`serve`), waits until it is ready,
  *   prints its status and returns; the lab keeps running.
- * - `status` prints the hosts, their addresses and how to get a shell in each.
+ * - `status` prints the hosts, their addresses and how to get a shell in each, and each
+ *   resource group's OVN central (Hydrazine runs one per group, as `npm start` does).
  * - `down` stops the background process (which stops every daemon it started) and
  *   removes every namespace and link the lab made, even after a crash.
  *
@@ -92,12 +93,39 @@ async function serve(): Promise<void> {
   process.stdout.write('lab is up\n')
 }
 
+/**
+ * A line per resource group with its OVN central, as the group's status tells
+ * (`ovnCentral`); asked of the API, so undefined when it does not answer.
+ */
+async function centralLines(s: LabState): Promise<string[] | undefined> {
+  if (!s.url || !s.tokenFile || !isAlive(s.labPid)) return undefined
+  try {
+    const token = (await readFile(s.tokenFile, 'utf8')).trim()
+    const res = await fetch(`${s.url}/v1/resource-groups`, {
+      headers: { authorization: `Bearer ${token}` },
+    })
+    const { items = [] } = (await res.json()) as {
+      items?: { name: string; status?: { ovnCentral?: { nb: string; sb: string } } }[]
+    }
+    if (items.length === 0) return ['    (no resource group yet)']
+    return items.map((g) => {
+      const central = g.status?.ovnCentral
+      return central
+        ? `    ${g.name}: SB ${central.sb}   ovn-nbctl --db=${central.nb} show`
+        : `    ${g.name}: no central yet`
+    })
+  } catch {
+    return undefined
+  }
+}
+
 async function status(): Promise<number> {
   const s = await readState()
   if (!s) {
     process.stdout.write(`no lab in ${dataDir}\n`)
     return 1
   }
+  const centrals = await centralLines(s)
   const lines = [
     `lab ${s.prefix} (pid ${s.labPid}, ${isAlive(s.labPid) ? 'running' : 'NOT running'})`,
     `  data:            ${s.dataDir}`,
@@ -113,6 +141,9 @@ async function status(): Promise<number> {
           `  fabric router:   ${s.router.ip}  ip netns exec ${s.router.netns} bash`,
           `                   vtysh --vty_socket ${s.dataDir}/fabric-frr -c 'show ip bgp'`,
         ]
+      : []),
+    ...(s.centralsDir
+      ? [`  OVN centrals:    one per resource group, in ${s.centralsDir}`, ...(centrals ?? [])]
       : []),
     '  DPUs:',
     ...s.dpus.map(

@@ -8,16 +8,22 @@
  * why, so that a broken lab never passes as a skip. Only without root is it skipped, with
  * the same reason, when it cannot start.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { access, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { labPrefix } from '../../infra/lab/dpu.ts'
 import { type Lab, type LabHost, labUnavailable, startLab } from '../../infra/lab/lab.ts'
 import { capture, eventually, icmpInEchos, pings } from '../../infra/lab/probes.ts'
-import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
+import { topologyNames } from '../../lib/ovn/index.ts'
+import { attachHost, type HostAccess, hostReady, isGone, phaseIs } from './api.ts'
 
 const why = await labUnavailable()
+const missing = (path: string) =>
+  access(path).then(
+    () => false,
+    () => true,
+  )
 
 interface HostView {
   status?: {
@@ -44,8 +50,7 @@ t.test('Hydrazine on a simulated data centre', { skip }, async (t) => {
   const l = lab
   const [dpu1, dpu2, dpu3] = l.dpus
   if (!dpu1 || !dpu2 || !dpu3) throw new Error('three DPUs expected')
-  t.match(l.sbRemote, /^ssl:/, 'on the fabric the SB is ssl: (chassis certificates, RBAC)')
-  t.equal(l.redisScheme, 'rediss:', 'and Redis is TLS only')
+  t.equal(l.redisScheme, 'rediss:', 'on the fabric Redis is TLS only')
 
   const put = async (path: string, body: unknown) => {
     const answer = await l.api('PUT', path, body)
@@ -53,46 +58,19 @@ t.test('Hydrazine on a simulated data centre', { skip }, async (t) => {
   }
   const hostView = async (name: string) =>
     (await l.api('GET', `/v1/managed-resources/${name}`)).body as HostView
-  const phaseIs = async (path: string, phase: string) =>
-    eventually(
-      async () =>
-        ((await l.api('GET', path)).body as { status?: { phase?: string } }).status?.phase ===
-        phase,
-      60_000,
-    )
   const attach = async (
     host: LabHost,
     group: string,
     ip: string | undefined,
-    hostAccess: 'None' | 'FabricAccess' | 'PublicAccess' = 'None',
+    hostAccess: HostAccess = 'None',
   ) => {
-    const dpu = l.dpus.find((d) => d.id === host.dpu)
-    if (!dpu) throw new Error(`no DPU ${host.dpu}`)
-    await put(`/v1/managed-resources/${host.name}`, {
-      resourceGroup: group,
-      hostMAC: host.mac,
-      ...(ip ? { hostIP: ip } : {}),
-      dpu: { id: dpu.id, ips: [dpu.encapIp, dpu.natIp] },
-      hostAccess,
-      identifier: host.hostPort,
-    })
-  }
-  /** Ready at its current spec version (a previous version's Ready does not count). */
-  const ready = async (name: string) =>
+    const answer = await attachHost(l, host, group, ip, hostAccess)
     t.ok(
-      await eventually(async () => {
-        const h = (await l.api('GET', `/v1/managed-resources/${name}`)).body as {
-          specVersion?: number
-          status?: { phase?: string; observedVersion?: number; configsSynced?: boolean }
-        }
-        return (
-          h.status?.phase === 'Ready' &&
-          h.status.configsSynced === true &&
-          h.status.observedVersion === h.specVersion
-        )
-      }, 60_000),
-      `${name} is Ready`,
+      answer.status < 300,
+      `attach ${host.name} → ${answer.status} ${JSON.stringify(answer.body)}`,
     )
+  }
+  const ready = async (name: string) => t.ok(await hostReady(l, name), `${name} is Ready`)
 
   // ── group A across DPU1 and DPU2 ───────────────────────────────────────────
   const network = { cidr: '10.10.10.0/24', gateway: '10.10.10.1' }
@@ -102,8 +80,14 @@ t.test('Hydrazine on a simulated data centre', { skip }, async (t) => {
     dhcpServer: l.dhcpServerIp,
   })
   await put('/v1/resource-groups/group-b', { tenantId: 'tenant-b', network })
-  t.ok(await phaseIs('/v1/resource-groups/group-a', 'Ready'), 'group A is Ready')
-  t.ok(await phaseIs('/v1/resource-groups/group-b', 'Ready'), 'group B is Ready')
+  t.ok(await phaseIs(l, '/v1/resource-groups/group-a', 'Ready'), 'group A is Ready')
+  t.ok(await phaseIs(l, '/v1/resource-groups/group-b', 'Ready'), 'group B is Ready')
+  const centralA = await l.central('group-a')
+  const centralB = await l.central('group-b')
+  t.match(centralA.sb, /^ssl:/, "on the fabric a group's SB is ssl: (chassis certificates, RBAC)")
+  t.match(centralB.sb, /^ssl:/, 'for every group')
+  t.not(centralA.sb, centralB.sb, 'each group has its own central: two SBs')
+  t.not(centralA.nb, centralB.nb, 'and two NBs')
 
   const route = (h: LabHost) =>
     h.exec('ip', 'route', 'replace', 'default', 'via', network.gateway, 'dev', 'eth0')
@@ -194,13 +178,7 @@ t.test('Hydrazine on a simulated data centre', { skip }, async (t) => {
     // it yet: host.attach never withdraws a public IP; only host.detach does.)
     const answer = await l.api('DELETE', '/v1/managed-resources/a2')
     t.ok(answer.status < 300, `DELETE a2 → ${answer.status}`)
-    t.ok(
-      await eventually(
-        async () => (await l.api('GET', '/v1/managed-resources/a2')).status === 404,
-        60_000,
-      ),
-      'a2 is gone',
-    )
+    t.ok(await isGone(l, '/v1/managed-resources/a2'), 'a2 is gone')
     t.ok(
       await eventually(async () => !(await l.router.bgpRoutes()).has(`${publicIp}/32`), 30_000),
       'the route is withdrawn',
@@ -272,47 +250,33 @@ t.test('Hydrazine on a simulated data centre', { skip }, async (t) => {
   await t.test('detach: the host reaches nothing any more', async (t) => {
     const answer = await l.api('DELETE', '/v1/managed-resources/a1')
     t.ok(answer.status < 300, `DELETE a1 → ${answer.status}`)
-    t.ok(
-      await eventually(
-        async () => (await l.api('GET', '/v1/managed-resources/a1')).status === 404,
-        60_000,
-      ),
-      'a1 is gone',
-    )
+    t.ok(await isGone(l, '/v1/managed-resources/a1'), 'a1 is gone')
     t.notOk(await pings(a1.netns, '10.10.10.12', 1), 'a1 → a2 fails')
     t.notOk(await pings(a1.netns, network.gateway, 1), 'a1 → gateway fails')
     t.notOk(await pings(a1.netns, l.router.internetIp, 1), 'a1 → fabric fails')
     t.notOk(await pings(l.router.netns, dpu1.natIp, 1), 'fabric → a1 fails')
   })
 
-  await t.test('teardown: every host isolated, no Hydrazine row left, IPs back', async (t) => {
-    const names = l.hosts.map((h) => h.name).filter((n) => n !== 'a1')
-    for (const n of names) await l.api('DELETE', `/v1/managed-resources/${n}`)
-    for (const n of names) {
-      t.ok(
-        await eventually(
-          async () => (await l.api('GET', `/v1/managed-resources/${n}`)).status === 404,
-          60_000,
-        ),
-        `${n} is gone`,
-      )
+  await t.test('teardown: every host isolated, the centrals gone, IPs back', async (t) => {
+    const hosts = l.hosts.filter((h) => h.name !== 'a1')
+    for (const h of hosts) await l.api('DELETE', `/v1/managed-resources/${h.name}`)
+    for (const h of hosts) {
+      t.ok(await isGone(l, `/v1/managed-resources/${h.name}`), `${h.name} is gone`)
     }
     for (const g of ['group-a', 'group-b']) {
+      const ports = await l.nbctl(g, '--bare', '--columns=name', 'list', 'Logical_Switch_Port')
+      for (const h of l.hosts)
+        t.notMatch(ports, topologyNames.hostPort(g, h.name), `${g}'s NB: no port of ${h.name}`)
+      const central = await l.central(g)
       await l.api('DELETE', `/v1/resource-groups/${g}`)
+      t.ok(await isGone(l, `/v1/resource-groups/${g}`), `${g} is gone`)
       t.ok(
-        await eventually(
-          async () => (await l.api('GET', `/v1/resource-groups/${g}`)).status === 404,
-          60_000,
-        ),
-        `${g} is gone`,
+        await eventually(() => missing(central.dir), 30_000),
+        `and its central with it: ${central.dir} removed`,
       )
     }
     t.notOk(await pings(a2.netns, network.gateway, 1), 'a2 isolated')
     t.notOk(await pings(b1.netns, '10.10.10.12', 1), 'b1 isolated')
-    for (const table of TOPOLOGY_TABLES) {
-      const ids = await l.nbctl('--bare', '--columns=external_ids', 'list', table)
-      t.notMatch(ids, OWNER_KEY, `no Hydrazine ${table} row left`)
-    }
     const pips = (await l.api('GET', '/v1/public-ips')).body as {
       items?: { ip: string; allocated?: boolean; allocatedTo?: string }[]
     }
