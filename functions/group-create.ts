@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq'
 import { GroupJob } from '../lib/jobs/index.ts'
-import { topologyNames } from '../lib/ovn/index.ts'
+import { CentralUnavailableError, topologyNames } from '../lib/ovn/index.ts'
 import { setCondition } from '../lib/state/objects.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
@@ -43,7 +43,9 @@ export function createGroupCreate(deps: Pick<HandlerDeps, 'store' | 'ipam' | 'gr
         ),
       ),
     )
-    const { endpoints, state, result } = await deps.groups.apply(name)
+    const { endpoints, state, result } = await deps.groups
+      .apply(name)
+      .catch((error: unknown) => centralNotAnswering(deps, name, group.specVersion, error))
     const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(name) : undefined
 
     await setGroupStatus(
@@ -73,4 +75,34 @@ export function createGroupCreate(deps: Pick<HandlerDeps, 'store' | 'ipam' | 'gr
     )
     return { group: name, observedVersion: group.specVersion, ovnChanged: result.changed }
   }
+}
+
+/**
+ * The group's OVN central cannot answer (not started yet, not configured yet): the group
+ * says why (`OvnConfigured=False`, the provider's reason) and the error goes on to the queue,
+ * which retries a retryable one. Any other error goes on untouched.
+ */
+async function centralNotAnswering(
+  deps: Pick<HandlerDeps, 'store'>,
+  name: string,
+  specVersion: number,
+  error: unknown,
+): Promise<never> {
+  if (error instanceof CentralUnavailableError) {
+    await setGroupStatus(
+      deps,
+      name,
+      (current) => ({
+        ...current,
+        conditions: setCondition(current.conditions, {
+          type: 'OvnConfigured',
+          status: 'False',
+          reason: error.reason,
+          message: error.message,
+        }),
+      }),
+      specVersion,
+    )
+  }
+  throw error
 }

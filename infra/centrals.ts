@@ -10,8 +10,12 @@
 import { createHash } from 'node:crypto'
 import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import { ConfigError, HydrazineError } from '../lib/errors.ts'
-import type { OvnCentralEndpoints, OvnCentralProvider } from '../lib/ovn/central.ts'
+import { ConfigError } from '../lib/errors.ts'
+import {
+  CentralUnavailableError,
+  type OvnCentralEndpoints,
+  type OvnCentralProvider,
+} from '../lib/ovn/central.ts'
 import type { CertificateAuthority } from '../lib/pki/index.ts'
 import { type Daemon, type DaemonExit, requireBinary } from '../lib/process/daemon.ts'
 import { MissingBinaryError } from '../lib/process/errors.ts'
@@ -42,16 +46,8 @@ export interface PerGroupCentrals extends OvnCentralProvider {
   close(): Promise<void>
 }
 
-/** A group's central cannot answer: it did not start, or is being released or closed. */
-export class CentralUnavailableError extends HydrazineError {
-  constructor(
-    readonly group: string,
-    reason: string,
-    options: { retryable: boolean; cause?: unknown },
-  ) {
-    super('OVN_CENTRAL_UNAVAILABLE', `OVN central of group ${group}: ${reason}`, options)
-  }
-}
+/** What `ensure` throws while a group's central cannot answer (lib/ovn/central.ts). */
+export { CentralUnavailableError } from '../lib/ovn/central.ts'
 
 /** First delay before a crashed central restarts; it doubles up to `MAX_BACKOFF_MS`. */
 const MIN_BACKOFF_MS = 200

@@ -10,6 +10,7 @@ import { type OvnCentralProvider, sharedCentralProvider } from '../lib/ovn/centr
 import { isLoopback } from '../lib/process/ports.ts'
 import { redactRedisUrl } from '../lib/redis/connection.ts'
 import { type PerGroupCentrals, startPerGroupCentrals } from './centrals.ts'
+import { type ExternalCentrals, openExternalCentrals } from './external-centrals.ts'
 import { type LocalStack, startLocalStack } from './local/stack.ts'
 import { createLogger } from './logger.ts'
 import { bgpSettingsOf, startService } from './service.ts'
@@ -38,8 +39,16 @@ async function shutdown(reason: string, code: number, close?: () => Promise<void
 }
 
 try {
+  // First: a centrals file that went bad since the configuration was checked stops
+  // start-up before any daemon starts.
+  const external: ExternalCentrals | undefined = config.ovnCentralsFile
+    ? await openExternalCentrals({
+        file: config.ovnCentralsFile,
+        log: (line) => logger.info(line),
+      })
+    : undefined
   const embedRedis = !config.redisUrl
-  const embedOvn = !config.ovn
+  const embedOvn = !config.ovn && !external
   const perGroup = embedOvn && config.ovnCentral === 'per-group'
   const embedFrr = !config.frrVtyDir
   if (embedRedis || embedOvn || embedFrr) {
@@ -74,7 +83,7 @@ try {
       ? { nb: stack.ovn.nb.unix, sb: stack.ovn.sb.remote, sbController: stack.ovn.sb.unix }
       : undefined)
   const ovn: OvnCentralProvider | undefined =
-    centrals ?? (shared ? sharedCentralProvider(shared) : undefined)
+    external ?? centrals ?? (shared ? sharedCentralProvider(shared) : undefined)
   const frrVtyDir = config.frrVtyDir ?? stack?.frr?.vtyDir
   if (!redisUrl || !ovn) throw new Error('no Redis or OVN central available')
 
@@ -110,9 +119,11 @@ try {
         : `  tokens:          ${config.tokensFile}`,
       `  Redis:           ${redactRedisUrl(redisUrl)}${redisCaFile ? ` (CA ${redisCaFile})` : ''}`,
       ...(stack?.redis ? [`  Redis password:  ${stack.redis.passwordFile}`] : []),
-      shared
-        ? `  OVN NB / SB:     ${shared.nb}  /  ${shared.sb}`
-        : `  OVN centrals:    one per resource group, in ${config.dataDir}/centrals`,
+      external
+        ? `  OVN centrals:    named per group in ${external.file}`
+        : shared
+          ? `  OVN NB / SB:     ${shared.nb}  /  ${shared.sb}`
+          : `  OVN centrals:    one per resource group, in ${config.dataDir}/centrals`,
       ...(stack && !isLoopback(config.embeddedListen) && (stack.ovn || centrals)
         ? [`  PKI (CA):        ${stack.pki.caFile}  (chassis: client certificate, CN = system-id)`]
         : []),

@@ -73,7 +73,11 @@ const bad: [string, Record<string, string>, RegExp][] = [
     /OVN_NB_DB: must be an OVSDB remote/,
   ],
   ['nb without sb', { OVN_NB_DB: 'unix:/nb.sock' }, /OVN_SB_DB: required/],
-  ['central mode', { HYDRAZINE_OVN_CENTRAL: 'each' }, /HYDRAZINE_OVN_CENTRAL: must be shared or/],
+  [
+    'central mode',
+    { HYDRAZINE_OVN_CENTRAL: 'each' },
+    /HYDRAZINE_OVN_CENTRAL: must be shared, per-group or external/,
+  ],
   [
     'per-group with an external central',
     { OVN_NB_DB: 'unix:/nb.sock', OVN_SB_DB: 'unix:/sb.sock', HYDRAZINE_OVN_CENTRAL: 'per-group' },
@@ -247,5 +251,87 @@ t.test('TLS files, REDIS_CA and the plaintext-only-on-loopback rule', async (t) 
     () => loadConfig({ REDIS_URL: 'http://default:s3cret-pass@10.0.0.7:6379' }),
     { message: /^(?!.*s3cret-pass)/ },
     'a bad REDIS_URL is refused without repeating its password',
+  )
+})
+
+t.test('external centrals: named per group in a file checked at start-up', async (t) => {
+  const dir = t.testdir({
+    'centrals.json': JSON.stringify({
+      'tenant-a': { nb: 'ssl:10.0.0.5:6641', sb: 'ssl:10.0.0.5:6642' },
+    }),
+    'bad.json': JSON.stringify({ 'tenant-a': { nb: 'ssl:10.0.0.5:6641', sb: 'ssl:10.0.0.5' } }),
+  })
+  const file = join(dir, 'centrals.json')
+  const bad = join(dir, 'bad.json')
+
+  const external = loadConfig({
+    HYDRAZINE_OVN_CENTRAL: 'external',
+    HYDRAZINE_OVN_CENTRALS_FILE: file,
+  })
+  t.equal(external.ovnCentral, 'external')
+  t.equal(external.ovnCentralsFile, file)
+  t.equal(external.ovn, undefined, 'no shared central')
+  t.equal(
+    loadConfig({ HYDRAZINE_OVN_CENTRALS_FILE: file }).ovnCentral,
+    'external',
+    'a centrals file alone means external',
+  )
+  t.equal(loadConfig({}).ovnCentralsFile, undefined)
+
+  const cases: [string, Record<string, string>, RegExp][] = [
+    [
+      'external without a file',
+      { HYDRAZINE_OVN_CENTRAL: 'external' },
+      /^invalid configuration: HYDRAZINE_OVN_CENTRALS_FILE: required with HYDRAZINE_OVN_CENTRAL=external/,
+    ],
+    [
+      'external with OVN_NB_DB',
+      {
+        HYDRAZINE_OVN_CENTRAL: 'external',
+        HYDRAZINE_OVN_CENTRALS_FILE: file,
+        OVN_NB_DB: 'tcp:10.0.0.6:6641',
+        OVN_SB_DB: 'tcp:10.0.0.6:6642',
+      },
+      /^invalid configuration: HYDRAZINE_OVN_CENTRAL: external centrals are named per group in HYDRAZINE_OVN_CENTRALS_FILE: not with OVN_NB_DB/,
+    ],
+    [
+      'a centrals file with OVN_NB_DB',
+      {
+        HYDRAZINE_OVN_CENTRALS_FILE: file,
+        OVN_NB_DB: 'tcp:10.0.0.6:6641',
+        OVN_SB_DB: 'tcp:10.0.0.6:6642',
+      },
+      /HYDRAZINE_OVN_CENTRALS_FILE: names external centrals: only with HYDRAZINE_OVN_CENTRAL=external, not shared/,
+    ],
+    [
+      'a centrals file with per-group centrals',
+      { HYDRAZINE_OVN_CENTRAL: 'per-group', HYDRAZINE_OVN_CENTRALS_FILE: file },
+      /HYDRAZINE_OVN_CENTRALS_FILE: names external centrals: only with HYDRAZINE_OVN_CENTRAL=external, not per-group/,
+    ],
+    [
+      'a missing file',
+      { HYDRAZINE_OVN_CENTRAL: 'external', HYDRAZINE_OVN_CENTRALS_FILE: join(dir, 'none.json') },
+      /^invalid configuration: HYDRAZINE_OVN_CENTRALS_FILE: .*none\.json: cannot read: ENOENT$/,
+    ],
+    [
+      'a bad remote in the file',
+      { HYDRAZINE_OVN_CENTRAL: 'external', HYDRAZINE_OVN_CENTRALS_FILE: bad },
+      /^invalid configuration: HYDRAZINE_OVN_CENTRALS_FILE: .*bad\.json: tenant-a\.sb: must be an OVSDB remote/,
+    ],
+  ]
+  for (const [name, env, message] of cases) {
+    t.throws(() => loadConfig(env), message, name)
+  }
+  const error = (() => {
+    try {
+      loadConfig({ HYDRAZINE_OVN_CENTRALS_FILE: bad })
+    } catch (e) {
+      return e
+    }
+  })()
+  t.match(
+    (error as ConfigError).issues,
+    [{ path: 'HYDRAZINE_OVN_CENTRALS_FILE', message: /^tenant-a\.sb: must be/ }],
+    'the file is reported under its variable',
   )
 })

@@ -5,6 +5,7 @@ import { resolve } from 'node:path'
 import * as v from 'valibot'
 import { ConfigError } from '../errors.ts'
 import { isLoopback } from '../process/ports.ts'
+import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
 
 /**
  * Hydrazine's process configuration, parsed once at start-up from the environment and,
@@ -21,9 +22,17 @@ export interface Config {
   /**
    * `HYDRAZINE_OVN_CENTRAL`: `per-group` (the default when embedded) runs one OVN central
    * (NB, SB, northd) per resource group; `shared` runs one for every group, and is the
-   * only choice with an external central (`OVN_NB_DB`).
+   * only choice with an external central (`OVN_NB_DB`); `external` (the default with
+   * `HYDRAZINE_OVN_CENTRALS_FILE`) runs none: the operator names each group's central in
+   * `ovnCentralsFile`.
    */
-  readonly ovnCentral: 'shared' | 'per-group'
+  readonly ovnCentral: 'shared' | 'per-group' | 'external'
+  /**
+   * `HYDRAZINE_OVN_CENTRALS_FILE` (only with `external`), absolute: JSON mapping a group's
+   * name to its central's remotes, `{"tenant-a": {"nb": …, "sb": …, "sbController"?: …}}`,
+   * checked at start-up and read again whenever it changes (lib/config/centrals.ts).
+   */
+  readonly ovnCentralsFile?: string
   /** `HYDRAZINE_FRR_VTY_DIR`: vty socket directory of an external FRR; absent = embedded. */
   readonly frrVtyDir?: string
   readonly bgp: BgpConfig
@@ -82,13 +91,6 @@ export interface BgpConfig {
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
 
-const ovsdbRemote = v.pipe(
-  v.string(),
-  v.regex(
-    /^(unix:\/.+|(tcp|ssl):(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5})$/,
-    'must be an OVSDB remote: unix:/path, tcp:HOST:PORT or ssl:HOST:PORT',
-  ),
-)
 const port = v.pipe(
   v.string(),
   v.regex(/^\d+$/, 'must be a port number'),
@@ -144,8 +146,9 @@ const EnvSchema = v.object({
   OVN_NB_DB: v.optional(ovsdbRemote),
   OVN_SB_DB: v.optional(ovsdbRemote),
   HYDRAZINE_OVN_CENTRAL: v.optional(
-    v.picklist(['shared', 'per-group'], 'must be shared or per-group'),
+    v.picklist(['shared', 'per-group', 'external'], 'must be shared, per-group or external'),
   ),
+  HYDRAZINE_OVN_CENTRALS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_FRR_VTY_DIR: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_BGP_ASN: v.optional(asn, '65000'),
   HYDRAZINE_BGP_ROUTER_ID: v.optional(
@@ -263,6 +266,14 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       { path: 'HYDRAZINE_OVN_CENTRAL', message },
     ])
   }
+  const ovnCentral = c.HYDRAZINE_OVN_CENTRAL ?? defaultCentral(c)
+  if (ovnCentral === 'external') checkExternalCentrals(c.OVN_NB_DB, c.HYDRAZINE_OVN_CENTRALS_FILE)
+  else if (c.HYDRAZINE_OVN_CENTRALS_FILE !== undefined) {
+    const message = `names external centrals: only with HYDRAZINE_OVN_CENTRAL=external, not ${ovnCentral}`
+    throw new ConfigError(`invalid configuration: HYDRAZINE_OVN_CENTRALS_FILE: ${message}`, [
+      { path: 'HYDRAZINE_OVN_CENTRALS_FILE', message },
+    ])
+  }
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
   if (!tls && !isLoopback(c.HYDRAZINE_HTTP_HOST)) {
     const message =
@@ -286,7 +297,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(c.REDIS_CA ? { redisCaFile: resolve(c.REDIS_CA) } : {}),
     ...(tls ? { tls } : {}),
     ...(c.OVN_NB_DB && c.OVN_SB_DB ? { ovn: { nb: c.OVN_NB_DB, sb: c.OVN_SB_DB } } : {}),
-    ovnCentral: c.HYDRAZINE_OVN_CENTRAL ?? (c.OVN_NB_DB ? 'shared' : 'per-group'),
+    ovnCentral,
+    ...(ovnCentral === 'external' && c.HYDRAZINE_OVN_CENTRALS_FILE
+      ? { ovnCentralsFile: resolve(c.HYDRAZINE_OVN_CENTRALS_FILE) }
+      : {}),
     ...(c.HYDRAZINE_FRR_VTY_DIR ? { frrVtyDir: resolve(c.HYDRAZINE_FRR_VTY_DIR) } : {}),
     bgp: {
       asn: c.HYDRAZINE_BGP_ASN,
@@ -308,6 +322,61 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
   }
 }
+
+/** An external OVN_NB_DB is shared; a centrals file names external ones; else per group. */
+function defaultCentral(c: {
+  OVN_NB_DB?: string | undefined
+  HYDRAZINE_OVN_CENTRALS_FILE?: string | undefined
+}): Config['ovnCentral'] {
+  if (c.OVN_NB_DB !== undefined) return 'shared'
+  return c.HYDRAZINE_OVN_CENTRALS_FILE !== undefined ? 'external' : 'per-group'
+}
+
+/**
+ * `external`: no OVN_NB_DB (that is one central every group shares), and a
+ * `HYDRAZINE_OVN_CENTRALS_FILE` that is readable and valid now.
+ */
+function checkExternalCentrals(nb: string | undefined, file: string | undefined): void {
+  if (nb !== undefined) {
+    invalid(
+      'HYDRAZINE_OVN_CENTRAL',
+      'external centrals are named per group in HYDRAZINE_OVN_CENTRALS_FILE: not with ' +
+        'OVN_NB_DB / OVN_SB_DB (one central every group shares: HYDRAZINE_OVN_CENTRAL=shared)',
+    )
+  }
+  if (file === undefined) {
+    invalid(
+      'HYDRAZINE_OVN_CENTRALS_FILE',
+      "required with HYDRAZINE_OVN_CENTRAL=external: the JSON file naming each group's central",
+    )
+  }
+  let text = ''
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'error'
+    throw prefixed(centralsFileError(file, [{ path: '', message: `cannot read: ${code}` }]))
+  }
+  try {
+    parseCentralsFile(text, file)
+  } catch (error) {
+    throw error instanceof ConfigError ? prefixed(error) : error
+  }
+}
+
+function invalid(path: string, message: string): never {
+  throw new ConfigError(`invalid configuration: ${path}: ${message}`, [{ path, message }])
+}
+
+/** A centrals file's error as loadConfig reports it: every issue under the variable's name. */
+const prefixed = (error: ConfigError) =>
+  new ConfigError(
+    `invalid configuration: ${error.message}`,
+    error.issues.map((i) => ({
+      path: 'HYDRAZINE_OVN_CENTRALS_FILE',
+      message: i.path ? `${i.path}: ${i.message}` : i.message,
+    })),
+  )
 
 /** Reads and parses one PEM file, or throws ConfigError naming `variable`. */
 function pemFile<T>(variable: string, path: string, parse: (pem: string) => T, what: string): T {

@@ -1,8 +1,12 @@
 /**
  * Where a group's OVN central lives. Handlers ask the provider and never care whether
  * every group shares one central or each has its own (seed 000's blast-radius design):
- * a per-group provider slots in behind the same interface.
+ * `shared` (below), `per-group` (infra/centrals.ts: one embedded central per group) and
+ * `external` (infra/external-centrals.ts: the operator names each group's remotes) all
+ * slot in behind the same interface.
  */
+import { HydrazineError } from '../errors.ts'
+
 export interface OvnCentralEndpoints {
   /** OVSDB remote of the NB database, for the controller. */
   readonly nb: string
@@ -30,10 +34,41 @@ export interface OvnCentralProvider {
   /** Every central the provider runs now (reconcile looks for orphan rows in each). */
   list(): Promise<OvnCentralEndpoints[]>
   /**
-   * The groups the provider keeps a central of their own for, running or not (none for a
-   * shared central): reconcile releases those whose group is gone.
+   * The groups that have a central of their own, running or not (none for a shared
+   * central): a DPU that moves to another group leaves its chassis row behind in none of
+   * them, and reconcile reports those whose group is gone (`orphanCentrals`).
    */
   groups(): Promise<string[]>
+}
+
+/**
+ * Why a group's central cannot answer, as the group's status shows it (`OvnConfigured`
+ * condition): `CentralUnavailable` (it did not start, it is being released) or
+ * `CentralNotConfigured` (the operator has not named its remotes yet).
+ */
+export type CentralUnavailableReason = 'CentralUnavailable' | 'CentralNotConfigured'
+
+/**
+ * A group's central cannot answer: it did not start, is being released or closed, or is
+ * not configured yet. Retryable while it may answer later.
+ *
+ * @example
+ * throw new CentralUnavailableError('tenant-a', 'not in /etc/hz/centrals.json yet', {
+ *   retryable: true,
+ *   reason: 'CentralNotConfigured',
+ * })
+ */
+export class CentralUnavailableError extends HydrazineError {
+  readonly reason: CentralUnavailableReason
+
+  constructor(
+    readonly group: string,
+    why: string,
+    options: { retryable: boolean; cause?: unknown; reason?: CentralUnavailableReason },
+  ) {
+    super('OVN_CENTRAL_UNAVAILABLE', `OVN central of group ${group}: ${why}`, options)
+    this.reason = options.reason ?? 'CentralUnavailable'
+  }
 }
 
 /** Every group in the one central the stack runs (small sites, the embedded default). */

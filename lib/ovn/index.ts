@@ -3,8 +3,12 @@
  * the compiler from a group's desired state to OVN Northbound rows.
  */
 
-export type { OvnCentralEndpoints, OvnCentralProvider } from './central.ts'
-export { sharedCentralProvider } from './central.ts'
+export type {
+  CentralUnavailableReason,
+  OvnCentralEndpoints,
+  OvnCentralProvider,
+} from './central.ts'
+export { CentralUnavailableError, sharedCentralProvider } from './central.ts'
 export type { ClientEvent, OvsdbClientOptions } from './client.ts'
 export { OvsdbClient } from './client.ts'
 export type { OvsdbTlsOptions } from './connection.ts'

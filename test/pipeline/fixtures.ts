@@ -88,16 +88,24 @@ export async function startPipeline(
     frr?: boolean
     /** One OVN central per group (the embedded default) instead of one shared. */
     perGroup?: boolean
+    /** The test's own central provider (the stack then runs no OVN central). */
+    ovn?: OvnCentralProvider
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
-  const stack = await withStack(t, { redis: true, ovn: !perGroup, frr: options.frr ?? false })
+  const stack = await withStack(t, {
+    redis: true,
+    ovn: !perGroup && !options.ovn,
+    frr: options.frr ?? false,
+  })
   if (!stack.redis) throw new Error('stack without redis')
   const redisUrl = stack.redis.url
   const prefix = 'hzt'
   let centrals: PerGroupCentrals | undefined
   let ovn: OvnCentralProvider
-  if (stack.ovn) {
+  if (options.ovn) {
+    ovn = options.ovn
+  } else if (stack.ovn) {
     ovn = sharedCentralProvider({
       nb: stack.ovn.nb.unix,
       sb: stack.ovn.sb.remote,
