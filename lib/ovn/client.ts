@@ -6,7 +6,7 @@
  */
 import { Connection, type ConnectionEvent, type ConnectionOptions } from './connection.ts'
 import { OvsdbConnectionError, transactError } from './errors.ts'
-import { type Monitor, type MonitorHandler, Monitors } from './monitors.ts'
+import { type Monitor, type Monitor2Handler, type MonitorHandler, Monitors } from './monitors.ts'
 import { PendingRequests, type RequestOptions } from './pending-requests.ts'
 import type { MonitorRequest, Operation, OperationResult } from './protocol.ts'
 import { parseRemote } from './remote.ts'
@@ -50,6 +50,8 @@ export class OvsdbClient {
         if (typeof msg.method !== 'string') this.requests.settle(msg)
         else if (msg.method === 'update' && Array.isArray(msg.params)) {
           this.monitors.update(msg.params)
+        } else if (msg.method === 'update2' && Array.isArray(msg.params)) {
+          this.monitors.update2(msg.params)
         }
       },
       lost: (reason) => this.requests.failAll(reason),
@@ -116,6 +118,19 @@ export class OvsdbClient {
     handler: MonitorHandler,
   ): Promise<Monitor> {
     return this.monitors.start(db, requests, handler)
+  }
+
+  /**
+   * Starts a `monitor_cond` of every row (ovsdb-server(5)): like `monitor`, but a modified
+   * row arrives as only what changed (`update2`), which keeps rows with large set columns
+   * cheap to follow for the server and for us. Survives reconnects like `monitor`.
+   */
+  monitorCond(
+    db: string,
+    requests: Readonly<Record<string, MonitorRequest>>,
+    handler: Monitor2Handler,
+  ): Promise<Omit<Monitor, 'initial'>> {
+    return this.monitors.startCond(db, requests, handler)
   }
 
   listDbs(): Promise<string[]> {

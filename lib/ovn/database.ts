@@ -7,7 +7,7 @@ import type {
   WireRow,
 } from './protocol.ts'
 import type { ColumnType, DbSchema, TableSchema } from './schema-types.ts'
-import { decodeValue, encodeValue, type PlainValue } from './values.ts'
+import { decodeValue, encodeValue, type PlainAtom, type PlainValue } from './values.ts'
 
 /** Columns a caller may write: every column but `_uuid` and `_version`. */
 export type Writable<R> = Omit<R, '_uuid' | '_version'>
@@ -149,6 +149,64 @@ export class Database<T extends object> {
     return out as T[K]
   }
 
+  /**
+   * Decodes a whole row from a `monitor_cond` update (`initial`, `insert`), which leaves out
+   * the columns that hold their default value: they are filled in, so the row reads as a
+   * `select` would return it.
+   */
+  decodeWholeRow<K extends keyof T & string>(table: K, row: WireRow): T[K] {
+    let defaults = this.#defaults.get(table)
+    if (!defaults) {
+      defaults = Object.entries(this.table(table).columns).map(
+        ([column, type]) => [column, defaultOf(type)] as const,
+      )
+      this.#defaults.set(table, defaults)
+    }
+    const out = this.decodeRow(table, row) as Record<string, PlainValue>
+    for (const [column, value] of defaults) {
+      if (!(column in out)) out[column] = Array.isArray(value) ? [] : isMap(value) ? {} : value
+    }
+    return out as T[K]
+  }
+
+  readonly #defaults = new Map<string, readonly (readonly [string, PlainValue])[]>()
+
+  /**
+   * A decoded row with a `monitor_cond` `modify` applied: a set column's listed elements
+   * are toggled (present: removed, absent: added), a map's pairs are added, replaced or
+   * removed (same key and value), a scalar or optional column takes the new value (as
+   * ovsdb-server sends it: only sets of more than one element travel as differences). Returns a new row;
+   * `old` is not changed.
+   */
+  patchRow<K extends keyof T & string>(table: K, old: T[K], diff: WireRow): T[K] {
+    const t = this.table(table)
+    const out: Record<string, PlainValue> = { ...(old as Record<string, PlainValue>) }
+    for (const [column, value] of Object.entries(diff)) {
+      const type = columnOf(t, table, column)
+      if (type.value) {
+        const map = { ...((out[column] ?? {}) as Record<string, PlainAtom>) }
+        for (const [k, v] of Object.entries(
+          decodeValue(type, value) as Record<string, PlainAtom>,
+        )) {
+          if (k in map && map[k] === v) delete map[k]
+          else map[k] = v
+        }
+        out[column] = map
+      } else if (type.max === 1) {
+        // A scalar or optional column: the new value (`["set", []]` when cleared).
+        out[column] = decodeValue(type, value)
+      } else {
+        const set = new Set<PlainAtom>((out[column] ?? []) as PlainAtom[])
+        for (const e of decodeValue(type, value) as PlainAtom[]) {
+          if (set.has(e)) set.delete(e)
+          else set.add(e)
+        }
+        out[column] = [...set]
+      }
+    }
+    return out as T[K]
+  }
+
   encodeRow(table: string, row: object): WireRow {
     const t = this.table(table)
     const out: Record<string, WireRow[string]> = {}
@@ -176,6 +234,21 @@ export class Database<T extends object> {
     if (!t) throw new TypeError(`${this.schema.name} has no table ${name}`)
     return t
   }
+}
+
+/** A column's default value, as decoded (RFC 7047: empty set/map, or the atom's zero). */
+function defaultOf(type: ColumnType): PlainValue {
+  if (type.value) return {}
+  if (type.min === 1 && type.max === 1) {
+    const zero = { integer: 0, real: 0, boolean: false, string: '', uuid: ZERO_UUID } as const
+    return zero[type.key.type]
+  }
+  return type.max === 1 ? null : []
+}
+const ZERO_UUID = '00000000-0000-0000-0000-000000000000'
+
+function isMap(value: PlainValue): value is Record<string, PlainAtom> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
 }
 
 const UUID_COLUMN: ColumnType = { key: { type: 'uuid' }, min: 1, max: 1 }

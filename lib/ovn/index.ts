@@ -42,6 +42,7 @@ export {
 export { NbTopologyCache } from './topology/cache.ts'
 export type { DesiredRow, DesiredRows, ParentRef, TopologyTable } from './topology/compile.ts'
 export {
+  CompileMemo,
   compileGroupTopology,
   HOST_POLICY_PRIORITY,
   TOPOLOGY_TABLES,

@@ -82,3 +82,25 @@ export interface MonitorRequest {
 export type TableUpdates = Readonly<
   Record<string, Readonly<Record<string, { readonly old?: WireRow; readonly new?: WireRow }>>>
 >
+
+/**
+ * `update2` notification payload (`monitor_cond`, ovsdb-server(5)): table → row UUID →
+ * one of `initial`/`insert` (the whole row), `modify` (only what changed: for a set or
+ * map column, the elements to toggle; for a scalar column, its new value) or `delete`.
+ */
+export type TableUpdates2 = Readonly<
+  Record<
+    string,
+    Readonly<
+      Record<
+        string,
+        {
+          readonly initial?: WireRow
+          readonly insert?: WireRow
+          readonly modify?: WireRow
+          readonly delete?: null
+        }
+      >
+    >
+  >
+>

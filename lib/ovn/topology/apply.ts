@@ -8,6 +8,8 @@ import {
   compileGroupTopology,
   type DesiredRow,
   type DesiredRows,
+  type ParentRef,
+  rowId,
   TOPOLOGY_TABLES,
   type TopologyTable,
 } from './compile.ts'
@@ -23,6 +25,90 @@ export type ActualRow = { readonly _uuid: string; readonly _version: string } & 
 >
 /** The rows a group owns in NB, per table. */
 export type ActualRows = Readonly<Record<TopologyTable, readonly ActualRow[]>>
+
+/** An owned row and its table. */
+export interface IndexedRow {
+  readonly table: TopologyTable
+  readonly row: ActualRow
+}
+
+/** The rows a group owns in NB, by row id (`<table>/<key>`). */
+export interface ActualIndex {
+  /** One row per id. */
+  readonly byId: ReadonlyMap<string, IndexedRow>
+  /** Owned rows without a key, or with an id another row already has: stale. */
+  readonly extra: Iterable<IndexedRow>
+}
+
+/**
+ * A group's rows indexed by row id, kept up to date row by row (the NB cache adds and
+ * removes rows as monitor updates arrive), so a diff does not re-index the group.
+ */
+export class IndexedRows implements ActualIndex {
+  readonly byId = new Map<string, IndexedRow>()
+  readonly #extra = new Map<string, IndexedRow>()
+
+  /** Indexes rows read back per table (the first row with an id wins; the rest are stale). */
+  static of(actual: ActualRows): IndexedRows {
+    const index = new IndexedRows()
+    for (const table of TOPOLOGY_TABLES) for (const row of actual[table]) index.add(table, row)
+    return index
+  }
+
+  get extra(): Iterable<IndexedRow> {
+    return this.#extra.values()
+  }
+
+  get size(): number {
+    return this.byId.size + this.#extra.size
+  }
+
+  add(table: TopologyTable, row: ActualRow): void {
+    const id = actualIdOf(table, row)
+    if (id === undefined || this.byId.has(id)) this.#extra.set(row._uuid, { table, row })
+    else this.byId.set(id, { table, row })
+  }
+
+  remove(table: TopologyTable, row: ActualRow): void {
+    if (this.#extra.delete(row._uuid)) return
+    const id = actualIdOf(table, row)
+    if (id === undefined || this.byId.get(id)?.row._uuid !== row._uuid) return
+    this.byId.delete(id)
+    // A stale duplicate with the same id takes its place.
+    for (const [uuid, entry] of this.#extra) {
+      if (actualIdOf(entry.table, entry.row) !== id) continue
+      this.#extra.delete(uuid)
+      this.byId.set(id, entry)
+      return
+    }
+  }
+}
+
+function actualIdOf(table: TopologyTable, row: ActualRow): string | undefined {
+  const key = keyOf(row)
+  return key === undefined ? undefined : `${table}/${key}`
+}
+
+/** A desired row's id, computed once per row object (a compile memo reuses row objects). */
+function idOf(row: DesiredRow): string {
+  let id = desiredIds.get(row)
+  if (id === undefined) {
+    id = rowId(row)
+    desiredIds.set(row, id)
+  }
+  return id
+}
+const desiredIds = new WeakMap<DesiredRow, string>()
+
+function parentIdOf(parent: ParentRef): string {
+  let id = parentIds.get(parent)
+  if (id === undefined) {
+    id = rowId(parent)
+    parentIds.set(parent, id)
+  }
+  return id
+}
+const parentIds = new WeakMap<ParentRef, string>()
 
 export interface ApplyResult {
   /** True when a transaction was committed. */
@@ -61,8 +147,8 @@ export function applyGroupTopology(
   return applyDesiredRows(
     client,
     typeof spec === 'function'
-      ? async () => compileGroupTopology(await spec())
-      : compileGroupTopology(spec),
+      ? async () => compileGroupTopology(await spec(), options.cache?.compiled)
+      : compileGroupTopology(spec, options.cache?.compiled),
     options,
   )
 }
@@ -73,6 +159,7 @@ export function deleteGroupTopology(
   groupName: string,
   options: ApplyOptions = {},
 ): Promise<ApplyResult> {
+  options.cache?.compiled.forget(groupName)
   return applyDesiredRows(
     client,
     { group: groupName, owner: ownerOf(groupName), rows: [] },
@@ -97,7 +184,7 @@ export async function applyDesiredRows(
     const desired = typeof desiredRows === 'function' ? await desiredRows() : desiredRows
     group = desired.group
     const actual = options.cache
-      ? await options.cache.ownedRows(desired.owner, attempt > 1)
+      ? await options.cache.ownedIndex(desired.owner, attempt > 1)
       : await readOwnedRows(client, desired.owner)
     const { guards, writes, bump } = diffTopology(desired, actual)
     if (writes.length === 0) return { changed: false, ops: 0, attempts: attempt }
@@ -165,24 +252,15 @@ export const GENERATION_KEY = 'hydrazine:generation'
  */
 export function diffTopology(
   desired: DesiredRows,
-  actual: ActualRows,
+  actual: ActualRows | ActualIndex,
 ): { guards: Operation[]; writes: Operation[]; bump: Operation[] } {
-  // Owned rows by key; extra rows with the same key (or none) are stale.
-  const existing = new Map<string, ActualRow>()
-  const stale: { table: TopologyTable; row: ActualRow }[] = []
-  for (const table of TOPOLOGY_TABLES) {
-    for (const row of actual[table]) {
-      const key = keyOf(row)
-      const id = `${table}/${key}`
-      if (key === undefined || existing.has(id)) stale.push({ table, row })
-      else existing.set(id, row)
-    }
-  }
-  const wanted = new Set(desired.rows.map((r) => `${r.table}/${r.key}`))
-  for (const [id, row] of existing) {
-    if (!wanted.has(id)) {
-      stale.push({ table: id.slice(0, id.indexOf('/')) as TopologyTable, row })
-    }
+  // Owned rows by id; extra rows with the same id (or none) are stale.
+  const index = 'byId' in actual ? actual : IndexedRows.of(actual)
+  const stale: IndexedRow[] = [...index.extra]
+  const wanted = new Set(desired.rows.map(idOf))
+  for (const [id, entry] of index.byId) if (!wanted.has(id)) stale.push(entry)
+  const existing = {
+    get: (id: string): ActualRow | undefined => index.byId.get(id)?.row,
   }
   const router = existing.get('Logical_Router/lr')
   // The router's external_ids carry the generation, so comparing them is a version check.
@@ -208,25 +286,26 @@ export function diffTopology(
   const children = new Map<string, Map<string, string[]>>()
   let named = 0
   for (const d of desired.rows) {
-    const id = `${d.table}/${d.key}`
+    const id = idOf(d)
     const have = existing.get(id)
     if (have) {
       refOf.set(id, have._uuid)
+      if (verified.get(have) === d) continue
       const changed = changedColumns(d, have)
       if (Object.keys(changed).length > 0) {
         updates.push(nb.update(d.table, [['_uuid', '==', have._uuid]], changed as never))
-      }
+      } else verified.set(have, d)
     } else {
       refOf.set(id, `row${named++}`)
     }
   }
   for (const d of desired.rows) {
     if (!d.parent) continue
-    const parentId = `${d.parent.table}/${d.parent.key}`
+    const parentId = parentIdOf(d.parent)
     const byColumn = children.get(parentId) ?? new Map<string, string[]>()
     children.set(parentId, byColumn)
     const refs = byColumn.get(d.parent.column) ?? []
-    refs.push(refOf.get(`${d.table}/${d.key}`) ?? '')
+    refs.push(refOf.get(idOf(d)) ?? '')
     byColumn.set(d.parent.column, refs)
   }
   const staleUuids = new Set(stale.map((s) => s.row._uuid))
@@ -234,7 +313,7 @@ export function diffTopology(
   // Parents: new ones get their children in the insert; existing ones are mutated.
   const parentOps: Operation[] = []
   for (const d of desired.rows) {
-    const id = `${d.table}/${d.key}`
+    const id = idOf(d)
     const have = existing.get(id)
     if (d.table !== 'Logical_Switch' && d.table !== 'Logical_Router') {
       if (!have) inserts.push(nb.insert(d.table, d.row as never, refOf.get(id)))
@@ -249,9 +328,9 @@ export function diffTopology(
     }
     const mutations: [string, 'insert' | 'delete', string[]][] = []
     for (const column of REF_COLUMNS[d.table]) {
-      const current = new Set((have[column] as string[] | undefined) ?? [])
+      const current = refsOf(have, column)
       const add = (mine.get(column) ?? []).filter((ref) => !current.has(ref))
-      const drop = [...current].filter((u) => staleUuids.has(u))
+      const drop = staleUuids.size === 0 ? [] : [...current].filter((u) => staleUuids.has(u))
       if (add.length > 0) mutations.push([column, 'insert', add])
       if (drop.length > 0) mutations.push([column, 'delete', drop])
     }
@@ -279,6 +358,30 @@ export function diffTopology(
     )
   }
   return { guards, writes, bump }
+}
+
+/**
+ * Which NB rows are known to match which desired rows. Both are immutable (the cache makes
+ * a new row object for every update it receives; a compile memo hands out the same desired
+ * row while its inputs are unchanged), so a pair once compared equal stays equal: an apply
+ * compares only the rows that changed on either side since.
+ */
+const verified = new WeakMap<ActualRow, DesiredRow>()
+/** A parent row's reference column as a set, built once per row object. */
+const refSets = new WeakMap<ActualRow, Map<string, ReadonlySet<string>>>()
+
+function refsOf(row: ActualRow, column: string): ReadonlySet<string> {
+  let byColumn = refSets.get(row)
+  if (!byColumn) {
+    byColumn = new Map()
+    refSets.set(row, byColumn)
+  }
+  let set = byColumn.get(column)
+  if (!set) {
+    set = new Set((row[column] as string[] | undefined) ?? [])
+    byColumn.set(column, set)
+  }
+  return set
 }
 
 function routerIds(row: ActualRow | undefined): Record<string, string> {

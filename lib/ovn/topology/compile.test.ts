@@ -1,5 +1,6 @@
 import t from 'tap'
 import {
+  CompileMemo,
   compileGroupTopology,
   type GroupTopologySpec,
   InvalidTopologySpec,
@@ -214,3 +215,50 @@ t.test("a relay port's addresses: MAC and its subnet address, else MAC only", as
   ])
   t.same(addressesOf({ dpuId: 'dpu-1', portName: 'r1', mac }), [mac])
 })
+
+t.test(
+  'with a memo: the same rows, unchanged parts reused, new members still checked',
+  async (t) => {
+    const memo = new CompileMemo()
+    const host = (n: number, dpu = 'dpu-1'): GroupTopologySpec['members'][number] => ({
+      hostName: `h${n}`,
+      logicalPort: topologyNames.hostPort('alpha', `h${n}`),
+      mac: `0a:00:00:00:01:${n.toString(16).padStart(2, '0')}`,
+      ip: `10.10.10.${n + 10}`,
+      dpu: { id: dpu },
+      access: 'None',
+    })
+    const two = { ...base, members: [host(1), host(2, 'dpu-2')] }
+    const first = compileGroupTopology(two, memo)
+    t.same(first, compileGroupTopology(two), 'a memo changes nothing in what is compiled')
+    const three = { ...base, members: [host(1), host(2, 'dpu-2'), host(3, 'dpu-2')] }
+    const second = compileGroupTopology(three, memo)
+    t.same(second, compileGroupTopology(three), 'nor after a host joins')
+    const port = (rows: typeof first, name: string) =>
+      rows.rows.find((r) => r.table === 'Logical_Switch_Port' && r.row.name === name)
+    const h1 = topologyNames.hostPort('alpha', 'h1')
+    t.equal(port(second, h1), port(first, h1), "an unchanged host's row is the same object")
+    const gw = (rows: typeof first, dpu: string) =>
+      rows.rows.find((r) => r.table === 'Logical_Router' && r.key === `gw/${dpu}`)
+    t.equal(gw(second, 'dpu-1'), gw(first, 'dpu-1'), "an unchanged DPU's rows are reused")
+    t.not(gw(second, 'dpu-2'), gw(first, 'dpu-2'), 'the DPU the host joined is rebuilt')
+
+    const bad = { ...three, members: [...three.members, { ...host(4), mac: 'nope' }] }
+    const error = (() => {
+      try {
+        compileGroupTopology(bad, memo)
+      } catch (e) {
+        return e
+      }
+    })()
+    t.type(error, InvalidTopologySpec, 'a new invalid member is refused with a memo')
+    t.match((error as InvalidTopologySpec).issues, [{ path: 'members.3.mac' }], 'naming its field')
+    t.throws(
+      () => compileGroupTopology({ ...three, members: [host(1), host(1)] }, memo),
+      InvalidTopologySpec,
+      'a host listed twice is refused with a memo too',
+    )
+    memo.forget('alpha')
+    t.same(compileGroupTopology(three, memo), second, 'forgetting only costs a rebuild')
+  },
+)

@@ -68,6 +68,17 @@ const cidr = v.pipe(
 )
 const mac = v.pipe(v.string(), v.regex(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i, 'a MAC address'))
 
+/** One member, validated on its own when a compile memo has not seen it before. */
+export const GroupMemberSchema = v.object({
+  hostName: name,
+  logicalPort: v.pipe(v.string(), v.minLength(1)),
+  mac,
+  ip,
+  dpu: v.object({ id: v.pipe(v.string(), v.minLength(1)), natIp: v.optional(ip4) }),
+  access: v.picklist(['None', 'FabricAccess', 'PublicAccess']),
+  publicIp: v.optional(ip4),
+})
+
 export const GroupTopologySpecSchema = v.object({
   name,
   cidr,
@@ -75,17 +86,7 @@ export const GroupTopologySpecSchema = v.object({
   dummyFabricIp: cidr,
   fabricGatewayIp: v.optional(ip4),
   physicalNetwork: v.optional(name),
-  members: v.array(
-    v.object({
-      hostName: name,
-      logicalPort: v.pipe(v.string(), v.minLength(1)),
-      mac,
-      ip,
-      dpu: v.object({ id: v.pipe(v.string(), v.minLength(1)), natIp: v.optional(ip4) }),
-      access: v.picklist(['None', 'FabricAccess', 'PublicAccess']),
-      publicIp: v.optional(ip4),
-    }),
-  ),
+  members: v.array(GroupMemberSchema),
   dhcpRelayPorts: v.optional(
     v.array(
       v.object({
