@@ -1,16 +1,74 @@
 import type { Job } from 'bullmq'
-import { deleteGroupTopology, groupsInNb } from '../lib/ovn/index.ts'
+import { ConfigError, HydrazineError } from '../lib/errors.ts'
+import { deleteGroupTopology, groupsInNb, type OvnCentralEndpoints } from '../lib/ovn/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
+import { GroupGone } from './internal/group-apply.ts'
 
+/** Why a group or a central was left out of one run, as the report and the log give it. */
+export interface ReconcileFailure {
+  /**
+   * The error's stable code: `OVN_CENTRAL_UNAVAILABLE`, `OVSDB_CONNECTION`,
+   * `RECONCILE_TIMEOUT` (no answer within the run's bound), …; `UNEXPECTED` when the
+   * error carries none.
+   */
+  readonly code: string
+  readonly message: string
+  /** True when the next run may succeed without anyone acting. */
+  readonly retryable: boolean
+}
+
+/** A group whose topology this run could not apply. */
+export interface GroupFailure extends ReconcileFailure {
+  readonly group: string
+}
+
+/** A central whose NB this run could not search for orphan rows. */
+export interface CentralFailure extends ReconcileFailure {
+  /** The NB remote that did not answer. */
+  readonly nb: string
+  /** The provider's name for the central (`shared`, `central-g-…`). */
+  readonly service: string
+  /** The group whose own central it is, if any. */
+  readonly group?: string
+}
+
+/**
+ * The result of one `reconcile` run. Every group the store had is in exactly one of
+ * `repaired`, `inSync`, `skipped` and `failed`.
+ */
 export interface ReconcileReport {
   /** Groups whose NB rows differed from their desired topology and were repaired. */
   readonly repaired: string[]
+  /** Groups whose NB rows already matched. */
+  readonly inSync: string[]
+  /** Groups left to their own jobs: being deleted, never applied yet, or gone meanwhile. */
+  readonly skipped: string[]
+  /**
+   * Groups whose apply failed or did not finish in time (their central is down, their NB
+   * does not answer): the other groups converged regardless; the next run tries again.
+   */
+  readonly failed: GroupFailure[]
   /** Groups that exist only in NB (Hydrazine-owned rows nothing wants) and were removed. */
   readonly orphansRemoved: string[]
+  /** Centrals whose NB could not be searched for orphan rows (unreachable, or too slow). */
+  readonly unreachableCentrals: CentralFailure[]
   /** Groups the store does not have whose own central is still on disk (kept). */
   readonly orphanCentrals: string[]
   readonly checkedGroups: number
   readonly at: string
+}
+
+export interface ReconcileOptions {
+  /**
+   * Longest one group's apply, and one central's search for orphan rows, may take before
+   * the run reports it (`RECONCILE_TIMEOUT`) and moves on (default 10 s): a hung central
+   * delays the run by about twice this, never stops it.
+   */
+  readonly timeoutMs?: number
+  /** Groups applied, and centrals searched, at once (default 8). */
+  readonly concurrency?: number
+  /** Where each failed group and unreachable central is reported (default: nowhere). */
+  readonly log?: (line: string) => void
 }
 
 /**
@@ -18,38 +76,143 @@ export interface ReconcileReport {
  * repairs drift (one diff-and-commit per group, nothing when in sync), deletes rows that
  * carry Hydrazine's owner `external_ids` for groups that no longer exist, and reports
  * what it repaired, and the centrals whose group it does not know, as its job result.
+ *
+ * Each group, and each central's NB, is handled on its own and within `timeoutMs`: one
+ * central that is down or hangs is reported (`failed`, `unreachableCentrals`) and logged
+ * while every other group converges, and the job still completes — it fails only when
+ * nothing answered at all (Redis down, the one shared central down).
+ *
+ * @example
+ * const reconcile = createReconcile(deps, { log: (line) => logger.warn(line) })
+ * const { repaired, failed } = await reconcile(job)
  */
-export function createReconcile(deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups'>) {
+export function createReconcile(
+  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups'>,
+  { timeoutMs = 10_000, concurrency = 8, log = () => {} }: ReconcileOptions = {},
+) {
+  if (!(timeoutMs > 0 && Number.isFinite(timeoutMs)))
+    throw new ConfigError(`reconcile timeoutMs must be a positive number of ms, not ${timeoutMs}`)
+  if (!(Number.isInteger(concurrency) && concurrency >= 1))
+    throw new ConfigError(`reconcile concurrency must be an integer >= 1, not ${concurrency}`)
+
   return async function reconcile(_job: Job): Promise<ReconcileReport> {
     const groups = await deps.store.listGroups()
     const repaired: string[] = []
-    const remotes = new Set<string>()
-    for (const group of groups) {
-      if (group.deletion || group.status.observedVersion === 0) continue
-      const { endpoints, result } = await deps.groups.apply(group.name)
-      remotes.add(endpoints.nb)
-      if (result.changed) repaired.push(group.name)
-    }
+    const inSync: string[] = []
+    const skipped: string[] = []
+    const failed: GroupFailure[] = []
+    const centrals = new Map<string, OvnCentralEndpoints>()
+    await eachAtMost(concurrency, groups, async (group) => {
+      if (group.deletion || group.status.observedVersion === 0) {
+        skipped.push(group.name)
+        return
+      }
+      try {
+        const { endpoints, result } = await withDeadline(`group ${group.name}`, timeoutMs, () =>
+          deps.groups.apply(group.name),
+        )
+        if (!centrals.has(endpoints.nb)) centrals.set(endpoints.nb, endpoints)
+        if (result.changed) repaired.push(group.name)
+        else inSync.push(group.name)
+      } catch (error) {
+        if (error instanceof GroupGone) {
+          skipped.push(group.name)
+          return
+        }
+        const failure = { group: group.name, ...failureOf(error) }
+        failed.push(failure)
+        log(`reconcile: group ${group.name} not applied: ${failure.code}: ${failure.message}`)
+      }
+    })
 
-    for (const central of await deps.ovn.list()) remotes.add(central.nb)
+    for (const central of await deps.ovn.list()) centrals.set(central.nb, central)
     const known = new Set(groups.map((g) => g.name))
     const orphansRemoved: string[] = []
-    for (const remote of remotes) {
-      const { client } = await deps.nb.get(remote)
-      for (const owner of await groupsInNb(client)) {
-        if (known.has(owner)) continue
-        await deleteGroupTopology(client, owner)
-        orphansRemoved.push(owner)
+    const unreachableCentrals: CentralFailure[] = []
+    await eachAtMost(concurrency, [...centrals.entries()], async ([nb, central]) => {
+      try {
+        await withDeadline(`the NB of central ${central.service}`, timeoutMs, (signal) =>
+          removeOrphanRows(deps, nb, known, orphansRemoved, signal),
+        )
+      } catch (error) {
+        const failure: CentralFailure = {
+          nb,
+          service: central.service,
+          ...(central.group !== undefined ? { group: central.group } : {}),
+          ...failureOf(error),
+        }
+        unreachableCentrals.push(failure)
+        const whose = central.group ? ` (group ${central.group})` : ''
+        log(
+          `reconcile: NB ${nb}${whose} not searched for orphan rows: ` +
+            `${failure.code}: ${failure.message}`,
+        )
       }
-    }
+    })
+
+    const attempted = groups.length - skipped.length + centrals.size
+    const answered = repaired.length + inSync.length + centrals.size - unreachableCentrals.length
+    if (attempted > 0 && answered === 0) throw new ReconcileFailed(failed, unreachableCentrals)
+
     const orphanCentrals = await findOrphanCentrals(deps, known)
+    const byGroup = (a: GroupFailure, b: GroupFailure) => a.group.localeCompare(b.group)
+    const byNb = (a: CentralFailure, b: CentralFailure) => a.nb.localeCompare(b.nb)
     return {
-      repaired,
-      orphansRemoved,
+      repaired: repaired.sort(),
+      inSync: inSync.sort(),
+      skipped: skipped.sort(),
+      failed: failed.sort(byGroup),
+      orphansRemoved: orphansRemoved.sort(),
+      unreachableCentrals: unreachableCentrals.sort(byNb),
       orphanCentrals,
       checkedGroups: groups.length,
       at: new Date().toISOString(),
     }
+  }
+}
+
+/** A group's apply, or a central's NB, gave no answer within the run's bound. */
+export class ReconcileTimeout extends HydrazineError {
+  constructor(what: string, timeoutMs: number) {
+    super('RECONCILE_TIMEOUT', `${what} did not answer within ${timeoutMs} ms`, {
+      retryable: true,
+    })
+  }
+}
+
+/** Not one group could be applied nor one central searched: the run failed as a whole. */
+export class ReconcileFailed extends HydrazineError {
+  constructor(
+    readonly failed: readonly GroupFailure[],
+    readonly unreachableCentrals: readonly CentralFailure[],
+  ) {
+    const reasons = [
+      ...failed.map((f) => `group ${f.group}: ${f.code}`),
+      ...unreachableCentrals.map((c) => `NB ${c.nb}: ${c.code}`),
+    ]
+    super('RECONCILE_FAILED', `nothing answered: ${reasons.join('; ')}`, { retryable: true })
+  }
+}
+
+/**
+ * Deletes the rows of groups the store does not have from one NB, adding each to
+ * `removed` as it goes; starts no deletion once `signal` is aborted.
+ */
+async function removeOrphanRows(
+  deps: Pick<HandlerDeps, 'nb'>,
+  nb: string,
+  known: ReadonlySet<string>,
+  removed: string[],
+  signal: AbortSignal,
+): Promise<void> {
+  const { client } = await deps.nb.get(nb)
+  signal.throwIfAborted()
+  const owners = await groupsInNb(client)
+  for (const owner of owners) {
+    if (known.has(owner)) continue
+    signal.throwIfAborted()
+    await deleteGroupTopology(client, owner)
+    removed.push(owner)
   }
 }
 
@@ -70,4 +233,60 @@ async function findOrphanCentrals(
     orphans.push(group)
   }
   return orphans
+}
+
+/**
+ * Runs `work` with a signal that aborts after `timeoutMs`, and rejects with
+ * `ReconcileTimeout` then even if `work` goes on: neither the group applier nor a request
+ * waiting for a lost connection to come back stops when asked, so the run does not wait
+ * for them (what they still do is what the next run would do, and `work` checks `signal`
+ * before each step it starts).
+ */
+async function withDeadline<T>(
+  what: string,
+  timeoutMs: number,
+  work: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const abort = new AbortController()
+  let timer: NodeJS.Timeout | undefined
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const timeout = new ReconcileTimeout(what, timeoutMs)
+      abort.abort(timeout)
+      reject(timeout)
+    }, timeoutMs)
+  })
+  const working = (async () => work(abort.signal))()
+  // Settled after the deadline, its outcome is no one's.
+  working.catch(() => {})
+  try {
+    return await Promise.race([working, expired])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** Runs `work` on each item, at most `limit` at once; `work` must not reject. */
+async function eachAtMost<T>(
+  limit: number,
+  items: readonly T[],
+  work: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0
+  const lane = async () => {
+    for (let i = next++; i < items.length; i = next++) await work(items[i] as T)
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane))
+}
+
+/** A failure as the report gives it: the error's code, message and whether to retry. */
+function failureOf(error: unknown): ReconcileFailure {
+  if (error instanceof HydrazineError)
+    return { code: error.code, message: error.message, retryable: error.retryable }
+  const code = (error as { code?: unknown } | null)?.code
+  return {
+    code: typeof code === 'string' ? code : 'UNEXPECTED',
+    message: error instanceof Error ? error.message : String(error),
+    retryable: true,
+  }
 }

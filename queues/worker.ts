@@ -75,7 +75,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     'host.detach': createHostDetach(deps),
     'publicip.allocate': createPublicIpAllocate(deps),
     'publicip.release': createPublicIpRelease(deps),
-    reconcile: createReconcile(deps),
+    reconcile: createReconcile(deps, { log: (line) => options.logger?.warn(line) }),
   }
 
   const workerConnection = options.connection()
