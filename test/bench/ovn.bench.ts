@@ -22,8 +22,8 @@ import {
   NbTopologyCache,
   OvsdbClient,
 } from '../../lib/ovn/index.ts'
-import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
-import { canConnect } from '../../lib/process/ports.ts'
+import type { Daemon } from '../../lib/process/daemon.ts'
+import { startPrivateNb } from './fixtures.ts'
 import { quantile, report } from './report.ts'
 
 const run = promisify(execFile)
@@ -50,27 +50,6 @@ function groupSpec(g: number, hosts: number): GroupTopologySpec {
     fabricGatewayIp: '172.18.0.1',
     members,
   }
-}
-
-async function startNb(dir: string, name: string): Promise<{ remote: string; daemon: Daemon }> {
-  const file = join(dir, `${name}.db`)
-  await run('ovsdb-tool', ['create', file, '/usr/share/ovn/ovn-nb.ovsschema'])
-  const socket = join(dir, `${name}.sock`)
-  const daemon = await startDaemon({
-    name: `ovsdb-server(${name})`,
-    command: 'ovsdb-server',
-    args: [
-      file,
-      `--remote=punix:${socket}`,
-      `--unixctl=${join(dir, `${name}.ctl`)}`,
-      `--pidfile=${join(dir, `${name}.pid`)}`,
-      `--log-file=${join(dir, `${name}.log`)}`,
-    ],
-    env: { OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir },
-    logFile: join(dir, `${name}.out`),
-    ready: () => canConnect({ path: socket }),
-  })
-  return { remote: `unix:${socket}`, daemon }
 }
 
 /** The ovn-nbctl commands a user would run for one group, one invocation per change. */
@@ -214,7 +193,7 @@ export default async function ovnBench(): Promise<void> {
   const daemons: Daemon[] = []
   try {
     // lib/ovn: every host attach is one applyGroupTopology of the group so far.
-    const ours = await startNb(dir, 'lib')
+    const ours = await startPrivateNb(dir, 'lib')
     daemons.push(ours.daemon)
     const client = await OvsdbClient.connect(ours.remote, { echoIntervalMs: 0 })
     const cache = await NbTopologyCache.start(client)
@@ -232,7 +211,7 @@ export default async function ovnBench(): Promise<void> {
     await client.close()
 
     // Baseline: one ovn-nbctl invocation per logical change.
-    const theirs = await startNb(dir, 'nbctl')
+    const theirs = await startPrivateNb(dir, 'nbctl')
     daemons.push(theirs.daemon)
     const t1 = performance.now()
     let invocations = 0

@@ -1,0 +1,307 @@
+/**
+ * What the benchmarks share: a controller on a private stack with in-process agents
+ * answering the agent queues (`attach`, `scale`), a round of attaches offered through its
+ * client at a given rate, and a private NB ovsdb-server (`ovn`, `scale`).
+ */
+import { execFile } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { QueueEvents, Worker } from 'bullmq'
+import { Redis } from 'ioredis'
+import { pino } from 'pino'
+import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals.ts'
+import { type Controller, startController } from '../../infra/controller.ts'
+import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts'
+import { agentQueueName } from '../../lib/agent-protocol/index.ts'
+import { CONTROLLER_QUEUE } from '../../lib/jobs/index.ts'
+import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
+import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
+import { canConnect } from '../../lib/process/ports.ts'
+import { FakeChassis } from '../helpers/fake-chassis.ts'
+
+const run = promisify(execFile)
+
+/** Where the groups' OVN centrals are: one the stack runs for every group, or one per group. */
+export type CentralLayout = 'shared' | 'per-group'
+
+export interface BenchPipeline {
+  readonly controller: Controller
+  /** Events of the controller's queue (`completed` carries the job id). */
+  readonly events: QueueEvents
+  /** The stack's data directory (per-group centrals live in `<dataDir>/centrals/`). */
+  readonly dataDir: string
+  /** With `per-group`: the controller's centrals. */
+  readonly centrals?: PerGroupCentrals
+  /**
+   * What went wrong while it ran: the controller's `job failed` warnings and the agents'
+   * failed jobs, counted by message (retries included: a NotReady is a failure too).
+   */
+  failures(): Map<string, number>
+  /** Stops everything it started, in order; never throws. */
+  close(): Promise<void>
+}
+
+/**
+ * Starts Redis (and, for `shared`, one OVN central) in a temp directory, the controller
+ * with its real workers (concurrency 64, no periodic reconcile), and one in-process agent
+ * per DPU in `dpus`: each binds the host's port to its chassis in the group's SB (through
+ * `FakeChassis`, as its ovn-controller would) and acks `configure`. On failure, whatever
+ * had started is stopped before it throws.
+ *
+ * @example
+ * const p = await startBenchPipeline({ centrals: 'per-group', dpus: ['dpu-0'], name: 'scale' })
+ * try { await attachRound(p, { … }) } finally { await p.close() }
+ */
+export async function startBenchPipeline(options: {
+  readonly centrals: CentralLayout
+  readonly dpus: readonly string[]
+  /** Names the temp directory (`hz-bench-<name>-…`). */
+  readonly name: string
+}): Promise<BenchPipeline> {
+  const dataDir = await mkdtemp(join(tmpdir(), `hz-bench-${options.name}-`))
+  // Run last to first.
+  const cleanups: (() => Promise<unknown>)[] = [() => rm(dataDir, { recursive: true, force: true })]
+  const close = async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+    cleanups.length = 0
+  }
+  const failures = new Map<string, number>()
+  const failed = (message: string) => {
+    const key = message.split('\n')[0]?.slice(0, 160) ?? ''
+    failures.set(key, (failures.get(key) ?? 0) + 1)
+  }
+  try {
+    const stack: LocalStack = await startLocalStack({
+      dataDir,
+      frr: false,
+      ovn: options.centrals === 'shared',
+    })
+    cleanups.push(() => stack.stop())
+    if (!stack.redis) throw new Error('stack without redis')
+    const redisUrl = stack.redis.url
+    let ovn: OvnCentralProvider
+    let centrals: PerGroupCentrals | undefined
+    if (stack.ovn) {
+      ovn = sharedCentralProvider({
+        nb: stack.ovn.nb.unix,
+        sb: stack.ovn.sb.remote,
+        sbController: stack.ovn.sb.unix,
+      })
+    } else {
+      const started = await startPerGroupCentrals({ dataDir, pki: stack.pki })
+      cleanups.push(() => started.close())
+      centrals = started
+      ovn = started
+    }
+    // What each DPU's ovn-controller would write to the SB, which the controller checks.
+    const chassis = new FakeChassis()
+    cleanups.push(() => chassis.close())
+    const agentConnection = new Redis(redisUrl, { maxRetriesPerRequest: null })
+    cleanups.push(async () => agentConnection.disconnect())
+    for (const dpuId of options.dpus) {
+      const agent = new Worker(
+        agentQueueName(dpuId),
+        async (job) => {
+          const data = job.data as {
+            specVersion: number
+            protocolVersion: string
+            host: { logicalPort: string }
+            group: { sbRemote: string }
+          }
+          await chassis.bind(data.group.sbRemote, dpuId, data.host.logicalPort)
+          const observed = {
+            chassis: dpuId,
+            bridges: ['br-int'],
+            ovnRemote: null,
+            ovnController: { running: true, connected: true },
+            boundPorts: [],
+            relays: [],
+          }
+          return {
+            dpuId,
+            specVersion: data.specVersion,
+            protocolVersion: data.protocolVersion,
+            hostPort: `hp${job.id?.length ?? 0}`,
+            ovnInstalled: true,
+            chassis: dpuId,
+            observed,
+          }
+        },
+        { connection: agentConnection, concurrency: 50 },
+      )
+      agent.on('failed', (_job, error) => failed(`agent: ${error.message}`))
+      cleanups.push(() => agent.close())
+    }
+    const controller = await startController({
+      redisUrl,
+      ovn,
+      fabric: { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' },
+      reconcileEveryMs: 0,
+      concurrency: 64,
+      logger: pino(
+        { level: 'warn' },
+        {
+          write(line: string) {
+            const entry = JSON.parse(line) as { msg?: string; err?: unknown }
+            failed(`controller: ${entry.msg}: ${String(entry.err ?? '')}`)
+          },
+        },
+      ),
+    })
+    cleanups.push(() => controller.close())
+    const events = new QueueEvents(CONTROLLER_QUEUE, { connection: { url: redisUrl } })
+    cleanups.push(() => events.close())
+    await events.waitUntilReady()
+    return {
+      controller,
+      events,
+      dataDir,
+      ...(centrals ? { centrals } : {}),
+      failures: () => failures,
+      close,
+    }
+  } catch (error) {
+    await close()
+    throw error
+  }
+}
+
+export interface AttachRoundOptions {
+  /** Groups are `<tag>-group-<g>`, hosts `<tag>-g<g>-h<h>`. */
+  readonly tag: string
+  readonly groups: number
+  readonly hostsPerGroup: number
+  /** Requests per second offered (Infinity: all at once), interleaved across groups. */
+  readonly offered: number
+  /** Host h of group g: its MAC and DPU (the DPU's agent must be running). */
+  readonly host: (
+    g: number,
+    h: number,
+  ) => { readonly hostMAC: string; readonly dpu: { readonly id: string; readonly ips: string[] } }
+  /** Stop waiting this long after the first request; what completed by then is returned. */
+  readonly deadlineMs?: number
+  /** How long the groups may take to become Ready (default 60 s). */
+  readonly groupsReadyMs?: number
+}
+
+export interface AttachRoundResult {
+  readonly requested: number
+  /** Request → host.attach completion, ms, of each host whose job completed in time. */
+  readonly latencies: number[]
+  /** Completions per second, first request to last completion. */
+  readonly rate: number
+  /** Hosts whose job had not completed by the deadline. */
+  readonly timedOut: number
+}
+
+/**
+ * Creates `groups` fresh groups (`10.10.0.0/16`), waits until they are Ready, then
+ * applies `groups × hostsPerGroup` hosts through the producer client at the offered rate
+ * and measures each host's request → host.attach job completion (which is when its status
+ * became Ready).
+ */
+export async function attachRound(
+  p: BenchPipeline,
+  options: AttachRoundOptions,
+): Promise<AttachRoundResult> {
+  const { tag, groups, hostsPerGroup, offered } = options
+  const { client, store } = p.controller
+  const total = groups * hostsPerGroup
+  for (let g = 0; g < groups; g++) {
+    await client.applyGroup(`${tag}-group-${g}`, {
+      tenantId: 't',
+      network: { cidr: '10.10.0.0/16', gateway: '10.10.0.1' },
+    })
+  }
+  await waitFor(
+    async () => (await store.listGroups()).every((g) => g.status.phase === 'Ready'),
+    options.groupsReadyMs,
+  )
+  const requested = new Map<string, number>()
+  const latencies: number[] = []
+  let last = 0
+  let onCompleted: (event: { jobId: string }) => void = () => {}
+  const done = new Promise<void>((resolve) => {
+    onCompleted = ({ jobId }) => {
+      const started = requested.get(jobId)
+      if (started === undefined) return
+      const now = performance.now()
+      latencies.push(now - started)
+      last = now
+      requested.delete(jobId)
+      if (latencies.length === total) resolve()
+    }
+    p.events.on('completed', onCompleted)
+  })
+  const first = performance.now()
+  let timer: NodeJS.Timeout | undefined
+  const deadline =
+    options.deadlineMs === undefined
+      ? new Promise<never>(() => {})
+      : new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, options.deadlineMs)
+        })
+  try {
+    const requests: Promise<unknown>[] = []
+    let sent = 0
+    for (let h = 0; h < hostsPerGroup; h++) {
+      for (let g = 0; g < groups; g++) {
+        const due = first + (sent++ * 1000) / offered
+        const wait = due - performance.now()
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+        const name = `${tag}-g${g}-h${h}`
+        requested.set(`host.attach-${name}-v1`, performance.now())
+        requests.push(
+          client.applyHost(name, { resourceGroup: `${tag}-group-${g}`, ...options.host(g, h) }),
+        )
+      }
+    }
+    await Promise.all(requests)
+    await Promise.race([done, deadline])
+  } finally {
+    clearTimeout(timer)
+    p.events.off('completed', onCompleted)
+  }
+  return {
+    requested: total,
+    latencies,
+    rate: latencies.length > 0 ? latencies.length / ((last - first) / 1000) : 0,
+    timedOut: total - latencies.length,
+  }
+}
+
+/** Polls `check` every 50 ms until it holds; throws after `timeoutMs`. */
+export async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out')
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+/** A private, empty NB ovsdb-server `<dir>/<name>.db` on a unix socket. */
+export async function startPrivateNb(
+  dir: string,
+  name: string,
+): Promise<{ remote: string; daemon: Daemon }> {
+  const file = join(dir, `${name}.db`)
+  await run('ovsdb-tool', ['create', file, '/usr/share/ovn/ovn-nb.ovsschema'])
+  const socket = join(dir, `${name}.sock`)
+  const daemon = await startDaemon({
+    name: `ovsdb-server(${name})`,
+    command: 'ovsdb-server',
+    args: [
+      file,
+      `--remote=punix:${socket}`,
+      `--unixctl=${join(dir, `${name}.ctl`)}`,
+      `--pidfile=${join(dir, `${name}.pid`)}`,
+      `--log-file=${join(dir, `${name}.log`)}`,
+    ],
+    env: { OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir },
+    logFile: join(dir, `${name}.out`),
+    ready: () => canConnect({ path: socket }),
+  })
+  return { remote: `unix:${socket}`, daemon }
+}

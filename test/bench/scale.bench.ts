@@ -1,0 +1,437 @@
+/**
+ * `npm run bench -- scale` (issue #13): Hydrazine at 10,000 hosts, and what one group's
+ * OVN central costs.
+ *
+ * Controller rounds — 10 groups × 1,000 hosts (10.10.0.0/16, access None), 200 DPUs with
+ * 50 hosts each, DPU d serving group d % 10 only (a DPU follows one group's central), the
+ * real controller on real Redis, in-process agents binding each port in its group's SB
+ * through FakeChassis; every round on a fresh stack:
+ * - `scale_10k_rate_per_s`: 10,000 attaches requested at once, per-group centrals
+ *   (target ≥ 100/s).
+ * - `scale_10k_ready_p50_ms` / `_p95_ms` / `_p99_ms`: request → host.attach completion
+ *   of 10,000 attaches offered at 100/s with per-group centrals; baseline = the same with
+ *   one shared central for every group (target p95 < 2,000 ms).
+ * Every round is bounded: the burst stops waiting once it would be below 20/s, a steady
+ * round after 5 (per-group) or 2 (shared) times its offering time. Figures are then over
+ * the hosts that completed, and the note says how many did not.
+ *
+ * One group's NB work — against a private NB ovsdb-server, `applyGroupTopology` with a
+ * monitor-fed NbTopologyCache (compile + diff + commit), wall time of one attach:
+ * - `group_1000_attach_txn_p50_ms` / `_p99_ms`: 200 attaches growing one group from 1,000
+ *   to 1,200 hosts (5 per DPU, access None: with FabricAccess or PublicAccess a DPU's one
+ *   NAT IP serves one host); baseline = 200 attaches to groups of 10 hosts (40 groups
+ *   growing 10 → 15, so that one attach in five adds a DPU in both) (target p99 < 10 ms).
+ * - `group_1000_commit_p50_ms`: the ovsdb-server's share: the `transact` round trips of
+ *   those applies alone (which include reading the monitor update the server sends before
+ *   its reply); same baseline. The note adds write ops and ovsdb-server CPU per attach.
+ *
+ * One group's central (NB + SB ovsdb-server + ovn-northd, started by startPerGroupCentrals):
+ * - `central_start_ms`: `ensure()` until NB and SB answer and northd has synced (median of 3).
+ * - `central_rss_mb`: VmRSS of its three daemons, idle after start (median of 3);
+ *   `central_rss_loaded_mb`: the same for one group's central after the steady round.
+ * - `central_idle_cpu_pct`: CPU of an idle central's three daemons over 5 s, % of one core.
+ *
+ * Ratios are baseline / value for every time (above 1: faster than the baseline).
+ * `HYDRAZINE_BENCH_SCALE` (a number in (0, 1], default 1) scales the hosts per DPU of the
+ * controller rounds (0.1: 5 per DPU, 1,000 attaches); groups, DPUs and the offered rate
+ * stay. The NB and central figures are cheap and always run at full size.
+ */
+import { execFile } from 'node:child_process'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { centralDir, startPerGroupCentrals } from '../../infra/centrals.ts'
+import { startLocalStack } from '../../infra/local/stack.ts'
+import {
+  applyGroupTopology,
+  type GroupMember,
+  type GroupTopologySpec,
+  NbTopologyCache,
+  OvsdbClient,
+} from '../../lib/ovn/index.ts'
+import {
+  type AttachRoundResult,
+  attachRound,
+  type BenchPipeline,
+  type CentralLayout,
+  startBenchPipeline,
+  startPrivateNb,
+} from './fixtures.ts'
+import { quantile, report } from './report.ts'
+
+const run = promisify(execFile)
+const SUITE = 'scale'
+const GROUPS = 10
+const DPUS_PER_GROUP = 20
+const HOSTS_PER_DPU = 50
+/** Requests per second offered in the steady rounds. */
+const OFFERED_RATE = 100
+/** The burst round gives up below this rate (what it measured by then is reported). */
+const BURST_FLOOR_PER_S = 20
+/**
+ * A steady round waits this many times its offering time for completions: per-group
+ * long enough to finish on the 2-core machine, the shared baseline less (at 10,000 hosts
+ * it runs at ~27/s and would take minutes more).
+ */
+const STEADY_PATIENCE = { 'per-group': 5, shared: 2 } as const
+const BIG_GROUP = 1000
+const SMALL_GROUP = 10
+const TXN_ATTACHES = 200
+const HOSTS_PER_TXN_DPU = 5
+const CENTRAL_SAMPLES = 3
+
+/** `HYDRAZINE_BENCH_SCALE`, checked: a number in (0, 1]; 1 when unset. */
+export function benchScale(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env.HYDRAZINE_BENCH_SCALE?.trim()
+  if (text === undefined || text === '') return 1
+  const scale = Number(text)
+  if (!Number.isFinite(scale) || scale <= 0 || scale > 1)
+    throw new Error(`HYDRAZINE_BENCH_SCALE must be a number in (0, 1], not ${JSON.stringify(text)}`)
+  return scale
+}
+
+export default async function scaleBench(): Promise<void> {
+  const scale = benchScale()
+  await centralFigures(scale)
+  await groupTxnFigures(scale)
+  await controllerFigures(scale)
+}
+
+async function controllerFigures(scale: number): Promise<void> {
+  const hostsPerDpu = Math.max(1, Math.round(HOSTS_PER_DPU * scale))
+  const hostsPerGroup = DPUS_PER_GROUP * hostsPerDpu
+  const total = GROUPS * hostsPerGroup
+  const dpus = Array.from({ length: GROUPS * DPUS_PER_GROUP }, (_, d) => `dpu-${d}`)
+  const sized = `HYDRAZINE_BENCH_SCALE=${scale}: ${total} attaches (${GROUPS} groups x ${hostsPerGroup} hosts, access None, ${dpus.length} DPUs x ${hostsPerDpu} hosts, DPU d serves group d % ${GROUPS})`
+  const burstDeadlineMs = Math.max(60_000, (total / BURST_FLOOR_PER_S) * 1000)
+  const steadyDeadlineMs = (layout: CentralLayout) =>
+    Math.max(60_000, STEADY_PATIENCE[layout] * (total / OFFERED_RATE) * 1000)
+  /** Host h of group g: the g-th group's DPUs in turn, a MAC unique in its group. */
+  const host = (g: number, h: number) => {
+    const d = g + GROUPS * (h % DPUS_PER_GROUP)
+    return {
+      hostMAC: `52:54:00:${hex(g)}:${hex(h >> 8)}:${hex(h & 255)}`,
+      dpu: { id: `dpu-${d}`, ips: [`172.18.0.${d + 1}`] },
+    }
+  }
+  const round = (centrals: CentralLayout, tag: string, offered: number, deadlineMs: number) =>
+    withPipeline(centrals, dpus, tag, async (p) => {
+      const result = await attachRound(p, {
+        tag,
+        groups: GROUPS,
+        hostsPerGroup,
+        offered,
+        host,
+        deadlineMs,
+        groupsReadyMs: 120_000,
+      })
+      let loadedRss: number | undefined
+      if (p.centrals) loadedRss = await centralRssMb(centralDir(p.dataDir, `${tag}-group-0`))
+      return { result, loadedRss }
+    })
+
+  const burst = (await round('per-group', 'burst', Number.POSITIVE_INFINITY, burstDeadlineMs))
+    .result
+  report({
+    suite: SUITE,
+    metric: 'scale_10k_rate_per_s',
+    value: burst.rate,
+    unit: '1/s',
+    note: `${sized}; requested at once, per-group centrals; completions / (last completion - first request)${incomplete(burst, burstDeadlineMs)}; target >= 100`,
+  })
+
+  const steady = await round('per-group', 'steady', OFFERED_RATE, steadyDeadlineMs('per-group'))
+  if (steady.loadedRss !== undefined) {
+    report({
+      suite: SUITE,
+      metric: 'central_rss_loaded_mb',
+      value: steady.loadedRss,
+      unit: 'MB',
+      note: `${sized}; VmRSS of NB + SB ovsdb-server + ovn-northd of one group's central right after the steady round, with its ${hostsPerGroup} hosts (${steady.result.latencies.length} of the round's ${total} attaches completed)`,
+    })
+  }
+  const shared = (await round('shared', 'shared', OFFERED_RATE, steadyDeadlineMs('shared'))).result
+  const note = `${sized}; offered at ${OFFERED_RATE}/s, request -> host.attach completion; value: per-group centrals${incomplete(steady.result, steadyDeadlineMs('per-group'))}; baseline: one shared central${incomplete(shared, steadyDeadlineMs('shared'))}; ratio = baseline / value`
+  for (const [q, target] of [
+    [0.5, ''],
+    [0.95, '; target < 2000'],
+    [0.99, ''],
+  ] as const) {
+    const value = quantile(steady.result.latencies, q)
+    const baseline = quantile(shared.latencies, q)
+    report({
+      suite: SUITE,
+      metric: `scale_10k_ready_p${q * 100}_ms`,
+      value,
+      unit: 'ms',
+      baseline,
+      ratio: baseline / value,
+      note: `${note}${target}`,
+    })
+  }
+}
+
+/** Runs `round` on a fresh pipeline, says on stderr how it went, and always stops it. */
+async function withPipeline<T extends { result: AttachRoundResult }>(
+  centrals: CentralLayout,
+  dpus: readonly string[],
+  tag: string,
+  round: (p: BenchPipeline) => Promise<T>,
+): Promise<T> {
+  const began = performance.now()
+  const p = await startBenchPipeline({ centrals, dpus, name: SUITE })
+  try {
+    const out = await round(p)
+    const phases = new Map<string, number>()
+    for (const h of await p.controller.store.listHosts())
+      phases.set(h.status.phase, (phases.get(h.status.phase) ?? 0) + 1)
+    const failures = [...p.failures()].sort(([, a], [, b]) => b - a).slice(0, 5)
+    const { latencies, requested, rate } = out.result
+    process.stderr.write(
+      `scale ${tag} (${centrals}): ${latencies.length}/${requested} completed, ${rate.toFixed(1)}/s, ` +
+        `${((performance.now() - began) / 1000).toFixed(0)} s with start; hosts by phase ` +
+        `${[...phases].map(([k, v]) => `${k}=${v}`).join(' ')}; failures: ` +
+        `${failures.map(([m, n]) => `${n}x ${m}`).join(' | ') || 'none'}\n`,
+    )
+    return out
+  } finally {
+    await p.close()
+  }
+}
+
+/** What a round's note says when it stopped waiting before every host completed. */
+function incomplete(r: AttachRoundResult, deadlineMs: number): string {
+  if (r.timedOut === 0) return ''
+  return ` (only ${r.latencies.length} of ${r.requested} completed within ${Math.round(deadlineMs / 1000)} s; ${r.timedOut} timed out and are left out)`
+}
+
+async function groupTxnFigures(scale: number): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'hz-bench-scale-nb-'))
+  const stops: (() => Promise<void>)[] = []
+  try {
+    const measure = async (name: string, groups: number, base: number, perGroup: number) => {
+      const nb = await startPrivateNb(dir, name)
+      stops.push(() => nb.daemon.stop())
+      const client = await OvsdbClient.connect(nb.remote, { echoIntervalMs: 0 })
+      stops.unshift(() => client.close())
+      const cache = await NbTopologyCache.start(client)
+      stops.unshift(() => cache.close())
+      for (let g = 0; g < groups; g++) await applyGroupTopology(client, txnSpec(g, base), { cache })
+      const timed = timedTransacts(client)
+      const walls: number[] = []
+      const commits: number[] = []
+      const writes: number[] = []
+      let retries = 0
+      const server = join(dir, `${name}.pid`)
+      const cpuBefore = await cpuTicks([server])
+      for (let s = 1; s <= perGroup; s++) {
+        for (let g = 0; g < groups; g++) {
+          const spec = txnSpec(g, base + s)
+          timed.take()
+          const began = performance.now()
+          const { attempts, ops } = await applyGroupTopology(timed.client, spec, { cache })
+          walls.push(performance.now() - began)
+          commits.push(timed.take())
+          writes.push(ops)
+          retries += attempts - 1
+        }
+      }
+      const serverCpuMs =
+        (((await cpuTicks([server])) - cpuBefore) * 1000) / (await ticksPerSecond()) / walls.length
+      return { walls, commits, retries, ops: quantile(writes, 0.5), serverCpuMs }
+    }
+    const big = await measure('big', 1, BIG_GROUP, TXN_ATTACHES)
+    const small = await measure('small', TXN_ATTACHES / 5, SMALL_GROUP, 5)
+    const note =
+      `HYDRAZINE_BENCH_SCALE=${scale} (not applied here); private NB; ` +
+      `applyGroupTopology with a monitor-fed NbTopologyCache; value: ${TXN_ATTACHES} attaches ` +
+      `growing one group ${BIG_GROUP} -> ${BIG_GROUP + TXN_ATTACHES} hosts; baseline: ` +
+      `${TXN_ATTACHES} attaches to ${TXN_ATTACHES / 5} groups growing ${SMALL_GROUP} -> ` +
+      `${SMALL_GROUP + 5}; ${HOSTS_PER_TXN_DPU} hosts per DPU, access None (with FabricAccess ` +
+      `or PublicAccess a DPU's NAT IP serves one host); value/baseline: write ops per attach ` +
+      `p50 ${big.ops}/${small.ops}, ovsdb-server CPU per attach ${big.serverCpuMs.toFixed(1)}/` +
+      `${small.serverCpuMs.toFixed(1)} ms, lost races ${big.retries}/${small.retries}; ` +
+      'ratio = baseline / value'
+    for (const [metric, q, key, what] of [
+      ['group_1000_attach_txn_p50_ms', 0.5, 'walls', 'wall time of compile + diff + commit'],
+      [
+        'group_1000_attach_txn_p99_ms',
+        0.99,
+        'walls',
+        'wall time of compile + diff + commit; target < 10 ms',
+      ],
+      [
+        'group_1000_commit_p50_ms',
+        0.5,
+        'commits',
+        "the apply's transact round trips only (the server's share, plus reading the monitor update sent before the reply)",
+      ],
+    ] as const) {
+      const value = quantile(big[key], q)
+      const baseline = quantile(small[key], q)
+      report({
+        suite: SUITE,
+        metric,
+        value,
+        unit: 'ms',
+        baseline,
+        ratio: baseline / value,
+        note: `${what}; ${note}`,
+      })
+    }
+  } finally {
+    for (const stop of stops) await stop().catch(() => {})
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+/** Group g with its first n hosts: `HOSTS_PER_TXN_DPU` per DPU, access None. */
+function txnSpec(g: number, n: number): GroupTopologySpec {
+  const members: GroupMember[] = Array.from({ length: n }, (_, h) => ({
+    hostName: `h${h}`,
+    logicalPort: `hz-g${g}-h${h}`,
+    mac: `0a:00:00:${hex(g)}:${hex(h >> 8)}:${hex(h & 255)}`,
+    ip: `10.10.${Math.floor(h / 200) + 1}.${(h % 200) + 2}`,
+    dpu: { id: `dpu-${Math.floor(h / HOSTS_PER_TXN_DPU)}` },
+    access: 'None',
+  }))
+  return {
+    name: `g${g}`,
+    cidr: '10.10.0.0/16',
+    gateway: '10.10.0.1',
+    dummyFabricIp: '172.18.0.254/16',
+    fabricGatewayIp: '172.18.0.1',
+    members,
+  }
+}
+
+/**
+ * The client with its `transact` timed: `take()` returns the ms spent in it since the
+ * last `take()`.
+ */
+function timedTransacts(client: OvsdbClient): { client: OvsdbClient; take(): number } {
+  let spent = 0
+  const timed = new Proxy(client, {
+    get(target, prop) {
+      if (prop === 'transact') {
+        return async (...args: Parameters<OvsdbClient['transact']>) => {
+          const began = performance.now()
+          try {
+            return await target.transact(...args)
+          } finally {
+            spent += performance.now() - began
+          }
+        }
+      }
+      const value: unknown = Reflect.get(target, prop, target)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+  return {
+    client: timed,
+    take() {
+      const out = spent
+      spent = 0
+      return out
+    },
+  }
+}
+
+async function centralFigures(scale: number): Promise<void> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-scale-central-'))
+  const stack = await startLocalStack({ dataDir, redis: false, ovn: false, frr: false })
+  const centrals = await startPerGroupCentrals({ dataDir, pki: stack.pki }).catch(
+    async (error: unknown) => {
+      await stack.stop()
+      await rm(dataDir, { recursive: true, force: true })
+      throw error
+    },
+  )
+  try {
+    const starts: number[] = []
+    const dirs: string[] = []
+    for (let i = 0; i < CENTRAL_SAMPLES; i++) {
+      const began = performance.now()
+      await centrals.ensure(`idle-${i}`)
+      starts.push(performance.now() - began)
+      dirs.push(centralDir(dataDir, `idle-${i}`))
+    }
+    await sleep(2000)
+    const rss = await Promise.all(dirs.map(centralRssMb))
+    const pidFiles = dirs.flatMap(centralPidFiles)
+    const before = await cpuTicks(pidFiles)
+    const began = performance.now()
+    await sleep(5000)
+    const ticks = (await cpuTicks(pidFiles)) - before
+    const seconds = (performance.now() - began) / 1000
+    const cpuPct = (ticks / (await ticksPerSecond()) / seconds / dirs.length) * 100
+    const note = `HYDRAZINE_BENCH_SCALE=${scale} (not applied here); one group's central (NB + SB ovsdb-server + ovn-northd) via startPerGroupCentrals, empty databases`
+    report({
+      suite: SUITE,
+      metric: 'central_start_ms',
+      value: quantile(starts, 0.5),
+      unit: 'ms',
+      note: `${note}; ensure() until NB and SB answer and northd has synced; median of ${CENTRAL_SAMPLES} started one after another (${starts.map((s) => Math.round(s)).join(', ')} ms)`,
+    })
+    report({
+      suite: SUITE,
+      metric: 'central_rss_mb',
+      value: quantile(rss, 0.5),
+      unit: 'MB',
+      note: `${note}; VmRSS of the three daemons summed, idle 2 s after start; median of ${CENTRAL_SAMPLES}`,
+    })
+    report({
+      suite: SUITE,
+      metric: 'central_idle_cpu_pct',
+      value: cpuPct,
+      unit: '%',
+      note: `${note}; user + system CPU of the three daemons over ${seconds.toFixed(1)} s idle, % of one core, mean of ${CENTRAL_SAMPLES} (resolution: one clock tick, ${(100 / ((await ticksPerSecond()) * seconds * dirs.length)).toFixed(2)}%)`,
+    })
+  } finally {
+    await centrals.close().catch(() => {})
+    await stack.stop().catch(() => {})
+    await rm(dataDir, { recursive: true, force: true })
+  }
+}
+
+/** The pid files startOvnCentral has a central's three daemons write. */
+function centralPidFiles(dir: string): string[] {
+  return ['nb.pid', 'sb.pid', 'northd.pid'].map((file) => join(dir, file))
+}
+
+async function pidOf(pidFile: string): Promise<number> {
+  return Number((await readFile(pidFile, 'utf8')).trim())
+}
+
+/** VmRSS of a central's three daemons, summed, in MB. */
+async function centralRssMb(dir: string): Promise<number> {
+  let kb = 0
+  for (const file of centralPidFiles(dir)) {
+    const status = await readFile(`/proc/${await pidOf(file)}/status`, 'utf8')
+    kb += Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN)
+  }
+  return kb / 1024
+}
+
+/** User + system CPU ticks the processes named by these pid files have used so far. */
+async function cpuTicks(pidFiles: readonly string[]): Promise<number> {
+  let ticks = 0
+  for (const file of pidFiles) {
+    const stat = await readFile(`/proc/${await pidOf(file)}/stat`, 'utf8')
+    // Fields after "pid (comm) ": state is the 3rd field, utime the 14th, stime the 15th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    ticks += Number(fields[11]) + Number(fields[12])
+  }
+  return ticks
+}
+
+let clockTicks: Promise<number> | undefined
+/** CPU ticks per second (`getconf CLK_TCK`). */
+function ticksPerSecond(): Promise<number> {
+  clockTicks ??= run('getconf', ['CLK_TCK']).then(({ stdout }) => Number(stdout.trim()) || 100)
+  return clockTicks
+}
+
+const hex = (n: number) => n.toString(16).padStart(2, '0')
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
