@@ -62,9 +62,19 @@ export async function startBenchPipeline(options: {
 }): Promise<BenchPipeline> {
   const dataDir = await mkdtemp(join(tmpdir(), `hz-bench-${options.name}-`))
   // Run last to first.
-  const cleanups: (() => Promise<unknown>)[] = [() => rm(dataDir, { recursive: true, force: true })]
+  const cleanups: [string, () => Promise<unknown>][] = [
+    ['temp dir', () => rm(dataDir, { recursive: true, force: true })],
+  ]
   const close = async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+    for (const [what, cleanup] of cleanups.reverse()) {
+      const began = performance.now()
+      await cleanup().catch(() => {})
+      const took = performance.now() - began
+      if (took > 5000)
+        process.stderr.write(
+          `bench ${options.name}: stopping ${what} took ${Math.round(took / 1000)} s\n`,
+        )
+    }
     cleanups.length = 0
   }
   const failures = new Map<string, number>()
@@ -78,7 +88,7 @@ export async function startBenchPipeline(options: {
       frr: false,
       ovn: options.centrals === 'shared',
     })
-    cleanups.push(() => stack.stop())
+    cleanups.push(['the stack', () => stack.stop()])
     if (!stack.redis) throw new Error('stack without redis')
     const redisUrl = stack.redis.url
     let ovn: OvnCentralProvider
@@ -91,15 +101,15 @@ export async function startBenchPipeline(options: {
       })
     } else {
       const started = await startPerGroupCentrals({ dataDir, pki: stack.pki })
-      cleanups.push(() => started.close())
+      cleanups.push(['the centrals', () => started.close()])
       centrals = started
       ovn = started
     }
     // What each DPU's ovn-controller would write to the SB, which the controller checks.
     const chassis = new FakeChassis()
-    cleanups.push(() => chassis.close())
+    cleanups.push(['FakeChassis', () => chassis.close()])
     const agentConnection = new Redis(redisUrl, { maxRetriesPerRequest: null })
-    cleanups.push(async () => agentConnection.disconnect())
+    cleanups.push(["the agents' connection", async () => agentConnection.disconnect()])
     for (const dpuId of options.dpus) {
       const agent = new Worker(
         agentQueueName(dpuId),
@@ -132,7 +142,7 @@ export async function startBenchPipeline(options: {
         { connection: agentConnection, concurrency: 50 },
       )
       agent.on('failed', (_job, error) => failed(`agent: ${error.message}`))
-      cleanups.push(() => agent.close())
+      cleanups.push([`agent ${dpuId}`, () => agent.close()])
     }
     const controller = await startController({
       redisUrl,
@@ -150,9 +160,17 @@ export async function startBenchPipeline(options: {
         },
       ),
     })
-    cleanups.push(() => controller.close())
+    cleanups.push(['the controller', () => controller.close()])
+    // A round cut at its deadline leaves thousands of jobs that closing would work through.
+    cleanups.push([
+      'the backlog',
+      async () => {
+        await controller.queue.pause()
+        await controller.queue.drain(true)
+      },
+    ])
     const events = new QueueEvents(CONTROLLER_QUEUE, { connection: { url: redisUrl } })
-    cleanups.push(() => events.close())
+    cleanups.push(['queue events', () => events.close()])
     await events.waitUntilReady()
     return {
       controller,
