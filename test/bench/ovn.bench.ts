@@ -21,6 +21,7 @@ import {
   type GroupTopologySpec,
   NbTopologyCache,
   OvsdbClient,
+  topologyNames,
 } from '../../lib/ovn/index.ts'
 import type { Daemon } from '../../lib/process/daemon.ts'
 import { startPrivateNb } from './fixtures.ts'
@@ -55,10 +56,9 @@ function groupSpec(g: number, hosts: number): GroupTopologySpec {
 /** The ovn-nbctl commands a user would run for one group, one invocation per change. */
 function nbctlScript(spec: GroupTopologySpec): string[][] {
   const desired = compileGroupTopology(spec)
-  const g = `hz-${spec.name}`
   const cmds: string[][] = [
-    ['ls-add', `${g}-ls`],
-    ['lr-add', `${g}-lr`],
+    ['ls-add', topologyNames.switch(spec.name)],
+    ['lr-add', topologyNames.router(spec.name)],
   ]
   const link = (ls: string, lsp: string, lr: string, lrp: string, mac: string, net: string) => {
     cmds.push(['lrp-add', lr, lrp, mac, net])

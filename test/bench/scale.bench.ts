@@ -147,7 +147,7 @@ async function controllerFigures(scale: number): Promise<void> {
       metric: 'central_rss_loaded_mb',
       value: steady.loadedRss,
       unit: 'MB',
-      note: `${sized}; VmRSS of NB + SB ovsdb-server + ovn-northd of one group's central right after the steady round, with its ${hostsPerGroup} hosts (${steady.result.latencies.length} of the round's ${total} attaches completed)`,
+      note: `${sized}; VmRSS of NB + SB ovsdb-server + ovn-northd of one group's central right after the steady round (its group: ${hostsPerGroup} hosts requested; ${steady.result.latencies.length} of the round's ${total} attaches had completed)`,
     })
   }
   const shared = (await round('shared', 'shared', OFFERED_RATE, steadyDeadlineMs)).result
