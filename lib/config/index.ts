@@ -255,40 +255,33 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   const c = parsed.output
   if ((c.OVN_NB_DB === undefined) !== (c.OVN_SB_DB === undefined)) {
     const missing = c.OVN_NB_DB === undefined ? 'OVN_NB_DB' : 'OVN_SB_DB'
-    throw new ConfigError(
-      `invalid configuration: ${missing}: required when the other OVN database is set`,
-      [{ path: missing, message: 'required when the other OVN database is set' }],
-    )
+    invalid(missing, 'required when the other OVN database is set')
   }
   if (c.OVN_NB_DB !== undefined && c.HYDRAZINE_OVN_CENTRAL === 'per-group') {
-    const message = 'per-group centrals are embedded: not with an external OVN_NB_DB'
-    throw new ConfigError(`invalid configuration: HYDRAZINE_OVN_CENTRAL: ${message}`, [
-      { path: 'HYDRAZINE_OVN_CENTRAL', message },
-    ])
+    invalid(
+      'HYDRAZINE_OVN_CENTRAL',
+      'per-group centrals are embedded: not with an external OVN_NB_DB',
+    )
   }
   const ovnCentral = c.HYDRAZINE_OVN_CENTRAL ?? defaultCentral(c)
   if (ovnCentral === 'external') checkExternalCentrals(c.OVN_NB_DB, c.HYDRAZINE_OVN_CENTRALS_FILE)
   else if (c.HYDRAZINE_OVN_CENTRALS_FILE !== undefined) {
-    const message = `names external centrals: only with HYDRAZINE_OVN_CENTRAL=external, not ${ovnCentral}`
-    throw new ConfigError(`invalid configuration: HYDRAZINE_OVN_CENTRALS_FILE: ${message}`, [
-      { path: 'HYDRAZINE_OVN_CENTRALS_FILE', message },
-    ])
+    invalid(
+      'HYDRAZINE_OVN_CENTRALS_FILE',
+      `names external centrals: only with HYDRAZINE_OVN_CENTRAL=external, not ${ovnCentral}`,
+    )
   }
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
   if (!tls && !isLoopback(c.HYDRAZINE_HTTP_HOST)) {
-    const message =
+    invalid(
+      'HYDRAZINE_HTTP_HOST',
       `${c.HYDRAZINE_HTTP_HOST} is not loopback: serving the API there needs HYDRAZINE_TLS_CERT ` +
-      'and HYDRAZINE_TLS_KEY (plaintext is only allowed on loopback)'
-    throw new ConfigError(`invalid configuration: HYDRAZINE_HTTP_HOST: ${message}`, [
-      { path: 'HYDRAZINE_HTTP_HOST', message },
-    ])
+        'and HYDRAZINE_TLS_KEY (plaintext is only allowed on loopback)',
+    )
   }
   if (c.REDIS_CA !== undefined) {
     if (!c.REDIS_URL?.startsWith('rediss://')) {
-      const message = 'needs a rediss:// (TLS) REDIS_URL'
-      throw new ConfigError(`invalid configuration: REDIS_CA: ${message}`, [
-        { path: 'REDIS_CA', message },
-      ])
+      invalid('REDIS_CA', 'needs a rediss:// (TLS) REDIS_URL')
     }
     pemFile('REDIS_CA', c.REDIS_CA, (pem) => new X509Certificate(pem), 'a PEM certificate')
   }
@@ -364,6 +357,7 @@ function checkExternalCentrals(nb: string | undefined, file: string | undefined)
   }
 }
 
+/** The ConfigError of one variable: `invalid configuration: <variable>: <message>`. */
 function invalid(path: string, message: string): never {
   throw new ConfigError(`invalid configuration: ${path}: ${message}`, [{ path, message }])
 }
@@ -380,21 +374,16 @@ const prefixed = (error: ConfigError) =>
 
 /** Reads and parses one PEM file, or throws ConfigError naming `variable`. */
 function pemFile<T>(variable: string, path: string, parse: (pem: string) => T, what: string): T {
-  const refuse = (message: string): never => {
-    throw new ConfigError(`invalid configuration: ${variable}: ${message}`, [
-      { path: variable, message },
-    ])
-  }
   let pem = ''
   try {
     pem = readFileSync(path, 'utf8')
   } catch (error) {
-    refuse(`cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`)
+    invalid(variable, `cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`)
   }
   try {
     return parse(pem)
   } catch {
-    return refuse(`${path} is not ${what}`)
+    return invalid(variable, `${path} is not ${what}`)
   }
 }
 
@@ -406,10 +395,7 @@ function tlsFiles(
   if (certFile === undefined && keyFile === undefined) return undefined
   if (certFile === undefined || keyFile === undefined) {
     const missing = certFile === undefined ? 'HYDRAZINE_TLS_CERT' : 'HYDRAZINE_TLS_KEY'
-    const message = 'required when the other of HYDRAZINE_TLS_CERT / HYDRAZINE_TLS_KEY is set'
-    throw new ConfigError(`invalid configuration: ${missing}: ${message}`, [
-      { path: missing, message },
-    ])
+    invalid(missing, 'required when the other of HYDRAZINE_TLS_CERT / HYDRAZINE_TLS_KEY is set')
   }
   const cert = pemFile(
     'HYDRAZINE_TLS_CERT',
@@ -419,10 +405,7 @@ function tlsFiles(
   )
   const key = pemFile('HYDRAZINE_TLS_KEY', keyFile, (pem) => createPrivateKey(pem), 'a PEM key')
   if (!cert.checkPrivateKey(key)) {
-    const message = `${keyFile} is not the key of ${certFile}`
-    throw new ConfigError(`invalid configuration: HYDRAZINE_TLS_KEY: ${message}`, [
-      { path: 'HYDRAZINE_TLS_KEY', message },
-    ])
+    invalid('HYDRAZINE_TLS_KEY', `${keyFile} is not the key of ${certFile}`)
   }
   return { certFile: resolve(certFile), keyFile: resolve(keyFile) }
 }
