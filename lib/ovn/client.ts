@@ -6,7 +6,13 @@
  */
 import { Connection, type ConnectionEvent, type ConnectionOptions } from './connection.ts'
 import { OvsdbConnectionError, transactError } from './errors.ts'
-import { type Monitor, type Monitor2Handler, type MonitorHandler, Monitors } from './monitors.ts'
+import {
+  type Monitor,
+  type Monitor2Handler,
+  type MonitorHandle,
+  type MonitorHandler,
+  Monitors,
+} from './monitors.ts'
 import { PendingRequests, type RequestOptions } from './pending-requests.ts'
 import type { MonitorRequest, Operation, OperationResult } from './protocol.ts'
 import { parseRemote } from './remote.ts'
@@ -129,7 +135,7 @@ export class OvsdbClient {
     db: string,
     requests: Readonly<Record<string, MonitorRequest>>,
     handler: Monitor2Handler,
-  ): Promise<Omit<Monitor, 'initial'>> {
+  ): Promise<MonitorHandle> {
     return this.monitors.startCond(db, requests, handler)
   }
 

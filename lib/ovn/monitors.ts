@@ -16,10 +16,14 @@ export type MonitorHandler = (updates: TableUpdates, reset: boolean) => void
  */
 export type Monitor2Handler = (updates: TableUpdates2, reset: boolean) => void
 
-export interface Monitor {
+/** A running monitor: `cancel` stops it. */
+export interface MonitorHandle {
+  cancel(): Promise<void>
+}
+
+export interface Monitor extends MonitorHandle {
   /** The rows present when the monitor started (also delivered to the handler). */
   readonly initial: TableUpdates
-  cancel(): Promise<void>
 }
 
 type ActiveMonitor =
@@ -58,7 +62,7 @@ export class Monitors {
     const initial = (await this.request('monitor', [db, id, requests])) as TableUpdates
     this.active.set(id, { method: 'monitor', db, requests, handler })
     handler(initial, true)
-    return this.handle(id, initial)
+    return { initial, cancel: this.canceller(id) }
   }
 
   /** Starts a `monitor_cond` (no condition: every row); its updates are `update2`s. */
@@ -66,21 +70,18 @@ export class Monitors {
     db: string,
     requests: Readonly<Record<string, MonitorRequest>>,
     handler: Monitor2Handler,
-  ): Promise<Omit<Monitor, 'initial'>> {
+  ): Promise<MonitorHandle> {
     const id = `m${this.nextId++}`
     const initial = (await this.request('monitor_cond', [db, id, requests])) as TableUpdates2
     this.active.set(id, { method: 'monitor_cond', db, requests, handler })
     handler(initial, true)
-    return this.handle(id, {})
+    return { cancel: this.canceller(id) }
   }
 
-  private handle(id: string, initial: TableUpdates): Monitor {
-    return {
-      initial,
-      cancel: async () => {
-        if (!this.active.delete(id)) return
-        await this.request('monitor_cancel', [id])
-      },
+  private canceller(id: string): () => Promise<void> {
+    return async () => {
+      if (!this.active.delete(id)) return
+      await this.request('monitor_cancel', [id])
     }
   }
 

@@ -85,8 +85,9 @@ export type TableUpdates = Readonly<
 
 /**
  * `update2` notification payload (`monitor_cond`, ovsdb-server(5)): table → row UUID →
- * one of `initial`/`insert` (the whole row), `modify` (only what changed: for a set or
- * map column, the elements to toggle; for a scalar column, its new value) or `delete`.
+ * one of `initial`/`insert` (the row, without the columns that hold their default),
+ * `modify` (only the changed columns: for a map or a set of more than one element, the
+ * elements to toggle; for a scalar or optional column, its new value) or `delete`.
  */
 export type TableUpdates2 = Readonly<
   Record<

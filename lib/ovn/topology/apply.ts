@@ -89,26 +89,20 @@ function actualIdOf(table: TopologyTable, row: ActualRow): string | undefined {
   return key === undefined ? undefined : `${table}/${key}`
 }
 
-/** A desired row's id, computed once per row object (a compile memo reuses row objects). */
-function idOf(row: DesiredRow): string {
-  let id = desiredIds.get(row)
+/**
+ * A desired row's id (or a parent reference's), computed once per object: a compile memo
+ * hands out the same objects while their inputs are unchanged, and reusing one string
+ * keeps the diff's map lookups from hashing a new one each time.
+ */
+function idOf(row: DesiredRow | ParentRef): string {
+  let id = ids.get(row)
   if (id === undefined) {
     id = rowId(row)
-    desiredIds.set(row, id)
+    ids.set(row, id)
   }
   return id
 }
-const desiredIds = new WeakMap<DesiredRow, string>()
-
-function parentIdOf(parent: ParentRef): string {
-  let id = parentIds.get(parent)
-  if (id === undefined) {
-    id = rowId(parent)
-    parentIds.set(parent, id)
-  }
-  return id
-}
-const parentIds = new WeakMap<ParentRef, string>()
+const ids = new WeakMap<DesiredRow | ParentRef, string>()
 
 export interface ApplyResult {
   /** True when a transaction was committed. */
@@ -301,7 +295,7 @@ export function diffTopology(
   }
   for (const d of desired.rows) {
     if (!d.parent) continue
-    const parentId = parentIdOf(d.parent)
+    const parentId = idOf(d.parent)
     const byColumn = children.get(parentId) ?? new Map<string, string[]>()
     children.set(parentId, byColumn)
     const refs = byColumn.get(d.parent.column) ?? []

@@ -1,6 +1,6 @@
 import type { OvsdbClient } from '../client.ts'
 import { Database } from '../database.ts'
-import type { Monitor } from '../monitors.ts'
+import type { MonitorHandle } from '../monitors.ts'
 import type { TableUpdates2 } from '../protocol.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import { type ActualIndex, type ActualRow, type ActualRows, IndexedRows } from './apply.ts'
@@ -24,7 +24,7 @@ export class NbTopologyCache {
   readonly compiled = new CompileMemo()
   private readonly rows = new Map<string, { table: TopologyTable; row: ActualRow }>()
   private readonly byOwner = new Map<string, IndexedRows>()
-  private monitor: Omit<Monitor, 'initial'> | undefined
+  private monitor: MonitorHandle | undefined
 
   private constructor(private readonly client: OvsdbClient) {}
 

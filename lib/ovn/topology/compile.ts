@@ -395,15 +395,20 @@ function context(spec: GroupTopologySpec) {
     const gwKey = `gw/${dpu}`
     const pubKey = `pub/${dpu}`
 
+    /** The router port `port` on `routerKey` and its switch-side `peer` on `switchKey`. */
+    const link = (
+      routerKey: string,
+      switchKey: string,
+      port: (g: string, dpu: string) => string,
+      peer: (g: string, dpu: string) => string,
+      networks: string[],
+    ) => {
+      lrp(rows, routerKey, port(g, dpu), networks, dpuIds)
+      routerLink(rows, switchKey, peer(g, dpu), port(g, dpu), dpuIds)
+    }
+
     ls(rows, tsKey, names.transitSwitch(g, dpu), dpuIds)
-    lrp(rows, lrKey, names.routerTransitPort(g, dpu), [`${lrSide}/30`], dpuIds)
-    routerLink(
-      rows,
-      tsKey,
-      names.transitRouterPort(g, dpu),
-      names.routerTransitPort(g, dpu),
-      dpuIds,
-    )
+    link(lrKey, tsKey, names.routerTransitPort, names.transitRouterPort, [`${lrSide}/30`])
     rows.push({
       table: 'Logical_Router',
       key: gwKey,
@@ -413,23 +418,9 @@ function context(spec: GroupTopologySpec) {
         external_ids: ids(gwKey, dpuIds),
       },
     })
-    lrp(rows, gwKey, names.gatewayTransitPort(g, dpu), [`${gwSide}/30`], dpuIds)
-    routerLink(
-      rows,
-      tsKey,
-      names.transitGatewayPort(g, dpu),
-      names.gatewayTransitPort(g, dpu),
-      dpuIds,
-    )
+    link(gwKey, tsKey, names.gatewayTransitPort, names.transitGatewayPort, [`${gwSide}/30`])
     ls(rows, pubKey, names.publicSwitch(g, dpu), dpuIds)
-    lrp(rows, gwKey, names.gatewayPublicPort(g, dpu), [spec.dummyFabricIp], dpuIds)
-    routerLink(
-      rows,
-      pubKey,
-      names.publicGatewayPort(g, dpu),
-      names.gatewayPublicPort(g, dpu),
-      dpuIds,
-    )
+    link(gwKey, pubKey, names.gatewayPublicPort, names.publicGatewayPort, [spec.dummyFabricIp])
     lsp(
       rows,
       pubKey,
