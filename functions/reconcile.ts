@@ -196,10 +196,12 @@ export class ReconcileFailed extends HydrazineError {
 
 /**
  * Deletes the rows of groups the store does not have from one NB, adding each to
- * `removed` as it goes; starts no deletion once `signal` is aborted.
+ * `removed` as it goes; starts no deletion once `signal` is aborted. The store is asked
+ * again right before each deletion: `known` is the run's first read, and a group created
+ * since (stored first, then applied) already has rows that are not orphans.
  */
 async function removeOrphanRows(
-  deps: Pick<HandlerDeps, 'nb'>,
+  deps: Pick<HandlerDeps, 'nb' | 'store'>,
   nb: string,
   known: ReadonlySet<string>,
   removed: string[],
@@ -209,7 +211,7 @@ async function removeOrphanRows(
   signal.throwIfAborted()
   const owners = await groupsInNb(client)
   for (const owner of owners) {
-    if (known.has(owner)) continue
+    if (known.has(owner) || (await deps.store.getGroup(owner))) continue
     signal.throwIfAborted()
     await deleteGroupTopology(client, owner)
     removed.push(owner)

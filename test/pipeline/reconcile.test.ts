@@ -1,6 +1,9 @@
+import type { Job } from 'bullmq'
 import t from 'tap'
-import { topologyNames } from '../../lib/ovn/index.ts'
-import { readyFabricHost, startPipeline, until } from './fixtures.ts'
+import { GroupApplier } from '../../functions/internal/group-apply.ts'
+import { createReconcile } from '../../functions/reconcile.ts'
+import { NbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
+import { groupSpec, readyFabricHost, startPipeline, until } from './fixtures.ts'
 
 t.test('reconcile repairs drift in NB and removes orphan rows, and says what it did', async (t) => {
   const p = await startPipeline(t)
@@ -61,3 +64,49 @@ t.test('reconcile repairs drift in NB and removes orphan rows, and says what it 
     'nothing to repair the second time',
   )
 })
+
+t.test(
+  'a group created after reconcile listed the groups keeps its rows; a real orphan goes',
+  async (t) => {
+    const p = await startPipeline(t)
+    await p.client.applyGroup('group-new', groupSpec('tenant-a', '10.30.30.0/24', '10.30.30.1'))
+    await until(
+      () => p.client.getGroup('group-new'),
+      (g) => g?.status.phase === 'Ready',
+    )
+    await p.nbctl(
+      '--',
+      '--id=@lr',
+      'create',
+      'Logical_Router',
+      'name=hz-gone-lr',
+      'external_ids:hydrazine\\:owner=group/gone',
+      'external_ids:hydrazine\\:group=gone',
+      'external_ids:hydrazine\\:key=lr',
+    )
+
+    // The run's list of groups was read before group-new was stored.
+    const store = p.controller.store
+    const staleList = new Proxy(store, {
+      get: (target, key) => {
+        if (key === 'listGroups') return async () => []
+        const value = Reflect.get(target, key, target)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const nb = new NbPool()
+    t.teardown(() => nb.close())
+    const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
+    const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
+    const groups = new GroupApplier({ store, ipam: p.controller.ipam, ovn, nb, fabric })
+    const report = await createReconcile({ store: staleList, ovn, nb, groups })({} as Job)
+
+    t.same(report.orphansRemoved, ['gone'], 'the group no store has is removed')
+    t.match(
+      await p.nbctl('ls-list'),
+      topologyNames.switch('group-new'),
+      'the group created meanwhile keeps its switch: the store was asked again',
+    )
+    t.notMatch(await p.nbctl('lr-list'), /hz-gone-lr/)
+  },
+)
