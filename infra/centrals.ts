@@ -71,7 +71,12 @@ export function centralDirName(group: string): string {
 
 /** The directory of a group's central under a provider's `dataDir`. */
 export function centralDir(dataDir: string, group: string): string {
-  return join(resolve(dataDir), 'centrals', centralDirName(group))
+  return join(centralsRoot(dataDir), centralDirName(group))
+}
+
+/** The directory holding every group's central: `<dataDir>/centrals`, absolute. */
+export function centralsRoot(dataDir: string): string {
+  return join(resolve(dataDir), 'centrals')
 }
 
 interface Running {
@@ -111,7 +116,7 @@ interface Central {
 export async function startPerGroupCentrals(
   options: PerGroupCentralsOptions,
 ): Promise<PerGroupCentrals> {
-  const root = join(resolve(options.dataDir), 'centrals')
+  const root = centralsRoot(options.dataDir)
   const log = options.log ?? (() => {})
   const listenAddress = options.listenAddress ?? '127.0.0.1'
   const tls = wantsTls('ovsdb-server(sb)', listenAddress, options.tls)

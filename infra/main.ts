@@ -9,7 +9,7 @@ import { renderBgpdConfig } from '../lib/frr/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../lib/ovn/central.ts'
 import { isLoopback } from '../lib/process/ports.ts'
 import { redactRedisUrl } from '../lib/redis/connection.ts'
-import { type PerGroupCentrals, startPerGroupCentrals } from './centrals.ts'
+import { centralsRoot, type PerGroupCentrals, startPerGroupCentrals } from './centrals.ts'
 import { type ExternalCentrals, openExternalCentrals } from './external-centrals.ts'
 import { type LocalStack, startLocalStack } from './local/stack.ts'
 import { createLogger } from './logger.ts'
@@ -123,7 +123,7 @@ try {
         ? `  OVN centrals:    named per group in ${external.file}`
         : shared
           ? `  OVN NB / SB:     ${shared.nb}  /  ${shared.sb}`
-          : `  OVN centrals:    one per resource group, in ${config.dataDir}/centrals`,
+          : `  OVN centrals:    one per resource group, in ${centralsRoot(config.dataDir)}`,
       ...(stack && !isLoopback(config.embeddedListen) && (stack.ovn || centrals)
         ? [`  PKI (CA):        ${stack.pki.caFile}  (chassis: client certificate, CN = system-id)`]
         : []),

@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
 import { freePort } from '../../lib/process/ports.ts'
-import { centralDir } from '../centrals.ts'
+import { centralDir, centralsRoot } from '../centrals.ts'
 import type { Fabric } from './dpu.ts'
 
 const repo = fileURLToPath(new URL('../..', import.meta.url))
@@ -152,7 +152,7 @@ export async function startHydrazine(opts: {
     tokenFile,
     redisUrl: `${redis[1]}://default:${password}@${redis[2]}:${redis[3]}`,
     caFile: join(pkiDir, 'ca.crt'),
-    centralsDir: join(hzDir, 'centrals'),
+    centralsDir: centralsRoot(hzDir),
     api,
     central,
   }

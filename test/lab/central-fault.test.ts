@@ -10,20 +10,20 @@
  * and a host attached to A afterwards becomes Ready too.
  *
  * Run as root it must work (a lab that cannot start fails, saying why); without root it
- * is skipped, saying why, as `lab.test.ts`.
+ * is skipped, saying why (`lab-test.ts`).
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { basename, join } from 'node:path'
-import t, { type Test } from 'tap'
+import type { Test } from 'tap'
 import { labPrefix, run } from '../../infra/lab/dpu.ts'
 import type { LabCentral } from '../../infra/lab/hydrazine.ts'
-import { type Lab, type LabHost, labUnavailable, startLab } from '../../infra/lab/lab.ts'
+import { type Lab, type LabHost, startLab } from '../../infra/lab/lab.ts'
 import { eventually, pings } from '../../infra/lab/probes.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { attachHost, hostReady, phaseIs } from './api.ts'
+import { labTest } from './lab-test.ts'
 
-const why = await labUnavailable()
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 /** True when `central`'s NB answers a query within 2 s. */
@@ -84,13 +84,7 @@ function crashLoop(central: LabCentral): { killed: readonly number[]; stop(): Pr
   }
 }
 
-const mustRun = process.getuid?.() === 0
-const skip = why && !mustRun ? `not root, and ${why}` : false
-t.test("one group's OVN central crashing touches no other group", { skip }, async (t) => {
-  if (why) {
-    t.fail(`the lab cannot start as root: ${why}`)
-    return
-  }
+await labTest("one group's OVN central crashing touches no other group", async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'hz-lab-'))
   let lab: Lab | undefined
   let crashing: ReturnType<typeof crashLoop> | undefined

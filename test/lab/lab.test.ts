@@ -3,22 +3,19 @@
  * (`infra/main.ts`) driven only through its HTTP API, three DPUs running the real agent,
  * a fabric router peering over BGP, hosts as namespaces, dnsmasq as the DHCP server.
  *
- * Run as root (CI, where bootstrap installs every binary), the lab is expected to work:
- * if it cannot start — a missing binary, no network namespaces — this test fails and says
- * why, so that a broken lab never passes as a skip. Only without root is it skipped, with
- * the same reason, when it cannot start.
+ * Run as root it must work (a lab that cannot start fails, saying why); without root it
+ * is skipped, saying why (`lab-test.ts`).
  */
 import { access, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import t from 'tap'
 import { labPrefix } from '../../infra/lab/dpu.ts'
-import { type Lab, type LabHost, labUnavailable, startLab } from '../../infra/lab/lab.ts'
+import { type Lab, type LabHost, startLab } from '../../infra/lab/lab.ts'
 import { capture, eventually, icmpInEchos, pings } from '../../infra/lab/probes.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { attachHost, type HostAccess, hostReady, isGone, phaseIs } from './api.ts'
+import { labTest } from './lab-test.ts'
 
-const why = await labUnavailable()
 const missing = (path: string) =>
   access(path).then(
     () => false,
@@ -32,13 +29,7 @@ interface HostView {
   }
 }
 
-const mustRun = process.getuid?.() === 0
-const skip = why && !mustRun ? `not root, and ${why}` : false
-t.test('Hydrazine on a simulated data centre', { skip }, async (t) => {
-  if (why) {
-    t.fail(`the lab cannot start as root: ${why}`)
-    return
-  }
+await labTest('Hydrazine on a simulated data centre', async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'hz-lab-'))
   const prefix = labPrefix()
   let lab: Lab | undefined
