@@ -11,6 +11,7 @@
 import type { DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import type { PublicIpStatus } from '../lib/ipam/index.ts'
+import type { ObjectEvent } from '../lib/state/events.ts'
 import type { Dpu, DpuSpec, ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
 import {
   type Accepted,
@@ -44,6 +45,7 @@ export interface OperationsDeps {
     | 'listHeartbeats'
     | 'dpuHostNames'
     | 'issueDpuCredentials'
+    | 'events'
   >
 }
 
@@ -91,6 +93,10 @@ export interface Operations {
   deleteDpu(id: string): Promise<void>
   /** Operators only: new credentials for a DPU's agent (the only place they appear). */
   issueDpuCredentials(id: string): Promise<DpuCredentials>
+  /** The group's recent transitions and repairs, newest first (at most `limit`). */
+  groupEvents(name: string, limit?: number): Promise<ObjectEvent[]>
+  /** The host's recent transitions and repairs, newest first (at most `limit`). */
+  hostEvents(name: string, limit?: number): Promise<ObjectEvent[]>
   /** The group as this caller may see it: undefined when missing or another tenant's. */
   visibleGroup(name: string): Promise<ResourceGroup | undefined>
   /** The host as this caller may see it: undefined when missing or in another tenant's group. */
@@ -174,6 +180,11 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
         return client.listGroups(only ? { tenant: only } : {})
       },
 
+      async groupEvents(name, limit) {
+        if (!(await visibleGroup(name))) throw new NotFoundError('resource group', name)
+        return client.events('rg', name, limit)
+      },
+
       async deleteGroup(name, force) {
         if (!(await visibleGroup(name))) throw new NotFoundError('resource group', name)
         return client.deleteGroup(name, { force })
@@ -211,6 +222,11 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
         if (tenant === undefined) return hosts
         const own = new Set((await client.listGroups({ tenant })).map((g) => g.name))
         return hosts.filter((h) => own.has(h.spec.resourceGroup))
+      },
+
+      async hostEvents(name, limit) {
+        if (!(await visibleHost(name))) throw new NotFoundError('managed resource', name)
+        return client.events('mr', name, limit)
       },
 
       async deleteHost(name, force) {

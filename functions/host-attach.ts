@@ -3,6 +3,7 @@ import type { ConfigureAck } from '../lib/agent-protocol/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import { HostJob } from '../lib/jobs/index.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
+import { attemptOf } from '../lib/state/attempts.ts'
 import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/state/objects.ts'
 import {
   addConfigure,
@@ -22,6 +23,9 @@ import {
   publicIpAllocated,
 } from './internal/public-ip-jobs.ts'
 import { setHostStatus } from './internal/status.ts'
+
+/** The host as this job works on it: its stored object and the attempt the job is. */
+type Attempt = ManagedResource & { readonly attempt: number }
 
 export interface HostAttachResult {
   readonly host: string
@@ -43,12 +47,17 @@ export interface HostAttachResult {
  */
 export function createHostAttach(deps: HandlerDeps) {
   return async function hostAttach(job: Job, token?: string): Promise<HostAttachResult> {
-    const { host: name } = parsePayload(HostJob, job)
-    const host = await deps.store.getHost(name)
-    if (!host) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
-    if (host.deletion) {
+    const { host: name, attempt = 1 } = parsePayload(HostJob, job)
+    const found = await deps.store.getHost(name)
+    if (!found) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
+    if (found.deletion) {
       return { host: name, phase: 'Detaching', observedVersion: 0, skipped: 'being detached' }
     }
+    if (attemptOf(found.status) > attempt) {
+      const skipped = `superseded by attempt ${attemptOf(found.status)}`
+      return { host: name, phase: found.status.phase, observedVersion: 0, skipped }
+    }
+    const host: Attempt = { ...found, attempt }
 
     if (stepOf(job) === 'converge') {
       const group = await groupReadyFor(deps, host)
@@ -79,7 +88,7 @@ export function createHostAttach(deps: HandlerDeps) {
  * `Attaching`; of two still attaching, the one whose name sorts first goes ahead (so two
  * requests at once never wait for each other).
  */
-async function dpuFollowsOneGroup(deps: HandlerDeps, host: ManagedResource): Promise<void> {
+async function dpuFollowsOneGroup(deps: HandlerDeps, host: Attempt): Promise<void> {
   const { resourceGroup: group, dpu } = host.spec
   if (!(await deps.ovn.ensure(group)).group) return
   for (const name of await deps.store.dpuHostNames(dpu.id)) {
@@ -90,6 +99,7 @@ async function dpuFollowsOneGroup(deps: HandlerDeps, host: ManagedResource): Pro
     if (holder.status.phase === 'Attaching' && name > host.name) continue
     const message = `DPU ${dpu.id} serves ${name} in group ${other}; with a central per group a DPU serves one group at a time`
     await setHostStatus(deps, host.name, host.specVersion, {
+      attempt: host.attempt,
       phase: 'Attaching',
       condition: { type: 'Attached', status: 'False', reason: 'DpuServesAnotherGroup', message },
     })
@@ -99,23 +109,28 @@ async function dpuFollowsOneGroup(deps: HandlerDeps, host: ManagedResource): Pro
 
 /**
  * The DPU's chassis now follows this group's own central: the central it followed before
- * loses its `Chassis` row, so no SB keeps a chassis that is not there.
+ * loses its `Chassis` row, so no SB keeps a chassis that is not there. The new central is
+ * recorded only once the old one let go: a removal that failed is tried again.
  */
 async function leavePreviousCentral(deps: HandlerDeps, dpuId: string, group: string) {
   if (!(await deps.ovn.ensure(group)).group) return
-  const previous = await deps.store.swapDpuCentral(dpuId, group)
-  if (!previous || !(await deps.ovn.groups()).includes(previous)) return
-  const central = await deps.ovn.ensure(previous)
-  await deps.southbound.removeChassis(central.sbController, dpuId)
+  const previous = await deps.store.dpuCentral(dpuId)
+  if (previous === group) return
+  if (previous && (await deps.ovn.groups()).includes(previous)) {
+    const central = await deps.ovn.ensure(previous)
+    await deps.southbound.removeChassis(central.sbController, dpuId)
+  }
+  await deps.store.setDpuCentral(dpuId, group)
 }
 
 /** The host's group, once it exists and is provisioned; Failed or retry later otherwise. */
-async function groupReadyFor(deps: HandlerDeps, host: ManagedResource): Promise<ResourceGroup> {
+async function groupReadyFor(deps: HandlerDeps, host: Attempt): Promise<ResourceGroup> {
   const name = host.spec.resourceGroup
   const group = await deps.store.getGroup(name)
   if (!group || group.deletion) {
     return failOrRetry(new GroupUnavailable(name), (error) =>
       setHostStatus(deps, host.name, host.specVersion, {
+        attempt: host.attempt,
         phase: 'Failed',
         condition: {
           type: 'Attached',
@@ -140,11 +155,12 @@ async function groupReadyFor(deps: HandlerDeps, host: ManagedResource): Promise<
  */
 async function allocateAddresses(
   deps: HandlerDeps,
-  host: ManagedResource,
+  host: Attempt,
   group: ResourceGroup,
 ): Promise<{ hostIp: string; relayIp?: string }> {
   const failed = (error: HydrazineError) =>
     setHostStatus(deps, host.name, host.specVersion, {
+      attempt: host.attempt,
       phase: 'Failed',
       condition: { type: 'Attached', status: 'False', reason: error.code, message: error.message },
     })
@@ -160,14 +176,11 @@ async function allocateAddresses(
   return { hostIp: address.ip, ...(relay ? { relayIp: relay.ip } : {}) }
 }
 
-async function reportConfiguring(
-  deps: HandlerDeps,
-  host: ManagedResource,
-  hostIp: string,
-): Promise<void> {
+async function reportConfiguring(deps: HandlerDeps, host: Attempt, hostIp: string): Promise<void> {
   const { spec } = host
   const natIp = natIpOf(host)
   await setHostStatus(deps, host.name, host.specVersion, {
+    attempt: host.attempt,
     phase: 'Configuring',
     hostAccessIPs: { hostIP: hostIp, ...(natIp ? { fabricIP: natIp } : {}) },
     logicalPortReference: {
@@ -186,7 +199,7 @@ async function reportConfiguring(
 /** `configure` on the host's DPU, after isolating what a forced detach left bound there. */
 async function signalAgent(
   deps: HandlerDeps,
-  host: ManagedResource,
+  host: Attempt,
   group: ResourceGroup,
   sbRemote: string,
   relayIp: string | undefined,
@@ -195,37 +208,41 @@ async function signalAgent(
   const dpuId = spec.dpu.id
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
   const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(group.name) : undefined
-  const configure = await addConfigure(deps, {
-    dpuId,
-    specVersion: host.specVersion,
-    group: {
-      name: group.name,
-      sbRemote,
-      ...(group.spec.dhcpServer
-        ? {
-            dhcpServer: group.spec.dhcpServer,
-            relay: {
-              logicalPort: topologyNames.relayPort(group.name, dpuId),
-              mac: relayMacOf(group.name, dpuId),
-              // Its circuit id: unique for ever, unlike a hash of the group's name.
-              ...(relayId !== undefined ? { portName: relayPortNameOf(relayId) } : {}),
-              ...(relayIp
-                ? {
-                    ip: relayIp,
-                    prefixLength: Number(group.spec.network.cidr.split('/')[1] ?? 32),
-                  }
-                : {}),
-            },
-          }
-        : {}),
+  const configure = await addConfigure(
+    deps,
+    {
+      dpuId,
+      specVersion: host.specVersion,
+      group: {
+        name: group.name,
+        sbRemote,
+        ...(group.spec.dhcpServer
+          ? {
+              dhcpServer: group.spec.dhcpServer,
+              relay: {
+                logicalPort: topologyNames.relayPort(group.name, dpuId),
+                mac: relayMacOf(group.name, dpuId),
+                // Its circuit id: unique for ever, unlike a hash of the group's name.
+                ...(relayId !== undefined ? { portName: relayPortNameOf(relayId) } : {}),
+                ...(relayIp
+                  ? {
+                      ip: relayIp,
+                      prefixLength: Number(group.spec.network.cidr.split('/')[1] ?? 32),
+                    }
+                  : {}),
+              },
+            }
+          : {}),
+      },
+      host: {
+        name: host.name,
+        logicalPort: topologyNames.hostPort(group.name, host.name),
+        mac: spec.hostMAC,
+        ...optionalHostPort(spec),
+      },
     },
-    host: {
-      name: host.name,
-      logicalPort: topologyNames.hostPort(group.name, host.name),
-      mac: spec.hostMAC,
-      ...optionalHostPort(spec),
-    },
-  })
+    host.attempt,
+  )
   return [...stale, configure]
 }
 
@@ -234,10 +251,10 @@ async function signalAgent(
  * while a public IP is held: `publicip.release` (the DNAT is already gone from the
  * topology; FRR withdraws the /32 and the address goes back to the pool).
  */
-async function signalPublicIp(deps: HandlerDeps, host: ManagedResource): Promise<ChildRef[]> {
+async function signalPublicIp(deps: HandlerDeps, host: Attempt): Promise<ChildRef[]> {
   const natIp = natIpOf(host)
   if (host.spec.hostAccess === 'PublicAccess' && natIp) {
-    return [await addPublicIpAllocate(deps, host.name, host.specVersion, natIp)]
+    return [await addPublicIpAllocate(deps, host.name, host.specVersion, natIp, host.attempt)]
   }
   if (await deps.ipam.publicIpOf(host.name)) {
     return [await addPublicIpRelease(deps, host.name, host.specVersion, natIp)]
@@ -250,13 +267,14 @@ async function signalPublicIp(deps: HandlerDeps, host: ManagedResource): Promise
  * (port installed) and, for PublicAccess, FRR (the /32 announced) all reflect this spec
  * version and no newer one exists; else still `Configuring`.
  */
-async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise<HostAttachResult> {
+async function reportAttached(deps: HandlerDeps, host: Attempt): Promise<HostAttachResult> {
   const { spec } = host
   const dpuId = spec.dpu.id
   const configured = await configureAck(deps, {
     dpuId,
     host: host.name,
     specVersion: host.specVersion,
+    attempt: host.attempt,
   })
   if (configured.state === 'failed') {
     return failed(
@@ -272,7 +290,7 @@ async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise
   const ack = configured.value
   const allocated =
     spec.hostAccess === 'PublicAccess'
-      ? await publicIpAllocated(deps, host.name, host.specVersion)
+      ? await publicIpAllocated(deps, host.name, host.specVersion, host.attempt)
       : undefined
   if (allocated?.state === 'failed') {
     return failed(
@@ -291,11 +309,14 @@ async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise
   const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
   // The DPU's word is checked against the Southbound: its chassis must hold the binding.
   const bound = ack.ovnInstalled && (await boundOnDpu(deps, spec.resourceGroup, logicalPort, dpuId))
+  // Before Ready: a host Ready in its new group leaves no chassis in the old one's SB.
+  if (bound) await leavePreviousCentral(deps, dpuId, spec.resourceGroup)
   const synced =
     current?.specVersion === host.specVersion &&
     bound &&
     (spec.hostAccess !== 'PublicAccess' || publicIp !== undefined)
   await setHostStatus(deps, host.name, host.specVersion, {
+    attempt: host.attempt,
     phase: synced ? 'Ready' : 'Configuring',
     configsSynced: synced,
     agent: {
@@ -311,7 +332,6 @@ async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise
   if (ack.ovnInstalled && !bound) {
     throw new AwaitingAck(`the Southbound does not bind ${logicalPort} to chassis ${dpuId} yet`)
   }
-  if (bound) await leavePreviousCentral(deps, dpuId, spec.resourceGroup)
   return {
     host: host.name,
     phase: synced ? 'Ready' : 'Configuring',
@@ -320,14 +340,10 @@ async function reportAttached(deps: HandlerDeps, host: ManagedResource): Promise
 }
 
 /** A child failed for good: the host is Failed with why, and the job ends without retries. */
-function failed(
-  deps: HandlerDeps,
-  host: ManagedResource,
-  reason: string,
-  message: string,
-): Promise<never> {
+function failed(deps: HandlerDeps, host: Attempt, reason: string, message: string): Promise<never> {
   return failOrRetry(new ChildFailed(message), (error) =>
     setHostStatus(deps, host.name, host.specVersion, {
+      attempt: host.attempt,
       phase: 'Failed',
       condition: { type: 'Attached', status: 'False', reason, message: error.message },
     }),

@@ -15,7 +15,7 @@ import { addFrrChange, frrAck } from './internal/public-ip-jobs.ts'
  */
 export function createPublicIpAllocate(deps: HandlerDeps) {
   return async function publicIpAllocate(job: Job, token?: string): Promise<PublicIpResult> {
-    const { host: name, specVersion, natIp } = parsePayload(PublicIpJob, job)
+    const { host: name, specVersion, natIp, attempt } = parsePayload(PublicIpJob, job)
     if (stepOf(job) === 'converge') {
       const host = await deps.store.getHost(name)
       if (!host || host.deletion) return { host: name, publicIp: null, announced: false }
@@ -28,19 +28,29 @@ export function createPublicIpAllocate(deps: HandlerDeps) {
           throw error
         })
       if (!applied) return { host: name, publicIp: null, announced: false }
-      const announce = await addFrrChange(deps, FrrJobName.announce, {
-        publicIp,
-        nextHop: natIp,
-        owner: name,
-        specVersion,
-      })
+      const announce = await addFrrChange(
+        deps,
+        FrrJobName.announce,
+        {
+          publicIp,
+          nextHop: natIp,
+          owner: name,
+          specVersion,
+        },
+        attempt,
+      )
       await waitForChildren(job, token, deps.children, [announce])
     } else {
       await stillWaiting(job, token, deps.children)
     }
     const publicIp = await deps.ipam.publicIpOf(name)
     if (!publicIp) return { host: name, publicIp: null, announced: false }
-    const ack = await frrAck(deps, FrrJobName.announce, { publicIp, owner: name, specVersion })
+    const ack = await frrAck(
+      deps,
+      FrrJobName.announce,
+      { publicIp, owner: name, specVersion },
+      attempt,
+    )
     // FRR refused for good (a prefix an operator configured): this job fails with why,
     // and so does the host's attach that waits for it.
     if (ack.state === 'failed')

@@ -110,7 +110,9 @@ function endpointsOf(group: string): OvnCentralEndpoints {
 }
 
 /** Deps whose groups and centrals behave as `c` says; NB holds no orphan rows. */
-function depsFor(c: Case): Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups'> {
+function depsFor(
+  c: Case,
+): Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs'> {
   const never = new Promise<never>(() => {})
   const stored = [
     ...Object.keys(c.groups).map((name) => ({ name, status: { observedVersion: 1 } })),
@@ -124,15 +126,23 @@ function depsFor(c: Case): Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups'> 
   return {
     store: {
       listGroups: async () => stored,
+      listHosts: async () => [],
       getGroup: async (name: string) => stored.find((g) => g.name === name),
+      events: { record: async () => {} },
     } as unknown as HandlerDeps['store'],
+    children: {} as HandlerDeps['children'],
+    jobs: { add: async () => {} },
     groups: {
       apply: async (group: string) => {
         const apply = c.groups[group]
         if (apply === 'hang') return never
         if (apply instanceof Error) throw apply
         const changed = apply === 'changed'
-        return { endpoints: endpointsOf(group), result: { changed, ops: 0, attempts: 1 } }
+        return {
+          endpoints: endpointsOf(group),
+          state: { members: [] },
+          result: { changed, ops: 0, attempts: 1, touched: [] },
+        }
       },
     } as unknown as HandlerDeps['groups'],
     ovn: {

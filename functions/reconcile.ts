@@ -1,8 +1,14 @@
 import type { Job } from 'bullmq'
 import { ConfigError, HydrazineError } from '../lib/errors.ts'
-import { deleteGroupTopology, groupsInNb, type OvnCentralEndpoints } from '../lib/ovn/index.ts'
+import {
+  deleteGroupTopology,
+  groupsInNb,
+  type OvnCentralEndpoints,
+  topologyNames,
+} from '../lib/ovn/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
-import { GroupGone } from './internal/group-apply.ts'
+import { type GroupApplied, GroupGone } from './internal/group-apply.ts'
+import { type Retried, retryDue } from './internal/retries.ts'
 
 /** Why a group or a central was left out of one run, as the report and the log give it. */
 export interface ReconcileFailure {
@@ -54,6 +60,11 @@ export interface ReconcileReport {
   readonly unreachableCentrals: CentralFailure[]
   /** Groups the store does not have whose own central is still on disk (kept). */
   readonly orphanCentrals: string[]
+  /**
+   * Objects this run tried again: Failed ones whose backoff passed (`Retrying`), and
+   * converging ones whose job gave up (`RetriesExhausted`, now Failed) or stalled.
+   */
+  readonly retried: Retried[]
   readonly checkedGroups: number
   readonly at: string
 }
@@ -87,7 +98,7 @@ export interface ReconcileOptions {
  * const { repaired, failed } = await reconcile(job)
  */
 export function createReconcile(
-  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups'>,
+  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs'>,
   { timeoutMs = 10_000, concurrency = 8, log = () => {} }: ReconcileOptions = {},
 ) {
   if (!(timeoutMs > 0 && Number.isFinite(timeoutMs)))
@@ -108,12 +119,15 @@ export function createReconcile(
         return
       }
       try {
-        const { endpoints, result } = await withDeadline(`group ${group.name}`, timeoutMs, () =>
+        const applied = await withDeadline(`group ${group.name}`, timeoutMs, () =>
           deps.groups.apply(group.name),
         )
+        const { endpoints, result } = applied
         if (!centrals.has(endpoints.nb)) centrals.set(endpoints.nb, endpoints)
-        if (result.changed) repaired.push(group.name)
-        else inSync.push(group.name)
+        if (result.changed) {
+          repaired.push(group.name)
+          await recordRepairs(deps, group.name, applied)
+        } else inSync.push(group.name)
       } catch (error) {
         if (error instanceof GroupGone) {
           skipped.push(group.name)
@@ -155,6 +169,8 @@ export function createReconcile(
     if (attempted > 0 && answered === 0) throw new ReconcileFailed(failed, unreachableCentrals)
 
     const orphanCentrals = await findOrphanCentrals(deps, known)
+    const retried = await retryDue(deps)
+    for (const r of retried) log(`reconcile: ${r.kind} ${r.name}: ${r.action}: ${r.message}`)
     const byGroup = (a: GroupFailure, b: GroupFailure) => a.group.localeCompare(b.group)
     const byNb = (a: CentralFailure, b: CentralFailure) => a.nb.localeCompare(b.nb)
     return {
@@ -165,6 +181,7 @@ export function createReconcile(
       orphansRemoved: orphansRemoved.sort(),
       unreachableCentrals: unreachableCentrals.sort(byNb),
       orphanCentrals,
+      retried,
       checkedGroups: groups.length,
       at: new Date().toISOString(),
     }
@@ -191,6 +208,38 @@ export class ReconcileFailed extends HydrazineError {
       ...unreachableCentrals.map((c) => `NB ${c.nb}: ${c.code}`),
     ]
     super('RECONCILE_FAILED', `nothing answered: ${reasons.join('; ')}`, { retryable: true })
+  }
+}
+
+/** Rows of a repair listed in one event at most; the rest are counted. */
+const LISTED_ROWS = 8
+
+/**
+ * A repair goes into the group's events (the rows it rewrote) and into the events of
+ * each host whose port it rewrote, so `…/events` says what was found wrong and mended.
+ */
+async function recordRepairs(
+  deps: Pick<HandlerDeps, 'store'>,
+  group: string,
+  { result, state }: GroupApplied,
+): Promise<void> {
+  const rows = result.touched
+  const listed = rows.slice(0, LISTED_ROWS).join(', ')
+  const more = rows.length > LISTED_ROWS ? ` and ${rows.length - LISTED_ROWS} more` : ''
+  await deps.store.events.record('rg', group, {
+    type: 'Warning',
+    reason: 'Repaired',
+    message: `OVN NB differed from the desired topology; reconcile rewrote ${listed}${more}`,
+  })
+  const touched = new Set(rows)
+  for (const { host } of state.members) {
+    const port = topologyNames.hostPort(group, host.name)
+    if (!touched.has(`Logical_Switch_Port/lsp/${port}`)) continue
+    await deps.store.events.record('mr', host.name, {
+      type: 'Warning',
+      reason: 'Repaired',
+      message: `the host's logical switch port ${port} differed from its spec in OVN NB; reconcile rewrote it`,
+    })
   }
 }
 

@@ -5,15 +5,22 @@
  * A valid one persists the desired spec (bumping `specVersion` only if it changed) and
  * enqueues the job that converges it, with a job id derived from the object and version.
  */
-import type { JobsOptions, Queue } from 'bullmq'
+import type { Queue } from 'bullmq'
 import * as v from 'valibot'
+import {
+  type ControllerJobs,
+  queueJobs,
+  redriveGroup,
+  redriveHost,
+} from '../functions/internal/redrive.ts'
 import type { DpuCredentialIssuer, DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import type { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
-import { type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
+import { JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
 import type { ChangeFeed, ChangeListener } from '../lib/state/changes.ts'
+import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
 import {
   type Dpu,
   DpuSpec,
@@ -67,13 +74,6 @@ export interface ClientPolicy {
 
 const OPERATOR: Caller = { kind: 'operator' }
 
-const JOB_OPTIONS: JobsOptions = {
-  attempts: 12,
-  backoff: { type: 'exponential', delay: 500 },
-  removeOnComplete: { age: 24 * 3600, count: 10_000 },
-  removeOnFail: { age: 7 * 24 * 3600 },
-}
-
 function validate<S extends v.GenericSchema>(
   schema: S,
   input: unknown,
@@ -89,6 +89,16 @@ function validate<S extends v.GenericSchema>(
     )
   }
   return result.output
+}
+
+/** The condition a re-driven object starts its new attempt with. */
+function sameSpecAgain(type: string) {
+  return {
+    type,
+    status: 'Unknown',
+    reason: 'Retrying',
+    message: 'the same spec was applied again while Failed: a new attempt started',
+  } as const
 }
 
 /**
@@ -127,6 +137,10 @@ export class HydrazineClient {
     this.changes = deps.changes
   }
 
+  #redriveDeps(): { store: StateStore; jobs: ControllerJobs } {
+    return { store: this.store, jobs: queueJobs(this.queue) }
+  }
+
   async #enqueue(name: JobName, object: string, version: number | string, data: object) {
     const id = jobId(name, object, version)
     // The payload contract holds for our own jobs too: a handler would refuse it anyway.
@@ -134,7 +148,10 @@ export class HydrazineClient {
     return id
   }
 
-  /** Creates or updates a ResourceGroup; enqueues `group.create` when the spec changed. */
+  /**
+   * Creates or updates a ResourceGroup; enqueues `group.create` when the spec changed, or
+   * when the same spec is applied again to a Failed group (a new attempt).
+   */
   async applyGroup(name: string, spec: unknown): Promise<Accepted<ResourceGroup>> {
     validate(Rfc1123Label, name, 'name')
     const valid = validate(ResourceGroupSpec, spec)
@@ -150,7 +167,11 @@ export class HydrazineClient {
       ])
     }
     const { changed, object } = await this.store.putGroup(name, valid)
-    if (!changed) return { object }
+    if (!changed) {
+      if (object.status.phase !== 'Failed') return { object }
+      const id = await redriveGroup(this.#redriveDeps(), name, sameSpecAgain('OvnConfigured'))
+      return { object: (await this.store.getGroup(name)) ?? object, ...(id ? { jobId: id } : {}) }
+    }
     const id = await this.#enqueue('group.create', name, object.specVersion, {
       group: name,
       specVersion: object.specVersion,
@@ -178,7 +199,8 @@ export class HydrazineClient {
   }
 
   /**
-   * Creates or updates a ManagedResource (a host); enqueues `host.attach` when it changed.
+   * Creates or updates a ManagedResource (a host); enqueues `host.attach` when it changed,
+   * or when the same spec is applied again to a Failed host (a new attempt).
    * The host is placed on its DPU from the operator's inventory (`placeHost`): a tenant
    * names only an assigned DPU and one of its host ports.
    */
@@ -212,7 +234,12 @@ export class HydrazineClient {
       if (!dpu) throw new Error(`DPU ${request.dpu.id} vanished while being placed`)
       try {
         const { changed, object } = await this.store.putHost(name, placed.spec, dpu.specVersion)
-        if (!changed) return { object }
+        if (!changed) {
+          if (object.status.phase !== 'Failed') return { object }
+          const id = await redriveHost(this.#redriveDeps(), name, sameSpecAgain('Attached'))
+          const current = (await this.store.getHost(name)) ?? object
+          return { object: current, ...(id ? { jobId: id } : {}) }
+        }
         const id = await this.#enqueue('host.attach', name, object.specVersion, {
           host: name,
           specVersion: object.specVersion,
@@ -341,6 +368,10 @@ export class HydrazineClient {
   }
   listHosts(filter: { resourceGroup?: string } = {}): Promise<ManagedResource[]> {
     return this.store.listHosts(filter)
+  }
+  /** An object's recent transitions and repairs, newest first. */
+  events(kind: EventKind, name: string, limit?: number): Promise<ObjectEvent[]> {
+    return this.store.events.list(kind, name, limit)
   }
 
   /**

@@ -12,6 +12,7 @@ import { createHostAttach } from '../functions/host-attach.ts'
 import { createHostDetach } from '../functions/host-detach.ts'
 import type { HandlerDeps } from '../functions/internal/deps.ts'
 import { GroupApplier } from '../functions/internal/group-apply.ts'
+import { queueJobs } from '../functions/internal/redrive.ts'
 import { createPublicIpAllocate } from '../functions/publicip-allocate.ts'
 import { createPublicIpRelease } from '../functions/publicip-release.ts'
 import { createReconcile } from '../functions/reconcile.ts'
@@ -19,7 +20,7 @@ import { CONTROLLER_QUEUE, type JobName } from '../lib/jobs/index.ts'
 import { bullChildJobs, ChildWatcher, waiterKeys } from './children.ts'
 
 /** What the handlers need that the composition root builds (clients and settings). */
-export type WorkerDeps = Omit<HandlerDeps, 'groups' | 'children' | 'checkpoint'> &
+export type WorkerDeps = Omit<HandlerDeps, 'groups' | 'children' | 'jobs' | 'checkpoint'> &
   Partial<Pick<HandlerDeps, 'checkpoint'>>
 
 export interface WorkerOptions {
@@ -67,6 +68,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     checkpoint: options.deps.checkpoint ?? (() => {}),
     groups: new GroupApplier(options.deps),
     children: bullChildJobs(queueFor, connection, keys),
+    jobs: queueJobs(queue),
   }
   const handlers: Record<JobName, (job: Job, token?: string) => Promise<unknown>> = {
     'group.create': createGroupCreate(deps),
@@ -112,7 +114,16 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     await queue.upsertJobScheduler(
       'reconcile',
       { every: options.reconcileEveryMs ?? 30_000 },
-      { name: 'reconcile', data: {} },
+      {
+        name: 'reconcile',
+        data: {},
+        // A run every 30 s would otherwise leave ~2,900 jobs a day in Redis: keep the
+        // latest results for operators to read, and no more.
+        opts: {
+          removeOnComplete: { count: 50, age: 24 * 3600 },
+          removeOnFail: { count: 50, age: 7 * 24 * 3600 },
+        },
+      },
     )
   }
 

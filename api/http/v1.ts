@@ -68,6 +68,21 @@ async function jsonObject(c: Context): Promise<Record<string, unknown>> {
 
 const bool = (s: string | undefined) => s === 'true' || s === '1'
 
+/** Most events one request may ask for (and the default). */
+export const MAX_EVENTS = 50
+
+/** `?limit=`: an integer from 1 to MAX_EVENTS, or 400 naming the parameter. */
+function eventLimit(raw: string | undefined): number {
+  if (raw === undefined) return MAX_EVENTS
+  const n = Number(raw)
+  if (!/^\d+$/.test(raw) || n < 1 || n > MAX_EVENTS) {
+    throw new ApiError(400, 'INVALID', `limit must be an integer from 1 to ${MAX_EVENTS}`, [
+      { path: 'limit', message: `must be an integer from 1 to ${MAX_EVENTS}` },
+    ])
+  }
+  return n
+}
+
 function present<T>(o: { object: T; jobId?: string }) {
   return o.jobId === undefined ? { object: o.object } : { object: o.object, jobId: o.jobId }
 }
@@ -94,6 +109,11 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     const accepted = await ops(c).applyGroup(c.req.param('name'), body)
     return c.json(present(accepted), accepted.jobId ? 202 : 200)
   })
+  app.get('/resource-groups/:name/events', async (c) =>
+    c.json({
+      items: await ops(c).groupEvents(c.req.param('name'), eventLimit(c.req.query('limit'))),
+    }),
+  )
   app.get('/resource-groups/:name', async (c) => c.json(await ops(c).getGroup(c.req.param('name'))))
   app.get('/resource-groups', async (c) =>
     c.json({ items: await ops(c).listGroups({ tenant: c.req.query('tenant') }) }),
@@ -109,6 +129,11 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     const accepted = await ops(c).applyHost(c.req.param('name'), body)
     return c.json(present(accepted), accepted.jobId ? 202 : 200)
   })
+  app.get('/managed-resources/:name/events', async (c) =>
+    c.json({
+      items: await ops(c).hostEvents(c.req.param('name'), eventLimit(c.req.query('limit'))),
+    }),
+  )
   app.get('/managed-resources/:name', async (c) =>
     c.json(await ops(c).getHost(c.req.param('name'))),
   )

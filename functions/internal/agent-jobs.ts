@@ -1,7 +1,7 @@
 /**
  * Signalling DPU agents: the `configure` and `isolate` child jobs a handler adds on a
  * DPU's queue, in the protocol version that DPU's agent speaks, and reading their acks.
- * Job ids are deterministic (action, DPU, host, spec version), so adding twice is
+ * Job ids are deterministic (action, DPU, host, spec version, attempt), so adding twice is
  * harmless and an ack is always read from its own job.
  */
 import {
@@ -23,16 +23,19 @@ interface AckKey {
   readonly dpuId: string
   readonly host: string
   readonly specVersion: number
+  /** The attempt at this spec version whose job it is (default 1). */
+  readonly attempt?: number
 }
 
 /** Asks the host's DPU to bind it (`configure`). */
 export async function addConfigure(
   deps: Pick<HandlerDeps, 'children' | 'agents'>,
   input: ConfigureInput,
+  attempt = 1,
 ): Promise<ChildRef> {
   const payload = buildConfigurePayload(await deps.agents.protocolFor(input.dpuId), input)
   return deps.children.add(agentQueueName(input.dpuId), AgentJobName.configure, payload, {
-    jobId: agentJobId('configure', payload),
+    jobId: agentJobId('configure', payload, attempt),
   })
 }
 
@@ -40,10 +43,11 @@ export async function addConfigure(
 export async function addIsolate(
   deps: Pick<HandlerDeps, 'children' | 'agents'>,
   input: IsolateInput,
+  attempt = 1,
 ): Promise<ChildRef> {
   const payload = buildIsolatePayload(await deps.agents.protocolFor(input.dpuId), input)
   return deps.children.add(agentQueueName(input.dpuId), AgentJobName.isolate, payload, {
-    jobId: agentJobId('isolate', payload),
+    jobId: agentJobId('isolate', payload, attempt),
   })
 }
 
@@ -103,11 +107,11 @@ export async function boundOnDpu(
 function agentRef(name: 'configure' | 'isolate', key: AckKey): ChildRef {
   return {
     queue: agentQueueName(key.dpuId),
-    jobId: agentJobId(name, {
-      dpuId: key.dpuId,
-      host: { name: key.host },
-      specVersion: key.specVersion,
-    }),
+    jobId: agentJobId(
+      name,
+      { dpuId: key.dpuId, host: { name: key.host }, specVersion: key.specVersion },
+      key.attempt,
+    ),
   }
 }
 

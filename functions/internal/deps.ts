@@ -8,6 +8,7 @@ import type { Ipam } from '../../lib/ipam/index.ts'
 import type { NbConnection, OvnCentralProvider } from '../../lib/ovn/index.ts'
 import type { StateStore } from '../../lib/state/store.ts'
 import type { GroupApplier } from './group-apply.ts'
+import type { ControllerJobs } from './redrive.ts'
 
 /** Fabric facts every gateway router needs (seed 000, "Network Fabric Requirements"). */
 export interface FabricSettings {
@@ -94,6 +95,8 @@ export interface HandlerDeps {
   /** Applies a group's whole topology to its NB (coalesced per group). */
   readonly groups: GroupApplier
   readonly children: ChildJobs
+  /** The controller's own queue: re-driven objects' jobs go there. */
+  readonly jobs: ControllerJobs
   readonly agents: AgentDirectory
   readonly fabric: FabricSettings
   /**

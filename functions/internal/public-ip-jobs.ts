@@ -20,12 +20,13 @@ export function addPublicIpAllocate(
   host: string,
   specVersion: number,
   natIp: string,
+  attempt = 1,
 ): Promise<ChildRef> {
   return deps.children.add(
     CONTROLLER_QUEUE,
     'publicip.allocate',
-    { host, specVersion, natIp },
-    { jobId: jobId('publicip.allocate', host, specVersion) },
+    { host, specVersion, natIp, ...(attempt > 1 ? { attempt } : {}) },
+    { jobId: jobId('publicip.allocate', host, specVersion, attempt) },
   )
 }
 
@@ -44,15 +45,16 @@ export function addPublicIpRelease(
   )
 }
 
-/** The `publicip.allocate` result for the host at this spec version. */
+/** The `publicip.allocate` result for the host at this spec version and attempt. */
 export function publicIpAllocated(
   deps: Pick<HandlerDeps, 'children'>,
   host: string,
   specVersion: number,
+  attempt = 1,
 ): Promise<Ack<PublicIpResult>> {
   return readAck(deps.children, PublicIpResult, {
     queue: CONTROLLER_QUEUE,
-    jobId: jobId('publicip.allocate', host, specVersion),
+    jobId: jobId('publicip.allocate', host, specVersion, attempt),
   })
 }
 
@@ -79,8 +81,11 @@ export function addFrrChange(
   deps: Pick<HandlerDeps, 'children'>,
   name: FrrJobName,
   payload: FrrPayload,
+  attempt = 1,
 ): Promise<ChildRef> {
-  return deps.children.add(FRR_QUEUE, name, payload, { jobId: frrJobId(name, payload) })
+  return deps.children.add(FRR_QUEUE, name, payload, {
+    jobId: frrJobId(name, payload, attempt),
+  })
 }
 
 /** FRR's ack for an announce or withdraw. */
@@ -88,6 +93,10 @@ export function frrAck(
   deps: Pick<HandlerDeps, 'children'>,
   name: FrrJobName,
   payload: Pick<FrrPayload, 'publicIp' | 'owner' | 'specVersion'>,
+  attempt = 1,
 ): Promise<Ack<FrrAck>> {
-  return readAck(deps.children, FrrAck, { queue: FRR_QUEUE, jobId: frrJobId(name, payload) })
+  return readAck(deps.children, FrrAck, {
+    queue: FRR_QUEUE,
+    jobId: frrJobId(name, payload, attempt),
+  })
 }

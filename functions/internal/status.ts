@@ -1,7 +1,9 @@
 /**
  * Status writers: each handler reports what it observed through these, never over the
- * status of a newer spec version.
+ * status of a newer spec version or a newer attempt at the same one. A Ready status keeps
+ * no False condition from an earlier step or attempt (health conditions aside).
  */
+import { attemptOf, withoutFailures } from '../../lib/state/attempts.ts'
 import {
   type Condition,
   type ManagedResourceStatus,
@@ -22,6 +24,8 @@ export interface HostStatusChange {
   readonly publicIp?: string
   /** The host no longer has a public IP (its access was lowered). */
   readonly clearPublicIp?: boolean
+  /** The attempt this report is from (default 1); an older attempt's report is dropped. */
+  readonly attempt?: number
 }
 
 /** Writes a host's status for `specVersion`, never over a newer version's status. */
@@ -34,6 +38,7 @@ export async function setHostStatus(
   await deps.store.updateHostStatus(name, (current) => {
     const previous = current.status
     if (previous.observedVersion > specVersion) return undefined
+    if (attemptOf(previous) > (change.attempt ?? 1)) return undefined
     const { publicIP: previousPublicIp, ...kept } = previous.hostAccessIPs ?? {}
     const hostAccessIPs = {
       // New host and fabric IPs replace the old ones as a whole (a lowered access drops
@@ -43,10 +48,11 @@ export async function setHostStatus(
       ...change.hostAccessIPs,
       ...(change.publicIp ? { publicIP: change.publicIp } : {}),
     }
+    const conditions = setCondition(previous.conditions, change.condition)
     return {
       ...previous,
       phase: change.phase,
-      conditions: setCondition(previous.conditions, change.condition),
+      conditions: change.phase === 'Ready' ? withoutFailures(conditions) : conditions,
       ...(Object.keys(hostAccessIPs).length > 0 ? { hostAccessIPs } : {}),
       ...(change.logicalPortReference ? { logicalPortReference: change.logicalPortReference } : {}),
       ...(change.agent ? { agent: change.agent } : {}),
@@ -58,17 +64,21 @@ export async function setHostStatus(
 
 /**
  * Updates a group's status with `change` (given the current status), never over the
- * status of a newer spec version than `specVersion` when one is given.
+ * status of a newer spec version than `specVersion`, or of a newer attempt than
+ * `attempt`, when they are given.
  */
 export async function setGroupStatus(
   deps: Pick<HandlerDeps, 'store'>,
   name: string,
   change: (current: ResourceGroupStatus) => ResourceGroupStatus,
   specVersion?: number,
+  attempt?: number,
 ): Promise<void> {
   await deps.store.updateGroupStatus(name, (current) => {
     if (specVersion !== undefined && current.status.observedVersion > specVersion) return undefined
-    return change(current.status)
+    if (attempt !== undefined && attemptOf(current.status) > attempt) return undefined
+    const next = change(current.status)
+    return next.phase === 'Ready' ? { ...next, conditions: withoutFailures(next.conditions) } : next
   })
 }
 

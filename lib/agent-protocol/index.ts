@@ -29,16 +29,21 @@ export function agentQueueName(dpuId: string): string {
 }
 
 /**
- * A job id that makes duplicates harmless: one job per (action, host, spec version).
+ * A job id that makes duplicates harmless: one job per (action, host, spec version,
+ * attempt). A new attempt at the same spec version (a re-driven host, a repair) is a
+ * new job, which the agent runs again.
  *
- * @example agentJobId('configure', p) // 'agent-configure-dpu-1-host-a-v3'
+ * @example
+ * agentJobId('configure', p) // 'agent-configure-dpu-1-host-a-v3'
+ * agentJobId('configure', p, 2) // 'agent-configure-dpu-1-host-a-v3-a2'
  */
 export function agentJobId(
   name: AgentJobName,
   payload: { dpuId: string; host: { name: string }; specVersion: number },
+  attempt = 1,
 ): string {
   const host = payload.host.name.replace(/[^A-Za-z0-9._-]/g, '_')
-  return `agent-${name}-${payload.dpuId}-${host}-v${payload.specVersion}`
+  return `agent-${name}-${payload.dpuId}-${host}-v${payload.specVersion}${attempt > 1 ? `-a${attempt}` : ''}`
 }
 
 /**

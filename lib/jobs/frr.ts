@@ -13,6 +13,12 @@ export const FRR_QUEUE = 'frr'
 export const FrrJobName = { announce: 'announce', withdraw: 'withdraw' } as const
 export type FrrJobName = (typeof FrrJobName)[keyof typeof FrrJobName]
 
+/**
+ * `resync` (repeatable, no payload): the FRR consumer's own periodic repair, produced by
+ * its job scheduler of the same id; its result is a `ResyncResult` (`lib/frr`).
+ */
+export const FRR_RESYNC_JOB = 'resync'
+
 const ipv4 = v.pipe(
   v.string(),
   v.check(isIPv4, 'must be an IPv4 address (IPv6 NAT is not supported)'),
@@ -65,6 +71,7 @@ export type FrrAck = v.InferOutput<typeof FrrAck>
 export function frrJobId(
   name: FrrJobName,
   payload: Pick<FrrPayload, 'publicIp' | 'owner' | 'specVersion'>,
+  attempt = 1,
 ): string {
-  return `frr-${name}-${payload.publicIp}-${payload.owner}-v${payload.specVersion}`
+  return `frr-${name}-${payload.publicIp}-${payload.owner}-v${payload.specVersion}${attempt > 1 ? `-a${attempt}` : ''}`
 }

@@ -3,6 +3,7 @@
  * object's identity and the spec version that prompted them; handlers re-read the
  * current desired state, so a stale or duplicate job converges to the same end state.
  */
+import type { JobsOptions } from 'bullmq'
 import * as v from 'valibot'
 import { Ipv4, Rfc1123Label } from '../state/objects.ts'
 
@@ -10,19 +11,30 @@ import { Ipv4, Rfc1123Label } from '../state/objects.ts'
 export const CONTROLLER_QUEUE = 'hydrazine'
 
 const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
+/**
+ * Which attempt at this spec version the job is (default 1): a Failed object re-driven
+ * (re-PUT of the same spec, or the controller retrying a cause that went away) starts a
+ * new attempt with its own job ids, so BullMQ does not take it for the old job.
+ */
+const attempt = v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)))
 
-export const GroupJob = v.strictObject({ group: Rfc1123Label, specVersion })
+export const GroupJob = v.strictObject({ group: Rfc1123Label, specVersion, attempt })
 export const GroupDeleteJob = v.strictObject({
   group: Rfc1123Label,
   force: v.optional(v.boolean(), false),
 })
-export const HostJob = v.strictObject({ host: Rfc1123Label, specVersion })
+export const HostJob = v.strictObject({ host: Rfc1123Label, specVersion, attempt })
 export const HostDetachJob = v.strictObject({
   host: Rfc1123Label,
   specVersion,
   force: v.optional(v.boolean(), false),
 })
-export const PublicIpJob = v.strictObject({ host: Rfc1123Label, specVersion, natIp: Ipv4 })
+export const PublicIpJob = v.strictObject({
+  host: Rfc1123Label,
+  specVersion,
+  natIp: Ipv4,
+  attempt,
+})
 /** `natIp` is absent when the host no longer has one (its access was lowered to None). */
 export const PublicIpReleaseJob = v.strictObject({
   host: Rfc1123Label,
@@ -43,14 +55,34 @@ export const JobSchemas = {
 
 export type JobName = keyof typeof JobSchemas
 
+/** How the controller's jobs retry, and how long their results are kept. */
+export const JOB_OPTIONS: JobsOptions = {
+  attempts: 12,
+  backoff: { type: 'exponential', delay: 500 },
+  removeOnComplete: { age: 24 * 3600, count: 10_000 },
+  removeOnFail: { age: 7 * 24 * 3600 },
+}
+
 /**
- * The job id for an object at a spec version: the same request twice is one job.
- * BullMQ 6 ids may not contain ':' nor be integers.
+ * The job id for an object at a spec version (and attempt, when not the first): the
+ * same request twice is one job. BullMQ 6 ids may not contain ':' nor be integers.
  *
- * @example jobId('host.attach', 'host-a', 3) // 'host.attach-host-a-v3'
+ * @example
+ * jobId('host.attach', 'host-a', 3) // 'host.attach-host-a-v3'
+ * jobId('host.attach', 'host-a', 3, 2) // 'host.attach-host-a-v3-a2'
  */
-export function jobId(name: JobName, object: string, version: number | string): string {
-  return `${name}-${object}-v${version}`
+export function jobId(
+  name: JobName,
+  object: string,
+  version: number | string,
+  attempt = 1,
+): string {
+  return `${name}-${object}-v${version}${attemptSuffix(attempt)}`
+}
+
+/** What an attempt adds to a job id: nothing for the first, `-aN` after. */
+export function attemptSuffix(attempt = 1): string {
+  return attempt > 1 ? `-a${attempt}` : ''
 }
 
 /** The result of `publicip.allocate` and `publicip.release`: the ack their parent reads. */

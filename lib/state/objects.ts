@@ -202,6 +202,8 @@ export interface ResourceGroupStatus {
    */
   dhcpCircuitId?: string
   observedVersion: number
+  /** Which attempt at this spec version the status reports (absent: the first). */
+  attempt?: number
   configsSynced: boolean
 }
 
@@ -213,6 +215,8 @@ export interface ManagedResourceStatus {
   /** What the DPU agent acknowledged: its host port and relay port. */
   agent?: { hostPort: string; relayPort?: string; ovnInstalled: boolean; specVersion: number }
   observedVersion: number
+  /** Which attempt at this spec version the status reports (absent: the first). */
+  attempt?: number
   configsSynced: boolean
 }
 

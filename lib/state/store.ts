@@ -7,6 +7,7 @@
 import type { Redis } from 'ioredis'
 import { HydrazineError } from '../errors.ts'
 import { LuaScript } from '../redis/lua-script.ts'
+import { EventLog, transitionEvents } from './events.ts'
 import type {
   Dpu,
   DpuSpec,
@@ -55,11 +56,14 @@ export interface StaleBinding {
 export class StateStore {
   readonly #redis: Redis
   readonly #prefix: string
+  /** Each object's recent history; status writes record their transitions here. */
+  readonly events: EventLog
 
   /** @param prefix prepended to every key; must contain a `{hash tag}`. Default `hz:{store}:`. */
   constructor(redis: Redis, prefix = 'hz:{store}:') {
     this.#redis = redis
     this.#prefix = prefix
+    this.events = new EventLog(redis, prefix)
   }
 
   #key(kind: Kind, name: string): string {
@@ -368,7 +372,16 @@ export class StateStore {
     name: string,
     update: (current: StoredObject<unknown, S>) => S | undefined,
   ): Promise<S | undefined> {
-    return this.#casField(kind, name, 'status', update)
+    let before: S | undefined
+    const next = await this.#casField<S, S>(kind, name, 'status', (current) => {
+      before = current.status
+      return update(current)
+    })
+    if (next !== undefined && isObserved(next)) {
+      const events = transitionEvents(isObserved(before) ? before : undefined, next)
+      for (const event of events) await this.events.record(kind, name, event)
+    }
+    return next
   }
 
   async #casField<S, V>(
@@ -414,6 +427,7 @@ export class StateStore {
       [this.#key('mr', name), this.#index('mr'), this.#members(group), this.#dpuHosts(dpuId)],
       [name, 3],
     )
+    await this.events.remove('mr', name)
     await this.#changed('mr', name)
     return Number(reply) === 1
   }
@@ -426,6 +440,7 @@ export class StateStore {
       [name, 2],
     )
     await this.#redis.del(this.#members(name))
+    await this.events.remove('rg', name)
     await this.#changed('rg', name)
     return Number(reply) === 1
   }
@@ -449,13 +464,13 @@ export class StateStore {
   async clearDpuNeedsIsolation(dpuId: string, host: string): Promise<void> {
     await this.#redis.hdel(this.#needsIsolation(dpuId), host)
   }
-  /**
-   * Records that the DPU's chassis now follows `group`'s own central, and answers the
-   * group whose central it followed before (null: none, or the same).
-   */
-  async swapDpuCentral(dpuId: string, group: string): Promise<string | null> {
-    const previous = await this.#redis.getset(this.#dpuCentral(dpuId), group)
-    return previous === group ? null : previous
+  /** The group whose own central the DPU's chassis follows (null: none recorded). */
+  dpuCentral(dpuId: string): Promise<string | null> {
+    return this.#redis.get(this.#dpuCentral(dpuId))
+  }
+  /** Records that the DPU's chassis now follows `group`'s own central. */
+  async setDpuCentral(dpuId: string, group: string): Promise<void> {
+    await this.#redis.set(this.#dpuCentral(dpuId), group)
   }
 
   /**
@@ -496,6 +511,16 @@ const CLAIM_WHAT: Readonly<Record<string, string>> = {
   natip: 'NAT IP',
   fabricip: 'fabric IP',
   dpuport: 'DPU host port',
+}
+
+/** A status with a phase and conditions (groups' and hosts'), whose changes are events. */
+function isObserved(status: unknown): status is Parameters<typeof transitionEvents>[1] {
+  return (
+    typeof status === 'object' &&
+    status !== null &&
+    typeof (status as { phase?: unknown }).phase === 'string' &&
+    Array.isArray((status as { conditions?: unknown }).conditions)
+  )
 }
 
 function decode<T>(name: string, h: Record<string, string>): T | undefined {

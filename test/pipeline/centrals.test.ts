@@ -139,7 +139,7 @@ t.test('each group gets its own central, holding only its own rows', async (t) =
     await p.client.deleteDpu('dpu-3')
     t.notOk(await p.controller.store.getDpu('dpu-3'), 'dpu-3 is gone from the inventory')
     t.equal(
-      await p.controller.store.swapDpuCentral('dpu-3', 'group-b'),
+      await p.controller.store.dpuCentral('dpu-3'),
       null,
       'and with it, the central it followed',
     )

@@ -111,6 +111,12 @@ export interface ApplyResult {
   readonly ops: number
   /** Read-diff-commit rounds it took (more than 1 when another writer raced). */
   readonly attempts: number
+  /**
+   * The rows the committed transaction inserted, changed or deleted, by row id
+   * (`<table>/<key>`, e.g. `Logical_Switch_Port/lsp/hz/group-a/host-1`); empty when
+   * nothing was committed. What reconcile repaired, when it is reconcile that applies.
+   */
+  readonly touched: readonly string[]
 }
 
 export interface ApplyOptions {
@@ -180,11 +186,11 @@ export async function applyDesiredRows(
     const actual = options.cache
       ? await options.cache.ownedIndex(desired.owner, attempt > 1)
       : await readOwnedRows(client, desired.owner)
-    const { guards, writes, bump } = diffTopology(desired, actual)
-    if (writes.length === 0) return { changed: false, ops: 0, attempts: attempt }
+    const { guards, writes, bump, touched } = diffTopology(desired, actual)
+    if (writes.length === 0) return { changed: false, ops: 0, attempts: attempt, touched: [] }
     try {
       await client.transact(nb.name, [...guards, ...writes, ...bump])
-      return { changed: true, ops: writes.length, attempts: attempt }
+      return { changed: true, ops: writes.length, attempts: attempt, touched }
     } catch (err) {
       if (!(err instanceof OvsdbTimedOut)) throw err
       await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt))
@@ -247,7 +253,7 @@ export const GENERATION_KEY = 'hydrazine:generation'
 export function diffTopology(
   desired: DesiredRows,
   actual: ActualRows | ActualIndex,
-): { guards: Operation[]; writes: Operation[]; bump: Operation[] } {
+): { guards: Operation[]; writes: Operation[]; bump: Operation[]; touched: string[] } {
   // Owned rows by id; extra rows with the same id (or none) are stale.
   const index = 'byId' in actual ? actual : IndexedRows.of(actual)
   const stale: IndexedRow[] = [...index.extra]
@@ -276,6 +282,7 @@ export function diffTopology(
 
   const inserts: Operation[] = []
   const updates: Operation[] = []
+  const touched: string[] = []
   const refOf = new Map<string, string>()
   const children = new Map<string, Map<string, string[]>>()
   let named = 0
@@ -288,9 +295,11 @@ export function diffTopology(
       const changed = changedColumns(d, have)
       if (Object.keys(changed).length > 0) {
         updates.push(nb.update(d.table, [['_uuid', '==', have._uuid]], changed as never))
+        touched.push(id)
       } else verified.set(have, d)
     } else {
       refOf.set(id, `row${named++}`)
+      touched.push(id)
     }
   }
   for (const d of desired.rows) {
@@ -351,7 +360,8 @@ export function diffTopology(
       ]),
     )
   }
-  return { guards, writes, bump }
+  for (const s of stale) touched.push(`${s.table}/${keyOf(s.row) ?? s.row._uuid}`)
+  return { guards, writes, bump, touched }
 }
 
 /**

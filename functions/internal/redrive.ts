@@ -1,0 +1,85 @@
+/**
+ * Re-driving an object: a new attempt at its current spec version, with its own job ids
+ * (so BullMQ runs it, and the agents and FRR run their children again). Used when a
+ * tenant PUTs the same spec of a Failed object again, when the controller retries a
+ * failure whose cause may have gone away, and when a repair must re-send a DPU its work.
+ */
+import * as v from 'valibot'
+import { JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../../lib/jobs/index.ts'
+import { attemptOf, startAttempt } from '../../lib/state/attempts.ts'
+import type { GroupPhase, HostPhase } from '../../lib/state/objects.ts'
+import type { HandlerDeps } from './deps.ts'
+import type { ConditionChange } from './status.ts'
+
+/** The controller's own queue, as a handler adds a job to it. */
+export interface ControllerJobs {
+  /** Adds a job unless one with this id exists already. */
+  add(name: JobName, data: object, jobId: string): Promise<void>
+}
+
+/** ControllerJobs on a BullMQ queue, with the controller's retry and retention options. */
+export function queueJobs(queue: {
+  add(name: string, data: object, opts: object): Promise<unknown>
+}): ControllerJobs {
+  return {
+    async add(name, data, id) {
+      await queue.add(name, data, { ...JOB_OPTIONS, jobId: id })
+    },
+  }
+}
+
+type RedriveDeps = Pick<HandlerDeps, 'store'> & { readonly jobs: ControllerJobs }
+
+/**
+ * Starts the host's next attempt (`phase`, default `Attaching`; a repair of a Ready host
+ * passes `Configuring`) with `cause` as its condition, and enqueues its `host.attach`.
+ * Returns the job id, or undefined when the host is gone or being detached.
+ *
+ * @example
+ * await redriveHost(deps, 'host-1', { type: 'Attached', status: 'Unknown', reason: 'Retrying', message: '…' })
+ */
+export async function redriveHost(
+  deps: RedriveDeps,
+  name: string,
+  cause: ConditionChange,
+  phase: HostPhase = 'Attaching',
+): Promise<string | undefined> {
+  let started: { specVersion: number; attempt: number } | undefined
+  await deps.store.updateHostStatus(name, (current) => {
+    if (current.deletion) return undefined
+    const next = startAttempt(current.status, phase, cause)
+    started = { specVersion: current.specVersion, attempt: attemptOf(next) }
+    return next
+  })
+  if (!started) return undefined
+  const data = { host: name, specVersion: started.specVersion, attempt: started.attempt }
+  const id = jobId('host.attach', name, started.specVersion, started.attempt)
+  await deps.jobs.add('host.attach', validPayload('host.attach', data), id)
+  return id
+}
+
+/** Starts the group's next attempt (`Provisioning`) and enqueues its `group.create`. */
+export async function redriveGroup(
+  deps: RedriveDeps,
+  name: string,
+  cause: ConditionChange,
+  phase: GroupPhase = 'Provisioning',
+): Promise<string | undefined> {
+  let started: { specVersion: number; attempt: number } | undefined
+  await deps.store.updateGroupStatus(name, (current) => {
+    if (current.deletion) return undefined
+    const next = startAttempt(current.status, phase, cause)
+    started = { specVersion: current.specVersion, attempt: attemptOf(next) }
+    return next
+  })
+  if (!started) return undefined
+  const data = { group: name, specVersion: started.specVersion, attempt: started.attempt }
+  const id = jobId('group.create', name, started.specVersion, started.attempt)
+  await deps.jobs.add('group.create', validPayload('group.create', data), id)
+  return id
+}
+
+/** Our own payloads hold to the contract the handler checks (a slip here is a bug). */
+function validPayload(name: JobName, data: object): object {
+  return v.parse(JobSchemas[name], data)
+}

@@ -1,0 +1,117 @@
+/**
+ * Each object's recent history (`GET /v1/{kind}/{name}/events`, like `kubectl describe`):
+ * phase transitions, condition changes, retries and reconcile's repairs, newest first,
+ * kept bounded in Redis (one capped list per object).
+ */
+import type { Redis } from 'ioredis'
+import type { Condition } from './objects.ts'
+
+/** The kinds of object that have events (the store's own kind names). */
+export type EventKind = 'rg' | 'mr' | 'dpu'
+
+export interface ObjectEvent {
+  /** ISO time it happened. */
+  readonly at: string
+  /** `Warning` when something went wrong or was repaired, `Normal` otherwise. */
+  readonly type: 'Normal' | 'Warning'
+  /** A stable CamelCase reason (`Ready`, `PoolExhausted`, `Repaired`, `HeartbeatLost`, …). */
+  readonly reason: string
+  readonly message: string
+}
+
+/** Events kept per object by default: older ones are dropped. */
+export const DEFAULT_EVENTS_KEPT = 50
+
+/**
+ * A bounded event list per object. `record` never fails the caller's work: history is
+ * best effort, the status is the truth.
+ *
+ * @example
+ * await events.record('mr', 'host-1', { type: 'Warning', reason: 'Repaired', message: '…' })
+ * const latest = await events.list('mr', 'host-1') // newest first
+ */
+export class EventLog {
+  readonly #redis: Pick<Redis, 'multi' | 'lrange' | 'del'>
+  readonly #prefix: string
+  readonly #kept: number
+
+  constructor(
+    redis: Pick<Redis, 'multi' | 'lrange' | 'del'>,
+    prefix: string,
+    kept = DEFAULT_EVENTS_KEPT,
+  ) {
+    this.#redis = redis
+    this.#prefix = prefix
+    this.#kept = kept
+  }
+
+  #key(kind: EventKind, name: string): string {
+    return `${this.#prefix}events:${kind}:${name}`
+  }
+
+  async record(kind: EventKind, name: string, event: Omit<ObjectEvent, 'at'>): Promise<void> {
+    const entry: ObjectEvent = { at: new Date().toISOString(), ...event }
+    await this.#redis
+      .multi()
+      .lpush(this.#key(kind, name), JSON.stringify(entry))
+      .ltrim(this.#key(kind, name), 0, this.#kept - 1)
+      .exec()
+  }
+
+  /** The object's events, newest first (at most `limit`). */
+  async list(kind: EventKind, name: string, limit = this.#kept): Promise<ObjectEvent[]> {
+    const raw = await this.#redis.lrange(this.#key(kind, name), 0, Math.max(0, limit - 1))
+    return raw.flatMap((line) => {
+      try {
+        return [JSON.parse(line) as ObjectEvent]
+      } catch {
+        return []
+      }
+    })
+  }
+
+  /** Forgets an object's history (it was purged). */
+  async remove(kind: EventKind, name: string): Promise<void> {
+    await this.#redis.del(this.#key(kind, name))
+  }
+}
+
+interface Observed {
+  readonly phase: string
+  readonly conditions: readonly Condition[]
+}
+
+/**
+ * The events a status change makes: one per phase transition, and one per condition
+ * whose status or reason changed (a condition that went away is not an event).
+ */
+export function transitionEvents(
+  before: Observed | undefined,
+  after: Observed,
+): Omit<ObjectEvent, 'at'>[] {
+  const events: Omit<ObjectEvent, 'at'>[] = []
+  if (before?.phase !== after.phase) {
+    const cause = [...after.conditions]
+      .reverse()
+      .find((c) => c.status === 'False' && !sameCondition(before, c))
+    events.push({
+      type: after.phase === 'Failed' ? 'Warning' : 'Normal',
+      reason: after.phase,
+      message: `${before ? `${before.phase} → ` : ''}${after.phase}${cause ? `: ${cause.reason}: ${cause.message}` : ''}`,
+    })
+  }
+  for (const c of after.conditions) {
+    if (sameCondition(before, c)) continue
+    events.push({
+      type: c.status === 'False' ? 'Warning' : 'Normal',
+      reason: c.reason,
+      message: `${c.type}=${c.status}${c.message ? `: ${c.message}` : ''}`,
+    })
+  }
+  return events
+}
+
+function sameCondition(before: Observed | undefined, c: Condition): boolean {
+  const old = before?.conditions.find((o) => o.type === c.type)
+  return old !== undefined && old.status === c.status && old.reason === c.reason
+}

@@ -1,0 +1,219 @@
+/**
+ * Honest status (issue "nothing stays wrong silently, nothing is stuck for good"):
+ * a Failed object is re-driven by a re-PUT of the same spec or by the controller once
+ * its cause went away; a Ready object keeps no False condition from an older attempt;
+ * a job that vanished does not leave its object converging for ever; and every
+ * transition and repair is in the object's events.
+ */
+import { Redis } from 'ioredis'
+import t from 'tap'
+import { createApp } from '../../api/http/app.ts'
+import { createFrrSync } from '../../functions/frr-sync.ts'
+import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
+import type { ChildJobs } from '../../functions/internal/deps.ts'
+import { queueJobs } from '../../functions/internal/redrive.ts'
+import { retryDue } from '../../functions/internal/retries.ts'
+import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
+import { topologyNames } from '../../lib/ovn/index.ts'
+import type { ObjectEvent } from '../../lib/state/events.ts'
+import { startFrrConsumer } from '../../queues/frr.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+
+const OPERATOR = 'operator-token-0123456789abcdef'
+
+async function withFrrConsumer(
+  t: { teardown(fn: () => Promise<void>): void },
+  p: Pipeline,
+): Promise<void> {
+  if (!p.frrVtyDir) throw new Error('no FRR')
+  const frr = createFrrController({ vtysh: createVtysh({ vtyDir: p.frrVtyDir }) })
+  const connection = new Redis(p.redisUrl, { maxRetriesPerRequest: null })
+  const consumer = await startFrrConsumer({
+    connection,
+    frr,
+    source: storeAnnouncementSource(p.controller.store, p.controller.ipam),
+    handler: createFrrSync({ frr }),
+    prefix: p.prefix,
+  })
+  t.teardown(async () => {
+    await consumer.close()
+    connection.disconnect()
+  })
+}
+
+function api(p: Pipeline) {
+  const app = createApp({
+    readiness: {},
+    v1: { client: p.client, tokens: { operator: [OPERATOR], tenants: {} } },
+  })
+  return async (path: string): Promise<{ status: number; body: unknown }> => {
+    const res = await app.request(path, { headers: { authorization: `Bearer ${OPERATOR}` } })
+    return { status: res.status, body: await res.json() }
+  }
+}
+
+const failedFor =
+  (reason: string) =>
+  (h: { status: { phase: string; conditions: { reason: string }[] } } | undefined) =>
+    h?.status.phase === 'Failed' && h.status.conditions.some((c) => c.reason === reason)
+
+t.test(
+  'a PublicAccess host Failed on an empty pool is re-driven, and Ready keeps no stale condition',
+  async (t) => {
+    const p = await startPipeline(t, { frr: true })
+    await withFrrConsumer(t, p)
+    await p.agent('dpu-1')
+    await p.client.applyGroup('group-p', groupSpec())
+    const spec = hostSpec('group-p', 'dpu-1', 1, { hostAccess: 'PublicAccess' })
+    const first = await p.client.applyHost('host-p', spec)
+    const failed = await until(
+      () => p.controller.store.getHost('host-p'),
+      failedFor('POOL_EXHAUSTED'),
+    )
+    t.equal(failed?.status.phase, 'Failed', 'no public IP in the pool: Failed, saying why')
+
+    await t.test('re-PUT of the same spec while Failed changes nothing', async (t) => {
+      const again = await p.client.applyHost('host-p', spec)
+      t.not(again.jobId, undefined, 'but a new attempt is enqueued')
+      t.not(again.jobId, first.jobId, 'under its own job id')
+      t.equal(again.object.specVersion, 1, 'at the same spec version')
+      t.equal(again.object.status.attempt, 2, 'as attempt 2')
+      await until(() => p.controller.store.getHost('host-p'), failedFor('POOL_EXHAUSTED'))
+    })
+
+    await p.client.registerPublicIp('203.0.113.9')
+    const redriven = await p.client.applyHost('host-p', spec)
+    t.ok(redriven.jobId, 'after the operator added a public IP, the same PUT re-drives it')
+    const ready = await until(
+      () => p.controller.store.getHost('host-p'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    t.equal(ready?.status.hostAccessIPs?.publicIP, '203.0.113.9', 'it got the new public IP')
+    t.same(
+      ready?.status.conditions.filter((c) => c.status === 'False'),
+      [],
+      'Ready: no False condition left from an earlier attempt',
+    )
+    t.equal(ready?.status.observedVersion, 1)
+    t.equal(ready?.status.configsSynced, true)
+
+    const events = (await api(p)('/v1/managed-resources/host-p/events')).body as {
+      items: ObjectEvent[]
+    }
+    const reasons = events.items.map((e) => e.reason).reverse()
+    t.match(
+      reasons.join(' '),
+      /POOL_EXHAUSTED.*Failed.*Retrying.*Ready/,
+      'the events tell the story, oldest to newest',
+    )
+    t.ok(
+      events.items.every((e) => typeof e.at === 'string' && typeof e.message === 'string'),
+      'each event has a time and a message',
+    )
+  },
+)
+
+t.test('the controller retries a Failed host once its backoff passed', async (t) => {
+  const p = await startPipeline(t, { frr: true })
+  await withFrrConsumer(t, p)
+  await p.agent('dpu-1')
+  await p.client.applyGroup('group-q', groupSpec())
+  await p.client.applyHost(
+    'host-q',
+    hostSpec('group-q', 'dpu-1', 2, { hostAccess: 'PublicAccess' }),
+  )
+  await until(() => p.controller.store.getHost('host-q'), failedFor('POOL_EXHAUSTED'))
+  await p.client.registerPublicIp('203.0.113.10')
+  const deps = {
+    store: p.controller.store,
+    children: {} as ChildJobs,
+    jobs: queueJobs(p.controller.queue),
+  }
+
+  t.same(await retryDue(deps), [], 'not before its backoff')
+  const later = new Date(Date.now() + 60_000)
+  const retried = await retryDue(deps, { now: later })
+  t.match(retried, [{ kind: 'mr', name: 'host-q', action: 'Retrying' }], 'after it, a new attempt')
+  const ready = await until(
+    () => p.controller.store.getHost('host-q'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  t.equal(ready?.status.hostAccessIPs?.publicIP, '203.0.113.10')
+  t.equal(ready?.status.attempt, 2)
+  t.same(await retryDue(deps, { now: later }), [], 'a Ready host is left alone')
+})
+
+t.test('a host whose job vanished is re-driven, not left Attaching', async (t) => {
+  const p = await startPipeline(t)
+  await p.agent('dpu-1')
+  await p.client.applyGroup('group-s', groupSpec())
+  await until(
+    () => p.controller.store.getGroup('group-s'),
+    (g) => g?.status.phase === 'Ready',
+  )
+  // Stored, then the process died before its job was added.
+  const accepted = await p.client.applyHost('host-s', hostSpec('group-s', 'dpu-1', 3))
+  const job = await p.controller.queue.getJob(accepted.jobId ?? '')
+  await until(
+    () => p.controller.store.getHost('host-s'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  await job?.remove()
+  await p.controller.store.updateHostStatus('host-s', (h) => ({ ...h.status, phase: 'Attaching' }))
+
+  const children = {
+    outcome: async (ref: { jobId: string }) =>
+      (await p.controller.queue.getJob(ref.jobId)) ? { state: 'pending' } : { state: 'missing' },
+  } as unknown as ChildJobs
+  const deps = { store: p.controller.store, children, jobs: queueJobs(p.controller.queue) }
+  t.same(await retryDue(deps), [], 'left to its job for a grace period')
+  const retried = await retryDue(deps, { now: new Date(Date.now() + 120_000) })
+  t.match(retried, [{ name: 'host-s', action: 'Stalled' }])
+  const ready = await until(
+    () => p.controller.store.getHost('host-s'),
+    (h) => h?.status.phase === 'Ready' && h.status.attempt === 2,
+  )
+  t.equal(ready?.status.configsSynced, true, 'converged again')
+})
+
+t.test("reconcile's repairs are in the group's and the host's events", async (t) => {
+  const p = await startPipeline(t)
+  await p.agent('dpu-1')
+  await p.client.applyGroup('group-r', groupSpec())
+  await p.client.applyHost(
+    'host-r',
+    hostSpec('group-r', 'dpu-1', 4, { hostAccess: 'FabricAccess' }),
+  )
+  await until(
+    () => p.controller.store.getHost('host-r'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  const port = topologyNames.hostPort('group-r', 'host-r')
+  await p.nbctl('lsp-del', port)
+
+  const job = await p.controller.queue.add('reconcile', {}, { jobId: 'reconcile-events' })
+  await until(
+    async () => (await p.controller.queue.getJob(job.id ?? ''))?.finishedOn,
+    (f) => f !== undefined,
+  )
+  t.match(await p.nbctl('lsp-list', topologyNames.switch('group-r')), port, 'the port is back')
+
+  const get = api(p)
+  const host = (await get('/v1/managed-resources/host-r/events')).body as { items: ObjectEvent[] }
+  t.match(
+    host.items[0],
+    { type: 'Warning', reason: 'Repaired', message: new RegExp(port) },
+    "the host's newest event is the repair of its port",
+  )
+  const group = (await get('/v1/resource-groups/group-r/events')).body as { items: ObjectEvent[] }
+  t.match(group.items[0], { reason: 'Repaired', message: /Logical_Switch_Port/ })
+
+  t.equal((await get('/v1/managed-resources/nobody/events')).status, 404)
+  const bad = await get('/v1/managed-resources/host-r/events?limit=0')
+  t.equal(bad.status, 400, 'a limit out of range is refused, naming it')
+  t.match(bad.body, { error: { issues: [{ path: 'limit' }] } })
+  const one = (await get('/v1/managed-resources/host-r/events?limit=1')).body as {
+    items: ObjectEvent[]
+  }
+  t.equal(one.items.length, 1)
+})
