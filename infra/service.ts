@@ -80,6 +80,11 @@ export async function startService(
       frr,
       source: storeAnnouncementSource(controller.store, controller.ipam),
       handler: createFrrSync({ frr }),
+      onResync: (result) => {
+        if (result.held.length > 0 || result.failed.length > 0) {
+          logger.warn({ resync: result }, 'FRR resync held back or failed some prefixes')
+        }
+      },
     })
     logger.info({ resynced: frrConsumer.resynced }, 'FRR consumer resynced and running')
   }

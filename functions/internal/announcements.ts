@@ -4,7 +4,9 @@ import type { StateStore } from '../../lib/state/store.ts'
 
 /**
  * What FRR must announce, from the state Hydrazine keeps: every allocated public IP whose
- * host still exists, as `PublicIP/32` via that host's DPU NAT IP.
+ * host still exists and still asks for PublicAccess, as `PublicIP/32` via that host's DPU
+ * NAT IP. (A host whose access was lowered holds its IP only until `publicip.release`
+ * returns it: a resync in that gap must not announce it again.)
  */
 export function storeAnnouncementSource(store: StateStore, ipam: Ipam): AnnouncementSource {
   return {
@@ -14,7 +16,8 @@ export function storeAnnouncementSource(store: StateStore, ipam: Ipam): Announce
         if (!pip.allocatedTo) continue
         const host = await store.getHost(pip.allocatedTo)
         const natIp = host?.spec.dpu.ips[1]
-        if (host && !host.deletion && natIp) out.push({ prefix: `${pip.ip}/32`, nextHop: natIp })
+        if (!host || host.deletion || host.spec.hostAccess !== 'PublicAccess' || !natIp) continue
+        out.push({ prefix: `${pip.ip}/32`, nextHop: natIp })
       }
       return out
     },

@@ -5,6 +5,7 @@ import {
   parseBgpTable,
   parseRunningConfig,
   planChanges,
+  planResync,
   type Wanted,
 } from './state.ts'
 import type { Vtysh } from './vtysh.ts'
@@ -102,21 +103,38 @@ export interface ResyncResult {
   readonly conflicts: readonly string[]
   /** Prefixes whose change FRR's table did not show in time. */
   readonly failed: readonly string[]
+  /**
+   * Hydrazine prefixes the source does not want, left announced because withdrawing them
+   * looked like an empty or partial store, not drift (see `planResync`). An operator
+   * checks the store, then withdraws them by hand if they really are stale.
+   */
+  readonly held: readonly string[]
 }
 
+export interface ResyncOptions {
+  /**
+   * Most Hydrazine prefixes one resync may withdraw (default 16); with more to withdraw,
+   * or with a source that wants nothing at all, it withdraws none and reports them `held`.
+   */
+  readonly maxWithdrawals?: number
+}
+
+/** The default of `ResyncOptions.maxWithdrawals`. */
+export const RESYNC_MAX_WITHDRAWALS = 16
+
 /**
- * Start-up repair: announces everything the source wants and withdraws every Hydrazine
- * prefix it does not (prefixes configured by operators are never withdrawn).
+ * Repair: announces everything the source wants and withdraws every Hydrazine prefix it
+ * does not (prefixes configured by operators are never withdrawn), within the guard of
+ * `planResync`. Run at the FRR consumer's start and then periodically.
  */
 export async function resync(
   frr: FrrController,
   source: AnnouncementSource,
+  { maxWithdrawals = RESYNC_MAX_WITHDRAWALS }: ResyncOptions = {},
 ): Promise<ResyncResult> {
   const desired = await source.desired()
   const current = await frr.state()
-  const wanted = new Map<string, string | null>()
-  for (const prefix of current.owned.keys()) wanted.set(prefix, null)
-  for (const a of desired) wanted.set(a.prefix, a.nextHop)
+  const { wanted, held } = planResync(current.owned, desired, maxWithdrawals)
 
   let announced = 0
   let withdrawn = 0
@@ -129,5 +147,5 @@ export async function resync(
     } else if (outcome.error instanceof PrefixNotOwnedError) conflicts.push(prefix)
     else failed.push(prefix)
   }
-  return { announced, withdrawn, conflicts, failed }
+  return { announced, withdrawn, conflicts, failed, held }
 }

@@ -6,6 +6,7 @@ import {
   parseBgpTable,
   parseRunningConfig,
   planChanges,
+  planResync,
 } from './index.ts'
 
 const settings = parseBgpSettings({
@@ -213,3 +214,84 @@ t.test(
     )
   },
 )
+
+t.test('planResync: withdraws what the store lacks, unless the store looks wiped', async (t) => {
+  const nh = '10.77.0.105'
+  const owned = new Map(
+    ['198.51.100.1/32', '198.51.100.2/32', '198.51.100.3/32'].map((p) => [p, nh]),
+  )
+  const announce = (...ips: string[]) => ips.map((ip) => ({ prefix: `${ip}/32`, nextHop: nh }))
+  const cases: {
+    name: string
+    owned?: Map<string, string>
+    desired: { prefix: string; nextHop: string }[]
+    max?: number
+    wanted: [string, string | null][]
+    held: string[]
+  }[] = [
+    {
+      name: 'in sync: the same announcements, nothing stale',
+      desired: announce('198.51.100.1', '198.51.100.2', '198.51.100.3'),
+      wanted: [
+        ['198.51.100.1/32', nh],
+        ['198.51.100.2/32', nh],
+        ['198.51.100.3/32', nh],
+      ],
+      held: [],
+    },
+    {
+      name: 'drift: one missing announced, one stale withdrawn',
+      desired: announce('198.51.100.1', '198.51.100.2', '203.0.113.7'),
+      wanted: [
+        ['198.51.100.1/32', nh],
+        ['198.51.100.2/32', nh],
+        ['203.0.113.7/32', nh],
+        ['198.51.100.3/32', null],
+      ],
+      held: [],
+    },
+    {
+      name: 'an empty store while FRR announces: nothing withdrawn, all held',
+      desired: [],
+      wanted: [],
+      held: ['198.51.100.1/32', '198.51.100.2/32', '198.51.100.3/32'],
+    },
+    {
+      name: 'an empty store and nothing announced: nothing to do',
+      owned: new Map(),
+      desired: [],
+      wanted: [],
+      held: [],
+    },
+    {
+      name: 'more stale prefixes than the cap: none withdrawn, missing ones still announced',
+      desired: announce('203.0.113.7'),
+      max: 2,
+      wanted: [['203.0.113.7/32', nh]],
+      held: ['198.51.100.1/32', '198.51.100.2/32', '198.51.100.3/32'],
+    },
+    {
+      name: 'exactly the cap: withdrawn',
+      desired: announce('198.51.100.1'),
+      max: 2,
+      wanted: [
+        ['198.51.100.1/32', nh],
+        ['198.51.100.2/32', null],
+        ['198.51.100.3/32', null],
+      ],
+      held: [],
+    },
+    {
+      name: 'a moved next hop is an announcement, not a withdrawal',
+      desired: [{ prefix: '198.51.100.1/32', nextHop: '10.77.0.106' }],
+      max: 0,
+      wanted: [['198.51.100.1/32', '10.77.0.106']],
+      held: ['198.51.100.2/32', '198.51.100.3/32'],
+    },
+  ]
+  for (const c of cases) {
+    const plan = planResync(c.owned ?? owned, c.desired, c.max ?? 16)
+    t.same([...plan.wanted], c.wanted, `${c.name}: wanted`)
+    t.same(plan.held, c.held, `${c.name}: held`)
+  }
+})

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { NoBgpInstanceError } from './errors.ts'
-import { ROUTE_MAP_PREFIX, routeMapLines, routeMapName } from './render.ts'
+import { type Announcement, ROUTE_MAP_PREFIX, routeMapLines, routeMapName } from './render.ts'
 
 /** What FRR's running configuration says about announcements. */
 export interface FrrState {
@@ -147,4 +147,37 @@ export function planChanges(state: FrrState, wanted: Wanted): Plan {
     if (!used.has(nextHop)) commands.push(`no route-map ${routeMapName(nextHop)}`)
   }
   return { commands, conflicts }
+}
+
+export interface ResyncPlan {
+  /** What the resync hands to `converge`: every wanted prefix, and stale ones as null. */
+  readonly wanted: Wanted
+  /** Hydrazine prefixes the source does not want, left announced (see `planResync`). */
+  readonly held: readonly string[]
+}
+
+/**
+ * What a resync asks of FRR: announce every prefix the source wants, withdraw every
+ * Hydrazine prefix it does not — unless that looks like a store that was wiped or only
+ * partly restored rather than drift: the source wants nothing while FRR announces some,
+ * or more than `maxWithdrawals` would go at once. Then nothing is withdrawn and the stale
+ * prefixes are reported as `held` (announcing what is missing never hurts). Job handlers
+ * withdraw released public IPs one by one; a resync only catches what they missed.
+ *
+ * @example
+ * planResync(new Map([['198.51.100.1/32', '10.77.0.105']]), [], 16)
+ * // { wanted: Map {}, held: ['198.51.100.1/32'] }: an empty store withdraws nothing
+ */
+export function planResync(
+  owned: ReadonlyMap<string, string>,
+  desired: readonly Announcement[],
+  maxWithdrawals: number,
+): ResyncPlan {
+  const wanted = new Map<string, string | null>(desired.map((a) => [a.prefix, a.nextHop]))
+  const stale = [...owned.keys()].filter((prefix) => !wanted.has(prefix)).sort()
+  if ((desired.length === 0 && stale.length > 0) || stale.length > maxWithdrawals) {
+    return { wanted, held: stale }
+  }
+  for (const prefix of stale) wanted.set(prefix, null)
+  return { wanted, held: [] }
 }

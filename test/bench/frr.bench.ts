@@ -100,6 +100,8 @@ async function throughConsumer(
     handler: createFrrSync({ frr }),
     concurrency: COUNT,
     prefix,
+    // The periodic resync would be one more completed job on the queue being counted.
+    resyncEveryMs: 0,
   })
   return timeJobs(connection, prefix, () => consumer.close())
 }

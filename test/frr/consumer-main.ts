@@ -1,6 +1,7 @@
 /**
  * The FRR consumer as its own process, so a test can kill it (SIGKILL) and start it
- * again. Env: REDIS_URL, FRR_VTY_DIR, STORE_KEY (hash publicIp → next hop), QUEUE_PREFIX.
+ * again. Env: REDIS_URL, FRR_VTY_DIR, STORE_KEY (hash publicIp → next hop), QUEUE_PREFIX,
+ * RESYNC_EVERY_MS (default 0: resync only at start).
  * Prints `READY {resync result}` once it resynced FRR and consumes the queue.
  */
 import { Redis } from 'ioredis'
@@ -23,5 +24,6 @@ const consumer = await startFrrConsumer({
   source: redisAnnouncementSource(redis, env('STORE_KEY')),
   handler: createFrrSync({ frr }),
   prefix: env('QUEUE_PREFIX'),
+  resyncEveryMs: Number(process.env.RESYNC_EVERY_MS ?? 0),
 })
 process.stdout.write(`READY ${JSON.stringify(consumer.resynced)}\n`)

@@ -93,7 +93,7 @@ t.test('announce, withdraw and restart, seen by a fabric router over BGP', async
   const first = await startConsumer(t, env)
   t.same(
     first.resynced,
-    { announced: 1, withdrawn: 1, conflicts: [], failed: [] },
+    { announced: 1, withdrawn: 1, conflicts: [], failed: [], held: [] },
     'start-up resync',
   )
 
@@ -173,7 +173,7 @@ t.test('announce, withdraw and restart, seen by a fabric router over BGP', async
   const second = await startConsumer(t, env)
   t.same(
     second.resynced,
-    { announced: 2, withdrawn: 1, conflicts: [], failed: [] },
+    { announced: 2, withdrawn: 1, conflicts: [], failed: [], held: [] },
     'restart resync',
   )
   seen = await eventually(
