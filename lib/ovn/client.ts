@@ -46,11 +46,13 @@ export class OvsdbClient {
   private readonly connection: Connection
   private readonly requests: PendingRequests
   private readonly monitors: Monitors
+  private readonly requestTimeoutMs: number
 
   private constructor(
     readonly remote: string,
     opts: OvsdbClientOptions,
   ) {
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? 30_000
     this.connection = new Connection(remote, opts, {
       message: (msg) => {
         if (typeof msg.method !== 'string') this.requests.settle(msg)
@@ -67,7 +69,7 @@ export class OvsdbClient {
     this.requests = new PendingRequests(
       remote,
       (msg) => this.connection.send(msg),
-      opts.requestTimeoutMs ?? 30_000,
+      this.requestTimeoutMs,
     )
     this.monitors = new Monitors(
       (method, params) => this.request(method, params),
@@ -156,11 +158,20 @@ export class OvsdbClient {
     return this.connection.close()
   }
 
-  /** Sends one JSON-RPC request and resolves with its `result`. */
+  /**
+   * Sends one JSON-RPC request and resolves with its `result`. While the connection is
+   * down it waits for it to come back, but no longer than the request's timeout: then it
+   * fails with a retryable `OvsdbConnectionError`, so no caller hangs on a lost central.
+   */
   async request(method: string, params: readonly unknown[], options: RequestOptions = {}) {
     if (this.connection.closed) throw new OvsdbConnectionError(this.remote, 'client closed')
     options.signal?.throwIfAborted()
-    if (!this.connection.connected) await this.connection.waitConnected()
+    if (!this.connection.connected) {
+      await this.connection.waitConnected(
+        options.timeoutMs ?? this.requestTimeoutMs,
+        options.signal,
+      )
+    }
     if (!this.connection.connected) throw new OvsdbConnectionError(this.remote, 'not connected')
     return this.requests.start(method, params, options)
   }

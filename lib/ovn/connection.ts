@@ -125,9 +125,41 @@ export class Connection {
     this.socket?.write(JSON.stringify(msg))
   }
 
-  /** Resolves once connected; rejects when the connection is closed for good instead. */
-  waitConnected(): Promise<void> {
-    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }))
+  /**
+   * Resolves once connected; rejects when the connection is closed for good instead, or
+   * (retryably) when it is not back within `timeoutMs` (0: no bound) or `signal` aborts.
+   */
+  waitConnected(timeoutMs = 0, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined
+      const done = () => {
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', aborted)
+        this.waiters = this.waiters.filter((w) => w !== waiter)
+      }
+      const waiter = {
+        resolve: () => {
+          done()
+          resolve()
+        },
+        reject: (err: Error) => {
+          done()
+          reject(err)
+        },
+      }
+      const aborted = () => waiter.reject(signal?.reason ?? new Error('aborted'))
+      if (timeoutMs > 0) {
+        timer = setTimeout(
+          () =>
+            waiter.reject(
+              new OvsdbConnectionError(this.remote, `not connected again within ${timeoutMs} ms`),
+            ),
+          timeoutMs,
+        )
+      }
+      signal?.addEventListener('abort', aborted, { once: true })
+      this.waiters.push(waiter)
+    })
   }
 
   /** Closes the connection for good; what is in flight is lost. */

@@ -208,6 +208,22 @@ t.test('in-flight requests fail with a retryable error when the connection drops
   t.match(err, { retryable: true })
 })
 
+t.test('a request made while the server is gone fails retryably within its timeout', async (t) => {
+  const server = await startOvsdb(t)
+  const client = await OvsdbClient.connect(server.tcp, {
+    backoff: { initialMs: 20, maxMs: 200 },
+    requestTimeoutMs: 300,
+  })
+  t.teardown(() => client.close())
+  await server.stop()
+  await sleep(300) // the client has seen the connection drop and keeps trying
+  const started = Date.now()
+  const err = await client.transact(NB, [nb.select('Logical_Switch', [])]).catch((e: unknown) => e)
+  t.type(err, OvsdbConnectionError, 'it does not wait for the server for ever')
+  t.match(err, { retryable: true, message: /not connected again within 300 ms/ })
+  t.ok(Date.now() - started < 5_000, 'it gave up at about its timeout')
+})
+
 t.test('cancel aborts a held request', async (t) => {
   const server = await startOvsdb(t)
   const client = await OvsdbClient.connect(server.unix)
