@@ -74,6 +74,9 @@ export interface ClientPolicy {
 
 const OPERATOR: Caller = { kind: 'operator' }
 
+/** Most field issues one refusal lists. */
+export const MAX_ISSUES = 20
+
 function validate<S extends v.GenericSchema>(
   schema: S,
   input: unknown,
@@ -81,11 +84,19 @@ function validate<S extends v.GenericSchema>(
 ): v.InferOutput<S> {
   const result = v.safeParse(schema, input)
   if (!result.success) {
+    const issues = result.issues.map((i) => ({
+      path: `${prefix}${v.getDotPath(i) ?? ''}` || '(body)',
+      message: i.message,
+    }))
+    // A large bad body (thousands of bad items) gets a short answer, not one per item.
+    const more = issues.length - MAX_ISSUES
     throw new ValidationError(
-      result.issues.map((i) => ({
-        path: `${prefix}${v.getDotPath(i) ?? ''}` || '(body)',
-        message: i.message,
-      })),
+      more > 0
+        ? [
+            ...issues.slice(0, MAX_ISSUES),
+            { path: '(body)', message: `and ${more} more invalid fields` },
+          ]
+        : issues,
     )
   }
   return result.output

@@ -25,6 +25,13 @@ export const IpAddress = v.pipe(
   v.maxLength(64, 'is too long for an IP address'),
   v.check((s) => isIP(s) !== 0, 'must be an IP address'),
 )
+/**
+ * The widest networks a group may have: an IPv4 network's pool covers all of it, and IPAM
+ * keeps pools under 2^20 addresses (/12); IPv6 pools are bounded, but a network wider
+ * than a /48 is a site's, not a tenant's.
+ */
+export const MIN_PREFIX = { v4: 12, v6: 48 } as const
+
 const isCidr = (s: string) => /^[0-9a-fA-F:.]+\/\d{1,3}$/.test(s) && IPCIDR.isValidCIDR(s)
 
 export const Cidr = v.pipe(
@@ -32,12 +39,21 @@ export const Cidr = v.pipe(
   v.maxLength(64, 'is too long for a CIDR'),
   v.check(isCidr, 'must be a CIDR'),
   v.check((s) => {
-    const [addr] = s.split('/')
+    const [addr = ''] = s.split('/')
     // valibot runs every check even after one failed: a malformed CIDR reaches here too,
     // and the check above already reports it.
-    if (isIP(addr ?? '') !== 4 || !isCidr(s)) return true
-    return new IPCIDR(s).start() === addr
+    if (!isCidr(s)) return true
+    const host = new IPCIDR(`${addr}/${isIP(addr) === 6 ? 128 : 32}`)
+    return new IPCIDR(s).start({ type: 'bigInteger' }) === host.start({ type: 'bigInteger' })
   }, 'must be a network address: no host bits set after the prefix'),
+  v.check((s) => {
+    const [addr = '', length = ''] = s.split('/')
+    const prefix = Number(length)
+    if (!isCidr(s)) return true
+    return isIP(addr) === 6
+      ? prefix >= MIN_PREFIX.v6 && prefix <= 126
+      : prefix >= MIN_PREFIX.v4 && prefix <= 30
+  }, `must be an IPv4 network from /${MIN_PREFIX.v4} to /30 or an IPv6 network from /${MIN_PREFIX.v6} to /126`),
 )
 export const Mac = v.pipe(
   v.string(),

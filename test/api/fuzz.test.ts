@@ -7,6 +7,7 @@
  */
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
+import { HydrazineClient, MAX_ISSUES, ValidationError } from '../../queues/producer.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
@@ -431,4 +432,18 @@ t.test(`${CASES} hostile PUT bodies are refused and change nothing (seed ${SEED}
   t.same(await snapshot(p), before, 'no job enqueued, store and public IPs unchanged')
   t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype is not polluted')
   t.equal(Object.hasOwn(Object.prototype, 'isAdmin'), false)
+})
+
+t.test('a body with thousands of bad items gets a short answer', async (t) => {
+  const client = new HydrazineClient({} as ConstructorParameters<typeof HydrazineClient>[0])
+  const spec = {
+    tenantId: 't1',
+    network: { cidr: '10.0.0.0/24', gateway: '10.0.0.1' },
+    extraSubnets: Array.from({ length: 5000 }, () => ({})),
+  }
+  const error = await client.applyGroup('g1', spec).catch((e: unknown) => e)
+  t.type(error, ValidationError)
+  const { issues } = error as ValidationError
+  t.equal(issues.length, MAX_ISSUES + 1, `${MAX_ISSUES} issues and one that counts the rest`)
+  t.match(issues.at(-1), { path: '(body)', message: /and \d+ more invalid fields/ })
 })

@@ -1,0 +1,50 @@
+import t from 'tap'
+import * as v from 'valibot'
+import { ResourceGroupSpec } from './objects.ts'
+
+const group = (cidr: string, gateway: string, extra?: string) => ({
+  tenantId: 't1',
+  network: { cidr, gateway },
+  ...(extra ? { extraSubnets: [{ cidr: extra }] } : {}),
+})
+
+const cases: { name: string; spec: object; refused?: RegExp }[] = [
+  { name: 'a /24', spec: group('10.0.0.0/24', '10.0.0.1') },
+  { name: 'the widest IPv4 network, a /12', spec: group('10.0.0.0/12', '10.0.0.1') },
+  {
+    name: 'a /8 is wider than IPAM pools go',
+    spec: group('10.0.0.0/8', '10.0.0.1'),
+    refused: /network\.cidr: must be an IPv4 network from \/12 to \/30/,
+  },
+  {
+    name: 'a /31 leaves no room for a host',
+    spec: group('10.0.0.0/31', '10.0.0.1'),
+    refused: /network\.cidr: must be an IPv4 network from \/12/,
+  },
+  {
+    name: 'IPv4 host bits',
+    spec: group('10.0.0.5/24', '10.0.0.1'),
+    refused: /network\.cidr: must be a network address/,
+  },
+  { name: 'an IPv6 extra subnet /64', spec: group('10.0.0.0/24', '10.0.0.1', 'fd00:1::/64') },
+  {
+    name: 'IPv6 host bits in an extra subnet',
+    spec: group('10.0.0.0/24', '10.0.0.1', 'fd00:1::5/64'),
+    refused: /extraSubnets\.0\.cidr: must be a network address/,
+  },
+  {
+    name: 'an IPv6 network wider than a /48',
+    spec: group('10.0.0.0/24', '10.0.0.1', 'fd00::/32'),
+    refused:
+      /extraSubnets\.0\.cidr: must be an IPv4 network from \/12 to \/30 or an IPv6 network from \/48/,
+  },
+]
+
+for (const c of cases) {
+  t.test(c.name, async (t) => {
+    const result = v.safeParse(ResourceGroupSpec, c.spec)
+    const issues = result.issues?.map((i) => `${v.getDotPath(i)}: ${i.message}`).join('; ') ?? ''
+    if (c.refused) t.match(issues, c.refused)
+    else t.equal(issues, '', 'accepted')
+  })
+}
