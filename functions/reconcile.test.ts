@@ -127,6 +127,7 @@ function depsFor(
     store: {
       listGroups: async () => stored,
       listHosts: async () => [],
+      epoch: async () => 'epoch-1',
       getGroup: async (name: string) => stored.find((g) => g.name === name),
       events: { record: async () => {} },
     } as unknown as HandlerDeps['store'],

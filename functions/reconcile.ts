@@ -1,9 +1,11 @@
 import type { Job } from 'bullmq'
 import { ConfigError, HydrazineError } from '../lib/errors.ts'
 import {
+  claimStoreEpoch,
   deleteGroupTopology,
   groupsInNb,
   type OvnCentralEndpoints,
+  STORE_EPOCH_KEY,
   topologyNames,
 } from '../lib/ovn/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
@@ -21,6 +23,14 @@ export interface ReconcileFailure {
   readonly message: string
   /** True when the next run may succeed without anyone acting. */
   readonly retryable: boolean
+}
+
+/** Orphan groups of one NB that a run found and did not delete, and why. */
+export interface HeldOrphans {
+  readonly nb: string
+  readonly groups: readonly string[]
+  readonly reason: 'StoreEpochMismatch' | 'TooManyOrphans'
+  readonly message: string
 }
 
 /** A group whose topology this run could not apply. */
@@ -56,6 +66,12 @@ export interface ReconcileReport {
   readonly failed: GroupFailure[]
   /** Groups that exist only in NB (Hydrazine-owned rows nothing wants) and were removed. */
   readonly orphansRemoved: string[]
+  /**
+   * Orphan rows found but not deleted, per NB: the NB belongs to another store epoch (this
+   * store lost its data, or is not the one the NB was built from: `StoreEpochMismatch`),
+   * or there were more than the run may delete (`TooManyOrphans`). An operator decides.
+   */
+  readonly orphansHeld: HeldOrphans[]
   /** Centrals whose NB could not be searched for orphan rows (unreachable, or too slow). */
   readonly unreachableCentrals: CentralFailure[]
   /** Groups the store does not have whose own central is still on disk (kept). */
@@ -78,6 +94,11 @@ export interface ReconcileOptions {
   readonly timeoutMs?: number
   /** Groups applied, and centrals searched, at once (default 8). */
   readonly concurrency?: number
+  /**
+   * Most orphan groups one run deletes from one NB (default 8): more at once looks like a
+   * store that lost data, not like groups deleted while their rows stayed.
+   */
+  readonly maxOrphanDeletions?: number
   /** Where each failed group and unreachable central is reported (default: nowhere). */
   readonly log?: (line: string) => void
 }
@@ -99,7 +120,12 @@ export interface ReconcileOptions {
  */
 export function createReconcile(
   deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs'>,
-  { timeoutMs = 10_000, concurrency = 8, log = () => {} }: ReconcileOptions = {},
+  {
+    timeoutMs = 10_000,
+    concurrency = 8,
+    maxOrphanDeletions = 8,
+    log = () => {},
+  }: ReconcileOptions = {},
 ) {
   if (!(timeoutMs > 0 && Number.isFinite(timeoutMs)))
     throw new ConfigError(`reconcile timeoutMs must be a positive number of ms, not ${timeoutMs}`)
@@ -142,11 +168,18 @@ export function createReconcile(
     for (const central of await deps.ovn.list()) centrals.set(central.nb, central)
     const known = new Set(groups.map((g) => g.name))
     const orphansRemoved: string[] = []
+    const orphansHeld: HeldOrphans[] = []
+    const epoch = await deps.store.epoch()
     const unreachableCentrals: CentralFailure[] = []
     await eachAtMost(concurrency, [...centrals.entries()], async ([nb, central]) => {
       try {
         await withDeadline(`the NB of central ${central.service}`, timeoutMs, (signal) =>
-          removeOrphanRows(deps, nb, known, orphansRemoved, signal),
+          removeOrphanRows(deps, nb, known, signal, {
+            epoch,
+            max: maxOrphanDeletions,
+            removed: orphansRemoved,
+            held: orphansHeld,
+          }),
         )
       } catch (error) {
         const failure: CentralFailure = {
@@ -168,6 +201,9 @@ export function createReconcile(
     const answered = repaired.length + inSync.length + centrals.size - unreachableCentrals.length
     if (attempted > 0 && answered === 0) throw new ReconcileFailed(failed, unreachableCentrals)
 
+    for (const h of orphansHeld) {
+      log(`reconcile: NB ${h.nb}: kept the rows of ${h.groups.join(', ')}: ${h.reason}: ${h.message}`)
+    }
     const orphanCentrals = await findOrphanCentrals(deps, known)
     const retried = await retryDue(deps)
     for (const r of retried) log(`reconcile: ${r.kind} ${r.name}: ${r.action}: ${r.message}`)
@@ -179,6 +215,7 @@ export function createReconcile(
       skipped: skipped.sort(),
       failed: failed.sort(byGroup),
       orphansRemoved: orphansRemoved.sort(),
+      orphansHeld,
       unreachableCentrals: unreachableCentrals.sort(byNb),
       orphanCentrals,
       retried,
@@ -243,27 +280,63 @@ async function recordRepairs(
   }
 }
 
+/** What one orphan search works with and reports into. */
+interface OrphanSearch {
+  /** This store's epoch: the NB must record it (or none, and then it records it). */
+  readonly epoch: string
+  /** Most orphan groups it deletes from this NB. */
+  readonly max: number
+  readonly removed: string[]
+  readonly held: HeldOrphans[]
+}
+
 /**
  * Deletes the rows of groups the store does not have from one NB, adding each to
- * `removed` as it goes; starts no deletion once `signal` is aborted. The store is asked
- * again right before each deletion: `known` is the run's first read, and a group created
- * since (stored first, then applied) already has rows that are not orphans.
+ * `removed` as it goes; starts no deletion once `signal` is aborted. Every deletion is
+ * guarded:
+ * - the NB must belong to this store (its recorded store epoch is this one's);
+ * - no more than `max` groups at once (else none, reported `held`);
+ * - the store is asked again right before each deletion: `known` is the run's first
+ *   read, and a group created since (stored first, then applied) is not an orphan.
  */
 async function removeOrphanRows(
   deps: Pick<HandlerDeps, 'nb' | 'store'>,
   nb: string,
   known: ReadonlySet<string>,
-  removed: string[],
   signal: AbortSignal,
+  search: OrphanSearch,
 ): Promise<void> {
   const { client } = await deps.nb.get(nb)
   signal.throwIfAborted()
-  const owners = await groupsInNb(client)
-  for (const owner of owners) {
-    if (known.has(owner) || (await deps.store.getGroup(owner))) continue
+  const check = await claimStoreEpoch(client, search.epoch)
+  const orphans: string[] = []
+  for (const owner of await groupsInNb(client)) {
+    if (!known.has(owner) && !(await deps.store.getGroup(owner))) orphans.push(owner)
+  }
+  if (orphans.length === 0) return
+  if (check.state === 'mismatch') {
+    search.held.push({
+      nb,
+      groups: orphans,
+      reason: 'StoreEpochMismatch',
+      message: `the NB belongs to store epoch ${check.recorded}, not this store's ${search.epoch}: this store may have lost its data. If it is really the NB's store, remove NB_Global external_ids ${STORE_EPOCH_KEY} and the next run adopts it`,
+    })
+    return
+  }
+  if (orphans.length > search.max) {
+    search.held.push({
+      nb,
+      groups: orphans,
+      reason: 'TooManyOrphans',
+      message: `${orphans.length} groups have rows in NB and none in the store, more than the ${search.max} one run deletes: check the store before deleting them by hand`,
+    })
+    return
+  }
+  for (const owner of orphans) {
     signal.throwIfAborted()
+    if (await deps.store.getGroup(owner)) continue
     await deleteGroupTopology(client, owner)
-    removed.push(owner)
+    search.removed.push(owner)
   }
 }
 

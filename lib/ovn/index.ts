@@ -30,6 +30,7 @@ export type * from './schema/vswitch.generated.ts'
 export { ovsSchema } from './schema/vswitch.generated.ts'
 export type { DbSchema } from './schema-types.ts'
 export { SbPool } from './southbound.ts'
+export { claimStoreEpoch, type EpochCheck, STORE_EPOCH_KEY } from './store-epoch.ts'
 export type { ActualRow, ActualRows, ApplyOptions, ApplyResult } from './topology/apply.ts'
 export {
   applyDesiredRows,

@@ -4,6 +4,7 @@
  * changed; handlers write status with `observedVersion`. All keys share one hash tag so
  * the store lives in one Redis Cluster slot and its Lua scripts may touch any of them.
  */
+import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { HydrazineError } from '../errors.ts'
 import { LuaScript } from '../redis/lua-script.ts'
@@ -443,6 +444,16 @@ export class StateStore {
     await this.events.remove('rg', name)
     await this.#changed('rg', name)
     return Number(reply) === 1
+  }
+
+  /**
+   * This store's epoch: made once, when the store is first used, and kept with its data.
+   * A store that lost its data has a new one (each NB records its store's epoch, and
+   * reconcile deletes no orphan rows from an NB that records another).
+   */
+  async epoch(): Promise<string> {
+    await this.#redis.set(`${this.#prefix}epoch`, randomUUID(), 'NX')
+    return (await this.#redis.get(`${this.#prefix}epoch`)) ?? ''
   }
 
   /** Names of the hosts that belong to a group. */

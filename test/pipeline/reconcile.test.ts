@@ -1,10 +1,12 @@
 import type { Job } from 'bullmq'
+import { Redis } from 'ioredis'
 import t from 'tap'
 import type { ChildJobs } from '../../functions/internal/deps.ts'
 import { GroupApplier } from '../../functions/internal/group-apply.ts'
 import { queueJobs } from '../../functions/internal/redrive.ts'
 import { createReconcile } from '../../functions/reconcile.ts'
 import { NbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
+import { StateStore } from '../../lib/state/store.ts'
 import { groupSpec, readyFabricHost, startPipeline, until } from './fixtures.ts'
 
 t.test('reconcile repairs drift in NB and removes orphan rows, and says what it did', async (t) => {
@@ -116,3 +118,66 @@ t.test(
     t.notMatch(await p.nbctl('lr-list'), /hz-gone-lr/)
   },
 )
+
+t.test('reconcile deletes nothing from an NB when the store lost its data', async (t) => {
+  const p = await startPipeline(t)
+  for (const [name, net] of [
+    ['group-a', '10.31.1'],
+    ['group-b', '10.31.2'],
+  ] as const) {
+    await p.client.applyGroup(name, groupSpec('tenant-a', `${net}.0/24`, `${net}.1`))
+    await until(
+      () => p.client.getGroup(name),
+      (g) => g?.status.phase === 'Ready',
+    )
+  }
+  // A run with the real store: the NB records its epoch.
+  await p.controller.queue.add('reconcile', {}, { jobId: 'reconcile-epoch' })
+  await until(
+    async () => (await p.controller.queue.getJob('reconcile-epoch'))?.finishedOn,
+    (f) => f !== undefined,
+  )
+  t.match(await p.nbctl('get', 'NB_Global', '.', 'external_ids'), /hydrazine:store-epoch/)
+
+  const redis = new Redis(p.redisUrl)
+  t.teardown(() => redis.disconnect())
+  const reconcileWith = (store: StateStore, maxOrphanDeletions?: number) => {
+    const nb = new NbPool()
+    t.teardown(() => nb.close())
+    const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
+    const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
+    const groups = new GroupApplier({ store, ipam: p.controller.ipam, ovn, nb, fabric })
+    const children = { outcome: async () => ({ state: 'pending' }) } as unknown as ChildJobs
+    const deps = { store, ovn, nb, groups, children, jobs: queueJobs(p.controller.queue) }
+    return createReconcile(deps, maxOrphanDeletions ? { maxOrphanDeletions } : {})({} as Job)
+  }
+
+  // An empty store (a wrong REDIS_URL, a lost AOF) has an epoch of its own.
+  const wiped = await reconcileWith(new StateStore(redis, 'hz:{wiped}:'))
+  t.same(wiped.orphansRemoved, [], 'nothing deleted')
+  t.match(wiped.orphansHeld, [
+    { nb: p.nb, groups: ['group-a', 'group-b'], reason: 'StoreEpochMismatch' },
+  ])
+  const switches = await p.nbctl('ls-list')
+  t.match(switches, topologyNames.switch('group-a'), "group-a's switch is still there")
+  t.match(switches, topologyNames.switch('group-b'), "group-b's switch is still there")
+
+  // With the NB's own store, orphans beyond the run's cap are held too.
+  for (const gone of ['gone-1', 'gone-2']) {
+    await p.nbctl(
+      '--',
+      '--id=@lr',
+      'create',
+      'Logical_Router',
+      `name=hz-${gone}-lr`,
+      `external_ids:hydrazine\\:owner=group/${gone}`,
+      'external_ids:hydrazine\\:key=lr',
+    )
+  }
+  const capped = await reconcileWith(p.controller.store, 1)
+  t.match(capped.orphansHeld, [{ groups: ['gone-1', 'gone-2'], reason: 'TooManyOrphans' }])
+  t.same(capped.orphansRemoved, [])
+  const within = await reconcileWith(p.controller.store, 2)
+  t.same(within.orphansRemoved, ['gone-1', 'gone-2'], 'within the cap they go')
+  t.same(within.orphansHeld, [])
+})
