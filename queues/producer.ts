@@ -18,7 +18,7 @@ import type { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
-import { JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
+import { deletionVersion, JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
 import type { ChangeFeed, ChangeListener } from '../lib/state/changes.ts'
 import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
 import {
@@ -152,6 +152,16 @@ export class HydrazineClient {
     return { store: this.store, jobs: queueJobs(this.queue) }
   }
 
+  /**
+   * Enqueues a deletion's job; when that job already failed for good (a re-DELETE after
+   * the cause went away), the failed job is removed and the work runs again.
+   */
+  async #enqueueDeletion(name: JobName, object: string, version: string, data: object) {
+    const id = jobId(name, object, version)
+    if ((await this.queue.getJobState(id)) === 'failed') await this.queue.remove(id)
+    return this.#enqueue(name, object, version, data)
+  }
+
   async #enqueue(name: JobName, object: string, version: number | string, data: object) {
     const id = jobId(name, object, version)
     // The payload contract holds for our own jobs too: a handler would refuse it anyway.
@@ -201,8 +211,8 @@ export class HydrazineClient {
       | ResourceGroup
       | undefined
     if (!object) throw new NotFoundError('resource group', name)
-    const version = `${object.specVersion}${force ? '-force' : ''}`
-    const id = await this.#enqueue('group.delete', name, version, {
+    const version = deletionVersion(object.specVersion, force)
+    const id = await this.#enqueueDeletion('group.delete', name, version, {
       group: name,
       force,
     })
@@ -275,8 +285,8 @@ export class HydrazineClient {
       | ManagedResource
       | undefined
     if (!object) throw new NotFoundError('managed resource', name)
-    const version = `${object.specVersion}${force ? '-force' : ''}`
-    const id = await this.#enqueue('host.detach', name, version, {
+    const version = deletionVersion(object.specVersion, force)
+    const id = await this.#enqueueDeletion('host.detach', name, version, {
       host: name,
       specVersion: object.specVersion,
       force,

@@ -8,8 +8,11 @@
  *   job failed for good is marked Failed with the job's reason (`RetriesExhausted`), and is
  *   then retried as above; one whose job finished or vanished without reporting is
  *   re-driven at once (`Stalled`).
+ * - An object whose deletion was asked for and whose deletion job never got into the
+ *   queue (the process died between the two) has it added (`DeletionResumed`). One whose
+ *   deletion job failed is left Failed, saying why: a re-DELETE (or a forced one) retries.
  */
-import { CONTROLLER_QUEUE, type JobName, jobId } from '../../lib/jobs/index.ts'
+import { CONTROLLER_QUEUE, deletionVersion, type JobName, jobId } from '../../lib/jobs/index.ts'
 import { attemptOf, failureOf, retryAt } from '../../lib/state/attempts.ts'
 import { type Condition, type StoredObject, setCondition } from '../../lib/state/objects.ts'
 import type { HandlerDeps } from './deps.ts'
@@ -20,7 +23,7 @@ export interface Retried {
   readonly kind: 'rg' | 'mr'
   readonly name: string
   /** `Retrying` (a Failed object's new attempt), `Stalled`, or `RetriesExhausted`. */
-  readonly action: 'Retrying' | 'Stalled' | 'RetriesExhausted'
+  readonly action: 'Retrying' | 'Stalled' | 'RetriesExhausted' | 'DeletionResumed'
   readonly message: string
 }
 
@@ -61,12 +64,37 @@ export async function retryDue(deps: RetryDeps, options: RetryOptions = {}): Pro
   ] as const
   for (const { kind, job, objects } of kinds) {
     for (const object of objects as StoredObject<unknown, Converging>[]) {
-      if (object.deletion) continue
-      const outcome = await retryOne(deps, kind, job, object, now, graceMs)
+      const outcome = object.deletion
+        ? await resumeDeletion(deps, kind, object, now, graceMs)
+        : await retryOne(deps, kind, job, object, now, graceMs)
       if (outcome) retried.push(outcome)
     }
   }
   return retried
+}
+
+/** Adds the deletion job of an object whose deletion was asked for, if it never was. */
+async function resumeDeletion(
+  deps: RetryDeps,
+  kind: 'rg' | 'mr',
+  object: StoredObject<unknown, Converging>,
+  now: Date,
+  graceMs: number,
+): Promise<Retried | undefined> {
+  const deletion = object.deletion
+  if (!deletion || now.getTime() - Date.parse(deletion.requestedAt) < graceMs) return undefined
+  const name = kind === 'rg' ? 'group.delete' : 'host.detach'
+  const id = jobId(name, object.name, deletionVersion(object.specVersion, deletion.force))
+  if ((await deps.children.outcome({ queue: CONTROLLER_QUEUE, jobId: id })).state !== 'missing') {
+    return undefined
+  }
+  const data =
+    kind === 'rg'
+      ? { group: object.name, force: deletion.force }
+      : { host: object.name, specVersion: object.specVersion, force: deletion.force }
+  await deps.jobs.add(name, data, id)
+  const message = `${id} was never queued (or was removed): added`
+  return { kind, name: object.name, action: 'DeletionResumed', message }
 }
 
 async function retryOne(

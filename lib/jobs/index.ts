@@ -80,6 +80,14 @@ export function jobId(
   return `${name}-${object}-v${version}${attemptSuffix(attempt)}`
 }
 
+/**
+ * The version part of a deletion job's id: a forced deletion is its own job, so that
+ * forcing a deletion already under way is not taken for the same request.
+ */
+export function deletionVersion(specVersion: number, force: boolean): string {
+  return `${specVersion}${force ? '-force' : ''}`
+}
+
 /** What an attempt adds to a job id: nothing for the first, `-aN` after. */
 export function attemptSuffix(attempt = 1): string {
   return attempt > 1 ? `-a${attempt}` : ''

@@ -217,3 +217,54 @@ t.test("reconcile's repairs are in the group's and the host's events", async (t)
   }
   t.equal(one.items.length, 1)
 })
+
+t.test(
+  'a deletion is not lost: never queued, it is resumed; failed, a re-DELETE runs it again',
+  async (t) => {
+    const p = await startPipeline(t)
+    await p.agent('dpu-1')
+    await p.client.applyGroup('group-d', groupSpec())
+    for (const [name, n] of [
+      ['host-d1', 5],
+      ['host-d2', 6],
+    ] as const) {
+      await p.client.applyHost(name, hostSpec('group-d', 'dpu-1', n))
+      await until(
+        () => p.controller.store.getHost(name),
+        (h) => h?.status.phase === 'Ready',
+      )
+    }
+    const children = {
+      outcome: async (ref: { jobId: string }) =>
+        (await p.controller.queue.getJob(ref.jobId)) ? { state: 'pending' } : { state: 'missing' },
+    } as unknown as ChildJobs
+    const deps = { store: p.controller.store, children, jobs: queueJobs(p.controller.queue) }
+
+    // DELETE was stored, then the process died before its job was added.
+    await p.controller.store.requestDeletion('mr', 'host-d1', false)
+    t.same(await retryDue(deps), [], 'left alone for a grace period')
+    const resumed = await retryDue(deps, { now: new Date(Date.now() + 120_000) })
+    t.match(resumed, [{ kind: 'mr', name: 'host-d1', action: 'DeletionResumed' }])
+    await until(
+      () => p.controller.store.getHost('host-d1'),
+      (h) => h === undefined,
+    )
+    t.pass('host-d1 was detached')
+
+    // A detach job that failed for good (here: one with a payload its handler refuses).
+    await p.controller.store.requestDeletion('mr', 'host-d2', false)
+    const id = 'host.detach-host-d2-v1'
+    await p.controller.queue.add('host.detach', { host: 'host-d2', bogus: true }, { jobId: id })
+    await until(
+      () => p.controller.queue.getJobState(id),
+      (s) => s === 'failed',
+    )
+    const again = await p.client.deleteHost('host-d2')
+    t.equal(again.jobId, id, 'the same job id runs again')
+    await until(
+      () => p.controller.store.getHost('host-d2'),
+      (h) => h === undefined,
+    )
+    t.pass('host-d2 was detached after the re-DELETE')
+  },
+)
