@@ -38,9 +38,9 @@ export function createGroupDelete(deps: HandlerDeps) {
           message: `isolating the hosts of ${name} before removing its network`,
         }),
       }))
-      deps.checkpoint('delete:terminating')
+      await deps.checkpoint('delete:terminating')
       const detaching = await detachEveryHost(deps, name, force)
-      deps.checkpoint('delete:children-added')
+      await deps.checkpoint('delete:children-added')
       await waitForChildren(job, token, deps.children, detaching)
     } else {
       await stillWaiting(job, token, deps.children)
@@ -54,11 +54,11 @@ export function createGroupDelete(deps: HandlerDeps) {
     const endpoints = await deps.ovn.ensure(name)
     const { client, cache } = await deps.nb.get(endpoints.nb)
     await deleteGroupTopology(client, name, { cache })
-    deps.checkpoint('delete:topology-deleted')
+    await deps.checkpoint('delete:topology-deleted')
     await deps.ipam.deleteNetwork(name).catch((error: unknown) => {
       if ((error as { code?: unknown }).code !== 'NOT_FOUND') throw error
     })
-    deps.checkpoint('delete:network-deleted')
+    await deps.checkpoint('delete:network-deleted')
     await deps.ovn.release(name)
     // The group's own central is gone: so are the connections to it (a shared one stays).
     if (!(await deps.ovn.list()).some((central) => central.nb === endpoints.nb)) {

@@ -15,7 +15,7 @@ import {
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
 import { optionalHostPort } from './internal/host-port.ts'
-import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
+import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import { relayMacOf, relayOwnerOf, relayPortNameOf } from './internal/network.ts'
 import {
   addPublicIpAllocate,
@@ -48,37 +48,50 @@ export interface HostAttachResult {
 export function createHostAttach(deps: HandlerDeps) {
   return async function hostAttach(job: Job, token?: string): Promise<HostAttachResult> {
     const { host: name, attempt = 1 } = parsePayload(HostJob, job)
-    const found = await deps.store.getHost(name)
-    if (!found) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
-    if (found.deletion) {
-      return { host: name, phase: 'Detaching', observedVersion: 0, skipped: 'being detached' }
-    }
-    if (attemptOf(found.status) > attempt) {
-      const skipped = `superseded by attempt ${attemptOf(found.status)}`
-      return { host: name, phase: found.status.phase, observedVersion: 0, skipped }
-    }
-    const host: Attempt = { ...found, attempt }
-
-    if (stepOf(job) === 'converge') {
-      const group = await groupReadyFor(deps, host)
-      await dpuFollowsOneGroup(deps, host)
-      const addresses = await allocateAddresses(deps, host, group)
-      deps.checkpoint('attach:allocated')
-      const { endpoints } = await deps.groups.apply(group.name)
-      deps.checkpoint('attach:topology-applied')
-      await reportConfiguring(deps, host, addresses.hostIp)
-      deps.checkpoint('attach:status-configuring')
-      const children = [
-        ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
-        ...(await signalPublicIp(deps, host)),
-      ]
-      deps.checkpoint('attach:children-added')
-      await waitForChildren(job, token, deps.children, children)
-    } else {
-      await stillWaiting(job, token, deps.children)
-    }
-    return reportAttached(deps, host)
+    return oneAtATime(deps.store, { job, token }, 'mr', name, () =>
+      attach(deps, job, token, name, attempt),
+    )
   }
+}
+
+/** The attach of one host, run while no other step (its detach) works on it. */
+async function attach(
+  deps: HandlerDeps,
+  job: Job,
+  token: string | undefined,
+  name: string,
+  attempt: number,
+): Promise<HostAttachResult> {
+  const found = await deps.store.getHost(name)
+  if (!found) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
+  if (found.deletion) {
+    return { host: name, phase: 'Detaching', observedVersion: 0, skipped: 'being detached' }
+  }
+  if (attemptOf(found.status) > attempt) {
+    const skipped = `superseded by attempt ${attemptOf(found.status)}`
+    return { host: name, phase: found.status.phase, observedVersion: 0, skipped }
+  }
+  const host: Attempt = { ...found, attempt }
+
+  if (stepOf(job) === 'converge') {
+    const group = await groupReadyFor(deps, host)
+    await dpuFollowsOneGroup(deps, host)
+    const addresses = await allocateAddresses(deps, host, group)
+    await deps.checkpoint('attach:allocated')
+    const { endpoints } = await deps.groups.apply(group.name)
+    await deps.checkpoint('attach:topology-applied')
+    await reportConfiguring(deps, host, addresses.hostIp)
+    await deps.checkpoint('attach:status-configuring')
+    const children = [
+      ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
+      ...(await signalPublicIp(deps, host)),
+    ]
+    await deps.checkpoint('attach:children-added')
+    await waitForChildren(job, token, deps.children, children)
+  } else {
+    await stillWaiting(job, token, deps.children)
+  }
+  return reportAttached(deps, host)
 }
 
 /**
@@ -303,7 +316,7 @@ async function reportAttached(deps: HandlerDeps, host: Attempt): Promise<HostAtt
   const announced = allocated?.state === 'acked' ? allocated.value : undefined
   const publicIp = announced?.announced ? (announced.publicIp ?? undefined) : undefined
   await clearIsolatedStaleBindings(deps, dpuId)
-  deps.checkpoint('attach:acked')
+  await deps.checkpoint('attach:acked')
 
   const current = await deps.store.getHost(host.name)
   const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)

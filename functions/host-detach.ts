@@ -8,7 +8,7 @@ import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck, failOrRetry } from './internal/errors.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { optionalHostPort } from './internal/host-port.ts'
-import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
+import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import { addPublicIpRelease, publicIpReleased } from './internal/public-ip-jobs.ts'
 import { setHostStatus } from './internal/status.ts'
 
@@ -36,31 +36,45 @@ export interface HostDetachResult {
 export function createHostDetach(deps: HandlerDeps) {
   return async function hostDetach(job: Job, token?: string): Promise<HostDetachResult> {
     const { host: name, force } = parsePayload(HostDetachJob, job)
-    const host = await deps.store.getHost(name)
-    if (!host) {
-      return {
-        host: name,
-        phase: 'Isolated',
-        agentAcked: false,
-        releasedIp: null,
-        skipped: 'not found',
-      }
-    }
-    if (stepOf(job) === 'converge') {
-      await reportDetaching(deps, host, force)
-      await leaveTopology(deps, host, force)
-      const isolating = await isolate(deps, host, force)
-      const withdrawing = await withdrawPublicIp(deps, host)
-      // Forced: the isolate is sent, but nobody waits for an agent that may be gone.
-      await waitForChildren(job, token, deps.children, [
-        ...(force ? [] : [isolating]),
-        ...withdrawing,
-      ])
-    } else {
-      await stillWaiting(job, token, deps.children)
-    }
-    return releaseWhenIsolated(deps, host, force)
+    return oneAtATime(deps.store, { job, token }, 'mr', name, () =>
+      detach(deps, job, token, name, force),
+    )
   }
+}
+
+/** The detach of one host, run while no other step (its attach) works on it. */
+async function detach(
+  deps: HandlerDeps,
+  job: Job,
+  token: string | undefined,
+  name: string,
+  force: boolean,
+): Promise<HostDetachResult> {
+  const host = await deps.store.getHost(name)
+  if (!host) {
+    return {
+      host: name,
+      phase: 'Isolated',
+      agentAcked: false,
+      releasedIp: null,
+      skipped: 'not found',
+    }
+  }
+  if (stepOf(job) === 'converge') {
+    await reportDetaching(deps, host, force)
+    await leaveTopology(deps, host, force)
+    const isolating = await isolate(deps, host, force)
+    const withdrawing = await withdrawPublicIp(deps, host)
+    await deps.checkpoint('detach:children-added')
+    // Forced: the isolate is sent, but nobody waits for an agent that may be gone.
+    await waitForChildren(job, token, deps.children, [
+      ...(force ? [] : [isolating]),
+      ...withdrawing,
+    ])
+  } else {
+    await stillWaiting(job, token, deps.children)
+  }
+  return releaseWhenIsolated(deps, host, force)
 }
 
 /** The agent could not isolate the host (its `isolate` failed for good). */
@@ -197,10 +211,10 @@ async function releaseWhenIsolated(
       }),
     )
   }
-  deps.checkpoint('detach:acked')
+  await deps.checkpoint('detach:acked')
   await deps.ipam.releasePublicIp(host.name)
   const releasedIp = (await deps.ipam.release(spec.resourceGroup, host.name)) ?? null
-  deps.checkpoint('detach:released')
+  await deps.checkpoint('detach:released')
   await deps.store.purgeHost(host.name, spec.resourceGroup, spec.dpu.id)
   return { host: host.name, phase: 'Isolated', agentAcked: acked, releasedIp }
 }

@@ -33,6 +33,8 @@ export interface ControllerOptions {
   readonly concurrency?: number
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
   readonly reconcileEveryMs?: number
+  /** How often `dpu.health` checks the DPUs' heartbeats, in ms (default 0 = never). */
+  readonly dpuHealthEveryMs?: number
   /** BullMQ key prefix (default `bull`); tests use their own. */
   readonly prefix?: string
   readonly logger?: Logger
@@ -41,7 +43,7 @@ export interface ControllerOptions {
   /** Issues a DPU's certificate (CN = its id) when Hydrazine runs a PKI. */
   readonly certificates?: CredentialIssuerOptions['certificates']
   /** Called at each named step of a handler; tests kill the process at one. */
-  readonly checkpoint?: (point: string) => void
+  readonly checkpoint?: (point: string) => void | Promise<void>
 }
 
 export interface Controller {
@@ -100,6 +102,9 @@ export async function startController(options: ControllerOptions): Promise<Contr
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.reconcileEveryMs !== undefined
       ? { reconcileEveryMs: options.reconcileEveryMs }
+      : {}),
+    ...(options.dpuHealthEveryMs !== undefined
+      ? { dpuHealthEveryMs: options.dpuHealthEveryMs }
       : {}),
     ...(options.prefix !== undefined ? { prefix: options.prefix } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),

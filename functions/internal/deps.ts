@@ -100,8 +100,9 @@ export interface HandlerDeps {
   readonly agents: AgentDirectory
   readonly fabric: FabricSettings
   /**
-   * Called at each named step a handler reaches (e.g. `attach:topology-applied`). A no-op
-   * in production; crash-safety tests kill the worker process at a chosen one.
+   * Called, and awaited, at each named step a handler reaches (e.g.
+   * `attach:topology-applied`). A no-op in production; crash-safety tests kill the worker
+   * process at a chosen one, and race tests hold a step there.
    */
-  readonly checkpoint: (point: string) => void
+  readonly checkpoint: (point: string) => void | Promise<void>
 }

@@ -2,8 +2,9 @@
  * Mechanics every handler shares: reading its payload, and the two steps of a handler
  * that waits on children (converge, then await).
  */
-import { type Job, UnrecoverableError } from 'bullmq'
+import { DelayedError, type Job, UnrecoverableError } from 'bullmq'
 import * as v from 'valibot'
+import type { StateStore } from '../../lib/state/store.ts'
 import type { ChildJobs, ChildRef } from './deps.ts'
 import { NotReady } from './errors.ts'
 
@@ -88,4 +89,33 @@ function awaitingOf(job: Job): ChildRef[] {
       typeof (r as ChildRef).queue === 'string' &&
       typeof (r as ChildRef).jobId === 'string',
   )
+}
+
+/**
+ * Runs `work` holding the object's lock (`store.locks`), so that two steps on one object
+ * (a host's attach and its detach) never interleave. While another step holds it, the
+ * job is delayed a moment and runs again, without spending one of its attempts.
+ *
+ * @example
+ * return oneAtATime(deps.store, { job, token }, 'mr', host, () => attach(…))
+ */
+export async function oneAtATime<T>(
+  store: Pick<StateStore, 'locks'>,
+  { job, token }: { readonly job: Job; readonly token: string | undefined },
+  kind: 'rg' | 'mr',
+  name: string,
+  work: () => Promise<T>,
+): Promise<T> {
+  const release = await store.locks.acquire(kind, name, `${job.queueName}/${job.id}`)
+  if (!release) {
+    const busy = `${kind === 'mr' ? 'host' : 'group'} ${name} is busy with another step`
+    if (token === undefined) throw new NotReady(busy)
+    await job.moveToDelayed(Date.now() + 50 + Math.floor(Math.random() * 100), token)
+    throw new DelayedError(busy)
+  }
+  try {
+    return await work()
+  } finally {
+    await release()
+  }
 }

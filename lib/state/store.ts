@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis'
 import { HydrazineError } from '../errors.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import { EventLog, transitionEvents } from './events.ts'
+import { ObjectLocks } from './locks.ts'
 import type {
   Dpu,
   DpuSpec,
@@ -59,12 +60,15 @@ export class StateStore {
   readonly #prefix: string
   /** Each object's recent history; status writes record their transitions here. */
   readonly events: EventLog
+  /** One step at a time per object (attach's and detach's converge). */
+  readonly locks: ObjectLocks
 
   /** @param prefix prepended to every key; must contain a `{hash tag}`. Default `hz:{store}:`. */
   constructor(redis: Redis, prefix = 'hz:{store}:') {
     this.#redis = redis
     this.#prefix = prefix
     this.events = new EventLog(redis, prefix)
+    this.locks = new ObjectLocks(redis, prefix)
   }
 
   #key(kind: Kind, name: string): string {

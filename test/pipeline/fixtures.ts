@@ -90,6 +90,8 @@ export async function startPipeline(
     perGroup?: boolean
     /** The test's own central provider (the stack then runs no OVN central). */
     ovn?: OvnCentralProvider
+    /** Called at each named step a handler reaches (`attach:allocated`, …). */
+    checkpoint?: (point: string) => void | Promise<void>
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
@@ -131,6 +133,7 @@ export async function startPipeline(
     prefix,
     // Tests kill worker processes: take their jobs over quickly.
     lockDurationMs: 2000,
+    ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
   })
   t.teardown(() => controller.close())
   const { client } = controller

@@ -1,0 +1,53 @@
+/**
+ * Per-object locks: the steps that change one object's world (attach's and detach's
+ * converge) run one at a time for that object, so an attach cannot configure a host after
+ * its detach isolated it, nor allocate an address after the detach released them. A lock
+ * is a lease held by a job: the job resumed after its worker died takes it again at once;
+ * any other waits until the lease runs out (`leaseMs`) if the holder never comes back.
+ */
+import type { Redis } from 'ioredis'
+import { LuaScript } from '../redis/lua-script.ts'
+import type { Kind } from './store.ts'
+
+const lockScript = new LuaScript(new URL('./lua/lock.lua', import.meta.url))
+const unlockScript = new LuaScript(new URL('./lua/unlock.lua', import.meta.url))
+
+/** How long a lock is held at most when its holder never releases it (it died). */
+export const LOCK_LEASE_MS = 60_000
+
+export class ObjectLocks {
+  readonly #redis: Redis
+  readonly #prefix: string
+
+  constructor(redis: Redis, prefix: string) {
+    this.#redis = redis
+    this.#prefix = prefix
+  }
+
+  #key(kind: Kind, name: string): string {
+    return `${this.#prefix}lock:${kind}:${name}`
+  }
+
+  /**
+   * Takes the object's lock for `holder` (a job id: the same job resumed after its worker
+   * died takes its own lock again); resolves with the function that releases it, or
+   * undefined when another holder has it.
+   *
+   * @example
+   * const release = await locks.acquire('mr', 'host-1', job.id)
+   * if (!release) … // try again later
+   * try { … } finally { await release() }
+   */
+  async acquire(
+    kind: Kind,
+    name: string,
+    holder: string,
+    leaseMs = LOCK_LEASE_MS,
+  ): Promise<(() => Promise<void>) | undefined> {
+    const key = this.#key(kind, name)
+    if (Number(await lockScript.run(this.#redis, [key], [holder, leaseMs])) !== 1) return undefined
+    return async () => {
+      await unlockScript.run(this.#redis, [key], [holder])
+    }
+  }
+}

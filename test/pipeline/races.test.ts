@@ -1,0 +1,62 @@
+/**
+ * Work on one object runs one step at a time: an attach and a detach of the same host
+ * that arrive together never leave it bound after its isolate, nor an address held after
+ * its release.
+ */
+import t from 'tap'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+
+t.test(
+  'a DELETE that arrives while the attach is under way waits for it: isolated, nothing held',
+  async (t) => {
+    // Armed, the attach is held at `attach:status-configuring` — its addresses allocated,
+    // its rows in OVN, its configure not yet sent — while the DELETE arrives, for up to 3 s
+    // or until the detach has sent its own children (it should not get that far).
+    let armed = false
+    let detachSent = false
+    const p: Pipeline = await startPipeline(t, {
+      checkpoint: async (point) => {
+        if (point === 'detach:children-added') detachSent = true
+        if (!armed || point !== 'attach:status-configuring') return
+        armed = false
+        void p.client.deleteHost('host-x')
+        const deadline = Date.now() + 3000
+        while (!detachSent && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+      },
+    })
+    const agent = await p.agent('dpu-1')
+    await p.client.applyGroup('group-x', groupSpec())
+    await p.client.applyHost('host-x', hostSpec('group-x', 'dpu-1', 1))
+    await until(
+      () => p.controller.store.getHost('host-x'),
+      (h) => h?.status.phase === 'Ready',
+    )
+
+    armed = true
+    await p.client.applyHost(
+      'host-x',
+      hostSpec('group-x', 'dpu-1', 1, { hostMAC: '52:54:00:00:09:10' }),
+    )
+    await until(
+      () => p.controller.store.getHost('host-x'),
+      (h) => h === undefined,
+      30_000,
+    )
+    const actions = agent.jobs
+      .filter((j) => (j.data as { host?: { name?: string } }).host?.name === 'host-x')
+      .map((j) => `${j.name} v${(j.data as { specVersion?: number }).specVersion}`)
+    t.equal(
+      actions.at(-1),
+      'isolate v2',
+      `the DPU's last word on the host is isolate (${actions.join(', ')})`,
+    )
+    t.equal(await p.controller.ipam.lookup('group-x', 'host-x'), undefined, 'no address held')
+    await p.client.deleteGroup('group-x')
+    await until(
+      () => p.controller.store.getGroup('group-x'),
+      (g) => g === undefined,
+      30_000,
+    )
+    t.pass('the group is not wedged in Terminating')
+  },
+)
