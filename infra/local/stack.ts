@@ -95,7 +95,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   await chmod(dataDir, 0o700)
   await claimDataDir(dataDir)
 
-  const daemons: Daemon[] = []
+  const daemons: { stop(): Promise<void> }[] = []
   let stopping = false
   let reportCrash: (exit: DaemonExit) => void = () => {}
   const crashed = new Promise<DaemonExit>((res) => {
@@ -111,6 +111,42 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     })
     return daemon
   }
+  /**
+   * Starts a daemon that is started again when it dies (after 0.5 s, doubling to 30 s):
+   * losing the embedded Redis for a moment must not stop OVN and FRR, which carry the
+   * tenants' traffic. Only one that does not come back in MAX_RESTARTS tries is reported.
+   */
+  const keep = async (spec: DaemonSpec): Promise<void> => {
+    let current = await startDaemon(spec)
+    let released = false
+    daemons.push({
+      stop: async () => {
+        released = true
+        await current.stop()
+      },
+    })
+    const watch = (daemon: Daemon) =>
+      void daemon.exited.then(async (exit) => {
+        if (stopping || released) return
+        log(
+          `${exit.name} exited unexpectedly (${exit.signal ?? `code ${exit.code}`}); restarting it`,
+        )
+        for (let attempt = 0; attempt < MAX_RESTARTS; attempt++) {
+          await sleep(Math.min(30_000, 500 * 2 ** attempt))
+          if (stopping || released) return
+          try {
+            current = await startDaemon(spec)
+            watch(current)
+            log(`${spec.name} is back`)
+            return
+          } catch (error) {
+            log(`${spec.name} did not come back: ${error instanceof Error ? error.message : error}`)
+          }
+        }
+        reportCrash(exit)
+      })
+    watch(current)
+  }
   const stop = async () => {
     stopping = true
     for (const daemon of [...daemons].reverse()) await daemon.stop()
@@ -122,7 +158,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     const pki = await openCertificateAuthority(join(dataDir, 'pki'))
     const redisOpt = options.redis ?? true
     const redis = redisOpt
-      ? await startRedis(dataDir, typeof redisOpt === 'object' ? redisOpt : {}, pki, track, log)
+      ? await startRedis(dataDir, typeof redisOpt === 'object' ? redisOpt : {}, pki, keep, log)
       : undefined
     const ovnOpt = options.ovn ?? true
     const ovn = ovnOpt
@@ -178,11 +214,18 @@ async function withPortRetry<T>(start: (attempt: number) => Promise<T>): Promise
 
 type Track = (d: Daemon) => Daemon
 
+/** Tries to start a dead embedded daemon again before the stack reports it crashed. */
+const MAX_RESTARTS = 8
+/** The embedded Redis's memory bound (`maxmemory`), far above what 10,000 hosts use. */
+export const REDIS_MAXMEMORY = '2gb'
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
 async function startRedis(
   dataDir: string,
   opts: { port?: number; listenAddress?: string; tls?: boolean },
   pki: CertificateAuthority,
-  track: Track,
+  keep: (spec: DaemonSpec) => Promise<void>,
   log: (l: string) => void,
 ): Promise<LocalRedis> {
   const dir = join(dataDir, 'redis')
@@ -235,10 +278,14 @@ async function startRedis(
         'yes',
         '--appendonly',
         'yes',
+        // A request answered 202 is on disk: a machine crash loses nothing accepted.
         '--appendfsync',
-        'everysec',
+        'always',
         '--save',
         '',
+        // Full, Redis refuses writes (the API answers 503) instead of growing until killed.
+        '--maxmemory',
+        REDIS_MAXMEMORY,
         '--maxmemory-policy',
         'noeviction',
         '--daemonize',
@@ -250,7 +297,7 @@ async function startRedis(
       logFile: join(dir, 'redis.log'),
       ready: () => redisPing({ host, port, password, ...(server ? { ca: pki.caCert } : {}) }),
     }
-    track(await startDaemon(spec))
+    await keep(spec)
     log(
       `redis-server listening on ${scheme}://${hostPart(host)}:${port} (password in ${passwordFile})`,
     )
