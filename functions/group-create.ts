@@ -1,57 +1,79 @@
 import type { Job } from 'bullmq'
 import { GroupJob } from '../lib/jobs/index.ts'
 import { CentralUnavailableError, topologyNames } from '../lib/ovn/index.ts'
-import { setCondition } from '../lib/state/objects.ts'
+import { attemptOf } from '../lib/state/attempts.ts'
+import { type ResourceGroup, setCondition } from '../lib/state/objects.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
+import type { GroupState } from './internal/group-state.ts'
 import { parsePayload } from './internal/job.ts'
 import { networkSpecOf, relayPortNameOf } from './internal/network.ts'
+import { redriveHost } from './internal/redrive.ts'
 import { groupFailed, setGroupStatus } from './internal/status.ts'
 
 export interface GroupCreateResult {
   readonly group: string
   readonly observedVersion: number
   readonly ovnChanged: boolean
+  /** Hosts whose `host.attach` was started again for this version (their DPUs reconfigured). */
+  readonly reconfigured?: readonly string[]
   readonly skipped?: string
 }
+
+type GroupCreateDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'groups' | 'jobs'>
 
 /**
  * `group.create`: makes the group's network exist — its OVN central (via the provider),
  * its IPAM network, and its distributed switch and router in NB — and reports it Ready.
- * Also the handler for a changed group spec: it converges, whatever was there.
+ * Also the handler for a changed group spec: it converges, whatever was there. A new
+ * spec of a group already provisioned (its `dhcpServer` or `extraSubnets` changed) also
+ * starts a new attempt of each member's `host.attach`, so that the DPUs serving the group
+ * get its new relay settings.
  */
-export function createGroupCreate(deps: Pick<HandlerDeps, 'store' | 'ipam' | 'groups'>) {
+export function createGroupCreate(deps: GroupCreateDeps) {
   return async function groupCreate(job: Job): Promise<GroupCreateResult> {
-    const { group: name } = parsePayload(GroupJob, job)
+    const { group: name, attempt = 1 } = parsePayload(GroupJob, job)
     const group = await deps.store.getGroup(name)
     if (!group) return { group: name, observedVersion: 0, ovnChanged: false, skipped: 'not found' }
     if (group.deletion) {
       return { group: name, observedVersion: 0, ovnChanged: false, skipped: 'being deleted' }
     }
+    if (attemptOf(group.status) > attempt) {
+      const skipped = `superseded by attempt ${attemptOf(group.status)}`
+      return { group: name, observedVersion: 0, ovnChanged: false, skipped }
+    }
 
-    // A network IPAM refuses (a conflicting redefinition, an invalid extra subnet) will
-    // not be accepted on a retry either: the group is Failed, with the reason.
-    await deps.ipam.createNetwork(name, networkSpecOf(group)).catch((error: unknown) =>
+    // A network IPAM refuses (an overlapping or invalid extra subnet, one removed while a
+    // host holds an address in it) will not be accepted on a retry either: the group is
+    // Failed, with the reason.
+    await deps.ipam.defineNetwork(name, networkSpecOf(group)).catch((error: unknown) =>
       failOrRetry(error, (e) =>
-        setGroupStatus(deps, name, (current) =>
-          groupFailed(current, {
-            type: 'NetworkAllocated',
-            status: 'False',
-            reason: e.code,
-            message: e.message,
-          }),
+        setGroupStatus(
+          deps,
+          name,
+          (current) =>
+            groupFailed(current, {
+              type: 'NetworkAllocated',
+              status: 'False',
+              reason: e.code,
+              message: e.message,
+            }),
+          group.specVersion,
+          attempt,
         ),
       ),
     )
     const { endpoints, state, result } = await deps.groups
       .apply(name)
-      .catch((error: unknown) => centralNotAnswering(deps, name, group.specVersion, error))
+      .catch((error: unknown) => notApplied(deps, group, attempt, error))
+    const reconfigured = await reconfigureMembers(deps, group, state)
     const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(name) : undefined
 
     await setGroupStatus(
       deps,
       name,
-      (current) => ({
+      // The members' count and NAT IPs are the apply's to keep (it wrote them if they changed).
+      ({ dhcpCircuitId: _previous, ...current }) => ({
         ...current,
         phase: 'Ready',
         conditions: setCondition(current.conditions, {
@@ -60,38 +82,77 @@ export function createGroupCreate(deps: Pick<HandlerDeps, 'store' | 'ipam' | 'gr
           reason: 'TopologyApplied',
           message: `logical switch and router of ${name} are in ${endpoints.service} OVN central`,
         }),
-        snatIPs: [...new Set(state.members.flatMap((m) => m.host.spec.dpu.ips.slice(1)))].sort(),
-        managedResourceCount: state.members.length,
         softwareNetworkConfiguration: {
           ovnService: endpoints.service,
           logicalNetwork: topologyNames.switch(name),
         },
         ovnCentral: { nb: endpoints.nb, sb: endpoints.sb },
+        // The relays' circuit id while the group relays DHCP; gone with its dhcpServer.
         ...(relayId !== undefined ? { dhcpCircuitId: relayPortNameOf(relayId) } : {}),
         observedVersion: group.specVersion,
         configsSynced: true,
       }),
       group.specVersion,
+      attempt,
     )
-    return { group: name, observedVersion: group.specVersion, ovnChanged: result.changed }
+    return {
+      group: name,
+      observedVersion: group.specVersion,
+      ovnChanged: result.changed,
+      ...(reconfigured.length > 0 ? { reconfigured } : {}),
+    }
   }
 }
 
 /**
- * The group's OVN central cannot answer (not started yet, not configured yet): the group
- * says why (`OvnConfigured=False`, the provider's reason) and the error goes on to the queue,
- * which retries a retryable one. Any other error goes on untouched.
+ * A new spec of a group its hosts already joined: each member's `host.attach` runs again
+ * (a new attempt, so its `configure` is a new job for the DPU agent), and the agents get
+ * the group's relay settings as they are now. A run again of the same version starts
+ * further attempts, which only re-send the same settings.
  */
-async function centralNotAnswering(
+async function reconfigureMembers(
+  deps: GroupCreateDeps,
+  group: ResourceGroup,
+  state: GroupState,
+): Promise<string[]> {
+  const observed = group.status.observedVersion
+  if (observed === 0 || observed >= group.specVersion) return []
+  const started: string[] = []
+  for (const { host } of state.members) {
+    const phase = ['Ready', 'Configuring'].includes(host.status.phase) ? 'Configuring' : 'Attaching'
+    const id = await redriveHost(
+      deps,
+      host.name,
+      {
+        type: 'AgentConfigured',
+        status: 'Unknown',
+        reason: 'GroupChanged',
+        message: `resource group ${group.name} changed (spec version ${group.specVersion}): DPU ${host.spec.dpu.id} is sent its settings again`,
+      },
+      phase,
+    )
+    if (id) started.push(host.name)
+  }
+  return started
+}
+
+/**
+ * The group's topology was not applied. Its OVN central cannot answer (not started yet,
+ * not configured yet): the group says why (`OvnConfigured=False`, the provider's reason)
+ * and the error goes on to the queue, which retries a retryable one. An error retrying
+ * cannot cure (the applier made the group Failed, saying why) fails the job at once; the
+ * controller's own retries try the group again later.
+ */
+async function notApplied(
   deps: Pick<HandlerDeps, 'store'>,
-  name: string,
-  specVersion: number,
+  group: ResourceGroup,
+  attempt: number,
   error: unknown,
 ): Promise<never> {
-  if (error instanceof CentralUnavailableError) {
+  if (error instanceof CentralUnavailableError && error.retryable) {
     await setGroupStatus(
       deps,
-      name,
+      group.name,
       (current) => ({
         ...current,
         conditions: setCondition(current.conditions, {
@@ -101,8 +162,9 @@ async function centralNotAnswering(
           message: error.message,
         }),
       }),
-      specVersion,
+      group.specVersion,
+      attempt,
     )
   }
-  throw error
+  return failOrRetry(error, async () => {})
 }

@@ -131,7 +131,7 @@ function depsFor(
       getGroup: async (name: string) => stored.find((g) => g.name === name),
       events: { record: async () => {} },
     } as unknown as HandlerDeps['store'],
-    children: {} as HandlerDeps['children'],
+    children: { outcome: async () => ({ state: 'pending' }) } as unknown as HandlerDeps['children'],
     jobs: { add: async () => {} },
     groups: {
       apply: async (group: string) => {

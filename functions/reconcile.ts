@@ -202,10 +202,16 @@ export function createReconcile(
     if (attempted > 0 && answered === 0) throw new ReconcileFailed(failed, unreachableCentrals)
 
     for (const h of orphansHeld) {
-      log(`reconcile: NB ${h.nb}: kept the rows of ${h.groups.join(', ')}: ${h.reason}: ${h.message}`)
+      log(
+        `reconcile: NB ${h.nb}: kept the rows of ${h.groups.join(', ')}: ${h.reason}: ${h.message}`,
+      )
     }
     const orphanCentrals = await findOrphanCentrals(deps, known)
-    const retried = await retryDue(deps)
+    const retried = await retryDue(deps).catch((error: unknown) => {
+      const { code, message } = failureOf(error)
+      log(`reconcile: retrying failed and stalled objects did not finish: ${code}: ${message}`)
+      return []
+    })
     for (const r of retried) log(`reconcile: ${r.kind} ${r.name}: ${r.action}: ${r.message}`)
     const byGroup = (a: GroupFailure, b: GroupFailure) => a.group.localeCompare(b.group)
     const byNb = (a: CentralFailure, b: CentralFailure) => a.nb.localeCompare(b.nb)

@@ -1,17 +1,30 @@
 import { HydrazineError } from '../../lib/errors.ts'
 import {
   type ApplyResult,
-  applyGroupTopology,
+  applyDesiredRows,
+  CentralUnavailableError,
+  compileGroupTopology,
   type OvnCentralEndpoints,
 } from '../../lib/ovn/index.ts'
 import type { HandlerDeps } from './deps.ts'
-import { type GroupState, readGroupState, topologyOf } from './group-state.ts'
+import { isPermanent } from './errors.ts'
+import {
+  appliedStatus,
+  type GroupState,
+  membersStatusOf,
+  readGroupState,
+  type TopologyProblems,
+  topologyOf,
+} from './group-state.ts'
+import { groupFailed } from './status.ts'
 
 export interface GroupApplied {
   readonly endpoints: OvnCentralEndpoints
   /** The state the committed (or already matching) topology was computed from. */
   readonly state: GroupState
   readonly result: ApplyResult
+  /** What the topology left out (hosts it could not build as asked); also in status. */
+  readonly problems: TopologyProblems
 }
 
 interface InFlight {
@@ -25,6 +38,12 @@ type ApplierDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric'>
  * Applies a group's whole current topology to its OVN NB: read the group's state, compute
  * its topology (pure), commit the difference, then return relay addresses NB no longer
  * uses to the pool — in that order, one way.
+ *
+ * Every apply also keeps the group's status true to what it applied (written only when it
+ * changed): its members' count and NAT IPs, and what the topology left out. An error
+ * retrying cannot cure (NB refused the transaction, the topology is invalid) makes the
+ * group `Failed` with `OvnConfigured=False` saying why; the next apply that succeeds
+ * makes it Ready again.
  *
  * Applies of one group through one applier are coalesced: while one runs, every caller
  * that arrives shares the single apply that starts when it ends. That apply reads the
@@ -72,23 +91,71 @@ export class GroupApplier {
 
   async #applyOnce(name: string): Promise<GroupApplied> {
     const deps = this.#deps
-    const endpoints = await deps.ovn.ensure(name)
-    const { client, cache } = await deps.nb.get(endpoints.nb)
-    let state: GroupState | undefined
-    // Read on every attempt: after a lost race (another process applied this group), the
-    // group's members are read again, so the winner's host is not undone.
-    const read = async () => {
-      state = await readGroupState(deps, name)
+    try {
+      const endpoints = await deps.ovn.ensure(name)
+      const { client, cache } = await deps.nb.get(endpoints.nb)
+      let state: GroupState | undefined
+      let problems: TopologyProblems = []
+      // Read on every attempt: after a lost race (another process applied this group), the
+      // group's members are read again, so the winner's host is not undone.
+      const read = async () => {
+        state = await readGroupState(deps, name)
+        if (!state) throw new GroupGone(name)
+        const desired = compileGroupTopology(topologyOf(state, deps.fabric), cache.compiled)
+        problems = desired.problems ?? []
+        return desired
+      }
+      const result = await applyDesiredRows(client, read, { cache })
       if (!state) throw new GroupGone(name)
-      return topologyOf(state, deps.fabric)
+      // Relays of DPUs without members are gone from NB now: their addresses go back to the
+      // pool (so that the network can be deleted).
+      for (const owner of state.staleRelayOwners) await deps.ipam.release(name, owner)
+      await reportApplied(deps, state, problems, endpoints.service)
+      return { endpoints, state, result, problems }
+    } catch (error) {
+      if (isPermanent(error) && !(error instanceof GroupGone)) {
+        // The apply's error is the one the caller must see, even if the status write fails.
+        await reportFailed(deps, name, error).catch(() => undefined)
+      }
+      throw error
     }
-    const result = await applyGroupTopology(client, read, { cache })
-    if (!state) throw new GroupGone(name)
-    // Relays of DPUs without members are gone from NB now: their addresses go back to the
-    // pool (so that the network can be deleted).
-    for (const owner of state.staleRelayOwners) await deps.ipam.release(name, owner)
-    return { endpoints, state, result }
   }
+}
+
+/** The group's status after an apply, written only when it says something new. */
+async function reportApplied(
+  deps: Pick<HandlerDeps, 'store'>,
+  state: GroupState,
+  problems: TopologyProblems,
+  ovnService: string,
+): Promise<void> {
+  const members = membersStatusOf(state)
+  if (!appliedStatus(state.group, members, problems, ovnService)) return
+  await deps.store.updateGroupStatus(state.group.name, (group) =>
+    group.deletion ? undefined : appliedStatus(group, members, problems, ovnService),
+  )
+}
+
+/** The group is Failed for a reason retrying cannot cure; written once per reason. */
+async function reportFailed(
+  deps: Pick<HandlerDeps, 'store'>,
+  name: string,
+  error: HydrazineError,
+): Promise<void> {
+  const reason = error instanceof CentralUnavailableError ? error.reason : error.code
+  await deps.store.updateGroupStatus(name, (group) => {
+    const { status } = group
+    const ovn = status.conditions.find((c) => c.type === 'OvnConfigured')
+    const known =
+      status.phase === 'Failed' && ovn?.status === 'False' && ovn.message === error.message
+    if (group.deletion || known) return undefined
+    return groupFailed(status, {
+      type: 'OvnConfigured',
+      status: 'False',
+      reason,
+      message: error.message,
+    })
+  })
 }
 
 /** The group was deleted before its topology could be applied; retrying cannot help. */

@@ -6,10 +6,19 @@ import type {
   ManagedResource,
   ResourceGroup,
   ResourceGroupSpec,
+  ResourceGroupStatus,
 } from '../../lib/state/objects.ts'
 import type { StateStore } from '../../lib/state/store.ts'
 import type { FabricSettings } from './deps.ts'
-import { type GroupState, type MemberState, readGroupState, topologyOf } from './group-state.ts'
+import {
+  appliedStatus,
+  type GroupState,
+  type MemberState,
+  type MembersStatus,
+  membersStatusOf,
+  readGroupState,
+  topologyOf,
+} from './group-state.ts'
 import { relayMacOf, relayOwnerOf } from './network.ts'
 
 const stamp = '2024-01-01T00:00:00.000Z'
@@ -225,8 +234,9 @@ t.test('readGroupState: live members with addresses; relays kept or stale', asyn
     host('host-3', 'dpu-3'),
     host('host-4', 'dpu-1'),
   ]
+  let relaying = group({ dhcpServer: '172.18.0.53' })
   const store = {
-    getGroup: async (name: string) => (name === 'group-a' ? group() : undefined),
+    getGroup: async (name: string) => (name === 'group-a' ? relaying : undefined),
     listHosts: async () => hosts,
   } as unknown as StateStore
   const ipam = {
@@ -253,4 +263,137 @@ t.test('readGroupState: live members with addresses; relays kept or stale', asyn
   )
   t.same([...(read?.relayIps ?? [])], [['dpu-1', '10.10.10.250']], 'relay of a DPU in use')
   t.same(read?.staleRelayOwners, [relayOwnerOf('dpu-2')], 'relay of a DPU no member uses')
+
+  relaying = group()
+  const stopped = await readGroupState({ store, ipam }, 'group-a')
+  t.same([...(stopped?.relayIps ?? [])], [], 'without a DHCP server no relay is in use')
+  t.same(
+    stopped?.staleRelayOwners,
+    [relayOwnerOf('dpu-1'), relayOwnerOf('dpu-2')],
+    'and every relay address goes back to the pool',
+  )
+})
+
+t.test('topologyOf: extra subnets, with their gateway when they have one', async (t) => {
+  const extraSubnets = [
+    { cidr: '10.20.0.0/24', gateway: '10.20.0.1', dhcp: false },
+    { cidr: 'fd00:20::/64' },
+  ]
+  const spec = topologyOf(state([], { group: group({ extraSubnets }) }), fabric)
+  t.same(spec.extraSubnets, [
+    { cidr: '10.20.0.0/24', gateway: '10.20.0.1' },
+    { cidr: 'fd00:20::/64' },
+  ])
+  t.notOk('extraSubnets' in topologyOf(state([]), fabric), 'none without extra subnets')
+})
+
+t.test('membersStatusOf: how many members, and the NAT IPs of their DPUs', async (t) => {
+  const cases: { name: string; members: MemberState[]; expected: MembersStatus }[] = [
+    { name: 'no member', members: [], expected: { managedResourceCount: 0, snatIPs: [] } },
+    {
+      name: 'two DPUs, one without a NAT IP; a NAT IP once however many hosts share it',
+      members: [
+        member(host('host-1', 'dpu-2', 'None', ['172.18.0.12', '172.18.0.112']), '10.10.10.2'),
+        member(host('host-2', 'dpu-1', 'FabricAccess'), '10.10.10.3'),
+        member(host('host-3', 'dpu-2', 'None', ['172.18.0.12', '172.18.0.112']), '10.10.10.4'),
+        member(host('host-4', 'dpu-3', 'None', ['172.18.0.13']), '10.10.10.5'),
+      ],
+      expected: { managedResourceCount: 4, snatIPs: ['172.18.0.110', '172.18.0.112'] },
+    },
+  ]
+  for (const c of cases) t.same(membersStatusOf(state(c.members)), c.expected, c.name)
+})
+
+t.test('appliedStatus: what an apply writes into the group status, and when nothing', async (t) => {
+  const ready = group().status
+  const none: MembersStatus = { managedResourceCount: 0, snatIPs: [] }
+  const two: MembersStatus = { managedResourceCount: 2, snatIPs: ['172.18.0.110'] }
+  const problem = {
+    code: 'IPV6_NAT_UNSUPPORTED',
+    message: 'host-1 has no IPv4 address',
+    host: 'host-1',
+  }
+  const cond = (type: string, status: 'True' | 'False', reason = 'R') => ({
+    type,
+    status,
+    reason,
+    message: `${type} ${status}`,
+    lastTransitionTime: stamp,
+  })
+  const failedInOvn = {
+    ...ready,
+    phase: 'Failed' as const,
+    configsSynced: false,
+    conditions: [cond('OvnConfigured', 'False', 'OVSDB_CONSTRAINT_VIOLATION')],
+  }
+  const degraded = {
+    ...ready,
+    conditions: [{ ...cond('Degraded', 'True', 'TopologyIncomplete'), message: problem.message }],
+  }
+  const cases: {
+    name: string
+    status: ResourceGroupStatus
+    specVersion?: number
+    members?: MembersStatus
+    problems?: (typeof problem)[]
+    /** What the written status must match; undefined: nothing is written. */
+    expected: Record<string, unknown> | undefined
+  }[] = [
+    { name: 'nothing new: nothing to write', status: ready, expected: undefined },
+    {
+      name: 'members changed: their count and NAT IPs',
+      status: ready,
+      members: two,
+      expected: { managedResourceCount: 2, snatIPs: ['172.18.0.110'] },
+    },
+    {
+      name: 'a host left out: Degraded, naming it',
+      status: ready,
+      problems: [problem],
+      expected: { conditions: [{ type: 'Degraded', status: 'True', message: problem.message }] },
+    },
+    {
+      name: 'still left out: nothing to write',
+      status: degraded,
+      problems: [problem],
+      expected: undefined,
+    },
+    { name: 'no longer left out: Degraded goes', status: degraded, expected: { conditions: [] } },
+    {
+      name: 'Failed in OVN alone, current version provisioned: Ready again',
+      status: failedInOvn,
+      expected: {
+        phase: 'Ready',
+        configsSynced: true,
+        conditions: [{ type: 'OvnConfigured', status: 'True', reason: 'TopologyApplied' }],
+      },
+    },
+    {
+      name: 'Failed in OVN before the current version was provisioned: left to group.create',
+      status: failedInOvn,
+      specVersion: 2,
+      expected: undefined,
+    },
+    {
+      name: 'Failed for its network too: stays Failed',
+      status: {
+        ...failedInOvn,
+        conditions: [...failedInOvn.conditions, cond('NetworkAllocated', 'False')],
+      },
+      expected: undefined,
+    },
+  ]
+  for (const c of cases) {
+    const next = appliedStatus(
+      { status: c.status, specVersion: c.specVersion ?? 1 },
+      c.members ?? none,
+      c.problems ?? [],
+      'shared',
+    )
+    if (c.expected === undefined) t.equal(next, undefined, c.name)
+    else t.match(next, c.expected, c.name)
+    if (Array.isArray(c.expected?.conditions) && c.expected.conditions.length === 0) {
+      t.same(next?.conditions, [], `${c.name}: none left`)
+    }
+  }
 })

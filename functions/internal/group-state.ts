@@ -1,11 +1,17 @@
 /**
- * A group's full desired state, read from the store in one place, and the pure function
- * that turns it into the OVN topology lib/ovn compiles. Every topology apply passes the
- * WHOLE group, so concurrent handlers for different hosts never lose each other's work.
+ * A group's full desired state, read from the store in one place, and the pure functions
+ * that turn it into the OVN topology lib/ovn compiles and into what the group's status
+ * says of an apply. Every topology apply passes the WHOLE group, so concurrent handlers
+ * for different hosts never lose each other's work.
  */
-import type { GroupMember, GroupTopologySpec } from '../../lib/ovn/index.ts'
+import type { DesiredRows, GroupMember, GroupTopologySpec } from '../../lib/ovn/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import type { ManagedResource, ResourceGroup } from '../../lib/state/objects.ts'
+import {
+  type ManagedResource,
+  type ResourceGroup,
+  type ResourceGroupStatus,
+  setCondition,
+} from '../../lib/state/objects.ts'
 import type { FabricSettings, HandlerDeps } from './deps.ts'
 import { relayDpuOf, relayMacOf } from './network.ts'
 
@@ -23,8 +29,9 @@ export interface GroupState {
   /** DPU id → the group's relay address there, for every DPU that serves a member. */
   readonly relayIps: ReadonlyMap<string, string>
   /**
-   * IPAM owners of relay addresses on DPUs that serve no member any more. They are not in
-   * the topology; the apply returns them to the pool once NB no longer uses them.
+   * IPAM owners of relay addresses on DPUs that serve no member any more (or of every
+   * relay, once the group has no `dhcpServer`). They are not in the topology; the apply
+   * returns them to the pool once NB no longer uses them.
    */
   readonly staleRelayOwners: readonly string[]
 }
@@ -58,7 +65,8 @@ export async function readGroupState(
     const publicIp = publicByOwner.get(host.name)
     members.push({ host, ip, ...(publicIp ? { publicIp } : {}) })
   }
-  const dpus = new Set(members.map((m) => m.host.spec.dpu.id))
+  // Relays serve DPUs with members while the group relays DHCP at all.
+  const dpus = new Set(group.spec.dhcpServer ? members.map((m) => m.host.spec.dpu.id) : [])
   const relayIps = new Map<string, string>()
   const staleRelayOwners: string[] = []
   for (const { owner, ip } of allocations) {
@@ -78,6 +86,14 @@ export function topologyOf(state: GroupState, fabric: FabricSettings): GroupTopo
     name: group.name,
     cidr: group.spec.network.cidr,
     gateway: group.spec.network.gateway,
+    ...(group.spec.extraSubnets?.length
+      ? {
+          extraSubnets: group.spec.extraSubnets.map((s) => ({
+            cidr: s.cidr,
+            ...(s.gateway ? { gateway: s.gateway } : {}),
+          })),
+        }
+      : {}),
     dummyFabricIp: fabric.dummyIp,
     ...(fabric.gateway ? { fabricGatewayIp: fabric.gateway } : {}),
     physicalNetwork: fabric.physicalNetwork,
@@ -111,4 +127,84 @@ export function topologyOf(state: GroupState, fabric: FabricSettings): GroupTopo
         }
       : {}),
   }
+}
+
+/**
+ * What a group's status reports of its members, kept live by every apply: how many there
+ * are, and the NAT IPs of the DPUs serving them (sorted).
+ */
+export type MembersStatus = Pick<ResourceGroupStatus, 'managedResourceCount' | 'snatIPs'>
+
+/** The group's members as its status reports them. Pure. */
+export function membersStatusOf(state: Pick<GroupState, 'members'>): MembersStatus {
+  const natIps = state.members.flatMap((m) => m.host.spec.dpu.ips.slice(1))
+  return { managedResourceCount: state.members.length, snatIPs: [...new Set(natIps)].sort() }
+}
+
+/** What one apply of the group's topology left out (`TopologyProblem` of lib/ovn). */
+export type TopologyProblems = NonNullable<DesiredRows['problems']>
+
+/**
+ * The group's status after an apply of its topology, or undefined when it already says
+ * all this (nothing to write). An apply keeps the members' count and NAT IPs live, names
+ * what the topology left out (`Degraded=True`, gone once nothing is), and ends a failure
+ * of OVN alone (`OvnConfigured=False`) once the group's current version was provisioned:
+ * NB accepts the topology again, so the group is Ready again. Pure.
+ */
+export function appliedStatus(
+  group: Pick<ResourceGroup, 'status' | 'specVersion'>,
+  members: MembersStatus,
+  problems: TopologyProblems,
+  ovnService: string,
+): ResourceGroupStatus | undefined {
+  const current = group.status
+  let next = current
+  if (
+    current.managedResourceCount !== members.managedResourceCount ||
+    current.snatIPs.join() !== members.snatIPs.join()
+  ) {
+    next = { ...next, ...members, snatIPs: [...members.snatIPs] }
+  }
+  const degraded = degradedOf(problems)
+  const was = current.conditions.find((c) => c.type === DEGRADED)
+  if (degraded && (was?.reason !== degraded.reason || was.message !== degraded.message)) {
+    next = { ...next, conditions: setCondition(next.conditions, degraded) }
+  } else if (!degraded && was) {
+    next = { ...next, conditions: next.conditions.filter((c) => c.type !== DEGRADED) }
+  }
+  const failures = current.conditions.filter((c) => c.status === 'False')
+  const failedInOvn =
+    current.phase === 'Failed' &&
+    failures.length > 0 &&
+    failures.every((c) => c.type === 'OvnConfigured')
+  if (failedInOvn && current.observedVersion === group.specVersion) {
+    next = {
+      ...next,
+      phase: 'Ready',
+      configsSynced: true,
+      conditions: setCondition(next.conditions, {
+        type: 'OvnConfigured',
+        status: 'True',
+        reason: 'TopologyApplied',
+        message: `the topology of the group is in ${ovnService} OVN central`,
+      }),
+    }
+  }
+  return next === current ? undefined : next
+}
+
+const DEGRADED = 'Degraded'
+const LISTED_PROBLEMS = 5
+
+/** `Degraded=True`, naming what the topology left out; undefined when nothing was. */
+function degradedOf(problems: TopologyProblems) {
+  if (problems.length === 0) return undefined
+  const listed = problems.slice(0, LISTED_PROBLEMS).map((p) => p.message)
+  const more = problems.length - listed.length
+  return {
+    type: DEGRADED,
+    status: 'True',
+    reason: 'TopologyIncomplete',
+    message: `${listed.join('; ')}${more > 0 ? `; and ${more} more` : ''}`,
+  } as const
 }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { formatIp } from './address.ts'
+import { formatIp, formatSpan } from './address.ts'
 import {
   compile,
   exclusionBitmap,
@@ -10,6 +10,7 @@ import {
   normalizeRange,
   normalizeSubnet,
   type SubnetSpec,
+  vacatedSpans,
 } from './definition.ts'
 import { Conflict, InvalidRequest, NotInSubnet, Overlap } from './errors.ts'
 
@@ -343,3 +344,44 @@ t.test('subnets are found by name or CIDR, however the CIDR is written', async (
     t.equal(findSubnet(layout, ident)?.cidr.text, cidr, `${ident} → ${cidr ?? 'none'}`)
   }
 })
+
+t.test(
+  'a changed definition must find free what it drops and what it newly reserves',
+  async (t) => {
+    const primary = { cidr: '10.0.0.0/24', gateway: '10.0.0.1', dhcp: true }
+    const spans = (from: NetworkSpec, to: NetworkSpec) =>
+      vacatedSpans(layoutOf(from), layoutOf(to)).map(formatSpan)
+    const reservedOfPrimary = ['10.0.0.0-10.0.0.0', '10.0.0.255-10.0.0.255', '10.0.0.1-10.0.0.1']
+    const cases: { name: string; from: NetworkSpec; to: NetworkSpec; spans: string[] }[] = [
+      {
+        name: 'a subnet added: only the reserved addresses',
+        from: { subnets: [primary] },
+        to: { subnets: [primary, { cidr: '10.20.0.0/24', gateway: '10.20.0.1' }] },
+        spans: [
+          ...reservedOfPrimary,
+          '10.20.0.0-10.20.0.0',
+          '10.20.0.255-10.20.0.255',
+          '10.20.0.1-10.20.0.1',
+        ],
+      },
+      {
+        name: 'a subnet removed: all of it',
+        from: { subnets: [primary, { cidr: 'fd00:20::/64' }] },
+        to: { subnets: [primary] },
+        spans: ['fd00:20::-fd00:20::ffff:ffff:ffff:ffff', ...reservedOfPrimary],
+      },
+      {
+        name: 'a subnet shrunk: the part cut off',
+        from: { subnets: [primary, { cidr: '10.20.0.0/23' }] },
+        to: { subnets: [primary, { cidr: '10.20.0.0/24' }] },
+        spans: [
+          '10.20.1.0-10.20.1.255',
+          ...reservedOfPrimary,
+          '10.20.0.0-10.20.0.0',
+          '10.20.0.255-10.20.0.255',
+        ],
+      },
+    ]
+    for (const c of cases) t.same(spans(c.from, c.to), c.spans, c.name)
+  },
+)

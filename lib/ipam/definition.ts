@@ -18,6 +18,7 @@ import {
   parseSpan,
   type Span,
   spanSize,
+  subtract,
   toHex,
 } from './address.ts'
 import { Conflict, InvalidRequest, NotInSubnet, Overlap } from './errors.ts'
@@ -303,4 +304,25 @@ function safeCidr(text: string): string | undefined {
 /** The subnet whose CIDR holds every address of `span`. */
 export function subnetHolding(layout: Layout, span: Span): SubnetLayout | undefined {
   return layout.subnets.find((s) => containsSpan(s.cidr, span))
+}
+
+/**
+ * What must hold no address for a network's definition to change from `current` to
+ * `next`: every part of its subnets the new definition drops, and every address the new
+ * one reserves (network, broadcast, gateway). Pure.
+ *
+ * @example
+ * vacatedSpans(compile('g', a), compile('g', b)) // [10.20.0.0-10.20.0.255] when b drops that subnet
+ */
+export function vacatedSpans(current: Layout, next: Layout): Span[] {
+  const dropped = current.subnets.flatMap((s) =>
+    next.subnets.reduce<Span[]>(
+      (left, kept) => left.flatMap((part) => subtract(part, kept.cidr)),
+      [s.cidr],
+    ),
+  )
+  const reserved = next.subnets.flatMap((s) =>
+    s.reserved.map((value) => ({ version: s.cidr.version, first: value, last: value })),
+  )
+  return [...dropped, ...reserved]
 }

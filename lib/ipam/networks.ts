@@ -33,6 +33,7 @@ import {
   type SubnetLayout,
   type SubnetSpec,
   subnetHolding,
+  vacatedSpans,
 } from './definition.ts'
 import { Conflict, InvalidRequest, NotFound, NotInSubnet } from './errors.ts'
 import { checkId } from './keys.ts'
@@ -74,6 +75,27 @@ export function createNetworks(layouts: LayoutCache) {
         if (current === undefined) return { definition }
         if (JSON.stringify(current.definition) === JSON.stringify(definition)) return undefined
         throw new Conflict(`network ${network} already exists with a different definition`)
+      })
+    },
+
+    /**
+     * Creates the network, or changes its definition to `spec` (a group whose extra
+     * subnets changed): what it already holds stays held. Refused (Conflict, naming the
+     * holder) while an address is held where the new definition drops a subnet or
+     * reserves it (a new gateway); the same definition again changes nothing.
+     */
+    async defineNetwork(network: string, spec: NetworkSpec): Promise<void> {
+      checkId('network', network)
+      const definition = normalizeNetwork(spec)
+      const next = compile(network, definition)
+      await commit(layouts, network, (current) => {
+        if (current === undefined) return { definition }
+        if (JSON.stringify(current.definition) === JSON.stringify(definition)) return undefined
+        return {
+          definition,
+          mustBeFree: vacatedSpans(current, next),
+          busy: (ip, owner) => `network ${network} cannot change: ${ip} is held by ${owner}`,
+        }
       })
     },
 

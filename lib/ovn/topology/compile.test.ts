@@ -2,9 +2,10 @@ import t from 'tap'
 import {
   CompileMemo,
   compileGroupTopology,
+  type DesiredRow,
+  type GroupMember,
   type GroupTopologySpec,
   InvalidTopologySpec,
-  Ipv6NatUnsupported,
   NatConflict,
   topologyNames,
   transitAddresses,
@@ -89,33 +90,16 @@ t.test('transit links are link-local /30s that do not move when another DPU join
   )
 })
 
+const h1 = base.members[0] as GroupMember
 const rejects: { name: string; spec: GroupTopologySpec; error: new (...a: never[]) => Error }[] = [
-  {
-    name: 'host outside the subnet',
-    spec: {
-      ...base,
-      members: [{ ...(base.members[0] as GroupTopologySpec['members'][number]), ip: '10.10.11.2' }],
-    },
-    error: InvalidTopologySpec,
-  },
-  {
-    name: 'PublicAccess without a public IP',
-    spec: {
-      ...base,
-      members: [
-        { ...(base.members[0] as GroupTopologySpec['members'][number]), access: 'PublicAccess' },
-      ],
-    },
-    error: InvalidTopologySpec,
-  },
   {
     name: 'two FabricAccess hosts on one DPU (one NAT IP)',
     spec: {
       ...base,
       members: [
-        base.members[0] as GroupTopologySpec['members'][number],
+        h1,
         {
-          ...(base.members[0] as GroupTopologySpec['members'][number]),
+          ...h1,
           hostName: 'h2',
           logicalPort: topologyNames.hostPort('alpha', 'h2'),
           ip: '10.10.10.3',
@@ -126,18 +110,13 @@ const rejects: { name: string; spec: GroupTopologySpec; error: new (...a: never[
   },
   { name: 'malformed CIDR', spec: { ...base, cidr: '10.10.10.0' }, error: InvalidTopologySpec },
   {
-    name: 'relay address outside the subnet',
-    spec: {
-      ...base,
-      dhcpRelayPorts: [
-        { dpuId: 'dpu-1', portName: 'r1', mac: '0a:00:00:00:00:fe', ip: '10.10.11.9' },
-      ],
-    },
+    name: "an extra subnet's gateway outside it",
+    spec: { ...base, extraSubnets: [{ cidr: '10.20.0.0/24', gateway: '10.30.0.1' }] },
     error: InvalidTopologySpec,
   },
   {
-    name: 'relay address without a MAC',
-    spec: { ...base, dhcpRelayPorts: [{ dpuId: 'dpu-1', portName: 'r1', ip: '10.10.10.9' }] },
+    name: 'an extra subnet overlapping the primary one',
+    spec: { ...base, extraSubnets: [{ cidr: '10.10.10.128/25', gateway: '10.10.10.129' }] },
     error: InvalidTopologySpec,
   },
 ]
@@ -146,6 +125,192 @@ for (const c of rejects) {
     t.throws(() => compileGroupTopology(c.spec), c.error)
   })
 }
+
+/** The keys of the rows that name host `host` (its port, policy and NAT rules). */
+const rowsOf = (rows: readonly DesiredRow[], host: string) =>
+  rows.filter((r) => r.row.external_ids['hydrazine:host'] === host).map((r) => r.key)
+
+/** A compile's NAT rules as `type external logical`, sorted. */
+function natRules(rows: readonly DesiredRow[]): string[] {
+  return rows
+    .flatMap((r) =>
+      r.table === 'NAT' ? [`${r.row.type} ${r.row.external_ip} ${r.row.logical_ip}`] : [],
+    )
+    .sort()
+}
+
+const ok: GroupMember = {
+  ...h1,
+  hostName: 'ok',
+  logicalPort: topologyNames.hostPort('alpha', 'ok'),
+  mac: '0a:00:00:00:00:0f',
+  ip: '10.10.10.15',
+  dpu: { id: 'dpu-2', natIp: '172.18.0.106' },
+}
+const whole = compileGroupTopology({ ...base, members: [ok] })
+
+const problems: {
+  name: string
+  member?: GroupMember
+  relay?: NonNullable<GroupTopologySpec['dhcpRelayPorts']>[number]
+  extraSubnets?: GroupTopologySpec['extraSubnets']
+  problem: { code: string; host?: string; message: RegExp }
+  /** Keys of the rows built for the host (for a relay: its port's addresses). */
+  built: string[]
+}[] = [
+  {
+    name: 'a host outside every subnet is left out',
+    member: { ...h1, ip: '10.10.11.2' },
+    problem: { code: 'TOPOLOGY_SPEC_INVALID', host: 'h1', message: /10\.10\.11\.2 is in none/ },
+    built: [],
+  },
+  {
+    name: 'an IPv6 host with FabricAccess gets its port and no NAT',
+    member: { ...h1, ip: 'fd00:20::5' },
+    extraSubnets: [{ cidr: 'fd00:20::/64', gateway: 'fd00:20::1' }],
+    problem: { code: 'IPV6_NAT_UNSUPPORTED', host: 'h1', message: /cannot NAT IPv6/ },
+    built: [`lsp/${topologyNames.hostPort('alpha', 'h1')}`],
+  },
+  {
+    name: 'a FabricAccess host in a subnet without a gateway gets its port and no NAT',
+    member: { ...h1, ip: '10.30.0.5' },
+    extraSubnets: [{ cidr: '10.30.0.0/24' }],
+    problem: { code: 'TOPOLOGY_SPEC_INVALID', host: 'h1', message: /no gateway/ },
+    built: [`lsp/${topologyNames.hostPort('alpha', 'h1')}`],
+  },
+  {
+    name: 'a relay address outside every subnet: its port has no address',
+    relay: { dpuId: 'dpu-2', portName: 'r1', mac: '0a:00:00:00:00:fe', ip: '10.10.11.9' },
+    problem: { code: 'TOPOLOGY_SPEC_INVALID', message: /relay r1 address 10\.10\.11\.9/ },
+    built: ['0a:00:00:00:00:fe'],
+  },
+  {
+    name: 'a relay address without a MAC: its port has no address',
+    relay: { dpuId: 'dpu-2', portName: 'r1', ip: '10.10.10.9' },
+    problem: { code: 'TOPOLOGY_SPEC_INVALID', message: /needs a MAC/ },
+    built: ['unknown'],
+  },
+]
+for (const c of problems) {
+  t.test(`${c.name}, named in problems; the rest of the group is built`, async (t) => {
+    const compiled = compileGroupTopology({
+      ...base,
+      members: [ok, ...(c.member ? [c.member] : [])],
+      ...(c.extraSubnets ? { extraSubnets: c.extraSubnets } : {}),
+      ...(c.relay ? { dhcpRelayPorts: [c.relay] } : {}),
+    })
+    t.match(compiled.problems, [c.problem])
+    t.equal(compiled.problems?.length, 1, 'one problem')
+    if (c.relay) {
+      const port = compiled.rows.find((r) => r.key === `lsp/${c.relay?.portName}`)
+      t.same(port && 'addresses' in port.row ? port.row.addresses : undefined, c.built)
+    } else t.same(rowsOf(compiled.rows, 'h1'), c.built)
+    t.same(rowsOf(compiled.rows, 'ok'), rowsOf(whole.rows, 'ok'), 'the other host is whole')
+    if (c.member && c.built.length === 0) {
+      t.notOk(
+        compiled.rows.some((r) => r.key === 'gw/dpu-1'),
+        'no gateway router for a DPU that serves only the host left out',
+      )
+    }
+  })
+}
+
+t.test('PublicAccess before its public IP: reachable at the NAT IP, no problem', async (t) => {
+  const waiting = compileGroupTopology({ ...base, members: [{ ...h1, access: 'PublicAccess' }] })
+  t.same(waiting.problems, [])
+  t.same(natRules(waiting.rows), [
+    'dnat 172.18.0.105 10.10.10.2',
+    'snat 172.18.0.105 10.10.10.0/24',
+  ])
+  const allocated = compileGroupTopology({
+    ...base,
+    members: [{ ...h1, access: 'PublicAccess', publicIp: '203.0.113.7' }],
+  })
+  t.same(natRules(allocated.rows), [
+    'dnat 172.18.0.105 10.10.10.2',
+    'dnat_and_snat 203.0.113.7 10.10.10.2',
+    'snat 172.18.0.105 10.10.10.0/24',
+  ])
+})
+
+t.test(
+  'extra subnets with a gateway are routed; without one they stay on the switch',
+  async (t) => {
+    const spec: GroupTopologySpec = {
+      ...base,
+      extraSubnets: [
+        { cidr: '10.20.0.0/24', gateway: '10.20.0.1' },
+        { cidr: 'fd00:20::/64', gateway: 'fd00:20::1' },
+        { cidr: '10.30.0.0/24' },
+      ],
+      members: [
+        { ...h1, ip: '10.20.0.5' },
+        { ...ok, access: 'None', ip: 'fd00:20::5' },
+      ],
+    }
+    const { rows, problems } = compileGroupTopology(spec)
+    t.same(problems, [])
+    const lrp = rows.find((r) => r.key === `lrp/${topologyNames.routerSwitchPort('alpha')}`)
+    t.same(
+      lrp && 'networks' in lrp.row ? lrp.row.networks : undefined,
+      ['10.10.10.1/24', '10.20.0.1/24', 'fd00:20::1/64'],
+      'the distributed router is in every subnet with a gateway',
+    )
+    const routes = rows.flatMap((r) =>
+      r.table === 'Logical_Router_Static_Route' && r.key.startsWith('route/gw/')
+        ? [`${r.row.ip_prefix} via ${r.row.nexthop}`]
+        : [],
+    )
+    t.match(
+      routes,
+      [
+        /^10\.10\.10\.0\/24 via 169\.254\./,
+        /^10\.20\.0\.0\/24 via 169\.254\./,
+        '0.0.0.0/0 via 172.18.0.1',
+      ],
+      'the gateway router routes each routed IPv4 subnet back to the distributed router',
+    )
+    t.same(
+      natRules(rows),
+      [
+        'dnat_and_snat 172.18.0.105 10.20.0.5',
+        'snat 172.18.0.105 10.10.10.0/24',
+        'snat 172.18.0.105 10.20.0.0/24',
+        'snat 172.18.0.106 10.10.10.0/24',
+        'snat 172.18.0.106 10.20.0.0/24',
+      ],
+      'each DPU SNATs every routed IPv4 subnet; the IPv4 host has its fabric access',
+    )
+    const policies = rows.flatMap((r) =>
+      r.table === 'Logical_Router_Policy'
+        ? [`${r.row.priority} ${r.row.match} ${r.row.action}`]
+        : [],
+    )
+    t.same(
+      policies.sort(),
+      [
+        '1000 ip4.src == 10.20.0.5 reroute',
+        '1001 ip4.dst == 10.10.10.0/24 allow',
+        '1001 ip4.dst == 10.20.0.0/24 allow',
+      ],
+      'between routed subnets the router delivers; only traffic leaving the group is rerouted',
+    )
+    t.same(
+      rowsOf(rows, 'ok'),
+      [`lsp/${topologyNames.hostPort('alpha', 'ok')}`],
+      'IPv6: a port only',
+    )
+    t.notOk(
+      compileGroupTopology(base).rows.some(
+        (r) => r.table === 'Logical_Router_Policy' && r.row.action === 'allow',
+      ),
+      'one routed subnet needs no allow policy',
+    )
+    const memo = new CompileMemo()
+    compileGroupTopology({ ...spec, extraSubnets: [] }, memo)
+    t.same(compileGroupTopology(spec, memo), compileGroupTopology(spec), 'a memo sees them change')
+  },
+)
 
 const v6: GroupTopologySpec = {
   ...base,
@@ -185,22 +350,6 @@ t.test('an IPv6 host without NAT gets its port, and no NAT or policy names it', 
   )
   t.same(namesHost, [], 'no NAT or reroute policy for the IPv6 host')
 })
-
-for (const access of ['FabricAccess', 'PublicAccess'] as const) {
-  t.test(`an IPv6 host with ${access} is refused, naming the host`, async (t) => {
-    const member = {
-      ...(v6.members[0] as GroupTopologySpec['members'][number]),
-      access,
-      ...(access === 'PublicAccess' ? { publicIp: '203.0.113.7' } : {}),
-    }
-    t.throws(() => compileGroupTopology({ ...v6, members: [member] }), {
-      constructor: Ipv6NatUnsupported,
-      code: 'IPV6_NAT_UNSUPPORTED',
-      host: 'h1',
-      access,
-    })
-  })
-}
 
 t.test("a relay port's addresses: MAC and its subnet address, else MAC only", async (t) => {
   const addressesOf = (relay: NonNullable<GroupTopologySpec['dhcpRelayPorts']>[number]) => {

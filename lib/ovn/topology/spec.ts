@@ -15,6 +15,13 @@ export interface GroupTopologySpec {
   /** The distributed router's address in `cidr`, e.g. `10.10.10.1`. */
   readonly gateway: string
   /**
+   * The group's other subnets (IPv4 or IPv6), on the same switch. One with a `gateway`
+   * is routed: the distributed router takes that address in it, and its IPv4 hosts reach
+   * the fabric like the primary subnet's. One without is on-link only: its hosts reach
+   * each other, nothing else.
+   */
+  readonly extraSubnets?: readonly GroupSubnet[]
+  /**
    * Reserved fabric address with prefix length, e.g. `172.18.0.254/24`, put on every
    * gateway router's fabric-side port (OVN routes only onto ports with an address).
    */
@@ -28,6 +35,13 @@ export interface GroupTopologySpec {
 }
 
 export type HostAccess = 'None' | 'FabricAccess' | 'PublicAccess'
+
+export interface GroupSubnet {
+  /** e.g. `10.20.0.0/24` or `fd00:20::/64`. */
+  readonly cidr: string
+  /** The distributed router's address in `cidr`; without one the subnet is not routed. */
+  readonly gateway?: string
+}
 
 export interface GroupMember {
   readonly hostName: string
@@ -83,6 +97,7 @@ export const GroupTopologySpecSchema = v.object({
   name,
   cidr,
   gateway: ip,
+  extraSubnets: v.optional(v.array(v.object({ cidr, gateway: v.optional(ip) }))),
   dummyFabricIp: cidr,
   fabricGatewayIp: v.optional(ip4),
   physicalNetwork: v.optional(name),

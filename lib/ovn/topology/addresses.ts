@@ -1,0 +1,80 @@
+/**
+ * The address arithmetic of a group's topology: which subnet an address lies in, the
+ * link-local /30 of each DPU's transit link and the MAC of each router port. Pure.
+ */
+import { createHash } from 'node:crypto'
+import { isIP } from 'node:net'
+
+const LINK_LOCAL_SLOTS = 16_384 // /30s in 169.254.0.0/16
+
+/** Link-local /30 per DPU: LR side `.1`, gateway router side `.2` of slot `n`. */
+export function transitAddresses(slot: number): { lrSide: string; gwSide: string } {
+  const base = slot * 4
+  const at = (offset: number) => `169.254.${(base + offset) >> 8}.${(base + offset) & 255}`
+  return { lrSide: at(1), gwSide: at(2) }
+}
+
+/**
+ * Each DPU's transit slot: a hash of its id, probing on collision in DPU id order, so a
+ * DPU joining or leaving does not renumber the others.
+ */
+export function linkLocalSlots(dpus: readonly string[]): Map<string, number> {
+  const taken = new Set<number>()
+  const out = new Map<string, number>()
+  for (const dpu of [...dpus].sort()) {
+    let slot = hashSlot(dpu)
+    while (taken.has(slot)) slot = (slot + 1) % LINK_LOCAL_SLOTS
+    taken.add(slot)
+    out.set(dpu, slot)
+  }
+  return out
+}
+
+/** A DPU's preferred link-local slot (memoised: every compile asks for every DPU's). */
+function hashSlot(dpu: string): number {
+  let slot = slotOfDpu.get(dpu)
+  if (slot === undefined) {
+    if (slotOfDpu.size >= 100_000) slotOfDpu.clear()
+    slot = createHash('sha256').update(dpu).digest().readUInt32BE(0) % LINK_LOCAL_SLOTS
+    slotOfDpu.set(dpu, slot)
+  }
+  return slot
+}
+const slotOfDpu = new Map<string, number>()
+
+/** A stable, locally administered unicast MAC for a router port. */
+export function macFor(portName: string): string {
+  const h = createHash('sha256').update(portName).digest()
+  return ['0a', ...[0, 1, 2, 3, 4].map((i) => (h[i] ?? 0).toString(16).padStart(2, '0'))].join(':')
+}
+
+/** The prefix length of a CIDR, e.g. 24 for `10.10.10.0/24`. */
+export function prefixLength(cidr: string): number {
+  return Number(cidr.split('/')[1])
+}
+
+/** True when `ip` lies inside `cidr` (same address family). */
+export function inSubnet(ip: string, cidr: string): boolean {
+  const [addr, lenText] = cidr.split('/') as [string, string]
+  const family = isIP(addr)
+  if (family !== isIP(ip)) return false
+  const bits = family === 4 ? 32 : 128
+  const toBig = (a: string) => (family === 4 ? v4ToBig(a) : v6ToBig(a))
+  const shift = BigInt(bits - Number(lenText))
+  return toBig(ip) >> shift === toBig(addr) >> shift
+}
+
+function v4ToBig(a: string): bigint {
+  return a.split('.').reduce((acc, o) => (acc << 8n) | BigInt(Number(o)), 0n)
+}
+
+function v6ToBig(a: string): bigint {
+  const [head = '', tail = ''] = a.split('::')
+  const h = head ? head.split(':') : []
+  const t = tail ? tail.split(':') : []
+  const groups = a.includes('::') ? [...h, ...Array(8 - h.length - t.length).fill('0'), ...t] : h
+  return groups.reduce(
+    (acc: bigint, x: string) => (acc << 16n) | BigInt(Number.parseInt(x, 16)),
+    0n,
+  )
+}
