@@ -4,7 +4,12 @@ import { HydrazineError } from '../lib/errors.ts'
 import { HostJob } from '../lib/jobs/index.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import { attemptOf } from '../lib/state/attempts.ts'
-import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/state/objects.ts'
+import {
+  cidrContains,
+  type ManagedResource,
+  type ManagedResourceStatus,
+  type ResourceGroup,
+} from '../lib/state/objects.ts'
 import {
   addConfigure,
   boundOnDpu,
@@ -179,11 +184,14 @@ async function allocateAddresses(
     })
   const orFail = (error: unknown) => failOrRetry(error, failed)
   const { spec } = host
+  // A host reached from the fabric is NATed, and OVN NATs IPv4 only.
+  const family = spec.hostAccess === 'None' ? {} : { version: 4 as const }
   const address = await deps.ipam
-    .allocate(group.name, host.name, spec.hostIP ? { ip: spec.hostIP } : {})
+    .allocate(group.name, host.name, spec.hostIP ? { ip: spec.hostIP } : family)
     .catch(orFail)
+  // dhcrelay relays IPv4 DHCP: its address is an IPv4 one.
   const relay = group.spec.dhcpServer
-    ? await deps.ipam.allocate(group.name, relayOwnerOf(spec.dpu.id)).catch(orFail)
+    ? await deps.ipam.allocate(group.name, relayOwnerOf(spec.dpu.id), { version: 4 }).catch(orFail)
     : undefined
   if (spec.hostAccess === 'PublicAccess') await deps.ipam.allocatePublicIp(host.name).catch(orFail)
   return { hostIp: address.ip, ...(relay ? { relayIp: relay.ip } : {}) }
@@ -240,7 +248,7 @@ async function signalAgent(
                 ...(relayIp
                   ? {
                       ip: relayIp,
-                      prefixLength: Number(group.spec.network.cidr.split('/')[1] ?? 32),
+                      prefixLength: prefixLengthOf(group, relayIp),
                     }
                   : {}),
               },
@@ -412,4 +420,11 @@ function agentConfigured(
     reason: 'PortInstalled',
     message: `DPU ${dpuId} bound ${ack.hostPort}${relay} to ${logicalPort}`,
   } as const
+}
+
+/** The prefix length of the group subnet that holds `ip` (the primary one's if none does). */
+function prefixLengthOf(group: ResourceGroup, ip: string): number {
+  const subnets = [group.spec.network, ...(group.spec.extraSubnets ?? [])]
+  const cidr = subnets.find((s) => cidrContains(s.cidr, ip))?.cidr ?? group.spec.network.cidr
+  return Number(cidr.split('/')[1] ?? 32)
 }

@@ -191,7 +191,7 @@ t.test('a host the topology cannot fully build does not stall its group', async 
   await p.agent('dpu-2')
   await p.client.applyGroup('group-s', {
     ...groupSpec('tenant-s', '10.10.10.0/30', '10.10.10.1'),
-    extraSubnets: [{ cidr: 'fd00:30::/64', gateway: 'fd00:30::1' }],
+    extraSubnets: [{ cidr: 'fd00:30::/64', gateway: 'fd00:30::1' }, { cidr: '10.20.20.0/24' }],
   })
   await p.client.applyHost(
     'host-1',
@@ -207,7 +207,8 @@ t.test('a host the topology cannot fully build does not stall its group', async 
     () => p.controller.store.getHost('host-p'),
     (h) => h?.status.phase === 'Failed',
   )
-  // The /30 is full: FabricAccess is given an IPv6 address, which OVN cannot NAT.
+  // The /30 is full: FabricAccess is given an IPv4 address of the subnet without a
+  // gateway, which has no router to NAT it.
   await p.client.applyHost(
     'host-f',
     hostSpec('group-s', 'dpu-1', 3, { identifier: 'pf1', hostAccess: 'FabricAccess' }),
@@ -229,7 +230,7 @@ t.test('a host the topology cannot fully build does not stall its group', async 
     {
       status: 'True',
       reason: 'TopologyIncomplete',
-      message: /host host-f has no IPv4 address, and OVN cannot NAT IPv6/,
+      message: /host host-f has FabricAccess, but its subnet 10\.20\.20\.0\/24 has no gateway/,
     },
     'the group says what it left out',
   )
