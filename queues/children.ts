@@ -14,8 +14,8 @@ import type { ChildJobs, ChildOutcome, ChildRef } from '../functions/internal/de
 const CHILD_OPTIONS = {
   attempts: 8,
   backoff: { type: 'exponential', delay: 500 },
-  removeOnComplete: { age: 24 * 3600 },
-  removeOnFail: { age: 7 * 24 * 3600 },
+  removeOnComplete: { age: 24 * 3600, count: 20_000 },
+  removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
 } as const
 
 /** A parked parent wakes on its own after this long at first, doubling up to the max. */

@@ -29,7 +29,7 @@ const DEFAULT_JOB_OPTIONS: JobsOptions = {
   attempts: 5,
   backoff: { type: 'exponential', delay: 500 },
   removeOnComplete: { age: 24 * 3600, count: 10_000 },
-  removeOnFail: { age: 7 * 24 * 3600 },
+  removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
 }
 
 /** Typed producer for the FRR queue: validates the payload before anything is enqueued. */

@@ -60,7 +60,7 @@ export const JOB_OPTIONS: JobsOptions = {
   attempts: 12,
   backoff: { type: 'exponential', delay: 500 },
   removeOnComplete: { age: 24 * 3600, count: 10_000 },
-  removeOnFail: { age: 7 * 24 * 3600 },
+  removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
 }
 
 /**

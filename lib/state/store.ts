@@ -433,8 +433,18 @@ export class StateStore {
       [name, 3],
     )
     await this.events.remove('mr', name)
+    await this.#retireVersion('mr', name)
     await this.#changed('mr', name)
     return Number(reply) === 1
+  }
+
+  /**
+   * A purged object's version counter is kept while jobs named after its versions may
+   * still be in the queue (failed ones are kept 7 days), then it expires: the store does
+   * not grow with every name ever used.
+   */
+  async #retireVersion(kind: Kind, name: string): Promise<void> {
+    await this.#redis.pexpire(`${this.#prefix}version:${kind}:${name}`, VERSION_KEPT_MS)
   }
 
   /** Removes a group for good (after every host was isolated). */
@@ -446,6 +456,7 @@ export class StateStore {
     )
     await this.#redis.del(this.#members(name))
     await this.events.remove('rg', name)
+    await this.#retireVersion('rg', name)
     await this.#changed('rg', name)
     return Number(reply) === 1
   }
@@ -520,6 +531,9 @@ export class StateStore {
     return `${this.#prefix}dpu:${dpuId}:needs-isolation`
   }
 }
+
+/** How long a purged object's version counter outlives it: longer than any of its jobs. */
+const VERSION_KEPT_MS = 8 * 24 * 3600 * 1000
 
 /** How a claim's kind reads in a conflict message. */
 const CLAIM_WHAT: Readonly<Record<string, string>> = {

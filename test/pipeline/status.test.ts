@@ -250,6 +250,18 @@ t.test(
       (h) => h === undefined,
     )
     t.pass('host-d1 was detached')
+    const redis = new Redis(p.redisUrl)
+    t.teardown(() => redis.disconnect())
+    const versionKey = 'hz:{store}:version:mr:host-d1'
+    const ttl = await redis.pttl(versionKey)
+    t.ok(ttl > 7 * 24 * 3600 * 1000, 'its version counter expires, once its jobs are gone')
+    const again1 = await p.client.applyHost('host-d1', hostSpec('group-d', 'dpu-1', 5))
+    t.equal(again1.object.specVersion, 2, 'created again meanwhile, it goes on from its version')
+    t.equal(await redis.pttl(versionKey), -1, 'and keeps its counter while it lives')
+    await until(
+      () => p.controller.store.getHost('host-d1'),
+      (h) => h?.status.phase === 'Ready',
+    )
 
     // A detach job that failed for good (here: one with a payload its handler refuses).
     await p.controller.store.requestDeletion('mr', 'host-d2', false)

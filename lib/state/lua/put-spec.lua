@@ -6,9 +6,10 @@
 
   KEYS[1]            object hash (fields: spec, specVersion, status, deletion, createdAt,
                      updatedAt, immutable, claims)
-  KEYS[2]            version counter of this kind and name; it outlives the object, so an
-                     object deleted and created again never reuses a version (job ids derive
-                     from versions and must not collide with the old object's jobs)
+  KEYS[2]            version counter of this kind and name; it outlives the object (until
+                     the old object's jobs are gone), so an object deleted and created again
+                     never reuses a version (job ids derive from versions and must not
+                     collide with the old object's jobs)
   KEYS[3..n+2]       index sets the object's name is added to (n = ARGV[6])
   KEYS[n+3..n+c+2]   claim keys (string: owner name) the new spec takes (c = ARGV[8])
   KEYS[n+c+3..]      guard keys, one per entry of ARGV[9]
@@ -77,6 +78,8 @@ for i = n + 3, n + c + 2 do
 end
 
 local version = redis.call('INCR', KEYS[2])
+-- The counter of a purged object expires once its jobs are gone; a live one keeps it.
+redis.call('PERSIST', KEYS[2])
 if not existing[1] then
   redis.call('HSET', obj, 'createdAt', ARGV[3], 'status', ARGV[4])
 end
