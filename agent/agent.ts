@@ -30,8 +30,16 @@ import {
   SouthboundNeedsTls,
   WrongDpu,
 } from './errors.ts'
-import { claimOf, Key, LocalOvs, type OvsSnapshot, type OwnedPort, type PortSpec } from './ovs.ts'
-import { portInstalled, southboundReleased, waitFor } from './port-binding.ts'
+import {
+  claimOf,
+  Key,
+  LocalOvs,
+  type OvsSnapshot,
+  type OwnedPort,
+  type PortSpec,
+  releasingKey,
+} from './ovs.ts'
+import { portInstalled, releasedEverywhere, southboundsToAsk, waitFor } from './port-binding.ts'
 import { type Claim, claimPort, granted, type Refusal } from './port-claims.ts'
 import { type AgentTls, ovsdbTls } from './tls.ts'
 
@@ -226,6 +234,8 @@ export class Agent {
     }
 
     this.mustClaimHostPort(await this.ovs.ensurePort(hostSpec), job)
+    // Bound again: an isolate of this logical port that was still waiting is over.
+    await this.ovs.removeChassisIds([releasingKey(host.logicalPort)])
 
     const installed = await waitFor(() => portInstalled(this.ovs, hostPort), c.installTimeoutMs)
     if (!installed) throw new PortNotInstalled(c.dpuId, hostPort, c.installTimeoutMs)
@@ -334,7 +344,11 @@ export class Agent {
   /**
    * Unbinds the job's host from this DPU: removes every host port bound to its logical
    * port, the group's relay when no other host of the group is left here, then waits
-   * until the Southbound shows the logical port released from this chassis.
+   * until every Southbound it may be bound in — the one each removed port was bound
+   * through, and the one ovn-controller follows — shows the logical port released from
+   * this chassis. The ack says `unbound` only then: an SB that could not be asked fails
+   * the job, retryably (`AGENT_PORT_NOT_RELEASED`). With no SB at all (the DPU was never
+   * configured) nothing can be bound.
    *
    * A port not on `--host-ports` fails the job and touches nothing. The named port is
    * removed only when it is bound to this job's logical port: another host's binding is
@@ -354,6 +368,8 @@ export class Agent {
     if (held) {
       this.log(`isolate ${job.host.logicalPort}: ${named} is bound to ${held.logicalPort}, kept`)
     }
+    // Before the ports go: which SBs must say the port is released (a retry asks them too).
+    const remotes = await southboundsToAsk(this.ovs, snap, targets, job.host.logicalPort)
     for (const p of targets) if (p.bridge) await this.ovs.deletePort(p.name, p.bridge)
 
     let relayStopped: string | undefined
@@ -362,23 +378,24 @@ export class Agent {
     )
     if (!stillNeeded) relayStopped = await this.removeRelay(job.group.name, snap.owned)
 
-    let told = false
+    const told = new Set<string>()
     const unbound = await waitFor(
       () =>
-        southboundReleased({
-          remote: snap.ovnRemote,
+        releasedEverywhere({
+          remotes,
           logicalPort: job.host.logicalPort,
           systemId: c.systemId,
           ...(this.tls ? { tls: ovsdbTls(this.tls) } : {}),
-          // Once per job, not once per poll.
-          log: (line) => {
-            if (!told) this.log(line)
-            told = true
+          // Once per job and SB, not once per poll.
+          log: (remote, line) => {
+            if (!told.has(remote)) this.log(line)
+            told.add(remote)
           },
         }),
       c.installTimeoutMs,
     )
     if (!unbound) throw new PortNotReleased(c.dpuId, job.host.logicalPort, c.installTimeoutMs)
+    await this.ovs.removeChassisIds([releasingKey(job.host.logicalPort)])
     const observed = await this.observe()
     return {
       dpuId: c.dpuId,

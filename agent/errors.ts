@@ -29,7 +29,7 @@ export class PortNotReleased extends HydrazineError {
   ) {
     super(
       'AGENT_PORT_NOT_RELEASED',
-      `DPU ${dpuId}: the SB still binds ${logicalPort} to this chassis after ${timeoutMs} ms`,
+      `DPU ${dpuId}: after ${timeoutMs} ms, an SB still binds ${logicalPort} to this chassis or could not be asked`,
       { retryable: true },
     )
   }

@@ -33,6 +33,15 @@ export const Key = {
   ovnInstalled: 'ovn-installed',
 } as const
 
+/**
+ * The Open_vSwitch row's external_ids key that remembers, while `isolate` waits for the
+ * Southbound to release `logicalPort`, which SBs it must ask (a JSON array): the port that
+ * named them is gone by then, and a retry or a restarted agent must ask the same ones.
+ */
+export function releasingKey(logicalPort: string): string {
+  return `hydrazine:releasing:${logicalPort}`
+}
+
 export type PortRole = 'host' | 'dhcp-relay' | 'dhcp-relay-uplink'
 const ROLES: readonly string[] = ['host', 'dhcp-relay', 'dhcp-relay-uplink'] satisfies PortRole[]
 
@@ -226,6 +235,15 @@ export class LocalOvs {
       OVS.mutate('Open_vSwitch', [], [['external_ids', 'delete', keys]]),
       OVS.mutate('Open_vSwitch', [], [['external_ids', 'insert', Object.fromEntries(changed)]]),
     ])
+    return true
+  }
+
+  /** Removes keys from the Open_vSwitch row's external_ids (absent ones are no change). */
+  async removeChassisIds(keys: readonly string[]): Promise<boolean> {
+    const snap = await this.snapshot()
+    const present = keys.filter((k) => k in snap.chassisIds)
+    if (present.length === 0) return false
+    await this.commit([OVS.mutate('Open_vSwitch', [], [['external_ids', 'delete', present]])])
     return true
   }
 

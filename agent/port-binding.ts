@@ -10,7 +10,7 @@ import {
   type SbTables,
   sbSchema,
 } from '../lib/ovn/index.ts'
-import type { LocalOvs } from './ovs.ts'
+import { Key, type LocalOvs, type OvsSnapshot, type OwnedPort, releasingKey } from './ovs.ts'
 import type { OvsdbTls } from './tls.ts'
 
 const SB = new Database<SbTables>(sbSchema)
@@ -78,5 +78,61 @@ export async function southboundReleased(opts: {
     return false
   } finally {
     await client?.close()
+  }
+}
+
+/**
+ * True when every SB in `remotes` says `logicalPort` is not bound to chassis `systemId`
+ * (`southboundReleased`, asked one after another); with none to ask, true. `log` gets
+ * each line with the remote it is about.
+ */
+export async function releasedEverywhere(opts: {
+  remotes: readonly string[]
+  logicalPort: string
+  systemId: string
+  tls?: OvsdbTls
+  log: (remote: string, line: string) => void
+}): Promise<boolean> {
+  const { remotes, log, ...ask } = opts
+  for (const remote of remotes) {
+    if (!(await southboundReleased({ ...ask, remote, log: (line) => log(remote, line) }))) {
+      return false
+    }
+  }
+  return true
+}
+
+/**
+ * The SBs an isolate of `logicalPort` must hear from before it says unbound: the one each
+ * of its ports (`targets`) was bound through, those an earlier run of the same isolate
+ * remembered (its ports are gone by now: a retry, or an agent restarted in between), and
+ * the one ovn-controller follows. The first two are remembered in OVS (`releasingKey`)
+ * before the caller removes the ports; `configure` of the port, or its release, forgets
+ * them.
+ */
+export async function southboundsToAsk(
+  ovs: LocalOvs,
+  snap: OvsSnapshot,
+  targets: readonly OwnedPort[],
+  logicalPort: string,
+): Promise<string[]> {
+  const key = releasingKey(logicalPort)
+  const remembered = parseRemotes(snap.chassisIds[key])
+  const boundThrough = targets.map((p) => p.externalIds[Key.sbRemote] ?? '')
+  const toRemember = [...new Set([...remembered, ...boundThrough])].filter((r) => r !== '')
+  if (toRemember.length > remembered.length) {
+    await ovs.setChassisIds({ [key]: JSON.stringify(toRemember) })
+  }
+  return [...new Set([...toRemember, snap.ovnRemote ?? ''])].filter((r) => r !== '')
+}
+
+/** SB remotes from their JSON array (what an isolate remembered); nothing when unreadable. */
+function parseRemotes(raw: string | undefined): string[] {
+  if (!raw) return []
+  try {
+    const parsed: unknown = JSON.parse(raw)
+    return Array.isArray(parsed) ? parsed.filter((r): r is string => typeof r === 'string') : []
+  } catch {
+    return []
   }
 }

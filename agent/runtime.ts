@@ -15,7 +15,7 @@ import * as grpc from '@grpc/grpc-js'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import { type AgentHandlers, agentServiceDefinition } from '../lib/agent-protocol/grpc.ts'
-import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
+import { HEARTBEAT_TTL_INTERVALS, Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import {
   agentQueueName,
   type ConfigureAck,
@@ -110,16 +110,18 @@ export async function startAgentRuntime(
 
   try {
     const beat = async (): Promise<Heartbeat> => {
+      const observed = await agent.observe()
       const heartbeat: Heartbeat = {
         dpuId: config.dpuId,
         agentVersion: AGENT_VERSION,
         protocolVersions: [...config.protocolVersions],
         fabricIps: [...config.fabricIps],
+        // Stamped once observed: a slow OVS read does not make the beat look older.
         at: new Date().toISOString(),
         intervalMs: config.heartbeatMs,
-        observed: await agent.observe(),
+        observed,
       }
-      await heartbeats.write(heartbeat, 3 * config.heartbeatMs)
+      await heartbeats.write(heartbeat, HEARTBEAT_TTL_INTERVALS * config.heartbeatMs)
       return heartbeat
     }
     await beat()

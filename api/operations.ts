@@ -9,6 +9,7 @@
  * nothing and enqueues nothing.
  */
 import type { DpuCredentials } from '../lib/agent-protocol/credentials.ts'
+import { type DpuState, dpuStateOf } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import type { PublicIpStatus } from '../lib/ipam/index.ts'
 import type { ObjectEvent } from '../lib/state/events.ts'
@@ -50,13 +51,23 @@ export interface OperationsDeps {
 }
 
 /**
- * A DPU as the API shows it: its inventory entry (absent for a DPU whose agent reports
- * before the operator added it) and what its agent last reported (absent while silent).
+ * A DPU as the API shows it: every DPU the system has seen — in the inventory, or ever
+ * heard from — with its inventory entry (absent for a DPU whose agent reports before the
+ * operator added it), how its heartbeat stands, and what its agent last reported (kept
+ * after it went silent).
  */
 export interface DpuView {
   readonly id: string
   readonly spec?: DpuSpec
   readonly specVersion?: number
+  /**
+   * From the age of its newest heartbeat, in the beat's own interval (`dpuStateOf`):
+   * `Online` under 1.5 intervals, `Stale` under 2, `Lost` after; `Unknown` when its
+   * agent was never heard from.
+   */
+  readonly state: DpuState | 'Unknown'
+  /** When its agent last beat (absent: never). */
+  readonly lastHeartbeat?: string
   /** The live hosts it serves. */
   readonly hosts: readonly string[]
   readonly agent?: {
@@ -93,6 +104,8 @@ export interface Operations {
   deleteDpu(id: string): Promise<void>
   /** Operators only: new credentials for a DPU's agent (the only place they appear). */
   issueDpuCredentials(id: string): Promise<DpuCredentials>
+  /** The DPU's recent heartbeat transitions and repairs, newest first (at most `limit`). */
+  dpuEvents(id: string, limit?: number): Promise<ObjectEvent[]>
   /** The group's recent transitions and repairs, newest first (at most `limit`). */
   groupEvents(name: string, limit?: number): Promise<ObjectEvent[]>
   /** The host's recent transitions and repairs, newest first (at most `limit`). */
@@ -118,7 +131,9 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
   ): Promise<DpuView> => ({
     id,
     ...(dpu ? { spec: dpu.spec, specVersion: dpu.specVersion } : {}),
-    hosts: dpu ? (await client.dpuHostNames(id)).sort() : [],
+    state: beat ? dpuStateOf(beat) : 'Unknown',
+    ...(beat ? { lastHeartbeat: beat.at } : {}),
+    hosts: (await client.dpuHostNames(id)).sort(),
     ...(beat
       ? {
           agent: {
@@ -142,6 +157,14 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       const group = await client.getGroup(name)
       if (!group || (tenant !== undefined && group.spec.tenantId !== tenant)) return undefined
       return group
+    }
+    /** The DPU's inventory entry and newest beat, when this caller may see it. */
+    const visibleDpu = async (id: string): Promise<[Dpu | undefined, Heartbeat | undefined]> => {
+      const dpu = await client.getDpu(id)
+      const beat = (await client.listHeartbeats()).find((b) => b.dpuId === id)
+      if (tenant !== undefined && dpu?.spec.tenantId !== tenant) throw new NotFoundError('DPU', id)
+      if (!dpu && !beat) throw new NotFoundError('DPU', id)
+      return [dpu, beat]
     }
     const visibleHost = async (name: string) => {
       const host = await client.getHost(name)
@@ -267,17 +290,17 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
         return views.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
       },
       async getDpu(id) {
-        const dpu = await client.getDpu(id)
-        const beat = (await client.listHeartbeats()).find((b) => b.dpuId === id)
-        if (tenant !== undefined && dpu?.spec.tenantId !== tenant)
-          throw new NotFoundError('DPU', id)
-        if (!dpu && !beat) throw new NotFoundError('DPU', id)
-        return dpuView(id, dpu, beat)
+        return dpuView(id, ...(await visibleDpu(id)))
+      },
+      async dpuEvents(id, limit) {
+        await visibleDpu(id)
+        return client.events('dpu', id, limit)
       },
       async applyDpu(id, spec) {
         operatorOnly()
         const { object, changed } = await client.applyDpu(id, spec)
-        return { object: await dpuView(id, object, undefined), changed }
+        const beat = (await client.listHeartbeats()).find((b) => b.dpuId === id)
+        return { object: await dpuView(id, object, beat), changed }
       },
       async deleteDpu(id) {
         operatorOnly()

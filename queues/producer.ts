@@ -307,6 +307,9 @@ export class HydrazineClient {
     validate(Rfc1123Label, id, 'id')
     if (!(await this.store.getDpu(id))) throw new NotFoundError('DPU', id)
     await this.store.deleteDpu(id)
+    // Gone from the inventory, it is no longer listed as a DPU once seen.
+    await this.heartbeats.forget(id)
+    await this.store.dpuHealth.remove(id)
     await this.credentials?.revoke(id)
   }
 
@@ -336,7 +339,10 @@ export class HydrazineClient {
     return this.store.dpuHostNames(id)
   }
 
-  /** The heartbeats of the DPUs whose agents report, sorted by id. */
+  /**
+   * The last heartbeat of every DPU ever seen (silent ones included, until the DPU leaves
+   * the inventory), sorted by id.
+   */
   listHeartbeats(): Promise<Heartbeat[]> {
     return this.heartbeats.list()
   }

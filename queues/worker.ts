@@ -6,6 +6,7 @@
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import { createDpuHealth } from '../functions/dpu-health.ts'
 import { createGroupCreate } from '../functions/group-create.ts'
 import { createGroupDelete } from '../functions/group-delete.ts'
 import { createHostAttach } from '../functions/host-attach.ts'
@@ -16,6 +17,7 @@ import { queueJobs } from '../functions/internal/redrive.ts'
 import { createPublicIpAllocate } from '../functions/publicip-allocate.ts'
 import { createPublicIpRelease } from '../functions/publicip-release.ts'
 import { createReconcile } from '../functions/reconcile.ts'
+import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import { CONTROLLER_QUEUE, type JobName } from '../lib/jobs/index.ts'
 import { bullChildJobs, ChildWatcher, waiterKeys } from './children.ts'
 
@@ -31,6 +33,12 @@ export interface WorkerOptions {
   readonly concurrency?: number
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
   readonly reconcileEveryMs?: number
+  /**
+   * How often `dpu.health` compares the DPUs' heartbeats with their hosts, in ms (default
+   * 0 = never; `infra/service.ts` runs it). At most one heartbeat interval, for a dead
+   * agent's hosts to show it within 3 intervals.
+   */
+  readonly dpuHealthEveryMs?: number
   /** BullMQ key prefix (default `bull`); tests use their own. */
   readonly prefix?: string
   readonly logger?: Logger
@@ -78,6 +86,11 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     'publicip.allocate': createPublicIpAllocate(deps),
     'publicip.release': createPublicIpRelease(deps),
     reconcile: createReconcile(deps, { log: (line) => options.logger?.warn(line) }),
+    'dpu.health': createDpuHealth({
+      ...deps,
+      heartbeats: new Heartbeats(connection),
+      records: deps.store.dpuHealth,
+    }),
   }
 
   const workerConnection = options.connection()
@@ -123,6 +136,22 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
           removeOnComplete: { count: 50, age: 24 * 3600 },
           removeOnFail: { count: 50, age: 7 * 24 * 3600 },
         },
+      },
+    )
+  }
+
+  if ((options.dpuHealthEveryMs ?? 0) <= 0) {
+    // Off: no scheduler left behind by an earlier start that had it on.
+    await queue.removeJobScheduler('dpu.health')
+  } else {
+    await queue.upsertJobScheduler(
+      'dpu.health',
+      { every: options.dpuHealthEveryMs ?? 0 },
+      {
+        name: 'dpu.health',
+        data: {},
+        // Runs every few seconds: keep a few results to read, no history.
+        opts: { removeOnComplete: { count: 10 }, removeOnFail: { count: 10 } },
       },
     )
   }

@@ -148,7 +148,7 @@ export const openApiDocument = {
     '/v1/dpus': {
       get: {
         description:
-          "the operator's DPU inventory with each DPU's agent report (and, for operators, agents reporting for DPUs not yet in it); a tenant sees the DPUs assigned to it",
+          "every DPU the system has seen: the operator's inventory with each DPU's heartbeat state and its agent's last report (and, for operators, DPUs whose agents reported before they were added to it, silent ones included); a tenant sees the DPUs assigned to it",
         responses: { ...list('Dpu'), ...errors(401) },
       },
     },
@@ -179,6 +179,39 @@ export const openApiDocument = {
       delete: {
         description: 'operator only; refused (409) while the DPU serves a host',
         responses: { '204': { description: 'removed' }, ...errors(401, 403, 404, 409) },
+      },
+    },
+    '/v1/dpus/{id}/events': {
+      parameters: [
+        { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+        { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 50 } },
+      ],
+      get: {
+        description:
+          "the DPU's recent history, newest first: its heartbeat's state changes (HeartbeatStarted, HeartbeatStale, HeartbeatLost, HeartbeatResumed) and the repairs made from its reports (PortLost, StrayPortIsolated)",
+        responses: {
+          '200': {
+            description: 'its events',
+            content: json({
+              type: 'object',
+              properties: {
+                items: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    properties: {
+                      at: { type: 'string', format: 'date-time' },
+                      type: { enum: ['Normal', 'Warning'] },
+                      reason: { type: 'string' },
+                      message: { type: 'string' },
+                    },
+                  },
+                },
+              },
+            }),
+          },
+          ...errors(400, 401, 404),
+        },
       },
     },
     '/v1/dpus/{id}/credentials': {
@@ -351,11 +384,21 @@ export const openApiDocument = {
       },
       Dpu: {
         type: 'object',
-        required: ['id', 'hosts'],
+        required: ['id', 'state', 'hosts'],
         properties: {
           id: { type: 'string' },
           spec: ref('DpuSpec'),
           specVersion: { type: 'integer' },
+          state: {
+            enum: ['Online', 'Stale', 'Lost', 'Unknown'],
+            description:
+              "from the age of its newest heartbeat, in the beat's own interval: Online under 1.5 intervals, Stale under 2, Lost after (its hosts then carry DpuHealthy=False HeartbeatLost); Unknown when its agent was never heard from",
+          },
+          lastHeartbeat: {
+            type: 'string',
+            format: 'date-time',
+            description: 'when its agent last beat; kept after it went silent',
+          },
           hosts: { type: 'array', items: { type: 'string' } },
           agent: {
             type: 'object',

@@ -162,6 +162,9 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
 
   // ── DPUs: the operator's inventory and what each agent reports ─────────────
   app.get('/dpus', async (c) => c.json({ items: await ops(c).listDpus() }))
+  app.get('/dpus/:id/events', async (c) =>
+    c.json({ items: await ops(c).dpuEvents(c.req.param('id'), eventLimit(c.req.query('limit'))) }),
+  )
   app.get('/dpus/:id', async (c) => c.json(await ops(c).getDpu(c.req.param('id'))))
   app.put('/dpus/:id', operatorOnly, async (c) => {
     const body = await jsonObject(c)

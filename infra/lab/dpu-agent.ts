@@ -25,7 +25,7 @@ const Credentials = v.object({
   tls: v.object({ cert: v.string(), key: v.string(), ca: v.string() }),
 })
 
-/** Starts the agent of `sim` as DPU `id` and waits until its heartbeat reached Hydrazine. */
+/** Starts the agent of `sim` as DPU `id` and waits until Hydrazine sees it Online (heartbeating). */
 export async function startDpuAgent(opts: {
   id: string
   sim: SimDpu
@@ -86,8 +86,10 @@ export async function startDpuAgent(opts: {
     logFile: join(sim.dataDir, 'agent.log'),
     ready: async () => {
       const answer = await hydrazine.api('GET', '/v1/dpus').catch(() => undefined)
-      const items = (answer?.body as { items?: { id: string }[] } | undefined)?.items ?? []
-      return items.some((d) => d.id === id)
+      const items =
+        (answer?.body as { items?: { id: string; state?: string }[] } | undefined)?.items ?? []
+      // Listed from the inventory at once: up once its agent's heartbeat is fresh.
+      return items.some((d) => d.id === id && d.state === 'Online')
     },
     readyTimeoutMs: 30_000,
   })

@@ -98,6 +98,8 @@ export async function startHydrazine(opts: {
         // dnsmasq on the fabric, standing in for Carbide's DHCP server.
         HYDRAZINE_DHCP_SERVERS: fabric.gatewayIp,
         LOG_LEVEL: 'info',
+        // The agents beat every second: look at their beats four times as often.
+        HYDRAZINE_DPU_HEALTH_MS: '250',
       },
       logFile: hzLog,
       ready: async () => {

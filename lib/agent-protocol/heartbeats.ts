@@ -1,24 +1,71 @@
 import type { Redis } from 'ioredis'
 import * as v from 'valibot'
+import { LuaScript } from '../redis/lua-script.ts'
 import { heartbeatKeyOf } from './credentials.ts'
 import { Heartbeat } from './index.ts'
 
-/** The Redis commands heartbeats need (a plain ioredis client has them all). */
-export type HeartbeatRedis = Pick<Redis, 'get' | 'set' | 'del' | 'scan' | 'mget'>
+const recordBeatsScript = new LuaScript(new URL('./lua/record-beats.lua', import.meta.url))
+
+/**
+ * The controller's record of every DPU's newest beat (a hash: DPU id → beat JSON). Only
+ * the controller writes it: an agent's Redis user may write its own heartbeat key alone.
+ */
+const LAST_BEATS_KEY = 'hz:dpus:last-beat'
+
+/** How long an agent's beat lives in Redis, in its own intervals (`write`'s usual TTL). */
+export const HEARTBEAT_TTL_INTERVALS = 3
+
+/**
+ * How the controller sees a DPU from the age of its newest beat, in the beat's own
+ * `intervalMs`:
+ *
+ * - `Online`: younger than 1.5 intervals (the next beat may be half an interval late);
+ * - `Stale`: younger than 2 intervals (one beat missed);
+ * - `Lost`: 2 intervals or older (its agent is silent: dead, or cut off from Redis).
+ *
+ * With the controller's health run every `p` ms, a dead agent shows `Lost` at most
+ * 2 intervals + `p` after its last beat: within 3 intervals while `p` stays under one.
+ * Ages are read from the beat's `at` against the controller's clock, so DPU clocks must
+ * be synchronised (NTP) to well under an interval.
+ */
+export type DpuState = 'Online' | 'Stale' | 'Lost'
+export const STALE_AFTER_INTERVALS = 1.5
+export const LOST_AFTER_INTERVALS = 2
+
+/**
+ * The state a beat puts its DPU in at `now` (see `DpuState`). A beat whose `at` does not
+ * parse counts as Lost.
+ *
+ * @example dpuStateOf({ at: '2024-01-01T00:00:00.000Z', intervalMs: 1000 }, new Date('2024-01-01T00:00:01.600Z')) // 'Stale'
+ */
+export function dpuStateOf(
+  beat: Pick<Heartbeat, 'at' | 'intervalMs'>,
+  now: Date = new Date(),
+): DpuState {
+  const at = Date.parse(beat.at)
+  if (Number.isNaN(at)) return 'Lost'
+  const intervals = (now.getTime() - at) / Math.max(1, beat.intervalMs)
+  if (intervals < STALE_AFTER_INTERVALS) return 'Online'
+  if (intervals < LOST_AFTER_INTERVALS) return 'Stale'
+  return 'Lost'
+}
 
 /**
  * DPU heartbeats in Redis: each agent writes its own (`write`, with a time to live of
- * three intervals), the controller and the API read them. The key layout is this
- * module's alone.
+ * `HEARTBEAT_TTL_INTERVALS` intervals), the controller and the API read them (`list`),
+ * and the controller keeps the newest beat of every DPU it ever saw, so that a DPU whose
+ * agent went silent is still listed, with when it was last heard of. The key layout is
+ * this module's alone.
  *
  * @example
  * const beats = new Heartbeats(redis)
  * const beat = await beats.read('dpu-1') // undefined once the agent went silent
+ * const seen = await beats.list() // every DPU ever seen, silent ones included
  */
 export class Heartbeats {
-  readonly #redis: HeartbeatRedis
+  readonly #redis: Redis
 
-  constructor(redis: HeartbeatRedis) {
+  constructor(redis: Redis) {
     this.#redis = redis
   }
 
@@ -33,7 +80,7 @@ export class Heartbeats {
   }
 
   /** Every live beat, sorted by DPU id. */
-  async list(): Promise<Heartbeat[]> {
+  async live(): Promise<Heartbeat[]> {
     const keys = new Set<string>()
     let cursor = '0'
     do {
@@ -49,20 +96,52 @@ export class Heartbeats {
     } while (cursor !== '0')
     if (keys.size === 0) return []
     const values = await this.#redis.mget(...[...keys].sort())
-    return values
-      .map(parse)
-      .filter((b): b is Heartbeat => b !== undefined)
-      .sort((a, b) => (a.dpuId < b.dpuId ? -1 : a.dpuId > b.dpuId ? 1 : 0))
+    return byId(values.map(parse).filter((b): b is Heartbeat => b !== undefined))
   }
 
-  /** Removes the DPU's beat (its agent stops cleanly). */
+  /**
+   * The newest beat of every DPU the controller has seen, sorted by DPU id: the live
+   * ones, which it records as it reads them, and the recorded last beat of those whose
+   * beat expired (their agent died or stopped). For the controller only: it writes.
+   */
+  async list(): Promise<Heartbeat[]> {
+    const live = await this.live()
+    if (live.length > 0) {
+      await recordBeatsScript.run(
+        this.#redis,
+        [LAST_BEATS_KEY],
+        live.flatMap((b) => [b.dpuId, b.at, JSON.stringify(b)]),
+      )
+    }
+    const newest = new Map<string, Heartbeat>()
+    for (const raw of Object.values(await this.#redis.hgetall(LAST_BEATS_KEY))) {
+      const beat = parse(raw)
+      if (beat) newest.set(beat.dpuId, beat)
+    }
+    for (const beat of live) {
+      const recorded = newest.get(beat.dpuId)
+      if (!recorded || recorded.at < beat.at) newest.set(beat.dpuId, beat)
+    }
+    return byId([...newest.values()])
+  }
+
+  /** Removes the DPU's beat (its agent stops cleanly); the controller's record stays. */
   async remove(dpuId: string): Promise<void> {
     await this.#redis.del(heartbeatKeyOf(dpuId))
   }
+
+  /** Forgets a DPU for good: its live beat and the controller's record (it left the inventory). */
+  async forget(dpuId: string): Promise<void> {
+    await this.#redis.multi().del(heartbeatKeyOf(dpuId)).hdel(LAST_BEATS_KEY, dpuId).exec()
+  }
 }
 
-function parse(raw: string | null): Heartbeat | undefined {
-  if (raw === null) return undefined
+function byId(beats: Heartbeat[]): Heartbeat[] {
+  return beats.sort((a, b) => (a.dpuId < b.dpuId ? -1 : a.dpuId > b.dpuId ? 1 : 0))
+}
+
+function parse(raw: string | null | undefined): Heartbeat | undefined {
+  if (raw === null || raw === undefined) return undefined
   let json: unknown
   try {
     json = JSON.parse(raw)

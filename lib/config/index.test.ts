@@ -335,3 +335,19 @@ t.test('external centrals: named per group in a file checked at start-up', async
     'the file is reported under its variable',
   )
 })
+
+t.test('HYDRAZINE_DPU_HEALTH_MS: how often DPU heartbeats are checked', async (t) => {
+  const cases: [string | undefined, number | RegExp][] = [
+    [undefined, 2000],
+    ['250', 250],
+    ['0', 0],
+    ['50', /HYDRAZINE_DPU_HEALTH_MS: must be 0 \(off\) or at least 100/],
+    ['soon', /HYDRAZINE_DPU_HEALTH_MS: must be a number of milliseconds/],
+  ]
+  for (const [value, expected] of cases) {
+    const env = value === undefined ? {} : { HYDRAZINE_DPU_HEALTH_MS: value }
+    if (typeof expected === 'number')
+      t.equal(loadConfig(env).dpuHealthEveryMs, expected, `${value}`)
+    else t.throws(() => loadConfig(env), expected, `${value}`)
+  }
+})

@@ -61,6 +61,11 @@ export interface Config {
   readonly webhookSecret?: string
   /** `LOG_LEVEL` (default info). */
   readonly logLevel: LogLevel
+  /**
+   * `HYDRAZINE_DPU_HEALTH_MS` (default 2000; 0 = off): how often the controller checks
+   * the DPUs' heartbeats against their hosts (`dpu.health`).
+   */
+  readonly dpuHealthEveryMs: number
   readonly fabric: FabricConfig
   /**
    * `HYDRAZINE_DHCP_SERVERS`: comma-separated IPv4 addresses of the DHCP servers a group
@@ -219,6 +224,15 @@ const EnvSchema = v.object({
     '',
   ),
   LOG_LEVEL: v.optional(v.picklist(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`), 'info'),
+  HYDRAZINE_DPU_HEALTH_MS: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d+$/, 'must be a number of milliseconds (0 = off)'),
+      v.transform(Number),
+      v.check((n) => n === 0 || n >= 100, 'must be 0 (off) or at least 100'),
+    ),
+    '2000',
+  ),
 })
 
 type EnvKey = keyof typeof EnvSchema.entries
@@ -307,6 +321,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(c.HYDRAZINE_TOKENS_FILE ? { tokensFile: resolve(c.HYDRAZINE_TOKENS_FILE) } : {}),
     ...(c.HYDRAZINE_WEBHOOK_SECRET ? { webhookSecret: c.HYDRAZINE_WEBHOOK_SECRET } : {}),
     logLevel: c.LOG_LEVEL,
+    dpuHealthEveryMs: c.HYDRAZINE_DPU_HEALTH_MS,
     fabric: {
       dummyIp: c.HYDRAZINE_FABRIC_DUMMY_IP,
       ...(c.HYDRAZINE_FABRIC_GATEWAY ? { gateway: c.HYDRAZINE_FABRIC_GATEWAY } : {}),

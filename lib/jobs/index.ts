@@ -42,6 +42,8 @@ export const PublicIpReleaseJob = v.strictObject({
   natIp: v.optional(Ipv4),
 })
 export const ReconcileJob = v.strictObject({})
+/** `dpu.health` (repeatable): the DPUs' heartbeats against their hosts' status. */
+export const DpuHealthJob = v.strictObject({})
 
 export const JobSchemas = {
   'group.create': GroupJob,
@@ -51,6 +53,7 @@ export const JobSchemas = {
   'publicip.allocate': PublicIpJob,
   'publicip.release': PublicIpReleaseJob,
   reconcile: ReconcileJob,
+  'dpu.health': DpuHealthJob,
 } as const
 
 export type JobName = keyof typeof JobSchemas

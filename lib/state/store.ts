@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { HydrazineError } from '../errors.ts'
 import { LuaScript } from '../redis/lua-script.ts'
+import { DpuHealthRecords } from './dpu-health.ts'
 import { EventLog, transitionEvents } from './events.ts'
 import { ObjectLocks } from './locks.ts'
 import type {
@@ -62,6 +63,8 @@ export class StateStore {
   readonly events: EventLog
   /** One step at a time per object (attach's and detach's converge). */
   readonly locks: ObjectLocks
+  /** What `dpu.health` last found of each DPU (its state, repairs in flight). */
+  readonly dpuHealth: DpuHealthRecords
 
   /** @param prefix prepended to every key; must contain a `{hash tag}`. Default `hz:{store}:`. */
   constructor(redis: Redis, prefix = 'hz:{store}:') {
@@ -69,6 +72,7 @@ export class StateStore {
     this.#prefix = prefix
     this.events = new EventLog(redis, prefix)
     this.locks = new ObjectLocks(redis, prefix)
+    this.dpuHealth = new DpuHealthRecords(redis, prefix)
   }
 
   #key(kind: Kind, name: string): string {

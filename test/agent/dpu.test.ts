@@ -162,7 +162,7 @@ t.test('a job in an unknown major version fails at once, without retries', async
   t.equal(failed?.attemptsMade, 1, 'not retried')
 })
 
-t.test('GET /v1/dpus lists the DPU whose agent heartbeats, while it runs', async (t) => {
+t.test('GET /v1/dpus lists the DPU whose agent heartbeats, and keeps it once silent', async (t) => {
   const lab = await startAgentLab(t)
   const ovn = lab.stack.ovn
   if (!ovn) throw new Error('lab without OVN')
@@ -194,6 +194,7 @@ t.test('GET /v1/dpus lists the DPU whose agent heartbeats, while it runs', async
     [
       {
         id: lab.dpuId,
+        state: 'Online',
         hosts: [],
         agent: {
           version: AGENT_VERSION,
@@ -216,5 +217,28 @@ t.test('GET /v1/dpus lists the DPU whose agent heartbeats, while it runs', async
   t.ok(Date.parse(later) > Date.parse(first), 'the agent keeps beating')
 
   await runtime.stop()
-  t.same(await dpus(), [], 'a stopped agent is no longer listed')
+  const last = (await dpus())[0]?.lastHeartbeat
+  t.ok(await lab.heartbeat().then((b) => b === undefined), 'its heartbeat key is gone')
+  const silent = await until(
+    async () => (await dpus())[0],
+    (d) => d?.state === 'Lost',
+    10_000,
+  )
+  t.match(
+    silent,
+    { id: lab.dpuId, state: 'Lost', lastHeartbeat: last, agent: { version: AGENT_VERSION } },
+    'a stopped agent stays listed, Lost, with its last heartbeat and report',
+  )
+  t.ok(
+    Date.now() - Date.parse(last) >= 2 * 1000,
+    'Lost two intervals after its last beat, not before',
+  )
+  const one = await app.request(`/v1/dpus/${lab.dpuId}`, {
+    headers: { authorization: `Bearer ${operator}` },
+  })
+  t.match(
+    await one.json(),
+    { id: lab.dpuId, state: 'Lost', lastHeartbeat: last },
+    'GET /v1/dpus/{id} too',
+  )
 })

@@ -1,0 +1,305 @@
+import type { Job } from 'bullmq'
+import { type DpuState, dpuStateOf, type Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
+import { agentQueueName, type Heartbeat } from '../lib/agent-protocol/index.ts'
+import type { DpuHealthRecord, DpuHealthRecords, Stray } from '../lib/state/dpu-health.ts'
+import { type ManagedResource, setCondition } from '../lib/state/objects.ts'
+import { addIsolate } from './internal/agent-jobs.ts'
+import type { HandlerDeps } from './internal/deps.ts'
+import {
+  type BoundPort,
+  DPU_HEALTHY,
+  dpuHealthyCondition,
+  hostsMissingPort,
+  repairGraceMs,
+  strayOwner,
+  strayPorts,
+} from './internal/dpu-observed.ts'
+import { redriveHost } from './internal/redrive.ts'
+
+export type DpuHealthDeps = Pick<HandlerDeps, 'store' | 'children' | 'agents' | 'jobs'> & {
+  readonly heartbeats: Pick<Heartbeats, 'list'>
+  readonly records: Pick<DpuHealthRecords, 'readAll' | 'write'>
+}
+
+export interface DpuHealthOptions {
+  /** The clock (tests). */
+  readonly now?: () => Date
+}
+
+/** A repair one run made. */
+export interface DpuRepair {
+  readonly dpu: string
+  /** `PortLost`: the host was re-driven; `StrayPortIsolated`: an `isolate` was sent. */
+  readonly action: 'PortLost' | 'StrayPortIsolated'
+  readonly logicalPort: string
+  readonly host?: string
+  /** The job that carries the repair. */
+  readonly jobId: string
+}
+
+/** A host's `DpuHealthy` as a run wrote it. */
+export interface HealthWritten {
+  readonly host: string
+  readonly status: string
+  readonly reason: string
+}
+
+export interface DpuHealthResult {
+  readonly dpus: readonly {
+    readonly id: string
+    readonly state: DpuState
+    readonly lastHeartbeat: string
+  }[]
+  /** Hosts whose `DpuHealthy` condition this run wrote. */
+  readonly conditions: readonly HealthWritten[]
+  readonly repairs: readonly DpuRepair[]
+  /** What this run could not do, per DPU: each DPU (and each stray port) on its own. */
+  readonly failed: readonly { readonly dpu: string; readonly error: string }[]
+  /** Set when the run did nothing because another was still running in this process. */
+  readonly skipped?: string
+}
+
+const STATE_EVENTS: Record<DpuState, { type: 'Normal' | 'Warning'; reason: string }> = {
+  Online: { type: 'Normal', reason: 'HeartbeatResumed' },
+  Stale: { type: 'Warning', reason: 'HeartbeatStale' },
+  Lost: { type: 'Warning', reason: 'HeartbeatLost' },
+}
+
+/**
+ * `dpu.health` (repeatable, every few seconds): the controller's view of its DPUs, kept
+ * level-triggered from their heartbeats (`Heartbeats.list`, which also keeps the record
+ * of every DPU ever seen). Per DPU, each run:
+ *
+ * 1. computes its state from its newest beat (`dpuStateOf`: Online, Stale, Lost) and, when
+ *    it changed, records a DPU event;
+ * 2. gives each of its hosts the `DpuHealthy` condition that state calls for
+ *    (`dpuHealthyCondition`), writing only where it differs; the phase stays;
+ * 3. while it is Online, compares what its agent reports bound with what should be:
+ *    a host whose port it lost is re-driven (`Configuring`, `AgentConfigured=False
+ *    PortLost`) with a new attempt, so its `configure` is a new job the agent runs again;
+ *    a port bound for a logical port nothing wants there gets an `isolate` whose job id
+ *    carries a repair number (the send time), so BullMQ never takes it for an earlier one.
+ *    Neither is repeated while it is in flight: a re-driven host is Configuring until
+ *    acked, and a stray's last `isolate` must have finished, and the grace
+ *    (`REPAIR_GRACE_INTERVALS`) passed, before the next.
+ *
+ * Runs in one process do not overlap (a run still going makes the next one skip).
+ */
+export function createDpuHealth(deps: DpuHealthDeps, options: DpuHealthOptions = {}) {
+  const clock = options.now ?? (() => new Date())
+  let running = false
+
+  return async function dpuHealth(_job?: Job): Promise<DpuHealthResult> {
+    if (running) {
+      return { dpus: [], conditions: [], repairs: [], failed: [], skipped: 'a run is in progress' }
+    }
+    running = true
+    try {
+      return await runOnce(deps, clock())
+    } finally {
+      running = false
+    }
+  }
+}
+
+async function runOnce(deps: DpuHealthDeps, now: Date): Promise<DpuHealthResult> {
+  const [beats, hosts, records] = await Promise.all([
+    deps.heartbeats.list(),
+    deps.store.listHosts(),
+    deps.records.readAll(),
+  ])
+  const dpus: { id: string; state: DpuState; lastHeartbeat: string }[] = []
+  const conditions: HealthWritten[] = []
+  const repairs: DpuRepair[] = []
+  const failed: { dpu: string; error: string }[] = []
+  for (const beat of beats) {
+    const state = dpuStateOf(beat, now)
+    dpus.push({ id: beat.dpuId, state, lastHeartbeat: beat.at })
+    try {
+      const done = await checkDpu(deps, beat, state, hosts, records.get(beat.dpuId), now)
+      conditions.push(...done.conditions)
+      repairs.push(...done.repairs)
+      for (const error of done.errors) failed.push({ dpu: beat.dpuId, error })
+    } catch (error) {
+      // One DPU whose report cannot be acted on (or a failed write) holds up no other.
+      failed.push({
+        dpu: beat.dpuId,
+        error: error instanceof Error ? error.message : String(error),
+      })
+    }
+  }
+  return { dpus, conditions, repairs, failed }
+}
+
+/**
+ * One DPU: its state change, its hosts' `DpuHealthy`, and, while Online, its repairs. Its
+ * record is written even when a repair fails, so that a state change is one event.
+ */
+async function checkDpu(
+  deps: DpuHealthDeps,
+  beat: Heartbeat,
+  state: DpuState,
+  hosts: readonly ManagedResource[],
+  before: DpuHealthRecord = { strays: {} },
+  now: Date,
+): Promise<{ conditions: HealthWritten[]; repairs: DpuRepair[]; errors: string[] }> {
+  const id = beat.dpuId
+  if (before.state !== state) {
+    const event = STATE_EVENTS[state]
+    await deps.store.events.record('dpu', id, {
+      ...event,
+      reason: before.state === undefined && state === 'Online' ? 'HeartbeatStarted' : event.reason,
+      message: `DPU ${id} is ${state}: last heartbeat ${beat.at}, one expected every ${beat.intervalMs} ms`,
+    })
+  }
+  let strays = before.strays
+  try {
+    const conditions: HealthWritten[] = []
+    for (const host of hosts) {
+      if (host.spec.dpu.id !== id || host.status.phase === 'Isolated') continue
+      const written = await writeDpuHealthy(deps, host, beat, state, now)
+      if (written) conditions.push({ host: host.name, ...written })
+    }
+    if (state !== 'Online') return { conditions, repairs: [], errors: [] }
+    const repairs = await repairLostPorts(deps, beat, hosts)
+    const isolated = await repairStrays(deps, beat, hosts, before.strays, now)
+    strays = isolated.strays
+    return { conditions, repairs: [...repairs, ...isolated.repairs], errors: isolated.errors }
+  } finally {
+    const after: DpuHealthRecord = { state, strays }
+    if (JSON.stringify(after) !== JSON.stringify({ state: before.state, strays: before.strays })) {
+      await deps.records.write(id, after)
+    }
+  }
+}
+
+/** Sets the host's `DpuHealthy` where it differs from what `state` calls for. */
+async function writeDpuHealthy(
+  deps: DpuHealthDeps,
+  host: ManagedResource,
+  beat: Heartbeat,
+  state: DpuState,
+  now: Date,
+): Promise<{ status: string; reason: string } | undefined> {
+  const of = (conditions: ManagedResource['status']['conditions']) =>
+    dpuHealthyCondition(
+      conditions.find((c) => c.type === DPU_HEALTHY),
+      beat.dpuId,
+      beat,
+      state,
+    )
+  // Read again under the write: another writer may have changed the host meanwhile.
+  if (!of(host.status.conditions)) return undefined
+  let written: { status: string; reason: string } | undefined
+  await deps.store.updateHostStatus(host.name, (current) => {
+    const change = of(current.status.conditions)
+    if (!change) return undefined
+    written = { status: change.status, reason: change.reason }
+    return { ...current.status, conditions: setCondition(current.status.conditions, change, now) }
+  })
+  return written
+}
+
+/** Re-drives each host whose port the DPU no longer holds. */
+async function repairLostPorts(
+  deps: DpuHealthDeps,
+  beat: Heartbeat,
+  hosts: readonly ManagedResource[],
+): Promise<DpuRepair[]> {
+  const repairs: DpuRepair[] = []
+  for (const { host, logicalPort } of hostsMissingPort(beat.dpuId, beat, hosts)) {
+    const message = `DPU ${beat.dpuId}'s heartbeat at ${beat.at} shows no port bound to ${logicalPort}: configuring it again`
+    const jobId = await redriveHost(
+      deps,
+      host,
+      { type: 'AgentConfigured', status: 'False', reason: 'PortLost', message },
+      'Configuring',
+    )
+    if (!jobId) continue
+    await deps.store.events.record('dpu', beat.dpuId, {
+      type: 'Warning',
+      reason: 'PortLost',
+      message: `${host}: ${message}`,
+    })
+    repairs.push({ dpu: beat.dpuId, action: 'PortLost', host, logicalPort, jobId })
+  }
+  return repairs
+}
+
+/**
+ * Sends `isolate` for each stray port that outlasted the grace and has no repair in
+ * flight; returns the strays as they now stand (ones no longer bound are forgotten).
+ */
+async function repairStrays(
+  deps: DpuHealthDeps,
+  beat: Heartbeat,
+  hosts: readonly ManagedResource[],
+  known: Readonly<Record<string, Stray>>,
+  now: Date,
+): Promise<{ strays: Record<string, Stray>; repairs: DpuRepair[]; errors: string[] }> {
+  const dpuId = beat.dpuId
+  const graceMs = repairGraceMs(beat)
+  const strays: Record<string, Stray> = {}
+  const repairs: DpuRepair[] = []
+  const errors: string[] = []
+  for (const port of strayPorts(dpuId, beat, hosts)) {
+    const stray = known[port.logicalPort] ?? { since: now.toISOString(), repairs: 0 }
+    strays[port.logicalPort] = stray
+    if (now.getTime() - Date.parse(stray.since) < graceMs) continue
+    if (stray.lastSentAt && now.getTime() - Date.parse(stray.lastSentAt) < graceMs) continue
+    if (stray.lastJobId) {
+      const ref = { queue: agentQueueName(dpuId), jobId: stray.lastJobId }
+      if ((await deps.children.outcome(ref)).state === 'pending') continue
+    }
+    let sent: DpuRepair
+    try {
+      sent = await isolateStray(deps, dpuId, port, hosts, now)
+    } catch (error) {
+      // E.g. a report no valid `isolate` can follow (a port name no agent would send):
+      // tried again after the grace, not on every run.
+      strays[port.logicalPort] = { ...stray, lastSentAt: now.toISOString() }
+      errors.push(`${port.logicalPort}: ${error instanceof Error ? error.message : String(error)}`)
+      continue
+    }
+    strays[port.logicalPort] = {
+      ...stray,
+      repairs: stray.repairs + 1,
+      lastJobId: sent.jobId,
+      lastSentAt: now.toISOString(),
+    }
+    repairs.push(sent)
+  }
+  return { strays, repairs, errors }
+}
+
+async function isolateStray(
+  deps: DpuHealthDeps,
+  dpuId: string,
+  port: BoundPort,
+  hosts: readonly ManagedResource[],
+  now: Date,
+): Promise<DpuRepair> {
+  const owner = strayOwner(port, hosts)
+  // A repair number of its own: the job is never a duplicate of an earlier isolate.
+  const ref = await addIsolate(
+    deps,
+    {
+      dpuId,
+      specVersion: owner.specVersion,
+      group: { name: port.group },
+      host: { name: owner.name, logicalPort: port.logicalPort, hostPort: port.port },
+    },
+    now.getTime(),
+  )
+  const message = `DPU ${dpuId} holds ${port.port} bound to ${port.logicalPort}, which nothing wants there: isolating it (${ref.jobId})`
+  const event = { type: 'Warning', reason: 'StrayPortIsolated', message } as const
+  await deps.store.events.record('dpu', dpuId, event)
+  if (owner.known) await deps.store.events.record('mr', owner.name, event)
+  return {
+    dpu: dpuId,
+    action: 'StrayPortIsolated',
+    logicalPort: port.logicalPort,
+    ...(owner.known ? { host: owner.name } : {}),
+    jobId: ref.jobId,
+  }
+}
