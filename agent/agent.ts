@@ -231,6 +231,9 @@ export class Agent {
       this.mustClaimRelayPort(await this.ovs.ensurePort(relay.port), relay.port, job)
       this.mustClaimRelayPort(await this.ovs.ensurePort(relay.uplink), relay.uplink, job)
       await this.relays.ensure(relay.spec)
+    } else {
+      // The group relays no DHCP (any more): a relay it had here goes.
+      await this.removeRelay(group.name, before.owned)
     }
 
     this.mustClaimHostPort(await this.ovs.ensurePort(hostSpec), job)

@@ -130,10 +130,31 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   t.equal(ack2.hostPort, lab.host.hostPort)
   t.same((await lab.dpu.vsctl('list-ports', 'br-int')).trim().split('\n').sort(), intPorts)
 
+  // The group stops relaying DHCP: the next configure takes its relay away.
+  const { dhcpServer: _server, relay: _relay, ...noRelay } = lab.input.group
+  const plain = buildConfigurePayload('1.0', { ...lab.input, group: noRelay, specVersion: 3 })
+  const ack3 = (await (
+    await lab.queue.add('configure', plain, { jobId: agentJobId('configure', plain) })
+  ).waitUntilFinished(lab.events, 40_000)) as ConfigureAck
+  t.equal(ack3.relayPort, undefined, 'no relay in the ack')
+  t.same(await processesMentioning(`dhcrelay-${relayPort}.pid`), [], 'dhcrelay stopped')
+  t.same(
+    (await lab.dpu.vsctl('list-ports', 'br-int')).trim().split('\n'),
+    [lab.host.hostPort],
+    'the relay port left br-int',
+  )
+  t.notMatch(await run('ip', ['netns', 'list']), relayNs, 'the relay namespace is gone')
+  // …and it comes back with the group's dhcpServer.
+  const relayed = buildConfigurePayload('1.0', { ...lab.input, specVersion: 4 })
+  await (
+    await lab.queue.add('configure', relayed, { jobId: agentJobId('configure', relayed) })
+  ).waitUntilFinished(lab.events, 40_000)
+  t.equal((await processesMentioning(`dhcrelay-${relayPort}.pid`)).length > 0, true)
+
   // isolate: the host port leaves br-int, the SB binding is released, the relay stops.
   const isolate = buildIsolatePayload('1.0', {
     dpuId: lab.dpuId,
-    specVersion: 3,
+    specVersion: 5,
     group: { name: lab.input.group.name },
     host: { name: 'h1', logicalPort: lab.input.host.logicalPort, hostPort: lab.host.hostPort },
   })
