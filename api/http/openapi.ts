@@ -48,8 +48,48 @@ const list = (schema: string) => ({
   },
 })
 
+/** `GET …/events`: an object's recent history, newest first (at most `limit`, 50). */
+function eventsPath(id: object, description: string) {
+  return {
+    parameters: [
+      id,
+      { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 50 } },
+    ],
+    get: {
+      description,
+      responses: {
+        '200': {
+          description: 'its events',
+          content: json({
+            type: 'object',
+            properties: {
+              items: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    at: { type: 'string', format: 'date-time' },
+                    type: { enum: ['Normal', 'Warning'] },
+                    reason: { type: 'string' },
+                    message: { type: 'string' },
+                  },
+                },
+              },
+            },
+          }),
+        },
+        ...errors(400, 401, 404),
+      },
+    },
+  }
+}
+
 function objectPaths(path: string, object: string, spec: string, listQuery: string) {
   return {
+    [`${path}/{name}/events`]: eventsPath(
+      name,
+      'its recent history, newest first: phase and condition changes, retries (Retrying, Stalled, RetriesExhausted) and reconcile repairs (Repaired)',
+    ),
     [path]: {
       get: {
         parameters: [{ name: listQuery, in: 'query', schema: { type: 'string' } }],
@@ -181,39 +221,10 @@ export const openApiDocument = {
         responses: { '204': { description: 'removed' }, ...errors(401, 403, 404, 409) },
       },
     },
-    '/v1/dpus/{id}/events': {
-      parameters: [
-        { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
-        { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 50 } },
-      ],
-      get: {
-        description:
-          "the DPU's recent history, newest first: its heartbeat's state changes (HeartbeatStarted, HeartbeatStale, HeartbeatLost, HeartbeatResumed) and the repairs made from its reports (PortLost, StrayPortIsolated)",
-        responses: {
-          '200': {
-            description: 'its events',
-            content: json({
-              type: 'object',
-              properties: {
-                items: {
-                  type: 'array',
-                  items: {
-                    type: 'object',
-                    properties: {
-                      at: { type: 'string', format: 'date-time' },
-                      type: { enum: ['Normal', 'Warning'] },
-                      reason: { type: 'string' },
-                      message: { type: 'string' },
-                    },
-                  },
-                },
-              },
-            }),
-          },
-          ...errors(400, 401, 404),
-        },
-      },
-    },
+    '/v1/dpus/{id}/events': eventsPath(
+      { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+      "the DPU's recent history, newest first: its heartbeat's state changes (HeartbeatStarted, HeartbeatStale, HeartbeatLost, HeartbeatResumed) and the repairs made from its reports (PortLost, StrayPortIsolated)",
+    ),
     '/v1/dpus/{id}/credentials': {
       parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
       post: {
