@@ -208,6 +208,18 @@ t.test("reconcile's repairs are in the group's and the host's events", async (t)
   const group = (await get('/v1/resource-groups/group-r/events')).body as { items: ObjectEvent[] }
   t.match(group.items[0], { reason: 'Repaired', message: /Logical_Switch_Port/ })
 
+  // A hand-deleted gateway router: repaired, and listed in the group's events.
+  const gateway = topologyNames.gatewayRouter('group-r', 'dpu-1')
+  await p.nbctl('lr-del', gateway)
+  const again = await p.controller.queue.add('reconcile', {}, { jobId: 'reconcile-events-gw' })
+  await until(
+    async () => (await p.controller.queue.getJob(again.id ?? ''))?.finishedOn,
+    (f) => f !== undefined,
+  )
+  t.match(await p.nbctl('lr-list'), gateway, 'the gateway router is back')
+  const after = (await get('/v1/resource-groups/group-r/events')).body as { items: ObjectEvent[] }
+  t.match(after.items[0], { reason: 'Repaired', message: /Logical_Router\/gw\/dpu-1/ })
+
   t.equal((await get('/v1/managed-resources/nobody/events')).status, 404)
   const bad = await get('/v1/managed-resources/host-r/events?limit=0')
   t.equal(bad.status, 400, 'a limit out of range is refused, naming it')
