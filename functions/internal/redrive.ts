@@ -7,7 +7,12 @@
 import * as v from 'valibot'
 import { JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../../lib/jobs/index.ts'
 import { attemptOf, startAttempt } from '../../lib/state/attempts.ts'
-import type { GroupPhase, HostPhase } from '../../lib/state/objects.ts'
+import type {
+  GroupPhase,
+  HostPhase,
+  ManagedResourceStatus,
+  ResourceGroupStatus,
+} from '../../lib/state/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 import type { ConditionChange } from './status.ts'
 
@@ -38,44 +43,51 @@ type RedriveDeps = Pick<HandlerDeps, 'store'> & { readonly jobs: ControllerJobs 
  * @example
  * await redriveHost(deps, 'host-1', { type: 'Attached', status: 'Unknown', reason: 'Retrying', message: '…' })
  */
-export async function redriveHost(
+export function redriveHost(
   deps: RedriveDeps,
   name: string,
   cause: ConditionChange,
   phase: HostPhase = 'Attaching',
 ): Promise<string | undefined> {
-  let started: { specVersion: number; attempt: number } | undefined
-  await deps.store.updateHostStatus(name, (current) => {
-    if (current.deletion) return undefined
-    const next = startAttempt(current.status, phase, cause)
-    started = { specVersion: current.specVersion, attempt: attemptOf(next) }
-    return next
-  })
-  if (!started) return undefined
-  const data = { host: name, specVersion: started.specVersion, attempt: started.attempt }
-  const id = jobId('host.attach', name, started.specVersion, started.attempt)
-  await deps.jobs.add('host.attach', validPayload('host.attach', data), id)
-  return id
+  return redrive(deps, 'mr', name, cause, phase)
 }
 
 /** Starts the group's next attempt (`Provisioning`) and enqueues its `group.create`. */
-export async function redriveGroup(
+export function redriveGroup(
   deps: RedriveDeps,
   name: string,
   cause: ConditionChange,
   phase: GroupPhase = 'Provisioning',
 ): Promise<string | undefined> {
+  return redrive(deps, 'rg', name, cause, phase)
+}
+
+async function redrive(
+  deps: RedriveDeps,
+  kind: 'rg' | 'mr',
+  name: string,
+  cause: ConditionChange,
+  phase: HostPhase | GroupPhase,
+): Promise<string | undefined> {
   let started: { specVersion: number; attempt: number } | undefined
-  await deps.store.updateGroupStatus(name, (current) => {
-    if (current.deletion) return undefined
-    const next = startAttempt(current.status, phase, cause)
-    started = { specVersion: current.specVersion, attempt: attemptOf(next) }
-    return next
-  })
+  await deps.store.updateStatus<ManagedResourceStatus | ResourceGroupStatus>(
+    kind,
+    name,
+    (current) => {
+      if (current.deletion) return undefined
+      const next = startAttempt(current.status, phase, cause)
+      started = { specVersion: current.specVersion, attempt: attemptOf(next) }
+      return next
+    },
+  )
   if (!started) return undefined
-  const data = { group: name, specVersion: started.specVersion, attempt: started.attempt }
-  const id = jobId('group.create', name, started.specVersion, started.attempt)
-  await deps.jobs.add('group.create', validPayload('group.create', data), id)
+  const { specVersion, attempt } = started
+  const [job, data] =
+    kind === 'mr'
+      ? (['host.attach', { host: name, specVersion, attempt }] as const)
+      : (['group.create', { group: name, specVersion, attempt }] as const)
+  const id = jobId(job, name, specVersion, attempt)
+  await deps.jobs.add(job, validPayload(job, data), id)
   return id
 }
 

@@ -1,11 +1,13 @@
-import { Redis } from 'ioredis'
 import t from 'tap'
-import { createFrrSync } from '../../functions/frr-sync.ts'
-import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
-import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import { startFrrConsumer } from '../../queues/frr.ts'
-import { groupSpec, hostSpec, readyFabricHost, startPipeline, until } from './fixtures.ts'
+import {
+  groupSpec,
+  hostSpec,
+  readyFabricHost,
+  startPipeline,
+  startPipelineFrr,
+  until,
+} from './fixtures.ts'
 
 t.test('running a handler again leaves Redis and NB exactly as one run did', async (t) => {
   const p = await startPipeline(t)
@@ -41,20 +43,7 @@ t.test('running a handler again leaves Redis and NB exactly as one run did', asy
 t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws it', async (t) => {
   const p = await startPipeline(t, { frr: true })
   await p.agent('dpu-1')
-  if (!p.frrVtyDir) throw new Error('no FRR')
-  const frr = createFrrController({ vtysh: createVtysh({ vtyDir: p.frrVtyDir }) })
-  const connection = new Redis(p.redisUrl, { maxRetriesPerRequest: null })
-  const consumer = await startFrrConsumer({
-    connection,
-    frr,
-    source: storeAnnouncementSource(p.controller.store, p.controller.ipam),
-    handler: createFrrSync({ frr }),
-    prefix: p.prefix,
-  })
-  t.teardown(async () => {
-    await consumer.close()
-    connection.disconnect()
-  })
+  const frr = await startPipelineFrr(t, p)
 
   await p.client.registerPublicIp('203.0.113.7')
   await p.client.applyGroup('group-p', groupSpec())

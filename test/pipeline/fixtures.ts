@@ -3,6 +3,8 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
+import { createFrrSync } from '../../functions/frr-sync.ts'
+import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
@@ -13,8 +15,10 @@ import {
   type IsolateAck,
   parseAgentJob,
 } from '../../lib/agent-protocol/index.ts'
+import { createFrrController, createVtysh, type FrrController } from '../../lib/frr/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
+import { startFrrConsumer } from '../../queues/frr.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
 import { FakeChassis } from '../helpers/fake-chassis.ts'
 import { eventually } from '../helpers/processes.ts'
@@ -420,4 +424,26 @@ export async function readyFabricHost(p: Pipeline): Promise<void> {
     () => p.controller.store.getHost('host-1'),
     (h) => h?.status.phase === 'Ready',
   )
+}
+
+/**
+ * The FRR consumer, in this process, on a pipeline started with `frr: true`: what the
+ * store wants announced, through the pipeline's private FRR. Stopped at teardown.
+ */
+export async function startPipelineFrr(t: Teardown, p: Pipeline): Promise<FrrController> {
+  if (!p.frrVtyDir) throw new Error('the pipeline was started without FRR')
+  const frr = createFrrController({ vtysh: createVtysh({ vtyDir: p.frrVtyDir }) })
+  const connection = new Redis(p.redisUrl, { maxRetriesPerRequest: null })
+  const consumer = await startFrrConsumer({
+    connection,
+    frr,
+    source: storeAnnouncementSource(p.controller.store, p.controller.ipam),
+    handler: createFrrSync({ frr }),
+    prefix: p.prefix,
+  })
+  t.teardown(async () => {
+    await consumer.close()
+    connection.disconnect()
+  })
+  return frr
 }

@@ -8,38 +8,21 @@
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
-import { createFrrSync } from '../../functions/frr-sync.ts'
-import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import type { ChildJobs } from '../../functions/internal/deps.ts'
 import { queueJobs } from '../../functions/internal/redrive.ts'
 import { retryDue } from '../../functions/internal/retries.ts'
-import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ObjectEvent } from '../../lib/state/events.ts'
-import { startFrrConsumer } from '../../queues/frr.ts'
-import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+import {
+  groupSpec,
+  hostSpec,
+  type Pipeline,
+  startPipeline,
+  startPipelineFrr,
+  until,
+} from './fixtures.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
-
-async function withFrrConsumer(
-  t: { teardown(fn: () => Promise<void>): void },
-  p: Pipeline,
-): Promise<void> {
-  if (!p.frrVtyDir) throw new Error('no FRR')
-  const frr = createFrrController({ vtysh: createVtysh({ vtyDir: p.frrVtyDir }) })
-  const connection = new Redis(p.redisUrl, { maxRetriesPerRequest: null })
-  const consumer = await startFrrConsumer({
-    connection,
-    frr,
-    source: storeAnnouncementSource(p.controller.store, p.controller.ipam),
-    handler: createFrrSync({ frr }),
-    prefix: p.prefix,
-  })
-  t.teardown(async () => {
-    await consumer.close()
-    connection.disconnect()
-  })
-}
 
 function api(p: Pipeline) {
   const app = createApp({
@@ -61,7 +44,7 @@ t.test(
   'a PublicAccess host Failed on an empty pool is re-driven, and Ready keeps no stale condition',
   async (t) => {
     const p = await startPipeline(t, { frr: true })
-    await withFrrConsumer(t, p)
+    await startPipelineFrr(t, p)
     await p.agent('dpu-1')
     await p.client.applyGroup('group-p', groupSpec())
     const spec = hostSpec('group-p', 'dpu-1', 1, { hostAccess: 'PublicAccess' })
@@ -115,7 +98,7 @@ t.test(
 
 t.test('the controller retries a Failed host once its backoff passed', async (t) => {
   const p = await startPipeline(t, { frr: true })
-  await withFrrConsumer(t, p)
+  await startPipelineFrr(t, p)
   await p.agent('dpu-1')
   await p.client.applyGroup('group-q', groupSpec())
   await p.client.applyHost(
