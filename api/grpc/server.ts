@@ -31,7 +31,7 @@ import type { PublicIp } from '../../proto/gen/hydrazine/v1/PublicIp.ts'
 import type { WatchRequest__Output } from '../../proto/gen/hydrazine/v1/WatchRequest.ts'
 import type { Accepted, HydrazineClient } from '../../queues/producer.ts'
 import { ValidationError } from '../../queues/producer.ts'
-import { bearerAuthenticator, type Principal, type Tokens } from '../auth.ts'
+import { bearerAuthenticator, type Principal, type Tokens, tenantOf } from '../auth.ts'
 import { type ClassifiedError, classifyError, type ErrorClass, type Issue } from '../errors.ts'
 import { createOperations, type Operations, type OperationsDeps } from '../operations.ts'
 import { type HydrazineHandlers, hydrazineServiceDefinition } from './protocol.ts'
@@ -42,6 +42,35 @@ export interface GrpcDeps {
   readonly tokens: Tokens
   /** Sees every error that became INTERNAL. */
   readonly logError?: (error: unknown) => void
+  /** How many Watch streams may be open at once (defaults: `WATCH_LIMITS`). */
+  readonly watchLimits?: Partial<WatchLimits>
+}
+
+/** Bounds on Watch streams, so that no one caller can exhaust the server. */
+export interface WatchLimits {
+  /** Open streams per token holder (the operator, or one tenant). */
+  readonly perPrincipal: number
+  /** Open streams in all. */
+  readonly total: number
+  /**
+   * Events a stream may have waiting to be sent: a client that reads slower than its
+   * objects change is cut off (RESOURCE_EXHAUSTED) rather than buffered without end.
+   */
+  readonly backlog: number
+}
+
+export const WATCH_LIMITS: WatchLimits = { perPrincipal: 16, total: 1024, backlog: 10_000 }
+
+/**
+ * Connection hygiene: keepalive pings find dead peers, and a connection is closed (its
+ * streams ended, for the client to open again) after a maximum age, so no connection
+ * holds a server for ever.
+ */
+const SERVER_OPTIONS: grpc.ChannelOptions = {
+  'grpc.keepalive_time_ms': 60_000,
+  'grpc.keepalive_timeout_ms': 20_000,
+  'grpc.max_connection_age_ms': 60 * 60_000,
+  'grpc.max_connection_age_grace_ms': 60_000,
 }
 
 export interface GrpcIngress {
@@ -139,6 +168,9 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
   const operationsFor = createOperations(deps)
   const logError = deps.logError ?? (() => {})
   const watches = new Set<() => void>()
+  const limits = { ...WATCH_LIMITS, ...deps.watchLimits }
+  /** Open Watch streams per principal (`operator`, `tenant:<id>`). */
+  const watching = new Map<string, number>()
 
   const principalOf = (metadata: grpc.Metadata): Principal | undefined => {
     const values = metadata.get('authorization')
@@ -224,7 +256,26 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
         call.emit('error', UNAUTHENTICATED)
         return
       }
-      const stop = streamChanges(call, operationsFor(principal), () => watches.delete(stop))
+      const who = principal.kind === 'operator' ? 'operator' : `tenant:${tenantOf(principal)}`
+      const open = watching.get(who) ?? 0
+      if (open >= limits.perPrincipal || watches.size >= limits.total) {
+        const which =
+          open >= limits.perPrincipal
+            ? `${limits.perPrincipal} for one token`
+            : `${limits.total} in all`
+        call.emit('error', {
+          code: grpc.status.RESOURCE_EXHAUSTED,
+          details: `too many Watch streams open (at most ${which}); close one first`,
+        })
+        return
+      }
+      watching.set(who, open + 1)
+      const stop = streamChanges(call, operationsFor(principal), () => {
+        watches.delete(stop)
+        const left = (watching.get(who) ?? 1) - 1
+        if (left > 0) watching.set(who, left)
+        else watching.delete(who)
+      })
       watches.add(stop)
     },
   }
@@ -245,6 +296,7 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     let ended = false
     let unsubscribe: (() => void) | undefined
     let queue: Promise<void> = Promise.resolve()
+    let backlog = 0
 
     const end = (status?: Partial<grpc.StatusObject>) => {
       if (ended) return
@@ -271,7 +323,19 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     // One at a time, in the order announced, so that events follow the changes.
     const later = (k: WatchedKind, n: string) => {
       if (ended || !wants(k, n)) return
-      queue = queue.then(() => send(k, n)).catch((error: unknown) => end(failure(error)))
+      if (++backlog > limits.backlog) {
+        end({
+          code: grpc.status.RESOURCE_EXHAUSTED,
+          details: `the stream fell ${limits.backlog} events behind; Watch again`,
+        })
+        return
+      }
+      queue = queue
+        .then(() => send(k, n))
+        .then(() => {
+          backlog--
+        })
+        .catch((error: unknown) => end(failure(error)))
     }
     call.on('cancelled', () => end())
 
@@ -293,7 +357,10 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     return () => end()
   }
 
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': 4 * MAX_SPEC_BYTES })
+  const server = new grpc.Server({
+    ...SERVER_OPTIONS,
+    'grpc.max_receive_message_length': 4 * MAX_SPEC_BYTES,
+  })
   server.addService(hydrazineServiceDefinition(), handlers)
 
   return {

@@ -37,10 +37,15 @@ interface Answer {
   error?: grpc.ServiceError
 }
 
-async function startIngress(t: Teardown, p: Pipeline) {
+async function startIngress(
+  t: Teardown,
+  p: Pipeline,
+  watchLimits?: Parameters<typeof createGrpcServer>[0]['watchLimits'],
+) {
   const ingress = createGrpcServer({
     client: p.client,
     tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] } },
+    ...(watchLimits ? { watchLimits } : {}),
   })
   const port = await ingress.bind('127.0.0.1:0')
   t.teardown(() => ingress.close())
@@ -468,4 +473,28 @@ t.test('gRPC ingress against a running pipeline', async (t) => {
     )
     w.end()
   })
+})
+
+t.test('Watch streams are bounded per token and in all', async (t) => {
+  const p = await startPipeline(t)
+  const { watch } = await startIngress(t, p, { perPrincipal: 2, total: 3 })
+  const a1 = watch({}, TENANT_A)
+  const a2 = watch({}, TENANT_A)
+  const a3 = watch({}, TENANT_A)
+  t.match(await a3.closed, { code: grpc.status.RESOURCE_EXHAUSTED, details: /2 for one token/ })
+  const b1 = watch({}, TENANT_B)
+  const b2 = watch({}, TENANT_B)
+  t.match(await b2.closed, { code: grpc.status.RESOURCE_EXHAUSTED, details: /3 in all/ })
+  // A closed stream frees its place.
+  a1.end()
+  await a1.closed
+  await new Promise((r) => setTimeout(r, 200))
+  const b3 = watch({}, TENANT_B)
+  await p.client.applyGroup('group-w', groupSpec('tenant-b'))
+  await until(
+    async () => b3.events.length,
+    (n) => n > 0,
+  )
+  t.pass('a new stream opens once one closed')
+  for (const w of [a2, b1, b3]) w.end()
 })
