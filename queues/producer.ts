@@ -21,6 +21,7 @@ import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
 import { deletionVersion, JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
 import type { ChangeFeed, ChangeListener } from '../lib/state/changes.ts'
 import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
+import type { EventObjectKind } from '../lib/state/generations.ts'
 import {
   type Dpu,
   DpuSpec,
@@ -376,6 +377,14 @@ export class HydrazineClient {
   /** Records a webhook delivery id; false when it was seen within `ttlS` (a redelivery). */
   rememberDelivery(id: string, ttlS: number): Promise<boolean> {
     return this.store.rememberDelivery(id, ttlS)
+  }
+  /** The generation of the newest webhook event applied for the object (0: none). */
+  lastEventGeneration(kind: EventObjectKind, name: string): Promise<number> {
+    return this.store.generations.last(kind, name)
+  }
+  /** Records that a webhook event of `generation` was applied for the object. */
+  recordEventGeneration(kind: EventObjectKind, name: string, generation: number): Promise<void> {
+    return this.store.generations.record(kind, name, generation)
   }
   /** Forgets a delivery id (its processing failed; a retry must run). */
   forgetDelivery(id: string): Promise<void> {

@@ -4,19 +4,24 @@
  *
  * - `X-Hydrazine-Signature: sha256=<hex>` — HMAC-SHA256 of the raw body with the shared secret;
  * - `X-Hydrazine-Timestamp: <unix seconds>` — refused when more than 5 minutes off;
- * - the event `id` is remembered for a day, so a redelivery does nothing twice.
+ * - the event `id` is remembered for a day, so a redelivery does nothing twice;
+ * - `generation` numbers each object's events (Carbide's own version of it, rising with
+ *   every change): an event older than the newest one applied for its object (a retried
+ *   `applied` arriving after the `deleted` that followed it) is answered 409 `STALE` and
+ *   changes nothing.
  *
  * An event becomes the same producer call as the matching REST request (made as an
  * operator: Carbide also keeps the DPU inventory, `dpu.applied` / `dpu.deleted`).
  *
  * @example
- * { "type": "resource-group.applied", "id": "evt-1", "name": "group-a",
+ * { "type": "resource-group.applied", "id": "evt-1", "name": "group-a", "generation": 1,
  *   "spec": { "tenantId": "tenant-a", "network": { "cidr": "10.0.0.0/24", "gateway": "10.0.0.1" } } }
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import * as v from 'valibot'
+import type { EventObjectKind } from '../../lib/state/generations.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
 import { ApiError } from './errors.ts'
 
@@ -31,6 +36,8 @@ export interface EventsDeps {
     | 'deleteHost'
     | 'rememberDelivery'
     | 'forgetDelivery'
+    | 'lastEventGeneration'
+    | 'recordEventGeneration'
     | 'applyDpu'
     | 'deleteDpu'
   >
@@ -45,18 +52,26 @@ const MAX_EVENT_BYTES = 64 * 1024
 
 const Id = v.pipe(v.string(), v.minLength(1), v.maxLength(200))
 const Name = v.pipe(v.string(), v.minLength(1), v.maxLength(63))
+const Generation = v.pipe(
+  v.number(),
+  v.integer('must be an integer'),
+  v.minValue(1, 'must be at least 1'),
+  v.maxValue(Number.MAX_SAFE_INTEGER, 'is too large'),
+)
 
 export const CarbideEvent = v.variant('type', [
   v.object({
     type: v.picklist(['resource-group.applied', 'managed-resource.applied', 'dpu.applied']),
     id: Id,
     name: Name,
+    generation: Generation,
     spec: v.record(v.string(), v.unknown()),
   }),
   v.object({
     type: v.picklist(['resource-group.deleted', 'managed-resource.deleted', 'dpu.deleted']),
     id: Id,
     name: Name,
+    generation: Generation,
     force: v.optional(v.boolean()),
   }),
 ])
@@ -124,8 +139,19 @@ export function eventRoutes(deps: EventsDeps): Hono {
       if (!(await deps.client.rememberDelivery(event.id, SEEN_TTL_S))) {
         return c.json({ duplicate: true, id: event.id }, 200)
       }
+      const kind = kindOf(event)
       try {
+        const last = await deps.client.lastEventGeneration(kind, event.name)
+        if (event.generation < last) {
+          throw new ApiError(
+            409,
+            'STALE',
+            `${kind} ${event.name}: generation ${event.generation} is older than ${last}, already applied`,
+            [{ path: 'generation', message: `must not be older than ${last}` }],
+          )
+        }
         const accepted = await apply(deps.client, event)
+        await deps.client.recordEventGeneration(kind, event.name, event.generation)
         const result =
           accepted.jobId === undefined
             ? { id: event.id, object: accepted.object }
@@ -139,6 +165,12 @@ export function eventRoutes(deps: EventsDeps): Hono {
     },
   )
   return app
+}
+
+/** The kind of object an event is about: its type up to the dot. */
+function kindOf(event: CarbideEvent): EventObjectKind {
+  const [kind] = event.type.split('.') as [EventObjectKind]
+  return kind
 }
 
 /**

@@ -425,7 +425,7 @@ export const openApiDocument = {
       },
       CarbideEvent: {
         type: 'object',
-        required: ['type', 'id', 'name'],
+        required: ['type', 'id', 'name', 'generation'],
         properties: {
           type: {
             enum: [
@@ -439,6 +439,12 @@ export const openApiDocument = {
           },
           id: { type: 'string' },
           name: { type: 'string' },
+          generation: {
+            type: 'integer',
+            minimum: 1,
+            description:
+              "the object's event number, rising with each change; an event older than the newest applied for its object is refused (409 STALE)",
+          },
           spec: { type: 'object', description: 'for *.applied' },
           force: { type: 'boolean', description: 'for *.deleted' },
         },

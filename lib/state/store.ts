@@ -10,6 +10,7 @@ import { HydrazineError } from '../errors.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import { DpuHealthRecords } from './dpu-health.ts'
 import { EventLog, transitionEvents } from './events.ts'
+import { EventGenerations } from './generations.ts'
 import { ObjectLocks } from './locks.ts'
 import type {
   Dpu,
@@ -65,6 +66,8 @@ export class StateStore {
   readonly locks: ObjectLocks
   /** What `dpu.health` last found of each DPU (its state, repairs in flight). */
   readonly dpuHealth: DpuHealthRecords
+  /** The newest webhook event applied per object (stale events are refused). */
+  readonly generations: EventGenerations
 
   /** @param prefix prepended to every key; must contain a `{hash tag}`. Default `hz:{store}:`. */
   constructor(redis: Redis, prefix = 'hz:{store}:') {
@@ -73,6 +76,7 @@ export class StateStore {
     this.events = new EventLog(redis, prefix)
     this.locks = new ObjectLocks(redis, prefix)
     this.dpuHealth = new DpuHealthRecords(redis, prefix)
+    this.generations = new EventGenerations(redis, prefix)
   }
 
   #key(kind: Kind, name: string): string {

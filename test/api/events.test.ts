@@ -58,6 +58,7 @@ t.test('Carbide events drive the same calls as the REST API', async (t) => {
     type: 'resource-group.applied',
     id: 'evt-1',
     name: 'group-a',
+    generation: 1,
     spec: groupSpec('tenant-a'),
   }
 
@@ -105,6 +106,7 @@ t.test('Carbide events drive the same calls as the REST API', async (t) => {
       'STALE_EVENT',
     ],
     ['unknown type', { ...applyGroup, id: 'evt-2', type: 'x.applied' }, {}, 400, 'INVALID'],
+    ['no generation', { ...applyGroup, id: 'evt-2', generation: undefined }, {}, 400, 'INVALID'],
     [
       'invalid spec',
       { ...applyGroup, id: 'evt-3', name: 'group-b', spec: { tenantId: 'Bad' } },
@@ -133,6 +135,7 @@ t.test('Carbide events drive the same calls as the REST API', async (t) => {
     type: 'managed-resource.applied',
     id: 'evt-4',
     name: 'host-1',
+    generation: 1,
     spec: hostSpec('group-a', 'dpu-1', 1),
   })
   t.equal(host.status, 202)
@@ -140,13 +143,35 @@ t.test('Carbide events drive the same calls as the REST API', async (t) => {
     () => p.controller.store.getHost('host-1'),
     (h) => h?.status.phase === 'Ready',
   )
-  const detach = await deliver({ type: 'managed-resource.deleted', id: 'evt-5', name: 'host-1' })
+  const detach = await deliver({
+    type: 'managed-resource.deleted',
+    id: 'evt-5',
+    name: 'host-1',
+    generation: 2,
+  })
   t.equal(detach.status, 202)
   await until(
     () => p.controller.store.getHost('host-1'),
     (h) => h === undefined,
   )
-  const remove = await deliver({ type: 'resource-group.deleted', id: 'evt-6', name: 'group-b' })
+  // The `applied` before it, retried late (as a new delivery): stale, it recreates nothing.
+  const snap = await snapshot(p)
+  const late = await deliver({
+    type: 'managed-resource.applied',
+    id: 'evt-4-retry',
+    name: 'host-1',
+    generation: 1,
+    spec: hostSpec('group-a', 'dpu-1', 1),
+  })
+  t.equal(late.status, 409, 'an event older than the one applied is refused')
+  t.match(late.json.error, { code: 'STALE', issues: [{ path: 'generation' }] })
+  t.same(await snapshot(p), snap, 'and changes nothing: the host is not recreated')
+  const remove = await deliver({
+    type: 'resource-group.deleted',
+    id: 'evt-6',
+    name: 'group-b',
+    generation: 2,
+  })
   t.equal(remove.status, 202)
   t.ok(remove.json.object.deletion, 'deletion recorded')
 
