@@ -160,6 +160,8 @@ export async function startPipeline(
       const connection = new Redis(credentials ? asUser(redisUrl, credentials) : redisUrl, {
         maxRetriesPerRequest: null,
       })
+      // A stand-in agent rides out a Redis restart as the real one does: reconnecting.
+      connection.on('error', () => {})
       const heartbeats = new Heartbeats(connection)
       if (protocolVersions) await heartbeats.write(heartbeat(dpuId, protocolVersions), 60_000)
       const worker = new Worker(
