@@ -2,11 +2,12 @@
  * How Hydrazine's error codes read at the API edge, shared by HTTP and gRPC so that a
  * request refused on one is refused the same way on the other. Each ingress maps the
  * class to its own status (HTTP 400/403/404/409, gRPC INVALID_ARGUMENT/…); anything
- * without a class here is unexpected and answered without details.
+ * without a class here is unexpected and answered without details. A full quota is its
+ * own class: HTTP says 403 (the tenant may not have more), gRPC RESOURCE_EXHAUSTED.
  */
 import { HydrazineError } from '../lib/errors.ts'
 
-export type ErrorClass = 'invalid' | 'forbidden' | 'not-found' | 'conflict'
+export type ErrorClass = 'invalid' | 'forbidden' | 'not-found' | 'conflict' | 'quota'
 
 export const ERROR_CLASS_BY_CODE: Readonly<Record<string, ErrorClass>> = {
   INVALID: 'invalid',
@@ -20,6 +21,7 @@ export const ERROR_CLASS_BY_CODE: Readonly<Record<string, ErrorClass>> = {
   ADDRESS_IN_USE: 'conflict',
   OVERLAP: 'conflict',
   POOL_EXHAUSTED: 'conflict',
+  QUOTA_EXCEEDED: 'quota',
 }
 
 export interface Issue {

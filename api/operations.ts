@@ -7,13 +7,20 @@
  * public IPs are for operators only. Specs are validated by the producer client
  * (`queues/producer.ts`) after these checks, which only read: a refused request changes
  * nothing and enqueues nothing.
+ *
+ * Lists are paged (`lib/state/pages.ts`): by name, or for public IPs by address, each page
+ * starting after the last key of the one before. Groups and hosts are read a page at a
+ * time; the DPU inventory and the public IP pool (bounded by hardware and by the
+ * operator) are read whole, and only the page's DPUs get their views built.
  */
 import type { DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import { type DpuState, dpuStateOf } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
+import { parseIp, toHex } from '../lib/ipam/address.ts'
 import type { PublicIpStatus } from '../lib/ipam/index.ts'
 import type { ObjectEvent } from '../lib/state/events.ts'
 import type { Dpu, DpuSpec, ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
+import { type Page, type PageRequest, pageOf } from '../lib/state/pages.ts'
 import {
   type Accepted,
   type HydrazineClient,
@@ -37,8 +44,8 @@ export interface OperationsDeps {
     | 'listPublicIps'
     | 'getGroup'
     | 'getHost'
-    | 'listGroups'
-    | 'listHosts'
+    | 'pageGroups'
+    | 'pageHosts'
     | 'listDpus'
     | 'getDpu'
     | 'applyDpu'
@@ -83,18 +90,30 @@ export interface DpuView {
 export interface Operations {
   applyGroup(name: string, spec: Record<string, unknown>): Promise<Accepted<ResourceGroup>>
   getGroup(name: string): Promise<ResourceGroup>
-  listGroups(filter: { tenant?: string | undefined }): Promise<ResourceGroup[]>
+  /** One page of the visible groups by name (`?tenant=` narrows, never widens). */
+  listGroups(
+    filter: { tenant?: string | undefined },
+    page: PageRequest,
+  ): Promise<Page<ResourceGroup>>
   deleteGroup(name: string, force: boolean): Promise<Accepted<ResourceGroup>>
   applyHost(name: string, spec: Record<string, unknown>): Promise<Accepted<ManagedResource>>
   getHost(name: string): Promise<ManagedResource>
-  listHosts(filter: { resourceGroup?: string | undefined }): Promise<ManagedResource[]>
+  /** One page of the visible hosts by name, all or one group's. */
+  listHosts(
+    filter: { resourceGroup?: string | undefined },
+    page: PageRequest,
+  ): Promise<Page<ManagedResource>>
   deleteHost(name: string, force: boolean): Promise<Accepted<ManagedResource>>
   registerPublicIp(ip: string): Promise<PublicIpStatus>
   getPublicIp(ip: string): Promise<PublicIpStatus>
-  listPublicIps(): Promise<PublicIpStatus[]>
+  /** One page of the pool, in address order (`after`: an address). */
+  listPublicIps(page: PageRequest): Promise<Page<PublicIpStatus>>
   unregisterPublicIp(ip: string): Promise<void>
-  /** The inventory with each DPU's agent report: all for an operator, its own for a tenant. */
-  listDpus(): Promise<DpuView[]>
+  /**
+   * One page, by id, of the inventory with each DPU's agent report: all for an operator
+   * (agents not in it included), its own for a tenant.
+   */
+  listDpus(page: PageRequest): Promise<Page<DpuView>>
   getDpu(id: string): Promise<DpuView>
   /** Operators only. */
   applyDpu(
@@ -114,6 +133,12 @@ export interface Operations {
   visibleGroup(name: string): Promise<ResourceGroup | undefined>
   /** The host as this caller may see it: undefined when missing or in another tenant's group. */
   visibleHost(name: string): Promise<ManagedResource | undefined>
+}
+
+/** A key that sorts addresses as the pool lists them: IPv4 before IPv6, then by value. */
+function addressOrder(ip: string): string {
+  const address = parseIp(ip)
+  return `${address.version}:${toHex(address)}`
 }
 
 /**
@@ -195,12 +220,12 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
         return group
       },
 
-      async listGroups(filter) {
+      async listGroups(filter, page) {
         if (tenant !== undefined && filter.tenant !== undefined && filter.tenant !== tenant) {
-          return []
+          return { items: [] }
         }
         const only = tenant ?? filter.tenant
-        return client.listGroups(only ? { tenant: only } : {})
+        return client.pageGroups(only ? { tenant: only } : {}, page)
       },
 
       async groupEvents(name, limit) {
@@ -238,13 +263,14 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
         return host
       },
 
-      async listHosts(filter) {
-        const hosts = await client.listHosts(
-          filter.resourceGroup ? { resourceGroup: filter.resourceGroup } : {},
+      async listHosts(filter, page) {
+        return client.pageHosts(
+          {
+            ...(filter.resourceGroup ? { resourceGroup: filter.resourceGroup } : {}),
+            ...(tenant === undefined ? {} : { tenant }),
+          },
+          page,
         )
-        if (tenant === undefined) return hosts
-        const own = new Set((await client.listGroups({ tenant })).map((g) => g.name))
-        return hosts.filter((h) => own.has(h.spec.resourceGroup))
       },
 
       async hostEvents(name, limit) {
@@ -265,29 +291,37 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
         operatorOnly()
         return client.publicIp(ip)
       },
-      async listPublicIps() {
+      async listPublicIps(page) {
         operatorOnly()
-        return client.listPublicIps()
+        // The pool is one hash: read whole, but answered a page at a time.
+        const after = page.after === undefined ? {} : { after: addressOrder(page.after) }
+        const { items, next } = pageOf(
+          await client.listPublicIps(),
+          { limit: page.limit, ...after },
+          (p) => addressOrder(p.ip),
+        )
+        const last = items.at(-1)
+        return { items, ...(next !== undefined && last ? { next: last.ip } : {}) }
       },
       async unregisterPublicIp(ip) {
         operatorOnly()
         await client.unregisterPublicIp(ip)
       },
-      async listDpus() {
+      async listDpus(page) {
         const [dpus, beats] = await Promise.all([
           client.listDpus(tenant ? { tenant } : {}),
           client.listHeartbeats(),
         ])
+        const dpuOf = new Map(dpus.map((d) => [d.name, d]))
         const beatOf = new Map(beats.map((b) => [b.dpuId, b]))
-        const views = await Promise.all(dpus.map((d) => dpuView(d.name, d, beatOf.get(d.name))))
-        if (tenant === undefined) {
-          // Agents that report before the operator added their DPU.
-          const known = new Set(dpus.map((d) => d.name))
-          for (const beat of beats) {
-            if (!known.has(beat.dpuId)) views.push(await dpuView(beat.dpuId, undefined, beat))
-          }
-        }
-        return views.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+        // An operator also sees agents that report before their DPU was added.
+        const ids =
+          tenant === undefined ? new Set([...dpuOf.keys(), ...beatOf.keys()]) : dpuOf.keys()
+        const { items, next } = pageOf([...ids], page)
+        const views = await Promise.all(
+          items.map((id) => dpuView(id, dpuOf.get(id), beatOf.get(id))),
+        )
+        return { items: views, ...(next === undefined ? {} : { next }) }
       },
       async getDpu(id) {
         return dpuView(id, ...(await visibleDpu(id)))

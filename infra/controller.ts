@@ -15,6 +15,7 @@ import { createIpam, type Ipam } from '../lib/ipam/index.ts'
 import { NbPool, type OvnCentralProvider, SbPool } from '../lib/ovn/index.ts'
 import { createRedis, type RedisEndpoint } from '../lib/redis/connection.ts'
 import { ChangeFeed } from '../lib/state/changes.ts'
+import type { Quotas } from '../lib/state/quotas.ts'
 import { StateStore } from '../lib/state/store.ts'
 import { HydrazineClient } from '../queues/producer.ts'
 import { startWorkers } from '../queues/worker.ts'
@@ -29,6 +30,8 @@ export interface ControllerOptions {
   readonly fabric: FabricSettings
   /** The DHCP servers a group may relay to (default none). */
   readonly dhcpServers?: readonly string[]
+  /** Per-tenant limits on groups, hosts and public IPs (default `DEFAULT_QUOTAS`). */
+  readonly quotas?: Quotas
   /** Jobs handled at once by this process (default 16). */
   readonly concurrency?: number
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
@@ -73,6 +76,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
   const redis = createRedis(endpoint, { maxRetriesPerRequest: 3 })
   redis.on('error', (error) => options.logger?.debug({ err: error }, 'redis connection error'))
   const store = new StateStore(redis)
+  await store.countHostsForQuotas()
   const ipam = createIpam(redis)
   const heartbeats = new Heartbeats(redis)
   const nb = new NbPool()
@@ -116,7 +120,10 @@ export async function startController(options: ControllerOptions): Promise<Contr
     ipam,
     heartbeats,
     changes,
-    policy: { dhcpServers: options.dhcpServers ?? [] },
+    policy: {
+      dhcpServers: options.dhcpServers ?? [],
+      ...(options.quotas ? { quotas: options.quotas } : {}),
+    },
     credentials: createCredentialIssuer({
       redis,
       ...(options.prefix ? { queuePrefix: options.prefix } : {}),

@@ -65,6 +65,7 @@ export async function startService(
     ovn: endpoints.ovn,
     fabric: config.fabric,
     dhcpServers: config.dhcpServers,
+    quotas: config.quotas,
     dpuHealthEveryMs: config.dpuHealthEveryMs,
     logger,
     ...(endpoints.pki ? { certificates: dpuCertificates(endpoints.pki) } : {}),

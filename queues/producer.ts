@@ -32,7 +32,9 @@ import {
   ResourceGroupSpec,
   Rfc1123Label,
 } from '../lib/state/objects.ts'
+import type { Page, PageRequest } from '../lib/state/pages.ts'
 import { type Caller, placeHost } from '../lib/state/placement.ts'
+import { DEFAULT_QUOTAS, limitsOf, type Quotas, type TenantQuota } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 
 /** The request is malformed; `issues` names every bad field (HTTP 400). */
@@ -71,6 +73,11 @@ export type { Caller }
 export interface ClientPolicy {
   /** The DHCP servers a group may relay to (`HYDRAZINE_DHCP_SERVERS`). */
   readonly dhcpServers: readonly string[]
+  /**
+   * Per-tenant limits on groups, hosts and public IPs (`HYDRAZINE_QUOTAS`; default
+   * `DEFAULT_QUOTAS`). They hold for an operator's request too: the quota is the tenant's.
+   */
+  readonly quotas?: Quotas
 }
 
 const OPERATOR: Caller = { kind: 'operator' }
@@ -149,6 +156,11 @@ export class HydrazineClient {
     this.changes = deps.changes
   }
 
+  /** The quota a write for `tenant` counts against. */
+  #quotaOf(tenant: string): TenantQuota {
+    return { tenant, limits: limitsOf(this.policy.quotas ?? DEFAULT_QUOTAS, tenant) }
+  }
+
   #redriveDeps(): { store: StateStore; jobs: ControllerJobs } {
     return { store: this.store, jobs: queueJobs(this.queue) }
   }
@@ -172,7 +184,8 @@ export class HydrazineClient {
 
   /**
    * Creates or updates a ResourceGroup; enqueues `group.create` when the spec changed, or
-   * when the same spec is applied again to a Failed group (a new attempt).
+   * when the same spec is applied again to a Failed group (a new attempt). A new group
+   * past its tenant's `groups` quota is refused (QuotaExceeded): nothing stored or enqueued.
    */
   async applyGroup(name: string, spec: unknown): Promise<Accepted<ResourceGroup>> {
     validate(Rfc1123Label, name, 'name')
@@ -188,7 +201,8 @@ export class HydrazineClient {
         },
       ])
     }
-    const { changed, object } = await this.store.putGroup(name, valid)
+    const { limits } = this.#quotaOf(valid.tenantId)
+    const { changed, object } = await this.store.putGroup(name, valid, limits)
     if (!changed) {
       if (object.status.phase !== 'Failed') return { object }
       const id = await redriveGroup(this.#redriveDeps(), name, sameSpecAgain('OvnConfigured'))
@@ -224,7 +238,9 @@ export class HydrazineClient {
    * Creates or updates a ManagedResource (a host); enqueues `host.attach` when it changed,
    * or when the same spec is applied again to a Failed host (a new attempt).
    * The host is placed on its DPU from the operator's inventory (`placeHost`): a tenant
-   * names only an assigned DPU and one of its host ports.
+   * names only an assigned DPU and one of its host ports. A new host past its tenant's
+   * `hosts` quota, or one becoming PublicAccess past `publicIps`, is refused
+   * (QuotaExceeded): nothing stored (the inventory included) or enqueued.
    */
   async applyHost(
     name: string,
@@ -246,16 +262,25 @@ export class HydrazineClient {
     if (group.deletion) {
       throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
     }
+    const quota = this.#quotaOf(group.spec.tenantId)
     // The DPU may change between the read and the write: the store refuses a spec placed
     // against an older inventory entry, and the request is placed again.
     for (let attempt = 1; ; attempt++) {
       let dpu = await this.store.getDpu(request.dpu.id)
       const placed = placeHost(request, group, dpu, caller)
       if (!placed.ok) throw new ValidationError(placed.issues)
+      // Before the inventory changes; putHost checks again, atomically, as it writes (a
+      // request that loses a race for the tenant's last slot may have added its DPU).
+      await this.store.checkHostQuotas(name, placed.spec, quota)
       if (placed.dpuChange) dpu = (await this.store.putDpu(request.dpu.id, placed.dpuChange)).object
       if (!dpu) throw new Error(`DPU ${request.dpu.id} vanished while being placed`)
       try {
-        const { changed, object } = await this.store.putHost(name, placed.spec, dpu.specVersion)
+        const { changed, object } = await this.store.putHost(
+          name,
+          placed.spec,
+          dpu.specVersion,
+          quota,
+        )
         if (!changed) {
           if (object.status.phase !== 'Failed') return { object }
           const id = await redriveHost(this.#redriveDeps(), name, sameSpecAgain('Attached'))
@@ -399,11 +424,22 @@ export class HydrazineClient {
   listGroups(filter: { tenant?: string } = {}): Promise<ResourceGroup[]> {
     return this.store.listGroups(filter)
   }
+  /** One page of groups by name (all, or one tenant's): see `lib/state/pages.ts`. */
+  pageGroups(filter: { tenant?: string }, page: PageRequest): Promise<Page<ResourceGroup>> {
+    return this.store.pages.groups(filter, page)
+  }
   getHost(name: string): Promise<ManagedResource | undefined> {
     return this.store.getHost(name)
   }
   listHosts(filter: { resourceGroup?: string } = {}): Promise<ManagedResource[]> {
     return this.store.listHosts(filter)
+  }
+  /** One page of hosts by name: all, one group's, one tenant's, or both at once. */
+  pageHosts(
+    filter: { resourceGroup?: string; tenant?: string },
+    page: PageRequest,
+  ): Promise<Page<ManagedResource>> {
+    return this.store.pages.hosts(filter, page)
   }
   /** An object's recent transitions and repairs, newest first. */
   events(kind: EventKind, name: string, limit?: number): Promise<ObjectEvent[]> {

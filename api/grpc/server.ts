@@ -6,9 +6,12 @@
  * - Errors (classes from `api/errors.ts`): invalid → INVALID_ARGUMENT, forbidden →
  *   PERMISSION_DENIED, not found → NOT_FOUND, conflict with stored state →
  *   FAILED_PRECONDITION (the request is well-formed but the system is not in a state that
- *   allows it; retrying the same request will not help until that state changes).
+ *   allows it; retrying the same request will not help until that state changes), a
+ *   tenant's quota full → RESOURCE_EXHAUSTED.
  *   Trailing metadata carries `hz-code` and, for invalid input, `hz-issues`
  *   (`[{path, message}]` JSON). Anything else → INTERNAL "internal error", logged.
+ * - Lists are paged as AIP-158 has it (`page_size`, `page_token`, `next_page_token`;
+ *   `api/pagination.ts`): a request without them gets the first page of 500.
  * - Watch streams the current state of matching objects, then every change announced on
  *   the store's change channel, through its own Redis subscriber connection.
  *
@@ -18,6 +21,7 @@
  */
 import * as grpc from '@grpc/grpc-js'
 import type { PublicIpStatus } from '../../lib/ipam/index.ts'
+import type { Page, PageRequest } from '../../lib/state/pages.ts'
 import type { Kind } from '../../lib/state/store.ts'
 
 /** The kinds a Watch streams. */
@@ -34,6 +38,13 @@ import { ValidationError } from '../../queues/producer.ts'
 import { bearerAuthenticator, type Principal, type Tokens, tenantOf } from '../auth.ts'
 import { type ClassifiedError, classifyError, type ErrorClass, type Issue } from '../errors.ts'
 import { createOperations, type Operations, type OperationsDeps } from '../operations.ts'
+import {
+  encodeContinue,
+  type ListName,
+  MAX_PAGE_SIZE,
+  pageRequest,
+  pageSizeParam,
+} from '../pagination.ts'
 import { type HydrazineHandlers, hydrazineServiceDefinition } from './protocol.ts'
 
 /** What the gRPC ingress needs: the client (with its change feed for Watch) and tokens. */
@@ -89,6 +100,7 @@ const STATUS_BY_CLASS: Readonly<Record<ErrorClass, grpc.status>> = {
   forbidden: grpc.status.PERMISSION_DENIED,
   'not-found': grpc.status.NOT_FOUND,
   conflict: grpc.status.FAILED_PRECONDITION,
+  quota: grpc.status.RESOURCE_EXHAUSTED,
 }
 
 /** Keeps trailers far below grpc-js's 8 KiB metadata limit whatever the input echoed. */
@@ -158,6 +170,22 @@ function publicIp(status: PublicIpStatus): PublicIp {
   }
 }
 
+/** The names of every item of a paged list, read a page at a time. */
+async function allNames(
+  list: (page: PageRequest) => Promise<Page<{ readonly name: string }>>,
+): Promise<string[]> {
+  const names: string[] = []
+  let after: string | undefined
+  do {
+    const page = await list(
+      after === undefined ? { limit: MAX_PAGE_SIZE } : { limit: MAX_PAGE_SIZE, after },
+    )
+    names.push(...page.items.map((i) => i.name))
+    after = page.next
+  } while (after !== undefined)
+  return names
+}
+
 const KIND_TO_PROTO: Readonly<Record<WatchedKind, ObjectKind__Output>> = {
   rg: 'RESOURCE_GROUP',
   mr: 'MANAGED_RESOURCE',
@@ -204,7 +232,18 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     }
   }
 
-  const list = (items: readonly unknown[]) => ({ itemsJson: items.map((i) => JSON.stringify(i)) })
+  /** The page a List request asks for (`pageSize`, `pageToken`). */
+  const pageAsked = (list: ListName, r: { pageSize: number; pageToken: string }) =>
+    pageRequest(list, pageSizeParam(r.pageSize), r.pageToken, 'pageToken')
+  /** A page's answer: its items and the token of the next page ('' on the last). */
+  const paged = <T, I>(list: ListName, page: Page<T>, item: (t: T) => I) => ({
+    items: page.items.map(item),
+    nextPageToken: page.next === undefined ? '' : encodeContinue(list, page.next),
+  })
+  const list = <T>(name: ListName, page: Page<T>) => {
+    const { items, nextPageToken } = paged(name, page, (i) => JSON.stringify(i))
+    return { itemsJson: items, nextPageToken }
+  }
 
   const handlers: HydrazineHandlers = {
     ApplyResourceGroup: unary(async (ops, r: ApplyRequest__Output) =>
@@ -214,7 +253,10 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
       objectJson: JSON.stringify(await ops.getGroup(r.name)),
     })),
     ListResourceGroups: unary(async (ops, r) =>
-      list(await ops.listGroups({ tenant: r.tenant || undefined })),
+      list(
+        'resource-groups',
+        await ops.listGroups({ tenant: r.tenant || undefined }, pageAsked('resource-groups', r)),
+      ),
     ),
     DeleteResourceGroup: unary(async (ops, r) => applied(await ops.deleteGroup(r.name, r.force))),
 
@@ -225,13 +267,21 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
       objectJson: JSON.stringify(await ops.getHost(r.name)),
     })),
     ListManagedResources: unary(async (ops, r) =>
-      list(await ops.listHosts({ resourceGroup: r.resourceGroup || undefined })),
+      list(
+        'managed-resources',
+        await ops.listHosts(
+          { resourceGroup: r.resourceGroup || undefined },
+          pageAsked('managed-resources', r),
+        ),
+      ),
     ),
     DeleteManagedResource: unary(async (ops, r) => applied(await ops.deleteHost(r.name, r.force))),
 
     RegisterPublicIp: unary(async (ops, r) => publicIp(await ops.registerPublicIp(r.ip))),
     GetPublicIp: unary(async (ops, r) => publicIp(await ops.getPublicIp(r.ip))),
-    ListPublicIps: unary(async (ops) => ({ items: (await ops.listPublicIps()).map(publicIp) })),
+    ListPublicIps: unary(async (ops, r) =>
+      paged('public-ips', await ops.listPublicIps(pageAsked('public-ips', r)), publicIp),
+    ),
     UnregisterPublicIp: unary(async (ops, r) => {
       await ops.unregisterPublicIp(r.ip)
       return {}
@@ -241,7 +291,7 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
       objectJson: JSON.stringify((await ops.applyDpu(r.name, specObject(r.specJson))).object),
     })),
     GetDpu: unary(async (ops, r) => ({ objectJson: JSON.stringify(await ops.getDpu(r.name)) })),
-    ListDpus: unary(async (ops) => list(await ops.listDpus())),
+    ListDpus: unary(async (ops, r) => list('dpus', await ops.listDpus(pageAsked('dpus', r)))),
     IssueDpuCredentials: unary(async (ops, r) => ({
       objectJson: JSON.stringify(await ops.issueDpuCredentials(r.name)),
     })),
@@ -347,8 +397,8 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
         unsubscribe = stop
         if (ended) stop()
         // Subscribed before listing: nothing can change unseen in between.
-        const groups = name ? [name] : (await ops.listGroups({})).map((g) => g.name)
-        const hosts = name ? [name] : (await ops.listHosts({})).map((h) => h.name)
+        const groups = name ? [name] : await allNames((page) => ops.listGroups({}, page))
+        const hosts = name ? [name] : await allNames((page) => ops.listHosts({}, page))
         for (const g of groups) later('rg', g)
         for (const h of hosts) later('mr', h)
       })

@@ -34,6 +34,8 @@ const STATUS_BY_CLASS: Readonly<Record<ErrorClass, ContentfulStatusCode>> = {
   forbidden: 403,
   'not-found': 404,
   conflict: 409,
+  // Not 429: waiting does not help; it takes a deletion or a higher quota.
+  quota: 403,
 }
 
 /** Hono `onError` handler. `log` sees only what became a 500. */

@@ -17,7 +17,7 @@ const errors = (...codes: number[]) =>
 const ERROR_TEXT: Record<number, string> = {
   400: 'invalid request; `issues` names every bad field',
   401: 'missing or unknown bearer token',
-  403: 'the token may not do this',
+  403: "the token may not do this (FORBIDDEN), or a new object would pass its tenant's quota of groups, hosts or public IPs (QUOTA_EXCEEDED, naming the quota and its limit)",
   404: 'no such object (or not visible to this token)',
   409: 'conflicts with stored state',
   413: 'body over 64 KiB',
@@ -41,10 +41,36 @@ const unchanged = (schema: string) => ({
     content: json({ type: 'object', required: ['object'], properties: { object: ref(schema) } }),
   },
 })
-const list = (schema: string) => ({
+/** `?limit=` and `?continue=` of every list (api/pagination.ts). */
+const pageParameters = [
+  {
+    name: 'limit',
+    in: 'query',
+    description: 'at most this many items (default 500)',
+    schema: { type: 'integer', minimum: 1, maximum: 1000 },
+  },
+  {
+    name: 'continue',
+    in: 'query',
+    description:
+      "the previous page's `continue`: the next page starts after its last item (correct while objects change)",
+    schema: { type: 'string' },
+  },
+]
+const list = (schema: string, order = 'by name') => ({
   '200': {
-    description: 'the visible objects',
-    content: json({ type: 'object', properties: { items: { type: 'array', items: ref(schema) } } }),
+    description: `one page of the visible objects, ${order}`,
+    content: json({
+      type: 'object',
+      required: ['items'],
+      properties: {
+        items: { type: 'array', items: ref(schema) },
+        continue: {
+          type: 'string',
+          description: 'an opaque token for the next page; absent on the last page',
+        },
+      },
+    }),
   },
 })
 
@@ -92,8 +118,11 @@ function objectPaths(path: string, object: string, spec: string, listQuery: stri
     ),
     [path]: {
       get: {
-        parameters: [{ name: listQuery, in: 'query', schema: { type: 'string' } }],
-        responses: { ...list(object), ...errors(401) },
+        parameters: [
+          { name: listQuery, in: 'query', schema: { type: 'string' } },
+          ...pageParameters,
+        ],
+        responses: { ...list(object), ...errors(400, 401) },
       },
     },
     [`${path}/{name}`]: {
@@ -162,7 +191,8 @@ export const openApiDocument = {
     '/v1/public-ips': {
       get: {
         description: 'operator only',
-        responses: { ...list('PublicIp'), ...errors(401, 403) },
+        parameters: pageParameters,
+        responses: { ...list('PublicIp', 'in address order'), ...errors(400, 401, 403) },
       },
     },
     '/v1/public-ips/{ip}': {
@@ -189,7 +219,8 @@ export const openApiDocument = {
       get: {
         description:
           "every DPU the system has seen: the operator's inventory with each DPU's heartbeat state and its agent's last report (and, for operators, DPUs whose agents reported before they were added to it, silent ones included); a tenant sees the DPUs assigned to it",
-        responses: { ...list('Dpu'), ...errors(401) },
+        parameters: pageParameters,
+        responses: { ...list('Dpu', 'by id'), ...errors(400, 401) },
       },
     },
     '/v1/dpus/{id}': {
@@ -283,7 +314,7 @@ export const openApiDocument = {
         responses: {
           '200': { description: 'a duplicate, or nothing changed' },
           '202': { description: 'accepted; a job converges it' },
-          ...errors(400, 401, 404, 409, 413),
+          ...errors(400, 401, 403, 404, 409, 413),
         },
       },
     },

@@ -5,12 +5,16 @@
  * enqueued: a write that changed the spec answers 202 `{object, jobId}`, an unchanged
  * one 200 `{object}`. Tenant tokens see only their own tenant's objects (others' are
  * 404) and the DPUs assigned to them; public IPs and DPU changes are for operators only.
+ * Lists are paged: `?limit=` (default 500, at most 1000) and `?continue=` from the
+ * previous answer's `continue`, absent on the last page (`api/pagination.ts`).
  */
 import type { Context, MiddlewareHandler } from 'hono'
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
+import type { Page, PageRequest } from '../../lib/state/pages.ts'
 import { bearerAuthenticator } from '../auth.ts'
 import { createOperations, type OperationsDeps } from '../operations.ts'
+import { encodeContinue, type ListName, limitParam, pageRequest } from '../pagination.ts'
 import { ApiError } from './errors.ts'
 import type { Principal, Tokens } from './tokens.ts'
 
@@ -83,6 +87,18 @@ function eventLimit(raw: string | undefined): number {
   return n
 }
 
+/** The page `?limit=` and `?continue=` ask for, or 400 naming the bad one. */
+function pageAsked(c: Context, list: ListName): PageRequest {
+  return pageRequest(list, limitParam(c.req.query('limit')), c.req.query('continue'), 'continue')
+}
+
+/** A page as a list answer: `{items, continue?}`. */
+function paged<T>(list: ListName, page: Page<T>) {
+  return page.next === undefined
+    ? { items: page.items }
+    : { items: page.items, continue: encodeContinue(list, page.next) }
+}
+
 function present<T>(o: { object: T; jobId?: string }) {
   return o.jobId === undefined ? { object: o.object } : { object: o.object, jobId: o.jobId }
 }
@@ -115,9 +131,12 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     }),
   )
   app.get('/resource-groups/:name', async (c) => c.json(await ops(c).getGroup(c.req.param('name'))))
-  app.get('/resource-groups', async (c) =>
-    c.json({ items: await ops(c).listGroups({ tenant: c.req.query('tenant') }) }),
-  )
+  app.get('/resource-groups', async (c) => {
+    const page = pageAsked(c, 'resource-groups')
+    return c.json(
+      paged('resource-groups', await ops(c).listGroups({ tenant: c.req.query('tenant') }, page)),
+    )
+  })
   app.delete('/resource-groups/:name', async (c) => {
     const accepted = await ops(c).deleteGroup(c.req.param('name'), bool(c.req.query('force')))
     return c.json(present(accepted), 202)
@@ -137,9 +156,11 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
   app.get('/managed-resources/:name', async (c) =>
     c.json(await ops(c).getHost(c.req.param('name'))),
   )
-  app.get('/managed-resources', async (c) =>
-    c.json({ items: await ops(c).listHosts({ resourceGroup: c.req.query('resourceGroup') }) }),
-  )
+  app.get('/managed-resources', async (c) => {
+    const page = pageAsked(c, 'managed-resources')
+    const filter = { resourceGroup: c.req.query('resourceGroup') }
+    return c.json(paged('managed-resources', await ops(c).listHosts(filter, page)))
+  })
   app.delete('/managed-resources/:name', async (c) => {
     const accepted = await ops(c).deleteHost(c.req.param('name'), bool(c.req.query('force')))
     return c.json(present(accepted), 202)
@@ -154,14 +175,16 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     return c.json({ object: status })
   })
   app.get('/public-ips/:ip', async (c) => c.json(await ops(c).getPublicIp(c.req.param('ip'))))
-  app.get('/public-ips', async (c) => c.json({ items: await ops(c).listPublicIps() }))
+  app.get('/public-ips', async (c) =>
+    c.json(paged('public-ips', await ops(c).listPublicIps(pageAsked(c, 'public-ips')))),
+  )
   app.delete('/public-ips/:ip', async (c) => {
     await ops(c).unregisterPublicIp(c.req.param('ip'))
     return c.body(null, 204)
   })
 
   // ── DPUs: the operator's inventory and what each agent reports ─────────────
-  app.get('/dpus', async (c) => c.json({ items: await ops(c).listDpus() }))
+  app.get('/dpus', async (c) => c.json(paged('dpus', await ops(c).listDpus(pageAsked(c, 'dpus')))))
   app.get('/dpus/:id/events', async (c) =>
     c.json({ items: await ops(c).dpuEvents(c.req.param('id'), eventLimit(c.req.query('limit'))) }),
   )

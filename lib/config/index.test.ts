@@ -351,3 +351,81 @@ t.test('HYDRAZINE_DPU_HEALTH_MS: how often DPU heartbeats are checked', async (t
     else t.throws(() => loadConfig(env), expected, `${value}`)
   }
 })
+
+t.test('HYDRAZINE_QUOTAS: per-tenant limits on groups, hosts and public IPs', async (t) => {
+  const builtIn = { groups: 100, hosts: 10_000, publicIps: 1_000 }
+  t.same(loadConfig({}).quotas, { default: builtIn, tenants: {} }, 'unset: generous defaults')
+
+  const good: [string, string, object][] = [
+    ['empty object', '{}', { default: builtIn, tenants: {} }],
+    [
+      'a partial default keeps the built-in rest',
+      '{"default": {"groups": 50, "publicIps": 0}}',
+      { default: { groups: 50, hosts: 10_000, publicIps: 0 }, tenants: {} },
+    ],
+    [
+      'a tenant override',
+      '{"default": {"hosts": 2000}, "tenants": {"tenant-a": {"hosts": 5000}}}',
+      { default: { ...builtIn, hosts: 2000 }, tenants: { 'tenant-a': { hosts: 5000 } } },
+    ],
+  ]
+  for (const [name, value, expected] of good) {
+    t.same(loadConfig({ HYDRAZINE_QUOTAS: value }).quotas, expected, name)
+  }
+
+  const bad: [string, string, RegExp][] = [
+    ['not JSON', '{groups: 1}', /HYDRAZINE_QUOTAS: is not valid JSON/],
+    ['not an object', '[1]', /HYDRAZINE_QUOTAS: must be a JSON object/],
+    ['an unknown field', '{"defaults": {}}', /HYDRAZINE_QUOTAS: defaults: is not a field/],
+    [
+      'an unknown quota',
+      '{"default": {"networks": 3}}',
+      /HYDRAZINE_QUOTAS: default\.networks: is not a quota \(LIMITS is \{"groups"\?: N, "hosts"\?: N, "publicIps"\?: N\}\)/,
+    ],
+    [
+      'a negative limit',
+      '{"default": {"groups": -1}}',
+      /HYDRAZINE_QUOTAS: default\.groups: must be a whole number from 0 to 1000000000/,
+    ],
+    [
+      'a fraction',
+      '{"tenants": {"tenant-a": {"hosts": 2.5}}}',
+      /HYDRAZINE_QUOTAS: tenants\.tenant-a\.hosts: must be a whole number/,
+    ],
+    [
+      'a string limit',
+      '{"tenants": {"tenant-a": {"publicIps": "10"}}}',
+      /HYDRAZINE_QUOTAS: tenants\.tenant-a\.publicIps: must be a whole number/,
+    ],
+    [
+      'a tenant that cannot exist',
+      '{"tenants": {"Tenant A": {"hosts": 1}}}',
+      /HYDRAZINE_QUOTAS: tenant name tenants\.Tenant A: must be an RFC 1123 label/,
+    ],
+  ]
+  for (const [name, value, message] of bad) {
+    t.throws(() => loadConfig({ HYDRAZINE_QUOTAS: value }), message, name)
+  }
+
+  const error = (() => {
+    try {
+      loadConfig({ HYDRAZINE_QUOTAS: '{"default": {"groups": -1}}', LOG_LEVEL: 'loud' })
+    } catch (e) {
+      return e
+    }
+  })()
+  t.same(
+    (error as ConfigError).issues.map((i) => i.path),
+    ['HYDRAZINE_QUOTAS', 'LOG_LEVEL'],
+    'named with every other bad variable at once',
+  )
+
+  const dir = t.testdir({
+    'config.json': JSON.stringify({ HYDRAZINE_QUOTAS: { tenants: { 'tenant-b': { groups: 2 } } } }),
+  })
+  t.same(
+    loadConfig({ HYDRAZINE_CONFIG: join(dir, 'config.json') }).quotas.tenants,
+    { 'tenant-b': { groups: 2 } },
+    'a config file may give the quotas as a JSON object',
+  )
+})

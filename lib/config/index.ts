@@ -5,7 +5,9 @@ import { resolve } from 'node:path'
 import * as v from 'valibot'
 import { ConfigError } from '../errors.ts'
 import { isLoopback } from '../process/ports.ts'
+import type { Quotas } from '../state/quotas.ts'
 import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
+import { QuotasVariable } from './quotas.ts'
 
 /**
  * Hydrazine's process configuration, parsed once at start-up from the environment and,
@@ -72,6 +74,12 @@ export interface Config {
    * may relay to (`dhcpServer`); empty = groups relay to none.
    */
   readonly dhcpServers: readonly string[]
+  /**
+   * `HYDRAZINE_QUOTAS` (JSON, lib/config/quotas.ts): per-tenant limits on resource groups,
+   * hosts and public IPs, `{"default": {"groups", "hosts", "publicIps"}, "tenants":
+   * {"<tenant>": {…}}}`; unset, 100 groups, 10,000 hosts and 1,000 public IPs per tenant.
+   */
+  readonly quotas: Quotas
 }
 
 /** Fabric facts for the per-DPU gateway routers (seed 000, "Network Fabric Requirements"). */
@@ -223,6 +231,7 @@ const EnvSchema = v.object({
     ),
     '',
   ),
+  HYDRAZINE_QUOTAS: QuotasVariable,
   LOG_LEVEL: v.optional(v.picklist(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`), 'info'),
   HYDRAZINE_DPU_HEALTH_MS: v.optional(
     v.pipe(
@@ -328,6 +337,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       physicalNetwork: c.HYDRAZINE_PHYSICAL_NETWORK,
     },
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
+    quotas: c.HYDRAZINE_QUOTAS,
   }
 }
 

@@ -24,6 +24,19 @@ import type {
   ResourceGroupStatus,
   StoredObject,
 } from './objects.ts'
+import { ObjectPages } from './pages.ts'
+import {
+  checkQuotas,
+  hostQuotaSets,
+  hostQuotaWrite,
+  type QuotaGuard,
+  type QuotaLimits,
+  quotaFailure,
+  quotaGuards,
+  quotaKeys,
+  type TenantQuota,
+  uncountHosts,
+} from './quotas.ts'
 
 const putSpecScript = new LuaScript(new URL('./lua/put-spec.lua', import.meta.url))
 const purgeScript = new LuaScript(new URL('./lua/purge.lua', import.meta.url))
@@ -68,6 +81,8 @@ export class StateStore {
   readonly dpuHealth: DpuHealthRecords
   /** The newest webhook event applied per object (stale events are refused). */
   readonly generations: EventGenerations
+  /** Pages of groups and hosts, reading only each page's objects. */
+  readonly pages: ObjectPages
 
   /** @param prefix prepended to every key; must contain a `{hash tag}`. Default `hz:{store}:`. */
   constructor(redis: Redis, prefix = 'hz:{store}:') {
@@ -77,6 +92,15 @@ export class StateStore {
     this.locks = new ObjectLocks(redis, prefix)
     this.dpuHealth = new DpuHealthRecords(redis, prefix)
     this.generations = new EventGenerations(redis, prefix)
+    this.pages = new ObjectPages(
+      redis,
+      {
+        index: (kind) => this.#index(kind),
+        members: (group) => this.#members(group),
+        tenant: (tenant) => this.#tenant(tenant),
+      },
+      (kind, names) => this.#getMany(kind, names),
+    )
   }
 
   #key(kind: Kind, name: string): string {
@@ -89,7 +113,7 @@ export class StateStore {
     return `${this.#prefix}rg:${group}:members`
   }
   #tenant(tenant: string): string {
-    return `${this.#prefix}tenant:${tenant}`
+    return quotaKeys(this.#prefix, tenant).groups
   }
   #dpuHosts(dpuId: string): string {
     return `${this.#prefix}dpu:${dpuId}:hosts`
@@ -113,7 +137,15 @@ export class StateStore {
     await this.#redis.publish(this.changesChannel, JSON.stringify({ kind, name }))
   }
 
-  async putGroup(name: string, spec: ResourceGroupSpec): Promise<PutResult<ResourceGroup>> {
+  /**
+   * Stores a group's spec. A new group counts against its tenant's `groups` quota
+   * (QuotaExceeded, nothing written, when it is full); without `limits`, no limit.
+   */
+  async putGroup(
+    name: string,
+    spec: ResourceGroupSpec,
+    limits?: QuotaLimits,
+  ): Promise<PutResult<ResourceGroup>> {
     const initial: ResourceGroupStatus = {
       phase: 'Provisioning',
       conditions: [],
@@ -131,6 +163,9 @@ export class StateStore {
       immutable,
       indexes: [this.#index('rg'), this.#tenant(spec.tenantId)],
       claims: [],
+      guards: limits
+        ? quotaGuards(this.#prefix, { tenant: spec.tenantId, limits }, ['groups'])
+        : [],
       immutableMessage: `the network, tenant and implementation of resource group ${name} cannot change`,
     })
     return { changed, object: await this.#mustGet('rg', name) }
@@ -139,12 +174,15 @@ export class StateStore {
   /**
    * Stores a host's resolved spec. `dpuVersion` is the inventory version of its DPU the
    * spec was resolved against: if the DPU changed since, nothing is written ('Changed').
-   * The host claims its DPU port and, when its access uses it, the DPU's NAT IP.
+   * The host claims its DPU port and, when its access uses it, the DPU's NAT IP. A new host
+   * counts against its group's tenant's `hosts` quota, a PublicAccess one against
+   * `publicIps` too (QuotaExceeded, nothing written, when it would not fit).
    */
   async putHost(
     name: string,
     spec: ManagedResourceSpec,
     dpuVersion: number,
+    quota: TenantQuota,
   ): Promise<PutResult<ManagedResource>> {
     const initial: ManagedResourceStatus = {
       phase: 'Attaching',
@@ -153,19 +191,27 @@ export class StateStore {
       configsSynced: false,
     }
     const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
+    const counted = hostQuotaWrite(this.#prefix, spec, quota)
     const changed = await this.#putSpec({
       kind: 'mr',
       name,
       spec,
       initialStatus: initial,
       immutable: JSON.stringify([spec.resourceGroup, spec.dpu.id, spec.identifier ?? null]),
-      indexes: [this.#index('mr'), this.#members(spec.resourceGroup), this.#dpuHosts(spec.dpu.id)],
+      indexes: [
+        this.#index('mr'),
+        this.#members(spec.resourceGroup),
+        this.#dpuHosts(spec.dpu.id),
+        ...counted.guards.map((g) => g.key),
+      ],
+      leaves: counted.leaves,
       claims: [
         ...(natIp ? [this.#claim(`natip:${natIp}`)] : []),
         ...(spec.identifier ? [this.#claim(`dpuport:${spec.dpu.id}/${spec.identifier}`)] : []),
       ],
       guards: [
         { key: this.#key('dpu', spec.dpu.id), field: 'specVersion', equals: String(dpuVersion) },
+        ...counted.guards,
       ],
       immutableMessage: `managed resource ${name} cannot move to another resource group, DPU or host port; delete it first`,
     })
@@ -210,6 +256,11 @@ export class StateStore {
     return { changed, object: await this.#mustGet('dpu', id) }
   }
 
+  /** Refuses (QuotaExceeded) what `putHost` would refuse for a quota, writing nothing. */
+  checkHostQuotas(name: string, spec: ManagedResourceSpec, quota: TenantQuota): Promise<void> {
+    return checkQuotas(this.#redis, name, hostQuotaWrite(this.#prefix, spec, quota).guards)
+  }
+
   getDpu(id: string): Promise<Dpu | undefined> {
     return this.#get('dpu', id)
   }
@@ -252,11 +303,18 @@ export class StateStore {
     immutable: string
     indexes: string[]
     claims: string[]
-    guards?: ({ key: string; absent: true } | { key: string; field: string; equals: string })[]
+    guards?: (
+      | { key: string; absent: true }
+      | { key: string; field: string; equals: string }
+      | QuotaGuard
+    )[]
+    /** Sets the name leaves when the spec changes. */
+    leaves?: string[]
     immutableMessage: string
     inUseMessage?: string
   }): Promise<boolean> {
     const guards = put.guards ?? []
+    const leaves = put.leaves ?? []
     const reply = (await putSpecScript.run(
       this.#redis,
       [
@@ -265,6 +323,7 @@ export class StateStore {
         ...put.indexes,
         ...put.claims,
         ...guards.map((g) => g.key),
+        ...leaves,
       ],
       [
         put.name,
@@ -276,6 +335,7 @@ export class StateStore {
         this.#claim(''),
         put.claims.length,
         JSON.stringify(guards.map(({ key: _key, ...guard }) => guard)),
+        leaves.length,
       ],
     )) as [string, ...(string | number)[]]
     switch (reply[0]) {
@@ -294,6 +354,8 @@ export class StateStore {
           'Claimed',
         )
       }
+      case 'quota':
+        throw quotaFailure(guards, String(reply[1]))
       case 'guard': {
         const key = String(reply[1])
         if (key.startsWith(this.#key('dpu', ''))) {
@@ -433,12 +495,21 @@ export class StateStore {
     return this.updateStatus('mr', name, update)
   }
 
-  /** Removes a host for good (after it was isolated), releasing its claims. */
+  /** Removes a host for good (after it was isolated), releasing its claims and quota. */
   async purgeHost(name: string, group: string, dpuId: string): Promise<boolean> {
+    // Its group outlives it; had the group gone first, purgeGroup uncounted the host.
+    const tenant = (await this.getGroup(group))?.spec.tenantId
+    const counted = tenant === undefined ? [] : hostQuotaSets(this.#prefix, tenant)
     const reply = await purgeScript.run(
       this.#redis,
-      [this.#key('mr', name), this.#index('mr'), this.#members(group), this.#dpuHosts(dpuId)],
-      [name, 3],
+      [
+        this.#key('mr', name),
+        this.#index('mr'),
+        this.#members(group),
+        this.#dpuHosts(dpuId),
+        ...counted,
+      ],
+      [name, 3 + counted.length],
     )
     await this.events.remove('mr', name)
     await this.#retireVersion('mr', name)
@@ -462,6 +533,7 @@ export class StateStore {
       [this.#key('rg', name), this.#index('rg'), this.#tenant(tenant)],
       [name, 2],
     )
+    await uncountHosts(this.#redis, this.#prefix, tenant, await this.memberNames(name))
     await this.#redis.del(this.#members(name))
     await this.events.remove('rg', name)
     await this.#retireVersion('rg', name)
@@ -477,6 +549,24 @@ export class StateStore {
   async epoch(): Promise<string> {
     await this.#redis.set(`${this.#prefix}epoch`, randomUUID(), 'NX')
     return (await this.#redis.get(`${this.#prefix}epoch`)) ?? ''
+  }
+
+  /**
+   * Counts the hosts stored before quotas were kept (once per store; idempotent): each
+   * live host joins its tenant's `hosts` set, and its `publicIps` set when PublicAccess.
+   * Called at start-up, before this controller takes work.
+   */
+  async countHostsForQuotas(): Promise<void> {
+    if ((await this.#redis.set(`${this.#prefix}quota-sets-v1`, '1', 'NX')) !== 'OK') return
+    for (const group of await this.listGroups()) {
+      const hosts = await this.listHosts({ resourceGroup: group.name })
+      if (hosts.length === 0) continue
+      const keys = quotaKeys(this.#prefix, group.spec.tenantId)
+      const publicAccess = hosts.filter((h) => h.spec.hostAccess === 'PublicAccess')
+      const pipeline = this.#redis.pipeline().sadd(keys.hosts, ...hosts.map((h) => h.name))
+      if (publicAccess.length > 0) pipeline.sadd(keys.publicIps, ...publicAccess.map((h) => h.name))
+      await pipeline.exec()
+    }
   }
 
   /** Names of the hosts that belong to a group. */

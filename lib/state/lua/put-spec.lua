@@ -2,7 +2,8 @@
   Writes an object's desired spec. An unchanged spec changes nothing; a changed one bumps
   specVersion. Immutable parts may not change; exclusive claims (e.g. a DPU NAT IP) may
   not be held by another object; claims the new spec no longer makes are released;
-  guards (facts the spec was validated against) must still hold.
+  guards (facts the spec was validated against) must still hold, and quota guards hold a
+  new member of a counted set (a tenant's groups, hosts, PublicAccess hosts) to a limit.
 
   KEYS[1]            object hash (fields: spec, specVersion, status, deletion, createdAt,
                      updatedAt, immutable, claims)
@@ -12,7 +13,9 @@
                      collide with the old object's jobs)
   KEYS[3..n+2]       index sets the object's name is added to (n = ARGV[6])
   KEYS[n+3..n+c+2]   claim keys (string: owner name) the new spec takes (c = ARGV[8])
-  KEYS[n+c+3..]      guard keys, one per entry of ARGV[9]
+  KEYS[n+c+3..n+c+g+2]  guard keys, one per entry of ARGV[9] (g entries)
+  KEYS[n+c+g+3..]    sets the object's name is removed from when the spec changes (r =
+                     ARGV[10]; e.g. a host that is no longer PublicAccess)
 
   ARGV[1]  name
   ARGV[2]  spec (canonical JSON)
@@ -23,13 +26,16 @@
   ARGV[7]  claim key prefix: old claims are released only if they start with it
   ARGV[8]  c, the number of claim keys
   ARGV[9]  guards (JSON array, one per guard key): {"absent": true} — the key must not
-           exist; {"field": F, "equals": V} — the hash field F must equal V
+           exist; {"field": F, "equals": V} — the hash field F must equal V;
+           {"fewerThan": N} — the set holds the name already, or fewer than N members
+  ARGV[10] r, the number of sets to remove the name from (default 0)
 
   Returns {'ok', changed (0|1), specVersion}
         | {'terminating'}               deletion was requested; the object is read-only
         | {'immutable', old fingerprint}
         | {'claimed', key, holder}      another object holds a claim
         | {'guard', key}                a guard no longer holds: re-read and try again
+        | {'quota', key}                a fewerThan guard: the set is full (nothing written)
 ]]
 local obj = KEYS[1]
 local n = tonumber(ARGV[6])
@@ -46,6 +52,11 @@ for i, guard in ipairs(guards) do
   local key = KEYS[n + c + 2 + i]
   if guard.absent then
     if redis.call('EXISTS', key) == 1 then return {'guard', key} end
+  elseif guard.fewerThan then
+    if redis.call('SISMEMBER', key, ARGV[1]) == 0
+       and redis.call('SCARD', key) >= guard.fewerThan then
+      return {'quota', key}
+    end
   elseif redis.call('HGET', key, guard.field) ~= guard.equals then
     return {'guard', key}
   end
@@ -86,4 +97,6 @@ end
 redis.call('HSET', obj, 'spec', ARGV[2], 'specVersion', version, 'updatedAt', ARGV[3],
   'immutable', ARGV[5], 'claims', #claimList > 0 and cjson.encode(claimList) or '[]')
 for i = 3, n + 2 do redis.call('SADD', KEYS[i], ARGV[1]) end
+local r = tonumber(ARGV[10] or '0')
+for i = n + c + #guards + 3, n + c + #guards + r + 2 do redis.call('SREM', KEYS[i], ARGV[1]) end
 return {'ok', 1, version}

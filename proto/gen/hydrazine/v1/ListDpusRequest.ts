@@ -3,7 +3,11 @@
 
 
 export interface ListDpusRequest {
+  'pageSize'?: (number);
+  'pageToken'?: (string);
 }
 
 export interface ListDpusRequest__Output {
+  'pageSize': (number);
+  'pageToken': (string);
 }

@@ -4,10 +4,14 @@
 
 export interface ListManagedResourcesRequest {
   'resourceGroup'?: (string);
+  'pageSize'?: (number);
+  'pageToken'?: (string);
   '_resourceGroup'?: "resourceGroup";
 }
 
 export interface ListManagedResourcesRequest__Output {
   'resourceGroup'?: (string);
+  'pageSize': (number);
+  'pageToken': (string);
   '_resourceGroup'?: "resourceGroup";
 }

@@ -3,7 +3,11 @@
 
 
 export interface ListPublicIpsRequest {
+  'pageSize'?: (number);
+  'pageToken'?: (string);
 }
 
 export interface ListPublicIpsRequest__Output {
+  'pageSize': (number);
+  'pageToken': (string);
 }

@@ -5,8 +5,10 @@ import type { PublicIp as _hydrazine_v1_PublicIp, PublicIp__Output as _hydrazine
 
 export interface ListPublicIpsResponse {
   'items'?: (_hydrazine_v1_PublicIp)[];
+  'nextPageToken'?: (string);
 }
 
 export interface ListPublicIpsResponse__Output {
   'items': (_hydrazine_v1_PublicIp__Output)[];
+  'nextPageToken': (string);
 }

@@ -4,10 +4,14 @@
 
 export interface ListResourceGroupsRequest {
   'tenant'?: (string);
+  'pageSize'?: (number);
+  'pageToken'?: (string);
   '_tenant'?: "tenant";
 }
 
 export interface ListResourceGroupsRequest__Output {
   'tenant'?: (string);
+  'pageSize': (number);
+  'pageToken': (string);
   '_tenant'?: "tenant";
 }

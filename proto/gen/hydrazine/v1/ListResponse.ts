@@ -4,8 +4,10 @@
 
 export interface ListResponse {
   'itemsJson'?: (string)[];
+  'nextPageToken'?: (string);
 }
 
 export interface ListResponse__Output {
   'itemsJson': (string)[];
+  'nextPageToken': (string);
 }

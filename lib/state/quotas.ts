@@ -1,0 +1,179 @@
+/**
+ * Per-tenant quotas: how many resource groups, hosts (managed resources) and public IPs
+ * (hosts with `hostAccess: PublicAccess`, each of which holds one) a tenant may have.
+ * Each quota counts the members of one Redis set per tenant, kept by the store's spec
+ * writes and purges; an object counts from its first write until it is purged (a
+ * Terminating one still holds its addresses). The limit is checked by the same Lua script
+ * that writes the spec (`lua/put-spec.lua`, a `fewerThan` guard), so two creations racing
+ * for a tenant's last slot cannot both pass.
+ */
+import type { Redis } from 'ioredis'
+import { HydrazineError } from '../errors.ts'
+
+export interface QuotaLimits {
+  /** Resource groups. */
+  readonly groups: number
+  /** Managed resources (hosts), over all the tenant's groups. */
+  readonly hosts: number
+  /** Hosts with PublicAccess: each holds one public IP. */
+  readonly publicIps: number
+}
+
+export type QuotaName = keyof QuotaLimits
+
+export const QUOTA_NAMES: readonly QuotaName[] = ['groups', 'hosts', 'publicIps']
+
+/**
+ * The operator's quotas: `default` for every tenant, and per-tenant overrides (a field
+ * left out takes the default's).
+ *
+ * @example
+ * { default: { groups: 50, hosts: 2000, publicIps: 100 }, tenants: { 'tenant-a': { hosts: 5000 } } }
+ */
+export interface Quotas {
+  readonly default: QuotaLimits
+  readonly tenants: Readonly<Record<string, Partial<QuotaLimits>>>
+}
+
+/** Generous limits for when the operator sets none. */
+export const DEFAULT_QUOTA_LIMITS: QuotaLimits = { groups: 100, hosts: 10_000, publicIps: 1_000 }
+
+export const DEFAULT_QUOTAS: Quotas = { default: DEFAULT_QUOTA_LIMITS, tenants: {} }
+
+/** The limits that hold for `tenant`. */
+export function limitsOf(quotas: Quotas, tenant: string): QuotaLimits {
+  return { ...quotas.default, ...quotas.tenants[tenant] }
+}
+
+const WHAT: Readonly<Record<QuotaName, string>> = {
+  groups: 'resource groups',
+  hosts: 'managed resources',
+  publicIps: 'public IPs (hosts with PublicAccess)',
+}
+
+/**
+ * The tenant already has as many objects of a kind as its quota allows (HTTP 403
+ * `QUOTA_EXCEEDED`, gRPC RESOURCE_EXHAUSTED). Not retryable: it takes a deletion or a
+ * higher quota. The request changed nothing.
+ */
+export class QuotaExceeded extends HydrazineError {
+  constructor(
+    readonly quota: QuotaName,
+    readonly tenant: string,
+    readonly limit: number,
+  ) {
+    super(
+      'QUOTA_EXCEEDED',
+      `tenant ${tenant} has reached its quota "${quota}" of ${limit} ${WHAT[quota]}; delete one or ask the operator for more`,
+    )
+  }
+}
+
+/** The tenant a write counts against and the limits that hold for it. */
+export interface TenantQuota {
+  readonly tenant: string
+  readonly limits: QuotaLimits
+}
+
+/** A put-spec guard holding a new member of a tenant's set to its quota. */
+export interface QuotaGuard {
+  /** The tenant's set for this quota. */
+  readonly key: string
+  /** The set may have fewer members than this before the write (unless it holds the name). */
+  readonly fewerThan: number
+  readonly quota: QuotaName
+  readonly tenant: string
+}
+
+/**
+ * The sets each quota counts, one per tenant. `groups` is the store's tenant index
+ * (`tenant:<id>`, the names of its groups); `hosts` and `publicIps` hold host names.
+ */
+export function quotaKeys(prefix: string, tenant: string): Readonly<Record<QuotaName, string>> {
+  return {
+    groups: `${prefix}tenant:${tenant}`,
+    hosts: `${prefix}tenant:${tenant}:hosts`,
+    publicIps: `${prefix}tenant:${tenant}:public-access`,
+  }
+}
+
+/** The guards for writing `quotas` of a tenant (each counts a set the write adds to). */
+export function quotaGuards(
+  prefix: string,
+  { tenant, limits }: TenantQuota,
+  quotas: readonly QuotaName[],
+): QuotaGuard[] {
+  const keys = quotaKeys(prefix, tenant)
+  return quotas.map((quota) => ({ key: keys[quota], fewerThan: limits[quota], quota, tenant }))
+}
+
+/** Whether a host's spec holds a public IP (counted by `publicIps`). */
+const isPublic = (spec: { readonly hostAccess: string }) => spec.hostAccess === 'PublicAccess'
+
+/**
+ * How a host's spec write counts: the guards (`hosts`, and `publicIps` with
+ * PublicAccess; their sets are the ones it joins) and the sets it leaves (`publicIps`
+ * when its access is no longer PublicAccess).
+ */
+export function hostQuotaWrite(
+  prefix: string,
+  spec: { readonly hostAccess: string },
+  quota: TenantQuota,
+): { guards: QuotaGuard[]; leaves: string[] } {
+  const counted: QuotaName[] = isPublic(spec) ? ['hosts', 'publicIps'] : ['hosts']
+  return {
+    guards: quotaGuards(prefix, quota, counted),
+    leaves: isPublic(spec) ? [] : [quotaKeys(prefix, quota.tenant).publicIps],
+  }
+}
+
+/** The tenant's sets a host is counted in (a purged host leaves them). */
+export function hostQuotaSets(prefix: string, tenant: string): string[] {
+  const keys = quotaKeys(prefix, tenant)
+  return [keys.hosts, keys.publicIps]
+}
+
+/** The error of the guard put-spec.lua reported full (`{'quota', key}`). */
+export function quotaFailure(
+  guards: readonly { readonly key: string }[],
+  key: string,
+): QuotaExceeded {
+  const guard = guards.find((g): g is QuotaGuard => 'fewerThan' in g && g.key === key)
+  if (!guard) throw new Error(`put-spec reported a quota for a key it was not given: ${key}`)
+  return new QuotaExceeded(guard.quota, guard.tenant, guard.fewerThan)
+}
+
+/**
+ * Checks `guards` for `name` without writing: a request refused here never reaches the
+ * writes that precede its spec's (a DPU added to the inventory). The put-spec script
+ * checks again, atomically, when it writes.
+ */
+export async function checkQuotas(
+  redis: Redis,
+  name: string,
+  guards: readonly QuotaGuard[],
+): Promise<void> {
+  if (guards.length === 0) return
+  const pipeline = redis.pipeline()
+  for (const guard of guards) pipeline.sismember(guard.key, name).scard(guard.key)
+  const replies = (await pipeline.exec()) ?? []
+  guards.forEach((guard, i) => {
+    const [memberError, member] = replies[2 * i] ?? []
+    const [countError, count] = replies[2 * i + 1] ?? []
+    if (memberError || countError) throw memberError ?? countError
+    if (Number(member) === 0 && Number(count) >= guard.fewerThan) {
+      throw new QuotaExceeded(guard.quota, guard.tenant, guard.fewerThan)
+    }
+  })
+}
+
+/** Hosts that leave the tenant without their own purge (their group was purged). */
+export async function uncountHosts(
+  redis: Redis,
+  prefix: string,
+  tenant: string,
+  hosts: readonly string[],
+): Promise<void> {
+  if (hosts.length === 0) return
+  for (const key of hostQuotaSets(prefix, tenant)) await redis.srem(key, ...hosts)
+}
