@@ -1,0 +1,356 @@
+/**
+ * `npm run bench -- lab`: what a user waits for, on the lab (`infra/lab`): N simulated DPUs,
+ * each with userspace OVS, real `ovn-controller` and the real agent, and hosts as network
+ * namespaces behind their host ports, attached to one group through the HTTP API at a
+ * steady offered rate, then detached the same way.
+ *
+ * - `lab_ready_p50_ms` / `_p95_ms` / `_p99_ms`: PUT → the host's status Ready with
+ *   `configsSynced` at its spec version (one list of every host polled every ~10 ms; a host
+ *   counts as Ready at the start of the poll that saw it).
+ * - `lab_first_packet_p95_ms`: PUT → the first echo reply from the group's gateway, seen by
+ *   `ping -i 0.01` run inside the host's namespace from just before the PUT (its ARP
+ *   retried every 10 ms, not every second, so a reply follows the data path within ~10 ms).
+ * - `lab_ready_before_traffic`: hosts reported Ready more than 50 ms before their first
+ *   reply (or Ready and never answered). Target 0: Ready must not lie.
+ * - `lab_isolate_p95_ms`: DELETE → the host's last echo reply (pings running at 10 ms).
+ *
+ * Scale by environment: `HYDRAZINE_BENCH_LAB_DPUS` (default 8, at most 25: the lab's
+ * fabric addressing), `_HOSTS_PER_DPU` (default 4, at most 6: the simulated DPU's host
+ * ports), `_RATE` (attaches per second, default 2).
+ * Needs root and the lab's binaries (skipped without root when it cannot start); the lab
+ * is stopped even when a step fails.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { labPrefix, SIM_HOST_PORTS } from '../../infra/lab/dpu.ts'
+import { type Lab, type LabHost, labUnavailable, startLab } from '../../infra/lab/lab.ts'
+import { netnsExec } from '../../infra/lab/probes.ts'
+import { attachHost, phaseIs } from '../lab/api.ts'
+import { quantile, report } from './report.ts'
+
+const SUITE = 'lab'
+const GROUP = 'bench-lab'
+const NETWORK = { cidr: '10.20.0.0/16', gateway: '10.20.0.1' }
+/** How long one host may take to become Ready and answer, or to stop answering. */
+const HOST_TIMEOUT_MS = 60_000
+/** Ready earlier than the first reply by more than this counts as a lie. */
+const READY_SLACK_MS = 50
+/** With pings every 10 ms, this long without a reply means the host is cut off. */
+const QUIET_MS = 1500
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+/** Wall-clock milliseconds with sub-millisecond precision (ping -D prints the same clock). */
+const now = () => performance.timeOrigin + performance.now()
+
+function envInt(name: string, fallback: number, max = Number.POSITIVE_INFINITY): number {
+  const raw = process.env[name]
+  const n = raw === undefined ? fallback : Number(raw)
+  if (!Number.isInteger(n) || n < 1 || n > max)
+    throw new Error(`${name} must be an integer from 1 to ${max}, not ${raw}`)
+  return n
+}
+
+/**
+ * `ping -i 0.01` to the gateway from inside a host's namespace, recording when each reply
+ * arrived (wall clock, from `-D`).
+ */
+class GatewayProbe {
+  readonly replies: number[] = []
+  private readonly child: ChildProcess
+  private readonly exited: Promise<void>
+
+  constructor(netns: string) {
+    this.child = spawn(
+      'ip',
+      ['netns', 'exec', netns, 'ping', '-n', '-D', '-i', '0.01', '-W', '1', NETWORK.gateway],
+      { stdio: ['ignore', 'pipe', 'ignore'] },
+    )
+    this.exited = new Promise((r) => this.child.once('exit', () => r()))
+    let buffered = ''
+    this.child.stdout?.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString()
+      const lines = buffered.split('\n')
+      buffered = lines.pop() ?? ''
+      for (const line of lines) {
+        const m = /^\[(\d+\.\d+)\] \d+ bytes from /.exec(line)
+        if (m) this.replies.push(Number(m[1]) * 1000)
+      }
+    })
+  }
+
+  /** The first reply at or after `since`, if any. */
+  firstAfter(since: number): number | undefined {
+    return this.replies.find((t) => t >= since)
+  }
+
+  last(): number | undefined {
+    return this.replies.at(-1)
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL')
+    await this.exited
+  }
+}
+
+interface HostItem {
+  name?: string
+  specVersion?: number
+  status?: { phase?: string; observedVersion?: number; configsSynced?: boolean }
+}
+
+/**
+ * Polls the host list every ~10 ms and records, per host name, the start of the first poll
+ * that saw it Ready with its configuration synced at its spec version.
+ */
+function pollReady(lab: Lab, readyAt: Map<string, number>): { stop(): Promise<void> } {
+  let running = true
+  const loop = (async () => {
+    while (running) {
+      const began = now()
+      const answer = await lab.api('GET', '/v1/managed-resources?limit=1000').catch(() => undefined)
+      const items = (answer?.body as { items?: HostItem[] } | undefined)?.items ?? []
+      for (const h of items) {
+        if (!h.name || readyAt.has(h.name)) continue
+        if (
+          h.status?.phase === 'Ready' &&
+          h.status.configsSynced === true &&
+          h.status.observedVersion === h.specVersion
+        )
+          readyAt.set(h.name, began)
+      }
+      await sleep(Math.max(0, 10 - (now() - began)))
+    }
+  })()
+  return {
+    async stop() {
+      running = false
+      await loop
+    },
+  }
+}
+
+/** Resolves once `check` holds (polled every 10 ms), or false after `timeoutMs`. */
+async function until(check: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = now() + timeoutMs
+  while (!check()) {
+    if (now() > deadline) return false
+    await sleep(10)
+  }
+  return true
+}
+
+/** Runs `task(i)` for i in 0..count-1, starting one every 1000/rate ms; awaits them all. */
+async function offered<T>(count: number, rate: number, task: (i: number) => Promise<T>) {
+  const first = now()
+  const running: Promise<T>[] = []
+  for (let i = 0; i < count; i++) {
+    const wait = first + (i * 1000) / rate - now()
+    if (wait > 0) await sleep(wait)
+    running.push(task(i))
+  }
+  return Promise.all(running)
+}
+
+interface AttachSample {
+  readonly host: string
+  readonly put: number
+  readonly ready?: number
+  readonly firstReply?: number
+}
+
+export default async function labBench(): Promise<void> {
+  // As the lab tests: as root the lab must start; without root it is skipped, saying why.
+  const why = await labUnavailable()
+  if (why && process.getuid?.() !== 0) {
+    process.stderr.write(`bench lab: skipped: not root, and ${why}\n`)
+    return
+  }
+  if (why) throw new Error(`the lab cannot run here as root: ${why}`)
+  // The lab's fabric is one /24: DPU 26's relay uplink addresses would pass .255.
+  const dpuCount = envInt('HYDRAZINE_BENCH_LAB_DPUS', 8, 25)
+  const perDpu = envInt('HYDRAZINE_BENCH_LAB_HOSTS_PER_DPU', 4, SIM_HOST_PORTS.length)
+  const rate = envInt('HYDRAZINE_BENCH_LAB_RATE', 2)
+  const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-lab-'))
+  const probes = new Set<GatewayProbe>()
+  let lab: Lab | undefined
+  const stopOnSignal = () => {
+    void (async () => {
+      for (const p of probes) await p.stop()
+      await lab?.stop()
+      await rm(dataDir, { recursive: true, force: true })
+      process.exit(130)
+    })()
+  }
+  process.once('SIGINT', stopOnSignal)
+  process.once('SIGTERM', stopOnSignal)
+  try {
+    const labStarted = now()
+    lab = await startLab({
+      dataDir,
+      prefix: labPrefix(),
+      dpus: dpuCount,
+      log: (line) => process.stderr.write(`bench lab: ${line}\n`),
+    })
+    const l = lab
+    process.stderr.write(
+      `bench lab: ${dpuCount} DPUs up in ${Math.round((now() - labStarted) / 1000)} s\n`,
+    )
+    const put = await l.api('PUT', `/v1/resource-groups/${GROUP}`, {
+      tenantId: 'bench',
+      network: NETWORK,
+    })
+    if (put.status >= 300) throw new Error(`PUT group → ${put.status} ${JSON.stringify(put.body)}`)
+    if (!(await phaseIs(l, `/v1/resource-groups/${GROUP}`, 'Ready')))
+      throw new Error(`group ${GROUP} never became Ready`)
+
+    // Hosts interleaved across DPUs in request order: h<d>-<k> is host k of DPU d.
+    const hosts: { host: LabHost; ip: string }[] = []
+    for (let k = 0; k < perDpu; k++) {
+      for (let d = 1; d <= dpuCount; d++) {
+        const name = `h${d}-${k}`
+        const ip = `10.20.${d}.${10 + k}`
+        const host = await l.addHost({
+          dpu: d,
+          name,
+          mac: `0a:00:20:00:${d.toString(16).padStart(2, '0')}:${k.toString(16).padStart(2, '0')}`,
+          ipCidr: `${ip}/16`,
+        })
+        // Retry ARP every 10 ms (not 1 s), so the first reply follows the data path closely.
+        for (const [key, value] of [
+          ['retrans_time_ms', '10'],
+          ['mcast_solicit', '100'],
+        ])
+          await netnsExec(host.netns, 'sysctl', '-qw', `net.ipv4.neigh.eth0.${key}=${value}`)
+        hosts.push({ host, ip })
+      }
+    }
+    process.stderr.write(`bench lab: ${hosts.length} hosts, attaching at ${rate}/s\n`)
+
+    const readyAt = new Map<string, number>()
+    const poller = pollReady(l, readyAt)
+    let samples: AttachSample[]
+    try {
+      samples = await offered(hosts.length, rate, async (i) => {
+        const { host, ip } = hosts[i] as { host: LabHost; ip: string }
+        const probe = new GatewayProbe(host.netns)
+        probes.add(probe)
+        try {
+          const t0 = now()
+          const answer = await attachHost(l, host, GROUP, ip)
+          if (answer.status >= 300)
+            throw new Error(`PUT ${host.name} → ${answer.status} ${JSON.stringify(answer.body)}`)
+          await until(
+            () => readyAt.has(host.name) && probe.firstAfter(t0) !== undefined,
+            HOST_TIMEOUT_MS,
+          )
+          const ready = readyAt.get(host.name)
+          const firstReply = probe.firstAfter(t0)
+          return {
+            host: host.name,
+            put: t0,
+            ...(ready === undefined ? {} : { ready }),
+            ...(firstReply === undefined ? {} : { firstReply }),
+          }
+        } finally {
+          await probe.stop()
+          probes.delete(probe)
+        }
+      })
+    } finally {
+      await poller.stop()
+    }
+
+    const isolate = await offered(hosts.length, rate, async (i) => {
+      const { host } = hosts[i] as { host: LabHost }
+      const probe = new GatewayProbe(host.netns)
+      probes.add(probe)
+      try {
+        if (!(await until(() => probe.last() !== undefined, 10_000))) return undefined
+        const t0 = now()
+        const answer = await l.api('DELETE', `/v1/managed-resources/${host.name}`)
+        if (answer.status >= 300) throw new Error(`DELETE ${host.name} → ${answer.status}`)
+        const quiet = await until(() => now() - (probe.last() ?? 0) > QUIET_MS, HOST_TIMEOUT_MS)
+        if (!quiet) return undefined
+        return Math.max(0, (probe.last() ?? t0) - t0)
+      } finally {
+        await probe.stop()
+        probes.delete(probe)
+      }
+    })
+
+    const ready = samples.flatMap((s) => (s.ready === undefined ? [] : [s.ready - s.put]))
+    const firstPacket = samples.flatMap((s) =>
+      s.firstReply === undefined ? [] : [s.firstReply - s.put],
+    )
+    const lies = samples.filter(
+      (s) =>
+        s.ready !== undefined &&
+        (s.firstReply === undefined || s.ready + READY_SLACK_MS < s.firstReply),
+    )
+    const isolated = isolate.flatMap((v) => (v === undefined ? [] : [v]))
+    const scale =
+      `${dpuCount} DPUs x ${perDpu} hosts = ${hosts.length} attaches offered at ${rate}/s, ` +
+      'one group; figures are noisy on a shared 2-core machine'
+    const missing = (what: string, n: number) =>
+      n < hosts.length ? `; ${hosts.length - n} hosts never ${what} within 60 s` : ''
+    for (const [metric, q] of [
+      ['lab_ready_p50_ms', 0.5],
+      ['lab_ready_p95_ms', 0.95],
+      ['lab_ready_p99_ms', 0.99],
+    ] as const)
+      report({
+        suite: SUITE,
+        metric,
+        value: quantile(ready, q),
+        unit: 'ms',
+        note: `PUT -> Ready+configsSynced; ${scale}${missing('became Ready', ready.length)}`,
+      })
+    report({
+      suite: SUITE,
+      metric: 'lab_first_packet_p50_ms',
+      value: quantile(firstPacket, 0.5),
+      unit: 'ms',
+      note: `PUT -> first echo reply from the gateway (ping every 10 ms); ${scale}`,
+    })
+    report({
+      suite: SUITE,
+      metric: 'lab_first_packet_p95_ms',
+      value: quantile(firstPacket, 0.95),
+      unit: 'ms',
+      note: `PUT -> first echo reply from the gateway (ping every 10 ms); ${scale}${missing('answered', firstPacket.length)}`,
+    })
+    report({
+      suite: SUITE,
+      metric: 'lab_ready_before_traffic',
+      value: lies.length,
+      unit: 'hosts',
+      note:
+        `Ready > ${READY_SLACK_MS} ms before the first reply (or never answered); target 0` +
+        (lies.length > 0
+          ? `; ${lies
+              .slice(0, 5)
+              .map(
+                (s) =>
+                  `${s.host} by ${s.firstReply === undefined ? 'inf' : Math.round(s.firstReply - (s.ready ?? 0))} ms`,
+              )
+              .join(', ')}`
+          : ''),
+    })
+    report({
+      suite: SUITE,
+      metric: 'lab_isolate_p95_ms',
+      value: quantile(isolated, 0.95),
+      unit: 'ms',
+      note: `DELETE -> last echo reply (ping every 10 ms); ${scale}${missing('went quiet', isolated.length)}`,
+    })
+  } finally {
+    process.off('SIGINT', stopOnSignal)
+    process.off('SIGTERM', stopOnSignal)
+    for (const p of probes) await p.stop()
+    await lab?.stop()
+    await rm(dataDir, { recursive: true, force: true })
+  }
+}
