@@ -26,7 +26,7 @@ export interface Monitor extends MonitorHandle {
   readonly initial: TableUpdates
 }
 
-type ActiveMonitor =
+type ActiveMonitor = (
   | {
       readonly method: 'monitor'
       readonly db: string
@@ -39,6 +39,14 @@ type ActiveMonitor =
       readonly requests: Readonly<Record<string, MonitorRequest>>
       readonly handler: Monitor2Handler
     }
+) & {
+  /**
+   * Updates that arrived before the initial contents were handed over, in order: the
+   * server may send one right behind its reply, and it is read before the reply's
+   * awaiter runs. Undefined once the initial contents were delivered.
+   */
+  held?: unknown[] | undefined
+}
 
 export class Monitors {
   private readonly active = new Map<string, ActiveMonitor>()
@@ -59,9 +67,8 @@ export class Monitors {
     handler: MonitorHandler,
   ): Promise<Monitor> {
     const id = `m${this.nextId++}`
-    const initial = (await this.request('monitor', [db, id, requests])) as TableUpdates
-    this.active.set(id, { method: 'monitor', db, requests, handler })
-    handler(initial, true)
+    const monitor: ActiveMonitor = { method: 'monitor', db, requests, handler, held: [] }
+    const initial = (await this.open(id, monitor)) as TableUpdates
     return { initial, cancel: this.canceller(id) }
   }
 
@@ -72,10 +79,33 @@ export class Monitors {
     handler: Monitor2Handler,
   ): Promise<MonitorHandle> {
     const id = `m${this.nextId++}`
-    const initial = (await this.request('monitor_cond', [db, id, requests])) as TableUpdates2
-    this.active.set(id, { method: 'monitor_cond', db, requests, handler })
-    handler(initial, true)
+    await this.open(id, { method: 'monitor_cond', db, requests, handler, held: [] })
     return { cancel: this.canceller(id) }
+  }
+
+  /**
+   * Sends the monitor request with the monitor already registered, so that no update the
+   * server sends behind its reply is lost: such updates are held, and handed over after
+   * the initial contents. Resolves with the initial contents.
+   */
+  private async open(id: string, monitor: ActiveMonitor): Promise<unknown> {
+    this.active.set(id, monitor)
+    try {
+      const initial = await this.request(monitor.method, [monitor.db, id, monitor.requests])
+      this.handOver(monitor, initial)
+      return initial
+    } catch (error) {
+      if (this.active.get(id) === monitor) this.active.delete(id)
+      throw error
+    }
+  }
+
+  /** Delivers the initial contents (a reset), then the updates held meanwhile. */
+  private handOver(monitor: ActiveMonitor, initial: unknown): void {
+    const held = monitor.held ?? []
+    monitor.held = undefined
+    this.deliverTo(monitor, initial, true)
+    for (const updates of held) this.deliverTo(monitor, updates, false)
   }
 
   private canceller(id: string): () => Promise<void> {
@@ -87,32 +117,41 @@ export class Monitors {
 
   /** Handles the server's `update` notification (its `params`). */
   update(params: readonly unknown[]): void {
-    const [monitorId, updates] = params as [string, TableUpdates]
-    const monitor = this.active.get(monitorId)
-    if (monitor?.method === 'monitor') this.deliver(monitor.handler, updates, false)
+    this.received('monitor', params)
   }
 
   /** Handles the server's `update2` notification (its `params`). */
   update2(params: readonly unknown[]): void {
-    const [monitorId, updates] = params as [string, TableUpdates2]
-    const monitor = this.active.get(monitorId)
-    if (monitor?.method === 'monitor_cond') this.deliver(monitor.handler, updates, false)
+    this.received('monitor_cond', params)
   }
 
   /** Starts every monitor again on a new connection; handlers get the full contents. */
   resubscribe(): void {
     for (const [id, m] of this.active) {
+      // What arrives before the new initial contents is newer than them: held until then.
+      m.held = []
       this.request(m.method, [m.db, id, m.requests]).then(
         (initial) => {
-          if (this.active.get(id) !== m) return
-          if (m.method === 'monitor') this.deliver(m.handler, initial as TableUpdates, true)
-          else this.deliver(m.handler, initial as TableUpdates2, true)
+          if (this.active.get(id) === m) this.handOver(m, initial)
         },
         () => {
           // The connection dropped again; the next reconnect retries.
         },
       )
     }
+  }
+
+  private received(method: ActiveMonitor['method'], params: readonly unknown[]): void {
+    const [monitorId, updates] = params as [string, unknown]
+    const monitor = this.active.get(monitorId)
+    if (monitor?.method !== method) return
+    if (monitor.held) monitor.held.push(updates)
+    else this.deliverTo(monitor, updates, false)
+  }
+
+  private deliverTo(monitor: ActiveMonitor, updates: unknown, reset: boolean): void {
+    if (monitor.method === 'monitor') this.deliver(monitor.handler, updates as TableUpdates, reset)
+    else this.deliver(monitor.handler, updates as TableUpdates2, reset)
   }
 
   /**
