@@ -6,7 +6,7 @@
  * children's queues' event streams and promotes the parent when one finishes. The parent
  * also wakes on its own after a while, so a missed event only costs time.
  */
-import { DelayedError, Job, type Queue } from 'bullmq'
+import { DelayedError, type Queue } from 'bullmq'
 import type { Redis } from 'ioredis'
 import type { ChildJobs, ChildOutcome, ChildRef } from '../functions/internal/deps.ts'
 
@@ -42,13 +42,16 @@ export function waiterKeys(prefix = 'bull'): WaiterKeys {
 
 /**
  * `ChildJobs` on BullMQ. `queueFor` gives the (shared) Queue of a name; `redis` is a
- * plain connection for the waiter sets.
+ * plain connection for the waiter sets; `park` says how long a parked parent sleeps
+ * before it wakes on its own (the first time, doubling up to the max).
  */
 export function bullChildJobs(
   queueFor: (name: string) => Queue,
   redis: Redis,
   keys: WaiterKeys,
+  park: { readonly minMs?: number; readonly maxMs?: number } = {},
 ): ChildJobs {
+  const { minMs = PARK_MIN_MS, maxMs = PARK_MAX_MS } = park
   const outcome = async (ref: ChildRef): Promise<ChildOutcome> => {
     const job = await queueFor(ref.queue).getJob(ref.jobId)
     if (!job) return { state: 'missing' }
@@ -83,7 +86,7 @@ export function bullChildJobs(
       if (!(await pending(refs))) return
       const waits = Number((job.data as { waits?: unknown }).waits ?? 0) || 0
       await job.updateData({ ...(job.data as object), waits: waits + 1 })
-      await job.moveToDelayed(Date.now() + Math.min(PARK_MAX_MS, PARK_MIN_MS * 2 ** waits), token)
+      await job.moveToDelayed(Date.now() + Math.min(maxMs, minMs * 2 ** waits), token)
       throw new DelayedError()
     },
   }
@@ -148,18 +151,23 @@ export class ChildWatcher {
           ...queues.map((q) => keys.events(q)),
           ...queues.map((q) => this.#cursor.get(q) ?? '$'),
         )) as [string, [string, string[]][]][] | null
+        const finished: ChildRef[] = []
+        const read = new Map<string, string>()
         for (const [stream, entries] of reply ?? []) {
           const queue = queues.find((q) => keys.events(q) === stream)
           if (!queue) continue
           for (const [id, fields] of entries) {
-            this.#cursor.set(queue, id)
+            read.set(queue, id)
             const event = fieldOf(fields, 'event')
             const jobId = fieldOf(fields, 'jobId')
             if ((event === 'completed' || event === 'failed') && jobId) {
-              await this.#wake({ queue, jobId })
+              finished.push({ queue, jobId })
             }
           }
         }
+        if (finished.length > 0) await this.#wake(finished)
+        // Past these events only once their parents were woken: a failed wake reads them again.
+        for (const [queue, id] of read) this.#cursor.set(queue, id)
       } catch (error) {
         if (!this.#running) return
         this.#options.onError?.(error)
@@ -168,17 +176,31 @@ export class ChildWatcher {
     }
   }
 
-  async #wake(child: ChildRef): Promise<void> {
-    const key = this.#options.keys.waiters(child)
-    const parents = await this.#redis.smembers(key)
-    if (parents.length === 0) return
-    await this.#redis.del(key)
-    for (const raw of parents) {
-      const parent = JSON.parse(raw) as { queue: string; id: string }
-      const job = await Job.fromId(this.#options.queueFor(parent.queue), parent.id)
-      // Not delayed: it is running, or already woke; it reads the outcome itself.
-      if (job && (await job.isDelayed())) await job.promote().catch(() => {})
+  /**
+   * Promotes the parents waiting for any of `children`, all at once: a child finishing
+   * every few milliseconds must not wait behind the wakes of the ones before it. Each
+   * child's waiters are taken atomically, every child's in one round trip.
+   */
+  async #wake(children: readonly ChildRef[]): Promise<void> {
+    const { keys, queueFor } = this.#options
+    const taken = this.#redis.multi()
+    for (const child of children) taken.smembers(keys.waiters(child)).del(keys.waiters(child))
+    const replies = (await taken.exec()) ?? []
+    const parents = new Set<string>()
+    for (let i = 0; i < replies.length; i += 2) {
+      for (const raw of (replies[i]?.[1] as string[] | undefined) ?? []) parents.add(raw)
     }
+    await Promise.all(
+      [...parents].map((raw) => {
+        const parent = JSON.parse(raw) as { queue: string; id: string }
+        // Refused when the parent is not delayed: it is running, or already woke; it
+        // reads the outcome itself.
+        return queueFor(parent.queue)
+          .getBackend()
+          .promote(parent.id)
+          .catch(() => {})
+      }),
+    )
   }
 }
 

@@ -3,6 +3,10 @@
  * tests whose agents are in-process stand-ins: a `Chassis` row named after the DPU, and
  * the logical port's `Port_Binding.chassis` set to it or cleared. The controller believes
  * a DPU's ack only when the SB agrees, so a stand-in agent must leave the same trace.
+ *
+ * Like ovn-controller, it follows the SB's `Port_Binding`s with a monitor and binds a port
+ * when northd has made its row, rather than asking the SB again and again: hundreds of
+ * stand-ins polling one SB would load it (and the machine) as no DPU does.
  */
 import { createHash } from 'node:crypto'
 import {
@@ -12,29 +16,64 @@ import {
   RemotePool,
   type SbTables,
   sbSchema,
+  type TableUpdates,
 } from '../../lib/ovn/index.ts'
-import { eventually } from './processes.ts'
 
 const SB = new Database<SbTables>(sbSchema)
 
+/** How long `bind` waits for northd to make a port's `Port_Binding`. */
+const BIND_WAIT_MS = 60_000
+
+/** One SB connection and the `Port_Binding`s it follows. */
+interface Southbound {
+  readonly client: OvsdbClient
+  readonly bindings: PortBindings
+}
+
 export class FakeChassis {
-  readonly #clients = new RemotePool<OvsdbClient>(
-    (remote) => OvsdbClient.connect(remote),
-    (client) => client.close(),
+  readonly #southbounds = new RemotePool<Southbound>(
+    async (remote) => {
+      const client = await OvsdbClient.connect(remote)
+      const bindings = new PortBindings()
+      try {
+        await client.monitor(
+          SB.name,
+          { Port_Binding: { columns: ['logical_port'] } },
+          (updates, reset) => bindings.update(updates, reset),
+        )
+      } catch (error) {
+        await client.close()
+        throw error
+      }
+      return { client, bindings }
+    },
+    async ({ client, bindings }) => {
+      bindings.close()
+      await client.close()
+    },
   )
   /** Where each (DPU, logical port) was bound, to release it there. */
   readonly #boundIn = new Map<string, string>()
 
-  /** Binds `logicalPort` to the DPU's chassis once northd has made its `Port_Binding`. */
+  /**
+   * Binds `logicalPort` to the DPU's chassis once northd has made its `Port_Binding`;
+   * gives up silently after a minute (the controller then sees no binding).
+   */
   async bind(remote: string, dpuId: string, logicalPort: string): Promise<void> {
     const chassis = await this.#ensureChassis(remote, dpuId)
-    const client = await this.#clients.get(remote)
-    await eventually(async () => {
+    const { client, bindings } = await this.#southbounds.get(remote)
+    const deadline = Date.now() + BIND_WAIT_MS
+    for (;;) {
+      const uuid = await bindings.uuidOf(logicalPort, deadline)
+      if (uuid === undefined) return
       const [updated] = await client.transact(SB.name, [
-        SB.update('Port_Binding', [['logical_port', '==', logicalPort]], { chassis }),
+        SB.update('Port_Binding', [['_uuid', '==', uuid]], { chassis }),
       ])
-      return (updated?.count ?? 0) > 0
-    }, 60_000)
+      if ((updated?.count ?? 0) > 0) break
+      // The row went (and may come back with another uuid) before the monitor said so.
+      if (Date.now() > deadline) return
+      await new Promise((r) => setTimeout(r, 100))
+    }
     this.#boundIn.set(`${dpuId}/${logicalPort}`, remote)
   }
 
@@ -43,7 +82,7 @@ export class FakeChassis {
     const remote = this.#boundIn.get(`${dpuId}/${logicalPort}`)
     if (!remote) return
     const chassis = await this.#ensureChassis(remote, dpuId)
-    const client = await this.#clients.get(remote)
+    const { client } = await this.#southbounds.get(remote)
     await client.transact(SB.name, [
       SB.update(
         'Port_Binding',
@@ -58,7 +97,7 @@ export class FakeChassis {
   }
 
   close(): Promise<void> {
-    return this.#clients.close()
+    return this.#southbounds.close()
   }
 
   /**
@@ -67,7 +106,7 @@ export class FakeChassis {
    * the DPU serves another group.
    */
   async #ensureChassis(remote: string, dpuId: string): Promise<string> {
-    const client = await this.#clients.get(remote)
+    const { client } = await this.#southbounds.get(remote)
     const find = async () => {
       const [rows] = await client.transact(SB.name, [
         SB.select('Chassis', [['name', '==', dpuId]], ['_uuid']),
@@ -88,6 +127,55 @@ export class FakeChassis {
       if (made) return made
       throw error
     }
+  }
+}
+
+/** `Port_Binding` uuids by logical port, as a monitor of one SB reports them. */
+class PortBindings {
+  readonly #uuids = new Map<string, string>()
+  /** Who waits for a port's row to appear. */
+  readonly #waiters = new Map<string, Set<() => void>>()
+
+  update(updates: TableUpdates, reset: boolean): void {
+    if (reset) this.#uuids.clear()
+    for (const [uuid, { old, new: row }] of Object.entries(updates.Port_Binding ?? {})) {
+      const port = row?.logical_port ?? old?.logical_port
+      if (typeof port !== 'string') continue
+      if (!row) {
+        if (this.#uuids.get(port) === uuid) this.#uuids.delete(port)
+        continue
+      }
+      this.#uuids.set(port, uuid)
+      const waiters = this.#waiters.get(port)
+      this.#waiters.delete(port)
+      for (const wake of waiters ?? []) wake()
+    }
+  }
+
+  /** The port's `Port_Binding` uuid, once it has one; undefined past `deadline`. */
+  async uuidOf(port: string, deadline: number): Promise<string | undefined> {
+    const known = this.#uuids.get(port)
+    if (known !== undefined || Date.now() > deadline) return known
+    await new Promise<void>((resolve) => {
+      const waiters = this.#waiters.get(port) ?? new Set()
+      this.#waiters.set(port, waiters)
+      const done = () => {
+        clearTimeout(timer)
+        waiters.delete(done)
+        if (waiters.size === 0 && this.#waiters.get(port) === waiters) this.#waiters.delete(port)
+        resolve()
+      }
+      const timer = setTimeout(done, Math.max(0, deadline - Date.now()))
+      waiters.add(done)
+    })
+    return this.#uuids.get(port)
+  }
+
+  /** Lets every waiter go (its `uuidOf` answers what is known). */
+  close(): void {
+    const waiters = [...this.#waiters.values()].flatMap((set) => [...set])
+    this.#waiters.clear()
+    for (const wake of waiters) wake()
   }
 }
 

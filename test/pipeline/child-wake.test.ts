@@ -1,0 +1,87 @@
+/**
+ * Parents parked on child jobs are woken by the `ChildWatcher` when their children finish
+ * (completed or failed), not by their own timer: here the timer is an hour, so every
+ * parent that runs again was woken by the watcher.
+ */
+import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq'
+import { Redis } from 'ioredis'
+import t from 'tap'
+import type { ChildRef } from '../../functions/internal/deps.ts'
+import { bullChildJobs, ChildWatcher, waiterKeys } from '../../queues/children.ts'
+import { withStack } from '../helpers/stack.ts'
+
+const PARENTS = 200
+const HOUR = 3600_000
+
+t.test(`${PARENTS} children finishing at once each wake their parent`, async (t) => {
+  const stack = await withStack(t)
+  const url = stack.redis?.url ?? ''
+  const prefix = 'hzt-wake'
+  const connections: Redis[] = []
+  const connection = () => {
+    const redis = new Redis(url, { maxRetriesPerRequest: null })
+    connections.push(redis)
+    return redis
+  }
+  t.teardown(() => {
+    for (const c of connections) c.disconnect()
+  })
+  const queues = new Map<string, Queue>()
+  const queueFor = (name: string) => {
+    let queue = queues.get(name)
+    if (!queue) {
+      queue = new Queue(name, { connection: connection(), prefix })
+      queues.set(name, queue)
+    }
+    return queue
+  }
+  t.teardown(() => Promise.all([...queues.values()].map((q) => q.close())))
+  const keys = waiterKeys(prefix)
+  const children = bullChildJobs(queueFor, connection(), keys, { minMs: HOUR, maxMs: HOUR })
+  const watcher = new ChildWatcher({ connection, keys, queueFor })
+  t.teardown(() => watcher.stop())
+
+  const childOf = (job: Job): ChildRef => ({ queue: 'children', jobId: `child-${job.id}` })
+  const parents = new Worker(
+    'parents',
+    async (job: Job, token?: string) => {
+      const ref = childOf(job)
+      if (!(job.data as { parked?: boolean }).parked) {
+        await children.add(ref.queue, 'child', { fail: job.id?.endsWith('1') }, ref)
+        await job.updateData({ parked: true })
+      }
+      await children.park(job, token, [ref])
+      return (await children.outcome(ref)).state
+    },
+    { connection: connection(), prefix, concurrency: 50 },
+  )
+  t.teardown(() => parents.close())
+  const results = new Map<string, unknown>()
+  parents.on('completed', (job, result) => results.set(job.id ?? '', result))
+
+  for (let i = 0; i < PARENTS; i++) await queueFor('parents').add('parent', {}, { jobId: `p${i}` })
+  await until(async () => (await queueFor('parents').getDelayedCount()) === PARENTS)
+  t.equal(await queueFor('parents').getDelayedCount(), PARENTS, 'every parent is parked')
+
+  const finisher = new Worker(
+    'children',
+    async (job: Job) => {
+      if ((job.data as { fail?: boolean }).fail) throw new UnrecoverableError('refused')
+      return 'done'
+    },
+    { connection: connection(), prefix, concurrency: PARENTS },
+  )
+  t.teardown(() => finisher.close())
+  await until(async () => results.size === PARENTS)
+  const states = [...results.values()]
+  t.equal(states.filter((s) => s === 'completed').length, PARENTS - PARENTS / 10)
+  t.equal(states.filter((s) => s === 'failed').length, PARENTS / 10, 'a failed child wakes too')
+  const left = await connections[0]?.keys(`${prefix}:hz-waiters:*`)
+  t.same(left, [], 'no waiter is left registered')
+})
+
+/** Polls `check` every 20 ms for up to 30 s. */
+async function until(check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 30_000
+  while (!(await check()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+}
