@@ -18,17 +18,15 @@ import type { Job } from 'bullmq'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
-import { startPerGroupCentrals } from '../../infra/centrals.ts'
-import { startController } from '../../infra/controller.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../../lib/agent-protocol/index.ts'
 import type { Condition } from '../../lib/state/objects.ts'
-import { withStack } from '../helpers/stack.ts'
 import {
   groupSpec,
   hostSpec,
   type Pipeline,
   startPipeline,
+  startScheduledController,
   type TestAgent,
   until,
 } from './fixtures.ts'
@@ -352,24 +350,10 @@ t.test('a port the DPU lost is bound again; a port nothing wants is isolated', a
 })
 
 t.test('the controller runs dpu.health when asked, keeping few of its results', async (t) => {
-  const stack = await withStack(t, { redis: true })
-  if (!stack.redis) throw new Error('stack without redis')
-  const centrals = await startPerGroupCentrals({
-    dataDir: stack.dataDir,
-    listenAddress: '127.0.0.1',
-    pki: stack.pki,
-    log: () => {},
-  })
-  t.teardown(() => centrals.close())
-  const controller = await startController({
-    redisUrl: stack.redis.url,
-    ovn: centrals,
-    fabric: { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' },
-    reconcileEveryMs: 0,
+  const controller = await startScheduledController(t, {
     dpuHealthEveryMs: 50,
     prefix: 'hzhealth',
   })
-  t.teardown(() => controller.close())
   let runs = 0
   controller.worker.on('completed', (job) => {
     if (job.name === 'dpu.health') runs++

@@ -449,3 +449,33 @@ export async function startPipelineFrr(t: Teardown, p: Pipeline): Promise<FrrCon
   })
   return frr
 }
+
+/**
+ * A controller on its own Redis with a central per group (none running yet) and no
+ * agents: for what the controller does on its own schedule (reconcile, dpu.health).
+ */
+export async function startScheduledController(
+  t: Teardown,
+  schedule: Pick<Parameters<typeof startController>[0], 'reconcileEveryMs' | 'dpuHealthEveryMs'> & {
+    readonly prefix: string
+  },
+): Promise<Controller> {
+  const stack = await withStack(t, { redis: true })
+  if (!stack.redis) throw new Error('stack without redis')
+  const centrals = await startPerGroupCentrals({
+    dataDir: stack.dataDir,
+    listenAddress: '127.0.0.1',
+    pki: stack.pki,
+    log: () => {},
+  })
+  t.teardown(() => centrals.close())
+  const controller = await startController({
+    redisUrl: stack.redis.url,
+    ovn: centrals,
+    fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
+    reconcileEveryMs: 0,
+    ...schedule,
+  })
+  t.teardown(() => controller.close())
+  return controller
+}

@@ -1,28 +1,12 @@
 import t from 'tap'
-import { startPerGroupCentrals } from '../../infra/centrals.ts'
-import { startController } from '../../infra/controller.ts'
-import { withStack } from '../helpers/stack.ts'
-import { until } from './fixtures.ts'
+import { startScheduledController, until } from './fixtures.ts'
 
 t.test('the repeatable reconcile keeps a bounded number of its finished runs', async (t) => {
-  const stack = await withStack(t, { redis: true })
-  if (!stack.redis) throw new Error('stack without redis')
   // The embedded default with no group yet: one central per group, none running.
-  const centrals = await startPerGroupCentrals({
-    dataDir: stack.dataDir,
-    listenAddress: '127.0.0.1',
-    pki: stack.pki,
-    log: () => {},
-  })
-  t.teardown(() => centrals.close())
-  const controller = await startController({
-    redisUrl: stack.redis.url,
-    ovn: centrals,
-    fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
+  const controller = await startScheduledController(t, {
     reconcileEveryMs: 50,
     prefix: 'hzsched',
   })
-  t.teardown(() => controller.close())
 
   let runs = 0
   controller.worker.on('completed', (job) => {
