@@ -7,9 +7,15 @@ import { execFile } from 'node:child_process'
 import { access } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import t from 'tap'
-import type { ReconcileReport } from '../../functions/reconcile.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+import {
+  groupSpec,
+  hostSpec,
+  type Pipeline,
+  runReconcile,
+  startPipeline,
+  until,
+} from './fixtures.ts'
 
 const run = promisify(execFile)
 
@@ -31,17 +37,6 @@ async function readyHost(p: Pipeline, name: string, group: string, dpu: string, 
     () => p.client.getHost(name),
     (h) => h?.status.phase === 'Ready',
   )
-}
-
-async function reconcile(p: Pipeline, id: string): Promise<ReconcileReport> {
-  const job = await p.controller.queue.add('reconcile', {}, { jobId: id })
-  await until(
-    () => job.getState(),
-    (s) => s === 'completed' || s === 'failed',
-  )
-  const done = await p.controller.queue.getJob(id)
-  if (done?.failedReason) throw new Error(`reconcile failed: ${done.failedReason}`)
-  return done?.returnvalue as ReconcileReport
 }
 
 t.test('each group gets its own central, holding only its own rows', async (t) => {
@@ -155,7 +150,7 @@ t.test('each group gets its own central, holding only its own rows', async (t) =
     // apply that ran first did: what counts is that the rows are back).
     const switches = await until(
       async () => {
-        await reconcile(p, `reconcile-${Date.now()}`).catch(() => undefined)
+        await runReconcile(p, `reconcile-${Date.now()}`).catch(() => undefined)
         return ctl('ovn-nbctl', nb, 'ls-list').catch(() => '')
       },
       (out) => out.includes(topologyNames.switch('group-b')),
@@ -184,7 +179,7 @@ t.test('each group gets its own central, holding only its own rows', async (t) =
 
       // A central left behind (a delete that crashed after the group was purged).
       await p.centrals?.ensure('ghost')
-      const report = await reconcile(p, 'reconcile-orphans')
+      const report = await runReconcile(p, 'reconcile-orphans')
       t.same(report.orphanCentrals, ['ghost'], 'reconcile reports a central whose group it lacks')
       t.same(
         (await p.centrals?.groups())?.sort(),

@@ -5,6 +5,7 @@ import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import { createFrrSync } from '../../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
+import type { ReconcileReport } from '../../functions/reconcile.ts'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
@@ -478,4 +479,16 @@ export async function startScheduledController(
   })
   t.teardown(() => controller.close())
   return controller
+}
+
+/** Runs reconcile now (job `id`) and resolves with its report; rejects if the run failed. */
+export async function runReconcile(p: Pipeline, id: string): Promise<ReconcileReport> {
+  const job = await p.controller.queue.add('reconcile', {}, { jobId: id })
+  await until(
+    () => job.getState(),
+    (s) => s === 'completed' || s === 'failed',
+  )
+  const done = await p.controller.queue.getJob(id)
+  if (done?.failedReason) throw new Error(`reconcile failed: ${done.failedReason}`)
+  return done?.returnvalue as ReconcileReport
 }

@@ -7,7 +7,7 @@ import { queueJobs } from '../../functions/internal/redrive.ts'
 import { createReconcile } from '../../functions/reconcile.ts'
 import { NbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
 import { StateStore } from '../../lib/state/store.ts'
-import { groupSpec, readyFabricHost, startPipeline, until } from './fixtures.ts'
+import { groupSpec, readyFabricHost, runReconcile, startPipeline, until } from './fixtures.ts'
 
 t.test('reconcile repairs drift in NB and removes orphan rows, and says what it did', async (t) => {
   const p = await startPipeline(t)
@@ -132,11 +132,7 @@ t.test('reconcile deletes nothing from an NB when the store lost its data', asyn
     )
   }
   // A run with the real store: the NB records its epoch.
-  await p.controller.queue.add('reconcile', {}, { jobId: 'reconcile-epoch' })
-  await until(
-    async () => (await p.controller.queue.getJob('reconcile-epoch'))?.finishedOn,
-    (f) => f !== undefined,
-  )
+  await runReconcile(p, 'reconcile-epoch')
   t.match(await p.nbctl('get', 'NB_Global', '.', 'external_ids'), /hydrazine:store-epoch/)
 
   const redis = new Redis(p.redisUrl)

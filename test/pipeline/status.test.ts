@@ -17,6 +17,7 @@ import {
   groupSpec,
   hostSpec,
   type Pipeline,
+  runReconcile,
   startPipeline,
   startPipelineFrr,
   until,
@@ -174,11 +175,7 @@ t.test("reconcile's repairs are in the group's and the host's events", async (t)
   const port = topologyNames.hostPort('group-r', 'host-r')
   await p.nbctl('lsp-del', port)
 
-  const job = await p.controller.queue.add('reconcile', {}, { jobId: 'reconcile-events' })
-  await until(
-    async () => (await p.controller.queue.getJob(job.id ?? ''))?.finishedOn,
-    (f) => f !== undefined,
-  )
+  await runReconcile(p, 'reconcile-events')
   t.match(await p.nbctl('lsp-list', topologyNames.switch('group-r')), port, 'the port is back')
 
   const get = api(p)
@@ -194,11 +191,7 @@ t.test("reconcile's repairs are in the group's and the host's events", async (t)
   // A hand-deleted gateway router: repaired, and listed in the group's events.
   const gateway = topologyNames.gatewayRouter('group-r', 'dpu-1')
   await p.nbctl('lr-del', gateway)
-  const again = await p.controller.queue.add('reconcile', {}, { jobId: 'reconcile-events-gw' })
-  await until(
-    async () => (await p.controller.queue.getJob(again.id ?? ''))?.finishedOn,
-    (f) => f !== undefined,
-  )
+  await runReconcile(p, 'reconcile-events-gw')
   t.match(await p.nbctl('lr-list'), gateway, 'the gateway router is back')
   const after = (await get('/v1/resource-groups/group-r/events')).body as { items: ObjectEvent[] }
   t.match(after.items[0], { reason: 'Repaired', message: /Logical_Router\/gw\/dpu-1/ })
