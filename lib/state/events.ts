@@ -49,11 +49,18 @@ export class EventLog {
     return `${this.#prefix}events:${kind}:${name}`
   }
 
-  async record(kind: EventKind, name: string, event: Omit<ObjectEvent, 'at'>): Promise<void> {
-    const entry: ObjectEvent = { at: new Date().toISOString(), ...event }
+  async record(
+    kind: EventKind,
+    name: string,
+    ...events: readonly Omit<ObjectEvent, 'at'>[]
+  ): Promise<void> {
+    if (events.length === 0) return
+    const at = new Date().toISOString()
+    const entries = events.map((event) => JSON.stringify({ at, ...event } satisfies ObjectEvent))
+    // One round trip for all of them: a status write is on every handler's path.
     await this.#redis
       .multi()
-      .lpush(this.#key(kind, name), JSON.stringify(entry))
+      .lpush(this.#key(kind, name), ...entries)
       .ltrim(this.#key(kind, name), 0, this.#kept - 1)
       .exec()
   }

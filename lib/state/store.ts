@@ -454,7 +454,7 @@ export class StateStore {
     })
     if (next !== undefined && isObserved(next)) {
       const events = transitionEvents(isObserved(before) ? before : undefined, next)
-      for (const event of events) await this.events.record(kind, name, event)
+      await this.events.record(kind, name, ...events)
     }
     return next
   }
