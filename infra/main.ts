@@ -3,15 +3,17 @@
  * every service that is not configured externally (Redis, OVN central, FRR), then the
  * HTTP API and the job workers. Ctrl-C (SIGINT) or SIGTERM stops everything it started.
  */
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { type Config, loadConfig } from '../lib/config/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
-import { renderBgpdConfig } from '../lib/frr/index.ts'
+import { announcementsIn, renderBgpdConfig } from '../lib/frr/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../lib/ovn/central.ts'
 import { isLoopback } from '../lib/process/ports.ts'
 import { redactRedisUrl } from '../lib/redis/connection.ts'
 import { centralsRoot, type PerGroupCentrals, startPerGroupCentrals } from './centrals.ts'
 import { type ExternalCentrals, openExternalCentrals } from './external-centrals.ts'
-import { type LocalStack, startLocalStack } from './local/stack.ts'
+import { embeddedFrrDir, type LocalStack, startLocalStack } from './local/stack.ts'
 import { createLogger } from './logger.ts'
 import { bgpSettingsOf, startService } from './service.ts'
 
@@ -59,7 +61,18 @@ try {
       ovn: embedOvn && !perGroup ? { listenAddress: config.embeddedListen, sbPort: 6642 } : false,
       frr: embedFrr
         ? {
-            bgpdConfig: renderBgpdConfig(bgpSettingsOf(config)),
+            // What bgpd announced when it last saved (the previous run's, kept in the
+            // data dir) is announced again from its first moment: peers holding those
+            // routes as stale (graceful restart) never see them withdrawn. The FRR
+            // consumer's start-up resync then corrects them against the store.
+            bgpdConfig: renderBgpdConfig(
+              bgpSettingsOf(config),
+              announcementsIn(
+                await readFile(join(embeddedFrrDir(config.dataDir), 'bgpd.conf'), 'utf8').catch(
+                  () => '',
+                ),
+              ),
+            ),
             listenAddress: config.embeddedListen,
             bgpPort: config.embeddedListen === '127.0.0.1' ? 1179 : 179,
           }
@@ -93,7 +106,7 @@ try {
       redisUrl,
       ...(redisCaFile ? { redisCaFile } : {}),
       ovn,
-      ...(frrVtyDir ? { frrVtyDir } : {}),
+      ...(frrVtyDir ? { frrVtyDir, frrSaveConfig: embedFrr || config.frrSaveConfig } : {}),
       ...(stack?.pki ? { pki: stack.pki } : {}),
     },
     logger,

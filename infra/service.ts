@@ -15,8 +15,9 @@ import type { Config } from '../lib/config/index.ts'
 import {
   type BgpSettings,
   createFrrController,
-  createVtysh,
+  createVty,
   parseBgpSettings,
+  type Vty,
 } from '../lib/frr/index.ts'
 import type { OvnCentralProvider } from '../lib/ovn/central.ts'
 import type { CertificateAuthority } from '../lib/pki/index.ts'
@@ -33,6 +34,8 @@ export interface Endpoints {
   /** Where each group's OVN central is: one shared, or one per group. */
   readonly ovn: OvnCentralProvider
   readonly frrVtyDir?: string
+  /** Whether bgpd saves its configuration before a change is acknowledged. */
+  readonly frrSaveConfig?: boolean
   /** Hydrazine's CA, when it runs one: DPU credentials then carry a certificate. */
   readonly pki?: CertificateAuthority
 }
@@ -72,8 +75,11 @@ export async function startService(
   })
   const { client } = controller
   let frrConsumer: FrrConsumer | undefined
+  let frrVty: Vty | undefined
   if (endpoints.frrVtyDir) {
-    const frr = createFrrController({ vtysh: createVtysh({ vtyDir: endpoints.frrVtyDir }) })
+    const vty = createVty({ vtyDir: endpoints.frrVtyDir })
+    frrVty = vty
+    const frr = createFrrController({ vty, saveConfig: endpoints.frrSaveConfig ?? false })
     frrConsumer = await startFrrConsumer({
       connection: bullConnection({
         url: endpoints.redisUrl,
@@ -144,6 +150,7 @@ export async function startService(
       await new Promise<void>((r) => server.close(() => r()))
       await grpcIngress?.close()
       await frrConsumer?.close()
+      frrVty?.close()
       await controller.close()
     },
   }

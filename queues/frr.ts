@@ -53,6 +53,15 @@ export function createFrrProducer(queue: Queue) {
   }
 }
 
+/**
+ * How many FRR jobs the consumer holds at once (128). BullMQ's worker fetches jobs one
+ * Redis round trip at a time until it holds this many, and only then starts them; jobs
+ * that finish fetch the next one in the same round trip. A window of 128 lets one batch
+ * go to bgpd while the next is fetched: 1,000 queued announcements take ~0.4 s this way,
+ * against ~0.7 s with a window of 512 that is first filled completely.
+ */
+export const FRR_CONCURRENCY = 128
+
 export interface FrrConsumerOptions {
   /** BullMQ connection for the worker; needs `maxRetriesPerRequest: null`. */
   readonly connection: ConnectionOptions
@@ -61,7 +70,7 @@ export interface FrrConsumerOptions {
   readonly source: AnnouncementSource
   /** The job handler, e.g. `createFrrSync({ frr })`. */
   readonly handler: (job: FrrJob) => Promise<FrrAck>
-  /** Jobs handled at once; they are applied to FRR in batches (default 512). */
+  /** Jobs handled at once; they are applied to FRR in batches (default `FRR_CONCURRENCY`). */
   readonly concurrency?: number
   /** BullMQ key prefix (default `bull`). */
   readonly prefix?: string
@@ -118,10 +127,23 @@ export async function startFrrConsumer(options: FrrConsumerOptions): Promise<Frr
       `FRR maxResyncWithdrawals must be an integer >= 0, not ${options.maxResyncWithdrawals}`,
     )
   const onResync = options.onResync ?? reportTrouble
+  const onError =
+    options.onError ?? ((error: Error) => process.stderr.write(`frr consumer: ${error.message}\n`))
   const resyncNow = () => resync(options.frr, options.source, { maxWithdrawals })
 
   const resynced = await resyncNow()
   const gate = createChangeGate()
+  let closed = false
+  // bgpd came back after its connection dropped: it may have restarted from its startup
+  // configuration. Resync at once rather than at the next period.
+  options.frr.onReconnect(() => {
+    if (closed) return
+    gate
+      .alone(resyncNow)
+      .then(onResync, (error: unknown) =>
+        onError(error instanceof Error ? error : new Error(String(error))),
+      )
+  })
   const prefix = options.prefix ? { prefix: options.prefix } : {}
   const worker = new Worker<unknown, FrrAck | ResyncResult, string>(
     FRR_QUEUE,
@@ -133,15 +155,12 @@ export async function startFrrConsumer(options: FrrConsumerOptions): Promise<Frr
     },
     {
       connection: options.connection,
-      concurrency: options.concurrency ?? 512,
+      concurrency: options.concurrency ?? FRR_CONCURRENCY,
       ...prefix,
     },
   )
   // An EventEmitter 'error' without a listener would crash the process.
-  worker.on(
-    'error',
-    options.onError ?? ((error) => process.stderr.write(`frr consumer: ${error.message}\n`)),
-  )
+  worker.on('error', onError)
   await worker.waitUntilReady()
 
   const queue = new Queue(FRR_QUEUE, { connection: options.connection, ...prefix })
@@ -162,6 +181,7 @@ export async function startFrrConsumer(options: FrrConsumerOptions): Promise<Frr
     worker,
     resynced,
     async close() {
+      closed = true
       await worker.close()
       await queue.close()
     },

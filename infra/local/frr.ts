@@ -10,7 +10,8 @@
  */
 import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { Daemon } from '../../lib/process/daemon.ts'
+import { startupOrder } from '../../lib/frr/index.ts'
+import type { Daemon, DaemonSpec } from '../../lib/process/daemon.ts'
 import { startDaemon } from '../../lib/process/daemon.ts'
 import { canConnect } from '../../lib/process/ports.ts'
 
@@ -29,6 +30,11 @@ export interface FrrDaemonsOptions {
   readonly netns?: string
   /** Each started daemon, as soon as it answers (a supervisor tracks it). */
   readonly started?: (daemon: Daemon) => void
+  /**
+   * Starts each daemon instead of starting it once: e.g. a supervisor that starts it
+   * again whenever it dies. Resolves once the daemon answers.
+   */
+  readonly supervise?: (spec: DaemonSpec) => Promise<void>
 }
 
 /**
@@ -41,41 +47,60 @@ export interface FrrDaemonsOptions {
  * // vtysh --vty_socket <dir> -c 'show bgp summary'
  */
 export async function startFrrDaemons(options: FrrDaemonsOptions): Promise<Daemon[]> {
-  const { dir } = options
-  const identity = await frrIdentityArgs()
   const daemons: Daemon[] = []
-  for (const name of options.daemons) {
-    await writeFile(join(dir, `${name}.conf`), options.configs[name] ?? '')
-  }
-  for (const name of options.daemons) {
-    const daemon = await startDaemon({
-      name,
-      command: `/usr/lib/frr/${name}`,
-      args: [
-        '-N',
-        options.pathspace,
-        ...identity,
-        '-f',
-        join(dir, `${name}.conf`),
-        '-i',
-        join(dir, `${name}.pid`),
-        '-z',
-        join(dir, 'zserv.api'),
-        '--vty_socket',
-        dir,
-        '--log',
-        `file:${join(dir, `${name}.log`)}`,
-        ...(options.extraArgs?.[name] ?? []),
-      ],
-      ...(options.netns ? { netns: options.netns } : {}),
-      logFile: join(dir, `${name}.out`),
-      tailFiles: [join(dir, `${name}.log`)],
-      ready: () => canConnect({ path: join(dir, `${name}.vty`) }),
-    })
+  for (const spec of await frrDaemonSpecs(options)) {
+    if (options.supervise) {
+      await options.supervise(spec)
+      continue
+    }
+    const daemon = await startDaemon(spec)
     daemons.push(daemon)
     options.started?.(daemon)
   }
   return daemons
+}
+
+/** Writes each daemon's configuration; returns how to start each one, in order. */
+async function frrDaemonSpecs(options: FrrDaemonsOptions): Promise<DaemonSpec[]> {
+  const { dir } = options
+  const identity = await frrIdentityArgs()
+  for (const name of options.daemons) {
+    await writeFile(join(dir, `${name}.conf`), options.configs[name] ?? '')
+  }
+  return options.daemons.map((name) => ({
+    name,
+    command: `/usr/lib/frr/${name}`,
+    args: [
+      '-N',
+      options.pathspace,
+      ...identity,
+      '-f',
+      join(dir, `${name}.conf`),
+      '-i',
+      join(dir, `${name}.pid`),
+      '-z',
+      join(dir, 'zserv.api'),
+      '--vty_socket',
+      dir,
+      '--log',
+      `file:${join(dir, `${name}.log`)}`,
+      ...(options.extraArgs?.[name] ?? []),
+    ],
+    ...(options.netns ? { netns: options.netns } : {}),
+    logFile: join(dir, `${name}.out`),
+    tailFiles: [join(dir, `${name}.log`)],
+    ready: () => canConnect({ path: join(dir, `${name}.vty`) }),
+    // bgpd restarts from the file it last saved (`write file`), in an order it announces
+    // from at once.
+    ...(name === 'bgpd'
+      ? {
+          beforeStart: async () => {
+            const file = join(dir, 'bgpd.conf')
+            await writeFile(file, startupOrder(await readFile(file, 'utf8')))
+          },
+        }
+      : {}),
+  }))
 }
 
 /**

@@ -174,7 +174,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       : undefined
     const frrOpt = options.frr ?? true
     const frr = frrOpt
-      ? await startFrr(dataDir, typeof frrOpt === 'object' ? frrOpt : {}, track, log)
+      ? await startFrr(dataDir, typeof frrOpt === 'object' ? frrOpt : {}, keep, log)
       : undefined
     return {
       dataDir,
@@ -211,8 +211,6 @@ async function withPortRetry<T>(start: (attempt: number) => Promise<T>): Promise
     }
   }
 }
-
-type Track = (d: Daemon) => Daemon
 
 /** Tries to start a dead embedded daemon again before the stack reports it crashed. */
 const MAX_RESTARTS = 8
@@ -374,6 +372,11 @@ const isIpAddress = (host: string) => /^[0-9.]+$/.test(host) || host.includes(':
 
 let frrInstances = 0
 
+/** The embedded FRR's directory under a data dir: configs, vty sockets, logs. */
+export function embeddedFrrDir(dataDir: string): string {
+  return join(dataDir, 'frr')
+}
+
 async function startFrr(
   dataDir: string,
   opts: {
@@ -384,10 +387,10 @@ async function startFrr(
     installRoutes?: boolean
     hostname?: string
   },
-  track: Track,
+  keep: (spec: DaemonSpec) => Promise<void>,
   log: (l: string) => void,
 ): Promise<FrrInstance> {
-  const dir = join(dataDir, 'frr')
+  const dir = embeddedFrrDir(dataDir)
   await mkdir(dir, { recursive: true, mode: 0o700 })
   await chmod(dir, 0o700)
   const bgpPort = opts.netns ? (opts.bgpPort ?? 179) : await pickPort(opts.bgpPort, log, 'bgpd')
@@ -411,7 +414,8 @@ async function startFrr(
       ],
     },
     ...(opts.netns ? { netns: opts.netns } : {}),
-    started: track,
+    // A restarted bgpd starts from bgpd.conf, which Hydrazine saves after each change.
+    supervise: keep,
   })
   log(`FRR (zebra, bgpd, staticd) up; vtysh --vty_socket ${dir}`)
   return { vtyDir: dir, bgpPort, bgpdConfig: join(dir, 'bgpd.conf') }

@@ -37,6 +37,12 @@ export interface Config {
   readonly ovnCentralsFile?: string
   /** `HYDRAZINE_FRR_VTY_DIR`: vty socket directory of an external FRR; absent = embedded. */
   readonly frrVtyDir?: string
+  /**
+   * `HYDRAZINE_FRR_SAVE_CONFIG` (true/false, default false): with an external FRR, ask
+   * bgpd to save its configuration (`write file`, to bgpd's own config file) before a
+   * change is acknowledged. The embedded FRR always does.
+   */
+  readonly frrSaveConfig: boolean
   readonly bgp: BgpConfig
   /**
    * `HYDRAZINE_HTTP_HOST` (default 127.0.0.1) and `HYDRAZINE_HTTP_PORT` (default 8080).
@@ -163,6 +169,7 @@ const EnvSchema = v.object({
   ),
   HYDRAZINE_OVN_CENTRALS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_FRR_VTY_DIR: v.optional(v.pipe(v.string(), v.minLength(1))),
+  HYDRAZINE_FRR_SAVE_CONFIG: v.optional(v.picklist(['true', 'false'], 'must be true or false')),
   HYDRAZINE_BGP_ASN: v.optional(asn, '65000'),
   HYDRAZINE_BGP_ROUTER_ID: v.optional(
     v.pipe(
@@ -318,6 +325,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       ? { ovnCentralsFile: resolve(c.HYDRAZINE_OVN_CENTRALS_FILE) }
       : {}),
     ...(c.HYDRAZINE_FRR_VTY_DIR ? { frrVtyDir: resolve(c.HYDRAZINE_FRR_VTY_DIR) } : {}),
+    frrSaveConfig: c.HYDRAZINE_FRR_SAVE_CONFIG === 'true',
     bgp: {
       asn: c.HYDRAZINE_BGP_ASN,
       routerId: c.HYDRAZINE_BGP_ROUTER_ID,

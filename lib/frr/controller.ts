@@ -1,14 +1,18 @@
 import { AckTimeoutError, PrefixNotOwnedError } from './errors.ts'
 import type { Announcement } from './render.ts'
 import {
+  applyPlan,
+  type FrrModel,
   type FrrState,
+  parseBgpPrefix,
   parseBgpTable,
   parseRunningConfig,
   planChanges,
   planResync,
+  toModel,
   type Wanted,
 } from './state.ts'
-import type { Vtysh } from './vtysh.ts'
+import type { Vty } from './vty.ts'
 
 /** Where announcements should come from: e.g. the allocated public IPs in the state store. */
 export interface AnnouncementSource {
@@ -22,23 +26,42 @@ export type Outcome =
   | { readonly prefix: string; readonly ok: false; readonly error: Error }
 
 export interface FrrController {
-  /** Hydrazine's announcements and foreign prefixes, from the running configuration. */
+  /**
+   * Hydrazine's announcements and foreign prefixes, read from the running configuration
+   * now; also what later changes are planned from until the next read.
+   */
   state(): Promise<FrrState>
-  /** Locally originated prefixes in FRR's BGP table: prefix → next hop. */
+  /** Locally originated prefixes in FRR's whole BGP table: prefix → next hop. */
   table(): Promise<Map<string, string>>
   /**
-   * Makes FRR announce (next hop) or withdraw (null) each wanted prefix, in one vtysh
-   * session, then waits until the BGP table shows every change. Never touches a prefix
-   * configured by someone else: that prefix's outcome is PrefixNotOwnedError.
+   * Makes FRR announce (next hop) or withdraw (null) each wanted prefix, in one vty
+   * session, then waits until bgpd shows each change for that prefix. Never touches a
+   * prefix configured by someone else: that prefix's outcome is PrefixNotOwnedError.
+   *
+   * Plans from the configuration kept in memory since the last `state()` (read once when
+   * there is none, and again after bgpd's connection dropped or a command was refused),
+   * so a change costs O(its own prefixes) however many are announced.
    */
   converge(wanted: Wanted): Promise<Map<string, Outcome>>
+  /**
+   * Calls `listener` when the connection to bgpd was lost and is back: bgpd may have
+   * restarted with its startup configuration, and wants a resync.
+   */
+  onReconnect(listener: () => void): void
 }
 
 export interface FrrControllerOptions {
-  readonly vtysh: Vtysh
-  /** How long the BGP table may take to show a change (default 10 s). */
+  /** A connection to Hydrazine's bgpd (`createVty`). */
+  readonly vty: Vty
+  /**
+   * Save bgpd's running configuration to its config file (`write file`) before a change
+   * is acknowledged, so a restarted bgpd announces everything acknowledged before (set
+   * where bgpd starts from its own file, as the embedded FRR does; default false).
+   */
+  readonly saveConfig?: boolean
+  /** How long bgpd may take to show a change (default 10 s). */
   readonly ackTimeoutMs?: number
-  /** How often the BGP table is read while waiting (default 20 ms). */
+  /** How often a prefix not yet showing its change is read again (default 5 ms). */
   readonly pollMs?: number
 }
 
@@ -48,23 +71,57 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
  * Hydrazine's handle on its FRR instance.
  *
  * @example
- * const frr = createFrrController({ vtysh: createVtysh({ vtyDir: '/var/run/frr' }) })
+ * const frr = createFrrController({ vty: createVty({ vtyDir: '/var/run/frr' }) })
  * await frr.converge(new Map([['203.0.113.7/32', '172.18.0.105']]))
  */
 export function createFrrController({
-  vtysh,
+  vty,
+  saveConfig = false,
   ackTimeoutMs = 10_000,
-  pollMs = 20,
+  pollMs = 5,
 }: FrrControllerOptions): FrrController {
-  const state = async () => parseRunningConfig(await vtysh.show('show running-config'))
-  const table = async () => parseBgpTable(await vtysh.show('show bgp ipv4 unicast json'))
+  let model: FrrModel | undefined
+  /** Changes applied since the running configuration was last saved. */
+  let unsaved = false
+
+  const state = async () => {
+    const read = parseRunningConfig(await vty.show('show running-config'))
+    model = toModel(read)
+    return read
+  }
+  vty.onReconnect(() => {
+    model = undefined
+  })
+
+  /** Each prefix's next hop as bgpd shows it now (null: not announced), in one session. */
+  const shown = async (prefixes: readonly string[]) => {
+    const replies = await vty.session(prefixes.map((p) => `show bgp ipv4 unicast ${p} json`))
+    return new Map(replies.map((r, i) => [prefixes[i] ?? '', parseBgpPrefix(r.output)]))
+  }
 
   return {
     state,
-    table,
+    table: async () => parseBgpTable(await vty.show('show bgp ipv4 unicast json')),
+    onReconnect: (listener) => vty.onReconnect(listener),
     async converge(wanted) {
-      const plan = planChanges(await state(), wanted)
-      await vtysh.configure(plan.commands)
+      if (!model) await state()
+      const current = model as FrrModel
+      const plan = planChanges(current, wanted)
+      if (plan.commands.length > 0) {
+        try {
+          await vty.configure(plan.commands)
+        } catch (error) {
+          // Some lines may have been applied: plan the next change from a fresh read.
+          model = undefined
+          throw error
+        }
+        applyPlan(current, plan)
+        unsaved = true
+      }
+      if (saveConfig && unsaved) {
+        await vty.save()
+        unsaved = false
+      }
 
       const outcomes = new Map<string, Outcome>()
       for (const prefix of plan.conflicts) {
@@ -73,9 +130,8 @@ export function createFrrController({
       const waiting = new Map([...wanted].filter(([prefix]) => !outcomes.has(prefix)))
       const deadline = Date.now() + ackTimeoutMs
       for (;;) {
-        const shown = await table()
-        for (const [prefix, nextHop] of waiting) {
-          if ((shown.get(prefix) ?? null) !== nextHop) continue
+        for (const [prefix, nextHop] of await shown([...waiting.keys()])) {
+          if (nextHop !== waiting.get(prefix)) continue
           outcomes.set(prefix, { prefix, ok: true, nextHop })
           waiting.delete(prefix)
         }
@@ -83,6 +139,9 @@ export function createFrrController({
         if (Date.now() > deadline) break
         await sleep(pollMs)
       }
+      // A change bgpd never showed may mean the kept configuration is wrong (changed by
+      // hand): the next change plans from a fresh read.
+      if (waiting.size > 0) model = undefined
       for (const [prefix, nextHop] of waiting) {
         const expected = nextHop === null ? 'withdrawn' : `via ${nextHop}`
         outcomes.set(prefix, {

@@ -12,15 +12,27 @@ export {
 } from './controller.ts'
 export { AckTimeoutError, NoBgpInstanceError, PrefixNotOwnedError, VtyshError } from './errors.ts'
 export { type ChangeGate, createChangeGate } from './gate.ts'
-export { type Announcement, renderBgpdConfig, routeMapName } from './render.ts'
+export {
+  type Announcement,
+  renderBgpdConfig,
+  routeMapLines,
+  routeMapName,
+  startupOrder,
+} from './render.ts'
 export { BgpSettings, type BgpSettingsInput, parseBgpSettings } from './settings.ts'
 export {
+  announcementsIn,
+  applyPlan,
+  type FrrModel,
   type FrrState,
+  parseBgpPrefix,
   parseBgpTable,
   parseRunningConfig,
   planChanges,
   planResync,
   type ResyncPlan,
+  toModel,
   type Wanted,
 } from './state.ts'
+export { createVty, type Vty, type VtyOptions, type VtyReply } from './vty.ts'
 export { createVtysh, type Vtysh, type VtyshOptions } from './vtysh.ts'

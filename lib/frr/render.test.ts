@@ -1,40 +1,43 @@
 import t from 'tap'
 import {
   type Announcement,
+  announcementsIn,
   parseBgpSettings,
   parseRunningConfig,
   planChanges,
   renderBgpdConfig,
   routeMapName,
+  startupOrder,
 } from './index.ts'
 
-const head = (as: number, routerId: string) => [
+const maps = (...nextHops: string[]) => [
   '! bgpd configuration rendered by Hydrazine',
   'frr defaults traditional',
-  `router bgp ${as}`,
-  ` bgp router-id ${routerId}`,
-  ' no bgp network import-check',
-]
-const tail = [
-  ' exit-address-family',
-  'exit',
-  '!',
   'route-map HZ-IMPORT deny 10',
   'exit',
   '!',
   'route-map HZ-EXPORT permit 10',
   'exit',
+  ...nextHops.flatMap((nextHop) => [
+    '!',
+    `route-map HZ-NH-${nextHop} permit 10`,
+    ` set ip next-hop ${nextHop}`,
+    'exit',
+  ]),
+  '!',
 ]
+const head = (as: number, routerId: string) => [
+  `router bgp ${as}`,
+  ` bgp router-id ${routerId}`,
+  ' no bgp network import-check',
+  ' bgp graceful-restart',
+  ' bgp graceful-restart preserve-fw-state',
+]
+const tail = [' exit-address-family', 'exit']
 const peerPolicy = (address: string) => [
   `  neighbor ${address} attribute-unchanged next-hop`,
   `  neighbor ${address} route-map HZ-IMPORT in`,
   `  neighbor ${address} route-map HZ-EXPORT out`,
-]
-const routeMap = (nextHop: string) => [
-  '!',
-  `route-map HZ-NH-${nextHop} permit 10`,
-  ` set ip next-hop ${nextHop}`,
-  'exit',
 ]
 
 t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
@@ -48,7 +51,15 @@ t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
       name: 'no peer, nothing announced',
       settings: { localAs: 65001, routerId: '10.77.0.1', peers: [] },
       announcements: [],
-      lines: [...head(65001, '10.77.0.1'), ' !', ' address-family ipv4 unicast', ...tail, '!', ''],
+      lines: [
+        ...maps(),
+        ...head(65001, '10.77.0.1'),
+        ' !',
+        ' address-family ipv4 unicast',
+        ...tail,
+        '!',
+        '',
+      ],
     },
     {
       name: 'two peers, one on its own port and retry interval: base configuration',
@@ -63,6 +74,7 @@ t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
       },
       announcements: [],
       lines: [
+        ...maps(),
         ...head(4200000001, '172.18.0.2'),
         ' neighbor 172.18.0.1 remote-as 65000',
         ' neighbor 172.18.0.1 port 1790',
@@ -91,6 +103,7 @@ t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
         { prefix: '203.0.113.8/32', nextHop: '10.77.0.105' },
       ],
       lines: [
+        ...maps('10.77.0.106', '10.77.0.105'),
         ...head(65001, '10.77.0.1'),
         ' neighbor 10.77.0.2 remote-as 65000',
         ' neighbor 10.77.0.2 timers connect 10',
@@ -101,8 +114,6 @@ t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
         '  network 203.0.113.9/32 route-map HZ-NH-10.77.0.105',
         ...peerPolicy('10.77.0.2'),
         ...tail,
-        ...routeMap('10.77.0.105'),
-        ...routeMap('10.77.0.106'),
         '!',
         '',
       ],
@@ -116,6 +127,70 @@ t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
     )
   }
   t.equal(routeMapName('172.18.0.105'), 'HZ-NH-172.18.0.105')
+})
+
+t.test("a saved bgpd configuration's announcements carry into the next start's", async (t) => {
+  const settings = parseBgpSettings({ localAs: 65001, routerId: '10.77.0.1', peers: [] })
+  const announcements = [
+    { prefix: '198.51.100.1/32', nextHop: '10.77.0.106' },
+    { prefix: '203.0.113.7/32', nextHop: '10.77.0.105' },
+  ]
+  // As bgpd saves it: its own order, plus an operator's prefix that is not carried.
+  const saved = startupOrder(renderBgpdConfig(settings, announcements)).replace(
+    '  network 198.51.100.1/32',
+    '  network 192.0.2.77/32\n  network 198.51.100.1/32',
+  )
+  t.same(announcementsIn(saved), announcements)
+  t.same(announcementsIn(''), [], 'no saved file: nothing carried')
+  const next = parseRunningConfig(renderBgpdConfig(settings, announcementsIn(saved)))
+  t.same(Object.fromEntries(next.owned), {
+    '198.51.100.1/32': '10.77.0.106',
+    '203.0.113.7/32': '10.77.0.105',
+  })
+})
+
+t.test('startupOrder: route-maps ahead of router bgp, everything else in place', async (t) => {
+  // As bgpd's `write file` writes it (FRR 8.4).
+  const saved = [
+    'frr version 8.4.4',
+    'frr defaults traditional',
+    'hostname hydrazine',
+    '!',
+    'router bgp 65001',
+    ' bgp router-id 10.77.0.1',
+    ' !',
+    ' address-family ipv4 unicast',
+    '  network 203.0.113.7/32 route-map HZ-NH-10.77.0.105',
+    ' exit-address-family',
+    'exit',
+    '!',
+    'route-map HZ-IMPORT deny 10',
+    'exit',
+    '!',
+    'route-map HZ-NH-10.77.0.105 permit 10',
+    ' set ip next-hop 10.77.0.105',
+    'exit',
+    '!',
+    'end',
+    '',
+  ].join('\n')
+  const ordered = startupOrder(saved).split('\n')
+  t.same(ordered.slice(0, 9), [
+    'frr version 8.4.4',
+    'frr defaults traditional',
+    'hostname hydrazine',
+    '!',
+    'route-map HZ-IMPORT deny 10',
+    'exit',
+    'route-map HZ-NH-10.77.0.105 permit 10',
+    ' set ip next-hop 10.77.0.105',
+    'exit',
+  ])
+  t.equal(ordered[9], 'router bgp 65001')
+  t.same([...ordered].sort(), saved.split('\n').sort(), 'no line lost or added')
+  t.same(parseRunningConfig(startupOrder(saved)), parseRunningConfig(saved), 'same meaning')
+  t.equal(startupOrder(startupOrder(saved)), startupOrder(saved), 'idempotent')
+  t.equal(startupOrder('hostname x\n'), 'hostname x\n', 'nothing to move')
 })
 
 t.test('what is rendered reads back as Hydrazine-owned, with nothing left to plan', async (t) => {

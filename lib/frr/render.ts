@@ -30,6 +30,10 @@ export function routeMapLines(nextHop: string): string[] {
  *
  * - `no bgp network import-check`: a public IP /32 is in no RIB here; it is originated
  *   with a `network` statement whose route-map sets the next hop to the host's NAT IP.
+ * - `bgp graceful-restart`: when bgpd restarts (or the controller with an embedded FRR),
+ *   peers keep its routes, marked stale, for the restart time (120 s) and keep
+ *   forwarding to the public IPs; bgpd starts from the configuration it saved, sends
+ *   them again, and peers drop only what it no longer announces.
  * - `attribute-unchanged next-hop` towards every peer: eBGP would otherwise rewrite the
  *   next hop to bgpd's own address whenever the NAT IP is not on the peering subnet.
  *   (A fabric router that is not on the NAT IP's subnet needs a route to it and
@@ -43,13 +47,28 @@ export function renderBgpdConfig(
   settings: BgpSettings,
   announcements: readonly Announcement[] = [],
 ): string {
+  // Route-maps first: a `network … route-map` read before its route-map exists is held
+  // back until bgpd's route-map delay timer (5 s) runs, after a restart too.
   const lines = [
     '! bgpd configuration rendered by Hydrazine',
     'frr defaults traditional',
+    'route-map HZ-IMPORT deny 10',
+    'exit',
+    '!',
+    'route-map HZ-EXPORT permit 10',
+    'exit',
+  ]
+  for (const nextHop of new Set(sortByPrefix(announcements).map((a) => a.nextHop))) {
+    lines.push('!', ...routeMapLines(nextHop))
+  }
+  lines.push(
+    '!',
     `router bgp ${settings.localAs}`,
     ` bgp router-id ${settings.routerId}`,
     ' no bgp network import-check',
-  ]
+    ' bgp graceful-restart',
+    ' bgp graceful-restart preserve-fw-state',
+  )
   for (const peer of settings.peers) {
     lines.push(` neighbor ${peer.address} remote-as ${peer.remoteAs}`)
     if (peer.port !== undefined) lines.push(` neighbor ${peer.address} port ${peer.port}`)
@@ -66,13 +85,39 @@ export function renderBgpdConfig(
       `  neighbor ${peer.address} route-map HZ-EXPORT out`,
     )
   }
-  lines.push(' exit-address-family', 'exit', '!')
-  lines.push('route-map HZ-IMPORT deny 10', 'exit', '!', 'route-map HZ-EXPORT permit 10', 'exit')
-  for (const nextHop of new Set(announcements.map((a) => a.nextHop))) {
-    lines.push('!', ...routeMapLines(nextHop))
-  }
-  lines.push('!', '')
+  lines.push(' exit-address-family', 'exit', '!', '')
   return lines.join('\n')
+}
+
+/**
+ * bgpd's saved configuration (`write file`) in an order it starts from without delay:
+ * FRR writes route-maps after `router bgp`, and a `network … route-map` read before its
+ * route-map exists is only announced when bgpd's route-map delay timer runs (5 s) — after
+ * a peer holding it as stale (graceful restart) has already been told it is gone. Moves
+ * every top-level `route-map` block ahead of the first `router bgp`; nothing else moves.
+ *
+ * @example
+ * startupOrder('router bgp 1\n network 10.0.0.1/32 route-map M\nexit\nroute-map M permit 10\nexit\n')
+ * // 'route-map M permit 10\nexit\nrouter bgp 1\n network 10.0.0.1/32 route-map M\nexit\n'
+ */
+export function startupOrder(config: string): string {
+  const lines = config.split('\n')
+  const routeMaps: string[] = []
+  const rest: string[] = []
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i] ?? ''
+    if (!line.startsWith('route-map ')) {
+      rest.push(line)
+      continue
+    }
+    // The block: its header, indented lines, and its closing `exit` if there is one.
+    routeMaps.push(line)
+    while (i + 1 < lines.length && /^\s/.test(lines[i + 1] ?? '')) routeMaps.push(lines[++i] ?? '')
+    if (lines[i + 1] === 'exit') routeMaps.push(lines[++i] ?? '')
+  }
+  const at = rest.findIndex((line) => line.startsWith('router bgp '))
+  if (at < 0 || routeMaps.length === 0) return config
+  return [...rest.slice(0, at), ...routeMaps, ...rest.slice(at)].join('\n')
 }
 
 function sortByPrefix(announcements: readonly Announcement[]): Announcement[] {

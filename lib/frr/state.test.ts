@@ -1,12 +1,16 @@
 import t from 'tap'
 import { ConfigError } from '../errors.ts'
 import {
+  applyPlan,
   NoBgpInstanceError,
+  parseBgpPrefix,
   parseBgpSettings,
   parseBgpTable,
   parseRunningConfig,
   planChanges,
   planResync,
+  routeMapLines,
+  toModel,
 } from './index.ts'
 
 const settings = parseBgpSettings({
@@ -184,6 +188,92 @@ t.test('planChanges', async (t) => {
     t.same(plan.commands, c.commands, c.name)
     t.same(plan.conflicts, c.conflicts ?? [], `${c.name}: conflicts`)
   }
+})
+
+t.test(
+  'planChanges: a route-map deleted by hand is defined again with the next change',
+  async (t) => {
+    const state = parseRunningConfig(running)
+    const lost = { ...state, routeMaps: new Set<string>() }
+    const plan = planChanges(lost, new Map([['203.0.113.3/32', '10.77.0.107']]))
+    t.same(plan.routeMaps, { added: ['10.77.0.105', '10.77.0.107'], removed: [] })
+    t.same(plan.commands.slice(0, 6), [
+      ...routeMapLines('10.77.0.105'),
+      ...routeMapLines('10.77.0.107'),
+    ])
+  },
+)
+
+t.test(
+  'applyPlan: the model after a plan plans nothing more, in any order of changes',
+  async (t) => {
+    const cases: [string, [string, string | null][]][] = [
+      ['announce via a new next hop', [['203.0.113.1/32', '10.77.0.107']]],
+      [
+        'move and withdraw',
+        [
+          ['198.51.100.7/32', '10.77.0.106'],
+          ['198.51.100.9/32', null],
+        ],
+      ],
+      ['withdraw the last one', [['198.51.100.7/32', null]]],
+      [
+        'many via one next hop, then one moved',
+        [
+          ['203.0.113.1/32', '10.77.0.105'],
+          ['203.0.113.2/32', '10.77.0.105'],
+          ['198.51.100.7/32', '10.77.0.108'],
+        ],
+      ],
+    ]
+    for (const [name, wanted] of cases) {
+      const model = toModel(parseRunningConfig(running))
+      const plan = planChanges(model, new Map(wanted))
+      applyPlan(model, plan)
+      t.same(planChanges(model, new Map(wanted)).commands, [], `${name}: nothing left`)
+      // The model agrees with what the running config would say after the plan.
+      const expected = new Map(parseRunningConfig(running).owned)
+      for (const [prefix, nextHop] of wanted) {
+        nextHop === null ? expected.delete(prefix) : expected.set(prefix, nextHop)
+      }
+      t.same([...model.owned].sort(), [...expected].sort(), `${name}: owned`)
+      const uses = new Map<string, number>()
+      for (const nh of expected.values()) uses.set(nh, (uses.get(nh) ?? 0) + 1)
+      t.same([...model.uses].sort(), [...uses].sort(), `${name}: uses`)
+      t.same([...model.routeMaps].sort(), [...uses.keys()].sort(), `${name}: route-maps`)
+    }
+  },
+)
+
+t.test('parseBgpPrefix: the valid, locally originated path only', async (t) => {
+  const path = (over: Record<string, unknown>) => ({
+    valid: true,
+    sourced: true,
+    nexthops: [{ ip: '10.77.0.105' }],
+    ...over,
+  })
+  const cases: [string, unknown, string | null][] = [
+    ['not in the table', {}, null],
+    ['announced', { prefix: '203.0.113.7/32', paths: [path({})] }, '10.77.0.105'],
+    ['announced, not yet processed', { paths: [path({ processScheduled: true })] }, '10.77.0.105'],
+    [
+      'withdrawn, not yet processed (as bgpd shows it)',
+      { paths: [path({ removed: true, valid: false, bestpath: { overall: true } })] },
+      null,
+    ],
+    ['removed but still flagged valid', { paths: [path({ removed: true })] }, null],
+    ['learned from a peer', { paths: [path({ sourced: undefined })] }, null],
+    ['invalid', { paths: [path({ valid: false })] }, null],
+    [
+      'a learned path beside ours',
+      {
+        paths: [path({ sourced: undefined, nexthops: [{ ip: '10.77.0.2' }] }), path({})],
+      },
+      '10.77.0.105',
+    ],
+  ]
+  for (const [name, json, nextHop] of cases)
+    t.equal(parseBgpPrefix(JSON.stringify(json)), nextHop, name)
 })
 
 t.test('parseBgpTable: locally originated, valid paths only', async (t) => {

@@ -12,6 +12,17 @@ export interface FrrState {
   readonly foreign: ReadonlySet<string>
   /** Next hops that have a Hydrazine route-map defined. */
   readonly routeMaps: ReadonlySet<string>
+  /** Next hop → how many of Hydrazine's announcements use it. */
+  readonly uses: ReadonlyMap<string, number>
+}
+
+/** An FRR state the controller keeps in memory and updates as its changes are applied. */
+export interface FrrModel {
+  readonly localAs: number | undefined
+  readonly owned: Map<string, string>
+  readonly foreign: Set<string>
+  readonly routeMaps: Set<string>
+  readonly uses: Map<string, number>
 }
 
 const ROUTER_BGP = /^router bgp (\d+)\s*$/
@@ -60,7 +71,17 @@ export function parseRunningConfig(text: string): FrrState {
       owned.set(prefix, routeMap.slice(ROUTE_MAP_PREFIX.length))
     else foreign.add(prefix)
   }
-  return { localAs, owned, foreign, routeMaps }
+  const uses = new Map<string, number>()
+  for (const nextHop of owned.values()) uses.set(nextHop, (uses.get(nextHop) ?? 0) + 1)
+  return { localAs, owned, foreign, routeMaps, uses }
+}
+
+/**
+ * Hydrazine's announcements in a bgpd configuration (e.g. the file bgpd last saved), to
+ * carry them into a newly rendered one.
+ */
+export function announcementsIn(config: string): Announcement[] {
+  return [...parseRunningConfig(config).owned].map(([prefix, nextHop]) => ({ prefix, nextHop }))
 }
 
 const BgpTableJson = v.looseObject({
@@ -93,21 +114,60 @@ export function parseBgpTable(json: string): Map<string, string> {
   return local
 }
 
+const BgpPrefixJson = v.looseObject({
+  prefix: v.optional(v.string()),
+  paths: v.optional(
+    v.array(
+      v.looseObject({
+        valid: v.optional(v.boolean()),
+        sourced: v.optional(v.boolean()),
+        removed: v.optional(v.boolean()),
+        nexthops: v.optional(v.array(v.looseObject({ ip: v.optional(v.string()) }))),
+      }),
+    ),
+  ),
+})
+
+/**
+ * Reads `show bgp ipv4 unicast A.B.C.D/32 json` (`{}` when the prefix is not in the
+ * table): the next hop of the valid, locally originated path, or null when there is
+ * none (a withdrawn path stays, `removed`, until bgpd has processed it). This is what
+ * `parseBgpTable` reads for the whole table; bgpd then selects and sends the change to
+ * its peers after its route-processing hold (~50 ms), as for any change.
+ *
+ * @example
+ * parseBgpPrefix('{"prefix":"203.0.113.7/32","paths":[{"valid":true,"sourced":true,
+ *   "nexthops":[{"ip":"10.77.0.105"}]}]}') // '10.77.0.105'
+ */
+export function parseBgpPrefix(json: string): string | null {
+  const entry = v.parse(BgpPrefixJson, JSON.parse(json))
+  const path = entry.paths?.find(
+    (p) => p.valid === true && p.sourced === true && p.removed !== true,
+  )
+  return path?.nexthops?.[0]?.ip ?? null
+}
+
 /** prefix → the next hop it must be announced with, or null: must not be announced. */
 export type Wanted = ReadonlyMap<string, string | null>
 
 export interface Plan {
-  /** vtysh configuration-mode lines (for `vtysh -f`); empty when FRR already agrees. */
+  /** vtysh configuration-mode lines; empty when FRR already agrees. */
   readonly commands: readonly string[]
   /** Wanted prefixes that are configured by someone else: left alone. */
   readonly conflicts: readonly string[]
+  /** What `commands` change: prefix → its new next hop, or null: withdrawn. */
+  readonly changes: ReadonlyMap<string, string | null>
+  /** Hydrazine route-maps `commands` define, and remove because nothing uses them. */
+  readonly routeMaps: { readonly added: readonly string[]; readonly removed: readonly string[] }
 }
 
 /**
  * The commands that take FRR from `state` to `wanted`, touching only Hydrazine's own
- * statements: a route-map for each new next hop, `network`/`no network` lines, and
- * removal of Hydrazine route-maps nothing uses any more. Applying the same plan twice,
- * or planning again from the resulting state, yields nothing new to do.
+ * statements: a route-map for each next hop in use that has none, `network`/`no network`
+ * lines, and removal of Hydrazine route-maps nothing uses any more. Costs O(wanted + next
+ * hops), not O(announcements): a change to one prefix with 10,000 announced plans one
+ * line. Applying the same plan twice, or planning again from the resulting state, yields
+ * nothing new to do.
  *
  * @example
  * planChanges(state, new Map([['203.0.113.7/32', '172.18.0.105']])).commands
@@ -118,7 +178,9 @@ export interface Plan {
 export function planChanges(state: FrrState, wanted: Wanted): Plan {
   const conflicts: string[] = []
   const networks: string[] = []
-  const after = new Map(state.owned)
+  const changes = new Map<string, string | null>()
+  const delta = new Map<string, number>()
+  const bump = (nextHop: string, by: number) => delta.set(nextHop, (delta.get(nextHop) ?? 0) + by)
   for (const [prefix, nextHop] of wanted) {
     if (state.foreign.has(prefix)) {
       conflicts.push(prefix)
@@ -128,25 +190,62 @@ export function planChanges(state: FrrState, wanted: Wanted): Plan {
     if (nextHop === null) {
       if (current === undefined) continue
       networks.push(`  no network ${prefix}`)
-      after.delete(prefix)
+      bump(current, -1)
     } else if (current !== nextHop) {
       networks.push(`  network ${prefix} route-map ${routeMapName(nextHop)}`)
-      after.set(prefix, nextHop)
-    }
+      bump(nextHop, 1)
+      if (current !== undefined) bump(current, -1)
+    } else continue
+    changes.set(prefix, nextHop)
   }
-  if (networks.length === 0) return { commands: [], conflicts }
+  const none = { added: [], removed: [] }
+  if (networks.length === 0) return { commands: [], conflicts, changes, routeMaps: none }
   if (state.localAs === undefined) throw new NoBgpInstanceError()
 
-  const used = new Set(after.values())
-  const commands: string[] = []
-  for (const nextHop of used)
-    if (!state.routeMaps.has(nextHop)) commands.push(...routeMapLines(nextHop))
-  commands.push(`router bgp ${state.localAs}`, ' address-family ipv4 unicast', ...networks)
-  commands.push(' exit-address-family', 'exit')
-  for (const nextHop of state.routeMaps) {
-    if (!used.has(nextHop)) commands.push(`no route-map ${routeMapName(nextHop)}`)
+  const usesAfter = (nextHop: string) => (state.uses.get(nextHop) ?? 0) + (delta.get(nextHop) ?? 0)
+  const added = [...new Set([...state.uses.keys(), ...delta.keys()])].filter(
+    (nextHop) => usesAfter(nextHop) > 0 && !state.routeMaps.has(nextHop),
+  )
+  const removed = [...state.routeMaps].filter((nextHop) => usesAfter(nextHop) === 0)
+  const commands = [
+    ...added.flatMap(routeMapLines),
+    `router bgp ${state.localAs}`,
+    ' address-family ipv4 unicast',
+    ...networks,
+    ' exit-address-family',
+    'exit',
+    ...removed.map((nextHop) => `no route-map ${routeMapName(nextHop)}`),
+  ]
+  return { commands, conflicts, changes, routeMaps: { added, removed } }
+}
+
+/** A mutable copy of `state`, for a controller to keep in memory. */
+export function toModel(state: FrrState): FrrModel {
+  return {
+    localAs: state.localAs,
+    owned: new Map(state.owned),
+    foreign: new Set(state.foreign),
+    routeMaps: new Set(state.routeMaps),
+    uses: new Map(state.uses),
   }
-  return { commands, conflicts }
+}
+
+/** Updates `model` with what an applied `plan` changed, in O(the plan). */
+export function applyPlan(model: FrrModel, plan: Plan): void {
+  for (const [prefix, nextHop] of plan.changes) {
+    const before = model.owned.get(prefix)
+    if (before !== undefined) {
+      const left = (model.uses.get(before) ?? 1) - 1
+      left > 0 ? model.uses.set(before, left) : model.uses.delete(before)
+    }
+    if (nextHop === null) model.owned.delete(prefix)
+    else {
+      model.owned.set(prefix, nextHop)
+      model.uses.set(nextHop, (model.uses.get(nextHop) ?? 0) + 1)
+    }
+  }
+  for (const nextHop of plan.routeMaps.added) model.routeMaps.add(nextHop)
+  for (const nextHop of plan.routeMaps.removed) model.routeMaps.delete(nextHop)
 }
 
 export interface ResyncPlan {

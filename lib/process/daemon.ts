@@ -29,6 +29,8 @@ export interface DaemonSpec {
   readonly ready?: () => Promise<boolean>
   readonly readyTimeoutMs?: number
   readonly stopTimeoutMs?: number
+  /** Runs before each start, a supervisor's restarts included (e.g. to fix up a config). */
+  readonly beforeStart?: () => Promise<void>
 }
 
 export interface DaemonExit {
@@ -95,6 +97,7 @@ async function tail(files: readonly string[], lines = 15): Promise<string> {
  */
 export async function startDaemon(spec: DaemonSpec): Promise<Daemon> {
   const binary = requireBinary(spec.command)
+  await spec.beforeStart?.()
   const argv = spec.netns ? ['ip', 'netns', 'exec', spec.netns, binary] : [binary]
   const tailFiles = [...(spec.logFile ? [spec.logFile] : []), ...(spec.tailFiles ?? [])]
   const out = spec.logFile ? openSync(spec.logFile, 'a') : 'ignore'

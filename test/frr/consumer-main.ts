@@ -6,7 +6,7 @@
  */
 import { Redis } from 'ioredis'
 import { createFrrSync } from '../../functions/frr-sync.ts'
-import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
+import { createFrrController, createVty } from '../../lib/frr/index.ts'
 import { startFrrConsumer } from '../../queues/frr.ts'
 import { redisAnnouncementSource } from './fixtures.ts'
 
@@ -17,7 +17,7 @@ const env = (name: string): string => {
 }
 
 const redis = new Redis(env('REDIS_URL'), { maxRetriesPerRequest: null })
-const frr = createFrrController({ vtysh: createVtysh({ vtyDir: env('FRR_VTY_DIR') }) })
+const frr = createFrrController({ vty: createVty({ vtyDir: env('FRR_VTY_DIR') }) })
 const consumer = await startFrrConsumer({
   connection: redis,
   frr,

@@ -7,6 +7,7 @@ import { Redis } from 'ioredis'
 import t from 'tap'
 import {
   createFrrController,
+  createVty,
   createVtysh,
   parseBgpSettings,
   renderBgpdConfig,
@@ -72,7 +73,7 @@ t.test('announce, withdraw and restart, seen by a fabric router over BGP', async
     peerAs: 65001,
   })
   const hydrazineFrr = createVtysh({ vtyDir })
-  const frr = createFrrController({ vtysh: hydrazineFrr })
+  const frr = createFrrController({ vty: createVty({ vtyDir }) })
 
   // Before the consumer ever ran: an operator's prefix, configured by hand, and a stale
   // Hydrazine announcement the store no longer wants.

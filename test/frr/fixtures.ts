@@ -36,7 +36,13 @@ export async function withNetnsPair(t: Teardown) {
     await ip('-n', ns, 'link', 'set', dev, 'up')
     await ip('-n', ns, 'link', 'set', 'lo', 'up')
   }
-  return { hydrazine, fabric, hydrazineIp: '10.77.0.1', fabricIp: '10.77.0.2' }
+  return {
+    hydrazine,
+    fabric,
+    hydrazineIp: '10.77.0.1',
+    fabricIp: '10.77.0.2',
+    hydrazineDev: `${tag}a`,
+  }
 }
 
 /**

@@ -2,13 +2,13 @@ import { UnrecoverableError } from 'bullmq'
 import t from 'tap'
 import * as v from 'valibot'
 import { createFrrSync } from '../../functions/frr-sync.ts'
-import { createFrrController, createVtysh } from '../../lib/frr/index.ts'
+import { createFrrController, createVty } from '../../lib/frr/index.ts'
 import { AnnouncePayload, frrJobId } from '../../lib/jobs/frr.ts'
 import { tempDir } from '../helpers/stack.ts'
 
 t.test('a bad job fails at once, not retried, before FRR is touched', async (t) => {
   // No FRR listens here: reaching vtysh would fail with a retryable VtyshError instead.
-  const frr = createFrrController({ vtysh: createVtysh({ vtyDir: await tempDir(t) }) })
+  const frr = createFrrController({ vty: createVty({ vtyDir: await tempDir(t) }) })
   const frrSync = createFrrSync({ frr })
   const good = { publicIp: '203.0.113.7', nextHop: '172.18.0.105', owner: 'host-1', specVersion: 1 }
   const cases = [

@@ -5,6 +5,7 @@ import { createFrrSync } from '../../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import {
   createFrrController,
+  createVty,
   createVtysh,
   type FrrController,
   type ResyncResult,
@@ -58,7 +59,7 @@ t.test(
     await p.agent('dpu-1')
     if (!p.frrVtyDir) throw new Error('no FRR')
     const vtysh = createVtysh({ vtyDir: p.frrVtyDir })
-    const frr = createFrrController({ vtysh })
+    const frr = createFrrController({ vty: createVty({ vtyDir: p.frrVtyDir }) })
     const c = await consumer(t, {
       redisUrl: p.redisUrl,
       frr,
@@ -133,7 +134,7 @@ t.test(
 t.test('a resync against an empty or partial store withdraws nothing', async (t) => {
   const stack = await withStack(t, { redis: true, frr: true })
   if (!stack.redis || !stack.frr) throw new Error('stack without redis or frr')
-  const frr = createFrrController({ vtysh: createVtysh({ vtyDir: stack.frr.vtyDir }) })
+  const frr = createFrrController({ vty: createVty({ vtyDir: stack.frr.vtyDir }) })
   const nat = '10.77.0.105'
   const announced = ['198.51.100.1', '198.51.100.2', '198.51.100.3']
   await frr.converge(new Map(announced.map((ip) => [`${ip}/32`, nat])))
@@ -191,7 +192,7 @@ t.test('a resync against an empty or partial store withdraws nothing', async (t)
 t.test('the periodic resync keeps a bounded number of finished jobs', async (t) => {
   const stack = await withStack(t, { redis: true, frr: true })
   if (!stack.redis || !stack.frr) throw new Error('stack without redis or frr')
-  const frr = createFrrController({ vtysh: createVtysh({ vtyDir: stack.frr.vtyDir }) })
+  const frr = createFrrController({ vty: createVty({ vtyDir: stack.frr.vtyDir }) })
   const c = await consumer(t, {
     redisUrl: stack.redis.url,
     frr,

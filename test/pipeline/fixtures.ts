@@ -16,7 +16,7 @@ import {
   type IsolateAck,
   parseAgentJob,
 } from '../../lib/agent-protocol/index.ts'
-import { createFrrController, createVtysh, type FrrController } from '../../lib/frr/index.ts'
+import { createFrrController, createVty, type FrrController } from '../../lib/frr/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 import { startFrrConsumer } from '../../queues/frr.ts'
@@ -435,7 +435,8 @@ export async function readyFabricHost(p: Pipeline): Promise<void> {
  */
 export async function startPipelineFrr(t: Teardown, p: Pipeline): Promise<FrrController> {
   if (!p.frrVtyDir) throw new Error('the pipeline was started without FRR')
-  const frr = createFrrController({ vtysh: createVtysh({ vtyDir: p.frrVtyDir }) })
+  const vty = createVty({ vtyDir: p.frrVtyDir })
+  const frr = createFrrController({ vty, saveConfig: true })
   const connection = new Redis(p.redisUrl, { maxRetriesPerRequest: null })
   const consumer = await startFrrConsumer({
     connection,
@@ -446,6 +447,7 @@ export async function startPipelineFrr(t: Teardown, p: Pipeline): Promise<FrrCon
   })
   t.teardown(async () => {
     await consumer.close()
+    vty.close()
     connection.disconnect()
   })
   return frr
