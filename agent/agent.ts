@@ -5,24 +5,23 @@
  * Every step re-reads the database and applies only the difference, so a job may run
  * twice, or be cut off at any line by a crash and run again, and leave one host port,
  * one relay port per group and one ovn-controller. What it throws is in `errors.ts`;
- * how it tells ovn-controller has installed or released a port, in `port-binding.ts`.
+ * how it tells ovn-controller has installed or released a port, in `port-binding.ts`;
+ * the ports of a group's DHCP relay, in `relay-ports.ts`.
  */
 import { mkdir } from 'node:fs/promises'
-import {
-  type ConfigureAck,
-  type ConfigureRequest,
-  type IsolateAck,
-  type IsolateRequest,
-  type ObservedState,
-  relayPortName,
+import type {
+  ConfigureAck,
+  ConfigureRequest,
+  IsolateAck,
+  IsolateRequest,
+  ObservedState,
 } from '../lib/agent-protocol/index.ts'
 import type { AgentConfig } from './config.ts'
-import { DhcpRelays, OvnController, type RelaySpec, relayUplinkPortName } from './daemons.ts'
+import { DhcpRelays, OvnController } from './daemons.ts'
 import {
   HostPortBound,
   HostPortNotAllowed,
   HostPortNotOurs,
-  NoRelayUplink,
   PortNotInstalled,
   PortNotReleased,
   RelayPortConflict,
@@ -30,35 +29,11 @@ import {
   SouthboundNeedsTls,
   WrongDpu,
 } from './errors.ts'
-import {
-  claimOf,
-  Key,
-  LocalOvs,
-  type OvsSnapshot,
-  type OwnedPort,
-  type PortSpec,
-  releasingKey,
-} from './ovs.ts'
+import { claimOf, Key, LocalOvs, type PortSpec, releasingKey } from './ovs.ts'
 import { portInstalled, releasedEverywhere, southboundsToAsk, waitFor } from './port-binding.ts'
 import { type Claim, claimPort, granted, type Refusal } from './port-claims.ts'
+import { relayPlan, relaySpecOf, removeRelay } from './relay-ports.ts'
 import { type AgentTls, ovsdbTls } from './tls.ts'
-
-/** The relay an agent-owned relay port describes (after a restart), if it is one. */
-function relaySpecOf(p: OwnedPort): RelaySpec | undefined {
-  const server = p.externalIds[Key.dhcpServer]
-  const mac = p.externalIds[Key.relayMac]
-  const uplinkAddress = p.externalIds[Key.relayUplink]
-  if (p.role !== 'dhcp-relay' || !server || !mac || !uplinkAddress) return undefined
-  const address = p.externalIds[Key.relayAddress]
-  return {
-    group: p.group,
-    port: p.name,
-    dhcpServer: server,
-    mac,
-    uplinkAddress,
-    ...(address ? { address } : {}),
-  }
-}
 
 /** Who holds a port the agent may not take, in words for an error. */
 function holderOf(claim: Refusal): string {
@@ -71,13 +46,6 @@ function holderOf(claim: Refusal): string {
     case 'other-owner':
       return `${claim.key}=${claim.holder}`
   }
-}
-
-/** The relay ports a `configure` makes for its group: decided before anything is written. */
-interface RelayPlan {
-  readonly spec: RelaySpec
-  readonly port: PortSpec
-  readonly uplink: PortSpec
 }
 
 export class Agent {
@@ -195,7 +163,7 @@ export class Agent {
       owner: [Key.ifaceId],
     }
     this.mustClaimHostPort(claimPort(before.ports.get(hostPort), claimOf(hostSpec)), job)
-    const relay = group.relay && group.dhcpServer ? this.relayPlan(job, before) : undefined
+    const relay = relayPlan(c, job, before)
     if (relay) {
       for (const spec of [relay.port, relay.uplink]) {
         this.mustClaimRelayPort(claimPort(before.ports.get(spec.name), claimOf(spec)), spec, job)
@@ -225,7 +193,7 @@ export class Agent {
     if (relay) {
       // The group's relay under another name (the controller allocated a new one, or an
       // older controller's hashed name): removed before the new one is made.
-      await this.removeRelay(group.name, before.owned, relay.spec.port)
+      await removeRelay(this, group.name, before.owned, relay.spec.port)
       // The veths first: OVS adds their DPU-side ends as system interfaces.
       await this.relays.plumb(relay.spec)
       this.mustClaimRelayPort(await this.ovs.ensurePort(relay.port), relay.port, job)
@@ -233,7 +201,7 @@ export class Agent {
       await this.relays.ensure(relay.spec)
     } else {
       // The group relays no DHCP (any more): a relay it had here goes.
-      await this.removeRelay(group.name, before.owned)
+      await removeRelay(this, group.name, before.owned)
     }
 
     this.mustClaimHostPort(await this.ovs.ensurePort(hostSpec), job)
@@ -267,81 +235,6 @@ export class Agent {
   private mustClaimRelayPort(claim: Claim, spec: PortSpec, job: ConfigureRequest): void {
     if (granted(claim)) return
     throw new RelayPortConflict(this.config.dpuId, spec.name, job.group.name, holderOf(claim))
-  }
-
-  /**
-   * The group's relay: its port name (the controller's `relay.portName`, else the hashed
-   * fallback), addresses, and the two OVS ports it needs.
-   */
-  private relayPlan(job: ConfigureRequest, before: OvsSnapshot): RelayPlan | undefined {
-    const { group } = job
-    const c = this.config
-    if (!group.relay || !group.dhcpServer) return undefined
-    const name = group.relay.portName ?? relayPortName(group.name)
-    const spec: RelaySpec = {
-      group: group.name,
-      port: name,
-      dhcpServer: group.dhcpServer,
-      mac: group.relay.mac,
-      ...(group.relay.ip ? { address: `${group.relay.ip}/${group.relay.prefixLength ?? 32}` } : {}),
-      uplinkAddress: this.relayUplinkFor(group.name, before.owned),
-    }
-    return {
-      spec,
-      port: {
-        bridge: c.integrationBridge,
-        name,
-        type: '',
-        externalIds: {
-          [Key.role]: 'dhcp-relay',
-          [Key.group]: group.name,
-          [Key.ifaceId]: group.relay.logicalPort,
-          [Key.dhcpServer]: group.dhcpServer,
-          [Key.sbRemote]: group.sbRemote,
-          [Key.relayMac]: spec.mac,
-          [Key.relayAddress]: spec.address ?? '',
-          [Key.relayUplink]: spec.uplinkAddress,
-        },
-        owner: [Key.group],
-      },
-      uplink: {
-        bridge: c.uplinkBridge,
-        name: relayUplinkPortName(name),
-        type: '',
-        externalIds: { [Key.role]: 'dhcp-relay-uplink', [Key.group]: group.name },
-        owner: [Key.group],
-      },
-    }
-  }
-
-  /**
-   * Stops the group's relay and removes its ports and namespaces, as the agent's own
-   * records (`owned`) show them — except the relay port `keep`. Returns the first relay
-   * port removed, if anything was there.
-   */
-  private async removeRelay(
-    group: string,
-    owned: readonly OwnedPort[],
-    keep?: string,
-  ): Promise<string | undefined> {
-    const relayPorts = owned.filter(
-      (p) => p.role === 'dhcp-relay' && p.group === group && p.name !== keep,
-    )
-    const uplinks = owned.filter(
-      (p) =>
-        p.role === 'dhcp-relay-uplink' &&
-        p.group === group &&
-        (keep === undefined || p.name !== relayUplinkPortName(keep)),
-    )
-    const running = this.relays.list().find((r) => r.group === group)
-    const hadRelay = running && running.port !== keep ? await this.relays.stop(group) : false
-    // Namespaces before ports: a crash in between leaves ports, which the next run finds.
-    for (const p of relayPorts) await this.relays.unplumb(p.name)
-    for (const p of [...relayPorts, ...uplinks]) {
-      if (p.bridge) await this.ovs.deletePort(p.name, p.bridge)
-    }
-    if (relayPorts[0]) return relayPorts[0].name
-    return hadRelay ? running?.port : undefined
   }
 
   /**
@@ -379,7 +272,7 @@ export class Agent {
     const stillNeeded = snap.owned.some(
       (p) => p.role === 'host' && p.group === job.group.name && !targets.includes(p),
     )
-    if (!stillNeeded) relayStopped = await this.removeRelay(job.group.name, snap.owned)
+    if (!stillNeeded) relayStopped = await removeRelay(this, job.group.name, snap.owned)
 
     const told = new Set<string>()
     const unbound = await waitFor(
@@ -410,20 +303,6 @@ export class Agent {
       chassis: observed.chassis,
       observed,
     }
-  }
-
-  /**
-   * The fabric address of the group's relay uplink: the one it has, else the first of
-   * `--relay-uplink-ips` no other group's relay holds.
-   */
-  private relayUplinkFor(group: string, owned: readonly OwnedPort[]): string {
-    const relays = owned.filter((p) => p.role === 'dhcp-relay')
-    const held = relays.find((p) => p.group === group)?.externalIds[Key.relayUplink]
-    if (held && this.config.relayUplinkIps.includes(held)) return held
-    const taken = new Set(relays.map((p) => p.externalIds[Key.relayUplink]))
-    const free = this.config.relayUplinkIps.find((a) => !taken.has(a))
-    if (!free) throw new NoRelayUplink(this.config.dpuId, group, this.config.relayUplinkIps.length)
-    return free
   }
 
   /** What is on the DPU now: heartbeats, acks and gRPC `GetStatus` report this. */

@@ -1,15 +1,14 @@
+/**
+ * `host.attach` (see `createHostAttach`). The mechanics its steps use live in
+ * `internal/`: the DPU's central (`dpu-central.ts`), the host's addresses
+ * (`host-addresses.ts`) and its `configure` request and condition (`host-configure.ts`).
+ */
 import type { Job } from 'bullmq'
-import type { ConfigureAck } from '../lib/agent-protocol/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import { HostJob } from '../lib/jobs/index.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import { attemptOf } from '../lib/state/attempts.ts'
-import {
-  cidrContains,
-  type ManagedResource,
-  type ManagedResourceStatus,
-  type ResourceGroup,
-} from '../lib/state/objects.ts'
+import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/state/objects.ts'
 import {
   addConfigure,
   boundOnDpu,
@@ -18,19 +17,17 @@ import {
   isolateStaleBindings,
 } from './internal/agent-jobs.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
+import { dpuFollowsOneGroup, leavePreviousCentral } from './internal/dpu-central.ts'
 import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
-import { optionalHostPort } from './internal/host-port.ts'
+import { allocateAddresses } from './internal/host-addresses.ts'
+import { agentConfigured, configureRequestOf } from './internal/host-configure.ts'
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
-import { relayMacOf, relayOwnerOf, relayPortNameOf } from './internal/network.ts'
 import {
   addPublicIpAllocate,
   addPublicIpRelease,
   publicIpAllocated,
 } from './internal/public-ip-jobs.ts'
-import { setHostStatus } from './internal/status.ts'
-
-/** The host as this job works on it: its stored object and the attempt the job is. */
-type Attempt = ManagedResource & { readonly attempt: number }
+import { type HostAttempt, setHostStatus } from './internal/status.ts'
 
 export interface HostAttachResult {
   readonly host: string
@@ -76,7 +73,7 @@ async function attach(
     const skipped = `superseded by attempt ${attemptOf(found.status)}`
     return { host: name, phase: found.status.phase, observedVersion: 0, skipped }
   }
-  const host: Attempt = { ...found, attempt }
+  const host: HostAttempt = { ...found, attempt }
 
   if (stepOf(job) === 'converge') {
     const group = await groupReadyFor(deps, host)
@@ -99,50 +96,8 @@ async function attach(
   return reportAttached(deps, host)
 }
 
-/**
- * With a central per group, a DPU's ovn-controller follows one group's SB: the DPU serves
- * one group at a time. A host for another group waits (retried, saying why) until the
- * DPU's hosts of the other group are detached. A host holds the DPU once it is past
- * `Attaching`; of two still attaching, the one whose name sorts first goes ahead (so two
- * requests at once never wait for each other).
- */
-async function dpuFollowsOneGroup(deps: HandlerDeps, host: Attempt): Promise<void> {
-  const { resourceGroup: group, dpu } = host.spec
-  if (!(await deps.ovn.ensure(group)).group) return
-  for (const name of await deps.store.dpuHostNames(dpu.id)) {
-    if (name === host.name) continue
-    const holder = await deps.store.getHost(name)
-    const other = holder?.spec.resourceGroup
-    if (!holder || other === group) continue
-    if (holder.status.phase === 'Attaching' && name > host.name) continue
-    const message = `DPU ${dpu.id} serves ${name} in group ${other}; with a central per group a DPU serves one group at a time`
-    await setHostStatus(deps, host.name, host.specVersion, {
-      attempt: host.attempt,
-      phase: 'Attaching',
-      condition: { type: 'Attached', status: 'False', reason: 'DpuServesAnotherGroup', message },
-    })
-    throw new NotReady(message)
-  }
-}
-
-/**
- * The DPU's chassis now follows this group's own central: the central it followed before
- * loses its `Chassis` row, so no SB keeps a chassis that is not there. The new central is
- * recorded only once the old one let go: a removal that failed is tried again.
- */
-async function leavePreviousCentral(deps: HandlerDeps, dpuId: string, group: string) {
-  if (!(await deps.ovn.ensure(group)).group) return
-  const previous = await deps.store.dpuCentral(dpuId)
-  if (previous === group) return
-  if (previous && (await deps.ovn.groups()).includes(previous)) {
-    const central = await deps.ovn.ensure(previous)
-    await deps.southbound.removeChassis(central.sbController, dpuId)
-  }
-  await deps.store.setDpuCentral(dpuId, group)
-}
-
 /** The host's group, once it exists and is provisioned; Failed or retry later otherwise. */
-async function groupReadyFor(deps: HandlerDeps, host: Attempt): Promise<ResourceGroup> {
+async function groupReadyFor(deps: HandlerDeps, host: HostAttempt): Promise<ResourceGroup> {
   const name = host.spec.resourceGroup
   const group = await deps.store.getGroup(name)
   if (!group || group.deletion) {
@@ -165,39 +120,11 @@ async function groupReadyFor(deps: HandlerDeps, host: Attempt): Promise<Resource
   return group
 }
 
-/**
- * The host's address, its group's relay address on its DPU (dhcrelay ignores an
- * interface without one: one per group and DPU, kept while the group lives there) and,
- * for PublicAccess, a public IP. A refusal that cannot change (a taken or foreign
- * address, an exhausted pool) makes the host Failed.
- */
-async function allocateAddresses(
+async function reportConfiguring(
   deps: HandlerDeps,
-  host: Attempt,
-  group: ResourceGroup,
-): Promise<{ hostIp: string; relayIp?: string }> {
-  const failed = (error: HydrazineError) =>
-    setHostStatus(deps, host.name, host.specVersion, {
-      attempt: host.attempt,
-      phase: 'Failed',
-      condition: { type: 'Attached', status: 'False', reason: error.code, message: error.message },
-    })
-  const orFail = (error: unknown) => failOrRetry(error, failed)
-  const { spec } = host
-  // A host reached from the fabric is NATed, and OVN NATs IPv4 only.
-  const family = spec.hostAccess === 'None' ? {} : { version: 4 as const }
-  const address = await deps.ipam
-    .allocate(group.name, host.name, spec.hostIP ? { ip: spec.hostIP } : family)
-    .catch(orFail)
-  // dhcrelay relays IPv4 DHCP: its address is an IPv4 one.
-  const relay = group.spec.dhcpServer
-    ? await deps.ipam.allocate(group.name, relayOwnerOf(spec.dpu.id), { version: 4 }).catch(orFail)
-    : undefined
-  if (spec.hostAccess === 'PublicAccess') await deps.ipam.allocatePublicIp(host.name).catch(orFail)
-  return { hostIp: address.ip, ...(relay ? { relayIp: relay.ip } : {}) }
-}
-
-async function reportConfiguring(deps: HandlerDeps, host: Attempt, hostIp: string): Promise<void> {
+  host: HostAttempt,
+  hostIp: string,
+): Promise<void> {
   const { spec } = host
   const natIp = natIpOf(host)
   await setHostStatus(deps, host.name, host.specVersion, {
@@ -220,50 +147,16 @@ async function reportConfiguring(deps: HandlerDeps, host: Attempt, hostIp: strin
 /** `configure` on the host's DPU, after isolating what a forced detach left bound there. */
 async function signalAgent(
   deps: HandlerDeps,
-  host: Attempt,
+  host: HostAttempt,
   group: ResourceGroup,
   sbRemote: string,
   relayIp: string | undefined,
 ): Promise<ChildRef[]> {
-  const { spec } = host
-  const dpuId = spec.dpu.id
+  const dpuId = host.spec.dpu.id
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
   const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(group.name) : undefined
-  const configure = await addConfigure(
-    deps,
-    {
-      dpuId,
-      specVersion: host.specVersion,
-      group: {
-        name: group.name,
-        sbRemote,
-        ...(group.spec.dhcpServer
-          ? {
-              dhcpServer: group.spec.dhcpServer,
-              relay: {
-                logicalPort: topologyNames.relayPort(group.name, dpuId),
-                mac: relayMacOf(group.name, dpuId),
-                // Its circuit id: unique for ever, unlike a hash of the group's name.
-                ...(relayId !== undefined ? { portName: relayPortNameOf(relayId) } : {}),
-                ...(relayIp
-                  ? {
-                      ip: relayIp,
-                      prefixLength: prefixLengthOf(group, relayIp),
-                    }
-                  : {}),
-              },
-            }
-          : {}),
-      },
-      host: {
-        name: host.name,
-        logicalPort: topologyNames.hostPort(group.name, host.name),
-        mac: spec.hostMAC,
-        ...optionalHostPort(spec),
-      },
-    },
-    host.attempt,
-  )
+  const request = configureRequestOf(host, group, { sbRemote, relayIp, relayId })
+  const configure = await addConfigure(deps, request, host.attempt)
   return [...stale, configure]
 }
 
@@ -272,7 +165,7 @@ async function signalAgent(
  * while a public IP is held: `publicip.release` (the DNAT is already gone from the
  * topology; FRR withdraws the /32 and the address goes back to the pool).
  */
-async function signalPublicIp(deps: HandlerDeps, host: Attempt): Promise<ChildRef[]> {
+async function signalPublicIp(deps: HandlerDeps, host: HostAttempt): Promise<ChildRef[]> {
   const natIp = natIpOf(host)
   if (host.spec.hostAccess === 'PublicAccess' && natIp) {
     return [await addPublicIpAllocate(deps, host.name, host.specVersion, natIp, host.attempt)]
@@ -288,7 +181,7 @@ async function signalPublicIp(deps: HandlerDeps, host: Attempt): Promise<ChildRe
  * (port installed) and, for PublicAccess, FRR (the /32 announced) all reflect this spec
  * version and no newer one exists; else still `Configuring`.
  */
-async function reportAttached(deps: HandlerDeps, host: Attempt): Promise<HostAttachResult> {
+async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<HostAttachResult> {
   const { spec } = host
   const dpuId = spec.dpu.id
   const configured = await configureAck(deps, {
@@ -361,7 +254,12 @@ async function reportAttached(deps: HandlerDeps, host: Attempt): Promise<HostAtt
 }
 
 /** A child failed for good: the host is Failed with why, and the job ends without retries. */
-function failed(deps: HandlerDeps, host: Attempt, reason: string, message: string): Promise<never> {
+function failed(
+  deps: HandlerDeps,
+  host: HostAttempt,
+  reason: string,
+  message: string,
+): Promise<never> {
   return failOrRetry(new ChildFailed(message), (error) =>
     setHostStatus(deps, host.name, host.specVersion, {
       attempt: host.attempt,
@@ -388,43 +286,4 @@ class GroupUnavailable extends HydrazineError {
   constructor(readonly group: string) {
     super('GROUP_UNAVAILABLE', `resource group ${group} does not exist or is being deleted`)
   }
-}
-
-/** The `AgentConfigured` condition: the DPU's ack, as far as the Southbound bears it out. */
-function agentConfigured(
-  ack: Pick<ConfigureAck, 'ovnInstalled' | 'hostPort' | 'relayPort'>,
-  bound: boolean,
-  dpuId: string,
-  logicalPort: string,
-) {
-  const relay = ack.relayPort ? ` and relay ${ack.relayPort}` : ''
-  if (!ack.ovnInstalled) {
-    return {
-      type: 'AgentConfigured',
-      status: 'False',
-      reason: 'PortNotInstalled',
-      message: `DPU ${dpuId} bound ${ack.hostPort}${relay} to ${logicalPort}; ovn-controller has not installed it`,
-    } as const
-  }
-  if (!bound) {
-    return {
-      type: 'AgentConfigured',
-      status: 'False',
-      reason: 'NotBoundInSouthbound',
-      message: `DPU ${dpuId} acked ${logicalPort}, but the Southbound does not bind it to chassis ${dpuId}`,
-    } as const
-  }
-  return {
-    type: 'AgentConfigured',
-    status: 'True',
-    reason: 'PortInstalled',
-    message: `DPU ${dpuId} bound ${ack.hostPort}${relay} to ${logicalPort}`,
-  } as const
-}
-
-/** The prefix length of the group subnet that holds `ip` (the primary one's if none does). */
-function prefixLengthOf(group: ResourceGroup, ip: string): number {
-  const subnets = [group.spec.network, ...(group.spec.extraSubnets ?? [])]
-  const cidr = subnets.find((s) => cidrContains(s.cidr, ip))?.cidr ?? group.spec.network.cidr
-  return Number(cidr.split('/')[1] ?? 32)
 }

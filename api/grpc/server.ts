@@ -13,39 +13,29 @@
  * - Lists are paged as AIP-158 has it (`page_size`, `page_token`, `next_page_token`;
  *   `api/pagination.ts`): a request without them gets the first page of 500.
  * - Watch streams the current state of matching objects, then every change announced on
- *   the store's change channel, through its own Redis subscriber connection.
+ *   the store's change channel, through its own Redis subscriber connection (`watch.ts`).
+ *
+ * How errors become statuses is `status.ts`; how specs and answers are encoded,
+ * `messages.ts`.
  *
  * @example
  * const grpc = createGrpcServer({ client, tokens })
  * const port = await grpc.bind('0.0.0.0:50051')
  */
 import * as grpc from '@grpc/grpc-js'
-import type { PublicIpStatus } from '../../lib/ipam/index.ts'
-import type { Page, PageRequest } from '../../lib/state/pages.ts'
-import type { Kind } from '../../lib/state/store.ts'
-
-/** The kinds a Watch streams. */
-type WatchedKind = Exclude<Kind, 'dpu'>
-
+import type { Page } from '../../lib/state/pages.ts'
 import type { ApplyRequest__Output } from '../../proto/gen/hydrazine/v1/ApplyRequest.ts'
-import type { ApplyResponse } from '../../proto/gen/hydrazine/v1/ApplyResponse.ts'
-import type { ObjectEvent } from '../../proto/gen/hydrazine/v1/ObjectEvent.ts'
-import type { ObjectKind__Output } from '../../proto/gen/hydrazine/v1/ObjectKind.ts'
-import type { PublicIp } from '../../proto/gen/hydrazine/v1/PublicIp.ts'
-import type { WatchRequest__Output } from '../../proto/gen/hydrazine/v1/WatchRequest.ts'
-import type { Accepted, HydrazineClient } from '../../queues/producer.ts'
-import { ValidationError } from '../../queues/producer.ts'
-import { bearerAuthenticator, type Principal, type Tokens, tenantOf } from '../auth.ts'
-import { type ClassifiedError, classifyError, type ErrorClass, type Issue } from '../errors.ts'
+import type { HydrazineClient } from '../../queues/producer.ts'
+import { bearerAuthenticator, type Principal, type Tokens } from '../auth.ts'
 import { createOperations, type Operations, type OperationsDeps } from '../operations.ts'
-import {
-  encodeContinue,
-  type ListName,
-  MAX_PAGE_SIZE,
-  pageRequest,
-  pageSizeParam,
-} from '../pagination.ts'
+import { encodeContinue, type ListName, pageRequest, pageSizeParam } from '../pagination.ts'
+import { applied, MAX_SPEC_BYTES, publicIp, specObject } from './messages.ts'
 import { type HydrazineHandlers, hydrazineServiceDefinition } from './protocol.ts'
+import { errorStatus, UNAUTHENTICATED } from './status.ts'
+import { WATCH_LIMITS, type WatchLimits, WatchStreams } from './watch.ts'
+
+export { MAX_SPEC_BYTES } from './messages.ts'
+export { WATCH_LIMITS, type WatchLimits } from './watch.ts'
 
 /** What the gRPC ingress needs: the client (with its change feed for Watch) and tokens. */
 export interface GrpcDeps {
@@ -56,21 +46,6 @@ export interface GrpcDeps {
   /** How many Watch streams may be open at once (defaults: `WATCH_LIMITS`). */
   readonly watchLimits?: Partial<WatchLimits>
 }
-
-/** Bounds on Watch streams, so that no one caller can exhaust the server. */
-export interface WatchLimits {
-  /** Open streams per token holder (the operator, or one tenant). */
-  readonly perPrincipal: number
-  /** Open streams in all. */
-  readonly total: number
-  /**
-   * Events a stream may have waiting to be sent: a client that reads slower than its
-   * objects change is cut off (RESOURCE_EXHAUSTED) rather than buffered without end.
-   */
-  readonly backlog: number
-}
-
-export const WATCH_LIMITS: WatchLimits = { perPrincipal: 16, total: 1024, backlog: 10_000 }
 
 /**
  * Connection hygiene: keepalive pings find dead peers, and a connection is closed (its
@@ -92,113 +67,10 @@ export interface GrpcIngress {
   close(graceMs?: number): Promise<void>
 }
 
-/** Same limit as the HTTP body. */
-export const MAX_SPEC_BYTES = 64 * 1024
-
-const STATUS_BY_CLASS: Readonly<Record<ErrorClass, grpc.status>> = {
-  invalid: grpc.status.INVALID_ARGUMENT,
-  forbidden: grpc.status.PERMISSION_DENIED,
-  'not-found': grpc.status.NOT_FOUND,
-  conflict: grpc.status.FAILED_PRECONDITION,
-  quota: grpc.status.RESOURCE_EXHAUSTED,
-}
-
-/** Keeps trailers far below grpc-js's 8 KiB metadata limit whatever the input echoed. */
-const MAX_DETAILS = 2048
-const MAX_ISSUES_JSON = 4096
-
-const clip = (s: string, max: number) => (s.length > max ? `${s.slice(0, max - 1)}…` : s)
-/** Metadata values must be printable ASCII; JSON stays valid with \u escapes. */
-const asciiJson = (value: unknown) =>
-  JSON.stringify(value).replace(
-    /[^\x20-\x7e]/g,
-    (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  )
-
-function issuesTrailer(issues: readonly Issue[]): string {
-  const clipped = issues.map((i) => ({ path: clip(i.path, 200), message: clip(i.message, 300) }))
-  while (clipped.length > 1 && asciiJson(clipped).length > MAX_ISSUES_JSON) clipped.pop()
-  return asciiJson(clipped)
-}
-
-function statusOf(known: ClassifiedError): Partial<grpc.StatusObject> {
-  const metadata = new grpc.Metadata()
-  metadata.set('hz-code', known.code)
-  if (known.issues) metadata.set('hz-issues', issuesTrailer(known.issues))
-  return {
-    code: STATUS_BY_CLASS[known.errorClass],
-    details: clip(known.message, MAX_DETAILS),
-    metadata,
-  }
-}
-
-const UNAUTHENTICATED: Partial<grpc.StatusObject> = {
-  code: grpc.status.UNAUTHENTICATED,
-  details: 'a valid bearer token is required in metadata "authorization"',
-}
-
-/** A spec's JSON text as an object, or a ValidationError as HTTP gives for its body. */
-function specObject(text: string): Record<string, unknown> {
-  const refuse = (message: string): never => {
-    throw new ValidationError([{ path: '(specJson)', message }])
-  }
-  if (Buffer.byteLength(text) > MAX_SPEC_BYTES) refuse(`must not exceed ${MAX_SPEC_BYTES} bytes`)
-  let spec: unknown
-  try {
-    spec = JSON.parse(text)
-  } catch {
-    refuse('must be valid JSON')
-  }
-  if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) {
-    refuse('must be a JSON object')
-  }
-  return spec as Record<string, unknown>
-}
-
-function applied(accepted: Accepted<unknown>): ApplyResponse {
-  return {
-    objectJson: JSON.stringify(accepted.object),
-    ...(accepted.jobId === undefined ? {} : { jobId: accepted.jobId }),
-  }
-}
-
-function publicIp(status: PublicIpStatus): PublicIp {
-  return {
-    ip: status.ip,
-    allocated: status.allocated,
-    ...(status.allocatedTo === undefined ? {} : { allocatedTo: status.allocatedTo }),
-  }
-}
-
-/** The names of every item of a paged list, read a page at a time. */
-async function allNames(
-  list: (page: PageRequest) => Promise<Page<{ readonly name: string }>>,
-): Promise<string[]> {
-  const names: string[] = []
-  let after: string | undefined
-  do {
-    const page = await list(
-      after === undefined ? { limit: MAX_PAGE_SIZE } : { limit: MAX_PAGE_SIZE, after },
-    )
-    names.push(...page.items.map((i) => i.name))
-    after = page.next
-  } while (after !== undefined)
-  return names
-}
-
-const KIND_TO_PROTO: Readonly<Record<WatchedKind, ObjectKind__Output>> = {
-  rg: 'RESOURCE_GROUP',
-  mr: 'MANAGED_RESOURCE',
-}
-
 export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
   const authenticate = bearerAuthenticator(deps.tokens)
   const operationsFor = createOperations(deps)
   const logError = deps.logError ?? (() => {})
-  const watches = new Set<() => void>()
-  const limits = { ...WATCH_LIMITS, ...deps.watchLimits }
-  /** Open Watch streams per principal (`operator`, `tenant:<id>`). */
-  const watching = new Map<string, number>()
 
   const principalOf = (metadata: grpc.Metadata): Principal | undefined => {
     const values = metadata.get('authorization')
@@ -206,12 +78,13 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     return values.length === 1 && typeof value === 'string' ? authenticate(value) : undefined
   }
 
-  const failure = (error: unknown): Partial<grpc.StatusObject> => {
-    const known = classifyError(error)
-    if (known) return statusOf(known)
-    logError(error)
-    return { code: grpc.status.INTERNAL, details: 'internal error' }
-  }
+  const failure = (error: unknown) => errorStatus(error, logError)
+  const watches = new WatchStreams({
+    client: deps.client,
+    operationsFor,
+    failure,
+    limits: { ...WATCH_LIMITS, ...deps.watchLimits },
+  })
 
   /** A unary handler: authenticate, run `op` as the caller, map its errors. */
   function unary<Req, Res>(
@@ -300,111 +173,14 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
       return {}
     }),
 
-    Watch: function watch(call: grpc.ServerWritableStream<WatchRequest__Output, ObjectEvent>) {
+    Watch: function watch(call) {
       const principal = principalOf(call.metadata)
       if (!principal) {
         call.emit('error', UNAUTHENTICATED)
         return
       }
-      const who = principal.kind === 'operator' ? 'operator' : `tenant:${tenantOf(principal)}`
-      const open = watching.get(who) ?? 0
-      if (open >= limits.perPrincipal || watches.size >= limits.total) {
-        const which =
-          open >= limits.perPrincipal
-            ? `${limits.perPrincipal} for one token`
-            : `${limits.total} in all`
-        call.emit('error', {
-          code: grpc.status.RESOURCE_EXHAUSTED,
-          details: `too many Watch streams open (at most ${which}); close one first`,
-        })
-        return
-      }
-      watching.set(who, open + 1)
-      const stop = streamChanges(call, operationsFor(principal), () => {
-        watches.delete(stop)
-        const left = (watching.get(who) ?? 1) - 1
-        if (left > 0) watching.set(who, left)
-        else watching.delete(who)
-      })
-      watches.add(stop)
+      watches.open(call, principal)
     },
-  }
-
-  /** Runs one Watch stream; returns the function that ends it. */
-  function streamChanges(
-    call: grpc.ServerWritableStream<WatchRequest__Output, ObjectEvent>,
-    ops: Operations,
-    onEnd: () => void,
-  ): () => void {
-    const { kind, name } = call.request
-    const wants = (k: WatchedKind, n: string) =>
-      (!kind || kind === 'OBJECT_KIND_UNSPECIFIED' || kind === KIND_TO_PROTO[k]) &&
-      (!name || name === n)
-    // The JSON last sent per `kind/name`: repeats are skipped, and only objects this
-    // stream has shown are reported deleted (a tenant learns nothing of others' names).
-    const shown = new Map<string, string>()
-    let ended = false
-    let unsubscribe: (() => void) | undefined
-    let queue: Promise<void> = Promise.resolve()
-    let backlog = 0
-
-    const end = (status?: Partial<grpc.StatusObject>) => {
-      if (ended) return
-      ended = true
-      onEnd()
-      unsubscribe?.()
-      if (status) call.emit('error', status)
-      else if (!call.cancelled) call.end()
-    }
-
-    const send = async (k: WatchedKind, n: string) => {
-      const object = k === 'rg' ? await ops.visibleGroup(n) : await ops.visibleHost(n)
-      if (ended) return
-      const key = `${k}/${n}`
-      if (object) {
-        const json = JSON.stringify(object)
-        if (shown.get(key) === json) return
-        shown.set(key, json)
-        call.write({ kind: KIND_TO_PROTO[k], name: n, objectJson: json, deleted: false })
-      } else if (shown.delete(key)) {
-        call.write({ kind: KIND_TO_PROTO[k], name: n, objectJson: '', deleted: true })
-      }
-    }
-    // One at a time, in the order announced, so that events follow the changes.
-    const later = (k: WatchedKind, n: string) => {
-      if (ended || !wants(k, n)) return
-      if (++backlog > limits.backlog) {
-        end({
-          code: grpc.status.RESOURCE_EXHAUSTED,
-          details: `the stream fell ${limits.backlog} events behind; Watch again`,
-        })
-        return
-      }
-      queue = queue
-        .then(() => send(k, n))
-        .then(() => {
-          backlog--
-        })
-        .catch((error: unknown) => end(failure(error)))
-    }
-    call.on('cancelled', () => end())
-
-    deps.client
-      .watchChanges((change) => {
-        if (change.kind !== 'dpu') later(change.kind, change.name)
-      })
-      .then(async (stop) => {
-        unsubscribe = stop
-        if (ended) stop()
-        // Subscribed before listing: nothing can change unseen in between.
-        const groups = name ? [name] : await allNames((page) => ops.listGroups({}, page))
-        const hosts = name ? [name] : await allNames((page) => ops.listHosts({}, page))
-        for (const g of groups) later('rg', g)
-        for (const h of hosts) later('mr', h)
-      })
-      .catch((error: unknown) => end(failure(error)))
-
-    return () => end()
   }
 
   const server = new grpc.Server({
@@ -423,7 +199,7 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
       })
     },
     async close(graceMs = 2000) {
-      for (const stop of [...watches]) stop()
+      watches.closeAll()
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           server.forceShutdown()

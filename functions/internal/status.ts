@@ -6,6 +6,7 @@
 import { attemptOf, withoutFailures } from '../../lib/state/attempts.ts'
 import {
   type Condition,
+  type ManagedResource,
   type ManagedResourceStatus,
   type ResourceGroupStatus,
   setCondition,
@@ -13,6 +14,9 @@ import {
 import type { HandlerDeps } from './deps.ts'
 
 export type ConditionChange = Omit<Condition, 'lastTransitionTime'>
+
+/** A host as a job works on it: its stored object and the attempt the job is. */
+export type HostAttempt = ManagedResource & { readonly attempt: number }
 
 export interface HostStatusChange {
   readonly phase: ManagedResourceStatus['phase']

@@ -3,9 +3,9 @@ import { Database } from '../database.ts'
 import type { MonitorHandle } from '../monitors.ts'
 import type { TableUpdates2 } from '../protocol.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
-import { type ActualIndex, type ActualRow, type ActualRows, IndexedRows } from './apply.ts'
 import { CompileMemo, TOPOLOGY_TABLES, type TopologyTable } from './compile.ts'
 import { OWNER_KEY } from './names.ts'
+import { type ActualIndex, type ActualRow, type ActualRows, IndexedRows } from './owned-rows.ts'
 
 const nb = new Database<NbTables>(nbSchema)
 

@@ -1,0 +1,232 @@
+/**
+ * Every option of the DPU agent: its flag, environment variable, help line and default,
+ * and the `AgentConfig` they fill once parsed (`config.ts`). `--help` prints them.
+ */
+import { PROTOCOL_VERSIONS } from '../lib/agent-protocol/index.ts'
+
+export interface AgentConfig {
+  readonly dpuId: string
+  /** OVN chassis name (`system-id`); defaults to the DPU id. */
+  readonly systemId: string
+  /** The DPU's fabric IPs; the first is the Geneve encap IP. */
+  readonly fabricIps: readonly string[]
+  /** OVSDB remote of the local Open_vSwitch database, e.g. `unix:/var/run/openvswitch/db.sock`. */
+  readonly ovsDb: string
+  /** OVS_RUNDIR of the local ovs-vswitchd. */
+  readonly ovsRunDir: string
+  /** `redis://` or `rediss://` (TLS), with `user:password@` where Redis has ACLs. */
+  readonly redisUrl: string
+  /** PEM file of the CA that signed Redis's certificate (a private CA), for `rediss://`. */
+  readonly redisCa?: string
+  /**
+   * `host:port` for the gRPC server; port 0 picks a free one. A loopback address unless
+   * the TLS identity is given (then clients must present a certificate from `tlsCa`).
+   */
+  readonly grpcListen: string
+  /**
+   * The DPU's TLS identity, PEM files, all three or none: a certificate whose CN is the
+   * OVN chassis name (`systemId`), issued by Hydrazine's CA; its key; that CA. Used for
+   * the gRPC server (mTLS), `ssl:` Southbound remotes (ovn-controller and the agent's own
+   * checks) and Redis (client certificate).
+   */
+  readonly tlsCert?: string
+  readonly tlsKey?: string
+  readonly tlsCa?: string
+  /** Pid, log and control files of the daemons the agent runs. */
+  readonly runDir: string
+  /** Network namespace the DPU's daemons run in (the lab); absent on real DPUs. */
+  readonly netns?: string
+  readonly datapathType: string
+  readonly integrationBridge: string
+  readonly uplinkBridge: string
+  /** An interface to keep in the uplink bridge (created by the agent if missing). */
+  readonly uplinkInterface?: string
+  /** `ovn-bridge-mappings`, e.g. `physnet:br-phy`. */
+  readonly bridgeMappings: string
+  /**
+   * Fabric addresses with prefix length (`100.64.0.150/24`) the DHCP relays of this DPU
+   * may use upstream, one per group relayed here; without them relays have no uplink.
+   */
+  readonly relayUplinkIps: readonly string[]
+  /**
+   * The interfaces this DPU's hosts may be bound to (the host PF/VF representors on
+   * BlueField, e.g. `pf0hpf`): a job naming any other port fails and touches nothing.
+   * The operator's inventory lists the same ports. Never a bridge or the uplink.
+   */
+  readonly hostPorts: readonly string[]
+  /** Host port when a job does not name one: one of `hostPorts` (default its first). */
+  readonly defaultHostPort: string
+  readonly heartbeatMs: number
+  /** How long `configure` waits for ovn-controller to mark the port installed. */
+  readonly installTimeoutMs: number
+  /** BullMQ lock: a job whose agent died is picked up again after about this long. */
+  readonly lockMs: number
+  readonly protocolVersions: readonly string[]
+  readonly queuePrefix?: string
+}
+
+export interface Option {
+  readonly key: keyof AgentConfig
+  readonly flag: string
+  readonly env: string
+  readonly help: string
+  readonly default?: string
+}
+
+/** Every option, its flag and its variable. */
+export const OPTIONS: readonly Option[] = [
+  { key: 'dpuId', flag: 'dpu-id', env: 'HZ_DPU_ID', help: 'this DPU id (required)' },
+  {
+    key: 'systemId',
+    flag: 'system-id',
+    env: 'HZ_SYSTEM_ID',
+    help: 'OVN chassis name (default: the DPU id; the controller accepts acks only from that chassis)',
+  },
+  {
+    key: 'fabricIps',
+    flag: 'fabric-ips',
+    env: 'HZ_FABRIC_IPS',
+    help: 'comma-separated fabric IPs; the first is the encap IP (required)',
+  },
+  { key: 'ovsDb', flag: 'ovs-db', env: 'HZ_OVS_DB', help: 'local OVSDB remote (required)' },
+  {
+    key: 'ovsRunDir',
+    flag: 'ovs-rundir',
+    env: 'OVS_RUNDIR',
+    help: 'OVS run directory',
+    default: '/var/run/openvswitch',
+  },
+  {
+    key: 'redisUrl',
+    flag: 'redis-url',
+    env: 'REDIS_URL',
+    help: 'controller Redis (required)',
+  },
+  {
+    key: 'redisCa',
+    flag: 'redis-ca',
+    env: 'HZ_REDIS_CA',
+    help: 'CA certificate (PEM) of a rediss:// server with a private CA',
+  },
+  {
+    key: 'grpcListen',
+    flag: 'grpc-listen',
+    env: 'HZ_AGENT_GRPC_LISTEN',
+    help: 'gRPC host:port (not loopback: needs --tls-*)',
+    default: '127.0.0.1:50151',
+  },
+  {
+    key: 'tlsCert',
+    flag: 'tls-cert',
+    env: 'HZ_TLS_CERT',
+    help: "this DPU's certificate (PEM), CN = system-id",
+  },
+  { key: 'tlsKey', flag: 'tls-key', env: 'HZ_TLS_KEY', help: 'its private key (PEM)' },
+  {
+    key: 'tlsCa',
+    flag: 'tls-ca',
+    env: 'HZ_TLS_CA',
+    help: "Hydrazine's CA (PEM): gRPC clients, the SB",
+  },
+  {
+    key: 'runDir',
+    flag: 'run-dir',
+    env: 'HZ_AGENT_RUN_DIR',
+    help: 'files of ovn-controller and relays',
+    default: '/var/run/hydrazine-agent',
+  },
+  { key: 'netns', flag: 'netns', env: 'HZ_AGENT_NETNS', help: 'netns for daemons (lab only)' },
+  {
+    key: 'datapathType',
+    flag: 'datapath-type',
+    env: 'HZ_DATAPATH_TYPE',
+    help: 'OVS datapath type of the bridges (system, netdev)',
+    default: 'system',
+  },
+  {
+    key: 'integrationBridge',
+    flag: 'integration-bridge',
+    env: 'HZ_INTEGRATION_BRIDGE',
+    help: 'integration bridge',
+    default: 'br-int',
+  },
+  {
+    key: 'uplinkBridge',
+    flag: 'uplink-bridge',
+    env: 'HZ_UPLINK_BRIDGE',
+    help: 'transport/uplink bridge',
+    default: 'br-phy',
+  },
+  {
+    key: 'uplinkInterface',
+    flag: 'uplink-interface',
+    env: 'HZ_UPLINK_INTERFACE',
+    help: 'interface kept in the uplink bridge',
+  },
+  {
+    key: 'bridgeMappings',
+    flag: 'bridge-mappings',
+    env: 'HZ_BRIDGE_MAPPINGS',
+    help: 'ovn-bridge-mappings (default physnet:<uplink bridge>)',
+  },
+  {
+    key: 'relayUplinkIps',
+    flag: 'relay-uplink-ips',
+    env: 'HZ_RELAY_UPLINK_IPS',
+    help: 'comma-separated fabric CIDRs for DHCP relay uplinks, one per relayed group',
+  },
+  {
+    key: 'hostPorts',
+    flag: 'host-ports',
+    env: 'HZ_HOST_PORTS',
+    help: 'comma-separated ports hosts may be bound to (required)',
+  },
+  {
+    key: 'defaultHostPort',
+    flag: 'host-port',
+    env: 'HZ_HOST_PORT',
+    help: 'host port when a job names none (default: first of --host-ports)',
+  },
+  {
+    key: 'heartbeatMs',
+    flag: 'heartbeat-ms',
+    env: 'HZ_HEARTBEAT_MS',
+    help: 'heartbeat interval',
+    default: '5000',
+  },
+  {
+    key: 'installTimeoutMs',
+    flag: 'install-timeout-ms',
+    env: 'HZ_INSTALL_TIMEOUT_MS',
+    help: 'wait for ovn-installed',
+    default: '30000',
+  },
+  {
+    key: 'lockMs',
+    flag: 'lock-ms',
+    env: 'HZ_AGENT_LOCK_MS',
+    help: 'BullMQ job lock duration',
+    default: '30000',
+  },
+  {
+    key: 'protocolVersions',
+    flag: 'protocol-versions',
+    env: 'HZ_PROTOCOL_VERSIONS',
+    help: 'protocol versions spoken (testing skew)',
+    default: PROTOCOL_VERSIONS.join(','),
+  },
+  {
+    key: 'queuePrefix',
+    flag: 'queue-prefix',
+    env: 'HZ_QUEUE_PREFIX',
+    help: 'BullMQ key prefix',
+  },
+]
+
+/** The `--help` text: one line per option. */
+export function usage(): string {
+  return OPTIONS.map(
+    (o) =>
+      `  --${o.flag.padEnd(20)} ${o.env.padEnd(22)} ${o.help}${o.default ? ` [${o.default}]` : ''}`,
+  ).join('\n')
+}

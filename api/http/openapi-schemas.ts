@@ -1,0 +1,192 @@
+/**
+ * The schemas of the OpenAPI description (`openapi.ts`): the error body, each kind's spec
+ * and stored object, and the Carbide webhook event. Field rules (patterns, limits) live
+ * in `lib/state/objects.ts`; a 400 names each field that breaks them.
+ */
+import { ref } from './openapi-parts.ts'
+
+/** A stored object: its spec, the spec's version, status and deletion mark. */
+const stored = (spec: string) => ({
+  type: 'object',
+  required: ['name', 'spec', 'specVersion', 'status'],
+  properties: {
+    name: { type: 'string' },
+    spec: ref(spec),
+    specVersion: { type: 'integer' },
+    status: {
+      type: 'object',
+      properties: {
+        phase: { type: 'string' },
+        conditions: { type: 'array', items: { type: 'object' } },
+        configsSynced: { type: 'boolean' },
+        observedVersion: { type: 'integer' },
+      },
+    },
+    deletion: {
+      type: 'object',
+      properties: { requestedAt: { type: 'string' }, force: { type: 'boolean' } },
+    },
+  },
+})
+
+const cidr = { type: 'string', examples: ['10.0.0.0/24'] }
+const ip = { type: 'string', examples: ['10.0.0.1'] }
+
+/** `components.schemas`. */
+export const schemas = {
+  Error: {
+    type: 'object',
+    required: ['error'],
+    properties: {
+      error: {
+        type: 'object',
+        required: ['code', 'message'],
+        properties: {
+          code: { type: 'string' },
+          message: { type: 'string' },
+          issues: {
+            type: 'array',
+            items: {
+              type: 'object',
+              properties: { path: { type: 'string' }, message: { type: 'string' } },
+            },
+          },
+        },
+      },
+    },
+  },
+  ResourceGroupSpec: {
+    type: 'object',
+    required: ['tenantId', 'network'],
+    additionalProperties: false,
+    properties: {
+      tenantId: { type: 'string' },
+      network: {
+        type: 'object',
+        required: ['cidr', 'gateway'],
+        properties: { cidr, gateway: ip },
+      },
+      extraSubnets: {
+        type: 'array',
+        maxItems: 16,
+        items: {
+          type: 'object',
+          required: ['cidr'],
+          properties: { cidr, gateway: ip, dhcp: { type: 'boolean' } },
+        },
+      },
+      dhcpServer: ip,
+      implementation: { enum: ['SharedCentral'] },
+    },
+  },
+  ManagedResourceSpec: {
+    type: 'object',
+    required: ['resourceGroup', 'hostMAC', 'dpu'],
+    additionalProperties: false,
+    properties: {
+      resourceGroup: { type: 'string' },
+      type: { enum: ['BareMetal'] },
+      hostMAC: { type: 'string', examples: ['52:54:00:12:34:56'] },
+      hostIP: ip,
+      dpu: {
+        type: 'object',
+        required: ['id'],
+        properties: {
+          id: { type: 'string', description: 'a DPU of the inventory assigned to the tenant' },
+          ips: {
+            type: 'array',
+            minItems: 1,
+            maxItems: 2,
+            items: ip,
+            description:
+              'operators only: [encapIp, natIp?]; a DPU missing from the inventory is added with them',
+          },
+        },
+      },
+      hostAccess: { enum: ['None', 'FabricAccess', 'PublicAccess'] },
+      identifier: {
+        type: 'string',
+        maxLength: 15,
+        description: "one of the DPU's host ports; may be left out when it has exactly one",
+      },
+    },
+  },
+  ResourceGroup: stored('ResourceGroupSpec'),
+  ManagedResource: stored('ManagedResourceSpec'),
+  PublicIp: {
+    type: 'object',
+    properties: { ip, allocated: { type: 'boolean' }, allocatedTo: { type: 'string' } },
+  },
+  DpuSpec: {
+    type: 'object',
+    required: ['fabricIps'],
+    additionalProperties: false,
+    properties: {
+      tenantId: { type: 'string', description: 'the tenant whose hosts may use it' },
+      fabricIps: {
+        type: 'array',
+        minItems: 1,
+        maxItems: 2,
+        items: ip,
+        description: '[encapIp, natIp?]',
+      },
+      hostPorts: { type: 'array', maxItems: 256, items: { type: 'string', maxLength: 15 } },
+    },
+  },
+  Dpu: {
+    type: 'object',
+    required: ['id', 'state', 'hosts'],
+    properties: {
+      id: { type: 'string' },
+      spec: ref('DpuSpec'),
+      specVersion: { type: 'integer' },
+      state: {
+        enum: ['Online', 'Stale', 'Lost', 'Unknown'],
+        description:
+          "from the age of its newest heartbeat, in the beat's own interval: Online under 1.5 intervals, Stale under 2, Lost after (its hosts then carry DpuHealthy=False HeartbeatLost); Unknown when its agent was never heard from",
+      },
+      lastHeartbeat: {
+        type: 'string',
+        format: 'date-time',
+        description: 'when its agent last beat; kept after it went silent',
+      },
+      hosts: { type: 'array', items: { type: 'string' } },
+      agent: {
+        type: 'object',
+        properties: {
+          version: { type: 'string' },
+          protocolVersions: { type: 'array', items: { type: 'string' } },
+          lastHeartbeat: { type: 'string', format: 'date-time' },
+          heartbeatIntervalMs: { type: 'integer' },
+          observed: { type: 'object' },
+        },
+      },
+    },
+  },
+  CarbideEvent: {
+    type: 'object',
+    required: ['type', 'id', 'name', 'generation'],
+    properties: {
+      type: {
+        enum: [
+          'resource-group.applied',
+          'resource-group.deleted',
+          'managed-resource.applied',
+          'managed-resource.deleted',
+          'dpu.applied',
+          'dpu.deleted',
+        ],
+      },
+      id: { type: 'string' },
+      name: { type: 'string' },
+      generation: {
+        type: 'integer',
+        minimum: 1,
+        description:
+          "the object's event number, rising with each change; an event older than the newest applied for its object is refused (409 STALE)",
+      },
+      spec: { type: 'object', description: 'for *.applied' },
+      force: { type: 'boolean', description: 'for *.deleted' },
+    },
+  },
+} as const

@@ -1,0 +1,57 @@
+/**
+ * Which group's central a DPU follows. With a central per group, a DPU's ovn-controller
+ * follows one group's SB, so the DPU serves one group at a time (`dpuFollowsOneGroup`);
+ * when it moves to another group's central, the one it followed before loses its
+ * `Chassis` row (`leavePreviousCentral`). With one shared central neither applies.
+ */
+import type { HandlerDeps } from './deps.ts'
+import { NotReady } from './errors.ts'
+import { type HostAttempt, setHostStatus } from './status.ts'
+
+/**
+ * A host for another group than the DPU's other hosts waits (retried, saying why) until
+ * those hosts are detached. A host holds the DPU once it is past `Attaching`; of two
+ * still attaching, the one whose name sorts first goes ahead (so two requests at once
+ * never wait for each other).
+ */
+export async function dpuFollowsOneGroup(
+  deps: Pick<HandlerDeps, 'ovn' | 'store'>,
+  host: HostAttempt,
+): Promise<void> {
+  const { resourceGroup: group, dpu } = host.spec
+  if (!(await deps.ovn.ensure(group)).group) return
+  for (const name of await deps.store.dpuHostNames(dpu.id)) {
+    if (name === host.name) continue
+    const holder = await deps.store.getHost(name)
+    const other = holder?.spec.resourceGroup
+    if (!holder || other === group) continue
+    if (holder.status.phase === 'Attaching' && name > host.name) continue
+    const message = `DPU ${dpu.id} serves ${name} in group ${other}; with a central per group a DPU serves one group at a time`
+    await setHostStatus(deps, host.name, host.specVersion, {
+      attempt: host.attempt,
+      phase: 'Attaching',
+      condition: { type: 'Attached', status: 'False', reason: 'DpuServesAnotherGroup', message },
+    })
+    throw new NotReady(message)
+  }
+}
+
+/**
+ * The DPU's chassis now follows this group's own central: the central it followed before
+ * loses its `Chassis` row, so no SB keeps a chassis that is not there. The new central is
+ * recorded only once the old one let go: a removal that failed is tried again.
+ */
+export async function leavePreviousCentral(
+  deps: Pick<HandlerDeps, 'ovn' | 'store' | 'southbound'>,
+  dpuId: string,
+  group: string,
+): Promise<void> {
+  if (!(await deps.ovn.ensure(group)).group) return
+  const previous = await deps.store.dpuCentral(dpuId)
+  if (previous === group) return
+  if (previous && (await deps.ovn.groups()).includes(previous)) {
+    const central = await deps.ovn.ensure(previous)
+    await deps.southbound.removeChassis(central.sbController, dpuId)
+  }
+  await deps.store.setDpuCentral(dpuId, group)
+}

@@ -1,0 +1,43 @@
+/**
+ * The addresses a host's attach allocates through IPAM, owner-keyed so that a retry
+ * takes no second one: the host's own, its group's DHCP relay address on its DPU, and a
+ * public IP for PublicAccess.
+ */
+import type { HydrazineError } from '../../lib/errors.ts'
+import type { ResourceGroup } from '../../lib/state/objects.ts'
+import type { HandlerDeps } from './deps.ts'
+import { failOrRetry } from './errors.ts'
+import { relayOwnerOf } from './network.ts'
+import { type HostAttempt, setHostStatus } from './status.ts'
+
+/**
+ * The host's address, its group's relay address on its DPU (dhcrelay ignores an
+ * interface without one: one per group and DPU, kept while the group lives there) and,
+ * for PublicAccess, a public IP. A refusal that cannot change (a taken or foreign
+ * address, an exhausted pool) makes the host Failed.
+ */
+export async function allocateAddresses(
+  deps: Pick<HandlerDeps, 'ipam' | 'store'>,
+  host: HostAttempt,
+  group: ResourceGroup,
+): Promise<{ hostIp: string; relayIp?: string }> {
+  const failed = (error: HydrazineError) =>
+    setHostStatus(deps, host.name, host.specVersion, {
+      attempt: host.attempt,
+      phase: 'Failed',
+      condition: { type: 'Attached', status: 'False', reason: error.code, message: error.message },
+    })
+  const orFail = (error: unknown) => failOrRetry(error, failed)
+  const { spec } = host
+  // A host reached from the fabric is NATed, and OVN NATs IPv4 only.
+  const family = spec.hostAccess === 'None' ? {} : { version: 4 as const }
+  const address = await deps.ipam
+    .allocate(group.name, host.name, spec.hostIP ? { ip: spec.hostIP } : family)
+    .catch(orFail)
+  // dhcrelay relays IPv4 DHCP: its address is an IPv4 one.
+  const relay = group.spec.dhcpServer
+    ? await deps.ipam.allocate(group.name, relayOwnerOf(spec.dpu.id), { version: 4 }).catch(orFail)
+    : undefined
+  if (spec.hostAccess === 'PublicAccess') await deps.ipam.allocatePublicIp(host.name).catch(orFail)
+  return { hostIp: address.ip, ...(relay ? { relayIp: relay.ip } : {}) }
+}

@@ -1,0 +1,101 @@
+/**
+ * A host's `configure` on its DPU, both ends of it: the request, built from the host and
+ * its group (its logical port, MAC and host port; the group's SB and DHCP relay), and the
+ * `AgentConfigured` condition the DPU's ack earns, as far as the Southbound bears it out.
+ * Pure.
+ */
+import type { ConfigureAck, ConfigureInput } from '../../lib/agent-protocol/index.ts'
+import { topologyNames } from '../../lib/ovn/index.ts'
+import { cidrContains, type ManagedResource, type ResourceGroup } from '../../lib/state/objects.ts'
+import { optionalHostPort } from './host-port.ts'
+import { relayMacOf, relayPortNameOf } from './network.ts'
+
+/** What the request needs beyond the host and group objects. */
+export interface ConfigureContext {
+  /** The SB remote the DPU's ovn-controller follows. */
+  readonly sbRemote: string
+  /** The group's relay address on the DPU, when it has one. */
+  readonly relayIp: string | undefined
+  /** The group's relay id (`StateStore.relayIdOf`), when it relays DHCP. */
+  readonly relayId: number | undefined
+}
+
+/** The `configure` request for the host at its current spec version. */
+export function configureRequestOf(
+  host: ManagedResource,
+  group: ResourceGroup,
+  { sbRemote, relayIp, relayId }: ConfigureContext,
+): ConfigureInput {
+  const { spec } = host
+  const dpuId = spec.dpu.id
+  return {
+    dpuId,
+    specVersion: host.specVersion,
+    group: {
+      name: group.name,
+      sbRemote,
+      ...(group.spec.dhcpServer
+        ? {
+            dhcpServer: group.spec.dhcpServer,
+            relay: {
+              logicalPort: topologyNames.relayPort(group.name, dpuId),
+              mac: relayMacOf(group.name, dpuId),
+              // Its circuit id: unique for ever, unlike a hash of the group's name.
+              ...(relayId !== undefined ? { portName: relayPortNameOf(relayId) } : {}),
+              ...(relayIp
+                ? {
+                    ip: relayIp,
+                    prefixLength: prefixLengthOf(group, relayIp),
+                  }
+                : {}),
+            },
+          }
+        : {}),
+    },
+    host: {
+      name: host.name,
+      logicalPort: topologyNames.hostPort(group.name, host.name),
+      mac: spec.hostMAC,
+      ...optionalHostPort(spec),
+    },
+  }
+}
+
+/** The `AgentConfigured` condition: the DPU's ack, as far as the Southbound bears it out. */
+export function agentConfigured(
+  ack: Pick<ConfigureAck, 'ovnInstalled' | 'hostPort' | 'relayPort'>,
+  bound: boolean,
+  dpuId: string,
+  logicalPort: string,
+) {
+  const relay = ack.relayPort ? ` and relay ${ack.relayPort}` : ''
+  if (!ack.ovnInstalled) {
+    return {
+      type: 'AgentConfigured',
+      status: 'False',
+      reason: 'PortNotInstalled',
+      message: `DPU ${dpuId} bound ${ack.hostPort}${relay} to ${logicalPort}; ovn-controller has not installed it`,
+    } as const
+  }
+  if (!bound) {
+    return {
+      type: 'AgentConfigured',
+      status: 'False',
+      reason: 'NotBoundInSouthbound',
+      message: `DPU ${dpuId} acked ${logicalPort}, but the Southbound does not bind it to chassis ${dpuId}`,
+    } as const
+  }
+  return {
+    type: 'AgentConfigured',
+    status: 'True',
+    reason: 'PortInstalled',
+    message: `DPU ${dpuId} bound ${ack.hostPort}${relay} to ${logicalPort}`,
+  } as const
+}
+
+/** The prefix length of the group subnet that holds `ip` (the primary one's if none does). */
+function prefixLengthOf(group: ResourceGroup, ip: string): number {
+  const subnets = [group.spec.network, ...(group.spec.extraSubnets ?? [])]
+  const cidr = subnets.find((s) => cidrContains(s.cidr, ip))?.cidr ?? group.spec.network.cidr
+  return Number(cidr.split('/')[1] ?? 32)
+}

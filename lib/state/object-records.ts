@@ -1,0 +1,93 @@
+/**
+ * The store's objects as Redis hashes: reading one or many, changing one field (status,
+ * deletion) with compare-and-set against its revision, and announcing each change on the
+ * store's change channel (`{kind, name}` JSON).
+ */
+import type { Redis } from 'ioredis'
+import { LuaScript } from '../redis/lua-script.ts'
+import type { StoredObject } from './objects.ts'
+import type { Kind, StoreKeys } from './store-keys.ts'
+
+const casFieldScript = new LuaScript(new URL('./lua/cas-field.lua', import.meta.url))
+
+export class ObjectRecords {
+  readonly #redis: Redis
+  readonly #keys: StoreKeys
+
+  constructor(redis: Redis, keys: StoreKeys) {
+    this.#redis = redis
+    this.#keys = keys
+  }
+
+  /** Announces a change of the object on the change channel. */
+  async changed(kind: Kind, name: string): Promise<void> {
+    await this.#redis.publish(this.#keys.changes, JSON.stringify({ kind, name }))
+  }
+
+  async get<T>(kind: Kind, name: string): Promise<T | undefined> {
+    return decode<T>(name, await this.#redis.hgetall(this.#keys.object(kind, name)))
+  }
+
+  /** The object just written: it must be there. */
+  async mustGet<T>(kind: Kind, name: string): Promise<T> {
+    const object = await this.get<T>(kind, name)
+    if (!object) throw new Error(`${kind} ${name} vanished while being written`)
+    return object
+  }
+
+  /** Many objects in one round trip (a pipeline of HGETALLs), sorted by name. */
+  async getMany<T extends StoredObject<unknown, unknown>>(kind: Kind, names: string[]) {
+    const sorted = [...names].sort()
+    const pipeline = this.#redis.pipeline()
+    for (const name of sorted) pipeline.hgetall(this.#keys.object(kind, name))
+    const replies = (await pipeline.exec()) ?? []
+    const objects: T[] = []
+    for (const [i, [error, hash]] of replies.entries()) {
+      if (error) throw error
+      const object = decode<T>(sorted[i] ?? '', hash as Record<string, string>)
+      if (object) objects.push(object)
+    }
+    return objects
+  }
+
+  /**
+   * Read-modify-write of one field, retried while another writer changed it in between.
+   * `update` gets the current object and returns the field's new value, or undefined to
+   * leave it; so does a missing object, or one the script refuses to change.
+   */
+  async casField<S, V>(
+    kind: Kind,
+    name: string,
+    field: 'status' | 'deletion',
+    update: (current: StoredObject<unknown, S>) => V | undefined,
+  ): Promise<V | undefined> {
+    const key = this.#keys.object(kind, name)
+    for (;;) {
+      const rev = (await this.#redis.hget(key, `${field}Rev`)) ?? '0'
+      const current = await this.get<StoredObject<unknown, S>>(kind, name)
+      const next = current ? update(current) : undefined
+      if (next === undefined) return undefined
+      const written = Number(
+        await casFieldScript.run(this.#redis, [key], [field, rev, JSON.stringify(next)]),
+      )
+      if (written === 1) {
+        await this.changed(kind, name)
+        return next
+      }
+      if (written === -1) return undefined
+    }
+  }
+}
+
+function decode<T>(name: string, h: Record<string, string>): T | undefined {
+  if (!h.spec) return undefined
+  return {
+    name,
+    spec: JSON.parse(h.spec),
+    specVersion: Number(h.specVersion),
+    status: JSON.parse(h.status ?? '{}'),
+    ...(h.deletion ? { deletion: JSON.parse(h.deletion) } : {}),
+    createdAt: h.createdAt ?? '',
+    updatedAt: h.updatedAt ?? '',
+  } as T
+}

@@ -1,0 +1,269 @@
+/**
+ * Writing an object's desired spec: one run of `lua/put-spec.lua` per write, which bumps
+ * `specVersion` only when the spec changed and, atomically with the write, keeps the
+ * object's indexes, exclusive claims (a DPU's NAT IP, host port, fabric IPs), guards (the
+ * DPU version a host was placed against, a DPU not in use) and quotas. What each kind of
+ * object claims and guards is decided here; a refusal is a `StoreConflict` or
+ * `QuotaExceeded` and writes nothing.
+ */
+import type { Redis } from 'ioredis'
+import { HydrazineError } from '../errors.ts'
+import { LuaScript } from '../redis/lua-script.ts'
+import type { ObjectRecords } from './object-records.ts'
+import type {
+  Dpu,
+  DpuSpec,
+  DpuStatus,
+  ManagedResource,
+  ManagedResourceSpec,
+  ManagedResourceStatus,
+  ResourceGroup,
+  ResourceGroupSpec,
+  ResourceGroupStatus,
+} from './objects.ts'
+import {
+  checkQuotas,
+  hostQuotaWrite,
+  type QuotaGuard,
+  type QuotaLimits,
+  quotaFailure,
+  quotaGuards,
+  type TenantQuota,
+} from './quotas.ts'
+import type { Kind, StoreKeys } from './store-keys.ts'
+
+const putSpecScript = new LuaScript(new URL('./lua/put-spec.lua', import.meta.url))
+
+/** The request conflicts with stored state (HTTP 409). */
+export class StoreConflict extends HydrazineError {
+  constructor(
+    message: string,
+    readonly reason: 'Terminating' | 'Immutable' | 'Claimed' | 'InUse' | 'Changed',
+  ) {
+    super('CONFLICT', message)
+  }
+}
+
+export interface PutResult<T> {
+  /** False when the spec was already stored as given: nothing to do. */
+  readonly changed: boolean
+  readonly object: T
+}
+
+/** One spec write, as `put-spec.lua` takes it. */
+interface SpecWrite {
+  readonly kind: Kind
+  readonly name: string
+  readonly spec: unknown
+  readonly initialStatus: unknown
+  /** The parts of the spec that may never change (a fingerprint). */
+  readonly immutable: string
+  readonly indexes: string[]
+  readonly claims: string[]
+  readonly guards?: (
+    | { key: string; absent: true }
+    | { key: string; field: string; equals: string }
+    | QuotaGuard
+  )[]
+  /** Sets the name leaves when the spec changes. */
+  readonly leaves?: string[]
+  readonly immutableMessage: string
+  readonly inUseMessage?: string
+}
+
+/** How a claim's kind reads in a conflict message. */
+const CLAIM_WHAT: Readonly<Record<string, string>> = {
+  natip: 'NAT IP',
+  fabricip: 'fabric IP',
+  dpuport: 'DPU host port',
+}
+
+export class SpecWrites {
+  readonly #redis: Redis
+  readonly #keys: StoreKeys
+  readonly #records: ObjectRecords
+
+  constructor(redis: Redis, keys: StoreKeys, records: ObjectRecords) {
+    this.#redis = redis
+    this.#keys = keys
+    this.#records = records
+  }
+
+  /** A group's spec; a new group counts against its tenant's `groups` quota. */
+  async group(
+    name: string,
+    spec: ResourceGroupSpec,
+    limits?: QuotaLimits,
+  ): Promise<PutResult<ResourceGroup>> {
+    const initial: ResourceGroupStatus = {
+      phase: 'Provisioning',
+      conditions: [],
+      snatIPs: [],
+      managedResourceCount: 0,
+      observedVersion: 0,
+      configsSynced: false,
+    }
+    const keys = this.#keys
+    const immutable = JSON.stringify([spec.tenantId, spec.network, spec.implementation ?? null])
+    const changed = await this.#put({
+      kind: 'rg',
+      name,
+      spec,
+      initialStatus: initial,
+      immutable,
+      indexes: [keys.index('rg'), keys.tenantGroups(spec.tenantId)],
+      claims: [],
+      guards: limits ? quotaGuards(keys.prefix, { tenant: spec.tenantId, limits }, ['groups']) : [],
+      immutableMessage: `the network, tenant and implementation of resource group ${name} cannot change`,
+    })
+    return { changed, object: await this.#records.mustGet('rg', name) }
+  }
+
+  /**
+   * A host's resolved spec, placed against version `dpuVersion` of its DPU; it claims its
+   * DPU port and, when its access uses it, the DPU's NAT IP, and counts against quotas.
+   */
+  async host(
+    name: string,
+    spec: ManagedResourceSpec,
+    dpuVersion: number,
+    quota: TenantQuota,
+  ): Promise<PutResult<ManagedResource>> {
+    const initial: ManagedResourceStatus = {
+      phase: 'Attaching',
+      conditions: [],
+      observedVersion: 0,
+      configsSynced: false,
+    }
+    const keys = this.#keys
+    const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
+    const counted = hostQuotaWrite(keys.prefix, spec, quota)
+    const changed = await this.#put({
+      kind: 'mr',
+      name,
+      spec,
+      initialStatus: initial,
+      immutable: JSON.stringify([spec.resourceGroup, spec.dpu.id, spec.identifier ?? null]),
+      indexes: [
+        keys.index('mr'),
+        keys.members(spec.resourceGroup),
+        keys.dpuHosts(spec.dpu.id),
+        ...counted.guards.map((g) => g.key),
+      ],
+      leaves: counted.leaves,
+      claims: [
+        ...(natIp ? [keys.claim(`natip:${natIp}`)] : []),
+        ...(spec.identifier ? [keys.claim(`dpuport:${spec.dpu.id}/${spec.identifier}`)] : []),
+      ],
+      guards: [
+        { key: keys.object('dpu', spec.dpu.id), field: 'specVersion', equals: String(dpuVersion) },
+        ...counted.guards,
+      ],
+      immutableMessage: `managed resource ${name} cannot move to another resource group, DPU or host port; delete it first`,
+    })
+    return { changed, object: await this.#records.mustGet('mr', name) }
+  }
+
+  /** Refuses (QuotaExceeded) what `host` would refuse for a quota, writing nothing. */
+  checkHostQuotas(name: string, spec: ManagedResourceSpec, quota: TenantQuota): Promise<void> {
+    return checkQuotas(this.#redis, name, hostQuotaWrite(this.#keys.prefix, spec, quota).guards)
+  }
+
+  /**
+   * A DPU's inventory entry: its fabric IPs and tenant change only while it serves no
+   * host, a host port only while no host uses it; its fabric IPs are its own.
+   */
+  async dpu(id: string, spec: DpuSpec): Promise<PutResult<Dpu>> {
+    const keys = this.#keys
+    const current = await this.#records.get<Dpu>('dpu', id)
+    const removedPorts = (current?.spec.hostPorts ?? []).filter((p) => !spec.hostPorts.includes(p))
+    const placementChanged =
+      current !== undefined &&
+      (JSON.stringify(current.spec.fabricIps) !== JSON.stringify(spec.fabricIps) ||
+        current.spec.tenantId !== spec.tenantId)
+    const changed = await this.#put({
+      kind: 'dpu',
+      name: id,
+      spec,
+      initialStatus: { hosts: [] } satisfies DpuStatus,
+      immutable: '[]',
+      indexes: [keys.index('dpu')],
+      claims: spec.fabricIps.map((ip) => keys.claim(`fabricip:${ip}`)),
+      guards: [
+        ...(placementChanged ? [{ key: keys.dpuHosts(id), absent: true as const }] : []),
+        ...removedPorts.map((p) => ({
+          key: keys.claim(`dpuport:${id}/${p}`),
+          absent: true as const,
+        })),
+      ],
+      immutableMessage: '',
+      inUseMessage: `DPU ${id} serves hosts: its fabric IPs, tenant and used host ports cannot change until they are deleted`,
+    })
+    if (current?.spec.tenantId !== spec.tenantId) {
+      if (current?.spec.tenantId) await this.#redis.srem(keys.tenantDpus(current.spec.tenantId), id)
+      if (spec.tenantId) await this.#redis.sadd(keys.tenantDpus(spec.tenantId), id)
+    }
+    return { changed, object: await this.#records.mustGet('dpu', id) }
+  }
+
+  /** Runs `put-spec.lua`; true when the spec changed, a refusal thrown as its error. */
+  async #put(put: SpecWrite): Promise<boolean> {
+    const keys = this.#keys
+    const guards = put.guards ?? []
+    const leaves = put.leaves ?? []
+    const reply = (await putSpecScript.run(
+      this.#redis,
+      [
+        keys.object(put.kind, put.name),
+        keys.version(put.kind, put.name),
+        ...put.indexes,
+        ...put.claims,
+        ...guards.map((g) => g.key),
+        ...leaves,
+      ],
+      [
+        put.name,
+        JSON.stringify(put.spec),
+        new Date().toISOString(),
+        JSON.stringify(put.initialStatus),
+        put.immutable,
+        put.indexes.length,
+        keys.claim(''),
+        put.claims.length,
+        JSON.stringify(guards.map(({ key: _key, ...guard }) => guard)),
+        leaves.length,
+      ],
+    )) as [string, ...(string | number)[]]
+    switch (reply[0]) {
+      case 'ok':
+        if (Number(reply[1]) === 1) await this.#records.changed(put.kind, put.name)
+        return Number(reply[1]) === 1
+      case 'terminating':
+        throw new StoreConflict(`${put.name} is being deleted; it cannot change`, 'Terminating')
+      case 'immutable':
+        throw new StoreConflict(put.immutableMessage, 'Immutable')
+      case 'claimed': {
+        // The holder is not named: it may be another tenant's object.
+        const [what, value] = String(reply[1]).slice(keys.claim('').length).split(/:(.*)/s)
+        throw new StoreConflict(
+          `${CLAIM_WHAT[what ?? ''] ?? what} ${value} is already in use`,
+          'Claimed',
+        )
+      }
+      case 'quota':
+        throw quotaFailure(guards, String(reply[1]))
+      case 'guard': {
+        const key = String(reply[1])
+        if (key.startsWith(keys.object('dpu', ''))) {
+          throw new StoreConflict(
+            'the DPU changed while the request was checked against it; send it again',
+            'Changed',
+          )
+        }
+        throw new StoreConflict(put.inUseMessage ?? `${put.name} is in use`, 'InUse')
+      }
+      default:
+        throw new Error(`unexpected put-spec reply ${JSON.stringify(reply)}`)
+    }
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * How `HydrazineClient` refuses a request: a malformed one with every bad field named
+ * (`validate`, `ValidationError`), a missing object, or credentials this Hydrazine cannot
+ * issue. Callers import these from `producer.ts`.
+ */
+import * as v from 'valibot'
+import { HydrazineError } from '../lib/errors.ts'
+
+/** The request is malformed; `issues` names every bad field (HTTP 400). */
+export class ValidationError extends HydrazineError {
+  constructor(readonly issues: readonly { path: string; message: string }[]) {
+    super('INVALID', `invalid request: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`)
+  }
+}
+
+/** This Hydrazine issues no DPU credentials (its Redis is not one it manages). */
+export class CredentialsUnavailable extends HydrazineError {
+  constructor() {
+    super('CREDENTIALS_UNAVAILABLE', 'this Hydrazine cannot issue DPU credentials')
+  }
+}
+
+/** The object does not exist (HTTP 404). */
+export class NotFoundError extends HydrazineError {
+  constructor(
+    readonly kind: string,
+    readonly objectName: string,
+  ) {
+    super('NOT_FOUND', `${kind} ${objectName} does not exist`)
+  }
+}
+
+/** Most field issues one refusal lists. */
+export const MAX_ISSUES = 20
+
+/**
+ * `input` parsed by `schema`, or a ValidationError naming each bad field (at most
+ * `MAX_ISSUES`), each path after `prefix`.
+ *
+ * @example validate(Rfc1123Label, name, 'name')
+ */
+export function validate<S extends v.GenericSchema>(
+  schema: S,
+  input: unknown,
+  prefix = '',
+): v.InferOutput<S> {
+  const result = v.safeParse(schema, input)
+  if (!result.success) {
+    const issues = result.issues.map((i) => ({
+      path: `${prefix}${v.getDotPath(i) ?? ''}` || '(body)',
+      message: i.message,
+    }))
+    // A large bad body (thousands of bad items) gets a short answer, not one per item.
+    const more = issues.length - MAX_ISSUES
+    throw new ValidationError(
+      more > 0
+        ? [
+            ...issues.slice(0, MAX_ISSUES),
+            { path: '(body)', message: `and ${more} more invalid fields` },
+          ]
+        : issues,
+    )
+  }
+  return result.output
+}

@@ -1,0 +1,229 @@
+/**
+ * The writes that converge: applying and deleting resource groups and managed resources
+ * (hosts). Each is validated, stored (`specVersion` bumped only if the spec changed) and
+ * its job enqueued with an id derived from the object and version; the same spec applied
+ * again to a Failed object starts a new attempt. `HydrazineClient` (`producer.ts`) is
+ * the door callers use.
+ */
+import type { Queue } from 'bullmq'
+import * as v from 'valibot'
+import {
+  type ControllerJobs,
+  queueJobs,
+  redriveGroup,
+  redriveHost,
+} from '../functions/internal/redrive.ts'
+import { deletionVersion, JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
+import {
+  type ManagedResource,
+  ManagedResourceRequest,
+  type ResourceGroup,
+  ResourceGroupSpec,
+  Rfc1123Label,
+} from '../lib/state/objects.ts'
+import { type Caller, placeHost } from '../lib/state/placement.ts'
+import { DEFAULT_QUOTAS, limitsOf, type Quotas, type TenantQuota } from '../lib/state/quotas.ts'
+import { type StateStore, StoreConflict } from '../lib/state/store.ts'
+import { NotFoundError, ValidationError, validate } from './client-errors.ts'
+
+export interface Accepted<T> {
+  readonly object: T
+  /** The job that converges it; absent when nothing changed and nothing was enqueued. */
+  readonly jobId?: string
+}
+
+/** The operator's rules every request is held to. */
+export interface ClientPolicy {
+  /** The DHCP servers a group may relay to (`HYDRAZINE_DHCP_SERVERS`). */
+  readonly dhcpServers: readonly string[]
+  /**
+   * Per-tenant limits on groups, hosts and public IPs (`HYDRAZINE_QUOTAS`; default
+   * `DEFAULT_QUOTAS`). They hold for an operator's request too: the quota is the tenant's.
+   */
+  readonly quotas?: Quotas
+}
+
+const OPERATOR: Caller = { kind: 'operator' }
+
+/** The condition a re-driven object starts its new attempt with. */
+function sameSpecAgain(type: string) {
+  return {
+    type,
+    status: 'Unknown',
+    reason: 'Retrying',
+    message: 'the same spec was applied again while Failed: a new attempt started',
+  } as const
+}
+
+export class ObjectWrites {
+  readonly #store: StateStore
+  readonly #queue: Queue
+  readonly #policy: ClientPolicy
+
+  constructor(deps: {
+    readonly store: StateStore
+    readonly queue: Queue
+    readonly policy: ClientPolicy
+  }) {
+    this.#store = deps.store
+    this.#queue = deps.queue
+    this.#policy = deps.policy
+  }
+
+  /** The quota a write for `tenant` counts against. */
+  #quotaOf(tenant: string): TenantQuota {
+    return { tenant, limits: limitsOf(this.#policy.quotas ?? DEFAULT_QUOTAS, tenant) }
+  }
+
+  #redriveDeps(): { store: StateStore; jobs: ControllerJobs } {
+    return { store: this.#store, jobs: queueJobs(this.#queue) }
+  }
+
+  /**
+   * Enqueues a deletion's job; when that job already failed for good (a re-DELETE after
+   * the cause went away), the failed job is removed and the work runs again.
+   */
+  async #enqueueDeletion(name: JobName, object: string, version: string, data: object) {
+    const id = jobId(name, object, version)
+    if ((await this.#queue.getJobState(id)) === 'failed') await this.#queue.remove(id)
+    return this.#enqueue(name, object, version, data)
+  }
+
+  async #enqueue(name: JobName, object: string, version: number | string, data: object) {
+    const id = jobId(name, object, version)
+    // The payload contract holds for our own jobs too: a handler would refuse it anyway.
+    await this.#queue.add(name, v.parse(JobSchemas[name], data), { ...JOB_OPTIONS, jobId: id })
+    return id
+  }
+
+  /** A group's spec stored; `group.create` enqueued when it changed or is tried again. */
+  async applyGroup(name: string, spec: unknown): Promise<Accepted<ResourceGroup>> {
+    validate(Rfc1123Label, name, 'name')
+    const valid = validate(ResourceGroupSpec, spec)
+    if (valid.dhcpServer !== undefined && !this.#policy.dhcpServers.includes(valid.dhcpServer)) {
+      throw new ValidationError([
+        {
+          path: 'dhcpServer',
+          message:
+            this.#policy.dhcpServers.length === 0
+              ? 'no DHCP servers are configured for relaying (HYDRAZINE_DHCP_SERVERS)'
+              : `must be one of the operator's DHCP servers: ${this.#policy.dhcpServers.join(', ')}`,
+        },
+      ])
+    }
+    const { limits } = this.#quotaOf(valid.tenantId)
+    const { changed, object } = await this.#store.putGroup(name, valid, limits)
+    if (!changed) {
+      if (object.status.phase !== 'Failed') return { object }
+      const id = await redriveGroup(this.#redriveDeps(), name, sameSpecAgain('OvnConfigured'))
+      return { object: (await this.#store.getGroup(name)) ?? object, ...(id ? { jobId: id } : {}) }
+    }
+    const id = await this.#enqueue('group.create', name, object.specVersion, {
+      group: name,
+      specVersion: object.specVersion,
+    })
+    return { object, jobId: id }
+  }
+
+  /** The group marked for deletion and `group.delete` enqueued. */
+  async deleteGroup(
+    name: string,
+    options: { force?: boolean } = {},
+  ): Promise<Accepted<ResourceGroup>> {
+    validate(Rfc1123Label, name, 'name')
+    const force = options.force ?? false
+    const object = (await this.#store.requestDeletion('rg', name, force)) as
+      | ResourceGroup
+      | undefined
+    if (!object) throw new NotFoundError('resource group', name)
+    const version = deletionVersion(object.specVersion, force)
+    const id = await this.#enqueueDeletion('group.delete', name, version, {
+      group: name,
+      force,
+    })
+    return { object, jobId: id }
+  }
+
+  /**
+   * A host placed on its DPU from the inventory and stored; `host.attach` enqueued when
+   * it changed or is tried again.
+   */
+  async applyHost(
+    name: string,
+    spec: unknown,
+    options: { caller?: Caller } = {},
+  ): Promise<Accepted<ManagedResource>> {
+    validate(Rfc1123Label, name, 'name')
+    const request = validate(ManagedResourceRequest, spec)
+    const caller = options.caller ?? OPERATOR
+    const group = await this.#store.getGroup(request.resourceGroup)
+    if (!group || (caller.kind === 'tenant' && group.spec.tenantId !== caller.tenant)) {
+      throw new ValidationError([
+        {
+          path: 'resourceGroup',
+          message: `resource group ${request.resourceGroup} does not exist`,
+        },
+      ])
+    }
+    if (group.deletion) {
+      throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
+    }
+    const quota = this.#quotaOf(group.spec.tenantId)
+    // The DPU may change between the read and the write: the store refuses a spec placed
+    // against an older inventory entry, and the request is placed again.
+    for (let attempt = 1; ; attempt++) {
+      let dpu = await this.#store.getDpu(request.dpu.id)
+      const placed = placeHost(request, group, dpu, caller)
+      if (!placed.ok) throw new ValidationError(placed.issues)
+      // Before the inventory changes; putHost checks again, atomically, as it writes (a
+      // request that loses a race for the tenant's last slot may have added its DPU).
+      await this.#store.checkHostQuotas(name, placed.spec, quota)
+      if (placed.dpuChange)
+        dpu = (await this.#store.putDpu(request.dpu.id, placed.dpuChange)).object
+      if (!dpu) throw new Error(`DPU ${request.dpu.id} vanished while being placed`)
+      try {
+        const { changed, object } = await this.#store.putHost(
+          name,
+          placed.spec,
+          dpu.specVersion,
+          quota,
+        )
+        if (!changed) {
+          if (object.status.phase !== 'Failed') return { object }
+          const id = await redriveHost(this.#redriveDeps(), name, sameSpecAgain('Attached'))
+          const current = (await this.#store.getHost(name)) ?? object
+          return { object: current, ...(id ? { jobId: id } : {}) }
+        }
+        const id = await this.#enqueue('host.attach', name, object.specVersion, {
+          host: name,
+          specVersion: object.specVersion,
+        })
+        return { object, jobId: id }
+      } catch (error) {
+        if (!(error instanceof StoreConflict && error.reason === 'Changed') || attempt >= 5) {
+          throw error
+        }
+      }
+    }
+  }
+
+  /** The host marked for deletion and `host.detach` enqueued. */
+  async deleteHost(
+    name: string,
+    options: { force?: boolean } = {},
+  ): Promise<Accepted<ManagedResource>> {
+    validate(Rfc1123Label, name, 'name')
+    const force = options.force ?? false
+    const object = (await this.#store.requestDeletion('mr', name, force)) as
+      | ManagedResource
+      | undefined
+    if (!object) throw new NotFoundError('managed resource', name)
+    const version = deletionVersion(object.specVersion, force)
+    const id = await this.#enqueueDeletion('host.detach', name, version, {
+      host: name,
+      specVersion: object.specVersion,
+      force,
+    })
+    return { object, jobId: id }
+  }
+}
