@@ -4,7 +4,11 @@
  */
 import { networkInterfaces } from 'node:os'
 import { HydrazineError } from '../../lib/errors.ts'
+import { DaemonStartError } from '../../lib/process/errors.ts'
 import { canConnect, freePort, isLoopback } from '../../lib/process/ports.ts'
+
+/** How often a start is tried when its port was taken between pick and bind. */
+const START_ATTEMPTS = 3
 
 /** A daemon was asked to serve plaintext on an address other machines can reach. */
 export class PlaintextRefusedError extends HydrazineError {
@@ -48,3 +52,18 @@ export function serverIps(address: string): string[] {
 
 /** `host` as it goes before `:port` in a URL or OVSDB remote (IPv6 in brackets). */
 export const hostPart = (host: string): string => (host.includes(':') ? `[${host}]` : host)
+
+/** Retries a start that failed because its port was taken between pick and bind. */
+export async function withPortRetry<T>(start: (attempt: number) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start(attempt)
+    } catch (error) {
+      if (!(error instanceof DaemonStartError && error.addressInUse) || attempt >= START_ATTEMPTS)
+        throw error
+    }
+  }
+}
+
+/** True for an IPv4 or IPv6 literal (no TLS server name for those). */
+export const isIpAddress = (host: string) => /^[0-9.]+$/.test(host) || host.includes(':')

@@ -1,0 +1,106 @@
+/**
+ * The shape of Hydrazine's process configuration (`loadConfig` in `./index.ts` parses
+ * and validates it).
+ */
+import type { Quotas } from '../state/quotas.ts'
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
+export type LogLevel = (typeof LOG_LEVELS)[number]
+
+/**
+ * Hydrazine's process configuration, parsed once at start-up from the environment and,
+ * optionally, a JSON file named by `HYDRAZINE_CONFIG` (keys are the variable names below;
+ * the environment wins). A service that is not configured is started embedded.
+ */
+export interface Config {
+  /** `REDIS_URL` (credentials in it: `redis://:PASSWORD@host:port`); absent = embedded Redis. */
+  readonly redisUrl?: string
+  /** `REDIS_CA`: PEM file of the CA that signed a `rediss://` server's certificate. */
+  readonly redisCaFile?: string
+  /** `OVN_NB_DB` / `OVN_SB_DB` (both or neither); absent = embedded OVN central(s). */
+  readonly ovn?: { readonly nb: string; readonly sb: string }
+  /**
+   * `HYDRAZINE_OVN_CENTRAL`: `per-group` (the default when embedded) runs one OVN central
+   * (NB, SB, northd) per resource group; `shared` runs one for every group, and is the
+   * only choice with an external central (`OVN_NB_DB`); `external` (the default with
+   * `HYDRAZINE_OVN_CENTRALS_FILE`) runs none: the operator names each group's central in
+   * `ovnCentralsFile`.
+   */
+  readonly ovnCentral: 'shared' | 'per-group' | 'external'
+  /**
+   * `HYDRAZINE_OVN_CENTRALS_FILE` (only with `external`), absolute: JSON mapping a group's
+   * name to its central's remotes, `{"tenant-a": {"nb": …, "sb": …, "sbController"?: …}}`,
+   * checked at start-up and read again whenever it changes (lib/config/centrals.ts).
+   */
+  readonly ovnCentralsFile?: string
+  /** `HYDRAZINE_FRR_VTY_DIR`: vty socket directory of an external FRR; absent = embedded. */
+  readonly frrVtyDir?: string
+  /**
+   * `HYDRAZINE_FRR_SAVE_CONFIG` (true/false, default false): with an external FRR, ask
+   * bgpd to save its configuration (`write file`, to bgpd's own config file) before a
+   * change is acknowledged. The embedded FRR always does.
+   */
+  readonly frrSaveConfig: boolean
+  readonly bgp: BgpConfig
+  /**
+   * `HYDRAZINE_HTTP_HOST` (default 127.0.0.1) and `HYDRAZINE_HTTP_PORT` (default 8080).
+   * A host other than loopback requires `tls`.
+   */
+  readonly http: { readonly host: string; readonly port: number }
+  /**
+   * `HYDRAZINE_TLS_CERT` / `HYDRAZINE_TLS_KEY` (both or neither): PEM files of the HTTPS
+   * and gRPC server certificate and its key, checked to match at start-up.
+   */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string }
+  /** `HYDRAZINE_GRPC_PORT` (default 8081) on the HTTP host; 0 turns the gRPC API off. */
+  readonly grpcPort: number
+  /** `HYDRAZINE_DATA_DIR` (default ./.hydrazine), absolute. */
+  readonly dataDir: string
+  /**
+   * `HYDRAZINE_EMBEDDED_LISTEN` (default 127.0.0.1): the address embedded Redis and the
+   * embedded OVN central's TCP remotes listen on; DPU agents must reach both.
+   */
+  readonly embeddedListen: string
+  /** `HYDRAZINE_TOKENS_FILE`: API bearer tokens; absent = an operator token in the data dir. */
+  readonly tokensFile?: string
+  /** `HYDRAZINE_WEBHOOK_SECRET`: HMAC key for Carbide webhooks; absent = webhooks refused. */
+  readonly webhookSecret?: string
+  /** `LOG_LEVEL` (default info). */
+  readonly logLevel: LogLevel
+  /**
+   * `HYDRAZINE_DPU_HEALTH_MS` (default 2000; 0 = off): how often the controller checks
+   * the DPUs' heartbeats against their hosts (`dpu.health`).
+   */
+  readonly dpuHealthEveryMs: number
+  readonly fabric: FabricConfig
+  /**
+   * `HYDRAZINE_DHCP_SERVERS`: comma-separated IPv4 addresses of the DHCP servers a group
+   * may relay to (`dhcpServer`); empty = groups relay to none.
+   */
+  readonly dhcpServers: readonly string[]
+  /**
+   * `HYDRAZINE_QUOTAS` (JSON, lib/config/quotas.ts): per-tenant limits on resource groups,
+   * hosts and public IPs, `{"default": {"groups", "hosts", "publicIps"}, "tenants":
+   * {"<tenant>": {…}}}`; unset, 100 groups, 10,000 hosts and 1,000 public IPs per tenant.
+   */
+  readonly quotas: Quotas
+}
+
+/** Fabric facts for the per-DPU gateway routers (seed 000, "Network Fabric Requirements"). */
+export interface FabricConfig {
+  /** `HYDRAZINE_FABRIC_DUMMY_IP` (default 172.18.0.254/24): reserved fabric address with prefix. */
+  readonly dummyIp: string
+  /** `HYDRAZINE_FABRIC_GATEWAY`: the fabric next hop for traffic leaving the DPUs. */
+  readonly gateway?: string
+  /** `HYDRAZINE_PHYSICAL_NETWORK` (default physnet): the DPUs' bridge-mapping name. */
+  readonly physicalNetwork: string
+}
+
+export interface BgpConfig {
+  /** `HYDRAZINE_BGP_ASN` (default 65000). */
+  readonly asn: number
+  /** `HYDRAZINE_BGP_ROUTER_ID` (default 127.0.0.1). */
+  readonly routerId: string
+  /** `HYDRAZINE_BGP_PEERS`: comma-separated `address:asn`, IPv6 as `[addr]:asn`. */
+  readonly peers: readonly { readonly address: string; readonly remoteAs: number }[]
+}
