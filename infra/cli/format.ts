@@ -1,0 +1,112 @@
+/**
+ * How `hz` shows objects to a person: aligned tables for lists, a short summary for one
+ * object. `--json` bypasses all of this.
+ */
+
+type Row = Readonly<Record<string, unknown>>
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/** The value at a dotted path (`status.phase`), or undefined. */
+export function at(value: unknown, path: string): unknown {
+  let current = value
+  for (const key of path.split('.')) {
+    if (!isRecord(current)) return undefined
+    current = current[key]
+  }
+  return current
+}
+
+const text = (value: unknown): string =>
+  value === undefined || value === null
+    ? '-'
+    : Array.isArray(value)
+      ? value.map(text).join(',') || '-'
+      : typeof value === 'object'
+        ? JSON.stringify(value)
+        : String(value)
+
+/** Columns as [header, dotted path or function of the row]. */
+export type Columns = readonly (readonly [string, string | ((row: Row) => unknown)])[]
+
+/** An aligned table, one line per row, headers first. */
+export function table(rows: readonly unknown[], columns: Columns): string {
+  const cells = rows.map((row) =>
+    columns.map(([, get]) =>
+      text(typeof get === 'string' ? at(row, get) : get(isRecord(row) ? row : {})),
+    ),
+  )
+  const widths = columns.map(([header], i) =>
+    Math.max(header.length, ...cells.map((line) => line[i]?.length ?? 0)),
+  )
+  const line = (values: readonly string[]) =>
+    values
+      .map((value, i) => (i === values.length - 1 ? value : value.padEnd(widths[i] ?? 0)))
+      .join('  ')
+  return [line(columns.map(([header]) => header)), ...cells.map(line)].join('\n')
+}
+
+/** The columns each list shows. */
+export const COLUMNS: Readonly<Record<string, Columns>> = {
+  'resource-groups': [
+    ['NAME', 'name'],
+    ['TENANT', 'spec.tenantId'],
+    ['NETWORK', 'spec.network.cidr'],
+    ['PHASE', 'status.phase'],
+    ['HOSTS', 'status.managedResourceCount'],
+    ['VERSION', (r) => `${text(at(r, 'status.observedVersion'))}/${text(at(r, 'specVersion'))}`],
+  ],
+  'managed-resources': [
+    ['NAME', 'name'],
+    ['GROUP', 'spec.resourceGroup'],
+    ['DPU', 'spec.dpu.id'],
+    ['IP', 'status.hostAccessIPs.hostIP'],
+    ['ACCESS', 'spec.hostAccess'],
+    ['PUBLIC IP', 'status.hostAccessIPs.publicIP'],
+    ['PHASE', 'status.phase'],
+  ],
+  dpus: [
+    ['ID', 'id'],
+    ['STATE', 'state'],
+    ['TENANT', 'spec.tenantId'],
+    ['HOSTS', (r) => (Array.isArray(r.hosts) ? r.hosts.length : undefined)],
+    ['LAST HEARTBEAT', 'lastHeartbeat'],
+  ],
+  'public-ips': [
+    ['IP', 'ip'],
+    ['ALLOCATED', 'allocated'],
+    ['TO', 'allocatedTo'],
+  ],
+  events: [
+    ['TIME', 'at'],
+    ['TYPE', 'type'],
+    ['REASON', 'reason'],
+    ['MESSAGE', 'message'],
+  ],
+}
+
+/** One object: its identity, phase and conditions, then the rest as indented JSON. */
+export function summary(object: unknown): string {
+  if (!isRecord(object)) return text(object)
+  const lines: string[] = []
+  for (const key of ['name', 'id', 'ip', 'state', 'allocated', 'allocatedTo']) {
+    if (object[key] !== undefined) lines.push(`${key}: ${text(object[key])}`)
+  }
+  const phase = at(object, 'status.phase')
+  if (phase !== undefined) lines.push(`phase: ${text(phase)}`)
+  const conditions = at(object, 'status.conditions')
+  if (Array.isArray(conditions) && conditions.length > 0) {
+    lines.push('conditions:')
+    lines.push(
+      table(conditions, [
+        ['  TYPE', (c) => `  ${text(c.type)}`],
+        ['STATUS', 'status'],
+        ['REASON', 'reason'],
+        ['MESSAGE', 'message'],
+      ]),
+    )
+  }
+  lines.push(JSON.stringify(object, null, 2))
+  return lines.join('\n')
+}

@@ -1,0 +1,139 @@
+/**
+ * `hz`, the real binary (`infra/cli/bin.mjs`, as `npx hz` runs it), against a running
+ * system: the pipeline with an agent, behind the HTTP API on a free port.
+ */
+import { execFile } from 'node:child_process'
+import { writeFile } from 'node:fs/promises'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { serve } from '@hono/node-server'
+import t from 'tap'
+import { createApp } from '../../api/http/app.ts'
+import { tempDir } from '../helpers/stack.ts'
+import { groupSpec, hostSpec, startPipeline, until } from '../pipeline/fixtures.ts'
+
+const bin = fileURLToPath(new URL('../../infra/cli/bin.mjs', import.meta.url))
+const OPERATOR = 'operator-token-0123456789abcdef'
+const TENANT_B = 'tenant-b-token-0123456789abcdef'
+
+interface Run {
+  readonly code: number
+  readonly out: string
+  readonly err: string
+}
+
+t.test('hz against a running Hydrazine', async (t) => {
+  const p = await startPipeline(t)
+  await p.agent('dpu-1')
+  const app = createApp({
+    readiness: { redis: async () => (await p.controller.redis.ping()) === 'PONG' },
+    v1: {
+      client: p.client,
+      tokens: { operator: [OPERATOR], tenants: { 'tenant-b': [TENANT_B] } },
+    },
+  })
+  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 })
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())))
+  await new Promise<void>((r) => server.once('listening', () => r()))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const dir = await tempDir(t)
+  const tokenFile = join(dir, 'token')
+  await writeFile(tokenFile, `${OPERATOR}\n`)
+
+  const hz = (args: string[], env: Record<string, string> = {}) =>
+    new Promise<Run>((resolve) => {
+      execFile(
+        process.execPath,
+        [bin, ...args],
+        { env: { ...process.env, HYDRAZINE_URL: url, HYDRAZINE_TOKEN_FILE: tokenFile, ...env } },
+        (error, out, err) => resolve({ code: error ? Number(error.code ?? 1) : 0, out, err }),
+      )
+    })
+  const json = async (args: string[]) => {
+    const r = await hz([...args, '--json'])
+    if (r.code !== 0) throw new Error(`hz ${args.join(' ')}: ${r.err}`)
+    return JSON.parse(r.out) as unknown
+  }
+
+  const specs = join(dir, 'specs.json')
+  await writeFile(
+    specs,
+    JSON.stringify([
+      { kind: 'ResourceGroup', name: 'cli-group', spec: groupSpec('tenant-a') },
+      { kind: 'ManagedResource', name: 'cli-host', spec: hostSpec('cli-group', 'dpu-1', 7) },
+    ]),
+  )
+  const applied = await hz(['apply', '-f', specs])
+  t.equal(applied.code, 0, applied.err)
+  t.match(
+    applied.out,
+    /resource-groups\/cli-group: accepted\nmanaged-resources\/cli-host: accepted/,
+  )
+  const again = await hz(['apply', '-f', specs])
+  t.match(again.out, /cli-group: unchanged/, 'the same specs again change nothing')
+
+  const host = await until(
+    () => json(['get', 'host', 'cli-host']),
+    (h) => (h as { status?: { phase?: string } })?.status?.phase === 'Ready',
+  )
+  t.match(host, { name: 'cli-host', status: { phase: 'Ready', configsSynced: true } })
+
+  const list = await hz(['list', 'hosts', '--group', 'cli-group'])
+  t.equal(list.code, 0)
+  const [header, row] = list.out.trim().split('\n')
+  t.match(header, /^NAME\s+GROUP\s+DPU\s+IP\s+ACCESS\s+PUBLIC IP\s+PHASE$/)
+  t.match(row, /^cli-host\s+cli-group\s+dpu-1\s+10\.10\.10\.\d+\s+None\s+-\s+Ready$/)
+  t.match(await json(['list', 'groups']), [{ name: 'cli-group' }])
+  t.match(
+    (await hz(['dpus'])).out,
+    /\ndpu-1\s+\S+\s+tenant-a\s+1\s/,
+    'the DPU, its tenant and host',
+  )
+
+  const events = await hz(['events', 'host', 'cli-host'])
+  t.match(events.out, /^TIME\s+TYPE\s+REASON\s+MESSAGE/)
+  t.match(events.out, /Normal\s+Ready/, 'the host became Ready, as an event')
+
+  // The API's refusals: exit 1 with its code and the field it names.
+  const badCidr = join(dir, 'bad.json')
+  await writeFile(
+    badCidr,
+    JSON.stringify({
+      kind: 'ResourceGroup',
+      name: 'bad-group',
+      spec: { tenantId: 'tenant-a', network: { cidr: '10.0.0.0/33', gateway: '10.0.0.1' } },
+    }),
+  )
+  const refused = await hz(['apply', '-f', badCidr])
+  t.equal(refused.code, 1)
+  t.match(refused.err, /^hz: INVALID: .*network\.cidr: must be a CIDR/)
+  const stranger = await hz(['get', 'host', 'cli-host'], { HYDRAZINE_TOKEN: TENANT_B })
+  t.equal(stranger.code, 1, "another tenant's token cannot read the host")
+  t.match((await hz(['list', 'hosts'], { HYDRAZINE_TOKEN: TENANT_B })).out.trim(), /^NAME[^\n]*$/)
+  const wrong = await hz(['list', 'groups'], { HYDRAZINE_TOKEN: 'not-a-token-0123456789abcdef' })
+  t.equal(wrong.code, 1)
+  t.match(wrong.err, /UNAUTHENTICATED/)
+  t.equal((await hz(['list', 'groups'], { HYDRAZINE_URL: 'http://127.0.0.1:1' })).code, 1)
+
+  // Usage mistakes: exit 2 with the usage.
+  for (const args of [[], ['frob'], ['get', 'host'], ['list', 'widgets'], ['apply'], ['--nope']]) {
+    const r = await hz(args)
+    t.equal(r.code, 2, `hz ${args.join(' ')}: usage`)
+    t.match(r.err + r.out, /usage: hz/)
+  }
+  const notADocument = join(dir, 'doc.json')
+  await writeFile(notADocument, JSON.stringify({ kind: 'Widget', name: 'w' }))
+  const badDoc = await hz(['apply', '-f', notADocument])
+  t.equal(badDoc.code, 2)
+  t.match(badDoc.err, /kind: must be ResourceGroup, ManagedResource, Dpu or PublicIp/)
+
+  const deleted = await hz(['delete', 'host', 'cli-host'])
+  t.equal(deleted.code, 0, deleted.err)
+  t.match(deleted.out, /managed-resources\/cli-host: deletion accepted/)
+  await until(
+    () => json(['list', 'hosts']),
+    (items) => Array.isArray(items) && items.length === 0,
+  )
+  t.same(await json(['list', 'hosts']), [], 'the host is gone')
+})
