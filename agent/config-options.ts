@@ -63,6 +63,13 @@ export interface AgentConfig {
   readonly lockMs: number
   readonly protocolVersions: readonly string[]
   readonly queuePrefix?: string
+  /**
+   * `host:port` of the Prometheus listener (`GET /metrics`); absent or `off`: none. Off
+   * loopback it needs `metricsToken` and the TLS identity (it serves HTTPS).
+   */
+  readonly metricsListen?: string
+  /** Scrapers must send `Authorization: Bearer <token>` (secret: give it by environment). */
+  readonly metricsToken?: string
 }
 
 export interface Option {
@@ -220,6 +227,18 @@ export const OPTIONS: readonly Option[] = [
     flag: 'queue-prefix',
     env: 'HZ_QUEUE_PREFIX',
     help: 'BullMQ key prefix',
+  },
+  {
+    key: 'metricsListen',
+    flag: 'metrics-listen',
+    env: 'HZ_AGENT_METRICS_LISTEN',
+    help: 'Prometheus /metrics host:port, or off (not loopback: needs --tls-* and a token)',
+  },
+  {
+    key: 'metricsToken',
+    flag: 'metrics-token',
+    env: 'HZ_AGENT_METRICS_TOKEN',
+    help: 'bearer token /metrics requires (give it by environment: flags show in ps)',
   },
 ]
 

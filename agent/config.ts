@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util'
 import * as v from 'valibot'
 import { DpuId, InterfaceName } from '../lib/agent-protocol/index.ts'
 import { ConfigError } from '../lib/errors.ts'
+import { parseMetricsListen } from '../lib/metrics/listen.ts'
 import { type AgentConfig, OPTIONS, type Option } from './config-options.ts'
 
 export { type AgentConfig, OPTIONS, usage } from './config-options.ts'
@@ -86,6 +87,13 @@ const fields = {
   lockMs: ms,
   protocolVersions: list(v.pipe(v.string(), v.regex(/^\d+\.\d+$/)), "must be like '1.0,2.0'"),
   queuePrefix: v.optional(text),
+  metricsListen: v.optional(
+    v.pipe(
+      v.string(),
+      v.check((s) => parseMetricsListen(s) !== undefined, 'must be host:port or off'),
+    ),
+  ),
+  metricsToken: v.optional(v.pipe(v.string(), v.minLength(16, 'must be at least 16 characters'))),
 }
 const Schema = v.object(fields)
 
@@ -166,6 +174,29 @@ function crossCheck(c: v.InferOutput<typeof Schema>): { key: string; message: st
   }
   if (c.redisCa !== undefined && !c.redisUrl.startsWith('rediss://')) {
     issues.push({ key: 'redisCa', message: 'needs a rediss:// --redis-url (TLS)' })
+  }
+  issues.push(...metricsIssues(c))
+  return issues
+}
+
+/** `--metrics-listen` off loopback: HTTPS with the DPU's identity, and a bearer token. */
+function metricsIssues(c: v.InferOutput<typeof Schema>): { key: string; message: string }[] {
+  const listen = c.metricsListen === undefined ? 'off' : parseMetricsListen(c.metricsListen)
+  if (listen === undefined || listen === 'off' || isLoopback(listen.host)) return []
+  const issues: { key: string; message: string }[] = []
+  if (c.metricsToken === undefined) {
+    issues.push({
+      key: 'metricsToken',
+      message: `is required: --metrics-listen ${c.metricsListen} is not loopback`,
+    })
+  }
+  if (c.tlsCert === undefined) {
+    issues.push({
+      key: 'metricsListen',
+      message:
+        `${c.metricsListen} is not a loopback address: metrics there are served over HTTPS ` +
+        'with the --tls-* identity; give it or listen on 127.0.0.1',
+    })
   }
   return issues
 }

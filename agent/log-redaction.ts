@@ -1,7 +1,7 @@
 /**
- * Keeping the Redis password out of the agent's log: the configuration as one start-up
- * line with the password as `***`, and a log wrapper that hides it in any line, whatever
- * error text a library put in it.
+ * Keeping the Redis password (and the metrics token) out of the agent's log: the
+ * configuration as one start-up line with them as `***`, and a log wrapper that hides
+ * them in any line, whatever error text a library put in it.
  */
 import { type AgentConfig, OPTIONS } from './config-options.ts'
 
@@ -21,13 +21,14 @@ export function redactUrl(url: string): string {
 }
 
 /** The secrets of a configuration, as they could appear in a log line. */
-function secretsOf(config: Pick<AgentConfig, 'redisUrl'>): string[] {
+function secretsOf(config: Pick<AgentConfig, 'redisUrl' | 'metricsToken'>): string[] {
+  const token = config.metricsToken ? [config.metricsToken] : []
   try {
     const raw = new URL(config.redisUrl).password
-    if (!raw) return []
-    return [...new Set([raw, decodeURIComponent(raw)])]
+    if (!raw) return token
+    return [...new Set([raw, decodeURIComponent(raw), ...token])]
   } catch {
-    return []
+    return token
   }
 }
 
@@ -36,7 +37,7 @@ function secretsOf(config: Pick<AgentConfig, 'redisUrl'>): string[] {
  * a library put in it. The configuration itself is printed with `describeConfig`.
  */
 export function redactingLog(
-  config: Pick<AgentConfig, 'redisUrl'>,
+  config: Pick<AgentConfig, 'redisUrl' | 'metricsToken'>,
   log: (line: string) => void,
 ): (line: string) => void {
   const secrets = secretsOf(config)
@@ -44,12 +45,16 @@ export function redactingLog(
   return (line) => log(secrets.reduce((l, secret) => l.split(secret).join('***'), line))
 }
 
-/** One line for the start-up log: every option that is set, the Redis password hidden. */
+/**
+ * One line for the start-up log: every option that is set, the Redis password and the
+ * metrics token hidden.
+ */
 export function describeConfig(config: AgentConfig): string {
   return OPTIONS.flatMap((o) => {
     const value = config[o.key]
     if (value === undefined) return []
     const text = Array.isArray(value) ? value.join(',') : String(value)
-    return [`${o.flag}=${o.key === 'redisUrl' ? redactUrl(text) : text}`]
+    const shown = o.key === 'redisUrl' ? redactUrl(text) : o.key === 'metricsToken' ? '***' : text
+    return [`${o.flag}=${shown}`]
   }).join(' ')
 }

@@ -40,7 +40,10 @@ try {
   log(`start-up failed: ${String(err)}`)
   process.exit(1)
 }
-log(`ready: queue agent-${config.dpuId}, gRPC ${runtime.grpcAddress}`)
+log(
+  `ready: queue agent-${config.dpuId}, gRPC ${runtime.grpcAddress}` +
+    (runtime.metricsUrl ? `, metrics ${runtime.metricsUrl}` : ''),
+)
 
 let stopping = false
 const shutdown = (signal: string) => {

@@ -14,6 +14,7 @@ import type { ConnectionOptions } from 'node:tls'
 import * as grpc from '@grpc/grpc-js'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
+import { collectDefaultMetrics, Registry } from 'prom-client'
 import { type AgentHandlers, agentServiceDefinition } from '../lib/agent-protocol/grpc.ts'
 import { HEARTBEAT_TTL_INTERVALS, Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import {
@@ -24,8 +25,12 @@ import {
   parseAgentJob,
 } from '../lib/agent-protocol/index.ts'
 import { ConfigError, HydrazineError } from '../lib/errors.ts'
+import { parseMetricsListen } from '../lib/metrics/listen.ts'
+import { serveMetrics } from '../lib/metrics/server.ts'
+import { timestampOf } from '../proto/load.ts'
 import { Agent } from './agent.ts'
-import { type AgentConfig, describeConfig, redactingLog } from './config.ts'
+import { type AgentConfig, describeConfig, isLoopback, redactingLog } from './config.ts'
+import { agentInstruments } from './metrics.ts'
 import { type AgentTls, loadAgentTls } from './tls.ts'
 
 export const AGENT_VERSION: string = (
@@ -39,6 +44,8 @@ export interface AgentRuntime {
   readonly worker: Worker
   /** `host:port` the gRPC server listens on. */
   readonly grpcAddress: string
+  /** `http(s)://host:port/metrics`, with `--metrics-listen`. */
+  readonly metricsUrl?: string
   /** Writes one heartbeat now (also done every `heartbeatMs`). */
   beat(): Promise<Heartbeat>
   stop(): Promise<void>
@@ -103,6 +110,9 @@ export async function startAgentRuntime(
   const redis = new Redis(config.redisUrl, connection)
   redis.on('error', logErrors('redis', log))
   const heartbeats = new Heartbeats(redis)
+  // The agent's one metrics registry, served with --metrics-listen.
+  const registry = new Registry()
+  const metrics = agentInstruments(registry)
   const cleanups: (() => Promise<unknown>)[] = [() => agent.close(), () => redis.quit()]
   const stop = async () => {
     for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => {})
@@ -110,7 +120,11 @@ export async function startAgentRuntime(
 
   try {
     const beat = async (): Promise<Heartbeat> => {
-      const observed = await agent.observe()
+      const observed = await agent.observe().catch((err: unknown) => {
+        metrics.heartbeat(false)
+        throw err
+      })
+      metrics.observed(observed)
       const heartbeat: Heartbeat = {
         dpuId: config.dpuId,
         agentVersion: AGENT_VERSION,
@@ -121,7 +135,13 @@ export async function startAgentRuntime(
         intervalMs: config.heartbeatMs,
         observed,
       }
-      await heartbeats.write(heartbeat, HEARTBEAT_TTL_INTERVALS * config.heartbeatMs)
+      await heartbeats.write(heartbeat, HEARTBEAT_TTL_INTERVALS * config.heartbeatMs).then(
+        () => metrics.heartbeat(true),
+        (err: unknown) => {
+          metrics.heartbeat(false)
+          throw err
+        },
+      )
       return heartbeat
     }
     await beat()
@@ -152,13 +172,20 @@ export async function startAgentRuntime(
     const host = config.grpcListen.slice(0, config.grpcListen.lastIndexOf(':'))
 
     const process = async (job: Job): Promise<ConfigureAck | IsolateAck> => {
+      const started = performance.now()
+      const done = (outcome: 'completed' | 'failed') =>
+        metrics.jobDone(jobLabel(job.name), outcome, (performance.now() - started) / 1000)
       try {
         const parsed = parseAgentJob(job.name, job.data, config.protocolVersions)
         log(`job ${job.id} ${job.name} (protocol ${parsed.payload.protocolVersion})`)
-        return parsed.name === 'configure'
-          ? await agent.configure(parsed.payload)
-          : await agent.isolate(parsed.payload)
+        const ack =
+          parsed.name === 'configure'
+            ? await agent.configure(parsed.payload)
+            : await agent.isolate(parsed.payload)
+        done('completed')
+        return ack
       } catch (err) {
+        done('failed')
         log(`job ${job.id} ${job.name} failed: ${String(err)}`)
         throw forQueue(err)
       }
@@ -176,12 +203,50 @@ export async function startAgentRuntime(
     worker.on('error', (err) => log(`worker error: ${String(err)}`))
     cleanups.push(() => worker.close())
     await worker.waitUntilReady()
+    const metricsServer = await serveAgentMetrics(config, registry, tls, log)
+    if (metricsServer) cleanups.push(metricsServer.close)
 
-    return { agent, worker, grpcAddress: `${host}:${port}`, beat, stop }
+    return {
+      agent,
+      worker,
+      grpcAddress: `${host}:${port}`,
+      ...(metricsServer ? { metricsUrl: metricsServer.url } : {}),
+      beat,
+      stop,
+    }
   } catch (err) {
     await stop()
     throw err
   }
+}
+
+/** A job's name as a metric label: only the two the agent knows, so no label can grow. */
+function jobLabel(name: string): string {
+  return name === 'configure' || name === 'isolate' ? name : 'unknown'
+}
+
+/**
+ * Serves the agent's metrics on `--metrics-listen` (with the process's own, prefixed
+ * `hydrazine_agent_`): plaintext on loopback, else HTTPS with the DPU's certificate and
+ * the bearer token (`config.ts` refuses anything else). A token given for loopback is
+ * required there too.
+ */
+async function serveAgentMetrics(
+  config: AgentConfig,
+  registry: Registry,
+  tls: AgentTls | undefined,
+  log: (line: string) => void,
+): Promise<{ url: string; close: () => Promise<void> } | undefined> {
+  const listen = config.metricsListen ? parseMetricsListen(config.metricsListen) : 'off'
+  if (listen === undefined || listen === 'off') return undefined
+  collectDefaultMetrics({ register: registry, prefix: 'hydrazine_agent_' })
+  return serveMetrics({
+    registry,
+    listen,
+    ...(config.metricsToken ? { token: config.metricsToken } : {}),
+    ...(tls && !isLoopback(listen.host) ? { tls: { cert: tls.cert, key: tls.key } } : {}),
+    onError: (err) => log(`metrics scrape failed: ${String(err)}`),
+  })
 }
 
 function grpcHandlers(agent: Agent, config: AgentConfig): AgentHandlers {
@@ -200,7 +265,7 @@ function grpcHandlers(agent: Agent, config: AgentConfig): AgentHandlers {
       callback(null, {
         nonce: call.request.nonce,
         dpuId: config.dpuId,
-        at: new Date().toISOString(),
+        answeredAt: timestampOf(new Date()),
       })
     },
     GetStatus(_call, callback) {
@@ -215,7 +280,7 @@ function grpcHandlers(agent: Agent, config: AgentConfig): AgentHandlers {
             ovnControllerConnected: o.ovnController.connected,
             boundPorts: o.boundPorts,
             relays: o.relays,
-            observedAt: new Date().toISOString(),
+            observedAt: timestampOf(new Date()),
           }),
         (err: unknown) =>
           callback({ code: grpc.status.UNAVAILABLE, details: `cannot observe: ${String(err)}` }),

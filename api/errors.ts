@@ -3,11 +3,12 @@
  * request refused on one is refused the same way on the other. Each ingress maps the
  * class to its own status (HTTP 400/403/404/409, gRPC INVALID_ARGUMENT/…); anything
  * without a class here is unexpected and answered without details. A full quota is its
- * own class: HTTP says 403 (the tenant may not have more), gRPC RESOURCE_EXHAUSTED.
+ * own class: HTTP says 403 (the tenant may not have more), gRPC RESOURCE_EXHAUSTED; so is
+ * a watch's resource version the change log no longer keeps (gRPC OUT_OF_RANGE).
  */
 import { HydrazineError } from '../lib/errors.ts'
 
-export type ErrorClass = 'invalid' | 'forbidden' | 'not-found' | 'conflict' | 'quota'
+export type ErrorClass = 'invalid' | 'forbidden' | 'not-found' | 'conflict' | 'quota' | 'expired'
 
 export const ERROR_CLASS_BY_CODE: Readonly<Record<string, ErrorClass>> = {
   INVALID: 'invalid',
@@ -22,6 +23,10 @@ export const ERROR_CLASS_BY_CODE: Readonly<Record<string, ErrorClass>> = {
   OVERLAP: 'conflict',
   POOL_EXHAUSTED: 'conflict',
   QUOTA_EXCEEDED: 'quota',
+  RESOURCE_VERSION_TOO_OLD: 'expired',
+  TRACE_UNKNOWN_HOST: 'not-found',
+  TRACE_UNKNOWN_ADDRESS: 'not-found',
+  TRACE_NOT_ATTACHED: 'conflict',
 }
 
 export interface Issue {

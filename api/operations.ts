@@ -25,6 +25,7 @@ import {
   type Accepted,
   type HydrazineClient,
   NotFoundError,
+  type TraceAnswer,
   ValidationError,
 } from '../queues/producer.ts'
 import { type Principal, tenantOf } from './auth.ts'
@@ -54,6 +55,7 @@ export interface OperationsDeps {
     | 'dpuHostNames'
     | 'issueDpuCredentials'
     | 'events'
+    | 'trace'
   >
 }
 
@@ -133,6 +135,15 @@ export interface Operations {
   visibleGroup(name: string): Promise<ResourceGroup | undefined>
   /** The host as this caller may see it: undefined when missing or in another tenant's group. */
   visibleHost(name: string): Promise<ManagedResource | undefined>
+  /** Refuses (403, or 409 for a name another tenant holds) a group write this caller may not make. */
+  mayWriteGroup(name: string, spec: Record<string, unknown>): Promise<void>
+  /** Refuses a host write this caller may not make (its group must be visible to it). */
+  mayWriteHost(name: string, spec: Record<string, unknown>): Promise<void>
+  /**
+   * Where a packet from a host (or the fabric) to a host or address ends up (ovn-trace).
+   * A tenant traces only its own hosts and their addresses; others' are NotFound.
+   */
+  trace(request: Record<string, unknown>): Promise<TraceAnswer>
 }
 
 /** A key that sorts addresses as the pool lists them: IPv4 before IPv6, then by value. */
@@ -198,19 +209,35 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       return host
     }
 
+    const mayWriteGroup = async (name: string, spec: Record<string, unknown>) => {
+      if (tenant === undefined) return
+      if (typeof spec.tenantId === 'string' && spec.tenantId !== tenant) {
+        throw new ForbiddenError(`a ${tenant} token cannot write for ${spec.tenantId}`)
+      }
+      const existing = await client.getGroup(name)
+      if (existing && existing.spec.tenantId !== tenant) throw new NameTaken('resource group', name)
+    }
+    const mayWriteHost = async (name: string, spec: Record<string, unknown>) => {
+      if (tenant === undefined) return
+      const existing = await client.getHost(name)
+      if (existing && !(await visibleHost(name))) throw new NameTaken('managed resource', name)
+      // Another tenant's group looks exactly like one that does not exist.
+      if (typeof spec.resourceGroup === 'string' && !(await visibleGroup(spec.resourceGroup))) {
+        throw new ValidationError([
+          { path: 'resourceGroup', message: `resource group ${spec.resourceGroup} does not exist` },
+        ])
+      }
+    }
+
     return {
       visibleGroup,
       visibleHost,
 
+      mayWriteGroup,
+      mayWriteHost,
+
       async applyGroup(name, spec) {
-        if (tenant !== undefined) {
-          if (typeof spec.tenantId === 'string' && spec.tenantId !== tenant) {
-            throw new ForbiddenError(`a ${tenant} token cannot write for ${spec.tenantId}`)
-          }
-          const existing = await client.getGroup(name)
-          if (existing && existing.spec.tenantId !== tenant)
-            throw new NameTaken('resource group', name)
-        }
+        await mayWriteGroup(name, spec)
         return client.applyGroup(name, spec)
       },
 
@@ -239,19 +266,7 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       },
 
       async applyHost(name, spec) {
-        if (tenant !== undefined) {
-          const existing = await client.getHost(name)
-          if (existing && !(await visibleHost(name))) throw new NameTaken('managed resource', name)
-          // Another tenant's group looks exactly like one that does not exist.
-          if (typeof spec.resourceGroup === 'string' && !(await visibleGroup(spec.resourceGroup))) {
-            throw new ValidationError([
-              {
-                path: 'resourceGroup',
-                message: `resource group ${spec.resourceGroup} does not exist`,
-              },
-            ])
-          }
-        }
+        await mayWriteHost(name, spec)
         return client.applyHost(name, spec, {
           caller: tenant ? { kind: 'tenant', tenant } : { kind: 'operator' },
         })
@@ -343,6 +358,11 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       async issueDpuCredentials(id) {
         operatorOnly()
         return client.issueDpuCredentials(id)
+      },
+      async trace(request) {
+        return client.trace(request, {
+          caller: tenant ? { kind: 'tenant', tenant } : { kind: 'operator' },
+        })
       },
     }
   }

@@ -5,21 +5,37 @@
  * `npm start` (`infra/service.ts`), the worker processes of the tests and the benchmarks
  * all build the controller here.
  */
+
 import type { Queue, Worker } from 'bullmq'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import type { Registry } from 'prom-client'
 import type { AgentDirectory, FabricSettings } from '../functions/internal/deps.ts'
+import { createPlanner } from '../functions/plan.ts'
 import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
-import { PROTOCOL_VERSIONS, pickProtocolVersion } from '../lib/agent-protocol/index.ts'
+import {
+  agentQueueName,
+  PROTOCOL_VERSIONS,
+  pickProtocolVersion,
+} from '../lib/agent-protocol/index.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
-import { NbPool, type OvnCentralProvider, SbPool } from '../lib/ovn/index.ts'
+import { FRR_QUEUE } from '../lib/jobs/frr.ts'
+import {
+  createOvnTrace,
+  NbPool,
+  type OvnCentralProvider,
+  SbPool,
+  TraceFacts,
+} from '../lib/ovn/index.ts'
 import { createRedis, type RedisEndpoint } from '../lib/redis/connection.ts'
 import { ChangeFeed } from '../lib/state/changes.ts'
 import type { Quotas } from '../lib/state/quotas.ts'
 import { StateStore } from '../lib/state/store.ts'
 import { HydrazineClient } from '../queues/producer.ts'
+import { createTracer } from '../queues/trace.ts'
 import { startWorkers } from '../queues/worker.ts'
 import { type CredentialIssuerOptions, createCredentialIssuer } from './credentials.ts'
+import { controllerCollectors, controllerInstruments } from './metrics/controller.ts'
 
 export interface ControllerOptions {
   /** Redis URL, credentials included (`redis://:PASSWORD@host:port`, `rediss://` for TLS). */
@@ -47,6 +63,12 @@ export interface ControllerOptions {
   readonly certificates?: CredentialIssuerOptions['certificates']
   /** Called at each named step of a handler; tests kill the process at one. */
   readonly checkpoint?: (point: string) => void | Promise<void>
+  /**
+   * The composition root's metrics registry: the controller registers its job, repair,
+   * host-Ready and NB transaction metrics there, and the gauges read on each scrape
+   * (queues, IPAM pools, DPU heartbeats). Absent: no metrics.
+   */
+  readonly metrics?: Registry
 }
 
 export interface Controller {
@@ -59,6 +81,11 @@ export interface Controller {
   readonly heartbeats: Heartbeats
   /** The controller's own Redis connection (not a BullMQ one). */
   readonly redis: Redis
+  /**
+   * Every queue the controller feeds, as it is now: its own, FRR's and the agent queue of
+   * each DPU in the inventory or ever heard from (for the dashboard and the metrics).
+   */
+  queues(): Promise<Queue[]>
   close(): Promise<void>
 }
 
@@ -79,9 +106,10 @@ export async function startController(options: ControllerOptions): Promise<Contr
   await store.countHostsForQuotas()
   const ipam = createIpam(redis)
   const heartbeats = new Heartbeats(redis)
-  const nb = new NbPool()
+  const instruments = options.metrics ? controllerInstruments(options.metrics) : undefined
+  const nb = new NbPool(instruments ? { onTransaction: instruments.onTransaction } : {})
   const southbound = new SbPool()
-  const changes = new ChangeFeed(() => redis.duplicate(), store.changesChannel)
+  const changes = new ChangeFeed(() => redis.duplicate(), store.changeLog)
   changes.onError((error) => options.logger?.debug({ err: error }, 'change feed error'))
 
   const agents: AgentDirectory = {
@@ -113,6 +141,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
     ...(options.prefix !== undefined ? { prefix: options.prefix } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
     ...(options.lockDurationMs !== undefined ? { lockDurationMs: options.lockDurationMs } : {}),
+    ...(instruments ? { observers: instruments.observers } : {}),
   })
   const client = new HydrazineClient({
     store,
@@ -124,12 +153,44 @@ export async function startController(options: ControllerOptions): Promise<Contr
       dhcpServers: options.dhcpServers ?? [],
       ...(options.quotas ? { quotas: options.quotas } : {}),
     },
+    planner: createPlanner({ store, ipam, ovn: options.ovn, nb, fabric: options.fabric }),
+    // Reads a group's central over the same NB and SB connections the workers use.
+    tracer: createTracer({
+      store,
+      ipam,
+      ovn: options.ovn,
+      facts: async (central) =>
+        new TraceFacts({
+          nb: (await nb.get(central.nb)).client,
+          sb: await southbound.get(central.sbController),
+        }),
+      ovnTrace: createOvnTrace(),
+    }),
     credentials: createCredentialIssuer({
       redis,
       ...(options.prefix ? { queuePrefix: options.prefix } : {}),
       ...(options.certificates ? { certificates: options.certificates } : {}),
     }),
   })
+
+  /** Every queue the controller feeds: its own, FRR's, and the agent queue of each DPU known. */
+  const queues = async () => {
+    const dpus = new Set((await store.listDpus()).map((d) => d.name))
+    for (const beat of await heartbeats.list()) dpus.add(beat.dpuId)
+    const others = [FRR_QUEUE, ...[...dpus].sort().map(agentQueueName)]
+    return [workers.queue, ...others.map((name) => workers.queueNamed(name))]
+  }
+  if (options.metrics) {
+    controllerCollectors(options.metrics, {
+      groupNames: async () => (await store.listGroups()).map((g) => g.name),
+      networkMap: (network) => ipam.map(network),
+      heldAddresses: (network) => ipam.allocatedCount(network),
+      publicIps: () => ipam.listPublicIps(),
+      heartbeats: () => heartbeats.list(),
+      queues,
+      onError: (what, error) => options.logger?.debug({ err: error, what }, 'metrics read failed'),
+    })
+  }
 
   return {
     client,
@@ -139,6 +200,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
     ipam,
     heartbeats,
     redis,
+    queues,
     async close() {
       changes.close()
       await workers.close()

@@ -125,7 +125,11 @@ try {
       `Hydrazine is up: ${service.url}`,
       `  health:          ${service.url}/healthz, ${service.url}/readyz`,
       `  API:             ${service.url}/v1 (OpenAPI: ${service.url}/v1/openapi.json)`,
-      ...(service.grpc ? [`  gRPC:            ${service.grpc} (hydrazine.v1.Hydrazine)`] : []),
+      ...(service.grpc
+        ? [`  gRPC:            ${service.grpc} (hydrazine.v1.HydrazineService)`]
+        : []),
+      `  queues:          ${service.url}/admin/queues (operator token)`,
+      ...(service.metrics ? [`  metrics:         ${service.metrics}`] : []),
       `  data:            ${config.dataDir}`,
       service.operatorTokenFile
         ? `  operator token:  ${service.operatorTokenFile}`

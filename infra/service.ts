@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import { serve } from '@hono/node-server'
 import type { Logger } from 'pino'
+import { collectDefaultMetrics, Registry } from 'prom-client'
 import { createGrpcServer } from '../api/grpc/server.ts'
 import { createApp } from '../api/http/app.ts'
 import { loadTokens } from '../api/http/tokens.ts'
@@ -19,11 +20,13 @@ import {
   parseBgpSettings,
   type Vty,
 } from '../lib/frr/index.ts'
+import { type MetricsServer, serveMetrics } from '../lib/metrics/server.ts'
 import type { OvnCentralProvider } from '../lib/ovn/central.ts'
 import type { CertificateAuthority } from '../lib/pki/index.ts'
-import { canConnect } from '../lib/process/ports.ts'
+import { canConnect, isLoopback } from '../lib/process/ports.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
 import { bullConnection, startController } from './controller.ts'
+import { announcedCollector, ingressInstruments } from './metrics/service.ts'
 
 /** Where Hydrazine's dependencies live, embedded or external. */
 export interface Endpoints {
@@ -45,6 +48,8 @@ export interface RunningService {
   /** `host:port` of the gRPC API, when it is on. */
   readonly grpc?: string
   readonly operatorTokenFile?: string
+  /** `http(s)://host:port/metrics`, when the metrics listener is on. */
+  readonly metrics?: string
   /** Stops accepting work, drains, and closes every client. */
   close(): Promise<void>
 }
@@ -62,6 +67,11 @@ export async function startService(
     ? undefined
     : await ensureOperatorToken(config.dataDir)
 
+  // One registry for the whole process, scraped on its own listener (config.metrics).
+  const registry = config.metrics ? new Registry() : undefined
+  if (registry) collectDefaultMetrics({ register: registry, prefix: 'hydrazine_' })
+  const ingress = registry ? ingressInstruments(registry) : undefined
+
   const controller = await startController({
     redisUrl: endpoints.redisUrl,
     ...(endpoints.redisCaFile ? { redisCaFile: endpoints.redisCaFile } : {}),
@@ -72,6 +82,7 @@ export async function startService(
     dpuHealthEveryMs: config.dpuHealthEveryMs,
     logger,
     ...(endpoints.pki ? { certificates: dpuCertificates(endpoints.pki) } : {}),
+    ...(registry ? { metrics: registry } : {}),
   })
   const { client } = controller
   let frrConsumer: FrrConsumer | undefined
@@ -80,6 +91,7 @@ export async function startService(
     const vty = createVty({ vtyDir: endpoints.frrVtyDir })
     frrVty = vty
     const frr = createFrrController({ vty, saveConfig: endpoints.frrSaveConfig ?? false })
+    if (registry) announcedCollector(registry, () => frr.announced())
     frrConsumer = await startFrrConsumer({
       connection: bullConnection({
         url: endpoints.redisUrl,
@@ -101,18 +113,22 @@ export async function startService(
     dataDir: config.dataDir,
     ...(config.tokensFile ? { tokensFile: config.tokensFile } : {}),
   })
-  const app = createApp({
-    readiness: {
-      redis: async () => (await controller.redis.ping()) === 'PONG',
-      // The shared central, when there is one; a group's own central is reported in the
-      // group's status instead (a probe must not open a connection per group).
-      ovnNb: async () => {
-        const shared = (await endpoints.ovn.list()).filter((c) => c.group === undefined)
-        return (await Promise.all(shared.map((c) => canConnectRemote(c.nb)))).every(Boolean)
-      },
+  // What `/readyz` and the gRPC health service report.
+  const readiness = {
+    redis: async () => (await controller.redis.ping()) === 'PONG',
+    // The shared central, when there is one; a group's own central is reported in the
+    // group's status instead (a probe must not open a connection per group).
+    ovnNb: async () => {
+      const shared = (await endpoints.ovn.list()).filter((c) => c.group === undefined)
+      return (await Promise.all(shared.map((c) => canConnectRemote(c.nb)))).every(Boolean)
     },
+  }
+  const app = createApp({
+    readiness,
     v1: { client, tokens },
     ...(config.webhookSecret ? { events: { secret: config.webhookSecret, client } } : {}),
+    dashboard: { tokens, queues: () => controller.queues() },
+    ...(ingress ? { observeRequest: ingress.httpRequest } : {}),
     logError: (error) => logger.error({ err: error }, 'HTTP 500'),
   })
   const tls = config.tls
@@ -127,7 +143,9 @@ export async function startService(
       ? createGrpcServer({
           client,
           tokens,
+          readiness,
           logError: (error) => logger.error({ err: error }, 'gRPC INTERNAL'),
+          ...(ingress ? { interceptors: [ingress.grpcInterceptor] } : {}),
         })
       : undefined
   const grpcAddress = `${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${config.grpcPort}`
@@ -141,12 +159,26 @@ export async function startService(
   }
   const url = `${tls ? 'https' : 'http'}://${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${config.http.port}`
   logger.info({ url }, 'HTTP API listening')
+  const metrics: MetricsServer | undefined =
+    registry && config.metrics
+      ? await serveMetrics({
+          registry,
+          listen: config.metrics.listen,
+          ...(config.metrics.token ? { token: config.metrics.token } : {}),
+          // Plaintext on loopback; elsewhere HTTPS with the API's certificate.
+          ...(tls && !isLoopback(config.metrics.listen.host) ? { tls } : {}),
+          onError: (error) => logger.warn({ err: error }, 'metrics scrape failed'),
+        })
+      : undefined
+  if (metrics) logger.info({ url: metrics.url }, 'metrics listening')
 
   return {
     url,
     ...(operatorTokenFile ? { operatorTokenFile } : {}),
     ...(grpcIngress ? { grpc: grpcAddress } : {}),
+    ...(metrics ? { metrics: metrics.url } : {}),
     async close() {
+      await metrics?.close()
       await new Promise<void>((r) => server.close(() => r()))
       await grpcIngress?.close()
       await frrConsumer?.close()

@@ -14,6 +14,7 @@ import {
   redriveHost,
 } from '../functions/internal/redrive.ts'
 import { deletionVersion, JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
+import { RESERVED_HOST_NAMES } from '../lib/ovn/index.ts'
 import {
   type ManagedResource,
   ManagedResourceRequest,
@@ -98,19 +99,7 @@ export class ObjectWrites {
 
   /** A group's spec stored; `group.create` enqueued when it changed or is tried again. */
   async applyGroup(name: string, spec: unknown): Promise<Accepted<ResourceGroup>> {
-    validate(Rfc1123Label, name, 'name')
-    const valid = validate(ResourceGroupSpec, spec)
-    if (valid.dhcpServer !== undefined && !this.#policy.dhcpServers.includes(valid.dhcpServer)) {
-      throw new ValidationError([
-        {
-          path: 'dhcpServer',
-          message:
-            this.#policy.dhcpServers.length === 0
-              ? 'no DHCP servers are configured for relaying (HYDRAZINE_DHCP_SERVERS)'
-              : `must be one of the operator's DHCP servers: ${this.#policy.dhcpServers.join(', ')}`,
-        },
-      ])
-    }
+    const valid = validGroupSpec(name, spec, this.#policy)
     const { limits } = this.#quotaOf(valid.tenantId)
     const { changed, object } = await this.#store.putGroup(name, valid, limits)
     if (!changed) {
@@ -153,21 +142,8 @@ export class ObjectWrites {
     spec: unknown,
     options: { caller?: Caller } = {},
   ): Promise<Accepted<ManagedResource>> {
-    validate(Rfc1123Label, name, 'name')
-    const request = validate(ManagedResourceRequest, spec)
     const caller = options.caller ?? OPERATOR
-    const group = await this.#store.getGroup(request.resourceGroup)
-    if (!group || (caller.kind === 'tenant' && group.spec.tenantId !== caller.tenant)) {
-      throw new ValidationError([
-        {
-          path: 'resourceGroup',
-          message: `resource group ${request.resourceGroup} does not exist`,
-        },
-      ])
-    }
-    if (group.deletion) {
-      throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
-    }
+    const { request, group } = await hostRequestOf(this.#store, name, spec, caller)
     const quota = this.#quotaOf(group.spec.tenantId)
     // The DPU may change between the read and the write: the store refuses a spec placed
     // against an older inventory entry, and the request is placed again.
@@ -226,4 +202,48 @@ export class ObjectWrites {
     })
     return { object, jobId: id }
   }
+}
+
+/** A group's spec validated, its DHCP server one the operator relays to. */
+export function validGroupSpec(name: string, spec: unknown, policy: ClientPolicy) {
+  validate(Rfc1123Label, name, 'name')
+  const valid = validate(ResourceGroupSpec, spec)
+  if (valid.dhcpServer !== undefined && !policy.dhcpServers.includes(valid.dhcpServer)) {
+    throw new ValidationError([
+      {
+        path: 'dhcpServer',
+        message:
+          policy.dhcpServers.length === 0
+            ? 'no DHCP servers are configured for relaying (HYDRAZINE_DHCP_SERVERS)'
+            : `must be one of the operator's DHCP servers: ${policy.dhcpServers.join(', ')}`,
+      },
+    ])
+  }
+  return valid
+}
+
+/** A host request validated, with its group: one the caller may see and not being deleted. */
+export async function hostRequestOf(
+  store: StateStore,
+  name: string,
+  spec: unknown,
+  caller: Caller,
+): Promise<{ request: ManagedResourceRequest; group: ResourceGroup }> {
+  validate(Rfc1123Label, name, 'name')
+  if (RESERVED_HOST_NAMES.has(name)) {
+    throw new ValidationError([
+      { path: 'name', message: `${name} is reserved for the group's router link; pick another` },
+    ])
+  }
+  const request = validate(ManagedResourceRequest, spec)
+  const group = await store.getGroup(request.resourceGroup)
+  if (!group || (caller.kind === 'tenant' && group.spec.tenantId !== caller.tenant)) {
+    throw new ValidationError([
+      { path: 'resourceGroup', message: `resource group ${request.resourceGroup} does not exist` },
+    ])
+  }
+  if (group.deletion) {
+    throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
+  }
+  return { request, group }
 }

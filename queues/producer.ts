@@ -8,11 +8,12 @@
  * Groups' and hosts' writes are `object-writes.ts`; the refusals, `client-errors.ts`.
  */
 import type { Queue } from 'bullmq'
+import type { Planner } from '../functions/plan.ts'
 import type { DpuCredentialIssuer, DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import type { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
-import type { ChangeFeed, ChangeListener } from '../lib/state/changes.ts'
+import type { Change, ChangeFeed, ChangeListener, Subscription } from '../lib/state/changes.ts'
 import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
 import type { EventObjectKind } from '../lib/state/generations.ts'
 import {
@@ -27,8 +28,15 @@ import type { Page, PageRequest } from '../lib/state/pages.ts'
 import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { CredentialsUnavailable, NotFoundError, validate } from './client-errors.ts'
+import { ObjectPlans } from './object-plans.ts'
 import { type Accepted, type ClientPolicy, ObjectWrites } from './object-writes.ts'
+import { type TraceAnswer, type Tracer, TraceUnavailable } from './trace.ts'
 
+export {
+  compareVersions,
+  isResourceVersion,
+  ResourceVersionTooOld,
+} from '../lib/state/changes.ts'
 export {
   CredentialsUnavailable,
   MAX_ISSUES,
@@ -36,6 +44,7 @@ export {
   ValidationError,
 } from './client-errors.ts'
 export type { Accepted, ClientPolicy } from './object-writes.ts'
+export type { TraceAnswer, Tracer } from './trace.ts'
 export type { Caller }
 
 /**
@@ -54,6 +63,12 @@ export class HydrazineClient {
   private readonly changes: ChangeFeed
   private readonly credentials: DpuCredentialIssuer | undefined
   private readonly writes: ObjectWrites
+  private readonly tracer: Tracer | undefined
+  /**
+   * Dry runs of the writes below: validated, placed and quota-checked the same way, then
+   * answered with what they would change (`ChangePlan`) — nothing stored or enqueued.
+   */
+  readonly plans: ObjectPlans
 
   constructor(deps: {
     readonly store: StateStore
@@ -63,8 +78,19 @@ export class HydrazineClient {
     readonly changes: ChangeFeed
     readonly policy?: ClientPolicy
     readonly credentials?: DpuCredentialIssuer
+    /** Plans dry runs (`functions/plan.ts`); without one, `plans` refuses them. */
+    readonly planner?: Planner
+    /** Traces packets with ovn-trace (`trace.ts`); without one, `trace` refuses. */
+    readonly tracer?: Tracer
   }) {
     this.credentials = deps.credentials
+    this.tracer = deps.tracer
+    this.plans = new ObjectPlans({
+      store: deps.store,
+      ipam: deps.ipam,
+      policy: deps.policy ?? { dhcpServers: [] },
+      planner: deps.planner,
+    })
     this.writes = new ObjectWrites({
       store: deps.store,
       queue: deps.queue,
@@ -238,10 +264,30 @@ export class HydrazineClient {
   }
 
   /**
-   * Calls `listener` for every stored change from now on (through one shared
-   * subscription); resolves once it is live, with the function that stops it.
+   * Calls `listener` for every stored change after the subscription's `position` (through
+   * one shared reader), in order; resolves once it is live.
    */
-  watchChanges(listener: ChangeListener): Promise<() => void> {
+  watchChanges(listener: ChangeListener): Promise<Subscription> {
     return this.changes.subscribe(listener)
+  }
+
+  /**
+   * Where a packet `from` a host (or `fabric`) `to` a host or address ends up, traced by
+   * ovn-trace in the source group's own central: a verdict, the hops, and (with `raw`) the
+   * trace. Writes nothing. A tenant caller traces only its own hosts and their addresses.
+   *
+   * @example await client.trace({ from: 'h1', to: 'h2' }, { caller }) // { verdict: 'delivered', … }
+   */
+  trace(request: unknown, options: { caller?: Caller } = {}): Promise<TraceAnswer> {
+    if (!this.tracer) return Promise.reject(new TraceUnavailable('tracing is not configured'))
+    return this.tracer.trace(request, options.caller ?? { kind: 'operator' })
+  }
+
+  /**
+   * At most `count` changes after resource version `version`, oldest first;
+   * ResourceVersionTooOld when the change log no longer reaches back that far.
+   */
+  changesSince(version: string, count: number): Promise<Change[]> {
+    return this.changes.since(version, count)
   }
 }

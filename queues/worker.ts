@@ -20,9 +20,21 @@ import { createReconcile } from '../functions/reconcile.ts'
 import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import { CONTROLLER_QUEUE, type JobName } from '../lib/jobs/index.ts'
 import { bullChildJobs, ChildWatcher, waiterKeys } from './children.ts'
+import {
+  dpuRepairs,
+  reconcileRepairs,
+  reporting,
+  timed,
+  type WorkerObservers,
+} from './job-observers.ts'
+
+export type { JobOutcome, RepairKind, WorkerObservers } from './job-observers.ts'
 
 /** What the handlers need that the composition root builds (clients and settings). */
-export type WorkerDeps = Omit<HandlerDeps, 'groups' | 'children' | 'jobs' | 'checkpoint'> &
+export type WorkerDeps = Omit<
+  HandlerDeps,
+  'groups' | 'children' | 'jobs' | 'checkpoint' | 'onHostReady'
+> &
   Partial<Pick<HandlerDeps, 'checkpoint'>>
 
 export interface WorkerOptions {
@@ -47,12 +59,16 @@ export interface WorkerOptions {
    * another worker takes it over (default 30 s).
    */
   readonly lockDurationMs?: number
+  /** Told of each handler run, repair and host turning Ready (the metrics; default none). */
+  readonly observers?: WorkerObservers
 }
 
 export interface Workers {
   readonly worker: Worker
   /** The controller queue, for producers. */
   readonly queue: Queue
+  /** The queue named `name` (the controller's, an agent's, FRR's) on this wiring's connection. */
+  queueNamed(name: string): Queue
   close(): Promise<void>
 }
 
@@ -71,13 +87,31 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   }
 
   const keys = waiterKeys(options.prefix)
+  const observers = options.observers ?? {}
   const deps: HandlerDeps = {
     ...options.deps,
     checkpoint: options.deps.checkpoint ?? (() => {}),
     groups: new GroupApplier(options.deps),
     children: bullChildJobs(queueFor, connection, keys),
     jobs: queueJobs(queue),
+    ...(observers.hostReady ? { onHostReady: observers.hostReady } : {}),
   }
+  const reconcile = reporting(
+    createReconcile(deps, { log: (line) => options.logger?.warn(line) }),
+    (report) => {
+      for (const [kind, n] of reconcileRepairs(report)) observers.reconcileRepaired?.(kind, n)
+    },
+  )
+  const dpuHealth = reporting(
+    createDpuHealth({
+      ...deps,
+      heartbeats: new Heartbeats(connection),
+      records: deps.store.dpuHealth,
+    }),
+    (result) => {
+      for (const kind of dpuRepairs(result)) observers.dpuRepaired?.(kind)
+    },
+  )
   const handlers: Record<JobName, (job: Job, token?: string) => Promise<unknown>> = {
     'group.create': createGroupCreate(deps),
     'group.delete': createGroupDelete(deps),
@@ -85,12 +119,11 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     'host.detach': createHostDetach(deps),
     'publicip.allocate': createPublicIpAllocate(deps),
     'publicip.release': createPublicIpRelease(deps),
-    reconcile: createReconcile(deps, { log: (line) => options.logger?.warn(line) }),
-    'dpu.health': createDpuHealth({
-      ...deps,
-      heartbeats: new Heartbeats(connection),
-      records: deps.store.dpuHealth,
-    }),
+    reconcile,
+    'dpu.health': dpuHealth,
+  }
+  for (const name of Object.keys(handlers) as JobName[]) {
+    handlers[name] = timed(name, handlers[name], observers)
   }
 
   const workerConnection = options.connection()
@@ -159,6 +192,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   return {
     worker,
     queue,
+    queueNamed: queueFor,
     async close() {
       await watcher.stop()
       await worker.close()

@@ -1,11 +1,23 @@
 /**
  * How the gRPC ingress answers an error: each class of Hydrazine error (`api/errors.ts`)
- * as its gRPC status, with trailing metadata `hz-code` and, for invalid input,
- * `hz-issues` (`[{path, message}]` JSON); anything else is INTERNAL "internal error" and
- * logged. Trailers stay far below grpc-js's 8 KiB metadata limit whatever input they echo.
+ * as its gRPC status, with the rich error model in trailer `grpc-status-details-bin`: a
+ * `google.rpc.Status` whose details are a `google.rpc.ErrorInfo` (reason: Hydrazine's
+ * code, domain `hydrazine.dev`) and, for invalid input, a `google.rpc.BadRequest` with a
+ * field violation per bad field. The same code and issues also go in trailers `hz-code`
+ * and `hz-issues` (`[{path, message}]` JSON) for clients that do not decode details.
+ * Anything unexpected is INTERNAL "internal error", without details, and logged.
+ * Trailers stay far below grpc-js's 8 KiB metadata limit whatever input they echo.
  */
 import * as grpc from '@grpc/grpc-js'
+import type { BadRequest__Output } from '../../proto/gen/google/rpc/BadRequest.ts'
+import type { ErrorInfo__Output } from '../../proto/gen/google/rpc/ErrorInfo.ts'
+import { protoRoot } from '../../proto/load.ts'
 import { type ClassifiedError, classifyError, type ErrorClass, type Issue } from '../errors.ts'
+
+/** `ErrorInfo.domain` of every error Hydrazine answers. */
+export const ERROR_DOMAIN = 'hydrazine.dev'
+/** The trailer gRPC's rich error model travels in. */
+export const STATUS_DETAILS_KEY = 'grpc-status-details-bin'
 
 const STATUS_BY_CLASS: Readonly<Record<ErrorClass, grpc.status>> = {
   invalid: grpc.status.INVALID_ARGUMENT,
@@ -13,6 +25,24 @@ const STATUS_BY_CLASS: Readonly<Record<ErrorClass, grpc.status>> = {
   'not-found': grpc.status.NOT_FOUND,
   conflict: grpc.status.FAILED_PRECONDITION,
   quota: grpc.status.RESOURCE_EXHAUSTED,
+  expired: grpc.status.OUT_OF_RANGE,
+}
+
+const ERROR_INFO_URL = 'type.googleapis.com/google.rpc.ErrorInfo'
+const BAD_REQUEST_URL = 'type.googleapis.com/google.rpc.BadRequest'
+
+let rpcTypes: ReturnType<typeof loadRpcTypes> | undefined
+function loadRpcTypes() {
+  const root = protoRoot('google/rpc/status.proto', 'google/rpc/error_details.proto')
+  return {
+    Status: root.lookupType('google.rpc.Status'),
+    ErrorInfo: root.lookupType('google.rpc.ErrorInfo'),
+    BadRequest: root.lookupType('google.rpc.BadRequest'),
+  }
+}
+const types = () => {
+  rpcTypes ??= loadRpcTypes()
+  return rpcTypes
 }
 
 /** Keeps trailers far below grpc-js's 8 KiB metadata limit whatever the input echoed. */
@@ -27,27 +57,62 @@ const asciiJson = (value: unknown) =>
     (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`,
   )
 
-function issuesTrailer(issues: readonly Issue[]): string {
+/** The issues, clipped and as few as fit the trailer budget (at least one). */
+function clippedIssues(issues: readonly Issue[]): Issue[] {
   const clipped = issues.map((i) => ({ path: clip(i.path, 200), message: clip(i.message, 300) }))
   while (clipped.length > 1 && asciiJson(clipped).length > MAX_ISSUES_JSON) clipped.pop()
-  return asciiJson(clipped)
+  return clipped
+}
+
+/** `google.rpc.Status` bytes: the code, message, ErrorInfo and (with issues) BadRequest. */
+function statusDetails(code: grpc.status, message: string, reason: string, issues?: Issue[]) {
+  const { Status, ErrorInfo, BadRequest } = types()
+  const details = [
+    {
+      type_url: ERROR_INFO_URL,
+      value: ErrorInfo.encode(ErrorInfo.fromObject({ reason, domain: ERROR_DOMAIN })).finish(),
+    },
+  ]
+  if (issues) {
+    const field_violations = issues.map((i) => ({ field: i.path, description: i.message }))
+    details.push({
+      type_url: BAD_REQUEST_URL,
+      value: BadRequest.encode(BadRequest.fromObject({ field_violations })).finish(),
+    })
+  }
+  return Buffer.from(Status.encode(Status.fromObject({ code, message, details })).finish())
+}
+
+/**
+ * A status with Hydrazine's rich details: `reason` is its code (ErrorInfo, `hz-code`),
+ * `issues` the bad fields (BadRequest, `hz-issues`).
+ */
+export function richStatus(
+  code: grpc.status,
+  message: string,
+  reason: string,
+  issues?: readonly Issue[],
+): Partial<grpc.StatusObject> {
+  const details = clip(message, MAX_DETAILS)
+  const clipped = issues && issues.length > 0 ? clippedIssues(issues) : undefined
+  const metadata = new grpc.Metadata()
+  metadata.set('hz-code', reason)
+  if (clipped) metadata.set('hz-issues', asciiJson(clipped))
+  metadata.set(STATUS_DETAILS_KEY, statusDetails(code, details, reason, clipped))
+  return { code, details, metadata }
 }
 
 function statusOf(known: ClassifiedError): Partial<grpc.StatusObject> {
-  const metadata = new grpc.Metadata()
-  metadata.set('hz-code', known.code)
-  if (known.issues) metadata.set('hz-issues', issuesTrailer(known.issues))
-  return {
-    code: STATUS_BY_CLASS[known.errorClass],
-    details: clip(known.message, MAX_DETAILS),
-    metadata,
-  }
+  return richStatus(STATUS_BY_CLASS[known.errorClass], known.message, known.code, known.issues)
 }
 
 /** A call without a valid bearer token. */
-export const UNAUTHENTICATED: Partial<grpc.StatusObject> = {
-  code: grpc.status.UNAUTHENTICATED,
-  details: 'a valid bearer token is required in metadata "authorization"',
+export function unauthenticated(): Partial<grpc.StatusObject> {
+  return richStatus(
+    grpc.status.UNAUTHENTICATED,
+    'a valid bearer token is required in metadata "authorization"',
+    'UNAUTHENTICATED',
+  )
 }
 
 /** The status a failed call ends with; `logError` sees every error that became INTERNAL. */
@@ -59,4 +124,34 @@ export function errorStatus(
   if (known) return statusOf(known)
   logError(error)
   return { code: grpc.status.INTERNAL, details: 'internal error' }
+}
+
+/** The rich details of a status a client received: its ErrorInfo and BadRequest, if any. */
+export interface StatusDetails {
+  readonly errorInfo?: ErrorInfo__Output
+  readonly badRequest?: BadRequest__Output
+}
+
+/** Decodes trailer `grpc-status-details-bin` of a failed call (what a client does). */
+export function statusDetailsOf(metadata: grpc.Metadata | undefined): StatusDetails {
+  const [bytes] = metadata?.get(STATUS_DETAILS_KEY) ?? []
+  if (!Buffer.isBuffer(bytes)) return {}
+  const { Status, ErrorInfo, BadRequest } = types()
+  const options = { longs: String, enums: String, defaults: true }
+  const status = Status.toObject(Status.decode(bytes), options) as {
+    details: { type_url: string; value: Uint8Array }[]
+  }
+  let found: { errorInfo?: ErrorInfo__Output; badRequest?: BadRequest__Output } = {}
+  for (const any of status.details) {
+    if (any.type_url === ERROR_INFO_URL) {
+      const info = ErrorInfo.toObject(ErrorInfo.decode(any.value), options)
+      found = { ...found, errorInfo: info as ErrorInfo__Output }
+    } else if (any.type_url === BAD_REQUEST_URL) {
+      const bad = BadRequest.toObject(BadRequest.decode(any.value), options) as {
+        field_violations: { field: string; description: string }[]
+      }
+      found = { ...found, badRequest: { fieldViolations: bad.field_violations } }
+    }
+  }
+  return found
 }

@@ -1,22 +1,27 @@
 import { Hono } from 'hono'
+import { checkReadiness, type ReadinessProbes } from '../readiness.ts'
+import { DASHBOARD_PATH, type DashboardDeps, dashboardRoutes } from './dashboard.ts'
 import { errorHandler } from './errors.ts'
 import { type EventsDeps, eventRoutes } from './events.ts'
 import { openApiDocument } from './openapi.ts'
+import { type RequestSeen, requestMetrics } from './request-metrics.ts'
 import { type V1Deps, v1Routes } from './v1.ts'
 
 /** What the HTTP API needs from the rest of Hydrazine. */
 export interface ApiDeps {
   /** Named readiness probes; `/readyz` is 200 only when every one resolves true. */
-  readonly readiness: Readonly<Record<string, () => Promise<boolean>>>
+  readonly readiness: ReadinessProbes
   /** The `/v1` resource API; without it only the probes are served. */
   readonly v1?: V1Deps
   /** `POST /v1/events`, the signed Carbide webhook; without it the route does not exist. */
   readonly events?: EventsDeps
+  /** The queue dashboard at `/admin/queues` (operators only); without it the route does not exist. */
+  readonly dashboard?: DashboardDeps
+  /** Told of every answered request: method, matched route and status (the metrics). */
+  readonly observeRequest?: (request: RequestSeen) => void
   /** Sees every error that became a 500. */
   readonly logError?: (error: unknown) => void
 }
-
-const PROBE_TIMEOUT_MS = 2000
 
 /**
  * Hydrazine's HTTP API.
@@ -27,26 +32,18 @@ const PROBE_TIMEOUT_MS = 2000
  *   bearer token required.
  * - `GET /v1/openapi.json` — this API described as OpenAPI 3.1 (no token needed).
  * - `POST /v1/events` — Carbide webhook, authenticated by its HMAC signature (`events.ts`).
+ * - `/admin/queues` — the queue dashboard (bull-board), operator token only (`dashboard.ts`).
  */
 export function createApp(deps: ApiDeps): Hono {
   const app = new Hono()
+  if (deps.observeRequest) app.use('*', requestMetrics(deps.observeRequest))
   app.onError(errorHandler(deps.logError))
   app.notFound((c) => c.json({ error: { code: 'NOT_FOUND', message: 'no such route' } }, 404))
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }))
 
   app.get('/readyz', async (c) => {
-    const entries = await Promise.all(
-      Object.entries(deps.readiness).map(async ([name, probe]) => {
-        const ok = await Promise.race([
-          probe().catch(() => false),
-          new Promise<boolean>((r) => setTimeout(() => r(false), PROBE_TIMEOUT_MS).unref()),
-        ])
-        return [name, ok ? 'ok' : 'unavailable'] as const
-      }),
-    )
-    const checks = Object.fromEntries(entries)
-    const ready = entries.every(([, state]) => state === 'ok')
+    const { ready, checks } = await checkReadiness(deps.readiness)
     return c.json({ status: ready ? 'ready' : 'not ready', checks }, ready ? 200 : 503)
   })
 
@@ -54,6 +51,7 @@ export function createApp(deps: ApiDeps): Hono {
   // Before `/v1`: the webhook is authenticated by its signature, not a bearer token.
   if (deps.events) app.route('/v1/events', eventRoutes(deps.events))
   if (deps.v1) app.route('/v1', v1Routes(deps.v1))
+  if (deps.dashboard) app.route(DASHBOARD_PATH, dashboardRoutes(deps.dashboard))
 
   return app
 }

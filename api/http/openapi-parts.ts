@@ -27,6 +27,14 @@ const ERROR_TEXT: Record<number, string> = {
 }
 const name = { name: 'name', in: 'path', required: true, schema: { type: 'string' } }
 const force = { name: 'force', in: 'query', schema: { type: 'boolean' } }
+/** `?dryRun=true` on PUT and DELETE: validated and planned (a `ChangePlan`), nothing changed. */
+export const dryRun = {
+  name: 'dryRun',
+  in: 'query',
+  description:
+    'true: validate and answer 200 with the ChangePlan (NB rows, FRR prefixes, agent jobs, addresses) instead of changing anything',
+  schema: { type: 'boolean' },
+}
 const accepted = (schema: string) => ({
   '202': {
     description: 'stored; `jobId` converges it',
@@ -39,10 +47,19 @@ const accepted = (schema: string) => ({
 })
 const unchanged = (schema: string) => ({
   '200': {
-    description: 'the spec was already stored; nothing enqueued',
-    content: json({ type: 'object', required: ['object'], properties: { object: ref(schema) } }),
+    description: 'the spec was already stored; nothing enqueued (with `dryRun`: the ChangePlan)',
+    content: json({
+      oneOf: [
+        { type: 'object', required: ['object'], properties: { object: ref(schema) } },
+        ref('ChangePlan'),
+      ],
+    }),
   },
 })
+/** The answer of a dry run. */
+export const planned = {
+  '200': { description: 'with `dryRun`: what would change', content: json(ref('ChangePlan')) },
+}
 /** `?limit=` and `?continue=` of every list (api/pagination.ts). */
 export const pageParameters = [
   {
@@ -132,6 +149,7 @@ export function objectPaths(path: string, object: string, spec: string, listQuer
     [`${path}/{name}`]: {
       parameters: [name],
       put: {
+        parameters: [dryRun],
         requestBody: { required: true, content: json(ref(spec)) },
         responses: {
           ...unchanged(object),
@@ -146,8 +164,8 @@ export function objectPaths(path: string, object: string, spec: string, listQuer
         },
       },
       delete: {
-        parameters: [force],
-        responses: { ...accepted(object), ...errors(401, 404, 409) },
+        parameters: [force, dryRun],
+        responses: { ...planned, ...accepted(object), ...errors(400, 401, 404, 409) },
       },
     },
   }

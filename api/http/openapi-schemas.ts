@@ -113,6 +113,66 @@ export const schemas = {
   },
   ResourceGroup: stored('ResourceGroupSpec'),
   ManagedResource: stored('ManagedResourceSpec'),
+  ChangePlan: {
+    type: 'object',
+    description:
+      'what a request would change (`?dryRun=true`); nothing was stored, enqueued, allocated or written',
+    required: ['dryRun', 'nb', 'frr', 'agentJobs', 'addresses', 'notes'],
+    properties: {
+      dryRun: { const: true },
+      nb: {
+        type: 'object',
+        description: "NB rows by id (`<table>/<key>`) in the group's central (null: none running)",
+        properties: {
+          central: { type: ['string', 'null'] },
+          insert: { type: 'array', items: { type: 'string' } },
+          update: { type: 'array', items: { type: 'string' } },
+          delete: { type: 'array', items: { type: 'string' } },
+        },
+      },
+      frr: {
+        type: 'object',
+        properties: {
+          announce: { type: 'array', items: { $ref: '#/components/schemas/PlannedPrefix' } },
+          withdraw: { type: 'array', items: { $ref: '#/components/schemas/PlannedPrefix' } },
+        },
+      },
+      agentJobs: {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: {
+            dpu: { type: 'string' },
+            job: { enum: ['configure', 'isolate'] },
+            host: { type: 'string' },
+          },
+        },
+      },
+      addresses: {
+        type: 'object',
+        properties: {
+          allocate: { type: 'array', items: { $ref: '#/components/schemas/PlannedAddress' } },
+          release: { type: 'array', items: { $ref: '#/components/schemas/PlannedAddress' } },
+        },
+      },
+      notes: { type: 'array', items: { type: 'string' } },
+    },
+  },
+  PlannedPrefix: {
+    type: 'object',
+    properties: {
+      prefix: { type: ['string', 'null'], description: 'null: taken from the pool at apply time' },
+      nextHop: { type: 'string' },
+    },
+  },
+  PlannedAddress: {
+    type: 'object',
+    properties: {
+      pool: { enum: ['group', 'public'] },
+      owner: { type: 'string' },
+      ip: { type: ['string', 'null'], description: 'null: the pool has none free' },
+    },
+  },
   PublicIp: {
     type: 'object',
     properties: { ip, allocated: { type: 'boolean' }, allocatedTo: { type: 'string' } },

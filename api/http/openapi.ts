@@ -2,19 +2,23 @@
  * The OpenAPI 3.1 description served at `GET /v1/openapi.json`. Written by hand next to
  * the routes in `v1.ts` and `events.ts`; the test checks that every route it names
  * answers, so the two cannot drift silently. Its shared pieces are in `openapi-parts.ts`,
- * its schemas in `openapi-schemas.ts`. Field rules (patterns, limits) live in
- * `lib/state/objects.ts`; a 400 names each field that breaks them.
+ * its schemas in `openapi-schemas.ts`, the trace route's in `openapi-trace.ts`. Field
+ * rules (patterns, limits) live in `lib/state/objects.ts`; a 400 names each field that
+ * breaks them.
  */
 import {
+  dryRun,
   errors,
   eventsPath,
   json,
   list,
   objectPaths,
   pageParameters,
+  planned,
   ref,
 } from './openapi-parts.ts'
 import { schemas } from './openapi-schemas.ts'
+import { tracePath, traceSchemas } from './openapi-trace.ts'
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -40,10 +44,16 @@ export const openApiDocument = {
       parameters: [{ name: 'ip', in: 'path', required: true, schema: { type: 'string' } }],
       put: {
         description: 'registers the address in the pool (idempotent); operator only',
+        parameters: [dryRun],
         responses: {
           '200': {
-            description: 'registered',
-            content: json({ type: 'object', properties: { object: ref('PublicIp') } }),
+            description: 'registered (with `dryRun`: the ChangePlan)',
+            content: json({
+              oneOf: [
+                { type: 'object', properties: { object: ref('PublicIp') } },
+                ref('ChangePlan'),
+              ],
+            }),
           },
           ...errors(400, 401, 403),
         },
@@ -54,7 +64,14 @@ export const openApiDocument = {
           ...errors(401, 403, 404),
         },
       },
-      delete: { responses: { '204': { description: 'removed' }, ...errors(401, 403, 404, 409) } },
+      delete: {
+        parameters: [dryRun],
+        responses: {
+          ...planned,
+          '204': { description: 'removed' },
+          ...errors(400, 401, 403, 404, 409),
+        },
+      },
     },
     '/v1/dpus': {
       get: {
@@ -159,12 +176,13 @@ export const openApiDocument = {
         },
       },
     },
+    '/v1/trace': tracePath,
     '/v1/openapi.json': {
       get: { security: [], responses: { '200': { description: 'this document' } } },
     },
   },
   components: {
     securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
-    schemas,
+    schemas: { ...schemas, ...traceSchemas },
   },
 } as const

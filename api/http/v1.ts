@@ -1,5 +1,6 @@
 /**
- * The `/v1` routes: resource groups, managed resources, public IPs and DPUs.
+ * The `/v1` routes: resource groups, managed resources, public IPs, DPUs and traces
+ * (`GET /v1/trace`, `trace.ts`).
  *
  * Writes go through the producer client, which validates before anything is stored or
  * enqueued: a write that changed the spec answers 202 `{object, jobId}`, an unchanged
@@ -12,14 +13,18 @@ import type { Context, MiddlewareHandler } from 'hono'
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import type { Page, PageRequest } from '../../lib/state/pages.ts'
+import type { HydrazineClient } from '../../queues/producer.ts'
 import { bearerAuthenticator } from '../auth.ts'
 import { createOperations, type OperationsDeps } from '../operations.ts'
 import { encodeContinue, type ListName, limitParam, pageRequest } from '../pagination.ts'
+import { createPlanOperations } from '../plan-operations.ts'
 import { ApiError } from './errors.ts'
 import type { Principal, Tokens } from './tokens.ts'
+import { traceAnswer } from './trace.ts'
 
 /** What the `/v1` routes need. */
-export interface V1Deps extends OperationsDeps {
+export interface V1Deps {
+  readonly client: OperationsDeps['client'] & Pick<HydrazineClient, 'plans'>
   readonly tokens: Tokens
 }
 
@@ -41,7 +46,8 @@ export function bearerTokens(tokens: Tokens): MiddlewareHandler<Env> {
   }
 }
 
-const operatorOnly: MiddlewareHandler<Env> = async function operatorOnly(c, next) {
+/** Refuses a request whose token is not an operator's (403); after `bearerTokens`. */
+export const operatorOnly: MiddlewareHandler<Env> = async function operatorOnly(c, next) {
   if (c.get('principal').kind !== 'operator') {
     throw new ApiError(403, 'FORBIDDEN', 'only an operator token may do this')
   }
@@ -70,7 +76,15 @@ async function jsonObject(c: Context): Promise<Record<string, unknown>> {
   return body as Record<string, unknown>
 }
 
-const bool = (s: string | undefined) => s === 'true' || s === '1'
+/** A yes/no query parameter (`true`/`1`, `false`/`0`, absent = no), or 400 naming it. */
+function flag(c: Context, name: string): boolean {
+  const raw = c.req.query(name)
+  if (raw === undefined || raw === 'false' || raw === '0') return false
+  if (raw === 'true' || raw === '1') return true
+  throw new ApiError(400, 'INVALID', `${name} must be true or false`, [
+    { path: name, message: 'must be true or false' },
+  ])
+}
 
 /** Most events one request may ask for (and the default). */
 export const MAX_EVENTS = 50
@@ -107,6 +121,10 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
   const app = new Hono<Env>()
   const operationsFor = createOperations(deps)
   const ops = (c: Context<Env>) => operationsFor(c.get('principal'))
+  const planOperationsFor = createPlanOperations(deps)
+  /** The dry-run operations when `?dryRun=true` (nothing changes), else undefined. */
+  const dryRun = (c: Context<Env>) =>
+    flag(c, 'dryRun') ? planOperationsFor(ops(c), c.get('principal')) : undefined
 
   app.use('*', bearerTokens(deps.tokens))
   app.use(
@@ -122,6 +140,8 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
   // ── resource groups ────────────────────────────────────────────────────────
   app.put('/resource-groups/:name', async (c) => {
     const body = await jsonObject(c)
+    const plan = dryRun(c)
+    if (plan) return c.json(await plan.applyGroup(c.req.param('name'), body))
     const accepted = await ops(c).applyGroup(c.req.param('name'), body)
     return c.json(present(accepted), accepted.jobId ? 202 : 200)
   })
@@ -138,13 +158,17 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     )
   })
   app.delete('/resource-groups/:name', async (c) => {
-    const accepted = await ops(c).deleteGroup(c.req.param('name'), bool(c.req.query('force')))
+    const plan = dryRun(c)
+    if (plan) return c.json(await plan.deleteGroup(c.req.param('name')))
+    const accepted = await ops(c).deleteGroup(c.req.param('name'), flag(c, 'force'))
     return c.json(present(accepted), 202)
   })
 
   // ── managed resources ──────────────────────────────────────────────────────
   app.put('/managed-resources/:name', async (c) => {
     const body = await jsonObject(c)
+    const plan = dryRun(c)
+    if (plan) return c.json(await plan.applyHost(c.req.param('name'), body))
     const accepted = await ops(c).applyHost(c.req.param('name'), body)
     return c.json(present(accepted), accepted.jobId ? 202 : 200)
   })
@@ -162,7 +186,9 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     return c.json(paged('managed-resources', await ops(c).listHosts(filter, page)))
   })
   app.delete('/managed-resources/:name', async (c) => {
-    const accepted = await ops(c).deleteHost(c.req.param('name'), bool(c.req.query('force')))
+    const plan = dryRun(c)
+    if (plan) return c.json(await plan.deleteHost(c.req.param('name')))
+    const accepted = await ops(c).deleteHost(c.req.param('name'), flag(c, 'force'))
     return c.json(present(accepted), 202)
   })
 
@@ -171,6 +197,8 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
   app.use('/public-ips', operatorOnly)
 
   app.put('/public-ips/:ip', async (c) => {
+    const plan = dryRun(c)
+    if (plan) return c.json(await plan.publicIp(c.req.param('ip'), 'register'))
     const status = await ops(c).registerPublicIp(c.req.param('ip'))
     return c.json({ object: status })
   })
@@ -179,9 +207,14 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     c.json(paged('public-ips', await ops(c).listPublicIps(pageAsked(c, 'public-ips')))),
   )
   app.delete('/public-ips/:ip', async (c) => {
+    const plan = dryRun(c)
+    if (plan) return c.json(await plan.publicIp(c.req.param('ip'), 'unregister'))
     await ops(c).unregisterPublicIp(c.req.param('ip'))
     return c.body(null, 204)
   })
+
+  // ── trace: where a packet goes, by ovn-trace in the source group's central ──
+  app.get('/trace', async (c) => c.json(await traceAnswer(c.req.queries(), ops(c))))
 
   // ── DPUs: the operator's inventory and what each agent reports ─────────────
   app.get('/dpus', async (c) => c.json(paged('dpus', await ops(c).listDpus(pageAsked(c, 'dpus')))))

@@ -105,4 +105,10 @@ export interface HandlerDeps {
    * process at a chosen one, and race tests hold a step there.
    */
   readonly checkpoint: (point: string) => void | Promise<void>
+  /**
+   * Called when a host turns Ready, with the seconds from its spec's acceptance (the
+   * stored `updatedAt` of its current spec version) to the Ready status write: the
+   * request → Ready latency, for metrics. Absent: nobody is told.
+   */
+  readonly onHostReady?: (seconds: number) => void
 }

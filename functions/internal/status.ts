@@ -32,17 +32,27 @@ export interface HostStatusChange {
   readonly attempt?: number
 }
 
-/** Writes a host's status for `specVersion`, never over a newer version's status. */
+/**
+ * Writes a host's status for `specVersion`, never over a newer version's status. A write
+ * that turns the host Ready tells `onHostReady` how long it took since its spec was
+ * accepted.
+ */
 export async function setHostStatus(
-  deps: Pick<HandlerDeps, 'store'>,
+  deps: Pick<HandlerDeps, 'store' | 'onHostReady'>,
   name: string,
   specVersion: number,
   change: HostStatusChange,
 ): Promise<void> {
-  await deps.store.updateHostStatus(name, (current) => {
+  /** When the spec this write turns Ready was accepted (ms), if it does. */
+  let acceptedAt: number | undefined
+  const written = await deps.store.updateHostStatus(name, (current) => {
     const previous = current.status
+    acceptedAt = undefined
     if (previous.observedVersion > specVersion) return undefined
     if (attemptOf(previous) > (change.attempt ?? 1)) return undefined
+    if (change.phase === 'Ready' && previous.phase !== 'Ready') {
+      acceptedAt = Date.parse(current.updatedAt)
+    }
     const { publicIP: previousPublicIp, ...kept } = previous.hostAccessIPs ?? {}
     const hostAccessIPs = {
       // New host and fabric IPs replace the old ones as a whole (a lowered access drops
@@ -64,6 +74,9 @@ export async function setHostStatus(
       configsSynced: change.configsSynced ?? false,
     }
   })
+  if (written && acceptedAt !== undefined && Number.isFinite(acceptedAt)) {
+    deps.onHostReady?.(Math.max(0, Date.now() - acceptedAt) / 1000)
+  }
 }
 
 /**

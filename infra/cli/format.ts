@@ -110,3 +110,39 @@ export function summary(object: unknown): string {
   lines.push(JSON.stringify(object, null, 2))
   return lines.join('\n')
 }
+
+/** A dry run's plan in a few lines: each part that would change, with its rows or items. */
+export function planText(label: string, plan: unknown): string {
+  const lines = [`${label} (dry run):`]
+  const ids = (path: string) => {
+    const value = at(plan, path)
+    return Array.isArray(value) ? value.map(text) : []
+  }
+  for (const change of ['insert', 'update', 'delete']) {
+    const rows = ids(`nb.${change}`)
+    if (rows.length > 0) lines.push(`  NB ${change} ${rows.length}: ${rows.join(' ')}`)
+  }
+  for (const change of ['announce', 'withdraw']) {
+    const prefixes = at(plan, `frr.${change}`)
+    if (!Array.isArray(prefixes)) continue
+    for (const p of prefixes) {
+      lines.push(
+        `  FRR ${change} ${text(at(p, 'prefix') ?? '(from the pool)')}${at(p, 'nextHop') ? ` via ${text(at(p, 'nextHop'))}` : ''}`,
+      )
+    }
+  }
+  const jobs = at(plan, 'agentJobs')
+  for (const job of Array.isArray(jobs) ? jobs : []) {
+    lines.push(`  agent ${text(at(job, 'dpu'))}: ${text(at(job, 'job'))} ${text(at(job, 'host'))}`)
+  }
+  for (const change of ['allocate', 'release']) {
+    const addresses = at(plan, `addresses.${change}`)
+    for (const a of Array.isArray(addresses) ? addresses : []) {
+      lines.push(
+        `  ${change} ${text(at(a, 'ip') ?? '(none free)')} (${text(at(a, 'pool'))} pool) for ${text(at(a, 'owner'))}`,
+      )
+    }
+  }
+  for (const note of ids('notes')) lines.push(`  ${note}`)
+  return lines.join('\n')
+}

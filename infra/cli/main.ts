@@ -3,8 +3,9 @@
  *
  *   hz list groups|hosts|dpus|public-ips [--group G] [--tenant T]
  *   hz get group|host|dpu|public-ip NAME
- *   hz apply -f FILE          (JSON: {kind, name, spec} or a list of them)
- *   hz delete group|host|dpu|public-ip NAME [--force]
+ *   hz apply -f FILE [--dry-run]   (JSON: {kind, name, spec} or a list of them)
+ *   hz plan -f FILE                 (the same as a dry run: what would change)
+ *   hz delete group|host|dpu|public-ip NAME [--force] [--dry-run]
  *   hz events group|host|dpu NAME [--limit N]
  *   hz trace FROM TO [--proto icmp|tcp|udp] [--port N] [--raw]
  *   hz dpus | hz public-ips   (short for `hz list …`)
@@ -19,7 +20,7 @@ import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import * as v from 'valibot'
 import { type Api, ApiError, createApi } from './api.ts'
-import { COLUMNS, summary, table } from './format.ts'
+import { COLUMNS, planText, summary, table } from './format.ts'
 
 /** A mistake in how `hz` was called: exit code 2 with the usage. */
 export class UsageError extends Error {}
@@ -46,6 +47,7 @@ const COMMANDS = new Set([
   'get',
   'delete',
   'apply',
+  'plan',
   'events',
   'trace',
 ])
@@ -81,6 +83,7 @@ const OPTIONS = {
   proto: { type: 'string' },
   port: { type: 'string' },
   raw: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
 } as const
 
 export interface CliIo {
@@ -150,16 +153,25 @@ async function run(
     }
     case 'delete': {
       const kind = pathOf(args[0])
-      const force = values.force ? '?force=true' : ''
-      const answer = await api.request('DELETE', `/v1/${kind}/${nameOf(args[1])}${force}`)
-      return print(answer ?? {}, () => `${kind}/${args[1]}: deletion accepted`)
+      const query = new URLSearchParams()
+      if (values.force) query.set('force', 'true')
+      if (values['dry-run']) query.set('dryRun', 'true')
+      const qs = query.size > 0 ? `?${query}` : ''
+      const answer = await api.request('DELETE', `/v1/${kind}/${nameOf(args[1])}${qs}`)
+      const label = `${kind}/${args[1]}`
+      return print(answer ?? {}, () =>
+        values['dry-run'] ? planText(label, answer) : `${label}: deletion accepted`,
+      )
     }
-    case 'apply': {
-      if (!values.file) throw new UsageError('apply needs -f FILE')
+    case 'apply':
+    case 'plan': {
+      if (!values.file) throw new UsageError(`${command} needs -f FILE`)
+      const dry = command === 'plan' || values['dry-run'] === true
       const answers: unknown[] = []
       const lines: string[] = []
       for (const doc of readDocuments(values.file)) {
-        const path = `/v1/${PATH_OF_KIND[doc.kind]}/${encodeURIComponent(doc.name)}`
+        const label = `${PATH_OF_KIND[doc.kind]}/${doc.name}`
+        const path = `/v1/${PATH_OF_KIND[doc.kind]}/${encodeURIComponent(doc.name)}${dry ? '?dryRun=true' : ''}`
         const answer = await api.request(
           'PUT',
           path,
@@ -167,7 +179,7 @@ async function run(
         )
         answers.push(answer)
         const job = typeof answer === 'object' && answer !== null && 'jobId' in answer
-        lines.push(`${PATH_OF_KIND[doc.kind]}/${doc.name}: ${job ? 'accepted' : 'unchanged'}`)
+        lines.push(dry ? planText(label, answer) : `${label}: ${job ? 'accepted' : 'unchanged'}`)
       }
       return print(answers.length === 1 ? answers[0] : answers, () => lines.join('\n'))
     }
@@ -262,9 +274,10 @@ function usage(): string {
   return `usage: hz [--url URL] [--token T | --token-file F] [--json] COMMAND
   list groups|hosts|dpus|public-ips [--group G] [--tenant T]
   get group|host|dpu|public-ip NAME
-  apply -f FILE              JSON {kind, name, spec} or a list; kind: ResourceGroup,
+  apply -f FILE [--dry-run]  JSON {kind, name, spec} or a list; kind: ResourceGroup,
                              ManagedResource, Dpu or PublicIp ('-' reads stdin)
-  delete group|host|dpu|public-ip NAME [--force]
+  plan -f FILE               what apply would change (NB rows, FRR, agent jobs, addresses)
+  delete group|host|dpu|public-ip NAME [--force] [--dry-run]
   events group|host|dpu NAME [--limit N]
   trace FROM TO [--proto icmp|tcp|udp] [--port N] [--raw]
                              FROM a host or 'fabric'; TO a host or an IP

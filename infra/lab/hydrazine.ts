@@ -88,6 +88,7 @@ export async function startHydrazine(opts: {
         HYDRAZINE_DATA_DIR: hzDir,
         HYDRAZINE_HTTP_PORT: String(port),
         HYDRAZINE_GRPC_PORT: String(await freePort()),
+        HYDRAZINE_METRICS_LISTEN: `127.0.0.1:${await freePort()}`,
         HYDRAZINE_EMBEDDED_LISTEN: fabric.gatewayIp,
         HYDRAZINE_BGP_ASN: String(HYDRAZINE_ASN),
         HYDRAZINE_BGP_ROUTER_ID: fabric.gatewayIp,

@@ -429,3 +429,69 @@ t.test('HYDRAZINE_QUOTAS: per-tenant limits on groups, hosts and public IPs', as
     'a config file may give the quotas as a JSON object',
   )
 })
+
+t.test(
+  'HYDRAZINE_METRICS_LISTEN and _TOKEN: open on loopback, token and TLS elsewhere',
+  async (t) => {
+    const { openCertificateAuthority } = await import('../pki/index.ts')
+    const ca = await openCertificateAuthority(join(t.testdir({}), 'pki'))
+    const api = await ca.writeIssued('api', await ca.issueServer({ ips: ['10.0.0.5'] }))
+    const tls = { HYDRAZINE_TLS_CERT: api.certFile, HYDRAZINE_TLS_KEY: api.keyFile }
+    const token = 'metrics-token-0123456789'
+
+    const good: [string, Record<string, string>, unknown][] = [
+      ['default', {}, { listen: { host: '127.0.0.1', port: 9464 } }],
+      ['off', { HYDRAZINE_METRICS_LISTEN: 'off' }, undefined],
+      [
+        'IPv6 loopback',
+        { HYDRAZINE_METRICS_LISTEN: '[::1]:9100' },
+        { listen: { host: '::1', port: 9100 } },
+      ],
+      [
+        'a token on loopback is required there too',
+        { HYDRAZINE_METRICS_TOKEN: token },
+        { listen: { host: '127.0.0.1', port: 9464 }, token },
+      ],
+      [
+        'elsewhere with a token and TLS',
+        { HYDRAZINE_METRICS_LISTEN: '0.0.0.0:9464', HYDRAZINE_METRICS_TOKEN: token, ...tls },
+        { listen: { host: '0.0.0.0', port: 9464 }, token },
+      ],
+    ]
+    for (const [name, env, metrics] of good) t.same(loadConfig(env).metrics, metrics, name)
+
+    const bad: [string, Record<string, string>, RegExp][] = [
+      [
+        'not host:port',
+        { HYDRAZINE_METRICS_LISTEN: '9464' },
+        /HYDRAZINE_METRICS_LISTEN: must be host:port \(\[v6\]:port for IPv6\) or off/,
+      ],
+      [
+        'a port out of range',
+        { HYDRAZINE_METRICS_LISTEN: '127.0.0.1:70000' },
+        /HYDRAZINE_METRICS_LISTEN: must be host:port/,
+      ],
+      [
+        'a short token',
+        { HYDRAZINE_METRICS_TOKEN: 'short' },
+        /HYDRAZINE_METRICS_TOKEN: must be at least 16 characters/,
+      ],
+      [
+        'elsewhere without a token',
+        { HYDRAZINE_METRICS_LISTEN: '0.0.0.0:9464', ...tls },
+        /HYDRAZINE_METRICS_TOKEN: required: HYDRAZINE_METRICS_LISTEN 0\.0\.0\.0 is not loopback/,
+      ],
+      [
+        'elsewhere without TLS',
+        { HYDRAZINE_METRICS_LISTEN: '10.0.0.5:9464', HYDRAZINE_METRICS_TOKEN: token },
+        /HYDRAZINE_METRICS_LISTEN: 10\.0\.0\.5 is not loopback: serving metrics there needs HYDRAZINE_TLS_CERT and HYDRAZINE_TLS_KEY/,
+      ],
+    ]
+    for (const [name, env, message] of bad) t.throws(() => loadConfig(env), message, name)
+    t.throws(
+      () => loadConfig({ HYDRAZINE_METRICS_TOKEN: 'short-s3cret' }),
+      { message: /^(?!.*short-s3cret)/ },
+      'a bad token is refused without repeating it',
+    )
+  },
+)

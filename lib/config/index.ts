@@ -6,10 +6,11 @@ import * as v from 'valibot'
 import { ConfigError } from '../errors.ts'
 import { isLoopback } from '../process/ports.ts'
 import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
+import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
 import { QuotasVariable } from './quotas.ts'
-
 import { type Config, LOG_LEVELS } from './types.ts'
 
+export type { MetricsConfig } from './metrics.ts'
 export type { BgpConfig, Config, FabricConfig, LogLevel } from './types.ts'
 
 const port = v.pipe(
@@ -141,6 +142,8 @@ const EnvSchema = v.object({
     '',
   ),
   HYDRAZINE_QUOTAS: QuotasVariable,
+  HYDRAZINE_METRICS_LISTEN: MetricsListenVariable,
+  HYDRAZINE_METRICS_TOKEN: MetricsTokenVariable,
   LOG_LEVEL: v.optional(v.picklist(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`), 'info'),
   HYDRAZINE_DPU_HEALTH_MS: v.optional(
     v.pipe(
@@ -211,6 +214,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
         'and HYDRAZINE_TLS_KEY (plaintext is only allowed on loopback)',
     )
   }
+  const metrics = metricsConfig(c.HYDRAZINE_METRICS_LISTEN, c.HYDRAZINE_METRICS_TOKEN, !!tls)
+  if (!metrics.ok) invalid(metrics.path, metrics.message)
   if (c.REDIS_CA !== undefined) {
     if (!c.REDIS_URL?.startsWith('rediss://')) {
       invalid('REDIS_CA', 'needs a rediss:// (TLS) REDIS_URL')
@@ -248,6 +253,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     },
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
     quotas: c.HYDRAZINE_QUOTAS,
+    ...(metrics.metrics ? { metrics: metrics.metrics } : {}),
   }
 }
 

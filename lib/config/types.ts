@@ -3,6 +3,7 @@
  * and validates it).
  */
 import type { Quotas } from '../state/quotas.ts'
+import type { MetricsConfig } from './metrics.ts'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
@@ -84,6 +85,12 @@ export interface Config {
    * {"<tenant>": {…}}}`; unset, 100 groups, 10,000 hosts and 1,000 public IPs per tenant.
    */
   readonly quotas: Quotas
+  /**
+   * `HYDRAZINE_METRICS_LISTEN` (default 127.0.0.1:9464; `off`: absent) and
+   * `HYDRAZINE_METRICS_TOKEN`: the Prometheus listener (`GET /metrics`), apart from the
+   * API. Off loopback it requires the token and `tls` (lib/config/metrics.ts).
+   */
+  readonly metrics?: MetricsConfig
 }
 
 /** Fabric facts for the per-DPU gateway routers (seed 000, "Network Fabric Requirements"). */

@@ -48,6 +48,11 @@ export interface FrrController {
    * restarted with its startup configuration, and wants a resync.
    */
   onReconnect(listener: () => void): void
+  /**
+   * How many `/32`s Hydrazine announces, as last read or changed (undefined before the
+   * first read): the size of the configuration kept in memory, for metrics.
+   */
+  announced(): number | undefined
 }
 
 export interface FrrControllerOptions {
@@ -83,10 +88,13 @@ export function createFrrController({
   let model: FrrModel | undefined
   /** Changes applied since the running configuration was last saved. */
   let unsaved = false
+  /** Hydrazine's announcements as last known (kept while the model is read again). */
+  let announced: number | undefined
 
   const state = async () => {
     const read = parseRunningConfig(await vty.show('show running-config'))
     model = toModel(read)
+    announced = model.owned.size
     return read
   }
   vty.onReconnect(() => {
@@ -103,6 +111,7 @@ export function createFrrController({
     state,
     table: async () => parseBgpTable(await vty.show('show bgp ipv4 unicast json')),
     onReconnect: (listener) => vty.onReconnect(listener),
+    announced: () => announced,
     async converge(wanted) {
       if (!model) await state()
       const current = model as FrrModel
@@ -116,6 +125,7 @@ export function createFrrController({
           throw error
         }
         applyPlan(current, plan)
+        announced = current.owned.size
         unsaved = true
       }
       if (saveConfig && unsaved) {

@@ -57,6 +57,12 @@ export function createPublicIps(redis: Redis, prefix: string) {
       return hex === null ? undefined : formatIp(fromHex(hex))
     },
 
+    /** The public IP the next allocation would hand out (the lowest free), or undefined. */
+    async nextPublicIp(): Promise<string | undefined> {
+      const [hex] = await redis.zrange(k.free, '0', '0')
+      return hex === undefined ? undefined : formatIp(fromHex(hex))
+    },
+
     /** The public IPs these owners hold (owners holding none are absent), in one round trip. */
     async publicIpsOf(owners: readonly string[]): Promise<Map<string, string>> {
       if (owners.length === 0) return new Map()

@@ -22,6 +22,22 @@ export interface OvsdbClientOptions extends Omit<ConnectionOptions, 'onEvent'> {
   readonly requestTimeoutMs?: number
   /** Connection events, for logs. */
   readonly onEvent?: (event: ClientEvent) => void
+  /**
+   * Called once each `transact` has its answer (or failed), with how long it took: a
+   * caller's metrics hook (the controller's NB transaction latency per central). It must
+   * not throw.
+   */
+  readonly onTransaction?: (transaction: TransactionTiming) => void
+}
+
+/** One `transact` as `onTransaction` reports it. */
+export interface TransactionTiming {
+  readonly remote: string
+  readonly db: string
+  /** From sending the request to its answer, including a wait for the connection. */
+  readonly seconds: number
+  /** False when the request or one of its operations failed. */
+  readonly ok: boolean
 }
 
 export type ClientEvent =
@@ -47,12 +63,14 @@ export class OvsdbClient {
   private readonly requests: PendingRequests
   private readonly monitors: Monitors
   private readonly requestTimeoutMs: number
+  private readonly onTransaction: ((transaction: TransactionTiming) => void) | undefined
 
   private constructor(
     readonly remote: string,
     opts: OvsdbClientOptions,
   ) {
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 30_000
+    this.onTransaction = opts.onTransaction
     this.connection = new Connection(remote, opts, {
       message: (msg) => {
         if (typeof msg.method !== 'string') this.requests.settle(msg)
@@ -103,16 +121,24 @@ export class OvsdbClient {
     ops: readonly Operation[],
     options: RequestOptions = {},
   ): Promise<OperationResult[]> {
-    const results = (await this.request('transact', [db, ...ops], options)) as (
-      | (OperationResult & { error?: string; details?: string })
-      | null
-    )[]
-    for (const [index, result] of results.entries()) {
-      if (result?.error !== undefined) {
-        throw transactError(result.error, result.details, index, ops[index]?.op ?? 'commit')
+    const started = performance.now()
+    let ok = false
+    try {
+      const results = (await this.request('transact', [db, ...ops], options)) as (
+        | (OperationResult & { error?: string; details?: string })
+        | null
+      )[]
+      for (const [index, result] of results.entries()) {
+        if (result?.error !== undefined) {
+          throw transactError(result.error, result.details, index, ops[index]?.op ?? 'commit')
+        }
       }
+      ok = true
+      return results.map((r) => r ?? {})
+    } finally {
+      const seconds = (performance.now() - started) / 1000
+      this.onTransaction?.({ remote: this.remote, db, seconds, ok })
     }
-    return results.map((r) => r ?? {})
   }
 
   /**

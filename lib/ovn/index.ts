@@ -9,7 +9,7 @@ export type {
   OvnCentralProvider,
 } from './central.ts'
 export { CentralUnavailableError, sharedCentralProvider } from './central.ts'
-export type { ClientEvent, OvsdbClientOptions } from './client.ts'
+export type { ClientEvent, OvsdbClientOptions, TransactionTiming } from './client.ts'
 export { OvsdbClient } from './client.ts'
 export type { OvsdbTlsOptions } from './connection.ts'
 export type { ColumnArg, Mutations, Where, Writable } from './database.ts'
@@ -51,6 +51,8 @@ export {
 } from './topology/compile.ts'
 export * from './topology/errors.ts'
 export * from './topology/names.ts'
+export { emptyRows, planGroupRows, planTopology, type TopologyPlan } from './topology/plan.ts'
 export type { DhcpRelayPort, GroupMember, GroupTopologySpec, HostAccess } from './topology/spec.ts'
 export { GroupTopologySpecSchema } from './topology/spec.ts'
+export * from './trace/index.ts'
 export { decodeValue, encodeValue, isUuid } from './values.ts'

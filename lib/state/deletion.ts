@@ -70,7 +70,7 @@ export class ObjectDeletion {
     )
     await this.#events.remove('mr', name)
     await this.#retireVersion('mr', name)
-    await this.#records.changed('mr', name)
+    await this.#records.changed('mr', name, tenant === undefined ? {} : { tenant })
     return Number(reply) === 1
   }
 
@@ -86,7 +86,7 @@ export class ObjectDeletion {
     await this.#redis.del(keys.members(name))
     await this.#events.remove('rg', name)
     await this.#retireVersion('rg', name)
-    await this.#records.changed('rg', name)
+    await this.#records.changed('rg', name, { tenant })
     return Number(reply) === 1
   }
 

@@ -63,7 +63,7 @@ export class DpuInventory {
     }
     if (dpu?.spec.tenantId) await this.#redis.srem(keys.tenantDpus(dpu.spec.tenantId), id)
     await this.#redis.del(keys.dpuCentral(id))
-    await this.#records.changed('dpu', id)
+    await this.#records.changed('dpu', id, dpu?.spec.tenantId ? { tenant: dpu.spec.tenantId } : {})
     return Number(reply) === 1
   }
 

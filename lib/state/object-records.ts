@@ -1,10 +1,11 @@
 /**
  * The store's objects as Redis hashes: reading one or many, changing one field (status,
- * deletion) with compare-and-set against its revision, and announcing each change on the
- * store's change channel (`{kind, name}` JSON).
+ * deletion) with compare-and-set against its revision, and recording each change in the
+ * store's change log (`changes.ts`).
  */
 import type { Redis } from 'ioredis'
 import { LuaScript } from '../redis/lua-script.ts'
+import { ChangeLog } from './changes.ts'
 import type { StoredObject } from './objects.ts'
 import type { Kind, StoreKeys } from './store-keys.ts'
 
@@ -13,15 +14,21 @@ const casFieldScript = new LuaScript(new URL('./lua/cas-field.lua', import.meta.
 export class ObjectRecords {
   readonly #redis: Redis
   readonly #keys: StoreKeys
+  /** Every change of an object, in order, for watchers to follow and resume. */
+  readonly log: ChangeLog
 
   constructor(redis: Redis, keys: StoreKeys) {
     this.#redis = redis
     this.#keys = keys
+    this.log = new ChangeLog(redis, keys.changes)
   }
 
-  /** Announces a change of the object on the change channel. */
-  async changed(kind: Kind, name: string): Promise<void> {
-    await this.#redis.publish(this.#keys.changes, JSON.stringify({ kind, name }))
+  /**
+   * Records a change of the object in the change log; `removed` when it is gone for good,
+   * with its tenant (who may learn that it is gone).
+   */
+  async changed(kind: Kind, name: string, removed?: { tenant?: string }): Promise<void> {
+    await this.log.append(kind, name, removed)
   }
 
   async get<T>(kind: Kind, name: string): Promise<T | undefined> {

@@ -1,11 +1,29 @@
 /**
  * Hydrazine's public objects (DESIGN.md "Objects"): what a client asks for (spec) and what
- * Hydrazine reports back (status). The valibot schemas here validate every spec that
- * enters the system, whether through HTTP, gRPC or a queue producer.
+ * Hydrazine reports back (status, `statuses.ts`). The valibot schemas here validate every
+ * spec that enters the system, whether through HTTP, gRPC or a queue producer; the gRPC
+ * messages (`proto/hydrazine/v1/resources.proto`) are checked against them
+ * (`api/grpc/model.test.ts`).
  */
 import { isIP } from 'node:net'
 import IPCIDR from 'ip-cidr'
 import * as v from 'valibot'
+import type {
+  Condition,
+  DpuStatus,
+  ManagedResourceStatus,
+  ResourceGroupStatus,
+} from './statuses.ts'
+
+export {
+  Condition,
+  DpuStatus,
+  GroupPhase,
+  HostPhase,
+  ManagedResourceStatus,
+  PublicIpStatus,
+  ResourceGroupStatus,
+} from './statuses.ts'
 
 /** RFC 1123 label: lowercase letters, digits and `-`, 1–63 characters, no `-` at either end. */
 export const Rfc1123Label = v.pipe(
@@ -86,6 +104,9 @@ export const Subnet = v.pipe(
   ),
 )
 
+/** How a group is built: `SharedCentral`, the operator's shared OVN central. */
+export const GroupImplementation = v.picklist(['SharedCentral'], 'must be SharedCentral')
+
 export const ResourceGroupSpec = v.pipe(
   v.strictObject({
     tenantId: Rfc1123Label,
@@ -98,7 +119,7 @@ export const ResourceGroupSpec = v.pipe(
     ),
     extraSubnets: v.optional(v.pipe(v.array(Subnet), v.maxLength(16, 'at most 16 extra subnets'))),
     dhcpServer: v.optional(Ipv4),
-    implementation: v.optional(v.picklist(['SharedCentral'], 'must be SharedCentral')),
+    implementation: v.optional(GroupImplementation),
   }),
   v.forward(
     v.check(
@@ -115,6 +136,8 @@ export const HostAccess = v.picklist(
   'must be None, FabricAccess or PublicAccess',
 )
 export type HostAccess = v.InferOutput<typeof HostAccess>
+
+export const ResourceType = v.picklist(['BareMetal'], 'must be BareMetal')
 
 /** A Linux interface name (a DPU's host port): at most 15 characters, no '/', ':' or spaces. */
 export const InterfaceName = v.pipe(
@@ -160,7 +183,7 @@ export type DpuSpec = v.InferOutput<typeof DpuSpec>
 export const ManagedResourceRequest = v.pipe(
   v.strictObject({
     resourceGroup: Rfc1123Label,
-    type: v.optional(v.picklist(['BareMetal'], 'must be BareMetal'), 'BareMetal'),
+    type: v.optional(ResourceType, 'BareMetal'),
     hostMAC: Mac,
     hostIP: v.optional(IpAddress),
     dpu: v.strictObject({ id: Rfc1123Label, ips: v.optional(FabricIps) }),
@@ -190,57 +213,6 @@ export interface ManagedResourceSpec extends Omit<ManagedResourceRequest, 'dpu' 
 export const PublicIpSpec = v.strictObject({ ip: Ipv4 })
 export type PublicIpSpec = v.InferOutput<typeof PublicIpSpec>
 
-export interface Condition {
-  readonly type: string
-  readonly status: 'True' | 'False' | 'Unknown'
-  readonly reason: string
-  readonly message: string
-  readonly lastTransitionTime: string
-}
-
-export type GroupPhase = 'Provisioning' | 'Ready' | 'Configuring' | 'Terminating' | 'Failed'
-export type HostPhase = 'Attaching' | 'Ready' | 'Configuring' | 'Detaching' | 'Isolated' | 'Failed'
-
-export interface ResourceGroupStatus {
-  phase: GroupPhase
-  conditions: Condition[]
-  snatIPs: string[]
-  managedResourceCount: number
-  softwareNetworkConfiguration?: { ovnService: string; logicalNetwork: string }
-  /**
-   * The group's OVN central: its NB remote (for the controller) and the SB remote its DPUs'
-   * ovn-controller follow.
-   */
-  ovnCentral?: { nb: string; sb: string }
-  /**
-   * With a `dhcpServer`: the circuit id (RFC 3046 option 82, sub-option 1) the group's
-   * DHCP relays put in every request they forward, for the server to tell groups apart.
-   */
-  dhcpCircuitId?: string
-  observedVersion: number
-  /** Which attempt at this spec version the status reports (absent: the first). */
-  attempt?: number
-  configsSynced: boolean
-}
-
-export interface ManagedResourceStatus {
-  phase: HostPhase
-  conditions: Condition[]
-  hostAccessIPs?: { hostIP?: string; fabricIP?: string; publicIP?: string }
-  logicalPortReference?: { logicalPort: string; dpu: string }
-  /** What the DPU agent acknowledged: its host port and relay port. */
-  agent?: { hostPort: string; relayPort?: string; ovnInstalled: boolean; specVersion: number }
-  observedVersion: number
-  /** Which attempt at this spec version the status reports (absent: the first). */
-  attempt?: number
-  configsSynced: boolean
-}
-
-export interface PublicIpStatus {
-  allocated: boolean
-  allocatedTo?: string
-}
-
 /** A stored object: spec, its version, status, and whether deletion was asked for. */
 export interface StoredObject<Spec, Status> {
   readonly name: string
@@ -255,11 +227,6 @@ export interface StoredObject<Spec, Status> {
 export type ResourceGroup = StoredObject<ResourceGroupSpec, ResourceGroupStatus>
 export type ManagedResource = StoredObject<ManagedResourceSpec, ManagedResourceStatus>
 
-/** What the controller knows of a DPU: its inventory entry (status is its agent's report). */
-export interface DpuStatus {
-  /** Hosts the DPU serves (live ManagedResources naming it). */
-  readonly hosts: readonly string[]
-}
 export type Dpu = StoredObject<DpuSpec, DpuStatus>
 
 /** Sets (or replaces) one condition; keeps `lastTransitionTime` when the status is unchanged. */

@@ -136,14 +136,13 @@ export class SpecWrites {
       configsSynced: false,
     }
     const keys = this.#keys
-    const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
     const counted = hostQuotaWrite(keys.prefix, spec, quota)
     const changed = await this.#put({
       kind: 'mr',
       name,
       spec,
       initialStatus: initial,
-      immutable: JSON.stringify([spec.resourceGroup, spec.dpu.id, spec.identifier ?? null]),
+      immutable: hostImmutable(spec),
       indexes: [
         keys.index('mr'),
         keys.members(spec.resourceGroup),
@@ -151,10 +150,7 @@ export class SpecWrites {
         ...counted.guards.map((g) => g.key),
       ],
       leaves: counted.leaves,
-      claims: [
-        ...(natIp ? [keys.claim(`natip:${natIp}`)] : []),
-        ...(spec.identifier ? [keys.claim(`dpuport:${spec.dpu.id}/${spec.identifier}`)] : []),
-      ],
+      claims: this.#hostClaims(spec),
       guards: [
         { key: keys.object('dpu', spec.dpu.id), field: 'specVersion', equals: String(dpuVersion) },
         ...counted.guards,
@@ -162,6 +158,43 @@ export class SpecWrites {
       immutableMessage: `managed resource ${name} cannot move to another resource group, DPU or host port; delete it first`,
     })
     return { changed, object: await this.#records.mustGet('mr', name) }
+  }
+
+  /** The claims a host makes: its DPU port and, when its access uses it, the DPU's NAT IP. */
+  #hostClaims(spec: ManagedResourceSpec): string[] {
+    const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
+    return [
+      ...(natIp ? [this.#keys.claim(`natip:${natIp}`)] : []),
+      ...(spec.identifier ? [this.#keys.claim(`dpuport:${spec.dpu.id}/${spec.identifier}`)] : []),
+    ]
+  }
+
+  /**
+   * Refuses (StoreConflict) what `host` would refuse for the host being deleted, its
+   * immutable parts or its claims, writing nothing: a dry run's check. (The write itself
+   * checks again, atomically.)
+   */
+  async checkHost(name: string, spec: ManagedResourceSpec): Promise<void> {
+    const existing = await this.#records.get<ManagedResource>('mr', name)
+    if (existing?.deletion) {
+      throw new StoreConflict(`${name} is being deleted; it cannot change`, 'Terminating')
+    }
+    if (existing && hostImmutable(existing.spec) !== hostImmutable(spec)) {
+      throw new StoreConflict(
+        `managed resource ${name} cannot move to another resource group, DPU or host port; delete it first`,
+        'Immutable',
+      )
+    }
+    const claims = this.#hostClaims(spec)
+    const holders = claims.length > 0 ? await this.#redis.mget(...claims) : []
+    for (const [i, holder] of holders.entries()) {
+      if (holder === null || holder === name) continue
+      const [what, value] = (claims[i] ?? '').slice(this.#keys.claim('').length).split(/:(.*)/s)
+      throw new StoreConflict(
+        `${CLAIM_WHAT[what ?? ''] ?? what} ${value} is already in use`,
+        'Claimed',
+      )
+    }
   }
 
   /** Refuses (QuotaExceeded) what `host` would refuse for a quota, writing nothing. */
@@ -266,4 +299,9 @@ export class SpecWrites {
         throw new Error(`unexpected put-spec reply ${JSON.stringify(reply)}`)
     }
   }
+}
+
+/** The parts of a host's spec that never change: its group, DPU and host port. */
+function hostImmutable(spec: ManagedResourceSpec): string {
+  return JSON.stringify([spec.resourceGroup, spec.dpu.id, spec.identifier ?? null])
 }

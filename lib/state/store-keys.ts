@@ -63,7 +63,7 @@ export class StoreKeys {
   delivery(id: string): string {
     return `${this.prefix}delivery:${id}`
   }
-  /** The pub/sub channel announcing every change. */
+  /** The change log: a stream of every change, its ids the resource versions (`changes.ts`). */
   get changes(): string {
     return `${this.prefix}changes`
   }

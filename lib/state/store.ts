@@ -5,13 +5,15 @@
  * the store lives in one Redis Cluster slot and its Lua scripts may touch any of them.
  *
  * `StateStore` is the one door; behind it each part has its module: the key layout
- * (`store-keys.ts`), object hashes and compare-and-set (`object-records.ts`), spec writes
+ * (`store-keys.ts`), object hashes and compare-and-set (`object-records.ts`) with the change
+ * log watchers follow (`changes.ts`), spec writes
  * with their claims, guards and quotas (`spec-writes.ts`), the DPU inventory
  * (`dpu-inventory.ts`) and deletion (`deletion.ts`).
  */
 import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { LuaScript } from '../redis/lua-script.ts'
+import type { ChangeLog } from './changes.ts'
 import { ObjectDeletion } from './deletion.ts'
 import { DpuHealthRecords } from './dpu-health.ts'
 import { DpuInventory, type StaleBinding } from './dpu-inventory.ts'
@@ -84,9 +86,9 @@ export class StateStore {
     )
   }
 
-  /** Redis pub/sub channel announcing every change: `{kind, name}` JSON. */
-  get changesChannel(): string {
-    return this.#keys.changes
+  /** Every change of a stored object, for watchers to follow live and resume (`changes.ts`). */
+  get changeLog(): ChangeLog {
+    return this.#records.log
   }
 
   // ── specs ──────────────────────────────────────────────────────────────────
@@ -131,6 +133,11 @@ export class StateStore {
   /** Refuses (QuotaExceeded) what `putHost` would refuse for a quota, writing nothing. */
   checkHostQuotas(name: string, spec: ManagedResourceSpec, quota: TenantQuota): Promise<void> {
     return this.#specs.checkHostQuotas(name, spec, quota)
+  }
+
+  /** Refuses what `putHost` would refuse for deletion, immutable parts or claims; writes nothing. */
+  checkHost(name: string, spec: ManagedResourceSpec): Promise<void> {
+    return this.#specs.checkHost(name, spec)
   }
 
   // ── reads ──────────────────────────────────────────────────────────────────

@@ -113,6 +113,53 @@ t.test('the Redis password is never in what the agent prints', async (t) => {
   t.equal(lines.length, 2)
 })
 
+t.test('--metrics-listen: off by default, a token and TLS off loopback', async (t) => {
+  const token = 'metrics-token-0123456789'
+  const tls = ['--tls-cert', '/c.pem', '--tls-key', '/k.pem', '--tls-ca', '/ca.pem']
+  t.equal(parseAgentConfig([], required).metricsListen, undefined, 'no listener by default')
+  const good: [string[], Record<string, string>][] = [
+    [['--metrics-listen', '127.0.0.1:9465'], required],
+    [['--metrics-listen', '[::1]:0'], required],
+    [['--metrics-listen', 'off'], required],
+    [['--metrics-listen', '0.0.0.0:9465', ...tls], { ...required, HZ_AGENT_METRICS_TOKEN: token }],
+  ]
+  for (const [argv, env] of good) {
+    t.equal(parseAgentConfig(argv, env).metricsListen, argv[1], argv.join(' '))
+  }
+  const bad: [string[], Record<string, string>, RegExp][] = [
+    [
+      ['--metrics-listen', '9465'],
+      required,
+      /--metrics-listen \(or HZ_AGENT_METRICS_LISTEN\) must be host:port or off/,
+    ],
+    [
+      ['--metrics-token', 'short'],
+      required,
+      /--metrics-token \(or HZ_AGENT_METRICS_TOKEN\) must be at least 16/,
+    ],
+    [
+      ['--metrics-listen', '0.0.0.0:9465', ...tls],
+      required,
+      /--metrics-token \(or HZ_AGENT_METRICS_TOKEN\) is required: --metrics-listen 0\.0\.0\.0:9465 is not loopback/,
+    ],
+    [
+      ['--metrics-listen', '10.0.0.2:9465'],
+      { ...required, HZ_AGENT_METRICS_TOKEN: token },
+      /--metrics-listen \(or HZ_AGENT_METRICS_LISTEN\) 10\.0\.0\.2:9465 is not a loopback address: metrics there are served over HTTPS/,
+    ],
+  ]
+  for (const [argv, env, message] of bad) {
+    t.throws(() => parseAgentConfig(argv, env), { message }, argv.join(' '))
+  }
+
+  const c = parseAgentConfig([], { ...required, HZ_AGENT_METRICS_TOKEN: token })
+  t.match(describeConfig(c), /metrics-token=\*\*\*/)
+  t.notMatch(describeConfig(c), token, 'the start-up line hides the token')
+  const lines: string[] = []
+  redactingLog(c, (l) => lines.push(l))(`scrape with ${token}`)
+  t.same(lines, ['scrape with ***'], 'and so does every log line')
+})
+
 t.test('a bad setting is an error naming the flag and the variable', async (t) => {
   const cases: [string[], Record<string, string>, RegExp][] = [
     [[], { ...required, HZ_DPU_ID: '' }, /--dpu-id \(or HZ_DPU_ID\)/],

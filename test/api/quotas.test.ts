@@ -54,7 +54,7 @@ type Json = any
 /** The pipeline's client as the controller builds it, with QUOTAS as its policy. */
 function quotaClient(t: Teardown, p: Pipeline): HydrazineClient {
   const { store, queue, ipam, heartbeats, redis } = p.controller
-  const changes = new ChangeFeed(() => redis.duplicate(), store.changesChannel)
+  const changes = new ChangeFeed(() => redis.duplicate(), store.changeLog)
   t.teardown(() => changes.close())
   return new HydrazineClient({
     store,
@@ -109,7 +109,7 @@ t.test('per-tenant quotas of groups, hosts and public IPs', async (t) => {
     md.set('authorization', `Bearer ${TENANT_A}`)
     const error = await new Promise<grpc.ServiceError | null>((resolve) =>
       rpc.applyResourceGroup(
-        { name: 'group-a3', specJson: JSON.stringify(specA(3)) },
+        { name: 'group-a3', spec: specA(3) },
         md,
         (e: grpc.ServiceError | null) => resolve(e),
       ),

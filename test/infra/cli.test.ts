@@ -64,6 +64,22 @@ t.test('hz against a running Hydrazine', async (t) => {
       { kind: 'ManagedResource', name: 'cli-host', spec: hostSpec('cli-group', 'dpu-1', 7) },
     ]),
   )
+  // A plan first: what would change, and nothing does. (Each document is planned against
+  // what is stored now: a host's plan needs its group stored.)
+  const groupOnly = join(dir, 'group.json')
+  await writeFile(
+    groupOnly,
+    JSON.stringify({ kind: 'ResourceGroup', name: 'cli-group', spec: groupSpec('tenant-a') }),
+  )
+  const planned = await hz(['plan', '-f', groupOnly])
+  t.equal(planned.code, 0, planned.err)
+  t.match(
+    planned.out,
+    /resource-groups\/cli-group \(dry run\):\n {2}NB insert \d+: .*Logical_Switch\/ls/,
+  )
+  t.match(planned.out, /the group would be created \(version 1\)/)
+  t.same(await json(['list', 'groups']), [], 'a plan creates nothing')
+
   const applied = await hz(['apply', '-f', specs])
   t.equal(applied.code, 0, applied.err)
   t.match(
@@ -127,6 +143,12 @@ t.test('hz against a running Hydrazine', async (t) => {
   const badDoc = await hz(['apply', '-f', notADocument])
   t.equal(badDoc.code, 2)
   t.match(badDoc.err, /kind: must be ResourceGroup, ManagedResource, Dpu or PublicIp/)
+
+  const wouldDelete = await hz(['delete', 'host', 'cli-host', '--dry-run'])
+  t.equal(wouldDelete.code, 0, wouldDelete.err)
+  t.match(wouldDelete.out, /NB delete \d+: .*Logical_Switch_Port\/lsp\/hz\/cli-group\/cli-host/)
+  t.match(wouldDelete.out, /agent dpu-1: isolate cli-host/)
+  t.match(await json(['get', 'host', 'cli-host']), { status: { phase: 'Ready' } }, 'still there')
 
   const deleted = await hz(['delete', 'host', 'cli-host'])
   t.equal(deleted.code, 0, deleted.err)

@@ -18,7 +18,8 @@ const run = promisify(execFile)
 
 function startMain(env: Record<string, string>) {
   const child = spawn(process.execPath, ['--import', 'tsx', main], {
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    // Metrics off unless a test turns them on: parallel runs would share the default port.
+    env: { ...process.env, LOG_LEVEL: 'warn', HYDRAZINE_METRICS_LISTEN: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''
@@ -36,17 +37,27 @@ t.test('npm start: embedded stack, /readyz 200, Ctrl-C leaves no daemon', async 
   const dataDir = await tempDir(t)
   const port = await freePort()
   const grpcPort = await freePort()
+  const metricsPort = await freePort()
   const main = startMain({
     HYDRAZINE_DATA_DIR: dataDir,
     HYDRAZINE_HTTP_PORT: String(port),
     HYDRAZINE_GRPC_PORT: String(grpcPort),
+    HYDRAZINE_METRICS_LISTEN: `127.0.0.1:${metricsPort}`,
   })
   t.teardown(() => {
     main.child.kill('SIGKILL')
   })
   t.ok(await eventually(async () => main.output().includes('Hydrazine is up'), 60_000), 'it starts')
   t.match(main.output(), `http://127.0.0.1:${port}`, 'prints its URL')
-  t.match(main.output(), `127.0.0.1:${grpcPort} (hydrazine.v1.Hydrazine)`, 'and its gRPC address')
+  t.match(main.output(), `http://127.0.0.1:${metricsPort}/metrics`, 'and where metrics are')
+  const scraped = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
+  t.match(scraped, /^# TYPE hydrazine_queue_jobs gauge$/m, 'the metrics listener answers')
+  t.match(scraped, /^hydrazine_queue_jobs\{queue="hydrazine",state="waiting"\} \d+$/m)
+  t.match(
+    main.output(),
+    `127.0.0.1:${grpcPort} (hydrazine.v1.HydrazineService)`,
+    'and its gRPC address',
+  )
   t.ok(await canConnect({ port: grpcPort }), 'the gRPC API listens')
   t.match(main.output(), `${dataDir}/operator-token`, 'prints where the operator token lives')
   const token = await readFile(`${dataDir}/operator-token`, 'utf8')
@@ -118,6 +129,7 @@ t.test('npm start from a checkout below a private (0700) directory', async (t) =
       LOG_LEVEL: 'warn',
       HYDRAZINE_HTTP_PORT: String(port),
       HYDRAZINE_GRPC_PORT: String(await freePort()),
+      HYDRAZINE_METRICS_LISTEN: 'off',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,

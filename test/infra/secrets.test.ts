@@ -30,6 +30,7 @@ t.test(
         HYDRAZINE_DATA_DIR: dataDir,
         HYDRAZINE_HTTP_PORT: String(port),
         HYDRAZINE_GRPC_PORT: String(await freePort()),
+        HYDRAZINE_METRICS_LISTEN: 'off',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     })

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
+import type { Registry } from 'prom-client'
 import { createFrrSync } from '../../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import type { ReconcileReport } from '../../functions/reconcile.ts'
@@ -97,6 +98,8 @@ export async function startPipeline(
     ovn?: OvnCentralProvider
     /** Called at each named step a handler reaches (`attach:allocated`, …). */
     checkpoint?: (point: string) => void | Promise<void>
+    /** The registry the controller registers its metrics on (none by default). */
+    metrics?: Registry
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
@@ -139,6 +142,7 @@ export async function startPipeline(
     // Tests kill worker processes: take their jobs over quickly.
     lockDurationMs: 2000,
     ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
+    ...(options.metrics ? { metrics: options.metrics } : {}),
   })
   t.teardown(() => controller.close())
   const { client } = controller

@@ -14,6 +14,12 @@ export const HOST_KEY = 'hydrazine:host'
 export const DPU_KEY = 'hydrazine:dpu'
 export const ROLE_KEY = 'hydrazine:role'
 
+/**
+ * Host names a group's own ports already use (`hz/<group>/lr-ls`, `hz/<group>/ls-lr`): a
+ * host so named would share its port name with the group's router link. Refused at the API.
+ */
+export const RESERVED_HOST_NAMES: ReadonlySet<string> = new Set(['lr-ls', 'ls-lr'])
+
 /** The owner value of a group's rows. */
 export function ownerOf(group: string): string {
   return `group/${group}`
@@ -58,3 +64,64 @@ export const topologyNames = {
   publicGatewayPort: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/pub-gw`,
   localnetPort: (group: string, dpu: string) => `hz/${group}/dpu/${dpu}/pub-ln`,
 } as const
+
+/** What a per-DPU row of a group is, by the last part of its name. */
+const DPU_PARTS = {
+  ts: 'transit-switch',
+  'lr-ts': 'router-transit-port',
+  'ts-lr': 'transit-router-port',
+  'ts-gw': 'transit-gateway-port',
+  gw: 'gateway-router',
+  'gw-ts': 'gateway-transit-port',
+  'gw-pub': 'gateway-public-port',
+  pub: 'public-switch',
+  'pub-gw': 'public-gateway-port',
+  'pub-ln': 'localnet-port',
+} as const
+
+/** A name of `topologyNames`, read back: which group's row it is, and what for. */
+export type TopologyName =
+  | { readonly kind: 'switch' | 'router'; readonly group: string }
+  | { readonly kind: 'router-switch-port' | 'switch-router-port'; readonly group: string }
+  | { readonly kind: 'host-port'; readonly group: string; readonly host: string }
+  | {
+      readonly kind: 'relay-port' | (typeof DPU_PARTS)[keyof typeof DPU_PARTS]
+      readonly group: string
+      readonly dpu: string
+    }
+
+/**
+ * Reads back a datapath (switch, router) or port name that `topologyNames` made; undefined
+ * for any other name. A host may be called `ls`, so the caller says which it holds.
+ *
+ * @example
+ * parseTopologyName('hz/g/dpu/dpu-1/pub-ln', 'port') // { kind: 'localnet-port', group: 'g', dpu: 'dpu-1' }
+ * parseTopologyName('hz/g/h1', 'port') // { kind: 'host-port', group: 'g', host: 'h1' }
+ */
+export function parseTopologyName(name: string, as: 'datapath' | 'port'): TopologyName | undefined {
+  const [prefix, group, ...rest] = name.split('/')
+  if (prefix !== 'hz' || !group || rest.length === 0 || rest.some((p) => p === '')) return undefined
+  const [a, b, c] = rest
+  if (rest.length === 1 && a !== undefined) {
+    if (as === 'datapath') {
+      return a === 'ls'
+        ? { kind: 'switch', group }
+        : a === 'lr'
+          ? { kind: 'router', group }
+          : undefined
+    }
+    if (a === 'lr-ls') return { kind: 'router-switch-port', group }
+    if (a === 'ls-lr') return { kind: 'switch-router-port', group }
+    return { kind: 'host-port', group, host: a }
+  }
+  if (rest.length === 2 && a === 'relay' && b !== undefined && as === 'port') {
+    return { kind: 'relay-port', group, dpu: b }
+  }
+  if (rest.length === 3 && a === 'dpu' && b !== undefined && c !== undefined && c in DPU_PARTS) {
+    const kind = DPU_PARTS[c as keyof typeof DPU_PARTS]
+    const datapath =
+      kind === 'transit-switch' || kind === 'gateway-router' || kind === 'public-switch'
+    return datapath === (as === 'datapath') ? { kind, group, dpu: b } : undefined
+  }
+  return undefined
+}

@@ -1,0 +1,216 @@
+/**
+ * HTTP and gRPC share one model: every field of each valibot spec and status schema
+ * (`lib/state/objects.ts`, `statuses.ts`, the agent's `ObservedState`) has its proto
+ * counterpart in `proto/hydrazine/v1/resources.proto` — camelCase ⇄ snake_case, of a
+ * matching kind (string, bool, number, timestamp, list, message, enum with the same values,
+ * optional where the schema's field is) — and the proto has no field the schema lacks.
+ * The OpenAPI document's spec schemas list the same fields. Change a schema without the
+ * proto (or the other way round) and this fails, naming the field.
+ */
+import type * as protobuf from 'protobufjs'
+import t from 'tap'
+import * as v from 'valibot'
+import { ObservedState } from '../../lib/agent-protocol/index.ts'
+import {
+  DpuSpec,
+  ManagedResourceRequest,
+  PublicIpSpec,
+  ResourceGroupSpec,
+} from '../../lib/state/objects.ts'
+import {
+  ManagedResourceStatus,
+  PublicIpStatus,
+  ResourceGroupStatus,
+} from '../../lib/state/statuses.ts'
+import { protoRoot } from '../../proto/load.ts'
+import { schemas as openApiSchemas } from '../http/openapi-schemas.ts'
+import { snakeCase, upperSnakeCase } from './fields.ts'
+import { HYDRAZINE_PROTO } from './protocol.ts'
+
+type Schema = v.GenericSchema & {
+  readonly wrapped?: Schema
+  readonly item?: Schema
+  readonly entries?: Readonly<Record<string, Schema>>
+  readonly options?: readonly string[]
+  readonly pipe?: readonly { readonly type: string }[]
+}
+
+const OPTIONAL = new Set(['optional', 'exact_optional', 'nullable', 'nullish'])
+const OBJECT = new Set(['object', 'strict_object', 'loose_object'])
+const NUMBER_TYPES = new Set(['int32', 'int64', 'uint32', 'uint64', 'sint32', 'sint64', 'double'])
+const TIMESTAMP = '.google.protobuf.Timestamp'
+
+/** The schema inside optional wrappers, and whether there was one. */
+function unwrap(schema: Schema): { schema: Schema; optional: boolean } {
+  let s = schema
+  let optional = false
+  while (OPTIONAL.has(s.type) && s.wrapped) {
+    optional = true
+    s = s.wrapped
+  }
+  return { schema: s, optional }
+}
+
+/** What `schema` is, as the proto must mirror it. */
+function kindOf(schema: Schema): string {
+  if (OBJECT.has(schema.type)) return 'message'
+  if (schema.type === 'picklist') return 'enum'
+  if (schema.type === 'string')
+    return schema.pipe?.some((a) => a.type === 'iso_timestamp') ? 'timestamp' : 'string'
+  if (schema.type === 'boolean') return 'bool'
+  if (schema.type === 'number') return 'number'
+  return schema.type
+}
+
+function protoKindOf(field: protobuf.Field): string {
+  const resolved = field.resolvedType
+  if (resolved && 'values' in resolved) return 'enum'
+  if (resolved?.fullName === TIMESTAMP) return 'timestamp'
+  if (resolved) return 'message'
+  if (NUMBER_TYPES.has(field.type)) return 'number'
+  return field.type
+}
+
+/** Every difference between `entries` and `message`, as `path: problem` lines. */
+function drift(
+  entries: Readonly<Record<string, Schema>>,
+  message: protobuf.Type,
+  at = message.name,
+): string[] {
+  const problems: string[] = []
+  const fields = new Map(message.fieldsArray.map((f) => [f.name, f]))
+  const expected = new Set<string>()
+  for (const [key, entry] of Object.entries(entries)) {
+    const name = snakeCase(key)
+    expected.add(name)
+    const field = fields.get(name)
+    if (!field) {
+      problems.push(`${at}.${name}: missing from the proto (schema field ${key})`)
+      continue
+    }
+    problems.push(...fieldDrift(entry, field, `${at}.${name}`))
+  }
+  for (const name of fields.keys()) {
+    if (!expected.has(name)) problems.push(`${at}.${name}: not in the schema`)
+  }
+  return problems
+}
+
+function fieldDrift(entry: Schema, field: protobuf.Field, at: string): string[] {
+  const { schema: outer, optional } = unwrap(entry)
+  const list = outer.type === 'array' && outer.item
+  if (Boolean(list) !== field.repeated) {
+    return [`${at}: ${list ? 'a list' : 'not a list'} in the schema, not in the proto`]
+  }
+  const { schema } = list && outer.item ? unwrap(outer.item) : { schema: outer }
+  const kind = kindOf(schema)
+  const protoKind = protoKindOf(field)
+  if (kind !== protoKind) return [`${at}: ${kind} in the schema, ${protoKind} in the proto`]
+  const scalar = ['string', 'bool', 'number'].includes(kind) && !list
+  const protoOptional = field.options?.proto3_optional === true
+  if (scalar && optional !== protoOptional) {
+    return [`${at}: ${optional ? 'optional' : 'required'} in the schema, not in the proto`]
+  }
+  const resolved = field.resolvedType
+  if (kind === 'message' && schema.entries && resolved && 'fieldsArray' in resolved) {
+    return drift(schema.entries, resolved as protobuf.Type, at)
+  }
+  if (kind === 'enum' && resolved && 'values' in resolved) {
+    const prefix = upperSnakeCase(resolved.name)
+    const wanted = [
+      `${prefix}_UNSPECIFIED`,
+      ...(schema.options ?? []).map((o) => `${prefix}_${upperSnakeCase(o)}`),
+    ]
+    const values = (resolved as protobuf.Enum).values
+    const names = Object.keys(values)
+    if (values[`${prefix}_UNSPECIFIED`] !== 0) return [`${at}: ${prefix}_UNSPECIFIED must be 0`]
+    if (JSON.stringify([...names].sort()) !== JSON.stringify([...wanted].sort())) {
+      return [`${at}: enum ${resolved.name} is [${names}], the schema's [${wanted}]`]
+    }
+  }
+  return []
+}
+
+const entriesOf = (schema: Schema) => schema.entries ?? {}
+const root = protoRoot(HYDRAZINE_PROTO)
+const message = (name: string) => root.lookupType(`hydrazine.v1.${name}`)
+
+t.test('every schema field has its proto field, and the proto nothing more', async (t) => {
+  const pairs: [string, Readonly<Record<string, Schema>>, string][] = [
+    ['ResourceGroupSpec', entriesOf(ResourceGroupSpec), 'ResourceGroupSpec'],
+    ['ManagedResourceRequest', entriesOf(ManagedResourceRequest), 'ManagedResourceSpec'],
+    ['DpuSpec', entriesOf(DpuSpec), 'DpuSpec'],
+    ['ResourceGroupStatus', entriesOf(ResourceGroupStatus), 'ResourceGroupStatus'],
+    ['ManagedResourceStatus', entriesOf(ManagedResourceStatus), 'ManagedResourceStatus'],
+    ['ObservedState', entriesOf(ObservedState), 'ObservedState'],
+    [
+      'PublicIpSpec + PublicIpStatus',
+      { ...entriesOf(PublicIpSpec), ...entriesOf(PublicIpStatus) },
+      'PublicIp',
+    ],
+  ]
+  for (const [schema, entries, proto] of pairs) {
+    t.same(drift(entries, message(proto)), [], `${schema} ⇄ hydrazine.v1.${proto}`)
+  }
+})
+
+t.test('the check finds a drift in either direction, naming the field', async (t) => {
+  const spec = entriesOf(ResourceGroupSpec)
+  const { dhcpServer: _dropped, ...fewer } = spec
+  t.same(drift(fewer, message('ResourceGroupSpec')), [
+    'ResourceGroupSpec.dhcp_server: not in the schema',
+  ])
+  t.same(drift({ ...spec, vlanId: v.number() }, message('ResourceGroupSpec')), [
+    'ResourceGroupSpec.vlan_id: missing from the proto (schema field vlanId)',
+  ])
+  t.same(drift({ ...spec, tenantId: v.optional(v.string()) }, message('ResourceGroupSpec')), [
+    'ResourceGroupSpec.tenant_id: optional in the schema, not in the proto',
+  ])
+  t.same(
+    drift(
+      { ...spec, implementation: v.picklist(['SharedCentral', 'Other']) },
+      message('ResourceGroupSpec'),
+    ),
+    [
+      "ResourceGroupSpec.implementation: enum GroupImplementation is [GROUP_IMPLEMENTATION_UNSPECIFIED,GROUP_IMPLEMENTATION_SHARED_CENTRAL], the schema's [GROUP_IMPLEMENTATION_UNSPECIFIED,GROUP_IMPLEMENTATION_SHARED_CENTRAL,GROUP_IMPLEMENTATION_OTHER]",
+    ],
+  )
+  const network = v.object({ cidr: v.string(), gateway: v.array(v.string()) })
+  t.same(drift({ ...spec, network }, message('ResourceGroupSpec')), [
+    'ResourceGroupSpec.network.gateway: a list in the schema, not in the proto',
+  ])
+})
+
+/** The property names of an OpenAPI object schema and of its nested objects, as paths. */
+function openApiPaths(schema: unknown, at = ''): string[] {
+  const s = schema as { properties?: Record<string, unknown>; items?: unknown }
+  if (s.items) return openApiPaths(s.items, at)
+  return Object.entries(s.properties ?? {}).flatMap(([key, value]) => [
+    `${at}${key}`,
+    ...openApiPaths(value, `${at}${key}.`),
+  ])
+}
+
+/** The same for a valibot schema. */
+function schemaPaths(entries: Readonly<Record<string, Schema>>, at = ''): string[] {
+  return Object.entries(entries).flatMap(([key, entry]) => {
+    const { schema: outer } = unwrap(entry)
+    const { schema } = outer.type === 'array' && outer.item ? unwrap(outer.item) : { schema: outer }
+    return [`${at}${key}`, ...schemaPaths(schema.entries ?? {}, `${at}${key}.`)]
+  })
+}
+
+t.test('the OpenAPI document describes the same spec fields', async (t) => {
+  const pairs: [keyof typeof openApiSchemas, Schema][] = [
+    ['ResourceGroupSpec', ResourceGroupSpec],
+    ['ManagedResourceSpec', ManagedResourceRequest],
+    ['DpuSpec', DpuSpec],
+  ]
+  for (const [name, schema] of pairs) {
+    t.same(
+      openApiPaths(openApiSchemas[name]).sort(),
+      schemaPaths(entriesOf(schema)).sort(),
+      `components.schemas.${name}`,
+    )
+  }
+})

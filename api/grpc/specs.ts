@@ -1,0 +1,116 @@
+/**
+ * Specs arriving over gRPC, as the input the client validates (`queues/producer.ts`, with
+ * the valibot schemas HTTP bodies go through): each proto field under its model name
+ * (`host_mac` → `hostMAC`), a field the proto leaves unset left out (a missing message, an
+ * unset `optional`, an empty list, an UNSPECIFIED enum), so that the schemas' defaults
+ * and their "missing" refusals apply exactly as to a JSON body. Nothing is checked here
+ * but enum values this server does not know (a newer client's); the schemas check the rest.
+ * A refusal names the request's proto field (`toRequestPaths`).
+ */
+import { GroupImplementation, HostAccess, ResourceType } from '../../lib/state/objects.ts'
+import type { DpuSpec__Output } from '../../proto/gen/hydrazine/v1/DpuSpec.ts'
+import { GroupImplementation as GroupImplementationProto } from '../../proto/gen/hydrazine/v1/GroupImplementation.ts'
+import { HostAccess as HostAccessProto } from '../../proto/gen/hydrazine/v1/HostAccess.ts'
+import type { ManagedResourceSpec__Output } from '../../proto/gen/hydrazine/v1/ManagedResourceSpec.ts'
+import type { ResourceGroupSpec__Output } from '../../proto/gen/hydrazine/v1/ResourceGroupSpec.ts'
+import { ResourceType as ResourceTypeProto } from '../../proto/gen/hydrazine/v1/ResourceType.ts'
+import { ValidationError } from '../../queues/producer.ts'
+import { type ProtoEnum, protoEnum, requestFieldPath } from './fields.ts'
+
+export const GROUP_IMPLEMENTATION = protoEnum(
+  GroupImplementationProto,
+  'GROUP_IMPLEMENTATION',
+  GroupImplementation.options,
+)
+export const RESOURCE_TYPE = protoEnum(ResourceTypeProto, 'RESOURCE_TYPE', ResourceType.options)
+export const HOST_ACCESS = protoEnum(HostAccessProto, 'HOST_ACCESS', HostAccess.options)
+
+type Input = Record<string, unknown>
+
+/** A request without its spec: refused naming `spec`. */
+const required = (): never => {
+  throw new ValidationError([{ path: '(body)', message: 'is required' }])
+}
+
+/** `{[key]: value}` when the proto set it, `{}` when it did not. */
+const ifSet = <V>(key: string, value: V | undefined): Input =>
+  value === undefined ? {} : { [key]: value }
+const ifAny = <V>(key: string, values: readonly V[]): Input =>
+  values.length === 0 ? {} : { [key]: values }
+/** An enum field: its value, left out when UNSPECIFIED; the raw name when unknown (refused). */
+const enumField = <V extends string>(
+  key: string,
+  table: ProtoEnum<V, string>,
+  name: string | number | undefined,
+): Input => (table.isUnknown(name) ? { [key]: String(name) } : ifSet(key, table.fromProto(name)))
+
+/** A ResourceGroupSpec message as a group spec to validate. */
+export function groupSpecInput(spec: ResourceGroupSpec__Output | null): Input {
+  if (!spec) return required()
+  return {
+    tenantId: spec.tenantId,
+    ...ifSet(
+      'network',
+      spec.network ? { cidr: spec.network.cidr, gateway: spec.network.gateway } : undefined,
+    ),
+    ...ifAny(
+      'extraSubnets',
+      spec.extraSubnets.map((s) => ({
+        cidr: s.cidr,
+        ...ifSet('gateway', s.gateway),
+        ...ifSet('dhcp', s.dhcp),
+      })),
+    ),
+    ...ifSet('dhcpServer', spec.dhcpServer),
+    ...enumField('implementation', GROUP_IMPLEMENTATION, spec.implementation),
+  }
+}
+
+/** A ManagedResourceSpec message as a host request to validate. */
+export function hostSpecInput(spec: ManagedResourceSpec__Output | null): Input {
+  if (!spec) return required()
+  return {
+    resourceGroup: spec.resourceGroup,
+    ...enumField('type', RESOURCE_TYPE, spec.type),
+    hostMAC: spec.hostMac,
+    ...ifSet('hostIP', spec.hostIp),
+    ...ifSet('dpu', spec.dpu ? { id: spec.dpu.id, ...ifAny('ips', spec.dpu.ips) } : undefined),
+    ...enumField('hostAccess', HOST_ACCESS, spec.hostAccess),
+    ...ifSet('identifier', spec.identifier),
+  }
+}
+
+/** A DpuSpec message as an inventory entry to validate. */
+export function dpuSpecInput(spec: DpuSpec__Output | null): Input {
+  if (!spec) return required()
+  return {
+    ...ifSet('tenantId', spec.tenantId),
+    fabricIps: spec.fabricIps,
+    hostPorts: spec.hostPorts,
+  }
+}
+
+/** The request fields the client names in its own words (`validate(…, id, 'id')`). */
+const OWN_FIELDS: ReadonlyMap<string, string> = new Map([
+  ['name', 'name'],
+  ['id', 'name'],
+  ['ip', 'ip'],
+  ['pageSize', 'page_size'],
+  ['pageToken', 'page_token'],
+  ['resourceVersion', 'resource_version'],
+])
+
+/**
+ * Runs `op`; a ValidationError it throws comes back naming the request's proto fields,
+ * those of the spec under `under` (e.g. `spec.network.cidr`).
+ */
+export async function toRequestPaths<T>(under: string | undefined, op: () => Promise<T>) {
+  try {
+    return await op()
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error
+    throw new ValidationError(
+      error.issues.map((i) => ({ ...i, path: requestFieldPath(i.path, under, OWN_FIELDS) })),
+    )
+  }
+}

@@ -1,0 +1,280 @@
+/**
+ * Dry runs: what a group or host request would change — NB rows, FRR prefixes, agent
+ * jobs, addresses — computed the way the handlers would compute it (the group's state →
+ * `topologyOf` → the diff against its NB), with nothing stored, enqueued, allocated or
+ * written. Read-only: a central that is not running is not started (its rows count as
+ * none), and addresses a pool would pick are predicted from the pool's map.
+ */
+import { HydrazineError } from '../lib/errors.ts'
+import { formatIp, parseIp } from '../lib/ipam/address.ts'
+import {
+  compileGroupTopology,
+  type DesiredRows,
+  emptyRows,
+  type OvnCentralEndpoints,
+  ownerOf,
+  planTopology,
+  readOwnedRows,
+} from '../lib/ovn/index.ts'
+import type {
+  ManagedResource,
+  ManagedResourceSpec,
+  ResourceGroup,
+  ResourceGroupSpec,
+} from '../lib/state/objects.ts'
+import type {
+  ChangePlan,
+  PlannedAddress,
+  PlannedAgentJob,
+  PlannedPrefix,
+} from '../lib/state/plans.ts'
+import type { HandlerDeps } from './internal/deps.ts'
+import {
+  type GroupState,
+  type MemberState,
+  readGroupState,
+  topologyOf,
+} from './internal/group-state.ts'
+import { relayOwnerOf } from './internal/network.ts'
+
+export type PlannerDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric'>
+
+/** Plans of the four writes that touch a group's topology; undefined: no such object. */
+export interface Planner {
+  group(name: string, spec: ResourceGroupSpec): Promise<ChangePlan>
+  groupDeletion(name: string): Promise<ChangePlan | undefined>
+  /** `spec` as the store would hold it (placed on its DPU). */
+  host(name: string, spec: ManagedResourceSpec): Promise<ChangePlan>
+  hostDeletion(name: string): Promise<ChangePlan | undefined>
+}
+
+interface Parts {
+  readonly state: GroupState | undefined
+  readonly agentJobs?: readonly PlannedAgentJob[]
+  readonly announce?: readonly PlannedPrefix[]
+  readonly withdraw?: readonly PlannedPrefix[]
+  readonly allocate?: readonly PlannedAddress[]
+  readonly release?: readonly PlannedAddress[]
+  readonly notes?: readonly string[]
+}
+
+export function createPlanner(deps: PlannerDeps): Planner {
+  /** The group's running central (its own, else a shared one), without starting any. */
+  const centralOf = async (group: string): Promise<OvnCentralEndpoints | undefined> => {
+    const all = await deps.ovn.list()
+    return all.find((c) => c.group === group) ?? all.find((c) => c.group === undefined)
+  }
+
+  const plan = async (group: string, parts: Parts): Promise<ChangePlan> => {
+    const central = await centralOf(group)
+    let desired: DesiredRows = { group, owner: ownerOf(group), rows: [] }
+    const notes = [...(parts.notes ?? [])]
+    try {
+      if (parts.state) desired = compileGroupTopology(topologyOf(parts.state, deps.fabric))
+    } catch (error) {
+      if (!(error instanceof HydrazineError)) throw error
+      // What the apply would meet too: it would fail the same way.
+      return {
+        dryRun: true,
+        nb: { central: central?.nb ?? null, insert: [], update: [], delete: [] },
+        frr: { announce: [], withdraw: [] },
+        agentJobs: [],
+        addresses: { allocate: [], release: [] },
+        notes: [...notes, `the apply would fail: ${error.code}: ${error.message}`],
+      }
+    }
+    for (const problem of desired.problems ?? []) {
+      notes.push(`the topology would leave out ${problem.host ?? 'a port'}: ${problem.message}`)
+    }
+    const actual = central
+      ? await readOwnedRows((await deps.nb.get(central.nb)).client, ownerOf(group))
+      : emptyRows()
+    return {
+      dryRun: true,
+      nb: { central: central?.nb ?? null, ...planTopology(desired, actual) },
+      frr: { announce: parts.announce ?? [], withdraw: parts.withdraw ?? [] },
+      agentJobs: parts.agentJobs ?? [],
+      addresses: { allocate: parts.allocate ?? [], release: parts.release ?? [] },
+      notes,
+    }
+  }
+
+  const isolations = (members: readonly MemberState[]): PlannedAgentJob[] =>
+    members.map((m) => ({ dpu: m.host.spec.dpu.id, job: 'isolate', host: m.host.name }))
+  const withdrawals = (members: readonly MemberState[]): PlannedPrefix[] =>
+    members.flatMap((m) => (m.publicIp ? [{ prefix: `${m.publicIp}/32` }] : []))
+
+  return {
+    async group(name, spec) {
+      const existing = await deps.store.getGroup(name)
+      const read = existing ? await readGroupState(deps, name) : undefined
+      const now = new Date().toISOString()
+      const group: ResourceGroup = {
+        ...(existing ?? newObject(name, now)),
+        spec,
+      } as ResourceGroup
+      const state: GroupState = read
+        ? { ...read, group }
+        : { group, members: [], relayIps: new Map(), staleRelayOwners: [] }
+      const same = existing !== undefined && sameJson(existing.spec, spec)
+      const relays = spec.dhcpServer
+        ? [...new Set(state.members.map((m) => m.host.spec.dpu.id))]
+            .filter((dpu) => !state.relayIps.has(dpu))
+            .map((dpu): PlannedAddress => ({ pool: 'group', owner: relayOwnerOf(dpu), ip: null }))
+        : []
+      return plan(name, {
+        state,
+        // A changed spec re-drives every member's configuration on its DPU.
+        agentJobs:
+          existing && !same
+            ? state.members.map((m) => ({
+                dpu: m.host.spec.dpu.id,
+                job: 'configure',
+                host: m.host.name,
+              }))
+            : [],
+        allocate: relays,
+        notes: same
+          ? [
+              existing?.status.phase === 'Failed'
+                ? 'the spec is stored as given: a new attempt would start'
+                : 'the spec is stored as given: nothing would change',
+            ]
+          : existing
+            ? [`the spec would be stored as version ${existing.specVersion + 1}`]
+            : ['the group would be created (version 1)'],
+      })
+    },
+
+    async groupDeletion(name) {
+      const state = await readGroupState(deps, name)
+      if (!state) return undefined
+      const allocations = await deps.ipam.allocations(name)
+      return plan(name, {
+        state: undefined,
+        agentJobs: isolations(state.members),
+        withdraw: withdrawals(state.members),
+        release: [
+          ...allocations.map((a): PlannedAddress => ({ pool: 'group', owner: a.owner, ip: a.ip })),
+          ...state.members.flatMap((m): PlannedAddress[] =>
+            m.publicIp ? [{ pool: 'public', owner: m.host.name, ip: m.publicIp }] : [],
+          ),
+        ],
+        notes: ['hosts are isolated first, the network removed last'],
+      })
+    },
+
+    async host(name, spec) {
+      const group = spec.resourceGroup
+      const state = await readGroupState(deps, group)
+      if (!state) throw new Error(`resource group ${group} vanished while planning`)
+      const existing = await deps.store.getHost(name)
+      const current = state.members.find((m) => m.host.name === name)
+      const allocate: PlannedAddress[] = []
+      let ip = current?.ip ?? spec.hostIP
+      if (!ip) {
+        ip = await firstFreeAddress(deps, group, spec.hostAccess === 'None' ? undefined : 4)
+        allocate.push({ pool: 'group', owner: name, ip: ip ?? null })
+      }
+      let publicIp = current?.publicIp
+      const announce: PlannedPrefix[] = []
+      const withdraw: PlannedPrefix[] = []
+      if (spec.hostAccess === 'PublicAccess') {
+        if (!publicIp) {
+          publicIp = await deps.ipam.nextPublicIp()
+          allocate.push({ pool: 'public', owner: name, ip: publicIp ?? null })
+        }
+        const nextHop = spec.dpu.ips[1]
+        announce.push({
+          prefix: publicIp ? `${publicIp}/32` : null,
+          ...(nextHop ? { nextHop } : {}),
+        })
+      } else if (current?.publicIp) {
+        withdraw.push({ prefix: `${current.publicIp}/32` })
+      }
+      const host = {
+        ...(existing ?? newObject(name, new Date().toISOString())),
+        spec,
+      } as ManagedResource
+      const member: MemberState | undefined = ip
+        ? { host, ip, ...(publicIp && spec.hostAccess === 'PublicAccess' ? { publicIp } : {}) }
+        : undefined
+      const others = state.members.filter((m) => m.host.name !== name)
+      const same = existing !== undefined && sameJson(existing.spec, spec)
+      const moved =
+        existing && existing.spec.dpu.id !== spec.dpu.id ? existing.spec.dpu.id : undefined
+      return plan(group, {
+        state: { ...state, members: member ? [...others, member] : others },
+        agentJobs: [
+          ...(moved ? [{ dpu: moved, job: 'isolate' as const, host: name }] : []),
+          ...(same && existing?.status.phase !== 'Failed'
+            ? []
+            : [{ dpu: spec.dpu.id, job: 'configure' as const, host: name }]),
+        ],
+        announce: same ? [] : announce,
+        withdraw,
+        allocate,
+        notes: [
+          ...(ip ? [] : ['the group network has no free address: the attach would fail']),
+          ...(same
+            ? ['the spec is stored as given: nothing would change']
+            : existing
+              ? [`the spec would be stored as version ${existing.specVersion + 1}`]
+              : ['the host would be created (version 1)']),
+        ],
+      })
+    },
+
+    async hostDeletion(name) {
+      const host = await deps.store.getHost(name)
+      if (!host) return undefined
+      const group = host.spec.resourceGroup
+      const state = await readGroupState(deps, group)
+      const member = state?.members.find((m) => m.host.name === name)
+      const allocations = member ? [{ pool: 'group' as const, owner: name, ip: member.ip }] : []
+      return plan(group, {
+        state: state && { ...state, members: state.members.filter((m) => m.host.name !== name) },
+        agentJobs: [{ dpu: host.spec.dpu.id, job: 'isolate', host: name }],
+        withdraw: member ? withdrawals([member]) : [],
+        release: [
+          ...allocations,
+          ...(member?.publicIp
+            ? [{ pool: 'public' as const, owner: name, ip: member.publicIp }]
+            : []),
+        ],
+        notes: ['the host is isolated on its DPU before its addresses are released'],
+      })
+    },
+  }
+}
+
+function newObject(name: string, now: string) {
+  return {
+    name,
+    specVersion: 1,
+    status: { phase: 'Provisioning', conditions: [], observedVersion: 0, configsSynced: false },
+    createdAt: now,
+    updatedAt: now,
+  }
+}
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
+
+/** The address the group network would hand out next (its first free one), if any. */
+async function firstFreeAddress(
+  deps: PlannerDeps,
+  group: string,
+  version: 4 | undefined,
+): Promise<string | undefined> {
+  const map = await deps.ipam.map(group)
+  for (const subnet of map.subnets) {
+    if (version === 4 && subnet.cidr.includes(':')) continue
+    for (const pool of subnet.pools) {
+      const free = pool.map.indexOf('.')
+      if (free < 0) continue
+      const start = parseIp(pool.start)
+      return formatIp({ ...start, value: start.value + BigInt(free) })
+    }
+  }
+  return undefined
+}

@@ -1,0 +1,119 @@
+/**
+ * What Hydrazine reports back about its objects (DESIGN.md "Objects"): each kind's status
+ * as a valibot schema, and its type inferred from it. Hydrazine writes statuses itself, so
+ * they are not parsed on the way out; the schemas are the one description of their shape
+ * that the HTTP and gRPC APIs share: `api/grpc/model.test.ts` checks that
+ * `proto/hydrazine/v1/resources.proto` has every field of them and nothing else.
+ * Times are ISO 8601 strings (`v.isoTimestamp()`; `google.protobuf.Timestamp` in gRPC).
+ */
+import * as v from 'valibot'
+
+const readonlyArray = <T extends v.GenericSchema>(item: T) => v.pipe(v.array(item), v.readonly())
+
+/** An ISO 8601 time, e.g. `2024-05-01T12:00:00.000Z`. */
+export const IsoTime = v.pipe(v.string(), v.isoTimestamp())
+
+export const ConditionStatus = v.picklist(['True', 'False', 'Unknown'])
+
+/** One aspect of an object's state, as Kubernetes conditions are. */
+export const Condition = v.pipe(
+  v.object({
+    type: v.string(),
+    status: ConditionStatus,
+    /** CamelCase, machine-readable. */
+    reason: v.string(),
+    message: v.string(),
+    lastTransitionTime: IsoTime,
+  }),
+  v.readonly(),
+)
+export type Condition = v.InferOutput<typeof Condition>
+
+export const GroupPhase = v.picklist([
+  'Provisioning',
+  'Ready',
+  'Configuring',
+  'Terminating',
+  'Failed',
+])
+export type GroupPhase = v.InferOutput<typeof GroupPhase>
+
+export const HostPhase = v.picklist([
+  'Attaching',
+  'Ready',
+  'Configuring',
+  'Detaching',
+  'Isolated',
+  'Failed',
+])
+export type HostPhase = v.InferOutput<typeof HostPhase>
+
+export const ResourceGroupStatus = v.object({
+  phase: GroupPhase,
+  conditions: v.array(Condition),
+  /** The addresses the group's hosts are SNATed to. */
+  snatIPs: v.array(v.string()),
+  managedResourceCount: v.number(),
+  softwareNetworkConfiguration: v.exactOptional(
+    v.object({ ovnService: v.string(), logicalNetwork: v.string() }),
+  ),
+  /**
+   * The group's OVN central: its NB remote (for the controller) and the SB remote its DPUs'
+   * ovn-controller follow.
+   */
+  ovnCentral: v.exactOptional(v.object({ nb: v.string(), sb: v.string() })),
+  /**
+   * With a `dhcpServer`: the circuit id (RFC 3046 option 82, sub-option 1) the group's
+   * DHCP relays put in every request they forward, for the server to tell groups apart.
+   */
+  dhcpCircuitId: v.exactOptional(v.string()),
+  observedVersion: v.number(),
+  /** Which attempt at this spec version the status reports (absent: the first). */
+  attempt: v.exactOptional(v.number()),
+  configsSynced: v.boolean(),
+})
+export type ResourceGroupStatus = v.InferOutput<typeof ResourceGroupStatus>
+
+export const ManagedResourceStatus = v.object({
+  phase: HostPhase,
+  conditions: v.array(Condition),
+  hostAccessIPs: v.exactOptional(
+    v.object({
+      hostIP: v.exactOptional(v.string()),
+      fabricIP: v.exactOptional(v.string()),
+      publicIP: v.exactOptional(v.string()),
+    }),
+  ),
+  logicalPortReference: v.exactOptional(v.object({ logicalPort: v.string(), dpu: v.string() })),
+  /** What the DPU agent acknowledged: its host port and relay port. */
+  agent: v.exactOptional(
+    v.object({
+      hostPort: v.string(),
+      relayPort: v.exactOptional(v.string()),
+      ovnInstalled: v.boolean(),
+      specVersion: v.number(),
+    }),
+  ),
+  observedVersion: v.number(),
+  /** Which attempt at this spec version the status reports (absent: the first). */
+  attempt: v.exactOptional(v.number()),
+  configsSynced: v.boolean(),
+})
+export type ManagedResourceStatus = v.InferOutput<typeof ManagedResourceStatus>
+
+export const PublicIpStatus = v.object({
+  allocated: v.boolean(),
+  /** The host it is allocated to. */
+  allocatedTo: v.exactOptional(v.string()),
+})
+export type PublicIpStatus = v.InferOutput<typeof PublicIpStatus>
+
+/** What the controller knows of a DPU: its inventory entry (status is its agent's report). */
+export const DpuStatus = v.pipe(
+  v.object({
+    /** Hosts the DPU serves (live ManagedResources naming it). */
+    hosts: readonlyArray(v.string()),
+  }),
+  v.readonly(),
+)
+export type DpuStatus = v.InferOutput<typeof DpuStatus>

@@ -1,0 +1,114 @@
+import { DelayedError, UnrecoverableError, WaitingChildrenError } from 'bullmq'
+import t from 'tap'
+import {
+  dpuRepairs,
+  type JobOutcome,
+  outcomeOfError,
+  reconcileRepairs,
+  timed,
+} from './job-observers.ts'
+
+t.test('how a handler run ended, from what it threw', async (t) => {
+  const cases: [string, unknown, { attemptsMade: number; attempts?: number }, JobOutcome][] = [
+    [
+      'parked until its children finish',
+      new DelayedError(),
+      { attemptsMade: 0, attempts: 12 },
+      'waiting',
+    ],
+    [
+      'waiting for children (flows)',
+      new WaitingChildrenError(),
+      { attemptsMade: 3, attempts: 4 },
+      'waiting',
+    ],
+    [
+      'unrecoverable on its first attempt',
+      new UnrecoverableError('bad'),
+      { attemptsMade: 0, attempts: 12 },
+      'failed',
+    ],
+    [
+      'retryable with attempts left',
+      new Error('NB down'),
+      { attemptsMade: 0, attempts: 12 },
+      'retried',
+    ],
+    [
+      'retryable on its last attempt',
+      new Error('NB down'),
+      { attemptsMade: 11, attempts: 12 },
+      'failed',
+    ],
+    ['a job with one attempt', new Error('x'), { attemptsMade: 0 }, 'failed'],
+  ]
+  for (const [name, error, { attemptsMade, attempts }, outcome] of cases) {
+    const job = { attemptsMade, opts: attempts === undefined ? {} : { attempts } }
+    t.equal(outcomeOfError(job, error), outcome, name)
+  }
+})
+
+t.test("reconcile's repairs by kind, kinds with none left out", async (t) => {
+  const retried = (action: 'Retrying' | 'Stalled' | 'RetriesExhausted' | 'DeletionResumed') => ({
+    kind: 'mr' as const,
+    name: 'h',
+    action,
+    message: '',
+  })
+  t.same([...reconcileRepairs({ repaired: [], orphansRemoved: [], retried: [] })], [])
+  t.same(
+    Object.fromEntries(
+      reconcileRepairs({
+        repaired: ['group-a', 'group-b'],
+        orphansRemoved: ['gone'],
+        retried: [
+          retried('Retrying'),
+          retried('Retrying'),
+          retried('Stalled'),
+          retried('RetriesExhausted'),
+          retried('DeletionResumed'),
+        ],
+      }),
+    ),
+    {
+      nb_drift: 2,
+      orphan_rows: 1,
+      retrying: 2,
+      stalled: 1,
+      retries_exhausted: 1,
+      deletion_resumed: 1,
+    },
+  )
+  const repair = (action: 'PortLost' | 'StrayPortIsolated') => ({
+    dpu: 'd',
+    action,
+    logicalPort: 'lp',
+    jobId: 'j',
+  })
+  t.same(dpuRepairs({ repairs: [repair('PortLost'), repair('StrayPortIsolated')] }), [
+    'port_lost',
+    'stray_port_isolated',
+  ])
+})
+
+t.test('a timed handler reports each run and passes its result and errors unchanged', async (t) => {
+  const runs: [string, JobOutcome][] = []
+  const observers = { jobRun: (job: string, outcome: JobOutcome) => runs.push([job, outcome]) }
+  const job = { attemptsMade: 0, opts: { attempts: 3 } } as never
+  const ok = timed('reconcile', async () => 'report', observers)
+  t.equal(await ok(job), 'report')
+  const failing = timed(
+    'host.attach',
+    async () => {
+      throw new Error('NB down')
+    },
+    observers,
+  )
+  await t.rejects(failing(job), /NB down/)
+  t.same(runs, [
+    ['reconcile', 'completed'],
+    ['host.attach', 'retried'],
+  ])
+  const handler = async () => 1
+  t.equal(timed('reconcile', handler, {}), handler, 'without a jobRun observer, the handler itself')
+})

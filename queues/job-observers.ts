@@ -1,0 +1,133 @@
+/**
+ * What the controller worker tells whoever watches it (the composition root's metrics):
+ * each handler run with its outcome and duration, the repairs `reconcile` and
+ * `dpu.health` report, and hosts turning Ready. The watcher is optional and never
+ * changes what a job does.
+ */
+import {
+  DelayedError,
+  type Job,
+  RateLimitError,
+  UnrecoverableError,
+  WaitingChildrenError,
+} from 'bullmq'
+import type { DpuHealthResult } from '../functions/dpu-health.ts'
+import type { ReconcileReport } from '../functions/reconcile.ts'
+import type { JobName } from '../lib/jobs/index.ts'
+
+/**
+ * How one run of a handler ended:
+ * - `completed`: it returned;
+ * - `waiting`: it parked itself (children pending, its object busy) and runs again;
+ * - `retried`: it threw, and BullMQ tries again after a backoff;
+ * - `failed`: it threw for good (unrecoverable, or its last attempt).
+ */
+export type JobOutcome = 'completed' | 'waiting' | 'retried' | 'failed'
+
+/** What a repair was, as the repair metrics name it. */
+export type RepairKind =
+  /** A group's NB rows differed from its desired topology and were rewritten. */
+  | 'nb_drift'
+  /** Hydrazine-owned NB rows of a group the store no longer has were removed. */
+  | 'orphan_rows'
+  /** A Failed object got a new attempt once its backoff passed. */
+  | 'retrying'
+  /** A converging object whose job finished or vanished without reporting was re-driven. */
+  | 'stalled'
+  /** A converging object whose job gave up was marked Failed. */
+  | 'retries_exhausted'
+  /** A deletion whose job never reached the queue was queued. */
+  | 'deletion_resumed'
+
+/** What `dpu.health` repaired on a DPU. */
+export type DpuRepairKind = 'port_lost' | 'stray_port_isolated'
+
+export interface WorkerObservers {
+  /** One handler run ended. */
+  readonly jobRun?: (job: JobName, outcome: JobOutcome, seconds: number) => void
+  /** A reconcile run repaired `count` things of `kind` (called only for count > 0). */
+  readonly reconcileRepaired?: (kind: RepairKind, count: number) => void
+  /** A `dpu.health` run repaired something on a DPU. */
+  readonly dpuRepaired?: (kind: DpuRepairKind) => void
+  /** A host turned Ready, `seconds` after its spec was accepted. */
+  readonly hostReady?: (seconds: number) => void
+}
+
+/** The outcome of a run of `job` that threw `error` (see `JobOutcome`). */
+export function outcomeOfError(
+  job: Pick<Job, 'attemptsMade' | 'opts'>,
+  error: unknown,
+): JobOutcome {
+  if (
+    error instanceof DelayedError ||
+    error instanceof WaitingChildrenError ||
+    error instanceof RateLimitError
+  ) {
+    return 'waiting'
+  }
+  if (error instanceof UnrecoverableError) return 'failed'
+  return job.attemptsMade + 1 < (job.opts.attempts ?? 1) ? 'retried' : 'failed'
+}
+
+/** The repairs a reconcile report lists, by kind (kinds with none left out). */
+export function reconcileRepairs(
+  report: Pick<ReconcileReport, 'repaired' | 'orphansRemoved' | 'retried'>,
+): Map<RepairKind, number> {
+  const counts = new Map<RepairKind, number>()
+  const add = (kind: RepairKind, n: number) => {
+    if (n > 0) counts.set(kind, (counts.get(kind) ?? 0) + n)
+  }
+  add('nb_drift', report.repaired.length)
+  add('orphan_rows', report.orphansRemoved.length)
+  for (const { action } of report.retried) add(RETRY_KINDS[action], 1)
+  return counts
+}
+
+const RETRY_KINDS = {
+  Retrying: 'retrying',
+  Stalled: 'stalled',
+  RetriesExhausted: 'retries_exhausted',
+  DeletionResumed: 'deletion_resumed',
+} as const satisfies Record<ReconcileReport['retried'][number]['action'], RepairKind>
+
+/** The repairs a `dpu.health` run made, one kind per repair. */
+export function dpuRepairs(result: Pick<DpuHealthResult, 'repairs'>): DpuRepairKind[] {
+  return result.repairs.map((r) => (r.action === 'PortLost' ? 'port_lost' : 'stray_port_isolated'))
+}
+
+/**
+ * Wraps a handler so that each run is reported to `observers.jobRun` with its outcome and
+ * duration; the handler's result and errors pass unchanged.
+ */
+export function timed<R>(
+  name: JobName,
+  handler: (job: Job, token?: string) => Promise<R>,
+  observers: WorkerObservers,
+): (job: Job, token?: string) => Promise<R> {
+  if (!observers.jobRun) return handler
+  const report = observers.jobRun
+  return async function timedHandler(job, token) {
+    const started = performance.now()
+    const seconds = () => (performance.now() - started) / 1000
+    try {
+      const result = await handler(job, token)
+      report(name, 'completed', seconds())
+      return result
+    } catch (error) {
+      report(name, outcomeOfError(job, error), seconds())
+      throw error
+    }
+  }
+}
+
+/** Wraps a handler so that `seen` gets each result it returns (the result passes unchanged). */
+export function reporting<R>(
+  handler: (job: Job, token?: string) => Promise<R>,
+  seen: (result: R) => void,
+): (job: Job, token?: string) => Promise<R> {
+  return async function reportingHandler(job, token) {
+    const result = await handler(job, token)
+    seen(result)
+    return result
+  }
+}
