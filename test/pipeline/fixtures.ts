@@ -1,12 +1,8 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
+import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import type { Registry } from 'prom-client'
-import { createFrrSync } from '../../functions/frr-sync.ts'
-import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
-import type { ReconcileReport } from '../../functions/reconcile.ts'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
@@ -17,10 +13,8 @@ import {
   type IsolateAck,
   parseAgentJob,
 } from '../../lib/agent-protocol/index.ts'
-import { createFrrController, createVty, type FrrController } from '../../lib/frr/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
-import { startFrrConsumer } from '../../queues/frr.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
 import { FakeChassis } from '../helpers/fake-chassis.ts'
 import { eventually } from '../helpers/processes.ts'
@@ -379,122 +373,12 @@ export function dpuFabricIps(dpu: string): [string, string] {
   return [`172.18.0.${10 + n}`, `172.18.0.${110 + n}`]
 }
 
-const workerProcess = fileURLToPath(new URL('./worker-process.ts', import.meta.url))
-
-/** Starts a worker process; resolves once it consumes the queue. */
-export function startWorkerProcess(p: Pipeline, env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', workerProcess], {
-    env: {
-      ...process.env,
-      REDIS_URL: p.redisUrl,
-      OVN_NB: p.nb,
-      OVN_SB: p.sb,
-      QUEUE_PREFIX: p.prefix,
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  const exited = new Promise<NodeJS.Signals | null>((r) => child.once('exit', (_c, s) => r(s)))
-  const ready = new Promise<void>((resolve, reject) => {
-    child.stdout?.on('data', (c: Buffer) => {
-      if (c.toString().includes('READY')) resolve()
-    })
-    child.once('exit', () => reject(new Error('worker process exited before READY')))
-  })
-  return { child, exited, ready }
-}
-
-export function stopProcess(child: ChildProcess) {
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-}
-
-/** Everything a refused request must leave alone: stored objects, public IPs, job count. */
-export async function refusalSnapshot(p: Pipeline) {
-  const counts = await p.controller.queue.getJobCounts()
-  return {
-    groups: await p.controller.store.listGroups(),
-    hosts: await p.controller.store.listHosts(),
-    publicIps: await p.controller.ipam.listPublicIps(),
-    jobs: Object.values(counts).reduce((a, b) => a + b, 0),
-  }
-}
-
-/** group-a with host-1 (FabricAccess on dpu-1, whose agent answers), once host-1 is Ready. */
-export async function readyFabricHost(p: Pipeline): Promise<void> {
-  await p.agent('dpu-1')
-  await p.client.applyGroup('group-a', groupSpec())
-  await p.client.applyHost(
-    'host-1',
-    hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
-  )
-  await until(
-    () => p.controller.store.getHost('host-1'),
-    (h) => h?.status.phase === 'Ready',
-  )
-}
-
-/**
- * The FRR consumer, in this process, on a pipeline started with `frr: true`: what the
- * store wants announced, through the pipeline's private FRR. Stopped at teardown.
- */
-export async function startPipelineFrr(t: Teardown, p: Pipeline): Promise<FrrController> {
-  if (!p.frrVtyDir) throw new Error('the pipeline was started without FRR')
-  const vty = createVty({ vtyDir: p.frrVtyDir })
-  const frr = createFrrController({ vty, saveConfig: true })
-  const connection = new Redis(p.redisUrl, { maxRetriesPerRequest: null })
-  const consumer = await startFrrConsumer({
-    connection,
-    frr,
-    source: storeAnnouncementSource(p.controller.store, p.controller.ipam),
-    handler: createFrrSync({ frr }),
-    prefix: p.prefix,
-  })
-  t.teardown(async () => {
-    await consumer.close()
-    vty.close()
-    connection.disconnect()
-  })
-  return frr
-}
-
-/**
- * A controller on its own Redis with a central per group (none running yet) and no
- * agents: for what the controller does on its own schedule (reconcile, dpu.health).
- */
-export async function startScheduledController(
-  t: Teardown,
-  schedule: Pick<Parameters<typeof startController>[0], 'reconcileEveryMs' | 'dpuHealthEveryMs'> & {
-    readonly prefix: string
-  },
-): Promise<Controller> {
-  const stack = await withStack(t, { redis: true })
-  if (!stack.redis) throw new Error('stack without redis')
-  const centrals = await startPerGroupCentrals({
-    dataDir: stack.dataDir,
-    listenAddress: '127.0.0.1',
-    pki: stack.pki,
-    log: () => {},
-  })
-  t.teardown(() => centrals.close())
-  const controller = await startController({
-    redisUrl: stack.redis.url,
-    ovn: centrals,
-    fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
-    reconcileEveryMs: 0,
-    ...schedule,
-  })
-  t.teardown(() => controller.close())
-  return controller
-}
-
-/** Runs reconcile now (job `id`) and resolves with its report; rejects if the run failed. */
-export async function runReconcile(p: Pipeline, id: string): Promise<ReconcileReport> {
-  const job = await p.controller.queue.add('reconcile', {}, { jobId: id })
-  await until(
-    () => job.getState(),
-    (s) => s === 'completed' || s === 'failed',
-  )
-  const done = await p.controller.queue.getJob(id)
-  if (done?.failedReason) throw new Error(`reconcile failed: ${done.failedReason}`)
-  return done?.returnvalue as ReconcileReport
-}
+export {
+  readyFabricHost,
+  refusalSnapshot,
+  runReconcile,
+  startPipelineFrr,
+  startScheduledController,
+  startWorkerProcess,
+  stopProcess,
+} from './scenarios.ts'
