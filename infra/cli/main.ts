@@ -8,6 +8,7 @@
  *   hz delete group|host|dpu|public-ip NAME [--force] [--dry-run]
  *   hz events group|host|dpu NAME [--limit N]
  *   hz trace FROM TO [--proto icmp|tcp|udp] [--port N] [--raw]
+ *   hz watch [group|host] [NAME] [--until PHASE] [--timeout S]   (the gRPC Watch stream)
  *   hz dpus | hz public-ips   (short for `hz list …`)
  *
  * Reaches `--url` / `HYDRAZINE_URL` (default http://127.0.0.1:8080) with the token from
@@ -21,6 +22,7 @@ import { parseArgs } from 'node:util'
 import * as v from 'valibot'
 import { type Api, ApiError, createApi } from './api.ts'
 import { COLUMNS, planText, summary, table } from './format.ts'
+import { watch } from './watch.ts'
 
 /** A mistake in how `hz` was called: exit code 2 with the usage. */
 export class UsageError extends Error {}
@@ -50,6 +52,7 @@ const COMMANDS = new Set([
   'plan',
   'events',
   'trace',
+  'watch',
 ])
 
 /** What `hz apply -f` reads: one document or a list. */
@@ -84,6 +87,9 @@ const OPTIONS = {
   port: { type: 'string' },
   raw: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
+  grpc: { type: 'string' },
+  until: { type: 'string' },
+  timeout: { type: 'string' },
 } as const
 
 export interface CliIo {
@@ -107,7 +113,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       return values.help || command === 'help' ? 0 : 2
     }
     if (!COMMANDS.has(command)) throw new UsageError(`unknown command '${command}'`)
-    const api = createApi({ url: urlOf(values.url, io.env), token: tokenOf(values, io.env) })
+    const url = urlOf(values.url, io.env)
+    const token = tokenOf(values, io.env)
+    if (command === 'watch') return await watchCommand(rest, values, url, token, io)
+    const api = createApi({ url, token })
     const print = (value: unknown, human: () => string) =>
       io.out(values.json ? JSON.stringify(value, null, 2) : human())
     await run(api, command, rest, values, print)
@@ -207,6 +216,42 @@ async function run(
   }
 }
 
+async function watchCommand(
+  args: readonly string[],
+  values: Values,
+  url: string,
+  token: string,
+  io: CliIo,
+): Promise<number> {
+  const [kind, name] = args
+  const kinds = {
+    group: 'OBJECT_KIND_RESOURCE_GROUP',
+    host: 'OBJECT_KIND_MANAGED_RESOURCE',
+  } as const
+  const watched =
+    kind === undefined ? undefined : kinds[kind.replace(/s$/, '') as keyof typeof kinds]
+  if (kind !== undefined && !watched) throw new UsageError(`watch group or host, not '${kind}'`)
+  if (values.until && !name) throw new UsageError('--until needs the object named')
+  let timeoutMs: number | undefined
+  if (values.timeout !== undefined) {
+    timeoutMs = Number(values.timeout) * 1000
+    if (!(timeoutMs > 0)) throw new UsageError('--timeout must be a number of seconds')
+  }
+  const parsed = new URL(url)
+  const address = values.grpc ?? io.env.HYDRAZINE_GRPC ?? `${parsed.hostname}:8081`
+  return watch({
+    address,
+    tls: parsed.protocol === 'https:',
+    token,
+    ...(watched ? { kind: watched } : {}),
+    ...(name ? { name } : {}),
+    ...(values.until ? { until: values.until } : {}),
+    ...(timeoutMs ? { timeoutMs } : {}),
+    json: values.json === true,
+    out: io.out,
+  })
+}
+
 function pathOf(kind: string | undefined): string {
   const path = kind === undefined ? undefined : KINDS[kind]
   if (!path)
@@ -281,6 +326,9 @@ function usage(): string {
   events group|host|dpu NAME [--limit N]
   trace FROM TO [--proto icmp|tcp|udp] [--port N] [--raw]
                              FROM a host or 'fabric'; TO a host or an IP
+  watch [group|host] [NAME] [--until PHASE] [--timeout S]
+                             status changes as they happen (gRPC, --grpc / HYDRAZINE_GRPC,
+                             default the URL's host, port 8081); resumes after a drop
   dpus, public-ips           short for 'list dpus', 'list public-ips'
 exit codes: 0 done, 1 refused or unreachable, 2 usage`
 }

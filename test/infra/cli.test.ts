@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { serve } from '@hono/node-server'
 import t from 'tap'
+import { createGrpcServer } from '../../api/grpc/server.ts'
 import { createApp } from '../../api/http/app.ts'
 import { tempDir } from '../helpers/stack.ts'
 import { groupSpec, hostSpec, startPipeline, until } from '../pipeline/fixtures.ts'
@@ -33,6 +34,12 @@ t.test('hz against a running Hydrazine', async (t) => {
       tokens: { operator: [OPERATOR], tenants: { 'tenant-b': [TENANT_B] } },
     },
   })
+  const grpcIngress = createGrpcServer({
+    client: p.client,
+    tokens: { operator: [OPERATOR], tenants: { 'tenant-b': [TENANT_B] } },
+  })
+  const grpcPort = await grpcIngress.bind('127.0.0.1:0')
+  t.teardown(() => grpcIngress.close())
   const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 })
   t.teardown(() => new Promise<void>((r) => server.close(() => r())))
   await new Promise<void>((r) => server.once('listening', () => r()))
@@ -143,6 +150,21 @@ t.test('hz against a running Hydrazine', async (t) => {
   const badDoc = await hz(['apply', '-f', notADocument])
   t.equal(badDoc.code, 2)
   t.match(badDoc.err, /kind: must be ResourceGroup, ManagedResource, Dpu or PublicIp/)
+
+  // The gRPC Watch stream until a new host is Ready.
+  const watching = hz(['watch', 'host', 'cli-host2', '--until', 'Ready', '--timeout', '60'], {
+    HYDRAZINE_GRPC: `127.0.0.1:${grpcPort}`,
+  })
+  await p.client.applyHost('cli-host2', hostSpec('cli-group', 'dpu-1', 8))
+  const watched = await watching
+  t.equal(watched.code, 0, watched.err)
+  t.match(watched.out, /(ADDED|MODIFIED) {2}host\/cli-host2 {2}Ready\n$/, 'the last line: Ready')
+  const never = await hz(['watch', 'host', 'nobody', '--until', 'Ready', '--timeout', '1'], {
+    HYDRAZINE_GRPC: `127.0.0.1:${grpcPort}`,
+  })
+  t.equal(never.code, 1, 'a phase never reached: exit 1 after --timeout')
+  t.match(never.out, /timed out waiting for Ready/)
+  await p.client.deleteHost('cli-host2')
 
   const wouldDelete = await hz(['delete', 'host', 'cli-host', '--dry-run'])
   t.equal(wouldDelete.code, 0, wouldDelete.err)
