@@ -4,11 +4,19 @@
  * class to its own status (HTTP 400/403/404/409, gRPC INVALID_ARGUMENT/…); anything
  * without a class here is unexpected and answered without details. A full quota is its
  * own class: HTTP says 403 (the tenant may not have more), gRPC RESOURCE_EXHAUSTED; so is
- * a watch's resource version the change log no longer keeps (gRPC OUT_OF_RANGE).
+ * a watch's resource version the change log no longer keeps (gRPC OUT_OF_RANGE), and so
+ * is a part of the system that cannot answer now (HTTP 503, gRPC UNAVAILABLE).
  */
 import { HydrazineError } from '../lib/errors.ts'
 
-export type ErrorClass = 'invalid' | 'forbidden' | 'not-found' | 'conflict' | 'quota' | 'expired'
+export type ErrorClass =
+  | 'invalid'
+  | 'forbidden'
+  | 'not-found'
+  | 'conflict'
+  | 'quota'
+  | 'expired'
+  | 'unavailable'
 
 export const ERROR_CLASS_BY_CODE: Readonly<Record<string, ErrorClass>> = {
   INVALID: 'invalid',
@@ -27,6 +35,10 @@ export const ERROR_CLASS_BY_CODE: Readonly<Record<string, ErrorClass>> = {
   TRACE_UNKNOWN_HOST: 'not-found',
   TRACE_UNKNOWN_ADDRESS: 'not-found',
   TRACE_NOT_ATTACHED: 'conflict',
+  // Something the answer needs cannot answer now (a group's central for ovn-trace), or
+  // this instance was built without it (dry runs): try again later, or elsewhere.
+  TRACE_UNAVAILABLE: 'unavailable',
+  DRY_RUN_UNAVAILABLE: 'unavailable',
 }
 
 export interface Issue {

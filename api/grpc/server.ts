@@ -23,6 +23,7 @@
  * const grpc = createGrpcServer({ client, tokens, readiness })
  * const port = await grpc.bind('0.0.0.0:50051')
  */
+
 import * as grpc from '@grpc/grpc-js'
 import type { Page } from '../../lib/state/pages.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
@@ -41,6 +42,7 @@ import {
 import { type HydrazineServiceHandlers, hydrazineServiceDefinition } from './protocol.ts'
 import { dpuSpecInput, groupSpecInput, hostSpecInput, toRequestPaths } from './specs.ts'
 import { errorStatus, unauthenticated } from './status.ts'
+import { traceInput, traceMessage } from './trace.ts'
 import { WATCH_LIMITS, type WatchLimits, WatchStreams } from './watch.ts'
 
 export { WATCH_LIMITS, type WatchLimits } from './watch.ts'
@@ -137,6 +139,7 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     accepted.jobId === undefined ? {} : { jobId: accepted.jobId }
 
   const handlers: HydrazineServiceHandlers = {
+    Trace: unary(async (ops, r) => traceMessage(await ops.trace(traceInput(r)))),
     ApplyResourceGroup: unary(async (ops, r) => {
       const accepted = await ops.applyGroup(r.name, groupSpecInput(r.spec))
       return { resourceGroup: resourceGroupMessage(accepted.object), ...job(accepted) }

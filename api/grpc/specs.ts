@@ -98,6 +98,12 @@ const OWN_FIELDS: ReadonlyMap<string, string> = new Map([
   ['pageSize', 'page_size'],
   ['pageToken', 'page_token'],
   ['resourceVersion', 'resource_version'],
+  // Trace's request (`GET /v1/trace`'s parameters).
+  ['from', 'from'],
+  ['to', 'to'],
+  ['proto', 'protocol'],
+  ['port', 'port'],
+  ['raw', 'raw'],
 ])
 
 /**

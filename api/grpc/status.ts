@@ -26,6 +26,7 @@ const STATUS_BY_CLASS: Readonly<Record<ErrorClass, grpc.status>> = {
   conflict: grpc.status.FAILED_PRECONDITION,
   quota: grpc.status.RESOURCE_EXHAUSTED,
   expired: grpc.status.OUT_OF_RANGE,
+  unavailable: grpc.status.UNAVAILABLE,
 }
 
 const ERROR_INFO_URL = 'type.googleapis.com/google.rpc.ErrorInfo'

@@ -38,6 +38,7 @@ const STATUS_BY_CLASS: Readonly<Record<ErrorClass, ContentfulStatusCode>> = {
   quota: 403,
   // Kubernetes' answer to a watch from a resource version no longer kept.
   expired: 410,
+  unavailable: 503,
 }
 
 /** Hono `onError` handler. `log` sees only what became a 500. */

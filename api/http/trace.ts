@@ -6,10 +6,8 @@
  * or ovn-trace that cannot answer now is a 503 (`TRACE_UNAVAILABLE`).
  */
 import * as v from 'valibot'
-import { HydrazineError } from '../../lib/errors.ts'
 import { type TraceAnswer, ValidationError } from '../../queues/producer.ts'
 import type { Operations } from '../operations.ts'
-import { ApiError } from './errors.ts'
 
 const BOOLEAN = { true: true, false: false, '1': true, '0': false } as const
 
@@ -66,13 +64,6 @@ export async function traceAnswer(
   query: Readonly<Record<string, readonly string[]>>,
   operations: Pick<Operations, 'trace'>,
 ): Promise<TraceAnswer> {
-  const request = traceRequestOf(query)
-  try {
-    return await operations.trace(request)
-  } catch (error) {
-    if (error instanceof HydrazineError && error.code === 'TRACE_UNAVAILABLE') {
-      throw new ApiError(503, error.code, error.message)
-    }
-    throw error
-  }
+  // TRACE_UNAVAILABLE is a 503 by its error class (api/errors.ts).
+  return operations.trace(traceRequestOf(query))
 }

@@ -63,6 +63,9 @@ import type { ResourceGroupStatus as _hydrazine_v1_ResourceGroupStatus, Resource
 import type { SoftwareNetworkConfiguration as _hydrazine_v1_SoftwareNetworkConfiguration, SoftwareNetworkConfiguration__Output as _hydrazine_v1_SoftwareNetworkConfiguration__Output } from './hydrazine/v1/SoftwareNetworkConfiguration.ts';
 import type { Subnet as _hydrazine_v1_Subnet, Subnet__Output as _hydrazine_v1_Subnet__Output } from './hydrazine/v1/Subnet.ts';
 import type { TlsIdentity as _hydrazine_v1_TlsIdentity, TlsIdentity__Output as _hydrazine_v1_TlsIdentity__Output } from './hydrazine/v1/TlsIdentity.ts';
+import type { TraceRequest as _hydrazine_v1_TraceRequest, TraceRequest__Output as _hydrazine_v1_TraceRequest__Output } from './hydrazine/v1/TraceRequest.ts';
+import type { TraceResponse as _hydrazine_v1_TraceResponse, TraceResponse__Output as _hydrazine_v1_TraceResponse__Output } from './hydrazine/v1/TraceResponse.ts';
+import type { TraceRun as _hydrazine_v1_TraceRun, TraceRun__Output as _hydrazine_v1_TraceRun__Output } from './hydrazine/v1/TraceRun.ts';
 import type { UnregisterPublicIpRequest as _hydrazine_v1_UnregisterPublicIpRequest, UnregisterPublicIpRequest__Output as _hydrazine_v1_UnregisterPublicIpRequest__Output } from './hydrazine/v1/UnregisterPublicIpRequest.ts';
 import type { UnregisterPublicIpResponse as _hydrazine_v1_UnregisterPublicIpResponse, UnregisterPublicIpResponse__Output as _hydrazine_v1_UnregisterPublicIpResponse__Output } from './hydrazine/v1/UnregisterPublicIpResponse.ts';
 import type { WatchRequest as _hydrazine_v1_WatchRequest, WatchRequest__Output as _hydrazine_v1_WatchRequest__Output } from './hydrazine/v1/WatchRequest.ts';
@@ -148,6 +151,11 @@ export interface ProtoGrpcType {
       SoftwareNetworkConfiguration: MessageTypeDefinition<_hydrazine_v1_SoftwareNetworkConfiguration, _hydrazine_v1_SoftwareNetworkConfiguration__Output>
       Subnet: MessageTypeDefinition<_hydrazine_v1_Subnet, _hydrazine_v1_Subnet__Output>
       TlsIdentity: MessageTypeDefinition<_hydrazine_v1_TlsIdentity, _hydrazine_v1_TlsIdentity__Output>
+      TraceProtocol: EnumTypeDefinition
+      TraceRequest: MessageTypeDefinition<_hydrazine_v1_TraceRequest, _hydrazine_v1_TraceRequest__Output>
+      TraceResponse: MessageTypeDefinition<_hydrazine_v1_TraceResponse, _hydrazine_v1_TraceResponse__Output>
+      TraceRun: MessageTypeDefinition<_hydrazine_v1_TraceRun, _hydrazine_v1_TraceRun__Output>
+      TraceVerdict: EnumTypeDefinition
       UnregisterPublicIpRequest: MessageTypeDefinition<_hydrazine_v1_UnregisterPublicIpRequest, _hydrazine_v1_UnregisterPublicIpRequest__Output>
       UnregisterPublicIpResponse: MessageTypeDefinition<_hydrazine_v1_UnregisterPublicIpResponse, _hydrazine_v1_UnregisterPublicIpResponse__Output>
       WatchEventType: EnumTypeDefinition

@@ -35,6 +35,7 @@ export type Method =
   | 'listDpus'
   | 'deleteDpu'
   | 'issueDpuCredentials'
+  | 'trace'
 
 export interface Answer {
   // biome-ignore lint/suspicious/noExplicitAny: responses are inspected loosely in tests

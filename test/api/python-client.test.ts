@@ -49,6 +49,7 @@ async function generate(out: string): Promise<void> {
     `--grpc_python_out=${out}`,
     '--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin',
     'hydrazine/v1/resources.proto',
+    'hydrazine/v1/trace.proto',
     'hydrazine/v1/hydrazine.proto',
     'google/rpc/status.proto',
     'google/rpc/error_details.proto',

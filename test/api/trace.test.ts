@@ -8,7 +8,9 @@
  */
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
+import * as grpc from '@grpc/grpc-js'
 import t from 'tap'
+import { statusDetailsOf } from '../../api/grpc/status.ts'
 import { createApp } from '../../api/http/app.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ManagedResource } from '../../lib/state/objects.ts'
@@ -21,6 +23,7 @@ import {
   startPipelineFrr,
   until,
 } from '../pipeline/fixtures.ts'
+import { startIngress } from './grpc-fixture.ts'
 
 const run = promisify(execFile)
 const OPERATOR = 'operator-token-0123456789abcdef'
@@ -243,6 +246,34 @@ t.test('GET /v1/trace', async (t) => {
     const res = await call('from=a4&to=a1')
     t.equal(res.status, 409)
     t.equal(res.json.error.code, 'TRACE_NOT_ATTACHED')
+  })
+
+  await t.test('the Trace RPC answers the same, typed', async (t) => {
+    const g = await startIngress(t, p)
+    const { res } = await g.call('trace', { from: 'a1', to: 'a2' })
+    t.equal(res?.verdict, 'TRACE_VERDICT_DELIVERED')
+    t.equal(res?.host, 'a2')
+    t.equal(res?.port, topologyNames.hostPort('group-a', 'a2'))
+    t.equal(res?.runs?.[0]?.raw, '', 'no raw output unless asked')
+    const raw = await g.call('trace', { from: 'a1', to: 'a2', raw: true })
+    t.match(raw.res?.runs?.[0]?.raw, /ingress/, 'the raw ovn-trace output on request')
+    const out = await g.call('trace', {
+      from: 'a1',
+      to: '8.8.8.8',
+      protocol: 'TRACE_PROTOCOL_TCP',
+      port: 443,
+    })
+    t.equal(out.res?.verdict, 'TRACE_VERDICT_LEAVES')
+    t.equal(out.res?.source, PUBLIC_IP, 'leaves as its public IP')
+    const stranger = await g.call('trace', { from: 'a1', to: 'a2' }, TENANT_B)
+    t.equal(stranger.error?.code, grpc.status.NOT_FOUND, "another tenant's host")
+    const bad = await g.call('trace', { from: 'a1', to: 'a2', port: 80 })
+    t.equal(bad.error?.code, grpc.status.INVALID_ARGUMENT)
+    t.same(
+      statusDetailsOf(bad.error?.metadata).badRequest?.fieldViolations.map((v) => v.field),
+      ['port'],
+      'a port without TCP or UDP is named',
+    )
   })
 
   await t.test('bad parameters are refused, each named', async (t) => {

@@ -35,6 +35,8 @@ import type { ListResourceGroupsRequest as _hydrazine_v1_ListResourceGroupsReque
 import type { ListResourceGroupsResponse as _hydrazine_v1_ListResourceGroupsResponse, ListResourceGroupsResponse__Output as _hydrazine_v1_ListResourceGroupsResponse__Output } from '../../hydrazine/v1/ListResourceGroupsResponse.ts';
 import type { RegisterPublicIpRequest as _hydrazine_v1_RegisterPublicIpRequest, RegisterPublicIpRequest__Output as _hydrazine_v1_RegisterPublicIpRequest__Output } from '../../hydrazine/v1/RegisterPublicIpRequest.ts';
 import type { RegisterPublicIpResponse as _hydrazine_v1_RegisterPublicIpResponse, RegisterPublicIpResponse__Output as _hydrazine_v1_RegisterPublicIpResponse__Output } from '../../hydrazine/v1/RegisterPublicIpResponse.ts';
+import type { TraceRequest as _hydrazine_v1_TraceRequest, TraceRequest__Output as _hydrazine_v1_TraceRequest__Output } from '../../hydrazine/v1/TraceRequest.ts';
+import type { TraceResponse as _hydrazine_v1_TraceResponse, TraceResponse__Output as _hydrazine_v1_TraceResponse__Output } from '../../hydrazine/v1/TraceResponse.ts';
 import type { UnregisterPublicIpRequest as _hydrazine_v1_UnregisterPublicIpRequest, UnregisterPublicIpRequest__Output as _hydrazine_v1_UnregisterPublicIpRequest__Output } from '../../hydrazine/v1/UnregisterPublicIpRequest.ts';
 import type { UnregisterPublicIpResponse as _hydrazine_v1_UnregisterPublicIpResponse, UnregisterPublicIpResponse__Output as _hydrazine_v1_UnregisterPublicIpResponse__Output } from '../../hydrazine/v1/UnregisterPublicIpResponse.ts';
 import type { WatchRequest as _hydrazine_v1_WatchRequest, WatchRequest__Output as _hydrazine_v1_WatchRequest__Output } from '../../hydrazine/v1/WatchRequest.ts';
@@ -185,6 +187,15 @@ export interface HydrazineServiceClient extends grpc.Client {
   registerPublicIp(argument: _hydrazine_v1_RegisterPublicIpRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_RegisterPublicIpResponse__Output>): grpc.ClientUnaryCall;
   registerPublicIp(argument: _hydrazine_v1_RegisterPublicIpRequest, callback: grpc.requestCallback<_hydrazine_v1_RegisterPublicIpResponse__Output>): grpc.ClientUnaryCall;
   
+  Trace(argument: _hydrazine_v1_TraceRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_TraceResponse__Output>): grpc.ClientUnaryCall;
+  Trace(argument: _hydrazine_v1_TraceRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_TraceResponse__Output>): grpc.ClientUnaryCall;
+  Trace(argument: _hydrazine_v1_TraceRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_TraceResponse__Output>): grpc.ClientUnaryCall;
+  Trace(argument: _hydrazine_v1_TraceRequest, callback: grpc.requestCallback<_hydrazine_v1_TraceResponse__Output>): grpc.ClientUnaryCall;
+  trace(argument: _hydrazine_v1_TraceRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_TraceResponse__Output>): grpc.ClientUnaryCall;
+  trace(argument: _hydrazine_v1_TraceRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_TraceResponse__Output>): grpc.ClientUnaryCall;
+  trace(argument: _hydrazine_v1_TraceRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_TraceResponse__Output>): grpc.ClientUnaryCall;
+  trace(argument: _hydrazine_v1_TraceRequest, callback: grpc.requestCallback<_hydrazine_v1_TraceResponse__Output>): grpc.ClientUnaryCall;
+  
   UnregisterPublicIp(argument: _hydrazine_v1_UnregisterPublicIpRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_UnregisterPublicIpResponse__Output>): grpc.ClientUnaryCall;
   UnregisterPublicIp(argument: _hydrazine_v1_UnregisterPublicIpRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_UnregisterPublicIpResponse__Output>): grpc.ClientUnaryCall;
   UnregisterPublicIp(argument: _hydrazine_v1_UnregisterPublicIpRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_UnregisterPublicIpResponse__Output>): grpc.ClientUnaryCall;
@@ -234,6 +245,8 @@ export interface HydrazineServiceHandlers extends grpc.UntypedServiceImplementat
   
   RegisterPublicIp: grpc.handleUnaryCall<_hydrazine_v1_RegisterPublicIpRequest__Output, _hydrazine_v1_RegisterPublicIpResponse>;
   
+  Trace: grpc.handleUnaryCall<_hydrazine_v1_TraceRequest__Output, _hydrazine_v1_TraceResponse>;
+  
   UnregisterPublicIp: grpc.handleUnaryCall<_hydrazine_v1_UnregisterPublicIpRequest__Output, _hydrazine_v1_UnregisterPublicIpResponse>;
   
   Watch: grpc.handleServerStreamingCall<_hydrazine_v1_WatchRequest__Output, _hydrazine_v1_WatchResponse>;
@@ -257,6 +270,7 @@ export interface HydrazineServiceDefinition extends grpc.ServiceDefinition {
   ListPublicIps: MethodDefinition<_hydrazine_v1_ListPublicIpsRequest, _hydrazine_v1_ListPublicIpsResponse, _hydrazine_v1_ListPublicIpsRequest__Output, _hydrazine_v1_ListPublicIpsResponse__Output>
   ListResourceGroups: MethodDefinition<_hydrazine_v1_ListResourceGroupsRequest, _hydrazine_v1_ListResourceGroupsResponse, _hydrazine_v1_ListResourceGroupsRequest__Output, _hydrazine_v1_ListResourceGroupsResponse__Output>
   RegisterPublicIp: MethodDefinition<_hydrazine_v1_RegisterPublicIpRequest, _hydrazine_v1_RegisterPublicIpResponse, _hydrazine_v1_RegisterPublicIpRequest__Output, _hydrazine_v1_RegisterPublicIpResponse__Output>
+  Trace: MethodDefinition<_hydrazine_v1_TraceRequest, _hydrazine_v1_TraceResponse, _hydrazine_v1_TraceRequest__Output, _hydrazine_v1_TraceResponse__Output>
   UnregisterPublicIp: MethodDefinition<_hydrazine_v1_UnregisterPublicIpRequest, _hydrazine_v1_UnregisterPublicIpResponse, _hydrazine_v1_UnregisterPublicIpRequest__Output, _hydrazine_v1_UnregisterPublicIpResponse__Output>
   Watch: MethodDefinition<_hydrazine_v1_WatchRequest, _hydrazine_v1_WatchResponse, _hydrazine_v1_WatchRequest__Output, _hydrazine_v1_WatchResponse__Output>
 }
