@@ -146,3 +146,20 @@ export function planText(label: string, plan: unknown): string {
   for (const note of ids('notes')) lines.push(`  ${note}`)
   return lines.join('\n')
 }
+
+/** A trace's answer for a person: its summary sentence, the hops in order, then notes. */
+export function traceText(answer: unknown): string {
+  const lines = [text(at(answer, 'summary'))]
+  const hops = at(answer, 'hops')
+  for (const [i, hop] of (Array.isArray(hops) ? hops : []).entries()) {
+    lines.push(`  ${i + 1}. ${text(hop)}`)
+  }
+  const notes = at(answer, 'notes')
+  for (const note of Array.isArray(notes) ? notes : []) lines.push(`  note: ${text(note)}`)
+  const runs = at(answer, 'traces')
+  for (const run of Array.isArray(runs) ? runs : []) {
+    const raw = at(run, 'raw')
+    if (typeof raw === 'string') lines.push(`--- ovn-trace ${text(at(run, 'datapath'))}`, raw)
+  }
+  return lines.join('\n')
+}

@@ -21,7 +21,7 @@ import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import * as v from 'valibot'
 import { type Api, ApiError, createApi } from './api.ts'
-import { COLUMNS, planText, summary, table } from './format.ts'
+import { COLUMNS, planText, summary, table, traceText } from './format.ts'
 import { watch } from './watch.ts'
 
 /** A mistake in how `hz` was called: exit code 2 with the usage. */
@@ -209,7 +209,7 @@ async function run(
       if (values.port) query.set('port', values.port)
       if (values.raw) query.set('raw', 'true')
       const answer = await api.request('GET', `/v1/trace?${query}`)
-      return print(answer, () => summary(answer))
+      return print(answer, () => traceText(answer))
     }
     default:
       throw new UsageError(`unknown command '${command}'`)

@@ -6,9 +6,11 @@
  * group-a: a1 (FabricAccess, dpu 1) and a2 (PublicAccess, dpu 2); group-b (same CIDR):
  * b1 (dpu 3) at a1's address. Nothing at a2's address in group-b.
  */
+import { execFile } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { labPrefix } from '../../infra/lab/dpu.ts'
 import { type Lab, startLab } from '../../infra/lab/lab.ts'
 import { capture, eventually, icmpInEchos, pings } from '../../infra/lab/probes.ts'
@@ -24,6 +26,20 @@ interface Answer {
   notes?: string[]
   hops?: string[]
   from?: { dpu?: string }
+}
+
+const hzBin = fileURLToPath(new URL('../../infra/cli/bin.mjs', import.meta.url))
+
+/** Runs `hz` (the real binary) against the lab's Hydrazine. */
+function hz(l: Lab, args: string[]) {
+  return new Promise<{ code: number; out: string; err: string }>((resolve) => {
+    execFile(
+      process.execPath,
+      [hzBin, ...args],
+      { env: { ...process.env, HYDRAZINE_URL: l.url, HYDRAZINE_TOKEN: l.token } },
+      (error, out, err) => resolve({ code: error ? Number(error.code ?? 1) : 0, out, err }),
+    )
+  })
 }
 
 await labTest('trace on a simulated data centre', async (t) => {
@@ -75,6 +91,11 @@ await labTest('trace on a simulated data centre', async (t) => {
     const answer = await trace('from=a1&to=a2')
     t.equal(answer.verdict, 'delivered')
     t.match(answer.delivered, { host: 'a2', group: 'group-a' })
+    // The same through the command line, as an operator asks it.
+    const cli = await hz(l, ['trace', 'a1', 'a2'])
+    t.equal(cli.code, 0, cli.err)
+    t.match(cli.out, /^a1 \(10\.10\.10\.11\) reaches host a2 of group group-a/)
+    t.match(cli.out, /\n {2}1\. /, 'with its hops')
     t.ok(await eventually(() => pings(a1.netns, '10.10.10.12'), 20_000), 'a1 → a2 answered')
   })
 
@@ -83,6 +104,9 @@ await labTest('trace on a simulated data centre', async (t) => {
     async (t) => {
       const answer = await trace('from=b1&to=10.10.10.12')
       t.equal(answer.verdict, 'unresolved', 'nothing in group-b has the address')
+      const cli = await hz(l, ['trace', 'b1', '10.10.10.12'])
+      t.match(cli.out, /is never sent/)
+      t.match(cli.out, /note: .*this trace never enters/)
       t.equal(answer.unresolved?.datapath, topologyNames.switch('group-b'))
       t.match(answer.notes, [/also host a2's address in group group-a; this trace never enters/])
       t.notMatch((answer.hops ?? []).join('\n'), /group-a/)
