@@ -138,6 +138,9 @@ await labTest('trace on a simulated data centre', async (t) => {
       (answer.hops ?? []).some((h) => h.includes('destination becomes 10.10.10.12 (DNAT')),
       'through the DNAT',
     )
+    const cli = await hz(l, ['trace', 'fabric', publicIp])
+    t.equal(cli.code, 0, cli.err)
+    t.match(cli.out, /reaches host a2 of group group-a/, 'hz trace fabric <public IP>')
     const before = await icmpInEchos(a2.netns)
     t.ok(await eventually(() => pings(l.router.netns, publicIp, 1), 30_000), 'router → public IP')
     t.ok((await icmpInEchos(a2.netns)) > before, 'answered by a2')
