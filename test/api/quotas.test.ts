@@ -14,6 +14,7 @@ import { createApp } from '../../api/http/app.ts'
 import { ChangeFeed } from '../../lib/state/changes.ts'
 import { DEFAULT_QUOTAS, type Quotas } from '../../lib/state/quotas.ts'
 import { HydrazineClient } from '../../queues/producer.ts'
+import { jsonCaller } from '../helpers/http.ts'
 import type { Teardown } from '../helpers/stack.ts'
 import {
   DHCP_SERVER,
@@ -48,9 +49,6 @@ async function stored(p: Pipeline) {
   return { groups: specs(groups), hosts: specs(hosts), publicIps, jobs }
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: response bodies are inspected loosely in tests
-type Json = any
-
 /** The pipeline's client as the controller builds it, with QUOTAS as its policy. */
 function quotaClient(t: Teardown, p: Pipeline): HydrazineClient {
   const { store, queue, ipam, heartbeats, redis } = p.controller
@@ -70,18 +68,8 @@ t.test('per-tenant quotas of groups, hosts and public IPs', async (t) => {
   const p = await startPipeline(t)
   const client = quotaClient(t, p)
   const app = createApp({ readiness: {}, v1: { client, tokens: TOKENS } })
-  const call = async (method: string, path: string, body?: unknown, token = OPERATOR) => {
-    const res = await app.request(path, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    })
-    const text = await res.text()
-    return { status: res.status, json: (text ? JSON.parse(text) : undefined) as Json }
-  }
+  const call = jsonCaller(app, OPERATOR)
+
   const ingress = createGrpcServer({ client, tokens: TOKENS })
   const port = await ingress.bind('127.0.0.1:0')
   t.teardown(() => ingress.close())

@@ -14,6 +14,7 @@ import { statusDetailsOf } from '../../api/grpc/status.ts'
 import { createApp } from '../../api/http/app.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ManagedResource } from '../../lib/state/objects.ts'
+import { jsonCaller } from '../helpers/http.ts'
 import {
   dpuFabricIps,
   groupSpec,
@@ -40,14 +41,8 @@ function api(p: Pipeline) {
       tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] } },
     },
   })
-  return async (query: string, token = OPERATOR) => {
-    const res = await app.request(`/v1/trace?${query}`, {
-      headers: { authorization: `Bearer ${token}` },
-    })
-    // biome-ignore lint/suspicious/noExplicitAny: answers are inspected loosely in tests
-    const json: any = await res.json()
-    return { status: res.status, json }
-  }
+  const call = jsonCaller(app, OPERATOR)
+  return (query: string, token = OPERATOR) => call('GET', `/v1/trace?${query}`, undefined, token)
 }
 
 /** Applies the host and waits for it to be Ready; resolves it as stored. */

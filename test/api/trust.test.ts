@@ -8,6 +8,7 @@ import { Redis } from 'ioredis'
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
+import { jsonCaller } from '../helpers/http.ts'
 import { asUser, groupSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
@@ -22,20 +23,9 @@ function api(p: Pipeline) {
       tokens: { operator: [OPERATOR], tenants: { victim: [VICTIM], evil: [EVIL] } },
     },
   })
-  return async (method: string, path: string, token: string, body?: unknown) => {
-    const res = await app.request(path, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    })
-    const text = await res.text()
-    // biome-ignore lint/suspicious/noExplicitAny: response bodies are inspected loosely in tests
-    const json: any = text ? JSON.parse(text) : undefined
-    return { status: res.status, json }
-  }
+  const call = jsonCaller(app)
+  return (method: string, path: string, token: string, body?: unknown) =>
+    call(method, path, body, token)
 }
 
 const host = (group: string, dpu: string, mac: string, extra: Record<string, unknown> = {}) => ({

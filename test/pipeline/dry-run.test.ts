@@ -6,6 +6,7 @@
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import type { ChangePlan } from '../../lib/state/plans.ts'
+import { jsonCaller } from '../helpers/http.ts'
 import {
   groupSpec,
   hostSpec,
@@ -26,18 +27,7 @@ function api(p: Pipeline) {
       tokens: { operator: [OPERATOR], tenants: { 'tenant-b': [TENANT_B] } },
     },
   })
-  return async (method: string, path: string, body?: unknown, token = OPERATOR) => {
-    const res = await app.request(path, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    })
-    const text = await res.text()
-    return { status: res.status, json: (text ? JSON.parse(text) : undefined) as unknown }
-  }
+  return jsonCaller(app, OPERATOR)
 }
 
 t.test('dry runs plan without changing anything', async (t) => {

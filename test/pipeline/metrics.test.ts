@@ -9,6 +9,7 @@ import { createApp } from '../../api/http/app.ts'
 import { announcedCollector, ingressInstruments } from '../../infra/metrics/service.ts'
 import { serveMetrics } from '../../lib/metrics/server.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
+import { jsonCaller } from '../helpers/http.ts'
 import { type Sample, sampleValue, scrape } from '../helpers/metrics.ts'
 import {
   groupSpec,
@@ -39,18 +40,7 @@ t.test('a scrape after attaching hosts matches what the API reports', async (t) 
   const metrics = await serveMetrics({ registry, listen: { host: '127.0.0.1', port: 0 } })
   t.teardown(() => metrics.close())
 
-  const call = async (method: string, path: string, body?: unknown, token = OPERATOR) => {
-    const res = await app.request(path, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    })
-    const text = await res.text()
-    return { status: res.status, json: text ? JSON.parse(text) : undefined }
-  }
+  const call = jsonCaller(app, OPERATOR)
 
   await p.agent('dpu-1', { protocolVersions: ['1.0', '2.0'] })
   await p.agent('dpu-2')
