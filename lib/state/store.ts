@@ -97,12 +97,12 @@ export class StateStore {
    * Stores a group's spec. A new group counts against its tenant's `groups` quota
    * (QuotaExceeded, nothing written, when it is full); without `limits`, no limit.
    */
-  putGroup(
+  async putGroup(
     name: string,
     spec: ResourceGroupSpec,
     limits?: QuotaLimits,
   ): Promise<PutResult<ResourceGroup>> {
-    return this.#specs.group(name, spec, limits)
+    return this.#specAccepted('rg', await this.#specs.group(name, spec, limits))
   }
 
   /**
@@ -112,13 +112,30 @@ export class StateStore {
    * counts against its group's tenant's `hosts` quota, a PublicAccess one against
    * `publicIps` too (QuotaExceeded, nothing written, when it would not fit).
    */
-  putHost(
+  async putHost(
     name: string,
     spec: ManagedResourceSpec,
     dpuVersion: number,
     quota: TenantQuota,
   ): Promise<PutResult<ManagedResource>> {
-    return this.#specs.host(name, spec, dpuVersion, quota)
+    return this.#specAccepted('mr', await this.#specs.host(name, spec, dpuVersion, quota))
+  }
+
+  /** A stored spec change is the object's first event (`Created`) or a `SpecChanged` one. */
+  async #specAccepted<T extends StoredObject<unknown, unknown>>(
+    kind: 'rg' | 'mr',
+    put: PutResult<T>,
+  ): Promise<PutResult<T>> {
+    if (!put.changed) return put
+    const version = put.object.specVersion
+    await this.events.record(
+      kind,
+      put.object.name,
+      version === 1
+        ? { type: 'Normal', reason: 'Created', message: 'spec version 1 stored' }
+        : { type: 'Normal', reason: 'SpecChanged', message: `spec version ${version} stored` },
+    )
+    return put
   }
 
   /**

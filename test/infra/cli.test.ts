@@ -117,6 +117,7 @@ t.test('hz against a running Hydrazine', async (t) => {
   const events = await hz(['events', 'host', 'cli-host'])
   t.match(events.out, /^TIME\s+TYPE\s+REASON\s+MESSAGE/)
   t.match(events.out, /Normal\s+Ready/, 'the host became Ready, as an event')
+  t.match(events.out, /Normal\s+Created\s+spec version 1 stored\n$/, 'and, oldest, its creation')
 
   // The API's refusals: exit 1 with its code and the field it names.
   const badCidr = join(dir, 'bad.json')

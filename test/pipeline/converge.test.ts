@@ -80,6 +80,14 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
     (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 2,
   )
   t.same(lowered?.status.hostAccessIPs, { hostIP: '10.10.10.2' }, 'no fabric or public IP any more')
+  t.match(
+    (await p.client.events('mr', 'host-p'))
+      .map((e) => `${e.reason}: ${e.message}`)
+      .reverse()
+      .join('\n'),
+    /^Created: spec version 1 stored\n[\s\S]*Ready: [\s\S]*SpecChanged: spec version 2 stored\n[\s\S]*Ready: /,
+    'creation and the spec change are events, each before the Ready it led to',
+  )
   t.equal((await frr.table()).get('203.0.113.7/32'), undefined, 'the prefix was withdrawn')
   t.same(await p.client.publicIp('203.0.113.7'), { ip: '203.0.113.7', allocated: false })
   t.same(await p.natRules(gateway), ['snat 172.18.0.111 10.10.10.0/24'], 'no DNAT left')

@@ -87,7 +87,7 @@ t.test(
     const reasons = events.items.map((e) => e.reason).reverse()
     t.match(
       reasons.join(' '),
-      /POOL_EXHAUSTED.*Failed.*Retrying.*Ready/,
+      /^Created .*POOL_EXHAUSTED.*Failed.*Retrying.*Ready/,
       'the events tell the story, oldest to newest',
     )
     t.ok(
