@@ -38,7 +38,12 @@ export function createPlanOperations(deps: { client: Pick<HydrazineClient, 'plan
       },
       async applyHost(name, spec) {
         await ops.mayWriteHost(name, spec)
-        return plans.host(name, spec, tenant ? { kind: 'tenant', tenant } : { kind: 'operator' })
+        const plan = await plans.host(
+          name,
+          spec,
+          tenant ? { kind: 'tenant', tenant } : { kind: 'operator' },
+        )
+        return tenant ? withoutPoolPeek(plan) : plan
       },
       async deleteHost(name) {
         if (!(await ops.visibleHost(name))) throw new NotFoundError('managed resource', name)
@@ -49,5 +54,33 @@ export function createPlanOperations(deps: { client: Pick<HydrazineClient, 'plan
         return plans.publicIp(ip, change)
       },
     }
+  }
+}
+
+/**
+ * A tenant's plan without the public IP the pool would pick: which addresses the shared
+ * pool holds free is the operator's to see (the host's status names its own once given).
+ */
+function withoutPoolPeek(plan: ChangePlan): ChangePlan {
+  const picked = plan.addresses.allocate.flatMap((a) => (a.pool === 'public' && a.ip ? [a.ip] : []))
+  if (picked.length === 0) return plan
+  const hide = (text: string) =>
+    picked.reduce((t, ip) => t.split(`/${ip}/`).join('/<public IP>/'), text)
+  return {
+    ...plan,
+    frr: {
+      ...plan.frr,
+      announce: plan.frr.announce.map((p) =>
+        p.prefix && picked.includes(p.prefix.slice(0, -3)) ? { ...p, prefix: null } : p,
+      ),
+    },
+    addresses: {
+      ...plan.addresses,
+      allocate: plan.addresses.allocate.map((a) => (a.pool === 'public' ? { ...a, ip: null } : a)),
+    },
+    nb: {
+      ...plan.nb,
+      insert: plan.nb.insert.map(hide),
+    },
   }
 }

@@ -13,8 +13,8 @@ import {
   emptyRows,
   type OvnCentralEndpoints,
   ownerOf,
+  planGroupRows,
   planTopology,
-  readOwnedRows,
 } from '../lib/ovn/index.ts'
 import type {
   ManagedResource,
@@ -76,7 +76,7 @@ export function createPlanner(deps: PlannerDeps): Planner {
       // What the apply would meet too: it would fail the same way.
       return {
         dryRun: true,
-        nb: { central: central?.nb ?? null, insert: [], update: [], delete: [] },
+        nb: { central: central?.service ?? null, insert: [], update: [], delete: [] },
         frr: { announce: [], withdraw: [] },
         agentJobs: [],
         addresses: { allocate: [], release: [] },
@@ -86,12 +86,12 @@ export function createPlanner(deps: PlannerDeps): Planner {
     for (const problem of desired.problems ?? []) {
       notes.push(`the topology would leave out ${problem.host ?? 'a port'}: ${problem.message}`)
     }
-    const actual = central
-      ? await readOwnedRows((await deps.nb.get(central.nb)).client, ownerOf(group))
-      : emptyRows()
+    const rows = central
+      ? await planGroupRows((await deps.nb.get(central.nb)).client, group, desired)
+      : planTopology(desired, emptyRows())
     return {
       dryRun: true,
-      nb: { central: central?.nb ?? null, ...planTopology(desired, actual) },
+      nb: { central: central?.service ?? null, ...rows },
       frr: { announce: parts.announce ?? [], withdraw: parts.withdraw ?? [] },
       agentJobs: parts.agentJobs ?? [],
       addresses: { allocate: parts.allocate ?? [], release: parts.release ?? [] },

@@ -235,7 +235,14 @@ export function runWatchStream(
         // Each object once, at its last change of the page: it is read as it is now.
         const last = new Map<string, Item & { version: string }>()
         for (const c of upTo) {
-          if (wants(c.kind, c.name)) last.set(`${c.kind}/${c.name}`, { ...c, kind: c.kind })
+          if (!wants(c.kind, c.name)) continue
+          // A removal earlier in the page is kept: if the name was taken again (by
+          // another tenant), the caller still learns that its own object is gone.
+          const key = `${c.kind}/${c.name}`
+          const earlier = last.get(key)
+          const removed =
+            c.removed ?? (earlier && 'removed' in earlier ? earlier.removed : undefined)
+          last.set(key, { ...c, kind: c.kind, ...(removed ? { removed } : {}) })
         }
         const ordered = [...last.values()].sort((a, b) => compareVersions(a.version, b.version))
         for (const item of ordered) await paced(item)

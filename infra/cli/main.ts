@@ -20,6 +20,7 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import * as v from 'valibot'
+import { isLoopback } from '../../lib/process/ports.ts'
 import { type Api, ApiError, createApi } from './api.ts'
 import { COLUMNS, planText, summary, table, traceText } from './format.ts'
 import { watch } from './watch.ts'
@@ -289,6 +290,13 @@ function urlOf(flag: string | undefined, env: CliIo['env']): string {
   const url = flag ?? env.HYDRAZINE_URL ?? 'http://127.0.0.1:8080'
   if (!/^https?:\/\/\S+$/.test(url))
     throw new UsageError(`--url / HYDRAZINE_URL must be http(s)://…, not '${url}'`)
+  // The token travels in every request: in plaintext only to this machine.
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '')
+  if (url.startsWith('http:') && !isLoopback(host)) {
+    throw new UsageError(
+      `${url} is plaintext off this machine: the token would travel in clear; use https://`,
+    )
+  }
   return url
 }
 

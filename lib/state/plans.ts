@@ -29,7 +29,10 @@ export interface PlannedAddress {
 export interface ChangePlan {
   /** The request was validated and planned; nothing was changed. */
   readonly dryRun: true
-  /** NB rows by id (`<table>/<key>`) in the group's central; `central` null: none yet. */
+  /**
+   * NB rows by id (`<table>/<key>`) in the group's central (`central`: its service name,
+   * as status shows it; null: none running yet).
+   */
   readonly nb: {
     readonly central: string | null
     readonly insert: readonly string[]

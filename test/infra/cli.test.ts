@@ -139,6 +139,9 @@ t.test('hz against a running Hydrazine', async (t) => {
   t.equal(wrong.code, 1)
   t.match(wrong.err, /UNAUTHENTICATED/)
   t.equal((await hz(['list', 'groups'], { HYDRAZINE_URL: 'http://127.0.0.1:1' })).code, 1)
+  const clear = await hz(['list', 'groups'], { HYDRAZINE_URL: 'http://192.0.2.10:8080' })
+  t.equal(clear.code, 2, 'a plaintext URL off this machine is refused')
+  t.match(clear.err, /token would travel in clear/)
 
   // Usage mistakes: exit 2 with the usage.
   for (const args of [[], ['frob'], ['get', 'host'], ['list', 'widgets'], ['apply'], ['--nope']]) {

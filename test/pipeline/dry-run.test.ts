@@ -8,6 +8,7 @@ import { createApp } from '../../api/http/app.ts'
 import type { ChangePlan } from '../../lib/state/plans.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import {
+  dpuFabricIps,
   groupSpec,
   hostSpec,
   type Pipeline,
@@ -17,6 +18,7 @@ import {
 } from './fixtures.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
+const TENANT_A = 'tenant-a-token-0123456789abcdef'
 const TENANT_B = 'tenant-b-token-0123456789abcdef'
 
 function api(p: Pipeline) {
@@ -24,7 +26,7 @@ function api(p: Pipeline) {
     readiness: {},
     v1: {
       client: p.client,
-      tokens: { operator: [OPERATOR], tenants: { 'tenant-b': [TENANT_B] } },
+      tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] } },
     },
   })
   return jsonCaller(app, OPERATOR)
@@ -47,6 +49,18 @@ t.test('dry runs plan without changing anything', async (t) => {
   await until(
     () => p.controller.store.getHost('host-1'),
     (h) => h?.status.phase === 'Ready',
+  )
+
+  // dpu-2 in the inventory, assigned to tenant-a (its tenant may place hosts on it).
+  t.equal(
+    (
+      await call('PUT', '/v1/dpus/dpu-2', {
+        tenantId: 'tenant-a',
+        fabricIps: dpuFabricIps('dpu-2'),
+        hostPorts: ['pf0'],
+      })
+    ).status,
+    201,
   )
 
   /** Everything a request could change: stored objects, pools, NB rows, FRR, queued jobs. */
@@ -104,6 +118,24 @@ t.test('dry runs plan without changing anything', async (t) => {
     newHost.nb.insert.some((id) => id.startsWith('NAT/') && id.includes('203.0.113.8')),
     'a NAT row for its public IP',
   )
+
+  // A tenant's plan does not show which public IP the shared pool would pick, nor the
+  // controller's database address.
+  const own = await call(
+    'PUT',
+    '/v1/managed-resources/host-2?dryRun=true',
+    {
+      ...hostSpec('group-d', 'dpu-2', 2, { hostAccess: 'PublicAccess' }),
+      dpu: { id: 'dpu-2' },
+      identifier: 'pf0',
+    },
+    TENANT_A,
+  )
+  t.equal(own.status, 200, JSON.stringify(own.json))
+  t.same(own.json.frr.announce, [{ prefix: null, nextHop: '172.18.0.112' }])
+  t.match(own.json.addresses.allocate, [{ pool: 'group' }, { pool: 'public', ip: null }])
+  t.notMatch(JSON.stringify(own.json), /203\.0\.113\.8/, 'the pool is not peeked')
+  t.notMatch(String(own.json.nb.central), /\//, 'a service name, not an NB remote')
 
   // A second NATed host behind dpu-1's NAT IP: refused as the real request is.
   const clash = await call(
