@@ -36,6 +36,7 @@ import { createTracer } from '../queues/trace.ts'
 import { startWorkers } from '../queues/worker.ts'
 import { type CredentialIssuerOptions, createCredentialIssuer } from './credentials.ts'
 import { controllerCollectors, controllerInstruments } from './metrics/controller.ts'
+import { sharedRead } from './metrics/shared-read.ts'
 
 export interface ControllerOptions {
   /** Redis URL, credentials included (`redis://:PASSWORD@host:port`, `rediss://` for TLS). */
@@ -173,10 +174,15 @@ export async function startController(options: ControllerOptions): Promise<Contr
     }),
   })
 
+  /**
+   * The DPUs' newest beats, read once for a scrape's gauges and its queue list (each read
+   * scans Redis for the live beats).
+   */
+  const beats = sharedRead(() => heartbeats.list())
   /** Every queue the controller feeds: its own, FRR's, and the agent queue of each DPU known. */
   const queues = async () => {
     const dpus = new Set((await store.listDpus()).map((d) => d.name))
-    for (const beat of await heartbeats.list()) dpus.add(beat.dpuId)
+    for (const beat of await beats()) dpus.add(beat.dpuId)
     const others = [FRR_QUEUE, ...[...dpus].sort().map(agentQueueName)]
     return [workers.queue, ...others.map((name) => workers.queueNamed(name))]
   }
@@ -186,7 +192,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       networkMap: (network) => ipam.map(network),
       heldAddresses: (network) => ipam.allocatedCount(network),
       publicIps: () => ipam.listPublicIps(),
-      heartbeats: () => heartbeats.list(),
+      heartbeats: beats,
       queues,
       onError: (what, error) => options.logger?.debug({ err: error, what }, 'metrics read failed'),
     })

@@ -40,7 +40,10 @@ export interface FrrController {
    *
    * Plans from the configuration kept in memory since the last `state()` (read once when
    * there is none, and again after bgpd's connection dropped or a command was refused),
-   * so a change costs O(its own prefixes) however many are announced.
+   * so planning, sending and acking a change cost O(its own prefixes) however many are
+   * announced; with `saveConfig`, bgpd's `write file` is O(all of them) (7 ms at 10,000).
+   * Calls must not overlap (they plan from one model): the batcher and the consumer's
+   * gate run them one at a time.
    */
   converge(wanted: Wanted): Promise<Map<string, Outcome>>
   /**

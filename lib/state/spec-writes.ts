@@ -155,7 +155,7 @@ export class SpecWrites {
         { key: keys.object('dpu', spec.dpu.id), field: 'specVersion', equals: String(dpuVersion) },
         ...counted.guards,
       ],
-      immutableMessage: `managed resource ${name} cannot move to another resource group, DPU or host port; delete it first`,
+      immutableMessage: hostImmutableMessage(name),
     })
     return { changed, object: await this.#records.mustGet('mr', name) }
   }
@@ -170,6 +170,18 @@ export class SpecWrites {
   }
 
   /**
+   * The refusal of a claim another object holds. The holder is not named: it may be
+   * another tenant's object.
+   */
+  #claimed(key: string): StoreConflict {
+    const [what, value] = key.slice(this.#keys.claim('').length).split(/:(.*)/s)
+    return new StoreConflict(
+      `${CLAIM_WHAT[what ?? ''] ?? what} ${value} is already in use`,
+      'Claimed',
+    )
+  }
+
+  /**
    * Refuses (StoreConflict) what `host` would refuse for the host being deleted, its
    * immutable parts or its claims, writing nothing: a dry run's check. (The write itself
    * checks again, atomically.)
@@ -180,20 +192,13 @@ export class SpecWrites {
       throw new StoreConflict(`${name} is being deleted; it cannot change`, 'Terminating')
     }
     if (existing && hostImmutable(existing.spec) !== hostImmutable(spec)) {
-      throw new StoreConflict(
-        `managed resource ${name} cannot move to another resource group, DPU or host port; delete it first`,
-        'Immutable',
-      )
+      throw new StoreConflict(hostImmutableMessage(name), 'Immutable')
     }
     const claims = this.#hostClaims(spec)
     const holders = claims.length > 0 ? await this.#redis.mget(...claims) : []
     for (const [i, holder] of holders.entries()) {
       if (holder === null || holder === name) continue
-      const [what, value] = (claims[i] ?? '').slice(this.#keys.claim('').length).split(/:(.*)/s)
-      throw new StoreConflict(
-        `${CLAIM_WHAT[what ?? ''] ?? what} ${value} is already in use`,
-        'Claimed',
-      )
+      throw this.#claimed(claims[i] ?? '')
     }
   }
 
@@ -275,14 +280,8 @@ export class SpecWrites {
         throw new StoreConflict(`${put.name} is being deleted; it cannot change`, 'Terminating')
       case 'immutable':
         throw new StoreConflict(put.immutableMessage, 'Immutable')
-      case 'claimed': {
-        // The holder is not named: it may be another tenant's object.
-        const [what, value] = String(reply[1]).slice(keys.claim('').length).split(/:(.*)/s)
-        throw new StoreConflict(
-          `${CLAIM_WHAT[what ?? ''] ?? what} ${value} is already in use`,
-          'Claimed',
-        )
-      }
+      case 'claimed':
+        throw this.#claimed(String(reply[1]))
       case 'quota':
         throw quotaFailure(guards, String(reply[1]))
       case 'guard': {
@@ -304,4 +303,8 @@ export class SpecWrites {
 /** The parts of a host's spec that never change: its group, DPU and host port. */
 function hostImmutable(spec: ManagedResourceSpec): string {
   return JSON.stringify([spec.resourceGroup, spec.dpu.id, spec.identifier ?? null])
+}
+
+function hostImmutableMessage(name: string): string {
+  return `managed resource ${name} cannot move to another resource group, DPU or host port; delete it first`
 }
