@@ -56,13 +56,16 @@ t.test(
     // bgpd dies: the embedded stack starts it again from the file it saved.
     const pid = Number((await readFile(join(vtyDir, 'bgpd.pid'), 'utf8')).trim())
     process.kill(pid, 'SIGKILL')
-    const down = await vty.show('show bgp summary json').then(
-      () => undefined,
-      (error: unknown) => error,
-    )
-    if (down !== undefined) {
-      t.match(down, { code: 'FRR_VTYSH_FAILED', retryable: true }, 'while down: retryable')
+    // While it is down (until the stack has started it again), a session fails, retryably.
+    let down: unknown
+    for (let i = 0; i < 100 && down === undefined; i++) {
+      down = await vty.show('show bgp summary json').then(
+        () => undefined,
+        (error: unknown) => error,
+      )
+      if (down === undefined) await new Promise((r) => setTimeout(r, 10))
     }
+    t.match(down, { code: 'FRR_VTYSH_FAILED', retryable: true }, 'while down: retryable')
     await eventually(
       async () => reconnects,
       (n) => n > 0,
