@@ -13,6 +13,7 @@ import { isLoopback } from '../lib/process/ports.ts'
 import { redactRedisUrl } from '../lib/redis/connection.ts'
 import { centralsRoot, type PerGroupCentrals, startPerGroupCentrals } from './centrals.ts'
 import { type ExternalCentrals, openExternalCentrals } from './external-centrals.ts'
+import { openKubernetesCentrals } from './kubernetes-centrals.ts'
 import { embeddedFrrDir, type LocalStack, startLocalStack } from './local/stack.ts'
 import { createLogger } from './logger.ts'
 import { bgpSettingsOf, startService } from './service.ts'
@@ -49,8 +50,12 @@ try {
         log: (line) => logger.info(line),
       })
     : undefined
+  // Each group's central a StatefulSet the Kubernetes API runs (infra/k8s/README.md).
+  const kubernetes: OvnCentralProvider | undefined = config.kubernetes
+    ? openKubernetesCentrals(config.kubernetes, (line) => logger.info(line))
+    : undefined
   const embedRedis = !config.redisUrl
-  const embedOvn = !config.ovn && !external
+  const embedOvn = !config.ovn && !external && !kubernetes
   const perGroup = embedOvn && config.ovnCentral === 'per-group'
   const embedFrr = !config.frrVtyDir
   if (embedRedis || embedOvn || embedFrr) {
@@ -96,7 +101,7 @@ try {
       ? { nb: stack.ovn.nb.unix, sb: stack.ovn.sb.remote, sbController: stack.ovn.sb.unix }
       : undefined)
   const ovn: OvnCentralProvider | undefined =
-    external ?? centrals ?? (shared ? sharedCentralProvider(shared) : undefined)
+    external ?? kubernetes ?? centrals ?? (shared ? sharedCentralProvider(shared) : undefined)
   const frrVtyDir = config.frrVtyDir ?? stack?.frr?.vtyDir
   if (!redisUrl || !ovn) throw new Error('no Redis or OVN central available')
 
@@ -138,9 +143,11 @@ try {
       ...(stack?.redis ? [`  Redis password:  ${stack.redis.passwordFile}`] : []),
       external
         ? `  OVN centrals:    named per group in ${external.file}`
-        : shared
-          ? `  OVN NB / SB:     ${shared.nb}  /  ${shared.sb}`
-          : `  OVN centrals:    one per resource group, in ${centralsRoot(config.dataDir)}`,
+        : config.kubernetes
+          ? `  OVN centrals:    one StatefulSet per resource group in namespace ${config.kubernetes.namespace}`
+          : shared
+            ? `  OVN NB / SB:     ${shared.nb}  /  ${shared.sb}`
+            : `  OVN centrals:    one per resource group, in ${centralsRoot(config.dataDir)}`,
       ...(stack && !isLoopback(config.embeddedListen) && (stack.ovn || centrals)
         ? [`  PKI (CA):        ${stack.pki.caFile}  (chassis: client certificate, CN = system-id)`]
         : []),

@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path'
 import t from 'tap'
 import { ConfigError } from '../errors.ts'
 import { loadConfig } from './index.ts'
+import { inClusterNamespace } from './kubernetes.ts'
 
 t.test('defaults: everything embedded', async (t) => {
   const config = loadConfig({})
@@ -76,7 +77,7 @@ const bad: [string, Record<string, string>, RegExp][] = [
   [
     'central mode',
     { HYDRAZINE_OVN_CENTRAL: 'each' },
-    /HYDRAZINE_OVN_CENTRAL: must be shared, per-group or external/,
+    /HYDRAZINE_OVN_CENTRAL: must be shared, per-group, external or kubernetes/,
   ],
   [
     'per-group with an external central',
@@ -495,3 +496,112 @@ t.test(
     )
   },
 )
+
+t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernetes', async (t) => {
+  const image = 'registry.example/hydrazine:0.1.0'
+  const defaults = loadConfig({
+    HYDRAZINE_OVN_CENTRAL: 'kubernetes',
+    HYDRAZINE_K8S_CENTRAL_IMAGE: image,
+  })
+  t.equal(defaults.ovnCentral, 'kubernetes')
+  t.same(defaults.kubernetes, {
+    namespace: inClusterNamespace() ?? 'hydrazine',
+    image,
+    replicas: 1,
+    storage: '1Gi',
+    clusterDomain: 'cluster.local',
+  })
+  t.equal(loadConfig({}).kubernetes, undefined, 'no Kubernetes settings for other centrals')
+
+  const every = loadConfig({
+    HYDRAZINE_OVN_CENTRAL: 'kubernetes',
+    HYDRAZINE_K8S_CENTRAL_IMAGE: image,
+    HYDRAZINE_K8S_NAMESPACE: 'net-system',
+    HYDRAZINE_K8S_CENTRAL_REPLICAS: '3',
+    HYDRAZINE_K8S_CENTRAL_STORAGE: '512Mi',
+    HYDRAZINE_K8S_CENTRAL_STORAGE_CLASS: 'fast-ssd',
+    HYDRAZINE_K8S_CENTRAL_TLS_SECRET: 'ovn-sb-tls',
+    HYDRAZINE_K8S_CLUSTER_DOMAIN: 'k8s.example',
+  })
+  t.same(every.kubernetes, {
+    namespace: 'net-system',
+    image,
+    replicas: 3,
+    storage: '512Mi',
+    storageClassName: 'fast-ssd',
+    sbTlsSecret: 'ovn-sb-tls',
+    clusterDomain: 'k8s.example',
+  })
+
+  const k8s = { HYDRAZINE_OVN_CENTRAL: 'kubernetes', HYDRAZINE_K8S_CENTRAL_IMAGE: image }
+  const cases: [string, Record<string, string>, string, RegExp][] = [
+    [
+      'no image',
+      { HYDRAZINE_OVN_CENTRAL: 'kubernetes' },
+      'HYDRAZINE_K8S_CENTRAL_IMAGE',
+      /required with HYDRAZINE_OVN_CENTRAL=kubernetes/,
+    ],
+    [
+      'two replicas',
+      { ...k8s, HYDRAZINE_K8S_CENTRAL_REPLICAS: '2' },
+      'HYDRAZINE_K8S_CENTRAL_REPLICAS',
+      /must be 1 \(one server\) or 3 \(a raft cluster\)/,
+    ],
+    [
+      'a size without a unit',
+      { ...k8s, HYDRAZINE_K8S_CENTRAL_STORAGE: '1GB' },
+      'HYDRAZINE_K8S_CENTRAL_STORAGE',
+      /must be a storage size like 512Mi or 1Gi/,
+    ],
+    [
+      'a namespace with capitals',
+      { ...k8s, HYDRAZINE_K8S_NAMESPACE: 'Hydrazine' },
+      'HYDRAZINE_K8S_NAMESPACE',
+      /must be a Kubernetes namespace name/,
+    ],
+    [
+      'a Secret name with a slash',
+      { ...k8s, HYDRAZINE_K8S_CENTRAL_TLS_SECRET: 'ns/secret' },
+      'HYDRAZINE_K8S_CENTRAL_TLS_SECRET',
+      /must be a Secret name/,
+    ],
+    [
+      'an image with a space',
+      { ...k8s, HYDRAZINE_K8S_CENTRAL_IMAGE: 'hydrazine latest' },
+      'HYDRAZINE_K8S_CENTRAL_IMAGE',
+      /must be a container image reference/,
+    ],
+    [
+      'Kubernetes settings for embedded centrals',
+      { HYDRAZINE_K8S_CENTRAL_REPLICAS: '3' },
+      'HYDRAZINE_K8S_CENTRAL_REPLICAS',
+      /only with HYDRAZINE_OVN_CENTRAL=kubernetes, not per-group/,
+    ],
+    [
+      'with an external OVN_NB_DB',
+      { ...k8s, OVN_NB_DB: 'tcp:10.0.0.6:6641', OVN_SB_DB: 'tcp:10.0.0.6:6642' },
+      'HYDRAZINE_OVN_CENTRAL',
+      /kubernetes centrals are created per group: not with OVN_NB_DB/,
+    ],
+  ]
+  for (const [name, env, path, message] of cases) {
+    const error = (() => {
+      try {
+        loadConfig(env)
+      } catch (e) {
+        return e
+      }
+    })()
+    t.type(error, ConfigError, name)
+    t.match((error as ConfigError).message, message, name)
+    t.match((error as ConfigError).issues, [{ path }], `${name}: names ${path}`)
+  }
+})
+
+t.test('the in-cluster namespace comes from the service account file', async (t) => {
+  const dir = t.testdir({ ns: 'tenant-net\n', bad: 'Not A Namespace', empty: '' })
+  t.equal(inClusterNamespace(join(dir, 'ns')), 'tenant-net')
+  t.equal(inClusterNamespace(join(dir, 'bad')), undefined, 'not a namespace name')
+  t.equal(inClusterNamespace(join(dir, 'empty')), undefined)
+  t.equal(inClusterNamespace(join(dir, 'missing')), undefined, 'not in a pod')
+})

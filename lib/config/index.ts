@@ -6,10 +6,12 @@ import * as v from 'valibot'
 import { ConfigError } from '../errors.ts'
 import { isLoopback } from '../process/ports.ts'
 import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
+import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
 import { QuotasVariable } from './quotas.ts'
 import { type Config, LOG_LEVELS } from './types.ts'
 
+export type { KubernetesCentralsConfig } from './kubernetes.ts'
 export type { MetricsConfig } from './metrics.ts'
 export type { BgpConfig, Config, FabricConfig, LogLevel } from './types.ts'
 
@@ -68,9 +70,13 @@ const EnvSchema = v.object({
   OVN_NB_DB: v.optional(ovsdbRemote),
   OVN_SB_DB: v.optional(ovsdbRemote),
   HYDRAZINE_OVN_CENTRAL: v.optional(
-    v.picklist(['shared', 'per-group', 'external'], 'must be shared, per-group or external'),
+    v.picklist(
+      ['shared', 'per-group', 'external', 'kubernetes'],
+      'must be shared, per-group, external or kubernetes',
+    ),
   ),
   HYDRAZINE_OVN_CENTRALS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
+  ...KubernetesVariables,
   HYDRAZINE_FRR_VTY_DIR: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_FRR_SAVE_CONFIG: v.optional(v.picklist(['true', 'false'], 'must be true or false')),
   HYDRAZINE_BGP_ASN: v.optional(asn, '65000'),
@@ -206,6 +212,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       `names external centrals: only with HYDRAZINE_OVN_CENTRAL=external, not ${ovnCentral}`,
     )
   }
+  const kubernetes = kubernetesConfig(ovnCentral, c)
+  if (!kubernetes.ok) invalid(kubernetes.path, kubernetes.message)
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
   if (!tls && !isLoopback(c.HYDRAZINE_HTTP_HOST)) {
     invalid(
@@ -231,6 +239,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(ovnCentral === 'external' && c.HYDRAZINE_OVN_CENTRALS_FILE
       ? { ovnCentralsFile: resolve(c.HYDRAZINE_OVN_CENTRALS_FILE) }
       : {}),
+    ...(kubernetes.kubernetes ? { kubernetes: kubernetes.kubernetes } : {}),
     ...(c.HYDRAZINE_FRR_VTY_DIR ? { frrVtyDir: resolve(c.HYDRAZINE_FRR_VTY_DIR) } : {}),
     frrSaveConfig: c.HYDRAZINE_FRR_SAVE_CONFIG === 'true',
     bgp: {

@@ -3,6 +3,7 @@
  * and validates it).
  */
 import type { Quotas } from '../state/quotas.ts'
+import type { KubernetesCentralsConfig } from './kubernetes.ts'
 import type { MetricsConfig } from './metrics.ts'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
@@ -25,15 +26,21 @@ export interface Config {
    * (NB, SB, northd) per resource group; `shared` runs one for every group, and is the
    * only choice with an external central (`OVN_NB_DB`); `external` (the default with
    * `HYDRAZINE_OVN_CENTRALS_FILE`) runs none: the operator names each group's central in
-   * `ovnCentralsFile`.
+   * `ovnCentralsFile`; `kubernetes` (never a default) creates each group's central as a
+   * StatefulSet through the Kubernetes API, as `kubernetes` says.
    */
-  readonly ovnCentral: 'shared' | 'per-group' | 'external'
+  readonly ovnCentral: 'shared' | 'per-group' | 'external' | 'kubernetes'
   /**
    * `HYDRAZINE_OVN_CENTRALS_FILE` (only with `external`), absolute: JSON mapping a group's
    * name to its central's remotes, `{"tenant-a": {"nb": …, "sb": …, "sbController"?: …}}`,
    * checked at start-up and read again whenever it changes (lib/config/centrals.ts).
    */
   readonly ovnCentralsFile?: string
+  /**
+   * `HYDRAZINE_K8S_*` (only with `kubernetes`): the namespace, image, replicas, storage
+   * and SB TLS Secret of each group's central (lib/config/kubernetes.ts).
+   */
+  readonly kubernetes?: KubernetesCentralsConfig
   /** `HYDRAZINE_FRR_VTY_DIR`: vty socket directory of an external FRR; absent = embedded. */
   readonly frrVtyDir?: string
   /**

@@ -1,0 +1,217 @@
+/**
+ * An in-memory Kubernetes API for the central provider's tests — only because no API
+ * server can run where the tests run. It behaves as the API does for what the provider
+ * calls: it refuses what RBAC does not grant (403), objects that do not match their schema
+ * or whose names Kubernetes would refuse (422), a name that exists (409) and a missing one
+ * (404); a StatefulSet makes its PersistentVolumeClaims as the StatefulSet controller
+ * does; deletions are Foreground (the object stays, being deleted, until `settle()`, as
+ * while its pods terminate). Readiness is the test's to set (`setReady`).
+ */
+import { ApiException } from '@kubernetes/client-node'
+import { type IStatefulSet, StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
+import type { IPersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim'
+import { type IService, Service } from 'kubernetes-models/v1/Service'
+import type { CentralsApi } from '../kubernetes-centrals.ts'
+
+export interface Rule {
+  readonly apiGroups: readonly string[]
+  readonly resources: readonly string[]
+  readonly verbs: readonly string[]
+}
+
+type Resource = 'statefulsets' | 'services' | 'persistentvolumeclaims'
+interface Stored {
+  metadata?: {
+    name?: string
+    labels?: Record<string, string>
+    deletionTimestamp?: string
+    uid?: string
+  }
+  spec?: unknown
+  status?: object
+}
+
+const API_GROUP: Record<Resource, string> = {
+  statefulsets: 'apps',
+  services: '',
+  persistentvolumeclaims: '',
+}
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/
+
+export class FakeKubernetes implements CentralsApi {
+  readonly objects: Record<Resource, Map<string, Stored>> = {
+    statefulsets: new Map(),
+    services: new Map(),
+    persistentvolumeclaims: new Map(),
+  }
+  /** Every (resource, verb) called, as `resource/verb`. */
+  readonly used = new Set<string>()
+  /** The next call fails with this HTTP status (once). */
+  failNext: number | undefined
+  private uid = 0
+
+  constructor(private readonly rules?: readonly Rule[]) {}
+
+  async createStatefulSet(namespace: string, body: IStatefulSet): Promise<void> {
+    this.authorize('statefulsets', 'create')
+    check(() => new StatefulSet(body).validate())
+    const name = this.nameOf(body)
+    // The StatefulSet controller labels pods `controller-revision-hash: <name>-<10>`.
+    if (name.length + 11 > 63) throw new ApiException(422, `${name}: too long`, {}, {})
+    for (const value of Object.values(body.metadata?.labels ?? {})) checkLabel(value)
+    const stored = this.store('statefulsets', namespace, body)
+    stored.status = { replicas: body.spec?.replicas ?? 1, readyReplicas: 0 }
+    for (const template of body.spec?.volumeClaimTemplates ?? []) {
+      for (let i = 0; i < (body.spec?.replicas ?? 1); i++) {
+        const claim = `${template.metadata?.name}-${name}-${i}`
+        if (this.objects.persistentvolumeclaims.has(`${namespace}/${claim}`)) continue
+        this.store('persistentvolumeclaims', namespace, {
+          metadata: {
+            name: claim,
+            labels: { ...template.metadata?.labels, ...body.spec?.selector.matchLabels },
+          },
+        })
+      }
+    }
+  }
+
+  async readStatefulSet(namespace: string, name: string): Promise<IStatefulSet> {
+    this.authorize('statefulsets', 'get')
+    return copy(this.find('statefulsets', namespace, name)) as IStatefulSet
+  }
+
+  async listStatefulSets(namespace: string, labelSelector: string): Promise<IStatefulSet[]> {
+    this.authorize('statefulsets', 'list')
+    return this.select('statefulsets', namespace, labelSelector) as IStatefulSet[]
+  }
+
+  async deleteStatefulSet(namespace: string, name: string): Promise<void> {
+    this.authorize('statefulsets', 'delete')
+    this.markDeleted('statefulsets', namespace, name)
+  }
+
+  async createService(namespace: string, body: IService): Promise<void> {
+    this.authorize('services', 'create')
+    check(() => new Service(body).validate())
+    this.store('services', namespace, body)
+  }
+
+  async deleteService(namespace: string, name: string): Promise<void> {
+    this.authorize('services', 'delete')
+    this.find('services', namespace, name)
+    this.objects.services.delete(`${namespace}/${name}`)
+  }
+
+  async listPersistentVolumeClaims(
+    namespace: string,
+    labelSelector: string,
+  ): Promise<IPersistentVolumeClaim[]> {
+    this.authorize('persistentvolumeclaims', 'list')
+    return this.select(
+      'persistentvolumeclaims',
+      namespace,
+      labelSelector,
+    ) as IPersistentVolumeClaim[]
+  }
+
+  async deletePersistentVolumeClaim(namespace: string, name: string): Promise<void> {
+    this.authorize('persistentvolumeclaims', 'delete')
+    this.markDeleted('persistentvolumeclaims', namespace, name)
+  }
+
+  /** Sets a StatefulSet's ready replicas, as its pods' readiness probes would. */
+  setReady(namespace: string, name: string, readyReplicas: number): void {
+    const found = this.objects.statefulsets.get(`${namespace}/${name}`)
+    if (!found) throw new Error(`no StatefulSet ${namespace}/${name}`)
+    found.status = { ...found.status, readyReplicas }
+  }
+
+  /** Finishes every deletion under way (pods terminated, volumes released). */
+  settle(): void {
+    for (const map of Object.values(this.objects)) {
+      for (const [key, object] of map) if (object.metadata?.deletionTimestamp) map.delete(key)
+    }
+  }
+
+  /** Every object, by resource and name, with its uid: equal snapshots, nothing recreated. */
+  snapshot(): string {
+    const entries = Object.entries(this.objects).map(([resource, map]) => [
+      resource,
+      [...map].map(([key, object]) => [key, object.metadata?.uid]),
+    ])
+    return JSON.stringify(entries)
+  }
+
+  /** Names of the objects of a resource that exist (being deleted or not). */
+  names(resource: Resource): string[] {
+    return [...this.objects[resource].keys()].map((key) => key.split('/')[1] ?? key).sort()
+  }
+
+  private authorize(resource: Resource, verb: string): void {
+    if (this.failNext !== undefined) {
+      const code = this.failNext
+      this.failNext = undefined
+      throw new ApiException(code, `injected HTTP ${code}`, {}, {})
+    }
+    const allowed =
+      this.rules === undefined ||
+      this.rules.some(
+        (r) =>
+          r.apiGroups.includes(API_GROUP[resource]) &&
+          r.resources.includes(resource) &&
+          r.verbs.includes(verb),
+      )
+    if (!allowed) throw new ApiException(403, `forbidden: ${verb} ${resource}`, {}, {})
+    this.used.add(`${resource}/${verb}`)
+  }
+
+  private nameOf(body: Stored): string {
+    const name = body.metadata?.name ?? ''
+    if (!DNS_LABEL.test(name)) throw new ApiException(422, `invalid name ${name}`, {}, {})
+    return name
+  }
+
+  private store(resource: Resource, namespace: string, body: Stored): Stored {
+    const key = `${namespace}/${this.nameOf(body)}`
+    if (this.objects[resource].has(key)) throw new ApiException(409, `${key} exists`, {}, {})
+    const stored = copy(body)
+    stored.metadata = { ...(stored.metadata ?? {}), uid: `uid-${++this.uid}` }
+    this.objects[resource].set(key, stored)
+    return stored
+  }
+
+  private find(resource: Resource, namespace: string, name: string): Stored {
+    const found = this.objects[resource].get(`${namespace}/${name}`)
+    if (!found) throw new ApiException(404, `${resource} ${name} not found`, {}, {})
+    return found
+  }
+
+  private markDeleted(resource: Resource, namespace: string, name: string): void {
+    const found = this.find(resource, namespace, name)
+    found.metadata = { ...(found.metadata ?? {}), deletionTimestamp: new Date().toISOString() }
+  }
+
+  private select(resource: Resource, namespace: string, selector: string): unknown[] {
+    const wanted = selector.split(',').map((term) => term.split('=') as [string, string])
+    return [...this.objects[resource]]
+      .filter(([key]) => key.startsWith(`${namespace}/`))
+      .map(([, object]) => object)
+      .filter((object) => wanted.every(([k, v]) => object.metadata?.labels?.[k] === v))
+      .map(copy)
+  }
+}
+
+function check(validate: () => void): void {
+  try {
+    validate()
+  } catch (error) {
+    throw new ApiException(422, `invalid: ${(error as Error).message}`, {}, {})
+  }
+}
+
+function checkLabel(value: string): void {
+  if (!LABEL_VALUE.test(value)) throw new ApiException(422, `invalid label value ${value}`, {}, {})
+}
+
+const copy = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T

@@ -1,0 +1,312 @@
+/**
+ * One resource group's OVN central as Kubernetes objects (pure builders; the `kubernetes`
+ * provider in infra/kubernetes-centrals.ts creates them): a StatefulSet whose pods run the
+ * NB and SB ovsdb-servers and ovn-northd as three containers sharing their sockets, each
+ * replica with its own volume, plus two Services:
+ *
+ * - `<name>` (ClusterIP, ready pods only): what the controller and the DPUs connect to —
+ *   NB 6641, SB 6642 (`pssl:` with OVN's `ovn-controller` RBAC role when the SB has a TLS
+ *   Secret, and then the controller's own plaintext SB on 6645);
+ * - `<name>-peers` (headless, the StatefulSet's governing Service, not-ready pods too):
+ *   stable pod names for raft (NB 6643, SB 6644) when there are three replicas.
+ */
+
+import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
+import type { IContainer } from 'kubernetes-models/v1/Container'
+import type { IEnvVar } from 'kubernetes-models/v1/EnvVar'
+import { Service } from 'kubernetes-models/v1/Service'
+import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
+import type { OvnCentralEndpoints } from '../../lib/ovn/central.ts'
+import { GROUP_LABEL, hashedName, MANAGED_BY, PART_OF } from './names.ts'
+import { restrictedContainer, restrictedPod } from './security.ts'
+
+/** The central's ports: clients', raft's, and the controller's SB beside a TLS one. */
+export const CENTRAL_PORTS = {
+  nb: 6641,
+  sb: 6642,
+  nbRaft: 6643,
+  sbRaft: 6644,
+  sbController: 6645,
+} as const
+
+/** Labels every central carries; `centralSelector()` finds them all. */
+export const CENTRAL_LABELS = {
+  'app.kubernetes.io/name': 'ovn-central',
+  'app.kubernetes.io/component': 'ovn-central',
+  ...PART_OF,
+  ...MANAGED_BY,
+} as const
+
+/** The label selector of every central Hydrazine created (list, groups). */
+export function centralSelector(group?: string): string {
+  const labels: Record<string, string> = {
+    'app.kubernetes.io/component': CENTRAL_LABELS['app.kubernetes.io/component'],
+    ...MANAGED_BY,
+    ...(group === undefined ? {} : { [GROUP_LABEL]: group }),
+  }
+  return Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',')
+}
+
+/**
+ * The StatefulSet's (and client Service's) name of a group's central: `ovn-`, the group
+ * name as far as it fits, a hash of it. At most 52 characters: the StatefulSet controller
+ * labels each pod `controller-revision-hash: <name>-<10 characters>`, a label value of at
+ * most 63.
+ *
+ * @example centralName('tenant-a') // 'ovn-tenant-a-' + 16 hex digits
+ */
+export function centralName(group: string): string {
+  return hashedName('ovn', group, 52)
+}
+
+/** Where a group's central answers, given the provider's settings. */
+export function centralEndpoints(
+  group: string,
+  settings: Pick<KubernetesCentralsConfig, 'namespace' | 'clusterDomain' | 'sbTlsSecret'>,
+): OvnCentralEndpoints {
+  const name = centralName(group)
+  // Fully qualified: OVS resolves remotes itself (unbound), without resolv.conf's search list.
+  const host = `${name}.${settings.namespace}.svc.${settings.clusterDomain}`
+  const tls = settings.sbTlsSecret !== undefined
+  const sb = `${tls ? 'ssl' : 'tcp'}:${host}:${CENTRAL_PORTS.sb}`
+  return {
+    nb: `tcp:${host}:${CENTRAL_PORTS.nb}`,
+    sb,
+    sbController: tls ? `tcp:${host}:${CENTRAL_PORTS.sbController}` : sb,
+    service: name,
+    group,
+  }
+}
+
+/** How many ready replicas answer: one of one, or a raft majority. */
+export function quorum(replicas: number): number {
+  return Math.floor(replicas / 2) + 1
+}
+
+/** The objects of a group's central, Services first (their names resolve when pods start). */
+export function centralObjects(
+  group: string,
+  settings: KubernetesCentralsConfig,
+): { services: [Service, Service]; statefulSet: StatefulSet } {
+  const name = centralName(group)
+  const peers = `${name}-peers`
+  const labels = { ...CENTRAL_LABELS, [GROUP_LABEL]: group, 'app.kubernetes.io/instance': name }
+  const selector = { 'app.kubernetes.io/instance': name, ...MANAGED_BY }
+  const metadata = (objectName: string) => ({
+    name: objectName,
+    namespace: settings.namespace,
+    labels,
+  })
+  const tls = settings.sbTlsSecret !== undefined
+  const port = (portName: string, number: number) => ({
+    name: portName,
+    port: number,
+    targetPort: number,
+    protocol: 'TCP' as const,
+  })
+
+  const client = new Service({
+    metadata: metadata(name),
+    spec: {
+      type: 'ClusterIP',
+      selector,
+      ports: [
+        port('nb', CENTRAL_PORTS.nb),
+        port('sb', CENTRAL_PORTS.sb),
+        ...(tls ? [port('sb-controller', CENTRAL_PORTS.sbController)] : []),
+      ],
+    },
+  })
+  const governing = new Service({
+    metadata: metadata(peers),
+    spec: {
+      clusterIP: 'None',
+      publishNotReadyAddresses: true,
+      selector,
+      ports: [port('nb-raft', CENTRAL_PORTS.nbRaft), port('sb-raft', CENTRAL_PORTS.sbRaft)],
+    },
+  })
+
+  const env: IEnvVar[] = [
+    { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    { name: 'STATEFULSET', value: name },
+    { name: 'PEERS_SERVICE', value: peers },
+    { name: 'CLUSTER_DOMAIN', value: settings.clusterDomain },
+    { name: 'REPLICAS', value: String(settings.replicas) },
+    { name: 'OVN_DB_DIR', value: DATA_DIR },
+    { name: 'OVN_RUN_DIR', value: RUN_DIR },
+    { name: 'OVN_SCHEMA_DIR', value: '/usr/share/ovn' },
+    ...Object.entries(CENTRAL_PORTS).map(([key, value]) => ({
+      name: `${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}_PORT`,
+      value: String(value),
+    })),
+    ...(tls ? [{ name: 'SB_TLS_DIR', value: TLS_DIR }] : []),
+  ]
+  const mounts = [
+    { name: 'data', mountPath: DATA_DIR },
+    { name: 'run', mountPath: RUN_DIR },
+    ...(tls ? [{ name: 'sb-tls', mountPath: TLS_DIR, readOnly: true }] : []),
+  ]
+  const container = (db: 'nb' | 'sb' | 'northd', probe: string[]): IContainer => ({
+    name: db,
+    image: settings.image,
+    command: ['/bin/sh', '-c', db === 'northd' ? NORTHD_SCRIPT : DATABASE_SCRIPT, db, db],
+    env,
+    volumeMounts: mounts,
+    ...(db === 'northd' ? {} : { lifecycle: { postStart: { exec: { command: postStart(db) } } } }),
+    readinessProbe: { exec: { command: probe }, periodSeconds: 5, timeoutSeconds: 5 },
+    livenessProbe: {
+      exec: { command: probe },
+      initialDelaySeconds: 30,
+      periodSeconds: 10,
+      timeoutSeconds: 5,
+      failureThreshold: 6,
+    },
+    resources: {
+      requests: { cpu: '50m', memory: '64Mi' },
+      limits: { memory: db === 'northd' ? '512Mi' : '1Gi' },
+    },
+    securityContext: restrictedContainer(),
+  })
+
+  const statefulSet = new StatefulSet({
+    metadata: metadata(name),
+    spec: {
+      serviceName: peers,
+      replicas: settings.replicas,
+      // Raft members must start together: the second and third join the first.
+      podManagementPolicy: 'Parallel',
+      selector: { matchLabels: selector },
+      persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Delete', whenScaled: 'Retain' },
+      template: {
+        metadata: { labels },
+        spec: {
+          ...restrictedPod(),
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          terminationGracePeriodSeconds: 30,
+          containers: [
+            container('nb', dbReady('nb')),
+            container('sb', dbReady('sb')),
+            container('northd', ['ovn-appctl', '-t', `${RUN_DIR}/ovn-northd.ctl`, 'status']),
+          ],
+          volumes: [
+            { name: 'run', emptyDir: {} },
+            ...(tls
+              ? [
+                  {
+                    name: 'sb-tls',
+                    secret: { secretName: settings.sbTlsSecret, defaultMode: 0o440 },
+                  },
+                ]
+              : []),
+          ],
+          affinity: {
+            podAntiAffinity: {
+              preferredDuringSchedulingIgnoredDuringExecution: [
+                {
+                  weight: 100,
+                  podAffinityTerm: {
+                    labelSelector: { matchLabels: selector },
+                    topologyKey: 'kubernetes.io/hostname',
+                  },
+                },
+              ],
+            },
+          },
+        },
+      },
+      volumeClaimTemplates: [
+        {
+          metadata: { name: 'data', labels },
+          spec: {
+            accessModes: ['ReadWriteOnce'],
+            resources: { requests: { storage: settings.storage } },
+            ...(settings.storageClassName ? { storageClassName: settings.storageClassName } : {}),
+          },
+        },
+      ],
+    },
+  })
+  return { services: [client, governing], statefulSet }
+}
+
+const DATA_DIR = '/var/lib/ovn'
+const RUN_DIR = '/var/run/ovn'
+const TLS_DIR = '/etc/ovn/sb-tls'
+
+/** A database answers (a raft member: has joined its cluster). */
+function dbReady(db: 'nb' | 'sb'): string[] {
+  const name = db === 'nb' ? 'OVN_Northbound' : 'OVN_Southbound'
+  return ['ovsdb-client', '--timeout=3', 'wait', `unix:${RUN_DIR}/${db}.sock`, name, 'connected']
+}
+
+/**
+ * One database's ovsdb-server, in the foreground. `$1` is `nb` or `sb`; every other
+ * value comes from the environment the builder sets. A new volume gets an empty database
+ * (raft: replica 0 creates the cluster, the others join it); an existing standalone one is
+ * converted when the image's schema is newer (a cluster converts online, in postStart).
+ */
+export const DATABASE_SCRIPT = `set -eu
+db=$1
+case "$db" in
+  nb) name=OVN_Northbound port=$NB_PORT raft=$NB_RAFT_PORT ;;
+  sb) name=OVN_Southbound port=$SB_PORT raft=$SB_RAFT_PORT ;;
+  *) echo "unknown database $db" >&2; exit 2 ;;
+esac
+schema=$OVN_SCHEMA_DIR/ovn-$db.ovsschema
+file=$OVN_DB_DIR/$db.db
+peers=$PEERS_SERVICE.$POD_NAMESPACE.svc.$CLUSTER_DOMAIN
+if [ ! -e "$file" ]; then
+  if [ "$REPLICAS" -eq 1 ]; then
+    ovsdb-tool create "$file" "$schema"
+  elif [ "\${POD_NAME##*-}" = 0 ]; then
+    ovsdb-tool create-cluster "$file" "$schema" "tcp:$POD_NAME.$peers:$raft"
+  else
+    ovsdb-tool join-cluster "$file" "$name" "tcp:$POD_NAME.$peers:$raft" "tcp:$STATEFULSET-0.$peers:$raft"
+  fi
+elif [ "$REPLICAS" -eq 1 ] && [ "$(ovsdb-tool needs-conversion "$file" "$schema")" = yes ]; then
+  ovsdb-tool convert "$file" "$schema"
+fi
+set -- "$file" "--remote=punix:$OVN_RUN_DIR/$db.sock" "--unixctl=$OVN_RUN_DIR/$db.ctl" \\
+  --no-chdir -vconsole:info -vfile:off
+if [ "$db" = sb ] && [ -n "\${SB_TLS_DIR:-}" ]; then
+  set -- "$@" --remote=db:OVN_Southbound,SB_Global,connections \\
+    "--private-key=$SB_TLS_DIR/tls.key" "--certificate=$SB_TLS_DIR/tls.crt" \\
+    "--ca-cert=$SB_TLS_DIR/ca.crt" "--remote=ptcp:$SB_CONTROLLER_PORT"
+else
+  set -- "$@" "--remote=ptcp:$port"
+fi
+exec ovsdb-server "$@"
+`
+
+/** ovn-northd, following the pod's own NB and SB (raft: one pod's northd is active). */
+export const NORTHD_SCRIPT = `set -eu
+exec ovn-northd "--ovnnb-db=unix:$OVN_RUN_DIR/nb.sock" "--ovnsb-db=unix:$OVN_RUN_DIR/sb.sock" \\
+  "--unixctl=$OVN_RUN_DIR/ovn-northd.ctl" --no-chdir -vconsole:info -vfile:off
+`
+
+/**
+ * After a database starts: a raft member converts the cluster's database to the image's
+ * schema when it is older; a TLS SB gets its `pssl:` remote with the `ovn-controller` role
+ * (a row of the database itself: written again, the same, by every replica).
+ */
+export const POST_START_SCRIPT = `db=$1
+sock=unix:$OVN_RUN_DIR/$db.sock
+schema=$OVN_SCHEMA_DIR/ovn-$db.ovsschema
+for _ in $(seq 60); do ovsdb-client --timeout=5 list-dbs "$sock" >/dev/null 2>&1 && break; sleep 1; done
+if [ "$REPLICAS" -ne 1 ] && [ "$(ovsdb-client --timeout=30 needs-conversion "$sock" "$schema")" = yes ]; then
+  ovsdb-client --timeout=60 convert "$sock" "$schema" || exit 1
+fi
+if [ "$db" = sb ] && [ -n "\${SB_TLS_DIR:-}" ]; then
+  ovn-sbctl "--db=$sock" --no-leader-only --timeout=30 set-connection role=ovn-controller "pssl:$SB_PORT" || exit 1
+fi
+exit 0
+`
+
+function postStart(db: 'nb' | 'sb'): string[] {
+  return ['/bin/sh', '-c', POST_START_SCRIPT, db, db]
+}

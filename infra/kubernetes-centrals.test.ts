@@ -1,0 +1,280 @@
+import type { IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
+import t from 'tap'
+import type { KubernetesCentralsConfig } from '../lib/config/kubernetes.ts'
+import { CentralUnavailableError } from '../lib/ovn/central.ts'
+import { controllerRole } from './k8s/controller.ts'
+import { FakeKubernetes, type Rule } from './k8s/fake-api.ts'
+import { parseManifestOptions } from './k8s/options.ts'
+import { centralName, centralObjects } from './k8s/ovn-central.ts'
+import { CENTRALS_RBAC_RULES, fromJson, kubernetesCentrals, toJson } from './kubernetes-centrals.ts'
+
+const NS = 'hydrazine'
+const settings: KubernetesCentralsConfig = {
+  namespace: NS,
+  image: 'registry.example/hydrazine:0.1.0',
+  replicas: 1,
+  storage: '1Gi',
+  clusterDomain: 'cluster.local',
+}
+
+function setup(overrides: Partial<KubernetesCentralsConfig> = {}, rules?: readonly Rule[]) {
+  const api = new FakeKubernetes(rules)
+  const centrals = kubernetesCentrals({ ...settings, ...overrides, api })
+  const ready = (group: string, n = 1) => api.setReady(NS, centralName(group), n)
+  return { api, centrals, ready }
+}
+
+/** What ensure threw, or undefined when it answered. */
+async function refusal(promise: Promise<unknown>): Promise<CentralUnavailableError | undefined> {
+  try {
+    await promise
+    return undefined
+  } catch (error) {
+    if (error instanceof CentralUnavailableError) return error
+    throw error
+  }
+}
+
+t.test('ensure creates the group central, then answers once it is ready', async (t) => {
+  const { api, centrals, ready } = setup()
+  const name = centralName('tenant-a')
+
+  const first = await refusal(centrals.ensure('tenant-a'))
+  t.ok(first?.retryable, 'not ready yet: retryable')
+  t.match(first?.message, /0 of 1 replicas ready/)
+  t.same(api.names('statefulsets'), [name])
+  t.same(api.names('services'), [name, `${name}-peers`].sort())
+  t.same(api.names('persistentvolumeclaims'), [`data-${name}-0`], 'its volume, from the template')
+
+  const uids = api.snapshot()
+  t.ok((await refusal(centrals.ensure('tenant-a')))?.retryable, 'still not ready')
+  t.equal(api.snapshot(), uids, 'a second ensure creates nothing new')
+
+  ready('tenant-a')
+  const host = `${name}.${NS}.svc.cluster.local`
+  t.same(await centrals.ensure('tenant-a'), {
+    nb: `tcp:${host}:6641`,
+    sb: `tcp:${host}:6642`,
+    sbController: `tcp:${host}:6642`,
+    service: name,
+    group: 'tenant-a',
+  })
+  t.equal(api.snapshot(), uids, 'nor does ensure once it is ready')
+})
+
+t.test('the objects: labels, selectors, volume, the image', async (t) => {
+  const { api, centrals } = setup({ storageClassName: 'fast', storage: '2Gi' })
+  await refusal(centrals.ensure('tenant-a'))
+  const name = centralName('tenant-a')
+  const sts = await api.readStatefulSet(NS, name)
+  t.match(sts.metadata?.labels, {
+    'app.kubernetes.io/managed-by': 'hydrazine',
+    'hydrazine.io/group': 'tenant-a',
+  })
+  const podLabels = sts.spec?.template.metadata?.labels ?? {}
+  for (const [k, v] of Object.entries(sts.spec?.selector.matchLabels ?? {}))
+    t.equal(podLabels[k], v, `the selector matches the pods: ${k}`)
+  t.equal(sts.spec?.serviceName, `${name}-peers`, 'governed by the headless Service')
+  t.same(
+    sts.spec?.template.spec?.containers.map((c) => [c.name, c.image]),
+    ['nb', 'sb', 'northd'].map((c) => [c, settings.image]),
+  )
+  t.match(sts.spec?.volumeClaimTemplates?.[0]?.spec, {
+    accessModes: ['ReadWriteOnce'],
+    resources: { requests: { storage: '2Gi' } },
+    storageClassName: 'fast',
+  })
+  const { services } = centralObjects('tenant-a', { ...settings })
+  t.same(services[0].spec?.selector, sts.spec?.selector.matchLabels, 'the Service selects them')
+  t.equal(services[1].spec?.clusterIP, 'None')
+})
+
+t.test('two groups, two centrals; long names stay valid and distinct', async (t) => {
+  const { api, centrals, ready } = setup()
+  const long = 'a'.repeat(62)
+  const groups = ['tenant-a', 'tenant-b', `${long}1`, `${long}2`, '0-starts-with-a-digit']
+  for (const group of groups) await refusal(centrals.ensure(group))
+  const names = groups.map(centralName)
+  t.equal(new Set(names).size, groups.length, 'distinct names')
+  for (const name of names) {
+    t.ok(name.length <= 52, `${name}: at most 52 characters`)
+    t.match(name, /^[a-z]([a-z0-9-]*[a-z0-9])?$/, `${name}: a DNS-1035 label`)
+  }
+  t.equal(api.names('statefulsets').length, groups.length, 'the fake API took every one')
+  t.equal(centralName('tenant-a'), names[0], 'deterministic')
+
+  for (const group of groups) ready(group)
+  const ensured = await Promise.all(groups.map((g) => centrals.ensure(g)))
+  t.equal(new Set(ensured.map((e) => e.nb)).size, groups.length, 'distinct NB remotes')
+  t.same((await centrals.groups()).sort(), [...groups].sort())
+})
+
+t.test('release deletes it all, idempotently; ensure waits for the deletion', async (t) => {
+  const { api, centrals, ready } = setup()
+  await refusal(centrals.ensure('tenant-a'))
+  await refusal(centrals.ensure('tenant-b'))
+  ready('tenant-a')
+  ready('tenant-b')
+
+  await centrals.release('tenant-a')
+  const deleting = await refusal(centrals.ensure('tenant-a'))
+  t.ok(deleting?.retryable, 'while it is being deleted: retryable')
+  t.match(deleting?.message, /being deleted/)
+  t.same(await centrals.groups(), ['tenant-b'], 'a central being deleted is no group of ours')
+  t.same(
+    (await centrals.list()).map((e) => e.group),
+    ['tenant-b'],
+  )
+  await centrals.release('tenant-a')
+  t.pass('release again while deleting: fine')
+
+  api.settle()
+  const b = centralName('tenant-b')
+  t.same(api.names('statefulsets'), [b], "tenant-a's StatefulSet is gone")
+  t.same(api.names('services'), [b, `${b}-peers`].sort(), 'and its Services')
+  t.same(api.names('persistentvolumeclaims'), [`data-${b}-0`], 'and its volume')
+  await centrals.release('tenant-a')
+  t.pass('release once gone: fine (404s)')
+
+  t.ok((await refusal(centrals.ensure('tenant-a')))?.retryable, 'the group again: a new central')
+  t.ok(api.names('statefulsets').includes(centralName('tenant-a')))
+})
+
+t.test('a volume still being deleted holds a new central back', async (t) => {
+  const { api, centrals } = setup()
+  await refusal(centrals.ensure('tenant-a'))
+  await centrals.release('tenant-a')
+  api.objects.statefulsets.clear() // the StatefulSet is gone, the volume not yet
+  const held = await refusal(centrals.ensure('tenant-a'))
+  t.ok(held?.retryable)
+  t.match(held?.message, /volumes of its previous central are being deleted/)
+  t.same(api.names('statefulsets'), [], 'nothing created on top of the old volume')
+})
+
+t.test('a Service deleted by hand comes back while the central is not ready', async (t) => {
+  const { api, centrals } = setup()
+  await refusal(centrals.ensure('tenant-a'))
+  const name = centralName('tenant-a')
+  await api.deleteService(NS, `${name}-peers`)
+  await refusal(centrals.ensure('tenant-a'))
+  t.same(api.names('services'), [name, `${name}-peers`].sort())
+})
+
+t.test('list and groups reflect what exists', async (t) => {
+  const { centrals, ready } = setup()
+  t.same(await centrals.list(), [])
+  t.same(await centrals.groups(), [])
+  await refusal(centrals.ensure('tenant-b'))
+  await refusal(centrals.ensure('tenant-a'))
+  t.same(await centrals.groups(), ['tenant-a', 'tenant-b'], 'running or not')
+  t.same(await centrals.list(), [], 'none ready: none to reconcile')
+  ready('tenant-a')
+  t.same(
+    (await centrals.list()).map((e) => [e.group, e.nb]),
+    [['tenant-a', `tcp:${centralName('tenant-a')}.${NS}.svc.cluster.local:6641`]],
+  )
+})
+
+t.test('three replicas in raft: answers with a majority ready', async (t) => {
+  const { api, centrals, ready } = setup({ replicas: 3 })
+  await refusal(centrals.ensure('tenant-a'))
+  const name = centralName('tenant-a')
+  t.same(
+    api.names('persistentvolumeclaims'),
+    [0, 1, 2].map((i) => `data-${name}-${i}`),
+  )
+  ready('tenant-a', 1)
+  t.match((await refusal(centrals.ensure('tenant-a')))?.message, /1 of 3 replicas ready, 2 needed/)
+  ready('tenant-a', 2)
+  t.equal((await centrals.ensure('tenant-a')).group, 'tenant-a')
+})
+
+t.test('an SB with a TLS Secret: ssl: for DPUs, plaintext for the controller', async (t) => {
+  const { api, centrals, ready } = setup({ sbTlsSecret: 'ovn-sb-tls' })
+  await refusal(centrals.ensure('tenant-a'))
+  ready('tenant-a')
+  const host = `${centralName('tenant-a')}.${NS}.svc.cluster.local`
+  t.match(await centrals.ensure('tenant-a'), {
+    sb: `ssl:${host}:6642`,
+    sbController: `tcp:${host}:6645`,
+  })
+  const sts = await api.readStatefulSet(NS, centralName('tenant-a'))
+  t.match(sts.spec?.template.spec?.volumes, [{}, { secret: { secretName: 'ovn-sb-tls' } }])
+})
+
+t.test('a StatefulSet of that name that is not ours is refused for good', async (t) => {
+  const { api, centrals } = setup()
+  const { statefulSet } = centralObjects('tenant-a', settings)
+  const foreign = statefulSet.toJSON() as IStatefulSet
+  await api.createStatefulSet(NS, {
+    ...foreign,
+    metadata: { ...foreign.metadata, labels: { app: 'someone-else' } },
+  })
+  const refused = await refusal(centrals.ensure('tenant-a'))
+  t.equal(refused?.retryable, false)
+  t.match(refused?.message, /belongs to someone else/)
+})
+
+t.test('API failures: retryable, unless the API refused the request itself', async (t) => {
+  const cases: [number, boolean][] = [
+    [500, true],
+    [503, true],
+    [429, true],
+    [403, false],
+    [401, false],
+    [422, false],
+  ]
+  for (const [status, retryable] of cases) {
+    const { api, centrals } = setup()
+    api.failNext = status
+    const error = await refusal(centrals.ensure('tenant-a'))
+    t.equal(error?.retryable, retryable, `HTTP ${status}: retryable ${retryable}`)
+    t.match(error?.message, new RegExp(`HTTP ${status}`))
+  }
+})
+
+t.test('the Role grants exactly what the provider calls', async (t) => {
+  const role = controllerRole(parseManifestOptions({}))
+  const rules = role.rules ?? []
+  const { api, centrals, ready } = setup(
+    {},
+    rules.map((r) => ({
+      apiGroups: r.apiGroups ?? [],
+      resources: r.resources ?? [],
+      verbs: r.verbs,
+    })),
+  )
+  // Every path: create, wait, answer, list, release, release again, re-create.
+  await refusal(centrals.ensure('tenant-a'))
+  ready('tenant-a')
+  await centrals.ensure('tenant-a')
+  await centrals.list()
+  await centrals.groups()
+  await centrals.release('tenant-a')
+  await centrals.release('tenant-a')
+  api.settle()
+  await refusal(centrals.ensure('tenant-a'))
+  const granted = CENTRALS_RBAC_RULES.flatMap((r) =>
+    r.resources.flatMap((res) => r.verbs.map((verb) => `${res}/${verb}`)),
+  )
+  t.same([...api.used].sort(), granted.sort(), 'every grant used, nothing used ungranted')
+  t.notOk(
+    rules.some((r) => r.verbs.includes('*') || r.resources?.includes('*')),
+    'no wildcards',
+  )
+})
+
+t.test('client-node sends every field of the objects as built', async (t) => {
+  const { services, statefulSet } = centralObjects('tenant-a', {
+    ...settings,
+    replicas: 3,
+    sbTlsSecret: 'ovn-sb-tls',
+    storageClassName: 'fast',
+  })
+  // What the adapter hands client-node, serialized as client-node serializes a request body.
+  const sent = (json: unknown, type: string) => toJson(fromJson(json, type), type)
+  const clean = (value: unknown) => JSON.parse(JSON.stringify(value))
+  t.same(clean(sent(statefulSet.toJSON(), 'V1StatefulSet')), clean(statefulSet.toJSON()))
+  for (const service of services)
+    t.same(clean(sent(service.toJSON(), 'V1Service')), clean(service.toJSON()))
+})
