@@ -96,8 +96,9 @@ export class GroupApplier {
       const { client, cache } = await deps.nb.get(endpoints.nb)
       let state: GroupState | undefined
       let problems: TopologyProblems = []
-      // Read on every attempt: after a lost race (another process applied this group), the
-      // group's members are read again, so the winner's host is not undone.
+      // Read on every attempt, after NB's generation of the group is noted (`group`): after
+      // a lost race (another process applied this group), the group's members are read
+      // again, so the winner's host is not undone.
       const read = async () => {
         state = await readGroupState(deps, name)
         if (!state) throw new GroupGone(name)
@@ -105,7 +106,7 @@ export class GroupApplier {
         problems = desired.problems ?? []
         return desired
       }
-      const result = await applyDesiredRows(client, read, { cache })
+      const result = await applyDesiredRows(client, read, { cache, group: name })
       if (!state) throw new GroupGone(name)
       // Relays of DPUs without members are gone from NB now: their addresses go back to the
       // pool (so that the network can be deleted).

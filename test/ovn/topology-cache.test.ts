@@ -1,6 +1,8 @@
 import t from 'tap'
 import {
+  applyDesiredRows,
   applyGroupTopology,
+  compileGroupTopology,
   Database,
   type GroupMember,
   type GroupTopologySpec,
@@ -108,5 +110,43 @@ t.test(
       cache,
     })
     t.equal(again.changed, false, 'and then has nothing left to do')
+  },
+)
+
+t.test(
+  'a member another process added while this one read its desired rows is not undone',
+  async (t) => {
+    const server = await startOvsdb(t)
+    const client = await OvsdbClient.connect(server.unix)
+    const other = await OvsdbClient.connect(server.unix)
+    t.teardown(async () => {
+      await client.close()
+      await other.close()
+    })
+    const cache = await NbTopologyCache.start(client)
+    t.teardown(() => cache.close())
+    await applyGroupTopology(client, spec([0, 1].map((h) => member(h))), { cache })
+    await client.echo()
+
+    // This process reads the group's members (0 and 1) from its store; meanwhile another
+    // process stores member 2 and writes it to NB before this one commits.
+    let reads = 0
+    const desired = async () => {
+      reads++
+      const members = reads === 1 ? [0, 1] : [0, 1, 2]
+      if (reads === 1) {
+        await applyGroupTopology(other, spec([0, 1, 2].map((h) => member(h))))
+        // This process's cache sees that write before it diffs.
+        await client.echo()
+      }
+      return compileGroupTopology(spec(members.map((h) => member(h))))
+    }
+    const result = await applyDesiredRows(client, desired, { cache, group: 'cache' })
+    t.equal(reads, 2, 'the desired rows were read again after NB changed under the read')
+    t.equal(result.changed, false, 'and then matched NB: nothing to write')
+    const ports = (await readOwnedRows(client, 'group/cache')).Logical_Switch_Port.map(
+      (r) => r.name,
+    )
+    t.ok(ports.includes('hz-cache-h2'), "the other process's member is still in NB")
   },
 )

@@ -9,10 +9,10 @@ import { OvsdbTimedOut } from '../errors.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import type { NbTopologyCache } from './cache.ts'
 import { compileGroupTopology, type DesiredRows } from './compile.ts'
-import { diffTopology } from './diff.ts'
+import { diffTopology, GENERATION_KEY } from './diff.ts'
 import { TopologyApplyContention } from './errors.ts'
 import { ownerOf } from './names.ts'
-import { readOwnedRows } from './owned-rows.ts'
+import { type ActualIndex, readOwnedRows } from './owned-rows.ts'
 import type { GroupTopologySpec } from './spec.ts'
 
 export { diffTopology, GENERATION_KEY } from './diff.ts'
@@ -51,6 +51,13 @@ export interface ApplyOptions {
    * trip less and no table scans on the server). A stale cache only costs a retry.
    */
   readonly cache?: NbTopologyCache
+  /**
+   * The group whose desired rows `desiredRows` reads (a function reading state elsewhere,
+   * e.g. Redis). With a cache, the group's NB generation is noted BEFORE that read: a
+   * write by another process between the two (of a member this read did not see yet)
+   * shows as a newer generation, and the apply starts over instead of undoing it.
+   */
+  readonly group?: string
 }
 
 /**
@@ -97,6 +104,14 @@ export function deleteGroupTopology(
  * members): the loser of a race must not re-commit what it read before the winner's
  * change, or it would undo that change.
  */
+/** The group's NB generation as a cache shows it (`none` before its router exists). */
+function generationOf(index: ActualIndex): string {
+  const router = index.byId.get('Logical_Router/lr')?.row
+  if (!router) return 'none'
+  const ids = (router as { external_ids?: Record<string, string> }).external_ids ?? {}
+  return ids[GENERATION_KEY] ?? '0'
+}
+
 export async function applyDesiredRows(
   client: OvsdbClient,
   desiredRows: DesiredRows | (() => Promise<DesiredRows>),
@@ -104,12 +119,22 @@ export async function applyDesiredRows(
 ): Promise<ApplyResult> {
   const maxAttempts = options.maxAttempts ?? 8
   let group = typeof desiredRows === 'function' ? '' : desiredRows.group
+  const { cache } = options
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const before =
+      cache && options.group !== undefined
+        ? generationOf(await cache.ownedIndex(ownerOf(options.group), attempt > 1))
+        : undefined
     const desired = typeof desiredRows === 'function' ? await desiredRows() : desiredRows
     group = desired.group
-    const actual = options.cache
-      ? await options.cache.ownedIndex(desired.owner, attempt > 1)
+    const actual = cache
+      ? await cache.ownedIndex(desired.owner, attempt > 1 && before === undefined)
       : await readOwnedRows(client, desired.owner)
+    if (before !== undefined && 'byId' in actual && generationOf(actual) !== before) {
+      // NB changed while the desired rows were read: they may predate that change.
+      await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt))
+      continue
+    }
     const { guards, writes, bump, touched } = diffTopology(desired, actual)
     if (writes.length === 0) return { changed: false, ops: 0, attempts: attempt, touched: [] }
     try {
