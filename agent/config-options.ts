@@ -107,7 +107,7 @@ export const OPTIONS: readonly Option[] = [
     key: 'redisUrl',
     flag: 'redis-url',
     env: 'REDIS_URL',
-    help: 'controller Redis (required)',
+    help: 'controller Redis (required); a Redis Cluster as redis+cluster://host:port,host:port',
   },
   {
     key: 'redisCa',

@@ -16,6 +16,7 @@ import * as v from 'valibot'
 import { DpuId, InterfaceName } from '../lib/agent-protocol/index.ts'
 import { ConfigError } from '../lib/errors.ts'
 import { parseMetricsListen } from '../lib/metrics/listen.ts'
+import { clusterNodes, isClusterUrl } from '../lib/redis/connection.ts'
 import { type AgentConfig, OPTIONS, type Option } from './config-options.ts'
 
 export { type AgentConfig, OPTIONS, usage } from './config-options.ts'
@@ -53,8 +54,11 @@ const fields = {
   ovsRunDir: text,
   redisUrl: v.pipe(
     v.string(),
-    v.regex(/^rediss?:\/\/.+/, 'must be a redis:// or rediss:// URL'),
-    v.check(parsesAsUrl, 'must be a redis:// or rediss:// URL'),
+    v.regex(
+      /^rediss?(\+cluster)?:\/\/.+/,
+      'must be a redis://, rediss:// or redis+cluster://host:port,… URL',
+    ),
+    v.check(parsesAsUrl, 'must be a redis://, rediss:// or redis+cluster://host:port,… URL'),
   ),
   redisCa: v.optional(text),
   grpcListen: v.pipe(v.string(), v.regex(/^[^\s]+:\d{1,5}$/, 'must be host:port')),
@@ -99,7 +103,8 @@ const Schema = v.object(fields)
 
 function parsesAsUrl(s: string): boolean {
   try {
-    new URL(s)
+    if (isClusterUrl(s)) clusterNodes(s)
+    else new URL(s)
     return true
   } catch {
     return false
@@ -172,7 +177,7 @@ function crossCheck(c: v.InferOutput<typeof Schema>): { key: string; message: st
         'give them or listen on 127.0.0.1',
     })
   }
-  if (c.redisCa !== undefined && !c.redisUrl.startsWith('rediss://')) {
+  if (c.redisCa !== undefined && !c.redisUrl.startsWith('rediss')) {
     issues.push({ key: 'redisCa', message: 'needs a rediss:// --redis-url (TLS)' })
   }
   issues.push(...metricsIssues(c))

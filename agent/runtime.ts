@@ -13,7 +13,7 @@ import { readFile } from 'node:fs/promises'
 import type { ConnectionOptions } from 'node:tls'
 import * as grpc from '@grpc/grpc-js'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
-import { Redis } from 'ioredis'
+
 import { collectDefaultMetrics, Registry } from 'prom-client'
 import { type AgentHandlers, agentServiceDefinition } from '../lib/agent-protocol/grpc.ts'
 import { HEARTBEAT_TTL_INTERVALS, Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
@@ -27,6 +27,7 @@ import {
 import { ConfigError, HydrazineError } from '../lib/errors.ts'
 import { parseMetricsListen } from '../lib/metrics/listen.ts'
 import { serveMetrics } from '../lib/metrics/server.ts'
+import { createRedis, duplicateClient } from '../lib/redis/connection.ts'
 import { timestampOf } from '../proto/load.ts'
 import { Agent } from './agent.ts'
 import { type AgentConfig, describeConfig, isLoopback, redactingLog } from './config.ts'
@@ -71,7 +72,7 @@ async function redisOptions(
   tls: AgentTls | undefined,
 ): Promise<{ maxRetriesPerRequest: null; tls?: ConnectionOptions }> {
   const options = { maxRetriesPerRequest: null }
-  if (!config.redisUrl.startsWith('rediss://')) return options
+  if (!config.redisUrl.startsWith('rediss')) return options
   let ca: string | undefined
   if (config.redisCa) {
     ca = await readFile(config.redisCa, 'utf8').catch((err: Error) => {
@@ -107,7 +108,7 @@ export async function startAgentRuntime(
   const tls = await loadAgentTls(config)
   const connection = await redisOptions(config, tls)
   const agent = await Agent.create(config, log, tls)
-  const redis = new Redis(config.redisUrl, connection)
+  const redis = createRedis({ url: config.redisUrl }, connection)
   redis.on('error', logErrors('redis', log))
   const heartbeats = new Heartbeats(redis)
   // The agent's one metrics registry, served with --metrics-listen.
@@ -190,7 +191,7 @@ export async function startAgentRuntime(
         throw forQueue(err)
       }
     }
-    const workerConnection = redis.duplicate()
+    const workerConnection = duplicateClient(redis)
     workerConnection.on('error', logErrors('redis (worker)', log))
     cleanups.push(async () => workerConnection.disconnect())
     const worker = new Worker(agentQueueName(config.dpuId), process, {

@@ -7,7 +7,6 @@
  */
 
 import type { Queue, Worker } from 'bullmq'
-import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
 import type { AgentDirectory, FabricSettings } from '../functions/internal/deps.ts'
@@ -27,7 +26,8 @@ import {
   SbPool,
   TraceFacts,
 } from '../lib/ovn/index.ts'
-import { createRedis, type RedisEndpoint } from '../lib/redis/connection.ts'
+import type { RedisClient } from '../lib/redis/connection.ts'
+import { createRedis, duplicateClient, type RedisEndpoint } from '../lib/redis/connection.ts'
 import { ChangeFeed } from '../lib/state/changes.ts'
 import type { Quotas } from '../lib/state/quotas.ts'
 import { StateStore } from '../lib/state/store.ts'
@@ -81,7 +81,7 @@ export interface Controller {
   readonly ipam: Ipam
   readonly heartbeats: Heartbeats
   /** The controller's own Redis connection (not a BullMQ one). */
-  readonly redis: Redis
+  readonly redis: RedisClient
   /**
    * Every queue the controller feeds, as it is now: its own, FRR's and the agent queue of
    * each DPU in the inventory or ever heard from (for the dashboard and the metrics).
@@ -91,7 +91,7 @@ export interface Controller {
 }
 
 /** A connection BullMQ can block on: no per-request retry limit. */
-export function bullConnection(endpoint: RedisEndpoint): Redis {
+export function bullConnection(endpoint: RedisEndpoint): RedisClient {
   return createRedis(endpoint, { maxRetriesPerRequest: null })
 }
 
@@ -110,7 +110,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
   const instruments = options.metrics ? controllerInstruments(options.metrics) : undefined
   const nb = new NbPool(instruments ? { onTransaction: instruments.onTransaction } : {})
   const southbound = new SbPool()
-  const changes = new ChangeFeed(() => redis.duplicate(), store.changeLog)
+  const changes = new ChangeFeed(() => duplicateClient(redis), store.changeLog)
   changes.onError((error) => options.logger?.debug({ err: error }, 'change feed error'))
 
   const agents: AgentDirectory = {

@@ -4,17 +4,18 @@
  * PKI is given — a client certificate whose CN is the DPU id.
  */
 import { randomBytes } from 'node:crypto'
-import type { Redis } from 'ioredis'
 import {
   type DpuCredentialIssuer,
   type DpuCredentials,
   dpuRedisAclRules,
   dpuRedisUser,
 } from '../lib/agent-protocol/credentials.ts'
+import type { RedisClient } from '../lib/redis/connection.ts'
+import { onEveryNode } from '../lib/redis/slots.ts'
 
 export interface CredentialIssuerOptions {
   /** An admin connection to the Redis the agents use. */
-  readonly redis: Redis
+  readonly redis: RedisClient
   /** BullMQ key prefix of the agent queues (default `bull`). */
   readonly queuePrefix?: string
   /** Issues the DPU's certificate, when Hydrazine runs a PKI. */
@@ -25,30 +26,36 @@ export function createCredentialIssuer(options: CredentialIssuerOptions): DpuCre
   const { redis } = options
   /** Writes the ACL file, so users survive a Redis restart; false when Redis keeps none. */
   const save = async () =>
-    redis.call('ACL', 'SAVE').then(
-      () => true,
-      () => false,
-    )
+    (
+      await onEveryNode(redis, (node) =>
+        node.call('ACL', 'SAVE').then(
+          () => true,
+          () => false,
+        ),
+      )
+    ).every(Boolean)
   return {
     async issue(dpuId) {
       const password = randomBytes(32).toString('hex')
       const username = dpuRedisUser(dpuId)
-      await redis.call(
-        'ACL',
-        'SETUSER',
-        username,
-        ...dpuRedisAclRules(dpuId, password, options.queuePrefix),
-      )
+      const rules = dpuRedisAclRules(dpuId, password, options.queuePrefix)
+      // A Redis Cluster keeps users per node: the agent reaches every master.
+      await onEveryNode(redis, (node) => node.call('ACL', 'SETUSER', username, ...rules))
       // Connections already open with the old password keep working until they close;
       // the agent that held it is the one being replaced, so close them now.
-      await redis.call('CLIENT', 'KILL', 'USER', username).catch(() => {})
+      await onEveryNode(redis, (node) =>
+        node.call('CLIENT', 'KILL', 'USER', username).catch(() => {}),
+      )
       const persisted = await save()
       const tls = options.certificates ? await options.certificates(dpuId) : undefined
       return { dpuId, redis: { username, password, persisted }, ...(tls ? { tls } : {}) }
     },
     async revoke(dpuId) {
-      await redis.call('ACL', 'DELUSER', dpuRedisUser(dpuId))
-      await redis.call('CLIENT', 'KILL', 'USER', dpuRedisUser(dpuId)).catch(() => {})
+      const username = dpuRedisUser(dpuId)
+      await onEveryNode(redis, (node) => node.call('ACL', 'DELUSER', username))
+      await onEveryNode(redis, (node) =>
+        node.call('CLIENT', 'KILL', 'USER', username).catch(() => {}),
+      )
       await save()
     },
   }

@@ -113,6 +113,7 @@ try {
       ovn,
       ...(frrVtyDir ? { frrVtyDir, frrSaveConfig: embedFrr || config.frrSaveConfig } : {}),
       ...(stack?.pki ? { pki: stack.pki } : {}),
+      embeddedCentral: embedOvn,
     },
     logger,
   )

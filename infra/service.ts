@@ -24,9 +24,11 @@ import { type MetricsServer, serveMetrics } from '../lib/metrics/server.ts'
 import type { OvnCentralProvider } from '../lib/ovn/central.ts'
 import type { CertificateAuthority } from '../lib/pki/index.ts'
 import { canConnect, isLoopback } from '../lib/process/ports.ts'
+import { controllerHolderId, type Leadership } from '../lib/state/leases.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
 import { bullConnection, startController } from './controller.ts'
 import { announcedCollector, ingressInstruments } from './metrics/service.ts'
+import { holdEmbeddedCentral, leadFrrConsumer } from './replicas.ts'
 
 /** Where Hydrazine's dependencies live, embedded or external. */
 export interface Endpoints {
@@ -39,6 +41,11 @@ export interface Endpoints {
   readonly frrVtyDir?: string
   /** Whether bgpd saves its configuration before a change is acknowledged. */
   readonly frrSaveConfig?: boolean
+  /**
+   * True when this process runs the OVN central(s) itself (embedded): no other controller
+   * on the same Redis may (`holdEmbeddedCentral`).
+   */
+  readonly embeddedCentral?: boolean
   /** Hydrazine's CA, when it runs one: DPU credentials then carry a certificate. */
   readonly pki?: CertificateAuthority
 }
@@ -85,28 +92,55 @@ export async function startService(
     ...(registry ? { metrics: registry } : {}),
   })
   const { client } = controller
-  let frrConsumer: FrrConsumer | undefined
+  // This process among the replicas on the same Redis (`replicas.ts`).
+  const holder = controllerHolderId(config.dataDir)
+  const releaseCentral = endpoints.embeddedCentral
+    ? await holdEmbeddedCentral(controller.store.leases, holder, logger).catch(
+        async (error: unknown) => {
+          await controller.close()
+          throw error
+        },
+      )
+    : undefined
+  let frrLeadership: Leadership | undefined
   let frrVty: Vty | undefined
   if (endpoints.frrVtyDir) {
     const vty = createVty({ vtyDir: endpoints.frrVtyDir })
     frrVty = vty
     const frr = createFrrController({ vty, saveConfig: endpoints.frrSaveConfig ?? false })
     if (registry) announcedCollector(registry, () => frr.announced())
-    frrConsumer = await startFrrConsumer({
-      connection: bullConnection({
-        url: endpoints.redisUrl,
-        ...(endpoints.redisCaFile ? { caFile: endpoints.redisCaFile } : {}),
-      }),
+    const redis = {
+      url: endpoints.redisUrl,
+      ...(endpoints.redisCaFile ? { caFile: endpoints.redisCaFile } : {}),
+    }
+    frrLeadership = leadFrrConsumer(
+      controller.store.leases,
+      holder,
       frr,
-      source: storeAnnouncementSource(controller.store, controller.ipam),
-      handler: createFrrSync({ frr }),
-      onResync: (result) => {
-        if (result.held.length > 0 || result.failed.length > 0) {
-          logger.warn({ resync: result }, 'FRR resync held back or failed some prefixes')
+      async () => {
+        const connection = bullConnection(redis)
+        const consumer: FrrConsumer = await startFrrConsumer({
+          connection,
+          frr,
+          source: storeAnnouncementSource(controller.store, controller.ipam),
+          handler: createFrrSync({ frr }),
+          onResync: (result) => {
+            if (result.held.length > 0 || result.failed.length > 0) {
+              logger.warn({ resync: result }, 'FRR resync held back or failed some prefixes')
+            }
+          },
+        }).catch((error: unknown) => {
+          connection.disconnect()
+          throw error
+        })
+        logger.info({ resynced: consumer.resynced }, 'FRR consumer resynced and running')
+        return async () => {
+          await consumer.close()
+          connection.disconnect()
         }
       },
-    })
-    logger.info({ resynced: frrConsumer.resynced }, 'FRR consumer resynced and running')
+      logger,
+    )
   }
 
   const tokens = await loadTokens({
@@ -181,8 +215,9 @@ export async function startService(
       await metrics?.close()
       await new Promise<void>((r) => server.close(() => r()))
       await grpcIngress?.close()
-      await frrConsumer?.close()
+      await frrLeadership?.stop()
       frrVty?.close()
+      await releaseCentral?.()
       await controller.close()
     },
   }

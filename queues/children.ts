@@ -7,8 +7,9 @@
  * also wakes on its own after a while, so a missed event only costs time.
  */
 import { DelayedError, type Queue } from 'bullmq'
-import type { Redis } from 'ioredis'
 import type { ChildJobs, ChildOutcome, ChildRef } from '../functions/internal/deps.ts'
+import type { RedisClient } from '../lib/redis/connection.ts'
+import { hashTagOf, isCluster } from '../lib/redis/slots.ts'
 
 /** How child jobs are kept and retried. */
 const CHILD_OPTIONS = {
@@ -47,7 +48,7 @@ export function waiterKeys(prefix = 'bull'): WaiterKeys {
  */
 export function bullChildJobs(
   queueFor: (name: string) => Queue,
-  redis: Redis,
+  redis: RedisClient,
   keys: WaiterKeys,
   park: { readonly minMs?: number; readonly maxMs?: number } = {},
 ): ChildJobs {
@@ -76,12 +77,11 @@ export function bullChildJobs(
       if (!(await pending(refs))) return
       if (!job.id || !token) throw new Error(`job ${job.name} cannot wait without its lock`)
       const me = JSON.stringify({ queue: job.queueName, id: job.id })
-      const registered = redis.multi()
-      for (const ref of refs) {
-        registered.sadd(keys.waiters(ref), me)
-        registered.sadd(keys.watched, ref.queue)
-      }
-      await registered.exec()
+      // One command per key: on a Redis Cluster each child's waiters live in its queue's slot.
+      await Promise.all([
+        ...refs.map((ref) => redis.sadd(keys.waiters(ref), me)),
+        redis.sadd(keys.watched, ...new Set(refs.map((ref) => ref.queue))),
+      ])
       // A child that finished between the first look and the registration woke nobody.
       if (!(await pending(refs))) return
       const waits = Number((job.data as { waits?: unknown }).waits ?? 0) || 0
@@ -93,8 +93,8 @@ export function bullChildJobs(
 }
 
 export interface ChildWatcherOptions {
-  /** A new connection; the watcher takes two (one blocks on XREAD). */
-  readonly connection: () => Redis
+  /** A new connection; the watcher takes one, and one more per slot it blocks on. */
+  readonly connection: () => RedisClient
   readonly keys: WaiterKeys
   /** The queue a parked parent lives in, by name. */
   readonly queueFor: (name: string) => Queue
@@ -103,45 +103,94 @@ export interface ChildWatcherOptions {
 
 /**
  * Wakes parked parents: reads the event streams of every queue that has awaited children
- * (one blocking XREAD over all of them) and, for each child that completed or failed,
- * promotes the parents registered as its waiters.
+ * and, for each child that completed or failed, promotes the parents registered as its
+ * waiters. One blocking XREAD covers every queue of one Redis; on a Redis Cluster, where
+ * one command's keys must share a slot, there is one reader per hash tag (the agent
+ * queues' shards, FRR's, the controller's: `lib/redis/slots.ts`).
  */
 export class ChildWatcher {
   readonly #options: ChildWatcherOptions
-  readonly #reader: Redis
-  readonly #redis: Redis
-  readonly #cursor = new Map<string, string>()
+  readonly #redis: RedisClient
+  readonly #readers = new Map<string, ShardReader>()
   #running = true
   readonly #done: Promise<void>
 
   constructor(options: ChildWatcherOptions) {
     this.#options = options
-    this.#reader = options.connection()
     this.#redis = options.connection()
+    this.#done = this.#discover()
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false
+    await this.#done
+    await Promise.all([...this.#readers.values()].map((reader) => reader.stop()))
+    this.#redis.disconnect()
+  }
+
+  /** Finds the queues newly watched and hands each to the reader of its slot. */
+  async #discover(): Promise<void> {
+    const { keys } = this.#options
+    const cluster = isCluster(this.#redis)
+    while (this.#running) {
+      try {
+        for (const queue of await this.#redis.smembers(keys.watched)) {
+          const shard = cluster ? hashTagOf(keys.events(queue)) : ''
+          let reader = this.#readers.get(shard)
+          if (!reader) {
+            reader = new ShardReader(this.#options, this.#redis)
+            this.#readers.set(shard, reader)
+          }
+          reader.watch(queue)
+        }
+      } catch (error) {
+        if (!this.#running) return
+        this.#options.onError?.(error)
+      }
+      await sleep(250)
+    }
+  }
+}
+
+/** Reads the event streams of queues whose keys share one slot, with one blocking XREAD. */
+class ShardReader {
+  readonly #options: ChildWatcherOptions
+  readonly #redis: RedisClient
+  readonly #reader: RedisClient
+  readonly #cursor = new Map<string, string>()
+  #running = true
+  readonly #done: Promise<void>
+
+  constructor(options: ChildWatcherOptions, redis: RedisClient) {
+    this.#options = options
+    this.#redis = redis
+    this.#reader = options.connection()
     this.#done = this.#loop()
+  }
+
+  /**
+   * Reads `queue`'s events too from the next XREAD on. A queue watched for the first time:
+   * its last few seconds too, in case a child finished while its parent was registering.
+   */
+  watch(queue: string): void {
+    if (!this.#cursor.has(queue)) this.#cursor.set(queue, `${Date.now() - 5000}-0`)
   }
 
   async stop(): Promise<void> {
     this.#running = false
     this.#reader.disconnect()
     await this.#done
-    this.#redis.disconnect()
   }
 
   async #loop(): Promise<void> {
     const { keys } = this.#options
     while (this.#running) {
       try {
-        for (const queue of await this.#redis.smembers(keys.watched)) {
-          // A queue watched for the first time: its last few seconds too, in case a child
-          // finished while its parent was registering.
-          if (!this.#cursor.has(queue)) this.#cursor.set(queue, `${Date.now() - 5000}-0`)
-        }
-        if (this.#cursor.size === 0) {
-          await sleep(250)
+        const queues = [...this.#cursor.keys()]
+        if (queues.length === 0) {
+          await sleep(100)
           continue
         }
-        const queues = [...this.#cursor.keys()]
         const reply = (await this.#reader.xread(
           'COUNT',
           1000,
@@ -179,7 +228,8 @@ export class ChildWatcher {
   /**
    * Promotes the parents waiting for any of `children`, all at once: a child finishing
    * every few milliseconds must not wait behind the wakes of the ones before it. Each
-   * child's waiters are taken atomically, every child's in one round trip.
+   * child's waiters are taken atomically, every child's in one round trip (their keys
+   * share this reader's slot).
    */
   async #wake(children: readonly ChildRef[]): Promise<void> {
     const { keys, queueFor } = this.#options

@@ -3,8 +3,7 @@
  * one BullMQ worker, with the child-job plumbing and the group applier they share, and
  * the repeatable `reconcile`. The clients come from the composition root (`infra/`).
  */
-import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq'
-import type { Redis } from 'ioredis'
+import { DelayedError, type Job, Queue, UnrecoverableError, Worker } from 'bullmq'
 import type { Logger } from 'pino'
 import { createDpuHealth } from '../functions/dpu-health.ts'
 import { createGroupCreate } from '../functions/group-create.ts'
@@ -19,6 +18,8 @@ import { createPublicIpRelease } from '../functions/publicip-release.ts'
 import { createReconcile } from '../functions/reconcile.ts'
 import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import { CONTROLLER_QUEUE, type JobName } from '../lib/jobs/index.ts'
+import type { RedisClient } from '../lib/redis/connection.ts'
+import type { Leases } from '../lib/state/leases.ts'
 import { bullChildJobs, ChildWatcher, waiterKeys } from './children.ts'
 import {
   dpuRepairs,
@@ -39,7 +40,7 @@ export type WorkerDeps = Omit<
 
 export interface WorkerOptions {
   /** A new connection for BullMQ (`maxRetriesPerRequest: null`); called once per use. */
-  readonly connection: () => Redis
+  readonly connection: () => RedisClient
   readonly deps: WorkerDeps
   /** Jobs handled at once by this process (default 16). */
   readonly concurrency?: number
@@ -97,7 +98,10 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     ...(observers.hostReady ? { onHostReady: observers.hostReady } : {}),
   }
   const reconcile = reporting(
-    createReconcile(deps, { log: (line) => options.logger?.warn(line) }),
+    oneRunAtATime(
+      deps.store.leases,
+      createReconcile(deps, { log: (line) => options.logger?.warn(line) }),
+    ),
     (report) => {
       for (const [kind, n] of reconcileRepairs(report)) observers.reconcileRepaired?.(kind, n)
     },
@@ -200,5 +204,34 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       workerConnection.disconnect()
       connection.disconnect()
     },
+  }
+}
+
+/** The longest a reconcile run may hold its lease if its worker dies mid-run. */
+const RECONCILE_LEASE_MS = 10 * 60_000
+/** How long a reconcile run waits when another is still running. */
+const RECONCILE_WAIT_MS = 5000
+
+/**
+ * A reconcile run that starts while another still runs, in this process or another
+ * replica (a run longer than the schedule's interval), waits for it: two runs never
+ * apply the same groups at once.
+ */
+function oneRunAtATime<R>(
+  leases: Leases,
+  run: (job: Job, token?: string) => Promise<R>,
+): (job: Job, token?: string) => Promise<R> {
+  return async function exclusiveRun(job, token) {
+    const holder = `${job.queueName}/${job.id}`
+    if (!(await leases.take('reconcile', holder, RECONCILE_LEASE_MS))) {
+      if (!token) throw new Error('reconcile cannot wait without its job lock')
+      await job.moveToDelayed(Date.now() + RECONCILE_WAIT_MS, token)
+      throw new DelayedError()
+    }
+    try {
+      return await run(job, token)
+    } finally {
+      await leases.release('reconcile', holder)
+    }
   }
 }

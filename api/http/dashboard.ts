@@ -15,6 +15,7 @@ import { HonoAdapter } from '@bull-board/hono'
 import { serveStatic } from '@hono/node-server/serve-static'
 import type { Queue } from 'bullmq'
 import { Hono } from 'hono'
+import { displayQueueName } from '../../lib/redis/slots.ts'
 import type { Tokens } from './tokens.ts'
 import { bearerTokens, operatorOnly } from './v1.ts'
 
@@ -39,7 +40,11 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   app.use('*', bearerTokens(deps.tokens), operatorOnly)
   // The UI lists queues through its API: show the queues as they are now.
   app.use('/api/*', async function currentQueues(_c, next) {
-    board.replaceQueues((await deps.queues()).map((queue) => new BullMQAdapter(queue)))
+    board.replaceQueues(
+      (await deps.queues()).map(
+        (queue) => new BullMQAdapter(queue, { displayName: displayQueueName(queue.name) }),
+      ),
+    )
     await next()
   })
   app.route('/', adapter.registerPlugin())

@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import type { Heartbeat } from '../../lib/agent-protocol/index.ts'
 import type { NetworkMap, PublicIpStatus } from '../../lib/ipam/index.ts'
 import type { TransactionTiming } from '../../lib/ovn/index.ts'
+import { displayQueueName } from '../../lib/redis/slots.ts'
 import type { WorkerObservers } from '../../queues/worker.ts'
 import { sharedRead } from './shared-read.ts'
 
@@ -126,7 +127,7 @@ export function controllerCollectors(registry: Registry, sources: ControllerMetr
       // One round trip per queue, all at once on the connection.
       const counted = await Promise.all(
         queues.map(async (queue) => ({
-          queue: queue.name,
+          queue: displayQueueName(queue.name),
           counts: await queue.getJobCounts(...QUEUE_STATES).catch(failed(queue.name)),
         })),
       )

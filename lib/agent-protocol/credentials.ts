@@ -44,9 +44,12 @@ export function dpuRedisAclRules(dpuId: string, password: string, queuePrefix = 
   ]
 }
 
-/** The Redis key of a DPU's heartbeat (`Heartbeats` reads and writes it). */
+/**
+ * The Redis key of a DPU's heartbeat (`Heartbeats` reads and writes it). Every DPU's is in
+ * the `{beats}` slot, so the controller reads them all with one MGET.
+ */
 export function heartbeatKeyOf(dpuId: string): string {
-  return `hz:dpu:${dpuId}:heartbeat`
+  return `hz:{beats}:dpu:${dpuId}:heartbeat`
 }
 
 /** What a DPU's agent is given to reach the controller: handed out once, never stored in clear. */

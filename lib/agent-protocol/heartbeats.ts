@@ -1,6 +1,7 @@
-import type { Redis } from 'ioredis'
 import * as v from 'valibot'
+import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
+import { scanKeys } from '../redis/slots.ts'
 import { heartbeatKeyOf } from './credentials.ts'
 import { Heartbeat } from './index.ts'
 
@@ -10,7 +11,7 @@ const recordBeatsScript = new LuaScript(new URL('./lua/record-beats.lua', import
  * The controller's record of every DPU's newest beat (a hash: DPU id → beat JSON). Only
  * the controller writes it: an agent's Redis user may write its own heartbeat key alone.
  */
-const LAST_BEATS_KEY = 'hz:dpus:last-beat'
+const LAST_BEATS_KEY = 'hz:{beats}:last-beat'
 
 /** How long an agent's beat lives in Redis, in its own intervals (`write`'s usual TTL). */
 export const HEARTBEAT_TTL_INTERVALS = 3
@@ -63,9 +64,9 @@ export function dpuStateOf(
  * const seen = await beats.list() // every DPU ever seen, silent ones included
  */
 export class Heartbeats {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisClient) {
     this.#redis = redis
   }
 
@@ -81,21 +82,10 @@ export class Heartbeats {
 
   /** Every live beat, sorted by DPU id. */
   async live(): Promise<Heartbeat[]> {
-    const keys = new Set<string>()
-    let cursor = '0'
-    do {
-      const [next, batch] = await this.#redis.scan(
-        cursor,
-        'MATCH',
-        heartbeatKeyOf('*'),
-        'COUNT',
-        500,
-      )
-      for (const k of batch) keys.add(k)
-      cursor = next
-    } while (cursor !== '0')
-    if (keys.size === 0) return []
-    const values = await this.#redis.mget(...[...keys].sort())
+    const keys = await scanKeys(this.#redis, heartbeatKeyOf('*'))
+    if (keys.length === 0) return []
+    // One slot (`{beats}`): one MGET, on a cluster too.
+    const values = await this.#redis.mget(...keys.sort())
     return byId(values.map(parse).filter((b): b is Heartbeat => b !== undefined))
   }
 

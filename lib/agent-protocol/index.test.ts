@@ -1,6 +1,8 @@
 import t from 'tap'
 import * as v from 'valibot'
+import { hashTagOf } from '../redis/slots.ts'
 import {
+  AGENT_SHARDS,
   agentJobId,
   agentQueueName,
   buildConfigurePayload,
@@ -83,7 +85,11 @@ t.test('an agent refuses an unknown major and invalid payloads', async (t) => {
 })
 
 t.test('names: queue, job id, relay port', async (t) => {
-  t.equal(agentQueueName('dpu-1'), 'agent-dpu-1')
+  t.equal(agentQueueName('dpu-1'), '{hz-agents-6}agent-dpu-1', 'its shard tag first')
+  const shards = new Set(
+    Array.from({ length: 200 }, (_, i) => hashTagOf(agentQueueName(`dpu-${i}`))),
+  )
+  t.equal(shards.size, AGENT_SHARDS, '200 DPUs use every shard')
   t.equal(
     agentJobId('configure', buildConfigurePayload('1.0', input)),
     'agent-configure-dpu-1-host-a-v3',

@@ -23,9 +23,23 @@ export type ProtocolVersion = (typeof PROTOCOL_VERSIONS)[number]
 export const AgentJobName = { configure: 'configure', isolate: 'isolate' } as const
 export type AgentJobName = (typeof AgentJobName)[keyof typeof AgentJobName]
 
-/** BullMQ queue names may not contain ':'; DPU ids are checked by `DpuId`. */
+/**
+ * How many hash tags the DPU agent queues are spread over (`lib/redis/slots.ts`): enough
+ * for every master of a cluster to carry some, few enough that the controller blocks on
+ * one XREAD per shard. Changing it renames every agent queue.
+ */
+export const AGENT_SHARDS = 16
+
+/**
+ * A DPU's queue: `{hz-agents-N}agent-<dpuId>`, N its shard. BullMQ queue names may not
+ * contain ':'; DPU ids are checked by `DpuId`.
+ *
+ * @example
+ * agentQueueName('dpu-1') // '{hz-agents-6}agent-dpu-1'
+ */
 export function agentQueueName(dpuId: string): string {
-  return `agent-${dpuId}`
+  const shard = createHash('sha1').update(dpuId).digest().readUInt32BE(0) % AGENT_SHARDS
+  return `{hz-agents-${shard}}agent-${dpuId}`
 }
 
 /**

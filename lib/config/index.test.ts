@@ -605,3 +605,26 @@ t.test('the in-cluster namespace comes from the service account file', async (t)
   t.equal(inClusterNamespace(join(dir, 'empty')), undefined)
   t.equal(inClusterNamespace(join(dir, 'missing')), undefined, 'not in a pod')
 })
+
+t.test('REDIS_URL may name a Redis Cluster by its seed nodes', async (t) => {
+  const url = 'redis+cluster://hz:pw@10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000'
+  t.equal(loadConfig({ REDIS_URL: url }).redisUrl, url)
+  t.equal(
+    loadConfig({ REDIS_URL: 'rediss+cluster://10.0.0.1:7000' }).redisUrl,
+    'rediss+cluster://10.0.0.1:7000',
+    'over TLS too',
+  )
+  for (const bad of ['redis+cluster://a:1,b:2/3', 'redis+cluster://a:1,,b:2']) {
+    const error = (() => {
+      try {
+        loadConfig({ REDIS_URL: bad.replace('//', '//hz:s3cret@') })
+        return undefined
+      } catch (e) {
+        return e
+      }
+    })()
+    t.type(error, ConfigError, bad)
+    t.match((error as ConfigError).message, /REDIS_URL: a Redis Cluster URL is/, bad)
+    t.notMatch((error as ConfigError).message, /s3cret/, 'the password is not repeated')
+  }
+})

@@ -9,6 +9,7 @@ import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts
 import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
 import { QuotasVariable } from './quotas.ts'
+import { RedisUrlVariable } from './redis.ts'
 import { type Config, LOG_LEVELS } from './types.ts'
 
 export type { KubernetesCentralsConfig } from './kubernetes.ts'
@@ -61,9 +62,7 @@ const peers = v.pipe(
 )
 
 const EnvSchema = v.object({
-  REDIS_URL: v.optional(
-    v.pipe(v.string(), v.regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL')),
-  ),
+  REDIS_URL: RedisUrlVariable,
   REDIS_CA: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_TLS_CERT: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_TLS_KEY: v.optional(v.pipe(v.string(), v.minLength(1))),
@@ -225,7 +224,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   const metrics = metricsConfig(c.HYDRAZINE_METRICS_LISTEN, c.HYDRAZINE_METRICS_TOKEN, !!tls)
   if (!metrics.ok) invalid(metrics.path, metrics.message)
   if (c.REDIS_CA !== undefined) {
-    if (!c.REDIS_URL?.startsWith('rediss://')) {
+    if (!c.REDIS_URL?.startsWith('rediss')) {
       invalid('REDIS_CA', 'needs a rediss:// (TLS) REDIS_URL')
     }
     pemFile('REDIS_CA', c.REDIS_CA, (pem) => new X509Certificate(pem), 'a PEM certificate')

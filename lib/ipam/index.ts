@@ -10,7 +10,7 @@
  * (`networks.ts`), addresses handed to owners (`allocations.ts`) and public IPs
  * (`public-ips.ts`). The first two share one cache of network layouts (`layout-cache.ts`).
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import { type Allocations, createAllocations } from './allocations.ts'
 import { LayoutCache } from './layout-cache.ts'
 import { createNetworks, type Networks } from './networks.ts'
@@ -65,7 +65,7 @@ export interface Ipam extends Networks, Allocations, PublicIps {
  * })
  * const { ip } = await ipam.allocate('rg-blue', 'host-7') // 10.0.0.2, and again on retry
  */
-export function createIpam(redis: Redis, options: IpamOptions = {}): Ipam {
+export function createIpam(redis: RedisClient, options: IpamOptions = {}): Ipam {
   const prefix = options.prefix ?? 'hz:ipam:'
   const layouts = new LayoutCache(redis, prefix)
   return {

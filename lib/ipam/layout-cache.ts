@@ -7,7 +7,7 @@
  * then forgets its copy and reads again. Deleting a network keeps its version counter, so
  * a copy cached before a delete and re-create is stale as well.
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import { compile, type Layout, type NetworkDefinition } from './definition.ts'
 import { NotFound } from './errors.ts'
 import { type NetworkKeys, networkKeys } from './keys.ts'
@@ -31,7 +31,7 @@ export class LayoutCache {
   readonly #cache = new Map<string, Current>()
 
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisClient,
     prefix: string,
   ) {
     this.#prefix = prefix

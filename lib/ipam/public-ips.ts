@@ -3,7 +3,7 @@
  * (a host), the lowest free one handed out first. Allocation is keyed by owner, like
  * network addresses: asking again returns the IP the owner already holds.
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import { formatIp, fromHex, parseIp, toHex } from './address.ts'
 import { Conflict, PoolExhausted } from './errors.ts'
 import { checkId, publicIpKeys } from './keys.ts'
@@ -18,7 +18,7 @@ export interface PublicIpStatus {
 /** The public-IP operations of `Ipam`. */
 export type PublicIps = ReturnType<typeof createPublicIps>
 
-export function createPublicIps(redis: Redis, prefix: string) {
+export function createPublicIps(redis: RedisClient, prefix: string) {
   const k = publicIpKeys(prefix)
   return {
     /** Adds an operator-owned public IP to the pool; registering it again changes nothing. */

@@ -2,8 +2,9 @@
  * The Lua scripts behind every multi-key IPAM change (`./lua/*.lua`, each with a
  * KEYS / ARGV / returns header), run through lib/redis's EVALSHA runner.
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
+import { onEveryNode } from '../redis/slots.ts'
 
 const script = (name: string) => new LuaScript(new URL(`./lua/${name}.lua`, import.meta.url))
 
@@ -19,9 +20,11 @@ export const scripts = {
   publicIpRelease: script('public-ip-release'),
 } as const
 
-/** Loads every script into the server now, instead of on first use. */
-export async function loadScripts(redis: Redis): Promise<void> {
-  for (const script of Object.values(scripts)) await redis.script('LOAD', script.source)
+/** Loads every script into the server (every master of a cluster) now, instead of on first use. */
+export async function loadScripts(redis: RedisClient): Promise<void> {
+  await onEveryNode(redis, async (node) => {
+    for (const script of Object.values(scripts)) await node.script('LOAD', script.source)
+  })
 }
 
 /** The reply of a script that answers `{status, ...values}`, as strings. */

@@ -8,7 +8,8 @@ import { isIPv4 } from 'node:net'
 import * as v from 'valibot'
 import { Rfc1123Label } from '../state/objects.ts'
 
-export const FRR_QUEUE = 'frr'
+/** The FRR queue, its hash tag first (`lib/redis/slots.ts`). */
+export const FRR_QUEUE = '{hz-frr}frr'
 
 export const FrrJobName = { announce: 'announce', withdraw: 'withdraw' } as const
 export type FrrJobName = (typeof FrrJobName)[keyof typeof FrrJobName]

@@ -7,8 +7,11 @@ import type { JobsOptions } from 'bullmq'
 import * as v from 'valibot'
 import { Ipv4, Rfc1123Label } from '../state/objects.ts'
 
-/** The controller's queue. Agents have `agent-<dpuId>`, FRR has `frr`. */
-export const CONTROLLER_QUEUE = 'hydrazine'
+/**
+ * The controller's queue, its hash tag first (`lib/redis/slots.ts`). Agents have
+ * `agentQueueName(dpuId)`, FRR has `FRR_QUEUE`.
+ */
+export const CONTROLLER_QUEUE = '{hz-controller}hydrazine'
 
 const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
 /**

@@ -1,12 +1,17 @@
 /**
  * How Hydrazine's Redis clients (ioredis, BullMQ connections) connect: from a URL that
  * may carry credentials (`redis://:PASSWORD@host:port/db`, `rediss://` for TLS) and, for a
- * server whose certificate a private CA signed, that CA's PEM file. Every client builds its
- * options here, so TLS and credentials are applied the same way everywhere.
+ * server whose certificate a private CA signed, that CA's PEM file. A Redis Cluster is
+ * named by its seed nodes: `redis+cluster://[user:password@]h1:p1,h2:p2` (`rediss+cluster://`
+ * for TLS). Every client builds its options here, so TLS, credentials and the cluster are
+ * applied the same way everywhere.
  */
 import { readFileSync } from 'node:fs'
-import { Redis, type RedisOptions } from 'ioredis'
+import { Cluster, Redis, type RedisOptions } from 'ioredis'
 import { ConfigError } from '../errors.ts'
+
+/** A client of one Redis or of a Redis Cluster: every command Hydrazine sends works on both. */
+export type RedisClient = Redis | Cluster
 
 /** ioredis options as its constructor takes them (without RESP3 reply mapping). */
 export type ClientOptions = Omit<RedisOptions, 'replyMapping'>
@@ -62,14 +67,99 @@ export function redisOptions(endpoint: RedisEndpoint, extra: ClientOptions = {})
   }
 }
 
-/** A new ioredis client for `endpoint` (see `redisOptions`). */
-export function createRedis(endpoint: RedisEndpoint, extra: ClientOptions = {}): Redis {
+/** What the `Cluster` constructor takes besides its seed nodes. */
+export type ClusterClientOptions = NonNullable<ConstructorParameters<typeof Cluster>[1]>
+
+/** A seed node of a Redis Cluster. */
+export interface ClusterNode {
+  readonly host: string
+  readonly port: number
+}
+
+const CLUSTER_URL = /^(rediss?)\+cluster:\/\/(?:([^@/]*)@)?([^/?#@]+)\/?$/
+
+/**
+ * The seed nodes of a `redis+cluster://` or `rediss+cluster://` URL, or undefined for a
+ * single Redis's URL. A cluster has one database: a path is refused.
+ *
+ * @example
+ * clusterNodes('redis+cluster://:pw@10.0.0.1:7000,10.0.0.2:7000') // [{host:'10.0.0.1',port:7000},…]
+ */
+export function clusterNodes(url: string): ClusterNode[] | undefined {
+  if (!/^rediss?\+cluster:/.test(url)) return undefined
+  const match = CLUSTER_URL.exec(url)
+  if (!match) {
+    throw new ConfigError(
+      `a Redis Cluster URL is redis+cluster://[user:password@]host:port,host:port (no database): ${redactRedisUrl(url)}`,
+    )
+  }
+  return (match[3] ?? '').split(',').map((part) => {
+    let node: URL
+    try {
+      node = new URL(`redis://${part}`)
+    } catch {
+      throw new ConfigError(`not a host:port in the Redis Cluster URL: ${redactRedisUrl(url)}`)
+    }
+    if (!node.hostname || node.pathname.length > 1) {
+      throw new ConfigError(`not a host:port in the Redis Cluster URL: ${redactRedisUrl(url)}`)
+    }
+    return {
+      host: node.hostname.replace(/^\[|\]$/g, ''),
+      port: node.port ? Number(node.port) : 6379,
+    }
+  })
+}
+
+/** True when `url` names a Redis Cluster (`redis+cluster://…`). */
+export function isClusterUrl(url: string): boolean {
+  return /^rediss?\+cluster:/.test(url)
+}
+
+/**
+ * The options of a Redis Cluster client for `endpoint`: each node is reached with the
+ * URL's credentials and TLS (and `extra`, e.g. `maxRetriesPerRequest: null` for BullMQ).
+ */
+export function clusterOptions(
+  endpoint: RedisEndpoint,
+  extra: ClientOptions = {},
+): ClusterClientOptions {
+  const nodes = clusterNodes(endpoint.url)
+  if (!nodes) throw new ConfigError(`not a Redis Cluster URL: ${redactRedisUrl(endpoint.url)}`)
+  const first = nodes[0] as ClusterNode
+  // The credentials and TLS of one node are those of all: reuse the single-node parser.
+  const auth = /^rediss?\+cluster:\/\/([^@/]*@)?/.exec(endpoint.url)?.[1] ?? ''
+  const scheme = endpoint.url.startsWith('rediss') ? 'rediss' : 'redis'
+  const host = first.host.includes(':') ? `[${first.host}]` : first.host
+  const node = redisOptions({ ...endpoint, url: `${scheme}://${auth}${host}:${first.port}` }, extra)
+  const { host: _h, port: _p, db: _db, enableOfflineQueue, lazyConnect, ...perNode } = node
+  return {
+    redisOptions: perNode,
+    ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
+    ...(lazyConnect !== undefined ? { lazyConnect } : {}),
+    // A node's certificate names the host it was given as, not the IP the cluster reports.
+    ...(perNode.tls ? { dnsLookup: (address, done) => done(null, address) } : {}),
+    slotsRefreshTimeout: 2000,
+  }
+}
+
+/**
+ * A new ioredis client for `endpoint` (see `redisOptions`): a `Cluster` when the URL names
+ * a Redis Cluster, else a `Redis`.
+ */
+export function createRedis(endpoint: RedisEndpoint, extra: ClientOptions = {}): RedisClient {
+  const nodes = clusterNodes(endpoint.url)
+  if (nodes) return new Cluster(nodes, clusterOptions(endpoint, extra))
   return new Redis(redisOptions(endpoint, extra))
+}
+
+/** A new connection like `redis` (same nodes, credentials and options). */
+export function duplicateClient(redis: RedisClient): RedisClient {
+  return redis instanceof Cluster ? redis.duplicate() : redis.duplicate()
 }
 
 /** The URL with any password replaced by `***`: the form that may appear in logs and errors. */
 export function redactRedisUrl(url: string): string {
-  return url.replace(/^(rediss?:\/\/[^:@/]*:)[^@/]*@/, '$1***@')
+  return url.replace(/^(rediss?(?:\+cluster)?:\/\/[^:@/]*:)[^@/]*@/, '$1***@')
 }
 
 function readCa(file: string): string {

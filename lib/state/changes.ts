@@ -10,8 +10,9 @@
  * A change is appended after the write it announces: a process that dies in between
  * leaves that change unannounced (the next change of the object announces it again).
  */
-import type { Redis } from 'ioredis'
+
 import { HydrazineError } from '../errors.ts'
+import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { Kind } from './store-keys.ts'
 
@@ -64,11 +65,11 @@ export class ResourceVersionTooOld extends HydrazineError {
 
 /** The store's change log (one Redis stream, `key`). */
 export class ChangeLog {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly key: string
   readonly #keep: number
 
-  constructor(redis: Redis, key: string, keep = CHANGES_KEPT) {
+  constructor(redis: RedisClient, key: string, keep = CHANGES_KEPT) {
     this.#redis = redis
     this.key = key
     this.#keep = keep
@@ -132,15 +133,15 @@ export interface Subscription {
  * const { position, stop } = await feed.subscribe((c) => console.log(c.version, c.kind, c.name))
  */
 export class ChangeFeed {
-  readonly #connect: () => Redis
+  readonly #connect: () => RedisClient
   readonly #log: ChangeLog
   readonly #listeners = new Set<ChangeListener>()
-  #reader: Promise<Redis> | undefined
+  #reader: Promise<RedisClient> | undefined
   /** The version of the last change dispatched (or the log's newest when opened). */
   #position = VERSION_ZERO
   #onError: ((error: Error) => void) | undefined
 
-  constructor(connect: () => Redis, log: ChangeLog) {
+  constructor(connect: () => RedisClient, log: ChangeLog) {
     this.#connect = connect
     this.#log = log
   }
@@ -185,7 +186,7 @@ export class ChangeFeed {
     this.#close()
   }
 
-  #open(): Promise<Redis> {
+  #open(): Promise<RedisClient> {
     if (!this.#reader) {
       const redis = this.#connect()
       redis.on('error', (error: Error) => this.#onError?.(error))
@@ -204,7 +205,7 @@ export class ChangeFeed {
   }
 
   /** Reads the log from the position on, until this reader is closed. */
-  async #follow(redis: Redis, reader: Promise<Redis>): Promise<void> {
+  async #follow(redis: RedisClient, reader: Promise<RedisClient>): Promise<void> {
     while (this.#reader === reader) {
       try {
         const reply = await redis.xread(

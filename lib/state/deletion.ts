@@ -4,7 +4,7 @@
  * removes the object, its indexes, claims, quota counts and events. A purged object's
  * version counter is kept while jobs named after its versions may still be queued.
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { EventLog } from './events.ts'
 import type { ObjectRecords } from './object-records.ts'
@@ -21,12 +21,12 @@ const purgeScript = new LuaScript(new URL('./lua/purge.lua', import.meta.url))
 const VERSION_KEPT_MS = 8 * 24 * 3600 * 1000
 
 export class ObjectDeletion {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: StoreKeys
   readonly #records: ObjectRecords
   readonly #events: EventLog
 
-  constructor(redis: Redis, keys: StoreKeys, records: ObjectRecords, events: EventLog) {
+  constructor(redis: RedisClient, keys: StoreKeys, records: ObjectRecords, events: EventLog) {
     this.#redis = redis
     this.#keys = keys
     this.#records = records

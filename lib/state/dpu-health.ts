@@ -4,8 +4,9 @@
  * stray ports it saw — ports the DPU's heartbeat shows bound to a logical port nothing
  * wants there — with the repairs it sent for each. One hash, next to the store's keys.
  */
-import type { Redis } from 'ioredis'
+
 import type { DpuState } from '../agent-protocol/heartbeats.ts'
+import type { RedisClient } from '../redis/connection.ts'
 
 /** A port a DPU holds bound that nothing wants there, as the monitor tracks it. */
 export interface Stray {
@@ -34,11 +35,11 @@ const EMPTY: DpuHealthRecord = { strays: {} }
  * await records.write('dpu-1', { state: 'Lost', strays: {} })
  */
 export class DpuHealthRecords {
-  readonly #redis: Pick<Redis, 'hgetall' | 'hset' | 'hdel'>
+  readonly #redis: Pick<RedisClient, 'hgetall' | 'hset' | 'hdel'>
   readonly #key: string
 
   /** @param prefix the store's key prefix (default `hz:{store}:`). */
-  constructor(redis: Pick<Redis, 'hgetall' | 'hset' | 'hdel'>, prefix = 'hz:{store}:') {
+  constructor(redis: Pick<RedisClient, 'hgetall' | 'hset' | 'hdel'>, prefix = 'hz:{store}:') {
     this.#redis = redis
     this.#key = `${prefix}dpu-health`
   }

@@ -3,7 +3,7 @@
  * writes are spec writes, `spec-writes.ts`), the hosts each one serves, the group whose
  * own central its chassis follows, and the hosts a forced detach left it to isolate.
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { ObjectRecords } from './object-records.ts'
 import type { Dpu } from './objects.ts'
@@ -22,11 +22,11 @@ export interface StaleBinding {
 }
 
 export class DpuInventory {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: StoreKeys
   readonly #records: ObjectRecords
 
-  constructor(redis: Redis, keys: StoreKeys, records: ObjectRecords) {
+  constructor(redis: RedisClient, keys: StoreKeys, records: ObjectRecords) {
     this.#redis = redis
     this.#keys = keys
     this.#records = records

@@ -3,7 +3,7 @@
  * phase transitions, condition changes, retries and reconcile's repairs, newest first,
  * kept bounded in Redis (one capped list per object).
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import type { Condition } from './objects.ts'
 
 /** The kinds of object that have events (the store's own kind names). */
@@ -31,12 +31,12 @@ export const DEFAULT_EVENTS_KEPT = 50
  * const latest = await events.list('mr', 'host-1') // newest first
  */
 export class EventLog {
-  readonly #redis: Pick<Redis, 'multi' | 'lrange' | 'del'>
+  readonly #redis: Pick<RedisClient, 'multi' | 'lrange' | 'del'>
   readonly #prefix: string
   readonly #kept: number
 
   constructor(
-    redis: Pick<Redis, 'multi' | 'lrange' | 'del'>,
+    redis: Pick<RedisClient, 'multi' | 'lrange' | 'del'>,
     prefix: string,
     kept = DEFAULT_EVENTS_KEPT,
   ) {

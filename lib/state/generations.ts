@@ -3,7 +3,7 @@
  * object's events; one older than what was applied (a retried `applied` arriving after
  * the `deleted` that followed it) is stale and must not recreate or change anything.
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 
 const recordScript = new LuaScript(new URL('./lua/generation.lua', import.meta.url))
@@ -15,10 +15,10 @@ export const GENERATION_KEPT_MS = 30 * 24 * 3600 * 1000
 export type EventObjectKind = 'resource-group' | 'managed-resource' | 'dpu'
 
 export class EventGenerations {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #prefix: string
 
-  constructor(redis: Redis, prefix: string) {
+  constructor(redis: RedisClient, prefix: string) {
     this.#redis = redis
     this.#prefix = prefix
   }

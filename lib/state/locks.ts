@@ -5,7 +5,7 @@
  * is a lease held by a job: the job resumed after its worker died takes it again at once;
  * any other waits until the lease runs out (`leaseMs`) if the holder never comes back.
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { Kind } from './store.ts'
 
@@ -16,10 +16,10 @@ const unlockScript = new LuaScript(new URL('./lua/unlock.lua', import.meta.url))
 export const LOCK_LEASE_MS = 60_000
 
 export class ObjectLocks {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #prefix: string
 
-  constructor(redis: Redis, prefix: string) {
+  constructor(redis: RedisClient, prefix: string) {
     this.#redis = redis
     this.#prefix = prefix
   }

@@ -3,7 +3,7 @@
  * deletion) with compare-and-set against its revision, and recording each change in the
  * store's change log (`changes.ts`).
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import { ChangeLog } from './changes.ts'
 import type { StoredObject } from './objects.ts'
@@ -12,12 +12,12 @@ import type { Kind, StoreKeys } from './store-keys.ts'
 const casFieldScript = new LuaScript(new URL('./lua/cas-field.lua', import.meta.url))
 
 export class ObjectRecords {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: StoreKeys
   /** Every change of an object, in order, for watchers to follow and resume. */
   readonly log: ChangeLog
 
-  constructor(redis: Redis, keys: StoreKeys) {
+  constructor(redis: RedisClient, keys: StoreKeys) {
     this.#redis = redis
     this.#keys = keys
     this.log = new ChangeLog(redis, keys.changes)

@@ -9,7 +9,7 @@
  * pageOf(['c', 'a', 'b'], { limit: 2 })              // { items: ['a', 'b'], next: 'b' }
  * pageOf(['c', 'a', 'b'], { limit: 2, after: 'b' })  // { items: ['c'] }
  */
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import type { ManagedResource, ResourceGroup, StoredObject } from './objects.ts'
 import type { Kind } from './store.ts'
 
@@ -74,11 +74,11 @@ export type ReadObjects = <T extends StoredObject<unknown, unknown>>(
  * sliced, and only the page's objects are read (`store.pages`).
  */
 export class ObjectPages {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #sets: PageSources
   readonly #read: ReadObjects
 
-  constructor(redis: Redis, sets: PageSources, read: ReadObjects) {
+  constructor(redis: RedisClient, sets: PageSources, read: ReadObjects) {
     this.#redis = redis
     this.#sets = sets
     this.#read = read

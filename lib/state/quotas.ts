@@ -7,8 +7,9 @@
  * that writes the spec (`lua/put-spec.lua`, a `fewerThan` guard), so two creations racing
  * for a tenant's last slot cannot both pass.
  */
-import type { Redis } from 'ioredis'
+
 import { HydrazineError } from '../errors.ts'
+import type { RedisClient } from '../redis/connection.ts'
 
 export interface QuotaLimits {
   /** Resource groups. */
@@ -149,7 +150,7 @@ export function quotaFailure(
  * checks again, atomically, when it writes.
  */
 export async function checkQuotas(
-  redis: Redis,
+  redis: RedisClient,
   name: string,
   guards: readonly QuotaGuard[],
 ): Promise<void> {
@@ -169,7 +170,7 @@ export async function checkQuotas(
 
 /** Hosts that leave the tenant without their own purge (their group was purged). */
 export async function uncountHosts(
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
   tenant: string,
   hosts: readonly string[],

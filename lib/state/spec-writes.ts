@@ -6,8 +6,9 @@
  * object claims and guards is decided here; a refusal is a `StoreConflict` or
  * `QuotaExceeded` and writes nothing.
  */
-import type { Redis } from 'ioredis'
+
 import { HydrazineError } from '../errors.ts'
+import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { ObjectRecords } from './object-records.ts'
 import type {
@@ -79,11 +80,11 @@ const CLAIM_WHAT: Readonly<Record<string, string>> = {
 }
 
 export class SpecWrites {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: StoreKeys
   readonly #records: ObjectRecords
 
-  constructor(redis: Redis, keys: StoreKeys, records: ObjectRecords) {
+  constructor(redis: RedisClient, keys: StoreKeys, records: ObjectRecords) {
     this.#redis = redis
     this.#keys = keys
     this.#records = records

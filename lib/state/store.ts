@@ -11,7 +11,7 @@
  * (`dpu-inventory.ts`) and deletion (`deletion.ts`).
  */
 import { randomUUID } from 'node:crypto'
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { ChangeLog } from './changes.ts'
 import { ObjectDeletion } from './deletion.ts'
@@ -19,6 +19,7 @@ import { DpuHealthRecords } from './dpu-health.ts'
 import { DpuInventory, type StaleBinding } from './dpu-inventory.ts'
 import { EventLog, transitionEvents } from './events.ts'
 import { EventGenerations } from './generations.ts'
+import { Leases } from './leases.ts'
 import { ObjectLocks } from './locks.ts'
 import { ObjectRecords } from './object-records.ts'
 import type {
@@ -44,7 +45,7 @@ export type { Kind } from './store-keys.ts'
 const relayIdScript = new LuaScript(new URL('./lua/relay-id.lua', import.meta.url))
 
 export class StateStore {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: StoreKeys
   readonly #records: ObjectRecords
   readonly #specs: SpecWrites
@@ -54,6 +55,8 @@ export class StateStore {
   readonly events: EventLog
   /** One step at a time per object (attach's and detach's converge). */
   readonly locks: ObjectLocks
+  /** What one controller process runs at a time (the FRR consumer, a reconcile run). */
+  readonly leases: Leases
   /** What `dpu.health` last found of each DPU (its state, repairs in flight). */
   readonly dpuHealth: DpuHealthRecords
   /** The newest webhook event applied per object (stale events are refused). */
@@ -62,7 +65,7 @@ export class StateStore {
   readonly pages: ObjectPages
 
   /** @param prefix prepended to every key; must contain a `{hash tag}`. Default `hz:{store}:`. */
-  constructor(redis: Redis, prefix = 'hz:{store}:') {
+  constructor(redis: RedisClient, prefix = 'hz:{store}:') {
     const keys = new StoreKeys(prefix)
     const records = new ObjectRecords(redis, keys)
     this.#redis = redis
@@ -70,6 +73,7 @@ export class StateStore {
     this.#records = records
     this.events = new EventLog(redis, prefix)
     this.locks = new ObjectLocks(redis, prefix)
+    this.leases = new Leases(redis, prefix)
     this.dpuHealth = new DpuHealthRecords(redis, prefix)
     this.generations = new EventGenerations(redis, prefix)
     this.#specs = new SpecWrites(redis, keys, records)

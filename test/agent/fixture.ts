@@ -7,7 +7,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import { Queue, QueueEvents } from 'bullmq'
-import { Redis } from 'ioredis'
 import { type AgentConfig, OPTIONS } from '../../agent/config.ts'
 import {
   createDpu,
@@ -27,6 +26,8 @@ import {
   type ConfigureInput,
   type Heartbeat,
 } from '../../lib/agent-protocol/index.ts'
+import { createRedis, type RedisClient } from '../../lib/redis/connection.ts'
+import { withRedisCluster } from '../helpers/redis-cluster.ts'
 import type { Teardown } from '../helpers/stack.ts'
 
 export interface AgentLab {
@@ -41,7 +42,7 @@ export interface AgentLab {
   readonly queuePrefix: string
   readonly queue: Queue
   readonly events: QueueEvents
-  readonly redis: Redis
+  readonly redis: RedisClient
   readonly dpuId: string
   readonly input: ConfigureInput
   /** The agent's configuration, with the DPU's identity (the SB is `ssl:`). */
@@ -121,6 +122,10 @@ export const RELAY_MAC = '0a:00:00:00:01:fe'
  */
 export async function startAgentLab(
   t: Teardown,
+  options: {
+    /** Queues and heartbeats on a private 3-master Redis Cluster, not the embedded Redis. */
+    redisCluster?: boolean
+  } = {},
 ): Promise<AgentLab & { later(fn: () => Promise<unknown>): void }> {
   const cleanups: (() => Promise<unknown>)[] = []
   const later = (fn: () => Promise<unknown>) => cleanups.push(fn)
@@ -135,15 +140,16 @@ export async function startAgentLab(
   const dpu = await createDpu({ fabric, name: 'dpu1', dataDir })
   later(() => dpu.destroy())
   const host = await dpu.addHost({ name: 'h1', mac: HOST_MAC, ipCidr: '10.10.10.2/24' })
+  const cluster = options.redisCluster ? await withRedisCluster(t) : undefined
   const stack = await startLocalStack({
     dataDir: join(dataDir, 'stack'),
-    redis: true,
+    redis: !cluster,
     ovn: { listenAddress: fabric.gatewayIp },
     frr: false,
   })
   later(() => stack.stop())
   const ovn = stack.ovn
-  const redisUrl = stack.redis?.url
+  const redisUrl = cluster?.url ?? stack.redis?.url
   if (!ovn || !redisUrl) throw new Error('stack without OVN or Redis')
 
   const nbctl = (...args: string[]) =>
@@ -167,14 +173,15 @@ export async function startAgentLab(
     dpuId,
     await stack.pki.issueIdentity({ commonName: dpuId, dnsNames: [dpuId], ips: ['127.0.0.1'] }),
   )
-  const connection = { url: redisUrl, maxRetriesPerRequest: null }
+  const connection = createRedis({ url: redisUrl }, { maxRetriesPerRequest: null })
   const queue = new Queue(agentQueueName(dpuId), { connection, prefix: queuePrefix })
   const events = new QueueEvents(agentQueueName(dpuId), { connection, prefix: queuePrefix })
-  const redis = new Redis(redisUrl)
+  const redis = createRedis({ url: redisUrl })
   later(async () => {
     await events.close()
     await queue.close()
     redis.disconnect()
+    connection.disconnect()
   })
   await events.waitUntilReady()
   const relayUplink = `${fabric.allocateIp()}/${fabric.prefixLength}`

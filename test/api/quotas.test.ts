@@ -11,6 +11,7 @@ import t from 'tap'
 import { createHydrazineClient } from '../../api/grpc/protocol.ts'
 import { createGrpcServer } from '../../api/grpc/server.ts'
 import { createApp } from '../../api/http/app.ts'
+import { duplicateClient } from '../../lib/redis/connection.ts'
 import { ChangeFeed } from '../../lib/state/changes.ts'
 import { DEFAULT_QUOTAS, type Quotas } from '../../lib/state/quotas.ts'
 import { HydrazineClient } from '../../queues/producer.ts'
@@ -52,7 +53,7 @@ async function stored(p: Pipeline) {
 /** The pipeline's client as the controller builds it, with QUOTAS as its policy. */
 function quotaClient(t: Teardown, p: Pipeline): HydrazineClient {
   const { store, queue, ipam, heartbeats, redis } = p.controller
-  const changes = new ChangeFeed(() => redis.duplicate(), store.changeLog)
+  const changes = new ChangeFeed(() => duplicateClient(redis), store.changeLog)
   t.teardown(() => changes.close())
   return new HydrazineClient({
     store,

@@ -7,6 +7,10 @@ import { createHash } from 'node:crypto'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
+import { heartbeatKeyOf } from '../../lib/agent-protocol/credentials.ts'
+import { agentQueueName } from '../../lib/agent-protocol/index.ts'
+import { FRR_QUEUE } from '../../lib/jobs/frr.ts'
+import { CONTROLLER_QUEUE } from '../../lib/jobs/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import { asUser, groupSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
@@ -270,13 +274,16 @@ t.test('the operator inventory decides where hosts go', async (t) => {
     const attempts: [string, () => Promise<unknown>][] = [
       ['read the desired state', () => dpu.hgetall('hz:{store}:mr:victim-1')],
       ['rewrite a spec', () => dpu.hset('hz:{store}:mr:victim-1', 'spec', '{}')],
-      ["forge another DPU's ack", () => dpu.hset(`${p.prefix}:agent-dpu-v:x`, 'returnvalue', '{}')],
+      [
+        "forge another DPU's ack",
+        () => dpu.hset(`${p.prefix}:${agentQueueName('dpu-v')}:x`, 'returnvalue', '{}'),
+      ],
       [
         'touch the controller queue',
-        () => dpu.xadd(`${p.prefix}:hydrazine:events`, '*', 'event', 'completed'),
+        () => dpu.xadd(`${p.prefix}:${CONTROLLER_QUEUE}:events`, '*', 'event', 'completed'),
       ],
-      ['announce a /32', () => dpu.hset(`${p.prefix}:frr:forged`, 'name', 'announce')],
-      ['beat for another DPU', () => dpu.set('hz:dpu:dpu-v:heartbeat', '{}')],
+      ['announce a /32', () => dpu.hset(`${p.prefix}:${FRR_QUEUE}:forged`, 'name', 'announce')],
+      ['beat for another DPU', () => dpu.set(heartbeatKeyOf('dpu-v'), '{}')],
       ['list every key', () => dpu.scan('0')],
       ['dump the server', () => dpu.call('KEYS', '*')],
       ['reconfigure Redis', () => dpu.call('CONFIG', 'SET', 'protected-mode', 'no')],
@@ -287,7 +294,7 @@ t.test('the operator inventory decides where hosts go', async (t) => {
     for (const [what, attempt] of attempts) {
       await t.rejects(attempt(), /NOPERM|no permissions/, `cannot ${what}`)
     }
-    t.ok(await dpu.set('hz:dpu:dpu-w:heartbeat', '{}', 'PX', 1000), 'may beat for itself')
+    t.ok(await dpu.set(heartbeatKeyOf('dpu-w'), '{}', 'PX', 1000), 'may beat for itself')
     // Issuing again replaces them: the old password stops working.
     await agentW.close()
     await call('POST', '/v1/dpus/dpu-w/credentials', OPERATOR)

@@ -1,7 +1,6 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
-import { Redis } from 'ioredis'
 import type { Registry } from 'prom-client'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
@@ -15,9 +14,11 @@ import {
 } from '../../lib/agent-protocol/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
+import { createRedis } from '../../lib/redis/connection.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
 import { FakeChassis } from '../helpers/fake-chassis.ts'
 import { eventually } from '../helpers/processes.ts'
+import { type LocalRedisCluster, withRedisCluster } from '../helpers/redis-cluster.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
 
 const run = promisify(execFile)
@@ -31,6 +32,8 @@ export interface Pipeline {
   /** With `perGroup`: the controller's per-group centrals. */
   readonly centrals?: PerGroupCentrals
   readonly redisUrl: string
+  /** With `redisCluster`: the private Redis Cluster the pipeline runs on. */
+  readonly redisCluster?: LocalRedisCluster
   readonly prefix: string
   /** vty socket dir of the private FRR, when started with `frr: true`. */
   readonly frrVtyDir?: string
@@ -73,10 +76,8 @@ export interface TestAgent {
 
 /** The Redis URL with another user's credentials in place of the admin's. */
 export function asUser(url: string, user: { username: string; password: string }): string {
-  const u = new URL(url)
-  u.username = user.username
-  u.password = user.password
-  return u.toString()
+  const userinfo = `${encodeURIComponent(user.username)}:${encodeURIComponent(user.password)}@`
+  return url.replace(/^([a-z+]+:\/\/)([^@/]*@)?/, `$1${userinfo}`)
 }
 
 /** The DHCP server the pipeline's operator allows groups to relay to. */
@@ -94,16 +95,19 @@ export async function startPipeline(
     checkpoint?: (point: string) => void | Promise<void>
     /** The registry the controller registers its metrics on (none by default). */
     metrics?: Registry
+    /** A private 3-master Redis Cluster instead of the embedded Redis. */
+    redisCluster?: boolean
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
+  const cluster = options.redisCluster ? await withRedisCluster(t) : undefined
   const stack = await withStack(t, {
-    redis: true,
+    redis: !cluster,
     ovn: !perGroup && !options.ovn,
     frr: options.frr ?? false,
   })
-  if (!stack.redis) throw new Error('stack without redis')
-  const redisUrl = stack.redis.url
+  const redisUrl = cluster?.url ?? stack.redis?.url
+  if (!redisUrl) throw new Error('stack without redis')
   const prefix = 'hzt'
   let centrals: PerGroupCentrals | undefined
   let ovn: OvnCentralProvider
@@ -152,41 +156,18 @@ export async function startPipeline(
     sb: stack.ovn?.sb.remote ?? '',
     ...(centrals ? { centrals } : {}),
     redisUrl,
+    ...(cluster ? { redisCluster: cluster } : {}),
     prefix,
     ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
     async agent(dpuId, { protocolVersions, redis: credentials, tamper, noSouthbound } = {}) {
-      const jobs: Job[] = []
-      const connection = new Redis(credentials ? asUser(redisUrl, credentials) : redisUrl, {
-        maxRetriesPerRequest: null,
+      return startStandInAgent(t, {
+        redisUrl: credentials ? asUser(redisUrl, credentials) : redisUrl,
+        prefix,
+        dpuId,
+        ...(protocolVersions ? { protocolVersions } : {}),
+        ...(tamper ? { tamper } : {}),
+        ...(noSouthbound ? {} : { chassis }),
       })
-      // A stand-in agent rides out a Redis restart as the real one does: reconnecting.
-      connection.on('error', () => {})
-      const heartbeats = new Heartbeats(connection)
-      if (protocolVersions) await heartbeats.write(heartbeat(dpuId, protocolVersions), 60_000)
-      const worker = new Worker(
-        agentQueueName(dpuId),
-        async (job) => {
-          jobs.push(job)
-          if (protocolVersions) {
-            try {
-              parseAgentJob(job.name, job.data, protocolVersions)
-            } catch (error) {
-              throw new UnrecoverableError(String(error))
-            }
-          }
-          const ack = await answer(dpuId, job, noSouthbound ? undefined : chassis)
-          return tamper ? tamper(ack) : ack
-        },
-        { connection, prefix, concurrency: 8 },
-      )
-      await worker.waitUntilReady()
-      const close = async () => {
-        await worker.close()
-        if (protocolVersions) await heartbeats.remove(dpuId)
-        connection.disconnect()
-      }
-      t.teardown(close)
-      return { jobs, close }
     },
     async nbctl(...args) {
       return (await run('ovn-nbctl', [`--db=${nb}`, ...args])).stdout
@@ -261,6 +242,56 @@ function setOf(value: unknown): unknown[] {
   if (value === undefined) return []
   if (Array.isArray(value) && value[0] === 'set') return value[1] as unknown[]
   return [value]
+}
+
+/**
+ * An in-process agent for a DPU that answers its queue like the real one (see
+ * `Pipeline.agent`), on `redisUrl` (a single Redis or a cluster) under BullMQ `prefix`.
+ * Leaves in the SB what ovn-controller would when given a `chassis`.
+ */
+export async function startStandInAgent(
+  t: Teardown,
+  options: {
+    readonly redisUrl: string
+    readonly prefix?: string
+    readonly dpuId: string
+    readonly protocolVersions?: string[]
+    readonly tamper?: (ack: ConfigureAck | IsolateAck) => object
+    readonly chassis?: FakeChassis
+  },
+): Promise<TestAgent> {
+  const { dpuId, protocolVersions, tamper, chassis } = options
+  const jobs: Job[] = []
+  const connection = createRedis({ url: options.redisUrl }, { maxRetriesPerRequest: null })
+  // A stand-in agent rides out a Redis restart as the real one does: reconnecting.
+  connection.on('error', () => {})
+  const heartbeats = new Heartbeats(connection)
+  if (protocolVersions) await heartbeats.write(heartbeat(dpuId, protocolVersions), 60_000)
+  const worker = new Worker(
+    agentQueueName(dpuId),
+    async (job) => {
+      jobs.push(job)
+      if (protocolVersions) {
+        try {
+          parseAgentJob(job.name, job.data, protocolVersions)
+        } catch (error) {
+          throw new UnrecoverableError(String(error))
+        }
+      }
+      const ack = await answer(dpuId, job, chassis)
+      return tamper ? tamper(ack) : ack
+    },
+    { connection, ...(options.prefix ? { prefix: options.prefix } : {}), concurrency: 8 },
+  )
+  worker.on('error', () => {})
+  await worker.waitUntilReady()
+  const close = async () => {
+    await worker.close()
+    if (protocolVersions) await heartbeats.remove(dpuId)
+    connection.disconnect()
+  }
+  t.teardown(close)
+  return { jobs, close }
 }
 
 function observed(dpuId: string) {

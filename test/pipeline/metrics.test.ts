@@ -174,7 +174,10 @@ t.test('a scrape after attaching hosts matches what the API reports', async (t) 
       headers: { authorization: `Bearer ${OPERATOR}` },
     })
     t.equal(api.status, 200)
-    const names = ((await api.json()) as { queues: { name: string }[] }).queues.map((q) => q.name)
+    // Shown without the hash tag their Redis keys carry (`lib/redis/slots.ts`).
+    const names = ((await api.json()) as { queues: { displayName: string }[] }).queues.map(
+      (q) => q.displayName,
+    )
     t.same(names.sort(), ['agent-dpu-1', 'agent-dpu-2', 'agent-dpu-3', 'frr', 'hydrazine'])
     const tenantApi = await app.request('/admin/queues/api/queues', {
       headers: { authorization: `Bearer ${TENANT}` },

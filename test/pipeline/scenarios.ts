@@ -5,13 +5,13 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { Redis } from 'ioredis'
 import { createFrrSync } from '../../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import type { ReconcileReport } from '../../functions/reconcile.ts'
 import { startPerGroupCentrals } from '../../infra/centrals.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
 import { createFrrController, createVty, type FrrController } from '../../lib/frr/index.ts'
+import { createRedis } from '../../lib/redis/connection.ts'
 import { startFrrConsumer } from '../../queues/frr.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
 import { groupSpec, hostSpec, type Pipeline, until } from './fixtures.ts'
@@ -78,7 +78,7 @@ export async function startPipelineFrr(t: Teardown, p: Pipeline): Promise<FrrCon
   if (!p.frrVtyDir) throw new Error('the pipeline was started without FRR')
   const vty = createVty({ vtyDir: p.frrVtyDir })
   const frr = createFrrController({ vty, saveConfig: true })
-  const connection = new Redis(p.redisUrl, { maxRetriesPerRequest: null })
+  const connection = createRedis({ url: p.redisUrl }, { maxRetriesPerRequest: null })
   const consumer = await startFrrConsumer({
     connection,
     frr,
