@@ -8,6 +8,10 @@
  * a backlog.
  *
  * rate_per_s (target ≥ 100), ready_p50_ms / ready_p95_ms (target < 1,000) / ready_p99_ms.
+ *
+ * Then the same on a private 3-master Redis Cluster (`redis+cluster://`), each figure as
+ * `cluster_<metric>` with the single-Redis figure of this run as its baseline: ratio =
+ * cluster rate / single rate, and single latency / cluster latency (target ≥ 0.8).
  */
 import { attachRound, startBenchPipeline } from './fixtures.ts'
 import { quantile, report } from './report.ts'
@@ -18,11 +22,20 @@ const DPUS = 20
 /** Requests per second offered: the target rate; a pipeline slower than that falls behind and its latency shows it. */
 const OFFERED_RATE = 100
 
-export default async function attachBench(): Promise<void> {
+interface AttachFigures {
+  readonly rate: number
+  readonly p50: number
+  readonly p95: number
+  readonly p99: number
+}
+
+/** Both rounds (burst, then steady) on a fresh pipeline, on one Redis or a cluster. */
+async function measure(redisCluster: boolean): Promise<AttachFigures> {
   const p = await startBenchPipeline({
     centrals: 'shared',
     dpus: Array.from({ length: DPUS }, (_, d) => `dpu-${d}`),
-    name: 'attach',
+    name: redisCluster ? 'attach-cluster' : 'attach',
+    redisCluster,
   })
   try {
     /** Hosts spread over the DPUs in request order; every DPU serves every group. */
@@ -40,39 +53,76 @@ export default async function attachBench(): Promise<void> {
           }
         },
       })
-
     const burst = await round('burst', Number.POSITIVE_INFINITY)
-    report({
-      suite: 'attach',
-      metric: 'rate_per_s',
-      value: burst.rate,
-      unit: '1/s',
-      note: `${GROUPS * HOSTS} attaches requested at once; target >= 100`,
-    })
     const { latencies } = await round('steady', OFFERED_RATE)
-    const note = `${GROUPS * HOSTS} attaches offered at ${OFFERED_RATE}/s`
-    report({
-      suite: 'attach',
-      metric: 'ready_p50_ms',
-      value: quantile(latencies, 0.5),
-      unit: 'ms',
-      note,
-    })
-    report({
-      suite: 'attach',
-      metric: 'ready_p95_ms',
-      value: quantile(latencies, 0.95),
-      unit: 'ms',
-      note: `${note}; target < 1000`,
-    })
-    report({
-      suite: 'attach',
-      metric: 'ready_p99_ms',
-      value: quantile(latencies, 0.99),
-      unit: 'ms',
-      note,
-    })
+    return {
+      rate: burst.rate,
+      p50: quantile(latencies, 0.5),
+      p95: quantile(latencies, 0.95),
+      p99: quantile(latencies, 0.99),
+    }
   } finally {
     await p.close()
+  }
+}
+
+export default async function attachBench(): Promise<void> {
+  const single = await measure(false)
+  const burstNote = `${GROUPS * HOSTS} attaches requested at once`
+  const steadyNote = `${GROUPS * HOSTS} attaches offered at ${OFFERED_RATE}/s`
+  report({
+    suite: 'attach',
+    metric: 'rate_per_s',
+    value: single.rate,
+    unit: '1/s',
+    note: `${burstNote}; target >= 100`,
+  })
+  report({
+    suite: 'attach',
+    metric: 'ready_p50_ms',
+    value: single.p50,
+    unit: 'ms',
+    note: steadyNote,
+  })
+  report({
+    suite: 'attach',
+    metric: 'ready_p95_ms',
+    value: single.p95,
+    unit: 'ms',
+    note: `${steadyNote}; target < 1000`,
+  })
+  report({
+    suite: 'attach',
+    metric: 'ready_p99_ms',
+    value: single.p99,
+    unit: 'ms',
+    note: steadyNote,
+  })
+
+  const cluster = await measure(true)
+  const onCluster = '3-master Redis Cluster; baseline: one Redis, this run; target ratio >= 0.8'
+  report({
+    suite: 'attach',
+    metric: 'cluster_rate_per_s',
+    value: cluster.rate,
+    unit: '1/s',
+    baseline: single.rate,
+    ratio: cluster.rate / single.rate,
+    note: `${burstNote}; ${onCluster}`,
+  })
+  for (const [metric, key] of [
+    ['cluster_ready_p50_ms', 'p50'],
+    ['cluster_ready_p95_ms', 'p95'],
+    ['cluster_ready_p99_ms', 'p99'],
+  ] as const) {
+    report({
+      suite: 'attach',
+      metric,
+      value: cluster[key],
+      unit: 'ms',
+      baseline: single[key],
+      ratio: single[key] / cluster[key],
+      note: `${steadyNote}; ${onCluster}`,
+    })
   }
 }

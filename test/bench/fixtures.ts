@@ -9,7 +9,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { QueueEvents, Worker } from 'bullmq'
-import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
@@ -19,7 +18,9 @@ import { CONTROLLER_QUEUE } from '../../lib/jobs/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
 import { canConnect } from '../../lib/process/ports.ts'
+import { createRedis } from '../../lib/redis/connection.ts'
 import { FakeChassis } from '../helpers/fake-chassis.ts'
+import { withRedisCluster } from '../helpers/redis-cluster.ts'
 
 const run = promisify(execFile)
 
@@ -59,6 +60,8 @@ export async function startBenchPipeline(options: {
   readonly dpus: readonly string[]
   /** Names the temp directory (`hz-bench-<name>-…`). */
   readonly name: string
+  /** Queues and state on a private 3-master Redis Cluster instead of one Redis. */
+  readonly redisCluster?: boolean
 }): Promise<BenchPipeline> {
   const dataDir = await mkdtemp(join(tmpdir(), `hz-bench-${options.name}-`))
   // Run last to first.
@@ -83,14 +86,20 @@ export async function startBenchPipeline(options: {
     failures.set(key, (failures.get(key) ?? 0) + 1)
   }
   try {
+    const cluster = options.redisCluster
+      ? await withRedisCluster({
+          teardown: (fn) => cleanups.push(['the Redis Cluster', async () => fn()]),
+        })
+      : undefined
     const stack: LocalStack = await startLocalStack({
       dataDir,
       frr: false,
+      redis: !cluster,
       ovn: options.centrals === 'shared',
     })
     cleanups.push(['the stack', () => stack.stop()])
-    if (!stack.redis) throw new Error('stack without redis')
-    const redisUrl = stack.redis.url
+    const redisUrl = cluster?.url ?? stack.redis?.url
+    if (!redisUrl) throw new Error('stack without redis')
     let ovn: OvnCentralProvider
     let centrals: PerGroupCentrals | undefined
     if (stack.ovn) {
@@ -108,7 +117,7 @@ export async function startBenchPipeline(options: {
     // What each DPU's ovn-controller would write to the SB, which the controller checks.
     const chassis = new FakeChassis()
     cleanups.push(['FakeChassis', () => chassis.close()])
-    const agentConnection = new Redis(redisUrl, { maxRetriesPerRequest: null })
+    const agentConnection = createRedis({ url: redisUrl }, { maxRetriesPerRequest: null })
     cleanups.push(["the agents' connection", async () => agentConnection.disconnect()])
     for (const dpuId of options.dpus) {
       const agent = new Worker(
@@ -169,8 +178,15 @@ export async function startBenchPipeline(options: {
         await controller.queue.drain(true)
       },
     ])
-    const events = new QueueEvents(CONTROLLER_QUEUE, { connection: { url: redisUrl } })
-    cleanups.push(['queue events', () => events.close()])
+    const eventsConnection = createRedis({ url: redisUrl }, { maxRetriesPerRequest: null })
+    const events = new QueueEvents(CONTROLLER_QUEUE, { connection: eventsConnection })
+    cleanups.push([
+      'queue events',
+      async () => {
+        await events.close()
+        eventsConnection.disconnect()
+      },
+    ])
     await events.waitUntilReady()
     return {
       controller,
