@@ -140,7 +140,10 @@ export async function startAgentLab(
   const dpu = await createDpu({ fabric, name: 'dpu1', dataDir })
   later(() => dpu.destroy())
   const host = await dpu.addHost({ name: 'h1', mac: HOST_MAC, ipCidr: '10.10.10.2/24' })
-  const cluster = options.redisCluster ? await withRedisCluster(t) : undefined
+  // Stopped after everything that talks to it (`later` runs last-in first-out).
+  const cluster = options.redisCluster
+    ? await withRedisCluster({ teardown: (fn) => later(async () => fn()) })
+    : undefined
   const stack = await startLocalStack({
     dataDir: join(dataDir, 'stack'),
     redis: !cluster,
