@@ -1,12 +1,14 @@
 /**
  * Hydrazine's workers as their own process, so tests can run several or SIGKILL one at a
- * chosen step. Env: REDIS_URL, OVN_NB, OVN_SB, QUEUE_PREFIX; CRASH_AT names a checkpoint
+ * chosen step. Env: REDIS_URL, OVN_NB and OVN_SB (a shared central) or OVN_CENTRALS_FILE
+ * (each group's, run by the test's process), QUEUE_PREFIX; CRASH_AT names a checkpoint
  * where the process kills itself with SIGKILL (once: it leaves CRASH_MARK behind).
  * Prints `READY` once it consumes the queue.
  */
 import { existsSync, writeFileSync } from 'node:fs'
 import { pino } from 'pino'
 import { startController } from '../../infra/controller.ts'
+import { openExternalCentrals } from '../../infra/external-centrals.ts'
 import { sharedCentralProvider } from '../../lib/ovn/central.ts'
 
 const env = (name: string): string => {
@@ -19,7 +21,9 @@ const mark = process.env.CRASH_MARK
 
 const controller = await startController({
   redisUrl: env('REDIS_URL'),
-  ovn: sharedCentralProvider({ nb: env('OVN_NB'), sb: env('OVN_SB') }),
+  ovn: process.env.OVN_CENTRALS_FILE
+    ? await openExternalCentrals({ file: process.env.OVN_CENTRALS_FILE })
+    : sharedCentralProvider({ nb: env('OVN_NB'), sb: env('OVN_SB') }),
   fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
   reconcileEveryMs: 0,
   prefix: env('QUEUE_PREFIX'),
