@@ -37,7 +37,7 @@ import {
 } from './internal/group-state.ts'
 import { relayOwnerOf } from './internal/network.ts'
 
-export type PlannerDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric'>
+export type PlannerDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'>
 
 /** Plans of the four writes that touch a group's topology; undefined: no such object. */
 export interface Planner {
@@ -70,7 +70,9 @@ export function createPlanner(deps: PlannerDeps): Planner {
     let desired: DesiredRows = { group, owner: ownerOf(group), rows: [] }
     const notes = [...(parts.notes ?? [])]
     try {
-      if (parts.state) desired = compileGroupTopology(topologyOf(parts.state, deps.fabric))
+      if (parts.state) {
+        desired = compileGroupTopology(topologyOf(parts.state, deps.fabric, deps.dnsZone))
+      }
     } catch (error) {
       if (!(error instanceof HydrazineError)) throw error
       // What the apply would meet too: it would fail the same way.

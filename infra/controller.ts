@@ -45,6 +45,8 @@ export interface ControllerOptions {
   readonly redisCaFile?: string
   readonly ovn: OvnCentralProvider
   readonly fabric: FabricSettings
+  /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); absent: no group DNS. */
+  readonly dnsZone?: string
   /** The DHCP servers a group may relay to (default none). */
   readonly dhcpServers?: readonly string[]
   /** Per-tenant limits on groups, hosts and public IPs (default `DEFAULT_QUOTAS`). */
@@ -130,6 +132,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       southbound,
       agents,
       fabric: options.fabric,
+      ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
       ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
     },
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
@@ -154,7 +157,14 @@ export async function startController(options: ControllerOptions): Promise<Contr
       dhcpServers: options.dhcpServers ?? [],
       ...(options.quotas ? { quotas: options.quotas } : {}),
     },
-    planner: createPlanner({ store, ipam, ovn: options.ovn, nb, fabric: options.fabric }),
+    planner: createPlanner({
+      store,
+      ipam,
+      ovn: options.ovn,
+      nb,
+      fabric: options.fabric,
+      ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
+    }),
     // Reads a group's central over the same NB and SB connections the workers use.
     tracer: createTracer({
       store,

@@ -84,6 +84,7 @@ export async function startService(
     ...(endpoints.redisCaFile ? { redisCaFile: endpoints.redisCaFile } : {}),
     ovn: endpoints.ovn,
     fabric: config.fabric,
+    ...(config.dnsZone ? { dnsZone: config.dnsZone } : {}),
     dhcpServers: config.dhcpServers,
     quotas: config.quotas,
     dpuHealthEveryMs: config.dpuHealthEveryMs,

@@ -27,6 +27,7 @@ import { ResourceGroupPhase } from '../../proto/gen/hydrazine/v1/ResourceGroupPh
 import { timestampOf } from '../../proto/load.ts'
 import type { DpuView } from '../operations.ts'
 import { protoEnum } from './fields.ts'
+import { policyMessages } from './policies.ts'
 import { GROUP_IMPLEMENTATION, HOST_ACCESS, RESOURCE_TYPE } from './specs.ts'
 
 export const RESOURCE_GROUP_PHASE = protoEnum(
@@ -97,6 +98,8 @@ export function resourceGroupMessage(group: DomainGroup): ResourceGroup {
       })),
       ...ifSet('dhcpServer', spec.dhcpServer),
       implementation: GROUP_IMPLEMENTATION.toProto(spec.implementation),
+      policies: policyMessages(spec.policies),
+      ...ifSet('dns', spec.dns && ifSet('enabled', spec.dns.enabled)),
     },
     status: {
       phase: RESOURCE_GROUP_PHASE.toProto(status.phase),
@@ -126,6 +129,7 @@ export function managedResourceMessage(host: DomainHost): ManagedResource {
       dpu: { id: spec.dpu.id, ips: [...spec.dpu.ips] },
       hostAccess: HOST_ACCESS.toProto(spec.hostAccess),
       ...ifSet('identifier', spec.identifier),
+      ...ifSet('hostname', spec.hostname),
     },
     status: {
       phase: MANAGED_RESOURCE_PHASE.toProto(status.phase),

@@ -16,6 +16,7 @@ import type { ResourceGroupSpec__Output } from '../../proto/gen/hydrazine/v1/Res
 import { ResourceType as ResourceTypeProto } from '../../proto/gen/hydrazine/v1/ResourceType.ts'
 import { ValidationError } from '../../queues/producer.ts'
 import { type ProtoEnum, protoEnum, requestFieldPath } from './fields.ts'
+import { policiesInput } from './policies.ts'
 
 export const GROUP_IMPLEMENTATION = protoEnum(
   GroupImplementationProto,
@@ -63,6 +64,8 @@ export function groupSpecInput(spec: ResourceGroupSpec__Output | null): Input {
     ),
     ...ifSet('dhcpServer', spec.dhcpServer),
     ...enumField('implementation', GROUP_IMPLEMENTATION, spec.implementation),
+    ...ifAny('policies', policiesInput(spec.policies)),
+    ...ifSet('dns', spec.dns ? ifSet('enabled', spec.dns.enabled) : undefined),
   }
 }
 
@@ -77,6 +80,7 @@ export function hostSpecInput(spec: ManagedResourceSpec__Output | null): Input {
     ...ifSet('dpu', spec.dpu ? { id: spec.dpu.id, ...ifAny('ips', spec.dpu.ips) } : undefined),
     ...enumField('hostAccess', HOST_ACCESS, spec.hostAccess),
     ...ifSet('identifier', spec.identifier),
+    ...ifSet('hostname', spec.hostname),
   }
 }
 

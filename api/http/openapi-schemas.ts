@@ -4,6 +4,7 @@
  * in `lib/state/objects.ts`; a 400 names each field that breaks them.
  */
 import { ref } from './openapi-parts.ts'
+import { policies } from './openapi-policies.ts'
 
 /** A stored object: its spec, the spec's version, status and deletion mark. */
 const stored = (spec: string) => ({
@@ -77,6 +78,14 @@ export const schemas = {
       },
       dhcpServer: ip,
       implementation: { enum: ['SharedCentral'] },
+      policies,
+      dns: {
+        type: 'object',
+        additionalProperties: false,
+        description:
+          "the group's DNS: each host resolves as `<hostname>.<group>.<zone>` (the operator's HYDRAZINE_DNS_ZONE) inside the group only, answered by OVN for queries sent through the group's network (e.g. to its gateway)",
+        properties: { enabled: { type: 'boolean', default: true } },
+      },
     },
   },
   ManagedResourceSpec: {
@@ -108,6 +117,13 @@ export const schemas = {
         type: 'string',
         maxLength: 15,
         description: "one of the DPU's host ports; may be left out when it has exactly one",
+      },
+      hostname: {
+        type: 'string',
+        maxLength: 63,
+        pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$',
+        description:
+          "the host's name in its group's DNS (`<hostname>.<group>.<zone>`), unique in the group (409 otherwise); default the host's own name",
       },
     },
   },

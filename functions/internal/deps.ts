@@ -100,6 +100,11 @@ export interface HandlerDeps {
   readonly agents: AgentDirectory
   readonly fabric: FabricSettings
   /**
+   * The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`): a group's hosts resolve as
+   * `<hostname>.<group>.<zone>` inside it. Absent: no group has DNS records.
+   */
+  readonly dnsZone?: string
+  /**
    * Called, and awaited, at each named step a handler reaches (e.g.
    * `attach:topology-applied`). A no-op in production; crash-safety tests kill the worker
    * process at a chosen one, and race tests hold a step there.

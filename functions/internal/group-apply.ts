@@ -5,6 +5,7 @@ import {
   CentralUnavailableError,
   compileGroupTopology,
   type OvnCentralEndpoints,
+  type PolicyStatus,
 } from '../../lib/ovn/index.ts'
 import type { HandlerDeps } from './deps.ts'
 import { isPermanent } from './errors.ts'
@@ -32,7 +33,7 @@ interface InFlight {
   next?: Promise<GroupApplied> | undefined
 }
 
-type ApplierDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric'>
+type ApplierDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'>
 
 /**
  * Applies a group's whole current topology to its OVN NB: read the group's state, compute
@@ -96,14 +97,17 @@ export class GroupApplier {
       const { client, cache } = await deps.nb.get(endpoints.nb)
       let state: GroupState | undefined
       let problems: TopologyProblems = []
+      let policies: PolicyStatus | undefined
       // Read on every attempt, after NB's generation of the group is noted (`group`): after
       // a lost race (another process applied this group), the group's members are read
       // again, so the winner's host is not undone.
       const read = async () => {
         state = await readGroupState(deps, name)
         if (!state) throw new GroupGone(name)
-        const desired = compileGroupTopology(topologyOf(state, deps.fabric), cache.compiled)
+        const topology = topologyOf(state, deps.fabric, deps.dnsZone)
+        const desired = compileGroupTopology(topology, cache.compiled)
         problems = desired.problems ?? []
+        policies = desired.policies
         return desired
       }
       const result = await applyDesiredRows(client, read, { cache, group: name })
@@ -111,7 +115,7 @@ export class GroupApplier {
       // Relays of DPUs without members are gone from NB now: their addresses go back to the
       // pool (so that the network can be deleted).
       for (const owner of state.staleRelayOwners) await deps.ipam.release(name, owner)
-      await reportApplied(deps, state, problems, endpoints.service)
+      await reportApplied(deps, state, problems, endpoints.service, policies)
       return { endpoints, state, result, problems }
     } catch (error) {
       if (isPermanent(error) && !(error instanceof GroupGone)) {
@@ -129,11 +133,12 @@ async function reportApplied(
   state: GroupState,
   problems: TopologyProblems,
   ovnService: string,
+  policies: PolicyStatus | undefined,
 ): Promise<void> {
   const members = membersStatusOf(state)
-  if (!appliedStatus(state.group, members, problems, ovnService)) return
+  if (!appliedStatus(state.group, members, problems, ovnService, policies)) return
   await deps.store.updateGroupStatus(state.group.name, (group) =>
-    group.deletion ? undefined : appliedStatus(group, members, problems, ovnService),
+    group.deletion ? undefined : appliedStatus(group, members, problems, ovnService, policies),
   )
 }
 

@@ -4,7 +4,12 @@
  * says of an apply. Every topology apply passes the WHOLE group, so concurrent handlers
  * for different hosts never lose each other's work.
  */
-import type { DesiredRows, GroupMember, GroupTopologySpec } from '../../lib/ovn/index.ts'
+import type {
+  DesiredRows,
+  GroupMember,
+  GroupTopologySpec,
+  PolicyStatus,
+} from '../../lib/ovn/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import {
   type ManagedResource,
@@ -14,6 +19,7 @@ import {
 } from '../../lib/state/objects.ts'
 import type { FabricSettings, HandlerDeps } from './deps.ts'
 import { relayDpuOf, relayMacOf } from './network.ts'
+import { topologyPolicies, withPoliciesApplied } from './policies.ts'
 
 /** A host that is on its group's network: it holds an address and is not being detached. */
 export interface MemberState {
@@ -78,8 +84,15 @@ export async function readGroupState(
   return { group, members, relayIps, staleRelayOwners }
 }
 
-/** The topology lib/ovn compiles for a group's state. Pure: same state, same topology. */
-export function topologyOf(state: GroupState, fabric: FabricSettings): GroupTopologySpec {
+/**
+ * The topology lib/ovn compiles for a group's state; with a `dnsZone`, its hosts' DNS
+ * names too, unless the group turned DNS off. Pure: same state, same topology.
+ */
+export function topologyOf(
+  state: GroupState,
+  fabric: FabricSettings,
+  dnsZone?: string,
+): GroupTopologySpec {
   const { group, members, relayIps } = state
   const dpus = [...new Set(members.map((m) => m.host.spec.dpu.id))].sort()
   return {
@@ -111,6 +124,7 @@ export function topologyOf(state: GroupState, fabric: FabricSettings): GroupTopo
         ...(m.publicIp && m.host.spec.hostAccess === 'PublicAccess'
           ? { publicIp: m.publicIp }
           : {}),
+        ...(m.host.spec.hostname ? { dnsName: m.host.spec.hostname } : {}),
       }),
     ),
     ...(group.spec.dhcpServer
@@ -126,6 +140,8 @@ export function topologyOf(state: GroupState, fabric: FabricSettings): GroupTopo
           }),
         }
       : {}),
+    ...(dnsZone && group.spec.dns?.enabled !== false ? { dns: { zone: dnsZone } } : {}),
+    ...(group.spec.policies?.length ? { policies: topologyPolicies(group.spec.policies) } : {}),
   }
 }
 
@@ -147,7 +163,8 @@ export type TopologyProblems = NonNullable<DesiredRows['problems']>
 /**
  * The group's status after an apply of its topology, or undefined when it already says
  * all this (nothing to write). An apply keeps the members' count and NAT IPs live, names
- * what the topology left out (`Degraded=True`, gone once nothing is), and ends a failure
+ * what the topology left out (`Degraded=True`, gone once nothing is) and what the group's
+ * security policies came to (`PoliciesApplied`, `policies.ts`), and ends a failure
  * of OVN alone (`OvnConfigured=False`) once the group's current version was provisioned:
  * NB accepts the topology again, so the group is Ready again. Pure.
  */
@@ -156,9 +173,10 @@ export function appliedStatus(
   members: MembersStatus,
   problems: TopologyProblems,
   ovnService: string,
+  policies?: PolicyStatus,
 ): ResourceGroupStatus | undefined {
   const current = group.status
-  let next = current
+  let next = withPoliciesApplied(current, policies)
   if (
     current.managedResourceCount !== members.managedResourceCount ||
     current.snatIPs.join() !== members.snatIPs.join()

@@ -6,6 +6,7 @@ import * as v from 'valibot'
 import { ConfigError } from '../errors.ts'
 import { isLoopback } from '../process/ports.ts'
 import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
+import { DnsZoneVariable } from './dns.ts'
 import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
 import { QuotasVariable } from './quotas.ts'
@@ -147,6 +148,7 @@ const EnvSchema = v.object({
     '',
   ),
   HYDRAZINE_QUOTAS: QuotasVariable,
+  HYDRAZINE_DNS_ZONE: DnsZoneVariable,
   HYDRAZINE_METRICS_LISTEN: MetricsListenVariable,
   HYDRAZINE_METRICS_TOKEN: MetricsTokenVariable,
   LOG_LEVEL: v.optional(v.picklist(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`), 'info'),
@@ -261,6 +263,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     },
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
     quotas: c.HYDRAZINE_QUOTAS,
+    ...(c.HYDRAZINE_DNS_ZONE ? { dnsZone: c.HYDRAZINE_DNS_ZONE } : {}),
     ...(metrics.metrics ? { metrics: metrics.metrics } : {}),
   }
 }

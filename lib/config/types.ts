@@ -93,6 +93,12 @@ export interface Config {
    */
   readonly quotas: Quotas
   /**
+   * `HYDRAZINE_DNS_ZONE` (default `hydrazine.internal`; `off`: absent): the zone group DNS
+   * domains live in, each host resolving as `<hostname>.<group>.<zone>` in its group only
+   * (lib/config/dns.ts).
+   */
+  readonly dnsZone?: string
+  /**
    * `HYDRAZINE_METRICS_LISTEN` (default 127.0.0.1:9464; `off`: absent) and
    * `HYDRAZINE_METRICS_TOKEN`: the Prometheus listener (`GET /metrics`), apart from the
    * API. Off loopback it requires the token and `tls` (lib/config/metrics.ts).

@@ -49,9 +49,17 @@ export {
   TOPOLOGY_TABLES,
   transitAddresses,
 } from './topology/compile.ts'
+export { dnsDomain, hostDnsRecords, reverseName } from './topology/dns.ts'
 export * from './topology/errors.ts'
 export * from './topology/names.ts'
 export { emptyRows, planGroupRows, planTopology, type TopologyPlan } from './topology/plan.ts'
+export {
+  BASELINE_PRIORITY,
+  type GroupPolicyRule,
+  type PolicyStatus,
+  RULE_PRIORITY_TOP,
+  type UnresolvedRule,
+} from './topology/policies.ts'
 export type { DhcpRelayPort, GroupMember, GroupTopologySpec, HostAccess } from './topology/spec.ts'
 export { GroupTopologySpecSchema } from './topology/spec.ts'
 export * from './trace/index.ts'

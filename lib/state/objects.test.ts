@@ -1,6 +1,6 @@
 import t from 'tap'
 import * as v from 'valibot'
-import { ResourceGroupSpec } from './objects.ts'
+import { ManagedResourceRequest, ResourceGroupSpec } from './objects.ts'
 
 const group = (cidr: string, gateway: string, extra?: string) => ({
   tenantId: 't1',
@@ -48,3 +48,40 @@ for (const c of cases) {
     else t.equal(issues, '', 'accepted')
   })
 }
+
+t.test('DNS: a group may turn it off; a host may pick its DNS name', async (t) => {
+  const issuesOf = (schema: v.GenericSchema, value: unknown) =>
+    (v.safeParse(schema, value).issues ?? []).map((i) => `${v.getDotPath(i)}: ${i.message}`)
+  const base = group('10.0.0.0/24', '10.0.0.1')
+  const groups: [string, object, RegExp?][] = [
+    ['no dns: on', base],
+    ['dns: {}', { ...base, dns: {} }],
+    ['dns off', { ...base, dns: { enabled: false } }],
+    ['enabled not a boolean', { ...base, dns: { enabled: 'no' } }, /^dns\.enabled: /],
+    ['an unknown dns field', { ...base, dns: { zone: 'x.test' } }, /^dns\.zone: /],
+    ['dns not an object', { ...base, dns: true }, /^dns: /],
+  ]
+  for (const [name, spec, refused] of groups) {
+    const issues = issuesOf(ResourceGroupSpec, spec)
+    if (refused) t.match(issues.join('; '), refused, `group ${name}: refused`)
+    else t.same(issues, [], `group ${name}: accepted`)
+  }
+  const host = {
+    resourceGroup: 'group-a',
+    hostMAC: '52:54:00:00:00:01',
+    dpu: { id: 'dpu-1' },
+  }
+  const hosts: [string, object, RegExp?][] = [
+    ['no hostname', host],
+    ['hostname web', { ...host, hostname: 'web' }],
+    ['a hostname with capitals', { ...host, hostname: 'Web' }, /^hostname: must be an RFC 1123/],
+    ['a dotted hostname', { ...host, hostname: 'web.a' }, /^hostname: must be an RFC 1123/],
+    ['a hostname of 64', { ...host, hostname: 'a'.repeat(64) }, /^hostname: must be an RFC/],
+    ['an empty hostname', { ...host, hostname: '' }, /^hostname: must be an RFC 1123/],
+  ]
+  for (const [name, spec, refused] of hosts) {
+    const issues = issuesOf(ManagedResourceRequest, spec)
+    if (refused) t.match(issues.join('; '), refused, `host ${name}: refused`)
+    else t.same(issues, [], `host ${name}: accepted`)
+  }
+})

@@ -8,6 +8,8 @@
 import { isIP } from 'node:net'
 import IPCIDR from 'ip-cidr'
 import * as v from 'valibot'
+import { Rfc1123Label } from './labels.ts'
+import { Policies } from './policies.ts'
 import type {
   Condition,
   DpuStatus,
@@ -25,14 +27,7 @@ export {
   ResourceGroupStatus,
 } from './statuses.ts'
 
-/** RFC 1123 label: lowercase letters, digits and `-`, 1–63 characters, no `-` at either end. */
-export const Rfc1123Label = v.pipe(
-  v.string(),
-  v.regex(
-    /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
-    'must be an RFC 1123 label: lowercase letters, digits and -, at most 63, not starting or ending with -',
-  ),
-)
+export { Rfc1123Label }
 
 export const Ipv4 = v.pipe(
   v.string(),
@@ -104,6 +99,13 @@ export const Subnet = v.pipe(
   ),
 )
 
+/**
+ * A group's DNS (OVN's native DNS, answered on the group's own switch): each host is
+ * `<hostname>.<group>.<zone>` (the zone is the operator's `HYDRAZINE_DNS_ZONE`). On unless
+ * `enabled: false`.
+ */
+export const GroupDns = v.strictObject({ enabled: v.optional(v.boolean()) })
+
 /** How a group is built: `SharedCentral`, the operator's shared OVN central. */
 export const GroupImplementation = v.picklist(['SharedCentral'], 'must be SharedCentral')
 
@@ -120,6 +122,9 @@ export const ResourceGroupSpec = v.pipe(
     extraSubnets: v.optional(v.pipe(v.array(Subnet), v.maxLength(16, 'at most 16 extra subnets'))),
     dhcpServer: v.optional(Ipv4),
     implementation: v.optional(GroupImplementation),
+    /** Security policies between the group's hosts and with CIDRs (`policies.ts`). */
+    policies: v.optional(Policies),
+    dns: v.optional(GroupDns),
   }),
   v.forward(
     v.check(
@@ -189,6 +194,8 @@ export const ManagedResourceRequest = v.pipe(
     dpu: v.strictObject({ id: Rfc1123Label, ips: v.optional(FabricIps) }),
     hostAccess: v.optional(HostAccess, 'None'),
     identifier: v.optional(InterfaceName),
+    /** The host's name in its group's DNS; default its own name. Unique in the group. */
+    hostname: v.optional(Rfc1123Label),
   }),
   v.forward(
     v.check(

@@ -77,6 +77,7 @@ const CLAIM_WHAT: Readonly<Record<string, string>> = {
   natip: 'NAT IP',
   fabricip: 'fabric IP',
   dpuport: 'DPU host port',
+  dnsname: 'DNS name',
 }
 
 export class SpecWrites {
@@ -151,7 +152,7 @@ export class SpecWrites {
         ...counted.guards.map((g) => g.key),
       ],
       leaves: counted.leaves,
-      claims: this.#hostClaims(spec),
+      claims: this.#hostClaims(name, spec),
       guards: [
         { key: keys.object('dpu', spec.dpu.id), field: 'specVersion', equals: String(dpuVersion) },
         ...counted.guards,
@@ -161,12 +162,16 @@ export class SpecWrites {
     return { changed, object: await this.#records.mustGet('mr', name) }
   }
 
-  /** The claims a host makes: its DPU port and, when its access uses it, the DPU's NAT IP. */
-  #hostClaims(spec: ManagedResourceSpec): string[] {
+  /**
+   * The claims a host makes: its DPU port, its name in its group's DNS (`<hostname>.<group>`)
+   * and, when its access uses it, the DPU's NAT IP.
+   */
+  #hostClaims(name: string, spec: ManagedResourceSpec): string[] {
     const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
     return [
       ...(natIp ? [this.#keys.claim(`natip:${natIp}`)] : []),
       ...(spec.identifier ? [this.#keys.claim(`dpuport:${spec.dpu.id}/${spec.identifier}`)] : []),
+      this.#keys.claim(`dnsname:${spec.hostname ?? name}.${spec.resourceGroup}`),
     ]
   }
 
@@ -195,7 +200,7 @@ export class SpecWrites {
     if (existing && hostImmutable(existing.spec) !== hostImmutable(spec)) {
       throw new StoreConflict(hostImmutableMessage(name), 'Immutable')
     }
-    const claims = this.#hostClaims(spec)
+    const claims = this.#hostClaims(name, spec)
     const holders = claims.length > 0 ? await this.#redis.mget(...claims) : []
     for (const [i, holder] of holders.entries()) {
       if (holder === null || holder === name) continue

@@ -32,6 +32,7 @@ import type { GetPublicIpRequest as _hydrazine_v1_GetPublicIpRequest, GetPublicI
 import type { GetPublicIpResponse as _hydrazine_v1_GetPublicIpResponse, GetPublicIpResponse__Output as _hydrazine_v1_GetPublicIpResponse__Output } from './hydrazine/v1/GetPublicIpResponse.ts';
 import type { GetResourceGroupRequest as _hydrazine_v1_GetResourceGroupRequest, GetResourceGroupRequest__Output as _hydrazine_v1_GetResourceGroupRequest__Output } from './hydrazine/v1/GetResourceGroupRequest.ts';
 import type { GetResourceGroupResponse as _hydrazine_v1_GetResourceGroupResponse, GetResourceGroupResponse__Output as _hydrazine_v1_GetResourceGroupResponse__Output } from './hydrazine/v1/GetResourceGroupResponse.ts';
+import type { GroupDns as _hydrazine_v1_GroupDns, GroupDns__Output as _hydrazine_v1_GroupDns__Output } from './hydrazine/v1/GroupDns.ts';
 import type { HostAccessIps as _hydrazine_v1_HostAccessIps, HostAccessIps__Output as _hydrazine_v1_HostAccessIps__Output } from './hydrazine/v1/HostAccessIps.ts';
 import type { HydrazineServiceClient as _hydrazine_v1_HydrazineServiceClient, HydrazineServiceDefinition as _hydrazine_v1_HydrazineServiceDefinition } from './hydrazine/v1/HydrazineService.ts';
 import type { IssueDpuCredentialsRequest as _hydrazine_v1_IssueDpuCredentialsRequest, IssueDpuCredentialsRequest__Output as _hydrazine_v1_IssueDpuCredentialsRequest__Output } from './hydrazine/v1/IssueDpuCredentialsRequest.ts';
@@ -52,6 +53,8 @@ import type { Network as _hydrazine_v1_Network, Network__Output as _hydrazine_v1
 import type { ObservedState as _hydrazine_v1_ObservedState, ObservedState__Output as _hydrazine_v1_ObservedState__Output } from './hydrazine/v1/ObservedState.ts';
 import type { OvnCentral as _hydrazine_v1_OvnCentral, OvnCentral__Output as _hydrazine_v1_OvnCentral__Output } from './hydrazine/v1/OvnCentral.ts';
 import type { OvnController as _hydrazine_v1_OvnController, OvnController__Output as _hydrazine_v1_OvnController__Output } from './hydrazine/v1/OvnController.ts';
+import type { Policy as _hydrazine_v1_Policy, Policy__Output as _hydrazine_v1_Policy__Output } from './hydrazine/v1/Policy.ts';
+import type { PolicyPeer as _hydrazine_v1_PolicyPeer, PolicyPeer__Output as _hydrazine_v1_PolicyPeer__Output } from './hydrazine/v1/PolicyPeer.ts';
 import type { PublicIp as _hydrazine_v1_PublicIp, PublicIp__Output as _hydrazine_v1_PublicIp__Output } from './hydrazine/v1/PublicIp.ts';
 import type { RedisCredentials as _hydrazine_v1_RedisCredentials, RedisCredentials__Output as _hydrazine_v1_RedisCredentials__Output } from './hydrazine/v1/RedisCredentials.ts';
 import type { RegisterPublicIpRequest as _hydrazine_v1_RegisterPublicIpRequest, RegisterPublicIpRequest__Output as _hydrazine_v1_RegisterPublicIpRequest__Output } from './hydrazine/v1/RegisterPublicIpRequest.ts';
@@ -114,6 +117,7 @@ export interface ProtoGrpcType {
       GetPublicIpResponse: MessageTypeDefinition<_hydrazine_v1_GetPublicIpResponse, _hydrazine_v1_GetPublicIpResponse__Output>
       GetResourceGroupRequest: MessageTypeDefinition<_hydrazine_v1_GetResourceGroupRequest, _hydrazine_v1_GetResourceGroupRequest__Output>
       GetResourceGroupResponse: MessageTypeDefinition<_hydrazine_v1_GetResourceGroupResponse, _hydrazine_v1_GetResourceGroupResponse__Output>
+      GroupDns: MessageTypeDefinition<_hydrazine_v1_GroupDns, _hydrazine_v1_GroupDns__Output>
       GroupImplementation: EnumTypeDefinition
       HostAccess: EnumTypeDefinition
       HostAccessIps: MessageTypeDefinition<_hydrazine_v1_HostAccessIps, _hydrazine_v1_HostAccessIps__Output>
@@ -138,6 +142,11 @@ export interface ProtoGrpcType {
       ObservedState: MessageTypeDefinition<_hydrazine_v1_ObservedState, _hydrazine_v1_ObservedState__Output>
       OvnCentral: MessageTypeDefinition<_hydrazine_v1_OvnCentral, _hydrazine_v1_OvnCentral__Output>
       OvnController: MessageTypeDefinition<_hydrazine_v1_OvnController, _hydrazine_v1_OvnController__Output>
+      Policy: MessageTypeDefinition<_hydrazine_v1_Policy, _hydrazine_v1_Policy__Output>
+      PolicyAction: EnumTypeDefinition
+      PolicyDirection: EnumTypeDefinition
+      PolicyPeer: MessageTypeDefinition<_hydrazine_v1_PolicyPeer, _hydrazine_v1_PolicyPeer__Output>
+      PolicyProtocol: EnumTypeDefinition
       PublicIp: MessageTypeDefinition<_hydrazine_v1_PublicIp, _hydrazine_v1_PublicIp__Output>
       RedisCredentials: MessageTypeDefinition<_hydrazine_v1_RedisCredentials, _hydrazine_v1_RedisCredentials__Output>
       RegisterPublicIpRequest: MessageTypeDefinition<_hydrazine_v1_RegisterPublicIpRequest, _hydrazine_v1_RegisterPublicIpRequest__Output>

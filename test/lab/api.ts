@@ -11,7 +11,8 @@ export type HostAccess = 'None' | 'FabricAccess' | 'PublicAccess'
 
 /**
  * `PUT /v1/managed-resources/<host>`: the host into `group` on its DPU, identified by its
- * host port, with a fixed `ip` or (without one) an address from the group's IPAM.
+ * host port, with a fixed `ip` or (without one) an address from the group's IPAM, and
+ * any `extra` spec fields (e.g. `hostname`).
  */
 export function attachHost(
   lab: Pick<Lab, 'api' | 'dpus'>,
@@ -19,6 +20,7 @@ export function attachHost(
   group: string,
   ip: string | undefined,
   hostAccess: HostAccess = 'None',
+  extra: Record<string, unknown> = {},
 ): Promise<ApiAnswer> {
   const dpu = lab.dpus.find((d) => d.id === host.dpu)
   if (!dpu) throw new Error(`no DPU ${host.dpu}`)
@@ -29,6 +31,7 @@ export function attachHost(
     dpu: { id: dpu.id, ips: [dpu.encapIp, dpu.natIp] },
     hostAccess,
     identifier: host.hostPort,
+    ...extra,
   })
 }
 

@@ -1,25 +1,17 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import type { Registry } from 'prom-client'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
-import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
-import {
-  agentQueueName,
-  type ConfigureAck,
-  type Heartbeat,
-  type IsolateAck,
-  parseAgentJob,
-} from '../../lib/agent-protocol/index.ts'
+import type { ConfigureAck, IsolateAck } from '../../lib/agent-protocol/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
-import { createRedis } from '../../lib/redis/connection.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
 import { FakeChassis } from '../helpers/fake-chassis.ts'
 import { eventually } from '../helpers/processes.ts'
 import { type LocalRedisCluster, withRedisCluster } from '../helpers/redis-cluster.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
+import { startStandInAgent, type TestAgent } from './stand-in-agent.ts'
 
 const run = promisify(execFile)
 
@@ -69,10 +61,7 @@ export interface SwitchPort {
   readonly portSecurity: string[]
 }
 
-export interface TestAgent {
-  readonly jobs: Job[]
-  close(): Promise<void>
-}
+export { startStandInAgent, type TestAgent }
 
 /** The Redis URL with another user's credentials in place of the admin's. */
 export function asUser(url: string, user: { username: string; password: string }): string {
@@ -97,6 +86,8 @@ export async function startPipeline(
     metrics?: Registry
     /** A private 3-master Redis Cluster instead of the embedded Redis. */
     redisCluster?: boolean
+    /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); default none: no DNS. */
+    dnsZone?: string
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
@@ -141,6 +132,7 @@ export async function startPipeline(
     lockDurationMs: 2000,
     ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
+    ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
   })
   t.teardown(() => controller.close())
   const { client } = controller
@@ -242,119 +234,6 @@ function setOf(value: unknown): unknown[] {
   if (value === undefined) return []
   if (Array.isArray(value) && value[0] === 'set') return value[1] as unknown[]
   return [value]
-}
-
-/**
- * An in-process agent for a DPU that answers its queue like the real one (see
- * `Pipeline.agent`), on `redisUrl` (a single Redis or a cluster) under BullMQ `prefix`.
- * Leaves in the SB what ovn-controller would when given a `chassis`.
- */
-export async function startStandInAgent(
-  t: Teardown,
-  options: {
-    readonly redisUrl: string
-    readonly prefix?: string
-    readonly dpuId: string
-    readonly protocolVersions?: string[]
-    readonly tamper?: (ack: ConfigureAck | IsolateAck) => object
-    readonly chassis?: FakeChassis
-  },
-): Promise<TestAgent> {
-  const { dpuId, protocolVersions, tamper, chassis } = options
-  const jobs: Job[] = []
-  const connection = createRedis({ url: options.redisUrl }, { maxRetriesPerRequest: null })
-  // A stand-in agent rides out a Redis restart as the real one does: reconnecting.
-  connection.on('error', () => {})
-  const heartbeats = new Heartbeats(connection)
-  if (protocolVersions) await heartbeats.write(heartbeat(dpuId, protocolVersions), 60_000)
-  const worker = new Worker(
-    agentQueueName(dpuId),
-    async (job) => {
-      jobs.push(job)
-      if (protocolVersions) {
-        try {
-          parseAgentJob(job.name, job.data, protocolVersions)
-        } catch (error) {
-          throw new UnrecoverableError(String(error))
-        }
-      }
-      const ack = await answer(dpuId, job, chassis)
-      return tamper ? tamper(ack) : ack
-    },
-    { connection, ...(options.prefix ? { prefix: options.prefix } : {}), concurrency: 8 },
-  )
-  worker.on('error', () => {})
-  await worker.waitUntilReady()
-  const close = async () => {
-    await worker.close()
-    if (protocolVersions) await heartbeats.remove(dpuId)
-    connection.disconnect()
-  }
-  t.teardown(close)
-  return { jobs, close }
-}
-
-function observed(dpuId: string) {
-  return {
-    chassis: dpuId,
-    bridges: ['br-int', 'br-phy'],
-    ovnRemote: null,
-    ovnController: { running: true, connected: true },
-    boundPorts: [],
-    relays: [],
-  }
-}
-
-function heartbeat(dpuId: string, protocolVersions: string[]): Heartbeat {
-  return {
-    dpuId,
-    agentVersion: '0.0.0-test',
-    protocolVersions,
-    fabricIps: [],
-    at: new Date().toISOString(),
-    intervalMs: 20_000,
-    observed: observed(dpuId),
-  }
-}
-
-/**
- * What a DPU agent does for a job: binds or releases the port in the SB (as its
- * ovn-controller would) and returns the ack shapes of lib/agent-protocol.
- */
-async function answer(
-  dpuId: string,
-  job: Job,
-  chassis: FakeChassis | undefined,
-): Promise<ConfigureAck | IsolateAck> {
-  const data = job.data as {
-    specVersion: number
-    protocolVersion: string
-    host: { logicalPort: string }
-    group: { sbRemote?: string }
-  }
-  const hostPort = `hp-${data.host.logicalPort}`.slice(0, 15)
-  if (job.name === 'configure') {
-    if (data.group.sbRemote) await chassis?.bind(data.group.sbRemote, dpuId, data.host.logicalPort)
-    return {
-      dpuId,
-      specVersion: data.specVersion,
-      protocolVersion: data.protocolVersion,
-      hostPort,
-      ovnInstalled: true,
-      chassis: dpuId,
-      observed: observed(dpuId),
-    }
-  }
-  await chassis?.release(dpuId, data.host.logicalPort)
-  return {
-    dpuId,
-    specVersion: data.specVersion,
-    protocolVersion: data.protocolVersion,
-    hostPort,
-    unbound: true,
-    chassis: dpuId,
-    observed: observed(dpuId),
-  }
 }
 
 /** Waits until `check` holds; fails the caller's assertion with the last value seen. */

@@ -114,5 +114,20 @@ export function rowBuilders(g: string) {
       parent: { table: 'Logical_Router', key: routerKey, column: 'policies' },
     })
 
-  return { owner, ids, ls, lsp, lrp, routerLink, route, nat, policy }
+  /** A DNS row the switch `switchKey` answers queries from (its `dns_records`). */
+  const dns = (
+    rows: DesiredRow[],
+    switchKey: string,
+    key: string,
+    records: Record<string, string>,
+    extra?: Extra,
+  ) =>
+    rows.push({
+      table: 'DNS',
+      key,
+      row: { records, external_ids: ids(key, extra) },
+      parent: { table: 'Logical_Switch', key: switchKey, column: 'dns_records' },
+    })
+
+  return { owner, ids, ls, lsp, lrp, routerLink, route, nat, policy, dns }
 }

@@ -2,8 +2,9 @@ import * as v from 'valibot'
 import type { Writable } from '../database.ts'
 import type { NbTables } from '../schema/nb.generated.ts'
 import { linkLocalSlots } from './addresses.ts'
-import { InvalidTopologySpec } from './errors.ts'
+import { DnsNameConflict, InvalidTopologySpec } from './errors.ts'
 import { type Draft, groupParts } from './parts.ts'
+import { type PolicyStatus, policyRows } from './policies.ts'
 import {
   type GroupMember,
   GroupMemberSchema,
@@ -23,6 +24,9 @@ export type TopologyTable =
   | 'Logical_Router_Static_Route'
   | 'Logical_Router_Policy'
   | 'NAT'
+  | 'DNS'
+  | 'Port_Group'
+  | 'ACL'
 
 export const TOPOLOGY_TABLES: readonly TopologyTable[] = [
   'Logical_Switch',
@@ -32,13 +36,26 @@ export const TOPOLOGY_TABLES: readonly TopologyTable[] = [
   'Logical_Router_Static_Route',
   'Logical_Router_Policy',
   'NAT',
+  'DNS',
+  'Port_Group',
+  'ACL',
 ]
 
 /** Where a child row hangs: its parent (by key) and the parent's reference column. */
 export interface ParentRef {
-  readonly table: 'Logical_Switch' | 'Logical_Router'
+  readonly table: 'Logical_Switch' | 'Logical_Router' | 'Port_Group'
   readonly key: string
-  readonly column: 'ports' | 'static_routes' | 'policies' | 'nat'
+  readonly column: 'ports' | 'static_routes' | 'policies' | 'nat' | 'dns_records' | 'acls'
+}
+
+/**
+ * Rows a row refers to without owning them (a port group's `ports`, weak references to
+ * the group's host ports), by row id (`<table>/<key>`): the diff keeps the column equal
+ * to exactly those rows.
+ */
+export interface RowLinks {
+  readonly column: 'ports'
+  readonly ids: readonly string[]
 }
 
 /** One NB row the group needs, without its reference columns (those come from `parent`). */
@@ -49,6 +66,7 @@ export type DesiredRow = {
     readonly key: string
     readonly row: Partial<Writable<NbTables[K]>> & { external_ids: Record<string, string> }
     readonly parent?: ParentRef
+    readonly links?: RowLinks
   }
 }[TopologyTable]
 
@@ -59,6 +77,8 @@ export interface DesiredRows {
   readonly rows: readonly DesiredRow[]
   /** What the topology leaves out of what was asked; the rest of the group is built. */
   readonly problems?: readonly TopologyProblem[]
+  /** What the group's security policies came to (`policies.ts`); absent without rules. */
+  readonly policies?: PolicyStatus
 }
 
 /**
@@ -87,7 +107,12 @@ export interface TopologyProblem {
  *   router answer ARP for the NAT IP); FabricAccess: `dnat_and_snat` NAT IP ↔ host;
  *   PublicAccess: `dnat_and_snat` public IP ↔ host (the host's egress leaves as its
  *   public IP, which FRR announces with next hop = the NAT IP) and `dnat` NAT IP → host
- *   (still reachable from the fabric; all it has while its public IP is not allocated).
+ *   (still reachable from the fabric; all it has while its public IP is not allocated);
+ * - with `dns`: a `DNS` row per built host in the switch's `dns_records` (`dns.ts`:
+ *   `<name>.<group>.<zone>`, `<name>` and the address's PTR name), so names resolve in
+ *   the group only; hosts sharing a DNS name get none (named in `problems`);
+ * - with `policies`: port groups of the built hosts and an ACL per rule (`policies.ts`);
+ *   what they came to, rules naming hosts the group lacks included, is in `policies`.
  *
  * A host is built when its address lies in one of the group's subnets, else left out;
  * FabricAccess and PublicAccess need a routed IPv4 address, else the host gets its port
@@ -114,6 +139,7 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
     spec.dummyFabricIp,
     spec.fabricGatewayIp,
     spec.physicalNetwork,
+    spec.dns ?? null,
   ])
   const previous = memo?.previous(g, head)
   const memberSigs = Array.isArray(spec.members) ? spec.members.map(memberSignature) : []
@@ -133,16 +159,27 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
   const c = groupParts(spec)
   const rows: DesiredRow[] = [...fragment('head', ({ rows }) => c.headRows(rows)).rows]
   const placed: { member: GroupMember; sig: string }[] = []
+  const dnsClashes = spec.dns ? dnsNameClashes(spec.members) : new Map<string, string[]>()
   for (const [i, m] of spec.members.entries()) {
     const sig = memberSigs[i] ?? ''
     if (fragments.has(`m${sig}`)) throw new InvalidTopologySpec(g, `duplicate member ${m.hostName}`)
     const built = fragment(`m${sig}`, (draft) => c.memberRows(draft, m))
     rows.push(...built.rows)
-    if (!built.omitted) placed.push({ member: m, sig })
+    if (built.omitted) continue
+    placed.push({ member: m, sig })
+    if (spec.dns && !dnsClashes.has(dnsNameOf(m))) {
+      rows.push(...fragment(`n${sig}`, (draft) => c.dnsRows(draft, m)).rows)
+    }
   }
   const relays: Draft = { rows: [], problems: [], omitted: false }
   for (const r of spec.dhcpRelayPorts ?? []) c.relayRows(relays, r)
   rows.push(...relays.rows)
+  const policies = policyRows(
+    g,
+    spec.policies ?? [],
+    placed.map((p) => p.member),
+  )
+  rows.push(...policies.rows)
 
   // Per DPU: transit switch, gateway router, public switch, NAT.
   const byDpu = new Map<string, { members: GroupMember[]; sigs: string[] }>()
@@ -163,7 +200,8 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
     rows.push(...built.rows)
   }
   const seen = new Set<string>()
-  for (const ids of [...[...fragments.values()].map((f) => f.ids), relays.rows.map(rowId)]) {
+  const unmemoised = [...relays.rows, ...policies.rows].map(rowId)
+  for (const ids of [...[...fragments.values()].map((f) => f.ids), unmemoised]) {
     for (const id of ids) {
       if (seen.has(id)) throw new InvalidTopologySpec(g, `duplicate ${id.replace('/', ' ')}`)
       seen.add(id)
@@ -171,7 +209,37 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
   }
   memo?.remember(g, head, fragments)
   const problems = [...[...fragments.values()].flatMap((f) => f.problems), ...relays.problems]
-  return { group: g, owner: c.owner, rows, problems }
+  for (const [name, hosts] of dnsClashes) {
+    for (const host of hosts) {
+      const others = hosts.filter((h) => h !== host)
+      const { code, message } = new DnsNameConflict(g, host, name, others)
+      problems.push({ code, message, host })
+    }
+  }
+  return {
+    group: g,
+    owner: c.owner,
+    rows,
+    problems,
+    ...(policies.status.rules > 0 ? { policies: policies.status } : {}),
+  }
+}
+
+/** A member's name in its group's DNS. */
+function dnsNameOf(m: GroupMember): string {
+  return m.dnsName ?? m.hostName
+}
+
+/** DNS names more than one member has, with those members: none of them gets a record. */
+function dnsNameClashes(members: readonly GroupMember[]): Map<string, string[]> {
+  const byName = new Map<string, string[]>()
+  for (const m of members) {
+    const hosts = byName.get(dnsNameOf(m))
+    if (hosts) hosts.push(m.hostName)
+    else byName.set(dnsNameOf(m), [m.hostName])
+  }
+  for (const [name, hosts] of byName) if (hosts.length < 2) byName.delete(name)
+  return byName
 }
 
 /** Rows built for one part of a group (its head, one host, one DPU), with their ids. */
@@ -227,6 +295,7 @@ function memberSignature(m: GroupMember): string {
     m?.dpu?.natIp,
     m?.access,
     m?.publicIp,
+    m?.dnsName,
   ])
 }
 

@@ -36,9 +36,15 @@ function idOf(row: DesiredRow | ParentRef): string {
 const ids = new WeakMap<DesiredRow | ParentRef, string>()
 
 const REF_COLUMNS = {
-  Logical_Switch: ['ports'],
+  Logical_Switch: ['ports', 'dns_records'],
   Logical_Router: ['ports', 'static_routes', 'policies', 'nat'],
+  Port_Group: ['acls'],
 } as const
+
+/** Whether rows of `table` hold children (their reference columns are `REF_COLUMNS`'). */
+function isParent(table: string): table is keyof typeof REF_COLUMNS {
+  return table in REF_COLUMNS
+}
 
 /** `external_ids` key on the group's distributed router bumped by every apply. */
 export const GENERATION_KEY = 'hydrazine:generation'
@@ -120,18 +126,30 @@ export function diffTopology(
   for (const d of desired.rows) {
     const id = idOf(d)
     const have = existing.get(id)
-    if (d.table !== 'Logical_Switch' && d.table !== 'Logical_Router') {
+    if (!isParent(d.table)) {
       if (!have) inserts.push(nb.insert(d.table, d.row as never, refOf.get(id)))
       continue
     }
     const mine = children.get(id) ?? new Map<string, string[]>()
+    // Linked rows (a port group's ports) as this transaction refers to them.
+    const linked = d.links?.ids.flatMap((l) => refOf.get(l) ?? [])
     if (!have) {
       const row: Record<string, unknown> = { ...d.row }
       for (const [column, refs] of mine) row[column] = refs
+      if (d.links && linked) row[d.links.column] = linked
       inserts.push(nb.insert(d.table, row as never, refOf.get(id)))
       continue
     }
     const mutations: [string, 'insert' | 'delete', string[]][] = []
+    if (d.links && linked) {
+      const current = refsOf(have, d.links.column)
+      const wantedLinks = new Set(linked)
+      const add = linked.filter((ref) => !current.has(ref))
+      const drop = [...current].filter((u) => !wantedLinks.has(u))
+      if (add.length > 0) mutations.push([d.links.column, 'insert', add])
+      if (drop.length > 0) mutations.push([d.links.column, 'delete', drop])
+      if ((add.length > 0 || drop.length > 0) && !touched.includes(id)) touched.push(id)
+    }
     for (const column of REF_COLUMNS[d.table]) {
       const current = refsOf(have, column)
       const add = (mine.get(column) ?? []).filter((ref) => !current.has(ref))
@@ -144,9 +162,10 @@ export function diffTopology(
     }
   }
 
-  // Stale roots are deleted; stale children vanish once unreferenced (above).
+  // Stale roots are deleted (a DNS row too: a switch refers to it weakly); stale
+  // children vanish once unreferenced (above).
   const deletes = stale
-    .filter((s) => s.table === 'Logical_Switch' || s.table === 'Logical_Router')
+    .filter((s) => nbSchema.tables[s.table]?.isRoot === true)
     .map((s) => nb.delete(s.table, [['_uuid', '==', s.row._uuid]]))
 
   const writes = [...inserts, ...updates, ...parentOps, ...deletes]

@@ -49,3 +49,21 @@ export class TopologyApplyContention extends HydrazineError {
     )
   }
 }
+
+/**
+ * Two hosts of a group have the same DNS name (the store refuses the second; hosts stored
+ * before DNS names existed may still): none of them gets a record, as none is the answer.
+ */
+export class DnsNameConflict extends HydrazineError {
+  constructor(
+    readonly group: string,
+    readonly host: string,
+    readonly dnsName: string,
+    readonly others: readonly string[],
+  ) {
+    super(
+      'DNS_NAME_CONFLICT',
+      `group ${group}: host ${host} has the DNS name ${dnsName}, as ${others.join(', ')} has; none of them gets a DNS record`,
+    )
+  }
+}

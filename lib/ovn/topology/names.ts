@@ -3,6 +3,7 @@
  * lib/ovn's alone: callers ask for a name here instead of spelling it (libovsdb's
  * `db_object_ids.go` is the model), so changing a naming scheme changes one file.
  */
+import { createHash } from 'node:crypto'
 
 /** `external_ids` key naming the owner of every row Hydrazine writes (`group/<name>`). */
 export const OWNER_KEY = 'hydrazine:owner'
@@ -124,4 +125,31 @@ export function parseTopologyName(name: string, as: 'datapath' | 'port'): Topolo
     return datapath === (as === 'datapath') ? { kind, group, dpu: b } : undefined
   }
   return undefined
+}
+
+/** `external_ids` key: the security-policy rule a port group or ACL is for. */
+export const POLICY_KEY = 'hydrazine:policy'
+
+/**
+ * The names of a group's security-policy port groups. ACL matches name a port group as
+ * `@<name>` and the address sets OVN derives from it as `$<name>_ip4` / `$<name>_ip6`, so
+ * a name must match `[a-zA-Z_.][a-zA-Z_.0-9]*`, and it is unique in NB. Each starts
+ * `hz_` and 16 hex digits of the group name's SHA-256 (a group name may hold `-`), then
+ * what it holds: `all` (every host of the group), `t_<rule>` (a rule's target hosts),
+ * `p_<rule>` (its peer hosts), the rule name (an RFC 1123 label) with `-` as `_` — one to
+ * one, so no two rules or groups share a name.
+ *
+ * @example policyNames.targets('group-a', 'deny-ssh') // 'hz_<16 hex>_t_deny_ssh'
+ */
+export const policyNames = {
+  /** Every host port of the group: what a rule without `hosts` applies to. */
+  all: (group: string) => `${policyPrefix(group)}_all`,
+  /** A rule's target hosts. */
+  targets: (group: string, rule: string) => `${policyPrefix(group)}_t_${rule.replaceAll('-', '_')}`,
+  /** A rule's peer hosts. */
+  peers: (group: string, rule: string) => `${policyPrefix(group)}_p_${rule.replaceAll('-', '_')}`,
+} as const
+
+function policyPrefix(group: string): string {
+  return `hz_${createHash('sha256').update(group).digest('hex').slice(0, 16)}`
 }

@@ -7,6 +7,7 @@ import type { HydrazineError } from '../../errors.ts'
 import { inSubnet, prefixLength, transitAddresses } from './addresses.ts'
 import { rowBuilders } from './builders.ts'
 import type { DesiredRow, TopologyProblem } from './compile.ts'
+import { dnsDomain, hostDnsRecords } from './dns.ts'
 import { InvalidTopologySpec, Ipv6NatUnsupported, NatConflict } from './errors.ts'
 import { DPU_KEY, HOST_KEY, topologyNames as names, ROLE_KEY } from './names.ts'
 import type { DhcpRelayPort, GroupMember, GroupSubnet, GroupTopologySpec } from './spec.ts'
@@ -120,6 +121,13 @@ export function groupParts(spec: GroupTopologySpec) {
     )
   }
 
+  /** A built host's DNS records, answered on the group's switch only. */
+  const dnsRows = (draft: Draft, m: GroupMember) => {
+    if (!spec.dns) return
+    const records = hostDnsRecords(m.dnsName ?? m.hostName, dnsDomain(g, spec.dns.zone), m.ip)
+    b.dns(draft.rows, lsKey, `dns/${m.hostName}`, records, { [HOST_KEY]: m.hostName })
+  }
+
   /** A DHCP relay's port; without its address when that is not the group's. */
   const relayRows = (draft: Draft, r: DhcpRelayPort) => {
     let ip = r.ip
@@ -230,5 +238,5 @@ export function groupParts(spec: GroupTopologySpec) {
     }
   }
 
-  return { owner: b.owner, headRows, memberRows, relayRows, dpuRows }
+  return { owner: b.owner, headRows, memberRows, dnsRows, relayRows, dpuRows }
 }

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net'
 import * as v from 'valibot'
+import { type GroupPolicyRule, GroupPolicyRuleSchema } from './policies.ts'
 
 /**
  * What one group's OVN topology is compiled from: the group's network, its members
@@ -32,6 +33,21 @@ export interface GroupTopologySpec {
   readonly physicalNetwork?: string
   readonly members: readonly GroupMember[]
   readonly dhcpRelayPorts?: readonly DhcpRelayPort[]
+  /**
+   * The group's DNS (OVN's native DNS): each built host's name resolves to its address
+   * inside the group only (`dns.ts`). Absent: the group has no DNS records.
+   */
+  readonly dns?: GroupDns
+  /**
+   * Security policies between the group's hosts and with CIDRs (`policies.ts`): port
+   * groups and ACLs; absent or empty: none, and all traffic is allowed.
+   */
+  readonly policies?: readonly GroupPolicyRule[]
+}
+
+export interface GroupDns {
+  /** The zone group domains live in, e.g. `hydrazine.internal`: hosts are `<name>.<group>.<zone>`. */
+  readonly zone: string
 }
 
 export type HostAccess = 'None' | 'FabricAccess' | 'PublicAccess'
@@ -53,6 +69,8 @@ export interface GroupMember {
   readonly dpu: { readonly id: string; readonly natIp?: string }
   readonly access: HostAccess
   readonly publicIp?: string
+  /** The host's name in the group's DNS (an RFC 1123 label); default `hostName`. */
+  readonly dnsName?: string
 }
 
 export interface DhcpRelayPort {
@@ -81,6 +99,15 @@ const cidr = v.pipe(
   }, 'an address with prefix length'),
 )
 const mac = v.pipe(v.string(), v.regex(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i, 'a MAC address'))
+const label = v.pipe(v.string(), v.regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'a DNS label'))
+const zone = v.pipe(
+  v.string(),
+  v.maxLength(125, 'a DNS zone of at most 125 characters'),
+  v.regex(
+    /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/,
+    'a DNS zone',
+  ),
+)
 
 /** One member, validated on its own when a compile memo has not seen it before. */
 export const GroupMemberSchema = v.object({
@@ -91,6 +118,7 @@ export const GroupMemberSchema = v.object({
   dpu: v.object({ id: v.pipe(v.string(), v.minLength(1)), natIp: v.optional(ip4) }),
   access: v.picklist(['None', 'FabricAccess', 'PublicAccess']),
   publicIp: v.optional(ip4),
+  dnsName: v.optional(label),
 })
 
 export const GroupTopologySpecSchema = v.object({
@@ -112,4 +140,6 @@ export const GroupTopologySpecSchema = v.object({
       }),
     ),
   ),
+  dns: v.optional(v.object({ zone })),
+  policies: v.optional(v.array(GroupPolicyRuleSchema)),
 })

@@ -103,3 +103,15 @@ t.test('names in plain words, and names that are not ours as they are', async (t
   t.equal(describePort('hz/g/relay/d'), 'DHCP relay port on DPU d')
   t.equal(describePort('operator-port'), 'operator-port')
 })
+
+t.test('a security-policy ACL drops the packet (ct_commit without next)', async (t) => {
+  const trace = fixture('acl-drop')
+  t.match(explain(trace).verdict, {
+    verdict: 'dropped',
+    datapath: 'hz/group-a/ls',
+    stage: '4. ls_out_acl',
+    match: /outport == @hz_[0-9a-f]{16}_t_deny_h1/,
+    reason: 'an ACL drops it',
+  })
+  t.match(explain(trace).hops.at(-1), /dropped at stage 4\. ls_out_acl/)
+})

@@ -144,7 +144,7 @@ function hopsOf(trace: ParsedTrace): string[] {
     }
     if (s.kind !== 'action') pipeline = s
     for (const st of s.stages) {
-      if (st.implicitDrop || st.actions.includes('drop;')) {
+      if (trace.drops.some((d) => d.stage === st)) {
         flush()
         const match = st.match ? ` (${st.match})` : ''
         hops.push(

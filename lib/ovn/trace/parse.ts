@@ -285,8 +285,18 @@ export function parseTrace(text: string): ParsedTrace {
   const lastStage = last?.stages.at(-1)
   const lastAction = lastStage?.actions.filter((a) => !a.startsWith('/*')).at(-1)
   const ended = last === sections.at(-1) && lastAction !== undefined
+  // Actions that end without `next;` or `output;` drop the packet. `ct_commit { … };` is
+  // one (a stateful ACL's deny of an established connection marks it blocked and drops
+  // it); other `ct_…` actions go on in a table ovn-trace did not follow.
+  const committed = ended && lastStage && lastAction?.startsWith('ct_commit')
+  if (committed) drops.push({ datapath: last?.datapath, stage: lastStage, generated: current })
   const stoppedAt =
-    ended && lastStage && lastAction && !FINAL_ACTIONS.has(lastAction) && /^ct_/.test(lastAction)
+    ended &&
+    !committed &&
+    lastStage &&
+    lastAction &&
+    !FINAL_ACTIONS.has(lastAction) &&
+    /^ct_/.test(lastAction)
       ? { datapath: last?.datapath, stage: lastStage, action: lastAction.replace(/;$/, '') }
       : undefined
 

@@ -13,8 +13,10 @@ export interface ManagedResourceSpec {
   'dpu'?: (_hydrazine_v1_DpuPlacement | null);
   'hostAccess'?: (_hydrazine_v1_HostAccess);
   'identifier'?: (string);
+  'hostname'?: (string);
   '_hostIp'?: "hostIp";
   '_identifier'?: "identifier";
+  '_hostname'?: "hostname";
 }
 
 export interface ManagedResourceSpec__Output {
@@ -25,6 +27,8 @@ export interface ManagedResourceSpec__Output {
   'dpu': (_hydrazine_v1_DpuPlacement__Output | null);
   'hostAccess': (_hydrazine_v1_HostAccess__Output);
   'identifier'?: (string);
+  'hostname'?: (string);
   '_hostIp'?: "hostIp";
   '_identifier'?: "identifier";
+  '_hostname'?: "hostname";
 }

@@ -4,6 +4,8 @@
 import type { Network as _hydrazine_v1_Network, Network__Output as _hydrazine_v1_Network__Output } from '../../hydrazine/v1/Network.ts';
 import type { Subnet as _hydrazine_v1_Subnet, Subnet__Output as _hydrazine_v1_Subnet__Output } from '../../hydrazine/v1/Subnet.ts';
 import type { GroupImplementation as _hydrazine_v1_GroupImplementation, GroupImplementation__Output as _hydrazine_v1_GroupImplementation__Output } from '../../hydrazine/v1/GroupImplementation.ts';
+import type { Policy as _hydrazine_v1_Policy, Policy__Output as _hydrazine_v1_Policy__Output } from '../../hydrazine/v1/Policy.ts';
+import type { GroupDns as _hydrazine_v1_GroupDns, GroupDns__Output as _hydrazine_v1_GroupDns__Output } from '../../hydrazine/v1/GroupDns.ts';
 
 export interface ResourceGroupSpec {
   'tenantId'?: (string);
@@ -11,6 +13,8 @@ export interface ResourceGroupSpec {
   'extraSubnets'?: (_hydrazine_v1_Subnet)[];
   'dhcpServer'?: (string);
   'implementation'?: (_hydrazine_v1_GroupImplementation);
+  'policies'?: (_hydrazine_v1_Policy)[];
+  'dns'?: (_hydrazine_v1_GroupDns | null);
   '_dhcpServer'?: "dhcpServer";
 }
 
@@ -20,5 +24,7 @@ export interface ResourceGroupSpec__Output {
   'extraSubnets': (_hydrazine_v1_Subnet__Output)[];
   'dhcpServer'?: (string);
   'implementation': (_hydrazine_v1_GroupImplementation__Output);
+  'policies': (_hydrazine_v1_Policy__Output)[];
+  'dns': (_hydrazine_v1_GroupDns__Output | null);
   '_dhcpServer'?: "dhcpServer";
 }

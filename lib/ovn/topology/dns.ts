@@ -1,0 +1,61 @@
+/**
+ * A group's DNS names, as OVN's native DNS answers them (the NB `DNS` table, referenced
+ * from the group's switch's `dns_records`): each host is `<name>.<group>.<zone>` — and
+ * `<name>` alone — inside its own group, with a PTR record for its address. OVN answers a
+ * query for one of these names when it crosses the group's switch (`ls_in_dns_lookup`),
+ * whatever address it was sent to; any other query goes on unanswered by OVN. Pure.
+ */
+import { isIP } from 'node:net'
+
+/**
+ * The domain a group's hosts are named in: `<group>.<zone>`, what a host puts in its
+ * resolver's `search` line.
+ *
+ * @example dnsDomain('group-a', 'hydrazine.internal') // 'group-a.hydrazine.internal'
+ */
+export function dnsDomain(group: string, zone: string): string {
+  return `${group}.${zone}`
+}
+
+/**
+ * The records of one host: its fully qualified name and its short name to its address
+ * (A or AAAA, by the address's family), and the address's reverse name to the full name
+ * (PTR). Names are lowercase: DNS compares them without case, and OVN's lookup keys are
+ * what the query carries, lowercased.
+ *
+ * @example
+ * hostDnsRecords('web', 'group-a.hydrazine.internal', '10.10.10.2')
+ * // { 'web.group-a.hydrazine.internal': '10.10.10.2', web: '10.10.10.2',
+ * //   '2.10.10.10.in-addr.arpa': 'web.group-a.hydrazine.internal' }
+ */
+export function hostDnsRecords(name: string, domain: string, ip: string): Record<string, string> {
+  const host = name.toLowerCase()
+  const fqdn = `${host}.${domain.toLowerCase()}`
+  return { [fqdn]: ip, [host]: ip, [reverseName(ip)]: fqdn }
+}
+
+/**
+ * The name a PTR query for `ip` asks about: `in-addr.arpa` (RFC 1035) for IPv4, one
+ * nibble per label under `ip6.arpa` (RFC 3596) for IPv6.
+ *
+ * @example reverseName('10.10.10.2') // '2.10.10.10.in-addr.arpa'
+ * @example reverseName('fd00::1') // '1.0.0.0.….0.d.f.ip6.arpa' (32 nibbles)
+ */
+export function reverseName(ip: string): string {
+  if (isIP(ip) === 4) return `${ip.split('.').reverse().join('.')}.in-addr.arpa`
+  const nibbles = v6Bits(ip).toString(16).padStart(32, '0')
+  return `${[...nibbles].reverse().join('.')}.ip6.arpa`
+}
+
+/** An IPv6 address as a number (a dotted IPv4 tail, `::ffff:10.0.0.1`, included). */
+function v6Bits(address: string): bigint {
+  const dotted = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(address)
+  const ip = dotted
+    ? `${dotted[1]}${((Number(dotted[2]) << 8) | Number(dotted[3])).toString(16)}:${((Number(dotted[4]) << 8) | Number(dotted[5])).toString(16)}`
+    : address
+  const [head = '', tail = ''] = ip.split('::')
+  const h = head ? head.split(':') : []
+  const t = tail ? tail.split(':') : []
+  const groups = ip.includes('::') ? [...h, ...Array(8 - h.length - t.length).fill('0'), ...t] : h
+  return groups.reduce((acc: bigint, x: string) => (acc << 16n) | BigInt(`0x${x}`), 0n)
+}

@@ -1,0 +1,14 @@
+/**
+ * The name format every Hydrazine object and rule name follows, apart from the schemas
+ * that use it (`objects.ts`, `policies.ts`), so that both can import it.
+ */
+import * as v from 'valibot'
+
+/** RFC 1123 label: lowercase letters, digits and `-`, 1–63 characters, no `-` at either end. */
+export const Rfc1123Label = v.pipe(
+  v.string(),
+  v.regex(
+    /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
+    'must be an RFC 1123 label: lowercase letters, digits and -, at most 63, not starting or ending with -',
+  ),
+)

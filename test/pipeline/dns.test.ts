@@ -1,0 +1,211 @@
+/**
+ * Per-group DNS through the whole pipeline, on one shared NB + SB (northd running): two
+ * groups on the same CIDR, each with a host whose DNS name is `web`. Each group's switch
+ * refers only to its own hosts' DNS rows and northd gives each SB DNS row to that switch's
+ * datapath alone; the records follow the hosts (a new DNS name, a detach; a new address is
+ * `lib/ovn/topology/dns.test.ts`'s: IPAM keeps a host's address for its life),
+ * a second `web` in a group is refused (409), a group may turn DNS off, and deleting the
+ * groups leaves no DNS row behind (a root table: it is deleted, not collected).
+ */
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { topologyNames } from '../../lib/ovn/index.ts'
+import { StoreConflict } from '../../lib/state/spec-writes.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+
+const ZONE = 'hydrazine.test'
+const run = promisify(execFile)
+
+/** The records `group`'s switch answers with: every DNS row its `dns_records` holds. */
+async function switchRecords(p: Pipeline, group: string): Promise<Record<string, string>> {
+  const refs = await p.nbctl(
+    '--bare',
+    '--columns=dns_records',
+    'list',
+    'Logical_Switch',
+    topologyNames.switch(group),
+  )
+  const wanted = new Set(refs.split(/\s+/).filter((u) => u !== ''))
+  // Every DNS row, then those the switch held: a row deleted in between is just left out.
+  const json = JSON.parse(await p.nbctl('--format=json', '--columns=_uuid,records', 'list', 'DNS'))
+  const records: Record<string, string> = {}
+  for (const [[, uuid], [, map]] of json.data as [
+    ['uuid', string],
+    ['map', [string, string][]],
+  ][]) {
+    if (wanted.has(uuid)) for (const [name, value] of map) records[name] = value
+  }
+  return records
+}
+
+/** SB DNS rows as `datapath name → record names`, read from the SB northd writes. */
+async function southboundDns(p: Pipeline): Promise<Map<string, string[]>> {
+  const sbctl = async (...args: string[]) =>
+    (await run('ovn-sbctl', [`--db=${p.sb}`, '--format=json', ...args])).stdout
+  const rows = (out: string) => (JSON.parse(out) as { data: unknown[][] }).data
+  const names = new Map<string, string>()
+  for (const [uuid, ids] of rows(
+    await sbctl('--columns=_uuid,external_ids', 'list', 'Datapath_Binding'),
+  )) {
+    const map = new Map((ids as ['map', [string, string][]])[1])
+    names.set((uuid as ['uuid', string])[1], map.get('name') ?? '')
+  }
+  const out = new Map<string, string[]>()
+  for (const [records, datapaths] of rows(
+    await sbctl('--columns=records,datapaths', 'list', 'DNS'),
+  )) {
+    const set = datapaths as ['set', ['uuid', string][]] | ['uuid', string]
+    const uuids = set[0] === 'set' ? set[1].map((u) => u[1]) : [set[1] as string]
+    for (const uuid of uuids) {
+      const name = names.get(uuid) ?? uuid
+      const keys = (records as ['map', [string, string][]])[1].map(([k]) => k)
+      out.set(name, [...(out.get(name) ?? []), ...keys].sort())
+    }
+  }
+  return out
+}
+
+const ready = (p: Pipeline, host: string) =>
+  until(
+    () => p.controller.store.getHost(host),
+    (h) => h?.status.phase === 'Ready' && h.status.observedVersion === h.specVersion,
+  )
+
+t.test('per-group DNS: own names only, following the hosts', async (t) => {
+  const p = await startPipeline(t, { dnsZone: ZONE })
+  await p.agent('dpu-1')
+  await p.agent('dpu-3')
+  for (const [group, tenant] of [
+    ['group-a', 'tenant-a'],
+    ['group-b', 'tenant-b'],
+  ] as const) {
+    await p.client.applyGroup(group, groupSpec(tenant))
+    await until(
+      () => p.controller.store.getGroup(group),
+      (g) => g?.status.phase === 'Ready',
+    )
+  }
+  await p.client.applyHost(
+    'a-web',
+    hostSpec('group-a', 'dpu-1', 1, { hostIP: '10.10.10.11', hostname: 'web' }),
+  )
+  await p.client.applyHost('a-db', hostSpec('group-a', 'dpu-1', 2, { hostIP: '10.10.10.12' }))
+  await p.client.applyHost(
+    'b-web',
+    hostSpec('group-b', 'dpu-3', 3, { hostIP: '10.10.10.21', hostname: 'web' }),
+  )
+  for (const host of ['a-web', 'a-db', 'b-web'])
+    t.equal((await ready(p, host))?.status.phase, 'Ready')
+
+  await t.test('each switch answers for its own hosts only', async (t) => {
+    t.same(await switchRecords(p, 'group-a'), {
+      'web.group-a.hydrazine.test': '10.10.10.11',
+      web: '10.10.10.11',
+      '11.10.10.10.in-addr.arpa': 'web.group-a.hydrazine.test',
+      'a-db.group-a.hydrazine.test': '10.10.10.12',
+      'a-db': '10.10.10.12',
+      '12.10.10.10.in-addr.arpa': 'a-db.group-a.hydrazine.test',
+    })
+    t.same(await switchRecords(p, 'group-b'), {
+      'web.group-b.hydrazine.test': '10.10.10.21',
+      web: '10.10.10.21',
+      '21.10.10.10.in-addr.arpa': 'web.group-b.hydrazine.test',
+    })
+    await p.nbctl('--wait=sb', 'sync')
+    const sb = await southboundDns(p)
+    t.same(
+      sb.get(topologyNames.switch('group-a')),
+      [
+        '11.10.10.10.in-addr.arpa',
+        '12.10.10.10.in-addr.arpa',
+        'a-db',
+        'a-db.group-a.hydrazine.test',
+        'web',
+        'web.group-a.hydrazine.test',
+      ],
+      "northd gives group-a's datapath group-a's records",
+    )
+    t.same(
+      sb.get(topologyNames.switch('group-b')),
+      ['21.10.10.10.in-addr.arpa', 'web', 'web.group-b.hydrazine.test'],
+      "and group-b's datapath group-b's",
+    )
+    t.same([...sb.keys()].sort(), [
+      topologyNames.switch('group-a'),
+      topologyNames.switch('group-b'),
+    ])
+  })
+
+  await t.test('a second web in group-a is refused; in another group it is fine', async (t) => {
+    for (const [name, extra] of [
+      ['a-web2', { hostname: 'web' }],
+      ['web', {}],
+    ] as const) {
+      const refused = await p.client.applyHost(name, hostSpec('group-a', 'dpu-1', 4, extra)).then(
+        () => undefined,
+        (error: unknown) => error,
+      )
+      t.ok(refused instanceof StoreConflict, `${name}: a conflict (409)`)
+      t.match((refused as Error).message, /^DNS name web\.group-a is already in use$/)
+      t.equal(await p.controller.store.getHost(name), undefined, `${name}: nothing stored`)
+    }
+  })
+
+  await t.test('records follow a new DNS name and a detach', async (t) => {
+    await p.client.applyHost(
+      'a-web',
+      hostSpec('group-a', 'dpu-1', 1, { hostIP: '10.10.10.11', hostname: 'www' }),
+    )
+    let records = await until(
+      () => switchRecords(p, 'group-a'),
+      (r) => 'www' in r,
+    )
+    t.equal(records['www.group-a.hydrazine.test'], '10.10.10.11', 'renamed')
+    t.notOk('web' in records, 'the old name is gone')
+    t.equal(records['11.10.10.10.in-addr.arpa'], 'www.group-a.hydrazine.test')
+    // web is free in group-a again: another host may take it.
+    t.ok(
+      (await p.client.applyHost('a-web2', hostSpec('group-a', 'dpu-1', 4, { hostname: 'web' })))
+        .jobId,
+    )
+    await ready(p, 'a-web2')
+
+    await p.client.deleteHost('a-db')
+    records = await until(
+      () => switchRecords(p, 'group-a'),
+      (r) => !('a-db' in r),
+    )
+    t.notOk('a-db.group-a.hydrazine.test' in records, 'a detached host has no record')
+    t.ok('www' in records && 'web' in records, 'the others keep theirs')
+  })
+
+  await t.test('a group that turns DNS off has none; deleting groups leaves none', async (t) => {
+    await p.client.applyGroup('group-b', { ...groupSpec('tenant-b'), dns: { enabled: false } })
+    const records = await until(
+      () => switchRecords(p, 'group-b'),
+      (r) => Object.keys(r).length === 0,
+    )
+    t.same(records, {}, "group-b's switch has no DNS rows")
+    t.ok('www' in (await switchRecords(p, 'group-a')), 'group-a keeps its own')
+    const dnsRows = async () =>
+      (await p.ownedRows()).find((line) => line.startsWith('DNS ')) ?? 'DNS 0'
+    t.equal(await dnsRows(), 'DNS 2', "only group-a's two hosts' rows are left in NB")
+
+    for (const host of ['a-web', 'a-web2', 'b-web']) await p.client.deleteHost(host)
+    for (const group of ['group-a', 'group-b']) {
+      await until(
+        () => p.controller.store.listHosts({ resourceGroup: group }),
+        (hosts) => hosts.length === 0,
+        30_000,
+      )
+      await p.client.deleteGroup(group)
+    }
+    const left = await until(
+      () => p.ownedRows(),
+      (rows) => rows.length === 0,
+      30_000,
+    )
+    t.same(left, [], 'no Hydrazine row, DNS included, remains in NB')
+  })
+})

@@ -1,0 +1,135 @@
+/**
+ * In-process stand-ins for DPU agents: each answers its queue as the real agent does,
+ * leaving in the SB what ovn-controller would (through `FakeChassis`). Re-exported by
+ * `fixtures.ts`.
+ */
+import { type Job, UnrecoverableError, Worker } from 'bullmq'
+import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
+import {
+  agentQueueName,
+  type ConfigureAck,
+  type Heartbeat,
+  type IsolateAck,
+  parseAgentJob,
+} from '../../lib/agent-protocol/index.ts'
+import { createRedis } from '../../lib/redis/connection.ts'
+import type { FakeChassis } from '../helpers/fake-chassis.ts'
+import type { Teardown } from '../helpers/stack.ts'
+
+export interface TestAgent {
+  readonly jobs: Job[]
+  close(): Promise<void>
+}
+
+/**
+ * An in-process agent for a DPU that answers its queue like the real one (see
+ * `Pipeline.agent`), on `redisUrl` (a single Redis or a cluster) under BullMQ `prefix`.
+ * Leaves in the SB what ovn-controller would when given a `chassis`.
+ */
+export async function startStandInAgent(
+  t: Teardown,
+  options: {
+    readonly redisUrl: string
+    readonly prefix?: string
+    readonly dpuId: string
+    readonly protocolVersions?: string[]
+    readonly tamper?: (ack: ConfigureAck | IsolateAck) => object
+    readonly chassis?: FakeChassis
+  },
+): Promise<TestAgent> {
+  const { dpuId, protocolVersions, tamper, chassis } = options
+  const jobs: Job[] = []
+  const connection = createRedis({ url: options.redisUrl }, { maxRetriesPerRequest: null })
+  // A stand-in agent rides out a Redis restart as the real one does: reconnecting.
+  connection.on('error', () => {})
+  const heartbeats = new Heartbeats(connection)
+  if (protocolVersions) await heartbeats.write(heartbeat(dpuId, protocolVersions), 60_000)
+  const worker = new Worker(
+    agentQueueName(dpuId),
+    async (job) => {
+      jobs.push(job)
+      if (protocolVersions) {
+        try {
+          parseAgentJob(job.name, job.data, protocolVersions)
+        } catch (error) {
+          throw new UnrecoverableError(String(error))
+        }
+      }
+      const ack = await answer(dpuId, job, chassis)
+      return tamper ? tamper(ack) : ack
+    },
+    { connection, ...(options.prefix ? { prefix: options.prefix } : {}), concurrency: 8 },
+  )
+  worker.on('error', () => {})
+  await worker.waitUntilReady()
+  const close = async () => {
+    await worker.close()
+    if (protocolVersions) await heartbeats.remove(dpuId)
+    connection.disconnect()
+  }
+  t.teardown(close)
+  return { jobs, close }
+}
+
+function observed(dpuId: string) {
+  return {
+    chassis: dpuId,
+    bridges: ['br-int', 'br-phy'],
+    ovnRemote: null,
+    ovnController: { running: true, connected: true },
+    boundPorts: [],
+    relays: [],
+  }
+}
+
+function heartbeat(dpuId: string, protocolVersions: string[]): Heartbeat {
+  return {
+    dpuId,
+    agentVersion: '0.0.0-test',
+    protocolVersions,
+    fabricIps: [],
+    at: new Date().toISOString(),
+    intervalMs: 20_000,
+    observed: observed(dpuId),
+  }
+}
+
+/**
+ * What a DPU agent does for a job: binds or releases the port in the SB (as its
+ * ovn-controller would) and returns the ack shapes of lib/agent-protocol.
+ */
+async function answer(
+  dpuId: string,
+  job: Job,
+  chassis: FakeChassis | undefined,
+): Promise<ConfigureAck | IsolateAck> {
+  const data = job.data as {
+    specVersion: number
+    protocolVersion: string
+    host: { logicalPort: string }
+    group: { sbRemote?: string }
+  }
+  const hostPort = `hp-${data.host.logicalPort}`.slice(0, 15)
+  if (job.name === 'configure') {
+    if (data.group.sbRemote) await chassis?.bind(data.group.sbRemote, dpuId, data.host.logicalPort)
+    return {
+      dpuId,
+      specVersion: data.specVersion,
+      protocolVersion: data.protocolVersion,
+      hostPort,
+      ovnInstalled: true,
+      chassis: dpuId,
+      observed: observed(dpuId),
+    }
+  }
+  await chassis?.release(dpuId, data.host.logicalPort)
+  return {
+    dpuId,
+    specVersion: data.specVersion,
+    protocolVersion: data.protocolVersion,
+    hostPort,
+    unbound: true,
+    chassis: dpuId,
+    observed: observed(dpuId),
+  }
+}
