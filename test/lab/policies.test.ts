@@ -17,16 +17,19 @@ import { eventually, netnsExec, pings } from '../../infra/lab/probes.ts'
 import { attachHost, hostReady, phaseIs } from './api.ts'
 import { labTest } from './lab-test.ts'
 
-/** A TCP server in `netns` on `port` that greets each connection with `hello <port>`. */
+/**
+ * A TCP server in `netns` on `port` that greets each connection with `hello <port>`. A
+ * client that gave up (reset) must not take the server down with it.
+ */
 function listen(netns: string, port: number): ChildProcess {
-  const server = `require('net').createServer((s) => s.end('hello ${port}\\n')).listen(${port})`
+  const server = `require('net').createServer((s) => { s.on('error', () => {}); s.end('hello ${port}\\n') }).listen(${port})`
   return spawn('ip', ['netns', 'exec', netns, process.execPath, '-e', server], { stdio: 'ignore' })
 }
 
-/** True when a TCP connection from `netns` to `ip:port` is answered within a second. */
+/** True when a TCP connection from `netns` to `ip:port` is answered within 3 s. */
 async function connects(netns: string, ip: string, port: number): Promise<boolean> {
   const client = [
-    `const s = require('net').connect({ host: '${ip}', port: ${port}, timeout: 1000 })`,
+    `const s = require('net').connect({ host: '${ip}', port: ${port}, timeout: 3000 })`,
     "s.on('data', (d) => { process.stdout.write(d); process.exit(0) })",
     "s.on('timeout', () => process.exit(2))",
     "s.on('error', () => process.exit(3))",
