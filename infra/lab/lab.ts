@@ -21,6 +21,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { requireBinary } from '../../lib/process/daemon.ts'
 import { redactRedisUrl } from '../../lib/redis/connection.ts'
+import { labDpuAddresses } from './addresses.ts'
 import { type DhcpEntry, dhcpServer } from './dhcp-server.ts'
 import { createDpu, createFabric, type Fabric, run, type SimDpu, type SimHost } from './dpu.ts'
 import { startDpuAgent } from './dpu-agent.ts'
@@ -138,6 +139,8 @@ export async function startLab(opts: {
   dataDir: string
   prefix: string
   dpus?: number
+  /** DHCP relay uplink addresses per DPU: how many groups each may relay for (default 4). */
+  relaysPerDpu?: number
   log?: (line: string) => void
 }): Promise<Lab> {
   const log = opts.log ?? (() => {})
@@ -166,9 +169,12 @@ export async function startLab(opts: {
   try {
     const fabric = await createFabric({ prefix })
     undo(() => fabric.destroy())
-    // The fabric's addresses: .1 Hydrazine, .2… encap IPs, .101… NAT IPs, .154… relay
-    // uplinks (four per DPU), .200 the router, .250 the gateway routers' reserved one.
+    // The fabric's addresses: see `addresses.ts`.
     const base = fabric.gatewayIp.split('.').slice(0, 3).join('.')
+    const dpuCount = opts.dpus ?? 3
+    const relaysPerDpu = opts.relaysPerDpu ?? 4
+    // Refused now when the lab does not fit its /24, before any DPU starts.
+    labDpuAddresses(base, 1, dpuCount, relaysPerDpu)
     state = { ...state, fabric: { bridge: fabric.bridge, gatewayIp: fabric.gatewayIp } }
     await writeState()
 
@@ -200,20 +206,20 @@ export async function startLab(opts: {
         `an OVN central per group in ${centralsDir})`,
     )
 
-    for (let i = 1; i <= (opts.dpus ?? 3); i++) {
+    for (let i = 1; i <= dpuCount; i++) {
       const id = `dpu${i}`
       const sim = await createDpu({ fabric, name: id, dataDir })
       undo(() => sim.destroy())
-      const natIp = `${base}.${100 + i}`
+      const { natIp, relayUplinkIps } = labDpuAddresses(base, i, dpuCount, relaysPerDpu)
       dpus.push({ id, sim, encapIp: sim.encapIp, natIp })
       state = {
         ...state,
         dpus: [...state.dpus, { id, netns: sim.netns, encapIp: sim.encapIp, natIp }],
       }
       await writeState()
-      // Fabric addresses for this DPU's DHCP relays (giaddr), four groups' worth.
-      const relayUplinkIps = [0, 1, 2, 3].map((n) => `${base}.${150 + 4 * i + n}/24`)
-      started(await startDpuAgent({ id, sim, natIp, relayUplinkIps, hydrazine }))
+      started(
+        await startDpuAgent({ id, sim, natIp, relayUplinkIps: [...relayUplinkIps], hydrazine }),
+      )
       log(`${id}: encap ${sim.encapIp}, NAT ${natIp}, netns ${sim.netns}, agent up`)
     }
 

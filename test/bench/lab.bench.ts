@@ -14,9 +14,12 @@
  *   reply (or Ready and never answered). Target 0: Ready must not lie.
  * - `lab_isolate_p95_ms`: DELETE → the host's last echo reply (pings running at 10 ms).
  *
- * Scale by environment: `HYDRAZINE_BENCH_LAB_DPUS` (default 8, at most 25: the lab's
- * fabric addressing), `_HOSTS_PER_DPU` (default 4, at most 6: the simulated DPU's host
- * ports), `_RATE` (attaches per second, default 2).
+ * Scale by environment: `HYDRAZINE_BENCH_LAB_DPUS` (default 20, at most 49: the lab's
+ * fabric /24 with one relay address per DPU), `_HOSTS_PER_DPU` (default 6, at most 6: the
+ * simulated DPU's host ports), `_ROUNDS` (default 2: every host attached and detached that
+ * many times, 240 attaches by default), `_RATE` (requests per second, default 4). On this
+ * 2-core, 24 GiB machine 20 DPUs is what fits with room for the controller: each is an
+ * ovsdb-server, a userspace ovs-vswitchd, an ovn-controller and a Node agent.
  * Needs root and the lab's binaries (skipped without root when it cannot start); the lab
  * is stopped even when a step fails.
  */
@@ -24,6 +27,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { maxLabDpus } from '../../infra/lab/addresses.ts'
 import { labPrefix, SIM_HOST_PORTS } from '../../infra/lab/dpu.ts'
 import { type Lab, type LabHost, labUnavailable, startLab } from '../../infra/lab/lab.ts'
 import { netnsExec } from '../../infra/lab/probes.ts'
@@ -142,6 +146,18 @@ async function until(check: () => boolean, timeoutMs: number): Promise<boolean> 
   return true
 }
 
+/** Resolves true once the lab's Hydrazine lists no host (polled every 100 ms, up to 60 s). */
+async function waitGone(lab: Lab): Promise<boolean> {
+  const deadline = now() + HOST_TIMEOUT_MS
+  while (now() < deadline) {
+    const answer = await lab.api('GET', '/v1/managed-resources?limit=1000').catch(() => undefined)
+    const items = (answer?.body as { items?: unknown[] } | undefined)?.items
+    if (items?.length === 0) return true
+    await sleep(100)
+  }
+  return false
+}
+
 /** Runs `task(i)` for i in 0..count-1, starting one every 1000/rate ms; awaits them all. */
 async function offered<T>(count: number, rate: number, task: (i: number) => Promise<T>) {
   const first = now()
@@ -169,10 +185,11 @@ export default async function labBench(): Promise<void> {
     return
   }
   if (why) throw new Error(`the lab cannot run here as root: ${why}`)
-  // The lab's fabric is one /24: DPU 26's relay uplink addresses would pass .255.
-  const dpuCount = envInt('HYDRAZINE_BENCH_LAB_DPUS', 8, 25)
-  const perDpu = envInt('HYDRAZINE_BENCH_LAB_HOSTS_PER_DPU', 4, SIM_HOST_PORTS.length)
-  const rate = envInt('HYDRAZINE_BENCH_LAB_RATE', 2)
+  // One group: one relay address per DPU, so the fabric's /24 holds more DPUs.
+  const dpuCount = envInt('HYDRAZINE_BENCH_LAB_DPUS', 20, maxLabDpus(1))
+  const perDpu = envInt('HYDRAZINE_BENCH_LAB_HOSTS_PER_DPU', 6, SIM_HOST_PORTS.length)
+  const rounds = envInt('HYDRAZINE_BENCH_LAB_ROUNDS', 2)
+  const rate = envInt('HYDRAZINE_BENCH_LAB_RATE', 4)
   const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-lab-'))
   const probes = new Set<GatewayProbe>()
   let lab: Lab | undefined
@@ -192,6 +209,7 @@ export default async function labBench(): Promise<void> {
       dataDir,
       prefix: labPrefix(),
       dpus: dpuCount,
+      relaysPerDpu: 1,
       log: (line) => process.stderr.write(`bench lab: ${line}\n`),
     })
     const l = lab
@@ -229,57 +247,65 @@ export default async function labBench(): Promise<void> {
     }
     process.stderr.write(`bench lab: ${hosts.length} hosts, attaching at ${rate}/s\n`)
 
-    const readyAt = new Map<string, number>()
-    const poller = pollReady(l, readyAt)
-    let samples: AttachSample[]
-    try {
-      samples = await offered(hosts.length, rate, async (i) => {
-        const { host, ip } = hosts[i] as { host: LabHost; ip: string }
+    const samples: AttachSample[] = []
+    const isolate: (number | undefined)[] = []
+    for (let round = 1; round <= rounds; round++) {
+      const readyAt = new Map<string, number>()
+      const poller = pollReady(l, readyAt)
+      try {
+        const attached = await offered(hosts.length, rate, async (i) => {
+          const { host, ip } = hosts[i] as { host: LabHost; ip: string }
+          const probe = new GatewayProbe(host.netns)
+          probes.add(probe)
+          try {
+            const t0 = now()
+            const answer = await attachHost(l, host, GROUP, ip)
+            if (answer.status >= 300)
+              throw new Error(`PUT ${host.name} → ${answer.status} ${JSON.stringify(answer.body)}`)
+            await until(
+              () => readyAt.has(host.name) && probe.firstAfter(t0) !== undefined,
+              HOST_TIMEOUT_MS,
+            )
+            const ready = readyAt.get(host.name)
+            const firstReply = probe.firstAfter(t0)
+            return {
+              host: host.name,
+              put: t0,
+              ...(ready === undefined ? {} : { ready }),
+              ...(firstReply === undefined ? {} : { firstReply }),
+            }
+          } finally {
+            await probe.stop()
+            probes.delete(probe)
+          }
+        })
+        samples.push(...attached)
+      } finally {
+        await poller.stop()
+      }
+
+      const isolated = await offered(hosts.length, rate, async (i) => {
+        const { host } = hosts[i] as { host: LabHost }
         const probe = new GatewayProbe(host.netns)
         probes.add(probe)
         try {
+          if (!(await until(() => probe.last() !== undefined, 10_000))) return undefined
           const t0 = now()
-          const answer = await attachHost(l, host, GROUP, ip)
-          if (answer.status >= 300)
-            throw new Error(`PUT ${host.name} → ${answer.status} ${JSON.stringify(answer.body)}`)
-          await until(
-            () => readyAt.has(host.name) && probe.firstAfter(t0) !== undefined,
-            HOST_TIMEOUT_MS,
-          )
-          const ready = readyAt.get(host.name)
-          const firstReply = probe.firstAfter(t0)
-          return {
-            host: host.name,
-            put: t0,
-            ...(ready === undefined ? {} : { ready }),
-            ...(firstReply === undefined ? {} : { firstReply }),
-          }
+          const answer = await l.api('DELETE', `/v1/managed-resources/${host.name}`)
+          if (answer.status >= 300) throw new Error(`DELETE ${host.name} → ${answer.status}`)
+          const quiet = await until(() => now() - (probe.last() ?? 0) > QUIET_MS, HOST_TIMEOUT_MS)
+          if (!quiet) return undefined
+          return Math.max(0, (probe.last() ?? t0) - t0)
         } finally {
           await probe.stop()
           probes.delete(probe)
         }
       })
-    } finally {
-      await poller.stop()
+      isolate.push(...isolated)
+      // The next round attaches the same hosts again once every one is gone.
+      const gone = await waitGone(l)
+      if (!gone) throw new Error(`round ${round}: hosts still exist 60 s after their DELETE`)
     }
-
-    const isolate = await offered(hosts.length, rate, async (i) => {
-      const { host } = hosts[i] as { host: LabHost }
-      const probe = new GatewayProbe(host.netns)
-      probes.add(probe)
-      try {
-        if (!(await until(() => probe.last() !== undefined, 10_000))) return undefined
-        const t0 = now()
-        const answer = await l.api('DELETE', `/v1/managed-resources/${host.name}`)
-        if (answer.status >= 300) throw new Error(`DELETE ${host.name} → ${answer.status}`)
-        const quiet = await until(() => now() - (probe.last() ?? 0) > QUIET_MS, HOST_TIMEOUT_MS)
-        if (!quiet) return undefined
-        return Math.max(0, (probe.last() ?? t0) - t0)
-      } finally {
-        await probe.stop()
-        probes.delete(probe)
-      }
-    })
 
     const ready = samples.flatMap((s) => (s.ready === undefined ? [] : [s.ready - s.put]))
     const firstPacket = samples.flatMap((s) =>
@@ -292,10 +318,11 @@ export default async function labBench(): Promise<void> {
     )
     const isolated = isolate.flatMap((v) => (v === undefined ? [] : [v]))
     const scale =
-      `${dpuCount} DPUs x ${perDpu} hosts = ${hosts.length} attaches offered at ${rate}/s, ` +
+      `${dpuCount} DPUs x ${perDpu} hosts x ${rounds} rounds = ${samples.length} attaches ` +
+      `offered at ${rate}/s, ` +
       'one group; figures are noisy on a shared 2-core machine'
     const missing = (what: string, n: number) =>
-      n < hosts.length ? `; ${hosts.length - n} hosts never ${what} within 60 s` : ''
+      n < samples.length ? `; ${samples.length - n} attaches never ${what} within 60 s` : ''
     for (const [metric, q] of [
       ['lab_ready_p50_ms', 0.5],
       ['lab_ready_p95_ms', 0.95],
