@@ -17,7 +17,7 @@ import type { DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import { type DpuState, dpuStateOf } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import { parseIp, toHex } from '../lib/ipam/address.ts'
-import type { PublicIpStatus } from '../lib/ipam/index.ts'
+import type { NetworkUsage, PublicIpStatus } from '../lib/ipam/index.ts'
 import type { ObjectEvent } from '../lib/state/events.ts'
 import type { Dpu, DpuSpec, ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
 import { type Page, type PageRequest, pageOf } from '../lib/state/pages.ts'
@@ -56,6 +56,7 @@ export interface OperationsDeps {
     | 'issueDpuCredentials'
     | 'events'
     | 'trace'
+    | 'groupIpam'
   >
 }
 
@@ -129,6 +130,8 @@ export interface Operations {
   dpuEvents(id: string, limit?: number): Promise<ObjectEvent[]>
   /** The group's recent transitions and repairs, newest first (at most `limit`). */
   groupEvents(name: string, limit?: number): Promise<ObjectEvent[]>
+  /** How the group's addresses are used: subnets, pools, counts and the map (seed 004). */
+  groupIpam(name: string): Promise<NetworkUsage>
   /** The host's recent transitions and repairs, newest first (at most `limit`). */
   hostEvents(name: string, limit?: number): Promise<ObjectEvent[]>
   /** The group as this caller may see it: undefined when missing or another tenant's. */
@@ -258,6 +261,11 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       async groupEvents(name, limit) {
         if (!(await visibleGroup(name))) throw new NotFoundError('resource group', name)
         return client.events('rg', name, limit)
+      },
+
+      async groupIpam(name) {
+        if (!(await visibleGroup(name))) throw new NotFoundError('resource group', name)
+        return client.groupIpam(name)
       },
 
       async deleteGroup(name, force) {

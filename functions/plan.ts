@@ -16,6 +16,7 @@ import {
   planGroupRows,
   planTopology,
 } from '../lib/ovn/index.ts'
+import { DEFAULT_POOL } from '../lib/state/group-network.ts'
 import type {
   ManagedResource,
   ManagedResourceSpec,
@@ -175,7 +176,8 @@ export function createPlanner(deps: PlannerDeps): Planner {
       const allocate: PlannedAddress[] = []
       let ip = current?.ip ?? spec.hostIP
       if (!ip) {
-        ip = await firstFreeAddress(deps, group, spec.hostAccess === 'None' ? undefined : 4)
+        const version = spec.hostAccess === 'None' ? undefined : 4
+        ip = await firstFreeAddress(deps, group, spec.pool ?? DEFAULT_POOL, version)
         allocate.push({ pool: 'group', owner: name, ip: ip ?? null })
       }
       let publicIp = current?.publicIp
@@ -262,16 +264,18 @@ function newObject(name: string, now: string) {
 
 const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
 
-/** The address the group network would hand out next (its first free one), if any. */
+/** The address the group network's pool would hand out next (its first free one), if any. */
 async function firstFreeAddress(
   deps: PlannerDeps,
   group: string,
+  poolName: string,
   version: 4 | undefined,
 ): Promise<string | undefined> {
   const map = await deps.ipam.map(group)
   for (const subnet of map.subnets) {
     if (version === 4 && subnet.cidr.includes(':')) continue
     for (const pool of subnet.pools) {
+      if (pool.name !== poolName) continue
       const free = pool.map.indexOf('.')
       if (free < 0) continue
       const start = parseIp(pool.start)

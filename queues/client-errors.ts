@@ -13,6 +13,19 @@ export class ValidationError extends HydrazineError {
   }
 }
 
+/**
+ * A group's new spec would leave a held address behind (a subnet dropped while a host
+ * holds an address in it, a new gateway a host holds): HTTP 409, naming the field.
+ */
+export class AddressesHeld extends HydrazineError {
+  constructor(readonly issues: readonly { path: string; message: string }[]) {
+    super(
+      'CONFLICT',
+      `the change would orphan held addresses: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
+    )
+  }
+}
+
 /** This Hydrazine issues no DPU credentials (its Redis is not one it manages). */
 export class CredentialsUnavailable extends HydrazineError {
   constructor() {

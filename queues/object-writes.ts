@@ -7,15 +7,19 @@
  */
 import type { Queue } from 'bullmq'
 import * as v from 'valibot'
+import { networkSpecOf } from '../functions/internal/network.ts'
 import {
   type ControllerJobs,
   queueJobs,
   redriveGroup,
   redriveHost,
 } from '../functions/internal/redrive.ts'
+import type { Ipam } from '../lib/ipam/index.ts'
 import { deletionVersion, JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
 import { RESERVED_HOST_NAMES } from '../lib/ovn/index.ts'
+import { hostAddressIssues } from '../lib/state/group-network.ts'
 import {
+  cidrContains,
   type ManagedResource,
   ManagedResourceRequest,
   type ResourceGroup,
@@ -25,7 +29,7 @@ import {
 import { type Caller, placeHost } from '../lib/state/placement.ts'
 import { DEFAULT_QUOTAS, limitsOf, type Quotas, type TenantQuota } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
-import { NotFoundError, ValidationError, validate } from './client-errors.ts'
+import { AddressesHeld, NotFoundError, ValidationError, validate } from './client-errors.ts'
 
 export interface Accepted<T> {
   readonly object: T
@@ -61,14 +65,19 @@ export class ObjectWrites {
   readonly #queue: Queue
   readonly #policy: ClientPolicy
 
+  readonly #addresses: Pick<Ipam, 'orphans'> | undefined
+
   constructor(deps: {
     readonly store: StateStore
     readonly queue: Queue
     readonly policy: ClientPolicy
+    /** Refuses a group change that would orphan a held address (409) before it is stored. */
+    readonly addresses?: Pick<Ipam, 'orphans'>
   }) {
     this.#store = deps.store
     this.#queue = deps.queue
     this.#policy = deps.policy
+    this.#addresses = deps.addresses
   }
 
   /** The quota a write for `tenant` counts against. */
@@ -100,6 +109,8 @@ export class ObjectWrites {
   /** A group's spec stored; `group.create` enqueued when it changed or is tried again. */
   async applyGroup(name: string, spec: unknown): Promise<Accepted<ResourceGroup>> {
     const valid = validGroupSpec(name, spec, this.#policy)
+    // IPAM's commit refuses the same atomically (the group Failed): this answers at once.
+    if (this.#addresses) await refuseOrphans(this.#addresses, name, valid)
     const { limits } = this.#quotaOf(valid.tenantId)
     const { changed, object } = await this.#store.putGroup(name, valid, limits)
     if (!changed) {
@@ -204,6 +215,30 @@ export class ObjectWrites {
   }
 }
 
+/**
+ * Refuses (AddressesHeld, 409) a group spec whose network would leave a held address
+ * behind, naming the field: the gateway that would take it, or `extraSubnets` when its
+ * subnet would go.
+ */
+async function refuseOrphans(
+  addresses: Pick<Ipam, 'orphans'>,
+  name: string,
+  spec: ResourceGroupSpec,
+): Promise<void> {
+  const orphans = await addresses.orphans(name, networkSpecOf({ spec }))
+  if (orphans.length === 0) return
+  const subnets = [spec.network, ...(spec.extraSubnets ?? [])]
+  throw new AddressesHeld(
+    orphans.map(({ ip, owner }) => {
+      const i = subnets.findIndex((s) => cidrContains(s.cidr, ip))
+      const path =
+        i < 0 ? 'extraSubnets' : i === 0 ? 'network.gateway' : `extraSubnets.${i - 1}.gateway`
+      const what = i < 0 ? 'lies in no subnet of the new spec' : 'would be the gateway'
+      return { path, message: `${ip} is held by ${owner} and ${what}` }
+    }),
+  )
+}
+
 /** A group's spec validated, its DHCP server one the operator relays to. */
 export function validGroupSpec(name: string, spec: unknown, policy: ClientPolicy) {
   validate(Rfc1123Label, name, 'name')
@@ -244,6 +279,10 @@ export async function hostRequestOf(
   }
   if (group.deletion) {
     throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
+  }
+  const issues = hostAddressIssues(request, { ...group.spec, name: group.name })
+  if (issues.length > 0) {
+    throw new ValidationError(issues.map((i) => ({ path: i.path.join('.'), message: i.message })))
   }
   return { request, group }
 }

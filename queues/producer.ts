@@ -12,7 +12,12 @@ import type { Planner } from '../functions/plan.ts'
 import type { DpuCredentialIssuer, DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import type { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
-import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
+import {
+  type Ipam,
+  NotFound as IpamNotFound,
+  type NetworkUsage,
+  type PublicIpStatus,
+} from '../lib/ipam/index.ts'
 import type { Change, ChangeFeed, ChangeListener, Subscription } from '../lib/state/changes.ts'
 import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
 import type { EventObjectKind } from '../lib/state/generations.ts'
@@ -95,6 +100,7 @@ export class HydrazineClient {
       store: deps.store,
       queue: deps.queue,
       policy: deps.policy ?? { dhcpServers: [] },
+      addresses: deps.ipam,
     })
     this.store = deps.store
     this.ipam = deps.ipam
@@ -212,6 +218,22 @@ export class HydrazineClient {
 
   listPublicIps(): Promise<PublicIpStatus[]> {
     return this.ipam.listPublicIps()
+  }
+
+  /**
+   * How a group's addresses are used (seed 004's map): each subnet's used, reserved and
+   * free counts, its pools, and a map of every address (`lib/ipam/usage.ts`). NotFound
+   * for a group that does not exist or whose network is not made yet.
+   */
+  async groupIpam(name: string): Promise<NetworkUsage> {
+    validate(Rfc1123Label, name, 'name')
+    if (!(await this.store.getGroup(name))) throw new NotFoundError('resource group', name)
+    try {
+      return await this.ipam.usage(name)
+    } catch (error) {
+      if (error instanceof IpamNotFound) throw new NotFoundError('IPAM network of group', name)
+      throw error
+    }
   }
 
   // ── webhook deliveries ──

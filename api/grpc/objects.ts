@@ -100,6 +100,11 @@ export function resourceGroupMessage(group: DomainGroup): ResourceGroup {
       implementation: GROUP_IMPLEMENTATION.toProto(spec.implementation),
       policies: policyMessages(spec.policies),
       ...ifSet('dns', spec.dns && ifSet('enabled', spec.dns.enabled)),
+      pools: (spec.pools ?? []).map((p) => ({ name: p.name, start: p.start, end: p.end })),
+      reservations: (spec.reservations ?? []).map((r) => ({
+        start: r.start,
+        ...ifSet('end', r.end),
+      })),
     },
     status: {
       phase: RESOURCE_GROUP_PHASE.toProto(status.phase),
@@ -130,6 +135,7 @@ export function managedResourceMessage(host: DomainHost): ManagedResource {
       hostAccess: HOST_ACCESS.toProto(spec.hostAccess),
       ...ifSet('identifier', spec.identifier),
       ...ifSet('hostname', spec.hostname),
+      ...ifSet('pool', spec.pool),
     },
     status: {
       phase: MANAGED_RESOURCE_PHASE.toProto(status.phase),

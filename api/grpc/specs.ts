@@ -66,6 +66,14 @@ export function groupSpecInput(spec: ResourceGroupSpec__Output | null): Input {
     ...enumField('implementation', GROUP_IMPLEMENTATION, spec.implementation),
     ...ifAny('policies', policiesInput(spec.policies)),
     ...ifSet('dns', spec.dns ? ifSet('enabled', spec.dns.enabled) : undefined),
+    ...ifAny(
+      'pools',
+      spec.pools.map((p) => ({ name: p.name, start: p.start, end: p.end })),
+    ),
+    ...ifAny(
+      'reservations',
+      spec.reservations.map((r) => ({ start: r.start, ...ifSet('end', r.end) })),
+    ),
   }
 }
 
@@ -81,6 +89,7 @@ export function hostSpecInput(spec: ManagedResourceSpec__Output | null): Input {
     ...enumField('hostAccess', HOST_ACCESS, spec.hostAccess),
     ...ifSet('identifier', spec.identifier),
     ...ifSet('hostname', spec.hostname),
+    ...ifSet('pool', spec.pool),
   }
 }
 

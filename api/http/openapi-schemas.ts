@@ -86,6 +86,34 @@ export const schemas = {
           "the group's DNS: each host resolves as `<hostname>.<group>.<zone>` (the operator's HYDRAZINE_DNS_ZONE) inside the group only, answered by OVN for queries sent through the group's network (e.g. to its gateway)",
         properties: { enabled: { type: 'boolean', default: true } },
       },
+      pools: {
+        type: 'array',
+        maxItems: 32,
+        description:
+          "named pools inside the group's subnets: a host naming one (`pool`) gets its address there; hosts naming none share each subnet's `default` pool (its usable range minus the named pools). Entries may share a name (one pool, several ranges); pools never overlap",
+        items: {
+          type: 'object',
+          required: ['name', 'start', 'end'],
+          additionalProperties: false,
+          properties: {
+            name: { type: 'string', maxLength: 63, not: { const: 'default' } },
+            start: ip,
+            end: ip,
+          },
+        },
+      },
+      reservations: {
+        type: 'array',
+        maxItems: 64,
+        description:
+          "addresses IPAM never hands out (a DC's routers): one (`start`) or a range, inside one of the group's subnets; a host may not ask for one as its hostIP (400). Reserving an address a host already holds is allowed: it stays the host's",
+        items: {
+          type: 'object',
+          required: ['start'],
+          additionalProperties: false,
+          properties: { start: ip, end: ip },
+        },
+      },
     },
   },
   ManagedResourceSpec: {
@@ -124,6 +152,12 @@ export const schemas = {
         pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$',
         description:
           "the host's name in its group's DNS (`<hostname>.<group>.<zone>`), unique in the group (409 otherwise); default the host's own name",
+      },
+      pool: {
+        type: 'string',
+        maxLength: 63,
+        description:
+          "a named pool of the group (its `pools`) the host's address comes from; default `default`. Not with hostIP",
       },
     },
   },

@@ -6,6 +6,8 @@
  * rules (patterns, limits) live in `lib/state/objects.ts`; a 400 names each field that
  * breaks them.
  */
+
+import { ipamPath, ipamSchemas } from './openapi-ipam.ts'
 import {
   dryRun,
   errors,
@@ -176,6 +178,7 @@ export const openApiDocument = {
         },
       },
     },
+    '/v1/resource-groups/{name}/ipam': ipamPath,
     '/v1/trace': tracePath,
     '/v1/openapi.json': {
       get: { security: [], responses: { '200': { description: 'this document' } } },
@@ -183,6 +186,6 @@ export const openApiDocument = {
   },
   components: {
     securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
-    schemas: { ...schemas, ...traceSchemas },
+    schemas: { ...schemas, ...traceSchemas, ...ipamSchemas },
   },
 } as const

@@ -1,6 +1,6 @@
 /**
- * The `/v1` routes: resource groups, managed resources, public IPs, DPUs and traces
- * (`GET /v1/trace`, `trace.ts`).
+ * The `/v1` routes: resource groups (and their address map, `GET …/{name}/ipam`),
+ * managed resources, public IPs, DPUs and traces (`GET /v1/trace`, `trace.ts`).
  *
  * Writes go through the producer client, which validates before anything is stored or
  * enqueued: a write that changed the spec answers 202 `{object, jobId}`, an unchanged
@@ -149,6 +149,9 @@ export function v1Routes(deps: V1Deps): Hono<Env> {
     c.json({
       items: await ops(c).groupEvents(c.req.param('name'), eventLimit(c.req.query('limit'))),
     }),
+  )
+  app.get('/resource-groups/:name/ipam', async (c) =>
+    c.json(await ops(c).groupIpam(c.req.param('name'))),
   )
   app.get('/resource-groups/:name', async (c) => c.json(await ops(c).getGroup(c.req.param('name'))))
   app.get('/resource-groups', async (c) => {

@@ -4,6 +4,8 @@
  * public IP for PublicAccess.
  */
 import type { HydrazineError } from '../../lib/errors.ts'
+import type { Allocation } from '../../lib/ipam/index.ts'
+import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
 import type { ResourceGroup } from '../../lib/state/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 import { failOrRetry } from './errors.ts'
@@ -31,13 +33,36 @@ export async function allocateAddresses(
   const { spec } = host
   // A host reached from the fabric is NATed, and OVN NATs IPv4 only.
   const family = spec.hostAccess === 'None' ? {} : { version: 4 as const }
-  const address = await deps.ipam
-    .allocate(group.name, host.name, spec.hostIP ? { ip: spec.hostIP } : family)
-    .catch(orFail)
+  // A named pool is handed out only to hosts that ask for it; the rest share `default`.
+  const address = spec.hostIP
+    ? await deps.ipam.allocate(group.name, host.name, { ip: spec.hostIP }).catch(orFail)
+    : await fromPool(deps, group.name, host.name, { pool: spec.pool, ...family }).catch(orFail)
   // dhcrelay relays IPv4 DHCP: its address is an IPv4 one.
   const relay = group.spec.dhcpServer
-    ? await deps.ipam.allocate(group.name, relayOwnerOf(spec.dpu.id), { version: 4 }).catch(orFail)
+    ? await fromPool(deps, group.name, relayOwnerOf(spec.dpu.id), { version: 4 }).catch(orFail)
     : undefined
   if (spec.hostAccess === 'PublicAccess') await deps.ipam.allocatePublicIp(host.name).catch(orFail)
   return { hostIp: address.ip, ...(relay ? { relayIp: relay.ip } : {}) }
+}
+
+/**
+ * The owner's address from the named pool, or from `default` when it names none. An
+ * address the owner already holds stays its own even where a named pool now lies (the
+ * group gained the pool after it was handed out): only a pool asked for by name is held
+ * to its ranges (IPAM refuses an address outside them).
+ */
+async function fromPool(
+  deps: Pick<HandlerDeps, 'ipam'>,
+  group: string,
+  owner: string,
+  options: { pool?: string | undefined; version?: 4 },
+): Promise<Allocation> {
+  if (options.pool === undefined) {
+    const held = await deps.ipam.lookup(group, owner)
+    if (held && (options.version === undefined || !held.ip.includes(':'))) return held
+  }
+  return deps.ipam.allocate(group, owner, {
+    pool: options.pool ?? DEFAULT_POOL,
+    ...(options.version === undefined ? {} : { version: options.version }),
+  })
 }

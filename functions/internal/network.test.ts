@@ -140,6 +140,32 @@ t.test('networkSpecOf: extra subnets keep their gateway and DHCP flag', async (t
   )
 })
 
+t.test('named pools cut the default pool; reservations become external ranges', async (t) => {
+  const spec = networkSpecOf(
+    group({
+      network: { cidr: '10.10.10.0/24', gateway: '10.10.10.1' },
+      extraSubnets: [{ cidr: '10.20.0.0/24', gateway: '10.20.0.1' }],
+      pools: [
+        { name: 'vms', start: '10.10.10.100', end: '10.10.10.199' },
+        { name: 'vms', start: '10.20.0.1', end: '10.20.0.254' },
+      ],
+      reservations: [{ start: '10.10.10.2', end: '10.10.10.9' }, { start: '10.20.0.7' }],
+    }),
+  )
+  t.same(spec.subnets[0]?.pools, [
+    { start: '10.10.10.1', end: '10.10.10.99', name: 'default' },
+    { start: '10.10.10.200', end: '10.10.10.254', name: 'default' },
+    { start: '10.10.10.100', end: '10.10.10.199', name: 'vms' },
+  ])
+  t.same(spec.subnets[0]?.external, [{ start: '10.10.10.2', end: '10.10.10.9' }])
+  t.same(
+    spec.subnets[1]?.pools,
+    [{ start: '10.20.0.1', end: '10.20.0.254', name: 'vms' }],
+    'a subnet all of whose range is named has no default pool',
+  )
+  t.same(spec.subnets[1]?.external, [{ start: '10.20.0.7', end: '10.20.0.7' }])
+})
+
 t.test('relay owners: apart from host names, and their DPU read back', async (t) => {
   t.equal(relayOwnerOf('dpu-1'), 'relay/dpu-1')
   t.equal(relayDpuOf(relayOwnerOf('dpu-1')), 'dpu-1')

@@ -3,8 +3,16 @@
  * the address and MAC of its DHCP relay on each DPU. Pure.
  */
 import { createHash } from 'node:crypto'
-import { formatIp, parseCidr } from '../../lib/ipam/address.ts'
+import {
+  contains,
+  formatIp,
+  parseCidr,
+  parseSpan,
+  type Span,
+  subtract,
+} from '../../lib/ipam/address.ts'
 import type { NetworkSpec } from '../../lib/ipam/index.ts'
+import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
 import type { ResourceGroup } from '../../lib/state/objects.ts'
 
 const RELAY_OWNER_PREFIX = 'relay/'
@@ -40,12 +48,23 @@ export function relayMacOf(group: string, dpuId: string): string {
   return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':')
 }
 
-/** The group's IPAM network: its subnets with one pool each covering the usable range. */
-export function networkSpecOf(group: ResourceGroup): NetworkSpec {
+/**
+ * The group's IPAM network: its subnets, each with its automatic `default` pool (the
+ * usable range minus the group's named pools), the named pools it holds, and the
+ * group's reservations inside it as external ranges (never handed out automatically).
+ */
+export function networkSpecOf(group: Pick<ResourceGroup, 'spec'>): NetworkSpec {
+  const { spec } = group
   const subnets = [
-    { cidr: group.spec.network.cidr, gateway: group.spec.network.gateway, dhcp: true },
-    ...(group.spec.extraSubnets ?? []),
+    { cidr: spec.network.cidr, gateway: spec.network.gateway, dhcp: true },
+    ...(spec.extraSubnets ?? []),
   ]
+  const named = (spec.pools ?? []).map((p) => ({ ...p, span: parseSpan(p.start, p.end) }))
+  const reserved = (spec.reservations ?? []).map((r) => ({
+    start: r.start,
+    end: r.end ?? r.start,
+    span: parseSpan(r.start, r.end ?? r.start),
+  }))
   return {
     subnets: subnets.map((s) => {
       const span = parseCidr(s.cidr)
@@ -59,11 +78,23 @@ export function networkSpecOf(group: ResourceGroup): NetworkSpec {
             : span.last
           : span.first + (size < 65_536n ? size - 1n : 65_535n)
       const at = (value: bigint) => formatIp({ version: span.version, value })
+      const pools = named.filter((p) => contains(span, p.span))
+      const defaults = pools.reduce<Span[]>(
+        (parts, p) => parts.flatMap((part) => subtract(part, p.span)),
+        [{ version: span.version, first, last }],
+      )
+      const external = reserved.filter((r) => contains(span, r.span))
       return {
         cidr: s.cidr,
         ...(s.gateway ? { gateway: s.gateway } : {}),
         dhcp: s.dhcp ?? false,
-        pools: [{ start: at(first), end: at(last), name: 'default' }],
+        pools: [
+          ...defaults.map((d) => ({ start: at(d.first), end: at(d.last), name: DEFAULT_POOL })),
+          ...pools.map((p) => ({ start: p.start, end: p.end, name: p.name })),
+        ],
+        ...(external.length > 0
+          ? { external: external.map((r) => ({ start: r.start, end: r.end })) }
+          : {}),
       }
     }),
   }

@@ -6,9 +6,10 @@
  * out one address twice. Allocation is keyed by owner: asking again for the same owner
  * returns the same address, so a retried handler never takes a second one.
  *
- * `Ipam` is made of three parts, each in its own file: network definition changes
- * (`networks.ts`), addresses handed to owners (`allocations.ts`) and public IPs
- * (`public-ips.ts`). The first two share one cache of network layouts (`layout-cache.ts`).
+ * `Ipam` is made of four parts, each in its own file: network definition changes
+ * (`networks.ts`), addresses handed to owners (`allocations.ts`), the usage map and the
+ * dry run of a definition change (`usage.ts`) and public IPs (`public-ips.ts`). The first
+ * three share one cache of network layouts (`layout-cache.ts`).
  */
 import type { RedisClient } from '../redis/connection.ts'
 import { type Allocations, createAllocations } from './allocations.ts'
@@ -16,6 +17,7 @@ import { LayoutCache } from './layout-cache.ts'
 import { createNetworks, type Networks } from './networks.ts'
 import { createPublicIps, type PublicIps } from './public-ips.ts'
 import { loadScripts } from './scripts.ts'
+import { createUsage, type Usage } from './usage.ts'
 
 export type { AllocateOptions, Allocation, NetworkMap } from './allocations.ts'
 export type {
@@ -37,6 +39,7 @@ export {
 } from './errors.ts'
 export type { SubnetChange } from './networks.ts'
 export type { PublicIpStatus } from './public-ips.ts'
+export type { NetworkUsage, Orphan, PoolUsage, SubnetUsage } from './usage.ts'
 
 export interface IpamOptions {
   /**
@@ -47,7 +50,7 @@ export interface IpamOptions {
 }
 
 /** Every IPAM operation, on one object (`createIpam`). */
-export interface Ipam extends Networks, Allocations, PublicIps {
+export interface Ipam extends Networks, Allocations, PublicIps, Usage {
   /** Loads every script into the server now, instead of on first use. */
   load(): Promise<void>
 }
@@ -71,6 +74,7 @@ export function createIpam(redis: RedisClient, options: IpamOptions = {}): Ipam 
   return {
     ...createNetworks(layouts),
     ...createAllocations(layouts),
+    ...createUsage(layouts),
     ...createPublicIps(redis, prefix),
     load: () => loadScripts(redis),
   }

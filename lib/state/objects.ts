@@ -8,6 +8,7 @@
 import { isIP } from 'node:net'
 import IPCIDR from 'ip-cidr'
 import * as v from 'valibot'
+import { addressPlanIssues, GroupPools, type PlanIssue, Reservations } from './group-network.ts'
 import { Rfc1123Label } from './labels.ts'
 import { Policies } from './policies.ts'
 import type {
@@ -125,6 +126,16 @@ export const ResourceGroupSpec = v.pipe(
     /** Security policies between the group's hosts and with CIDRs (`policies.ts`). */
     policies: v.optional(Policies),
     dns: v.optional(GroupDns),
+    /** Named pools within the group's subnets, asked for by hosts (`group-network.ts`). */
+    pools: v.optional(GroupPools),
+    /** Addresses IPAM never hands out (`group-network.ts`). */
+    reservations: v.optional(Reservations),
+  }),
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (!dataset.typed) return
+    for (const issue of addressPlanIssues(dataset.value)) {
+      addIssue({ message: issue.message, path: pathItems(dataset.value, issue) })
+    }
   }),
   v.forward(
     v.check(
@@ -135,6 +146,18 @@ export const ResourceGroupSpec = v.pipe(
   ),
 )
 export type ResourceGroupSpec = v.InferOutput<typeof ResourceGroupSpec>
+
+/** valibot's path items for an issue's keys, so that `getDotPath` names the field. */
+function pathItems(input: unknown, issue: PlanIssue): [v.IssuePathItem, ...v.IssuePathItem[]] {
+  let at = input as Record<string | number, unknown>
+  const items = issue.path.map((key) => {
+    const value = at?.[key]
+    const item = { type: 'object', origin: 'value', input: at, key: String(key), value }
+    at = value as Record<string | number, unknown>
+    return item as v.IssuePathItem
+  })
+  return items as [v.IssuePathItem, ...v.IssuePathItem[]]
+}
 
 export const HostAccess = v.picklist(
   ['None', 'FabricAccess', 'PublicAccess'],
@@ -196,7 +219,13 @@ export const ManagedResourceRequest = v.pipe(
     identifier: v.optional(InterfaceName),
     /** The host's name in its group's DNS; default its own name. Unique in the group. */
     hostname: v.optional(Rfc1123Label),
+    /** The named pool of its group the host's address comes from (default: `default`). */
+    pool: v.optional(Rfc1123Label),
   }),
+  v.forward(
+    v.check((m) => m.pool === undefined || m.hostIP === undefined, 'give hostIP or pool, not both'),
+    ['pool'],
+  ),
   v.forward(
     v.check(
       (m) => m.hostAccess === 'None' || m.hostIP === undefined || isIP(m.hostIP) === 4,

@@ -33,6 +33,7 @@ import type { GetPublicIpResponse as _hydrazine_v1_GetPublicIpResponse, GetPubli
 import type { GetResourceGroupRequest as _hydrazine_v1_GetResourceGroupRequest, GetResourceGroupRequest__Output as _hydrazine_v1_GetResourceGroupRequest__Output } from './hydrazine/v1/GetResourceGroupRequest.ts';
 import type { GetResourceGroupResponse as _hydrazine_v1_GetResourceGroupResponse, GetResourceGroupResponse__Output as _hydrazine_v1_GetResourceGroupResponse__Output } from './hydrazine/v1/GetResourceGroupResponse.ts';
 import type { GroupDns as _hydrazine_v1_GroupDns, GroupDns__Output as _hydrazine_v1_GroupDns__Output } from './hydrazine/v1/GroupDns.ts';
+import type { GroupPool as _hydrazine_v1_GroupPool, GroupPool__Output as _hydrazine_v1_GroupPool__Output } from './hydrazine/v1/GroupPool.ts';
 import type { HostAccessIps as _hydrazine_v1_HostAccessIps, HostAccessIps__Output as _hydrazine_v1_HostAccessIps__Output } from './hydrazine/v1/HostAccessIps.ts';
 import type { HydrazineServiceClient as _hydrazine_v1_HydrazineServiceClient, HydrazineServiceDefinition as _hydrazine_v1_HydrazineServiceDefinition } from './hydrazine/v1/HydrazineService.ts';
 import type { IssueDpuCredentialsRequest as _hydrazine_v1_IssueDpuCredentialsRequest, IssueDpuCredentialsRequest__Output as _hydrazine_v1_IssueDpuCredentialsRequest__Output } from './hydrazine/v1/IssueDpuCredentialsRequest.ts';
@@ -60,6 +61,7 @@ import type { RedisCredentials as _hydrazine_v1_RedisCredentials, RedisCredentia
 import type { RegisterPublicIpRequest as _hydrazine_v1_RegisterPublicIpRequest, RegisterPublicIpRequest__Output as _hydrazine_v1_RegisterPublicIpRequest__Output } from './hydrazine/v1/RegisterPublicIpRequest.ts';
 import type { RegisterPublicIpResponse as _hydrazine_v1_RegisterPublicIpResponse, RegisterPublicIpResponse__Output as _hydrazine_v1_RegisterPublicIpResponse__Output } from './hydrazine/v1/RegisterPublicIpResponse.ts';
 import type { Relay as _hydrazine_v1_Relay, Relay__Output as _hydrazine_v1_Relay__Output } from './hydrazine/v1/Relay.ts';
+import type { Reservation as _hydrazine_v1_Reservation, Reservation__Output as _hydrazine_v1_Reservation__Output } from './hydrazine/v1/Reservation.ts';
 import type { ResourceGroup as _hydrazine_v1_ResourceGroup, ResourceGroup__Output as _hydrazine_v1_ResourceGroup__Output } from './hydrazine/v1/ResourceGroup.ts';
 import type { ResourceGroupSpec as _hydrazine_v1_ResourceGroupSpec, ResourceGroupSpec__Output as _hydrazine_v1_ResourceGroupSpec__Output } from './hydrazine/v1/ResourceGroupSpec.ts';
 import type { ResourceGroupStatus as _hydrazine_v1_ResourceGroupStatus, ResourceGroupStatus__Output as _hydrazine_v1_ResourceGroupStatus__Output } from './hydrazine/v1/ResourceGroupStatus.ts';
@@ -119,6 +121,7 @@ export interface ProtoGrpcType {
       GetResourceGroupResponse: MessageTypeDefinition<_hydrazine_v1_GetResourceGroupResponse, _hydrazine_v1_GetResourceGroupResponse__Output>
       GroupDns: MessageTypeDefinition<_hydrazine_v1_GroupDns, _hydrazine_v1_GroupDns__Output>
       GroupImplementation: EnumTypeDefinition
+      GroupPool: MessageTypeDefinition<_hydrazine_v1_GroupPool, _hydrazine_v1_GroupPool__Output>
       HostAccess: EnumTypeDefinition
       HostAccessIps: MessageTypeDefinition<_hydrazine_v1_HostAccessIps, _hydrazine_v1_HostAccessIps__Output>
       HydrazineService: SubtypeConstructor<typeof grpc.Client, _hydrazine_v1_HydrazineServiceClient> & { service: _hydrazine_v1_HydrazineServiceDefinition }
@@ -152,6 +155,7 @@ export interface ProtoGrpcType {
       RegisterPublicIpRequest: MessageTypeDefinition<_hydrazine_v1_RegisterPublicIpRequest, _hydrazine_v1_RegisterPublicIpRequest__Output>
       RegisterPublicIpResponse: MessageTypeDefinition<_hydrazine_v1_RegisterPublicIpResponse, _hydrazine_v1_RegisterPublicIpResponse__Output>
       Relay: MessageTypeDefinition<_hydrazine_v1_Relay, _hydrazine_v1_Relay__Output>
+      Reservation: MessageTypeDefinition<_hydrazine_v1_Reservation, _hydrazine_v1_Reservation__Output>
       ResourceGroup: MessageTypeDefinition<_hydrazine_v1_ResourceGroup, _hydrazine_v1_ResourceGroup__Output>
       ResourceGroupPhase: EnumTypeDefinition
       ResourceGroupSpec: MessageTypeDefinition<_hydrazine_v1_ResourceGroupSpec, _hydrazine_v1_ResourceGroupSpec__Output>

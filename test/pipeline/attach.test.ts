@@ -201,23 +201,20 @@ t.test('bad requests are refused with every field named and nothing enqueued', a
   t.match(reloaded?.failedReason, /invalid host.attach payload: host: must be an RFC 1123 label/)
 })
 
-t.test('a group whose network IPAM refuses is Failed with the reason, not retried', async (t) => {
+t.test('a group whose network IPAM would refuse is refused before it is stored', async (t) => {
   const p = await startPipeline(t)
-  // Extra subnet overlapping the primary network: valid alone, refused by IPAM.
-  await p.client.applyGroup('group-x', {
-    ...groupSpec('tenant-x'),
-    extraSubnets: [{ cidr: '10.10.10.0/25' }],
-  })
-  const failed = await until(
-    () => p.controller.store.getGroup('group-x'),
-    (g) => g?.status.phase === 'Failed',
+  // Extra subnet overlapping the primary network: each valid alone, refused together.
+  await t.rejects(
+    p.client.applyGroup('group-x', {
+      ...groupSpec('tenant-x'),
+      extraSubnets: [{ cidr: '10.10.10.0/25' }],
+    }),
+    {
+      code: 'INVALID',
+      issues: [{ path: 'extraSubnets.0.cidr', message: 'overlaps 10.10.10.0/24' }],
+    },
   )
-  t.equal(failed?.status.phase, 'Failed')
-  t.match(failed?.status.conditions, [
-    { type: 'NetworkAllocated', status: 'False', reason: /OVERLAP/ },
-  ])
-  const job = await p.controller.queue.getJob('group.create-group-x-v1')
-  t.equal(job?.attemptsMade, 1, 'not retried')
+  t.equal(await p.controller.store.getGroup('group-x'), undefined, 'nothing stored')
 })
 
 t.test(

@@ -14,9 +14,11 @@ export interface ManagedResourceSpec {
   'hostAccess'?: (_hydrazine_v1_HostAccess);
   'identifier'?: (string);
   'hostname'?: (string);
+  'pool'?: (string);
   '_hostIp'?: "hostIp";
   '_identifier'?: "identifier";
   '_hostname'?: "hostname";
+  '_pool'?: "pool";
 }
 
 export interface ManagedResourceSpec__Output {
@@ -28,7 +30,9 @@ export interface ManagedResourceSpec__Output {
   'hostAccess': (_hydrazine_v1_HostAccess__Output);
   'identifier'?: (string);
   'hostname'?: (string);
+  'pool'?: (string);
   '_hostIp'?: "hostIp";
   '_identifier'?: "identifier";
   '_hostname'?: "hostname";
+  '_pool'?: "pool";
 }

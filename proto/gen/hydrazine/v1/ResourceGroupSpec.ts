@@ -6,6 +6,8 @@ import type { Subnet as _hydrazine_v1_Subnet, Subnet__Output as _hydrazine_v1_Su
 import type { GroupImplementation as _hydrazine_v1_GroupImplementation, GroupImplementation__Output as _hydrazine_v1_GroupImplementation__Output } from '../../hydrazine/v1/GroupImplementation.ts';
 import type { Policy as _hydrazine_v1_Policy, Policy__Output as _hydrazine_v1_Policy__Output } from '../../hydrazine/v1/Policy.ts';
 import type { GroupDns as _hydrazine_v1_GroupDns, GroupDns__Output as _hydrazine_v1_GroupDns__Output } from '../../hydrazine/v1/GroupDns.ts';
+import type { GroupPool as _hydrazine_v1_GroupPool, GroupPool__Output as _hydrazine_v1_GroupPool__Output } from '../../hydrazine/v1/GroupPool.ts';
+import type { Reservation as _hydrazine_v1_Reservation, Reservation__Output as _hydrazine_v1_Reservation__Output } from '../../hydrazine/v1/Reservation.ts';
 
 export interface ResourceGroupSpec {
   'tenantId'?: (string);
@@ -15,6 +17,8 @@ export interface ResourceGroupSpec {
   'implementation'?: (_hydrazine_v1_GroupImplementation);
   'policies'?: (_hydrazine_v1_Policy)[];
   'dns'?: (_hydrazine_v1_GroupDns | null);
+  'pools'?: (_hydrazine_v1_GroupPool)[];
+  'reservations'?: (_hydrazine_v1_Reservation)[];
   '_dhcpServer'?: "dhcpServer";
 }
 
@@ -26,5 +30,7 @@ export interface ResourceGroupSpec__Output {
   'implementation': (_hydrazine_v1_GroupImplementation__Output);
   'policies': (_hydrazine_v1_Policy__Output)[];
   'dns': (_hydrazine_v1_GroupDns__Output | null);
+  'pools': (_hydrazine_v1_GroupPool__Output)[];
+  'reservations': (_hydrazine_v1_Reservation__Output)[];
   '_dhcpServer'?: "dhcpServer";
 }

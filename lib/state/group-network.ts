@@ -1,0 +1,197 @@
+/**
+ * A group's address plan beyond its subnets (seed 004, Ganeti): named `pools` a host may
+ * ask for (`ManagedResourceRequest.pool`) and `reservations`, addresses IPAM never hands
+ * out (a DC's routers, a VIP). Each lies inside one of the group's subnets (`network` or
+ * an `extraSubnets` entry).
+ *
+ * Hosts that name no pool take addresses from each subnet's automatic `default` pool: its
+ * usable range minus every named pool. A named pool is handed out only to hosts that ask
+ * for it by name. Several entries may share a name: one pool over several ranges.
+ *
+ * @example
+ * pools: [{ name: 'vms', start: '10.0.0.100', end: '10.0.0.199' }],
+ * reservations: [{ start: '10.0.0.2', end: '10.0.0.9' }, { start: '10.0.0.250' }],
+ */
+import { isIP } from 'node:net'
+import * as v from 'valibot'
+import { contains, overlaps, parseCidr, parseIp, type Span, spanSize } from '../ipam/address.ts'
+import { Rfc1123Label } from './labels.ts'
+
+/** The automatic pool of every subnet: what hosts naming no pool are given addresses from. */
+export const DEFAULT_POOL = 'default'
+/** Pools and reservations are bitmaps in Redis: each range holds at most 2^20 addresses. */
+export const MAX_RANGE_SIZE = 1 << 20
+export const MAX_POOLS = 32
+export const MAX_RESERVATIONS = 64
+
+const Address = v.pipe(
+  v.string(),
+  v.maxLength(64, 'is too long for an IP address'),
+  v.check((s) => isIP(s) !== 0, 'must be an IP address'),
+)
+
+/** A named range of a group's subnet, e.g. `{name: 'vms', start: '10.0.0.100', end: '10.0.0.199'}`. */
+export const GroupPool = v.pipe(
+  v.strictObject({ name: Rfc1123Label, start: Address, end: Address }),
+  v.forward(
+    v.check((p) => p.name !== DEFAULT_POOL, `${DEFAULT_POOL} is the automatic pool's name`),
+    ['name'],
+  ),
+)
+export type GroupPool = v.InferOutput<typeof GroupPool>
+
+/** Addresses IPAM never hands out: one (`start`) or a range (`start` to `end`). */
+export const Reservation = v.strictObject({ start: Address, end: v.optional(Address) })
+export type Reservation = v.InferOutput<typeof Reservation>
+
+export const GroupPools = v.pipe(
+  v.array(GroupPool),
+  v.maxLength(MAX_POOLS, `at most ${MAX_POOLS} pools`),
+)
+export const Reservations = v.pipe(
+  v.array(Reservation),
+  v.maxLength(MAX_RESERVATIONS, `at most ${MAX_RESERVATIONS} reservations`),
+)
+
+/** The part of a group spec the address plan is checked against. */
+export interface GroupAddressPlan {
+  readonly network: { readonly cidr: string }
+  readonly extraSubnets?:
+    | readonly { readonly cidr: string; readonly dhcp?: boolean | undefined }[]
+    | undefined
+  readonly pools?: readonly GroupPool[] | undefined
+  readonly reservations?: readonly Reservation[] | undefined
+}
+
+/** One refusal of the address plan: the field path (`pools.1.end`) and why. */
+export interface PlanIssue {
+  readonly path: readonly (string | number)[]
+  readonly message: string
+}
+
+/** The group's subnets, primary first, as spans; those that do not parse are left out. */
+export function groupSubnets(plan: GroupAddressPlan): { cidr: string; span: Span }[] {
+  return [plan.network, ...(plan.extraSubnets ?? [])].flatMap((s) => {
+    try {
+      return [{ cidr: s.cidr, span: parseCidr(s.cidr) as Span }]
+    } catch {
+      return []
+    }
+  })
+}
+
+/**
+ * A range's span, the issue with its `end`, or undefined when an address is not one (the
+ * schema names that field already).
+ */
+function spanOf(start: string, end: string | undefined): Span | string | undefined {
+  if (isIP(start) === 0 || isIP(end ?? start) === 0) return undefined
+  const a = parseIp(start)
+  const b = parseIp(end ?? start)
+  if (a.version !== b.version) return 'must be the same IP version as start'
+  if (a.value > b.value) return 'must not come before start'
+  return { version: a.version, first: a.value, last: b.value }
+}
+
+/**
+ * Checks the extra subnets against the network and each other (no overlap, DHCP on one
+ * subnet per IP version: the primary network has it), and each pool and reservation
+ * against the group's subnets and each other: inside one subnet, at most
+ * `MAX_RANGE_SIZE` addresses, pools never overlapping. IPAM refuses the same; here the
+ * refusal names the field. Pure.
+ *
+ * @example
+ * addressPlanIssues({ network: { cidr: '10.0.0.0/24' }, pools: [{ name: 'a', start: '10.1.0.1', end: '10.1.0.9' }] })
+ * // [{ path: ['pools', 0], message: 'must lie inside one of the group's subnets: 10.0.0.0/24' }]
+ */
+export function addressPlanIssues(plan: GroupAddressPlan): PlanIssue[] {
+  const subnets = groupSubnets(plan)
+  const issues: PlanIssue[] = []
+  const dhcp = new Map<number, string>([[4, 'network']])
+  for (const [i, s] of (plan.extraSubnets ?? []).entries()) {
+    // The schema parsed every CIDR before this check: extra subnet i is subnets[i + 1].
+    const here = subnets[i + 1]
+    if (here === undefined) continue
+    const other = subnets.slice(0, i + 1).find((x) => overlaps(x.span, here.span))
+    if (other !== undefined) {
+      issues.push({ path: ['extraSubnets', i, 'cidr'], message: `overlaps ${other.cidr}` })
+    }
+    if (!s.dhcp) continue
+    const earlier = dhcp.get(here.span.version)
+    if (earlier === undefined) dhcp.set(here.span.version, `extraSubnets.${i}`)
+    else {
+      issues.push({
+        path: ['extraSubnets', i, 'dhcp'],
+        message: `${earlier} already has DHCP for IPv${here.span.version}: one subnet per IP version`,
+      })
+    }
+  }
+  const check = (field: 'pools' | 'reservations', ranges: readonly Reservation[]) => {
+    const spans: Span[] = []
+    for (const [i, r] of ranges.entries()) {
+      const span = spanOf(r.start, r.end)
+      if (span === undefined) continue
+      if (typeof span === 'string') {
+        issues.push({ path: [field, i, 'end'], message: span })
+        continue
+      }
+      if (!subnets.some((s) => contains(s.span, span))) {
+        const cidrs = subnets.map((s) => s.cidr).join(', ')
+        issues.push({
+          path: [field, i],
+          message: `must lie inside one of the group's subnets: ${cidrs}`,
+        })
+      } else if (spanSize(span) > BigInt(MAX_RANGE_SIZE)) {
+        issues.push({ path: [field, i], message: `must hold at most ${MAX_RANGE_SIZE} addresses` })
+      }
+      const other = spans.findIndex((s) => overlaps(s, span))
+      if (other >= 0) issues.push({ path: [field, i], message: `overlaps ${field}.${other}` })
+      spans.push(span)
+    }
+  }
+  check('pools', plan.pools ?? [])
+  check('reservations', plan.reservations ?? [])
+  return issues
+}
+
+/** The reservation holding `ip`, by its index; undefined when none does. */
+export function reservationHolding(
+  reservations: readonly Reservation[],
+  ip: string,
+): number | undefined {
+  const i = reservations.findIndex((r) => {
+    const span = spanOf(r.start, r.end)
+    const at = spanOf(ip, undefined)
+    return typeof span === 'object' && typeof at === 'object' && contains(span, at)
+  })
+  return i < 0 ? undefined : i
+}
+
+/**
+ * Why a host's `pool` or `hostIP` does not fit its group's plan: a pool the group does
+ * not have, or an address it reserved (IPAM hands out neither). Pure.
+ */
+export function hostAddressIssues(
+  host: { readonly pool?: string | undefined; readonly hostIP?: string | undefined },
+  group: GroupAddressPlan & { readonly name: string },
+): PlanIssue[] {
+  const issues: PlanIssue[] = []
+  const pools = new Set([DEFAULT_POOL, ...(group.pools ?? []).map((p) => p.name)])
+  if (host.pool !== undefined && !pools.has(host.pool)) {
+    issues.push({
+      path: ['pool'],
+      message: `resource group ${group.name} has no pool ${host.pool} (it has ${[...pools].join(', ')})`,
+    })
+  }
+  const reserved =
+    host.hostIP === undefined
+      ? undefined
+      : reservationHolding(group.reservations ?? [], host.hostIP)
+  if (reserved !== undefined) {
+    issues.push({
+      path: ['hostIP'],
+      message: `is reserved in resource group ${group.name} (reservations.${reserved}); IPAM never hands it out`,
+    })
+  }
+  return issues
+}
