@@ -122,6 +122,17 @@ export async function startController(options: ControllerOptions): Promise<Contr
       return beat ? pickProtocolVersion(beat.protocolVersions) : PROTOCOL_VERSIONS[0]
     },
   }
+  const credentials = createCredentialIssuer({
+    redis,
+    ...(options.prefix ? { queuePrefix: options.prefix } : {}),
+    ...(options.certificates ? { certificates: options.certificates } : {}),
+  })
+  // Users issued by an older version may name keys this one renamed (queue names, the
+  // heartbeat key): their agents would be refused. Point them at today's keys.
+  const refreshed = await credentials.refreshKeys((await store.listDpus()).map((d) => d.name))
+  if (refreshed.length > 0) {
+    options.logger?.info({ dpus: refreshed }, "DPU users now reach this version's keys")
+  }
   const workers = await startWorkers({
     connection: () => bullConnection(endpoint),
     deps: {
@@ -177,11 +188,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
         }),
       ovnTrace: createOvnTrace(),
     }),
-    credentials: createCredentialIssuer({
-      redis,
-      ...(options.prefix ? { queuePrefix: options.prefix } : {}),
-      ...(options.certificates ? { certificates: options.certificates } : {}),
-    }),
+    credentials,
   })
 
   /**

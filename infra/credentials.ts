@@ -8,6 +8,7 @@ import {
   type DpuCredentialIssuer,
   type DpuCredentials,
   dpuRedisAclRules,
+  dpuRedisKeyPatterns,
   dpuRedisUser,
 } from '../lib/agent-protocol/credentials.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
@@ -27,11 +28,14 @@ export function createCredentialIssuer(options: CredentialIssuerOptions): DpuCre
   /** Writes the ACL file, so users survive a Redis restart; false when Redis keeps none. */
   const save = async () =>
     (
-      await onEveryNode(redis, (node) =>
-        node.call('ACL', 'SAVE').then(
-          () => true,
-          () => false,
-        ),
+      await onEveryNode(
+        redis,
+        (node) =>
+          node.call('ACL', 'SAVE').then(
+            () => true,
+            () => false,
+          ),
+        'all',
       )
     ).every(Boolean)
   return {
@@ -39,12 +43,15 @@ export function createCredentialIssuer(options: CredentialIssuerOptions): DpuCre
       const password = randomBytes(32).toString('hex')
       const username = dpuRedisUser(dpuId)
       const rules = dpuRedisAclRules(dpuId, password, options.queuePrefix)
-      // A Redis Cluster keeps users per node: the agent reaches every master.
-      await onEveryNode(redis, (node) => node.call('ACL', 'SETUSER', username, ...rules))
+      // A Redis Cluster keeps users per node, and neither replicates nor fails them over:
+      // every node, replicas too, gets the user.
+      await onEveryNode(redis, (node) => node.call('ACL', 'SETUSER', username, ...rules), 'all')
       // Connections already open with the old password keep working until they close;
       // the agent that held it is the one being replaced, so close them now.
-      await onEveryNode(redis, (node) =>
-        node.call('CLIENT', 'KILL', 'USER', username).catch(() => {}),
+      await onEveryNode(
+        redis,
+        (node) => node.call('CLIENT', 'KILL', 'USER', username).catch(() => {}),
+        'all',
       )
       const persisted = await save()
       const tls = options.certificates ? await options.certificates(dpuId) : undefined
@@ -52,11 +59,31 @@ export function createCredentialIssuer(options: CredentialIssuerOptions): DpuCre
     },
     async revoke(dpuId) {
       const username = dpuRedisUser(dpuId)
-      await onEveryNode(redis, (node) => node.call('ACL', 'DELUSER', username))
-      await onEveryNode(redis, (node) =>
-        node.call('CLIENT', 'KILL', 'USER', username).catch(() => {}),
+      await onEveryNode(redis, (node) => node.call('ACL', 'DELUSER', username), 'all')
+      await onEveryNode(
+        redis,
+        (node) => node.call('CLIENT', 'KILL', 'USER', username).catch(() => {}),
+        'all',
       )
       await save()
+    },
+    async refreshKeys(dpuIds) {
+      const refreshed = new Set<string>()
+      for (const dpuId of dpuIds) {
+        const username = dpuRedisUser(dpuId)
+        const patterns = dpuRedisKeyPatterns(dpuId, options.queuePrefix)
+        await onEveryNode(
+          redis,
+          async (node) => {
+            if ((await node.call('ACL', 'GETUSER', username)) === null) return
+            await node.call('ACL', 'SETUSER', username, 'resetkeys', ...patterns)
+            refreshed.add(dpuId)
+          },
+          'all',
+        )
+      }
+      if (refreshed.size > 0) await save()
+      return [...refreshed].sort()
     },
   }
 }

@@ -22,8 +22,7 @@ export function dpuRedisAclRules(dpuId: string, password: string, queuePrefix = 
     'reset',
     'on',
     `>${password}`,
-    `~${queuePrefix}:${agentQueueName(dpuId)}:*`,
-    `~${heartbeatKeyOf(dpuId)}`,
+    ...dpuRedisKeyPatterns(dpuId, queuePrefix),
     'resetchannels',
     '+@all',
     '-@dangerous',
@@ -42,6 +41,11 @@ export function dpuRedisAclRules(dpuId: string, password: string, queuePrefix = 
     '-script|kill',
     '-function',
   ]
+}
+
+/** The keys a DPU's agent may touch, as ACL key patterns: its queue's and its heartbeat. */
+export function dpuRedisKeyPatterns(dpuId: string, queuePrefix = 'bull'): string[] {
+  return [`~${queuePrefix}:${agentQueueName(dpuId)}:*`, `~${heartbeatKeyOf(dpuId)}`]
 }
 
 /**
@@ -71,4 +75,10 @@ export interface DpuCredentialIssuer {
   issue(dpuId: string): Promise<DpuCredentials>
   /** The DPU's credentials stop working (it left the inventory). */
   revoke(dpuId: string): Promise<void>
+  /**
+   * Makes the existing users of these DPUs reach the keys this version names (their
+   * passwords untouched): after an upgrade renamed a queue or key, their agents keep
+   * working. Returns the DPUs whose user it updated.
+   */
+  refreshKeys(dpuIds: readonly string[]): Promise<string[]>
 }

@@ -46,16 +46,21 @@ export function isCluster(redis: RedisClient): redis is Cluster {
 }
 
 /**
- * Runs `command` on every master of a cluster (what Redis keeps per node: ACL users, a
- * SCAN's keys), or on the one Redis. Returns each node's answer.
+ * Runs `command` on every master of a cluster (a SCAN's keys), or with `role` `all` on
+ * replicas too (ACL users, which Redis neither replicates nor fails over); on one Redis,
+ * on it. Returns each node's answer; rejects once every node answered, if any failed.
  */
 export async function onEveryNode<T>(
   redis: RedisClient,
   command: (node: Redis) => Promise<T>,
+  role: 'master' | 'all' = 'master',
 ): Promise<T[]> {
   if (!isCluster(redis)) return [await command(redis)]
   if (redis.status !== 'ready') await new Promise((ready) => redis.once('ready', ready))
-  return Promise.all(redis.nodes('master').map(command))
+  const answers = await Promise.allSettled(redis.nodes(role).map(command))
+  const failed = answers.find((a): a is PromiseRejectedResult => a.status === 'rejected')
+  if (failed) throw failed.reason
+  return answers.map((a) => (a as PromiseFulfilledResult<T>).value)
 }
 
 /**

@@ -11,6 +11,7 @@ import { LuaScript } from '../redis/lua-script.ts'
 // Take-or-renew and release-if-mine are the object locks' own scripts.
 const takeScript = new LuaScript(new URL('./lua/lock.lua', import.meta.url))
 const releaseScript = new LuaScript(new URL('./lua/unlock.lua', import.meta.url))
+const membersScript = new LuaScript(new URL('./lua/members.lua', import.meta.url))
 
 /**
  * This controller's name as a lease holder: its host and data directory. The same after a
@@ -50,6 +51,16 @@ export class Leases {
     await releaseScript.run(this.#redis, [this.key(name)], [holder])
   }
 
+  /**
+   * Records `holder` as alive among those running lease `name` for `ttlMs`; resolves with
+   * how many are (itself included).
+   */
+  async members(name: string, holder: string, ttlMs: number): Promise<number> {
+    return Number(
+      await membersScript.run(this.#redis, [`${this.key(name)}:members`], [holder, ttlMs]),
+    )
+  }
+
   /** Who holds the lease now, or undefined. */
   async holder(name: string): Promise<string | undefined> {
     return (await this.#redis.get(this.key(name))) ?? undefined
@@ -82,9 +93,12 @@ export interface LeadershipOptions {
 
 /**
  * Runs `lead` in exactly one process among those that run this with the same lease, and
- * in another when that one stops or dies (within `ttlMs`). A holder that cannot renew —
- * Redis is unreachable, or another took the lease — stops its work before its lease would
- * have run out, so two never run it at once.
+ * in another when that one stops or dies (within `ttlMs`). A holder that learns another
+ * took the lease stops its work and runs `follow`. A holder that cannot renew (Redis does
+ * not answer) while other processes run this lease stops its work and runs `follow` before
+ * its lease would run out, so two never work at once and its speaker is silent by the time
+ * another may lead; alone, it keeps working, as nobody can take over (and, Redis gone,
+ * nothing it serves can change): losing Redis does not tear the data plane down.
  */
 export class Leadership {
   readonly #options: LeadershipOptions
@@ -94,6 +108,8 @@ export class Leadership {
   #expiresAt = 0
   /** True once `follow` ran since this process last led (or started). */
   #followed = false
+  /** How many other processes ran this lease at the last answer from Redis. */
+  #others = 0
   #running = true
   #timer: NodeJS.Timeout | undefined
   #tick: Promise<void> = Promise.resolve()
@@ -109,12 +125,17 @@ export class Leadership {
     return this.#stopWork !== undefined
   }
 
-  /** Stops the work (if this process leads) and gives the lease up for the next. */
+  /**
+   * Stops the work (if this process leads) and gives the lease up for the next; with
+   * other processes about, runs `follow` too (another is about to lead).
+   */
   async stop(): Promise<void> {
     this.#running = false
     clearTimeout(this.#timer)
     await this.#tick
+    const led = this.leading
     await this.#abdicate()
+    if (led && this.#others > 0) await this.#follow(true)
     const { leases, name, holder } = this.#options
     await leases.release(name, holder).catch(() => {})
   }
@@ -131,23 +152,27 @@ export class Leadership {
     const asked = Date.now()
     let held: boolean
     try {
-      held = await withTimeout(leases.take(name, holder, this.#ttlMs), this.#ttlMs / 3)
+      const [taken, members] = await withTimeout(
+        Promise.all([
+          leases.take(name, holder, this.#ttlMs),
+          leases.members(name, holder, this.#ttlMs * 3),
+        ]),
+        this.#ttlMs / 3,
+      )
+      held = taken
+      this.#others = members - 1
     } catch (error) {
       onError?.(error)
-      // Unknown: keep the work only while the lease surely still runs.
-      if (this.leading && Date.now() >= this.#expiresAt - this.#ttlMs / 3) await this.#abdicate()
+      // Unknown: with others about, keep the work only while the lease surely still runs.
+      if (this.#others > 0 && Date.now() >= this.#expiresAt - this.#ttlMs / 3) {
+        await this.#abdicate()
+        await this.#follow()
+      }
       return
     }
     if (!held) {
       await this.#abdicate()
-      if (!this.#followed && this.#running && this.#options.follow) {
-        try {
-          await this.#options.follow()
-          this.#followed = true
-        } catch (error) {
-          onError?.(error)
-        }
-      }
+      await this.#follow()
       return
     }
     this.#expiresAt = asked + this.#ttlMs
@@ -159,6 +184,18 @@ export class Leadership {
     } catch (error) {
       onError?.(error)
       await leases.release(name, holder).catch(() => {})
+    }
+  }
+
+  /** Runs `follow` once since this process last led (again at each step until it works). */
+  async #follow(stopping = false): Promise<void> {
+    const { follow, onError } = this.#options
+    if (this.#followed || (!this.#running && !stopping) || !follow) return
+    try {
+      await withTimeout(follow(), this.#ttlMs)
+      this.#followed = true
+    } catch (error) {
+      onError?.(error)
     }
   }
 
@@ -175,7 +212,7 @@ export class Leadership {
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer from Redis in ${ms} ms`)), ms)
+    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms)
   })
   return Promise.race([promise, late]).finally(() => clearTimeout(timer))
 }

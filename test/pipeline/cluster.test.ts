@@ -5,6 +5,8 @@
  */
 import { Queue } from 'bullmq'
 import t from 'tap'
+import { createCredentialIssuer } from '../../infra/credentials.ts'
+import { heartbeatKeyOf } from '../../lib/agent-protocol/credentials.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import { agentQueueName } from '../../lib/agent-protocol/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
@@ -129,4 +131,19 @@ t.test("an agent's credentials on a cluster reach its own queue only", async (t)
   t.ok(await own.add('probe', {}), 'its own queue takes a job')
   await t.rejects(other.add('probe', {}), /NOPERM/, "another DPU's queue is refused")
   await t.rejects(connection.get('hz:{store}:rg:group-a'), /NOPERM/, 'the desired state is refused')
+
+  // A user an older version issued names keys since renamed: refreshed at start, its
+  // password untouched, it reaches today's queue and heartbeat again.
+  for (let i = 0; i < cluster.ports.length; i++) {
+    await cluster.node(i).call('ACL', 'SETUSER', redis.username, 'resetkeys', '~bull:agent-dpu-1:*')
+  }
+  await t.rejects(
+    connection.set(heartbeatKeyOf('dpu-1'), '{}', 'PX', 1000),
+    /NOPERM/,
+    'with the old patterns, its heartbeat is refused',
+  )
+  const issuer = createCredentialIssuer({ redis: p.controller.redis, queuePrefix: p.prefix })
+  t.same(await issuer.refreshKeys(['dpu-1', 'dpu-9']), ['dpu-1'], 'only existing users')
+  t.ok(await connection.set(heartbeatKeyOf('dpu-1'), '{}', 'PX', 1000), 'refreshed: it beats')
+  t.ok(await own.add('probe-2', {}), 'and its queue takes jobs')
 })

@@ -79,6 +79,10 @@ t.test('one leader at a time, handed over on stop and on a lost Redis', async (t
   )
   const [first, second] = terms
   t.ok(first?.to !== undefined && second && first.to <= second.from, 'never two at once')
+  t.ok(
+    await eventually(async () => follows.get('a') === 1, TTL * 2),
+    'with others about, the leader that lost Redis ran its follow (silenced its speaker)',
+  )
 
   // The new leader stops cleanly: it hands over at once, not after the lease.
   const leader = running()[0] === 'b' ? b : c
@@ -91,4 +95,33 @@ t.test('one leader at a time, handed over on stop and on a lost Redis', async (t
   for (let i = 1; i < terms.length; i++) {
     t.ok((terms[i - 1]?.to ?? Infinity) <= (terms[i]?.from ?? 0), `term ${i} began after ${i - 1}`)
   }
+})
+
+t.test('alone, a leader that loses Redis keeps its work (and its speaker)', async (t) => {
+  const stack = await withStack(t)
+  const redis = new Redis(stack.redis?.url ?? '', { maxRetriesPerRequest: 1 })
+  redis.on('error', () => {})
+  let running = false
+  let followed = 0
+  const alone = new Leadership({
+    leases: new Leases(redis, PREFIX),
+    name: 'alone',
+    holder: 'solo',
+    ttlMs: TTL,
+    follow: async () => {
+      followed++
+    },
+    lead: async () => {
+      running = true
+      return async () => {
+        running = false
+      }
+    },
+  })
+  t.teardown(() => alone.stop())
+  t.ok(await eventually(async () => running, 5000), 'it leads')
+  redis.disconnect()
+  await new Promise((r) => setTimeout(r, TTL * 3))
+  t.ok(running, 'still working with Redis gone: nobody else could take over')
+  t.equal(followed, 0, 'and its speaker was not silenced')
 })
