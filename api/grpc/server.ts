@@ -15,6 +15,7 @@
  *   "internal error", logged.
  * - Lists are paged as AIP-158 has it (`page_size`, `page_token`, `next_page_token`;
  *   `api/pagination.ts`): a request without them gets the first page of 500.
+ * - GetResourceGroupIpam: the group's address map, `GET …/{name}/ipam` typed (`ipam.ts`).
  * - Watch: `watch.ts` (bounds) and `watch-stream.ts` (snapshot or resume, flow control).
  * - Also served: `grpc.health.v1` reflecting the readiness probes, and reflection
  *   (`health.ts`).
@@ -32,6 +33,7 @@ import { createOperations, type Operations, type OperationsDeps } from '../opera
 import { encodeContinue, type ListName, pageRequest, pageSizeParam } from '../pagination.ts'
 import type { ReadinessProbes } from '../readiness.ts'
 import { type HealthService, serveHealth, serveReflection } from './health.ts'
+import { ipamMessage } from './ipam.ts'
 import {
   credentialsMessage,
   dpuMessage,
@@ -147,6 +149,7 @@ export function createGrpcServer(deps: GrpcDeps): GrpcIngress {
     GetResourceGroup: unary(async (ops, r) => ({
       resourceGroup: resourceGroupMessage(await ops.getGroup(r.name)),
     })),
+    GetResourceGroupIpam: unary(async (ops, r) => ipamMessage(await ops.groupIpam(r.name))),
     ListResourceGroups: unary(async (ops, r) => {
       const page = await ops.listGroups(
         { tenant: r.tenant || undefined },

@@ -1,7 +1,9 @@
 /**
  * How `hz` shows objects to a person: aligned tables for lists, a short summary for one
- * object. `--json` bypasses all of this.
+ * object, a group's address map as tables and lines of addresses. `--json` bypasses all
+ * of this.
  */
+import { type Cidr, formatIp, parseCidr } from '../../lib/ipam/address.ts'
 
 type Row = Readonly<Record<string, unknown>>
 
@@ -162,4 +164,106 @@ export function traceText(answer: unknown): string {
     if (typeof raw === 'string') lines.push(`--- ovn-trace ${text(at(run, 'datapath'))}`, raw)
   }
   return lines.join('\n')
+}
+
+/** Addresses per line of a map drawn one character per address (Ganeti's width). */
+const MAP_WIDTH = 64
+
+const rowsOf = (value: unknown): unknown[] => (Array.isArray(value) ? value : [])
+
+/**
+ * A group's address map (`GET /v1/resource-groups/{name}/ipam`) for a person: its
+ * subnets' counts, their pools and reservations, each subnet's map, and who holds what.
+ *
+ * @example
+ * SUBNET         NAME  GATEWAY     DHCP   SIZE  USED  RESERVED  FREE
+ * 10.10.10.0/24  -     10.10.10.1  false  256   3     11        242
+ * …
+ * map of 10.10.10.0/24 (+ used, X reserved, . free, - in no pool):
+ *   10.10.10.0    XXXXXXXXXX+X+...................................................
+ *   10.10.10.64   ................................................................
+ */
+export function ipamText(answer: unknown): string {
+  const subnets = rowsOf(at(answer, 'subnets'))
+  const perSubnet = (key: string) =>
+    subnets.flatMap((s) => rowsOf(at(s, key)).map((row) => ({ subnet: at(s, 'cidr'), row })))
+  const lines = [
+    `network ${text(at(answer, 'network'))}`,
+    '',
+    table(subnets, [
+      ['SUBNET', 'cidr'],
+      ['NAME', 'name'],
+      ['GATEWAY', 'gateway'],
+      ['DHCP', 'dhcp'],
+      ['SIZE', 'size'],
+      ['USED', 'used'],
+      ['RESERVED', 'reserved'],
+      ['FREE', 'free'],
+    ]),
+    '',
+    table(perSubnet('pools'), [
+      ['SUBNET', 'subnet'],
+      ['POOL', 'row.name'],
+      ['START', 'row.start'],
+      ['END', 'row.end'],
+      ['SIZE', 'row.size'],
+      ['USED', 'row.used'],
+      ['FREE', 'row.free'],
+    ]),
+  ]
+  const reservations = perSubnet('external')
+  if (reservations.length > 0) {
+    lines.push(
+      '',
+      table(reservations, [
+        ['SUBNET', 'subnet'],
+        ['RESERVED FROM', 'row.start'],
+        ['TO', 'row.end'],
+      ]),
+    )
+  }
+  for (const subnet of subnets) {
+    const cidr = text(at(subnet, 'cidr'))
+    const map = text(at(subnet, 'map'))
+    if (at(subnet, 'mapFormat') === 'address') {
+      lines.push('', `map of ${cidr} (+ used, X reserved, . free, - in no pool):`)
+      lines.push(...addressLines(cidr, map))
+    } else {
+      lines.push(
+        '',
+        `map of ${cidr}, as runs of <state><count> (+ used, X reserved, . free, - in no pool):`,
+      )
+      lines.push(`  ${map}`)
+    }
+  }
+  const allocations = rowsOf(at(answer, 'allocations'))
+  lines.push(
+    '',
+    allocations.length === 0
+      ? 'no address is held'
+      : table(allocations, [
+          ['IP', 'ip'],
+          ['OWNER', 'owner'],
+        ]),
+  )
+  return lines.join('\n')
+}
+
+/** A per-address map in lines of `MAP_WIDTH`, each led by its first address. */
+function addressLines(cidr: string, map: string): string[] {
+  let first: Cidr | undefined
+  try {
+    first = parseCidr(cidr)
+  } catch {
+    first = undefined
+  }
+  const chunks: { label: string; chunk: string }[] = []
+  for (let offset = 0; offset < map.length; offset += MAP_WIDTH) {
+    const label = first
+      ? formatIp({ version: first.version, value: first.first + BigInt(offset) })
+      : `+${offset}`
+    chunks.push({ label, chunk: map.slice(offset, offset + MAP_WIDTH) })
+  }
+  const width = Math.max(0, ...chunks.map((c) => c.label.length))
+  return chunks.map(({ label, chunk }) => `  ${label.padEnd(width)}  ${chunk}`)
 }

@@ -7,6 +7,7 @@
  *   hz plan -f FILE                 (the same as a dry run: what would change)
  *   hz delete group|host|dpu|public-ip NAME [--force] [--dry-run]
  *   hz events group|host|dpu NAME [--limit N]
+ *   hz ipam GROUP                   (the group's address map: subnets, pools, who holds what)
  *   hz trace FROM TO [--proto icmp|tcp|udp] [--port N] [--raw]
  *   hz watch [group|host] [NAME] [--until PHASE] [--timeout S]   (the gRPC Watch stream)
  *   hz dpus | hz public-ips   (short for `hz list …`)
@@ -22,7 +23,7 @@ import { parseArgs } from 'node:util'
 import * as v from 'valibot'
 import { isLoopback } from '../../lib/process/ports.ts'
 import { type Api, ApiError, createApi } from './api.ts'
-import { COLUMNS, planText, summary, table, traceText } from './format.ts'
+import { COLUMNS, ipamText, planText, summary, table, traceText } from './format.ts'
 import { watch } from './watch.ts'
 
 /** A mistake in how `hz` was called: exit code 2 with the usage. */
@@ -52,6 +53,7 @@ const COMMANDS = new Set([
   'apply',
   'plan',
   'events',
+  'ipam',
   'trace',
   'watch',
 ])
@@ -202,6 +204,15 @@ async function run(
         typeof answer === 'object' && answer !== null && 'items' in answer ? answer.items : []
       return print(items, () => table(Array.isArray(items) ? items : [], COLUMNS.events ?? []))
     }
+    case 'ipam': {
+      const [group] = args
+      if (!group) throw new UsageError('ipam needs GROUP')
+      const answer = await api.request(
+        'GET',
+        `/v1/resource-groups/${encodeURIComponent(group)}/ipam`,
+      )
+      return print(answer, () => ipamText(answer))
+    }
     case 'trace': {
       const [from, to] = args
       if (!from || !to) throw new UsageError('trace needs FROM and TO')
@@ -332,6 +343,9 @@ function usage(): string {
   plan -f FILE               what apply would change (NB rows, FRR, agent jobs, addresses)
   delete group|host|dpu|public-ip NAME [--force] [--dry-run]
   events group|host|dpu NAME [--limit N]
+  ipam GROUP                 the group's addresses: each subnet's used, reserved and free
+                             counts, its pools and reservations, a map of every address
+                             (+ used, X reserved, . free, - in no pool), who holds which
   trace FROM TO [--proto icmp|tcp|udp] [--port N] [--raw]
                              FROM a host or 'fabric'; TO a host or an IP
   watch [group|host] [NAME] [--until PHASE] [--timeout S]

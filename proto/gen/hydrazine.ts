@@ -30,12 +30,18 @@ import type { GetManagedResourceRequest as _hydrazine_v1_GetManagedResourceReque
 import type { GetManagedResourceResponse as _hydrazine_v1_GetManagedResourceResponse, GetManagedResourceResponse__Output as _hydrazine_v1_GetManagedResourceResponse__Output } from './hydrazine/v1/GetManagedResourceResponse.ts';
 import type { GetPublicIpRequest as _hydrazine_v1_GetPublicIpRequest, GetPublicIpRequest__Output as _hydrazine_v1_GetPublicIpRequest__Output } from './hydrazine/v1/GetPublicIpRequest.ts';
 import type { GetPublicIpResponse as _hydrazine_v1_GetPublicIpResponse, GetPublicIpResponse__Output as _hydrazine_v1_GetPublicIpResponse__Output } from './hydrazine/v1/GetPublicIpResponse.ts';
+import type { GetResourceGroupIpamRequest as _hydrazine_v1_GetResourceGroupIpamRequest, GetResourceGroupIpamRequest__Output as _hydrazine_v1_GetResourceGroupIpamRequest__Output } from './hydrazine/v1/GetResourceGroupIpamRequest.ts';
+import type { GetResourceGroupIpamResponse as _hydrazine_v1_GetResourceGroupIpamResponse, GetResourceGroupIpamResponse__Output as _hydrazine_v1_GetResourceGroupIpamResponse__Output } from './hydrazine/v1/GetResourceGroupIpamResponse.ts';
 import type { GetResourceGroupRequest as _hydrazine_v1_GetResourceGroupRequest, GetResourceGroupRequest__Output as _hydrazine_v1_GetResourceGroupRequest__Output } from './hydrazine/v1/GetResourceGroupRequest.ts';
 import type { GetResourceGroupResponse as _hydrazine_v1_GetResourceGroupResponse, GetResourceGroupResponse__Output as _hydrazine_v1_GetResourceGroupResponse__Output } from './hydrazine/v1/GetResourceGroupResponse.ts';
 import type { GroupDns as _hydrazine_v1_GroupDns, GroupDns__Output as _hydrazine_v1_GroupDns__Output } from './hydrazine/v1/GroupDns.ts';
 import type { GroupPool as _hydrazine_v1_GroupPool, GroupPool__Output as _hydrazine_v1_GroupPool__Output } from './hydrazine/v1/GroupPool.ts';
 import type { HostAccessIps as _hydrazine_v1_HostAccessIps, HostAccessIps__Output as _hydrazine_v1_HostAccessIps__Output } from './hydrazine/v1/HostAccessIps.ts';
 import type { HydrazineServiceClient as _hydrazine_v1_HydrazineServiceClient, HydrazineServiceDefinition as _hydrazine_v1_HydrazineServiceDefinition } from './hydrazine/v1/HydrazineService.ts';
+import type { IpamAllocation as _hydrazine_v1_IpamAllocation, IpamAllocation__Output as _hydrazine_v1_IpamAllocation__Output } from './hydrazine/v1/IpamAllocation.ts';
+import type { IpamPool as _hydrazine_v1_IpamPool, IpamPool__Output as _hydrazine_v1_IpamPool__Output } from './hydrazine/v1/IpamPool.ts';
+import type { IpamRange as _hydrazine_v1_IpamRange, IpamRange__Output as _hydrazine_v1_IpamRange__Output } from './hydrazine/v1/IpamRange.ts';
+import type { IpamSubnet as _hydrazine_v1_IpamSubnet, IpamSubnet__Output as _hydrazine_v1_IpamSubnet__Output } from './hydrazine/v1/IpamSubnet.ts';
 import type { IssueDpuCredentialsRequest as _hydrazine_v1_IssueDpuCredentialsRequest, IssueDpuCredentialsRequest__Output as _hydrazine_v1_IssueDpuCredentialsRequest__Output } from './hydrazine/v1/IssueDpuCredentialsRequest.ts';
 import type { IssueDpuCredentialsResponse as _hydrazine_v1_IssueDpuCredentialsResponse, IssueDpuCredentialsResponse__Output as _hydrazine_v1_IssueDpuCredentialsResponse__Output } from './hydrazine/v1/IssueDpuCredentialsResponse.ts';
 import type { ListDpusRequest as _hydrazine_v1_ListDpusRequest, ListDpusRequest__Output as _hydrazine_v1_ListDpusRequest__Output } from './hydrazine/v1/ListDpusRequest.ts';
@@ -117,6 +123,8 @@ export interface ProtoGrpcType {
       GetManagedResourceResponse: MessageTypeDefinition<_hydrazine_v1_GetManagedResourceResponse, _hydrazine_v1_GetManagedResourceResponse__Output>
       GetPublicIpRequest: MessageTypeDefinition<_hydrazine_v1_GetPublicIpRequest, _hydrazine_v1_GetPublicIpRequest__Output>
       GetPublicIpResponse: MessageTypeDefinition<_hydrazine_v1_GetPublicIpResponse, _hydrazine_v1_GetPublicIpResponse__Output>
+      GetResourceGroupIpamRequest: MessageTypeDefinition<_hydrazine_v1_GetResourceGroupIpamRequest, _hydrazine_v1_GetResourceGroupIpamRequest__Output>
+      GetResourceGroupIpamResponse: MessageTypeDefinition<_hydrazine_v1_GetResourceGroupIpamResponse, _hydrazine_v1_GetResourceGroupIpamResponse__Output>
       GetResourceGroupRequest: MessageTypeDefinition<_hydrazine_v1_GetResourceGroupRequest, _hydrazine_v1_GetResourceGroupRequest__Output>
       GetResourceGroupResponse: MessageTypeDefinition<_hydrazine_v1_GetResourceGroupResponse, _hydrazine_v1_GetResourceGroupResponse__Output>
       GroupDns: MessageTypeDefinition<_hydrazine_v1_GroupDns, _hydrazine_v1_GroupDns__Output>
@@ -125,6 +133,11 @@ export interface ProtoGrpcType {
       HostAccess: EnumTypeDefinition
       HostAccessIps: MessageTypeDefinition<_hydrazine_v1_HostAccessIps, _hydrazine_v1_HostAccessIps__Output>
       HydrazineService: SubtypeConstructor<typeof grpc.Client, _hydrazine_v1_HydrazineServiceClient> & { service: _hydrazine_v1_HydrazineServiceDefinition }
+      IpamAllocation: MessageTypeDefinition<_hydrazine_v1_IpamAllocation, _hydrazine_v1_IpamAllocation__Output>
+      IpamMapFormat: EnumTypeDefinition
+      IpamPool: MessageTypeDefinition<_hydrazine_v1_IpamPool, _hydrazine_v1_IpamPool__Output>
+      IpamRange: MessageTypeDefinition<_hydrazine_v1_IpamRange, _hydrazine_v1_IpamRange__Output>
+      IpamSubnet: MessageTypeDefinition<_hydrazine_v1_IpamSubnet, _hydrazine_v1_IpamSubnet__Output>
       IssueDpuCredentialsRequest: MessageTypeDefinition<_hydrazine_v1_IssueDpuCredentialsRequest, _hydrazine_v1_IssueDpuCredentialsRequest__Output>
       IssueDpuCredentialsResponse: MessageTypeDefinition<_hydrazine_v1_IssueDpuCredentialsResponse, _hydrazine_v1_IssueDpuCredentialsResponse__Output>
       ListDpusRequest: MessageTypeDefinition<_hydrazine_v1_ListDpusRequest, _hydrazine_v1_ListDpusRequest__Output>

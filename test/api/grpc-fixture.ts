@@ -20,6 +20,7 @@ export const TOKENS = {
 export type Method =
   | 'applyResourceGroup'
   | 'getResourceGroup'
+  | 'getResourceGroupIpam'
   | 'listResourceGroups'
   | 'deleteResourceGroup'
   | 'applyManagedResource'

@@ -3,12 +3,16 @@
  * real Redis and OVN: hosts get addresses from the pool they name and never a reserved
  * one, a subnet added by re-PUT reaches NB's router as a network while every address
  * stays held, a change that would orphan a held address is refused (409, naming the
- * field), and `GET …/ipam` draws the map, for the group's own tenant only.
+ * field), and `GET …/ipam` draws the map, for the group's own tenant only — as does gRPC's
+ * GetResourceGroupIpam, with the same answer typed.
  */
+import * as grpc from '@grpc/grpc-js'
 import t from 'tap'
+import { statusDetailsOf } from '../../api/grpc/status.ts'
 import { createApp } from '../../api/http/app.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
+import { startIngress } from './grpc-fixture.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
 const TENANT_A = 'tenant-a-token-0123456789abcdef'
@@ -36,6 +40,18 @@ function api(p: Pipeline) {
     const json: any = text ? JSON.parse(text) : undefined
     return { status: res.status, json }
   }
+}
+
+/**
+ * A GetResourceGroupIpamResponse as the HTTP API writes the same map: the map format's
+ * enum as its word, and no proto3 `optional` markers (`_name`) or unset optionals.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: gRPC answers are inspected loosely in tests
+function asHttpJson(message: any): unknown {
+  const format = (f: string) => f.replace('IPAM_MAP_FORMAT_', '').toLowerCase()
+  return JSON.parse(JSON.stringify(message), (key, value) =>
+    key.startsWith('_') ? undefined : key === 'mapFormat' ? format(value) : value,
+  )
 }
 
 const hostIpOf = async (p: Pipeline, name: string) =>
@@ -160,5 +176,46 @@ t.test('subnets, pools and reservations of a group over the API', async (t) => {
     const other = await call('GET', '/v1/resource-groups/group-a/ipam', undefined, TENANT_B)
     t.equal(other.status, 404, "another tenant's group is not there")
     t.equal((await call('GET', '/v1/resource-groups/nope/ipam')).status, 404)
+  })
+
+  t.test('GetResourceGroupIpam: the same map over gRPC, scoped the same', async (t) => {
+    const { call: rpc } = await startIngress(t, p)
+    const http = (await call('GET', '/v1/resource-groups/group-a/ipam')).json
+    const operator = await rpc('getResourceGroupIpam', { name: 'group-a' })
+    t.equal(operator.error, undefined)
+    t.same(asHttpJson(operator.res), http, "the HTTP view's fields and values")
+    t.match(operator.res.subnets[0], {
+      size: '256',
+      used: 3,
+      mapFormat: 'IPAM_MAP_FORMAT_ADDRESS',
+    })
+
+    const tenant = await rpc('getResourceGroupIpam', { name: 'group-a' }, TENANT_A)
+    t.equal(tenant.error, undefined, 'the owning tenant sees it')
+    t.same(tenant.res, operator.res)
+
+    for (const [who, name, token] of [
+      ['another tenant', 'group-a', TENANT_B],
+      ['a missing group', 'nope', OPERATOR],
+    ] as const) {
+      const refused = await rpc('getResourceGroupIpam', { name }, token)
+      t.equal(refused.error?.code, grpc.status.NOT_FOUND, `${who}: NOT_FOUND`)
+      t.match(
+        statusDetailsOf(refused.error?.metadata).errorInfo,
+        { reason: 'NOT_FOUND', domain: 'hydrazine.dev' },
+        `${who}: ErrorInfo`,
+      )
+    }
+    const other = await rpc('getResourceGroupIpam', { name: 'group-a' }, TENANT_B)
+    const missing = await rpc('getResourceGroupIpam', { name: 'nope' }, TENANT_B)
+    t.equal(
+      other.error?.details.replace('group-a', 'X'),
+      missing.error?.details.replace('nope', 'X'),
+      "another tenant's group reads exactly like a missing one",
+    )
+    t.equal(
+      (await rpc('getResourceGroupIpam', { name: 'group-a' }, undefined)).error?.code,
+      grpc.status.UNAUTHENTICATED,
+    )
   })
 })

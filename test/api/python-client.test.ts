@@ -50,6 +50,7 @@ async function generate(out: string): Promise<void> {
     '--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin',
     'hydrazine/v1/resources.proto',
     'hydrazine/v1/trace.proto',
+    'hydrazine/v1/ipam.proto',
     'hydrazine/v1/hydrazine.proto',
     'google/rpc/status.proto',
     'google/rpc/error_details.proto',

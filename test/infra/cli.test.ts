@@ -114,6 +114,37 @@ t.test('hz against a running Hydrazine', async (t) => {
     'the DPU, its tenant and host',
   )
 
+  // The group's address map: counts, pools, the map in lines of 64 addresses, the holders.
+  const ipam = await hz(['ipam', 'cli-group'])
+  t.equal(ipam.code, 0, ipam.err)
+  const { hostIP } = (host as { status: { hostAccessIPs: { hostIP: string } } }).status
+    .hostAccessIPs
+  t.match(
+    ipam.out,
+    /^network cli-group\n\nSUBNET +NAME +GATEWAY +DHCP +SIZE +USED +RESERVED +FREE\n10\.10\.10\.0\/24 +- +10\.10\.10\.1 +true +256 +1 +3 +252\n/,
+  )
+  t.match(
+    ipam.out,
+    /\nSUBNET +POOL +START +END +SIZE +USED +FREE\n10\.10\.10\.0\/24 +default +10\.10\.10\.1 /,
+  )
+  t.match(
+    ipam.out,
+    /\nmap of 10\.10\.10\.0\/24 \(\+ used, X reserved, \. free, - in no pool\):\n {2}10\.10\.10\.0 +XX[.+]{62}\n {2}10\.10\.10\.64 +[.+]{64}\n/,
+    'the network address and the gateway reserved, then the pool',
+  )
+  t.match(
+    ipam.out,
+    new RegExp(`\\nIP +OWNER\\n(.*\\n)*${hostIP.replaceAll('.', '\\.')} +cli-host\\n`),
+  )
+  t.match(await json(['ipam', 'cli-group']), {
+    network: 'cli-group',
+    subnets: [{ cidr: '10.10.10.0/24', size: '256', mapFormat: 'address' }],
+    allocations: [{ owner: 'cli-host', ip: hostIP }],
+  })
+  const strangerIpam = await hz(['ipam', 'cli-group'], { HYDRAZINE_TOKEN: TENANT_B })
+  t.equal(strangerIpam.code, 1, "another tenant's group has no map to show")
+  t.match(strangerIpam.err, /^hz: NOT_FOUND: /)
+
   const events = await hz(['events', 'host', 'cli-host'])
   t.match(events.out, /^TIME\s+TYPE\s+REASON\s+MESSAGE/)
   t.match(events.out, /Normal\s+Ready/, 'the host became Ready, as an event')
@@ -144,7 +175,15 @@ t.test('hz against a running Hydrazine', async (t) => {
   t.match(clear.err, /token would travel in clear/)
 
   // Usage mistakes: exit 2 with the usage.
-  for (const args of [[], ['frob'], ['get', 'host'], ['list', 'widgets'], ['apply'], ['--nope']]) {
+  for (const args of [
+    [],
+    ['frob'],
+    ['get', 'host'],
+    ['list', 'widgets'],
+    ['apply'],
+    ['ipam'],
+    ['--nope'],
+  ]) {
     const r = await hz(args)
     t.equal(r.code, 2, `hz ${args.join(' ')}: usage`)
     t.match(r.err + r.out, /usage: hz/)

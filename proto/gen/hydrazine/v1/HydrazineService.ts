@@ -21,6 +21,8 @@ import type { GetManagedResourceRequest as _hydrazine_v1_GetManagedResourceReque
 import type { GetManagedResourceResponse as _hydrazine_v1_GetManagedResourceResponse, GetManagedResourceResponse__Output as _hydrazine_v1_GetManagedResourceResponse__Output } from '../../hydrazine/v1/GetManagedResourceResponse.ts';
 import type { GetPublicIpRequest as _hydrazine_v1_GetPublicIpRequest, GetPublicIpRequest__Output as _hydrazine_v1_GetPublicIpRequest__Output } from '../../hydrazine/v1/GetPublicIpRequest.ts';
 import type { GetPublicIpResponse as _hydrazine_v1_GetPublicIpResponse, GetPublicIpResponse__Output as _hydrazine_v1_GetPublicIpResponse__Output } from '../../hydrazine/v1/GetPublicIpResponse.ts';
+import type { GetResourceGroupIpamRequest as _hydrazine_v1_GetResourceGroupIpamRequest, GetResourceGroupIpamRequest__Output as _hydrazine_v1_GetResourceGroupIpamRequest__Output } from '../../hydrazine/v1/GetResourceGroupIpamRequest.ts';
+import type { GetResourceGroupIpamResponse as _hydrazine_v1_GetResourceGroupIpamResponse, GetResourceGroupIpamResponse__Output as _hydrazine_v1_GetResourceGroupIpamResponse__Output } from '../../hydrazine/v1/GetResourceGroupIpamResponse.ts';
 import type { GetResourceGroupRequest as _hydrazine_v1_GetResourceGroupRequest, GetResourceGroupRequest__Output as _hydrazine_v1_GetResourceGroupRequest__Output } from '../../hydrazine/v1/GetResourceGroupRequest.ts';
 import type { GetResourceGroupResponse as _hydrazine_v1_GetResourceGroupResponse, GetResourceGroupResponse__Output as _hydrazine_v1_GetResourceGroupResponse__Output } from '../../hydrazine/v1/GetResourceGroupResponse.ts';
 import type { IssueDpuCredentialsRequest as _hydrazine_v1_IssueDpuCredentialsRequest, IssueDpuCredentialsRequest__Output as _hydrazine_v1_IssueDpuCredentialsRequest__Output } from '../../hydrazine/v1/IssueDpuCredentialsRequest.ts';
@@ -133,6 +135,15 @@ export interface HydrazineServiceClient extends grpc.Client {
   getResourceGroup(argument: _hydrazine_v1_GetResourceGroupRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_GetResourceGroupResponse__Output>): grpc.ClientUnaryCall;
   getResourceGroup(argument: _hydrazine_v1_GetResourceGroupRequest, callback: grpc.requestCallback<_hydrazine_v1_GetResourceGroupResponse__Output>): grpc.ClientUnaryCall;
   
+  GetResourceGroupIpam(argument: _hydrazine_v1_GetResourceGroupIpamRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_GetResourceGroupIpamResponse__Output>): grpc.ClientUnaryCall;
+  GetResourceGroupIpam(argument: _hydrazine_v1_GetResourceGroupIpamRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_GetResourceGroupIpamResponse__Output>): grpc.ClientUnaryCall;
+  GetResourceGroupIpam(argument: _hydrazine_v1_GetResourceGroupIpamRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_GetResourceGroupIpamResponse__Output>): grpc.ClientUnaryCall;
+  GetResourceGroupIpam(argument: _hydrazine_v1_GetResourceGroupIpamRequest, callback: grpc.requestCallback<_hydrazine_v1_GetResourceGroupIpamResponse__Output>): grpc.ClientUnaryCall;
+  getResourceGroupIpam(argument: _hydrazine_v1_GetResourceGroupIpamRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_GetResourceGroupIpamResponse__Output>): grpc.ClientUnaryCall;
+  getResourceGroupIpam(argument: _hydrazine_v1_GetResourceGroupIpamRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_GetResourceGroupIpamResponse__Output>): grpc.ClientUnaryCall;
+  getResourceGroupIpam(argument: _hydrazine_v1_GetResourceGroupIpamRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_GetResourceGroupIpamResponse__Output>): grpc.ClientUnaryCall;
+  getResourceGroupIpam(argument: _hydrazine_v1_GetResourceGroupIpamRequest, callback: grpc.requestCallback<_hydrazine_v1_GetResourceGroupIpamResponse__Output>): grpc.ClientUnaryCall;
+  
   IssueDpuCredentials(argument: _hydrazine_v1_IssueDpuCredentialsRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_IssueDpuCredentialsResponse__Output>): grpc.ClientUnaryCall;
   IssueDpuCredentials(argument: _hydrazine_v1_IssueDpuCredentialsRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_hydrazine_v1_IssueDpuCredentialsResponse__Output>): grpc.ClientUnaryCall;
   IssueDpuCredentials(argument: _hydrazine_v1_IssueDpuCredentialsRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_hydrazine_v1_IssueDpuCredentialsResponse__Output>): grpc.ClientUnaryCall;
@@ -233,6 +244,8 @@ export interface HydrazineServiceHandlers extends grpc.UntypedServiceImplementat
   
   GetResourceGroup: grpc.handleUnaryCall<_hydrazine_v1_GetResourceGroupRequest__Output, _hydrazine_v1_GetResourceGroupResponse>;
   
+  GetResourceGroupIpam: grpc.handleUnaryCall<_hydrazine_v1_GetResourceGroupIpamRequest__Output, _hydrazine_v1_GetResourceGroupIpamResponse>;
+  
   IssueDpuCredentials: grpc.handleUnaryCall<_hydrazine_v1_IssueDpuCredentialsRequest__Output, _hydrazine_v1_IssueDpuCredentialsResponse>;
   
   ListDpus: grpc.handleUnaryCall<_hydrazine_v1_ListDpusRequest__Output, _hydrazine_v1_ListDpusResponse>;
@@ -264,6 +277,7 @@ export interface HydrazineServiceDefinition extends grpc.ServiceDefinition {
   GetManagedResource: MethodDefinition<_hydrazine_v1_GetManagedResourceRequest, _hydrazine_v1_GetManagedResourceResponse, _hydrazine_v1_GetManagedResourceRequest__Output, _hydrazine_v1_GetManagedResourceResponse__Output>
   GetPublicIp: MethodDefinition<_hydrazine_v1_GetPublicIpRequest, _hydrazine_v1_GetPublicIpResponse, _hydrazine_v1_GetPublicIpRequest__Output, _hydrazine_v1_GetPublicIpResponse__Output>
   GetResourceGroup: MethodDefinition<_hydrazine_v1_GetResourceGroupRequest, _hydrazine_v1_GetResourceGroupResponse, _hydrazine_v1_GetResourceGroupRequest__Output, _hydrazine_v1_GetResourceGroupResponse__Output>
+  GetResourceGroupIpam: MethodDefinition<_hydrazine_v1_GetResourceGroupIpamRequest, _hydrazine_v1_GetResourceGroupIpamResponse, _hydrazine_v1_GetResourceGroupIpamRequest__Output, _hydrazine_v1_GetResourceGroupIpamResponse__Output>
   IssueDpuCredentials: MethodDefinition<_hydrazine_v1_IssueDpuCredentialsRequest, _hydrazine_v1_IssueDpuCredentialsResponse, _hydrazine_v1_IssueDpuCredentialsRequest__Output, _hydrazine_v1_IssueDpuCredentialsResponse__Output>
   ListDpus: MethodDefinition<_hydrazine_v1_ListDpusRequest, _hydrazine_v1_ListDpusResponse, _hydrazine_v1_ListDpusRequest__Output, _hydrazine_v1_ListDpusResponse__Output>
   ListManagedResources: MethodDefinition<_hydrazine_v1_ListManagedResourcesRequest, _hydrazine_v1_ListManagedResourcesResponse, _hydrazine_v1_ListManagedResourcesRequest__Output, _hydrazine_v1_ListManagedResourcesResponse__Output>

@@ -1,0 +1,80 @@
+/**
+ * `hz ipam` for a person (`ipamText`): a small subnet's map in lines of 64 addresses led
+ * by their first, a large one's as runs, reservations only when there are some.
+ */
+import t from 'tap'
+import { ipamText } from './format.ts'
+
+const subnet = (fields: Record<string, unknown>) => ({
+  dhcp: false,
+  used: 0,
+  reserved: 0,
+  free: 0,
+  pools: [],
+  external: [],
+  ...fields,
+})
+
+t.test('a /25 with a reservation and a holder', async (t) => {
+  const map = `XX+${'X'.repeat(3)}${'.'.repeat(121)}X`
+  const out = ipamText({
+    network: 'g',
+    subnets: [
+      subnet({
+        cidr: '10.0.0.0/25',
+        gateway: '10.0.0.1',
+        size: '128',
+        used: 1,
+        reserved: 6,
+        free: 121,
+        pools: [
+          { name: 'default', start: '10.0.0.1', end: '10.0.0.126', size: 126, used: 1, free: 121 },
+        ],
+        external: [{ start: '10.0.0.3', end: '10.0.0.5' }],
+        mapFormat: 'address',
+        map,
+      }),
+    ],
+    allocations: [{ owner: 'h1', ip: '10.0.0.2' }],
+  })
+  t.equal(
+    out,
+    [
+      'network g',
+      '',
+      'SUBNET       NAME  GATEWAY   DHCP   SIZE  USED  RESERVED  FREE',
+      '10.0.0.0/25  -     10.0.0.1  false  128   1     6         121',
+      '',
+      'SUBNET       POOL     START     END         SIZE  USED  FREE',
+      '10.0.0.0/25  default  10.0.0.1  10.0.0.126  126   1     121',
+      '',
+      'SUBNET       RESERVED FROM  TO',
+      '10.0.0.0/25  10.0.0.3       10.0.0.5',
+      '',
+      'map of 10.0.0.0/25 (+ used, X reserved, . free, - in no pool):',
+      `  10.0.0.0   ${map.slice(0, 64)}`,
+      `  10.0.0.64  ${map.slice(64)}`,
+      '',
+      'IP        OWNER',
+      '10.0.0.2  h1',
+    ].join('\n'),
+  )
+})
+
+t.test('an IPv6 /64 as runs, nothing held, no reservations', async (t) => {
+  const out = ipamText({
+    network: 'g',
+    subnets: [
+      subnet({
+        cidr: 'fd00::/64',
+        size: '18446744073709551616',
+        mapFormat: 'runs',
+        map: 'X1.65535-1',
+      }),
+    ],
+    allocations: [],
+  })
+  t.notMatch(out, /RESERVED FROM/)
+  t.match(out, /\nmap of fd00::\/64, as runs of <state><count> \(\+ used.*\):\n {2}X1\.65535-1\n/)
+  t.match(out, /\nno address is held$/)
+})
