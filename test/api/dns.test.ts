@@ -8,13 +8,14 @@ import * as grpc from '@grpc/grpc-js'
 import t from 'tap'
 import { statusDetailsOf } from '../../api/grpc/status.ts'
 import { createApp } from '../../api/http/app.ts'
+import { TEST_TOKENS } from '../helpers/tokens.ts'
 import { groupSpec, hostSpec, startPipeline, until } from '../pipeline/fixtures.ts'
-import { hostMessage, OPERATOR, startIngress, TOKENS } from './grpc-fixture.ts'
+import { hostMessage, OPERATOR, startIngress } from './grpc-fixture.ts'
 
 t.test('dns and hostname over HTTP and gRPC', async (t) => {
   const p = await startPipeline(t, { dnsZone: 'hydrazine.test' })
   await p.agent('dpu-1')
-  const app = createApp({ readiness: {}, v1: { client: p.client, tokens: TOKENS } })
+  const app = createApp({ readiness: {}, v1: { client: p.client, tokens: TEST_TOKENS } })
   const http = async (method: string, path: string, body?: unknown) => {
     const res = await app.request(path, {
       method,

@@ -6,15 +6,10 @@ import * as grpc from '@grpc/grpc-js'
 import { createHydrazineClient, type WatchEvent } from '../../api/grpc/protocol.ts'
 import { createGrpcServer, type GrpcDeps } from '../../api/grpc/server.ts'
 import type { Teardown } from '../helpers/stack.ts'
+import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
 import { dpuFabricIps, type Pipeline } from '../pipeline/fixtures.ts'
 
-export const OPERATOR = 'operator-token-0123456789abcdef'
-export const TENANT_A = 'tenant-a-token-0123456789abcdef'
-export const TENANT_B = 'tenant-b-token-0123456789abcdef'
-export const TOKENS = {
-  operator: [OPERATOR],
-  tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] },
-}
+export { OPERATOR, TENANT_A, TENANT_B }
 
 /** The unary methods of the client. */
 export type Method =
@@ -70,7 +65,7 @@ export async function startIngress(
   p: Pipeline,
   options: Omit<GrpcDeps, 'client' | 'tokens'> = {},
 ) {
-  const ingress = createGrpcServer({ client: p.client, tokens: TOKENS, ...options })
+  const ingress = createGrpcServer({ client: p.client, tokens: TEST_TOKENS, ...options })
   const port = await ingress.bind('127.0.0.1:0')
   t.teardown(() => ingress.close())
   const client = createHydrazineClient(`127.0.0.1:${port}`)

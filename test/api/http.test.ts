@@ -1,5 +1,6 @@
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
+import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
 import {
   groupSpec,
   hostSpec,
@@ -8,10 +9,6 @@ import {
   startPipeline,
   until,
 } from '../pipeline/fixtures.ts'
-
-const OPERATOR = 'operator-token-0123456789abcdef'
-const TENANT_A = 'tenant-a-token-0123456789abcdef'
-const TENANT_B = 'tenant-b-token-0123456789abcdef'
 
 interface Call {
   token?: string | undefined
@@ -26,7 +23,7 @@ function api(p: Pipeline) {
     readiness: { redis: async () => (await p.controller.redis.ping()) === 'PONG' },
     v1: {
       client: p.client,
-      tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] } },
+      tokens: TEST_TOKENS,
     },
   })
   return async (method: string, path: string, call: Call = {}) => {

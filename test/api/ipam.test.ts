@@ -11,19 +11,16 @@ import t from 'tap'
 import { statusDetailsOf } from '../../api/grpc/status.ts'
 import { createApp } from '../../api/http/app.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
+import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
 import { startIngress } from './grpc-fixture.ts'
-
-const OPERATOR = 'operator-token-0123456789abcdef'
-const TENANT_A = 'tenant-a-token-0123456789abcdef'
-const TENANT_B = 'tenant-b-token-0123456789abcdef'
 
 function api(p: Pipeline) {
   const app = createApp({
     readiness: { redis: async () => true },
     v1: {
       client: p.client,
-      tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] } },
+      tokens: TEST_TOKENS,
     },
   })
   return async (method: string, path: string, body?: unknown, token = OPERATOR) => {

@@ -11,21 +11,14 @@ import { createHydrazineClient } from '../../api/grpc/protocol.ts'
 import { createGrpcServer } from '../../api/grpc/server.ts'
 import { createApp } from '../../api/http/app.ts'
 import type { Teardown } from '../helpers/stack.ts'
+import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline } from '../pipeline/fixtures.ts'
-
-const OPERATOR = 'operator-token-0123456789abcdef'
-const TENANT_A = 'tenant-a-token-0123456789abcdef'
-const TENANT_B = 'tenant-b-token-0123456789abcdef'
-const TOKENS = {
-  operator: [OPERATOR],
-  tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] },
-}
 
 // biome-ignore lint/suspicious/noExplicitAny: response bodies are inspected loosely in tests
 type Json = any
 
 function http(p: Pipeline) {
-  const app = createApp({ readiness: {}, v1: { client: p.client, tokens: TOKENS } })
+  const app = createApp({ readiness: {}, v1: { client: p.client, tokens: TEST_TOKENS } })
   return async (path: string, token = OPERATOR) => {
     const res = await app.request(path, { headers: { authorization: `Bearer ${token}` } })
     return { status: res.status, json: (await res.json()) as Json }
@@ -43,7 +36,7 @@ const LIST_FIELD: Record<ListMethod, string> = {
 }
 
 async function grpcLists(t: Teardown, p: Pipeline) {
-  const ingress = createGrpcServer({ client: p.client, tokens: TOKENS })
+  const ingress = createGrpcServer({ client: p.client, tokens: TEST_TOKENS })
   const port = await ingress.bind('127.0.0.1:0')
   t.teardown(() => ingress.close())
   const client = createHydrazineClient(`127.0.0.1:${port}`)

@@ -15,6 +15,7 @@ import { createApp } from '../../api/http/app.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ManagedResource } from '../../lib/state/objects.ts'
 import { jsonCaller } from '../helpers/http.ts'
+import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
 import {
   dpuFabricIps,
   groupSpec,
@@ -27,9 +28,6 @@ import {
 import { startIngress } from './grpc-fixture.ts'
 
 const run = promisify(execFile)
-const OPERATOR = 'operator-token-0123456789abcdef'
-const TENANT_A = 'tenant-a-token-0123456789abcdef'
-const TENANT_B = 'tenant-b-token-0123456789abcdef'
 const PUBLIC_IP = '203.0.113.7'
 const FABRIC_GATEWAY = '172.18.0.1'
 
@@ -38,7 +36,7 @@ function api(p: Pipeline) {
     readiness: {},
     v1: {
       client: p.client,
-      tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] } },
+      tokens: TEST_TOKENS,
     },
   })
   const call = jsonCaller(app, OPERATOR)

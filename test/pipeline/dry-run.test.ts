@@ -7,6 +7,7 @@ import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import type { ChangePlan } from '../../lib/state/plans.ts'
 import { jsonCaller } from '../helpers/http.ts'
+import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
 import {
   dpuFabricIps,
   groupSpec,
@@ -17,16 +18,12 @@ import {
   until,
 } from './fixtures.ts'
 
-const OPERATOR = 'operator-token-0123456789abcdef'
-const TENANT_A = 'tenant-a-token-0123456789abcdef'
-const TENANT_B = 'tenant-b-token-0123456789abcdef'
-
 function api(p: Pipeline) {
   const app = createApp({
     readiness: {},
     v1: {
       client: p.client,
-      tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT_A], 'tenant-b': [TENANT_B] } },
+      tokens: TEST_TOKENS,
     },
   })
   return jsonCaller(app, OPERATOR)
