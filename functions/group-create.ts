@@ -2,12 +2,12 @@ import type { Job } from 'bullmq'
 import { GroupJob } from '../lib/jobs/index.ts'
 import { CentralUnavailableError, topologyNames } from '../lib/ovn/index.ts'
 import { attemptOf } from '../lib/state/attempts.ts'
-import { type ResourceGroup, setCondition } from '../lib/state/objects.ts'
+import { cidrContains, type ResourceGroup, setCondition } from '../lib/state/objects.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
 import type { GroupState } from './internal/group-state.ts'
 import { parsePayload } from './internal/job.ts'
-import { networkSpecOf, relayPortNameOf } from './internal/network.ts'
+import { ipv6HostOf, networkSpecOf, relayPortNameOf } from './internal/network.ts'
 import { redriveHost } from './internal/redrive.ts'
 import { groupFailed, setGroupStatus } from './internal/status.ts'
 
@@ -43,6 +43,7 @@ export function createGroupCreate(deps: GroupCreateDeps) {
       return { group: name, observedVersion: 0, ovnChanged: false, skipped }
     }
 
+    await releaseStaleIpv6(deps, group)
     // A network IPAM refuses (an overlapping or invalid extra subnet, one removed while a
     // host holds an address in it) will not be accepted on a retry either: the group is
     // Failed, with the reason.
@@ -110,6 +111,20 @@ export function createGroupCreate(deps: GroupCreateDeps) {
  * the group's relay settings as they are now. A run again of the same version starts
  * further attempts, which only re-send the same settings.
  */
+/**
+ * Gives back the SLAAC addresses the group's `network6` no longer holds (it was removed
+ * or moved): IPAM would refuse the new network while they are held, and each member
+ * takes its new one when its attach runs again (`reconfigureMembers`).
+ */
+async function releaseStaleIpv6(deps: GroupCreateDeps, group: ResourceGroup): Promise<void> {
+  const network6 = group.spec.network6
+  for (const { owner, ip } of await deps.ipam.allocations(group.name)) {
+    if (ipv6HostOf(owner) === undefined) continue
+    if (network6 && cidrContains(network6.cidr, ip)) continue
+    await deps.ipam.release(group.name, owner)
+  }
+}
+
 async function reconfigureMembers(
   deps: GroupCreateDeps,
   group: ResourceGroup,

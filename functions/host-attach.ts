@@ -82,7 +82,7 @@ async function attach(
     await deps.checkpoint('attach:allocated')
     const { endpoints } = await deps.groups.apply(group.name)
     await deps.checkpoint('attach:topology-applied')
-    await reportConfiguring(deps, host, addresses.hostIp)
+    await reportConfiguring(deps, host, addresses)
     await deps.checkpoint('attach:status-configuring')
     const children = [
       ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
@@ -123,14 +123,18 @@ async function groupReadyFor(deps: HandlerDeps, host: HostAttempt): Promise<Reso
 async function reportConfiguring(
   deps: HandlerDeps,
   host: HostAttempt,
-  hostIp: string,
+  addresses: { readonly hostIp: string; readonly hostIpv6?: string },
 ): Promise<void> {
   const { spec } = host
   const natIp = natIpOf(host)
   await setHostStatus(deps, host.name, host.specVersion, {
     attempt: host.attempt,
     phase: 'Configuring',
-    hostAccessIPs: { hostIP: hostIp, ...(natIp ? { fabricIP: natIp } : {}) },
+    hostAccessIPs: {
+      hostIP: addresses.hostIp,
+      ...(addresses.hostIpv6 ? { hostIPv6: addresses.hostIpv6 } : {}),
+      ...(natIp ? { fabricIP: natIp } : {}),
+    },
     logicalPortReference: {
       logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
       dpu: spec.dpu.id,

@@ -9,6 +9,7 @@ import { AwaitingAck, failOrRetry } from './internal/errors.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { optionalHostPort } from './internal/host-port.ts'
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
+import { ipv6OwnerOf } from './internal/network.ts'
 import { addPublicIpRelease, publicIpReleased } from './internal/public-ip-jobs.ts'
 import { setHostStatus } from './internal/status.ts'
 
@@ -214,6 +215,7 @@ async function releaseWhenIsolated(
   await deps.checkpoint('detach:acked')
   await deps.ipam.releasePublicIp(host.name)
   const releasedIp = (await deps.ipam.release(spec.resourceGroup, host.name)) ?? null
+  await deps.ipam.release(spec.resourceGroup, ipv6OwnerOf(host.name))
   await deps.checkpoint('detach:released')
   await deps.store.purgeHost(host.name, spec.resourceGroup, spec.dpu.id)
   return { host: host.name, phase: 'Isolated', agentAcked: acked, releasedIp }

@@ -7,7 +7,7 @@
  */
 import type { Queue } from 'bullmq'
 import * as v from 'valibot'
-import { networkSpecOf } from '../functions/internal/network.ts'
+import { ipv6HostOf, networkSpecOf } from '../functions/internal/network.ts'
 import {
   type ControllerJobs,
   queueJobs,
@@ -225,15 +225,24 @@ async function refuseOrphans(
   name: string,
   spec: ResourceGroupSpec,
 ): Promise<void> {
-  const orphans = await addresses.orphans(name, networkSpecOf({ spec }))
+  // A host's SLAAC address follows network6: a new or removed one gives it back.
+  const orphans = (await addresses.orphans(name, networkSpecOf({ spec }))).filter(
+    (o) => ipv6HostOf(o.owner) === undefined,
+  )
   if (orphans.length === 0) return
-  const subnets = [spec.network, ...(spec.extraSubnets ?? [])]
+  const subnets = [
+    { cidr: spec.network.cidr, path: 'network.gateway' },
+    ...(spec.extraSubnets ?? []).map((s, i) => ({
+      cidr: s.cidr,
+      path: `extraSubnets.${i}.gateway`,
+    })),
+    ...(spec.network6 ? [{ cidr: spec.network6.cidr, path: 'network6.gateway' }] : []),
+  ]
   throw new AddressesHeld(
     orphans.map(({ ip, owner }) => {
-      const i = subnets.findIndex((s) => cidrContains(s.cidr, ip))
-      const path =
-        i < 0 ? 'extraSubnets' : i === 0 ? 'network.gateway' : `extraSubnets.${i - 1}.gateway`
-      const what = i < 0 ? 'lies in no subnet of the new spec' : 'would be the gateway'
+      const subnet = subnets.find((s) => cidrContains(s.cidr, ip))
+      const what = subnet ? 'would be the gateway' : 'lies in no subnet of the new spec'
+      const path = subnet?.path ?? (ip.includes(':') ? 'network6' : 'extraSubnets')
       return { path, message: `${ip} is held by ${owner} and ${what}` }
     }),
   )

@@ -8,12 +8,15 @@
  * check that the proto matches the schemas (`model.test.ts`) both use these rules.
  */
 
-/** The words of a camelCase name; a capitalised acronym (`MAC`, `IPs`) is one word. */
+/** The words of a camelCase name; a capitalised acronym (`MAC`, `IPs`, `IPv6`) is one word. */
 function wordsOf(name: string): string[] {
-  return name.match(/[A-Z]+s?(?![a-z])|[A-Z]?[a-z0-9]+/g) ?? [name]
+  return name.match(/IPv[46]s?|[A-Z]+s?(?![a-z])|[A-Z]?[a-z0-9]+/g) ?? [name]
 }
 
-/** `hostMAC` → `host_mac`, `snatIPs` → `snat_ips`, `lastTransitionTime` → `last_transition_time`. */
+/**
+ * `hostMAC` → `host_mac`, `snatIPs` → `snat_ips`, `hostIPv6` → `host_ipv6`,
+ * `lastTransitionTime` → `last_transition_time`.
+ */
 export function snakeCase(name: string): string {
   return wordsOf(name)
     .map((w) => w.toLowerCase())

@@ -96,6 +96,10 @@ export function resourceGroupMessage(group: DomainGroup): ResourceGroup {
         ...ifSet('gateway', s.gateway),
         ...ifSet('dhcp', s.dhcp),
       })),
+      ...ifSet(
+        'network6',
+        spec.network6 && { cidr: spec.network6.cidr, gateway: spec.network6.gateway },
+      ),
       ...ifSet('dhcpServer', spec.dhcpServer),
       implementation: GROUP_IMPLEMENTATION.toProto(spec.implementation),
       policies: policyMessages(spec.policies),
@@ -144,6 +148,7 @@ export function managedResourceMessage(host: DomainHost): ManagedResource {
         'hostAccessIps',
         access && {
           ...ifSet('hostIp', access.hostIP),
+          ...ifSet('hostIpv6', access.hostIPv6),
           ...ifSet('fabricIp', access.fabricIP),
           ...ifSet('publicIp', access.publicIP),
         },

@@ -62,6 +62,10 @@ export function groupSpecInput(spec: ResourceGroupSpec__Output | null): Input {
         ...ifSet('dhcp', s.dhcp),
       })),
     ),
+    ...ifSet(
+      'network6',
+      spec.network6 ? { cidr: spec.network6.cidr, gateway: spec.network6.gateway } : undefined,
+    ),
     ...ifSet('dhcpServer', spec.dhcpServer),
     ...enumField('implementation', GROUP_IMPLEMENTATION, spec.implementation),
     ...ifAny('policies', policiesInput(spec.policies)),

@@ -67,6 +67,13 @@ export const schemas = {
         required: ['cidr', 'gateway'],
         properties: { cidr, gateway: ip },
       },
+      network6: {
+        type: 'object',
+        required: ['cidr', 'gateway'],
+        description:
+          "dual-stack: the group's IPv6 network, a /64 its router advertises (SLAAC); every host also takes its SLAAC address there (its MAC's EUI-64 identifier), shown as status.hostAccessIPs.hostIPv6. No pool may lie in it, no hostIP either",
+        properties: { cidr, gateway: ip },
+      },
       extraSubnets: {
         type: 'array',
         maxItems: 16,

@@ -18,13 +18,15 @@ import {
   setCondition,
 } from '../../lib/state/objects.ts'
 import type { FabricSettings, HandlerDeps } from './deps.ts'
-import { relayDpuOf, relayMacOf } from './network.ts'
+import { ipv6OwnerOf, relayDpuOf, relayMacOf } from './network.ts'
 import { topologyPolicies, withPoliciesApplied } from './policies.ts'
 
 /** A host that is on its group's network: it holds an address and is not being detached. */
 export interface MemberState {
   readonly host: ManagedResource
   readonly ip: string
+  /** In a dual-stack group: its SLAAC address in the group's `network6`. */
+  readonly ip6?: string
   readonly publicIp?: string
 }
 
@@ -69,7 +71,8 @@ export async function readGroupState(
     const ip = ipByOwner.get(host.name)
     if (host.deletion || !ip) continue
     const publicIp = publicByOwner.get(host.name)
-    members.push({ host, ip, ...(publicIp ? { publicIp } : {}) })
+    const ip6 = group.spec.network6 ? ipByOwner.get(ipv6OwnerOf(host.name)) : undefined
+    members.push({ host, ip, ...(ip6 ? { ip6 } : {}), ...(publicIp ? { publicIp } : {}) })
   }
   // Relays serve DPUs with members while the group relays DHCP at all.
   const dpus = new Set(group.spec.dhcpServer ? members.map((m) => m.host.spec.dpu.id) : [])
@@ -107,6 +110,7 @@ export function topologyOf(
           })),
         }
       : {}),
+    ...(group.spec.network6 ? { network6: { ...group.spec.network6 } } : {}),
     dummyFabricIp: fabric.dummyIp,
     ...(fabric.gateway ? { fabricGatewayIp: fabric.gateway } : {}),
     physicalNetwork: fabric.physicalNetwork,
@@ -116,6 +120,7 @@ export function topologyOf(
         logicalPort: topologyNames.hostPort(group.name, m.host.name),
         mac: m.host.spec.hostMAC,
         ip: m.ip,
+        ...(m.ip6 ? { ip6: m.ip6 } : {}),
         dpu: {
           id: m.host.spec.dpu.id,
           ...(m.host.spec.dpu.ips[1] ? { natIp: m.host.spec.dpu.ips[1] } : {}),

@@ -1,15 +1,16 @@
 /**
  * The addresses a host's attach allocates through IPAM, owner-keyed so that a retry
- * takes no second one: the host's own, its group's DHCP relay address on its DPU, and a
- * public IP for PublicAccess.
+ * takes no second one: the host's own, its SLAAC address in a dual-stack group's
+ * `network6`, its group's DHCP relay address on its DPU, and a public IP for PublicAccess.
  */
 import type { HydrazineError } from '../../lib/errors.ts'
+import { eui64Address } from '../../lib/ipam/address.ts'
 import type { Allocation } from '../../lib/ipam/index.ts'
 import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
 import type { ResourceGroup } from '../../lib/state/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 import { failOrRetry } from './errors.ts'
-import { relayOwnerOf } from './network.ts'
+import { ipv6OwnerOf, relayOwnerOf } from './network.ts'
 import { type HostAttempt, setHostStatus } from './status.ts'
 
 /**
@@ -22,7 +23,7 @@ export async function allocateAddresses(
   deps: Pick<HandlerDeps, 'ipam' | 'store'>,
   host: HostAttempt,
   group: ResourceGroup,
-): Promise<{ hostIp: string; relayIp?: string }> {
+): Promise<{ hostIp: string; hostIpv6?: string; relayIp?: string }> {
   const failed = (error: HydrazineError) =>
     setHostStatus(deps, host.name, host.specVersion, {
       attempt: host.attempt,
@@ -41,8 +42,21 @@ export async function allocateAddresses(
   const relay = group.spec.dhcpServer
     ? await fromPool(deps, group.name, relayOwnerOf(spec.dpu.id), { version: 4 }).catch(orFail)
     : undefined
+  // Dual-stack: the host's SLAAC address in the group's IPv6 network, taken in IPAM so
+  // that two hosts with one MAC cannot both hold it.
+  const v6 = group.spec.network6
+    ? await deps.ipam
+        .allocate(group.name, ipv6OwnerOf(host.name), {
+          ip: eui64Address(group.spec.network6.cidr, spec.hostMAC),
+        })
+        .catch(orFail)
+    : undefined
   if (spec.hostAccess === 'PublicAccess') await deps.ipam.allocatePublicIp(host.name).catch(orFail)
-  return { hostIp: address.ip, ...(relay ? { relayIp: relay.ip } : {}) }
+  return {
+    hostIp: address.ip,
+    ...(v6 ? { hostIpv6: v6.ip } : {}),
+    ...(relay ? { relayIp: relay.ip } : {}),
+  }
 }
 
 /**

@@ -16,6 +16,20 @@ import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
 import type { ResourceGroup } from '../../lib/state/objects.ts'
 
 const RELAY_OWNER_PREFIX = 'relay/'
+const IPV6_OWNER_PREFIX = 'ipv6/'
+
+/**
+ * The IPAM owner of a host's SLAAC address in its group's `network6` (its second address,
+ * beside the one its own name holds). The `/` keeps it apart from host names.
+ */
+export function ipv6OwnerOf(host: string): string {
+  return `${IPV6_OWNER_PREFIX}${host}`
+}
+
+/** The host an IPv6 owner names; undefined for any other owner. */
+export function ipv6HostOf(owner: string): string | undefined {
+  return owner.startsWith(IPV6_OWNER_PREFIX) ? owner.slice(IPV6_OWNER_PREFIX.length) : undefined
+}
 
 /**
  * The IPAM owner of a group's relay address on one DPU. The `/` keeps it apart from host
@@ -52,12 +66,20 @@ export function relayMacOf(group: string, dpuId: string): string {
  * The group's IPAM network: its subnets, each with its automatic `default` pool (the
  * usable range minus the group's named pools), the named pools it holds, and the
  * group's reservations inside it as external ranges (never handed out automatically).
+ * The IPv6 `network6` has no pool: its hosts' addresses follow from their MACs (SLAAC)
+ * and are taken one by one (`ipv6OwnerOf`).
  */
 export function networkSpecOf(group: Pick<ResourceGroup, 'spec'>): NetworkSpec {
   const { spec } = group
-  const subnets = [
+  const subnets: {
+    cidr: string
+    gateway?: string | undefined
+    dhcp?: boolean | undefined
+    slaac?: boolean
+  }[] = [
     { cidr: spec.network.cidr, gateway: spec.network.gateway, dhcp: true },
     ...(spec.extraSubnets ?? []),
+    ...(spec.network6 ? [{ ...spec.network6, slaac: true }] : []),
   ]
   const named = (spec.pools ?? []).map((p) => ({ ...p, span: parseSpan(p.start, p.end) }))
   const reserved = (spec.reservations ?? []).map((r) => ({
@@ -79,10 +101,13 @@ export function networkSpecOf(group: Pick<ResourceGroup, 'spec'>): NetworkSpec {
           : span.first + (size < 65_536n ? size - 1n : 65_535n)
       const at = (value: bigint) => formatIp({ version: span.version, value })
       const pools = named.filter((p) => contains(span, p.span))
-      const defaults = pools.reduce<Span[]>(
-        (parts, p) => parts.flatMap((part) => subtract(part, p.span)),
-        [{ version: span.version, first, last }],
-      )
+      // SLAAC: each host's address follows from its MAC; nothing is handed out from a pool.
+      const defaults = s.slaac
+        ? []
+        : pools.reduce<Span[]>(
+            (parts, p) => parts.flatMap((part) => subtract(part, p.span)),
+            [{ version: span.version, first, last }],
+          )
       const external = reserved.filter((r) => contains(span, r.span))
       return {
         cidr: s.cidr,

@@ -64,6 +64,7 @@ export const COLUMNS: Readonly<Record<string, Columns>> = {
     ['GROUP', 'spec.resourceGroup'],
     ['DPU', 'spec.dpu.id'],
     ['IP', 'status.hostAccessIPs.hostIP'],
+    ['IPV6', 'status.hostAccessIPs.hostIPv6'],
     ['ACCESS', 'spec.hostAccess'],
     ['PUBLIC IP', 'status.hostAccessIPs.publicIP'],
     ['PHASE', 'status.phase'],

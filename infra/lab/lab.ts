@@ -119,7 +119,18 @@ export interface Lab {
    * ovn-controller follow, its directory.
    */
   central(group: string): Promise<LabCentral>
-  addHost(opts: { dpu: number; name: string; mac: string; ipCidr?: string }): Promise<LabHost>
+  /**
+   * A host namespace behind DPU `dpu` (1-based), with `ipCidr` on its `eth0` when given.
+   * IPv6 is off (no router solicitations in packet counts) unless `ipv6`: then the host
+   * configures itself from router advertisements (SLAAC), as a dual-stack host does.
+   */
+  addHost(opts: {
+    dpu: number
+    name: string
+    mac: string
+    ipCidr?: string
+    ipv6?: boolean
+  }): Promise<LabHost>
   /**
    * (Re)starts dnsmasq serving `entries`: per relay circuit id (the agent's relay port
    * name), a subnet and fixed MAC → IP leases.
@@ -227,11 +238,11 @@ export async function startLab(opts: {
     started(dhcp)
     await dhcp.configure([])
 
-    const addHost = async (h: { dpu: number; name: string; mac: string; ipCidr?: string }) => {
+    const addHost: Lab['addHost'] = async (h) => {
       const dpu = dpus[h.dpu - 1]
       if (!dpu) throw new Error(`no DPU ${h.dpu}`)
       const sim = await dpu.sim.addHost({ name: h.name, mac: h.mac })
-      await noIpv6(sim.netns)
+      if (!h.ipv6) await noIpv6(sim.netns)
       if (h.ipCidr) {
         await run('ip', ['-n', sim.netns, 'addr', 'add', h.ipCidr, 'dev', 'eth0'])
       }

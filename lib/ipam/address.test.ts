@@ -1,6 +1,7 @@
 import t from 'tap'
 import {
   canonicalIp,
+  eui64Address,
   formatSpan,
   fromHex,
   parseCidr,
@@ -74,4 +75,19 @@ t.test('subtracting a range leaves zero, one or two parts', async (t) => {
     const [a = '', b = ''] = c.cut
     t.same(subtract(pool, parseSpan(a, b)).map(formatSpan), c.parts, `minus ${a}-${b}`)
   }
+})
+
+t.test("a host's SLAAC address: its modified EUI-64 identifier in the /64", async (t) => {
+  const cases = [
+    // The kernel's own choice for these MACs (`ip -6 addr` on a link with an RA).
+    { cidr: 'fd00:10::/64', mac: '0a:00:00:00:00:01', ip: 'fd00:10::800:ff:fe00:1' },
+    { cidr: '2001:db8:1:2::/64', mac: '52:54:00:12:34:56', ip: '2001:db8:1:2:5054:ff:fe12:3456' },
+    // The universal/local bit is flipped, not set: a locally administered MAC clears it.
+    { cidr: 'fd00::/64', mac: '02:00:00:00:00:ff', ip: 'fd00::ff:fe00:ff' },
+  ]
+  for (const c of cases) t.equal(eui64Address(c.cidr, c.mac), c.ip, `${c.mac} in ${c.cidr}`)
+  for (const cidr of ['fd00::/56', '10.0.0.0/24']) {
+    t.throws(() => eui64Address(cidr, '0a:00:00:00:00:01'), InvalidRequest, `${cidr}: not a /64`)
+  }
+  t.throws(() => eui64Address('fd00::/64', '0a:00:00:00:01'), InvalidRequest, 'a short MAC')
 })

@@ -154,3 +154,25 @@ export function fromHex(hex: string): Address {
   if (hex.length !== 8 && hex.length !== 32) throw new InvalidRequest(`bad address key ${hex}`)
   return { version: hex.length === 8 ? 4 : 6, value: BigInt(`0x${hex}`) }
 }
+
+/**
+ * The address a host with `mac` takes in the IPv6 /64 `cidr` by SLAAC (RFC 4862) with a
+ * modified EUI-64 interface identifier (RFC 4291 appendix A): the MAC with `ff:fe` in its
+ * middle and the universal/local bit flipped. Neutron gives a port on a SLAAC subnet the
+ * same address.
+ *
+ * @example eui64Address('fd00:10::/64', '0a:00:00:00:00:01') // 'fd00:10::800:ff:fe00:1'
+ */
+export function eui64Address(cidr: string, mac: string): string {
+  const network = parseCidr(cidr)
+  if (network.version !== 6 || network.prefix !== 64) {
+    throw new InvalidRequest(`SLAAC needs an IPv6 /64, not ${cidr}`)
+  }
+  const octets = mac.split(':').map((h) => Number.parseInt(h, 16))
+  if (octets.length !== 6 || octets.some((o) => !(o >= 0 && o <= 255))) {
+    throw new InvalidRequest(`not a MAC address: ${JSON.stringify(mac)}`)
+  }
+  const [a = 0, b = 0, c = 0, d = 0, e = 0, f = 0] = octets
+  const id = [a ^ 0x02, b, c, 0xff, 0xfe, d, e, f].reduce((acc, o) => (acc << 8n) | BigInt(o), 0n)
+  return formatIp({ version: 6, value: network.first | id })
+}

@@ -59,6 +59,8 @@ export interface GroupAddressPlan {
   readonly extraSubnets?:
     | readonly { readonly cidr: string; readonly dhcp?: boolean | undefined }[]
     | undefined
+  /** The group's IPv6 /64 beside `network` (dual-stack), where hosts take SLAAC addresses. */
+  readonly network6?: { readonly cidr: string } | undefined
   readonly pools?: readonly GroupPool[] | undefined
   readonly reservations?: readonly Reservation[] | undefined
 }
@@ -69,9 +71,17 @@ export interface PlanIssue {
   readonly message: string
 }
 
-/** The group's subnets, primary first, as spans; those that do not parse are left out. */
+/**
+ * The group's subnets as spans: the primary network, the extra subnets in order, then the
+ * IPv6 network; those that do not parse are left out.
+ */
 export function groupSubnets(plan: GroupAddressPlan): { cidr: string; span: Span }[] {
-  return [plan.network, ...(plan.extraSubnets ?? [])].flatMap((s) => {
+  const subnets = [
+    plan.network,
+    ...(plan.extraSubnets ?? []),
+    ...(plan.network6 ? [plan.network6] : []),
+  ]
+  return subnets.flatMap((s) => {
     try {
       return [{ cidr: s.cidr, span: parseCidr(s.cidr) as Span }]
     } catch {
@@ -126,6 +136,13 @@ export function addressPlanIssues(plan: GroupAddressPlan): PlanIssue[] {
       })
     }
   }
+  const v6 = plan.network6 ? subnets.at(-1) : undefined
+  if (v6 !== undefined && plan.network6?.cidr === v6.cidr) {
+    const other = subnets.slice(0, -1).find((x) => overlaps(x.span, v6.span))
+    if (other !== undefined) {
+      issues.push({ path: ['network6', 'cidr'], message: `overlaps ${other.cidr}` })
+    }
+  }
   const check = (field: 'pools' | 'reservations', ranges: readonly Reservation[]) => {
     const spans: Span[] = []
     for (const [i, r] of ranges.entries()) {
@@ -143,6 +160,12 @@ export function addressPlanIssues(plan: GroupAddressPlan): PlanIssue[] {
         })
       } else if (spanSize(span) > BigInt(MAX_RANGE_SIZE)) {
         issues.push({ path: [field, i], message: `must hold at most ${MAX_RANGE_SIZE} addresses` })
+      }
+      if (field === 'pools' && v6 !== undefined && contains(v6.span, span)) {
+        issues.push({
+          path: [field, i],
+          message: "must not lie in network6: its hosts' addresses come from their MACs (SLAAC)",
+        })
       }
       const other = spans.findIndex((s) => overlaps(s, span))
       if (other >= 0) issues.push({ path: [field, i], message: `overlaps ${field}.${other}` })
@@ -169,7 +192,8 @@ export function reservationHolding(
 
 /**
  * Why a host's `pool` or `hostIP` does not fit its group's plan: a pool the group does
- * not have, or an address it reserved (IPAM hands out neither). Pure.
+ * not have, an address it reserved (IPAM hands out neither), or one in its `network6`
+ * (where every host's address is its SLAAC one). Pure.
  */
 export function hostAddressIssues(
   host: { readonly pool?: string | undefined; readonly hostIP?: string | undefined },
@@ -187,6 +211,14 @@ export function hostAddressIssues(
     host.hostIP === undefined
       ? undefined
       : reservationHolding(group.reservations ?? [], host.hostIP)
+  const v6 = group.network6 === undefined ? undefined : groupSubnets(group).at(-1)
+  const at = host.hostIP === undefined ? undefined : spanOf(host.hostIP, undefined)
+  if (v6 !== undefined && typeof at === 'object' && contains(v6.span, at)) {
+    issues.push({
+      path: ['hostIP'],
+      message: `lies in resource group ${group.name}'s network6, where each host's address is its SLAAC one; give an address of another subnet`,
+    })
+  }
   if (reserved !== undefined) {
     issues.push({
       path: ['hostIP'],

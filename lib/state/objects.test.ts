@@ -85,3 +85,46 @@ t.test('DNS: a group may turn it off; a host may pick its DNS name', async (t) =
     else t.same(issues, [], `host ${name}: accepted`)
   }
 })
+
+t.test('dual-stack: network6 is an IPv6 /64 apart from the other subnets', async (t) => {
+  const issuesOf = (value: unknown) =>
+    (v.safeParse(ResourceGroupSpec, value).issues ?? []).map(
+      (i) => `${v.getDotPath(i)}: ${i.message}`,
+    )
+  const base = group('10.0.0.0/24', '10.0.0.1')
+  const n6 = (cidr: string, gateway: string) => ({ ...base, network6: { cidr, gateway } })
+  const cases: [string, object, RegExp?][] = [
+    ['a /64', n6('fd00:10::/64', 'fd00:10::1')],
+    ['a /56', n6('fd00:10::/56', 'fd00:10::1'), /^network6\.cidr: must be an IPv6 \/64/],
+    ['IPv4', n6('10.1.0.0/24', '10.1.0.1'), /^network6\.cidr: must be an IPv6 \/64/],
+    ['host bits', n6('fd00:10::5/64', 'fd00:10::1'), /^network6\.cidr: must be a network address/],
+    [
+      'a gateway outside',
+      n6('fd00:10::/64', 'fd00:11::1'),
+      /^network6\.gateway: gateway must lie inside/,
+    ],
+    ['no gateway', { ...base, network6: { cidr: 'fd00:10::/64' } }, /^network6\.gateway: /],
+    [
+      'overlapping an extra subnet',
+      { ...n6('fd00:10::/64', 'fd00:10::1'), extraSubnets: [{ cidr: 'fd00:10::/96' }] },
+      /^network6\.cidr: overlaps fd00:10::\/96/,
+    ],
+    [
+      'a pool inside it',
+      {
+        ...n6('fd00:10::/64', 'fd00:10::1'),
+        pools: [{ name: 'p', start: 'fd00:10::10', end: 'fd00:10::20' }],
+      },
+      /^pools\.0: must not lie in network6/,
+    ],
+    [
+      'a reservation inside it',
+      { ...n6('fd00:10::/64', 'fd00:10::1'), reservations: [{ start: 'fd00:10::10' }] },
+    ],
+  ]
+  for (const [name, spec, refused] of cases) {
+    const issues = issuesOf(spec)
+    if (refused) t.match(issues.join('; '), refused, `${name}: refused`)
+    else t.same(issues, [], `${name}: accepted`)
+  }
+})

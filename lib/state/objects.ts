@@ -101,6 +101,27 @@ export const Subnet = v.pipe(
 )
 
 /**
+ * A group's IPv6 network beside its IPv4 `network` (dual-stack): a /64 whose gateway the
+ * group's router takes and announces in router advertisements (SLAAC). Every host of the
+ * group takes its SLAAC address there, its MAC's EUI-64 identifier in the /64, as Neutron
+ * does for a SLAAC subnet: the host configures it by itself, and Hydrazine knows it.
+ */
+export const Network6 = v.pipe(
+  v.strictObject({ cidr: Cidr, gateway: IpAddress }),
+  v.forward(
+    v.check(
+      (n) => cidrVersion(n.cidr) === 6 && n.cidr.endsWith('/64'),
+      'must be an IPv6 /64 (hosts take their SLAAC addresses in it)',
+    ),
+    ['cidr'],
+  ),
+  v.forward(
+    v.check((n) => cidrContains(n.cidr, n.gateway), 'gateway must lie inside the network'),
+    ['gateway'],
+  ),
+)
+
+/**
  * A group's DNS (OVN's native DNS, answered on the group's own switch): each host is
  * `<hostname>.<group>.<zone>` (the zone is the operator's `HYDRAZINE_DNS_ZONE`). On unless
  * `enabled: false`.
@@ -121,6 +142,8 @@ export const ResourceGroupSpec = v.pipe(
       ),
     ),
     extraSubnets: v.optional(v.pipe(v.array(Subnet), v.maxLength(16, 'at most 16 extra subnets'))),
+    /** The group's IPv6 network (dual-stack): every host also gets its SLAAC address there. */
+    network6: v.optional(Network6),
     dhcpServer: v.optional(Ipv4),
     implementation: v.optional(GroupImplementation),
     /** Security policies between the group's hosts and with CIDRs (`policies.ts`). */

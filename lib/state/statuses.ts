@@ -80,6 +80,8 @@ export const ManagedResourceStatus = v.object({
   hostAccessIPs: v.exactOptional(
     v.object({
       hostIP: v.exactOptional(v.string()),
+      /** In a dual-stack group: the host's SLAAC address in the group's `network6`. */
+      hostIPv6: v.exactOptional(v.string()),
       fabricIP: v.exactOptional(v.string()),
       publicIP: v.exactOptional(v.string()),
     }),

@@ -105,8 +105,8 @@ t.test('hz against a running Hydrazine', async (t) => {
   const list = await hz(['list', 'hosts', '--group', 'cli-group'])
   t.equal(list.code, 0)
   const [header, row] = list.out.trim().split('\n')
-  t.match(header, /^NAME\s+GROUP\s+DPU\s+IP\s+ACCESS\s+PUBLIC IP\s+PHASE$/)
-  t.match(row, /^cli-host\s+cli-group\s+dpu-1\s+10\.10\.10\.\d+\s+None\s+-\s+Ready$/)
+  t.match(header, /^NAME\s+GROUP\s+DPU\s+IP\s+IPV6\s+ACCESS\s+PUBLIC IP\s+PHASE$/)
+  t.match(row, /^cli-host\s+cli-group\s+dpu-1\s+10\.10\.10\.\d+\s+-\s+None\s+-\s+Ready$/)
   t.match(await json(['list', 'groups']), [{ name: 'cli-group' }])
   t.match(
     (await hz(['dpus'])).out,

@@ -42,12 +42,16 @@ export function rowBuilders(g: string) {
     name: string,
     networks: string[],
     extra?: Extra,
+    columns: Omit<
+      Partial<Writable<NbTables['Logical_Router_Port']>>,
+      'name' | 'mac' | 'networks' | 'external_ids'
+    > = {},
   ) => {
     const key = `lrp/${name}`
     rows.push({
       table: 'Logical_Router_Port',
       key,
-      row: { name, mac: macFor(name), networks, external_ids: ids(key, extra) },
+      row: { name, mac: macFor(name), networks, ...columns, external_ids: ids(key, extra) },
       parent: { table: 'Logical_Router', key: routerKey, column: 'ports' },
     })
   }

@@ -411,3 +411,74 @@ t.test(
     t.same(compileGroupTopology(three, memo), second, 'forgetting only costs a rebuild')
   },
 )
+
+t.test(
+  'dual-stack: the router advertises network6 for SLAAC, ports hold both addresses',
+  async (t) => {
+    const network6 = { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' }
+    const h1 = { ...ok, ip6: 'fd00:10::800:ff:fe00:1' }
+    const h2 = {
+      ...ok,
+      hostName: 'h2',
+      logicalPort: 'lp-h2',
+      ip: '10.10.10.3',
+      ip6: 'fd00:99::1',
+      access: 'None' as const,
+    }
+    const spec = { ...base, network6, members: [h1, h2], dns: { zone: 'hz.test' } }
+    const { rows, problems } = compileGroupTopology(spec)
+    const port = (name: string) =>
+      rows.find((r) => r.table === 'Logical_Switch_Port' && r.row.name === name)
+    const routerPort = rows.find(
+      (r) =>
+        r.table === 'Logical_Router_Port' && r.row.name === topologyNames.routerSwitchPort('alpha'),
+    )
+    t.match(
+      routerPort?.row,
+      {
+        networks: ['10.10.10.1/24', 'fd00:10::1/64'],
+        ipv6_ra_configs: { address_mode: 'slaac', send_periodic: 'true' },
+      },
+      "the router's switch port is the IPv6 gateway and sends RAs for SLAAC",
+    )
+    const both = `${ok.mac} ${ok.ip} fd00:10::800:ff:fe00:1`
+    t.match(
+      port(ok.logicalPort)?.row,
+      { addresses: [both], port_security: [both] },
+      'a host in it: both addresses',
+    )
+    t.match(
+      port('lp-h2')?.row,
+      { addresses: [`${ok.mac} 10.10.10.3`] },
+      'an IPv6 address outside network6 is left off the port',
+    )
+    t.match(problems, [{ host: 'h2', message: /fd00:99::1 is not in network6 fd00:10::\/64/ }])
+    const dnsRow = rows.find(
+      (r) => r.table === 'DNS' && r.row.external_ids['hydrazine:host'] === 'ok',
+    )
+    const records = dnsRow?.table === 'DNS' ? dnsRow.row.records : undefined
+    t.match(
+      records,
+      { 'ok.alpha.hz.test': `${ok.ip} fd00:10::800:ff:fe00:1` },
+      'its name resolves to both (A and AAAA)',
+    )
+    t.equal(
+      Object.values(records ?? {}).filter((v) => v === 'ok.alpha.hz.test').length,
+      2,
+      'and both addresses resolve back to it (PTR)',
+    )
+    const v6Leaves = rows.filter(
+      (r) =>
+        (r.table === 'NAT' ||
+          r.table === 'Logical_Router_Policy' ||
+          r.table === 'Logical_Router_Static_Route') &&
+        JSON.stringify(r.row).includes('fd00:10::'),
+    )
+    t.same(v6Leaves, [], 'no NAT, reroute or route takes IPv6 out of the group')
+    const without = compileGroupTopology({ ...base, members: [ok] }).rows.find(
+      (r) =>
+        r.table === 'Logical_Router_Port' && r.row.name === topologyNames.routerSwitchPort('alpha'),
+    )
+    t.notOk(without && 'ipv6_ra_configs' in without.row, 'an IPv4-only group sends no RAs')
+  },
+)

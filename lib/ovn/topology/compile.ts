@@ -108,6 +108,9 @@ export interface TopologyProblem {
  *   PublicAccess: `dnat_and_snat` public IP ↔ host (the host's egress leaves as its
  *   public IP, which FRR announces with next hop = the NAT IP) and `dnat` NAT IP → host
  *   (still reachable from the fabric; all it has while its public IP is not allocated);
+ * - with `network6` (dual-stack): the distributed router takes its gateway too and sends
+ *   router advertisements for SLAAC there; each host's port holds its `ip6` beside its
+ *   address (IPv6 stays in the group: no route, NAT or reroute takes it out);
  * - with `dns`: a `DNS` row per built host in the switch's `dns_records` (`dns.ts`:
  *   `<name>.<group>.<zone>`, `<name>` and the address's PTR name), so names resolve in
  *   the group only; hosts sharing a DNS name get none (named in `problems`);
@@ -136,6 +139,7 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
     spec.cidr,
     spec.gateway,
     spec.extraSubnets ?? [],
+    spec.network6 ?? null,
     spec.dummyFabricIp,
     spec.fabricGatewayIp,
     spec.physicalNetwork,
@@ -291,6 +295,7 @@ function memberSignature(m: GroupMember): string {
     m?.logicalPort,
     m?.mac,
     m?.ip,
+    m?.ip6,
     m?.dpu?.id,
     m?.dpu?.natIp,
     m?.access,

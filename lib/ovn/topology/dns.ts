@@ -18,9 +18,9 @@ export function dnsDomain(group: string, zone: string): string {
 }
 
 /**
- * The records of one host: its fully qualified name and its short name to its address
- * (A or AAAA, by the address's family), and the address's reverse name to the full name
- * (PTR). Names are lowercase: DNS compares them without case, and OVN's lookup keys are
+ * The records of one host: its fully qualified name and its short name to its addresses
+ * (A or AAAA, by each address's family; OVN keeps them space-separated), and each
+ * address's reverse name to the full name (PTR). Names are lowercase: DNS compares them without case, and OVN's lookup keys are
  * what the query carries, lowercased.
  *
  * @example
@@ -28,10 +28,19 @@ export function dnsDomain(group: string, zone: string): string {
  * // { 'web.group-a.hydrazine.internal': '10.10.10.2', web: '10.10.10.2',
  * //   '2.10.10.10.in-addr.arpa': 'web.group-a.hydrazine.internal' }
  */
-export function hostDnsRecords(name: string, domain: string, ip: string): Record<string, string> {
+export function hostDnsRecords(
+  name: string,
+  domain: string,
+  ...ips: readonly string[]
+): Record<string, string> {
   const host = name.toLowerCase()
   const fqdn = `${host}.${domain.toLowerCase()}`
-  return { [fqdn]: ip, [host]: ip, [reverseName(ip)]: fqdn }
+  const all = ips.join(' ')
+  return {
+    [fqdn]: all,
+    [host]: all,
+    ...Object.fromEntries(ips.map((ip) => [reverseName(ip), fqdn])),
+  }
 }
 
 /**

@@ -17,6 +17,20 @@ export const HOST_POLICY_PRIORITY = 1000
 /** Above the reroutes: traffic between the group's routed subnets stays in the group. */
 const INTERNAL_POLICY_PRIORITY = HOST_POLICY_PRIORITY + 1
 
+/**
+ * Router advertisements on the distributed router's switch port of a dual-stack group:
+ * SLAAC (no DHCPv6), sent every 10–30 s besides the answers to router solicitations, so
+ * a host that came up before its port was bound still learns the prefix soon.
+ */
+const SLAAC = {
+  ipv6_ra_configs: {
+    address_mode: 'slaac',
+    send_periodic: 'true',
+    min_interval: '10',
+    max_interval: '30',
+  },
+} as const
+
 /** A part being built: its rows, its problems, and whether its host was left out. */
 export interface Draft {
   rows: DesiredRow[]
@@ -25,14 +39,15 @@ export interface Draft {
 }
 
 /**
- * The group's subnets, primary first: each extra subnet's gateway must lie in it, and no
- * two subnets may overlap (IPAM refuses both before the topology sees them).
+ * The group's subnets, primary first, `network6` last: each extra subnet's gateway must
+ * lie in it, and no two subnets may overlap (IPAM refuses both before the topology sees them).
  */
 function subnetsOf(spec: GroupTopologySpec): GroupSubnet[] {
   const g = spec.name
   const subnets: GroupSubnet[] = [
     { cidr: spec.cidr, gateway: spec.gateway },
     ...(spec.extraSubnets ?? []),
+    ...(spec.network6 ? [spec.network6] : []),
   ]
   for (const [i, s] of subnets.entries()) {
     if (s.gateway !== undefined && !inSubnet(s.gateway, s.cidr)) {
@@ -78,7 +93,7 @@ export function groupParts(spec: GroupTopologySpec) {
       row: { name: names.router(g), external_ids: b.ids(lrKey) },
     })
     const networks = routed.map((s) => `${s.gateway}/${prefixLength(s.cidr)}`)
-    b.lrp(rows, lrKey, names.routerSwitchPort(g), networks)
+    b.lrp(rows, lrKey, names.routerSwitchPort(g), networks, undefined, spec.network6 ? SLAAC : {})
     b.routerLink(rows, lsKey, names.switchRouterPort(g), names.routerSwitchPort(g))
     // Hosts' reroutes match their source only: between two routed subnets, the router
     // itself delivers (else it would send the packet to a DPU's gateway router).
@@ -112,11 +127,21 @@ export function groupParts(spec: GroupTopologySpec) {
           : new Ipv6NatUnsupported(g, m.hostName, m.access)
       problem(draft, error, m.hostName)
     }
+    let ip6 = m.ip6
+    if (ip6 !== undefined && !(spec.network6 && inSubnet(ip6, spec.network6.cidr))) {
+      const where = spec.network6
+        ? `not in network6 ${spec.network6.cidr}`
+        : 'but the group has no network6'
+      const message = `host ${m.hostName} IPv6 address ${ip6} is ${where}; its port has its other address only`
+      problem(draft, new InvalidTopologySpec(g, message), m.hostName)
+      ip6 = undefined
+    }
+    const addresses = `${m.mac} ${m.ip}${ip6 ? ` ${ip6}` : ''}`
     b.lsp(
       draft.rows,
       lsKey,
       m.logicalPort,
-      { addresses: [`${m.mac} ${m.ip}`], port_security: [`${m.mac} ${m.ip}`] },
+      { addresses: [addresses], port_security: [addresses] },
       { [HOST_KEY]: m.hostName, [DPU_KEY]: m.dpu.id },
     )
   }
@@ -124,7 +149,11 @@ export function groupParts(spec: GroupTopologySpec) {
   /** A built host's DNS records, answered on the group's switch only. */
   const dnsRows = (draft: Draft, m: GroupMember) => {
     if (!spec.dns) return
-    const records = hostDnsRecords(m.dnsName ?? m.hostName, dnsDomain(g, spec.dns.zone), m.ip)
+    const ips = [
+      m.ip,
+      ...(m.ip6 && spec.network6 && inSubnet(m.ip6, spec.network6.cidr) ? [m.ip6] : []),
+    ]
+    const records = hostDnsRecords(m.dnsName ?? m.hostName, dnsDomain(g, spec.dns.zone), ...ips)
     b.dns(draft.rows, lsKey, `dns/${m.hostName}`, records, { [HOST_KEY]: m.hostName })
   }
 

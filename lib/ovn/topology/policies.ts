@@ -209,7 +209,9 @@ function cidrMatch(cidr: string, rule: GroupPolicyRule): string {
 
 /** The peers' addresses, by the families they have (`$<port group>_ip4` / `_ip6`). */
 function hostsMatch(portGroup: string, peers: readonly GroupMember[], rule: GroupPolicyRule) {
-  const families = new Set(peers.map((m) => (m.ip.includes(':') ? 6 : 4)))
+  const families = new Set(
+    peers.flatMap((m) => [m.ip, ...(m.ip6 ? [m.ip6] : [])]).map((ip) => (ip.includes(':') ? 6 : 4)),
+  )
   const terms = [...families].sort().map((f) => `ip${f}.${side(rule)} == $${portGroup}_ip${f}`)
   return terms.length === 1 ? (terms[0] ?? 'ip') : `(${terms.join(' || ')})`
 }

@@ -23,6 +23,11 @@ export interface GroupTopologySpec {
    */
   readonly extraSubnets?: readonly GroupSubnet[]
   /**
+   * The group's IPv6 /64 (dual-stack): the distributed router takes `gateway` in it and
+   * sends router advertisements for SLAAC, and each member's `ip6` lies in it.
+   */
+  readonly network6?: { readonly cidr: string; readonly gateway: string }
+  /**
    * Reserved fabric address with prefix length, e.g. `172.18.0.254/24`, put on every
    * gateway router's fabric-side port (OVN routes only onto ports with an address).
    */
@@ -65,6 +70,8 @@ export interface GroupMember {
   readonly logicalPort: string
   readonly mac: string
   readonly ip: string
+  /** In a dual-stack group: the host's SLAAC address in `network6`, beside `ip`. */
+  readonly ip6?: string
   /** `id` is the DPU's OVS `system-id` (its chassis name); `natIp` its reserved NAT ("DC") IP. */
   readonly dpu: { readonly id: string; readonly natIp?: string }
   readonly access: HostAccess
@@ -89,6 +96,10 @@ const ip = v.pipe(
 const ip4 = v.pipe(
   v.string(),
   v.check((s) => isIP(s) === 4, 'an IPv4 address'),
+)
+const ip6 = v.pipe(
+  v.string(),
+  v.check((s) => isIP(s) === 6, 'an IPv6 address'),
 )
 const cidr = v.pipe(
   v.string(),
@@ -115,6 +126,7 @@ export const GroupMemberSchema = v.object({
   logicalPort: v.pipe(v.string(), v.minLength(1)),
   mac,
   ip,
+  ip6: v.optional(ip6),
   dpu: v.object({ id: v.pipe(v.string(), v.minLength(1)), natIp: v.optional(ip4) }),
   access: v.picklist(['None', 'FabricAccess', 'PublicAccess']),
   publicIp: v.optional(ip4),
@@ -126,6 +138,15 @@ export const GroupTopologySpecSchema = v.object({
   cidr,
   gateway: ip,
   extraSubnets: v.optional(v.array(v.object({ cidr, gateway: v.optional(ip) }))),
+  network6: v.optional(
+    v.object({
+      cidr: v.pipe(
+        cidr,
+        v.check((s) => isIP(s.split('/')[0] ?? '') === 6 && s.endsWith('/64'), 'an IPv6 /64'),
+      ),
+      gateway: ip6,
+    }),
+  ),
   dummyFabricIp: cidr,
   fabricGatewayIp: v.optional(ip4),
   physicalNetwork: v.optional(name),

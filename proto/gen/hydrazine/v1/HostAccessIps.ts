@@ -6,16 +6,20 @@ export interface HostAccessIps {
   'hostIp'?: (string);
   'fabricIp'?: (string);
   'publicIp'?: (string);
+  'hostIpv6'?: (string);
   '_hostIp'?: "hostIp";
   '_fabricIp'?: "fabricIp";
   '_publicIp'?: "publicIp";
+  '_hostIpv6'?: "hostIpv6";
 }
 
 export interface HostAccessIps__Output {
   'hostIp'?: (string);
   'fabricIp'?: (string);
   'publicIp'?: (string);
+  'hostIpv6'?: (string);
   '_hostIp'?: "hostIp";
   '_fabricIp'?: "fabricIp";
   '_publicIp'?: "publicIp";
+  '_hostIpv6'?: "hostIpv6";
 }

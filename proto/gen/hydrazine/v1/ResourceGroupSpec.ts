@@ -19,6 +19,7 @@ export interface ResourceGroupSpec {
   'dns'?: (_hydrazine_v1_GroupDns | null);
   'pools'?: (_hydrazine_v1_GroupPool)[];
   'reservations'?: (_hydrazine_v1_Reservation)[];
+  'network6'?: (_hydrazine_v1_Network | null);
   '_dhcpServer'?: "dhcpServer";
 }
 
@@ -32,5 +33,6 @@ export interface ResourceGroupSpec__Output {
   'dns': (_hydrazine_v1_GroupDns__Output | null);
   'pools': (_hydrazine_v1_GroupPool__Output)[];
   'reservations': (_hydrazine_v1_Reservation__Output)[];
+  'network6': (_hydrazine_v1_Network__Output | null);
   '_dhcpServer'?: "dhcpServer";
 }

@@ -1,0 +1,127 @@
+/**
+ * Dual-stack groups on the simulated data centre, with real packets: hosts configure
+ * their IPv6 address themselves from the router advertisements of their group's router
+ * (SLAAC), get the address Hydrazine reports (`status.hostAccessIPs.hostIPv6`), and reach
+ * each other over IPv6 across DPUs, and their gateway; a host of another group on the
+ * same /64 stays out of reach; names resolve to AAAA records in the group.
+ *
+ * group-a (10.10.10.0/24, fd00:10::/64): a1 (dpu 1), a2 (dpu 2). group-b, the same
+ * networks: b1 (dpu 3).
+ *
+ * Run as root it must work (a lab that cannot start fails, saying why); without root it
+ * is skipped, saying why (`lab-test.ts`).
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { labPrefix } from '../../infra/lab/dpu.ts'
+import { type Lab, type LabHost, startLab } from '../../infra/lab/lab.ts'
+import { eventually, pings } from '../../infra/lab/probes.ts'
+import { DEFAULT_DNS_ZONE } from '../../lib/config/dns.ts'
+import { eui64Address } from '../../lib/ipam/address.ts'
+import { dnsDomain } from '../../lib/ovn/index.ts'
+import { attachHost, hostReady, phaseIs } from './api.ts'
+import { labTest } from './lab-test.ts'
+
+const network = { cidr: '10.10.10.0/24', gateway: '10.10.10.1' }
+const network6 = { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' }
+
+/** The global IPv6 addresses on the host's eth0 (what SLAAC configured). */
+async function globalAddresses(host: LabHost): Promise<string[]> {
+  const out = await host.exec('ip', '-6', '-o', 'addr', 'show', 'dev', 'eth0', 'scope', 'global')
+  return [...out.matchAll(/inet6 ([0-9a-f:]+)\/64/g)].map((m) => m[1] ?? '')
+}
+
+await labTest('dual-stack: SLAAC addresses, IPv6 between hosts across DPUs', async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'hz-lab-dual-stack-'))
+  let lab: Lab | undefined
+  t.teardown(async () => {
+    await lab?.stop()
+    await rm(dataDir, { recursive: true, force: true })
+  })
+  lab = await startLab({ dataDir, prefix: labPrefix() })
+  const l = lab
+
+  for (const [group, tenantId] of [
+    ['group-a', 'tenant-a'],
+    ['group-b', 'tenant-b'],
+  ] as const) {
+    const put = await l.api('PUT', `/v1/resource-groups/${group}`, { tenantId, network, network6 })
+    t.equal(put.status, 202, `${group} with network6 is accepted`)
+    t.ok(await phaseIs(l, `/v1/resource-groups/${group}`, 'Ready'), `${group} is Ready`)
+  }
+  const specs: [dpu: number, name: string, group: string, ip: string][] = [
+    [1, 'a1', 'group-a', '10.10.10.11'],
+    [2, 'a2', 'group-a', '10.10.10.12'],
+    [3, 'b1', 'group-b', '10.10.10.21'],
+  ]
+  const hosts = new Map<string, { host: LabHost; ip6: string }>()
+  for (const [dpu, name, group, ip] of specs) {
+    const mac = `0a:00:00:00:0d:${ip.split('.')[3]}`
+    const host = await l.addHost({ dpu, name, mac, ipCidr: `${ip}/24`, ipv6: true })
+    hosts.set(name, { host, ip6: eui64Address(network6.cidr, mac) })
+    t.ok((await attachHost(l, host, group, ip)).status < 300, `attach ${name}`)
+  }
+  for (const [name, { ip6 }] of hosts) {
+    t.ok(await hostReady(l, name), `${name} is Ready`)
+    const body = (await l.api('GET', `/v1/managed-resources/${name}`)).body as {
+      status?: { hostAccessIPs?: { hostIPv6?: string } }
+    }
+    t.equal(body.status?.hostAccessIPs?.hostIPv6, ip6, `${name}'s status reports ${ip6}`)
+  }
+  const a1 = hosts.get('a1')
+  const a2 = hosts.get('a2')
+  const b1 = hosts.get('b1')
+  if (!a1 || !a2 || !b1) throw new Error('hosts missing')
+
+  await t.test(
+    "each host configures the address Hydrazine reports (the router's RA)",
+    async (t) => {
+      for (const [name, { host, ip6 }] of hosts) {
+        t.ok(
+          await eventually(async () => (await globalAddresses(host)).includes(ip6), 60_000, 1000),
+          `${name} has ${ip6} on eth0`,
+        )
+      }
+      const route = await a1.host.exec('ip', '-6', 'route', 'show', 'default')
+      t.match(route, /via fe80::/, "a1's default IPv6 route is the router's link-local address")
+    },
+  )
+
+  await t.test('IPv6 between hosts of the group across DPUs, and to the gateway', async (t) => {
+    t.ok(await eventually(() => pings(a1.host.netns, a2.ip6), 30_000), 'a1 (dpu 1) → a2 (dpu 2)')
+    t.ok(await pings(a2.host.netns, a1.ip6), 'a2 → a1')
+    t.ok(await eventually(() => pings(a1.host.netns, network6.gateway), 20_000), 'a1 → fd00:10::1')
+  })
+
+  await t.test('another group on the same /64 stays out of reach', async (t) => {
+    t.ok(
+      await eventually(() => pings(b1.host.netns, network6.gateway), 30_000),
+      'b1 reaches its own gateway',
+    )
+    t.notOk(await pings(a1.host.netns, b1.ip6, 3), "a1 does not reach group-b's b1")
+    t.notOk(await pings(b1.host.netns, a2.ip6, 3), "b1 does not reach group-a's a2")
+  })
+
+  await t.test("a host's name has its AAAA record in its group", async (t) => {
+    const name = `a2.${dnsDomain('group-a', DEFAULT_DNS_ZONE)}`
+    const dig = (host: LabHost) =>
+      host
+        .exec(
+          'dig',
+          '+short',
+          '+noedns',
+          '+time=1',
+          '+tries=1',
+          `@${network.gateway}`,
+          'AAAA',
+          name,
+        )
+        .catch(() => '')
+    t.ok(
+      await eventually(async () => (await dig(a1.host)).includes(a2.ip6), 30_000),
+      `a1: ${name} AAAA is ${a2.ip6}`,
+    )
+    t.equal((await dig(b1.host)).trim(), '', 'group-b does not resolve it')
+  })
+})

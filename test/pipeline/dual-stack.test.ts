@@ -1,0 +1,164 @@
+/**
+ * Dual-stack groups through the whole pipeline, on real OVN with stand-in agents: a
+ * group's `network6` reaches NB as the router's IPv6 gateway with router advertisements
+ * for SLAAC; each host's status, port and DNS name carry its SLAAC address (its MAC's
+ * EUI-64 identifier) beside its IPv4 one; a second host with the same MAC cannot take
+ * that address; a detach gives it back. Two groups may use the same /64.
+ */
+import t from 'tap'
+import { eui64Address } from '../../lib/ipam/address.ts'
+import { topologyNames } from '../../lib/ovn/index.ts'
+import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+
+const NETWORK6 = { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' }
+
+t.test('a dual-stack group: SLAAC on the router, both addresses on every host', async (t) => {
+  const p = await startPipeline(t, { dnsZone: 'hydrazine.test' })
+  await p.agent('dpu-1')
+  await p.agent('dpu-2')
+  await p.agent('dpu-3')
+  for (const [group, tenant] of [
+    ['group-a', 'tenant-a'],
+    ['group-b', 'tenant-b'],
+  ] as const) {
+    await p.client.applyGroup(group, { ...groupSpec(tenant), network6: NETWORK6 })
+  }
+  const hosts = [
+    { name: 'a1', group: 'group-a', dpu: 'dpu-1', mac: '0a:00:00:00:00:01' },
+    { name: 'a2', group: 'group-a', dpu: 'dpu-2', mac: '0a:00:00:00:00:02' },
+    // The same MAC as a1 in another group: the same SLAAC address, in its own network.
+    { name: 'b1', group: 'group-b', dpu: 'dpu-3', mac: '0a:00:00:00:00:01' },
+  ]
+  for (const [i, h] of hosts.entries()) {
+    await p.client.applyHost(h.name, hostSpec(h.group, h.dpu, i + 1, { hostMAC: h.mac }))
+  }
+  for (const h of hosts) {
+    const ready = await until(
+      () => p.controller.store.getHost(h.name),
+      (x) => x?.status.phase === 'Ready',
+    )
+    const ip6 = eui64Address(NETWORK6.cidr, h.mac)
+    t.equal(ready?.status.hostAccessIPs?.hostIPv6, ip6, `${h.name} is Ready with ${ip6}`)
+    const port = await p.switchPort(topologyNames.hostPort(h.group, h.name))
+    const ip4 = ready?.status.hostAccessIPs?.hostIP
+    t.same(port?.addresses, [`${h.mac} ${ip4} ${ip6}`], `${h.name}'s port holds both addresses`)
+    t.same(port?.portSecurity, [`${h.mac} ${ip4} ${ip6}`], 'and is locked to both')
+  }
+
+  await t.test("the group's router is the IPv6 gateway and advertises the /64", async (t) => {
+    const port = topologyNames.routerSwitchPort('group-a')
+    const networks = await p.nbctl('get', 'Logical_Router_Port', port, 'networks')
+    t.match(networks, /"fd00:10::1\/64"/, 'the router port holds the IPv6 gateway')
+    const ra = await p.nbctl('get', 'Logical_Router_Port', port, 'ipv6_ra_configs')
+    t.match(ra, /address_mode=slaac/, 'RAs announce the prefix for SLAAC')
+    t.match(ra, /send_periodic="?true/, 'periodically')
+  })
+
+  await t.test("a host's DNS name resolves to both addresses", async (t) => {
+    const records = await p.nbctl(
+      '--bare',
+      '--columns=records',
+      'find',
+      'DNS',
+      'external_ids:hydrazine\\:host=a1',
+    )
+    const ip6 = eui64Address(NETWORK6.cidr, '0a:00:00:00:00:01')
+    t.match(records, `a1.group-a.hydrazine.test=10.10.10.`, 'A')
+    t.match(records, new RegExp(`a1.group-a.hydrazine.test=10\\.10\\.10\\.\\d+ ${ip6}`), 'and AAAA')
+    t.match(records, /\.ip6\.arpa=a1\.group-a\.hydrazine\.test/, 'and its IPv6 PTR')
+  })
+
+  await t.test('the address map shows who holds each SLAAC address', async (t) => {
+    const map = await p.client.groupIpam('group-a')
+    t.equal(map.subnets.find((s) => s.cidr === NETWORK6.cidr)?.used, 2, 'two held in network6')
+    t.same(
+      map.allocations.filter((a) => a.ip.includes(':')),
+      [
+        { owner: 'ipv6/a1', ip: eui64Address(NETWORK6.cidr, '0a:00:00:00:00:01') },
+        { owner: 'ipv6/a2', ip: eui64Address(NETWORK6.cidr, '0a:00:00:00:00:02') },
+      ],
+      "each by its host's IPv6 owner",
+    )
+  })
+
+  await t.test('a second host with the same MAC in the group fails, saying why', async (t) => {
+    await p.client.applyHost(
+      'a3',
+      hostSpec('group-a', 'dpu-2', 9, { hostMAC: '0a:00:00:00:00:01' }),
+    )
+    const failed = await until(
+      () => p.controller.store.getHost('a3'),
+      (x) => x?.status.phase === 'Failed',
+    )
+    t.match(failed?.status.conditions, [{ reason: /IN_USE/, message: /fd00:10::800:ff:fe00:1/ }])
+    await p.client.deleteHost('a3', { force: true })
+    await until(
+      () => p.controller.store.getHost('a3'),
+      (x) => x === undefined,
+    )
+  })
+
+  await t.test('a detach gives the SLAAC address back', async (t) => {
+    await p.client.deleteHost('a2')
+    await until(
+      () => p.controller.store.getHost('a2'),
+      (x) => x === undefined,
+    )
+    const owners = (await p.client.groupIpam('group-a')).allocations.map((a) => a.owner).sort()
+    t.same(owners, ['a1', 'ipv6/a1'], "only a1's two addresses are held")
+  })
+})
+
+t.test('network6 added to a group with hosts, moved, then removed', async (t) => {
+  const p = await startPipeline(t)
+  await p.agent('dpu-1')
+  const mac = '0a:00:00:00:00:07'
+  const port = topologyNames.hostPort('group-c', 'c1')
+  await p.client.applyGroup('group-c', groupSpec())
+  await p.client.applyHost('c1', hostSpec('group-c', 'dpu-1', 1, { hostMAC: mac }))
+  const first = await until(
+    () => p.controller.store.getHost('c1'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  const ip4 = first?.status.hostAccessIPs?.hostIP
+  t.equal(first?.status.hostAccessIPs?.hostIPv6, undefined, 'an IPv4-only group: no IPv6')
+
+  for (const cidr of ['fd00:10::/64', 'fd00:20::/64']) {
+    const ip6 = eui64Address(cidr, mac)
+    await p.client.applyGroup('group-c', {
+      ...groupSpec(),
+      network6: { cidr, gateway: cidr.replace('/64', '1') },
+    })
+    const host = await until(
+      () => p.controller.store.getHost('c1'),
+      (h) => h?.status.phase === 'Ready' && h.status.hostAccessIPs?.hostIPv6 === ip6,
+    )
+    t.equal(host?.status.hostAccessIPs?.hostIPv6, ip6, `network6 ${cidr}: c1 takes ${ip6}`)
+    t.ok(
+      await until(
+        () => p.switchPort(port),
+        (sp) => sp?.addresses[0] === `${mac} ${ip4} ${ip6}`,
+      ),
+      'and its port holds it',
+    )
+    const held = (await p.client.groupIpam('group-c')).allocations.filter((a) => a.ip.includes(':'))
+    t.same(held, [{ owner: 'ipv6/c1', ip: ip6 }], 'IPAM holds that one only')
+  }
+
+  await p.client.applyGroup('group-c', groupSpec())
+  const host = await until(
+    () => p.controller.store.getHost('c1'),
+    (h) => h?.status.phase === 'Ready' && h.status.hostAccessIPs?.hostIPv6 === undefined,
+  )
+  t.equal(host?.status.hostAccessIPs?.hostIP, ip4, 'network6 removed: c1 keeps its IPv4 address')
+  t.equal(host?.status.hostAccessIPs?.hostIPv6, undefined, 'and has no IPv6 one')
+  t.ok(
+    await until(
+      () => p.switchPort(port),
+      (sp) => sp?.addresses[0] === `${mac} ${ip4}`,
+    ),
+    'its port holds its IPv4 address only',
+  )
+  const held = (await p.client.groupIpam('group-c')).allocations.map((a) => a.owner)
+  t.same(held, ['c1'], 'and IPAM nothing in IPv6')
+})
