@@ -6,7 +6,7 @@
  * none), and addresses a pool would pick are predicted from the pool's map.
  */
 import { HydrazineError } from '../lib/errors.ts'
-import { formatIp, parseIp } from '../lib/ipam/address.ts'
+import { eui64Address, formatIp, parseIp } from '../lib/ipam/address.ts'
 import {
   compileGroupTopology,
   type DesiredRows,
@@ -36,7 +36,7 @@ import {
   readGroupState,
   topologyOf,
 } from './internal/group-state.ts'
-import { relayOwnerOf } from './internal/network.ts'
+import { ipv6OwnerOf, relayOwnerOf } from './internal/network.ts'
 
 export type PlannerDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'>
 
@@ -180,6 +180,12 @@ export function createPlanner(deps: PlannerDeps): Planner {
         ip = await firstFreeAddress(deps, group, spec.pool ?? DEFAULT_POOL, version)
         allocate.push({ pool: 'group', owner: name, ip: ip ?? null })
       }
+      const network6 = state.group.spec.network6
+      let ip6 = current?.ip6
+      if (network6 && !ip6) {
+        ip6 = eui64Address(network6.cidr, spec.hostMAC)
+        allocate.push({ pool: 'group', owner: ipv6OwnerOf(name), ip: ip6 })
+      }
       let publicIp = current?.publicIp
       const announce: PlannedPrefix[] = []
       const withdraw: PlannedPrefix[] = []
@@ -201,7 +207,12 @@ export function createPlanner(deps: PlannerDeps): Planner {
         spec,
       } as ManagedResource
       const member: MemberState | undefined = ip
-        ? { host, ip, ...(publicIp && spec.hostAccess === 'PublicAccess' ? { publicIp } : {}) }
+        ? {
+            host,
+            ip,
+            ...(ip6 ? { ip6 } : {}),
+            ...(publicIp && spec.hostAccess === 'PublicAccess' ? { publicIp } : {}),
+          }
         : undefined
       const others = state.members.filter((m) => m.host.name !== name)
       const same = existing !== undefined && sameJson(existing.spec, spec)
@@ -235,7 +246,14 @@ export function createPlanner(deps: PlannerDeps): Planner {
       const group = host.spec.resourceGroup
       const state = await readGroupState(deps, group)
       const member = state?.members.find((m) => m.host.name === name)
-      const allocations = member ? [{ pool: 'group' as const, owner: name, ip: member.ip }] : []
+      const allocations = member
+        ? [
+            { pool: 'group' as const, owner: name, ip: member.ip },
+            ...(member.ip6
+              ? [{ pool: 'group' as const, owner: ipv6OwnerOf(name), ip: member.ip6 }]
+              : []),
+          ]
+        : []
       return plan(group, {
         state: state && { ...state, members: state.members.filter((m) => m.host.name !== name) },
         agentJobs: [{ dpu: host.spec.dpu.id, job: 'isolate', host: name }],

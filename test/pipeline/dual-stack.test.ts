@@ -6,8 +6,11 @@
  * that address; a detach gives it back. Two groups may use the same /64.
  */
 import t from 'tap'
+import { createApp } from '../../api/http/app.ts'
 import { eui64Address } from '../../lib/ipam/address.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
+import { jsonCaller } from '../helpers/http.ts'
+import { OPERATOR, TEST_TOKENS } from '../helpers/tokens.ts'
 import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
 
 const NETWORK6 = { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' }
@@ -79,6 +82,29 @@ t.test('a dual-stack group: SLAAC on the router, both addresses on every host', 
       ],
       "each by its host's IPv6 owner",
     )
+  })
+
+  await t.test('a dry run plans the SLAAC address, and its release', async (t) => {
+    const call = jsonCaller(
+      createApp({ readiness: {}, v1: { client: p.client, tokens: TEST_TOKENS } }),
+      OPERATOR,
+    )
+    const mac = '0a:00:00:00:00:05'
+    const attach = await call(
+      'PUT',
+      '/v1/managed-resources/a5?dryRun=true',
+      hostSpec('group-a', 'dpu-1', 5, { hostMAC: mac }),
+    )
+    t.equal(attach.status, 200, JSON.stringify(attach.json))
+    t.match(attach.json.addresses.allocate, [
+      { pool: 'group', owner: 'a5' },
+      { pool: 'group', owner: 'ipv6/a5', ip: eui64Address(NETWORK6.cidr, mac) },
+    ])
+    const detach = await call('DELETE', '/v1/managed-resources/a1?dryRun=true')
+    t.match(detach.json.addresses.release, [
+      { owner: 'a1' },
+      { owner: 'ipv6/a1', ip: eui64Address(NETWORK6.cidr, '0a:00:00:00:00:01') },
+    ])
   })
 
   await t.test('a second host with the same MAC in the group fails, saying why', async (t) => {
