@@ -41,6 +41,7 @@ export interface OperationsDeps {
     | 'deleteHost'
     | 'registerPublicIp'
     | 'unregisterPublicIp'
+    | 'reconcileNow'
     | 'publicIp'
     | 'listPublicIps'
     | 'getGroup'
@@ -112,6 +113,8 @@ export interface Operations {
   /** One page of the pool, in address order (`after`: an address). */
   listPublicIps(page: PageRequest): Promise<Page<PublicIpStatus>>
   unregisterPublicIp(ip: string): Promise<void>
+  /** Operators only: one reconcile run now (after any under way); resolves to its job id. */
+  reconcileNow(): Promise<string>
   /**
    * One page, by id, of the inventory with each DPU's agent report: all for an operator
    * (agents not in it included), its own for a tenant.
@@ -309,6 +312,10 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       async registerPublicIp(ip) {
         operatorOnly()
         return client.registerPublicIp(ip)
+      },
+      async reconcileNow() {
+        operatorOnly()
+        return client.reconcileNow()
       },
       async getPublicIp(ip) {
         operatorOnly()

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what Hydrazine needs and is missing, so that `npm start` and `npm test` work on
 # a fresh Debian machine right after cloning:
-#   - Debian packages listed in infra/debian-packages.txt (apt-get, when run as root;
-#     otherwise the missing ones are listed and we stop);
+#   - Debian packages listed in infra/debian-packages.txt, and with `--test` (npm test)
+#     those in infra/debian-packages-test.txt too (apt-get, when run as root; otherwise
+#     the missing ones are listed and we stop);
 #   - npm dependencies (npm ci) when node_modules is absent or older than the lockfile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,13 +14,21 @@ if [ "$major" -lt 20 ]; then
   exit 1
 fi
 
+lists=(infra/debian-packages.txt)
+for arg in "$@"; do
+  case "$arg" in
+    --test) lists+=(infra/debian-packages-test.txt) ;;
+    *) echo "hydrazine: bootstrap.sh: unknown argument $arg (only --test)" >&2; exit 2 ;;
+  esac
+done
+
 missing=()
 while read -r pkg; do
   case "$pkg" in ''|'#'*) continue ;; esac
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$pkg")
   fi
-done < infra/debian-packages.txt
+done < <(cat "${lists[@]}")
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then

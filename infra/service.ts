@@ -158,11 +158,19 @@ export async function startService(
       return (await Promise.all(shared.map((c) => canConnectRemote(c.nb)))).every(Boolean)
     },
   }
+  // Ends the admin UI's live streams, so that closing the server does not wait on them.
+  const uiClosing = new AbortController()
   const app = createApp({
     readiness,
     v1: { client, tokens },
     ...(config.webhookSecret ? { events: { secret: config.webhookSecret, client } } : {}),
     dashboard: { tokens, queues: () => controller.queues() },
+    ui: {
+      client,
+      tokens,
+      closing: uiClosing.signal,
+      logError: (error) => logger.error({ err: error }, 'admin UI 500'),
+    },
     ...(ingress ? { observeRequest: ingress.httpRequest } : {}),
     logError: (error) => logger.error({ err: error }, 'HTTP 500'),
   })
@@ -214,6 +222,7 @@ export async function startService(
     ...(metrics ? { metrics: metrics.url } : {}),
     async close() {
       await metrics?.close()
+      uiClosing.abort()
       await new Promise<void>((r) => server.close(() => r()))
       await grpcIngress?.close()
       await frrLeadership?.stop()

@@ -7,6 +7,7 @@
  *
  * Groups' and hosts' writes are `object-writes.ts`; the refusals, `client-errors.ts`.
  */
+import { randomBytes } from 'node:crypto'
 import type { Queue } from 'bullmq'
 import type { Planner } from '../functions/plan.ts'
 import type { DpuCredentialIssuer, DpuCredentials } from '../lib/agent-protocol/credentials.ts'
@@ -63,6 +64,7 @@ export type { Caller }
  */
 export class HydrazineClient {
   private readonly store: StateStore
+  private readonly queue: Queue
   private readonly ipam: Ipam
   private readonly heartbeats: Heartbeats
   private readonly changes: ChangeFeed
@@ -103,6 +105,7 @@ export class HydrazineClient {
       addresses: deps.ipam,
     })
     this.store = deps.store
+    this.queue = deps.queue
     this.ipam = deps.ipam
     this.heartbeats = deps.heartbeats
     this.changes = deps.changes
@@ -234,6 +237,17 @@ export class HydrazineClient {
       if (error instanceof IpamNotFound) throw new NotFoundError('IPAM network of group', name)
       throw error
     }
+  }
+
+  /**
+   * Runs reconcile now instead of at its next scheduled time (operators only, e.g. in an
+   * incident): enqueues one `reconcile` job under an id of its own and resolves to it. A
+   * run that finds another under way waits for it (`queues/worker.ts`).
+   */
+  async reconcileNow(): Promise<string> {
+    const id = `reconcile-now-${Date.now()}-${randomBytes(4).toString('hex')}`
+    await this.queue.add('reconcile', {}, { jobId: id, removeOnComplete: 50, removeOnFail: 50 })
+    return id
   }
 
   // ── webhook deliveries ──

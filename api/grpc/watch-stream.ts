@@ -26,6 +26,7 @@ import {
   isResourceVersion,
   ValidationError,
 } from '../../queues/producer.ts'
+import { readVisible, removalVisibleTo } from '../change-visibility.ts'
 import type { Operations } from '../operations.ts'
 import { MAX_PAGE_SIZE } from '../pagination.ts'
 import { protoEnum } from './fields.ts'
@@ -130,12 +131,12 @@ export function runWatchStream(
 
   /** The object as this caller may see it now: its JSON (to skip repeats) and message. */
   const read = async (kind: WatchedKind, n: string) => {
-    if (kind === 'rg') {
-      const group = await ops.visibleGroup(n)
-      return group && { json: JSON.stringify(group), resourceGroup: resourceGroupMessage(group) }
-    }
-    const host = await ops.visibleHost(n)
-    return host && { json: JSON.stringify(host), managedResource: managedResourceMessage(host) }
+    const found = await readVisible(ops, kind, n)
+    if (!found) return undefined
+    const json = JSON.stringify(found.object)
+    return found.kind === 'rg'
+      ? { json, resourceGroup: resourceGroupMessage(found.object) }
+      : { json, managedResource: managedResourceMessage(found.object) }
   }
 
   const send = async (item: Item) => {
@@ -155,14 +156,12 @@ export function runWatchStream(
       shown.set(key, json)
       const type = before === undefined ? 'WATCH_EVENT_TYPE_ADDED' : 'WATCH_EVENT_TYPE_MODIFIED'
       await write({ ...event, type, ...object })
-    } else if (shown.delete(key) || (resumed && removalVisible(item.removed))) {
+    } else if (shown.delete(key) || (resumed && removalVisibleTo(item.removed, deps.tenant))) {
       // Only objects this caller could see are reported gone: a tenant learns nothing of
       // other tenants' names.
       await write({ ...event, type: 'WATCH_EVENT_TYPE_DELETED' })
     }
   }
-  const removalVisible = (removed: Change['removed']) =>
-    removed !== undefined && (deps.tenant === undefined || removed.tenant === deps.tenant)
 
   /** Ends the stream when more than `backlog` events wait; true when it did. */
   const tooFarBehind = () => {

@@ -1,10 +1,11 @@
-import { Hono } from 'hono'
+import { type Context, Hono } from 'hono'
 import { checkReadiness, type ReadinessProbes } from '../readiness.ts'
 import { DASHBOARD_PATH, type DashboardDeps, dashboardRoutes } from './dashboard.ts'
 import { errorHandler } from './errors.ts'
 import { type EventsDeps, eventRoutes } from './events.ts'
 import { openApiDocument } from './openapi.ts'
 import { type RequestSeen, requestMetrics } from './request-metrics.ts'
+import { UI_PATH, type UiDeps, uiRoutes } from './ui/routes.tsx'
 import { type V1Deps, v1Routes } from './v1.ts'
 
 /** What the HTTP API needs from the rest of Hydrazine. */
@@ -17,6 +18,8 @@ export interface ApiDeps {
   readonly events?: EventsDeps
   /** The queue dashboard at `/admin/queues` (operators only); without it the route does not exist. */
   readonly dashboard?: DashboardDeps
+  /** The admin web UI at `/ui/` (sign-in with a token); without it the routes do not exist. */
+  readonly ui?: UiDeps
   /** Told of every answered request: method, matched route and status (the metrics). */
   readonly observeRequest?: (request: RequestSeen) => void
   /** Sees every error that became a 500. */
@@ -33,6 +36,8 @@ export interface ApiDeps {
  * - `GET /v1/openapi.json` — this API described as OpenAPI 3.1 (no token needed).
  * - `POST /v1/events` — Carbide webhook, authenticated by its HMAC signature (`events.ts`).
  * - `/admin/queues` — the queue dashboard (bull-board), operator token only (`dashboard.ts`).
+ * - `/ui/…` — the admin web UI, signed in with a token (`ui/routes.tsx`); `GET /` and
+ *   `GET /ui` redirect to `/ui/` when it is on.
  */
 export function createApp(deps: ApiDeps): Hono {
   const app = new Hono()
@@ -52,6 +57,12 @@ export function createApp(deps: ApiDeps): Hono {
   if (deps.events) app.route('/v1/events', eventRoutes(deps.events))
   if (deps.v1) app.route('/v1', v1Routes(deps.v1))
   if (deps.dashboard) app.route(DASHBOARD_PATH, dashboardRoutes(deps.dashboard))
+  if (deps.ui) {
+    const toUi = (c: Context) => c.redirect(`${UI_PATH}/`, 302)
+    app.get('/', toUi)
+    app.get(UI_PATH, toUi)
+    app.route(`${UI_PATH}/`, uiRoutes(deps.ui))
+  }
 
   return app
 }
