@@ -5,6 +5,7 @@
  */
 import type { Ipam } from '../lib/ipam/index.ts'
 import type { BoundPort } from '../lib/ovn/index.ts'
+import { groupSubnets } from '../lib/state/group-network.ts'
 import { cidrContains, type ManagedResource, type ResourceGroup } from '../lib/state/objects.ts'
 import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
@@ -94,14 +95,15 @@ export async function outboundNotes(
     .filter(
       (other) =>
         other.name !== group.name &&
-        [other.spec.network, ...(other.spec.extraSubnets ?? [])].some((s) =>
-          cidrContains(s.cidr, address),
-        ),
+        groupSubnets(other.spec).some((s) => cidrContains(s.cidr, address)),
     )
     .slice(0, MAX_OTHER_GROUPS)
   for (const other of groups) {
     const holders = (await store.listHosts({ resourceGroup: other.name })).filter(
-      (h) => h.status.hostAccessIPs?.hostIP === address && !h.deletion,
+      (h) =>
+        (h.status.hostAccessIPs?.hostIP === address ||
+          h.status.hostAccessIPs?.hostIPv6 === address) &&
+        !h.deletion,
     )
     for (const h of holders) {
       notes.push(

@@ -30,6 +30,7 @@ import {
   type TraceFacts,
   TraceUnavailable,
 } from '../lib/ovn/index.ts'
+import { groupSubnets } from '../lib/state/group-network.ts'
 import { IpAddress, Rfc1123Label } from '../lib/state/objects.ts'
 import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
@@ -189,7 +190,8 @@ export function createTracer(deps: TracerDeps): Tracer {
     if (!port || !ip) {
       throw new TraceNotAttached(name, `it has no logical port yet (${host.status.phase})`)
     }
-    return { host, port, ip }
+    const ip6 = host.status.hostAccessIPs?.hostIPv6
+    return { host, port, ip, ...(ip6 ? { ip6 } : {}) }
   }
 
   async function outbound(req: TraceRequest, caller: Caller): Promise<TraceAnswer> {
@@ -200,11 +202,13 @@ export function createTracer(deps: TracerDeps): Tracer {
     if (!group) throw new TraceNotAttached(src.host.name, `its group ${g} does not exist`)
     const named = isIP(req.to) ? undefined : await attached(req.to, 'to', visible)
     const address = named ? reachableAddress(named, g) : req.to
+    // A dual-stack host sends to an IPv6 address from its SLAAC one.
+    const srcIp = isIP(address) === 6 && src.ip6 ? src.ip6 : src.ip
     validate(
       v.pipe(
         v.string(),
-        v.check((a) => isIP(a) === isIP(src.ip), `is not of the address family of ${src.ip}`),
-        v.check((a) => a !== src.ip, `is ${src.host.name}'s own address`),
+        v.check((a) => isIP(a) === isIP(srcIp), `is not of the address family of ${srcIp}`),
+        v.check((a) => a !== srcIp, `is ${src.host.name}'s own address`),
       ),
       address,
       'to',
@@ -212,7 +216,7 @@ export function createTracer(deps: TracerDeps): Tracer {
     const { endpoints, facts } = await central(g)
     const port = await facts.port(src.port)
     if (!port) throw new TraceNotAttached(src.host.name, 'its port is not in its central yet')
-    const subnets = [group.spec.network.cidr, ...(group.spec.extraSubnets ?? []).map((s) => s.cidr)]
+    const subnets = groupSubnets(group.spec).map((s) => s.cidr)
     const runs: TraceRun[] = []
     const raw = req.raw ?? false
     const mac = src.host.spec.hostMAC
@@ -223,7 +227,7 @@ export function createTracer(deps: TracerDeps): Tracer {
         inport: src.port,
         ethSrc: mac,
         ethDst,
-        ipSrc: src.ip,
+        ipSrc: srcIp,
         ipDst: address,
         ...(req.proto ? { proto: req.proto } : {}),
         ...(req.port !== undefined ? { port: req.port } : {}),
@@ -232,7 +236,7 @@ export function createTracer(deps: TracerDeps): Tracer {
       const { verdict } = explained
       if (verdict.verdict !== 'leaves' || verdict.source || !verdict.dpu) return explained
       // Sent after an ARP, the packet's own SNAT is not in the trace: the NAT rules say it.
-      const source = snatSourceOf(await facts.natRules(g, verdict.dpu), src.ip) ?? src.ip
+      const source = snatSourceOf(await facts.natRules(g, verdict.dpu), srcIp) ?? srcIp
       return { ...explained, verdict: { ...verdict, source } }
     }
     /** Nothing on the host's subnet has the address: the host only ever asks for it. */
@@ -246,7 +250,7 @@ export function createTracer(deps: TracerDeps): Tracer {
         const hops = [`${describeDatapath(port.datapath)}: no port has ${address}`]
         return { verdict: { ...unresolved, reached: [] }, hops }
       }
-      const arp = arpRequest({ inport: src.port, mac, ip: src.ip, target: address })
+      const arp = arpRequest({ inport: src.port, mac, ip: srcIp, target: address })
       const trace = await run(runs, endpoints, port.datapath, arp, raw)
       const reached = finalOutputs(trace).map((o) => o.port)
       return { verdict: { ...unresolved, reached }, hops: explain(trace).hops }
@@ -256,7 +260,7 @@ export function createTracer(deps: TracerDeps): Tracer {
     const routerMac = router[0]?.mac
     if (!routerMac) throw new TraceUnavailable(`group ${g}'s router is not in its central yet`)
     let result: Explained
-    if (!onLink(src.ip, address, subnets)) {
+    if (!onLink(srcIp, address, subnets)) {
       result = await packet(routerMac)
     } else {
       // On its own subnet the host asks for the MAC itself: a host's, or the router's.
@@ -276,13 +280,13 @@ export function createTracer(deps: TracerDeps): Tracer {
     const to = named ? { host: named.host.name, group: named.host.spec.resourceGroup } : {}
     return {
       ...outcomeOf(verdict),
-      summary: summaryOf(`${src.host.name} (${src.ip})`, address, verdict),
+      summary: summaryOf(`${src.host.name} (${srcIp})`, address, verdict),
       from: {
         host: src.host.name,
         group: g,
         port: src.port,
         mac,
-        ip: src.ip,
+        ip: srcIp,
         dpu: src.host.spec.dpu.id,
         boundTo: port.chassis,
       },

@@ -107,6 +107,27 @@ t.test('a dual-stack group: SLAAC on the router, both addresses on every host', 
     ])
   })
 
+  await t.test("a trace to an IPv6 address goes from the host's SLAAC address", async (t) => {
+    const call = jsonCaller(
+      createApp({ readiness: {}, v1: { client: p.client, tokens: TEST_TOKENS } }),
+      OPERATOR,
+    )
+    const a1 = eui64Address(NETWORK6.cidr, '0a:00:00:00:00:01')
+    const a2 = eui64Address(NETWORK6.cidr, '0a:00:00:00:00:02')
+    const to = async (address: string) =>
+      (await call('GET', `/v1/trace?from=a1&to=${encodeURIComponent(address)}`)).json
+    t.match(
+      await to(a2),
+      { verdict: 'delivered', from: { ip: a1 }, to: { ip: a2 } },
+      'a1 → a2 over IPv6: delivered to a2',
+    )
+    t.match(
+      await to(eui64Address(NETWORK6.cidr, '0a:00:00:00:00:99')),
+      { from: { ip: a1 }, verdict: 'unresolved' },
+      'an address no host of the group has: nobody answers',
+    )
+  })
+
   await t.test('a second host with the same MAC in the group fails, saying why', async (t) => {
     await p.client.applyHost(
       'a3',
