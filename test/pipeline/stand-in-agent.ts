@@ -82,7 +82,8 @@ function observed(dpuId: string) {
   }
 }
 
-function heartbeat(dpuId: string, protocolVersions: string[]): Heartbeat {
+/** The heartbeat a stand-in agent writes, now. */
+export function heartbeat(dpuId: string, protocolVersions: string[]): Heartbeat {
   return {
     dpuId,
     agentVersion: '0.0.0-test',

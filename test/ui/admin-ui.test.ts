@@ -9,6 +9,7 @@
 
 import type { Page } from 'playwright-core'
 import t from 'tap'
+import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import { OPERATOR, TENANT_A, TEST_TOKENS } from '../helpers/tokens.ts'
 import {
   groupSpec,
@@ -18,6 +19,7 @@ import {
   startPipelineFrr,
   until,
 } from '../pipeline/fixtures.ts'
+import { heartbeat } from '../pipeline/stand-in-agent.ts'
 import {
   type PageProblem,
   screenshot,
@@ -79,7 +81,7 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
   const base = await serveApp(t, {
     readiness: {},
     v1: { client: p.client, tokens: TEST_TOKENS },
-    ui: { client: p.client, tokens: TEST_TOKENS },
+    ui: { client: p.client, tokens: TEST_TOKENS, liveLimits: { dpuRefreshMs: 500 } },
   })
   const browser = await startBrowser(t)
   const problems: PageProblem[] = []
@@ -246,6 +248,22 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
     await page.goto(`${base}/ui/public-ips`)
     t.match(await page.locator('main table').textContent(), /203\.0\.113\.7.*host-a1/s)
     await screenshot(page, '11-public-ips')
+  })
+
+  await t.test('a DPU whose agent stops beating turns Lost without a reload', async (t) => {
+    await page.goto(`${base}/ui/dpus`)
+    await page.waitForSelector('body[data-live-state="open"]')
+    t.equal(await badge(page, 'dpu/dpu-2').textContent(), 'Online')
+    await page.evaluate("document.body.setAttribute('data-not-reloaded', 'yes')")
+    // dpu-2 beats once more, every 0.5 s by its word, then goes silent: Lost after 1 s.
+    const beats = new Heartbeats(p.controller.redis)
+    const versions = ['1.0', '2.0']
+    await beats.write({ ...heartbeat('dpu-2', versions), intervalMs: 500 }, 60_000)
+    await becomes(page, 'dpu/dpu-2', 'Lost')
+    t.equal(await page.locator('body').getAttribute('data-not-reloaded'), 'yes', 'not reloaded')
+    await beats.write(heartbeat('dpu-2', versions), 60_000)
+    await becomes(page, 'dpu/dpu-2', 'Online')
+    t.pass('and Online again once it beats')
   })
 
   await t.test('re-drive a Failed host, with confirmation', async (t) => {

@@ -12,6 +12,9 @@
  * capped per session and in all (429), and one too far behind is ended (the browser's
  * EventSource reconnects and starts afresh).
  *
+ * A DPU's state follows its heartbeats, which are not changes: the DPUs a stream shows
+ * are read again every `dpuRefreshMs`, so one going Stale or Lost shows too.
+ *
  * Each event is `event: change` with `{kind: 'group'|'host'|'dpu', name, phase?, gone?}`.
  */
 import type { Context } from 'hono'
@@ -42,6 +45,11 @@ export interface LiveLimits {
   readonly heartbeatMs: number
   /** Changes a stream may have waiting before it is ended, default 1,000. */
   readonly backlog: number
+  /**
+   * A DPU's state (Online, Stale, Lost) follows its agent's heartbeats, which the change
+   * log does not carry: the DPUs a page shows are read again this often, default 10 s.
+   */
+  readonly dpuRefreshMs: number
 }
 
 export const DEFAULT_LIVE_LIMITS: LiveLimits = {
@@ -49,6 +57,7 @@ export const DEFAULT_LIVE_LIMITS: LiveLimits = {
   total: 256,
   heartbeatMs: 15_000,
   backlog: 1000,
+  dpuRefreshMs: 10_000,
 }
 
 /** Most objects a page may ask the current state of when its stream opens. */
@@ -179,6 +188,7 @@ export function liveEvents(
     let ended = false
     let stop: (() => void) | undefined
     let heartbeat: ReturnType<typeof setInterval> | undefined
+    let dpuRefresh: ReturnType<typeof setInterval> | undefined
     let done: () => void = () => {}
     const closed = new Promise<void>((resolve) => {
       done = resolve
@@ -190,6 +200,7 @@ export function liveEvents(
       live.open--
       stop?.()
       if (heartbeat) clearInterval(heartbeat)
+      if (dpuRefresh) clearInterval(dpuRefresh)
       deps.closing?.removeEventListener('abort', end)
       done()
     }
@@ -231,6 +242,13 @@ export function liveEvents(
       const [shown = '', name = ''] = key.split('/')
       const kind = KIND[shown as keyof typeof KIND]
       if (kind) send(kind, name)
+    }
+    const dpus = deps.watched.filter((key) => key.startsWith('dpu/')).map((key) => key.slice(4))
+    if (dpus.length > 0) {
+      dpuRefresh = setInterval(() => {
+        // Only while the stream keeps up: a refresh never adds to a backlog.
+        if (waiting === 0) for (const id of dpus) send('dpu', id)
+      }, limits.dpuRefreshMs)
     }
     heartbeat = setInterval(() => {
       if (!ended) void stream.write(': keep-alive\n\n').catch(end)
