@@ -1,4 +1,5 @@
 import type { IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
+import type { INetworkPolicySpec } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicySpec'
 import t from 'tap'
 import type { KubernetesCentralsConfig } from '../lib/config/kubernetes.ts'
 import { CentralUnavailableError } from '../lib/ovn/central.ts'
@@ -15,6 +16,8 @@ const settings: KubernetesCentralsConfig = {
   replicas: 1,
   storage: '1Gi',
   clusterDomain: 'cluster.local',
+  controllerCidrs: ['10.0.0.0/24'],
+  dpuCidrs: ['172.18.0.0/24'],
 }
 
 function setup(overrides: Partial<KubernetesCentralsConfig> = {}, rules?: readonly Rule[]) {
@@ -45,6 +48,14 @@ t.test('ensure creates the group central, then answers once it is ready', async 
   t.same(api.names('statefulsets'), [name])
   t.same(api.names('services'), [name, `${name}-peers`].sort())
   t.same(api.names('persistentvolumeclaims'), [`data-${name}-0`], 'its volume, from the template')
+  t.same(api.names('networkpolicies'), [name], 'and its NetworkPolicy')
+  const uid = (resource: keyof typeof api.objects, object: string) =>
+    Number(api.objects[resource].get(`${NS}/${object}`)?.metadata?.uid?.replace('uid-', ''))
+  t.ok(
+    uid('networkpolicies', name) < uid('services', name) &&
+      uid('services', `${name}-peers`) < uid('statefulsets', name),
+    'created first: the policy, then the Services, then the StatefulSet',
+  )
 
   const uids = api.snapshot()
   t.ok((await refusal(centrals.ensure('tenant-a')))?.retryable, 'still not ready')
@@ -87,6 +98,22 @@ t.test('the objects: labels, selectors, volume, the image', async (t) => {
   const { services } = centralObjects('tenant-a', { ...settings })
   t.same(services[0].spec?.selector, sts.spec?.selector.matchLabels, 'the Service selects them')
   t.equal(services[1].spec?.clusterIP, 'None')
+  const policy = api.objects.networkpolicies.get(`${NS}/${name}`) as
+    | { metadata?: { labels?: Record<string, string> }; spec?: INetworkPolicySpec }
+    | undefined
+  t.same(policy?.spec?.podSelector.matchLabels, sts.spec?.selector.matchLabels, 'the policy too')
+  t.match(policy?.metadata?.labels, { 'hydrazine.io/group': 'tenant-a' })
+})
+
+t.test('no policy, no central: the pods never run open', async (t) => {
+  const rules = (CENTRALS_RBAC_RULES as readonly Rule[]).filter(
+    (r) => !r.resources.includes('networkpolicies'),
+  )
+  const { api, centrals } = setup({}, rules)
+  const refused = await refusal(centrals.ensure('tenant-a'))
+  t.equal(refused?.retryable, false, 'the API refused the policy (403): not retried')
+  t.same(api.names('statefulsets'), [], 'no StatefulSet without its policy')
+  t.same(api.names('services'), [], 'nor Services')
 })
 
 t.test('two groups, two centrals; long names stay valid and distinct', async (t) => {
@@ -133,6 +160,7 @@ t.test('release deletes it all, idempotently; ensure waits for the deletion', as
   t.same(api.names('statefulsets'), [b], "tenant-a's StatefulSet is gone")
   t.same(api.names('services'), [b, `${b}-peers`].sort(), 'and its Services')
   t.same(api.names('persistentvolumeclaims'), [`data-${b}-0`], 'and its volume')
+  t.same(api.names('networkpolicies'), [b], 'and its NetworkPolicy')
   await centrals.release('tenant-a')
   t.pass('release once gone: fine (404s)')
 
@@ -151,13 +179,15 @@ t.test('a volume still being deleted holds a new central back', async (t) => {
   t.same(api.names('statefulsets'), [], 'nothing created on top of the old volume')
 })
 
-t.test('a Service deleted by hand comes back while the central is not ready', async (t) => {
+t.test('a Service or the policy deleted by hand comes back while not ready', async (t) => {
   const { api, centrals } = setup()
   await refusal(centrals.ensure('tenant-a'))
   const name = centralName('tenant-a')
   await api.deleteService(NS, `${name}-peers`)
+  await api.deleteNetworkPolicy(NS, name)
   await refusal(centrals.ensure('tenant-a'))
   t.same(api.names('services'), [name, `${name}-peers`].sort())
+  t.same(api.names('networkpolicies'), [name])
 })
 
 t.test('list and groups reflect what exists', async (t) => {
@@ -234,7 +264,9 @@ t.test('API failures: retryable, unless the API refused the request itself', asy
 })
 
 t.test('the Role grants exactly what the provider calls', async (t) => {
-  const role = controllerRole(parseManifestOptions({}))
+  const role = controllerRole(
+    parseManifestOptions({ centrals: { controllerCidrs: ['10.0.0.0/24'], sbTlsSecret: 'tls' } }),
+  )
   const rules = role.rules ?? []
   const { api, centrals, ready } = setup(
     {},
@@ -262,10 +294,21 @@ t.test('the Role grants exactly what the provider calls', async (t) => {
     rules.some((r) => r.verbs.includes('*') || r.resources?.includes('*')),
     'no wildcards',
   )
+  t.same(
+    rules.filter((r) => r.resources?.includes('networkpolicies')),
+    [
+      {
+        apiGroups: ['networking.k8s.io'],
+        resources: ['networkpolicies'],
+        verbs: ['create', 'delete'],
+      },
+    ],
+    'NetworkPolicies: create and delete, nothing else',
+  )
 })
 
 t.test('client-node sends every field of the objects as built', async (t) => {
-  const { services, statefulSet } = centralObjects('tenant-a', {
+  const { networkPolicy, services, statefulSet } = centralObjects('tenant-a', {
     ...settings,
     replicas: 3,
     sbTlsSecret: 'ovn-sb-tls',
@@ -277,4 +320,5 @@ t.test('client-node sends every field of the objects as built', async (t) => {
   t.same(clean(sent(statefulSet.toJSON(), 'V1StatefulSet')), clean(statefulSet.toJSON()))
   for (const service of services)
     t.same(clean(sent(service.toJSON(), 'V1Service')), clean(service.toJSON()))
+  t.same(clean(sent(networkPolicy.toJSON(), 'V1NetworkPolicy')), clean(networkPolicy.toJSON()))
 })

@@ -1,10 +1,10 @@
 /**
  * One OVN central per resource group, run by Kubernetes (`HYDRAZINE_OVN_CENTRAL=kubernetes`):
- * the group's first job creates its StatefulSet and Services (infra/k8s/ovn-central.ts)
- * through the Kubernetes API, and the group's deletion deletes them with their volumes,
- * behind `OvnCentralProvider`. Kubernetes restarts a central that crashes and keeps its
- * database on its volume; nothing is held in this process, so every controller replica
- * sees the same centrals.
+ * the group's first job creates its NetworkPolicy, Services and StatefulSet
+ * (infra/k8s/ovn-central.ts) through the Kubernetes API, and the group's deletion deletes
+ * them with their volumes, behind `OvnCentralProvider`. Kubernetes restarts a central that
+ * crashes and keeps its database on its volume; nothing is held in this process, so every
+ * controller replica sees the same centrals.
  *
  * Only the calls in `CentralsApi` are made, and `CENTRALS_RBAC_RULES` grants exactly
  * those (infra/k8s/controller.ts builds the Role from it).
@@ -14,11 +14,14 @@ import {
   AppsV1Api,
   CoreV1Api,
   KubeConfig,
+  NetworkingV1Api,
+  type V1NetworkPolicy,
   type V1Service,
   type V1StatefulSet,
 } from '@kubernetes/client-node'
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js'
 import type { IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
+import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { IPersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim'
 import type { IService } from 'kubernetes-models/v1/Service'
 import type { KubernetesCentralsConfig } from '../lib/config/kubernetes.ts'
@@ -54,6 +57,8 @@ export interface CentralsApi {
     labelSelector: string,
   ): Promise<IPersistentVolumeClaim[]>
   deletePersistentVolumeClaim(namespace: string, name: string): Promise<void>
+  createNetworkPolicy(namespace: string, body: INetworkPolicy): Promise<void>
+  deleteNetworkPolicy(namespace: string, name: string): Promise<void>
 }
 
 /** What `CentralsApi` needs of RBAC: the controller's Role (infra/k8s/controller.ts). */
@@ -61,6 +66,7 @@ export const CENTRALS_RBAC_RULES = [
   { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['create', 'get', 'list', 'delete'] },
   { apiGroups: [''], resources: ['services'], verbs: ['create', 'delete'] },
   { apiGroups: [''], resources: ['persistentvolumeclaims'], verbs: ['list', 'delete'] },
+  { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['create', 'delete'] },
 ] as const
 
 /** What `kubernetesCentrals` needs. */
@@ -73,14 +79,15 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
 /**
  * The provider of centrals Kubernetes runs.
  *
- * - `ensure(group)`: reads the group's StatefulSet; absent, creates its Services and
- *   StatefulSet (an object that exists already, 409, is fine: another replica made it);
- *   not ready, creates its Services again where they are missing.
+ * - `ensure(group)`: reads the group's StatefulSet; absent, creates its NetworkPolicy, its
+ *   Services and the StatefulSet, in that order, so that its pods never run without the
+ *   policy (an object that exists already, 409, is fine: another replica made it); not
+ *   ready, creates its NetworkPolicy and Services again where they are missing.
  *   Answers its endpoints once a quorum of replicas is ready (one of one, two of three);
  *   until then, or while it is being deleted, throws a retryable CentralUnavailableError.
  *   A StatefulSet of that name that is not this group's is refused, not retried.
- * - `release(group)`: deletes the StatefulSet, the Services and the volumes (404: gone
- *   already). Idempotent.
+ * - `release(group)`: deletes the StatefulSet, the Services, the volumes and, last, the
+ *   NetworkPolicy (404: gone already). Idempotent.
  * - `list()` / `groups()`: the ready centrals / every central not being deleted, found by
  *   their labels.
  *
@@ -93,10 +100,15 @@ export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentr
   const log = options.log ?? (() => {})
   const need = quorum(options.replicas)
 
-  /** The group's Services, unless they exist: pods resolve each other through them. */
-  const createServices = async (group: string) => {
-    for (const service of centralObjects(group, options).services)
-      await ignore(409, api.createService(namespace, service))
+  /**
+   * The group's NetworkPolicy and Services, unless they exist: the policy keeps the pods
+   * closed to all but the controller and the DPUs; pods resolve each other through the
+   * Services.
+   */
+  const createPolicyAndServices = async (group: string) => {
+    const { networkPolicy, services } = centralObjects(group, options)
+    await ignore(409, api.createNetworkPolicy(namespace, networkPolicy))
+    for (const service of services) await ignore(409, api.createService(namespace, service))
   }
 
   const create = async (group: string) => {
@@ -104,7 +116,7 @@ export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentr
     if (volumes.some((pvc) => pvc.metadata?.deletionTimestamp !== undefined)) {
       throw unavailable(group, 'the volumes of its previous central are being deleted')
     }
-    await createServices(group)
+    await createPolicyAndServices(group)
     const { statefulSet } = centralObjects(group, options)
     const created = await ignore(409, api.createStatefulSet(namespace, statefulSet))
     if (created) log(`central of group ${group}: created StatefulSet ${centralName(group)}`)
@@ -133,8 +145,8 @@ export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentr
       }
       const ready = statefulSet.status?.readyReplicas ?? 0
       if (ready < need) {
-        // Not ready: a Service deleted by hand would keep it so; put it back.
-        await call(group, () => createServices(group))
+        // Not ready: a Service deleted by hand would keep it so; put it back, and the policy.
+        await call(group, () => createPolicyAndServices(group))
         throw unavailable(
           group,
           `StatefulSet ${name}: ${ready} of ${options.replicas} replicas ready, ${need} needed`,
@@ -154,6 +166,8 @@ export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentr
           const pvcName = pvc.metadata?.name
           if (pvcName) await ignore(404, api.deletePersistentVolumeClaim(namespace, pvcName))
         }
+        // Last, once its pods are being stopped: no other object of it outlives the policy.
+        await ignore(404, api.deleteNetworkPolicy(namespace, name))
       })
       log(`central of group ${group} released`)
     },
@@ -270,6 +284,7 @@ export function openKubernetesCentrals(
 export function kubernetesCentralsApi(kc: KubeConfig): CentralsApi {
   const apps = kc.makeApiClient(AppsV1Api)
   const core = kc.makeApiClient(CoreV1Api)
+  const networking = kc.makeApiClient(NetworkingV1Api)
   return {
     async createStatefulSet(namespace, body) {
       await apps.createNamespacedStatefulSet({
@@ -303,6 +318,15 @@ export function kubernetesCentralsApi(kc: KubeConfig): CentralsApi {
     },
     async deletePersistentVolumeClaim(namespace, name) {
       await core.deleteNamespacedPersistentVolumeClaim({ namespace, name })
+    },
+    async createNetworkPolicy(namespace, body) {
+      await networking.createNamespacedNetworkPolicy({
+        namespace,
+        body: fromJson<V1NetworkPolicy>(body, 'V1NetworkPolicy'),
+      })
+    },
+    async deleteNetworkPolicy(namespace, name) {
+      await networking.deleteNamespacedNetworkPolicy({ namespace, name })
     },
   }
 }

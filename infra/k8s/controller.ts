@@ -119,6 +119,8 @@ function controllerEnv(o: ManifestOptions): IEnvVar[] {
       ? [value('HYDRAZINE_K8S_CENTRAL_TLS_SECRET', centrals.sbTlsSecret)]
       : []),
     value('HYDRAZINE_K8S_CLUSTER_DOMAIN', centrals.clusterDomain),
+    value('HYDRAZINE_K8S_CONTROLLER_CIDRS', centrals.controllerCidrs.join(',')),
+    ...(centrals.dpuCidrs ? [value('HYDRAZINE_K8S_DPU_CIDRS', centrals.dpuCidrs.join(','))] : []),
     // tsx and npm keep their caches under HOME and the temp dir: the root filesystem is read-only.
     value('HOME', '/tmp'),
     ...Object.entries(c.env).map(([name, v]) => value(name, v)),

@@ -9,6 +9,10 @@
  */
 import { ApiException } from '@kubernetes/client-node'
 import { type IStatefulSet, StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
+import {
+  type INetworkPolicy,
+  NetworkPolicy,
+} from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { IPersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim'
 import { type IService, Service } from 'kubernetes-models/v1/Service'
 import type { CentralsApi } from '../kubernetes-centrals.ts'
@@ -19,7 +23,7 @@ export interface Rule {
   readonly verbs: readonly string[]
 }
 
-type Resource = 'statefulsets' | 'services' | 'persistentvolumeclaims'
+type Resource = 'statefulsets' | 'services' | 'persistentvolumeclaims' | 'networkpolicies'
 interface Stored {
   metadata?: {
     name?: string
@@ -35,6 +39,7 @@ const API_GROUP: Record<Resource, string> = {
   statefulsets: 'apps',
   services: '',
   persistentvolumeclaims: '',
+  networkpolicies: 'networking.k8s.io',
 }
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/
@@ -44,6 +49,7 @@ export class FakeKubernetes implements CentralsApi {
     statefulsets: new Map(),
     services: new Map(),
     persistentvolumeclaims: new Map(),
+    networkpolicies: new Map(),
   }
   /** Every (resource, verb) called, as `resource/verb`. */
   readonly used = new Set<string>()
@@ -118,6 +124,18 @@ export class FakeKubernetes implements CentralsApi {
   async deletePersistentVolumeClaim(namespace: string, name: string): Promise<void> {
     this.authorize('persistentvolumeclaims', 'delete')
     this.markDeleted('persistentvolumeclaims', namespace, name)
+  }
+
+  async createNetworkPolicy(namespace: string, body: INetworkPolicy): Promise<void> {
+    this.authorize('networkpolicies', 'create')
+    check(() => new NetworkPolicy(body).validate())
+    this.store('networkpolicies', namespace, body)
+  }
+
+  async deleteNetworkPolicy(namespace: string, name: string): Promise<void> {
+    this.authorize('networkpolicies', 'delete')
+    this.find('networkpolicies', namespace, name)
+    this.objects.networkpolicies.delete(`${namespace}/${name}`)
   }
 
   /** Sets a StatefulSet's ready replicas, as its pods' readiness probes would. */

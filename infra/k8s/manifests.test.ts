@@ -8,6 +8,7 @@ import type { IRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import type { IService } from 'kubernetes-models/v1/Service'
 import t from 'tap'
+import { kubernetesConfig } from '../../lib/config/kubernetes.ts'
 import { ConfigError } from '../../lib/errors.ts'
 import { CENTRALS_RBAC_RULES } from '../kubernetes-centrals.ts'
 import { dpuSecretName } from './agent.ts'
@@ -26,13 +27,21 @@ const dpus = [
   },
   { id: 'BF3_dpu.2', node: 'worker-2.dpu', fabricIps: ['172.18.0.12'], hostPorts: ['pf0hpf'] },
 ]
+/** The least the options take: who may reach the centrals. */
+const centrals = { controllerCidrs: ['10.0.0.0/24'], dpuCidrs: ['172.18.0.0/24'] }
+const minimal: ManifestOptionsInput = { centrals }
 const full: ManifestOptionsInput = {
   namespace: 'net',
   image: 'registry.example/hydrazine:1.2.3',
   controller: { replicas: 3, env: { HYDRAZINE_DHCP_SERVERS: '10.0.0.53' } },
   secrets: { redisCa: 'redis-ca' },
   bgp: { asn: 65001, peers: [{ address: '172.18.0.1', remoteAs: 65000 }] },
-  centrals: { replicas: 3, sbTlsSecret: 'ovn-sb-tls', storageClassName: 'fast' },
+  centrals: {
+    replicas: 3,
+    sbTlsSecret: 'ovn-sb-tls',
+    storageClassName: 'fast',
+    controllerCidrs: ['10.0.0.11/32', '10.0.0.12/32', 'fd00:10::/64'],
+  },
   dpus,
 }
 
@@ -40,14 +49,14 @@ const full: ManifestOptionsInput = {
 function ofKind<T>(objects: readonly Manifest[], kind: string): T[] {
   return objects.filter((o) => o.kind === kind).map((o) => o.toJSON() as T)
 }
-const build = (input: ManifestOptionsInput = {}) => buildManifests(parseManifestOptions(input))
+const build = (input: ManifestOptionsInput = minimal) => buildManifests(parseManifestOptions(input))
 const podSpec = (o: IDeployment | IDaemonSet) => o.spec?.template.spec
 const container = (o: IDeployment | IDaemonSet, name: string): IContainer | undefined =>
   podSpec(o)?.containers.find((c) => c.name === name)
 
 t.test('every generated object validates against the Kubernetes schemas', async (t) => {
   for (const [name, input] of [
-    ['defaults', {}],
+    ['defaults', minimal],
     ['every option', full],
   ] as const) {
     const objects = build(input)
@@ -55,15 +64,17 @@ t.test('every generated object validates against the Kubernetes schemas', async 
     for (const o of objects) t.doesNotThrow(() => o.validate(), `${name}: ${o.kind}`)
   }
   for (const replicas of [1, 3] as const) {
-    const { services, statefulSet } = centralObjects('tenant-a', {
+    const { networkPolicy, services, statefulSet } = centralObjects('tenant-a', {
       namespace: 'net',
       image: 'i',
       replicas,
       storage: '1Gi',
       clusterDomain: 'cluster.local',
       sbTlsSecret: 'tls',
+      controllerCidrs: ['10.0.0.0/24'],
     })
-    for (const o of [...services, statefulSet]) t.doesNotThrow(() => o.validate(), o.kind)
+    for (const o of [...services, statefulSet, networkPolicy])
+      t.doesNotThrow(() => o.validate(), o.kind)
   }
 })
 
@@ -135,6 +146,25 @@ t.test('the controller: replicas, probes, selectors, FRR beside it', async (t) =
     t.ok(c.resources?.requests && c.resources.limits, `${c.name}: requests and limits`)
   }
   t.match(podSpec(deployment)?.securityContext, { runAsNonRoot: true })
+})
+
+t.test("the controller's central settings parse back to what the options say", async (t) => {
+  const cases: [string, ManifestOptionsInput][] = [
+    ['plaintext SB', minimal],
+    ['TLS SB', full],
+  ]
+  for (const [name, input] of cases) {
+    const o = parseManifestOptions(input)
+    const [deployment] = ofKind<IDeployment>(buildManifests(o), 'Deployment')
+    const env: Record<string, string> = {}
+    for (const e of container(deployment as IDeployment, 'controller')?.env ?? [])
+      if (e.value !== undefined) env[e.name] = e.value
+    const parsed = kubernetesConfig('kubernetes', env, () => o.namespace)
+    if (!parsed.ok) throw new Error(`${name}: ${parsed.path}: ${parsed.message}`)
+    t.same(parsed.kubernetes?.controllerCidrs, o.centrals.controllerCidrs, `${name}: controller`)
+    t.same(parsed.kubernetes?.dpuCidrs, o.centrals.dpuCidrs, `${name}: DPUs`)
+    t.same(parsed.kubernetes?.sbTlsSecret, o.centrals.sbTlsSecret, `${name}: TLS Secret`)
+  }
 })
 
 t.test('bgpd starts from the configuration the embedded FRR would have', async (t) => {
@@ -211,23 +241,43 @@ t.test('the YAML round-trips to the same objects', async (t) => {
 })
 
 t.test('options: defaults, and every bad field named', async (t) => {
-  const o = parseManifestOptions()
+  const o = parseManifestOptions(minimal)
   t.equal(o.namespace, 'hydrazine')
   t.equal(o.controller.replicas, 2)
   t.equal(o.centrals.replicas, 1)
+  const tls = { controllerCidrs: ['10.0.0.0/24'], sbTlsSecret: 'ovn-sb-tls' }
+  t.equal(parseManifestOptions({ centrals: tls }).centrals.dpuCidrs, undefined, 'TLS: no DPU CIDRs')
   const cases: [ManifestOptionsInput, RegExp][] = [
-    [{ controller: { replicas: 1 } }, /controller\.replicas/],
-    [{ namespace: 'Net' }, /namespace: must be an RFC 1123 label/],
-    [{ centrals: { replicas: 2 as 1 } }, /centrals\.replicas/],
-    [{ dpus: [{ ...dpus[1], fabricIps: ['fd00::1'] }] as never }, /dpus\.0\.fabricIps\.0/],
-    [{ dpus: [dpus[0], dpus[0]] as never }, /dpus: id dpu-1 is listed twice/],
+    [{ ...minimal, controller: { replicas: 1 } }, /controller\.replicas/],
+    [{ ...minimal, namespace: 'Net' }, /namespace: must be an RFC 1123 label/],
+    [{ centrals: { ...centrals, replicas: 2 as 1 } }, /centrals\.replicas/],
+    [{} as never, /centrals: required, with controllerCidrs: .*host network/],
+    [{ centrals: { dpuCidrs: ['172.18.0.0/24'] } as never }, /centrals\.controllerCidrs: required/],
+    [{ centrals: { ...centrals, controllerCidrs: [] } }, /controllerCidrs: must list at least one/],
     [
-      { dpus: [dpus[0], { ...dpus[1], node: dpus[0]?.node }] as never },
+      { centrals: { ...centrals, controllerCidrs: ['10.0.0.1/24'] } },
+      /centrals\.controllerCidrs\.0: must be a network address: no host bits/,
+    ],
+    [
+      { centrals: { ...centrals, dpuCidrs: ['172.18.0.0'] } },
+      /centrals\.dpuCidrs\.0: must be a CIDR/,
+    ],
+    [
+      { centrals: { controllerCidrs: ['10.0.0.0/24'] } },
+      /centrals\.dpuCidrs: required without sbTlsSecret/,
+    ],
+    [
+      { ...minimal, dpus: [{ ...dpus[1], fabricIps: ['fd00::1'] }] as never },
+      /dpus\.0\.fabricIps\.0/,
+    ],
+    [{ ...minimal, dpus: [dpus[0], dpus[0]] as never }, /dpus: id dpu-1 is listed twice/],
+    [
+      { ...minimal, dpus: [dpus[0], { ...dpus[1], node: dpus[0]?.node }] as never },
       /dpus: node worker-1\.dpu is listed twice/,
     ],
   ]
   for (const [input, message] of cases) t.throws(() => parseManifestOptions(input), message)
-  t.throws(() => parseManifestOptions({ controller: { replicas: 1 } }), ConfigError)
+  t.throws(() => parseManifestOptions({ ...minimal, controller: { replicas: 1 } }), ConfigError)
 })
 
 t.test('the generator writes the stream it validated', async (t) => {
@@ -236,7 +286,11 @@ t.test('the generator writes the stream it validated', async (t) => {
   t.equal(file, join(dir, 'hydrazine.yaml'))
   t.equal(await readFile(join(dir, 'hydrazine.yaml'), 'utf8'), yaml)
   t.same(parseYaml(yaml), JSON.parse(JSON.stringify(build(full).map((o) => o.toJSON()))))
-  t.notOk((await generate([])).file, 'no --out: the caller prints it')
+  t.notOk(
+    (await generate(['--config', join(dir, 'options.json')])).file,
+    'no --out: the caller prints it',
+  )
+  await t.rejects(generate([]), /centrals: required, with controllerCidrs/, 'no options: refused')
   await t.rejects(generate(['--config', join(dir, 'bad.json')]), /not valid JSON/)
   await t.rejects(generate(['--bogus']), /Unknown option/)
 })

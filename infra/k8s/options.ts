@@ -1,15 +1,18 @@
 /**
  * What the generated manifests are made from: one typed object, every field with a
  * default, validated (valibot) before anything is built. `npm run k8s -- --config FILE`
- * reads it as JSON; any part may be left out.
+ * reads it as JSON; any part may be left out but `centrals.controllerCidrs` (and
+ * `centrals.dpuCidrs` without `centrals.sbTlsSecret`): who may reach the groups' centrals.
  *
  * @example
  * parseManifestOptions({ image: 'registry.example/hydrazine:0.1.0',
+ *   centrals: { controllerCidrs: ['10.0.0.0/24'], dpuCidrs: ['172.18.0.0/24'] },
  *   dpus: [{ id: 'dpu-1', node: 'dpu-1.example', fabricIps: ['172.18.0.11'], hostPorts: ['pf0hpf'] }] })
  */
 import { isIPv4 } from 'node:net'
 import * as v from 'valibot'
 import { DpuId } from '../../lib/agent-protocol/index.ts'
+import { MAX_CIDRS, NetworkCidr } from '../../lib/config/kubernetes.ts'
 import { ConfigError } from '../../lib/errors.ts'
 import packageJson from '../../package.json' with { type: 'json' }
 
@@ -28,6 +31,15 @@ const port = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))
 const envName = v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name'))
 const ipv4 = v.pipe(v.string(), v.check(isIPv4, 'must be an IPv4 address'))
 const labels = v.record(v.string(), v.string())
+/** Why `centrals.controllerCidrs` must be given. */
+const CONTROLLER_CIDRS =
+  'the CIDRs of the nodes the controller runs on (it is on the host network: only these ' +
+  "reach the centrals' NB and the controller's SB port)"
+const cidrs = v.pipe(
+  v.array(NetworkCidr),
+  v.minLength(1, 'must list at least one CIDR'),
+  v.maxLength(MAX_CIDRS, `must list at most ${MAX_CIDRS} CIDRs`),
+)
 
 /** One DPU: the node it is, and what its agent needs to know (agent/config-options.ts). */
 const Dpu = v.object({
@@ -45,98 +57,128 @@ const Dpu = v.object({
   env: v.optional(v.record(envName, v.string()), {}),
 })
 
-export const ManifestOptionsSchema = v.object({
-  /** Where everything lives; the `kubernetes` centrals too. */
-  namespace: v.optional(dnsLabel, 'hydrazine'),
-  /** Generate the Namespace itself (off when it is made elsewhere). */
-  createNamespace: v.optional(v.boolean(), true),
-  /** Hydrazine's image (infra/k8s/Containerfile): controller, FRR, agents and centrals. */
-  image: v.optional(
-    v.pipe(v.string(), v.regex(/^\S+$/, 'must be an image reference')),
-    `hydrazine:${packageJson.version}`,
-  ),
-  imagePullPolicy: v.optional(v.picklist(['Always', 'IfNotPresent', 'Never']), 'IfNotPresent'),
-  controller: v.optional(
-    v.object({
-      /** At least two: one may be drained or upgraded while the other serves. */
-      replicas: v.optional(v.pipe(v.number(), v.integer(), v.minValue(2)), 2),
-      httpPort: v.optional(port, 8080),
-      grpcPort: v.optional(port, 8081),
-      metricsPort: v.optional(port, 9464),
-      /** Nodes with a leg on the fabric (BGP): the controller runs on the host network. */
-      nodeSelector: v.optional(labels, {}),
-      /** More controller variables (`HYDRAZINE_DHCP_SERVERS`, `HYDRAZINE_FABRIC_GATEWAY`, …). */
-      env: v.optional(v.record(envName, v.string()), {}),
-    }),
-    {},
-  ),
-  /** The Secrets the operator creates (README: "Secrets"); names only, never contents. */
-  secrets: v.optional(
-    v.object({
-      /** Key `url`: `REDIS_URL` (`rediss://…` or `redis+cluster://…`). */
-      redis: v.optional(dnsSubdomain, 'hydrazine-redis'),
-      /** Key `ca.crt`: the CA of a `rediss://` server with a private CA; unset: none. */
-      redisCa: v.optional(dnsSubdomain),
-      /** A `kubernetes.io/tls` Secret: the API's (HTTPS, gRPC, metrics) certificate. */
-      tls: v.optional(dnsSubdomain, 'hydrazine-tls'),
-      /** Key `tokens.json`: `HYDRAZINE_TOKENS_FILE`. */
-      tokens: v.optional(dnsSubdomain, 'hydrazine-tokens'),
-      /** Key `token`: `HYDRAZINE_METRICS_TOKEN`. */
-      metrics: v.optional(dnsSubdomain, 'hydrazine-metrics'),
-      /** Key `secret`: `HYDRAZINE_WEBHOOK_SECRET` (optional: no Secret, no webhooks). */
-      webhook: v.optional(dnsSubdomain, 'hydrazine-webhook'),
-    }),
-    {},
-  ),
-  /** bgpd's settings (the FRR sidecar); the router id is each replica's node address. */
-  bgp: v.optional(
-    v.object({
-      asn: v.optional(
-        v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(4294967295)),
-        65000,
-      ),
-      peers: v.optional(
-        v.array(
-          v.object({
-            address: ipv4,
-            remoteAs: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(4294967295)),
-          }),
-        ),
-        [],
-      ),
-    }),
-    {},
-  ),
-  /** Each group's central, as the controller creates it (`HYDRAZINE_K8S_*`). */
-  centrals: v.optional(
-    v.object({
-      replicas: v.optional(v.picklist([1, 3]), 1),
-      storage: v.optional(v.pipe(v.string(), v.regex(/^[1-9]\d*(Ki|Mi|Gi|Ti)$/)), '1Gi'),
-      storageClassName: v.optional(dnsSubdomain),
-      sbTlsSecret: v.optional(dnsSubdomain),
-      clusterDomain: v.optional(dnsSubdomain, 'cluster.local'),
-    }),
-    {},
-  ),
-  agent: v.optional(
-    v.object({
-      /** The label every DPU node carries. */
-      nodeLabel: v.optional(v.object({ key: v.string(), value: v.string() }), {
-        key: 'hydrazine.io/dpu',
-        value: 'true',
+export const ManifestOptionsSchema = v.object(
+  {
+    /** Where everything lives; the `kubernetes` centrals too. */
+    namespace: v.optional(dnsLabel, 'hydrazine'),
+    /** Generate the Namespace itself (off when it is made elsewhere). */
+    createNamespace: v.optional(v.boolean(), true),
+    /** Hydrazine's image (infra/k8s/Containerfile): controller, FRR, agents and centrals. */
+    image: v.optional(
+      v.pipe(v.string(), v.regex(/^\S+$/, 'must be an image reference')),
+      `hydrazine:${packageJson.version}`,
+    ),
+    imagePullPolicy: v.optional(v.picklist(['Always', 'IfNotPresent', 'Never']), 'IfNotPresent'),
+    controller: v.optional(
+      v.object({
+        /** At least two: one may be drained or upgraded while the other serves. */
+        replicas: v.optional(v.pipe(v.number(), v.integer(), v.minValue(2)), 2),
+        httpPort: v.optional(port, 8080),
+        grpcPort: v.optional(port, 8081),
+        metricsPort: v.optional(port, 9464),
+        /** Nodes with a leg on the fabric (BGP): the controller runs on the host network. */
+        nodeSelector: v.optional(labels, {}),
+        /** More controller variables (`HYDRAZINE_DHCP_SERVERS`, `HYDRAZINE_FABRIC_GATEWAY`, …). */
+        env: v.optional(v.record(envName, v.string()), {}),
       }),
-      /**
-       * The DPU's TLS identity is in its Secret (`tls.crt`, `tls.key`, `ca.crt`): gRPC with
-       * mTLS on the fabric, `ssl:` SBs. Off: gRPC on loopback only, `tcp:` SBs only.
-       */
-      tls: v.optional(v.boolean(), true),
-      grpcPort: v.optional(port, 50151),
-    }),
-    {},
-  ),
-  /** The DPUs: one agent DaemonSet each (agent.ts says why). */
-  dpus: v.optional(v.array(Dpu), []),
-})
+      {},
+    ),
+    /** The Secrets the operator creates (README: "Secrets"); names only, never contents. */
+    secrets: v.optional(
+      v.object({
+        /** Key `url`: `REDIS_URL` (`rediss://…` or `redis+cluster://…`). */
+        redis: v.optional(dnsSubdomain, 'hydrazine-redis'),
+        /** Key `ca.crt`: the CA of a `rediss://` server with a private CA; unset: none. */
+        redisCa: v.optional(dnsSubdomain),
+        /** A `kubernetes.io/tls` Secret: the API's (HTTPS, gRPC, metrics) certificate. */
+        tls: v.optional(dnsSubdomain, 'hydrazine-tls'),
+        /** Key `tokens.json`: `HYDRAZINE_TOKENS_FILE`. */
+        tokens: v.optional(dnsSubdomain, 'hydrazine-tokens'),
+        /** Key `token`: `HYDRAZINE_METRICS_TOKEN`. */
+        metrics: v.optional(dnsSubdomain, 'hydrazine-metrics'),
+        /** Key `secret`: `HYDRAZINE_WEBHOOK_SECRET` (optional: no Secret, no webhooks). */
+        webhook: v.optional(dnsSubdomain, 'hydrazine-webhook'),
+      }),
+      {},
+    ),
+    /** bgpd's settings (the FRR sidecar); the router id is each replica's node address. */
+    bgp: v.optional(
+      v.object({
+        asn: v.optional(
+          v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(4294967295)),
+          65000,
+        ),
+        peers: v.optional(
+          v.array(
+            v.object({
+              address: ipv4,
+              remoteAs: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(4294967295)),
+            }),
+          ),
+          [],
+        ),
+      }),
+      {},
+    ),
+    /** Each group's central, as the controller creates it (`HYDRAZINE_K8S_*`). */
+    centrals: v.pipe(
+      v.object(
+        {
+          replicas: v.optional(v.picklist([1, 3]), 1),
+          storage: v.optional(v.pipe(v.string(), v.regex(/^[1-9]\d*(Ki|Mi|Gi|Ti)$/)), '1Gi'),
+          storageClassName: v.optional(dnsSubdomain),
+          sbTlsSecret: v.optional(dnsSubdomain),
+          clusterDomain: v.optional(dnsSubdomain, 'cluster.local'),
+          /**
+           * `HYDRAZINE_K8S_CONTROLLER_CIDRS` (required): the networks of the nodes the
+           * controller runs on, the only peers of each central's NB and of the controller's
+           * SB port. The controller is on the host network: its connections come from node
+           * addresses, which no pod selector names.
+           */
+          controllerCidrs: cidrs,
+          /**
+           * `HYDRAZINE_K8S_DPU_CIDRS`: the DPUs' fabric networks, the only peers of the SB.
+           * Required without `sbTlsSecret`; with it and without these, the TLS SB is open to
+           * every address (each DPU proves itself by its certificate).
+           */
+          dpuCidrs: v.optional(cidrs),
+        },
+        (issue) =>
+          issue.expected === '"controllerCidrs"' ? `required: ${CONTROLLER_CIDRS}` : issue.message,
+      ),
+      v.forward(
+        v.check(
+          (c) => c.sbTlsSecret !== undefined || c.dpuCidrs !== undefined,
+          "required without sbTlsSecret: the DPUs' fabric CIDRs, the only peers of a " +
+            'plaintext SB (it must not be open to the whole cluster)',
+        ),
+        ['dpuCidrs'],
+      ),
+    ),
+    agent: v.optional(
+      v.object({
+        /** The label every DPU node carries. */
+        nodeLabel: v.optional(v.object({ key: v.string(), value: v.string() }), {
+          key: 'hydrazine.io/dpu',
+          value: 'true',
+        }),
+        /**
+         * The DPU's TLS identity is in its Secret (`tls.crt`, `tls.key`, `ca.crt`): gRPC with
+         * mTLS on the fabric, `ssl:` SBs. Off: gRPC on loopback only, `tcp:` SBs only.
+         */
+        tls: v.optional(v.boolean(), true),
+        grpcPort: v.optional(port, 50151),
+      }),
+      {},
+    ),
+    /** The DPUs: one agent DaemonSet each (agent.ts says why). */
+    dpus: v.optional(v.array(Dpu), []),
+  },
+  (issue) =>
+    issue.expected === '"centrals"'
+      ? `required, with controllerCidrs: ${CONTROLLER_CIDRS}`
+      : issue.message,
+)
 
 export type ManifestOptions = v.InferOutput<typeof ManifestOptionsSchema>
 export type ManifestOptionsInput = v.InferInput<typeof ManifestOptionsSchema>

@@ -1,6 +1,8 @@
 /**
- * A group central's containers, run here as their pod would run them: the very commands
- * and environment of the StatefulSet the provider creates, against Debian's OVN (what
+ * A group central's NetworkPolicy: who may reach which port, in every SB configuration.
+ *
+ * Its containers, run here as their pod would run them: the very commands and environment
+ * of the StatefulSet the provider creates, against Debian's OVN (what
  * infra/k8s/Containerfile installs), with the directories and ports moved into a test
  * directory. Skipped where OVN is not installed.
  */
@@ -8,12 +10,188 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import IPCIDR from 'ip-cidr'
+import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import t, { type Test } from 'tap'
 import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { freePort } from '../../lib/process/ports.ts'
-import { centralObjects } from './ovn-central.ts'
+import { CENTRAL_PORTS, centralObjects } from './ovn-central.ts'
+
+const base: KubernetesCentralsConfig = {
+  namespace: 'hydrazine',
+  image: 'local',
+  replicas: 3,
+  storage: '1Gi',
+  clusterDomain: 'cluster.local',
+  controllerCidrs: ['10.0.0.0/24', 'fd00:10::/64'],
+}
+
+/** Where a connection comes from: an address, or one of this central's own pods. */
+type Source = { ip: string } | 'central pod'
+
+/** Whether the policy lets `source` connect to `port` of the central's pods. */
+function admits(policy: INetworkPolicy, source: Source, port: number): boolean {
+  const podLabels = policy.spec?.podSelector.matchLabels ?? {}
+  return (policy.spec?.ingress ?? []).some((rule) => {
+    if (rule.ports && !rule.ports.some((p) => p.port === port && p.protocol === 'TCP')) return false
+    if (rule.from === undefined) return true
+    return rule.from.some((peer) => {
+      if (source === 'central pod') {
+        const wanted = peer.podSelector?.matchLabels
+        return wanted !== undefined && Object.entries(wanted).every(([k, v]) => podLabels[k] === v)
+      }
+      const cidr = peer.ipBlock?.cidr
+      if (cidr === undefined) return false
+      const sameFamily = cidr.includes(':') === source.ip.includes(':')
+      return sameFamily && new IPCIDR(cidr).contains(source.ip)
+    })
+  })
+}
+
+t.test('the NetworkPolicy: a valid object that selects the central pods', async (t) => {
+  const { networkPolicy, statefulSet } = centralObjects('tenant-a', {
+    ...base,
+    dpuCidrs: ['172.18.0.0/24'],
+  })
+  t.doesNotThrow(() => networkPolicy.validate(), 'matches the Kubernetes schema')
+  t.equal(networkPolicy.metadata?.name, statefulSet.metadata?.name)
+  t.same(networkPolicy.metadata?.labels, statefulSet.metadata?.labels)
+  t.same(networkPolicy.spec?.podSelector.matchLabels, statefulSet.spec?.selector.matchLabels)
+  t.same(networkPolicy.spec?.policyTypes, ['Ingress'], 'ingress only: the pods may call out')
+  t.same(
+    networkPolicy.spec?.ingress?.map((rule) => rule.from),
+    [
+      [{ podSelector: { matchLabels: statefulSet.spec?.selector.matchLabels } }],
+      [{ ipBlock: { cidr: '10.0.0.0/24' } }, { ipBlock: { cidr: 'fd00:10::/64' } }],
+      [{ ipBlock: { cidr: '172.18.0.0/24' } }],
+    ],
+    'its peers: the pods of the central, the controller nodes, the DPUs',
+  )
+})
+
+t.test('the NetworkPolicy: which port answers whom', async (t) => {
+  const { nb, sb, nbRaft, sbRaft, sbController } = CENTRAL_PORTS
+  const controller: Source = { ip: '10.0.0.11' }
+  const controllerV6: Source = { ip: 'fd00:10::11' }
+  const dpu: Source = { ip: '172.18.0.21' }
+  const tenantPod: Source = { ip: '10.244.3.7' }
+  const pod: Source = 'central pod'
+  // Per case: the rules' [ports, peers], then each source's reachable ports.
+  const cases: {
+    name: string
+    settings: Partial<KubernetesCentralsConfig>
+    rules: [number[], string[] | 'anyone'][]
+    reaches: [string, Source, number[]][]
+  }[] = [
+    {
+      name: 'TLS SB, no DPU CIDRs: the SB open to all, authenticated by certificates',
+      settings: { sbTlsSecret: 'ovn-sb-tls' },
+      rules: [
+        [[nbRaft, sbRaft], ['central pods']],
+        [
+          [nb, sbController],
+          ['10.0.0.0/24', 'fd00:10::/64'],
+        ],
+        [[sb], 'anyone'],
+      ],
+      reaches: [
+        ['the controller', controller, [nb, sb, sbController]],
+        ['the controller over IPv6', controllerV6, [nb, sb, sbController]],
+        ['a DPU', dpu, [sb]],
+        ["another tenant's pod", tenantPod, [sb]],
+        ['a pod of the central', pod, [sb, nbRaft, sbRaft]],
+      ],
+    },
+    {
+      name: 'TLS SB with DPU CIDRs: the SB for the DPUs only',
+      settings: { sbTlsSecret: 'ovn-sb-tls', dpuCidrs: ['172.18.0.0/24'] },
+      rules: [
+        [[nbRaft, sbRaft], ['central pods']],
+        [
+          [nb, sbController],
+          ['10.0.0.0/24', 'fd00:10::/64'],
+        ],
+        [[sb], ['172.18.0.0/24']],
+      ],
+      reaches: [
+        ['the controller', controller, [nb, sbController]],
+        ['a DPU', dpu, [sb]],
+        ["another tenant's pod", tenantPod, []],
+        ['a pod of the central', pod, [nbRaft, sbRaft]],
+      ],
+    },
+    {
+      name: 'plaintext SB: the controller and the DPUs, no one else',
+      settings: { dpuCidrs: ['172.18.0.0/24', '172.19.0.0/24'] },
+      rules: [
+        [[nbRaft, sbRaft], ['central pods']],
+        [
+          [nb, sb],
+          ['10.0.0.0/24', 'fd00:10::/64'],
+        ],
+        [[sb], ['172.18.0.0/24', '172.19.0.0/24']],
+      ],
+      reaches: [
+        ['the controller', controller, [nb, sb]],
+        ['a DPU', dpu, [sb]],
+        ['a DPU of the second fabric', { ip: '172.19.0.5' }, [sb]],
+        ["another tenant's pod", tenantPod, []],
+        ['a pod of the central', pod, [nbRaft, sbRaft]],
+      ],
+    },
+    {
+      name: 'plaintext SB and no DPU CIDRs (the config refuses it): closed, not open',
+      settings: {},
+      rules: [
+        [[nbRaft, sbRaft], ['central pods']],
+        [
+          [nb, sb],
+          ['10.0.0.0/24', 'fd00:10::/64'],
+        ],
+      ],
+      reaches: [
+        ['the controller', controller, [nb, sb]],
+        ['a DPU', dpu, []],
+        ["another tenant's pod", tenantPod, []],
+      ],
+    },
+    {
+      name: 'no controller CIDRs: no one reaches the NB',
+      settings: { controllerCidrs: [], dpuCidrs: ['172.18.0.0/24'] },
+      rules: [
+        [[nbRaft, sbRaft], ['central pods']],
+        [[sb], ['172.18.0.0/24']],
+      ],
+      reaches: [
+        ['the controller', controller, []],
+        ["another tenant's pod", tenantPod, []],
+      ],
+    },
+  ]
+  const allPorts = Object.values(CENTRAL_PORTS)
+  for (const c of cases) {
+    const { networkPolicy } = centralObjects('tenant-a', { ...base, ...c.settings })
+    t.doesNotThrow(() => networkPolicy.validate(), `${c.name}: valid`)
+    const policy = networkPolicy.toJSON() as INetworkPolicy
+    const rules = (policy.spec?.ingress ?? []).map((rule) => [
+      (rule.ports ?? []).map((p) => p.port),
+      rule.from === undefined
+        ? 'anyone'
+        : rule.from.map((peer) => peer.ipBlock?.cidr ?? (peer.podSelector && 'central pods')),
+    ])
+    t.same(rules, c.rules, `${c.name}: the rules`)
+    for (const [who, source, ports] of c.reaches) {
+      const reached = allPorts.filter((port) => admits(policy, source, port)).sort()
+      t.same(
+        reached,
+        [...ports].sort(),
+        `${c.name}: ${who} reaches ${ports.join(', ') || 'nothing'}`,
+      )
+    }
+  }
+})
 
 const run = promisify(execFile)
 const hasOvn = await run('which', ['ovsdb-server', 'ovn-northd', 'ovn-nbctl']).then(
@@ -41,6 +219,7 @@ async function pod(t: Test, settings: Partial<KubernetesCentralsConfig>): Promis
     replicas: 1,
     storage: '1Gi',
     clusterDomain: 'cluster.local',
+    controllerCidrs: ['127.0.0.0/8'],
     ...settings,
   })
   const containers = statefulSet.spec?.template.spec?.containers ?? []

@@ -8,10 +8,26 @@
  *   NB 6641, SB 6642 (`pssl:` with OVN's `ovn-controller` RBAC role when the SB has a TLS
  *   Secret, and then the controller's own plaintext SB on 6645);
  * - `<name>-peers` (headless, the StatefulSet's governing Service, not-ready pods too):
- *   stable pod names for raft (NB 6643, SB 6644) when there are three replicas.
+ *   stable pod names for raft (NB 6643, SB 6644) when there are three replicas;
+ *
+ * and a NetworkPolicy `<name>` (created first, so that no pod of the central ever runs
+ * open), because the NB and the controller's SB port are plaintext with full write access
+ * to the tenant's topology. The pods take connections only:
+ *
+ * - on raft's ports, from the same central's pods;
+ * - on the NB (and the controller's SB: 6645 beside a TLS SB, else 6642), from the
+ *   controller's nodes (`controllerCidrs`: the controller runs on the host network, so its
+ *   connections come from node addresses, which no pod selector names);
+ * - on the SB 6642, from the DPUs (`dpuCidrs`); a TLS SB without `dpuCidrs` from anywhere
+ *   (each chassis proves itself with its certificate and gets OVN's `ovn-controller` role).
+ *
+ * A list left empty admits no one (a rule with no peers would admit everyone). Kubernetes
+ * admits the pod's own node whatever the policy says.
  */
 
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
+import type { INetworkPolicyIngressRule } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicyIngressRule'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import type { IEnvVar } from 'kubernetes-models/v1/EnvVar'
 import { Service } from 'kubernetes-models/v1/Service'
@@ -85,11 +101,15 @@ export function quorum(replicas: number): number {
   return Math.floor(replicas / 2) + 1
 }
 
-/** The objects of a group's central, Services first (their names resolve when pods start). */
+/**
+ * The objects of a group's central, in the order they are created: the NetworkPolicy (its
+ * pods never run unprotected), the Services (their names resolve when pods start), the
+ * StatefulSet.
+ */
 export function centralObjects(
   group: string,
   settings: KubernetesCentralsConfig,
-): { services: [Service, Service]; statefulSet: StatefulSet } {
+): { networkPolicy: NetworkPolicy; services: [Service, Service]; statefulSet: StatefulSet } {
   const name = centralName(group)
   const peers = `${name}-peers`
   const labels = { ...CENTRAL_LABELS, [GROUP_LABEL]: group, 'app.kubernetes.io/instance': name }
@@ -231,7 +251,38 @@ export function centralObjects(
       ],
     },
   })
-  return { services: [client, governing], statefulSet }
+  const networkPolicy = new NetworkPolicy({
+    metadata: metadata(name),
+    spec: {
+      podSelector: { matchLabels: selector },
+      policyTypes: ['Ingress'],
+      ingress: centralIngress(settings, selector),
+    },
+  })
+  return { networkPolicy, services: [client, governing], statefulSet }
+}
+
+/** Who may connect to which of a central's ports (the file's header says why). */
+function centralIngress(
+  settings: Pick<KubernetesCentralsConfig, 'sbTlsSecret' | 'controllerCidrs' | 'dpuCidrs'>,
+  selector: Record<string, string>,
+): INetworkPolicyIngressRule[] {
+  const tls = settings.sbTlsSecret !== undefined
+  const ports = (...numbers: number[]) =>
+    numbers.map((port) => ({ protocol: 'TCP' as const, port }))
+  // Never a rule without peers: Kubernetes reads an empty `from` as every source.
+  const fromCidrs = (cidrs: readonly string[], rulePorts: number[]) =>
+    cidrs.length === 0
+      ? []
+      : [{ from: cidrs.map((cidr) => ({ ipBlock: { cidr } })), ports: ports(...rulePorts) }]
+  const { nb, sb, nbRaft, sbRaft, sbController } = CENTRAL_PORTS
+  return [
+    { from: [{ podSelector: { matchLabels: selector } }], ports: ports(nbRaft, sbRaft) },
+    ...fromCidrs(settings.controllerCidrs, [nb, tls ? sbController : sb]),
+    ...(tls && settings.dpuCidrs === undefined
+      ? [{ ports: ports(sb) }]
+      : fromCidrs(settings.dpuCidrs ?? [], [sb])),
+  ]
 }
 
 const DATA_DIR = '/var/lib/ovn'

@@ -502,6 +502,8 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
   const defaults = loadConfig({
     HYDRAZINE_OVN_CENTRAL: 'kubernetes',
     HYDRAZINE_K8S_CENTRAL_IMAGE: image,
+    HYDRAZINE_K8S_CONTROLLER_CIDRS: '10.0.0.0/24',
+    HYDRAZINE_K8S_DPU_CIDRS: '172.18.0.0/24',
   })
   t.equal(defaults.ovnCentral, 'kubernetes')
   t.same(defaults.kubernetes, {
@@ -510,6 +512,8 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
     replicas: 1,
     storage: '1Gi',
     clusterDomain: 'cluster.local',
+    controllerCidrs: ['10.0.0.0/24'],
+    dpuCidrs: ['172.18.0.0/24'],
   })
   t.equal(loadConfig({}).kubernetes, undefined, 'no Kubernetes settings for other centrals')
 
@@ -522,6 +526,7 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
     HYDRAZINE_K8S_CENTRAL_STORAGE_CLASS: 'fast-ssd',
     HYDRAZINE_K8S_CENTRAL_TLS_SECRET: 'ovn-sb-tls',
     HYDRAZINE_K8S_CLUSTER_DOMAIN: 'k8s.example',
+    HYDRAZINE_K8S_CONTROLLER_CIDRS: '10.0.0.11/32, 10.0.0.12/32,fd00:10::/64',
   })
   t.same(every.kubernetes, {
     namespace: 'net-system',
@@ -531,15 +536,79 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
     storageClassName: 'fast-ssd',
     sbTlsSecret: 'ovn-sb-tls',
     clusterDomain: 'k8s.example',
+    controllerCidrs: ['10.0.0.11/32', '10.0.0.12/32', 'fd00:10::/64'],
   })
+  t.notOk('dpuCidrs' in (every.kubernetes ?? {}), 'TLS without DPU CIDRs: the SB is open to all')
 
-  const k8s = { HYDRAZINE_OVN_CENTRAL: 'kubernetes', HYDRAZINE_K8S_CENTRAL_IMAGE: image }
+  const k8s = {
+    HYDRAZINE_OVN_CENTRAL: 'kubernetes',
+    HYDRAZINE_K8S_CENTRAL_IMAGE: image,
+    HYDRAZINE_K8S_CONTROLLER_CIDRS: '10.0.0.0/24',
+    HYDRAZINE_K8S_DPU_CIDRS: '172.18.0.0/24',
+  }
+  const { HYDRAZINE_K8S_CONTROLLER_CIDRS: _c, ...noControllerCidrs } = k8s
+  const { HYDRAZINE_K8S_DPU_CIDRS: _d, ...noDpuCidrs } = k8s
+  const many = Array.from({ length: 33 }, (_, i) => `10.1.${i}.0/24`).join(',')
   const cases: [string, Record<string, string>, string, RegExp][] = [
     [
       'no image',
       { HYDRAZINE_OVN_CENTRAL: 'kubernetes' },
       'HYDRAZINE_K8S_CENTRAL_IMAGE',
       /required with HYDRAZINE_OVN_CENTRAL=kubernetes/,
+    ],
+    [
+      'no controller CIDRs',
+      noControllerCidrs,
+      'HYDRAZINE_K8S_CONTROLLER_CIDRS',
+      /required with HYDRAZINE_OVN_CENTRAL=kubernetes: .*hostNetwork.*cannot be selected by pod labels/,
+    ],
+    [
+      'no DPU CIDRs and no TLS Secret',
+      noDpuCidrs,
+      'HYDRAZINE_K8S_DPU_CIDRS',
+      /required without HYDRAZINE_K8S_CENTRAL_TLS_SECRET/,
+    ],
+    [
+      'a controller CIDR with host bits',
+      { ...k8s, HYDRAZINE_K8S_CONTROLLER_CIDRS: '10.0.0.0/24,10.0.1.1/24' },
+      'HYDRAZINE_K8S_CONTROLLER_CIDRS',
+      /entry 2 must be a network address: no host bits/,
+    ],
+    [
+      'an address without a prefix',
+      { ...k8s, HYDRAZINE_K8S_DPU_CIDRS: '172.18.0.11' },
+      'HYDRAZINE_K8S_DPU_CIDRS',
+      /entry 1 must be a CIDR like 10\.0\.0\.0\/24 or fd00::\/64/,
+    ],
+    [
+      'an IPv6 prefix too long',
+      { ...k8s, HYDRAZINE_K8S_DPU_CIDRS: 'fd00::/129' },
+      'HYDRAZINE_K8S_DPU_CIDRS',
+      /entry 1 must be a CIDR/,
+    ],
+    [
+      'every address',
+      { ...k8s, HYDRAZINE_K8S_CONTROLLER_CIDRS: '0.0.0.0/0' },
+      'HYDRAZINE_K8S_CONTROLLER_CIDRS',
+      /entry 1 must not be \/0/,
+    ],
+    [
+      'an empty entry',
+      { ...k8s, HYDRAZINE_K8S_CONTROLLER_CIDRS: '10.0.0.0/24,' },
+      'HYDRAZINE_K8S_CONTROLLER_CIDRS',
+      /entry 2 is empty/,
+    ],
+    [
+      'more than 32',
+      { ...k8s, HYDRAZINE_K8S_DPU_CIDRS: many },
+      'HYDRAZINE_K8S_DPU_CIDRS',
+      /must list at most 32 CIDRs, not 33/,
+    ],
+    [
+      'CIDRs for embedded centrals',
+      { HYDRAZINE_K8S_DPU_CIDRS: '172.18.0.0/24' },
+      'HYDRAZINE_K8S_DPU_CIDRS',
+      /only with HYDRAZINE_OVN_CENTRAL=kubernetes, not per-group/,
     ],
     [
       'two replicas',

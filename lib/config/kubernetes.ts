@@ -15,12 +15,25 @@
  *   certificate the SB serves to DPUs over `ssl:` with OVN's `ovn-controller` RBAC role;
  *   unset, the SB is plaintext `tcp:`;
  * - `HYDRAZINE_K8S_CLUSTER_DOMAIN` (default cluster.local): remotes are fully qualified,
- *   as OVS resolves names without the pod's search domains.
+ *   as OVS resolves names without the pod's search domains;
+ * - `HYDRAZINE_K8S_CONTROLLER_CIDRS` (required): comma-separated CIDRs (IPv4 or IPv6, no
+ *   host bits, at most 32) of the nodes the controller runs on. Each central's
+ *   NetworkPolicy lets only these reach its NB and the controller's SB port (plaintext,
+ *   full write access to the tenant's topology). The controller runs on the host network
+ *   (its FRR sidecar speaks BGP as the node), so its connections come from node addresses
+ *   that no pod selector can name;
+ * - `HYDRAZINE_K8S_DPU_CIDRS`: the DPUs' fabric addresses, the only ones the SB (6642)
+ *   answers. Required without a TLS Secret (a plaintext SB must not be open to the
+ *   cluster); with one, optional: unset, the TLS SB — which authenticates each chassis by
+ *   its certificate and gives it OVN's `ovn-controller` role — is open to every address.
  *
  * @example
- * HYDRAZINE_OVN_CENTRAL=kubernetes HYDRAZINE_K8S_CENTRAL_IMAGE=registry.example/hydrazine:0.1.0
+ * HYDRAZINE_OVN_CENTRAL=kubernetes HYDRAZINE_K8S_CENTRAL_IMAGE=registry.example/hydrazine:0.1.0 \
+ *   HYDRAZINE_K8S_CONTROLLER_CIDRS=10.0.0.11/32,10.0.0.12/32 HYDRAZINE_K8S_DPU_CIDRS=172.18.0.0/24
  */
 import { readFileSync } from 'node:fs'
+import { isIP } from 'node:net'
+import IPCIDR from 'ip-cidr'
 import * as v from 'valibot'
 
 /** Where a pod finds its own namespace (the service account's projected volume). */
@@ -30,6 +43,67 @@ export const SERVICE_ACCOUNT_NAMESPACE_FILE =
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/
 const DNS_SUBDOMAIN =
   /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/
+
+/** The most CIDRs `HYDRAZINE_K8S_CONTROLLER_CIDRS` or `_DPU_CIDRS` may list. */
+export const MAX_CIDRS = 32
+
+/**
+ * What is wrong with one network CIDR as a NetworkPolicy `ipBlock` takes it, or undefined:
+ * IPv4 or IPv6, the network address itself (no host bits: `10.0.0.1/24` is refused, not
+ * read as `10.0.0.0/24`), and not `/0` (that is every address, not a list of nodes).
+ *
+ * @example cidrProblem('10.0.0.0/24') // undefined
+ */
+export function cidrProblem(cidr: string): string | undefined {
+  const [address = '', length = ''] = cidr.split('/')
+  const version = isIP(address)
+  const prefix = /^\d{1,3}$/.test(length) ? Number(length) : undefined
+  const longest = version === 6 ? 128 : 32
+  if (version === 0 || prefix === undefined || prefix > longest || !IPCIDR.isValidCIDR(cidr)) {
+    return 'must be a CIDR like 10.0.0.0/24 or fd00::/64'
+  }
+  if (prefix === 0) return 'must not be /0 (every address)'
+  const whole = new IPCIDR(`${address}/${version === 6 ? 128 : 32}`)
+  if (new IPCIDR(cidr).start({ type: 'bigInteger' }) !== whole.start({ type: 'bigInteger' })) {
+    return 'must be a network address: no host bits set after the prefix'
+  }
+  return undefined
+}
+
+/** One network CIDR, as `cidrProblem` takes it (the manifests' options use it too). */
+export const NetworkCidr = v.pipe(
+  v.string(),
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (!dataset.typed) return
+    const problem = cidrProblem(dataset.value)
+    if (problem) addIssue({ message: problem })
+  }),
+)
+
+/** A comma-separated list's entries, trimmed. */
+export function splitCidrs(list: string): string[] {
+  return list.split(',').map((entry) => entry.trim())
+}
+
+/** A variable listing 1 to `MAX_CIDRS` network CIDRs, comma-separated. */
+const CidrList = v.optional(
+  v.pipe(
+    v.string(),
+    v.rawCheck(({ dataset, addIssue }) => {
+      if (!dataset.typed) return
+      const entries = splitCidrs(dataset.value)
+      if (entries.length > MAX_CIDRS) {
+        addIssue({ message: `must list at most ${MAX_CIDRS} CIDRs, not ${entries.length}` })
+        return
+      }
+      // The entry's position, not its value: a message never repeats a variable's value.
+      entries.forEach((entry, i) => {
+        const problem = entry === '' ? 'is empty' : cidrProblem(entry)
+        if (problem) addIssue({ message: `comma-separated CIDRs: entry ${i + 1} ${problem}` })
+      })
+    }),
+  ),
+)
 
 /** The variables, as `loadConfig`'s schema takes them (all optional strings). */
 export const KubernetesVariables = {
@@ -57,6 +131,8 @@ export const KubernetesVariables = {
   HYDRAZINE_K8S_CLUSTER_DOMAIN: v.optional(
     v.pipe(v.string(), v.regex(DNS_SUBDOMAIN, 'must be a DNS domain like cluster.local')),
   ),
+  HYDRAZINE_K8S_CONTROLLER_CIDRS: CidrList,
+  HYDRAZINE_K8S_DPU_CIDRS: CidrList,
 }
 
 type Variables = {
@@ -75,6 +151,17 @@ export interface KubernetesCentralsConfig {
   /** Secret with `tls.crt`, `tls.key`, `ca.crt`: the SB serves `ssl:` to DPUs. */
   readonly sbTlsSecret?: string
   readonly clusterDomain: string
+  /**
+   * The controller nodes' networks: the only peers of the NB and the controller's SB port
+   * (the central's NetworkPolicy). Addresses, not pods: the controller is on the host network.
+   */
+  readonly controllerCidrs: readonly string[]
+  /**
+   * The DPUs' fabric networks: the only peers of the SB port. Always set without
+   * `sbTlsSecret`; unset with it, the TLS SB (client certificates, `ovn-controller` role)
+   * is open to every address.
+   */
+  readonly dpuCidrs?: readonly string[]
 }
 
 /**
@@ -116,6 +203,26 @@ export function kubernetesConfig(
       message: 'required with HYDRAZINE_OVN_CENTRAL=kubernetes: the image each central runs',
     }
   }
+  if (c.HYDRAZINE_K8S_CONTROLLER_CIDRS === undefined) {
+    return {
+      ok: false,
+      path: 'HYDRAZINE_K8S_CONTROLLER_CIDRS',
+      message:
+        'required with HYDRAZINE_OVN_CENTRAL=kubernetes: the CIDRs of the nodes the controller ' +
+        'runs on. The controller Deployment uses hostNetwork (its FRR sidecar speaks BGP as ' +
+        'the node), so its connections come from node IPs and cannot be selected by pod ' +
+        "labels: only these CIDRs reach each central's NB and the controller's SB port",
+    }
+  }
+  if (c.HYDRAZINE_K8S_DPU_CIDRS === undefined && c.HYDRAZINE_K8S_CENTRAL_TLS_SECRET === undefined) {
+    return {
+      ok: false,
+      path: 'HYDRAZINE_K8S_DPU_CIDRS',
+      message:
+        "required without HYDRAZINE_K8S_CENTRAL_TLS_SECRET: the DPUs' fabric CIDRs, the only " +
+        'addresses the plaintext SB answers (it must not be open to the whole cluster)',
+    }
+  }
   return {
     ok: true,
     kubernetes: {
@@ -130,6 +237,8 @@ export function kubernetesConfig(
         ? { sbTlsSecret: c.HYDRAZINE_K8S_CENTRAL_TLS_SECRET }
         : {}),
       clusterDomain: c.HYDRAZINE_K8S_CLUSTER_DOMAIN ?? 'cluster.local',
+      controllerCidrs: splitCidrs(c.HYDRAZINE_K8S_CONTROLLER_CIDRS),
+      ...(c.HYDRAZINE_K8S_DPU_CIDRS ? { dpuCidrs: splitCidrs(c.HYDRAZINE_K8S_DPU_CIDRS) } : {}),
     },
   }
 }
