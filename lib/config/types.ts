@@ -38,7 +38,8 @@ export interface Config {
   readonly ovnCentralsFile?: string
   /**
    * `HYDRAZINE_K8S_*` (only with `kubernetes`): the namespace, image, replicas, storage
-   * and SB TLS Secret of each group's central (lib/config/kubernetes.ts).
+   * and SB TLS Secret of each group's central, and who may reach it (the controller's and
+   * the DPUs' CIDRs, in its NetworkPolicy; lib/config/kubernetes.ts).
    */
   readonly kubernetes?: KubernetesCentralsConfig
   /** `HYDRAZINE_FRR_VTY_DIR`: vty socket directory of an external FRR; absent = embedded. */
