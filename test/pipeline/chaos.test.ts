@@ -160,8 +160,10 @@ t.test(
       150_000,
     )
     t.same(converged.map((h) => h.name).sort(), [...live].sort(), 'exactly the live hosts remain')
-    t.ok(
-      converged.every((h) => h.status.phase === 'Ready'),
+    const stuck = converged.filter((h) => h.status.phase !== 'Ready' || !h.status.configsSynced)
+    t.same(
+      stuck.map((h) => ({ name: h.name, status: h.status, specVersion: h.specVersion })),
+      [],
       'every live host is Ready with its configs synced',
     )
 
