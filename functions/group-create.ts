@@ -106,12 +106,6 @@ export function createGroupCreate(deps: GroupCreateDeps) {
 }
 
 /**
- * A new spec of a group its hosts already joined: each member's `host.attach` runs again
- * (a new attempt, so its `configure` is a new job for the DPU agent), and the agents get
- * the group's relay settings as they are now. A run again of the same version starts
- * further attempts, which only re-send the same settings.
- */
-/**
  * Gives back the SLAAC addresses the group's `network6` no longer holds (it was removed
  * or moved): IPAM would refuse the new network while they are held, and each member
  * takes its new one when its attach runs again (`reconfigureMembers`).
@@ -125,13 +119,40 @@ async function releaseStaleIpv6(deps: GroupCreateDeps, group: ResourceGroup): Pr
   }
 }
 
+/**
+ * What a group's members are sent of its spec, or report of it: its networks (their
+ * addresses, the relay's prefix length, a dual-stack host's IPv6 address) and its DHCP
+ * server. Its policies, DNS, pools and reservations are NB's alone.
+ */
+export function memberSettingsOf(spec: ResourceGroup['spec']): string {
+  return JSON.stringify([
+    spec.network,
+    spec.extraSubnets ?? [],
+    spec.network6 ?? null,
+    spec.dhcpServer ?? null,
+  ])
+}
+
+/**
+ * A new spec of a group its hosts already joined that changed what they are sent
+ * (`memberSettingsOf`): each member's `host.attach` runs again (a new attempt, so its
+ * `configure` is a new job for the DPU agent), and the agents get the group's settings as
+ * they are now. A spec that changed only NB's part (a policy, DNS) reconfigures no one.
+ * The settings are remembered once every member's new attempt started: a run cut short
+ * starts them all again, which only re-sends the same settings.
+ */
 async function reconfigureMembers(
   deps: GroupCreateDeps,
   group: ResourceGroup,
   state: GroupState,
 ): Promise<string[]> {
   const observed = group.status.observedVersion
-  if (observed === 0 || observed >= group.specVersion) return []
+  const settings = memberSettingsOf(group.spec)
+  if (observed >= group.specVersion) return []
+  if (observed === 0 || (await deps.store.memberSettingsOf(group.name)) === settings) {
+    await deps.store.rememberMemberSettings(group.name, settings)
+    return []
+  }
   const started: string[] = []
   for (const { host } of state.members) {
     const phase = ['Ready', 'Configuring'].includes(host.status.phase) ? 'Configuring' : 'Attaching'
@@ -148,6 +169,7 @@ async function reconfigureMembers(
     )
     if (id) started.push(host.name)
   }
+  await deps.store.rememberMemberSettings(group.name, settings)
   return started
 }
 

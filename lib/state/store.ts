@@ -43,6 +43,10 @@ export { type PutResult, StoreConflict } from './spec-writes.ts'
 export type { Kind } from './store-keys.ts'
 
 const relayIdScript = new LuaScript(new URL('./lua/relay-id.lua', import.meta.url))
+const setFieldScript = new LuaScript(new URL('./lua/set-field.lua', import.meta.url))
+
+/** The group hash's field holding what its members were last sent of its spec. */
+const MEMBER_SETTINGS = 'memberSettings'
 
 export class StateStore {
   readonly #redis: RedisClient
@@ -332,6 +336,24 @@ export class StateStore {
       [],
     )
     return typeof id === 'number' ? id : undefined
+  }
+
+  /**
+   * What the group's members were last sent of its spec (`settings`, opaque to the store):
+   * a new spec that changes none of it needs no member reconfigured. Undefined before the
+   * first was remembered, or for no group.
+   */
+  async memberSettingsOf(group: string): Promise<string | undefined> {
+    return (await this.#redis.hget(this.#keys.object('rg', group), MEMBER_SETTINGS)) ?? undefined
+  }
+
+  /** Remembers `settings` as what the group's members were sent; nothing for no group. */
+  async rememberMemberSettings(group: string, settings: string): Promise<void> {
+    await setFieldScript.run(
+      this.#redis,
+      [this.#keys.object('rg', group)],
+      [MEMBER_SETTINGS, settings],
+    )
   }
 
   /**
