@@ -4,8 +4,9 @@
  * well-known types from python3-grpc-tools; run by python3-grpcio and python3-protobuf,
  * all installed by `infra/bootstrap.sh`, nothing at test time) drive a running Hydrazine
  * (`python/hydrazine_client.py`): health SERVING, the services listed through reflection,
- * a group and a host created with typed messages, the host watched until Ready, and a bad
- * CIDR answered with a `google.rpc.BadRequest` naming `spec.network.cidr`.
+ * a dual-stack group and a host created with typed messages, the host watched until Ready
+ * (with its SLAAC address), the group's address map read (`GetResourceGroupIpam`), and a
+ * bad CIDR answered with a `google.rpc.BadRequest` naming `spec.network.cidr`.
  */
 import { execFile } from 'node:child_process'
 import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises'
@@ -85,9 +86,21 @@ t.test('a Python client generated from proto/ drives Hydrazine', async (t) => {
   t.match(seen.ready, {
     resource_version: /^\d+-\d+$/,
     fabric_ip: '172.18.0.160',
+    host_ipv6: 'fd00:60::5054:ff:fe00:6001',
     configs_synced: true,
     host_access: 'HOST_ACCESS_FABRIC_ACCESS',
   })
   t.ok(Number(seen.ready.created_at_s) > 1_600_000_000, 'times are Timestamps')
   t.equal(seen.phases.at(-1), 'MANAGED_RESOURCE_PHASE_READY', 'watched until Ready')
+  t.same(
+    seen.ipam,
+    {
+      subnets: [
+        { cidr: '10.60.0.0/24', used: 1 },
+        { cidr: 'fd00:60::/64', used: 1 },
+      ],
+      owners: ['host-py', 'ipv6/host-py'],
+    },
+    "the group's address map, typed: both of the dual-stack host's addresses",
+  )
 })

@@ -14,7 +14,7 @@ from google.protobuf import timestamp_pb2  # noqa: F401 (resources_pb2 needs it 
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1 import reflection_pb2, reflection_pb2_grpc
-from hydrazine.v1 import hydrazine_pb2, hydrazine_pb2_grpc, resources_pb2
+from hydrazine.v1 import hydrazine_pb2, hydrazine_pb2_grpc, ipam_pb2, resources_pb2
 
 ADDR = os.environ["HZ_ADDR"]
 AUTH = (("authorization", f"Bearer {os.environ['HZ_TOKEN']}"),)
@@ -49,6 +49,7 @@ def main():
     group = resources_pb2.ResourceGroupSpec(
         tenant_id="tenant-py",
         network=resources_pb2.Network(cidr="10.60.0.0/24", gateway="10.60.0.1"),
+        network6=resources_pb2.Network(cidr="fd00:60::/64", gateway="fd00:60::1"),
     )
     applied = api.ApplyResourceGroup(
         hydrazine_pb2.ApplyResourceGroupRequest(name="group-py", spec=group),
@@ -126,6 +127,7 @@ def main():
             seen["ready"] = {
                 "resource_version": event.resource_version,
                 "fabric_ip": event.managed_resource.status.host_access_ips.fabric_ip,
+                "host_ipv6": event.managed_resource.status.host_access_ips.host_ipv6,
                 "configs_synced": event.managed_resource.status.configs_synced,
                 "host_access": resources_pb2.HostAccess.Name(
                     event.managed_resource.spec.host_access
@@ -135,6 +137,14 @@ def main():
             break
     watch.cancel()
     seen["phases"] = phases
+
+    ipam = api.GetResourceGroupIpam(
+        ipam_pb2.GetResourceGroupIpamRequest(name="group-py"), metadata=AUTH, timeout=10
+    )
+    seen["ipam"] = {
+        "subnets": [{"cidr": s.cidr, "used": s.used} for s in ipam.subnets],
+        "owners": sorted(a.owner for a in ipam.allocations),
+    }
 
     json.dump(seen, sys.stdout)
 
