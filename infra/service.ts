@@ -10,6 +10,7 @@ import { collectDefaultMetrics, Registry } from 'prom-client'
 import { createGrpcServer } from '../api/grpc/server.ts'
 import { createApp } from '../api/http/app.ts'
 import { loadTokens } from '../api/http/tokens.ts'
+import { RedisSessions } from '../api/http/ui/session.ts'
 import { createFrrSync } from '../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../functions/internal/announcements.ts'
 import type { Config } from '../lib/config/index.ts'
@@ -168,6 +169,8 @@ export async function startService(
     ui: {
       client,
       tokens,
+      // In Redis: every replica knows every session, and a restart signs no one out.
+      sessions: new RedisSessions(controller.redis),
       closing: uiClosing.signal,
       logError: (error) => logger.error({ err: error }, 'admin UI 500'),
     },

@@ -9,6 +9,7 @@
 
 import type { Page } from 'playwright-core'
 import t from 'tap'
+import { RedisSessions } from '../../api/http/ui/session.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import { OPERATOR, TENANT_A, TEST_TOKENS } from '../helpers/tokens.ts'
 import {
@@ -78,11 +79,20 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
   await p.client.applyHost('host-b1', hostSpec('group-b', 'dpu-3', 4))
   for (const h of ['host-a1', 'host-a2', 'host-a3']) await readyHost(p, h)
 
-  const base = await serveApp(t, {
-    readiness: {},
-    v1: { client: p.client, tokens: TEST_TOKENS },
-    ui: { client: p.client, tokens: TEST_TOKENS, liveLimits: { dpuRefreshMs: 500 } },
-  })
+  // Two replicas of the UI, as Hydrazine runs them: sessions in the one Redis.
+  const replica = () =>
+    serveApp(t, {
+      readiness: {},
+      v1: { client: p.client, tokens: TEST_TOKENS },
+      ui: {
+        client: p.client,
+        tokens: TEST_TOKENS,
+        sessions: new RedisSessions(p.controller.redis),
+        liveLimits: { dpuRefreshMs: 500 },
+      },
+    })
+  const base = await replica()
+  const other = await replica()
   const browser = await startBrowser(t)
   const problems: PageProblem[] = []
   const operator = await browser.newContext({ viewport: VIEWPORT })
@@ -118,6 +128,10 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
     t.equal(cookies.length, 1, 'one cookie: the session')
     t.match(cookies[0], { httpOnly: true, sameSite: 'Strict', path: '/ui' })
     t.not(cookies[0]?.value, OPERATOR, 'the cookie is not the token')
+    // Cookies are per host, not per port: the same browser, balanced to another replica.
+    await page.goto(`${other}/ui/`)
+    t.match(page.url(), /\/ui\/$/, 'the other replica knows the session: no sign-in asked')
+    t.equal(await page.locator('h1').textContent(), 'Overview')
   })
 
   await t.test('the overview lists the groups, hosts not Ready first', async (t) => {

@@ -95,6 +95,8 @@ export class LiveChanges {
   #subscription: Promise<Subscription> | undefined
   /** Streams open now, all sessions together. */
   open = 0
+  /** Streams open now per session id (this process's only: each replica bounds its own). */
+  readonly perSession = new Map<string, number>()
 
   constructor(client: Pick<HydrazineClient, 'watchChanges'>) {
     this.#client = client
@@ -176,11 +178,11 @@ export function liveEvents(
   },
 ): Response {
   const { live, session, ops, limits } = deps
-  if (session.streams >= limits.perSession || live.open >= limits.total) {
+  if ((live.perSession.get(session.id) ?? 0) >= limits.perSession || live.open >= limits.total) {
     return c.text('too many live streams open; close a tab', 429)
   }
   const tenant = session.principal.kind === 'tenant' ? session.principal.tenant : undefined
-  session.streams++
+  live.perSession.set(session.id, (live.perSession.get(session.id) ?? 0) + 1)
   live.open++
   return streamSSE(c, async function liveStream(stream) {
     let waiting = 0
@@ -196,7 +198,9 @@ export function liveEvents(
     const end = () => {
       if (ended) return
       ended = true
-      session.streams--
+      const left = (live.perSession.get(session.id) ?? 1) - 1
+      if (left > 0) live.perSession.set(session.id, left)
+      else live.perSession.delete(session.id)
       live.open--
       stop?.()
       if (heartbeat) clearInterval(heartbeat)

@@ -47,10 +47,11 @@ import { PublicIpsPage } from './pages/public-ips.tsx'
 import { SignInPage } from './pages/sign-in.tsx'
 import {
   csrfMatches,
+  MemorySessions,
   SESSION_COOKIE,
   type Session,
   type SessionLimits,
-  SessionStore,
+  type Sessions,
   SignInLimiter,
 } from './session.ts'
 import { topologyModel } from './topology.tsx'
@@ -70,6 +71,11 @@ export interface UiDeps {
   readonly client: OperationsDeps['client'] & Pick<HydrazineClient, 'watchChanges'>
   /** The same tokens as the API's: what signing in checks. */
   readonly tokens: Tokens
+  /**
+   * Where sessions live (default: this process's memory, `sessionLimits`). Hydrazine
+   * passes `RedisSessions`, so that every replica knows every session.
+   */
+  readonly sessions?: Sessions
   readonly sessionLimits?: Partial<SessionLimits>
   readonly liveLimits?: Partial<LiveLimits>
   /** Ends every live stream when aborted (the server is closing: its connections must end). */
@@ -78,7 +84,7 @@ export interface UiDeps {
   readonly logError?: (error: unknown) => void
 }
 
-type Env = { Variables: { session: Session } }
+type Env = { Variables: { session: Session; flash: string | undefined } }
 
 /** A page as the answer: `<!doctype html>` and the escaped markup. */
 async function page(
@@ -89,11 +95,10 @@ async function page(
   return c.html(`<!doctype html>${await node}`, status)
 }
 
-/** The session's frame for a page; reading it takes the session's flash message. */
-function frameOf(session: Session): Frame {
-  const flash = session.flash
-  session.flash = undefined
-  return { principal: session.principal, csrf: session.csrf, flash }
+/** The session's frame for a page, with the flash message its request took. */
+function frameOf(c: Context<Env>): Frame {
+  const session = c.get('session')
+  return { principal: session.principal, csrf: session.csrf, flash: c.get('flash') }
 }
 
 const httpsOf = (c: Context) => new URL(c.req.url).protocol === 'https:'
@@ -201,7 +206,7 @@ function redriveSpec<S extends { dpu: { id: string } }>(spec: S): Record<string,
 
 export function uiRoutes(deps: UiDeps): Hono<Env> {
   const app = new Hono<Env>()
-  const sessions = new SessionStore(deps.sessionLimits)
+  const sessions = deps.sessions ?? new MemorySessions(deps.sessionLimits)
   const limiter = new SignInLimiter()
   const lookup = createTokenLookup(deps.tokens)
   const operationsFor = createOperations(deps)
@@ -214,7 +219,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     // The API's one mapping from errors to statuses, rendered as a page.
     const answer = toJson(error, c)
     const { error: body } = (await answer.json()) as ErrorBody
-    const session = sessions.get(getCookie(c, SESSION_COOKIE))
+    const session = c.get('session') as Session | undefined
     const status = answer.status as 400 | 403 | 404 | 409 | 429 | 503
     const title =
       status === 404
@@ -231,7 +236,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     return page(
       c,
       <ProblemPage
-        frame={session ? frameOf(session) : undefined}
+        frame={session ? frameOf(c) : undefined}
         status={status}
         title={title}
         message={body.message}
@@ -267,8 +272,8 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     return c.body(ICON_SVG, 200, { 'Content-Type': 'image/svg+xml' })
   })
 
-  app.get('/sign-in', (c) => {
-    if (sessions.get(getCookie(c, SESSION_COOKIE))) return c.redirect(`${UI_PATH}/`, 303)
+  app.get('/sign-in', async (c) => {
+    if (await sessions.get(getCookie(c, SESSION_COOKIE))) return c.redirect(`${UI_PATH}/`, 303)
     return page(c, <SignInPage />)
   })
   app.post('/sign-in', async (c) => {
@@ -286,7 +291,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
       limiter.failed(remote)
       return page(c, <SignInPage error="That token is not known. Check it and try again." />, 403)
     }
-    const session = sessions.create(principal)
+    const session = await sessions.create(principal)
     setCookie(c, SESSION_COOKIE, session.id, {
       path: UI_PATH,
       httpOnly: true,
@@ -298,12 +303,15 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
 
   // ── everything else: a session first ─────────────────────────────────────
   app.use('*', async function requireSession(c, next) {
-    const session = sessions.get(getCookie(c, SESSION_COOKIE))
+    const session = await sessions.get(getCookie(c, SESSION_COOKIE))
     if (!session) {
       if (c.req.path === `${UI_PATH}/events`) return c.text('sign in first', 401)
       return c.redirect(`${UI_PATH}/sign-in`, 303)
     }
     c.set('session', session)
+    // A page shows the message the action before it left; the live stream takes none.
+    const page = c.req.method === 'GET' && c.req.path !== `${UI_PATH}/events`
+    c.set('flash', page ? await sessions.takeFlash(session.id) : undefined)
     await next()
   })
   app.use('*', async function csrfProtection(c, next) {
@@ -328,13 +336,13 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     await next()
   }
   /** Remembers a message for the next page, and goes there. */
-  const done = (c: Context<Env>, flash: string, to: string) => {
-    c.get('session').flash = flash
+  const done = async (c: Context<Env>, flash: string, to: string) => {
+    await sessions.flash(c.get('session').id, flash)
     return c.redirect(to, 303)
   }
 
-  app.post('/sign-out', (c) => {
-    sessions.delete(c.get('session').id)
+  app.post('/sign-out', async (c) => {
+    await sessions.delete(c.get('session').id)
     deleteCookie(c, SESSION_COOKIE, { path: UI_PATH, secure: httpsOf(c) })
     return c.redirect(`${UI_PATH}/sign-in`, 303)
   })
@@ -369,7 +377,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     return page(
       c,
       <OverviewPage
-        frame={frameOf(c.get('session'))}
+        frame={frameOf(c)}
         data={{ groups, hosts, ...(dpus ? { dpus } : {}), ...(publicIps ? { publicIps } : {}) }}
       />,
     )
@@ -379,7 +387,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     page(
       c,
       <ConfirmPage
-        frame={frameOf(c.get('session'))}
+        frame={frameOf(c)}
         title="Run reconcile now"
         message="Reconcile compares every group's OVN rows with what Hydrazine wants and repairs the difference (repairs are listed in each object's events). It runs on its own every 30 seconds; this runs it once now, after any run under way."
         action={`${UI_PATH}/reconcile`}
@@ -413,7 +421,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     return page(
       c,
       <GroupPage
-        frame={frameOf(c.get('session'))}
+        frame={frameOf(c)}
         data={{
           group,
           hosts: hosts.items,
@@ -431,7 +439,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     return page(
       c,
       <ConfirmPage
-        frame={frameOf(c.get('session'))}
+        frame={frameOf(c)}
         title={`Re-drive group ${group.name}`}
         message={`Group ${group.name} is ${group.status.phase}. Re-driving applies its spec (version ${group.specVersion}) again: a Failed group starts a new attempt.`}
         action={`${path}/redrive`}
@@ -474,12 +482,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     const events = await o.hostEvents(name)
     return page(
       c,
-      <HostPage
-        frame={frameOf(c.get('session'))}
-        host={host}
-        events={events}
-        {...(trace ? { trace } : {})}
-      />,
+      <HostPage frame={frameOf(c)} host={host} events={events} {...(trace ? { trace } : {})} />,
       status,
     )
   }
@@ -527,7 +530,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     return page(
       c,
       <ConfirmPage
-        frame={frameOf(c.get('session'))}
+        frame={frameOf(c)}
         title={`Force-delete host ${host.name}`}
         message={`Host ${host.name} (group ${host.spec.resourceGroup}, DPU ${host.spec.dpu.id}) is ${host.status.phase}. A forced deletion detaches it without waiting for its DPU's agent to acknowledge: its port is removed from OVN and its addresses are released even if the DPU does not answer.`}
         action={`${path}/delete`}
@@ -560,7 +563,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     return page(
       c,
       <ConfirmPage
-        frame={frameOf(c.get('session'))}
+        frame={frameOf(c)}
         title={`Re-drive host ${host.name}`}
         message={`Host ${host.name} is ${host.status.phase}. Re-driving applies its spec (version ${host.specVersion}) again: a Failed host starts a new attempt.`}
         action={`${path}/redrive`}
@@ -595,18 +598,18 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
   app.get('/dpus', operatorOnly, async (c) => {
     const o = ops(c)
     const dpus = await bounded((p) => o.listDpus(p))
-    return page(c, <DpusPage frame={frameOf(c.get('session'))} dpus={dpus} />)
+    return page(c, <DpusPage frame={frameOf(c)} dpus={dpus} />)
   })
   app.get('/dpus/:id', operatorOnly, async (c) => {
     const o = ops(c)
     const id = c.req.param('id')
     const [dpu, events] = await Promise.all([o.getDpu(id), o.dpuEvents(id)])
-    return page(c, <DpuPage frame={frameOf(c.get('session'))} dpu={dpu} events={events} />)
+    return page(c, <DpuPage frame={frameOf(c)} dpu={dpu} events={events} />)
   })
   app.get('/public-ips', operatorOnly, async (c) => {
     const o = ops(c)
     const ips = await bounded((p) => o.listPublicIps(p))
-    return page(c, <PublicIpsPage frame={frameOf(c.get('session'))} ips={ips} />)
+    return page(c, <PublicIpsPage frame={frameOf(c)} ips={ips} />)
   })
 
   app.all('*', () => {

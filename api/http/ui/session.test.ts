@@ -1,33 +1,36 @@
 import t from 'tap'
-import { csrfMatches, SessionStore, SignInLimiter } from './session.ts'
+import { csrfMatches, MemorySessions, SignInLimiter } from './session.ts'
 
-t.test('sessions: random ids, idle expiry, capped count', async (t) => {
+t.test('sessions in memory: random ids, idle expiry, capped count, flash once', async (t) => {
   let now = 0
-  const store = new SessionStore({ idleMs: 1000, maxSessions: 2 }, () => now)
-  const a = store.create({ kind: 'operator' })
+  const store = new MemorySessions({ idleMs: 1000, maxSessions: 2 }, () => now)
+  const a = await store.create({ kind: 'operator' })
   t.match(a.id, /^[A-Za-z0-9_-]{43}$/, '32 random bytes')
   t.not(a.csrf, a.id)
   now = 900
-  t.equal(store.get(a.id), a, 'used: kept')
+  t.same(await store.get(a.id), a, 'used: kept')
   now = 1800
-  t.equal(store.get(a.id), a, 'idle less than idleMs since its last use')
+  t.same(await store.get(a.id), a, 'idle less than idleMs since its last use')
+  await store.flash(a.id, 'done')
+  t.equal(await store.takeFlash(a.id), 'done', 'the next page shows the flash')
+  t.equal(await store.takeFlash(a.id), undefined, 'once')
   now = 2801
-  t.equal(store.get(a.id), undefined, 'idle too long: gone')
+  t.equal(await store.get(a.id), undefined, 'idle too long: gone')
 
-  const b = store.create({ kind: 'tenant', tenant: 't' })
-  const c = store.create({ kind: 'operator' })
-  store.get(b.id)
-  const d = store.create({ kind: 'operator' })
+  const b = await store.create({ kind: 'tenant', tenant: 't' })
+  const c = await store.create({ kind: 'operator' })
+  await store.get(b.id)
+  const d = await store.create({ kind: 'operator' })
   t.equal(store.size, 2)
-  t.equal(store.get(c.id), undefined, 'the least recently used went first')
-  t.ok(store.get(b.id) && store.get(d.id))
-  store.delete(b.id)
-  t.equal(store.get(b.id), undefined, 'signed out')
-  t.equal(store.get(undefined), undefined)
+  t.equal(await store.get(c.id), undefined, 'the least recently used went first')
+  t.ok((await store.get(b.id)) && (await store.get(d.id)))
+  await store.delete(b.id)
+  t.equal(await store.get(b.id), undefined, 'signed out')
+  t.equal(await store.get(undefined), undefined)
 })
 
 t.test('CSRF tokens compare whole', async (t) => {
-  const s = new SessionStore().create({ kind: 'operator' })
+  const s = await new MemorySessions().create({ kind: 'operator' })
   t.ok(csrfMatches(s, s.csrf))
   t.notOk(csrfMatches(s, s.csrf.slice(1)))
   t.notOk(csrfMatches(s, ''))

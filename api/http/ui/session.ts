@@ -1,19 +1,26 @@
 /**
- * The admin UI's sign-in sessions, kept in this process's memory only.
+ * The admin UI's sign-in sessions.
  *
  * Signing in presents a token (operator or tenant) once, in a form POST; the token is
  * never stored, put in a cookie or in a URL. The session is a random id (32 bytes) in an
- * `HttpOnly; SameSite=Strict` cookie scoped to `/ui`, mapped here to the principal the
- * token authenticated and to a CSRF token every state-changing form carries. Sessions end
- * after `idleMs` without a request, on sign-out, or when `maxSessions` is reached (the
- * least recently used goes first); a restart signs everyone out.
+ * `HttpOnly; SameSite=Strict` cookie scoped to `/ui`, mapped to the principal the token
+ * authenticated and to a CSRF token every state-changing form carries, and to the flash
+ * message the next page shows. Sessions end after `idleMs` without a request or on
+ * sign-out.
+ *
+ * Two stores: `RedisSessions` (what Hydrazine runs: every replica behind a load balancer
+ * knows every session, and a restart signs no one out; Redis holds each session under a
+ * SHA-256 of its id, never the id itself) and `MemorySessions` (one process; also caps
+ * their count, the least recently used going first).
  *
  * @example
- * const sessions = new SessionStore()
- * const { id } = sessions.create({ kind: 'operator' })
- * sessions.get(id)?.principal // { kind: 'operator' }
+ * const sessions = new RedisSessions(redis)
+ * const { id } = await sessions.create({ kind: 'operator' })
+ * (await sessions.get(id))?.principal // { kind: 'operator' }
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import * as v from 'valibot'
+import type { RedisClient } from '../../../lib/redis/connection.ts'
 import type { Principal } from '../tokens.ts'
 
 /** One signed-in browser. */
@@ -22,17 +29,25 @@ export interface Session {
   readonly principal: Principal
   /** Sent back in every state-changing form (`csrf`), checked against this. */
   readonly csrf: string
-  /** A message for the next page shown (after an action), then forgotten. */
-  flash?: string | undefined
-  /** Live event streams this session has open (`live.ts`). */
-  streams: number
-  lastSeen: number
+}
+
+/** Where sessions live. */
+export interface Sessions {
+  /** A new session for `principal`. */
+  create(principal: Principal): Promise<Session>
+  /** The live session of that id (and marks it used), or undefined. */
+  get(id: string | undefined): Promise<Session | undefined>
+  delete(id: string): Promise<void>
+  /** A message for the session's next page (after an action). */
+  flash(id: string, message: string): Promise<void>
+  /** The message for this page, then forgotten. */
+  takeFlash(id: string): Promise<string | undefined>
 }
 
 export interface SessionLimits {
   /** A session unused this long is gone (default 8 h). */
   readonly idleMs: number
-  /** Most sessions kept at once (default 1,000): the least recently used go first. */
+  /** Most sessions kept at once in memory (default 1,000): the least recently used go first. */
   readonly maxSessions: number
 }
 
@@ -43,10 +58,16 @@ export const SESSION_COOKIE = 'hz_ui_session'
 
 const randomId = () => randomBytes(32).toString('base64url')
 
-export class SessionStore {
+interface MemorySession extends Session {
+  flash?: string | undefined
+  lastSeen: number
+}
+
+/** Sessions in this process's memory: one replica only, and a restart signs everyone out. */
+export class MemorySessions implements Sessions {
   // A Map keeps insertion order: re-inserting on use makes its first entry the least
   // recently used.
-  readonly #sessions = new Map<string, Session>()
+  readonly #sessions = new Map<string, MemorySession>()
   readonly #limits: SessionLimits
   readonly #now: () => number
 
@@ -58,27 +79,49 @@ export class SessionStore {
     this.#now = now
   }
 
-  /** A new session for `principal`; the oldest is dropped when the store is full. */
-  create(principal: Principal): Session {
+  async create(principal: Principal): Promise<Session> {
     this.#sweep()
     while (this.#sessions.size >= this.#limits.maxSessions) {
       const oldest = this.#sessions.keys().next().value
       if (oldest === undefined) break
       this.#sessions.delete(oldest)
     }
-    const session: Session = {
+    const session: MemorySession = {
       id: randomId(),
       principal,
       csrf: randomId(),
-      streams: 0,
       lastSeen: this.#now(),
     }
     this.#sessions.set(session.id, session)
-    return session
+    return { id: session.id, principal, csrf: session.csrf }
   }
 
-  /** The live session of that id (and marks it used), or undefined. */
-  get(id: string | undefined): Session | undefined {
+  async get(id: string | undefined): Promise<Session | undefined> {
+    const session = this.#live(id)
+    return session && { id: session.id, principal: session.principal, csrf: session.csrf }
+  }
+
+  async delete(id: string): Promise<void> {
+    this.#sessions.delete(id)
+  }
+
+  async flash(id: string, message: string): Promise<void> {
+    const session = this.#live(id)
+    if (session) session.flash = message
+  }
+
+  async takeFlash(id: string): Promise<string | undefined> {
+    const session = this.#live(id)
+    const flash = session?.flash
+    if (session) session.flash = undefined
+    return flash
+  }
+
+  get size(): number {
+    return this.#sessions.size
+  }
+
+  #live(id: string | undefined): MemorySession | undefined {
     if (!id) return undefined
     const session = this.#sessions.get(id)
     if (!session) return undefined
@@ -93,14 +136,6 @@ export class SessionStore {
     return session
   }
 
-  delete(id: string): void {
-    this.#sessions.delete(id)
-  }
-
-  get size(): number {
-    return this.#sessions.size
-  }
-
   /** Drops the sessions idle too long (they are least recently used: at the front). */
   #sweep(): void {
     const now = this.#now()
@@ -108,6 +143,74 @@ export class SessionStore {
       if (now - session.lastSeen <= this.#limits.idleMs) break
       this.#sessions.delete(id)
     }
+  }
+}
+
+const StoredPrincipal = v.variant('kind', [
+  v.object({ kind: v.literal('operator') }),
+  v.object({ kind: v.literal('tenant'), tenant: v.string() }),
+])
+
+/**
+ * Sessions in Redis, one hash per session (`principal`, `csrf`, `flash`) that expires
+ * `idleMs` after its last use. The key holds a SHA-256 of the session id, so what Redis
+ * holds (a dump, a replica) cannot be presented as a cookie. Every key shares the hash tag
+ * `{ui}`.
+ */
+export class RedisSessions implements Sessions {
+  readonly #redis: RedisClient
+  readonly #idleMs: number
+  readonly #prefix: string
+
+  constructor(redis: RedisClient, options: { idleMs?: number; prefix?: string } = {}) {
+    this.#redis = redis
+    this.#idleMs = options.idleMs ?? DEFAULT_SESSION_LIMITS.idleMs
+    if (this.#idleMs <= 0) throw new RangeError('session limits must be positive')
+    this.#prefix = options.prefix ?? 'hz:{ui}:session:'
+  }
+
+  #key(id: string): string {
+    return `${this.#prefix}${createHash('sha256').update(id).digest('hex')}`
+  }
+
+  async create(principal: Principal): Promise<Session> {
+    const session = { id: randomId(), principal, csrf: randomId() }
+    const key = this.#key(session.id)
+    await this.#redis
+      .multi()
+      .hset(key, 'principal', JSON.stringify(principal), 'csrf', session.csrf)
+      .pexpire(key, this.#idleMs)
+      .exec()
+    return session
+  }
+
+  async get(id: string | undefined): Promise<Session | undefined> {
+    if (!id) return undefined
+    const key = this.#key(id)
+    const [[, fields] = [], [, kept] = []] =
+      (await this.#redis.multi().hgetall(key).pexpire(key, this.#idleMs).exec()) ?? []
+    const { principal, csrf } = (fields ?? {}) as Record<string, string>
+    if (kept !== 1 || !principal || !csrf) return undefined
+    const parsed = v.safeParse(StoredPrincipal, JSON.parse(principal))
+    return parsed.success ? { id, principal: parsed.output, csrf } : undefined
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.#redis.del(this.#key(id))
+  }
+
+  async flash(id: string, message: string): Promise<void> {
+    const key = this.#key(id)
+    // A session signed out meanwhile gets a hash without a principal, which no `get`
+    // accepts and which expires like any session.
+    await this.#redis.multi().hset(key, 'flash', message).pexpire(key, this.#idleMs).exec()
+  }
+
+  async takeFlash(id: string): Promise<string | undefined> {
+    const key = this.#key(id)
+    const [[, flash] = []] =
+      (await this.#redis.multi().hget(key, 'flash').hdel(key, 'flash').exec()) ?? []
+    return typeof flash === 'string' ? flash : undefined
   }
 }
 
