@@ -174,15 +174,20 @@ export function createPlanner(deps: PlannerDeps): Planner {
       const existing = await deps.store.getHost(name)
       const current = state.members.find((m) => m.host.name === name)
       const allocate: PlannedAddress[] = []
+      const network6 = state.group.spec.network6
+      // An IPv6-only group's host naming no address or pool: its SLAAC address is its own.
+      const slaacOnly =
+        state.group.spec.network === undefined && network6 && !spec.hostIP && !spec.pool
       let ip = current?.ip ?? spec.hostIP
       if (!ip) {
         const version = spec.hostAccess === 'None' ? undefined : 4
-        ip = await firstFreeAddress(deps, group, spec.pool ?? DEFAULT_POOL, version)
+        ip = slaacOnly
+          ? eui64Address(network6.cidr, spec.hostMAC)
+          : await firstFreeAddress(deps, group, spec.pool ?? DEFAULT_POOL, version)
         allocate.push({ pool: 'group', owner: name, ip: ip ?? null })
       }
-      const network6 = state.group.spec.network6
       let ip6 = current?.ip6
-      if (network6 && !ip6) {
+      if (network6 && !ip6 && !slaacOnly) {
         ip6 = eui64Address(network6.cidr, spec.hostMAC)
         allocate.push({ pool: 'group', owner: ipv6OwnerOf(name), ip: ip6 })
       }

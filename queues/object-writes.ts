@@ -231,7 +231,7 @@ async function refuseOrphans(
   )
   if (orphans.length === 0) return
   const subnets = [
-    { cidr: spec.network.cidr, path: 'network.gateway' },
+    ...(spec.network ? [{ cidr: spec.network.cidr, path: 'network.gateway' }] : []),
     ...(spec.extraSubnets ?? []).map((s, i) => ({
       cidr: s.cidr,
       path: `extraSubnets.${i}.gateway`,

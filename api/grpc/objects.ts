@@ -90,7 +90,10 @@ export function resourceGroupMessage(group: DomainGroup): ResourceGroup {
     ...envelope(group),
     spec: {
       tenantId: spec.tenantId,
-      network: { cidr: spec.network.cidr, gateway: spec.network.gateway },
+      ...ifSet(
+        'network',
+        spec.network && { cidr: spec.network.cidr, gateway: spec.network.gateway },
+      ),
       extraSubnets: (spec.extraSubnets ?? []).map((s) => ({
         cidr: s.cidr,
         ...ifSet('gateway', s.gateway),

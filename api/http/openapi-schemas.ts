@@ -58,13 +58,15 @@ export const schemas = {
   },
   ResourceGroupSpec: {
     type: 'object',
-    required: ['tenantId', 'network'],
+    required: ['tenantId'],
     additionalProperties: false,
     properties: {
       tenantId: { type: 'string' },
       network: {
         type: 'object',
         required: ['cidr', 'gateway'],
+        description:
+          'the IPv4 network (immutable); required unless the group is IPv6 only (network6 alone)',
         properties: { cidr, gateway: ip },
       },
       network6: {

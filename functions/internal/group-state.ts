@@ -11,6 +11,7 @@ import type {
   PolicyStatus,
 } from '../../lib/ovn/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
+import { primaryNetwork } from '../../lib/state/group-network.ts'
 import {
   type ManagedResource,
   type ResourceGroup,
@@ -100,8 +101,9 @@ export function topologyOf(
   const dpus = [...new Set(members.map((m) => m.host.spec.dpu.id))].sort()
   return {
     name: group.name,
-    cidr: group.spec.network.cidr,
-    gateway: group.spec.network.gateway,
+    // An IPv6-only group's primary network is its network6, which then sends RAs too.
+    cidr: primaryNetwork(group.spec).cidr,
+    gateway: primaryNetwork(group.spec).gateway,
     ...(group.spec.extraSubnets?.length
       ? {
           extraSubnets: group.spec.extraSubnets.map((s) => ({

@@ -34,23 +34,33 @@ export async function allocateAddresses(
   const { spec } = host
   // A host reached from the fabric is NATed, and OVN NATs IPv4 only.
   const family = spec.hostAccess === 'None' ? {} : { version: 4 as const }
+  const network6 = group.spec.network6
+  // An IPv6-only group's host that names no address or pool: its SLAAC address is its own.
+  const slaacOnly =
+    group.spec.network === undefined && network6 && !spec.hostIP && spec.pool === undefined
   // A named pool is handed out only to hosts that ask for it; the rest share `default`.
-  const address = spec.hostIP
-    ? await deps.ipam.allocate(group.name, host.name, { ip: spec.hostIP }).catch(orFail)
-    : await fromPool(deps, group.name, host.name, { pool: spec.pool, ...family }).catch(orFail)
+  const address = slaacOnly
+    ? await deps.ipam
+        .allocate(group.name, host.name, { ip: eui64Address(network6.cidr, spec.hostMAC) })
+        .catch(orFail)
+    : spec.hostIP
+      ? await deps.ipam.allocate(group.name, host.name, { ip: spec.hostIP }).catch(orFail)
+      : await fromPool(deps, group.name, host.name, { pool: spec.pool, ...family }).catch(orFail)
   // dhcrelay relays IPv4 DHCP: its address is an IPv4 one.
   const relay = group.spec.dhcpServer
     ? await fromPool(deps, group.name, relayOwnerOf(spec.dpu.id), { version: 4 }).catch(orFail)
     : undefined
   // Dual-stack: the host's SLAAC address in the group's IPv6 network, taken in IPAM so
   // that two hosts with one MAC cannot both hold it.
-  const v6 = group.spec.network6
-    ? await deps.ipam
-        .allocate(group.name, ipv6OwnerOf(host.name), {
-          ip: eui64Address(group.spec.network6.cidr, spec.hostMAC),
-        })
-        .catch(orFail)
-    : undefined
+  const v6 = slaacOnly
+    ? address
+    : network6
+      ? await deps.ipam
+          .allocate(group.name, ipv6OwnerOf(host.name), {
+            ip: eui64Address(network6.cidr, spec.hostMAC),
+          })
+          .catch(orFail)
+      : undefined
   if (spec.hostAccess === 'PublicAccess') await deps.ipam.allocatePublicIp(host.name).catch(orFail)
   return {
     hostIp: address.ip,

@@ -4,8 +4,10 @@
  * `AgentConfigured` condition the DPU's ack earns, as far as the Southbound bears it out.
  * Pure.
  */
+
 import type { ConfigureAck, ConfigureInput } from '../../lib/agent-protocol/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
+import { groupSubnets, primaryNetwork } from '../../lib/state/group-network.ts'
 import { cidrContains, type ManagedResource, type ResourceGroup } from '../../lib/state/objects.ts'
 import { optionalHostPort } from './host-port.ts'
 import { relayMacOf, relayPortNameOf } from './network.ts'
@@ -95,7 +97,8 @@ export function agentConfigured(
 
 /** The prefix length of the group subnet that holds `ip` (the primary one's if none does). */
 function prefixLengthOf(group: ResourceGroup, ip: string): number {
-  const subnets = [group.spec.network, ...(group.spec.extraSubnets ?? [])]
-  const cidr = subnets.find((s) => cidrContains(s.cidr, ip))?.cidr ?? group.spec.network.cidr
+  const cidr =
+    groupSubnets(group.spec).find((s) => cidrContains(s.cidr, ip))?.cidr ??
+    primaryNetwork(group.spec).cidr
   return Number(cidr.split('/')[1] ?? 32)
 }

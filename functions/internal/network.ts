@@ -77,7 +77,9 @@ export function networkSpecOf(group: Pick<ResourceGroup, 'spec'>): NetworkSpec {
     dhcp?: boolean | undefined
     slaac?: boolean
   }[] = [
-    { cidr: spec.network.cidr, gateway: spec.network.gateway, dhcp: true },
+    ...(spec.network
+      ? [{ cidr: spec.network.cidr, gateway: spec.network.gateway, dhcp: true }]
+      : []),
     ...(spec.extraSubnets ?? []),
     ...(spec.network6 ? [{ ...spec.network6, slaac: true }] : []),
   ]

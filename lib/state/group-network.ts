@@ -55,7 +55,8 @@ export const Reservations = v.pipe(
 
 /** The part of a group spec the address plan is checked against. */
 export interface GroupAddressPlan {
-  readonly network: { readonly cidr: string }
+  /** Absent for a group that is IPv6 only (`network6`). */
+  readonly network?: { readonly cidr: string } | undefined
   readonly extraSubnets?:
     | readonly { readonly cidr: string; readonly dhcp?: boolean | undefined }[]
     | undefined
@@ -77,7 +78,7 @@ export interface PlanIssue {
  */
 export function groupSubnets(plan: GroupAddressPlan): { cidr: string; span: Span }[] {
   const subnets = [
-    plan.network,
+    ...(plan.network ? [plan.network] : []),
     ...(plan.extraSubnets ?? []),
     ...(plan.network6 ? [plan.network6] : []),
   ]
@@ -117,12 +118,13 @@ function spanOf(start: string, end: string | undefined): Span | string | undefin
 export function addressPlanIssues(plan: GroupAddressPlan): PlanIssue[] {
   const subnets = groupSubnets(plan)
   const issues: PlanIssue[] = []
-  const dhcp = new Map<number, string>([[4, 'network']])
+  const dhcp = new Map<number, string>(plan.network ? [[4, 'network']] : [])
+  // The schema parsed every CIDR before this check: extra subnet i is subnets[i + first].
+  const first = plan.network ? 1 : 0
   for (const [i, s] of (plan.extraSubnets ?? []).entries()) {
-    // The schema parsed every CIDR before this check: extra subnet i is subnets[i + 1].
-    const here = subnets[i + 1]
+    const here = subnets[i + first]
     if (here === undefined) continue
-    const other = subnets.slice(0, i + 1).find((x) => overlaps(x.span, here.span))
+    const other = subnets.slice(0, i + first).find((x) => overlaps(x.span, here.span))
     if (other !== undefined) {
       issues.push({ path: ['extraSubnets', i, 'cidr'], message: `overlaps ${other.cidr}` })
     }
@@ -191,15 +193,26 @@ export function reservationHolding(
 }
 
 /**
- * Why a host's `pool` or `hostIP` does not fit its group's plan: a pool the group does
- * not have, an address it reserved (IPAM hands out neither), or one in its `network6`
- * (where every host's address is its SLAAC one). Pure.
+ * Why a host's `pool`, `hostIP` or `hostAccess` does not fit its group's plan: a pool the
+ * group does not have, an address it reserved (IPAM hands out neither), one in its
+ * `network6` (where every host's address is its SLAAC one), or fabric or public access in
+ * a group that is IPv6 only. Pure.
  */
 export function hostAddressIssues(
-  host: { readonly pool?: string | undefined; readonly hostIP?: string | undefined },
+  host: {
+    readonly pool?: string | undefined
+    readonly hostIP?: string | undefined
+    readonly hostAccess?: string | undefined
+  },
   group: GroupAddressPlan & { readonly name: string },
 ): PlanIssue[] {
   const issues: PlanIssue[] = []
+  if (group.network === undefined && host.hostAccess !== undefined && host.hostAccess !== 'None') {
+    issues.push({
+      path: ['hostAccess'],
+      message: `resource group ${group.name} is IPv6 only: its hosts are reached inside it (None); the fabric and public IPs are IPv4`,
+    })
+  }
   const pools = new Set([DEFAULT_POOL, ...(group.pools ?? []).map((p) => p.name)])
   if (host.pool !== undefined && !pools.has(host.pool)) {
     issues.push({
@@ -226,4 +239,17 @@ export function hostAddressIssues(
     })
   }
   return issues
+}
+
+/**
+ * The group's primary network: its IPv4 `network`, or, for a group that is IPv6 only, its
+ * `network6`. Its gateway is the address the group's router answers at first.
+ */
+export function primaryNetwork(spec: {
+  readonly network?: { readonly cidr: string; readonly gateway: string } | undefined
+  readonly network6?: { readonly cidr: string; readonly gateway: string } | undefined
+}): { readonly cidr: string; readonly gateway: string } {
+  const primary = spec.network ?? spec.network6
+  if (!primary) throw new Error('a resource group has network or network6')
+  return primary
 }

@@ -121,6 +121,33 @@ t.test('dual-stack: network6 is an IPv6 /64 apart from the other subnets', async
       'a reservation inside it',
       { ...n6('fd00:10::/64', 'fd00:10::1'), reservations: [{ start: 'fd00:10::10' }] },
     ],
+    [
+      'IPv6 only: network6 without network',
+      { tenantId: 't1', network6: { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' } },
+    ],
+    [
+      'IPv6 only, with an IPv4 extra subnet',
+      {
+        tenantId: 't1',
+        network6: { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' },
+        extraSubnets: [{ cidr: '10.9.0.0/24' }],
+      },
+    ],
+    ['neither network nor network6', { tenantId: 't1' }, /^network: is required \(IPv4\)/],
+    [
+      'a DHCP server without an IPv4 network',
+      {
+        tenantId: 't1',
+        network6: { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' },
+        dhcpServer: '192.0.2.53',
+      },
+      /^dhcpServer: relays IPv4 DHCP/,
+    ],
+    [
+      'an IPv6 network as network',
+      group('fd00:10::/64', 'fd00:10::1'),
+      /^network\.cidr: must be IPv4/,
+    ],
   ]
   for (const [name, spec, refused] of cases) {
     const issues = issuesOf(spec)

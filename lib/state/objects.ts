@@ -134,11 +134,14 @@ export const GroupImplementation = v.picklist(['SharedCentral'], 'must be Shared
 export const ResourceGroupSpec = v.pipe(
   v.strictObject({
     tenantId: Rfc1123Label,
-    network: v.pipe(
-      v.strictObject({ cidr: Cidr, gateway: IpAddress }),
-      v.forward(
-        v.check((n) => cidrContains(n.cidr, n.gateway), 'gateway must lie inside the network'),
-        ['gateway'],
+    /** The group's IPv4 network; a group without one is IPv6 only (`network6`). */
+    network: v.optional(
+      v.pipe(
+        v.strictObject({ cidr: Cidr, gateway: IpAddress }),
+        v.forward(
+          v.check((n) => cidrContains(n.cidr, n.gateway), 'gateway must lie inside the network'),
+          ['gateway'],
+        ),
       ),
     ),
     extraSubnets: v.optional(v.pipe(v.array(Subnet), v.maxLength(16, 'at most 16 extra subnets'))),
@@ -162,10 +165,24 @@ export const ResourceGroupSpec = v.pipe(
   }),
   v.forward(
     v.check(
-      (g) => cidrVersion(g.network.cidr) === 4,
-      'the primary network must be IPv4 (OVN has no IPv6 NAT; add IPv6 as an extra subnet)',
+      (g) => g.network === undefined || cidrVersion(g.network.cidr) === 4,
+      'must be IPv4 (OVN has no IPv6 NAT; an IPv6 network is network6)',
     ),
     ['network', 'cidr'],
+  ),
+  v.forward(
+    v.check(
+      (g) => g.network !== undefined || g.network6 !== undefined,
+      'is required (IPv4), unless the group is IPv6 only: then network6 is',
+    ),
+    ['network'],
+  ),
+  v.forward(
+    v.check(
+      (g) => g.dhcpServer === undefined || g.network !== undefined,
+      'relays IPv4 DHCP: the group needs an IPv4 network',
+    ),
+    ['dhcpServer'],
   ),
 )
 export type ResourceGroupSpec = v.InferOutput<typeof ResourceGroupSpec>

@@ -6,7 +6,7 @@
  * same /64 stays out of reach; names resolve to AAAA records in the group.
  *
  * group-a (10.10.10.0/24, fd00:10::/64): a1 (dpu 1), a2 (dpu 2). group-b, the same
- * networks: b1 (dpu 3).
+ * networks: b1 (dpu 3). group-c, IPv6 only (fd00:10::/64 alone): c1 and c2 (dpu 4).
  *
  * Run as root it must work (a lab that cannot start fails, saying why); without root it
  * is skipped, saying why (`lab-test.ts`).
@@ -39,7 +39,7 @@ await labTest('dual-stack: SLAAC addresses, IPv6 between hosts across DPUs', asy
     await lab?.stop()
     await rm(dataDir, { recursive: true, force: true })
   })
-  lab = await startLab({ dataDir, prefix: labPrefix() })
+  lab = await startLab({ dataDir, prefix: labPrefix(), dpus: 4 })
   const l = lab
 
   for (const [group, tenantId] of [
@@ -123,5 +123,33 @@ await labTest('dual-stack: SLAAC addresses, IPv6 between hosts across DPUs', asy
       `a1: ${name} AAAA is ${a2.ip6}`,
     )
     t.equal((await dig(b1.host)).trim(), '', 'group-b does not resolve it')
+  })
+
+  await t.test('an IPv6-only group: its hosts reach each other and their gateway', async (t) => {
+    const put = await l.api('PUT', '/v1/resource-groups/group-c', {
+      tenantId: 'tenant-c',
+      network6,
+    })
+    t.equal(put.status, 202, 'group-c with network6 alone is accepted')
+    t.ok(await phaseIs(l, '/v1/resource-groups/group-c', 'Ready'), 'group-c is Ready')
+    const c: { host: LabHost; ip6: string }[] = []
+    for (const n of [1, 2]) {
+      const mac = `0a:00:00:00:0c:0${n}`
+      const host = await l.addHost({ dpu: 4, name: `c${n}`, mac, ipv6: true })
+      c.push({ host, ip6: eui64Address(network6.cidr, mac) })
+      t.ok((await attachHost(l, host, 'group-c', undefined)).status < 300, `attach c${n}`)
+    }
+    const [c1, c2] = c
+    if (!c1 || !c2) throw new Error('hosts missing')
+    for (const { host, ip6 } of c) {
+      t.ok(await hostReady(l, host.name), `${host.name} is Ready`)
+      t.ok(
+        await eventually(async () => (await globalAddresses(host)).includes(ip6), 60_000, 1000),
+        `${host.name} configured ${ip6}`,
+      )
+    }
+    t.ok(await eventually(() => pings(c1.host.netns, c2.ip6), 30_000), 'c1 → c2 over IPv6')
+    t.ok(await eventually(() => pings(c1.host.netns, network6.gateway), 20_000), 'c1 → its gateway')
+    t.notOk(await pings(c1.host.netns, a1.ip6, 3), "c1 does not reach group-a's a1 (same /64)")
   })
 })

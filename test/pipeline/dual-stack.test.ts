@@ -209,3 +209,57 @@ t.test('network6 added to a group with hosts, moved, then removed', async (t) =>
   const held = (await p.client.groupIpam('group-c')).allocations.map((a) => a.owner)
   t.same(held, ['c1'], 'and IPAM nothing in IPv6')
 })
+
+t.test('an IPv6-only group: network6 alone, each host its SLAAC address', async (t) => {
+  const p = await startPipeline(t)
+  await p.agent('dpu-1')
+  const mac = '0a:00:00:00:00:61'
+  const ip6 = eui64Address(NETWORK6.cidr, mac)
+  const call = jsonCaller(
+    createApp({ readiness: {}, v1: { client: p.client, tokens: TEST_TOKENS } }),
+    OPERATOR,
+  )
+  await p.client.applyGroup('group-6', { tenantId: 'tenant-6', network6: NETWORK6 })
+  const refused = await call(
+    'PUT',
+    '/v1/managed-resources/h-public',
+    hostSpec('group-6', 'dpu-1', 2, { hostAccess: 'PublicAccess' }),
+  )
+  t.equal(refused.status, 400, 'PublicAccess in an IPv6-only group: refused')
+  t.match(JSON.stringify(refused.json), /hostAccess/, 'naming hostAccess')
+
+  await p.client.applyHost('h6', hostSpec('group-6', 'dpu-1', 1, { hostMAC: mac }))
+  const ready = await until(
+    () => p.controller.store.getHost('h6'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  t.match(
+    ready?.status.hostAccessIPs,
+    { hostIP: ip6, hostIPv6: ip6 },
+    'Ready, its address the SLAAC one',
+  )
+  const port = await p.switchPort(topologyNames.hostPort('group-6', 'h6'))
+  t.same(port?.addresses, [`${mac} ${ip6}`], 'its port holds its IPv6 address only')
+  const routerPort = topologyNames.routerSwitchPort('group-6')
+  t.equal(
+    (await p.nbctl('get', 'Logical_Router_Port', routerPort, 'networks')).trim(),
+    '["fd00:10::1/64"]',
+    "the router's only network is the IPv6 one",
+  )
+  t.match(
+    await p.nbctl('get', 'Logical_Router_Port', routerPort, 'ipv6_ra_configs'),
+    /address_mode=slaac/,
+    'and it advertises it',
+  )
+  t.same(
+    (await p.client.groupIpam('group-6')).allocations,
+    [{ owner: 'h6', ip: ip6 }],
+    'IPAM holds it as the host’s own address',
+  )
+  await p.client.deleteHost('h6')
+  await until(
+    () => p.controller.store.getHost('h6'),
+    (h) => h === undefined,
+  )
+  t.same((await p.client.groupIpam('group-6')).allocations, [], 'a detach gives it back')
+})

@@ -74,7 +74,7 @@ export function topologyModel(
     byDpu.set(host.spec.dpu.id, list)
   }
   const subnets = [
-    { cidr: group.spec.network.cidr, gateway: group.spec.network.gateway },
+    ...(group.spec.network ? [group.spec.network] : []),
     ...(group.spec.extraSubnets ?? []),
   ]
   const routedV4 = subnets.flatMap((s) => (s.gateway && !s.cidr.includes(':') ? [s.cidr] : []))

@@ -47,7 +47,8 @@ function subnetsOf(spec: GroupTopologySpec): GroupSubnet[] {
   const subnets: GroupSubnet[] = [
     { cidr: spec.cidr, gateway: spec.gateway },
     ...(spec.extraSubnets ?? []),
-    ...(spec.network6 ? [spec.network6] : []),
+    // An IPv6-only group's network6 is its primary network (`cidr`) already.
+    ...(spec.network6 && spec.network6.cidr !== spec.cidr ? [spec.network6] : []),
   ]
   for (const [i, s] of subnets.entries()) {
     if (s.gateway !== undefined && !inSubnet(s.gateway, s.cidr)) {

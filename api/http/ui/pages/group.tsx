@@ -37,7 +37,11 @@ export function GroupPage(props: { frame: Frame; data: GroupData }) {
             ['Tenant', group.spec.tenantId],
             [
               'Network',
-              <span class="mono">{`${group.spec.network.cidr} (gateway ${group.spec.network.gateway})`}</span>,
+              group.spec.network ? (
+                <span class="mono">{`${group.spec.network.cidr} (gateway ${group.spec.network.gateway})`}</span>
+              ) : (
+                'none (IPv6 only)'
+              ),
             ],
             [
               'IPv6 network',

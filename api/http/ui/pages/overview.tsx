@@ -154,7 +154,9 @@ export function OverviewPage(props: { frame: Frame; data: OverviewData }) {
                   <a href={`/ui/groups/${encodeURIComponent(g.name)}`}>{g.name}</a>
                 </th>
                 <td>{g.spec.tenantId}</td>
-                <td class="mono">{g.spec.network.cidr}</td>
+                <td class="mono">
+                  {[g.spec.network?.cidr, g.spec.network6?.cidr].filter(Boolean).join(', ')}
+                </td>
                 <td class="num">{g.status.managedResourceCount}</td>
                 <td>
                   <Phase phase={groupPhase(g)} object={`group/${g.name}`} />
