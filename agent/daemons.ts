@@ -247,10 +247,21 @@ export class DhcpRelays {
       [spec.port, spec.port],
       [relayUplinkPortName(spec.port), RELAY_UPLINK],
     ] as const) {
-      if (!(await this.linkExists(outside))) {
-        // A half-made pair (the outside end lost): start again from nothing.
+      const insideExists = () =>
+        inNs('link', 'show', 'dev', inside).then(
+          () => true,
+          () => false,
+        )
+      for (let tries = 1; ; tries++) {
+        if ((await this.linkExists(outside)) && (await insideExists())) break
+        if (tries > 5) throw new Error(`relay veth ${outside} / ${ns} ${inside} could not be made`)
+        // A half-made pair: one end lost, or its namespace deleted a moment ago (the kernel
+        // destroys the old namespace's veths after `ip netns del` returns, the outside end
+        // last). Start again from nothing, a few times while the old pair goes.
         await inNs('link', 'del', inside).catch(() => undefined)
-        await this.ip(['link', 'add', outside, 'type', 'veth', 'peer', 'name', inside, 'netns', ns])
+        await this.ip(['link', 'del', outside]).catch(() => undefined)
+        const add = ['link', 'add', outside, 'type', 'veth', 'peer', 'name', inside, 'netns', ns]
+        await this.ip(add).catch(() => new Promise((resolve) => setTimeout(resolve, 100 * tries)))
       }
       await this.ip(['link', 'set', 'dev', outside, 'up'])
       await inNs('link', 'set', 'dev', inside, 'up')
