@@ -81,8 +81,11 @@ t.test(
     t.equal(ready?.status.observedVersion, 1)
     t.equal(ready?.status.configsSynced, true)
 
-    const events = (await api(p)('/v1/managed-resources/host-p/events')).body as {
-      items: ObjectEvent[]
+    // A transition's event is written just after the status it records: wait for it.
+    const read = async () =>
+      (await api(p)('/v1/managed-resources/host-p/events')).body as { items: ObjectEvent[] }
+    const events = (await until(read, (e) => e.items.some((x) => x.reason === 'Ready'))) ?? {
+      items: [],
     }
     const reasons = events.items.map((e) => e.reason).reverse()
     t.match(
