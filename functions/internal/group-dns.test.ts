@@ -1,52 +1,18 @@
 /** `topologyOf`'s DNS part: the operator's zone, the group's switch, the hosts' names. */
 import t from 'tap'
 import { compileGroupTopology } from '../../lib/ovn/index.ts'
-import type { ManagedResource, ResourceGroup, ResourceGroupSpec } from '../../lib/state/objects.ts'
+import type { ResourceGroupSpec } from '../../lib/state/objects.ts'
+import { storedGroup, storedHost } from '../../test/helpers/objects.ts'
 import type { FabricSettings } from './deps.ts'
 import { type GroupState, type MemberState, topologyOf } from './group-state.ts'
 
-const stamp = '2024-01-01T00:00:00.000Z'
 const fabric: FabricSettings = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
 
-function group(extra: Partial<ResourceGroupSpec> = {}): ResourceGroup {
-  return {
-    name: 'group-a',
-    spec: {
-      tenantId: 'tenant-a',
-      network: { cidr: '10.10.10.0/24', gateway: '10.10.10.1' },
-      ...extra,
-    },
-    specVersion: 1,
-    status: {
-      phase: 'Ready',
-      conditions: [],
-      snatIPs: [],
-      managedResourceCount: 0,
-      observedVersion: 1,
-      configsSynced: true,
-    },
-    createdAt: stamp,
-    updatedAt: stamp,
-  }
-}
+const group = (extra: Partial<ResourceGroupSpec> = {}) => storedGroup('group-a', extra)
 
 function member(name: string, ip: string, hostname?: string): MemberState {
-  const host: ManagedResource = {
-    name,
-    spec: {
-      resourceGroup: 'group-a',
-      type: 'BareMetal',
-      hostMAC: `52:54:00:00:00:${ip.split('.')[3]?.padStart(2, '0')}`,
-      dpu: { id: 'dpu-1', ips: ['172.18.0.10'] },
-      hostAccess: 'None',
-      ...(hostname ? { hostname } : {}),
-    },
-    specVersion: 1,
-    status: { phase: 'Ready', conditions: [], observedVersion: 1, configsSynced: true },
-    createdAt: stamp,
-    updatedAt: stamp,
-  }
-  return { host, ip }
+  const mac = `52:54:00:00:00:${ip.split('.')[3]?.padStart(2, '0')}`
+  return { host: storedHost(name, { hostMAC: mac, ...(hostname ? { hostname } : {}) }), ip }
 }
 
 const state = (g = group()): GroupState => ({

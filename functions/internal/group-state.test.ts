@@ -9,6 +9,7 @@ import type {
   ResourceGroupStatus,
 } from '../../lib/state/objects.ts'
 import type { StateStore } from '../../lib/state/store.ts'
+import { storedGroup, storedHost } from '../../test/helpers/objects.ts'
 import type { FabricSettings } from './deps.ts'
 import {
   appliedStatus,
@@ -22,28 +23,7 @@ import {
 import { relayMacOf, relayOwnerOf } from './network.ts'
 
 const stamp = '2024-01-01T00:00:00.000Z'
-
-function group(extra: Partial<ResourceGroupSpec> = {}): ResourceGroup {
-  return {
-    name: 'group-a',
-    spec: {
-      tenantId: 'tenant-a',
-      network: { cidr: '10.10.10.0/24', gateway: '10.10.10.1' },
-      ...extra,
-    },
-    specVersion: 1,
-    status: {
-      phase: 'Ready',
-      conditions: [],
-      snatIPs: [],
-      managedResourceCount: 0,
-      observedVersion: 1,
-      configsSynced: true,
-    },
-    createdAt: stamp,
-    updatedAt: stamp,
-  }
-}
+const group = (extra: Partial<ResourceGroupSpec> = {}) => storedGroup('group-a', extra)
 
 function host(
   name: string,
@@ -51,20 +31,8 @@ function host(
   access: HostAccess = 'None',
   ips: string[] = ['172.18.0.10', '172.18.0.110'],
 ): ManagedResource {
-  return {
-    name,
-    spec: {
-      resourceGroup: 'group-a',
-      type: 'BareMetal',
-      hostMAC: `52:54:00:00:00:${name.slice(-1).padStart(2, '0')}`,
-      dpu: { id: dpu, ips },
-      hostAccess: access,
-    },
-    specVersion: 1,
-    status: { phase: 'Ready', conditions: [], observedVersion: 1, configsSynced: true },
-    createdAt: stamp,
-    updatedAt: stamp,
-  }
+  const hostMAC = `52:54:00:00:00:${name.slice(-1).padStart(2, '0')}`
+  return storedHost(name, { hostMAC, dpu: { id: dpu, ips }, hostAccess: access })
 }
 
 const member = (h: ManagedResource, ip: string, publicIp?: string): MemberState => ({

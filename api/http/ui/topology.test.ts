@@ -1,22 +1,9 @@
 import t from 'tap'
-import type { ManagedResource, ResourceGroup } from '../../../lib/state/objects.ts'
+import type { ManagedResource } from '../../../lib/state/objects.ts'
+import { storedGroup, storedHost } from '../../../test/helpers/objects.ts'
 import { TopologySvg, topologyModel } from './topology.tsx'
 
-const group = (name = 'group-a'): ResourceGroup => ({
-  name,
-  spec: { tenantId: 'tenant-a', network: { cidr: '10.10.10.0/24', gateway: '10.10.10.1' } },
-  specVersion: 1,
-  status: {
-    phase: 'Ready',
-    conditions: [],
-    snatIPs: [],
-    managedResourceCount: 0,
-    observedVersion: 1,
-    configsSynced: true,
-  },
-  createdAt: '2024-05-01T12:00:00.000Z',
-  updatedAt: '2024-05-01T12:00:00.000Z',
-})
+const group = (name = 'group-a') => storedGroup(name)
 
 const host = (
   name: string,
@@ -28,26 +15,19 @@ const host = (
     phase?: 'Ready' | 'Attaching' | 'Failed'
     group?: string
   } = {},
-): ManagedResource => ({
-  name,
-  spec: {
-    resourceGroup: extra.group ?? 'group-a',
-    type: 'BareMetal',
-    hostMAC: '52:54:00:00:00:01',
-    dpu: { id: dpu, ips: ['172.18.0.11', `172.18.0.1${dpu.slice(-1)}1`] },
-    hostAccess: extra.access ?? 'None',
-  },
-  specVersion: 1,
-  status: {
-    phase: extra.phase ?? 'Ready',
-    conditions: [],
-    hostAccessIPs: { hostIP: ip, ...(extra.publicIp ? { publicIP: extra.publicIp } : {}) },
-    observedVersion: 1,
-    configsSynced: true,
-  },
-  createdAt: '2024-05-01T12:00:00.000Z',
-  updatedAt: '2024-05-01T12:00:00.000Z',
-})
+): ManagedResource =>
+  storedHost(
+    name,
+    {
+      resourceGroup: extra.group ?? 'group-a',
+      dpu: { id: dpu, ips: ['172.18.0.11', `172.18.0.1${dpu.slice(-1)}1`] },
+      hostAccess: extra.access ?? 'None',
+    },
+    {
+      phase: extra.phase ?? 'Ready',
+      hostAccessIPs: { hostIP: ip, ...(extra.publicIp ? { publicIP: extra.publicIp } : {}) },
+    },
+  )
 
 const cases: {
   name: string
