@@ -379,10 +379,15 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
     t.equal(otherHost.status(), 404, "another tenant's host is 404")
     t.equal((await tenant.request.get(`${base}/ui/dpus`)).status(), 403, 'DPUs: operators only')
     t.equal((await tenant.request.get(`${base}/ui/public-ips`)).status(), 403)
+    // With the tenant session's own CSRF token (its sign-out form's): refused for who it is.
+    await tpage.goto(`${base}/ui/`)
+    const csrf = (await tpage.locator('input[name="csrf"]').first().getAttribute('value')) ?? ''
+    t.ok(csrf.length > 20, "the tenant session's CSRF token")
     const reconcile = await tenant.request.post(`${base}/ui/reconcile`, {
-      form: { csrf: 'x', confirm: 'yes' },
+      form: { csrf, confirm: 'yes' },
     })
     t.equal(reconcile.status(), 403, 'reconcile now: operators only')
+    t.match(await reconcile.text(), /only an operator/, 'refused as a tenant, not for its form')
     await expectingStatus(404, async () => {
       await tpage.goto(`${base}/ui/groups/group-b`)
     })

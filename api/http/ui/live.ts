@@ -12,14 +12,14 @@
  * capped per session and in all (429), and one too far behind is ended (the browser's
  * EventSource reconnects and starts afresh).
  *
- * A DPU's state follows its heartbeats, which are not changes: the DPUs a stream shows
- * are read again every `dpuRefreshMs`, so one going Stale or Lost shows too.
+ * A DPU's state follows its heartbeats, which are not changes: an operator's stream reads
+ * the inventory once every `dpuRefreshMs` and sends the DPUs it shows whose state changed,
+ * so one going Stale or Lost shows too.
  *
  * Each event is `event: change` with `{kind: 'group'|'host'|'dpu', name, phase?, gone?}`.
  */
 import type { Context } from 'hono'
 import { streamSSE } from 'hono/streaming'
-import * as v from 'valibot'
 import type { Change, Subscription } from '../../../lib/state/changes.ts'
 import type { HydrazineClient } from '../../../queues/producer.ts'
 import { NotFoundError } from '../../../queues/producer.ts'
@@ -60,26 +60,25 @@ export const DEFAULT_LIVE_LIMITS: LiveLimits = {
   dpuRefreshMs: 10_000,
 }
 
+/** Most DPUs one refresh reads (one page of the inventory). */
+const DPU_REFRESH_LIMIT = 1000
+
 /** Most objects a page may ask the current state of when its stream opens. */
 export const MAX_WATCHED = 200
 
 const KIND = { group: 'rg', host: 'mr', dpu: 'dpu' } as const
 const SHOWN = { rg: 'group', mr: 'host', dpu: 'dpu' } as const
 
-/** `?watch=` values: `<kind>/<name>`, at most MAX_WATCHED. */
-const Watched = v.pipe(
-  v.array(
-    v.pipe(
-      v.string(),
-      v.regex(/^(group|host|dpu)\/[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'must be <kind>/<name>'),
-    ),
-  ),
-  v.maxLength(MAX_WATCHED, `at most ${MAX_WATCHED} objects`),
-)
+/** A `?watch=` value: a group or host by its RFC 1123 name, a DPU by its id. */
+const WATCHED =
+  /^(?:(?:group|host)\/[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?|dpu\/[A-Za-z0-9][A-Za-z0-9._-]{0,62})$/
 
-/** The objects a `?watch=` list names, or a ValidationError-shaped refusal. */
-export function watchedOf(values: readonly string[]): v.SafeParseResult<typeof Watched> {
-  return v.safeParse(Watched, [...new Set(values)])
+/**
+ * The objects a `?watch=` list names (at most MAX_WATCHED): what is not an object's key is
+ * left out, never the whole stream (a browser does not reconnect after a refusal).
+ */
+export function watchedOf(values: readonly string[]): string[] {
+  return [...new Set(values)].filter((key) => WATCHED.test(key)).slice(0, MAX_WATCHED)
 }
 
 /**
@@ -247,11 +246,38 @@ export function liveEvents(
       const kind = KIND[shown as keyof typeof KIND]
       if (kind) send(kind, name)
     }
-    const dpus = deps.watched.filter((key) => key.startsWith('dpu/')).map((key) => key.slice(4))
-    if (dpus.length > 0) {
+    // DPU pages are an operator's: a tenant's stream refreshes none.
+    const dpus = new Set(
+      tenant === undefined
+        ? deps.watched.filter((key) => key.startsWith('dpu/')).map((key) => key.slice(4))
+        : [],
+    )
+    if (dpus.size > 0) {
+      const shown = new Map<string, string>()
+      const refresh = async () => {
+        // One read of the inventory and its heartbeats for all the page's DPUs; only a
+        // state that changed is sent.
+        const { items } = await ops.listDpus({ limit: DPU_REFRESH_LIMIT })
+        for (const dpu of items) {
+          if (!dpus.has(dpu.id) || shown.get(dpu.id) === dpu.state) continue
+          shown.set(dpu.id, dpu.state)
+          if (!ended) {
+            const event: LiveEvent = { kind: 'dpu', name: dpu.id, phase: dpu.state }
+            await stream.writeSSE({ event: 'change', data: JSON.stringify(event) })
+          }
+        }
+      }
       dpuRefresh = setInterval(() => {
         // Only while the stream keeps up: a refresh never adds to a backlog.
-        if (waiting === 0) for (const id of dpus) send('dpu', id)
+        if (waiting === 0) {
+          waiting++
+          queue = queue
+            .then(refresh)
+            .catch((error: unknown) => deps.logError?.(error))
+            .finally(() => {
+              waiting--
+            })
+        }
       }, limits.dpuRefreshMs)
     }
     heartbeat = setInterval(() => {

@@ -349,16 +349,13 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
 
   app.get('/events', (c) => {
     const watched = watchedOf(c.req.queries('watch') ?? [])
-    if (!watched.success) {
-      return c.text(`watch: ${watched.issues.map((i) => i.message).join('; ')}`, 400)
-    }
     if (deps.closing?.aborted) return c.text('closing', 503)
     return liveEvents(c, {
       live,
       session: c.get('session'),
       ops: ops(c),
       limits: liveLimits,
-      watched: watched.output,
+      watched,
       ...(deps.closing ? { closing: deps.closing } : {}),
       ...(deps.logError ? { logError: deps.logError } : {}),
     })
