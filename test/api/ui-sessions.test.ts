@@ -1,12 +1,15 @@
 /**
  * The admin UI's sessions in Redis (`RedisSessions`), on a real redis-server: every replica
  * of Hydrazine knows every session (a browser balanced between two is signed in on both),
- * sign-out ends it everywhere, an idle session expires, a flash is shown once, and Redis
- * never holds a session id a browser could present.
+ * sign-out ends it everywhere, an idle session expires, a flash is shown once, Redis
+ * never holds a session id a browser could present, and a token taken out of the tokens
+ * file ends the sessions it opened.
  */
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { RedisSessions } from '../../api/http/ui/session.ts'
+import { createApp } from '../../api/http/app.ts'
+import type { UiDeps } from '../../api/http/ui/routes.tsx'
+import { RedisSessions, tokenDigest } from '../../api/http/ui/session.ts'
 import { scanKeys } from '../../lib/redis/slots.ts'
 import { withStack } from '../helpers/stack.ts'
 
@@ -26,7 +29,10 @@ t.test("sessions in Redis are every replica's", async (t) => {
   const one = new RedisSessions(client(), { idleMs: 1500 })
   const two = new RedisSessions(client(), { idleMs: 1500 })
 
-  const tenant = await one.create({ kind: 'tenant', tenant: 'tenant-a' })
+  const tenant = await one.create(
+    { kind: 'tenant', tenant: 'tenant-a' },
+    tokenDigest('a-token-of-tenant-a'),
+  )
   t.same(await two.get(tenant.id), tenant, 'signed in on one replica, known on the other')
   t.equal(await two.get(`${tenant.id}x`), undefined, 'another id is no session')
   t.equal(await two.get(undefined), undefined)
@@ -56,11 +62,51 @@ t.test("sessions in Redis are every replica's", async (t) => {
   await one.flash(tenant.id, 'late')
   t.equal(await two.get(tenant.id), undefined, 'a late flash does not bring it back')
 
-  const idle = await one.create({ kind: 'operator' })
+  const idle = await one.create({ kind: 'operator' }, tokenDigest('a-token-of-tenant-a'))
   await new Promise((r) => setTimeout(r, 900))
   t.ok(await two.get(idle.id), 'used within idleMs: kept, and its idle time starts over')
   await new Promise((r) => setTimeout(r, 900))
   t.ok(await one.get(idle.id), 'still: 0.9 s since its last use')
   await new Promise((r) => setTimeout(r, 1700))
   t.equal(await two.get(idle.id), undefined, 'idle longer than idleMs: gone')
+})
+
+t.test('a token taken out of the tokens file ends the sessions it opened', async (t) => {
+  const stack = await withStack(t)
+  const redis = new Redis(stack.redis?.url ?? '', { maxRetriesPerRequest: 1 })
+  redis.on('error', () => {})
+  t.teardown(() => redis.disconnect())
+  const tokenA = 'tenant-a-token-0123456789'
+  const tokenB = 'tenant-b-token-0123456789'
+  // Pages are never reached here: a signed-in request to no route is 404, one without a
+  // session is sent to sign in. The client is not used.
+  const ui = (tenants: Record<string, string[]>) =>
+    createApp({
+      readiness: {},
+      ui: {
+        client: {} as UiDeps['client'],
+        tokens: { operator: [], tenants },
+        sessions: new RedisSessions(redis),
+      },
+    })
+  const signIn = async (app: ReturnType<typeof ui>, token: string) => {
+    const res = await app.request('/ui/sign-in', {
+      method: 'POST',
+      body: new URLSearchParams({ token }),
+    })
+    return (res.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+  }
+  const status = async (app: ReturnType<typeof ui>, cookie: string) =>
+    (await app.request('/ui/no-such-page', { headers: { cookie } })).status
+
+  const before = ui({ 'tenant-a': [tokenA], 'tenant-b': [tokenB] })
+  const a = await signIn(before, tokenA)
+  const b = await signIn(before, tokenB)
+  t.equal(await status(before, a), 404, "tenant-a's session is signed in")
+  t.equal(await status(before, b), 404, "tenant-b's too")
+  // A restart with tenant-a's token taken out; the sessions stay in Redis.
+  const after = ui({ 'tenant-b': [tokenB] })
+  t.equal(await status(after, a), 303, "tenant-a's session is over: sent to sign in")
+  t.equal(await status(after, b), 404, "tenant-b's session goes on")
+  t.equal(await status(before, a), 303, 'and it is gone from Redis, for every replica')
 })

@@ -53,6 +53,7 @@ import {
   type SessionLimits,
   type Sessions,
   SignInLimiter,
+  tokenDigest,
 } from './session.ts'
 import { topologyModel } from './topology.tsx'
 
@@ -209,11 +210,21 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
   const sessions = deps.sessions ?? new MemorySessions(deps.sessionLimits)
   const limiter = new SignInLimiter()
   const lookup = createTokenLookup(deps.tokens)
+  const knownTokens = new Set(
+    [...deps.tokens.operator, ...Object.values(deps.tokens.tenants).flat()].map(tokenDigest),
+  )
   const operationsFor = createOperations(deps)
   const live = new LiveChanges(deps.client)
   const liveLimits = { ...DEFAULT_LIVE_LIMITS, ...deps.liveLimits }
   const toJson = errorHandler(deps.logError)
   const ops = (c: Context<Env>): Operations => operationsFor(c.get('session').principal)
+  /** The request's session; a token taken out of the tokens file ends those it opened. */
+  const sessionOf = async (c: Context): Promise<Session | undefined> => {
+    const session = await sessions.get(getCookie(c, SESSION_COOKIE))
+    if (!session || knownTokens.has(session.token)) return session
+    await sessions.delete(session.id)
+    return undefined
+  }
 
   app.onError(async function uiError(error, c) {
     // The API's one mapping from errors to statuses, rendered as a page.
@@ -273,7 +284,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
   })
 
   app.get('/sign-in', async (c) => {
-    if (await sessions.get(getCookie(c, SESSION_COOKIE))) return c.redirect(`${UI_PATH}/`, 303)
+    if (await sessionOf(c)) return c.redirect(`${UI_PATH}/`, 303)
     return page(c, <SignInPage />)
   })
   app.post('/sign-in', async (c) => {
@@ -291,7 +302,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
       limiter.failed(remote)
       return page(c, <SignInPage error="That token is not known. Check it and try again." />, 403)
     }
-    const session = await sessions.create(principal)
+    const session = await sessions.create(principal, tokenDigest(token))
     setCookie(c, SESSION_COOKIE, session.id, {
       path: UI_PATH,
       httpOnly: true,
@@ -303,7 +314,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
 
   // ── everything else: a session first ─────────────────────────────────────
   app.use('*', async function requireSession(c, next) {
-    const session = await sessions.get(getCookie(c, SESSION_COOKIE))
+    const session = await sessionOf(c)
     if (!session) {
       if (c.req.path === `${UI_PATH}/events`) return c.text('sign in first', 401)
       return c.redirect(`${UI_PATH}/sign-in`, 303)

@@ -4,7 +4,7 @@ import { csrfMatches, MemorySessions, SignInLimiter } from './session.ts'
 t.test('sessions in memory: random ids, idle expiry, capped count, flash once', async (t) => {
   let now = 0
   const store = new MemorySessions({ idleMs: 1000, maxSessions: 2 }, () => now)
-  const a = await store.create({ kind: 'operator' })
+  const a = await store.create({ kind: 'operator' }, 'digest')
   t.match(a.id, /^[A-Za-z0-9_-]{43}$/, '32 random bytes')
   t.not(a.csrf, a.id)
   now = 900
@@ -17,10 +17,10 @@ t.test('sessions in memory: random ids, idle expiry, capped count, flash once', 
   now = 2801
   t.equal(await store.get(a.id), undefined, 'idle too long: gone')
 
-  const b = await store.create({ kind: 'tenant', tenant: 't' })
-  const c = await store.create({ kind: 'operator' })
+  const b = await store.create({ kind: 'tenant', tenant: 't' }, 'digest')
+  const c = await store.create({ kind: 'operator' }, 'digest')
   await store.get(b.id)
-  const d = await store.create({ kind: 'operator' })
+  const d = await store.create({ kind: 'operator' }, 'digest')
   t.equal(store.size, 2)
   t.equal(await store.get(c.id), undefined, 'the least recently used went first')
   t.ok((await store.get(b.id)) && (await store.get(d.id)))
@@ -30,7 +30,7 @@ t.test('sessions in memory: random ids, idle expiry, capped count, flash once', 
 })
 
 t.test('CSRF tokens compare whole', async (t) => {
-  const s = await new MemorySessions().create({ kind: 'operator' })
+  const s = await new MemorySessions().create({ kind: 'operator' }, 'digest')
   t.ok(csrfMatches(s, s.csrf))
   t.notOk(csrfMatches(s, s.csrf.slice(1)))
   t.notOk(csrfMatches(s, ''))

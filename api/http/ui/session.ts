@@ -27,14 +27,24 @@ import type { Principal } from '../tokens.ts'
 export interface Session {
   readonly id: string
   readonly principal: Principal
+  /**
+   * SHA-256 (hex) of the token it was opened with: a session whose token is no longer
+   * known (removed from the tokens file) is over (`tokenDigest`).
+   */
+  readonly token: string
   /** Sent back in every state-changing form (`csrf`), checked against this. */
   readonly csrf: string
 }
 
+/** What a session keeps of its token: its SHA-256, in hex. */
+export function tokenDigest(token: string): string {
+  return createHash('sha256').update(token).digest('hex')
+}
+
 /** Where sessions live. */
 export interface Sessions {
-  /** A new session for `principal`. */
-  create(principal: Principal): Promise<Session>
+  /** A new session for `principal`, opened with the token of digest `token`. */
+  create(principal: Principal, token: string): Promise<Session>
   /** The live session of that id (and marks it used), or undefined. */
   get(id: string | undefined): Promise<Session | undefined>
   delete(id: string): Promise<void>
@@ -79,7 +89,7 @@ export class MemorySessions implements Sessions {
     this.#now = now
   }
 
-  async create(principal: Principal): Promise<Session> {
+  async create(principal: Principal, token: string): Promise<Session> {
     this.#sweep()
     while (this.#sessions.size >= this.#limits.maxSessions) {
       const oldest = this.#sessions.keys().next().value
@@ -89,16 +99,24 @@ export class MemorySessions implements Sessions {
     const session: MemorySession = {
       id: randomId(),
       principal,
+      token,
       csrf: randomId(),
       lastSeen: this.#now(),
     }
     this.#sessions.set(session.id, session)
-    return { id: session.id, principal, csrf: session.csrf }
+    return { id: session.id, principal, token, csrf: session.csrf }
   }
 
   async get(id: string | undefined): Promise<Session | undefined> {
     const session = this.#live(id)
-    return session && { id: session.id, principal: session.principal, csrf: session.csrf }
+    return (
+      session && {
+        id: session.id,
+        principal: session.principal,
+        token: session.token,
+        csrf: session.csrf,
+      }
+    )
   }
 
   async delete(id: string): Promise<void> {
@@ -152,7 +170,7 @@ const StoredPrincipal = v.variant('kind', [
 ])
 
 /**
- * Sessions in Redis, one hash per session (`principal`, `csrf`, `flash`) that expires
+ * Sessions in Redis, one hash per session (`principal`, `token`, `csrf`, `flash`) that expires
  * `idleMs` after its last use. The key holds a SHA-256 of the session id, so what Redis
  * holds (a dump, a replica) cannot be presented as a cookie. Every key shares the hash tag
  * `{ui}`.
@@ -173,12 +191,12 @@ export class RedisSessions implements Sessions {
     return `${this.#prefix}${createHash('sha256').update(id).digest('hex')}`
   }
 
-  async create(principal: Principal): Promise<Session> {
-    const session = { id: randomId(), principal, csrf: randomId() }
+  async create(principal: Principal, token: string): Promise<Session> {
+    const session = { id: randomId(), principal, token, csrf: randomId() }
     const key = this.#key(session.id)
     await this.#redis
       .multi()
-      .hset(key, 'principal', JSON.stringify(principal), 'csrf', session.csrf)
+      .hset(key, 'principal', JSON.stringify(principal), 'token', token, 'csrf', session.csrf)
       .pexpire(key, this.#idleMs)
       .exec()
     return session
@@ -189,10 +207,10 @@ export class RedisSessions implements Sessions {
     const key = this.#key(id)
     const [[, fields] = [], [, kept] = []] =
       (await this.#redis.multi().hgetall(key).pexpire(key, this.#idleMs).exec()) ?? []
-    const { principal, csrf } = (fields ?? {}) as Record<string, string>
-    if (kept !== 1 || !principal || !csrf) return undefined
+    const { principal, token, csrf } = (fields ?? {}) as Record<string, string>
+    if (kept !== 1 || !principal || !token || !csrf) return undefined
     const parsed = v.safeParse(StoredPrincipal, JSON.parse(principal))
-    return parsed.success ? { id, principal: parsed.output, csrf } : undefined
+    return parsed.success ? { id, principal: parsed.output, token, csrf } : undefined
   }
 
   async delete(id: string): Promise<void> {
