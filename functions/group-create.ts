@@ -2,12 +2,17 @@ import type { Job } from 'bullmq'
 import { GroupJob } from '../lib/jobs/index.ts'
 import { CentralUnavailableError, topologyNames } from '../lib/ovn/index.ts'
 import { attemptOf } from '../lib/state/attempts.ts'
-import { cidrContains, type ResourceGroup, setCondition } from '../lib/state/objects.ts'
+import { type ResourceGroup, setCondition } from '../lib/state/objects.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
 import type { GroupState } from './internal/group-state.ts'
 import { parsePayload } from './internal/job.ts'
-import { ipv6HostOf, networkSpecOf, relayPortNameOf } from './internal/network.ts'
+import {
+  isStaleIpv6,
+  memberSettingsOf,
+  networkSpecOf,
+  relayPortNameOf,
+} from './internal/network.ts'
 import { redriveHost } from './internal/redrive.ts'
 import { groupFailed, setGroupStatus } from './internal/status.ts'
 
@@ -113,24 +118,8 @@ export function createGroupCreate(deps: GroupCreateDeps) {
 async function releaseStaleIpv6(deps: GroupCreateDeps, group: ResourceGroup): Promise<void> {
   const network6 = group.spec.network6
   for (const { owner, ip } of await deps.ipam.allocations(group.name)) {
-    if (ipv6HostOf(owner) === undefined) continue
-    if (network6 && cidrContains(network6.cidr, ip)) continue
-    await deps.ipam.release(group.name, owner)
+    if (isStaleIpv6(owner, ip, network6)) await deps.ipam.release(group.name, owner)
   }
-}
-
-/**
- * What a group's members are sent of its spec, or report of it: its networks (their
- * addresses, the relay's prefix length, a dual-stack host's IPv6 address) and its DHCP
- * server. Its policies, DNS, pools and reservations are NB's alone.
- */
-export function memberSettingsOf(spec: ResourceGroup['spec']): string {
-  return JSON.stringify([
-    spec.network,
-    spec.extraSubnets ?? [],
-    spec.network6 ?? null,
-    spec.dhcpServer ?? null,
-  ])
 }
 
 /**

@@ -36,7 +36,7 @@ import {
   readGroupState,
   topologyOf,
 } from './internal/group-state.ts'
-import { ipv6OwnerOf, relayOwnerOf } from './internal/network.ts'
+import { ipv6OwnerOf, memberSettingsOf, relayOwnerOf } from './internal/network.ts'
 
 export type PlannerDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'>
 
@@ -120,6 +120,11 @@ export function createPlanner(deps: PlannerDeps): Planner {
         ? { ...read, group }
         : { group, members: [], relayIps: new Map(), staleRelayOwners: [] }
       const same = existing !== undefined && sameJson(existing.spec, spec)
+      // Members are sent their settings again only when what they are sent changes.
+      const resent =
+        existing !== undefined &&
+        !same &&
+        (await deps.store.memberSettingsOf(name)) !== memberSettingsOf(spec)
       const relays = spec.dhcpServer
         ? [...new Set(state.members.map((m) => m.host.spec.dpu.id))]
             .filter((dpu) => !state.relayIps.has(dpu))
@@ -127,15 +132,14 @@ export function createPlanner(deps: PlannerDeps): Planner {
         : []
       return plan(name, {
         state,
-        // A changed spec re-drives every member's configuration on its DPU.
-        agentJobs:
-          existing && !same
-            ? state.members.map((m) => ({
-                dpu: m.host.spec.dpu.id,
-                job: 'configure',
-                host: m.host.name,
-              }))
-            : [],
+        // A change of what members are sent re-drives every member's configuration.
+        agentJobs: resent
+          ? state.members.map((m) => ({
+              dpu: m.host.spec.dpu.id,
+              job: 'configure',
+              host: m.host.name,
+            }))
+          : [],
         allocate: relays,
         notes: same
           ? [

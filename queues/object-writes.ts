@@ -7,7 +7,7 @@
  */
 import type { Queue } from 'bullmq'
 import * as v from 'valibot'
-import { ipv6HostOf, networkSpecOf } from '../functions/internal/network.ts'
+import { isStaleIpv6, networkSpecOf } from '../functions/internal/network.ts'
 import {
   type ControllerJobs,
   queueJobs,
@@ -225,9 +225,9 @@ async function refuseOrphans(
   name: string,
   spec: ResourceGroupSpec,
 ): Promise<void> {
-  // A host's SLAAC address follows network6: a new or removed one gives it back.
+  // A host's SLAAC address follows network6: a moved or removed one gives it back.
   const orphans = (await addresses.orphans(name, networkSpecOf({ spec }))).filter(
-    (o) => ipv6HostOf(o.owner) === undefined,
+    (o) => !isStaleIpv6(o.owner, o.ip, spec.network6),
   )
   if (orphans.length === 0) return
   const subnets = [

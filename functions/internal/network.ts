@@ -13,7 +13,7 @@ import {
 } from '../../lib/ipam/address.ts'
 import type { NetworkSpec } from '../../lib/ipam/index.ts'
 import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
-import type { ResourceGroup } from '../../lib/state/objects.ts'
+import { cidrContains, type ResourceGroup } from '../../lib/state/objects.ts'
 
 const RELAY_OWNER_PREFIX = 'relay/'
 const IPV6_OWNER_PREFIX = 'ipv6/'
@@ -29,6 +29,34 @@ export function ipv6OwnerOf(host: string): string {
 /** The host an IPv6 owner names; undefined for any other owner. */
 export function ipv6HostOf(owner: string): string | undefined {
   return owner.startsWith(IPV6_OWNER_PREFIX) ? owner.slice(IPV6_OWNER_PREFIX.length) : undefined
+}
+
+/**
+ * A host's SLAAC address (`ipv6/<host>`) its group's `network6` no longer holds: removed or
+ * moved. It is given back when the group's new spec is applied, never an orphan to refuse
+ * the spec for (one the new network6 still holds stays the host's).
+ */
+export function isStaleIpv6(
+  owner: string,
+  ip: string,
+  network6: { readonly cidr: string } | undefined,
+): boolean {
+  return ipv6HostOf(owner) !== undefined && !(network6 && cidrContains(network6.cidr, ip))
+}
+
+/**
+ * What a group's members are sent of its spec, or report of it: its networks (their
+ * addresses, the relay's prefix length, a dual-stack host's IPv6 address) and its DHCP
+ * server. Its policies, DNS, pools and reservations are NB's alone: changing only them
+ * reconfigures no member.
+ */
+export function memberSettingsOf(spec: ResourceGroup['spec']): string {
+  return JSON.stringify([
+    spec.network,
+    spec.extraSubnets ?? [],
+    spec.network6 ?? null,
+    spec.dhcpServer ?? null,
+  ])
 }
 
 /**

@@ -1,9 +1,13 @@
 /**
  * A group spec change reaches its hosts' DPUs only when it changes what they are sent
  * (its networks, its DHCP server): a new security policy or DNS setting is NB's alone,
- * and leaves the hosts Ready at their attempt, with no new `configure` for their DPU.
+ * and leaves the hosts Ready at their attempt, with no new `configure` for their DPU; a
+ * dry run plans the same.
  */
 import t from 'tap'
+import { createApp } from '../../api/http/app.ts'
+import { jsonCaller } from '../helpers/http.ts'
+import { OPERATOR, TEST_TOKENS } from '../helpers/tokens.ts'
 import { DHCP_SERVER, groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
 
 t.test('only a change members are sent reconfigures them', async (t) => {
@@ -26,6 +30,24 @@ t.test('only a change members are sent reconfigures them', async (t) => {
   const policies = [
     { name: 'no-ssh', direction: 'ingress', action: 'deny', protocol: 'tcp', ports: '22' },
   ]
+  const call = jsonCaller(
+    createApp({ readiness: {}, v1: { client: p.client, tokens: TEST_TOKENS } }),
+    OPERATOR,
+  )
+  const planned = async (spec: object) => {
+    const plan = await call('PUT', '/v1/resource-groups/group-m?dryRun=true', spec)
+    return (plan.json as { agentJobs: { job: string; host: string }[] }).agentJobs
+  }
+  t.same(
+    await planned({ ...groupSpec('tenant-m'), policies }),
+    [],
+    'a dry run of the policy change plans no configure',
+  )
+  t.match(
+    await planned({ ...groupSpec('tenant-m'), dhcpServer: DHCP_SERVER }),
+    [{ job: 'configure', host: 'host-1' }],
+    "a dry run of a DHCP server plans the host's configure",
+  )
   await p.client.applyGroup('group-m', {
     ...groupSpec('tenant-m'),
     policies,
