@@ -3,7 +3,7 @@
  * by their first, a large one's as runs, reservations only when there are some.
  */
 import t from 'tap'
-import { ipamText } from './format.ts'
+import { COLUMNS, ipamText, table } from './format.ts'
 
 const subnet = (fields: Record<string, unknown>) => ({
   dhcp: false,
@@ -77,4 +77,17 @@ t.test('an IPv6 /64 as runs, nothing held, no reservations', async (t) => {
   t.notMatch(out, /RESERVED FROM/)
   t.match(out, /\nmap of fd00::\/64, as runs of <state><count> \(\+ used.*\):\n {2}X1\.65535-1\n/)
   t.match(out, /\nno address is held$/)
+})
+
+t.test("groups' NETWORK column: the IPv4 network, or an IPv6-only group's network6", async (t) => {
+  const out = table(
+    [
+      { name: 'g4', spec: { tenantId: 't', network: { cidr: '10.0.0.0/24' } }, status: {} },
+      { name: 'g6', spec: { tenantId: 't', network6: { cidr: 'fd00:6::/64' } }, status: {} },
+    ],
+    COLUMNS['resource-groups'] ?? [],
+  )
+  const [, g4, g6] = out.trim().split('\n')
+  t.match(g4, /^g4\s+t\s+10\.0\.0\.0\/24\s/)
+  t.match(g6, /^g6\s+t\s+fd00:6::\/64\s/)
 })

@@ -54,7 +54,8 @@ export const COLUMNS: Readonly<Record<string, Columns>> = {
   'resource-groups': [
     ['NAME', 'name'],
     ['TENANT', 'spec.tenantId'],
-    ['NETWORK', 'spec.network.cidr'],
+    // An IPv6-only group's network is its network6.
+    ['NETWORK', (r) => text(at(r, 'spec.network.cidr') ?? at(r, 'spec.network6.cidr'))],
     ['PHASE', 'status.phase'],
     ['HOSTS', 'status.managedResourceCount'],
     ['VERSION', (r) => `${text(at(r, 'status.observedVersion'))}/${text(at(r, 'specVersion'))}`],
