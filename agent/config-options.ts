@@ -32,6 +32,13 @@ export interface AgentConfig {
   readonly tlsCert?: string
   readonly tlsKey?: string
   readonly tlsCa?: string
+  /**
+   * With the TLS identity: the CNs of the client certificates the gRPC server answers.
+   * Every DPU holds a certificate from the same CA, so the CA alone would let one DPU
+   * read another's bound ports and groups; only these names may call (default: the
+   * controller's, `hydrazine-controller`).
+   */
+  readonly grpcClients: readonly string[]
   /** Pid, log and control files of the daemons the agent runs. */
   readonly runDir: string
   /** Network namespace the DPU's daemons run in (the lab); absent on real DPUs. */
@@ -134,6 +141,13 @@ export const OPTIONS: readonly Option[] = [
     flag: 'tls-ca',
     env: 'HZ_TLS_CA',
     help: "Hydrazine's CA (PEM): gRPC clients, the SB",
+  },
+  {
+    key: 'grpcClients',
+    flag: 'grpc-clients',
+    env: 'HZ_AGENT_GRPC_CLIENTS',
+    help: 'comma-separated client certificate CNs gRPC answers (with --tls-*)',
+    default: 'hydrazine-controller',
   },
   {
     key: 'runDir',

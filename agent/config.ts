@@ -65,6 +65,16 @@ const fields = {
   tlsCert: v.optional(text),
   tlsKey: v.optional(text),
   tlsCa: v.optional(text),
+  grpcClients: list(
+    v.pipe(
+      v.string(),
+      v.regex(
+        /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/,
+        'must be certificate CNs (letters, digits, ".", "_", "-")',
+      ),
+    ),
+    'must be certificate CNs (letters, digits, ".", "_", "-")',
+  ),
   runDir: text,
   netns: v.optional(text),
   datapathType: v.picklist(['system', 'netdev'], 'must be system or netdev'),
@@ -176,6 +186,15 @@ function crossCheck(c: v.InferOutput<typeof Schema>): { key: string; message: st
         '--tls-ca anyone could read group names and the SB remote from it; ' +
         'give them or listen on 127.0.0.1',
     })
+  }
+  const dpuNames = new Set([c.dpuId, c.systemId ?? c.dpuId])
+  for (const name of c.grpcClients) {
+    if (dpuNames.has(name)) {
+      issues.push({
+        key: 'grpcClients',
+        message: `must not list ${name}: that is this DPU's own certificate, not a client`,
+      })
+    }
   }
   if (c.redisCa !== undefined && !c.redisUrl.startsWith('rediss')) {
     issues.push({ key: 'redisCa', message: 'needs a rediss:// --redis-url (TLS)' })

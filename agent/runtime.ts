@@ -155,7 +155,12 @@ export async function startAgentRuntime(
     })
 
     const server = new grpc.Server()
-    server.addService(agentServiceDefinition(), grpcHandlers(agent, config))
+    server.addService(
+      agentServiceDefinition(),
+      tls
+        ? onlyClients(config.grpcClients, grpcHandlers(agent, config))
+        : grpcHandlers(agent, config),
+    )
     // With the DPU's identity: TLS, and clients must show a certificate from the same CA.
     const credentials = tls
       ? grpc.ServerCredentials.createSsl(
@@ -248,6 +253,40 @@ async function serveAgentMetrics(
     ...(tls && !isLoopback(listen.host) ? { tls: { cert: tls.cert, key: tls.key } } : {}),
     onError: (err) => log(`metrics scrape failed: ${String(err)}`),
   })
+}
+
+/**
+ * The handlers, answering only callers whose client certificate's CN is in `allowed`
+ * (mTLS has already checked it comes from Hydrazine's CA); anyone else gets
+ * PERMISSION_DENIED. Every DPU's own certificate comes from that CA too, so without this
+ * one DPU could read another's bound ports, relays and Southbound.
+ */
+function onlyClients(allowed: readonly string[], handlers: AgentHandlers): AgentHandlers {
+  const names = new Set(allowed)
+  const refusal = (call: grpc.ServerUnaryCall<unknown, unknown>): grpc.ServiceError | null => {
+    const cn = call.getAuthContext().sslPeerCertificate?.subject?.CN
+    const name = Array.isArray(cn) ? cn.join(',') : cn
+    if (name !== undefined && names.has(name)) return null
+    return Object.assign(new Error('not allowed'), {
+      code: grpc.status.PERMISSION_DENIED,
+      details: `client certificate CN=${name ?? '(none)'} may not call this agent (--grpc-clients: ${allowed.join(',')})`,
+      metadata: new grpc.Metadata(),
+    })
+  }
+  return {
+    Init: (call, callback) => {
+      const denied = refusal(call)
+      denied ? callback(denied) : handlers.Init(call, callback)
+    },
+    Ping: (call, callback) => {
+      const denied = refusal(call)
+      denied ? callback(denied) : handlers.Ping(call, callback)
+    },
+    GetStatus: (call, callback) => {
+      const denied = refusal(call)
+      denied ? callback(denied) : handlers.GetStatus(call, callback)
+    },
+  }
 }
 
 function grpcHandlers(agent: Agent, config: AgentConfig): AgentHandlers {

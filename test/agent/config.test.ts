@@ -29,6 +29,26 @@ t.test('flags win over the environment; defaults fill the rest', async (t) => {
   t.equal(c.defaultHostPort, 'pf0hpf', 'the default host port is the first allowed one')
   t.equal(c.grpcListen, '127.0.0.1:50151', 'without TLS, gRPC listens on loopback')
   t.equal(c.tlsCert, undefined)
+  t.same(c.grpcClients, ['hydrazine-controller'], 'only the controller may call gRPC')
+})
+
+t.test('--grpc-clients: certificate CNs, never the DPU itself', async (t) => {
+  t.same(
+    parseAgentConfig(['--grpc-clients', 'hz-ops, hydrazine-controller'], required).grpcClients,
+    ['hz-ops', 'hydrazine-controller'],
+  )
+  const cases: [string[], RegExp][] = [
+    [['--grpc-clients', ''], /--grpc-clients \(or HZ_AGENT_GRPC_CLIENTS\) /],
+    [['--grpc-clients', 'ops team'], /--grpc-clients .*must be certificate CNs/],
+    [
+      ['--grpc-clients', 'hz-ops,dpu-1'],
+      /--grpc-clients .*must not list dpu-1: that is this DPU's own/,
+    ],
+  ]
+  for (const [argv, message] of cases) {
+    t.throws(() => parseAgentConfig(argv, required), ConfigError)
+    t.throws(() => parseAgentConfig(argv, required), { message }, argv.join(' '))
+  }
 })
 
 t.test('host ports: a required allow-list that never names a bridge or the uplink', async (t) => {

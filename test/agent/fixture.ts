@@ -197,6 +197,7 @@ export async function startAgentLab(
     ovsRunDir: dpu.ovsRunDir,
     redisUrl,
     grpcListen: '127.0.0.1:0',
+    grpcClients: ['hydrazine-controller'],
     runDir: join(dataDir, 'agent'),
     netns: dpu.netns,
     datapathType: 'netdev',

@@ -258,6 +258,28 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
     t.equal(status.dpuId, lab.dpuId, 'a CA-signed client gets GetStatus')
   })
 
+  await t.test("another DPU's certificate from the same CA is refused", async (t) => {
+    // Every DPU holds a certificate from Hydrazine's CA; the CA alone must not let one
+    // DPU read another's bound ports, relays and Southbound.
+    const otherDpu = await ca.issue('dpu-other')
+    const asOtherDpu = grpc.credentials.createSsl(
+      await pem(ca.ca),
+      await pem(otherDpu.key),
+      await pem(otherDpu.cert),
+    )
+    const denied = { code: grpc.status.PERMISSION_DENIED, details: /CN=dpu-other .*--grpc-clients/ }
+    await t.rejects(getStatus(asOtherDpu), denied, 'GetStatus refused')
+    const ping = new Promise((resolve, reject) => {
+      const client = createAgentClient(runtime.grpcAddress, asOtherDpu)
+      client.ping({ nonce: 'n' }, { deadline: Date.now() + 5000 }, (err, answer) => {
+        client.close()
+        err ? reject(err) : resolve(answer)
+      })
+    })
+    await t.rejects(ping, denied, 'Ping refused')
+    t.equal((await getStatus(asController)).dpuId, lab.dpuId, 'the controller still answered')
+  })
+
   await t.test('ovn-controller shows the DPU certificate to an ssl: Southbound', async (t) => {
     const job = await lab.queue.add('configure', buildConfigurePayload('2.0', input), {
       jobId: 'configure-ssl',
@@ -312,4 +334,36 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       t.notMatch(await lab.dpu.vsctl('list-ports', 'br-int'), lab.host.hostPort, 'port removed')
     },
   )
+  await t.test('--grpc-clients names who may call', async (t) => {
+    const operator = await ca.issue('hz-operator')
+    const asOperator = grpc.credentials.createSsl(
+      await pem(ca.ca),
+      await pem(operator.key),
+      await pem(operator.cert),
+    )
+    // One agent per DPU: the first one stops before another starts with other clients.
+    await runtime.stop()
+    const listed = await startAgentRuntime(
+      lab.config({ ...tlsOptions, grpcClients: ['hz-operator'], metricsListen: 'off' }),
+    )
+    try {
+      const statusFrom = (credentials: grpc.ChannelCredentials) =>
+        new Promise<AgentStatus>((resolve, reject) => {
+          const client = createAgentClient(listed.grpcAddress, credentials)
+          client.getStatus({}, { deadline: Date.now() + 5000 }, (err, status) => {
+            client.close()
+            if (err || !status) reject(err ?? new Error('no status'))
+            else resolve(status)
+          })
+        })
+      t.equal((await statusFrom(asOperator)).dpuId, lab.dpuId, 'a listed CN is answered')
+      await t.rejects(
+        statusFrom(asController),
+        { code: grpc.status.PERMISSION_DENIED },
+        'the controller, not listed, is refused',
+      )
+    } finally {
+      await listed.stop()
+    }
+  })
 })
