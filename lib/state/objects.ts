@@ -269,7 +269,7 @@ export const ManagedResourceRequest = v.pipe(
   v.forward(
     v.check(
       (m) => m.hostAccess === 'None' || m.hostIP === undefined || isIP(m.hostIP) === 4,
-      'IPv6 hosts cannot have FabricAccess or PublicAccess: OVN does not NAT IPv6',
+      'IPv6 hosts cannot have FabricAccess or PublicAccess: the fabric and public addresses are IPv4 (no NAT64)',
     ),
     ['hostAccess'],
   ),

@@ -168,7 +168,11 @@ const problems: {
     name: 'an IPv6 host with FabricAccess gets its port and no NAT',
     member: { ...h1, ip: 'fd00:20::5' },
     extraSubnets: [{ cidr: 'fd00:20::/64', gateway: 'fd00:20::1' }],
-    problem: { code: 'IPV6_NAT_UNSUPPORTED', host: 'h1', message: /cannot NAT IPv6/ },
+    problem: {
+      code: 'IPV6_NAT_UNSUPPORTED',
+      host: 'h1',
+      message: /has no IPv4 address, and FabricAccess gives IPv4 .*no NAT64/,
+    },
     built: [`lsp/${topologyNames.hostPort('alpha', 'h1')}`],
   },
   {

@@ -83,7 +83,7 @@ export interface DesiredRows {
 
 /**
  * A host (or relay port) the topology cannot build as asked: left out, or built without
- * what it cannot have (a host whose address OVN cannot NAT gets no NAT). One such host
+ * what it cannot have (a host without an IPv4 address gets no NAT). One such host
  * never keeps the rest of its group from being built.
  */
 export interface TopologyProblem {

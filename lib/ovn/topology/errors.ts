@@ -11,7 +11,10 @@ export class InvalidTopologySpec extends HydrazineError {
   }
 }
 
-/** OVN cannot NAT IPv6: FabricAccess/PublicAccess need an IPv4 host address. */
+/**
+ * FabricAccess/PublicAccess need an IPv4 host address: the DPU's NAT IP and public IPs are
+ * IPv4, and a host's IPv6 address is not translated to them (no NAT64).
+ */
 export class Ipv6NatUnsupported extends HydrazineError {
   constructor(
     readonly group: string,
@@ -20,7 +23,7 @@ export class Ipv6NatUnsupported extends HydrazineError {
   ) {
     super(
       'IPV6_NAT_UNSUPPORTED',
-      `group ${group}: host ${host} has no IPv4 address, and OVN cannot NAT IPv6 (${access})`,
+      `group ${group}: host ${host} has no IPv4 address, and ${access} gives IPv4 fabric and public addresses (no NAT64)`,
     )
   }
 }
