@@ -118,12 +118,13 @@ export class ChildWatcher {
   constructor(options: ChildWatcherOptions) {
     this.#options = options
     this.#redis = options.connection()
+    reportOutages(this.#redis, options.onError)
     this.#done = this.#discover()
   }
 
   async stop(): Promise<void> {
     this.#running = false
-    await this.#done
+    await settled(this.#done)
     await Promise.all([...this.#readers.values()].map((reader) => reader.stop()))
     this.#redis.disconnect()
   }
@@ -152,6 +153,44 @@ export class ChildWatcher {
   }
 }
 
+/** How long `stop()` waits for a loop's command in flight. */
+const STOP_WAIT_MS = 1000
+
+/**
+ * Waits for a loop to end, but not for longer than `STOP_WAIT_MS`: while Redis is down,
+ * ioredis keeps a command queued for the next connection and `disconnect()` neither sends
+ * nor rejects it, so a loop waiting on one would keep `stop()` (and the controller's
+ * shutdown) waiting until Redis came back. The abandoned command can do no harm: its
+ * client never reconnects.
+ */
+async function settled(done: Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([
+    done,
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, STOP_WAIT_MS)
+    }),
+  ])
+  clearTimeout(timer)
+}
+
+/**
+ * Hands a connection's errors to `onError`, the first of each outage only (ioredis emits
+ * one per failed reconnect while it retries). Without a listener ioredis prints every one
+ * as an "Unhandled error event".
+ */
+function reportOutages(redis: RedisClient, onError: ((error: unknown) => void) | undefined): void {
+  let down = false
+  redis.on('error', (error: unknown) => {
+    if (down) return
+    down = true
+    onError?.(error)
+  })
+  redis.on('ready', () => {
+    down = false
+  })
+}
+
 /** Reads the event streams of queues whose keys share one slot, with one blocking XREAD. */
 class ShardReader {
   readonly #options: ChildWatcherOptions
@@ -165,6 +204,7 @@ class ShardReader {
     this.#options = options
     this.#redis = redis
     this.#reader = options.connection()
+    reportOutages(this.#reader, options.onError)
     this.#done = this.#loop()
   }
 
@@ -179,7 +219,7 @@ class ShardReader {
   async stop(): Promise<void> {
     this.#running = false
     this.#reader.disconnect()
-    await this.#done
+    await settled(this.#done)
   }
 
   async #loop(): Promise<void> {

@@ -7,6 +7,7 @@ import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import type { ChildRef } from '../../functions/internal/deps.ts'
+import { freePort } from '../../lib/process/ports.ts'
 import { bullChildJobs, ChildWatcher, waiterKeys } from '../../queues/children.ts'
 import { withStack } from '../helpers/stack.ts'
 
@@ -85,3 +86,49 @@ async function until(check: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 30_000
   while (!(await check()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
 }
+
+t.test(
+  'a watcher whose Redis is unreachable reports it once, not as unhandled errors',
+  async (t) => {
+    // Nothing listens here: every connect and reconnect fails.
+    const url = `redis://127.0.0.1:${await freePort('127.0.0.1')}`
+    const printed: string[] = []
+    const consoleError = console.error
+    console.error = (...args: unknown[]) => {
+      printed.push(args.map(String).join(' '))
+    }
+    const connections: Redis[] = []
+    const reported: unknown[] = []
+    let stopMs = Number.POSITIVE_INFINITY
+    try {
+      const watcher = new ChildWatcher({
+        connection: () => {
+          const redis = new Redis(url, { maxRetriesPerRequest: null, retryStrategy: () => 50 })
+          connections.push(redis)
+          return redis
+        },
+        keys: waiterKeys('hzt-unreachable'),
+        queueFor: () => {
+          throw new Error('no queue is needed')
+        },
+        onError: (error) => reported.push(error),
+      })
+      // Many reconnect attempts (every 50 ms) fail meanwhile.
+      await new Promise((r) => setTimeout(r, 1000))
+      const began = Date.now()
+      await watcher.stop()
+      stopMs = Date.now() - began
+    } finally {
+      for (const c of connections) c.disconnect()
+      console.error = consoleError
+    }
+    t.ok(stopMs < 5000, `stop() returned while Redis is still down (${stopMs} ms)`)
+    t.equal(reported.length, 1, 'the outage is reported once')
+    t.match(String(reported[0]), /ECONNREFUSED/)
+    t.same(
+      printed.filter((line) => line.includes('Unhandled error event')),
+      [],
+      'ioredis printed no unhandled error',
+    )
+  },
+)
