@@ -1,14 +1,17 @@
 /**
  * One OVN central per resource group, run by Kubernetes (`HYDRAZINE_OVN_CENTRAL=kubernetes`):
  * the group's first job creates its NetworkPolicy, Services and StatefulSet
- * (infra/k8s/ovn-central.ts) through the Kubernetes API, and the group's deletion deletes
- * them with their volumes, behind `OvnCentralProvider`. Kubernetes restarts a central that
- * crashes and keeps its database on its volume; nothing is held in this process, so every
- * controller replica sees the same centrals.
+ * (infra/k8s/ovn-central.ts) through the Kubernetes API, every job brings its NetworkPolicy
+ * up to the current settings, and the group's deletion deletes them with their volumes
+ * (the policy once the pods are gone), behind `OvnCentralProvider`. Kubernetes restarts a
+ * central that crashes and keeps its database on its volume; nothing is held in this
+ * process, so every controller replica sees the same centrals.
  *
  * Only the calls in `CentralsApi` are made, and `CENTRALS_RBAC_RULES` grants exactly
  * those (infra/k8s/controller.ts builds the Role from it).
  */
+
+import { isDeepStrictEqual } from 'node:util'
 import {
   ApiException,
   AppsV1Api,
@@ -25,6 +28,7 @@ import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/Netw
 import type { IPersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim'
 import type { IService } from 'kubernetes-models/v1/Service'
 import type { KubernetesCentralsConfig } from '../lib/config/kubernetes.ts'
+import { ConfigError } from '../lib/errors.ts'
 import {
   CentralUnavailableError,
   type OvnCentralEndpoints,
@@ -35,6 +39,7 @@ import {
   centralEndpoints,
   centralName,
   centralObjects,
+  centralPodSelector,
   centralSelector,
   quorum,
 } from './k8s/ovn-central.ts'
@@ -58,7 +63,21 @@ export interface CentralsApi {
   ): Promise<IPersistentVolumeClaim[]>
   deletePersistentVolumeClaim(namespace: string, name: string): Promise<void>
   createNetworkPolicy(namespace: string, body: INetworkPolicy): Promise<void>
-  deleteNetworkPolicy(namespace: string, name: string): Promise<void>
+  readNetworkPolicy(namespace: string, name: string): Promise<INetworkPolicy>
+  listNetworkPolicies(namespace: string, labelSelector: string): Promise<INetworkPolicy[]>
+  /**
+   * Replaces the policy with `body`, whose `metadata.resourceVersion` must still be the
+   * stored one (409 when it changed since it was read); answers the policy as stored.
+   */
+  replaceNetworkPolicy(
+    namespace: string,
+    name: string,
+    body: INetworkPolicy,
+  ): Promise<INetworkPolicy>
+  /** With `resourceVersion`: only while the policy is that version (409 when it changed). */
+  deleteNetworkPolicy(namespace: string, name: string, resourceVersion?: string): Promise<void>
+  /** The names of the pods `labelSelector` selects, terminating ones too. */
+  listPods(namespace: string, labelSelector: string): Promise<string[]>
 }
 
 /** What `CentralsApi` needs of RBAC: the controller's Role (infra/k8s/controller.ts). */
@@ -66,14 +85,34 @@ export const CENTRALS_RBAC_RULES = [
   { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['create', 'get', 'list', 'delete'] },
   { apiGroups: [''], resources: ['services'], verbs: ['create', 'delete'] },
   { apiGroups: [''], resources: ['persistentvolumeclaims'], verbs: ['list', 'delete'] },
-  { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['create', 'delete'] },
+  { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+  {
+    apiGroups: ['networking.k8s.io'],
+    resources: ['networkpolicies'],
+    verbs: ['create', 'get', 'list', 'update', 'delete'],
+  },
 ] as const
+
+/**
+ * On a central's NetworkPolicy: its central was released, and the policy stays only until
+ * the pods it protects are gone. Only a policy marked so is ever deleted.
+ */
+export const RELEASED_ANNOTATION = 'hydrazine.io/released-at'
 
 /** What `kubernetesCentrals` needs. */
 export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
   readonly api: CentralsApi
   /** Where created and deleted centrals are reported (default: nowhere). */
   readonly log?: (line: string) => void
+  /**
+   * How long `release` waits for the central's pods to be gone before it deletes their
+   * NetworkPolicy (default 60 s: the pods' 30 s grace period and some), and how often it
+   * looks (default 1 s). Not gone by then, the policy stays, and `groups()` deletes it later.
+   */
+  readonly podsGoneTimeoutMs?: number
+  readonly podsPollMs?: number
+  /** How `release` waits between looks (default: a timer; tests: a stand-in clock). */
+  readonly sleep?: (ms: number) => Promise<void>
 }
 
 /**
@@ -81,34 +120,65 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
  *
  * - `ensure(group)`: reads the group's StatefulSet; absent, creates its NetworkPolicy, its
  *   Services and the StatefulSet, in that order, so that its pods never run without the
- *   policy (an object that exists already, 409, is fine: another replica made it); not
- *   ready, creates its NetworkPolicy and Services again where they are missing.
+ *   policy (an object that exists already, 409, is fine: another replica made it); present,
+ *   brings the policy to what the current settings build (`HYDRAZINE_K8S_CONTROLLER_CIDRS`
+ *   and `_DPU_CIDRS` changed since it was written: replaced; missing: created) and, not
+ *   ready, creates its Services again where they are missing.
  *   Answers its endpoints once a quorum of replicas is ready (one of one, two of three);
  *   until then, or while it is being deleted, throws a retryable CentralUnavailableError.
  *   A StatefulSet of that name that is not this group's is refused, not retried.
- * - `release(group)`: deletes the StatefulSet, the Services, the volumes and, last, the
- *   NetworkPolicy (404: gone already). Idempotent.
+ * - `release(group)`: marks the NetworkPolicy released, deletes the StatefulSet, the
+ *   Services and the volumes (404: gone already), waits (bounded) for the pods to be gone
+ *   and only then deletes the policy. Pods still stopping when the wait ends keep it.
+ *   Idempotent.
  * - `list()` / `groups()`: the ready centrals / every central not being deleted, found by
- *   their labels.
+ *   their labels. `groups()`, which reconcile asks on every run, also finishes releases: it
+ *   deletes each released policy that no pod needs any more.
  *
  * @example
  * const centrals = kubernetesCentrals({ api: kubernetesCentralsApi(kc), ...config.kubernetes })
  * const { nb, sb } = await centrals.ensure('tenant-a') // tcp:ovn-tenant-a-….hydrazine.svc.cluster.local:6641
  */
-export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentralProvider {
+export function kubernetesCentrals({
+  podsGoneTimeoutMs = 60_000,
+  podsPollMs = 1_000,
+  sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
+  ...options
+}: KubernetesCentralsOptions): OvnCentralProvider {
+  if (!(Number.isFinite(podsGoneTimeoutMs) && podsGoneTimeoutMs >= 0))
+    throw new ConfigError(`podsGoneTimeoutMs must be a number of ms >= 0, not ${podsGoneTimeoutMs}`)
+  if (!(Number.isFinite(podsPollMs) && podsPollMs > 0))
+    throw new ConfigError(`podsPollMs must be a positive number of ms, not ${podsPollMs}`)
   const { api, namespace } = options
   const log = options.log ?? (() => {})
   const need = quorum(options.replicas)
 
+  /** The stored policy, or undefined when there is none (404). */
+  const readPolicy = (name: string) => absentOn404(() => api.readNetworkPolicy(namespace, name))
+
   /**
-   * The group's NetworkPolicy and Services, unless they exist: the policy keeps the pods
-   * closed to all but the controller and the DPUs; pods resolve each other through the
-   * Services.
+   * The group's NetworkPolicy as the current settings build it: created when missing,
+   * replaced when it differs (or is marked released: the group is back).
    */
-  const createPolicyAndServices = async (group: string) => {
-    const { networkPolicy, services } = centralObjects(group, options)
-    await ignore(409, api.createNetworkPolicy(namespace, networkPolicy))
-    for (const service of services) await ignore(409, api.createService(namespace, service))
+  const applyPolicy = async (group: string) => {
+    const desired = centralObjects(group, options).networkPolicy.toJSON() as INetworkPolicy
+    const name = centralName(group)
+    const stored = await readPolicy(name)
+    if (!stored) {
+      await ignore(409, api.createNetworkPolicy(namespace, desired))
+      return
+    }
+    const update = policyUpdate(stored, desired)
+    // 409: another replica wrote it since it was read; the next ensure reads it again.
+    if (update && (await ignore(409, api.replaceNetworkPolicy(namespace, name, update)))) {
+      log(`central of group ${group}: NetworkPolicy ${name} updated to the current settings`)
+    }
+  }
+
+  /** The Services (pods resolve each other through them), unless they exist. */
+  const createServices = async (group: string) => {
+    for (const service of centralObjects(group, options).services)
+      await ignore(409, api.createService(namespace, service))
   }
 
   const create = async (group: string) => {
@@ -116,16 +186,78 @@ export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentr
     if (volumes.some((pvc) => pvc.metadata?.deletionTimestamp !== undefined)) {
       throw unavailable(group, 'the volumes of its previous central are being deleted')
     }
-    await createPolicyAndServices(group)
+    await applyPolicy(group)
+    await createServices(group)
     const { statefulSet } = centralObjects(group, options)
     const created = await ignore(409, api.createStatefulSet(namespace, statefulSet))
     if (created) log(`central of group ${group}: created StatefulSet ${centralName(group)}`)
+  }
+
+  /**
+   * Marks the group's policy released (a policy marked already stays as it is); answers it
+   * as stored, or undefined when there is none.
+   */
+  const markReleased = async (name: string): Promise<INetworkPolicy | undefined> => {
+    const stored = await readPolicy(name)
+    if (!stored || released(stored)) return stored
+    const annotations = {
+      ...stored.metadata?.annotations,
+      [RELEASED_ANNOTATION]: new Date().toISOString(),
+    }
+    return api.replaceNetworkPolicy(namespace, name, {
+      ...stored,
+      metadata: { ...stored.metadata, annotations },
+    })
+  }
+
+  /** Whether the group's pods are gone, looking until `podsGoneTimeoutMs` has passed. */
+  const podsGone = async (group: string): Promise<boolean> => {
+    for (let waited = 0; ; waited += podsPollMs) {
+      if ((await api.listPods(namespace, centralPodSelector(group))).length === 0) return true
+      if (waited >= podsGoneTimeoutMs) return false
+      await sleep(podsPollMs)
+    }
+  }
+
+  /**
+   * Deletes a released policy, unless it changed since it was marked (409: the group's
+   * central was created again and the policy is its own) or is gone (404).
+   */
+  const deleteReleased = async (policy: INetworkPolicy): Promise<boolean> => {
+    const name = policy.metadata?.name ?? ''
+    const version = policy.metadata?.resourceVersion
+    try {
+      await api.deleteNetworkPolicy(namespace, name, version)
+      return true
+    } catch (error) {
+      if (statusOf(error) === 404 || statusOf(error) === 409) return false
+      throw error
+    }
+  }
+
+  /**
+   * Deletes the released policies no pod needs any more: their central's pods are gone
+   * and no StatefulSet of theirs is running.
+   */
+  const finishReleases = async (running: readonly IStatefulSet[]) => {
+    const live = new Set(running.map((s) => s.metadata?.name))
+    for (const policy of await api.listNetworkPolicies(namespace, centralSelector())) {
+      const group = policy.metadata?.labels?.[GROUP_LABEL]
+      const name = policy.metadata?.name
+      if (group === undefined || name !== centralName(group)) continue
+      if (!released(policy) || live.has(name)) continue
+      if ((await api.listPods(namespace, centralPodSelector(group))).length > 0) continue
+      if (await deleteReleased(policy)) {
+        log(`central of group ${group}: its pods are gone; deleted NetworkPolicy ${name}`)
+      }
+    }
   }
 
   return {
     async ensure(group) {
       const name = centralName(group)
       let statefulSet = await call(group, () => read(api, namespace, name))
+      const existed = statefulSet !== undefined
       if (!statefulSet) {
         await call(group, () => create(group))
         statefulSet = await call(group, () => read(api, namespace, name))
@@ -143,10 +275,12 @@ export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentr
       if (statefulSet.metadata?.deletionTimestamp !== undefined) {
         throw unavailable(group, `StatefulSet ${name} is being deleted`)
       }
+      // Created just now: its policy is the current one already.
+      if (existed) await call(group, () => applyPolicy(group))
       const ready = statefulSet.status?.readyReplicas ?? 0
       if (ready < need) {
-        // Not ready: a Service deleted by hand would keep it so; put it back, and the policy.
-        await call(group, () => createPolicyAndServices(group))
+        // Not ready: a Service deleted by hand would keep it so; put it back.
+        await call(group, () => createServices(group))
         throw unavailable(
           group,
           `StatefulSet ${name}: ${ready} of ${options.replicas} replicas ready, ${need} needed`,
@@ -157,7 +291,9 @@ export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentr
 
     async release(group) {
       const name = centralName(group)
-      await call(group, async () => {
+      const policyGone = await call(group, async () => {
+        // Marked first: whatever fails next, groups() knows the policy outlives its central.
+        const policy = await markReleased(name)
         await ignore(404, api.deleteStatefulSet(namespace, name))
         for (const service of [name, `${name}-peers`])
           await ignore(404, api.deleteService(namespace, service))
@@ -166,10 +302,17 @@ export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentr
           const pvcName = pvc.metadata?.name
           if (pvcName) await ignore(404, api.deletePersistentVolumeClaim(namespace, pvcName))
         }
-        // Last, once its pods are being stopped: no other object of it outlives the policy.
-        await ignore(404, api.deleteNetworkPolicy(namespace, name))
+        // Last, once its pods are gone: a terminating pod still serves its NB.
+        if (!policy) return true
+        if (!(await podsGone(group))) return false
+        await deleteReleased(policy)
+        return true
       })
-      log(`central of group ${group} released`)
+      log(
+        policyGone
+          ? `central of group ${group} released`
+          : `central of group ${group} released; its pods are still stopping, so NetworkPolicy ${name} stays until they are gone (reconcile deletes it then)`,
+      )
     },
 
     async list() {
@@ -182,6 +325,9 @@ export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentr
 
     async groups() {
       const found = await live(api, namespace)
+      await finishReleases(found).catch((error: unknown) => {
+        log(`centrals: finishing released centrals' NetworkPolicies failed: ${String(error)}`)
+      })
       return found
         .map((s) => s.metadata?.labels?.[GROUP_LABEL])
         .filter((g): g is string => g !== undefined)
@@ -189,6 +335,44 @@ export function kubernetesCentrals(options: KubernetesCentralsOptions): OvnCentr
     },
   }
 }
+
+/**
+ * The policy to write so that the stored one is what `desired` says, or undefined when it
+ * is already: its spec and labels as built (labels someone added stay), without the
+ * released mark. The write names the stored resourceVersion, so it fails (409) rather
+ * than undo a change made since the read.
+ *
+ * @example
+ * policyUpdate(stored, desired) // undefined: in sync; else desired's spec on stored's metadata
+ */
+export function policyUpdate(
+  stored: INetworkPolicy,
+  desired: INetworkPolicy,
+): INetworkPolicy | undefined {
+  const labels = { ...stored.metadata?.labels, ...desired.metadata?.labels }
+  const same =
+    isDeepStrictEqual(plain(stored.spec), plain(desired.spec)) &&
+    isDeepStrictEqual(plain(stored.metadata?.labels ?? {}), plain(labels)) &&
+    !released(stored)
+  if (same) return undefined
+  const { annotations: storedAnnotations, ...metadata } = stored.metadata ?? {}
+  const { [RELEASED_ANNOTATION]: _mark, ...annotations } = storedAnnotations ?? {}
+  return {
+    ...desired,
+    metadata: {
+      ...metadata,
+      labels,
+      ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+    },
+  }
+}
+
+const released = (policy: INetworkPolicy) =>
+  policy.metadata?.annotations?.[RELEASED_ANNOTATION] !== undefined
+
+/** As JSON carries it: fields set to undefined are no fields. */
+const plain = (value: unknown): unknown =>
+  value === undefined ? undefined : JSON.parse(JSON.stringify(value))
 
 /** The StatefulSets of centrals that are not being deleted. */
 async function live(api: CentralsApi, namespace: string): Promise<IStatefulSet[]> {
@@ -207,13 +391,14 @@ function endpointsOf(
 }
 
 /** The StatefulSet, or undefined when there is none (404). */
-async function read(
-  api: CentralsApi,
-  namespace: string,
-  name: string,
-): Promise<IStatefulSet | undefined> {
+function read(api: CentralsApi, namespace: string, name: string) {
+  return absentOn404(() => api.readStatefulSet(namespace, name))
+}
+
+/** What `get` answers, or undefined when the object is not there (404). */
+async function absentOn404<T>(get: () => Promise<T>): Promise<T | undefined> {
   try {
-    return await api.readStatefulSet(namespace, name)
+    return await get()
   } catch (error) {
     if (statusOf(error) === 404) return undefined
     throw error
@@ -221,7 +406,7 @@ async function read(
 }
 
 /** Awaits `call`; true when it succeeded, false when it failed with `status`. */
-async function ignore(status: number, call: Promise<void>): Promise<boolean> {
+async function ignore(status: number, call: Promise<unknown>): Promise<boolean> {
   try {
     await call
     return true
@@ -325,8 +510,32 @@ export function kubernetesCentralsApi(kc: KubeConfig): CentralsApi {
         body: fromJson<V1NetworkPolicy>(body, 'V1NetworkPolicy'),
       })
     },
-    async deleteNetworkPolicy(namespace, name) {
-      await networking.deleteNamespacedNetworkPolicy({ namespace, name })
+    async readNetworkPolicy(namespace, name) {
+      const found = await networking.readNamespacedNetworkPolicy({ namespace, name })
+      return toJson<INetworkPolicy>(found, 'V1NetworkPolicy')
+    },
+    async listNetworkPolicies(namespace, labelSelector) {
+      const list = await networking.listNamespacedNetworkPolicy({ namespace, labelSelector })
+      return list.items.map((p) => toJson<INetworkPolicy>(p, 'V1NetworkPolicy'))
+    },
+    async replaceNetworkPolicy(namespace, name, body) {
+      const stored = await networking.replaceNamespacedNetworkPolicy({
+        namespace,
+        name,
+        body: fromJson<V1NetworkPolicy>(body, 'V1NetworkPolicy'),
+      })
+      return toJson<INetworkPolicy>(stored, 'V1NetworkPolicy')
+    },
+    async deleteNetworkPolicy(namespace, name, resourceVersion) {
+      await networking.deleteNamespacedNetworkPolicy({
+        namespace,
+        name,
+        ...(resourceVersion === undefined ? {} : { body: { preconditions: { resourceVersion } } }),
+      })
+    },
+    async listPods(namespace, labelSelector) {
+      const list = await core.listNamespacedPod({ namespace, labelSelector })
+      return list.items.map((pod) => pod.metadata?.name ?? '')
     },
   }
 }

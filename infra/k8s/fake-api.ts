@@ -3,9 +3,11 @@
  * server can run where the tests run. It behaves as the API does for what the provider
  * calls: it refuses what RBAC does not grant (403), objects that do not match their schema
  * or whose names Kubernetes would refuse (422), a name that exists (409) and a missing one
- * (404); a StatefulSet makes its PersistentVolumeClaims as the StatefulSet controller
- * does; deletions are Foreground (the object stays, being deleted, until `settle()`, as
- * while its pods terminate). Readiness is the test's to set (`setReady`).
+ * (404), a replace or a conditional delete whose resourceVersion is not the stored one
+ * (409); a StatefulSet makes its pods and PersistentVolumeClaims as the
+ * StatefulSet controller does; deletions are Foreground (a StatefulSet's pods terminate,
+ * and everything being deleted stays until `settle()`). Readiness is the test's to set
+ * (`setReady`).
  */
 import { ApiException } from '@kubernetes/client-node'
 import { type IStatefulSet, StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
@@ -23,13 +25,16 @@ export interface Rule {
   readonly verbs: readonly string[]
 }
 
-type Resource = 'statefulsets' | 'services' | 'persistentvolumeclaims' | 'networkpolicies'
+type Resource = 'statefulsets' | 'services' | 'persistentvolumeclaims' | 'networkpolicies' | 'pods'
 interface Stored {
   metadata?: {
     name?: string
     labels?: Record<string, string>
+    annotations?: Record<string, string>
     deletionTimestamp?: string
     uid?: string
+    resourceVersion?: string
+    ownerReferences?: { kind: string; name: string }[]
   }
   spec?: unknown
   status?: object
@@ -40,6 +45,7 @@ const API_GROUP: Record<Resource, string> = {
   services: '',
   persistentvolumeclaims: '',
   networkpolicies: 'networking.k8s.io',
+  pods: '',
 }
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/
@@ -50,12 +56,14 @@ export class FakeKubernetes implements CentralsApi {
     services: new Map(),
     persistentvolumeclaims: new Map(),
     networkpolicies: new Map(),
+    pods: new Map(),
   }
   /** Every (resource, verb) called, as `resource/verb`. */
   readonly used = new Set<string>()
   /** The next call fails with this HTTP status (once). */
   failNext: number | undefined
   private uid = 0
+  private version = 0
 
   constructor(private readonly rules?: readonly Rule[]) {}
 
@@ -68,6 +76,15 @@ export class FakeKubernetes implements CentralsApi {
     for (const value of Object.values(body.metadata?.labels ?? {})) checkLabel(value)
     const stored = this.store('statefulsets', namespace, body)
     stored.status = { replicas: body.spec?.replicas ?? 1, readyReplicas: 0 }
+    for (let i = 0; i < (body.spec?.replicas ?? 1); i++) {
+      this.store('pods', namespace, {
+        metadata: {
+          name: `${name}-${i}`,
+          labels: { ...body.spec?.template.metadata?.labels },
+          ownerReferences: [{ kind: 'StatefulSet', name }],
+        },
+      })
+    }
     for (const template of body.spec?.volumeClaimTemplates ?? []) {
       for (let i = 0; i < (body.spec?.replicas ?? 1); i++) {
         const claim = `${template.metadata?.name}-${name}-${i}`
@@ -95,6 +112,13 @@ export class FakeKubernetes implements CentralsApi {
   async deleteStatefulSet(namespace: string, name: string): Promise<void> {
     this.authorize('statefulsets', 'delete')
     this.markDeleted('statefulsets', namespace, name)
+    for (const [key, pod] of this.objects.pods) {
+      const owned = pod.metadata?.ownerReferences?.some(
+        (o) => o.kind === 'StatefulSet' && o.name === name,
+      )
+      if (owned && key.startsWith(`${namespace}/`))
+        this.markDeleted('pods', namespace, pod.metadata?.name ?? '')
+    }
   }
 
   async createService(namespace: string, body: IService): Promise<void> {
@@ -132,10 +156,52 @@ export class FakeKubernetes implements CentralsApi {
     this.store('networkpolicies', namespace, body)
   }
 
-  async deleteNetworkPolicy(namespace: string, name: string): Promise<void> {
+  async readNetworkPolicy(namespace: string, name: string): Promise<INetworkPolicy> {
+    this.authorize('networkpolicies', 'get')
+    return copy(this.find('networkpolicies', namespace, name)) as INetworkPolicy
+  }
+
+  async listNetworkPolicies(namespace: string, labelSelector: string): Promise<INetworkPolicy[]> {
+    this.authorize('networkpolicies', 'list')
+    return this.select('networkpolicies', namespace, labelSelector) as INetworkPolicy[]
+  }
+
+  async replaceNetworkPolicy(
+    namespace: string,
+    name: string,
+    body: INetworkPolicy,
+  ): Promise<INetworkPolicy> {
+    this.authorize('networkpolicies', 'update')
+    check(() => new NetworkPolicy(body).validate())
+    if (body.metadata?.name !== name) throw new ApiException(400, `name is not ${name}`, {}, {})
+    const found = this.find('networkpolicies', namespace, name)
+    this.checkVersion(found, body.metadata?.resourceVersion)
+    const stored = copy(body) as Stored
+    stored.metadata = {
+      ...stored.metadata,
+      uid: found.metadata?.uid ?? '',
+      resourceVersion: `${++this.version}`,
+    }
+    this.objects.networkpolicies.set(`${namespace}/${name}`, stored)
+    return copy(stored) as INetworkPolicy
+  }
+
+  async deleteNetworkPolicy(
+    namespace: string,
+    name: string,
+    resourceVersion?: string,
+  ): Promise<void> {
     this.authorize('networkpolicies', 'delete')
-    this.find('networkpolicies', namespace, name)
+    const found = this.find('networkpolicies', namespace, name)
+    if (resourceVersion !== undefined) this.checkVersion(found, resourceVersion)
     this.objects.networkpolicies.delete(`${namespace}/${name}`)
+  }
+
+  async listPods(namespace: string, labelSelector: string): Promise<string[]> {
+    this.authorize('pods', 'list')
+    return (this.select('pods', namespace, labelSelector) as Stored[]).map(
+      (pod) => pod.metadata?.name ?? '',
+    )
   }
 
   /** Sets a StatefulSet's ready replicas, as its pods' readiness probes would. */
@@ -152,11 +218,18 @@ export class FakeKubernetes implements CentralsApi {
     }
   }
 
-  /** Every object, by resource and name, with its uid: equal snapshots, nothing recreated. */
+  /**
+   * Every object, by resource and name, with its uid and resourceVersion: equal snapshots,
+   * nothing recreated or written.
+   */
   snapshot(): string {
     const entries = Object.entries(this.objects).map(([resource, map]) => [
       resource,
-      [...map].map(([key, object]) => [key, object.metadata?.uid]),
+      [...map].map(([key, object]) => [
+        key,
+        object.metadata?.uid,
+        object.metadata?.resourceVersion,
+      ]),
     ])
     return JSON.stringify(entries)
   }
@@ -194,7 +267,11 @@ export class FakeKubernetes implements CentralsApi {
     const key = `${namespace}/${this.nameOf(body)}`
     if (this.objects[resource].has(key)) throw new ApiException(409, `${key} exists`, {}, {})
     const stored = copy(body)
-    stored.metadata = { ...(stored.metadata ?? {}), uid: `uid-${++this.uid}` }
+    stored.metadata = {
+      ...(stored.metadata ?? {}),
+      uid: `uid-${++this.uid}`,
+      resourceVersion: `${++this.version}`,
+    }
     this.objects[resource].set(key, stored)
     return stored
   }
@@ -203,6 +280,14 @@ export class FakeKubernetes implements CentralsApi {
     const found = this.objects[resource].get(`${namespace}/${name}`)
     if (!found) throw new ApiException(404, `${resource} ${name} not found`, {}, {})
     return found
+  }
+
+  /** A write whose resourceVersion is not the stored one is refused (409). */
+  private checkVersion(found: Stored, resourceVersion: string | undefined): void {
+    if (resourceVersion !== found.metadata?.resourceVersion) {
+      const name = found.metadata?.name
+      throw new ApiException(409, `${name}: resourceVersion ${resourceVersion} is stale`, {}, {})
+    }
   }
 
   private markDeleted(resource: Resource, namespace: string, name: string): void {

@@ -10,13 +10,13 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import IPCIDR from 'ip-cidr'
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import t, { type Test } from 'tap'
 import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { freePort } from '../../lib/process/ports.ts'
+import { admits, type Source } from './fake-network-plugin.ts'
 import { CENTRAL_PORTS, centralObjects } from './ovn-central.ts'
 
 const base: KubernetesCentralsConfig = {
@@ -26,28 +26,6 @@ const base: KubernetesCentralsConfig = {
   storage: '1Gi',
   clusterDomain: 'cluster.local',
   controllerCidrs: ['10.0.0.0/24', 'fd00:10::/64'],
-}
-
-/** Where a connection comes from: an address, or one of this central's own pods. */
-type Source = { ip: string } | 'central pod'
-
-/** Whether the policy lets `source` connect to `port` of the central's pods. */
-function admits(policy: INetworkPolicy, source: Source, port: number): boolean {
-  const podLabels = policy.spec?.podSelector.matchLabels ?? {}
-  return (policy.spec?.ingress ?? []).some((rule) => {
-    if (rule.ports && !rule.ports.some((p) => p.port === port && p.protocol === 'TCP')) return false
-    if (rule.from === undefined) return true
-    return rule.from.some((peer) => {
-      if (source === 'central pod') {
-        const wanted = peer.podSelector?.matchLabels
-        return wanted !== undefined && Object.entries(wanted).every(([k, v]) => podLabels[k] === v)
-      }
-      const cidr = peer.ipBlock?.cidr
-      if (cidr === undefined) return false
-      const sameFamily = cidr.includes(':') === source.ip.includes(':')
-      return sameFamily && new IPCIDR(cidr).contains(source.ip)
-    })
-  })
 }
 
 t.test('the NetworkPolicy: a valid object that selects the central pods', async (t) => {

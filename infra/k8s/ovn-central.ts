@@ -10,9 +10,10 @@
  * - `<name>-peers` (headless, the StatefulSet's governing Service, not-ready pods too):
  *   stable pod names for raft (NB 6643, SB 6644) when there are three replicas;
  *
- * and a NetworkPolicy `<name>` (created first, so that no pod of the central ever runs
- * open), because the NB and the controller's SB port are plaintext with full write access
- * to the tenant's topology. The pods take connections only:
+ * and a NetworkPolicy `<name>` (created first and deleted once the pods are gone, so that
+ * no pod of the central ever runs open), because the NB and the controller's SB port are
+ * plaintext with full write access to the tenant's topology. The pods take connections
+ * only:
  *
  * - on raft's ports, from the same central's pods;
  * - on the NB (and the controller's SB: 6645 beside a TLS SB, else 6642), from the
@@ -60,6 +61,23 @@ export function centralSelector(group?: string): string {
     ...MANAGED_BY,
     ...(group === undefined ? {} : { [GROUP_LABEL]: group }),
   }
+  return labelSelector(labels)
+}
+
+/**
+ * The labels of a group's central's pods that its StatefulSet, its Services and its
+ * NetworkPolicy select them by.
+ */
+export function centralPodLabels(group: string): Record<string, string> {
+  return { 'app.kubernetes.io/instance': centralName(group), ...MANAGED_BY }
+}
+
+/** The label selector of a group's central's pods: the pods its NetworkPolicy protects. */
+export function centralPodSelector(group: string): string {
+  return labelSelector(centralPodLabels(group))
+}
+
+function labelSelector(labels: Record<string, string>): string {
   return Object.entries(labels)
     .map(([k, v]) => `${k}=${v}`)
     .join(',')
@@ -113,7 +131,7 @@ export function centralObjects(
   const name = centralName(group)
   const peers = `${name}-peers`
   const labels = { ...CENTRAL_LABELS, [GROUP_LABEL]: group, 'app.kubernetes.io/instance': name }
-  const selector = { 'app.kubernetes.io/instance': name, ...MANAGED_BY }
+  const selector = centralPodLabels(group)
   const metadata = (objectName: string) => ({
     name: objectName,
     namespace: settings.namespace,
