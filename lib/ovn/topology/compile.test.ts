@@ -411,6 +411,24 @@ t.test(
       InvalidTopologySpec,
       'a host listed twice is refused with a memo too',
     )
+    // Only what changed is checked for duplicate rows after the first compile: a new host
+    // whose port is an existing host's is still refused, and the memo is left as it was.
+    const clash = { ...host(5), logicalPort: topologyNames.hostPort('alpha', 'h1') }
+    t.throws(
+      () => compileGroupTopology({ ...three, members: [...three.members, clash] }, memo),
+      { name: 'InvalidTopologySpec', message: /duplicate Logical_Switch_Port/ },
+      "a new host's row that an unchanged host has is refused with a memo",
+    )
+    t.same(compileGroupTopology(three, memo), second, 'a refused compile leaves the memo as it was')
+    // A host leaves, and another takes its port name: the old row's id is free again.
+    const moved = { ...host(6), logicalPort: topologyNames.hostPort('alpha', 'h3') }
+    const swapped = { ...base, members: [host(1), host(2, 'dpu-2'), moved] }
+    t.same(
+      compileGroupTopology(swapped, memo),
+      compileGroupTopology(swapped),
+      "a row id a removed host had may be another host's",
+    )
+    t.same(compileGroupTopology(three, memo), second, 'and back')
     memo.forget('alpha')
     t.same(compileGroupTopology(three, memo), second, 'forgetting only costs a rebuild')
   },

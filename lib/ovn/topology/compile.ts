@@ -146,33 +146,46 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
     spec.dns ?? null,
   ])
   const previous = memo?.previous(g, head)
-  const memberSigs = Array.isArray(spec.members) ? spec.members.map(memberSignature) : []
-  validate(spec, memberSigs, previous)
+  const memberKeys = Array.isArray(spec.members)
+    ? spec.members.map((m) => `m${memberSignature(m)}`)
+    : []
+  validate(spec, memberKeys, previous?.fragments)
   const fragments = new Map<string, Fragment>()
-  const fragment = (signature: string, build: (draft: Draft) => void): Fragment => {
-    let found = fragments.get(signature) ?? previous?.get(signature)
+  /** Fragments built by this compile (not the memo's). */
+  const built: Fragment[] = []
+  const fragment = (
+    key: string,
+    build: (draft: Draft) => void,
+    inputs?: readonly unknown[],
+  ): Fragment => {
+    let found = fragments.get(key)
+    if (!found) {
+      const before = previous?.fragments.get(key)
+      if (before && sameInputs(before.inputs, inputs)) found = before
+    }
     if (!found) {
       const draft: Draft = { rows: [], problems: [], omitted: false }
       build(draft)
-      found = { ...draft, ids: draft.rows.map(rowId) }
+      found = { ...draft, ids: draft.rows.map(rowId), ...(inputs ? { inputs } : {}) }
+      built.push(found)
     }
-    fragments.set(signature, found)
+    fragments.set(key, found)
     return found
   }
 
   const c = groupParts(spec)
   const rows: DesiredRow[] = [...fragment('head', ({ rows }) => c.headRows(rows)).rows]
-  const placed: { member: GroupMember; sig: string }[] = []
+  const placed: { member: GroupMember; built: Fragment }[] = []
   const dnsClashes = spec.dns ? dnsNameClashes(spec.members) : new Map<string, string[]>()
   for (const [i, m] of spec.members.entries()) {
-    const sig = memberSigs[i] ?? ''
-    if (fragments.has(`m${sig}`)) throw new InvalidTopologySpec(g, `duplicate member ${m.hostName}`)
-    const built = fragment(`m${sig}`, (draft) => c.memberRows(draft, m))
-    rows.push(...built.rows)
-    if (built.omitted) continue
-    placed.push({ member: m, sig })
+    const key = memberKeys[i] ?? ''
+    if (fragments.has(key)) throw new InvalidTopologySpec(g, `duplicate member ${m.hostName}`)
+    const own = fragment(key, (draft) => c.memberRows(draft, m))
+    rows.push(...own.rows)
+    if (own.omitted) continue
+    placed.push({ member: m, built: own })
     if (spec.dns && !dnsClashes.has(dnsNameOf(m))) {
-      rows.push(...fragment(`n${sig}`, (draft) => c.dnsRows(draft, m)).rows)
+      rows.push(...fragment(`n${key.slice(1)}`, (draft) => c.dnsRows(draft, m)).rows)
     }
   }
   const relays: Draft = { rows: [], problems: [], omitted: false }
@@ -185,34 +198,32 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
   )
   rows.push(...policies.rows)
 
-  // Per DPU: transit switch, gateway router, public switch, NAT.
-  const byDpu = new Map<string, { members: GroupMember[]; sigs: string[] }>()
-  for (const { member, sig } of placed) {
-    const entry = byDpu.get(member.dpu.id) ?? { members: [], sigs: [] }
+  // Per DPU: transit switch, gateway router, public switch, NAT. A DPU's rows are the
+  // same while its slot and its hosts' own fragments are (the same objects).
+  const byDpu = new Map<string, { members: GroupMember[]; parts: Fragment[] }>()
+  for (const { member, built: own } of placed) {
+    const entry = byDpu.get(member.dpu.id) ?? { members: [], parts: [] }
     entry.members.push(member)
-    entry.sigs.push(sig)
+    entry.parts.push(own)
     byDpu.set(member.dpu.id, entry)
   }
   const slots = linkLocalSlots([...byDpu.keys()])
-  for (const [dpu, { members, sigs }] of [...byDpu].sort(([a], [b]) =>
+  for (const [dpu, { members, parts }] of [...byDpu].sort(([a], [b]) =>
     a < b ? -1 : a > b ? 1 : 0,
   )) {
     const slot = slots.get(dpu) ?? 0
-    const built = fragment(`d${JSON.stringify(dpu)}/${slot}/${sigs.join(',')}`, (draft) =>
-      c.dpuRows(draft, dpu, slot, members),
+    const own = fragment(
+      `d${JSON.stringify(dpu)}`,
+      (draft) => c.dpuRows(draft, dpu, slot, members),
+      [slot, ...parts],
     )
-    rows.push(...built.rows)
+    rows.push(...own.rows)
   }
-  const seen = new Set<string>()
-  const unmemoised = [...relays.rows, ...policies.rows].map(rowId)
-  for (const ids of [...[...fragments.values()].map((f) => f.ids), unmemoised]) {
-    for (const id of ids) {
-      if (seen.has(id)) throw new InvalidTopologySpec(g, `duplicate ${id.replace('/', ' ')}`)
-      seen.add(id)
-    }
-  }
-  memo?.remember(g, head, fragments)
-  const problems = [...[...fragments.values()].flatMap((f) => f.problems), ...relays.problems]
+  const ids = uniqueIds(g, previous, fragments, built, [...relays.rows, ...policies.rows])
+  memo?.remember(g, head, fragments, ids)
+  const problems: TopologyProblem[] = []
+  for (const f of fragments.values()) if (f.problems.length > 0) problems.push(...f.problems)
+  problems.push(...relays.problems)
   for (const [name, hosts] of dnsClashes) {
     for (const host of hosts) {
       const others = hosts.filter((h) => h !== host)
@@ -253,6 +264,75 @@ interface Fragment {
   readonly problems: readonly TopologyProblem[]
   /** A host left out of the topology (nothing of it is built). */
   readonly omitted: boolean
+  /**
+   * What a DPU's rows were built from besides its key: its slot and its hosts' fragments
+   * (compared by identity); absent for parts whose key says it all.
+   */
+  readonly inputs?: readonly unknown[]
+}
+
+/** Whether two fragments' `inputs` are the same values (objects: the same objects). */
+function sameInputs(a: readonly unknown[] | undefined, b: readonly unknown[] | undefined): boolean {
+  if (a === b) return true
+  if (a === undefined || b === undefined || a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+/**
+ * Every row id of this compile, checked unique: `fragments` (the parts in use, `built`
+ * those made by this compile) and the `loose` rows no memo holds. After a compile of the
+ * same group, only what changed is checked: the ids of parts no longer used leave the
+ * last compile's set, and the new parts' and loose ids must not be in what remains.
+ *
+ * @throws InvalidTopologySpec naming a duplicate row
+ */
+function uniqueIds(
+  group: string,
+  previous: MemoEntry | undefined,
+  fragments: ReadonlyMap<string, Fragment>,
+  built: readonly Fragment[],
+  loose: readonly DesiredRow[],
+): Set<string> {
+  const duplicate = (id: string) =>
+    new InvalidTopologySpec(group, `duplicate ${id.replace('/', ' ')}`)
+  if (!previous) {
+    const seen = new Set<string>()
+    for (const f of fragments.values()) {
+      for (const id of f.ids) {
+        if (seen.has(id)) throw duplicate(id)
+        seen.add(id)
+      }
+    }
+    const looseSeen = new Set<string>()
+    for (const id of loose.map(rowId)) {
+      if (seen.has(id) || looseSeen.has(id)) throw duplicate(id)
+      looseSeen.add(id)
+    }
+    return seen
+  }
+  // The last compile's ids less those of its parts this one no longer uses.
+  const dropped = new Set<string>()
+  for (const [key, f] of previous.fragments) {
+    if (fragments.get(key) !== f) for (const id of f.ids) dropped.add(id)
+  }
+  const kept = (id: string) => previous.ids.has(id) && !dropped.has(id)
+  const added = new Set<string>()
+  for (const f of built) {
+    for (const id of f.ids) {
+      if (kept(id) || added.has(id)) throw duplicate(id)
+      added.add(id)
+    }
+  }
+  const looseSeen = new Set<string>()
+  for (const id of loose.map(rowId)) {
+    if (kept(id) || added.has(id) || looseSeen.has(id)) throw duplicate(id)
+    looseSeen.add(id)
+  }
+  // The memo's set becomes this compile's (the caller remembers it with the fragments).
+  for (const id of dropped) if (!added.has(id)) previous.ids.delete(id)
+  for (const id of added) previous.ids.add(id)
+  return previous.ids
 }
 
 /**
@@ -266,22 +346,29 @@ interface Fragment {
  * compileGroupTopology(specWithOneMoreHost, memo) // that host's and its DPU's rows built
  */
 export class CompileMemo {
-  readonly #groups = new Map<string, { head: string; fragments: Map<string, Fragment> }>()
+  readonly #groups = new Map<string, MemoEntry>()
 
   /** @internal The group's parts from its last compile, when its network is unchanged. */
-  previous(group: string, head: string): ReadonlyMap<string, Fragment> | undefined {
+  previous(group: string, head: string): MemoEntry | undefined {
     const entry = this.#groups.get(group)
-    return entry?.head === head ? entry.fragments : undefined
+    return entry?.head === head ? entry : undefined
   }
 
   /** @internal */
-  remember(group: string, head: string, fragments: Map<string, Fragment>): void {
-    this.#groups.set(group, { head, fragments })
+  remember(group: string, head: string, fragments: Map<string, Fragment>, ids: Set<string>): void {
+    this.#groups.set(group, { head, fragments, ids })
   }
 
   forget(group: string): void {
     this.#groups.delete(group)
   }
+}
+
+/** A group's last compile: its head, its parts by key, and every id of those parts. */
+interface MemoEntry {
+  readonly head: string
+  readonly fragments: ReadonlyMap<string, Fragment>
+  readonly ids: Set<string>
 }
 
 /** `<table>/<key>`: a desired row's identity in its group. */
@@ -311,14 +398,14 @@ function memberSignature(m: GroupMember): string {
  */
 function validate(
   spec: GroupTopologySpec,
-  memberSigs: readonly string[],
+  memberKeys: readonly string[],
   previous: ReadonlyMap<string, Fragment> | undefined,
 ): void {
   const known =
     previous !== undefined &&
     Array.isArray(spec.members) &&
     v.is(GroupTopologySpecSchema, { ...spec, members: [] }) &&
-    spec.members.every((m, i) => previous.has(`m${memberSigs[i]}`) || v.is(GroupMemberSchema, m))
+    spec.members.every((m, i) => previous.has(memberKeys[i] ?? '') || v.is(GroupMemberSchema, m))
   if (known) return
   const parsed = v.safeParse(GroupTopologySpecSchema, spec)
   if (parsed.success) return

@@ -64,13 +64,7 @@ export function diffTopology(
 ): { guards: Operation[]; writes: Operation[]; bump: Operation[]; touched: string[] } {
   // Owned rows by id; extra rows with the same id (or none) are stale.
   const index = 'byId' in actual ? actual : IndexedRows.of(actual)
-  const stale: IndexedRow[] = [...index.extra]
-  const wanted = new Set(desired.rows.map(idOf))
-  for (const [id, entry] of index.byId) if (!wanted.has(id)) stale.push(entry)
-  const existing = {
-    get: (id: string): ActualRow | undefined => index.byId.get(id)?.row,
-  }
-  const router = existing.get('Logical_Router/lr')
+  const router = index.byId.get('Logical_Router/lr')?.row
   // The router's external_ids carry the generation, so comparing them is a version check.
   const guards = [
     router
@@ -88,57 +82,86 @@ export function diffTopology(
         ),
   ]
 
-  const inserts: Operation[] = []
+  // One pass over the desired rows; its cost per unchanged row is a few lookups, so an
+  // apply that adds one host to a large group is not a rediff of the group.
+  // - a row NB lacks is inserted under a name this transaction refers to it by;
+  // - a row NB has is compared, unless this very pair was found equal before;
+  // - a child is listed for its parent only when the parent does not hold it yet.
+  const inserts: (Operation | number)[] = []
   const updates: Operation[] = []
   const touched: string[] = []
-  const refOf = new Map<string, string>()
-  const children = new Map<string, Map<string, string[]>>()
-  let named = 0
+  const named = new Map<string, string>()
+  const parents: { d: DesiredRow; id: string; have: ActualRow | undefined }[] = []
+  const missingRefs = new Map<string, Map<string, string[]>>()
+  let matched = 0
+  let routerDesired = false
   for (const d of desired.rows) {
     const id = idOf(d)
-    const have = existing.get(id)
+    if (id === 'Logical_Router/lr') routerDesired = true
+    const have = index.byId.get(id)?.row
+    let ref: string
     if (have) {
-      refOf.set(id, have._uuid)
-      if (verified.get(have) === d) continue
-      const changed = changedColumns(d, have)
-      if (Object.keys(changed).length > 0) {
-        updates.push(nb.update(d.table, [['_uuid', '==', have._uuid]], changed as never))
-        touched.push(id)
-      } else verified.set(have, d)
+      matched++
+      ref = have._uuid
+      if (verified.get(have) !== d) {
+        const changed = changedColumns(d, have)
+        if (Object.keys(changed).length > 0) {
+          updates.push(nb.update(d.table, [['_uuid', '==', have._uuid]], changed as never))
+          touched.push(id)
+        } else verified.set(have, d)
+      }
     } else {
-      refOf.set(id, `row${named++}`)
+      ref = `row${named.size}`
+      named.set(id, ref)
       touched.push(id)
     }
+    if (isParent(d.table)) {
+      parents.push({ d, id, have })
+      // A parent NB lacks is inserted with its children, once they are all known.
+      if (!have) inserts.push(parents.length - 1)
+    } else if (!have) inserts.push(nb.insert(d.table, d.row as never, ref))
+    if (d.parent) {
+      const parentId = idOf(d.parent)
+      const parentHave = index.byId.get(parentId)?.row
+      if (!have || !parentHave || !refsOf(parentHave, d.parent.column).has(ref)) {
+        const byColumn = missingRefs.get(parentId) ?? new Map<string, string[]>()
+        missingRefs.set(parentId, byColumn)
+        const refs = byColumn.get(d.parent.column) ?? []
+        refs.push(ref)
+        byColumn.set(d.parent.column, refs)
+      }
+    }
   }
-  for (const d of desired.rows) {
-    if (!d.parent) continue
-    const parentId = idOf(d.parent)
-    const byColumn = children.get(parentId) ?? new Map<string, string[]>()
-    children.set(parentId, byColumn)
-    const refs = byColumn.get(d.parent.column) ?? []
-    refs.push(refOf.get(idOf(d)) ?? '')
-    byColumn.set(d.parent.column, refs)
+  // Every desired row's id, built only when needed: when NB owns rows no desired row
+  // matched (stale ones), or to resolve a port group's links.
+  let wantedIds: Set<string> | undefined
+  const wanted = () => {
+    wantedIds ??= new Set(desired.rows.map(idOf))
+    return wantedIds
+  }
+  /** How this transaction refers to a desired row: its name if inserted, else its UUID. */
+  const refOf = (id: string): string | undefined =>
+    named.get(id) ?? (wanted().has(id) ? index.byId.get(id)?.row._uuid : undefined)
+
+  // Stale: rows without a key or with a duplicate id, and owned rows no desired row is.
+  const stale: IndexedRow[] = [...index.extra]
+  if (matched < index.byId.size) {
+    for (const [id, entry] of index.byId) if (!wanted().has(id)) stale.push(entry)
   }
   const staleUuids = new Set(stale.map((s) => s.row._uuid))
 
   // Parents: new ones get their children in the insert; existing ones are mutated.
   const parentOps: Operation[] = []
-  for (const d of desired.rows) {
-    const id = idOf(d)
-    const have = existing.get(id)
-    if (!isParent(d.table)) {
-      if (!have) inserts.push(nb.insert(d.table, d.row as never, refOf.get(id)))
-      continue
-    }
-    const mine = children.get(id) ?? new Map<string, string[]>()
+  const writtenParents = parents.map(({ d, id, have }): Operation | undefined => {
+    if (!isParent(d.table)) return undefined
+    const mine = missingRefs.get(id) ?? new Map<string, string[]>()
     // Linked rows (a port group's ports) as this transaction refers to them.
-    const linked = d.links?.ids.flatMap((l) => refOf.get(l) ?? [])
+    const linked = d.links?.ids.flatMap((l) => refOf(l) ?? [])
     if (!have) {
       const row: Record<string, unknown> = { ...d.row }
       for (const [column, refs] of mine) row[column] = refs
       if (d.links && linked) row[d.links.column] = linked
-      inserts.push(nb.insert(d.table, row as never, refOf.get(id)))
-      continue
+      return nb.insert(d.table, row as never, named.get(id))
     }
     const mutations: [string, 'insert' | 'delete', string[]][] = []
     if (d.links && linked) {
@@ -151,16 +174,20 @@ export function diffTopology(
       if ((add.length > 0 || drop.length > 0) && !touched.includes(id)) touched.push(id)
     }
     for (const column of REF_COLUMNS[d.table]) {
-      const current = refsOf(have, column)
-      const add = (mine.get(column) ?? []).filter((ref) => !current.has(ref))
-      const drop = staleUuids.size === 0 ? [] : [...current].filter((u) => staleUuids.has(u))
+      const add = mine.get(column) ?? []
+      const drop =
+        staleUuids.size === 0 ? [] : [...refsOf(have, column)].filter((u) => staleUuids.has(u))
       if (add.length > 0) mutations.push([column, 'insert', add])
       if (drop.length > 0) mutations.push([column, 'delete', drop])
     }
     if (mutations.length > 0) {
       parentOps.push(nb.mutate(d.table, [['_uuid', '==', have._uuid]], mutations as never))
     }
-  }
+    return undefined
+  })
+  const insertOps = inserts.map((op) =>
+    typeof op === 'number' ? (writtenParents[op] as Operation) : op,
+  )
 
   // Stale roots are deleted (a DNS row too: a switch refers to it weakly); stale
   // children vanish once unreferenced (above).
@@ -168,9 +195,9 @@ export function diffTopology(
     .filter((s) => nbSchema.tables[s.table]?.isRoot === true)
     .map((s) => nb.delete(s.table, [['_uuid', '==', s.row._uuid]]))
 
-  const writes = [...inserts, ...updates, ...parentOps, ...deletes]
+  const writes = [...insertOps, ...updates, ...parentOps, ...deletes]
   const bump: Operation[] = []
-  const routerRef = refOf.get('Logical_Router/lr')
+  const routerRef = routerDesired ? (named.get('Logical_Router/lr') ?? router?._uuid) : undefined
   if (writes.length > 0 && routerRef !== undefined) {
     const generation = String(Number(routerIds(router)[GENERATION_KEY] ?? '0') + 1)
     const where = [['_uuid', '==', routerRef]] as const
