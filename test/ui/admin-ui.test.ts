@@ -7,7 +7,7 @@
  * page. Each page is saved as a screenshot in `.tap/ui-screenshots/`.
  */
 
-import type { Page } from 'playwright-core'
+import type { Page, Request } from 'playwright-core'
 import t from 'tap'
 import { RedisSessions } from '../../api/http/ui/session.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
@@ -251,6 +251,36 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
     t.match(await page.locator('#trace-result').textContent(), /port/, 'the bad field is named')
   })
 
+  await t.test('the trace form refuses what GET /v1/trace refuses, in its words', async (t) => {
+    const cases: [string, { to: string; proto: string; port: string }][] = [
+      ['no destination', { to: '', proto: 'icmp', port: '' }],
+      ['a port that is not a number', { to: 'host-a2', proto: 'tcp', port: 'http' }],
+      ['a port out of range', { to: 'host-a2', proto: 'udp', port: '70000' }],
+      ['a port with icmp', { to: 'host-a2', proto: 'icmp', port: '22' }],
+      ['an unknown protocol', { to: 'host-a2', proto: 'sctp', port: '' }],
+    ]
+    for (const [name, form] of cases) {
+      const ui = await operator.request.get(
+        `${base}/ui/hosts/host-a3/trace?${new URLSearchParams(form)}`,
+      )
+      const shown = /id="trace-result">([^<]*)</.exec(await ui.text())?.[1]
+      const api = await operator.request.get(
+        `${base}/v1/trace?${new URLSearchParams({
+          from: 'host-a3',
+          to: form.to,
+          proto: form.proto,
+          ...(form.port ? { port: form.port } : {}),
+        })}`,
+        { headers: { authorization: `Bearer ${OPERATOR}` } },
+      )
+      const { error } = (await api.json()) as {
+        error: { issues: { path: string; message: string }[] }
+      }
+      const said = error.issues.map((i) => `${i.path}: ${i.message}`).join('; ')
+      t.same([ui.status(), shown], [api.status(), `Not traced: ${said}`], name)
+    }
+  })
+
   await t.test('DPUs, one DPU and the public IP pool', async (t) => {
     await page.goto(`${base}/ui/dpus`)
     const ids = await page.locator('tr[data-kind="dpu"] th a').allTextContents()
@@ -408,6 +438,34 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
     })
     t.equal(res.status(), 403)
     t.ok(await p.controller.store.getHost('host-a3'), 'nothing was deleted')
+  })
+
+  await t.test('a live refresh of a trace result does not trace again', async (t) => {
+    const traced: string[] = []
+    const seen = (request: Request) => {
+      if (new URL(request.url()).pathname.endsWith('/trace')) traced.push(request.url())
+    }
+    page.on('request', seen)
+    t.teardown(() => page.off('request', seen))
+    // host-b1's DPU has no agent yet: traced now, then it turns Ready on the page.
+    await expectingStatus(409, async () => {
+      await page.goto(`${base}/ui/hosts/host-b1`)
+      await page.getByLabel('To (host or address)').fill('10.20.0.1')
+      await page.getByRole('button', { name: 'Trace' }).click()
+      await page.waitForSelector('#trace-result')
+    })
+    await page.waitForSelector('body[data-live-state="open"]')
+    const result = await page.locator('#trace-result').textContent()
+    await p.agent('dpu-3')
+    await becomes(page, 'host/host-b1', 'Ready')
+    await page
+      .locator('#host-status', { hasText: 'Configs synced' })
+      .getByText('yes')
+      .first()
+      .waitFor()
+    t.pass("the host's status section followed")
+    t.equal(traced.length, 1, 'traced once, when asked: the refresh read the host, not the trace')
+    t.equal(await page.locator('#trace-result').textContent(), result, 'the result stays shown')
   })
 
   t.same(problems, [], 'no console errors and no page errors on any page')

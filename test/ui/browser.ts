@@ -19,9 +19,15 @@ export const SCREENSHOTS = '.tap/ui-screenshots'
 /** The viewport the UI must be readable at. */
 export const VIEWPORT = { width: 1280, height: 800 } as const
 
-/** Serves the API (and UI) on 127.0.0.1; resolves to its base URL. Closed at teardown. */
-export async function serveApp(t: Teardown, deps: ApiDeps): Promise<string> {
-  const closing = new AbortController()
+/**
+ * Serves the API (and UI) on 127.0.0.1; resolves to its base URL. Closed at teardown, or
+ * its UI earlier by aborting `closing` (as Hydrazine does before closing its server).
+ */
+export async function serveApp(
+  t: Teardown,
+  deps: ApiDeps,
+  closing = new AbortController(),
+): Promise<string> {
   const app = createApp(deps.ui ? { ...deps, ui: { ...deps.ui, closing: closing.signal } } : deps)
   const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 })
   await new Promise<void>((resolve, reject) => {

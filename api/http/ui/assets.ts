@@ -139,13 +139,15 @@ export const CLIENT_JS = `
   }
   // An object of a detail page changed: its [data-refresh] sections (status, conditions,
   // events, the picture) are fetched again and swapped in — no reload: the focus and the
-  // forms stay as they are.
+  // forms stay as they are. From data-refresh-from when the page names it (a trace's page
+  // names its host's: a refresh must not trace again).
   var refreshing = null
+  var refreshFrom = body.getAttribute('data-refresh-from') || window.location.href
   var refresh = function () {
     if (refreshing) return
     refreshing = setTimeout(function () {
       refreshing = null
-      fetch(window.location.href, { credentials: 'same-origin' })
+      fetch(refreshFrom, { credentials: 'same-origin' })
         .then(function (r) { return r.ok ? r.text() : '' })
         .then(function (text) {
           if (!text) return

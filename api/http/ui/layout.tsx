@@ -37,6 +37,12 @@ export function Layout(props: {
   page: string
   /** Live updates on: the page's `data-object` elements follow `/ui/events`. */
   live?: boolean
+  /**
+   * Where a live refresh fetches the page's `[data-refresh]` sections again (default: the
+   * page's own address). A page whose address does something (a trace) names the plain
+   * page, so that a refresh only reads.
+   */
+  refreshFrom?: string
   children?: Child
 }) {
   const { frame } = props
@@ -50,7 +56,11 @@ export function Layout(props: {
         <link rel="icon" href="/ui/assets/icon.svg" type="image/svg+xml" />
         <script src="/ui/assets/app.js" defer />
       </head>
-      <body data-page={props.page} data-live={props.live && frame ? 'on' : 'off'}>
+      <body
+        data-page={props.page}
+        data-live={props.live && frame ? 'on' : 'off'}
+        {...(props.refreshFrom ? { 'data-refresh-from': props.refreshFrom } : {})}
+      >
         <a class="skip" href="#main">
           Skip to content
         </a>

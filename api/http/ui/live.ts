@@ -3,14 +3,19 @@
  * signed-in principal may see, so that a page shows status changes without a reload.
  *
  * ONE subscription to the change log (`client.watchChanges`) per UI, opened when the
- * first browser listens and closed when the last leaves, is fanned out in process to
- * every open stream. Each stream reads a changed object through its principal's own
- * operations and tells a removal only as the gRPC Watch does (`api/change-visibility.ts`):
- * a tenant hears of its own objects only. A stream first sends the current state of the
- * objects its page shows (`?watch=host/h1&watch=group/g`, at most `MAX_WATCHED`), then
- * every change; a comment every `heartbeatMs` keeps proxies from closing it. Streams are
- * capped per session and in all (429), and one too far behind is ended (the browser's
- * EventSource reconnects and starts afresh).
+ * first browser listens and closed when the last leaves (or the UI closes), is fanned out
+ * in process to every open stream. A changed object is read once per principal (all
+ * operators are one; each tenant is one), through that principal's own operations, and
+ * the update shared by all its streams; a removal is told only as the gRPC Watch tells it
+ * (`api/change-visibility.ts`): a tenant hears of its own objects only. A stream first
+ * sends the current state of the objects its page shows (`?watch=host/h1&watch=group/g`,
+ * at most `MAX_WATCHED`), then every change; a comment every `heartbeatMs` keeps proxies
+ * from closing it. Streams are capped per session and in all (429), and one too far
+ * behind is ended (the browser's EventSource reconnects and starts afresh).
+ *
+ * A stream lasts no longer than its session: signing out ends the session's streams at
+ * once, and every `sessionCheckMs` the sessions of open streams are checked, so that one
+ * that expired, or was signed out on another replica, ends its streams too.
  *
  * A DPU's state follows its heartbeats, which are not changes: an operator's stream reads
  * the inventory once every `dpuRefreshMs` and sends the DPUs it shows whose state changed,
@@ -25,6 +30,7 @@ import type { HydrazineClient } from '../../../queues/producer.ts'
 import { NotFoundError } from '../../../queues/producer.ts'
 import { readVisible, removalVisibleTo } from '../../change-visibility.ts'
 import type { Operations } from '../../operations.ts'
+import type { Principal } from '../tokens.ts'
 import { groupPhase, hostPhase } from './phase.ts'
 import type { Session } from './session.ts'
 
@@ -50,6 +56,11 @@ export interface LiveLimits {
    * log does not carry: the DPUs a page shows are read again this often, default 10 s.
    */
   readonly dpuRefreshMs: number
+  /**
+   * The sessions of open streams are checked this often, default 5 s: a stream of one
+   * that expired or was signed out on another replica ends within this.
+   */
+  readonly sessionCheckMs: number
 }
 
 export const DEFAULT_LIVE_LIMITS: LiveLimits = {
@@ -58,6 +69,7 @@ export const DEFAULT_LIVE_LIMITS: LiveLimits = {
   heartbeatMs: 15_000,
   backlog: 1000,
   dpuRefreshMs: 10_000,
+  sessionCheckMs: 5_000,
 }
 
 /** Most DPUs one refresh reads (one page of the inventory). */
@@ -81,33 +93,108 @@ export function watchedOf(values: readonly string[]): string[] {
   return [...new Set(values)].filter((key) => WATCHED.test(key)).slice(0, MAX_WATCHED)
 }
 
+/** A stream's place among those open: `ended` aborts when the stream must end. */
+export interface StreamSlot {
+  /** Aborted when the stream's session ends (signed out, expired) or the UI closes. */
+  readonly ended: AbortSignal
+  /** Gives the place back (the stream has ended). */
+  release(): void
+}
+
+/** One change as the streams of one principal hear it: read when first asked, then shared. */
+type SharedRead = () => Promise<LiveEvent | undefined>
+
+/** An open stream, as the shared subscription fans changes out to it. */
+export interface LiveListener {
+  /**
+   * Streams of one audience see exactly the same objects and share each change's read:
+   * `operator`, or `tenant:<name>` (`audienceOf`).
+   */
+  readonly audience: string
+  /** The update a change makes for this audience (through its principal's operations). */
+  readonly read: (change: Change) => Promise<LiveEvent | undefined>
+  /** Takes the change's shared read, to be awaited in turn. */
+  readonly hear: (read: SharedRead) => void
+}
+
+/** The audience of a principal's streams (see `LiveListener.audience`). */
+function audienceOf(principal: Principal): string {
+  return principal.kind === 'operator' ? 'operator' : `tenant:${principal.tenant}`
+}
+
+/** What the live streams of one UI share. */
+export interface LiveDeps {
+  readonly client: Pick<HydrazineClient, 'watchChanges'>
+  readonly limits: LiveLimits
+  /** Whether a session is still signed in, without marking it used (`Sessions.isLive`). */
+  readonly sessionIsLive: (id: string) => Promise<boolean>
+  readonly logError?: (error: unknown) => void
+}
+
 /**
- * The one shared subscription to the change log, fanned out to this UI's streams.
+ * What the live streams of one UI share: ONE subscription to the change log, fanned out
+ * to every stream, each change read once per audience however many streams hear it; and
+ * the streams open per session, so that a session's end ends them.
  *
  * @example
- * const live = new LiveChanges(client)
- * const stop = await live.listen((change) => …)
+ * const live = new LiveChanges({ client, limits, sessionIsLive: (id) => sessions.isLive(id) })
+ * live.endSession(session.id) // signed out: its streams end
  */
 export class LiveChanges {
-  readonly #client: Pick<HydrazineClient, 'watchChanges'>
-  readonly #listeners = new Set<(change: Change) => void>()
+  readonly limits: LiveLimits
+  readonly #deps: LiveDeps
+  readonly #listeners = new Set<LiveListener>()
   #subscription: Promise<Subscription> | undefined
-  /** Streams open now, all sessions together. */
-  open = 0
-  /** Streams open now per session id (this process's only: each replica bounds its own). */
-  readonly perSession = new Map<string, number>()
+  /** The open streams of each session (this process's only: each replica bounds its own). */
+  readonly #streams = new Map<string, Set<AbortController>>()
+  #open = 0
+  /** Checks, while streams are open, that their sessions still are. */
+  #sessionCheck: ReturnType<typeof setInterval> | undefined
+  #checking = false
+  #closed = false
 
-  constructor(client: Pick<HydrazineClient, 'watchChanges'>) {
-    this.#client = client
+  constructor(deps: LiveDeps) {
+    this.#deps = deps
+    this.limits = deps.limits
+  }
+
+  /**
+   * A place for one more stream of `sessionId`: `busy` when its session or the UI has as
+   * many open as allowed, `closed` once the UI is closing.
+   */
+  admit(sessionId: string): StreamSlot | 'busy' | 'closed' {
+    if (this.#closed) return 'closed'
+    const mine = this.#streams.get(sessionId) ?? new Set<AbortController>()
+    if (mine.size >= this.limits.perSession || this.#open >= this.limits.total) return 'busy'
+    const ended = new AbortController()
+    mine.add(ended)
+    this.#streams.set(sessionId, mine)
+    this.#open++
+    this.#sessionCheck ??= setInterval(() => void this.#checkSessions(), this.limits.sessionCheckMs)
+    let released = false
+    return {
+      ended: ended.signal,
+      release: () => {
+        if (released) return
+        released = true
+        mine.delete(ended)
+        if (mine.size === 0) this.#streams.delete(sessionId)
+        if (--this.#open === 0) this.#stopSessionCheck()
+      },
+    }
+  }
+
+  /** Ends every stream of the session open here (it signed out, or is over). */
+  endSession(sessionId: string): void {
+    for (const stream of [...(this.#streams.get(sessionId) ?? [])]) stream.abort()
   }
 
   /** Hears every change from now on; resolves to what stops it. */
-  async listen(listener: (change: Change) => void): Promise<() => void> {
+  async listen(listener: LiveListener): Promise<() => void> {
+    if (this.#closed) return () => {}
     this.#listeners.add(listener)
     if (!this.#subscription) {
-      const opened = this.#client.watchChanges((change) => {
-        for (const l of [...this.#listeners]) l(change)
-      })
+      const opened = this.#deps.client.watchChanges((change) => this.#fanOut(change))
       this.#subscription = opened
       opened.catch(() => {
         if (this.#subscription === opened) this.#subscription = undefined
@@ -122,18 +209,61 @@ export class LiveChanges {
     return () => this.#leave(listener)
   }
 
-  #leave(listener: (change: Change) => void): void {
-    this.#listeners.delete(listener)
+  /** The UI is closing: ends every stream and stops the shared subscription. */
+  close(): void {
+    this.#closed = true
+    for (const streams of [...this.#streams.values()]) for (const s of [...streams]) s.abort()
+    this.#listeners.clear()
+    this.#leave(undefined)
+    this.#stopSessionCheck()
+  }
+
+  /** Hands each listener the change's read, one per audience, made when first awaited. */
+  #fanOut(change: Change): void {
+    const reads = new Map<string, SharedRead>()
+    for (const listener of [...this.#listeners]) {
+      let read = reads.get(listener.audience)
+      if (!read) {
+        let made: Promise<LiveEvent | undefined> | undefined
+        read = () =>
+          (made ??= listener.read(change).catch((error: unknown) => {
+            this.#deps.logError?.(error)
+            return undefined
+          }))
+        reads.set(listener.audience, read)
+      }
+      listener.hear(read)
+    }
+  }
+
+  #leave(listener: LiveListener | undefined): void {
+    if (listener) this.#listeners.delete(listener)
     if (this.#listeners.size > 0) return
     const subscription = this.#subscription
     this.#subscription = undefined
     void subscription?.then((s) => s.stop()).catch(() => {})
   }
 
-  /** Stops the shared subscription (the UI is closing). */
-  close(): void {
-    this.#listeners.clear()
-    this.#leave(() => {})
+  /** Ends the streams of each session that is no longer signed in (on any replica). */
+  async #checkSessions(): Promise<void> {
+    if (this.#checking) return
+    this.#checking = true
+    try {
+      await Promise.all(
+        [...this.#streams.keys()].map(async (id) => {
+          if (!(await this.#deps.sessionIsLive(id))) this.endSession(id)
+        }),
+      )
+    } catch (error) {
+      this.#deps.logError?.(error)
+    } finally {
+      this.#checking = false
+    }
+  }
+
+  #stopSessionCheck(): void {
+    clearInterval(this.#sessionCheck)
+    this.#sessionCheck = undefined
   }
 }
 
@@ -160,8 +290,8 @@ async function eventOf(
 }
 
 /**
- * Answers `GET /ui/events` for a signed-in session: the stream, or 429 when its session
- * or the UI has as many streams open as allowed.
+ * Answers `GET /ui/events` for a signed-in session: the stream; 429 when its session or
+ * the UI has as many streams open as allowed, 503 once the UI is closing.
  */
 export function liveEvents(
   c: Context,
@@ -169,20 +299,18 @@ export function liveEvents(
     readonly live: LiveChanges
     readonly session: Session
     readonly ops: Operations
-    readonly limits: LiveLimits
     readonly watched: readonly string[]
-    /** Ends the stream when aborted (the server is closing). */
-    readonly closing?: AbortSignal
     readonly logError?: (error: unknown) => void
   },
 ): Response {
-  const { live, session, ops, limits } = deps
-  if ((live.perSession.get(session.id) ?? 0) >= limits.perSession || live.open >= limits.total) {
-    return c.text('too many live streams open; close a tab', 429)
-  }
+  const { live, session, ops } = deps
+  const { limits } = live
+  const slot = live.admit(session.id)
+  if (slot === 'closed') return c.text('closing', 503)
+  if (slot === 'busy') return c.text('too many live streams open; close a tab', 429)
   const tenant = session.principal.kind === 'tenant' ? session.principal.tenant : undefined
-  live.perSession.set(session.id, (live.perSession.get(session.id) ?? 0) + 1)
-  live.open++
+  const read = (kind: Change['kind'], name: string, removed?: Change['removed']) =>
+    eventOf(ops, tenant, kind, name, removed)
   return streamSSE(c, async function liveStream(stream) {
     let waiting = 0
     let queue: Promise<void> = Promise.resolve()
@@ -197,20 +325,19 @@ export function liveEvents(
     const end = () => {
       if (ended) return
       ended = true
-      const left = (live.perSession.get(session.id) ?? 1) - 1
-      if (left > 0) live.perSession.set(session.id, left)
-      else live.perSession.delete(session.id)
-      live.open--
+      slot.release()
       stop?.()
       if (heartbeat) clearInterval(heartbeat)
       if (dpuRefresh) clearInterval(dpuRefresh)
-      deps.closing?.removeEventListener('abort', end)
+      slot.ended.removeEventListener('abort', end)
       done()
     }
     stream.onAbort(end)
-    deps.closing?.addEventListener('abort', end, { once: true })
+    slot.ended.addEventListener('abort', end, { once: true })
+    if (slot.ended.aborted) end()
 
-    const send = (kind: Change['kind'], name: string, removed?: Change['removed']) => {
+    /** Sends, in turn, the update a read makes (nothing when the caller may not hear of it). */
+    const send = (next: SharedRead) => {
       if (ended) return
       if (++waiting > limits.backlog) {
         end()
@@ -219,7 +346,7 @@ export function liveEvents(
       queue = queue
         .then(async () => {
           if (ended) return
-          const event = await eventOf(ops, tenant, kind, name, removed)
+          const event = await next()
           if (event && !ended)
             await stream.writeSSE({ event: 'change', data: JSON.stringify(event) })
         })
@@ -230,7 +357,11 @@ export function liveEvents(
     }
 
     try {
-      stop = await live.listen((change) => send(change.kind, change.name, change.removed))
+      stop = await live.listen({
+        audience: audienceOf(session.principal),
+        read: (change) => read(change.kind, change.name, change.removed),
+        hear: send,
+      })
     } catch (error) {
       deps.logError?.(error)
       end()
@@ -244,7 +375,7 @@ export function liveEvents(
     for (const key of deps.watched) {
       const [shown = '', name = ''] = key.split('/')
       const kind = KIND[shown as keyof typeof KIND]
-      if (kind) send(kind, name)
+      if (kind) send(() => read(kind, name))
     }
     // DPU pages are an operator's: a tenant's stream refreshes none.
     const dpus = new Set(

@@ -30,10 +30,17 @@ import { deleteCookie, getCookie, setCookie } from 'hono/cookie'
 import type { Child } from 'hono/jsx'
 import * as v from 'valibot'
 import type { Page, PageRequest } from '../../../lib/state/pages.ts'
+import { validate } from '../../../queues/client-errors.ts'
 import { type HydrazineClient, NotFoundError, type TraceAnswer } from '../../../queues/producer.ts'
-import { createOperations, type Operations, type OperationsDeps } from '../../operations.ts'
+import {
+  createOperations,
+  type DpuView,
+  type Operations,
+  type OperationsDeps,
+} from '../../operations.ts'
 import { ApiError, type ErrorBody, errorHandler } from '../errors.ts'
 import { createTokenLookup, type Tokens } from '../tokens.ts'
+import { traceAnswer } from '../trace.ts'
 import { CLIENT_JS, ICON_SVG, STYLE_CSS, UI_CSP } from './assets.ts'
 import type { Frame } from './layout.tsx'
 import { DEFAULT_LIVE_LIMITS, LiveChanges, type LiveLimits, liveEvents, watchedOf } from './live.ts'
@@ -79,7 +86,10 @@ export interface UiDeps {
   readonly sessions?: Sessions
   readonly sessionLimits?: Partial<SessionLimits>
   readonly liveLimits?: Partial<LiveLimits>
-  /** Ends every live stream when aborted (the server is closing: its connections must end). */
+  /**
+   * The UI closes when aborted: every live stream ends and the shared subscription to the
+   * change log stops (the server is closing: its connections must end).
+   */
   readonly closing?: AbortSignal
   /** Sees every error that became a 500. */
   readonly logError?: (error: unknown) => void
@@ -154,36 +164,6 @@ const SignInForm = v.object({
   ),
 })
 
-const TraceForm = v.object({
-  to: v.pipe(
-    v.string('is required'),
-    v.trim(),
-    v.minLength(1, 'is required: a host of this group, or an address'),
-    v.maxLength(253, 'is too long'),
-  ),
-  proto: v.optional(v.picklist(['icmp', 'tcp', 'udp'], 'must be icmp, tcp or udp'), 'icmp'),
-  port: v.optional(
-    v.pipe(v.string(), v.trim(), v.regex(/^(\d{1,5})?$/, 'must be a port number from 1 to 65535')),
-    '',
-  ),
-})
-
-/** The form's fields as `schema` reads them, or a 400 naming each bad field. */
-function formOf<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
-  const parsed = v.safeParse(schema, input)
-  if (parsed.success) return parsed.output
-  const issues = parsed.issues.map((i) => ({
-    path: v.getDotPath(i) ?? '(form)',
-    message: i.message,
-  }))
-  throw new ApiError(
-    400,
-    'INVALID',
-    `the form is not valid: ${issues.map((i) => `${i.path} ${i.message}`).join('; ')}`,
-    issues,
-  )
-}
-
 /** Reads up to MAX_LISTED items, a page at a time. */
 async function bounded<T>(
   read: (page: PageRequest) => Promise<Page<T>>,
@@ -200,6 +180,25 @@ async function bounded<T>(
   return { items, more: after !== undefined }
 }
 
+/**
+ * The state of each of `ids` (a group's DPUs, to colour their gateway routers), read one
+ * by one: a DPU this caller may not see, or that no longer exists, is left out (Unknown).
+ */
+async function dpuStates(
+  o: Operations,
+  ids: ReadonlySet<string>,
+): Promise<Pick<DpuView, 'id' | 'state'>[]> {
+  const read = await Promise.all(
+    [...ids].map((id) =>
+      o.getDpu(id).catch((error: unknown) => {
+        if (error instanceof NotFoundError) return undefined
+        throw error
+      }),
+    ),
+  )
+  return read.flatMap((dpu) => (dpu ? [{ id: dpu.id, state: dpu.state }] : []))
+}
+
 /** The request a re-drive applies again: the stored spec, the DPU by id only. */
 function redriveSpec<S extends { dpu: { id: string } }>(spec: S): Record<string, unknown> {
   return { ...spec, dpu: { id: spec.dpu.id } }
@@ -214,8 +213,14 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     [...deps.tokens.operator, ...Object.values(deps.tokens.tenants).flat()].map(tokenDigest),
   )
   const operationsFor = createOperations(deps)
-  const live = new LiveChanges(deps.client)
-  const liveLimits = { ...DEFAULT_LIVE_LIMITS, ...deps.liveLimits }
+  const live = new LiveChanges({
+    client: deps.client,
+    limits: { ...DEFAULT_LIVE_LIMITS, ...deps.liveLimits },
+    sessionIsLive: (id) => sessions.isLive(id),
+    ...(deps.logError ? { logError: deps.logError } : {}),
+  })
+  deps.closing?.addEventListener('abort', () => live.close(), { once: true })
+  if (deps.closing?.aborted) live.close()
   const toJson = errorHandler(deps.logError)
   const ops = (c: Context<Env>): Operations => operationsFor(c.get('session').principal)
   /** The request's session; a token taken out of the tokens file ends those it opened. */
@@ -296,7 +301,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
         429,
       )
     }
-    const { token } = formOf(SignInForm, await c.req.parseBody())
+    const { token } = validate(SignInForm, await c.req.parseBody())
     const principal = lookup(token)
     if (!principal) {
       limiter.failed(remote)
@@ -353,24 +358,22 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
   }
 
   app.post('/sign-out', async (c) => {
-    await sessions.delete(c.get('session').id)
+    const { id } = c.get('session')
+    await sessions.delete(id)
+    live.endSession(id)
     deleteCookie(c, SESSION_COOKIE, { path: UI_PATH, secure: httpsOf(c) })
     return c.redirect(`${UI_PATH}/sign-in`, 303)
   })
 
-  app.get('/events', (c) => {
-    const watched = watchedOf(c.req.queries('watch') ?? [])
-    if (deps.closing?.aborted) return c.text('closing', 503)
-    return liveEvents(c, {
+  app.get('/events', (c) =>
+    liveEvents(c, {
       live,
       session: c.get('session'),
       ops: ops(c),
-      limits: liveLimits,
-      watched,
-      ...(deps.closing ? { closing: deps.closing } : {}),
+      watched: watchedOf(c.req.queries('watch') ?? []),
       ...(deps.logError ? { logError: deps.logError } : {}),
-    })
-  })
+    }),
+  )
 
   // ── overview ─────────────────────────────────────────────────────────────
   app.get('/', async (c) => {
@@ -405,7 +408,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     ),
   )
   app.post('/reconcile', operatorOnly, async (c) => {
-    formOf(ActionForm, await c.req.parseBody())
+    validate(ActionForm, await c.req.parseBody())
     const job = await ops(c).reconcileNow()
     return done(c, `Reconcile queued (job ${job}).`, `${UI_PATH}/`)
   })
@@ -415,9 +418,8 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     const o = ops(c)
     const name = c.req.param('name')
     const group = await o.getGroup(name)
-    const [hosts, dpus, events, ipam] = await Promise.all([
+    const [hosts, events, ipam] = await Promise.all([
       bounded((p) => o.listHosts({ resourceGroup: name }, p)),
-      bounded((p) => o.listDpus(p)),
       o.groupEvents(name),
       o.groupIpam(name).catch((error: unknown) => {
         if (error instanceof NotFoundError) {
@@ -426,6 +428,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
         throw error
       }),
     ])
+    const dpus = await dpuStates(o, new Set(hosts.items.map((h) => h.spec.dpu.id)))
     return page(
       c,
       <GroupPage
@@ -434,7 +437,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
           group,
           hosts: hosts.items,
           moreHosts: hosts.more,
-          topology: topologyModel(group, hosts.items, dpus.items),
+          topology: topologyModel(group, hosts.items, dpus),
           ipam,
           events,
         }}
@@ -457,7 +460,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     )
   })
   app.post('/groups/:name/redrive', async (c) => {
-    formOf(ActionForm, await c.req.parseBody())
+    validate(ActionForm, await c.req.parseBody())
     const o = ops(c)
     const group = await o.getGroup(c.req.param('name'))
     const path = `${UI_PATH}/groups/${encodeURIComponent(group.name)}`
@@ -496,29 +499,23 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
   }
   app.get('/hosts/:name', (c) => hostPage(c))
   app.get('/hosts/:name/trace', async (c) => {
-    const raw = {
+    const shown = {
       to: c.req.query('to') ?? '',
-      proto: c.req.query('proto'),
-      port: c.req.query('port'),
+      proto: c.req.query('proto') ?? 'icmp',
+      port: c.req.query('port') ?? '',
     }
-    const parsed = v.safeParse(TraceForm, raw)
-    const shown = { to: raw.to, proto: raw.proto ?? 'icmp', port: raw.port ?? '' }
-    if (!parsed.success) {
-      const error = parsed.issues
-        .map((i) => `${v.getDotPath(i) ?? 'form'}: ${i.message}`)
-        .join('; ')
-      await ops(c).getHost(c.req.param('name'))
-      return hostPage(c, { ...shown, error: `Not traced: ${error}` }, 400)
+    // The form's fields as `GET /v1/trace` takes them (a blank port: none), checked as the
+    // API checks them: a bad one is named in the page, as the API names it.
+    const port = shown.port.trim()
+    const query = {
+      from: [c.req.param('name')],
+      to: [shown.to.trim()],
+      proto: [shown.proto],
+      ...(port ? { port: [port] } : {}),
     }
-    const { to, proto, port } = parsed.output
     let answer: TraceAnswer
     try {
-      answer = await ops(c).trace({
-        from: c.req.param('name'),
-        to,
-        proto,
-        ...(port ? { port: Number(port) } : {}),
-      })
+      answer = await traceAnswer(query, ops(c))
     } catch (error) {
       const answered = toJson(error instanceof Error ? error : new Error(String(error)), c)
       if (answered.status >= 500 && answered.status !== 503) throw error
@@ -550,7 +547,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     )
   })
   app.post('/hosts/:name/delete', async (c) => {
-    const form = formOf(ActionForm, await c.req.parseBody())
+    const form = validate(ActionForm, await c.req.parseBody())
     const o = ops(c)
     const host = await o.getHost(c.req.param('name'))
     if (form.confirm !== host.name) {
@@ -581,7 +578,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     )
   })
   app.post('/hosts/:name/redrive', async (c) => {
-    formOf(ActionForm, await c.req.parseBody())
+    validate(ActionForm, await c.req.parseBody())
     const o = ops(c)
     const host = await o.getHost(c.req.param('name'))
     const path = `${UI_PATH}/hosts/${encodeURIComponent(host.name)}`

@@ -14,7 +14,11 @@ t.test('sessions in memory: random ids, idle expiry, capped count, flash once', 
   await store.flash(a.id, 'done')
   t.equal(await store.takeFlash(a.id), 'done', 'the next page shows the flash')
   t.equal(await store.takeFlash(a.id), undefined, 'once')
+  t.ok(await store.isLive(a.id), 'live')
+  now = 2700
+  t.ok(await store.isLive(a.id), 'asking whether it is live is no use of it')
   now = 2801
+  t.notOk(await store.isLive(a.id), 'idle too long since its last use')
   t.equal(await store.get(a.id), undefined, 'idle too long: gone')
 
   const b = await store.create({ kind: 'tenant', tenant: 't' }, 'digest')

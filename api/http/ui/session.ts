@@ -6,7 +6,7 @@
  * `HttpOnly; SameSite=Strict` cookie scoped to `/ui`, mapped to the principal the token
  * authenticated and to a CSRF token every state-changing form carries, and to the flash
  * message the next page shows. Sessions end after `idleMs` without a request or on
- * sign-out.
+ * sign-out, and their live streams with them (`live.ts`: an open stream is no request).
  *
  * Two stores: `RedisSessions` (what Hydrazine runs: every replica behind a load balancer
  * knows every session, and a restart signs no one out; Redis holds each session under a
@@ -47,6 +47,11 @@ export interface Sessions {
   create(principal: Principal, token: string): Promise<Session>
   /** The live session of that id (and marks it used), or undefined. */
   get(id: string | undefined): Promise<Session | undefined>
+  /**
+   * Whether the session is still signed in, without marking it used: what an open live
+   * stream asks now and then (a stream left open is not a use; it ends with its session).
+   */
+  isLive(id: string): Promise<boolean>
   delete(id: string): Promise<void>
   /** A message for the session's next page (after an action). */
   flash(id: string, message: string): Promise<void>
@@ -117,6 +122,11 @@ export class MemorySessions implements Sessions {
         csrf: session.csrf,
       }
     )
+  }
+
+  async isLive(id: string): Promise<boolean> {
+    const session = this.#sessions.get(id)
+    return session !== undefined && this.#now() - session.lastSeen <= this.#limits.idleMs
   }
 
   async delete(id: string): Promise<void> {
@@ -211,6 +221,11 @@ export class RedisSessions implements Sessions {
     if (kept !== 1 || !principal || !token || !csrf) return undefined
     const parsed = v.safeParse(StoredPrincipal, JSON.parse(principal))
     return parsed.success ? { id, principal: parsed.output, token, csrf } : undefined
+  }
+
+  async isLive(id: string): Promise<boolean> {
+    // A flash written after sign-out leaves a hash without a principal: not a session.
+    return (await this.#redis.hexists(this.#key(id), 'principal')) === 1
   }
 
   async delete(id: string): Promise<void> {

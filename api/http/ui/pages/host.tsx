@@ -1,7 +1,8 @@
 /**
  * `/ui/hosts/:name`: a host's spec, status, conditions and events; a trace form (where
  * does a packet from this host go) with its verdict and hops; force-delete, and re-drive
- * when it is Failed.
+ * when it is Failed. A live refresh of a trace's page reads the host's page, never the
+ * trace's: the verdict shown stays the one traced when asked.
  */
 import type { ObjectEvent } from '../../../../lib/state/events.ts'
 import type { ManagedResource } from '../../../../lib/state/objects.ts'
@@ -31,7 +32,7 @@ export function HostPage(props: {
   const base = `/ui/hosts/${encodeURIComponent(host.name)}`
   const ips = host.status.hostAccessIPs
   return (
-    <Layout title={`Host ${host.name}`} frame={props.frame} page="host" live>
+    <Layout title={`Host ${host.name}`} frame={props.frame} page="host" live refreshFrom={base}>
       <h1>
         {`Host ${host.name} `}
         <Phase phase={phase} object={object} />
