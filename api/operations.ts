@@ -53,6 +53,7 @@ export interface OperationsDeps {
     | 'applyDpu'
     | 'deleteDpu'
     | 'listHeartbeats'
+    | 'heartbeatOf'
     | 'dpuHostNames'
     | 'issueDpuCredentials'
     | 'events'
@@ -202,8 +203,7 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
     }
     /** The DPU's inventory entry and newest beat, when this caller may see it. */
     const visibleDpu = async (id: string): Promise<[Dpu | undefined, Heartbeat | undefined]> => {
-      const dpu = await client.getDpu(id)
-      const beat = (await client.listHeartbeats()).find((b) => b.dpuId === id)
+      const [dpu, beat] = await Promise.all([client.getDpu(id), client.heartbeatOf(id)])
       if (tenant !== undefined && dpu?.spec.tenantId !== tenant) throw new NotFoundError('DPU', id)
       if (!dpu && !beat) throw new NotFoundError('DPU', id)
       return [dpu, beat]
@@ -363,7 +363,7 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       async applyDpu(id, spec) {
         operatorOnly()
         const { object, changed } = await client.applyDpu(id, spec)
-        const beat = (await client.listHeartbeats()).find((b) => b.dpuId === id)
+        const beat = await client.heartbeatOf(id)
         return { object: await dpuView(id, object, beat), changed }
       },
       async deleteDpu(id) {

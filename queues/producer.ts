@@ -199,6 +199,11 @@ export class HydrazineClient {
     return this.heartbeats.list()
   }
 
+  /** One DPU's newest heartbeat (live, or the last one recorded), without listing them all. */
+  heartbeatOf(id: string): Promise<Heartbeat | undefined> {
+    return this.heartbeats.newest(id)
+  }
+
   /** Registers a public IP in the operator's pool (idempotent). */
   async registerPublicIp(ip: string): Promise<PublicIpStatus> {
     const valid = validate(PublicIpSpec, { ip })

@@ -115,6 +115,19 @@ export class Heartbeats {
     return byId([...newest.values()])
   }
 
+  /**
+   * The newest beat of one DPU: its live beat, or the controller's record of its last one
+   * (its beat expired). Two reads, whatever the number of DPUs; writes nothing.
+   */
+  async newest(dpuId: string): Promise<Heartbeat | undefined> {
+    const [live, recorded] = await Promise.all([
+      this.read(dpuId),
+      this.#redis.hget(LAST_BEATS_KEY, dpuId).then(parse),
+    ])
+    if (!live) return recorded
+    return recorded && recorded.at > live.at ? recorded : live
+  }
+
   /** Removes the DPU's beat (its agent stops cleanly); the controller's record stays. */
   async remove(dpuId: string): Promise<void> {
     await this.#redis.del(heartbeatKeyOf(dpuId))
