@@ -19,6 +19,16 @@ export interface ObjectEvent {
   readonly message: string
 }
 
+/** Events as written together with the status change that made them (`EventLog.batch`). */
+export interface EventBatch {
+  /** The object's event list. */
+  readonly key: string
+  /** The events, JSON, oldest first (pushed in turn: the newest ends up first). */
+  readonly entries: readonly string[]
+  /** How many events the list keeps. */
+  readonly kept: number
+}
+
 /** Events kept per object by default: older ones are dropped. */
 export const DEFAULT_EVENTS_KEPT = 50
 
@@ -54,15 +64,32 @@ export class EventLog {
     name: string,
     ...events: readonly Omit<ObjectEvent, 'at'>[]
   ): Promise<void> {
-    if (events.length === 0) return
-    const at = new Date().toISOString()
-    const entries = events.map((event) => JSON.stringify({ at, ...event } satisfies ObjectEvent))
-    // One round trip for all of them: a status write is on every handler's path.
+    const batch = this.batch(kind, name, events)
+    if (!batch) return
+    // One round trip for all of them.
     await this.#redis
       .multi()
-      .lpush(this.#key(kind, name), ...entries)
-      .ltrim(this.#key(kind, name), 0, this.#kept - 1)
+      .lpush(batch.key, ...batch.entries)
+      .ltrim(batch.key, 0, batch.kept - 1)
       .exec()
+  }
+
+  /**
+   * The events as a batch for a script to write with the change that made them (the
+   * status: `StateStore.updateStatus`); undefined when there are none.
+   */
+  batch(
+    kind: EventKind,
+    name: string,
+    events: readonly Omit<ObjectEvent, 'at'>[],
+  ): EventBatch | undefined {
+    if (events.length === 0) return undefined
+    const at = new Date().toISOString()
+    return {
+      key: this.#key(kind, name),
+      entries: events.map((event) => JSON.stringify({ at, ...event } satisfies ObjectEvent)),
+      kept: this.#kept,
+    }
   }
 
   /** The object's events, newest first (at most `limit`). */

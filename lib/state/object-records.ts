@@ -6,6 +6,7 @@
 import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import { ChangeLog } from './changes.ts'
+import type { EventBatch } from './events.ts'
 import type { StoredObject } from './objects.ts'
 import type { Kind, StoreKeys } from './store-keys.ts'
 
@@ -61,21 +62,32 @@ export class ObjectRecords {
    * Read-modify-write of one field, retried while another writer changed it in between.
    * `update` gets the current object and returns the field's new value, or undefined to
    * leave it; so does a missing object, or one the script refuses to change.
+   *
+   * `eventsOf` (optional) names the events the change makes (`EventLog.batch`): they are
+   * written in the same script as the value, never one without the other.
    */
   async casField<S, V>(
     kind: Kind,
     name: string,
     field: 'status' | 'deletion',
     update: (current: StoredObject<unknown, S>) => V | undefined,
+    eventsOf?: (current: StoredObject<unknown, S>, next: V) => EventBatch | undefined,
   ): Promise<V | undefined> {
     const key = this.#keys.object(kind, name)
     for (;;) {
       const rev = (await this.#redis.hget(key, `${field}Rev`)) ?? '0'
       const current = await this.get<StoredObject<unknown, S>>(kind, name)
       const next = current ? update(current) : undefined
-      if (next === undefined) return undefined
+      if (next === undefined || current === undefined) return undefined
+      const events = eventsOf?.(current, next)
       const written = Number(
-        await casFieldScript.run(this.#redis, [key], [field, rev, JSON.stringify(next)]),
+        await casFieldScript.run(
+          this.#redis,
+          events ? [key, events.key] : [key],
+          events
+            ? [field, rev, JSON.stringify(next), String(events.kept), ...events.entries]
+            : [field, rev, JSON.stringify(next)],
+        ),
       )
       if (written === 1) {
         await this.changed(kind, name)

@@ -204,16 +204,17 @@ export class StateStore {
     name: string,
     update: (current: StoredObject<unknown, S>) => S | undefined,
   ): Promise<S | undefined> {
-    let before: S | undefined
-    const next = await this.#records.casField<S, S>(kind, name, 'status', (current) => {
-      before = current.status
-      return update(current)
-    })
-    if (next !== undefined && isObserved(next)) {
-      const events = transitionEvents(isObserved(before) ? before : undefined, next)
-      await this.events.record(kind, name, ...events)
-    }
-    return next
+    // The events a change makes are written with it: whoever sees the new status (or
+    // hears of it in the change log) finds its events there too.
+    return this.#records.casField<S, S>(kind, name, 'status', update, (current, next) =>
+      isObserved(next)
+        ? this.events.batch(
+            kind,
+            name,
+            transitionEvents(isObserved(current.status) ? current.status : undefined, next),
+          )
+        : undefined,
+    )
   }
 
   updateGroupStatus(
