@@ -8,7 +8,7 @@ import { failOrRetry } from './internal/errors.ts'
 import type { GroupState } from './internal/group-state.ts'
 import { parsePayload } from './internal/job.ts'
 import {
-  isStaleIpv6,
+  IPV6_OWNERS,
   memberSettingsOf,
   networkSpecOf,
   relayPortNameOf,
@@ -25,7 +25,7 @@ export interface GroupCreateResult {
   readonly skipped?: string
 }
 
-type GroupCreateDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'groups' | 'jobs'>
+type GroupCreateDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'groups' | 'jobs' | 'checkpoint'>
 
 /**
  * `group.create`: makes the group's network exist — its OVN central (via the provider),
@@ -48,27 +48,32 @@ export function createGroupCreate(deps: GroupCreateDeps) {
       return { group: name, observedVersion: 0, ovnChanged: false, skipped }
     }
 
-    await releaseStaleIpv6(deps, group)
-    // A network IPAM refuses (an overlapping or invalid extra subnet, one removed while a
-    // host holds an address in it) will not be accepted on a retry either: the group is
-    // Failed, with the reason.
-    await deps.ipam.defineNetwork(name, networkSpecOf(group)).catch((error: unknown) =>
-      failOrRetry(error, (e) =>
-        setGroupStatus(
-          deps,
-          name,
-          (current) =>
-            groupFailed(current, {
-              type: 'NetworkAllocated',
-              status: 'False',
-              reason: e.code,
-              message: e.message,
-            }),
-          group.specVersion,
-          attempt,
+    await deps.checkpoint('create:defining-network')
+    // A moved or removed network6 takes its hosts' SLAAC addresses back in the same step
+    // (an attach still working from the old spec cannot take one again in between); each
+    // member takes its new one when its attach runs again (`reconfigureMembers`). A network
+    // IPAM refuses (an overlapping or invalid extra subnet, one removed while a host holds
+    // an address in it) will not be accepted on a retry either: the group is Failed, with
+    // the reason.
+    await deps.ipam
+      .defineNetwork(name, networkSpecOf(group), { releaseDropped: IPV6_OWNERS })
+      .catch((error: unknown) =>
+        failOrRetry(error, (e) =>
+          setGroupStatus(
+            deps,
+            name,
+            (current) =>
+              groupFailed(current, {
+                type: 'NetworkAllocated',
+                status: 'False',
+                reason: e.code,
+                message: e.message,
+              }),
+            group.specVersion,
+            attempt,
+          ),
         ),
-      ),
-    )
+      )
     const { endpoints, state, result } = await deps.groups
       .apply(name)
       .catch((error: unknown) => notApplied(deps, group, attempt, error))
@@ -107,18 +112,6 @@ export function createGroupCreate(deps: GroupCreateDeps) {
       ovnChanged: result.changed,
       ...(reconfigured.length > 0 ? { reconfigured } : {}),
     }
-  }
-}
-
-/**
- * Gives back the SLAAC addresses the group's `network6` no longer holds (it was removed
- * or moved): IPAM would refuse the new network while they are held, and each member
- * takes its new one when its attach runs again (`reconfigureMembers`).
- */
-async function releaseStaleIpv6(deps: GroupCreateDeps, group: ResourceGroup): Promise<void> {
-  const network6 = group.spec.network6
-  for (const { owner, ip } of await deps.ipam.allocations(group.name)) {
-    if (isStaleIpv6(owner, ip, network6)) await deps.ipam.release(group.name, owner)
   }
 }
 

@@ -19,7 +19,7 @@ import {
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { dpuFollowsOneGroup, leavePreviousCentral } from './internal/dpu-central.ts'
 import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
-import { allocateAddresses } from './internal/host-addresses.ts'
+import { allocateAddresses, groupUnchanged } from './internal/host-addresses.ts'
 import { agentConfigured, configureRequestOf } from './internal/host-configure.ts'
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import {
@@ -77,9 +77,13 @@ async function attach(
 
   if (stepOf(job) === 'converge') {
     const group = await groupReadyFor(deps, host)
+    await deps.checkpoint('attach:group-read')
     await dpuFollowsOneGroup(deps, host)
     const addresses = await allocateAddresses(deps, host, group)
     await deps.checkpoint('attach:allocated')
+    // Settings changed since the group was read (a moved network6, whose old addresses the
+    // group's change gave back): this run's addresses and configure would be stale.
+    await groupUnchanged(deps, group)
     const { endpoints } = await deps.groups.apply(group.name)
     await deps.checkpoint('attach:topology-applied')
     await reportConfiguring(deps, host, addresses)

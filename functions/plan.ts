@@ -36,7 +36,14 @@ import {
   readGroupState,
   topologyOf,
 } from './internal/group-state.ts'
-import { ipv6OwnerOf, memberSettingsOf, relayOwnerOf } from './internal/network.ts'
+import {
+  ipv6OwnerOf,
+  memberSettingsOf,
+  ownsSlaacAddress,
+  relayOwnerOf,
+  type SlaacChange,
+  slaacChangeOf,
+} from './internal/network.ts'
 
 export type PlannerDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'>
 
@@ -116,15 +123,16 @@ export function createPlanner(deps: PlannerDeps): Planner {
         ...(existing ?? newObject(name, now)),
         spec,
       } as ResourceGroup
-      const state: GroupState = read
-        ? { ...read, group }
-        : { group, members: [], relayIps: new Map(), staleRelayOwners: [] }
       const same = existing !== undefined && sameJson(existing.spec, spec)
       // Members are sent their settings again only when what they are sent changes.
       const resent =
         existing !== undefined &&
         !same &&
         (await deps.store.memberSettingsOf(name)) !== memberSettingsOf(spec)
+      const slaac = slaacChanges(read?.members ?? [], spec, resent)
+      const state: GroupState = read
+        ? { ...read, group, members: slaac.members }
+        : { group, members: [], relayIps: new Map(), staleRelayOwners: [] }
       const relays = spec.dhcpServer
         ? [...new Set(state.members.map((m) => m.host.spec.dpu.id))]
             .filter((dpu) => !state.relayIps.has(dpu))
@@ -140,7 +148,8 @@ export function createPlanner(deps: PlannerDeps): Planner {
               host: m.host.name,
             }))
           : [],
-        allocate: relays,
+        allocate: [...slaac.allocate, ...relays],
+        release: slaac.release,
         notes: same
           ? [
               existing?.status.phase === 'Failed'
@@ -180,8 +189,7 @@ export function createPlanner(deps: PlannerDeps): Planner {
       const allocate: PlannedAddress[] = []
       const network6 = state.group.spec.network6
       // An IPv6-only group's host naming no address or pool: its SLAAC address is its own.
-      const slaacOnly =
-        state.group.spec.network === undefined && network6 && !spec.hostIP && !spec.pool
+      const slaacOnly = network6 && ownsSlaacAddress(state.group.spec, spec)
       let ip = current?.ip ?? spec.hostIP
       if (!ip) {
         const version = spec.hostAccess === 'None' ? undefined : 4
@@ -290,6 +298,42 @@ function newObject(name: string, now: string) {
 }
 
 const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
+
+/**
+ * What a group spec does to its members' SLAAC addresses (`slaacChangeOf`): each one the
+ * new `network6` no longer holds is released (the group's network change gives it back),
+ * and, when the members are re-driven (`resent`), each one they lack in it is allocated
+ * (by their attach). `members` are as they end up, for the topology.
+ */
+function slaacChanges(
+  members: readonly MemberState[],
+  spec: ResourceGroupSpec,
+  resent: boolean,
+): { members: MemberState[]; allocate: PlannedAddress[]; release: PlannedAddress[] } {
+  const planned = members.map((member): [MemberState, SlaacChange] => {
+    const { host, ip6 } = member
+    const own = ownsSlaacAddress(spec, host.spec)
+    return [
+      member,
+      own ? { ...(ip6 ? { ip6 } : {}) } : slaacChangeOf(ip6, host.spec.hostMAC, spec.network6),
+    ]
+  })
+  const address = (member: MemberState, ip: string): PlannedAddress => ({
+    pool: 'group',
+    owner: ipv6OwnerOf(member.host.name),
+    ip,
+  })
+  return {
+    members: planned.map(([{ ip6: _held, ...member }, change]) => {
+      const ip6 = change.allocate !== undefined && !resent ? undefined : change.ip6
+      return { ...member, ...(ip6 ? { ip6 } : {}) }
+    }),
+    allocate: resent
+      ? planned.flatMap(([m, c]) => (c.allocate ? [address(m, c.allocate)] : []))
+      : [],
+    release: planned.flatMap(([m, c]) => (c.release ? [address(m, c.release)] : [])),
+  }
+}
 
 /** The address the group network's pool would hand out next (its first free one), if any. */
 async function firstFreeAddress(

@@ -22,6 +22,26 @@ export class AwaitingAck extends HydrazineError {
   }
 }
 
+/**
+ * What the group's members are sent (its networks, its DHCP server) changed while this work
+ * computed from the spec it read, e.g. an attach whose group's `network6` moved: retry
+ * later, and the next run reads the new spec (or finds itself superseded by the members'
+ * re-drive). `cause` is what the old spec led to, if it failed.
+ */
+export class GroupChanged extends HydrazineError {
+  constructor(
+    readonly group: string,
+    readonly specVersion: number,
+    cause?: HydrazineError,
+  ) {
+    super(
+      'GROUP_CHANGED',
+      `resource group ${group} changed since its spec version ${specVersion} was read${cause ? ` (${cause.code}: ${cause.message})` : ''}`,
+      { retryable: true, cause },
+    )
+  }
+}
+
 /** True when retrying the same work cannot help: a Hydrazine error that says so. */
 export function isPermanent(error: unknown): error is HydrazineError {
   return error instanceof HydrazineError && !error.retryable

@@ -9,15 +9,17 @@ import type { Allocation } from '../../lib/ipam/index.ts'
 import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
 import type { ResourceGroup } from '../../lib/state/objects.ts'
 import type { HandlerDeps } from './deps.ts'
-import { failOrRetry } from './errors.ts'
-import { ipv6OwnerOf, relayOwnerOf } from './network.ts'
+import { failOrRetry, GroupChanged, isPermanent } from './errors.ts'
+import { ipv6OwnerOf, memberSettingsOf, ownsSlaacAddress, relayOwnerOf } from './network.ts'
 import { type HostAttempt, setHostStatus } from './status.ts'
 
 /**
  * The host's address, its group's relay address on its DPU (dhcrelay ignores an
  * interface without one: one per group and DPU, kept while the group lives there) and,
  * for PublicAccess, a public IP. A refusal that cannot change (a taken or foreign
- * address, an exhausted pool) makes the host Failed.
+ * address, an exhausted pool) makes the host Failed — unless the group's settings
+ * changed since `group` was read (its `network6` moved): then it is retried
+ * (`GroupChanged`) from the new ones.
  */
 export async function allocateAddresses(
   deps: Pick<HandlerDeps, 'ipam' | 'store'>,
@@ -30,14 +32,16 @@ export async function allocateAddresses(
       phase: 'Failed',
       condition: { type: 'Attached', status: 'False', reason: error.code, message: error.message },
     })
-  const orFail = (error: unknown) => failOrRetry(error, failed)
+  const orFail = async (error: unknown): Promise<never> => {
+    if (isPermanent(error)) await groupUnchanged(deps, group, error)
+    return failOrRetry(error, failed)
+  }
   const { spec } = host
   // A host reached from the fabric is NATed, and OVN NATs IPv4 only.
   const family = spec.hostAccess === 'None' ? {} : { version: 4 as const }
   const network6 = group.spec.network6
   // An IPv6-only group's host that names no address or pool: its SLAAC address is its own.
-  const slaacOnly =
-    group.spec.network === undefined && network6 && !spec.hostIP && spec.pool === undefined
+  const slaacOnly = network6 && ownsSlaacAddress(group.spec, spec)
   // A named pool is handed out only to hosts that ask for it; the rest share `default`.
   const address = slaacOnly
     ? await deps.ipam
@@ -66,6 +70,23 @@ export async function allocateAddresses(
     hostIp: address.ip,
     ...(v6 ? { hostIpv6: v6.ip } : {}),
     ...(relay ? { relayIp: relay.ip } : {}),
+  }
+}
+
+/**
+ * Throws GroupChanged (retryable) when what the group's members are sent
+ * (`memberSettingsOf`: its networks, its DHCP server) is no longer what `group` says, or
+ * the group is gone: work computed from `group` is done again from the group as it is now.
+ * `cause`: the refusal the old settings led to.
+ */
+export async function groupUnchanged(
+  deps: Pick<HandlerDeps, 'store'>,
+  group: ResourceGroup,
+  cause?: HydrazineError,
+): Promise<void> {
+  const current = await deps.store.getGroup(group.name)
+  if (!current || memberSettingsOf(current.spec) !== memberSettingsOf(group.spec)) {
+    throw new GroupChanged(group.name, group.specVersion, cause)
   }
 }
 

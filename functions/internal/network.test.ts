@@ -1,6 +1,14 @@
 import t from 'tap'
 import type { ResourceGroup, ResourceGroupSpec } from '../../lib/state/objects.ts'
-import { networkSpecOf, relayDpuOf, relayMacOf, relayOwnerOf } from './network.ts'
+import {
+  networkSpecOf,
+  ownsSlaacAddress,
+  relayDpuOf,
+  relayMacOf,
+  relayOwnerOf,
+  type SlaacChange,
+  slaacChangeOf,
+} from './network.ts'
 
 function group(spec: Omit<ResourceGroupSpec, 'tenantId'>): ResourceGroup {
   return {
@@ -182,4 +190,55 @@ t.test('relay MACs: stable, locally administered unicast, one per group and DPU'
   t.equal(first & 2, 2, 'locally administered')
   const others = [relayMacOf('group-a', 'dpu-2'), relayMacOf('group-b', 'dpu-1')]
   t.notOk(others.includes(mac), 'differs for another DPU or group')
+})
+
+t.test('slaacChangeOf: what a network6 does to the address a member holds', async (t) => {
+  const mac = '0a:00:00:00:00:01'
+  const old = 'fd00:10::800:ff:fe00:1'
+  const next = 'fd00:20::800:ff:fe00:1'
+  const cases: {
+    why: string
+    held?: string
+    network6?: { cidr: string }
+    change: SlaacChange
+  }[] = [
+    { why: 'no network6, nothing held: nothing', change: {} },
+    {
+      why: 'added: its MAC’s address taken',
+      network6: { cidr: 'fd00:20::/64' },
+      change: { allocate: next, ip6: next },
+    },
+    {
+      why: 'unchanged: kept',
+      held: old,
+      network6: { cidr: 'fd00:10::/64' },
+      change: { ip6: old },
+    },
+    {
+      why: 'moved: the old one given back, the new one taken',
+      held: old,
+      network6: { cidr: 'fd00:20::/64' },
+      change: { release: old, allocate: next, ip6: next },
+    },
+    { why: 'removed: given back', held: old, change: { release: old } },
+  ]
+  for (const c of cases) t.same(slaacChangeOf(c.held, mac, c.network6), c.change, c.why)
+})
+
+t.test('ownsSlaacAddress: an IPv6-only group’s host naming no address or pool', async (t) => {
+  const network = { cidr: '10.0.0.0/24', gateway: '10.0.0.1' }
+  const network6 = { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' }
+  const cases: {
+    why: string
+    group: Parameters<typeof ownsSlaacAddress>[0]
+    host: Parameters<typeof ownsSlaacAddress>[1]
+    owns: boolean
+  }[] = [
+    { why: 'IPv6-only, nothing named', group: { network6 }, host: {}, owns: true },
+    { why: 'dual-stack', group: { network, network6 }, host: {}, owns: false },
+    { why: 'an address named', group: { network6 }, host: { hostIP: 'fd00:10::9' }, owns: false },
+    { why: 'a pool named', group: { network6 }, host: { pool: 'vms' }, owns: false },
+    { why: 'IPv4 only', group: { network }, host: {}, owns: false },
+  ]
+  for (const c of cases) t.equal(ownsSlaacAddress(c.group, c.host), c.owns, c.why)
 })

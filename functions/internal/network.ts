@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto'
 import {
   contains,
+  eui64Address,
   formatIp,
   parseCidr,
   parseSpan,
@@ -13,7 +14,12 @@ import {
 } from '../../lib/ipam/address.ts'
 import type { NetworkSpec } from '../../lib/ipam/index.ts'
 import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
-import { cidrContains, type ResourceGroup } from '../../lib/state/objects.ts'
+import {
+  cidrContains,
+  type ManagedResourceSpec,
+  type ResourceGroup,
+  type ResourceGroupSpec,
+} from '../../lib/state/objects.ts'
 
 const RELAY_OWNER_PREFIX = 'relay/'
 const IPV6_OWNER_PREFIX = 'ipv6/'
@@ -29,6 +35,62 @@ export function ipv6OwnerOf(host: string): string {
 /** The host an IPv6 owner names; undefined for any other owner. */
 export function ipv6HostOf(owner: string): string | undefined {
   return owner.startsWith(IPV6_OWNER_PREFIX) ? owner.slice(IPV6_OWNER_PREFIX.length) : undefined
+}
+
+/**
+ * Every host's SLAAC address owner, as IPAM matches them (`DefineOptions.releaseDropped`):
+ * a group network whose `network6` moved or went gives their old addresses back in the
+ * same step that defines it.
+ */
+export const IPV6_OWNERS = { ownerPrefix: IPV6_OWNER_PREFIX } as const
+
+/**
+ * An IPv6-only group's host that names no address or pool: its SLAAC address is its own
+ * (held under its name), not a second one under `ipv6OwnerOf`.
+ */
+export function ownsSlaacAddress(
+  group: Pick<ResourceGroupSpec, 'network' | 'network6'>,
+  host: Pick<ManagedResourceSpec, 'hostIP' | 'pool'>,
+): boolean {
+  return (
+    group.network === undefined &&
+    group.network6 !== undefined &&
+    !host.hostIP &&
+    host.pool === undefined
+  )
+}
+
+/** What a group's `network6` does to a member's second (SLAAC) address. */
+export interface SlaacChange {
+  /** The address it holds that the network6 no longer holds: given back. */
+  readonly release?: string
+  /** The address its MAC gives in the network6, when it holds none there: taken. */
+  readonly allocate?: string
+  /** The address it ends with, if any. */
+  readonly ip6?: string
+}
+
+/**
+ * What `network6` does to the SLAAC address `held` by a member with `mac` (`ipv6/<host>`):
+ * one the network6 no longer holds is given back (`isStaleIpv6`), and one in it is taken
+ * from the MAC's EUI-64 identifier when the member holds none there. Pure.
+ *
+ * @example
+ * slaacChangeOf('fd00:10::800:ff:fe00:1', '0a:00:00:00:00:01', { cidr: 'fd00:20::/64' })
+ * // { release: 'fd00:10::800:ff:fe00:1', allocate: 'fd00:20::800:ff:fe00:1', ip6: 'fd00:20::800:ff:fe00:1' }
+ */
+export function slaacChangeOf(
+  held: string | undefined,
+  mac: string,
+  network6: { readonly cidr: string } | undefined,
+): SlaacChange {
+  const kept = held !== undefined && network6 !== undefined && cidrContains(network6.cidr, held)
+  if (kept) return { ip6: held }
+  const allocate = network6 ? eui64Address(network6.cidr, mac) : undefined
+  return {
+    ...(held !== undefined ? { release: held } : {}),
+    ...(allocate !== undefined ? { allocate, ip6: allocate } : {}),
+  }
 }
 
 /**

@@ -2,6 +2,7 @@ import t from 'tap'
 import { formatIp, formatSpan } from './address.ts'
 import {
   compile,
+  droppedSpans,
   exclusionBitmap,
   findSubnet,
   MAX_POOL_SIZE,
@@ -385,3 +386,30 @@ t.test(
     for (const c of cases) t.same(spans(c.from, c.to), c.spans, c.name)
   },
 )
+
+t.test('what a changed definition drops: parts of its subnets no new one holds', async (t) => {
+  const primary = { cidr: '10.0.0.0/24', gateway: '10.0.0.1', dhcp: true }
+  const cases: { name: string; from: NetworkSpec; to: NetworkSpec; spans: string[] }[] = [
+    {
+      name: 'network6 moved: the old /64',
+      from: { subnets: [primary, { cidr: 'fd00:10::/64' }] },
+      to: { subnets: [primary, { cidr: 'fd00:20::/64' }] },
+      spans: ['fd00:10::-fd00:10::ffff:ffff:ffff:ffff'],
+    },
+    {
+      name: 'a gateway added: nothing (it is reserved, not dropped)',
+      from: { subnets: [{ cidr: '10.0.0.0/24', dhcp: true }] },
+      to: { subnets: [primary] },
+      spans: [],
+    },
+    {
+      name: 'a subnet shrunk: the part cut off',
+      from: { subnets: [primary, { cidr: '10.20.0.0/23' }] },
+      to: { subnets: [primary, { cidr: '10.20.0.0/24' }] },
+      spans: ['10.20.1.0-10.20.1.255'],
+    },
+  ]
+  for (const c of cases) {
+    t.same(droppedSpans(layoutOf(c.from), layoutOf(c.to)).map(formatSpan), c.spans, c.name)
+  }
+})

@@ -315,14 +315,24 @@ export function subnetHolding(layout: Layout, span: Span): SubnetLayout | undefi
  * vacatedSpans(compile('g', a), compile('g', b)) // [10.20.0.0-10.20.0.255] when b drops that subnet
  */
 export function vacatedSpans(current: Layout, next: Layout): Span[] {
-  const dropped = current.subnets.flatMap((s) =>
+  const reserved = next.subnets.flatMap((s) =>
+    s.reserved.map((value) => ({ version: s.cidr.version, first: value, last: value })),
+  )
+  return [...droppedSpans(current, next), ...reserved]
+}
+
+/**
+ * The parts of `current`'s subnets that no subnet of `next` holds: addresses there lie in
+ * no subnet once the definition changes. Pure.
+ *
+ * @example
+ * droppedSpans(compile('g', a), compile('g', b)) // [fd00:10::-fd00:10::ffff:ffff:ffff:ffff] when b moves that /64
+ */
+export function droppedSpans(current: Layout, next: Layout): Span[] {
+  return current.subnets.flatMap((s) =>
     next.subnets.reduce<Span[]>(
       (left, kept) => left.flatMap((part) => subtract(part, kept.cidr)),
       [s.cidr],
     ),
   )
-  const reserved = next.subnets.flatMap((s) =>
-    s.reserved.map((value) => ({ version: s.cidr.version, first: value, last: value })),
-  )
-  return [...dropped, ...reserved]
 }

@@ -37,7 +37,7 @@ export {
   Overlap,
   PoolExhausted,
 } from './errors.ts'
-export type { SubnetChange } from './networks.ts'
+export type { DefineOptions, Released, SubnetChange } from './networks.ts'
 export type { PublicIpStatus } from './public-ips.ts'
 export type { NetworkUsage, Orphan, PoolUsage, SubnetUsage } from './usage.ts'
 

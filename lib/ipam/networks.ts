@@ -17,6 +17,7 @@ import {
 } from './address.ts'
 import {
   compile,
+  droppedSpans,
   exclusionBitmap,
   findSubnet,
   type Layout,
@@ -40,6 +41,22 @@ import { checkId } from './keys.ts'
 import { type LayoutCache, MAX_ATTEMPTS } from './layout-cache.ts'
 import { scripts, tuple } from './scripts.ts'
 
+/** How `defineNetwork` treats addresses held where the new definition drops a subnet. */
+export interface DefineOptions {
+  /**
+   * Owners whose names start with this prefix give back what they hold there, in the
+   * same step as the change (no allocation can come between), instead of refusing it:
+   * owners whose address follows from the definition, such as a host's SLAAC address.
+   */
+  readonly releaseDropped?: { readonly ownerPrefix: string }
+}
+
+/** An address a network change took back from its owner. */
+export interface Released {
+  readonly owner: string
+  readonly ip: string
+}
+
 export interface SubnetChange {
   cidr?: string
   /** `null` removes the gateway. */
@@ -56,6 +73,8 @@ interface Plan {
   mustBeFree?: Span[]
   force?: boolean
   busy?: (ip: string, owner: string) => string
+  /** Ranges whose holders named with `ownerPrefix` give their addresses back. */
+  release?: { spans: Span[]; ownerPrefix: string }
 }
 
 /** Network, subnet, pool and external-reservation changes of `Ipam`. */
@@ -82,19 +101,34 @@ export function createNetworks(layouts: LayoutCache) {
      * Creates the network, or changes its definition to `spec` (a group whose extra
      * subnets changed): what it already holds stays held. Refused (Conflict, naming the
      * holder) while an address is held where the new definition drops a subnet or
-     * reserves it (a new gateway); the same definition again changes nothing.
+     * reserves it (a new gateway), except by the owners `options.releaseDropped` names,
+     * whose addresses in dropped subnets are given back in the same step and returned.
+     * The same definition again changes nothing.
+     *
+     * @example
+     * // network6 moved: every `ipv6/<host>` address in the old /64 is given back
+     * await ipam.defineNetwork('rg-blue', next, { releaseDropped: { ownerPrefix: 'ipv6/' } })
+     * // [{ owner: 'ipv6/h1', ip: 'fd00:10::800:ff:fe00:1' }]
      */
-    async defineNetwork(network: string, spec: NetworkSpec): Promise<void> {
+    async defineNetwork(
+      network: string,
+      spec: NetworkSpec,
+      options: DefineOptions = {},
+    ): Promise<Released[]> {
       checkId('network', network)
       const definition = normalizeNetwork(spec)
       const next = compile(network, definition)
-      await commit(layouts, network, (current) => {
+      const { releaseDropped } = options
+      return commit(layouts, network, (current) => {
         if (current === undefined) return { definition }
         if (JSON.stringify(current.definition) === JSON.stringify(definition)) return undefined
         return {
           definition,
           mustBeFree: vacatedSpans(current, next),
           busy: (ip, owner) => `network ${network} cannot change: ${ip} is held by ${owner}`,
+          ...(releaseDropped
+            ? { release: { spans: droppedSpans(current, next), ...releaseDropped } }
+            : {}),
         }
       })
     },
@@ -296,18 +330,18 @@ export function createNetworks(layouts: LayoutCache) {
 /**
  * Reads the current definition, lets `change` compute the next one (or undefined for
  * no change), and commits it with the bitmaps rebuilt, retrying if another writer got
- * there first.
+ * there first. Returns the addresses the change gave back (`Plan.release`).
  */
 async function commit(
   layouts: LayoutCache,
   network: string,
   change: (current: Layout | undefined) => Plan | undefined,
-): Promise<void> {
+): Promise<Released[]> {
   const k = layouts.keys(network)
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const current = await layouts.read(network, true)
     const plan = change(current.layout)
-    if (plan === undefined) return
+    if (plan === undefined) return []
     const next = plan.definition === undefined ? undefined : compile(network, plan.definition)
     const keys = [k.meta, k.owners, k.holders]
     for (const pool of current.layout?.pools ?? []) {
@@ -321,6 +355,8 @@ async function commit(
       next?.pools.length ?? 0,
       plan.mustBeFree?.length ?? 0,
       plan.force ? '1' : '0',
+      plan.release?.spans.length ?? 0,
+      plan.release?.ownerPrefix ?? '',
     ]
     for (const subnet of next?.subnets ?? []) {
       for (const pool of subnet.pools) {
@@ -329,18 +365,18 @@ async function commit(
         args.push(pool.startHex, pool.endHex, exclusionBitmap(subnet, pool))
       }
     }
-    for (const span of plan.mustBeFree ?? []) {
+    for (const span of [...(plan.mustBeFree ?? []), ...(plan.release?.spans ?? [])]) {
       args.push(
         toHex({ version: span.version, value: span.first }),
         toHex({ version: span.version, value: span.last }),
       )
     }
-    const [status, detail = '', hex = ''] = tuple(
+    const [status, detail = '', hex = '', ...rest] = tuple(
       await scripts.commitNetwork.run(layouts.redis, keys, args),
     )
     if (status === 'ok') {
       layouts.remember(network, detail, next)
-      return
+      return releasedOf([hex, ...rest])
     }
     if (status === 'busy') {
       const ip = formatIp(fromHex(hex))
@@ -350,6 +386,15 @@ async function commit(
   throw new Conflict(`network ${network} kept changing; try again`, undefined, {
     retryable: true,
   })
+}
+
+/** `[owner, addressHex, owner, addressHex, …]` as the script answers it. */
+function releasedOf(pairs: readonly string[]): Released[] {
+  const out: Released[] = []
+  for (let i = 0; i + 1 < pairs.length; i += 2) {
+    out.push({ owner: pairs[i] ?? '', ip: formatIp(fromHex(pairs[i + 1] ?? '')) })
+  }
+  return out
 }
 
 function required(network: string, layout: Layout | undefined): Layout {

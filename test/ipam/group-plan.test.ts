@@ -2,10 +2,11 @@
  * A group's pools and reservations (issue 18, seed 004) through `networkSpecOf` and IPAM
  * on a real Redis: reservations are never handed out, named pools hand out their own
  * ranges only, a re-defined network keeps every held address, `orphans` names what a
- * change would leave behind, and `usage` draws what is held.
+ * change would leave behind, `usage` draws what is held, and a moved network6 gives its
+ * hosts' SLAAC addresses back in the step that defines it.
  */
 import t from 'tap'
-import { networkSpecOf } from '../../functions/internal/network.ts'
+import { IPV6_OWNERS, networkSpecOf } from '../../functions/internal/network.ts'
 import type { ResourceGroupSpec } from '../../lib/state/objects.ts'
 import { ipamFixture } from './fixture.ts'
 
@@ -70,4 +71,48 @@ t.test('a changed plan keeps held addresses; orphans names what would go', async
   const usage = await ipam.usage('g')
   t.equal(usage.subnets[0]?.map, 'XX........+.+..X', '+ a (reserved now, still its own), c')
   t.match(usage.subnets[1], { cidr: '10.1.0.0/28', used: 1 })
+})
+
+t.test('a moved network6 gives its SLAAC owners’ addresses back in the same step', async (t) => {
+  const { ipam } = fx.ipam()
+  const at = (cidr: string) => spec({ network6: { cidr, gateway: cidr.replace('/64', '1') } })
+  await ipam.defineNetwork('g', at('fd00:10::/64'))
+  await ipam.allocate('g', 'h1', { pool: 'default' })
+  await ipam.allocate('g', 'ipv6/h1', { ip: 'fd00:10::800:ff:fe00:1' })
+  await ipam.allocate('g', 'ipv6/h2', { ip: 'fd00:10::800:ff:fe00:2' })
+  const owners = async () => (await ipam.allocations('g')).map((a) => `${a.owner} ${a.ip}`)
+
+  await t.rejects(
+    ipam.defineNetwork('g', at('fd00:20::/64')),
+    { code: 'CONFLICT', message: /held by ipv6\/h1/ },
+    'without releaseDropped: refused while they are held',
+  )
+  t.same(
+    await ipam.defineNetwork('g', at('fd00:20::/64'), { releaseDropped: IPV6_OWNERS }),
+    [
+      { owner: 'ipv6/h1', ip: 'fd00:10::800:ff:fe00:1' },
+      { owner: 'ipv6/h2', ip: 'fd00:10::800:ff:fe00:2' },
+    ],
+    'with it: the change goes through and says what it gave back',
+  )
+  t.same(await owners(), ['h1 10.0.0.5'], 'the IPv4 address stays held')
+  await t.rejects(
+    ipam.allocate('g', 'ipv6/h1', { ip: 'fd00:10::800:ff:fe00:1' }),
+    { code: 'NOT_IN_SUBNET' },
+    'the old /64 hands out nothing now',
+  )
+  await ipam.allocate('g', 'ipv6/h1', { ip: 'fd00:20::800:ff:fe00:1' })
+
+  // Another owner in the dropped /64 refuses the change, and nothing is given back.
+  await ipam.allocate('g', 'h6', { ip: 'fd00:20::6' })
+  await t.rejects(
+    ipam.defineNetwork('g', spec(), { releaseDropped: IPV6_OWNERS }),
+    { code: 'CONFLICT', message: /fd00:20::6 is held by h6/ },
+    'an address of another owner there: refused',
+  )
+  t.same(
+    await owners(),
+    ['h1 10.0.0.5', 'h6 fd00:20::6', 'ipv6/h1 fd00:20::800:ff:fe00:1'],
+    'with every address still held',
+  )
 })

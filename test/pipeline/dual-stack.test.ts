@@ -9,6 +9,7 @@ import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { eui64Address } from '../../lib/ipam/address.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
+import type { ChangePlan } from '../../lib/state/plans.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import { OPERATOR, TEST_TOKENS } from '../helpers/tokens.ts'
 import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
@@ -169,13 +170,33 @@ t.test('network6 added to a group with hosts, moved, then removed', async (t) =>
   )
   const ip4 = first?.status.hostAccessIPs?.hostIP
   t.equal(first?.status.hostAccessIPs?.hostIPv6, undefined, 'an IPv4-only group: no IPv6')
+  const call = jsonCaller(
+    createApp({ readiness: {}, v1: { client: p.client, tokens: TEST_TOKENS } }),
+    OPERATOR,
+  )
+  /** The dry run of the group's next spec: its addresses, and c1's port among NB's updates. */
+  const planned = async (spec: object) => {
+    const plan = (await call('PUT', '/v1/resource-groups/group-c?dryRun=true', spec))
+      .json as ChangePlan
+    return { ...plan.addresses, portUpdated: plan.nb.update.some((id) => id.includes(port)) }
+  }
+  const slaac = (cidr: string) => ({ pool: 'group', owner: 'ipv6/c1', ip: eui64Address(cidr, mac) })
 
+  let before: string | undefined
   for (const cidr of ['fd00:10::/64', 'fd00:20::/64']) {
     const ip6 = eui64Address(cidr, mac)
-    await p.client.applyGroup('group-c', {
-      ...groupSpec(),
-      network6: { cidr, gateway: cidr.replace('/64', '1') },
-    })
+    const spec = { ...groupSpec(), network6: { cidr, gateway: cidr.replace('/64', '1') } }
+    t.same(
+      await planned(spec),
+      {
+        allocate: [slaac(cidr)],
+        release: before ? [slaac(before)] : [],
+        portUpdated: true,
+      },
+      `a dry run of network6 ${cidr}: c1's SLAAC address ${before ? 'moved' : 'taken'}`,
+    )
+    before = cidr
+    await p.client.applyGroup('group-c', spec)
     const host = await until(
       () => p.controller.store.getHost('c1'),
       (h) => h?.status.phase === 'Ready' && h.status.hostAccessIPs?.hostIPv6 === ip6,
@@ -192,6 +213,11 @@ t.test('network6 added to a group with hosts, moved, then removed', async (t) =>
     t.same(held, [{ owner: 'ipv6/c1', ip: ip6 }], 'IPAM holds that one only')
   }
 
+  t.same(
+    await planned(groupSpec()),
+    { allocate: [], release: [slaac('fd00:20::/64')], portUpdated: true },
+    "a dry run of network6 removed: c1's SLAAC address given back",
+  )
   await p.client.applyGroup('group-c', groupSpec())
   const host = await until(
     () => p.controller.store.getHost('c1'),

@@ -3,7 +3,8 @@
  * link-local /30 of each DPU's transit link and the MAC of each router port. Pure.
  */
 import { createHash } from 'node:crypto'
-import { isIP } from 'node:net'
+import { type Address, parseIp } from '../../ipam/address.ts'
+import { InvalidRequest } from '../../ipam/errors.ts'
 
 const LINK_LOCAL_SLOTS = 16_384 // /30s in 169.254.0.0/16
 
@@ -53,28 +54,29 @@ export function prefixLength(cidr: string): number {
   return Number(cidr.split('/')[1])
 }
 
-/** True when `ip` lies inside `cidr` (same address family). */
+/**
+ * True when `ip` lies inside `cidr` (same address family; host bits in `cidr` are
+ * ignored, as OVN does for a NAT's `logical_ip`).
+ *
+ * @example inSubnet('fd00:10::5', 'fd00:10::/64') // true
+ */
 export function inSubnet(ip: string, cidr: string): boolean {
-  const [addr, lenText] = cidr.split('/') as [string, string]
-  const family = isIP(addr)
-  if (family !== isIP(ip)) return false
-  const bits = family === 4 ? 32 : 128
-  const toBig = (a: string) => (family === 4 ? v4ToBig(a) : v6ToBig(a))
-  const shift = BigInt(bits - Number(lenText))
-  return toBig(ip) >> shift === toBig(addr) >> shift
+  const [base = '', length = ''] = cidr.split('/')
+  const address = addressOf(ip)
+  const network = addressOf(base)
+  if (!address || !network || address.version !== network.version) return false
+  const bits = address.version === 4 ? 32 : 128
+  if (!/^\d{1,3}$/.test(length) || Number(length) > bits) return false
+  const shift = BigInt(bits - Number(length))
+  return address.value >> shift === network.value >> shift
 }
 
-function v4ToBig(a: string): bigint {
-  return a.split('.').reduce((acc, o) => (acc << 8n) | BigInt(Number(o)), 0n)
-}
-
-function v6ToBig(a: string): bigint {
-  const [head = '', tail = ''] = a.split('::')
-  const h = head ? head.split(':') : []
-  const t = tail ? tail.split(':') : []
-  const groups = a.includes('::') ? [...h, ...Array(8 - h.length - t.length).fill('0'), ...t] : h
-  return groups.reduce(
-    (acc: bigint, x: string) => (acc << 16n) | BigInt(Number.parseInt(x, 16)),
-    0n,
-  )
+/** The address `text` spells, or undefined when it spells none. */
+function addressOf(text: string): Address | undefined {
+  try {
+    return parseIp(text)
+  } catch (error) {
+    if (error instanceof InvalidRequest) return undefined
+    throw error
+  }
 }

@@ -52,6 +52,9 @@ t.test('names: the domain, each record, and reverse names of both families', asy
     ['fd00:10::2', `2.${'0.'.repeat(23)}0.1.0.0.0.0.d.f.ip6.arpa`],
     ['2001:db8::', `${'0.'.repeat(24)}8.b.d.0.1.0.0.2.ip6.arpa`],
     ['::ffff:10.0.0.1', `1.0.0.0.0.0.a.0.f.f.f.f.${'0.'.repeat(20)}ip6.arpa`],
+    // However it is written: capitals, leading zeros, no `::`.
+    ['FD00:0010:0:0:0:0:0:2', `2.${'0.'.repeat(23)}0.1.0.0.0.0.d.f.ip6.arpa`],
+    ['::', `${'0.'.repeat(32)}ip6.arpa`],
   ]
   for (const [ip, name] of cases) t.equal(reverseName(ip), name, ip)
   t.equal(reverseName('fd00:10::2').split('.').length, 34, '32 nibbles, then ip6.arpa')

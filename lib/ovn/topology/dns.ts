@@ -5,7 +5,7 @@
  * query for one of these names when it crosses the group's switch (`ls_in_dns_lookup`),
  * whatever address it was sent to; any other query goes on unanswered by OVN. Pure.
  */
-import { isIP } from 'node:net'
+import { formatIp, parseIp, toHex } from '../../ipam/address.ts'
 
 /**
  * The domain a group's hosts are named in: `<group>.<zone>`, what a host puts in its
@@ -51,20 +51,10 @@ export function hostDnsRecords(
  * @example reverseName('fd00::1') // '1.0.0.0.….0.d.f.ip6.arpa' (32 nibbles)
  */
 export function reverseName(ip: string): string {
-  if (isIP(ip) === 4) return `${ip.split('.').reverse().join('.')}.in-addr.arpa`
-  const nibbles = v6Bits(ip).toString(16).padStart(32, '0')
-  return `${[...nibbles].reverse().join('.')}.ip6.arpa`
-}
-
-/** An IPv6 address as a number (a dotted IPv4 tail, `::ffff:10.0.0.1`, included). */
-function v6Bits(address: string): bigint {
-  const dotted = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(address)
-  const ip = dotted
-    ? `${dotted[1]}${((Number(dotted[2]) << 8) | Number(dotted[3])).toString(16)}:${((Number(dotted[4]) << 8) | Number(dotted[5])).toString(16)}`
-    : address
-  const [head = '', tail = ''] = ip.split('::')
-  const h = head ? head.split(':') : []
-  const t = tail ? tail.split(':') : []
-  const groups = ip.includes('::') ? [...h, ...Array(8 - h.length - t.length).fill('0'), ...t] : h
-  return groups.reduce((acc: bigint, x: string) => (acc << 16n) | BigInt(`0x${x}`), 0n)
+  const address = parseIp(ip)
+  if (address.version === 4) {
+    return `${formatIp(address).split('.').reverse().join('.')}.in-addr.arpa`
+  }
+  // toHex: the address's 32 nibbles, most significant first.
+  return `${[...toHex(address)].reverse().join('.')}.ip6.arpa`
 }
