@@ -4,7 +4,7 @@ import { HydrazineError } from '../../lib/errors.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { type Daemon, type DaemonSpec, isAlive, startDaemon } from '../../lib/process/daemon.ts'
 import { startFrrDaemons } from './frr.ts'
-import { pickPort } from './net.ts'
+import { pickPort, withPortRetry } from './net.ts'
 import { startOvnCentral } from './ovn-central.ts'
 import { startRedis } from './redis.ts'
 import type { DaemonExit, FrrInstance, LocalStack } from './types.ts'
@@ -219,11 +219,9 @@ async function startFrr(
   const dir = embeddedFrrDir(dataDir)
   await mkdir(dir, { recursive: true, mode: 0o700 })
   await chmod(dir, 0o700)
-  const bgpPort = opts.netns ? (opts.bgpPort ?? 179) : await pickPort(opts.bgpPort, log, 'bgpd')
   const listen = opts.listenAddress ?? (opts.netns ? undefined : '127.0.0.1')
-  await startFrrDaemons({
+  const common = {
     dir,
-    daemons: ['zebra', 'bgpd', 'staticd'],
     configs: {
       zebra: `hostname ${opts.hostname ?? 'hydrazine'}\n`,
       bgpd:
@@ -231,18 +229,31 @@ async function startFrr(
         'router bgp 65000\n bgp router-id 127.0.0.1\n no bgp network import-check\nexit\n',
     },
     pathspace: `hz${process.pid}${frrInstances++}`,
-    extraArgs: {
-      bgpd: [
-        '-p',
-        String(bgpPort),
-        ...(listen ? ['-l', listen] : []),
-        ...(opts.installRoutes ? [] : ['-n']),
-      ],
-    },
     ...(opts.netns ? { netns: opts.netns } : {}),
     // A restarted bgpd starts from bgpd.conf, which Hydrazine saves after each change.
     supervise: keep,
+  }
+  await startFrrDaemons({ ...common, daemons: ['zebra'] })
+  // bgpd's port, picked free, may be taken before bgpd binds it: then another is picked.
+  const bgpPort = await withPortRetry(async (attempt) => {
+    const port = opts.netns
+      ? (opts.bgpPort ?? 179)
+      : await pickPort(attempt === 1 ? opts.bgpPort : undefined, log, 'bgpd')
+    await startFrrDaemons({
+      ...common,
+      daemons: ['bgpd'],
+      extraArgs: {
+        bgpd: [
+          '-p',
+          String(port),
+          ...(listen ? ['-l', listen] : []),
+          ...(opts.installRoutes ? [] : ['-n']),
+        ],
+      },
+    })
+    return port
   })
+  await startFrrDaemons({ ...common, daemons: ['staticd'] })
   log(`FRR (zebra, bgpd, staticd) up; vtysh --vty_socket ${dir}`)
   return { vtyDir: dir, bgpPort, bgpdConfig: join(dir, 'bgpd.conf') }
 }

@@ -110,6 +110,40 @@ t.test('a taken preferred port falls back to a free one', async (t) => {
   t.equal(ping.stdout.trim(), 'PONG')
 })
 
+t.test("a port taken between bgpd's pick and its bind: bgpd starts on another", async (t) => {
+  // Bound and not listening: free to the pick (nothing answers), refused to bgpd's bind,
+  // as a port another program took in between would be.
+  const holder = spawn('python3', [
+    '-c',
+    'import socket,sys,time\ns=socket.socket()\ns.bind(("127.0.0.1",0))\nprint(s.getsockname()[1],flush=True)\ntime.sleep(300)',
+  ])
+  t.teardown(() => {
+    holder.kill()
+  })
+  const taken = await new Promise<number>((resolve, reject) => {
+    holder.stdout.once('data', (data: Buffer) => resolve(Number(String(data).trim())))
+    holder.once('error', reject)
+  })
+  const lines: string[] = []
+  const stack = await startLocalStack({
+    dataDir: await tempDir(t),
+    redis: false,
+    ovn: false,
+    frr: { bgpPort: taken },
+    log: (line) => lines.push(line),
+  })
+  t.teardown(() => stack.stop())
+  t.ok(stack.frr, 'FRR started')
+  t.not(stack.frr?.bgpPort, taken, 'bgpd is not on the taken port')
+  const bgp = await run('vtysh', [
+    '--vty_socket',
+    stack.frr?.vtyDir ?? '',
+    '-c',
+    'show bgp summary',
+  ])
+  t.match(bgp.stdout + bgp.stderr, /BGP|No BGP neighbors/, 'bgpd answers')
+})
+
 t.test('a missing binary is an error naming the Debian package', async (t) => {
   const path = process.env.PATH
   t.teardown(() => {
