@@ -116,8 +116,9 @@ export class Heartbeats {
   }
 
   /**
-   * The newest beat of one DPU: its live beat, or the controller's record of its last one
-   * (its beat expired). Two reads, whatever the number of DPUs; writes nothing.
+   * The newest beat of one DPU: its live beat, which it records as `list` does, or the
+   * controller's record of its last one (its beat expired). A few commands, whatever the
+   * number of DPUs. For the controller only: it writes.
    */
   async newest(dpuId: string): Promise<Heartbeat | undefined> {
     const [live, recorded] = await Promise.all([
@@ -125,7 +126,13 @@ export class Heartbeats {
       this.#redis.hget(LAST_BEATS_KEY, dpuId).then(parse),
     ])
     if (!live) return recorded
-    return recorded && recorded.at > live.at ? recorded : live
+    if (recorded && recorded.at >= live.at) return recorded
+    await recordBeatsScript.run(
+      this.#redis,
+      [LAST_BEATS_KEY],
+      [live.dpuId, live.at, JSON.stringify(live)],
+    )
+    return live
   }
 
   /** Removes the DPU's beat (its agent stops cleanly); the controller's record stays. */
