@@ -2,6 +2,7 @@ import t from 'tap'
 import type { DpuState } from '../../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../../lib/agent-protocol/index.ts'
 import type { Condition, HostPhase, ManagedResource } from '../../lib/state/objects.ts'
+import { storedHost } from '../../test/helpers/objects.ts'
 import {
   type BoundPort,
   dpuHealthyCondition,
@@ -42,22 +43,17 @@ function host(
           logicalPort: opts.ref?.logicalPort ?? `hz/group-a/${name}`,
         }
   return {
-    name,
-    spec: {
-      resourceGroup: 'group-a',
-      type: 'BareMetal',
-      hostMAC: '52:54:00:00:00:01',
-      dpu: { id: dpu, ips: ['172.18.0.11'] },
-      hostAccess: 'None',
-    },
+    ...storedHost(
+      name,
+      { dpu: { id: dpu, ips: ['172.18.0.11'] } },
+      {
+        phase: opts.phase ?? 'Ready',
+        conditions,
+        ...(ref ? { logicalPortReference: ref } : {}),
+        observedVersion: 3,
+      },
+    ),
     specVersion: 3,
-    status: {
-      phase: opts.phase ?? 'Ready',
-      conditions,
-      ...(ref ? { logicalPortReference: ref } : {}),
-      observedVersion: 3,
-      configsSynced: true,
-    },
     ...(opts.deletion ? { deletion: { requestedAt: iso(0), force: false } } : {}),
     createdAt: iso(0),
     updatedAt: iso(0),

@@ -220,9 +220,10 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
   )
   lab.later(() => runtime.stop())
 
-  const getStatus = (credentials: grpc.ChannelCredentials) =>
+  /** The agent at `address` (default: this lab's) asked for its status with `credentials`. */
+  const getStatus = (credentials: grpc.ChannelCredentials, address = runtime.grpcAddress) =>
     new Promise<AgentStatus>((resolve, reject) => {
-      const client = createAgentClient(runtime.grpcAddress, credentials)
+      const client = createAgentClient(address, credentials)
       client.getStatus({}, { deadline: Date.now() + 5000 }, (err, status) => {
         client.close()
         if (err || !status) reject(err ?? new Error('no status'))
@@ -230,13 +231,17 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       })
     })
   const pem = async (path: string) => Buffer.from(await run('cat', [path]))
-  const controller = await ca.issue('hydrazine-controller')
+  /** Client credentials for a certificate with this CN from Hydrazine's CA. */
+  const clientOf = async (cn: string) => {
+    const issued = await ca.issue(cn)
+    return grpc.credentials.createSsl(
+      await pem(ca.ca),
+      await pem(issued.key),
+      await pem(issued.cert),
+    )
+  }
   const impostor = await otherCa.issue('hydrazine-controller')
-  const asController = grpc.credentials.createSsl(
-    await pem(ca.ca),
-    await pem(controller.key),
-    await pem(controller.cert),
-  )
+  const asController = await clientOf('hydrazine-controller')
 
   await t.test('gRPC serves only clients with a certificate from its CA', async (t) => {
     const refused: [string, grpc.ChannelCredentials][] = [
@@ -261,12 +266,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
   await t.test("another DPU's certificate from the same CA is refused", async (t) => {
     // Every DPU holds a certificate from Hydrazine's CA; the CA alone must not let one
     // DPU read another's bound ports, relays and Southbound.
-    const otherDpu = await ca.issue('dpu-other')
-    const asOtherDpu = grpc.credentials.createSsl(
-      await pem(ca.ca),
-      await pem(otherDpu.key),
-      await pem(otherDpu.cert),
-    )
+    const asOtherDpu = await clientOf('dpu-other')
     const denied = { code: grpc.status.PERMISSION_DENIED, details: /CN=dpu-other .*--grpc-clients/ }
     await t.rejects(getStatus(asOtherDpu), denied, 'GetStatus refused')
     const ping = new Promise((resolve, reject) => {
@@ -335,12 +335,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
     },
   )
   await t.test('--grpc-clients names who may call', async (t) => {
-    const operator = await ca.issue('hz-operator')
-    const asOperator = grpc.credentials.createSsl(
-      await pem(ca.ca),
-      await pem(operator.key),
-      await pem(operator.cert),
-    )
+    const asOperator = await clientOf('hz-operator')
     // One agent per DPU: the first one stops before another starts with other clients.
     await runtime.stop()
     const listed = await startAgentRuntime(
@@ -348,14 +343,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
     )
     try {
       const statusFrom = (credentials: grpc.ChannelCredentials) =>
-        new Promise<AgentStatus>((resolve, reject) => {
-          const client = createAgentClient(listed.grpcAddress, credentials)
-          client.getStatus({}, { deadline: Date.now() + 5000 }, (err, status) => {
-            client.close()
-            if (err || !status) reject(err ?? new Error('no status'))
-            else resolve(status)
-          })
-        })
+        getStatus(credentials, listed.grpcAddress)
       t.equal((await statusFrom(asOperator)).dpuId, lab.dpuId, 'a listed CN is answered')
       await t.rejects(
         statusFrom(asController),

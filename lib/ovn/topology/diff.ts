@@ -87,11 +87,13 @@ export function diffTopology(
   // - a row NB lacks is inserted under a name this transaction refers to it by;
   // - a row NB has is compared, unless this very pair was found equal before;
   // - a child is listed for its parent only when the parent does not hold it yet.
-  const inserts: (Operation | number)[] = []
+  /** Inserts in desired order; a new parent's waits for its children (`undefined` until then). */
+  const inserts: (Operation | undefined)[] = []
   const updates: Operation[] = []
   const touched: string[] = []
   const named = new Map<string, string>()
-  const parents: { d: DesiredRow; id: string; have: ActualRow | undefined }[] = []
+  /** Desired parents; a new one with the place its insert takes in `inserts`. */
+  const parents: { d: DesiredRow; id: string; have: ActualRow | undefined; slot: number }[] = []
   const missingRefs = new Map<string, Map<string, string[]>>()
   let matched = 0
   let routerDesired = false
@@ -116,9 +118,8 @@ export function diffTopology(
       touched.push(id)
     }
     if (isParent(d.table)) {
-      parents.push({ d, id, have })
       // A parent NB lacks is inserted with its children, once they are all known.
-      if (!have) inserts.push(parents.length - 1)
+      parents.push({ d, id, have, slot: have ? -1 : inserts.push(undefined) - 1 })
     } else if (!have) inserts.push(nb.insert(d.table, d.row as never, ref))
     if (d.parent) {
       const parentId = idOf(d.parent)
@@ -152,8 +153,8 @@ export function diffTopology(
 
   // Parents: new ones get their children in the insert; existing ones are mutated.
   const parentOps: Operation[] = []
-  const writtenParents = parents.map(({ d, id, have }): Operation | undefined => {
-    if (!isParent(d.table)) return undefined
+  for (const { d, id, have, slot } of parents) {
+    if (!isParent(d.table)) continue
     const mine = missingRefs.get(id) ?? new Map<string, string[]>()
     // Linked rows (a port group's ports) as this transaction refers to them.
     const linked = d.links?.ids.flatMap((l) => refOf(l) ?? [])
@@ -161,7 +162,8 @@ export function diffTopology(
       const row: Record<string, unknown> = { ...d.row }
       for (const [column, refs] of mine) row[column] = refs
       if (d.links && linked) row[d.links.column] = linked
-      return nb.insert(d.table, row as never, named.get(id))
+      inserts[slot] = nb.insert(d.table, row as never, named.get(id))
+      continue
     }
     const mutations: [string, 'insert' | 'delete', string[]][] = []
     if (d.links && linked) {
@@ -183,11 +185,8 @@ export function diffTopology(
     if (mutations.length > 0) {
       parentOps.push(nb.mutate(d.table, [['_uuid', '==', have._uuid]], mutations as never))
     }
-    return undefined
-  })
-  const insertOps = inserts.map((op) =>
-    typeof op === 'number' ? (writtenParents[op] as Operation) : op,
-  )
+  }
+  const insertOps = inserts.filter((op): op is Operation => op !== undefined)
 
   // Stale roots are deleted (a DNS row too: a switch refers to it weakly); stale
   // children vanish once unreferenced (above).
