@@ -73,18 +73,43 @@ export async function loadTokens(options: {
 
 const digest = (token: string) => createHash('sha256').update(token).digest()
 
+/** Every known token's SHA-256 with its principal. */
+function knownTokens(tokens: Tokens): { hash: Buffer; principal: Principal }[] {
+  return [
+    ...tokens.operator.map((t) => ({ hash: digest(t), principal: { kind: 'operator' } as const })),
+    ...Object.entries(tokens.tenants).flatMap(([tenant, list]) =>
+      list.map((t) => ({ hash: digest(t), principal: { kind: 'tenant', tenant } as const })),
+    ),
+  ]
+}
+
+/** A token's SHA-256 in hex: what a UI session keeps of the token it was opened with. */
+export function tokenDigest(token: string): string {
+  return digest(token).toString('hex')
+}
+
+/**
+ * Whom each known token (by `tokenDigest`) stands for now: a UI session is over when its
+ * token is gone or now stands for another principal (`samePrincipal`).
+ */
+export function principalsByDigest(tokens: Tokens): ReadonlyMap<string, Principal> {
+  return new Map(
+    knownTokens(tokens).map(({ hash, principal }) => [hash.toString('hex'), principal]),
+  )
+}
+
+/** Whether two principals are the same operator, or the same tenant. */
+export function samePrincipal(a: Principal, b: Principal): boolean {
+  return a.kind === b.kind && (a.kind === 'operator' || a.tenant === (b as typeof a).tenant)
+}
+
 /**
  * Builds the lookup from a presented token to its principal. Tokens are compared as
  * SHA-256 digests with `timingSafeEqual`, against every known token, so neither the
  * content nor the position of a match shows in the time taken.
  */
 export function createTokenLookup(tokens: Tokens): (presented: string) => Principal | undefined {
-  const known: { hash: Buffer; principal: Principal }[] = [
-    ...tokens.operator.map((t) => ({ hash: digest(t), principal: { kind: 'operator' } as const })),
-    ...Object.entries(tokens.tenants).flatMap(([tenant, list]) =>
-      list.map((t) => ({ hash: digest(t), principal: { kind: 'tenant', tenant } as const })),
-    ),
-  ]
+  const known = knownTokens(tokens)
   return function lookupToken(presented) {
     const hash = digest(presented)
     let found: Principal | undefined

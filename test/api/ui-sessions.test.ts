@@ -71,42 +71,68 @@ t.test("sessions in Redis are every replica's", async (t) => {
   t.equal(await two.get(idle.id), undefined, 'idle longer than idleMs: gone')
 })
 
-t.test('a token taken out of the tokens file ends the sessions it opened', async (t) => {
-  const stack = await withStack(t)
-  const redis = new Redis(stack.redis?.url ?? '', { maxRetriesPerRequest: 1 })
-  redis.on('error', () => {})
-  t.teardown(() => redis.disconnect())
-  const tokenA = 'tenant-a-token-0123456789'
-  const tokenB = 'tenant-b-token-0123456789'
-  // Pages are never reached here: a signed-in request to no route is 404, one without a
-  // session is sent to sign in. The client is not used.
-  const ui = (tenants: Record<string, string[]>) =>
-    createApp({
-      readiness: {},
-      ui: {
-        client: {} as UiDeps['client'],
-        tokens: { operator: [], tenants },
-        sessions: new RedisSessions(redis),
-      },
-    })
-  const signIn = async (app: ReturnType<typeof ui>, token: string) => {
-    const res = await app.request('/ui/sign-in', {
-      method: 'POST',
-      body: new URLSearchParams({ token }),
-    })
-    return (res.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
-  }
-  const status = async (app: ReturnType<typeof ui>, cookie: string) =>
-    (await app.request('/ui/no-such-page', { headers: { cookie } })).status
+t.test(
+  'a token taken out of the tokens file, or moved to another principal, ends its sessions',
+  async (t) => {
+    const stack = await withStack(t)
+    const redis = new Redis(stack.redis?.url ?? '', { maxRetriesPerRequest: 1 })
+    redis.on('error', () => {})
+    t.teardown(() => redis.disconnect())
+    const tokenA = 'tenant-a-token-0123456789'
+    const tokenB = 'tenant-b-token-0123456789'
+    // Pages are never reached here: a signed-in request to no route is 404, one without a
+    // session is sent to sign in. The client is not used.
+    const ui = (tenants: Record<string, string[]>) =>
+      createApp({
+        readiness: {},
+        ui: {
+          client: {} as UiDeps['client'],
+          tokens: { operator: [], tenants },
+          sessions: new RedisSessions(redis),
+        },
+      })
+    const signIn = async (app: ReturnType<typeof ui>, token: string) => {
+      const res = await app.request('/ui/sign-in', {
+        method: 'POST',
+        body: new URLSearchParams({ token }),
+      })
+      return (res.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+    }
+    const status = async (app: ReturnType<typeof ui>, cookie: string) =>
+      (await app.request('/ui/no-such-page', { headers: { cookie } })).status
 
-  const before = ui({ 'tenant-a': [tokenA], 'tenant-b': [tokenB] })
-  const a = await signIn(before, tokenA)
-  const b = await signIn(before, tokenB)
-  t.equal(await status(before, a), 404, "tenant-a's session is signed in")
-  t.equal(await status(before, b), 404, "tenant-b's too")
-  // A restart with tenant-a's token taken out; the sessions stay in Redis.
-  const after = ui({ 'tenant-b': [tokenB] })
-  t.equal(await status(after, a), 303, "tenant-a's session is over: sent to sign in")
-  t.equal(await status(after, b), 404, "tenant-b's session goes on")
-  t.equal(await status(before, a), 303, 'and it is gone from Redis, for every replica')
-})
+    const before = ui({ 'tenant-a': [tokenA], 'tenant-b': [tokenB] })
+    const a = await signIn(before, tokenA)
+    const b = await signIn(before, tokenB)
+    t.equal(await status(before, a), 404, "tenant-a's session is signed in")
+    t.equal(await status(before, b), 404, "tenant-b's too")
+    // A restart with tenant-a's token taken out; the sessions stay in Redis.
+    const after = ui({ 'tenant-b': [tokenB] })
+    t.equal(await status(after, a), 303, "tenant-a's session is over: sent to sign in")
+    t.equal(await status(after, b), 404, "tenant-b's session goes on")
+    t.equal(await status(before, a), 303, 'and it is gone from Redis, for every replica')
+
+    // A token moved to another principal: the session it opened must not keep the old one.
+    const operatorToken = 'operator-token-0123456789'
+    const withOperator = (tokens: { operator: string[]; tenants: Record<string, string[]> }) =>
+      createApp({
+        readiness: {},
+        ui: { client: {} as UiDeps['client'], tokens, sessions: new RedisSessions(redis) },
+      })
+    const first = withOperator({ operator: [operatorToken], tenants: { 'tenant-b': [tokenB] } })
+    const op = await signIn(first, operatorToken)
+    const moved = await signIn(first, tokenB)
+    t.equal(await status(first, op), 404, "the operator's session is signed in")
+    // A restart: the operator's token is now tenant-a's, tenant-b's is now tenant-c's.
+    const later = withOperator({
+      operator: [],
+      tenants: { 'tenant-a': [operatorToken], 'tenant-c': [tokenB] },
+    })
+    t.equal(await status(later, op), 303, 'a demoted operator token no longer acts as operator')
+    t.equal(
+      await status(later, moved),
+      303,
+      "a token moved to another tenant no longer sees the old one's",
+    )
+  },
+)

@@ -39,7 +39,7 @@ import {
   type OperationsDeps,
 } from '../../operations.ts'
 import { ApiError, type ErrorBody, errorHandler } from '../errors.ts'
-import { createTokenLookup, type Tokens } from '../tokens.ts'
+import { createTokenLookup, principalsByDigest, samePrincipal, type Tokens } from '../tokens.ts'
 import { traceAnswer } from '../trace.ts'
 import { CLIENT_JS, ICON_SVG, STYLE_CSS, UI_CSP } from './assets.ts'
 import type { Frame } from './layout.tsx'
@@ -209,9 +209,7 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
   const sessions = deps.sessions ?? new MemorySessions(deps.sessionLimits)
   const limiter = new SignInLimiter()
   const lookup = createTokenLookup(deps.tokens)
-  const knownTokens = new Set(
-    [...deps.tokens.operator, ...Object.values(deps.tokens.tenants).flat()].map(tokenDigest),
-  )
+  const principalNow = principalsByDigest(deps.tokens)
   const operationsFor = createOperations(deps)
   const live = new LiveChanges({
     client: deps.client,
@@ -223,10 +221,14 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
   if (deps.closing?.aborted) live.close()
   const toJson = errorHandler(deps.logError)
   const ops = (c: Context<Env>): Operations => operationsFor(c.get('session').principal)
-  /** The request's session; a token taken out of the tokens file ends those it opened. */
+  /**
+   * The request's session. A token taken out of the tokens file, or moved to another
+   * principal (an operator's made a tenant's), ends the sessions it opened.
+   */
   const sessionOf = async (c: Context): Promise<Session | undefined> => {
     const session = await sessions.get(getCookie(c, SESSION_COOKIE))
-    if (!session || knownTokens.has(session.token)) return session
+    const now = session && principalNow.get(session.token)
+    if (!session || (now && samePrincipal(now, session.principal))) return session
     await sessions.delete(session.id)
     return undefined
   }

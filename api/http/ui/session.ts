@@ -37,9 +37,7 @@ export interface Session {
 }
 
 /** What a session keeps of its token: its SHA-256, in hex. */
-export function tokenDigest(token: string): string {
-  return createHash('sha256').update(token).digest('hex')
-}
+export { tokenDigest } from '../tokens.ts'
 
 /** Where sessions live. */
 export interface Sessions {
