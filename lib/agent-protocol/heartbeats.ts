@@ -77,16 +77,20 @@ export class Heartbeats {
 
   /** The DPU's live beat; undefined when it expired or does not parse. */
   async read(dpuId: string): Promise<Heartbeat | undefined> {
-    return parse(await this.#redis.get(heartbeatKeyOf(dpuId)))
+    return ownBeat(dpuId, await this.#redis.get(heartbeatKeyOf(dpuId)))
   }
 
   /** Every live beat, sorted by DPU id. */
   async live(): Promise<Heartbeat[]> {
-    const keys = await scanKeys(this.#redis, heartbeatKeyOf('*'))
+    const keys = (await scanKeys(this.#redis, heartbeatKeyOf('*'))).sort()
     if (keys.length === 0) return []
     // One slot (`{beats}`): one MGET, on a cluster too.
-    const values = await this.#redis.mget(...keys.sort())
-    return byId(values.map(parse).filter((b): b is Heartbeat => b !== undefined))
+    const values = await this.#redis.mget(...keys)
+    return byId(
+      values
+        .map((raw, i) => ownBeat(dpuOfKey(keys[i] ?? ''), raw))
+        .filter((b): b is Heartbeat => b !== undefined),
+    )
   }
 
   /**
@@ -148,6 +152,22 @@ export class Heartbeats {
 
 function byId(beats: Heartbeat[]): Heartbeat[] {
   return beats.sort((a, b) => (a.dpuId < b.dpuId ? -1 : a.dpuId > b.dpuId ? 1 : 0))
+}
+
+/** The DPU whose heartbeat key `key` is (`heartbeatKeyOf`). */
+function dpuOfKey(key: string): string {
+  const [before = '', after = ''] = heartbeatKeyOf('\n').split('\n')
+  return key.slice(before.length, key.length - after.length)
+}
+
+/**
+ * The beat stored under `dpuId`'s key, if it is that DPU's: an agent may write its own key
+ * only, but what it writes there is its own to choose, so a beat naming another DPU is
+ * ignored rather than taken (or recorded) as that DPU's.
+ */
+function ownBeat(dpuId: string, raw: string | null | undefined): Heartbeat | undefined {
+  const beat = parse(raw)
+  return beat?.dpuId === dpuId ? beat : undefined
 }
 
 function parse(raw: string | null | undefined): Heartbeat | undefined {
