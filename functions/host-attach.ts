@@ -19,7 +19,7 @@ import {
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { dpuFollowsOneGroup, leavePreviousCentral } from './internal/dpu-central.ts'
 import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
-import { allocateAddresses, groupUnchanged } from './internal/host-addresses.ts'
+import { allocateAddresses, sameMemberSettings } from './internal/host-addresses.ts'
 import { agentConfigured, configureRequestOf } from './internal/host-configure.ts'
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import {
@@ -81,10 +81,11 @@ async function attach(
     await dpuFollowsOneGroup(deps, host)
     const addresses = await allocateAddresses(deps, host, group)
     await deps.checkpoint('attach:allocated')
+    const { endpoints, state } = await deps.groups.apply(group.name)
     // Settings changed since the group was read (a moved network6, whose old addresses the
-    // group's change gave back): this run's addresses and configure would be stale.
-    await groupUnchanged(deps, group)
-    const { endpoints } = await deps.groups.apply(group.name)
+    // group's change gave back): this run's addresses and configure would be stale. The
+    // apply read the group after the allocation, so its read tells.
+    sameMemberSettings(group, state.group)
     await deps.checkpoint('attach:topology-applied')
     await reportConfiguring(deps, host, addresses)
     await deps.checkpoint('attach:status-configuring')

@@ -84,7 +84,15 @@ export async function groupUnchanged(
   group: ResourceGroup,
   cause?: HydrazineError,
 ): Promise<void> {
-  const current = await deps.store.getGroup(group.name)
+  sameMemberSettings(group, await deps.store.getGroup(group.name), cause)
+}
+
+/** `groupUnchanged` against a `current` already read (undefined: the group is gone). */
+export function sameMemberSettings(
+  group: ResourceGroup,
+  current: ResourceGroup | undefined,
+  cause?: HydrazineError,
+): void {
   if (!current || memberSettingsOf(current.spec) !== memberSettingsOf(group.spec)) {
     throw new GroupChanged(group.name, group.specVersion, cause)
   }
