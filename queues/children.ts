@@ -170,8 +170,7 @@ async function settled(done: Promise<void>): Promise<void> {
     new Promise<void>((resolve) => {
       timer = setTimeout(resolve, STOP_WAIT_MS)
     }),
-  ])
-  clearTimeout(timer)
+  ]).finally(() => clearTimeout(timer))
 }
 
 /**

@@ -77,8 +77,9 @@ export class ObjectRecords {
     for (;;) {
       const rev = (await this.#redis.hget(key, `${field}Rev`)) ?? '0'
       const current = await this.get<StoredObject<unknown, S>>(kind, name)
-      const next = current ? update(current) : undefined
-      if (next === undefined || current === undefined) return undefined
+      if (current === undefined) return undefined
+      const next = update(current)
+      if (next === undefined) return undefined
       const events = eventsOf?.(current, next)
       const written = Number(
         await casFieldScript.run(
