@@ -97,6 +97,10 @@ export function createReconcile(
       )
     }
     const orphanCentrals = await findOrphanCentrals(deps, known)
+    await deps.ovn.tidy?.().catch((error: unknown) => {
+      const { code, message } = failureOf(error)
+      log(`reconcile: finishing earlier central releases did not finish: ${code}: ${message}`)
+    })
     const retried = await retryDue(deps).catch((error: unknown) => {
       const { code, message } = failureOf(error)
       log(`reconcile: retrying failed and stalled objects did not finish: ${code}: ${message}`)

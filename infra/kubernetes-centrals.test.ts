@@ -233,12 +233,14 @@ t.test('a Service or the policy deleted by hand comes back while not ready', asy
   t.same(api.names('networkpolicies'), [name])
 })
 
-t.test('the policy deleted by hand comes back while ready too', async (t) => {
+t.test('the policy deleted by hand comes back at reconcile, while ready too', async (t) => {
   const { api, centrals, ready } = setup()
   await refusal(centrals.ensure('tenant-a'))
   ready('tenant-a')
   await api.deleteNetworkPolicy(NS, centralName('tenant-a'))
   await centrals.ensure('tenant-a')
+  t.equal(storedPolicy(api, 'tenant-a'), undefined, 'a job does not read the policy again')
+  await centrals.tidy?.()
   const policy = storedPolicy(api, 'tenant-a')
   t.ok(policy && admits(policy, controllerNode, CENTRAL_PORTS.nb), 'the controller reaches NB')
   t.notOk(policy && admits(policy, tenantPod, CENTRAL_PORTS.nb), 'no other pod does')
@@ -270,9 +272,9 @@ t.test('release keeps the NetworkPolicy while the central pods terminate', async
 })
 
 t.test('pods that outlast the wait keep the policy until a later pass', async (t) => {
-  // Who finishes the release once the pods are gone: reconcile (groups()) or release again.
+  // Who finishes the release once the pods are gone: reconcile (tidy()) or release again.
   const finishers: [string, (c: ReturnType<typeof setup>['centrals']) => Promise<unknown>][] = [
-    ['reconcile (groups)', (c) => c.groups()],
+    ['reconcile (tidy)', (c) => c.tidy?.() ?? Promise.resolve()],
     ['release again', (c) => c.release('tenant-a')],
   ]
   for (const [who, finish] of finishers) {
@@ -306,7 +308,7 @@ t.test('a released policy the group took back is not deleted', async (t) => {
     storedPolicy(api, 'tenant-a')?.metadata?.annotations?.[RELEASED_ANNOTATION],
     'its policy is its own again, no longer marked released',
   )
-  await centrals.groups()
+  await centrals.tidy?.()
   t.same(api.names('networkpolicies'), [centralName('tenant-a')], 'reconcile leaves it')
 
   // Another replica takes the policy back while this release waits for the pods.
@@ -531,7 +533,7 @@ t.test('the Role grants exactly what the provider calls', async (t) => {
   await centrals.release('tenant-a')
   await centrals.release('tenant-a')
   api.settle()
-  await centrals.groups()
+  await centrals.tidy?.()
   await refusal(centrals.ensure('tenant-a'))
   const granted = CENTRALS_RBAC_RULES.flatMap((r) =>
     r.resources.flatMap((res) => r.verbs.map((verb) => `${res}/${verb}`)),

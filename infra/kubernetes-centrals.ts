@@ -107,7 +107,7 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
   /**
    * How long `release` waits for the central's pods to be gone before it deletes their
    * NetworkPolicy (default 60 s: the pods' 30 s grace period and some), and how often it
-   * looks (default 1 s). Not gone by then, the policy stays, and `groups()` deletes it later.
+   * looks (default 1 s). Not gone by then, the policy stays, and `tidy()` deletes it later.
    */
   readonly podsGoneTimeoutMs?: number
   readonly podsPollMs?: number
@@ -132,8 +132,10 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
  *   and only then deletes the policy. Pods still stopping when the wait ends keep it.
  *   Idempotent.
  * - `list()` / `groups()`: the ready centrals / every central not being deleted, found by
- *   their labels. `groups()`, which reconcile asks on every run, also finishes releases: it
- *   deletes each released policy that no pod needs any more.
+ *   their labels (reads only).
+ * - `tidy()`, which reconcile calls on every run, puts back each running central's policy
+ *   if it was deleted or edited by hand, and finishes releases: it deletes each released
+ *   policy that no pod needs any more.
  *
  * @example
  * const centrals = kubernetesCentrals({ api: kubernetesCentralsApi(kc), ...config.kubernetes })
@@ -160,12 +162,20 @@ export function kubernetesCentrals({
    * The group's NetworkPolicy as the current settings build it: created when missing,
    * replaced when it differs (or is marked released: the group is back).
    */
+  /**
+   * Groups whose policy this process has brought to its settings: an `ensure` reads the
+   * policy once per process (the settings change only with a restart), and reconcile
+   * (`tidy`) puts back one deleted or edited by hand.
+   */
+  const inSync = new Set<string>()
+
   const applyPolicy = async (group: string) => {
     const desired = centralObjects(group, options).networkPolicy.toJSON() as INetworkPolicy
     const name = centralName(group)
     const stored = await readPolicy(name)
     if (!stored) {
       await ignore(409, api.createNetworkPolicy(namespace, desired))
+      inSync.add(group)
       return
     }
     const update = policyUpdate(stored, desired)
@@ -173,6 +183,7 @@ export function kubernetesCentrals({
     if (update && (await ignore(409, api.replaceNetworkPolicy(namespace, name, update)))) {
       log(`central of group ${group}: NetworkPolicy ${name} updated to the current settings`)
     }
+    inSync.add(group)
   }
 
   /** The Services (pods resolve each other through them), unless they exist. */
@@ -275,9 +286,12 @@ export function kubernetesCentrals({
       if (statefulSet.metadata?.deletionTimestamp !== undefined) {
         throw unavailable(group, `StatefulSet ${name} is being deleted`)
       }
-      // Created just now: its policy is the current one already.
-      if (existed) await call(group, () => applyPolicy(group))
       const ready = statefulSet.status?.readyReplicas ?? 0
+      // Its policy, unless created just now: read once per process, and on every job
+      // while the central is not ready (its pods are starting).
+      if (existed && (!inSync.has(group) || ready < need)) {
+        await call(group, () => applyPolicy(group))
+      }
       if (ready < need) {
         // Not ready: a Service deleted by hand would keep it so; put it back.
         await call(group, () => createServices(group))
@@ -291,6 +305,7 @@ export function kubernetesCentrals({
 
     async release(group) {
       const name = centralName(group)
+      inSync.delete(group)
       const policyGone = await call(group, async () => {
         // Marked first: whatever fails next, groups() knows the policy outlives its central.
         const policy = await markReleased(name)
@@ -305,8 +320,7 @@ export function kubernetesCentrals({
         // Last, once its pods are gone: a terminating pod still serves its NB.
         if (!policy) return true
         if (!(await podsGone(group))) return false
-        await deleteReleased(policy)
-        return true
+        return deleteReleased(policy)
       })
       log(
         policyGone
@@ -324,14 +338,24 @@ export function kubernetesCentrals({
     },
 
     async groups() {
-      const found = await live(api, namespace)
-      await finishReleases(found).catch((error: unknown) => {
-        log(`centrals: finishing released centrals' NetworkPolicies failed: ${String(error)}`)
-      })
-      return found
+      return (await live(api, namespace))
         .map((s) => s.metadata?.labels?.[GROUP_LABEL])
         .filter((g): g is string => g !== undefined)
         .sort()
+    },
+
+    async tidy() {
+      const running = await live(api, namespace)
+      // Each running central's policy as the settings build it (deleted or edited by hand:
+      // put back), unless its release has begun.
+      for (const s of running) {
+        const group = s.metadata?.labels?.[GROUP_LABEL]
+        if (group === undefined) continue
+        const stored = await readPolicy(centralName(group))
+        if (stored && released(stored)) continue
+        await applyPolicy(group)
+      }
+      await finishReleases(running)
     },
   }
 }

@@ -40,6 +40,11 @@ export interface OvnCentralProvider {
    * them, and reconcile reports those whose group is gone (`orphanCentrals`).
    */
   groups(): Promise<string[]>
+  /**
+   * Finishes what earlier releases could not (the Kubernetes provider: a NetworkPolicy kept
+   * while its central's pods were stopping). Reconcile calls it; optional.
+   */
+  tidy?(): Promise<void>
 }
 
 /**
