@@ -234,14 +234,17 @@ export function kubernetesCentrals({
    * Deletes a released policy, unless it changed since it was marked (409: the group's
    * central was created again and the policy is its own) or is gone (404).
    */
-  const deleteReleased = async (policy: INetworkPolicy): Promise<boolean> => {
+  const deleteReleased = async (
+    policy: INetworkPolicy,
+  ): Promise<'deleted' | 'gone' | 'taken back'> => {
     const name = policy.metadata?.name ?? ''
     const version = policy.metadata?.resourceVersion
     try {
       await api.deleteNetworkPolicy(namespace, name, version)
-      return true
+      return 'deleted'
     } catch (error) {
-      if (statusOf(error) === 404 || statusOf(error) === 409) return false
+      if (statusOf(error) === 404) return 'gone'
+      if (statusOf(error) === 409) return 'taken back'
       throw error
     }
   }
@@ -258,7 +261,7 @@ export function kubernetesCentrals({
       if (group === undefined || name !== centralName(group)) continue
       if (!released(policy) || live.has(name)) continue
       if ((await api.listPods(namespace, centralPodSelector(group))).length > 0) continue
-      if (await deleteReleased(policy)) {
+      if ((await deleteReleased(policy)) === 'deleted') {
         log(`central of group ${group}: its pods are gone; deleted NetworkPolicy ${name}`)
       }
     }
@@ -306,8 +309,8 @@ export function kubernetesCentrals({
     async release(group) {
       const name = centralName(group)
       inSync.delete(group)
-      const policyGone = await call(group, async () => {
-        // Marked first: whatever fails next, groups() knows the policy outlives its central.
+      const outcome = await call(group, async () => {
+        // Marked first: whatever fails next, tidy() knows the policy outlives its central.
         const policy = await markReleased(name)
         await ignore(404, api.deleteStatefulSet(namespace, name))
         for (const service of [name, `${name}-peers`])
@@ -318,14 +321,16 @@ export function kubernetesCentrals({
           if (pvcName) await ignore(404, api.deletePersistentVolumeClaim(namespace, pvcName))
         }
         // Last, once its pods are gone: a terminating pod still serves its NB.
-        if (!policy) return true
-        if (!(await podsGone(group))) return false
+        if (!policy) return 'gone'
+        if (!(await podsGone(group))) return 'stopping'
         return deleteReleased(policy)
       })
       log(
-        policyGone
-          ? `central of group ${group} released`
-          : `central of group ${group} released; its pods are still stopping, so NetworkPolicy ${name} stays until they are gone (reconcile deletes it then)`,
+        outcome === 'stopping'
+          ? `central of group ${group} released; its pods are still stopping, so NetworkPolicy ${name} stays until they are gone (reconcile deletes it then)`
+          : outcome === 'taken back'
+            ? `central of group ${group} released; its NetworkPolicy ${name} was taken back by a new central of the group meanwhile, and stays`
+            : `central of group ${group} released`,
       )
     },
 
