@@ -55,7 +55,7 @@ export function createGroupCreate(deps: GroupCreateDeps) {
     // IPAM refuses (an overlapping or invalid extra subnet, one removed while a host holds
     // an address in it) will not be accepted on a retry either: the group is Failed, with
     // the reason.
-    await deps.ipam
+    const released = await deps.ipam
       .defineNetwork(name, networkSpecOf(group), { releaseDropped: IPV6_OWNERS })
       .catch((error: unknown) =>
         failOrRetry(error, (e) =>
@@ -74,6 +74,13 @@ export function createGroupCreate(deps: GroupCreateDeps) {
           ),
         ),
       )
+    if (released.length > 0) {
+      await deps.store.events.record('rg', name, {
+        type: 'Normal',
+        reason: 'AddressesReleased',
+        message: `network6 no longer holds ${released.map((r) => `${r.ip} (${r.owner})`).join(', ')}: given back`,
+      })
+    }
     const { endpoints, state, result } = await deps.groups
       .apply(name)
       .catch((error: unknown) => notApplied(deps, group, attempt, error))

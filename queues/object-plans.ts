@@ -14,7 +14,7 @@ import type { ChangePlan } from '../lib/state/plans.ts'
 import { DEFAULT_QUOTAS, limitsOf } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 import { NotFoundError, ValidationError, validate } from './client-errors.ts'
-import { type ClientPolicy, hostRequestOf, validGroupSpec } from './object-writes.ts'
+import { type ClientPolicy, hostRequestOf, refuseOrphans, validGroupSpec } from './object-writes.ts'
 
 /** This client was built without a planner (no OVN central to plan against). */
 export class DryRunUnavailable extends HydrazineError {
@@ -55,8 +55,11 @@ export class ObjectPlans {
     return this.#planner
   }
 
-  group(name: string, spec: unknown): Promise<ChangePlan> {
-    return this.#plans.group(name, validGroupSpec(name, spec, this.#policy))
+  /** The plan of a group's new spec; refused (409) where the PUT itself would be. */
+  async group(name: string, spec: unknown): Promise<ChangePlan> {
+    const valid = validGroupSpec(name, spec, this.#policy)
+    await refuseOrphans(this.#ipam, name, valid)
+    return this.#plans.group(name, valid)
   }
 
   async groupDeletion(name: string): Promise<ChangePlan> {

@@ -218,9 +218,9 @@ export class ObjectWrites {
 /**
  * Refuses (AddressesHeld, 409) a group spec whose network would leave a held address
  * behind, naming the field: the gateway that would take it, or `extraSubnets` when its
- * subnet would go.
+ * subnet would go. A dry run refuses the same (`object-plans.ts`).
  */
-async function refuseOrphans(
+export async function refuseOrphans(
   addresses: Pick<Ipam, 'orphans'>,
   name: string,
   spec: ResourceGroupSpec,

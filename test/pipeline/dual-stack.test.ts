@@ -234,6 +234,14 @@ t.test('network6 added to a group with hosts, moved, then removed', async (t) =>
   )
   const held = (await p.client.groupIpam('group-c')).allocations.map((a) => a.owner)
   t.same(held, ['c1'], 'and IPAM nothing in IPv6')
+  const given = (await p.client.events('rg', 'group-c')).filter(
+    (e) => e.reason === 'AddressesReleased',
+  )
+  t.match(
+    given.map((e) => e.message),
+    [/fd00:20::\S+ \(ipv6\/c1\): given back/, /fd00:10::\S+ \(ipv6\/c1\): given back/],
+    "the group's events say which addresses each move and the removal gave back",
+  )
 })
 
 t.test('an IPv6-only group: network6 alone, each host its SLAAC address', async (t) => {
@@ -282,6 +290,14 @@ t.test('an IPv6-only group: network6 alone, each host its SLAAC address', async 
     [{ owner: 'h6', ip: ip6 }],
     'IPAM holds it as the host’s own address',
   )
+  // Its hosts' own addresses are SLAAC ones in network6: it cannot move under them, and a
+  // dry run says so as the PUT does.
+  const moved = { tenantId: 'tenant-6', network6: { cidr: 'fd00:20::/64', gateway: 'fd00:20::1' } }
+  for (const path of ['/v1/resource-groups/group-6?dryRun=true', '/v1/resource-groups/group-6']) {
+    const answer = await call('PUT', path, moved)
+    t.equal(answer.status, 409, `${path}: network6 moved under a host: refused`)
+    t.match(JSON.stringify(answer.json), /network6/, 'naming network6')
+  }
   await p.client.deleteHost('h6')
   await until(
     () => p.controller.store.getHost('h6'),
