@@ -18,7 +18,7 @@
  * that expired, or was signed out on another replica, ends its streams too.
  *
  * A DPU's state follows its heartbeats, which are not changes: an operator's stream reads
- * the inventory once every `dpuRefreshMs` and sends the DPUs it shows whose state changed,
+ * the DPUs it shows once every `dpuRefreshMs` and sends those whose state changed,
  * so one going Stale or Lost shows too.
  *
  * Each event is `event: change` with `{kind: 'group'|'host'|'dpu', name, phase?, gone?}`.
@@ -71,9 +71,6 @@ export const DEFAULT_LIVE_LIMITS: LiveLimits = {
   dpuRefreshMs: 10_000,
   sessionCheckMs: 5_000,
 }
-
-/** Most DPUs one refresh reads (one page of the inventory). */
-const DPU_REFRESH_LIMIT = 1000
 
 /** Most objects a page may ask the current state of when its stream opens. */
 export const MAX_WATCHED = 200
@@ -386,11 +383,14 @@ export function liveEvents(
     if (dpus.size > 0) {
       const shown = new Map<string, string>()
       const refresh = async () => {
-        // One read of the inventory and its heartbeats for all the page's DPUs; only a
-        // state that changed is sent.
-        const { items } = await ops.listDpus({ limit: DPU_REFRESH_LIMIT })
-        for (const dpu of items) {
-          if (!dpus.has(dpu.id) || shown.get(dpu.id) === dpu.state) continue
+        // The page's DPUs each (its newest beat is one key), wherever they sort in the
+        // inventory; only a state that changed is sent.
+        for (const id of dpus) {
+          const dpu = await ops.getDpu(id).catch((error: unknown) => {
+            if (error instanceof NotFoundError) return undefined
+            throw error
+          })
+          if (!dpu || shown.get(dpu.id) === dpu.state) continue
           shown.set(dpu.id, dpu.state)
           if (!ended) {
             const event: LiveEvent = { kind: 'dpu', name: dpu.id, phase: dpu.state }
