@@ -7,6 +7,7 @@ import {
   type FrrAck,
   type FrrJob,
   FrrJobName,
+  publicPrefix,
   WithdrawPayload,
 } from '../lib/jobs/frr.ts'
 
@@ -18,9 +19,10 @@ export interface FrrSyncDeps {
 }
 
 /**
- * The FRR queue's handler: announces or withdraws `publicIp/32` and returns the ack once
- * FRR's BGP table shows the change. Concurrent jobs are applied together, one vtysh
- * session per batch. Idempotent: a change FRR already shows is acked without a command.
+ * The FRR queue's handler: announces or withdraws `publicIp`'s prefix (`/32` for IPv4,
+ * `/128` for IPv6: `publicPrefix`) and returns the ack once FRR's BGP table shows the
+ * change. Concurrent jobs are applied together, one vtysh session per batch. Idempotent:
+ * a change FRR already shows is acked without a command.
  *
  * A bad payload, an unknown job name or a prefix configured by an operator fails the
  * job at once (not retried); FRR being slow or unreachable fails it for a retry.
@@ -30,7 +32,7 @@ export function createFrrSync({ frr, now = () => new Date() }: FrrSyncDeps) {
 
   return async function frrSync(job: FrrJob): Promise<FrrAck> {
     const payload = parsePayload(job)
-    const prefix = `${payload.publicIp}/32`
+    const prefix = publicPrefix(payload.publicIp)
     const wanted = job.name === FrrJobName.announce ? (payload.nextHop ?? null) : null
     const outcome = await batcher.submit(prefix, wanted)
     if (!outcome.ok) {

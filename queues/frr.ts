@@ -44,11 +44,17 @@ export function createFrrProducer(queue: Queue) {
     /** Many changes in one round trip (e.g. a group's hosts). */
     addBulk: (jobs: readonly { name: FrrJobName; data: FrrPayload }[]) =>
       queue.addBulk(
-        jobs.map(({ name, data }) => ({
-          name,
-          data: v.parse(name === FrrJobName.announce ? AnnouncePayload : WithdrawPayload, data),
-          opts: { ...DEFAULT_JOB_OPTIONS, jobId: frrJobId(name, data) },
-        })),
+        jobs.map(({ name, data }) => {
+          const parsed = v.parse(
+            name === FrrJobName.announce ? AnnouncePayload : WithdrawPayload,
+            data,
+          )
+          return {
+            name,
+            data: parsed,
+            opts: { ...DEFAULT_JOB_OPTIONS, jobId: frrJobId(name, parsed) },
+          }
+        }),
       ),
   }
 }

@@ -69,7 +69,7 @@ export function countingInterceptor(
 export function announcedCollector(registry: Registry, announced: () => number | undefined): void {
   const gauge: Gauge = new Gauge({
     name: 'hydrazine_frr_announced_prefixes',
-    help: "Public IP /32s Hydrazine announces through FRR (bgpd's configuration as last read or changed)",
+    help: "Public IP prefixes (/32 and /128) Hydrazine announces through FRR (bgpd's configuration as last read or changed)",
     registers: [registry],
     collect() {
       gauge.set(announced() ?? 0)

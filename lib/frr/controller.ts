@@ -1,4 +1,5 @@
-import { AckTimeoutError, PrefixNotOwnedError } from './errors.ts'
+import { AckTimeoutError, InvalidAnnouncementError, PrefixNotOwnedError } from './errors.ts'
+import { IP_FAMILIES, prefixFamily } from './prefix.ts'
 import type { Announcement } from './render.ts'
 import {
   applyPlan,
@@ -16,7 +17,10 @@ import type { Vty } from './vty.ts'
 
 /** Where announcements should come from: e.g. the allocated public IPs in the state store. */
 export interface AnnouncementSource {
-  /** Every prefix (`A.B.C.D/32`) that must be announced, with its next hop (the NAT IP). */
+  /**
+   * Every prefix that must be announced (`A.B.C.D/32`, `<ipv6>/128`), with its next hop
+   * (the DPU's NAT address of the same family).
+   */
   desired(): Promise<Announcement[]>
 }
 
@@ -31,12 +35,16 @@ export interface FrrController {
    * now; also what later changes are planned from until the next read.
    */
   state(): Promise<FrrState>
-  /** Locally originated prefixes in FRR's whole BGP table: prefix → next hop. */
+  /**
+   * Locally originated prefixes in FRR's whole BGP table, IPv4 and IPv6 unicast: prefix →
+   * next hop (for a /128, the global next hop its route-map sets).
+   */
   table(): Promise<Map<string, string>>
   /**
    * Makes FRR announce (next hop) or withdraw (null) each wanted prefix, in one vty
    * session, then waits until bgpd shows each change for that prefix. Never touches a
-   * prefix configured by someone else: that prefix's outcome is PrefixNotOwnedError.
+   * prefix configured by someone else: that prefix's outcome is PrefixNotOwnedError; a
+   * change it cannot make (a /128 via an IPv4 next hop, …) is InvalidAnnouncementError.
    *
    * Plans from the configuration kept in memory since the last `state()` (read once when
    * there is none, and again after bgpd's connection dropped or a command was refused),
@@ -52,8 +60,9 @@ export interface FrrController {
    */
   onReconnect(listener: () => void): void
   /**
-   * How many `/32`s Hydrazine announces, as last read or changed (undefined before the
-   * first read): the size of the configuration kept in memory, for metrics.
+   * How many prefixes (IPv4 /32s and IPv6 /128s) Hydrazine announces, as last read or
+   * changed (undefined before the first read): the size of the configuration kept in
+   * memory, for metrics.
    */
   announced(): number | undefined
 }
@@ -104,15 +113,27 @@ export function createFrrController({
     model = undefined
   })
 
-  /** Each prefix's next hop as bgpd shows it now (null: not announced), in one session. */
+  /**
+   * Each prefix's next hop as bgpd shows it now (null: not announced), in one session;
+   * each prefix is read from its own family's table (bgpd refuses the other).
+   */
   const shown = async (prefixes: readonly string[]) => {
-    const replies = await vty.session(prefixes.map((p) => `show bgp ipv4 unicast ${p} json`))
+    const replies = await vty.session(
+      prefixes.map((p) => `show bgp ${prefixFamily(p)} unicast ${p} json`),
+    )
     return new Map(replies.map((r, i) => [prefixes[i] ?? '', parseBgpPrefix(r.output)]))
   }
 
   return {
     state,
-    table: async () => parseBgpTable(await vty.show('show bgp ipv4 unicast json')),
+    async table() {
+      const table = new Map<string, string>()
+      for (const family of IP_FAMILIES) {
+        for (const entry of parseBgpTable(await vty.show(`show bgp ${family} unicast json`)))
+          table.set(...entry)
+      }
+      return table
+    },
     onReconnect: (listener) => vty.onReconnect(listener),
     announced: () => announced,
     async converge(wanted) {
@@ -139,6 +160,10 @@ export function createFrrController({
       const outcomes = new Map<string, Outcome>()
       for (const prefix of plan.conflicts) {
         outcomes.set(prefix, { prefix, ok: false, error: new PrefixNotOwnedError(prefix) })
+      }
+      for (const { prefix, reason } of plan.invalid) {
+        const error = new InvalidAnnouncementError(prefix, wanted.get(prefix) ?? null, reason)
+        outcomes.set(prefix, { prefix, ok: false, error })
       }
       const waiting = new Map([...wanted].filter(([prefix]) => !outcomes.has(prefix)))
       const deadline = Date.now() + ackTimeoutMs
@@ -173,7 +198,10 @@ export interface ResyncResult {
   readonly withdrawn: number
   /** Prefixes the source wants but someone else configured by hand: left alone. */
   readonly conflicts: readonly string[]
-  /** Prefixes whose change FRR's table did not show in time. */
+  /**
+   * Prefixes whose change FRR's table did not show in time, or that the source asked for
+   * in a form Hydrazine cannot announce (InvalidAnnouncementError).
+   */
   readonly failed: readonly string[]
   /**
    * Hydrazine prefixes the source does not want, left announced because withdrawing them

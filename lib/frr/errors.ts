@@ -55,3 +55,23 @@ export class NoBgpInstanceError extends HydrazineError {
     )
   }
 }
+
+/**
+ * Hydrazine was asked for an announcement it cannot make: the prefix is not a public IP's
+ * `/32` or `/128` in FRR's canonical form, or the next hop is not an address of the same
+ * family (an IPv4 /32 goes via an IPv4 NAT IP, an IPv6 /128 via an IPv6 one). Retrying
+ * the same request cannot succeed.
+ */
+export class InvalidAnnouncementError extends HydrazineError {
+  constructor(
+    readonly prefix: string,
+    readonly nextHop: string | null,
+    readonly reason: string,
+  ) {
+    super(
+      'FRR_INVALID_ANNOUNCEMENT',
+      `cannot ${nextHop === null ? `withdraw ${prefix}` : `announce ${prefix} via ${nextHop}`}: ${reason}`,
+      { retryable: false },
+    )
+  }
+}

@@ -10,8 +10,23 @@ export {
   type ResyncResult,
   resync,
 } from './controller.ts'
-export { AckTimeoutError, NoBgpInstanceError, PrefixNotOwnedError, VtyshError } from './errors.ts'
+export {
+  AckTimeoutError,
+  InvalidAnnouncementError,
+  NoBgpInstanceError,
+  PrefixNotOwnedError,
+  VtyshError,
+} from './errors.ts'
 export { type ChangeGate, createChangeGate } from './gate.ts'
+export {
+  announcementProblem,
+  canonicalIp,
+  IP_FAMILIES,
+  type IpFamily,
+  ipFamily,
+  prefixFamily,
+  publicPrefix,
+} from './prefix.ts'
 export {
   type Announcement,
   renderBgpdConfig,

@@ -21,7 +21,7 @@ const maps = (...nextHops: string[]) => [
   ...nextHops.flatMap((nextHop) => [
     '!',
     `route-map HZ-NH-${nextHop} permit 10`,
-    ` set ip next-hop ${nextHop}`,
+    nextHop.includes(':') ? ` set ipv6 next-hop global ${nextHop}` : ` set ip next-hop ${nextHop}`,
     'exit',
   ]),
   '!',
@@ -33,11 +33,24 @@ const head = (as: number, routerId: string) => [
   ' bgp graceful-restart',
   ' bgp graceful-restart preserve-fw-state',
 ]
-const tail = [' exit-address-family', 'exit']
 const peerPolicy = (address: string) => [
   `  neighbor ${address} attribute-unchanged next-hop`,
   `  neighbor ${address} route-map HZ-IMPORT in`,
   `  neighbor ${address} route-map HZ-EXPORT out`,
+]
+/** Both address-family blocks: IPv6 unicast activated on every peer, always. */
+const families = (peers: string[], networks: { v4?: string[]; v6?: string[] } = {}) => [
+  ' !',
+  ' address-family ipv4 unicast',
+  ...(networks.v4 ?? []),
+  ...peers.flatMap(peerPolicy),
+  ' exit-address-family',
+  ' !',
+  ' address-family ipv6 unicast',
+  ...(networks.v6 ?? []),
+  ...peers.flatMap((peer) => [`  neighbor ${peer} activate`, ...peerPolicy(peer)]),
+  ' exit-address-family',
+  'exit',
 ]
 
 t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
@@ -51,15 +64,7 @@ t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
       name: 'no peer, nothing announced',
       settings: { localAs: 65001, routerId: '10.77.0.1', peers: [] },
       announcements: [],
-      lines: [
-        ...maps(),
-        ...head(65001, '10.77.0.1'),
-        ' !',
-        ' address-family ipv4 unicast',
-        ...tail,
-        '!',
-        '',
-      ],
+      lines: [...maps(), ...head(65001, '10.77.0.1'), ...families([]), '!', ''],
     },
     {
       name: 'two peers, one on its own port and retry interval: base configuration',
@@ -81,11 +86,7 @@ t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
         ' neighbor 172.18.0.1 timers connect 3',
         ' neighbor fd00::1 remote-as 65002',
         ' neighbor fd00::1 timers connect 3',
-        ' !',
-        ' address-family ipv4 unicast',
-        ...peerPolicy('172.18.0.1'),
-        ...peerPolicy('fd00::1'),
-        ...tail,
+        ...families(['172.18.0.1', 'fd00::1']),
         '!',
         '',
       ],
@@ -107,13 +108,41 @@ t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
         ...head(65001, '10.77.0.1'),
         ' neighbor 10.77.0.2 remote-as 65000',
         ' neighbor 10.77.0.2 timers connect 10',
-        ' !',
-        ' address-family ipv4 unicast',
-        '  network 198.51.100.1/32 route-map HZ-NH-10.77.0.106',
-        '  network 203.0.113.8/32 route-map HZ-NH-10.77.0.105',
-        '  network 203.0.113.9/32 route-map HZ-NH-10.77.0.105',
-        ...peerPolicy('10.77.0.2'),
-        ...tail,
+        ...families(['10.77.0.2'], {
+          v4: [
+            '  network 198.51.100.1/32 route-map HZ-NH-10.77.0.106',
+            '  network 203.0.113.8/32 route-map HZ-NH-10.77.0.105',
+            '  network 203.0.113.9/32 route-map HZ-NH-10.77.0.105',
+          ],
+        }),
+        '!',
+        '',
+      ],
+    },
+    {
+      name: 'IPv4 and IPv6 side by side: each family in its block, its own route-map kind',
+      settings: {
+        localAs: 65001,
+        routerId: '10.77.0.1',
+        peers: [{ address: '10.77.0.2', remoteAs: 65000 }],
+      },
+      announcements: [
+        { prefix: '2001:db8:ff::6/128', nextHop: 'fd00:77::106' },
+        { prefix: '203.0.113.9/32', nextHop: '10.77.0.105' },
+        { prefix: '2001:db8:ff::5/128', nextHop: 'fd00:77::105' },
+      ],
+      lines: [
+        ...maps('fd00:77::105', 'fd00:77::106', '10.77.0.105'),
+        ...head(65001, '10.77.0.1'),
+        ' neighbor 10.77.0.2 remote-as 65000',
+        ' neighbor 10.77.0.2 timers connect 10',
+        ...families(['10.77.0.2'], {
+          v4: ['  network 203.0.113.9/32 route-map HZ-NH-10.77.0.105'],
+          v6: [
+            '  network 2001:db8:ff::5/128 route-map HZ-NH-fd00:77::105',
+            '  network 2001:db8:ff::6/128 route-map HZ-NH-fd00:77::106',
+          ],
+        }),
         '!',
         '',
       ],
@@ -127,6 +156,7 @@ t.test('renderBgpdConfig: the whole bgpd configuration', async (t) => {
     )
   }
   t.equal(routeMapName('172.18.0.105'), 'HZ-NH-172.18.0.105')
+  t.equal(routeMapName('fd00:77::105'), 'HZ-NH-fd00:77::105', "FRR 8.4 takes ':' in the name")
 })
 
 t.test("a saved bgpd configuration's announcements carry into the next start's", async (t) => {
@@ -134,18 +164,22 @@ t.test("a saved bgpd configuration's announcements carry into the next start's",
   const announcements = [
     { prefix: '198.51.100.1/32', nextHop: '10.77.0.106' },
     { prefix: '203.0.113.7/32', nextHop: '10.77.0.105' },
+    { prefix: '2001:db8:ff::5/128', nextHop: 'fd00:77::105' },
   ]
-  // As bgpd saves it: its own order, plus an operator's prefix that is not carried.
-  const saved = startupOrder(renderBgpdConfig(settings, announcements)).replace(
-    '  network 198.51.100.1/32',
-    '  network 192.0.2.77/32\n  network 198.51.100.1/32',
-  )
+  // As bgpd saves it: its own order, plus operator prefixes that are not carried.
+  const saved = startupOrder(renderBgpdConfig(settings, announcements))
+    .replace('  network 198.51.100.1/32', '  network 192.0.2.77/32\n  network 198.51.100.1/32')
+    .replace(
+      '  network 2001:db8:ff::5/128',
+      '  network 2001:db8:77::1/128\n  network 2001:db8:ff::5/128',
+    )
   t.same(announcementsIn(saved), announcements)
   t.same(announcementsIn(''), [], 'no saved file: nothing carried')
   const next = parseRunningConfig(renderBgpdConfig(settings, announcementsIn(saved)))
   t.same(Object.fromEntries(next.owned), {
     '198.51.100.1/32': '10.77.0.106',
     '203.0.113.7/32': '10.77.0.105',
+    '2001:db8:ff::5/128': 'fd00:77::105',
   })
 })
 
@@ -206,6 +240,11 @@ t.test('what is rendered reads back as Hydrazine-owned, with nothing left to pla
       { prefix: '203.0.113.7/32', nextHop: '10.77.0.105' },
       { prefix: '203.0.113.8/32', nextHop: '10.77.0.106' },
       { prefix: '203.0.113.9/32', nextHop: '10.77.0.105' },
+    ],
+    [
+      { prefix: '203.0.113.7/32', nextHop: '10.77.0.105' },
+      { prefix: '2001:db8:ff::5/128', nextHop: 'fd00:77::105' },
+      { prefix: '2001:db8:ff::6/128', nextHop: 'fd00:77::105' },
     ],
   ]
   for (const announcements of cases) {

@@ -1,5 +1,6 @@
 import * as v from 'valibot'
 import { NoBgpInstanceError } from './errors.ts'
+import { announcementProblem, IP_FAMILIES, prefixFamily } from './prefix.ts'
 import { type Announcement, ROUTE_MAP_PREFIX, routeMapLines, routeMapName } from './render.ts'
 
 /** What FRR's running configuration says about announcements. */
@@ -28,10 +29,14 @@ export interface FrrModel {
 const ROUTER_BGP = /^router bgp (\d+)\s*$/
 const NETWORK = /^network (\S+)(?: route-map (\S+))?\s*$/
 const ROUTE_MAP = /^route-map (\S+) (?:permit|deny) \d+\s*$/
+/** Where Hydrazine's `network` lines live: FRR may write IPv4 ones outside any block. */
+const UNICAST = new Set([undefined, 'ipv4 unicast', 'ipv6 unicast'])
 
 /**
- * Reads `show running-config` text. Only the default BGP instance's IPv4 unicast
- * `network` statements count; VRF instances and other address families are ignored.
+ * Reads `show running-config` text. Only the default BGP instance's `network` statements
+ * in its IPv4 and IPv6 unicast tables count (IPv4 ones also directly under `router bgp`,
+ * where FRR writes them when IPv4 unicast is implied); VRF instances and other address
+ * families (VPN, EVPN, multicast, …) are ignored.
  */
 export function parseRunningConfig(text: string): FrrState {
   let localAs: number | undefined
@@ -62,7 +67,7 @@ export function parseRunningConfig(text: string): FrrState {
       addressFamily = undefined
       continue
     }
-    if (addressFamily !== undefined && addressFamily !== 'ipv4 unicast') continue
+    if (!UNICAST.has(addressFamily)) continue
     const network = NETWORK.exec(line)
     const prefix = network?.[1]
     if (prefix === undefined) continue
@@ -84,6 +89,10 @@ export function announcementsIn(config: string): Announcement[] {
   return [...parseRunningConfig(config).owned].map(([prefix, nextHop]) => ({ prefix, nextHop }))
 }
 
+const NextHopsJson = v.optional(
+  v.array(v.looseObject({ ip: v.optional(v.string()), scope: v.optional(v.string()) })),
+)
+
 const BgpTableJson = v.looseObject({
   routes: v.optional(
     v.record(
@@ -92,7 +101,7 @@ const BgpTableJson = v.looseObject({
         v.looseObject({
           valid: v.optional(v.boolean()),
           peerId: v.optional(v.string()),
-          nexthops: v.optional(v.array(v.looseObject({ ip: v.optional(v.string()) }))),
+          nexthops: NextHopsJson,
         }),
       ),
     ),
@@ -100,15 +109,26 @@ const BgpTableJson = v.looseObject({
 })
 
 /**
- * Reads `show bgp ipv4 unicast json`: prefix → next hop of the valid, locally originated
- * path (peerId `(unspec)`), which is what FRR announces for it.
+ * A path's next hop as peers get it: for IPv6 FRR may list a link-local address beside
+ * the global one (`"scope":"link-local"`), which is never the NAT address announced.
+ */
+function globalNextHop(
+  nexthops: readonly { ip?: string | undefined; scope?: string | undefined }[] | undefined,
+): string | undefined {
+  return nexthops?.find((n) => n.scope !== 'link-local')?.ip
+}
+
+/**
+ * Reads `show bgp ipv4 unicast json` or `show bgp ipv6 unicast json`: prefix → next hop
+ * of the valid, locally originated path (peerId `(unspec)`), which is what FRR announces
+ * for it (for a /128, its global next hop).
  */
 export function parseBgpTable(json: string): Map<string, string> {
   const table = v.parse(BgpTableJson, JSON.parse(json))
   const local = new Map<string, string>()
   for (const [prefix, paths] of Object.entries(table.routes ?? {})) {
     const path = paths.find((p) => p.valid === true && p.peerId === '(unspec)')
-    const nextHop = path?.nexthops?.[0]?.ip
+    const nextHop = globalNextHop(path?.nexthops)
     if (nextHop !== undefined) local.set(prefix, nextHop)
   }
   return local
@@ -122,15 +142,16 @@ const BgpPrefixJson = v.looseObject({
         valid: v.optional(v.boolean()),
         sourced: v.optional(v.boolean()),
         removed: v.optional(v.boolean()),
-        nexthops: v.optional(v.array(v.looseObject({ ip: v.optional(v.string()) }))),
+        nexthops: NextHopsJson,
       }),
     ),
   ),
 })
 
 /**
- * Reads `show bgp ipv4 unicast A.B.C.D/32 json` (`{}` when the prefix is not in the
- * table): the next hop of the valid, locally originated path, or null when there is
+ * Reads `show bgp ipv4 unicast A.B.C.D/32 json` or `show bgp ipv6 unicast X::Y/128 json`
+ * (`{}` when the prefix is not in the table): the next hop of the valid, locally
+ * originated path — for a /128 the global one its route-map set — or null when there is
  * none (a withdrawn path stays, `removed`, until bgpd has processed it). This is what
  * `parseBgpTable` reads for the whole table; bgpd then selects and sends the change to
  * its peers after its route-processing hold (~50 ms), as for any change.
@@ -138,13 +159,15 @@ const BgpPrefixJson = v.looseObject({
  * @example
  * parseBgpPrefix('{"prefix":"203.0.113.7/32","paths":[{"valid":true,"sourced":true,
  *   "nexthops":[{"ip":"10.77.0.105"}]}]}') // '10.77.0.105'
+ * parseBgpPrefix('{"prefix":"2001:db8:ff::5/128","paths":[{"valid":true,"sourced":true,
+ *   "nexthops":[{"ip":"fd00:77::105","afi":"ipv6","scope":"global"}]}]}') // 'fd00:77::105'
  */
 export function parseBgpPrefix(json: string): string | null {
   const entry = v.parse(BgpPrefixJson, JSON.parse(json))
   const path = entry.paths?.find(
     (p) => p.valid === true && p.sourced === true && p.removed !== true,
   )
-  return path?.nexthops?.[0]?.ip ?? null
+  return globalNextHop(path?.nexthops) ?? null
 }
 
 /** prefix → the next hop it must be announced with, or null: must not be announced. */
@@ -155,6 +178,11 @@ export interface Plan {
   readonly commands: readonly string[]
   /** Wanted prefixes that are configured by someone else: left alone. */
   readonly conflicts: readonly string[]
+  /**
+   * Wanted changes Hydrazine cannot make (`announcementProblem`: not a canonical /32 or
+   * /128, a next hop of the other family), with why: left out of `commands`.
+   */
+  readonly invalid: readonly { readonly prefix: string; readonly reason: string }[]
   /** What `commands` change: prefix → its new next hop, or null: withdrawn. */
   readonly changes: ReadonlyMap<string, string | null>
   /** Hydrazine route-maps `commands` define, and remove because nothing uses them. */
@@ -164,42 +192,57 @@ export interface Plan {
 /**
  * The commands that take FRR from `state` to `wanted`, touching only Hydrazine's own
  * statements: a route-map for each next hop in use that has none, `network`/`no network`
- * lines, and removal of Hydrazine route-maps nothing uses any more. Costs O(wanted + next
- * hops), not O(announcements): a change to one prefix with 10,000 announced plans one
- * line. Applying the same plan twice, or planning again from the resulting state, yields
- * nothing new to do.
+ * lines (IPv4 /32s in the `ipv4 unicast` block, IPv6 /128s in the `ipv6 unicast` one),
+ * and removal of Hydrazine route-maps nothing uses any more. Costs O(wanted + next hops),
+ * not O(announcements): a change to one prefix with 10,000 announced plans one line.
+ * Applying the same plan twice, or planning again from the resulting state, yields
+ * nothing new to do. Withdrawing a prefix Hydrazine owns always works, however it is
+ * spelt; anything else wanted must pass `announcementProblem` or is `invalid`.
  *
  * @example
  * planChanges(state, new Map([['203.0.113.7/32', '172.18.0.105']])).commands
  * // ['route-map HZ-NH-172.18.0.105 permit 10', ' set ip next-hop 172.18.0.105', 'exit',
  * //  'router bgp 65001', ' address-family ipv4 unicast',
  * //  '  network 203.0.113.7/32 route-map HZ-NH-172.18.0.105', ' exit-address-family', 'exit']
+ * planChanges(state, new Map([['2001:db8:ff::5/128', 'fd00:77::105']])).commands
+ * // ['route-map HZ-NH-fd00:77::105 permit 10', ' set ipv6 next-hop global fd00:77::105',
+ * //  'exit', 'router bgp 65001', ' address-family ipv6 unicast',
+ * //  '  network 2001:db8:ff::5/128 route-map HZ-NH-fd00:77::105', ' exit-address-family',
+ * //  'exit']
  */
 export function planChanges(state: FrrState, wanted: Wanted): Plan {
   const conflicts: string[] = []
-  const networks: string[] = []
+  const invalid: { prefix: string; reason: string }[] = []
+  const networks = { ipv4: [] as string[], ipv6: [] as string[] }
   const changes = new Map<string, string | null>()
   const delta = new Map<string, number>()
   const bump = (nextHop: string, by: number) => delta.set(nextHop, (delta.get(nextHop) ?? 0) + by)
   for (const [prefix, nextHop] of wanted) {
+    const current = state.owned.get(prefix)
+    const problem =
+      nextHop === null && current !== undefined ? undefined : announcementProblem(prefix, nextHop)
+    if (problem !== undefined) {
+      invalid.push({ prefix, reason: problem })
+      continue
+    }
     if (state.foreign.has(prefix)) {
       conflicts.push(prefix)
       continue
     }
-    const current = state.owned.get(prefix)
+    const lines = networks[prefixFamily(prefix)]
     if (nextHop === null) {
       if (current === undefined) continue
-      networks.push(`  no network ${prefix}`)
+      lines.push(`  no network ${prefix}`)
       bump(current, -1)
     } else if (current !== nextHop) {
-      networks.push(`  network ${prefix} route-map ${routeMapName(nextHop)}`)
+      lines.push(`  network ${prefix} route-map ${routeMapName(nextHop)}`)
       bump(nextHop, 1)
       if (current !== undefined) bump(current, -1)
     } else continue
     changes.set(prefix, nextHop)
   }
   const none = { added: [], removed: [] }
-  if (networks.length === 0) return { commands: [], conflicts, changes, routeMaps: none }
+  if (changes.size === 0) return { commands: [], conflicts, invalid, changes, routeMaps: none }
   if (state.localAs === undefined) throw new NoBgpInstanceError()
 
   const usesAfter = (nextHop: string) => (state.uses.get(nextHop) ?? 0) + (delta.get(nextHop) ?? 0)
@@ -210,13 +253,15 @@ export function planChanges(state: FrrState, wanted: Wanted): Plan {
   const commands = [
     ...added.flatMap(routeMapLines),
     `router bgp ${state.localAs}`,
-    ' address-family ipv4 unicast',
-    ...networks,
-    ' exit-address-family',
+    ...IP_FAMILIES.flatMap((family) =>
+      networks[family].length === 0
+        ? []
+        : [` address-family ${family} unicast`, ...networks[family], ' exit-address-family'],
+    ),
     'exit',
     ...removed.map((nextHop) => `no route-map ${routeMapName(nextHop)}`),
   ]
-  return { commands, conflicts, changes, routeMaps: { added, removed } }
+  return { commands, conflicts, invalid, changes, routeMaps: { added, removed } }
 }
 
 /** A mutable copy of `state`, for a controller to keep in memory. */
