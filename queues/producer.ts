@@ -53,6 +53,11 @@ export type { Accepted, ClientPolicy } from './object-writes.ts'
 export type { TraceAnswer, Tracer } from './trace.ts'
 export type { Caller }
 
+/** A public IP as the pool keys it: validated (IPv4 or IPv6), in canonical form. */
+function publicIpAddress(ip: string): string {
+  return validate(PublicIpSpec, { ip }).ip
+}
+
 /**
  * Hydrazine's client: every request another system (or Hydrazine's own HTTP and gRPC
  * ingress) makes goes through here — writes validated, stored and enqueued; reads of
@@ -146,7 +151,11 @@ export class HydrazineClient {
     return this.writes.deleteHost(name, options)
   }
 
-  /** Adds or changes a DPU in the operator's inventory (operators only). */
+  /**
+   * Adds or changes a DPU in the operator's inventory (operators only). Its fabric IPs and
+   * IPv6 NAT address (`natIp6`, stored canonical) are unique among DPUs; they and its
+   * tenant cannot change while it serves hosts (409).
+   */
   async applyDpu(id: string, spec: unknown): Promise<{ object: Dpu; changed: boolean }> {
     validate(Rfc1123Label, id, 'id')
     const valid = validate(DpuSpec, spec)
@@ -204,26 +213,34 @@ export class HydrazineClient {
     return this.heartbeats.newest(id)
   }
 
-  /** Registers a public IP in the operator's pool (idempotent). */
+  /**
+   * Registers a public IP in the operator's pool of its family (idempotent): IPv4, or IPv6
+   * (announced as a /128). Any spelling of an address is the same one, kept canonical.
+   *
+   * @example await client.registerPublicIp('2001:DB8:FF:0::5') // { ip: '2001:db8:ff::5', allocated: false }
+   */
   async registerPublicIp(ip: string): Promise<PublicIpStatus> {
-    const valid = validate(PublicIpSpec, { ip })
-    await this.ipam.registerPublicIp(valid.ip)
-    return this.publicIp(valid.ip)
+    const address = publicIpAddress(ip)
+    await this.ipam.registerPublicIp(address)
+    return this.publicIp(address)
   }
 
   /** Removes a public IP from the pool; refused (409) while it is allocated. */
   async unregisterPublicIp(ip: string): Promise<void> {
-    const valid = validate(PublicIpSpec, { ip })
-    await this.publicIp(valid.ip)
-    await this.ipam.unregisterPublicIp(valid.ip)
+    const address = publicIpAddress(ip)
+    await this.publicIp(address)
+    await this.ipam.unregisterPublicIp(address)
   }
 
+  /** A public IP of the pool, by any spelling of it; NotFound when it is not registered. */
   async publicIp(ip: string): Promise<PublicIpStatus> {
-    const found = (await this.ipam.listPublicIps()).find((p) => p.ip === ip)
-    if (!found) throw new NotFoundError('public IP', ip)
+    const address = publicIpAddress(ip)
+    const found = (await this.ipam.listPublicIps()).find((p) => p.ip === address)
+    if (!found) throw new NotFoundError('public IP', address)
     return found
   }
 
+  /** The pool, IPv4 addresses first, then IPv6 ones, each in address order. */
   listPublicIps(): Promise<PublicIpStatus[]> {
     return this.ipam.listPublicIps()
   }

@@ -4,8 +4,10 @@
  * counterpart in `proto/hydrazine/v1/resources.proto` — camelCase ⇄ snake_case, of a
  * matching kind (string, bool, number, timestamp, list, message, enum with the same values,
  * optional where the schema's field is) — and the proto has no field the schema lacks.
- * The OpenAPI document's spec schemas list the same fields. Change a schema without the
- * proto (or the other way round) and this fails, naming the field.
+ * The OpenAPI document's spec schemas list the same fields. A host's spec is read back as
+ * stored, with what Hydrazine fills in from the inventory (none today: `STORED_DPU_ONLY`):
+ * such fields are output only — in the proto and, `readOnly`, in the OpenAPI document. Change a schema
+ * without the proto (or the other way round) and this fails, naming the field.
  */
 import type * as protobuf from 'protobufjs'
 import t from 'tap'
@@ -14,6 +16,7 @@ import { ObservedState } from '../../lib/agent-protocol/index.ts'
 import {
   DpuSpec,
   ManagedResourceRequest,
+  type ManagedResourceSpec,
   PublicIpSpec,
   ResourceGroupSpec,
 } from '../../lib/state/objects.ts'
@@ -135,10 +138,28 @@ const entriesOf = (schema: Schema) => schema.entries ?? {}
 const root = protoRoot(HYDRAZINE_PROTO)
 const message = (name: string) => root.lookupType(`hydrazine.v1.${name}`)
 
+/**
+ * What a stored host spec's `dpu` has beyond the request's: every such field of the
+ * `ManagedResourceSpec` type, and no other (the compiler checks both).
+ */
+const STORED_DPU_ONLY = {} satisfies Record<
+  Exclude<keyof ManagedResourceSpec['dpu'], keyof ManagedResourceRequest['dpu']>,
+  Schema
+>
+
+/** A host's spec as stored: the request's fields and the stored-only ones. */
+const storedHostSpec = (() => {
+  const request = entriesOf(ManagedResourceRequest)
+  const dpu = request.dpu ? entriesOf(request.dpu) : {}
+  return { ...request, dpu: v.object({ ...dpu, ...STORED_DPU_ONLY }) }
+})()
+/** The stored-only fields as paths (`dpu.<field>`). */
+const STORED_ONLY_PATHS = Object.keys(STORED_DPU_ONLY).map((key) => `dpu.${key}`)
+
 t.test('every schema field has its proto field, and the proto nothing more', async (t) => {
   const pairs: [string, Readonly<Record<string, Schema>>, string][] = [
     ['ResourceGroupSpec', entriesOf(ResourceGroupSpec), 'ResourceGroupSpec'],
-    ['ManagedResourceRequest', entriesOf(ManagedResourceRequest), 'ManagedResourceSpec'],
+    ['ManagedResourceRequest, as stored', storedHostSpec, 'ManagedResourceSpec'],
     ['DpuSpec', entriesOf(DpuSpec), 'DpuSpec'],
     ['ResourceGroupStatus', entriesOf(ResourceGroupStatus), 'ResourceGroupStatus'],
     ['ManagedResourceStatus', entriesOf(ManagedResourceStatus), 'ManagedResourceStatus'],
@@ -181,13 +202,16 @@ t.test('the check finds a drift in either direction, naming the field', async (t
   ])
 })
 
-/** The property names of an OpenAPI object schema and of its nested objects, as paths. */
-function openApiPaths(schema: unknown, at = ''): string[] {
+/**
+ * The property names of an OpenAPI object schema and of its nested objects, as paths;
+ * with `readOnly`, only those marked `readOnly` (output only).
+ */
+function openApiPaths(schema: unknown, at = '', readOnly = false): string[] {
   const s = schema as { properties?: Record<string, unknown>; items?: unknown }
-  if (s.items) return openApiPaths(s.items, at)
+  if (s.items) return openApiPaths(s.items, at, readOnly)
   return Object.entries(s.properties ?? {}).flatMap(([key, value]) => [
-    `${at}${key}`,
-    ...openApiPaths(value, `${at}${key}.`),
+    ...(!readOnly || (value as { readOnly?: boolean }).readOnly === true ? [`${at}${key}`] : []),
+    ...openApiPaths(value, `${at}${key}.`, readOnly),
   ])
 }
 
@@ -201,16 +225,31 @@ function schemaPaths(entries: Readonly<Record<string, Schema>>, at = ''): string
 }
 
 t.test('the OpenAPI document describes the same spec fields', async (t) => {
-  const pairs: [keyof typeof openApiSchemas, Schema][] = [
-    ['ResourceGroupSpec', ResourceGroupSpec],
-    ['ManagedResourceSpec', ManagedResourceRequest],
-    ['DpuSpec', DpuSpec],
+  const pairs: [keyof typeof openApiSchemas, Readonly<Record<string, Schema>>, string[]][] = [
+    ['ResourceGroupSpec', entriesOf(ResourceGroupSpec), []],
+    ['ManagedResourceSpec', storedHostSpec, STORED_ONLY_PATHS],
+    ['DpuSpec', entriesOf(DpuSpec), []],
   ]
-  for (const [name, schema] of pairs) {
+  for (const [name, entries, readOnly] of pairs) {
     t.same(
       openApiPaths(openApiSchemas[name]).sort(),
-      schemaPaths(entriesOf(schema)).sort(),
+      schemaPaths(entries).sort(),
       `components.schemas.${name}`,
     )
+    t.same(
+      openApiPaths(openApiSchemas[name], '', true).sort(),
+      readOnly,
+      `components.schemas.${name}: output-only fields are readOnly`,
+    )
   }
+})
+
+t.test("the OpenAPI document describes a host's addresses as its status has them", async (t) => {
+  const { hostAccessIPs } = openApiSchemas.ManagedResource.properties.status.properties
+  const status = entriesOf(ManagedResourceStatus).hostAccessIPs
+  t.same(
+    openApiPaths(hostAccessIPs).sort(),
+    schemaPaths(status ? entriesOf(unwrap(status).schema) : {}).sort(),
+    'components.schemas.ManagedResource: status.hostAccessIPs',
+  )
 })

@@ -89,7 +89,12 @@ export function hostSpecInput(spec: ManagedResourceSpec__Output | null): Input {
     ...enumField('type', RESOURCE_TYPE, spec.type),
     hostMAC: spec.hostMac,
     ...ifSet('hostIP', spec.hostIp),
-    ...ifSet('dpu', spec.dpu ? { id: spec.dpu.id, ...ifAny('ips', spec.dpu.ips) } : undefined),
+    ...ifSet(
+      'dpu',
+      spec.dpu
+        ? { id: spec.dpu.id, ...ifAny('ips', spec.dpu.ips), ...ifSet('natIp6', spec.dpu.natIp6) }
+        : undefined,
+    ),
     ...enumField('hostAccess', HOST_ACCESS, spec.hostAccess),
     ...ifSet('identifier', spec.identifier),
     ...ifSet('hostname', spec.hostname),
@@ -103,6 +108,7 @@ export function dpuSpecInput(spec: DpuSpec__Output | null): Input {
   return {
     ...ifSet('tenantId', spec.tenantId),
     fabricIps: spec.fabricIps,
+    ...ifSet('natIp6', spec.natIp6),
     hostPorts: spec.hostPorts,
   }
 }

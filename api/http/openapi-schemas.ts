@@ -6,8 +6,11 @@
 import { ref } from './openapi-parts.ts'
 import { policies } from './openapi-policies.ts'
 
-/** A stored object: its spec, the spec's version, status and deletion mark. */
-const stored = (spec: string) => ({
+/**
+ * A stored object: its spec, the spec's version, status and deletion mark; its status
+ * lists the fields every kind reports and `status`, the kind's own.
+ */
+const stored = <S extends object>(spec: string, status: S) => ({
   type: 'object',
   required: ['name', 'spec', 'specVersion', 'status'],
   properties: {
@@ -21,6 +24,7 @@ const stored = (spec: string) => ({
         conditions: { type: 'array', items: { type: 'object' } },
         configsSynced: { type: 'boolean' },
         observedVersion: { type: 'integer' },
+        ...status,
       },
     },
     deletion: {
@@ -32,6 +36,32 @@ const stored = (spec: string) => ({
 
 const cidr = { type: 'string', examples: ['10.0.0.0/24'] }
 const ip = { type: 'string', examples: ['10.0.0.1'] }
+const ip6 = { type: 'string', format: 'ipv6', examples: ['fd00:fab::105'] }
+
+/** A host's addresses (`status.hostAccessIPs`): in its group, on the fabric and public. */
+const hostAccessIPs = {
+  type: 'object',
+  properties: {
+    hostIP: { ...ip, description: "its address in the group's network" },
+    hostIPv6: {
+      ...ip6,
+      examples: ['fd00:10::800:ff:fe00:d11'],
+      description: "in a dual-stack group: its SLAAC address in the group's network6",
+    },
+    fabricIP: { ...ip, description: "where the fabric reaches it: its DPU's NAT IP" },
+    fabricIPv6: {
+      ...ip6,
+      description:
+        "where the fabric reaches it over IPv6: its DPU's IPv6 NAT address (natIp6, NAT66)",
+    },
+    publicIP: { ...ip, description: 'a PublicAccess host: its public IP, announced as a /32' },
+    publicIPv6: {
+      ...ip6,
+      examples: ['2001:db8:ff::5'],
+      description: 'a PublicAccess host: its public IPv6 address, announced as a /128',
+    },
+  },
+}
 
 /** `components.schemas`. */
 export const schemas = {
@@ -147,6 +177,11 @@ export const schemas = {
             description:
               'operators only: [encapIp, natIp?]; a DPU missing from the inventory is added with them',
           },
+          natIp6: {
+            ...ip6,
+            description:
+              "the DPU's IPv6 NAT address, filled in from the inventory (its natIp6) when it has one; a request may give it (operators, like ips): it must agree with the inventory",
+          },
         },
       },
       hostAccess: { enum: ['None', 'FabricAccess', 'PublicAccess'] },
@@ -170,8 +205,8 @@ export const schemas = {
       },
     },
   },
-  ResourceGroup: stored('ResourceGroupSpec'),
-  ManagedResource: stored('ManagedResourceSpec'),
+  ResourceGroup: stored('ResourceGroupSpec', {}),
+  ManagedResource: stored('ManagedResourceSpec', { hostAccessIPs }),
   ChangePlan: {
     type: 'object',
     description:
@@ -234,7 +269,16 @@ export const schemas = {
   },
   PublicIp: {
     type: 'object',
-    properties: { ip, allocated: { type: 'boolean' }, allocatedTo: { type: 'string' } },
+    properties: {
+      ip: {
+        type: 'string',
+        examples: ['203.0.113.10', '2001:db8:ff::5'],
+        description:
+          'IPv4 (announced as a /32) or IPv6 (a /128), in canonical form; each family is a pool of its own',
+      },
+      allocated: { type: 'boolean' },
+      allocatedTo: { type: 'string' },
+    },
   },
   DpuSpec: {
     type: 'object',
@@ -248,6 +292,11 @@ export const schemas = {
         maxItems: 2,
         items: ip,
         description: '[encapIp, natIp?]',
+      },
+      natIp6: {
+        ...ip6,
+        description:
+          "the DPU's IPv6 NAT address on the fabric (stored canonical; needs the controller's HYDRAZINE_FABRIC_DUMMY_IP6): its hosts' IPv6 leaves as it (NAT66), a FabricAccess host is reached at it (status.hostAccessIPs.fabricIPv6), and it is the next hop of their public /128s. Unique among DPUs, like the fabric IPs",
       },
       hostPorts: { type: 'array', maxItems: 256, items: { type: 'string', maxLength: 15 } },
     },

@@ -39,13 +39,26 @@ export const openApiDocument = {
       get: {
         description: 'operator only',
         parameters: pageParameters,
-        responses: { ...list('PublicIp', 'in address order'), ...errors(400, 401, 403) },
+        responses: {
+          ...list('PublicIp', 'IPv4 addresses first, then IPv6 ones, each in address order'),
+          ...errors(400, 401, 403),
+        },
       },
     },
     '/v1/public-ips/{ip}': {
-      parameters: [{ name: 'ip', in: 'path', required: true, schema: { type: 'string' } }],
+      parameters: [
+        {
+          name: 'ip',
+          in: 'path',
+          required: true,
+          description:
+            'an IPv4 or IPv6 address, any spelling (`2001:DB8:FF:0::5` is `2001:db8:ff::5`)',
+          schema: { type: 'string' },
+        },
+      ],
       put: {
-        description: 'registers the address in the pool (idempotent); operator only',
+        description:
+          "registers the address in its family's pool (idempotent), in canonical form; operator only",
         parameters: [dryRun],
         responses: {
           '200': {
@@ -87,7 +100,7 @@ export const openApiDocument = {
       parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
       put: {
         description:
-          'adds or changes a DPU in the inventory; operator only. Its fabric IPs and tenant change only while it serves no host; a host port in use cannot be removed (409).',
+          'adds or changes a DPU in the inventory; operator only. Its fabric IPs and IPv6 NAT address (natIp6) are unique among DPUs (409); they and its tenant change only while it serves no host; a host port in use cannot be removed (409).',
         requestBody: { required: true, content: json(ref('DpuSpec')) },
         responses: {
           '200': {

@@ -1,6 +1,6 @@
 /**
  * Where IPAM keeps its state in Redis, under a caller-chosen prefix. Keys of one network
- * share the hash tag `{net:<id>}` and the public IPs share `{public-ip}`, so each lives in
+ * share the hash tag `{net:<id>}` and the public IPs share `{public-ip}` (IPv6: `{public-ip6}`), so each lives in
  * one Redis Cluster slot and one Lua script may touch all of its keys.
  */
 import { InvalidRequest } from './errors.ts'
@@ -57,7 +57,8 @@ export function networkKeys(prefix: string, network: string): NetworkKeys {
   }
 }
 
-export function publicIpKeys(prefix: string): PublicIpKeys {
-  const base = `${prefix}{public-ip}`
+/** The public IP pool of one address family: IPv4 in `{public-ip}`, IPv6 in `{public-ip6}`. */
+export function publicIpKeys(prefix: string, family: 4 | 6 = 4): PublicIpKeys {
+  const base = `${prefix}{public-ip${family === 6 ? '6' : ''}}`
   return { registry: `${base}:registry`, free: `${base}:free`, owners: `${base}:owners` }
 }

@@ -1,10 +1,11 @@
 /**
- * The operator's public IPs: a registry of addresses, each free or allocated to one owner
- * (a host), the lowest free one handed out first. Allocation is keyed by owner, like
- * network addresses: asking again returns the IP the owner already holds.
+ * The operator's public IPs: two pools, IPv4 and IPv6, each a registry of addresses free
+ * or allocated to one owner (a host), the lowest free one handed out first. Allocation is
+ * keyed by owner, like network addresses: asking again returns the IP the owner already
+ * holds. An owner holds at most one address of each family; `family` defaults to 4.
  */
 import type { RedisClient } from '../redis/connection.ts'
-import { formatIp, fromHex, parseIp, toHex } from './address.ts'
+import { type Address, formatIp, fromHex, parseIp, toHex } from './address.ts'
 import { Conflict, PoolExhausted } from './errors.ts'
 import { checkId, publicIpKeys } from './keys.ts'
 import { scripts, tuple } from './scripts.ts'
@@ -19,16 +20,21 @@ export interface PublicIpStatus {
 export type PublicIps = ReturnType<typeof createPublicIps>
 
 export function createPublicIps(redis: RedisClient, prefix: string) {
-  const k = publicIpKeys(prefix)
+  const keys = { 4: publicIpKeys(prefix, 4), 6: publicIpKeys(prefix, 6) } as const
+  const familyOf = (address: Address) => keys[address.version]
+  const format = (hex: string) => formatIp(fromHex(hex))
   return {
-    /** Adds an operator-owned public IP to the pool; registering it again changes nothing. */
+    /** Adds an operator-owned public IP to its family's pool; registering it again changes nothing. */
     async registerPublicIp(ip: string): Promise<void> {
-      await scripts.publicIpRegister.run(redis, [k.registry, k.free], [toHex(parseIp(ip))])
+      const address = parseIp(ip)
+      const k = familyOf(address)
+      await scripts.publicIpRegister.run(redis, [k.registry, k.free], [toHex(address)])
     },
 
     /** Removes a public IP; a Conflict (naming the holder) while it is allocated. */
     async unregisterPublicIp(ip: string): Promise<void> {
       const address = parseIp(ip)
+      const k = familyOf(address)
       const [status, owner] = tuple(
         await scripts.publicIpUnregister.run(redis, [k.registry, k.free], [toHex(address)]),
       )
@@ -37,54 +43,70 @@ export function createPublicIps(redis: RedisClient, prefix: string) {
       }
     },
 
-    /** Gives the owner a public IP (the same one on every call until released). */
-    async allocatePublicIp(owner: string): Promise<string> {
+    /** Gives the owner a public IP of `family` (the same one on every call until released). */
+    async allocatePublicIp(owner: string, family: 4 | 6 = 4): Promise<string> {
       checkId('owner', owner)
+      const k = keys[family]
       const hex = await scripts.publicIpAllocate.run(redis, [k.registry, k.free, k.owners], [owner])
-      if (typeof hex !== 'string') throw new PoolExhausted('public', 'public-ips')
-      return formatIp(fromHex(hex))
+      if (typeof hex !== 'string') {
+        throw new PoolExhausted('public', family === 6 ? 'public-ips-ipv6' : 'public-ips')
+      }
+      return format(hex)
     },
 
-    /** Frees the owner's public IP; returns it, or undefined when it held none. */
-    async releasePublicIp(owner: string): Promise<string | undefined> {
+    /** Frees the owner's public IP of `family`; returns it, or undefined when it held none. */
+    async releasePublicIp(owner: string, family: 4 | 6 = 4): Promise<string | undefined> {
+      const k = keys[family]
       const hex = await scripts.publicIpRelease.run(redis, [k.registry, k.free, k.owners], [owner])
-      return typeof hex === 'string' ? formatIp(fromHex(hex)) : undefined
+      return typeof hex === 'string' ? format(hex) : undefined
     },
 
-    /** The public IP `owner` holds, or undefined: one read of the owners hash. */
-    async publicIpOf(owner: string): Promise<string | undefined> {
-      const hex = await redis.hget(k.owners, owner)
-      return hex === null ? undefined : formatIp(fromHex(hex))
+    /** The public IP of `family` `owner` holds, or undefined: one read of the owners hash. */
+    async publicIpOf(owner: string, family: 4 | 6 = 4): Promise<string | undefined> {
+      const hex = await redis.hget(keys[family].owners, owner)
+      return hex === null ? undefined : format(hex)
     },
 
-    /** The public IP the next allocation would hand out (the lowest free), or undefined. */
-    async nextPublicIp(): Promise<string | undefined> {
-      const [hex] = await redis.zrange(k.free, '0', '0')
-      return hex === undefined ? undefined : formatIp(fromHex(hex))
+    /** The public IP of `family` the next allocation would hand out (the lowest free), or undefined. */
+    async nextPublicIp(family: 4 | 6 = 4): Promise<string | undefined> {
+      const [hex] = await redis.zrange(keys[family].free, '0', '0')
+      return hex === undefined ? undefined : format(hex)
     },
 
-    /** The public IPs these owners hold (owners holding none are absent), in one round trip. */
-    async publicIpsOf(owners: readonly string[]): Promise<Map<string, string>> {
+    /**
+     * The public IPs of `family` these owners hold (owners holding none are absent), in
+     * one round trip.
+     */
+    async publicIpsOf(owners: readonly string[], family: 4 | 6 = 4): Promise<Map<string, string>> {
       if (owners.length === 0) return new Map()
-      const hexes = await redis.hmget(k.owners, ...owners)
+      const hexes = await redis.hmget(keys[family].owners, ...owners)
       const held = new Map<string, string>()
       owners.forEach((owner, i) => {
         const hex = hexes[i]
-        if (hex) held.set(owner, formatIp(fromHex(hex)))
+        if (hex) held.set(owner, format(hex))
       })
       return held
     },
 
-    /** Every registered public IP, in address order, with its owner when allocated. */
+    /**
+     * Every registered public IP, IPv4 then IPv6, each in address order, with its owner
+     * when allocated.
+     */
     async listPublicIps(): Promise<PublicIpStatus[]> {
-      const registry = await redis.hgetall(k.registry)
-      return Object.entries(registry)
-        .sort(([a], [b]) => a.length - b.length || (a < b ? -1 : 1))
-        .map(([hex, owner]) => ({
-          ip: formatIp(fromHex(hex)),
-          allocated: owner !== '',
-          ...(owner === '' ? {} : { allocatedTo: owner }),
-        }))
+      const out: PublicIpStatus[] = []
+      for (const family of [4, 6] as const) {
+        const registry = await redis.hgetall(keys[family].registry)
+        for (const [hex, owner] of Object.entries(registry).sort(
+          ([a], [b]) => a.length - b.length || (a < b ? -1 : 1),
+        )) {
+          out.push({
+            ip: format(hex),
+            allocated: owner !== '',
+            ...(owner === '' ? {} : { allocatedTo: owner }),
+          })
+        }
+      }
+      return out
     },
   }
 }

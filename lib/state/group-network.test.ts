@@ -120,6 +120,16 @@ const cases: { name: string; spec: object; refused?: RegExp }[] = [
     refused: /^extraSubnets\.0\.cidr: overlaps 10\.0\.0\.0\/24$/,
   },
   {
+    name: "a network6 on Hydrazine's IPv6 transit links",
+    spec: { ...base, network6: { cidr: 'fd00:a9fe::/64', gateway: 'fd00:a9fe::1' } },
+    refused: /^network6\.cidr: overlaps fd00:a9fe::\/64, kept for Hydrazine's transit links$/,
+  },
+  {
+    name: 'an extra subnet in the link-local transit range',
+    spec: { ...base, extraSubnets: [{ cidr: '169.254.10.0/24' }] },
+    refused: /^extraSubnets\.0\.cidr: overlaps 169\.254\.0\.0\/16/,
+  },
+  {
     name: 'an extra IPv4 subnet with DHCP (the network has it)',
     spec: { ...base, extraSubnets: [{ cidr: '10.20.0.0/24', dhcp: true }] },
     refused: /^extraSubnets\.0\.dhcp: network already has DHCP for IPv4/,

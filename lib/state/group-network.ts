@@ -91,6 +91,12 @@ export function groupSubnets(plan: GroupAddressPlan): { cidr: string; span: Span
   })
 }
 
+/** Where the transit links between each group's routers live (`lib/ovn` topology). */
+const TRANSIT_SPANS = ['169.254.0.0/16', 'fd00:a9fe::/64'].map((cidr) => ({
+  cidr,
+  span: parseCidr(cidr) as Span,
+}))
+
 /**
  * A range's span, the issue with its `end`, or undefined when an address is not one (the
  * schema names that field already).
@@ -143,6 +149,19 @@ export function addressPlanIssues(plan: GroupAddressPlan): PlanIssue[] {
     const other = subnets.slice(0, -1).find((x) => overlaps(x.span, v6.span))
     if (other !== undefined) {
       issues.push({ path: ['network6', 'cidr'], message: `overlaps ${other.cidr}` })
+    }
+  }
+  // The transit links between a group's routers use these; a subnet there would be cut off.
+  const fields: (string | number)[][] = [
+    ...(plan.network ? [['network', 'cidr']] : []),
+    ...(plan.extraSubnets ?? []).map((_, i) => ['extraSubnets', i, 'cidr']),
+    ...(plan.network6 ? [['network6', 'cidr']] : []),
+  ]
+  for (const [i, s] of subnets.entries()) {
+    const transit = TRANSIT_SPANS.find((t) => overlaps(t.span, s.span))
+    const path = fields[i]
+    if (transit && path) {
+      issues.push({ path, message: `overlaps ${transit.cidr}, kept for Hydrazine's transit links` })
     }
   }
   const check = (field: 'pools' | 'reservations', ranges: readonly Reservation[]) => {

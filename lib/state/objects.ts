@@ -8,6 +8,7 @@
 import { isIP } from 'node:net'
 import IPCIDR from 'ip-cidr'
 import * as v from 'valibot'
+import { canonicalIp } from '../ipam/address.ts'
 import { addressPlanIssues, GroupPools, type PlanIssue, Reservations } from './group-network.ts'
 import { Rfc1123Label } from './labels.ts'
 import { Policies } from './policies.ts'
@@ -33,6 +34,12 @@ export { Rfc1123Label }
 export const Ipv4 = v.pipe(
   v.string(),
   v.check((s) => isIP(s) === 4, 'must be an IPv4 address'),
+)
+export const Ipv6 = v.pipe(
+  v.string(),
+  v.maxLength(64, 'is too long for an IP address'),
+  v.check((s) => isIP(s) === 6 && !s.includes('%'), 'must be an IPv6 address (no zone)'),
+  v.transform(canonicalIp),
 )
 export const IpAddress = v.pipe(
   v.string(),
@@ -231,6 +238,12 @@ const FabricIps = v.pipe(
 export const DpuSpec = v.strictObject({
   tenantId: v.optional(Rfc1123Label),
   fabricIps: FabricIps,
+  /**
+   * The DPU's IPv6 NAT address on the fabric (needs the controller's
+   * `HYDRAZINE_FABRIC_DUMMY_IP6`): its hosts' IPv6 leaves as it, a FabricAccess host is
+   * reached at it, and it is the next hop of their public /128s.
+   */
+  natIp6: v.optional(Ipv6),
   hostPorts: v.optional(
     v.pipe(
       v.array(InterfaceName),
@@ -254,7 +267,7 @@ export const ManagedResourceRequest = v.pipe(
     type: v.optional(ResourceType, 'BareMetal'),
     hostMAC: Mac,
     hostIP: v.optional(IpAddress),
-    dpu: v.strictObject({ id: Rfc1123Label, ips: v.optional(FabricIps) }),
+    dpu: v.strictObject({ id: Rfc1123Label, ips: v.optional(FabricIps), natIp6: v.optional(Ipv6) }),
     hostAccess: v.optional(HostAccess, 'None'),
     identifier: v.optional(InterfaceName),
     /** The host's name in its group's DNS; default its own name. Unique in the group. */
@@ -278,15 +291,22 @@ export type ManagedResourceRequest = v.InferOutput<typeof ManagedResourceRequest
 
 /**
  * A host's desired spec as stored: the request with its physical facts filled in from the
- * inventory — the DPU's fabric IPs `[encapIp, natIp?]` and the host port.
+ * inventory — the DPU's fabric IPs `[encapIp, natIp?]`, its IPv6 NAT address and the host port.
  */
 export interface ManagedResourceSpec extends Omit<ManagedResourceRequest, 'dpu' | 'identifier'> {
-  readonly dpu: { readonly id: string; readonly ips: readonly string[] }
+  readonly dpu: { readonly id: string; readonly ips: readonly string[]; readonly natIp6?: string }
   /** The DPU's host port; absent only when the inventory names none (the agent's default). */
   readonly identifier?: string
 }
 
-export const PublicIpSpec = v.strictObject({ ip: Ipv4 })
+/** A public IP of the operator's pools: IPv4 (announced as a /32) or IPv6 (a /128). */
+export const PublicIpSpec = v.strictObject({
+  ip: v.pipe(
+    IpAddress,
+    v.check((s) => !s.includes('%'), 'must be an IP address (no zone)'),
+    v.transform(canonicalIp),
+  ),
+})
 export type PublicIpSpec = v.InferOutput<typeof PublicIpSpec>
 
 /** A stored object: spec, its version, status, and whether deletion was asked for. */

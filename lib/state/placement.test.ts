@@ -58,6 +58,14 @@ t.test('what a tenant may not do, and the field each refusal names', async (t) =
       /inventory/,
     ],
     [
+      'give an IPv6 NAT address',
+      request({ dpu: { id: 'dpu-1', natIp6: 'fd00:fab::65' } }),
+      dpu({ natIp6: 'fd00:fab::65' }),
+      tenantA,
+      'dpu.natIp6',
+      /inventory/,
+    ],
+    [
       "name another tenant's DPU (host hijack)",
       request(),
       dpu({ tenantId: 'tenant-b' }),
@@ -161,6 +169,21 @@ t.test('an operator may give everything in one request', async (t) => {
   t.notOk(foreign.ok, "even an operator cannot put a group's host on another tenant's DPU")
   const unknown = placeHost(request(), group, undefined, operator)
   t.notOk(unknown.ok, 'a DPU neither in the inventory nor described is refused')
+  const v6 = dpu({ natIp6: 'fd00:fab::65' })
+  const fromInventory = placeHost(request(), group, v6, tenantA)
+  t.same(
+    fromInventory.ok && fromInventory.spec.dpu,
+    { id: 'dpu-1', ips: ['172.18.0.11', '172.18.0.111'], natIp6: 'fd00:fab::65' },
+    "the DPU's IPv6 NAT address comes from the inventory",
+  )
+  const natIp6 = (value: string) =>
+    placeHost(request({ dpu: { id: 'dpu-1', natIp6: value } }), group, v6, operator)
+  t.ok(natIp6('FD00:FAB::65').ok, "an operator's natIp6 agreeing with it (any spelling)")
+  t.match(
+    natIp6('fd00:fab::99'),
+    { ok: false, issues: [{ path: 'dpu.natIp6', message: /fd00:fab::65/ }] },
+    'one disagreeing is refused, naming dpu.natIp6',
+  )
   const noPorts = placeHost(request(), group, dpu({ hostPorts: [] }), operator)
   t.ok(noPorts.ok, "an operator may leave the port to the agent's default")
   if (noPorts.ok) t.equal(noPorts.spec.identifier, undefined)

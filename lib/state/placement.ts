@@ -42,7 +42,8 @@ export type Placement =
  *   added (assigned to the group's tenant) from `dpu.ips`, and a new `identifier` joins
  *   its host ports; fabric IPs that disagree with the inventory are refused, as is a DPU
  *   assigned to another tenant than the group's.
- * - FabricAccess and PublicAccess need the DPU's NAT IP.
+ * - FabricAccess and PublicAccess need the DPU's NAT IP. The DPU's IPv6 NAT address comes
+ *   from the inventory too; an operator's `dpu.natIp6` must agree with it.
  *
  * @example
  * const placed = placeHost(request, group, await store.getDpu(request.dpu.id), caller)
@@ -61,9 +62,10 @@ export function placeHost(
   let dpuChange: DpuSpec | undefined
 
   if (caller.kind === 'tenant') {
-    if (request.dpu.ips !== undefined) {
+    for (const field of ['ips', 'natIp6'] as const) {
+      if (request.dpu[field] === undefined) continue
       issues.push({
-        path: 'dpu.ips',
+        path: `dpu.${field}`,
         message: "fabric IPs come from the operator's inventory; a tenant may not give them",
       })
     }
@@ -91,6 +93,7 @@ export function placeHost(
     inventory = {
       tenantId: tenant,
       fabricIps: request.dpu.ips,
+      ...(request.dpu.natIp6 ? { natIp6: request.dpu.natIp6 } : {}),
       hostPorts: request.identifier ? [request.identifier] : [],
     }
     dpuChange = inventory
@@ -108,6 +111,12 @@ export function placeHost(
       issues.push({
         path: 'dpu.ips',
         message: `DPU ${id}'s fabric IPs in the inventory are ${inventory.fabricIps.join(', ')}`,
+      })
+    }
+    if (request.dpu.natIp6 !== undefined && request.dpu.natIp6 !== inventory.natIp6) {
+      issues.push({
+        path: 'dpu.natIp6',
+        message: `DPU ${id}'s IPv6 NAT address in the inventory is ${inventory.natIp6 ?? 'unset'}`,
       })
     }
     if (request.identifier && !inventory.hostPorts.includes(request.identifier)) {
@@ -145,7 +154,11 @@ export function placeHost(
   const { dpu: _dpu, identifier: _identifier, ...rest } = request
   const spec: ManagedResourceSpec = {
     ...rest,
-    dpu: { id, ips: inventory.fabricIps },
+    dpu: {
+      id,
+      ips: inventory.fabricIps,
+      ...(inventory.natIp6 ? { natIp6: inventory.natIp6 } : {}),
+    },
     ...(identifier ? { identifier } : {}),
   }
   return { ok: true, spec, ...(dpuChange ? { dpuChange } : {}) }

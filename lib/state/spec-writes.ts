@@ -167,9 +167,9 @@ export class SpecWrites {
    * and, when its access uses it, the DPU's NAT IP.
    */
   #hostClaims(name: string, spec: ManagedResourceSpec): string[] {
-    const natIp = spec.hostAccess !== 'None' ? spec.dpu.ips[1] : undefined
+    const natIps = spec.hostAccess !== 'None' ? [spec.dpu.ips[1], spec.dpu.natIp6] : []
     return [
-      ...(natIp ? [this.#keys.claim(`natip:${natIp}`)] : []),
+      ...natIps.flatMap((ip) => (ip ? [this.#keys.claim(`natip:${ip}`)] : [])),
       ...(spec.identifier ? [this.#keys.claim(`dpuport:${spec.dpu.id}/${spec.identifier}`)] : []),
       this.#keys.claim(`dnsname:${spec.hostname ?? name}.${spec.resourceGroup}`),
     ]
@@ -224,6 +224,7 @@ export class SpecWrites {
     const placementChanged =
       current !== undefined &&
       (JSON.stringify(current.spec.fabricIps) !== JSON.stringify(spec.fabricIps) ||
+        current.spec.natIp6 !== spec.natIp6 ||
         current.spec.tenantId !== spec.tenantId)
     const changed = await this.#put({
       kind: 'dpu',
@@ -232,7 +233,9 @@ export class SpecWrites {
       initialStatus: { hosts: [] } satisfies DpuStatus,
       immutable: '[]',
       indexes: [keys.index('dpu')],
-      claims: spec.fabricIps.map((ip) => keys.claim(`fabricip:${ip}`)),
+      claims: [...spec.fabricIps, ...(spec.natIp6 ? [spec.natIp6] : [])].map((ip) =>
+        keys.claim(`fabricip:${ip}`),
+      ),
       guards: [
         ...(placementChanged ? [{ key: keys.dpuHosts(id), absent: true as const }] : []),
         ...removedPorts.map((p) => ({
@@ -241,7 +244,7 @@ export class SpecWrites {
         })),
       ],
       immutableMessage: '',
-      inUseMessage: `DPU ${id} serves hosts: its fabric IPs, tenant and used host ports cannot change until they are deleted`,
+      inUseMessage: `DPU ${id} serves hosts: its fabric IPs, IPv6 NAT address, tenant and used host ports cannot change until they are deleted`,
     })
     if (current?.spec.tenantId !== spec.tenantId) {
       if (current?.spec.tenantId) await this.#redis.srem(keys.tenantDpus(current.spec.tenantId), id)

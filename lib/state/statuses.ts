@@ -83,7 +83,11 @@ export const ManagedResourceStatus = v.object({
       /** In a dual-stack group: the host's SLAAC address in the group's `network6`. */
       hostIPv6: v.exactOptional(v.string()),
       fabricIP: v.exactOptional(v.string()),
+      /** Where the fabric reaches the host over IPv6: its DPU's IPv6 NAT address (NAT66). */
+      fabricIPv6: v.exactOptional(v.string()),
       publicIP: v.exactOptional(v.string()),
+      /** A PublicAccess host's public IPv6 address, announced as a /128. */
+      publicIPv6: v.exactOptional(v.string()),
     }),
   ),
   logicalPortReference: v.exactOptional(v.object({ logicalPort: v.string(), dpu: v.string() })),

@@ -324,8 +324,11 @@ const generators: Record<string, (rng: Rng, kind: 'rg' | 'mr') => Omit<Case, 'la
       '256.1.1.1',
       '1.2.3',
       '1.2.3.4.5',
-      '::1',
-      'fd00%3A%3A1',
+      // IPv6 public IPs are valid: malformed ones, and one with a zone (not an address).
+      ':::1',
+      '1:2:3:4:5:6:7:8:9',
+      '2001%3Adb8%3A%3Ag',
+      'fd00%3A%3A1%25eth0',
       '01.02.03.04',
       '1.2.3.4%00',
       'x'.repeat(rng.int(16, 3000)),

@@ -171,6 +171,69 @@ t.test('gRPC ingress against a running pipeline', async (t) => {
     )
   })
 
+  t.test('IPv6 public IPs: a pool of their own, any spelling the same address', async (t) => {
+    const reg = await call('registerPublicIp', { ip: '2001:db8:ff::5' })
+    t.equal(reg.error, undefined)
+    t.match(reg.res.publicIp, { ip: '2001:db8:ff::5', allocated: false })
+    const again = await call('registerPublicIp', { ip: '2001:DB8:FF:0::5' })
+    t.equal(again.res.publicIp.ip, '2001:db8:ff::5', 'another spelling: the same, canonical')
+    t.equal(
+      (await call('getPublicIp', { ip: '2001:DB8:FF:0::5' })).res.publicIp.ip,
+      '2001:db8:ff::5',
+    )
+    const listed = (await call('listPublicIps', {})).res.publicIps.map((i: { ip: string }) => i.ip)
+    t.same(listed.slice(-1), ['2001:db8:ff::5'], 'listed once, after the IPv4 addresses')
+    t.equal(listed.length, 2, 'beside the IPv4 one left')
+    const bad = await call('registerPublicIp', { ip: '2001:db8::g' })
+    t.equal(bad.error?.code, grpc.status.INVALID_ARGUMENT)
+    t.same(violationsOf(bad), ['ip'], 'naming ip')
+  })
+
+  t.test('DPUs: nat_ip6 stored canonical, validated, on the hosts placed there', async (t) => {
+    const spec = {
+      tenantId: 'tenant-a',
+      fabricIps: ['172.18.0.71', '172.18.0.171'],
+      natIp6: 'FD00:FAB:0::105',
+      hostPorts: ['pf0hpf'],
+    }
+    const put = await call('applyDpu', { name: 'dpu-v6', spec })
+    t.equal(put.error, undefined)
+    t.match(put.res.dpu, { id: 'dpu-v6', spec: { natIp6: 'fd00:fab::105' } })
+    t.equal((await call('getDpu', { name: 'dpu-v6' })).res.dpu.spec.natIp6, 'fd00:fab::105')
+    t.notOk(
+      (await call('getDpu', { name: 'dpu-1' })).res.dpu.spec.natIp6,
+      'unset on a DPU without one',
+    )
+    for (const natIp6 of ['10.0.0.1', 'nope']) {
+      const refused = await call('applyDpu', { name: 'dpu-v6', spec: { ...spec, natIp6 } })
+      t.equal(refused.error?.code, grpc.status.INVALID_ARGUMENT, `${natIp6}: refused`)
+      t.same(violationsOf(refused), ['spec.nat_ip6'], `${natIp6}: naming spec.nat_ip6`)
+    }
+    t.equal((await call('getDpu', { name: 'dpu-v6' })).res.dpu.spec.natIp6, 'fd00:fab::105')
+
+    // A host's stored spec carries its DPU's, output only: a spec read back applies again.
+    const host = await call('applyManagedResource', {
+      name: 'host-6',
+      spec: { resourceGroup: 'group-a', hostMac: '52:54:00:00:06:06', dpu: { id: 'dpu-v6' } },
+    })
+    t.equal(host.error, undefined)
+    const stored = host.res.managedResource.spec
+    t.match(stored.dpu, {
+      id: 'dpu-v6',
+      ips: ['172.18.0.71', '172.18.0.171'],
+      natIp6: 'fd00:fab::105',
+    })
+    const reapplied = await call('applyManagedResource', { name: 'host-6', spec: stored })
+    t.equal(reapplied.error, undefined, 'the stored spec applies again')
+    t.equal(reapplied.res.jobId, undefined, 'unchanged')
+    const deleted = await call('deleteManagedResource', { name: 'host-6', force: true })
+    t.equal(deleted.error, undefined)
+    await until(
+      async () => (await call('getManagedResource', { name: 'host-6' })).error?.code,
+      (code) => code === grpc.status.NOT_FOUND,
+    )
+  })
+
   t.test('refused requests answer with a status and change nothing', async (t) => {
     const S = grpc.status
     const bad = { tenantId: 'Bad_Tenant', network: { cidr: '10.0.0.1/24', gateway: 'x' } }

@@ -168,6 +168,82 @@ t.test('HTTP API against a running pipeline', async (t) => {
     )
   })
 
+  t.test('IPv6 public IPs: a pool of their own, any spelling the same address', async (t) => {
+    const put = await call('PUT', '/v1/public-ips/2001:db8:ff::5')
+    t.equal(put.status, 200)
+    t.same(put.json.object, { ip: '2001:db8:ff::5', allocated: false })
+    const again = await call('PUT', '/v1/public-ips/2001:DB8:FF:0::5')
+    t.equal(again.status, 200, 'another spelling registers nothing new')
+    t.same(again.json.object, { ip: '2001:db8:ff::5', allocated: false }, 'answered canonical')
+    t.same((await call('GET', '/v1/public-ips/2001:DB8:FF:0::5')).json, {
+      ip: '2001:db8:ff::5',
+      allocated: false,
+    })
+    const listed = (await call('GET', '/v1/public-ips')).json.items.map((i: { ip: string }) => i.ip)
+    t.same(listed.slice(-1), ['2001:db8:ff::5'], 'listed once, after the IPv4 addresses')
+    t.equal(listed.length, 2, 'beside the IPv4 one left')
+    for (const bad of ['2001:db8::g', '1:2:3:4:5:6:7:8:9']) {
+      const refused = await call('PUT', `/v1/public-ips/${bad}`)
+      t.equal(refused.status, 400, `${bad}: refused`)
+      t.same(
+        refused.json.error.issues.map((i: { path: string }) => i.path),
+        ['ip'],
+        `${bad}: naming ip`,
+      )
+    }
+  })
+
+  t.test('DPUs: natIp6 is stored canonical, validated, claimed, fixed while in use', async (t) => {
+    const spec = { fabricIps: ['172.18.0.71', '172.18.0.171'], natIp6: 'fd00:fab::105' }
+    const put = await call('PUT', '/v1/dpus/dpu-v6', { body: spec })
+    t.equal(put.status, 201)
+    t.match(put.json.object, { id: 'dpu-v6', spec: { natIp6: 'fd00:fab::105' } })
+    t.match((await call('GET', '/v1/dpus/dpu-v6')).json.spec, { natIp6: 'fd00:fab::105' })
+    const respelt = await call('PUT', '/v1/dpus/dpu-v6', {
+      body: { ...spec, natIp6: 'FD00:FAB:0::105' },
+    })
+    t.equal(respelt.status, 200, 'another spelling is the same address: unchanged')
+    t.equal(respelt.json.object.spec.natIp6, 'fd00:fab::105')
+    for (const natIp6 of ['10.0.0.1', 'nope']) {
+      const refused = await call('PUT', '/v1/dpus/dpu-v6', { body: { ...spec, natIp6 } })
+      t.equal(refused.status, 400, `${natIp6}: refused`)
+      t.equal(refused.json.error.code, 'INVALID')
+      t.same(
+        refused.json.error.issues.map((i: { path: string }) => i.path),
+        ['natIp6'],
+        `${natIp6}: naming natIp6`,
+      )
+    }
+    const taken = await call('PUT', '/v1/dpus/dpu-v7', {
+      body: { fabricIps: ['172.18.0.72'], natIp6: 'fd00:fab:0:0::105' },
+    })
+    t.equal(taken.status, 409, "another DPU's natIp6, in any spelling: refused")
+    t.equal((await call('GET', '/v1/dpus/dpu-v7')).status, 404, 'and not stored')
+    t.match((await call('GET', '/v1/dpus/dpu-v6')).json.spec, { natIp6: 'fd00:fab::105' })
+
+    const serving = (await call('GET', '/v1/dpus/dpu-1')).json
+    t.same(serving.hosts, ['host-1'])
+    const moved = await call('PUT', '/v1/dpus/dpu-1', {
+      body: { ...serving.spec, natIp6: 'fd00:fab::106' },
+    })
+    t.equal(moved.status, 409, 'no natIp6 added under a DPU serving hosts')
+    t.equal((await call('GET', '/v1/dpus/dpu-1')).json.spec.natIp6, undefined)
+
+    const host = (natIp6: string) =>
+      call('PUT', '/v1/managed-resources/host-v6?dryRun=true', {
+        body: {
+          resourceGroup: 'group-a',
+          hostMAC: '52:54:00:00:00:66',
+          dpu: { id: 'dpu-v6', ips: spec.fabricIps, natIp6 },
+        },
+      })
+    const agreeing = await host('FD00:FAB::105')
+    t.ok(agreeing.status < 300, `a host request giving the inventory's natIp6: ${agreeing.status}`)
+    const disagreeing = await host('fd00:fab::999')
+    t.equal(disagreeing.status, 400, 'one disagreeing with the inventory: refused')
+    t.match(JSON.stringify(disagreeing.json), /dpu\.natIp6/, 'naming dpu.natIp6')
+  })
+
   t.test('refused requests answer with an error and change nothing', async (t) => {
     const big = { ...groupSpec('tenant-a'), pad: 'x'.repeat(70 * 1024) }
     const cases: [string, string, string, Call, number, string][] = [

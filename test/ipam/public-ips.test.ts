@@ -50,23 +50,36 @@ t.test('public IPs: one host at a time, owner-keyed, released on demand', async 
   ])
 })
 
-t.test('publicIpOf: the IP an owner holds, if any', async (t) => {
+t.test('publicIpOf: the IP an owner holds, if any, of each family', async (t) => {
   const { ipam } = fx.ipam()
   await ipam.registerPublicIp('198.51.100.7')
   await ipam.registerPublicIp('2001:DB8:0::7')
   t.equal(await ipam.publicIpOf('host-a'), undefined, 'never allocated: undefined')
-  const a = await ipam.allocatePublicIp('host-a')
-  const b = await ipam.allocatePublicIp('host-b')
-  t.equal(await ipam.publicIpOf('host-a'), a, 'allocated: the IP it holds')
-  t.equal(await ipam.publicIpOf('host-b'), b)
-  t.same([a, b].sort(), ['198.51.100.7', '2001:db8::7'], 'in canonical form, either version')
-  await ipam.releasePublicIp('host-a')
-  t.equal(await ipam.publicIpOf('host-a'), undefined, 'released: undefined')
-  t.equal(await ipam.publicIpOf('host-b'), b, 'another owner keeps its IP')
+  t.equal(await ipam.allocatePublicIp('host-a'), '198.51.100.7', 'IPv4 from the IPv4 pool')
+  t.equal(await ipam.allocatePublicIp('host-a', 6), '2001:db8::7', 'IPv6, canonical, its own pool')
+  await t.rejects(ipam.allocatePublicIp('host-b'), PoolExhausted, 'the IPv4 pool is empty')
+  await t.rejects(ipam.allocatePublicIp('host-b', 6), PoolExhausted, 'so is the IPv6 one')
+  t.equal(await ipam.publicIpOf('host-a'), '198.51.100.7', 'allocated: the IP it holds')
+  t.equal(await ipam.publicIpOf('host-a', 6), '2001:db8::7', 'and its IPv6 one')
+  t.same(await ipam.listPublicIps(), [
+    { ip: '198.51.100.7', allocated: true, allocatedTo: 'host-a' },
+    { ip: '2001:db8::7', allocated: true, allocatedTo: 'host-a' },
+  ])
+  t.equal(await ipam.releasePublicIp('host-a', 6), '2001:db8::7', 'released by family')
+  t.equal(await ipam.publicIpOf('host-a', 6), undefined, 'released: undefined')
+  t.equal(await ipam.publicIpOf('host-a'), '198.51.100.7', 'its IPv4 one stays')
+  t.equal(await ipam.allocatePublicIp('host-b', 6), '2001:db8::7', 'and serves the next host')
   t.same(
     await ipam.publicIpsOf(['host-a', 'host-b', 'host-c']),
-    new Map([['host-b', b]]),
+    new Map([['host-a', '198.51.100.7']]),
     'publicIpsOf: only the owners that hold one, in one call',
   )
+  t.same(
+    await ipam.publicIpsOf(['host-a', 'host-b'], 6),
+    new Map([['host-b', '2001:db8::7']]),
+    'of the family asked for',
+  )
   t.same(await ipam.publicIpsOf([]), new Map(), 'no owners: nothing')
+  const refused = await ipam.unregisterPublicIp('2001:db8::7').catch((e: unknown) => e)
+  t.ok(refused instanceof Conflict && refused.holder === 'host-b', 'an allocated IPv6 stays')
 })

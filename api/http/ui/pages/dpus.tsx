@@ -46,6 +46,7 @@ export function DpuPage(props: { frame: Frame; dpu: DpuView; events: readonly Ob
           ],
           ['Tenant', dpu.spec?.tenantId ?? (dpu.spec ? 'none (shared)' : '')],
           ['Fabric IPs', dpu.spec?.fabricIps.join(', ')],
+          ['IPv6 NAT address', dpu.spec?.natIp6],
           ['Host ports', dpu.spec?.hostPorts.join(', ')],
           ['Last heartbeat', <Time at={dpu.lastHeartbeat} />],
           ['Heartbeat interval', dpu.agent ? `${dpu.agent.heartbeatIntervalMs / 1000} s` : ''],

@@ -62,6 +62,7 @@ export function HostPage(props: {
                 ),
               ],
               ['DPU fabric IPs', host.spec.dpu.ips.join(', ')],
+              ['DPU IPv6 NAT address', host.spec.dpu.natIp6],
               ['Host port', host.spec.identifier],
               ['Access', host.spec.hostAccess],
               ['DNS name', host.spec.hostname ?? host.name],
@@ -77,7 +78,9 @@ export function HostPage(props: {
               ['Host IP', ips?.hostIP],
               ['Host IPv6', ips?.hostIPv6],
               ['Fabric IP', ips?.fabricIP],
+              ['Fabric IPv6', ips?.fabricIPv6],
               ['Public IP', ips?.publicIP],
+              ['Public IPv6', ips?.publicIPv6],
               ['Logical port', host.status.logicalPortReference?.logicalPort],
               ['Agent host port', host.status.agent?.hostPort],
               [

@@ -5,9 +5,13 @@
 export interface DpuPlacement {
   'id'?: (string);
   'ips'?: (string)[];
+  'natIp6'?: (string);
+  '_natIp6'?: "natIp6";
 }
 
 export interface DpuPlacement__Output {
   'id': (string);
   'ips': (string)[];
+  'natIp6'?: (string);
+  '_natIp6'?: "natIp6";
 }

@@ -6,12 +6,16 @@ export interface DpuSpec {
   'tenantId'?: (string);
   'fabricIps'?: (string)[];
   'hostPorts'?: (string)[];
+  'natIp6'?: (string);
   '_tenantId'?: "tenantId";
+  '_natIp6'?: "natIp6";
 }
 
 export interface DpuSpec__Output {
   'tenantId'?: (string);
   'fabricIps': (string)[];
   'hostPorts': (string)[];
+  'natIp6'?: (string);
   '_tenantId'?: "tenantId";
+  '_natIp6'?: "natIp6";
 }

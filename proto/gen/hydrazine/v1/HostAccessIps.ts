@@ -7,10 +7,14 @@ export interface HostAccessIps {
   'fabricIp'?: (string);
   'publicIp'?: (string);
   'hostIpv6'?: (string);
+  'fabricIpv6'?: (string);
+  'publicIpv6'?: (string);
   '_hostIp'?: "hostIp";
   '_fabricIp'?: "fabricIp";
   '_publicIp'?: "publicIp";
   '_hostIpv6'?: "hostIpv6";
+  '_fabricIpv6'?: "fabricIpv6";
+  '_publicIpv6'?: "publicIpv6";
 }
 
 export interface HostAccessIps__Output {
@@ -18,8 +22,12 @@ export interface HostAccessIps__Output {
   'fabricIp'?: (string);
   'publicIp'?: (string);
   'hostIpv6'?: (string);
+  'fabricIpv6'?: (string);
+  'publicIpv6'?: (string);
   '_hostIp'?: "hostIp";
   '_fabricIp'?: "fabricIp";
   '_publicIp'?: "publicIp";
   '_hostIpv6'?: "hostIpv6";
+  '_fabricIpv6'?: "fabricIpv6";
+  '_publicIpv6'?: "publicIpv6";
 }

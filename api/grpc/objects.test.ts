@@ -1,0 +1,89 @@
+/**
+ * The model as gRPC messages: each address a host's status reports, and the DPU's IPv6
+ * NAT address (on the DPU and on the hosts' stored specs), under its proto name; what
+ * the model leaves out stays unset.
+ */
+import t from 'tap'
+import type { ManagedResource } from '../../lib/state/objects.ts'
+import type { DpuView } from '../operations.ts'
+import { dpuMessage, managedResourceMessage } from './objects.ts'
+
+const AT = '2026-01-02T03:04:05.000Z'
+
+function host(
+  hostAccessIPs: NonNullable<ManagedResource['status']['hostAccessIPs']>,
+  natIp6?: string,
+): ManagedResource {
+  return {
+    name: 'host-1',
+    spec: {
+      resourceGroup: 'group-a',
+      type: 'BareMetal',
+      hostMAC: '52:54:00:12:34:56',
+      dpu: { id: 'dpu-1', ips: ['172.18.0.11', '172.18.0.111'], ...(natIp6 ? { natIp6 } : {}) },
+      hostAccess: 'PublicAccess',
+    },
+    specVersion: 1,
+    status: {
+      phase: 'Ready',
+      conditions: [],
+      hostAccessIPs,
+      observedVersion: 1,
+      configsSynced: true,
+    },
+    createdAt: AT,
+    updatedAt: AT,
+  }
+}
+
+t.test("each of a host's addresses under its proto name, alone", async (t) => {
+  const cases: [keyof NonNullable<ManagedResource['status']['hostAccessIPs']>, string, string][] = [
+    ['hostIP', 'hostIp', '10.0.0.5'],
+    ['hostIPv6', 'hostIpv6', 'fd00:10::800:ff:fe00:d11'],
+    ['fabricIP', 'fabricIp', '172.18.0.111'],
+    ['fabricIPv6', 'fabricIpv6', 'fd00:fab::105'],
+    ['publicIP', 'publicIp', '203.0.113.7'],
+    ['publicIPv6', 'publicIpv6', '2001:db8:ff::10'],
+  ]
+  for (const [field, proto, ip] of cases) {
+    t.same(
+      managedResourceMessage(host({ [field]: ip })).status?.hostAccessIps,
+      { [proto]: ip },
+      `${field} → ${proto}`,
+    )
+  }
+})
+
+t.test("a host's stored spec carries its DPU's IPv6 NAT address when it has one", async (t) => {
+  t.same(managedResourceMessage(host({}, 'fd00:fab::105')).spec?.dpu, {
+    id: 'dpu-1',
+    ips: ['172.18.0.11', '172.18.0.111'],
+    natIp6: 'fd00:fab::105',
+  })
+  t.same(managedResourceMessage(host({})).spec?.dpu, {
+    id: 'dpu-1',
+    ips: ['172.18.0.11', '172.18.0.111'],
+  })
+})
+
+t.test("a DPU's spec carries its IPv6 NAT address when it has one", async (t) => {
+  const dpu = (natIp6?: string): DpuView => ({
+    id: 'dpu-1',
+    spec: {
+      tenantId: 'tenant-a',
+      fabricIps: ['172.18.0.11', '172.18.0.111'],
+      ...(natIp6 ? { natIp6 } : {}),
+      hostPorts: ['pf0hpf'],
+    },
+    specVersion: 1,
+    state: 'Unknown',
+    hosts: [],
+  })
+  t.same(dpuMessage(dpu('fd00:fab::105')).spec, {
+    tenantId: 'tenant-a',
+    fabricIps: ['172.18.0.11', '172.18.0.111'],
+    natIp6: 'fd00:fab::105',
+    hostPorts: ['pf0hpf'],
+  })
+  t.notOk('natIp6' in (dpuMessage(dpu()).spec ?? {}), 'unset without one')
+})
