@@ -3,6 +3,7 @@
  * `internal/`: the DPU's central (`dpu-central.ts`), the host's addresses
  * (`host-addresses.ts`) and its `configure` request and condition (`host-configure.ts`).
  */
+import { isIP } from 'node:net'
 import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
 import { HostJob } from '../lib/jobs/index.ts'
@@ -24,8 +25,8 @@ import { agentConfigured, configureRequestOf } from './internal/host-configure.t
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import {
   addPublicIpAllocate,
-  addPublicIpRelease,
   publicIpAllocated,
+  releaseHeldPublicIps,
 } from './internal/public-ip-jobs.ts'
 import { type HostAttempt, setHostStatus } from './internal/status.ts'
 
@@ -91,7 +92,7 @@ async function attach(
     await deps.checkpoint('attach:status-configuring')
     const children = [
       ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
-      ...(await signalPublicIp(deps, host)),
+      ...(await signalPublicIp(deps, host, addresses)),
     ]
     await deps.checkpoint('attach:children-added')
     await waitForChildren(job, token, deps.children, children)
@@ -132,6 +133,7 @@ async function reportConfiguring(
 ): Promise<void> {
   const { spec } = host
   const natIp = natIpOf(host)
+  const natIp6 = natIp6Of(deps, host, addresses)
   await setHostStatus(deps, host.name, host.specVersion, {
     attempt: host.attempt,
     phase: 'Configuring',
@@ -139,6 +141,7 @@ async function reportConfiguring(
       hostIP: addresses.hostIp,
       ...(addresses.hostIpv6 ? { hostIPv6: addresses.hostIpv6 } : {}),
       ...(natIp ? { fabricIP: natIp } : {}),
+      ...(natIp6 ? { fabricIPv6: natIp6 } : {}),
     },
     logicalPortReference: {
       logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
@@ -170,19 +173,27 @@ async function signalAgent(
 }
 
 /**
- * PublicAccess: `publicip.allocate` (DNAT and the FRR announcement). Access lowered
- * while a public IP is held: `publicip.release` (the DNAT is already gone from the
- * topology; FRR withdraws the /32 and the address goes back to the pool).
+ * PublicAccess: `publicip.allocate` (DNAT and the FRR announcement; a public IPv6 too
+ * when the host's IPv6 leaves its group). Access lowered while a public IP is held:
+ * `publicip.release` (the DNAT is already gone from the topology; FRR withdraws the
+ * prefixes and the addresses go back to their pools).
  */
-async function signalPublicIp(deps: HandlerDeps, host: HostAttempt): Promise<ChildRef[]> {
-  const natIp = natIpOf(host)
-  if (host.spec.hostAccess === 'PublicAccess' && natIp) {
-    return [await addPublicIpAllocate(deps, host.name, host.specVersion, natIp, host.attempt)]
+async function signalPublicIp(
+  deps: HandlerDeps,
+  host: HostAttempt,
+  addresses: { readonly hostIp: string; readonly hostIpv6?: string },
+): Promise<ChildRef[]> {
+  // An IPv6-only host has no IPv4 to take a public IPv4 to.
+  const natIp = isIP(addresses.hostIp) === 4 ? natIpOf(host) : undefined
+  const natIp6 = natIp6Of(deps, host, addresses)
+  if (host.spec.hostAccess === 'PublicAccess' && (natIp || natIp6)) {
+    const nat = { ...(natIp ? { natIp } : {}), ...(natIp6 ? { natIp6 } : {}) }
+    return [await addPublicIpAllocate(deps, host.name, host.specVersion, nat, host.attempt)]
   }
-  if (await deps.ipam.publicIpOf(host.name)) {
-    return [await addPublicIpRelease(deps, host.name, host.specVersion, natIp)]
-  }
-  return []
+  return releaseHeldPublicIps(deps, host, {
+    ...(natIp ? { natIp } : {}),
+    ...(natIp6 ? { natIp6 } : {}),
+  })
 }
 
 /**
@@ -225,6 +236,7 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
   }
   const announced = allocated?.state === 'acked' ? allocated.value : undefined
   const publicIp = announced?.announced ? (announced.publicIp ?? undefined) : undefined
+  const publicIp6 = announced?.announced ? (announced.publicIp6 ?? undefined) : undefined
   await clearIsolatedStaleBindings(deps, dpuId)
   await deps.checkpoint('attach:acked')
 
@@ -237,7 +249,7 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
   const synced =
     current?.specVersion === host.specVersion &&
     bound &&
-    (spec.hostAccess !== 'PublicAccess' || publicIp !== undefined)
+    (spec.hostAccess !== 'PublicAccess' || announced?.announced === true)
   await setHostStatus(deps, host.name, host.specVersion, {
     attempt: host.attempt,
     phase: synced ? 'Ready' : 'Configuring',
@@ -249,6 +261,7 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
       specVersion: ack.specVersion,
     },
     ...(publicIp !== undefined ? { publicIp } : {}),
+    ...(publicIp6 !== undefined ? { publicIp6 } : {}),
     ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
     condition: agentConfigured(ack, bound, dpuId, logicalPort),
   })
@@ -288,6 +301,20 @@ class ChildFailed extends HydrazineError {
 /** The DPU's NAT IP, when the host's access uses it. */
 function natIpOf(host: ManagedResource): string | undefined {
   return host.spec.hostAccess !== 'None' ? host.spec.dpu.ips[1] : undefined
+}
+
+/**
+ * The DPU's IPv6 NAT address, when the host's access uses it: the host has an IPv6
+ * address, its DPU an IPv6 NAT address, and the fabric IPv6 (NAT66 on its gateway router).
+ */
+function natIp6Of(
+  deps: HandlerDeps,
+  host: ManagedResource,
+  addresses: { readonly hostIpv6?: string },
+): string | undefined {
+  const { hostAccess, dpu } = host.spec
+  if (hostAccess === 'None' || !deps.fabric.dummyIp6 || !addresses.hostIpv6) return undefined
+  return dpu.natIp6
 }
 
 /** The host's group does not exist or is being deleted. */

@@ -10,7 +10,7 @@ import { GroupGone } from './internal/group-apply.ts'
 import { optionalHostPort } from './internal/host-port.ts'
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import { ipv6OwnerOf } from './internal/network.ts'
-import { addPublicIpRelease, publicIpReleased } from './internal/public-ip-jobs.ts'
+import { publicIpReleased, releaseHeldPublicIps } from './internal/public-ip-jobs.ts'
 import { setHostStatus } from './internal/status.ts'
 
 export interface HostDetachResult {
@@ -150,11 +150,12 @@ async function isolate(deps: HandlerDeps, host: ManagedResource, force: boolean)
 }
 
 async function withdrawPublicIp(deps: HandlerDeps, host: ManagedResource): Promise<ChildRef[]> {
-  const natIp = host.spec.dpu.ips[1]
-  if (natIp && (await deps.ipam.publicIpOf(host.name))) {
-    return [await addPublicIpRelease(deps, host.name, host.specVersion, natIp)]
-  }
-  return []
+  const { ips, natIp6 } = host.spec.dpu
+  const natIp = ips[1]
+  return releaseHeldPublicIps(deps, host, {
+    ...(natIp ? { natIp } : {}),
+    ...(natIp6 ? { natIp6 } : {}),
+  })
 }
 
 /** The await step: addresses go last, once the host can no longer use them. */
@@ -214,6 +215,7 @@ async function releaseWhenIsolated(
   }
   await deps.checkpoint('detach:acked')
   await deps.ipam.releasePublicIp(host.name)
+  await deps.ipam.releasePublicIp(host.name, 6)
   const releasedIp = (await deps.ipam.release(spec.resourceGroup, host.name)) ?? null
   await deps.ipam.release(spec.resourceGroup, ipv6OwnerOf(host.name))
   await deps.checkpoint('detach:released')

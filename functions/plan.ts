@@ -112,7 +112,17 @@ export function createPlanner(deps: PlannerDeps): Planner {
   const isolations = (members: readonly MemberState[]): PlannedAgentJob[] =>
     members.map((m) => ({ dpu: m.host.spec.dpu.id, job: 'isolate', host: m.host.name }))
   const withdrawals = (members: readonly MemberState[]): PlannedPrefix[] =>
-    members.flatMap((m) => (m.publicIp ? [{ prefix: `${m.publicIp}/32` }] : []))
+    members.flatMap((m) => [
+      ...(m.publicIp ? [{ prefix: `${m.publicIp}/32` }] : []),
+      ...(m.publicIp6 ? [{ prefix: `${m.publicIp6}/128` }] : []),
+    ])
+  /** The public IPs (both families) the members hold, as released to their pools. */
+  const publicReleases = (members: readonly MemberState[]): PlannedAddress[] =>
+    members.flatMap((m) =>
+      [m.publicIp, m.publicIp6].flatMap((ip): PlannedAddress[] =>
+        ip ? [{ pool: 'public', owner: m.host.name, ip }] : [],
+      ),
+    )
 
   return {
     async group(name, spec) {
@@ -172,9 +182,7 @@ export function createPlanner(deps: PlannerDeps): Planner {
         withdraw: withdrawals(state.members),
         release: [
           ...allocations.map((a): PlannedAddress => ({ pool: 'group', owner: a.owner, ip: a.ip })),
-          ...state.members.flatMap((m): PlannedAddress[] =>
-            m.publicIp ? [{ pool: 'public', owner: m.host.name, ip: m.publicIp }] : [],
-          ),
+          ...publicReleases(state.members),
         ],
         notes: ['hosts are isolated first, the network removed last'],
       })
@@ -275,12 +283,7 @@ export function createPlanner(deps: PlannerDeps): Planner {
         state: state && { ...state, members: state.members.filter((m) => m.host.name !== name) },
         agentJobs: [{ dpu: host.spec.dpu.id, job: 'isolate', host: name }],
         withdraw: member ? withdrawals([member]) : [],
-        release: [
-          ...allocations,
-          ...(member?.publicIp
-            ? [{ pool: 'public' as const, owner: name, ip: member.publicIp }]
-            : []),
-        ],
+        release: [...allocations, ...(member ? publicReleases([member]) : [])],
         notes: ['the host is isolated on its DPU before its addresses are released'],
       })
     },

@@ -11,15 +11,19 @@ import { addFrrChange, frrAck } from './internal/public-ip-jobs.ts'
  * `publicip.allocate`: takes a public IP from the operator's pool for a host (owner-keyed:
  * a retry gets the same one), adds its `dnat_and_snat` to the group topology, and has FRR
  * announce `PublicIP/32` via the host's DPU NAT IP (a child job on the FRR queue; its
- * result is the ack that FRR's BGP table shows the prefix).
+ * result is the ack that FRR's BGP table shows the prefix). With `natIp6` (the host's
+ * IPv6 leaves its group), the same for a public IPv6 address: its NAT66 rule, and
+ * `PublicIPv6/128` announced via `natIp6`.
  */
 export function createPublicIpAllocate(deps: HandlerDeps) {
   return async function publicIpAllocate(job: Job, token?: string): Promise<PublicIpResult> {
-    const { host: name, specVersion, natIp, attempt } = parsePayload(PublicIpJob, job)
+    const { host: name, specVersion, natIp, natIp6, attempt } = parsePayload(PublicIpJob, job)
+    const none: PublicIpResult = { host: name, publicIp: null, announced: false }
     if (stepOf(job) === 'converge') {
       const host = await deps.store.getHost(name)
-      if (!host || host.deletion) return { host: name, publicIp: null, announced: false }
-      const publicIp = await deps.ipam.allocatePublicIp(name)
+      if (!host || host.deletion) return none
+      const publicIp = natIp ? await deps.ipam.allocatePublicIp(name) : undefined
+      const publicIp6 = natIp6 ? await deps.ipam.allocatePublicIp(name, 6) : undefined
       const applied = await deps.groups
         .apply(host.spec.resourceGroup)
         .then(() => true)
@@ -27,35 +31,47 @@ export function createPublicIpAllocate(deps: HandlerDeps) {
           if (error instanceof GroupGone) return false
           throw error
         })
-      if (!applied) return { host: name, publicIp: null, announced: false }
-      const announce = await addFrrChange(
-        deps,
-        FrrJobName.announce,
-        {
-          publicIp,
-          nextHop: natIp,
-          owner: name,
-          specVersion,
-        },
-        attempt,
-      )
-      await waitForChildren(job, token, deps.children, [announce])
+      if (!applied) return none
+      const announce = (ip: string, nextHop: string) =>
+        addFrrChange(
+          deps,
+          FrrJobName.announce,
+          { publicIp: ip, nextHop, owner: name, specVersion },
+          attempt,
+        )
+      const children = []
+      if (publicIp && natIp) children.push(await announce(publicIp, natIp))
+      if (publicIp6 && natIp6) children.push(await announce(publicIp6, natIp6))
+      await waitForChildren(job, token, deps.children, children)
     } else {
       await stillWaiting(job, token, deps.children)
     }
-    const publicIp = await deps.ipam.publicIpOf(name)
-    if (!publicIp) return { host: name, publicIp: null, announced: false }
-    const ack = await frrAck(
-      deps,
-      FrrJobName.announce,
-      { publicIp, owner: name, specVersion },
-      attempt,
-    )
-    // FRR refused for good (a prefix an operator configured): this job fails with why,
-    // and so does the host's attach that waits for it.
-    if (ack.state === 'failed')
-      throw new UnrecoverableError(`FRR did not announce ${publicIp}: ${ack.reason}`)
-    if (ack.state === 'pending') throw new AwaitingAck(`FRR has not acked ${publicIp}/32 yet`)
-    return { host: name, publicIp: ack.value.publicIp, announced: ack.value.announced }
+    const [publicIp, publicIp6] = await Promise.all([
+      natIp ? deps.ipam.publicIpOf(name) : undefined,
+      natIp6 ? deps.ipam.publicIpOf(name, 6) : undefined,
+    ])
+    if ((natIp && !publicIp) || (natIp6 && !publicIp6)) return none
+    const announced = async (ip: string) => {
+      const ack = await frrAck(
+        deps,
+        FrrJobName.announce,
+        { publicIp: ip, owner: name, specVersion },
+        attempt,
+      )
+      // FRR refused for good (a prefix an operator configured): this job fails with why,
+      // and so does the host's attach that waits for it.
+      if (ack.state === 'failed')
+        throw new UnrecoverableError(`FRR did not announce ${ip}: ${ack.reason}`)
+      if (ack.state === 'pending') throw new AwaitingAck(`FRR has not acked ${ip} yet`)
+      return ack.value
+    }
+    const ack = publicIp ? await announced(publicIp) : undefined
+    const ack6 = publicIp6 ? await announced(publicIp6) : undefined
+    return {
+      host: name,
+      publicIp: ack?.publicIp ?? null,
+      ...(ack6 ? { publicIp6: ack6.publicIp } : {}),
+      announced: (ack?.announced ?? true) && (ack6?.announced ?? true),
+    }
   }
 }

@@ -7,39 +7,56 @@ import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/
 import { addFrrChange, frrAck } from './internal/public-ip-jobs.ts'
 
 /**
- * `publicip.release`: has FRR withdraw the host's `PublicIP/32` (child job; its result is
- * the ack that the prefix left the BGP table), then returns the address to the pool.
- * The NAT rule goes with the host's topology (host.detach applies the group without it).
+ * `publicip.release`: has FRR withdraw the host's `PublicIP/32` and `PublicIPv6/128`
+ * (child jobs; their results are the acks that the prefixes left the BGP table), then
+ * returns the addresses to their pools. The NAT rules go with the host's topology
+ * (host.detach applies the group without them).
  */
 export function createPublicIpRelease(deps: Pick<HandlerDeps, 'ipam' | 'children'>) {
   return async function publicIpRelease(job: Job, token?: string): Promise<PublicIpResult> {
-    const { host: name, specVersion, natIp } = parsePayload(PublicIpReleaseJob, job)
-    const held = await deps.ipam.publicIpOf(name)
+    const { host: name, specVersion, natIp, natIp6 } = parsePayload(PublicIpReleaseJob, job)
+    const held = [
+      { ip: await deps.ipam.publicIpOf(name), nextHop: natIp },
+      { ip: await deps.ipam.publicIpOf(name, 6), nextHop: natIp6 },
+    ].flatMap(({ ip, nextHop }) => (ip ? [{ ip, nextHop }] : []))
     if (stepOf(job) === 'converge') {
-      if (!held) return { host: name, publicIp: null, announced: false }
-      const withdraw = await addFrrChange(deps, FrrJobName.withdraw, {
-        publicIp: held,
-        ...(natIp ? { nextHop: natIp } : {}),
-        owner: name,
-        specVersion,
-      })
-      await waitForChildren(job, token, deps.children, [withdraw])
+      if (held.length === 0) return { host: name, publicIp: null, announced: false }
+      const withdraws = []
+      for (const { ip, nextHop } of held) {
+        withdraws.push(
+          await addFrrChange(deps, FrrJobName.withdraw, {
+            publicIp: ip,
+            ...(nextHop ? { nextHop } : {}),
+            owner: name,
+            specVersion,
+          }),
+        )
+      }
+      await waitForChildren(job, token, deps.children, withdraws)
     } else {
       await stillWaiting(job, token, deps.children)
     }
-    if (held) {
+    for (const { ip } of held) {
       const ack = await frrAck(deps, FrrJobName.withdraw, {
-        publicIp: held,
+        publicIp: ip,
         owner: name,
         specVersion,
       })
       // Still announced: the address must not go back to the pool for another host.
       if (ack.state === 'failed')
-        throw new UnrecoverableError(`FRR did not withdraw ${held}: ${ack.reason}`)
+        throw new UnrecoverableError(`FRR did not withdraw ${ip}: ${ack.reason}`)
       if (ack.state === 'pending')
-        throw new AwaitingAck(`FRR has not acked the withdrawal of ${held}`)
+        throw new AwaitingAck(`FRR has not acked the withdrawal of ${ip}`)
     }
     const released = await deps.ipam.releasePublicIp(name)
-    return { host: name, publicIp: released ?? held ?? null, announced: false }
+    const released6 = await deps.ipam.releasePublicIp(name, 6)
+    const held4 = held.find(({ ip }) => !ip.includes(':'))?.ip
+    const held6 = held.find(({ ip }) => ip.includes(':'))?.ip
+    return {
+      host: name,
+      publicIp: released ?? held4 ?? null,
+      ...(released6 || held6 ? { publicIp6: released6 ?? held6 } : {}),
+      announced: false,
+    }
   }
 }

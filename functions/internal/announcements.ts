@@ -1,11 +1,11 @@
-import type { Announcement, AnnouncementSource } from '../../lib/frr/index.ts'
+import { type Announcement, type AnnouncementSource, publicPrefix } from '../../lib/frr/index.ts'
 import type { Ipam } from '../../lib/ipam/index.ts'
 import type { StateStore } from '../../lib/state/store.ts'
 
 /**
  * What FRR must announce, from the state Hydrazine keeps: every allocated public IP whose
  * host still exists and still asks for PublicAccess, as `PublicIP/32` via that host's DPU
- * NAT IP. (A host whose access was lowered holds its IP only until `publicip.release`
+ * NAT IP (an IPv6 one as `/128` via the DPU's IPv6 NAT address). (A host whose access was lowered holds its IP only until `publicip.release`
  * returns it: a resync in that gap must not announce it again.)
  */
 export function storeAnnouncementSource(store: StateStore, ipam: Ipam): AnnouncementSource {
@@ -15,9 +15,10 @@ export function storeAnnouncementSource(store: StateStore, ipam: Ipam): Announce
       for (const pip of await ipam.listPublicIps()) {
         if (!pip.allocatedTo) continue
         const host = await store.getHost(pip.allocatedTo)
-        const natIp = host?.spec.dpu.ips[1]
+        const v6 = pip.ip.includes(':')
+        const natIp = v6 ? host?.spec.dpu.natIp6 : host?.spec.dpu.ips[1]
         if (!host || host.deletion || host.spec.hostAccess !== 'PublicAccess' || !natIp) continue
-        out.push({ prefix: `${pip.ip}/32`, nextHop: natIp })
+        out.push({ prefix: publicPrefix(pip.ip), nextHop: natIp })
       }
       return out
     },

@@ -29,6 +29,8 @@ export interface MemberState {
   /** In a dual-stack group: its SLAAC address in the group's `network6`. */
   readonly ip6?: string
   readonly publicIp?: string
+  /** Its public IPv6 address, while it holds one. */
+  readonly publicIp6?: string
 }
 
 /** Everything the group's topology is computed from. */
@@ -64,16 +66,25 @@ export async function readGroupState(
     deps.ipam.allocations(name),
   ])
   const ipByOwner = new Map(allocations.map((a) => [a.owner, a.ip]))
-  const publicByOwner = await deps.ipam.publicIpsOf(
-    hosts.filter((h) => h.spec.hostAccess === 'PublicAccess').map((h) => h.name),
-  )
+  const publicOwners = hosts.filter((h) => h.spec.hostAccess === 'PublicAccess').map((h) => h.name)
+  const [publicByOwner, public6ByOwner] = await Promise.all([
+    deps.ipam.publicIpsOf(publicOwners),
+    deps.ipam.publicIpsOf(publicOwners, 6),
+  ])
   const members: MemberState[] = []
   for (const host of hosts) {
     const ip = ipByOwner.get(host.name)
     if (host.deletion || !ip) continue
     const publicIp = publicByOwner.get(host.name)
+    const publicIp6 = public6ByOwner.get(host.name)
     const ip6 = group.spec.network6 ? ipByOwner.get(ipv6OwnerOf(host.name)) : undefined
-    members.push({ host, ip, ...(ip6 ? { ip6 } : {}), ...(publicIp ? { publicIp } : {}) })
+    members.push({
+      host,
+      ip,
+      ...(ip6 ? { ip6 } : {}),
+      ...(publicIp ? { publicIp } : {}),
+      ...(publicIp6 ? { publicIp6 } : {}),
+    })
   }
   // Relays serve DPUs with members while the group relays DHCP at all.
   const dpus = new Set(group.spec.dhcpServer ? members.map((m) => m.host.spec.dpu.id) : [])
@@ -115,6 +126,8 @@ export function topologyOf(
     ...(group.spec.network6 ? { network6: { ...group.spec.network6 } } : {}),
     dummyFabricIp: fabric.dummyIp,
     ...(fabric.gateway ? { fabricGatewayIp: fabric.gateway } : {}),
+    ...(fabric.dummyIp6 ? { dummyFabricIp6: fabric.dummyIp6 } : {}),
+    ...(fabric.gateway6 ? { fabricGatewayIp6: fabric.gateway6 } : {}),
     physicalNetwork: fabric.physicalNetwork,
     members: members.map(
       (m): GroupMember => ({
@@ -126,10 +139,14 @@ export function topologyOf(
         dpu: {
           id: m.host.spec.dpu.id,
           ...(m.host.spec.dpu.ips[1] ? { natIp: m.host.spec.dpu.ips[1] } : {}),
+          ...(m.host.spec.dpu.natIp6 ? { natIp6: m.host.spec.dpu.natIp6 } : {}),
         },
         access: m.host.spec.hostAccess,
         ...(m.publicIp && m.host.spec.hostAccess === 'PublicAccess'
           ? { publicIp: m.publicIp }
+          : {}),
+        ...(m.publicIp6 && m.host.spec.hostAccess === 'PublicAccess'
+          ? { publicIp6: m.publicIp6 }
           : {}),
         ...(m.host.spec.hostname ? { dnsName: m.host.spec.hostname } : {}),
       }),

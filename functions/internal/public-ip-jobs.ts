@@ -14,35 +14,73 @@ import { CONTROLLER_QUEUE, jobId, PublicIpResult } from '../../lib/jobs/index.ts
 import type { ChildRef, HandlerDeps } from './deps.ts'
 import { type Ack, readAck } from './errors.ts'
 
-/** Has the host's public IP allocated and announced via `natIp`. */
+/** The DPU NAT addresses a host's public IPs are announced via. */
+export interface NatAddresses {
+  readonly natIp?: string
+  /** Set when the host's IPv6 leaves its group (NAT66). */
+  readonly natIp6?: string
+}
+
+/**
+ * Has the host's public IPv4 allocated and announced via `natIp`, its public IPv6 via
+ * `natIp6`: each when set.
+ */
 export function addPublicIpAllocate(
   deps: Pick<HandlerDeps, 'children'>,
   host: string,
   specVersion: number,
-  natIp: string,
+  nat: NatAddresses,
   attempt = 1,
 ): Promise<ChildRef> {
   return deps.children.add(
     CONTROLLER_QUEUE,
     'publicip.allocate',
-    { host, specVersion, natIp, ...(attempt > 1 ? { attempt } : {}) },
+    {
+      host,
+      specVersion,
+      ...(nat.natIp ? { natIp: nat.natIp } : {}),
+      ...(nat.natIp6 ? { natIp6: nat.natIp6 } : {}),
+      ...(attempt > 1 ? { attempt } : {}),
+    },
     { jobId: jobId('publicip.allocate', host, specVersion, attempt) },
   )
 }
 
-/** Has the host's public IP withdrawn and returned to the pool. */
+/** Has the host's public IPs (both families) withdrawn and returned to the pool. */
 export function addPublicIpRelease(
   deps: Pick<HandlerDeps, 'children'>,
   host: string,
   specVersion: number,
-  natIp: string | undefined,
+  nat: NatAddresses,
 ): Promise<ChildRef> {
   return deps.children.add(
     CONTROLLER_QUEUE,
     'publicip.release',
-    { host, specVersion, ...(natIp ? { natIp } : {}) },
+    {
+      host,
+      specVersion,
+      ...(nat.natIp ? { natIp: nat.natIp } : {}),
+      ...(nat.natIp6 ? { natIp6: nat.natIp6 } : {}),
+    },
     { jobId: jobId('publicip.release', host, specVersion) },
   )
+}
+
+/**
+ * `publicip.release` when the host holds a public IP of either family, else nothing: its
+ * addresses go back to their pools once FRR has withdrawn them (announced via `nat`).
+ */
+export async function releaseHeldPublicIps(
+  deps: Pick<HandlerDeps, 'children' | 'ipam'>,
+  host: { readonly name: string; readonly specVersion: number },
+  nat: NatAddresses,
+): Promise<ChildRef[]> {
+  const [held, held6] = await Promise.all([
+    deps.ipam.publicIpOf(host.name),
+    deps.ipam.publicIpOf(host.name, 6),
+  ])
+  if (!held && !held6) return []
+  return [await addPublicIpRelease(deps, host.name, host.specVersion, nat)]
 }
 
 /** The `publicip.allocate` result for the host at this spec version and attempt. */
@@ -76,7 +114,7 @@ export async function publicIpReleased(
   return readAck(deps.children, PublicIpResult, ref)
 }
 
-/** Asks FRR to announce or withdraw `payload.publicIp/32`. */
+/** Asks FRR to announce or withdraw `payload.publicIp` (its /32 or /128). */
 export function addFrrChange(
   deps: Pick<HandlerDeps, 'children'>,
   name: FrrJobName,

@@ -26,6 +26,7 @@ export interface HostStatusChange {
   readonly logicalPortReference?: ManagedResourceStatus['logicalPortReference']
   readonly agent?: ManagedResourceStatus['agent']
   readonly publicIp?: string
+  readonly publicIp6?: string
   /** The host no longer has a public IP (its access was lowered). */
   readonly clearPublicIp?: boolean
   /** The attempt this report is from (default 1); an older attempt's report is dropped. */
@@ -53,14 +54,20 @@ export async function setHostStatus(
     if (change.phase === 'Ready' && previous.phase !== 'Ready') {
       acceptedAt = Date.parse(current.updatedAt)
     }
-    const { publicIP: previousPublicIp, ...kept } = previous.hostAccessIPs ?? {}
+    const {
+      publicIP: previousPublicIp,
+      publicIPv6: previousPublicIp6,
+      ...kept
+    } = previous.hostAccessIPs ?? {}
     const hostAccessIPs = {
       // New host and fabric IPs replace the old ones as a whole (a lowered access drops
       // the fabric IP); the public IP stays until it is released.
       ...(change.hostAccessIPs ? {} : kept),
       ...(previousPublicIp && !change.clearPublicIp ? { publicIP: previousPublicIp } : {}),
+      ...(previousPublicIp6 && !change.clearPublicIp ? { publicIPv6: previousPublicIp6 } : {}),
       ...change.hostAccessIPs,
       ...(change.publicIp ? { publicIP: change.publicIp } : {}),
+      ...(change.publicIp6 ? { publicIPv6: change.publicIp6 } : {}),
     }
     const conditions = setCondition(previous.conditions, change.condition)
     return {

@@ -27,6 +27,7 @@ t.test('the lab fabric plan: no two DPUs share an address, none is the router', 
   t.equal(maxLabDpus(1), 49)
   t.same(labDpuAddresses('100.64.1', 3, 20, 1), {
     natIp: '100.64.1.103',
+    natIp6: 'fd00:fab::67',
     relayUplinkIps: ['100.64.1.152/24'],
   })
 })

@@ -31,6 +31,8 @@ export async function startDpuAgent(opts: {
   sim: SimDpu
   /** The DPU's NAT IP: its second fabric address, one only OVN answers for. */
   natIp: string
+  /** Its IPv6 NAT address (the inventory's `natIp6`), one only OVN answers for. */
+  natIp6: string
   /** Fabric addresses (with prefix length) for this DPU's DHCP relays, one per group. */
   relayUplinkIps: readonly string[]
   hydrazine: Pick<LabHydrazine, 'redisUrl' | 'caFile' | 'api'>
@@ -38,6 +40,7 @@ export async function startDpuAgent(opts: {
   const { id, sim, hydrazine } = opts
   const inventory = await hydrazine.api('PUT', `/v1/dpus/${id}`, {
     fabricIps: [sim.encapIp, opts.natIp],
+    natIp6: opts.natIp6,
     hostPorts: sim.hostPorts,
   })
   if (inventory.status >= 300)

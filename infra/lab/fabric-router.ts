@@ -8,19 +8,26 @@ import { join } from 'node:path'
 import type { Daemon } from '../../lib/process/daemon.ts'
 import { startFrrDaemons } from '../local/frr.ts'
 import { type Fabric, run } from './dpu.ts'
-import { netnsExec, noIpv6 } from './probes.ts'
+import { netnsExec } from './probes.ts'
 
 export const FABRIC_ROUTER_ASN = 65001
 export const INTERNET_IP = '198.51.100.1'
+/** The router's "internet" IPv6 address. */
+export const INTERNET_IP6 = '2001:db8:ffff::1'
 
 export interface FabricRouter {
   readonly netns: string
   readonly ip: string
   readonly internetIp: string
+  /** Its IPv6 address on the fabric. */
+  readonly ip6: string
+  readonly internetIp6: string
   /** `vtysh -c <command>` against the router's FRR. */
   vtysh(command: string): Promise<string>
   /** BGP routes the router installed: prefix → next hop. */
   bgpRoutes(): Promise<Map<string, string>>
+  /** IPv6 BGP routes the router installed: prefix → next hop. */
+  bgpRoutes6(): Promise<Map<string, string>>
   exec(...command: string[]): Promise<string>
 }
 
@@ -34,6 +41,8 @@ export async function startFabricRouter(opts: {
   dataDir: string
   fabric: Fabric
   ip: string
+  /** Its IPv6 address on the fabric, with prefix length. */
+  ip6: string
   peer: { ip: string; asn: number }
   started: (daemon: Daemon) => void
   undo: (step: () => Promise<unknown>) => void
@@ -51,13 +60,18 @@ export async function startFabricRouter(opts: {
   await run('ip', ['link', 'set', rOut, 'master', fabric.bridge])
   await run('ip', ['link', 'set', rOut, 'up'])
   await run('ethtool', ['-K', rOut, 'tx', 'off'])
-  await noIpv6(routerNs)
+  // IPv6 on the fabric only: no router solicitations or autoconfiguration.
+  await netnsExec(routerNs, 'sysctl', '-qw', 'net.ipv6.conf.all.accept_ra=0')
+  await netnsExec(routerNs, 'sysctl', '-qw', 'net.ipv6.conf.eth0.accept_ra=0')
+  await netnsExec(routerNs, 'sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1')
+  await run('ip', ['-n', routerNs, 'addr', 'add', opts.ip6, 'dev', 'eth0', 'nodad'])
   await run('ip', ['-n', routerNs, 'addr', 'add', `${routerIp}/24`, 'dev', 'eth0'])
   await run('ip', ['-n', routerNs, 'link', 'set', 'eth0', 'up'])
   await run('ip', ['-n', routerNs, 'link', 'set', 'lo', 'up'])
   await netnsExec(routerNs, 'ethtool', '-K', 'eth0', 'tx', 'off')
   // The "internet" address behind the router (on lo: no dummy module needed).
   await run('ip', ['-n', routerNs, 'addr', 'add', `${INTERNET_IP}/32`, 'dev', 'lo'])
+  await run('ip', ['-n', routerNs, 'addr', 'add', `${INTERNET_IP6}/128`, 'dev', 'lo'])
 
   const frrDir = join(opts.dataDir, 'fabric-frr')
   await mkdir(frrDir, { recursive: true })
@@ -68,6 +82,11 @@ export async function startFabricRouter(opts: {
       zebra: 'hostname fabric\n',
       bgpd: [
         'frr defaults traditional',
+        // Hydrazine's bgpd sends its own link-local address beside each /128's global next
+        // hop (the DPU's IPv6 NAT address); FRR would install the link-local one.
+        'route-map FROM-HYDRAZINE-V6 permit 10',
+        ' set ipv6 next-hop prefer-global',
+        'exit',
         `router bgp ${FABRIC_ROUTER_ASN}`,
         ` bgp router-id ${routerIp}`,
         ' no bgp ebgp-requires-policy',
@@ -75,6 +94,10 @@ export async function startFabricRouter(opts: {
         ` neighbor ${peer.ip} timers 1 3`,
         ` neighbor ${peer.ip} timers connect 1`,
         ` neighbor ${peer.ip} disable-connected-check`,
+        ' address-family ipv6 unicast',
+        `  neighbor ${peer.ip} activate`,
+        `  neighbor ${peer.ip} route-map FROM-HYDRAZINE-V6 in`,
+        ' exit-address-family',
         'exit',
         '',
       ].join('\n'),
@@ -84,24 +107,29 @@ export async function startFabricRouter(opts: {
     started: opts.started,
   })
   const vtysh = (command: string) => run('vtysh', ['--vty_socket', frrDir, '-c', command])
+  /** The selected BGP route of each prefix in the RIB `show` prints: prefix → next hop. */
+  const bgpRib = async (show: string) => {
+    const rib = JSON.parse(await vtysh(show)) as Record<
+      string,
+      { protocol?: string; selected?: boolean; nexthops?: { ip?: string }[] }[]
+    >
+    const routes = new Map<string, string>()
+    for (const [p, entries] of Object.entries(rib)) {
+      const route = entries.find((e) => e.protocol === 'bgp' && e.selected === true)
+      const nextHop = route?.nexthops?.[0]?.ip
+      if (nextHop !== undefined) routes.set(p, nextHop)
+    }
+    return routes
+  }
   return {
     netns: routerNs,
     ip: routerIp,
     internetIp: INTERNET_IP,
+    ip6: opts.ip6.split('/')[0] ?? '',
+    internetIp6: INTERNET_IP6,
     vtysh,
     exec: (...command) => netnsExec(routerNs, ...command),
-    async bgpRoutes() {
-      const rib = JSON.parse(await vtysh('show ip route json')) as Record<
-        string,
-        { protocol?: string; selected?: boolean; nexthops?: { ip?: string }[] }[]
-      >
-      const routes = new Map<string, string>()
-      for (const [p, entries] of Object.entries(rib)) {
-        const route = entries.find((e) => e.protocol === 'bgp' && e.selected === true)
-        const nextHop = route?.nexthops?.[0]?.ip
-        if (nextHop !== undefined) routes.set(p, nextHop)
-      }
-      return routes
-    },
+    bgpRoutes: () => bgpRib('show ip route json'),
+    bgpRoutes6: () => bgpRib('show ipv6 route json'),
   }
 }

@@ -68,7 +68,9 @@ export async function startHydrazine(opts: {
   fabric: Fabric
   /** `HYDRAZINE_FABRIC_DUMMY_IP`: a reserved fabric address with its prefix length. */
   dummyIp: string
-  router: { ip: string; asn: number }
+  /** `HYDRAZINE_FABRIC_DUMMY_IP6`: the same in IPv6. */
+  dummyIp6: string
+  router: { ip: string; ip6: string; asn: number }
   started: (daemon: Daemon) => void
 }): Promise<LabHydrazine> {
   const { dataDir, fabric, router } = opts
@@ -95,6 +97,8 @@ export async function startHydrazine(opts: {
         HYDRAZINE_BGP_PEERS: `${router.ip}:${router.asn}`,
         HYDRAZINE_FABRIC_DUMMY_IP: opts.dummyIp,
         HYDRAZINE_FABRIC_GATEWAY: router.ip,
+        HYDRAZINE_FABRIC_DUMMY_IP6: opts.dummyIp6,
+        HYDRAZINE_FABRIC_GATEWAY6: router.ip6,
         HYDRAZINE_PHYSICAL_NETWORK: 'physnet',
         // dnsmasq on the fabric, standing in for Carbide's DHCP server.
         HYDRAZINE_DHCP_SERVERS: fabric.gatewayIp,

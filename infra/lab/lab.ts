@@ -5,7 +5,7 @@
  * - a fabric bridge in the root namespace (`fabric.gatewayIp`), where Hydrazine's
  *   embedded Redis, FRR and each resource group's OVN central listen (`dpu.ts`);
  * - a fabric router namespace running FRR (zebra + bgpd) that peers with Hydrazine's FRR
- *   and holds an "internet" address behind it (`fabric-router.ts`);
+ *   (IPv4 and IPv6 routes) and holds "internet" addresses behind it (`fabric-router.ts`);
  * - DPUs (`createDpu`), each running the real agent process (`dpu-agent.ts`), with two
  *   fabric addresses: the encap IP on `br-phy` and a NAT IP that only OVN answers for;
  * - BareMetal hosts as namespaces behind their DPU (`addHost`);
@@ -21,7 +21,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { requireBinary } from '../../lib/process/daemon.ts'
 import { redactRedisUrl } from '../../lib/redis/connection.ts'
-import { labDpuAddresses } from './addresses.ts'
+import { labDpuAddresses, RESERVED_IP6, ROUTER_IP6 } from './addresses.ts'
 import { type DhcpEntry, dhcpServer } from './dhcp-server.ts'
 import { createDpu, createFabric, type Fabric, run, type SimDpu, type SimHost } from './dpu.ts'
 import { startDpuAgent } from './dpu-agent.ts'
@@ -79,6 +79,8 @@ export interface LabDpu {
   readonly sim: SimDpu
   readonly encapIp: string
   readonly natIp: string
+  /** Its IPv6 NAT address on the fabric (`fd00:fab::/64`). */
+  readonly natIp6: string
 }
 
 export interface LabState {
@@ -194,6 +196,7 @@ export async function startLab(opts: {
       dataDir,
       fabric,
       ip: `${base}.200`,
+      ip6: `${ROUTER_IP6}/64`,
       peer: { ip: fabric.gatewayIp, asn: HYDRAZINE_ASN },
       started,
       undo,
@@ -206,7 +209,8 @@ export async function startLab(opts: {
       dataDir,
       fabric,
       dummyIp: `${base}.250/24`,
-      router: { ip: router.ip, asn: FABRIC_ROUTER_ASN },
+      dummyIp6: RESERVED_IP6,
+      router: { ip: router.ip, ip6: router.ip6, asn: FABRIC_ROUTER_ASN },
       started,
     })
     const { url, tokenFile, centralsDir } = hydrazine
@@ -221,17 +225,24 @@ export async function startLab(opts: {
       const id = `dpu${i}`
       const sim = await createDpu({ fabric, name: id, dataDir })
       undo(() => sim.destroy())
-      const { natIp, relayUplinkIps } = labDpuAddresses(base, i, dpuCount, relaysPerDpu)
-      dpus.push({ id, sim, encapIp: sim.encapIp, natIp })
+      const { natIp, natIp6, relayUplinkIps } = labDpuAddresses(base, i, dpuCount, relaysPerDpu)
+      dpus.push({ id, sim, encapIp: sim.encapIp, natIp, natIp6 })
       state = {
         ...state,
         dpus: [...state.dpus, { id, netns: sim.netns, encapIp: sim.encapIp, natIp }],
       }
       await writeState()
       started(
-        await startDpuAgent({ id, sim, natIp, relayUplinkIps: [...relayUplinkIps], hydrazine }),
+        await startDpuAgent({
+          id,
+          sim,
+          natIp,
+          natIp6,
+          relayUplinkIps: [...relayUplinkIps],
+          hydrazine,
+        }),
       )
-      log(`${id}: encap ${sim.encapIp}, NAT ${natIp}, netns ${sim.netns}, agent up`)
+      log(`${id}: encap ${sim.encapIp}, NAT ${natIp} and ${natIp6}, netns ${sim.netns}, agent up`)
     }
 
     const dhcp = dhcpServer({ bridge: fabric.bridge, dataDir })

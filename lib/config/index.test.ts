@@ -25,6 +25,8 @@ t.test('fabric, gRPC and paths from env; an empty variable is unset', async (t) 
   const config = loadConfig({
     HYDRAZINE_FABRIC_DUMMY_IP: '10.99.0.254/16',
     HYDRAZINE_FABRIC_GATEWAY: '10.99.0.1',
+    HYDRAZINE_FABRIC_DUMMY_IP6: 'fd00:fab::fa/64',
+    HYDRAZINE_FABRIC_GATEWAY6: 'fd00:fab::1',
     HYDRAZINE_PHYSICAL_NETWORK: 'fabric_1',
     HYDRAZINE_GRPC_PORT: '0',
     HYDRAZINE_FRR_VTY_DIR: 'run/frr',
@@ -34,6 +36,8 @@ t.test('fabric, gRPC and paths from env; an empty variable is unset', async (t) 
   t.same(config.fabric, {
     dummyIp: '10.99.0.254/16',
     gateway: '10.99.0.1',
+    dummyIp6: 'fd00:fab::fa/64',
+    gateway6: 'fd00:fab::1',
     physicalNetwork: 'fabric_1',
   })
   t.equal(config.grpcPort, 0, 'gRPC off')
@@ -131,6 +135,26 @@ const bad: [string, Record<string, string>, RegExp][] = [
     'fabric gateway IPv6',
     { HYDRAZINE_FABRIC_GATEWAY: 'fd00::1' },
     /HYDRAZINE_FABRIC_GATEWAY: must be an IPv4 address/,
+  ],
+  [
+    'IPv6 dummy IP without prefix',
+    { HYDRAZINE_FABRIC_DUMMY_IP6: 'fd00:fab::fa' },
+    /HYDRAZINE_FABRIC_DUMMY_IP6: must be an IPv6 address with prefix/,
+  ],
+  [
+    'IPv6 dummy IP that is IPv4',
+    { HYDRAZINE_FABRIC_DUMMY_IP6: '172.18.0.254/24' },
+    /HYDRAZINE_FABRIC_DUMMY_IP6: must be an IPv6 address with prefix/,
+  ],
+  [
+    'IPv6 fabric gateway that is IPv4',
+    { HYDRAZINE_FABRIC_DUMMY_IP6: 'fd00:fab::fa/64', HYDRAZINE_FABRIC_GATEWAY6: '10.0.0.1' },
+    /HYDRAZINE_FABRIC_GATEWAY6: must be an IPv6 address/,
+  ],
+  [
+    'IPv6 fabric gateway without the IPv6 dummy IP',
+    { HYDRAZINE_FABRIC_GATEWAY6: 'fd00:fab::1' },
+    /HYDRAZINE_FABRIC_GATEWAY6: needs HYDRAZINE_FABRIC_DUMMY_IP6/,
   ],
   [
     'physical network name',

@@ -125,6 +125,26 @@ const EnvSchema = v.object({
       v.check((s) => isIP(s) === 4, 'must be an IPv4 address'),
     ),
   ),
+  HYDRAZINE_FABRIC_DUMMY_IP6: v.optional(
+    v.pipe(
+      v.string(),
+      v.check((s) => {
+        const [address = '', length = '', ...rest] = s.split('/')
+        return (
+          isIP(address) === 6 &&
+          rest.length === 0 &&
+          /^\d{1,3}$/.test(length) &&
+          Number(length) <= 128
+        )
+      }, 'must be an IPv6 address with prefix, e.g. fd00:fab::fe/64'),
+    ),
+  ),
+  HYDRAZINE_FABRIC_GATEWAY6: v.optional(
+    v.pipe(
+      ipAddress,
+      v.check((s) => isIP(s) === 6, 'must be an IPv6 address'),
+    ),
+  ),
   HYDRAZINE_PHYSICAL_NETWORK: v.optional(
     v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a bridge-mapping name')),
     'physnet',
@@ -223,6 +243,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
         'and HYDRAZINE_TLS_KEY (plaintext is only allowed on loopback)',
     )
   }
+  if (c.HYDRAZINE_FABRIC_GATEWAY6 !== undefined && c.HYDRAZINE_FABRIC_DUMMY_IP6 === undefined) {
+    invalid(
+      'HYDRAZINE_FABRIC_GATEWAY6',
+      'needs HYDRAZINE_FABRIC_DUMMY_IP6: without it IPv6 does not leave a group',
+    )
+  }
   const metrics = metricsConfig(c.HYDRAZINE_METRICS_LISTEN, c.HYDRAZINE_METRICS_TOKEN, !!tls)
   if (!metrics.ok) invalid(metrics.path, metrics.message)
   if (c.REDIS_CA !== undefined) {
@@ -259,6 +285,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     fabric: {
       dummyIp: c.HYDRAZINE_FABRIC_DUMMY_IP,
       ...(c.HYDRAZINE_FABRIC_GATEWAY ? { gateway: c.HYDRAZINE_FABRIC_GATEWAY } : {}),
+      ...(c.HYDRAZINE_FABRIC_DUMMY_IP6 ? { dummyIp6: c.HYDRAZINE_FABRIC_DUMMY_IP6 } : {}),
+      ...(c.HYDRAZINE_FABRIC_GATEWAY6 ? { gateway6: c.HYDRAZINE_FABRIC_GATEWAY6 } : {}),
       physicalNetwork: c.HYDRAZINE_PHYSICAL_NETWORK,
     },
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,

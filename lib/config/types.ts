@@ -113,6 +113,15 @@ export interface FabricConfig {
   readonly dummyIp: string
   /** `HYDRAZINE_FABRIC_GATEWAY`: the fabric next hop for traffic leaving the DPUs. */
   readonly gateway?: string
+  /**
+   * `HYDRAZINE_FABRIC_DUMMY_IP6`: the reserved IPv6 fabric address with prefix, e.g.
+   * `fd00:fab::fe/64`. Set, IPv6 leaves a group like IPv4 does: NAT66 on each DPU's
+   * gateway router to the DPU's IPv6 NAT address, public /128s announced over BGP.
+   * Unset, IPv6 stays inside its group.
+   */
+  readonly dummyIp6?: string
+  /** `HYDRAZINE_FABRIC_GATEWAY6`: the fabric's IPv6 next hop for traffic leaving the DPUs. */
+  readonly gateway6?: string
   /** `HYDRAZINE_PHYSICAL_NETWORK` (default physnet): the DPUs' bridge-mapping name. */
   readonly physicalNetwork: string
 }

@@ -5,7 +5,7 @@
  */
 import type { JobsOptions } from 'bullmq'
 import * as v from 'valibot'
-import { Ipv4, Rfc1123Label } from '../state/objects.ts'
+import { Ipv4, Ipv6, Rfc1123Label } from '../state/objects.ts'
 
 /**
  * The controller's queue, its hash tag first (`lib/redis/slots.ts`). Agents have
@@ -32,17 +32,32 @@ export const HostDetachJob = v.strictObject({
   specVersion,
   force: v.optional(v.boolean(), false),
 })
-export const PublicIpJob = v.strictObject({
-  host: Rfc1123Label,
-  specVersion,
-  natIp: Ipv4,
-  attempt,
-})
+/**
+ * `natIp` set: a public IPv4 address is taken and announced via it; `natIp6` set (the
+ * host's IPv6 leaves its group): a public IPv6 address via that. At least one is set.
+ */
+export const PublicIpJob = v.pipe(
+  v.strictObject({
+    host: Rfc1123Label,
+    specVersion,
+    natIp: v.optional(Ipv4),
+    natIp6: v.optional(Ipv6),
+    attempt,
+  }),
+  v.forward(
+    v.check(
+      (job) => job.natIp !== undefined || job.natIp6 !== undefined,
+      'natIp or natIp6 is required',
+    ),
+    ['natIp'],
+  ),
+)
 /** `natIp` is absent when the host no longer has one (its access was lowered to None). */
 export const PublicIpReleaseJob = v.strictObject({
   host: Rfc1123Label,
   specVersion,
   natIp: v.optional(Ipv4),
+  natIp6: v.optional(Ipv6),
 })
 export const ReconcileJob = v.strictObject({})
 /** `dpu.health` (repeatable): the DPUs' heartbeats against their hosts' status. */
@@ -102,9 +117,11 @@ export function attemptSuffix(attempt = 1): string {
 /** The result of `publicip.allocate` and `publicip.release`: the ack their parent reads. */
 export const PublicIpResult = v.object({
   host: v.string(),
-  /** The host's public IP; null when it has none (released, or never allocated). */
+  /** The host's public IPv4; null when it has none (released, never allocated, IPv6 only). */
   publicIp: v.nullable(v.string()),
-  /** True when FRR's BGP table shows `publicIp/32`. */
+  /** The host's public IPv6 address; absent or null when it has none. */
+  publicIp6: v.optional(v.nullable(v.string())),
+  /** True when FRR's BGP table shows `publicIp/32` (and `publicIp6/128`, when it has one). */
   announced: v.boolean(),
 })
 export type PublicIpResult = v.InferOutput<typeof PublicIpResult>

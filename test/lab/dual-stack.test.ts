@@ -3,7 +3,10 @@
  * their IPv6 address themselves from the router advertisements of their group's router
  * (SLAAC), get the address Hydrazine reports (`status.hostAccessIPs.hostIPv6`), and reach
  * each other over IPv6 across DPUs, and their gateway; a host of another group on the
- * same /64 stays out of reach; names resolve to AAAA records in the group.
+ * same /64 stays out of reach; names resolve to AAAA records in the group. The fabric is
+ * dual-stack too: hosts' IPv6 leaves through NAT66 on their DPU, a FabricAccess host is
+ * reached at its DPU's IPv6 NAT address, and a PublicAccess host's public /128 reaches
+ * the fabric router over BGP.
  *
  * group-a (10.10.10.0/24, fd00:10::/64): a1 (dpu 1), a2 (dpu 2). group-b, the same
  * networks: b1 (dpu 3). group-c, IPv6 only (fd00:10::/64 alone): c1 and c2 (dpu 4).
@@ -16,7 +19,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { labPrefix } from '../../infra/lab/dpu.ts'
 import { type Lab, type LabHost, startLab } from '../../infra/lab/lab.ts'
-import { eventually, pings } from '../../infra/lab/probes.ts'
+import { capture, eventually, pings } from '../../infra/lab/probes.ts'
 import { DEFAULT_DNS_ZONE } from '../../lib/config/dns.ts'
 import { eui64Address } from '../../lib/ipam/address.ts'
 import { dnsDomain } from '../../lib/ovn/index.ts'
@@ -123,6 +126,76 @@ await labTest('dual-stack: SLAAC addresses, IPv6 between hosts across DPUs', asy
       `a1: ${name} AAAA is ${a2.ip6}`,
     )
     t.equal((await dig(b1.host)).trim(), '', 'group-b does not resolve it')
+  })
+
+  await t.test('IPv6 to the fabric (NAT66) and a public /128 over BGP', async (t) => {
+    const [dpu1, dpu2] = l.dpus
+    if (!dpu1 || !dpu2) throw new Error('DPUs missing')
+    const router = l.router
+    const publicIp6 = '2001:db8:ff::10'
+    for (const ip of [publicIp6, '203.0.113.10']) {
+      t.equal((await l.api('PUT', `/v1/public-ips/${ip}`, {})).status, 200, `public IP ${ip}`)
+    }
+    t.ok((await attachHost(l, a1.host, 'group-a', '10.10.10.11', 'PublicAccess')).status < 300)
+    t.ok((await attachHost(l, a2.host, 'group-a', '10.10.10.12', 'FabricAccess')).status < 300)
+    for (const name of ['a1', 'a2']) t.ok(await hostReady(l, name), `${name} is Ready again`)
+    const ips = async (name: string) =>
+      (
+        (await l.api('GET', `/v1/managed-resources/${name}`)).body as {
+          status?: { hostAccessIPs?: { fabricIPv6?: string; publicIPv6?: string } }
+        }
+      ).status?.hostAccessIPs
+    t.equal((await ips('a1'))?.publicIPv6, publicIp6, "a1's status has its public IPv6")
+    t.equal(
+      (await ips('a2'))?.fabricIPv6,
+      dpu2.natIp6,
+      "a2's status has its DPU's IPv6 NAT address",
+    )
+
+    t.ok(
+      await eventually(
+        async () => (await router.bgpRoutes6()).get(`${publicIp6}/128`) === dpu1.natIp6,
+        30_000,
+      ),
+      `the fabric router learned ${publicIp6}/128 via ${dpu1.natIp6}`,
+    )
+    t.ok(
+      await eventually(() => pings(router.netns, publicIp6, 1), 20_000),
+      'router → a1 at its public IPv6',
+    )
+    t.ok(
+      await eventually(() => pings(a1.host.netns, router.internetIp6, 1), 20_000),
+      'a1 → the internet over IPv6',
+    )
+    const seen = await capture(router.netns, `icmp6 and dst host ${router.internetIp6}`, () =>
+      pings(a1.host.netns, router.internetIp6, 1),
+    )
+    t.match(seen, `${publicIp6} > ${router.internetIp6}`, 'leaving as its public address')
+    t.ok(
+      await eventually(() => pings(router.netns, dpu2.natIp6, 1), 20_000),
+      "router → a2 at its DPU's IPv6 NAT address",
+    )
+    const reached = await capture(a2.host.netns, `icmp6 and src host ${router.ip6}`, () =>
+      pings(router.netns, dpu2.natIp6, 1),
+    )
+    t.match(reached, `${router.ip6} > ${a2.ip6}`, 'answered by a2 itself (NAT66 to its address)')
+    t.ok(
+      await eventually(() => pings(a2.host.netns, router.internetIp6, 1), 20_000),
+      'a2 → the internet over IPv6',
+    )
+    t.ok(
+      await eventually(() => pings(b1.host.netns, router.internetIp6, 1), 20_000),
+      "b1 (no access) reaches out too, as dpu3's IPv6 NAT address, like IPv4",
+    )
+
+    t.ok((await attachHost(l, a1.host, 'group-a', '10.10.10.11', 'None')).status < 300)
+    t.ok(await hostReady(l, 'a1'), 'a1 is Ready without access')
+    t.ok(
+      await eventually(async () => !(await router.bgpRoutes6()).has(`${publicIp6}/128`), 30_000),
+      'its /128 is withdrawn',
+    )
+    const pool = (await l.api('GET', `/v1/public-ips/${publicIp6}`)).body as { allocated?: boolean }
+    t.equal(pool.allocated, false, 'and the address is back in the pool')
   })
 
   await t.test('an IPv6-only group: its hosts reach each other and their gateway', async (t) => {

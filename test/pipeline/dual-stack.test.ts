@@ -12,7 +12,14 @@ import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ChangePlan } from '../../lib/state/plans.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import { OPERATOR, TEST_TOKENS } from '../helpers/tokens.ts'
-import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+import {
+  dpuFabricIps,
+  groupSpec,
+  hostSpec,
+  startPipeline,
+  startPipelineFrr,
+  until,
+} from './fixtures.ts'
 
 const NETWORK6 = { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' }
 
@@ -304,4 +311,75 @@ t.test('an IPv6-only group: network6 alone, each host its SLAAC address', async 
     (h) => h === undefined,
   )
   t.same((await p.client.groupIpam('group-6')).allocations, [], 'a detach gives it back')
+})
+
+t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async (t) => {
+  const p = await startPipeline(t, { frr: true, fabric6: true })
+  await p.agent('dpu-1')
+  const frr = await startPipelineFrr(t, p)
+  const [encap, natIp] = dpuFabricIps('dpu-1')
+  const natIp6 = 'fd00:fab::65'
+  await p.client.applyDpu('dpu-1', { fabricIps: [encap, natIp], natIp6, hostPorts: ['pf0hpf'] })
+  await p.client.registerPublicIp('203.0.113.7')
+  await p.client.registerPublicIp('2001:DB8:FF::10')
+  await p.client.applyGroup('group-p', { ...groupSpec(), network6: NETWORK6 })
+  const mac = '0a:00:00:00:00:07'
+  const ip6 = eui64Address(NETWORK6.cidr, mac)
+  const spec = (hostAccess: string) => ({
+    resourceGroup: 'group-p',
+    hostMAC: mac,
+    dpu: { id: 'dpu-1' },
+    hostAccess,
+  })
+  await p.client.applyHost('host-p', spec('PublicAccess'))
+  const host = await until(
+    () => p.controller.store.getHost('host-p'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  t.match(
+    host?.status.hostAccessIPs,
+    { fabricIP: natIp, fabricIPv6: natIp6, publicIP: '203.0.113.7', publicIPv6: '2001:db8:ff::10' },
+    'status: both NAT addresses and both public IPs',
+  )
+  const table = await frr.table()
+  t.equal(table.get('203.0.113.7/32'), natIp, 'FRR announces the /32 via the NAT IP')
+  t.equal(table.get('2001:db8:ff::10/128'), natIp6, 'and the /128 via the IPv6 NAT address')
+  const gateway = topologyNames.gatewayRouter('group-p', 'dpu-1')
+  t.same(
+    (await p.natRules(gateway)).filter((r) => r.includes(':')),
+    [
+      `dnat ${natIp6} ${ip6}`,
+      `dnat_and_snat 2001:db8:ff::10 ${ip6}`,
+      `snat ${natIp6} ${NETWORK6.cidr}`,
+    ],
+    'NB: NAT66 mirrors the IPv4 rules',
+  )
+
+  await p.client.applyHost('host-p', spec('None'))
+  const lowered = await until(
+    () => p.controller.store.getHost('host-p'),
+    (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 2,
+  )
+  t.notOk(lowered?.status.hostAccessIPs?.publicIPv6, 'access lowered: no public IPv6')
+  t.equal((await frr.table()).get('2001:db8:ff::10/128'), undefined, 'the /128 was withdrawn')
+  t.same(await p.client.publicIp('2001:db8:ff::10'), { ip: '2001:db8:ff::10', allocated: false })
+  t.same(
+    (await p.natRules(gateway)).filter((r) => r.includes(':')),
+    [`snat ${natIp6} ${NETWORK6.cidr}`],
+    'only the SNAT66 stays',
+  )
+
+  await p.client.applyHost('host-p', spec('PublicAccess'))
+  await until(
+    () => p.controller.store.getHost('host-p'),
+    (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 3,
+  )
+  t.equal((await frr.table()).get('2001:db8:ff::10/128'), natIp6, 'announced again')
+  await p.client.deleteHost('host-p')
+  await until(
+    () => p.controller.store.getHost('host-p'),
+    (h) => h === undefined,
+  )
+  t.equal((await frr.table()).get('2001:db8:ff::10/128'), undefined, 'a detach withdraws it')
+  t.same(await p.client.publicIp('2001:db8:ff::10'), { ip: '2001:db8:ff::10', allocated: false })
 })

@@ -69,6 +69,9 @@ export function asUser(url: string, user: { username: string; password: string }
   return url.replace(/^([a-z+]+:\/\/)([^@/]*@)?/, `$1${userinfo}`)
 }
 
+/** The IPv6 fabric of `startPipeline({ fabric6: true })`. */
+export const FABRIC6 = { dummyIp6: 'fd00:fab::fe/64', gateway6: 'fd00:fab::1' } as const
+
 /** The DHCP server the pipeline's operator allows groups to relay to. */
 export const DHCP_SERVER = '192.0.2.53'
 
@@ -88,6 +91,8 @@ export async function startPipeline(
     redisCluster?: boolean
     /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); default none: no DNS. */
     dnsZone?: string
+    /** An IPv6 fabric (`FABRIC6`): hosts' IPv6 leaves their group through NAT66. */
+    fabric6?: boolean
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
@@ -125,7 +130,12 @@ export async function startPipeline(
     dhcpServers: [DHCP_SERVER],
     redisUrl,
     ovn,
-    fabric: { dummyIp: '172.18.0.254/24', gateway: '172.18.0.1', physicalNetwork: 'physnet' },
+    fabric: {
+      dummyIp: '172.18.0.254/24',
+      gateway: '172.18.0.1',
+      physicalNetwork: 'physnet',
+      ...(options.fabric6 ? FABRIC6 : {}),
+    },
     reconcileEveryMs: 0,
     prefix,
     // Tests kill worker processes: take their jobs over quickly.

@@ -16,6 +16,20 @@ export function transitAddresses(slot: number): { lrSide: string; gwSide: string
 }
 
 /**
+ * The IPv6 transit link of slot `n` (dual-stack groups whose IPv6 leaves them): the /126
+ * of `TRANSIT6_NETWORK` numbered like the IPv4 /30, LR side `…1`, gateway router `…2`.
+ *
+ * @example transitAddresses6(1) // { lrSide: 'fd00:a9fe::5', gwSide: 'fd00:a9fe::6' }
+ */
+export function transitAddresses6(slot: number): { lrSide: string; gwSide: string } {
+  const at = (offset: number) => `fd00:a9fe::${(slot * 4 + offset).toString(16)}`
+  return { lrSide: at(1), gwSide: at(2) }
+}
+
+/** Where every group's IPv6 transit links live; no group subnet may overlap it. */
+export const TRANSIT6_NETWORK = 'fd00:a9fe::/64'
+
+/**
  * Each DPU's transit slot: a hash of its id, probing on collision in DPU id order, so a
  * DPU joining or leaving does not renumber the others.
  */

@@ -355,6 +355,103 @@ t.test('an IPv6 host without NAT gets its port, and no NAT or policy names it', 
   t.same(namesHost, [], 'no NAT or reroute policy for the IPv6 host')
 })
 
+t.test('with fabric IPv6, routed IPv6 leaves through its DPU (NAT66), like IPv4', async (t) => {
+  const network6 = { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' }
+  const dual: GroupTopologySpec = {
+    ...base,
+    network6,
+    dummyFabricIp6: 'fd00:fab::fa/64',
+    fabricGatewayIp6: 'fd00:fab::c8',
+    members: [
+      {
+        ...h1,
+        access: 'PublicAccess',
+        ip6: 'fd00:10::5',
+        dpu: { id: 'dpu-1', natIp: '172.18.0.105', natIp6: 'fd00:fab::65' },
+        publicIp: '203.0.113.7',
+        publicIp6: '2001:db8:ff::10',
+      },
+      { ...ok, access: 'None', ip6: 'fd00:10::f', dpu: { ...ok.dpu, natIp6: 'fd00:fab::66' } },
+    ],
+  }
+  const { rows, problems } = compileGroupTopology(dual)
+  t.same(problems, [])
+  t.same(
+    natRules(rows).filter((r) => r.includes(':')),
+    [
+      'dnat fd00:fab::65 fd00:10::5',
+      'dnat_and_snat 2001:db8:ff::10 fd00:10::5',
+      'snat fd00:fab::65 fd00:10::/64',
+      'snat fd00:fab::66 fd00:10::/64',
+    ],
+    'NAT66 mirrors IPv4: the public /128 and the NAT address to the host, SNAT of network6',
+  )
+  const routes = rows.flatMap((r) =>
+    r.table === 'Logical_Router_Static_Route' && r.row.ip_prefix?.includes(':')
+      ? [`${r.key.split('/')[1]} ${r.row.ip_prefix} via ${r.row.nexthop}`]
+      : [],
+  )
+  t.match(
+    routes.sort(),
+    [
+      /^gw ::\/0 via fd00:fab::c8$/,
+      /^gw ::\/0 via fd00:fab::c8$/,
+      /^gw fd00:10::\/64 via fd00:a9fe::/,
+      /^gw fd00:10::\/64 via fd00:a9fe::/,
+      /^lr ::\/0 via fd00:a9fe::/,
+      /^lr ::\/0 via fd00:a9fe::/,
+    ],
+    'network6 routed back over the transit /126, default routes to the fabric and to each DPU',
+  )
+  const policies = rows.flatMap((r) =>
+    r.table === 'Logical_Router_Policy' ? [`${r.row.match} ${r.row.nexthops?.join(',')}`] : [],
+  )
+  t.match(
+    policies.sort(),
+    [
+      /^ip4\.src == 10\.10\.10\.15 169\.254\./,
+      /^ip4\.src == 10\.10\.10\.2 169\.254\./,
+      /^ip6\.src == fd00:10::5 fd00:a9fe::/,
+      /^ip6\.src == fd00:10::f fd00:a9fe::/,
+    ],
+    "each host's IPv6 is rerouted to its own DPU",
+  )
+  const publicPort = rows.find(
+    (r) => r.key === `lrp/${topologyNames.gatewayPublicPort('alpha', 'dpu-1')}`,
+  )
+  t.same(
+    publicPort && 'networks' in publicPort.row ? publicPort.row.networks : undefined,
+    ['172.18.0.254/24', 'fd00:fab::fa/64'],
+    "the gateway router's fabric port has both reserved addresses",
+  )
+  const { dummyFabricIp6: _, ...inside4 } = dual
+  const inside = compileGroupTopology(inside4)
+  t.same(
+    natRules(inside.rows).filter((r) => r.includes(':')),
+    [],
+    'without fabric IPv6, IPv6 stays in the group',
+  )
+  const noNat6 = compileGroupTopology({
+    ...dual,
+    members: dual.members.map((m) => ({ ...m, dpu: { id: m.dpu.id, natIp: m.dpu.natIp ?? '' } })),
+  })
+  t.match(
+    noNat6.problems,
+    [{ host: 'h1', message: /no IPv6 NAT address/ }],
+    'a PublicAccess host whose DPU has no IPv6 NAT address is named',
+  )
+  t.throws(
+    () =>
+      compileGroupTopology({
+        ...dual,
+        network6: { cidr: 'fd00:a9fe::/64', gateway: 'fd00:a9fe::1' },
+        members: [],
+      }),
+    InvalidTopologySpec,
+    'a network6 on the transit links is refused',
+  )
+})
+
 t.test("a relay port's addresses: MAC and its subnet address, else MAC only", async (t) => {
   const addressesOf = (relay: NonNullable<GroupTopologySpec['dhcpRelayPorts']>[number]) => {
     const row = compileGroupTopology({ ...base, dhcpRelayPorts: [relay] }).rows.find(

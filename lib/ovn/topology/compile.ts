@@ -110,7 +110,11 @@ export interface TopologyProblem {
  *   (still reachable from the fabric; all it has while its public IP is not allocated);
  * - with `network6` (dual-stack): the distributed router takes its gateway too and sends
  *   router advertisements for SLAAC there; each host's port holds its `ip6` beside its
- *   address (IPv6 stays in the group: no route, NAT or reroute takes it out);
+ *   address. Without `dummyFabricIp6` IPv6 stays in the group; with it, routed IPv6
+ *   subnets leave like IPv4 ones: a /126 in `fd00:a9fe::/64` beside each transit /30,
+ *   `dummyFabricIp6` on each public port, `::/0` routes, a reroute per host's IPv6
+ *   address, and NAT66 to the DPU's `natIp6` (and a PublicAccess host's `publicIp6`),
+ *   the same rules as IPv4's;
  * - with `dns`: a `DNS` row per built host in the switch's `dns_records` (`dns.ts`:
  *   `<name>.<group>.<zone>`, `<name>` and the address's PTR name), so names resolve in
  *   the group only; hosts sharing a DNS name get none (named in `problems`);
@@ -142,6 +146,8 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
     spec.network6 ?? null,
     spec.dummyFabricIp,
     spec.fabricGatewayIp,
+    spec.dummyFabricIp6,
+    spec.fabricGatewayIp6,
     spec.physicalNetwork,
     spec.dns ?? null,
   ])
@@ -385,8 +391,10 @@ function memberSignature(m: GroupMember): string {
     m?.ip6,
     m?.dpu?.id,
     m?.dpu?.natIp,
+    m?.dpu?.natIp6,
     m?.access,
     m?.publicIp,
+    m?.publicIp6,
     m?.dnsName,
   ])
 }

@@ -4,7 +4,13 @@
  */
 import { isIP } from 'node:net'
 import type { HydrazineError } from '../../errors.ts'
-import { inSubnet, prefixLength, transitAddresses } from './addresses.ts'
+import {
+  inSubnet,
+  prefixLength,
+  TRANSIT6_NETWORK,
+  transitAddresses,
+  transitAddresses6,
+} from './addresses.ts'
 import { rowBuilders } from './builders.ts'
 import type { DesiredRow, TopologyProblem } from './compile.ts'
 import { dnsDomain, hostDnsRecords } from './dns.ts'
@@ -51,6 +57,16 @@ function subnetsOf(spec: GroupTopologySpec): GroupSubnet[] {
     ...(spec.network6 && spec.network6.cidr !== spec.cidr ? [spec.network6] : []),
   ]
   for (const [i, s] of subnets.entries()) {
+    const [transit6] = TRANSIT6_NETWORK.split('/')
+    if (
+      inSubnet(transit6 ?? '', s.cidr) ||
+      inSubnet(s.cidr.split('/')[0] ?? '', TRANSIT6_NETWORK)
+    ) {
+      throw new InvalidTopologySpec(
+        g,
+        `subnet ${s.cidr} overlaps ${TRANSIT6_NETWORK}, kept for transit links`,
+      )
+    }
     if (s.gateway !== undefined && !inSubnet(s.gateway, s.cidr)) {
       throw new InvalidTopologySpec(g, `gateway ${s.gateway} is not in ${s.cidr}`)
     }
@@ -75,13 +91,22 @@ export function groupParts(spec: GroupTopologySpec) {
   const subnets = subnetsOf(spec)
   /** Subnets the distributed router is in: hosts there reach the router and beyond. */
   const routed = subnets.filter((s) => s.gateway !== undefined)
-  /** Routed IPv4 subnets: their hosts reach the fabric through their DPU (OVN NATs IPv4 only). */
+  /** Routed IPv4 subnets: their hosts reach the fabric through their DPU. */
   const routedV4 = routed.filter((s) => isIP(s.gateway ?? '') === 4)
+  /**
+   * Routed IPv6 subnets whose hosts reach the fabric through their DPU (NAT66): all of
+   * them when the fabric has IPv6 (`dummyFabricIp6`), none otherwise.
+   */
+  const routedV6 = spec.dummyFabricIp6 ? routed.filter((s) => isIP(s.gateway ?? '') === 6) : []
   const physnet = spec.physicalNetwork ?? 'physnet'
   const lsKey = 'ls'
   const lrKey = 'lr'
   const subnetOf = (ip: string) => subnets.find((s) => inSubnet(ip, s.cidr))
   const leavesGroup = (ip: string) => routedV4.some((s) => inSubnet(ip, s.cidr))
+  const leavesGroup6 = (ip: string) => routedV6.some((s) => inSubnet(ip, s.cidr))
+  /** The member's IPv6 address that may leave the group: its SLAAC one, or its own. */
+  const leavingIp6 = (m: GroupMember) =>
+    [m.ip6, m.ip].find((ip) => ip !== undefined && isIP(ip) === 6 && leavesGroup6(ip))
   const problem = (draft: Draft, error: HydrazineError, host?: string) =>
     draft.problems.push({ code: error.code, message: error.message, ...(host ? { host } : {}) })
 
@@ -98,13 +123,18 @@ export function groupParts(spec: GroupTopologySpec) {
     b.routerLink(rows, lsKey, names.switchRouterPort(g), names.routerSwitchPort(g))
     // Hosts' reroutes match their source only: between two routed subnets, the router
     // itself delivers (else it would send the packet to a DPU's gateway router).
-    if (routedV4.length < 2) return
-    for (const s of routedV4) {
-      b.policy(rows, lrKey, `policy/internal/${s.cidr}`, {
-        priority: INTERNAL_POLICY_PRIORITY,
-        match: `ip4.dst == ${s.cidr}`,
-        action: 'allow',
-      })
+    for (const [family, subnets] of [
+      ['ip4', routedV4],
+      ['ip6', routedV6],
+    ] as const) {
+      if (subnets.length < 2) continue
+      for (const s of subnets) {
+        b.policy(rows, lrKey, `policy/internal/${s.cidr}`, {
+          priority: INTERNAL_POLICY_PRIORITY,
+          match: `${family}.dst == ${s.cidr}`,
+          action: 'allow',
+        })
+      }
     }
   }
 
@@ -118,7 +148,7 @@ export function groupParts(spec: GroupTopologySpec) {
       problem(draft, new InvalidTopologySpec(g, message), m.hostName)
       return
     }
-    if (m.access !== 'None' && !leavesGroup(m.ip)) {
+    if (m.access !== 'None' && !leavesGroup(m.ip) && !(isIP(m.ip) === 6 && leavesGroup6(m.ip))) {
       const error =
         isIP(m.ip) === 4
           ? new InvalidTopologySpec(
@@ -196,8 +226,13 @@ export function groupParts(spec: GroupTopologySpec) {
       b.routerLink(rows, switchKey, peer(g, dpu), port(g, dpu), dpuIds)
     }
 
+    const { lrSide: lrSide6, gwSide: gwSide6 } = transitAddresses6(slot)
+    const v6 = routedV6.length > 0
     b.ls(rows, tsKey, names.transitSwitch(g, dpu), dpuIds)
-    link(lrKey, tsKey, names.routerTransitPort, names.transitRouterPort, [`${lrSide}/30`])
+    link(lrKey, tsKey, names.routerTransitPort, names.transitRouterPort, [
+      `${lrSide}/30`,
+      ...(v6 ? [`${lrSide6}/126`] : []),
+    ])
     rows.push({
       table: 'Logical_Router',
       key: gwKey,
@@ -207,9 +242,15 @@ export function groupParts(spec: GroupTopologySpec) {
         external_ids: b.ids(gwKey, dpuIds),
       },
     })
-    link(gwKey, tsKey, names.gatewayTransitPort, names.transitGatewayPort, [`${gwSide}/30`])
+    link(gwKey, tsKey, names.gatewayTransitPort, names.transitGatewayPort, [
+      `${gwSide}/30`,
+      ...(v6 ? [`${gwSide6}/126`] : []),
+    ])
     b.ls(rows, pubKey, names.publicSwitch(g, dpu), dpuIds)
-    link(gwKey, pubKey, names.gatewayPublicPort, names.publicGatewayPort, [spec.dummyFabricIp])
+    link(gwKey, pubKey, names.gatewayPublicPort, names.publicGatewayPort, [
+      spec.dummyFabricIp,
+      ...(v6 && spec.dummyFabricIp6 ? [spec.dummyFabricIp6] : []),
+    ])
     b.lsp(
       rows,
       pubKey,
@@ -217,54 +258,115 @@ export function groupParts(spec: GroupTopologySpec) {
       { type: 'localnet', addresses: ['unknown'], options: { network_name: physnet } },
       dpuIds,
     )
+    familyRows(draft, dpu, members, {
+      family: 'ip4',
+      routed: routedV4,
+      lrSide,
+      gwSide,
+      fabricGateway: spec.fabricGatewayIp,
+      natIpOf: (m) => m.dpu.natIp,
+      hostIpOf: (m) => (leavesGroup(m.ip) ? m.ip : undefined),
+      publicIpOf: (m) => m.publicIp,
+    })
+    familyRows(draft, dpu, members, {
+      family: 'ip6',
+      routed: routedV6,
+      lrSide: lrSide6,
+      gwSide: gwSide6,
+      fabricGateway: spec.fabricGatewayIp6,
+      natIpOf: (m) => m.dpu.natIp6,
+      hostIpOf: leavingIp6,
+      publicIpOf: (m) => m.publicIp6,
+    })
+  }
 
-    if (routedV4.length === 0) return
-    for (const s of routedV4) b.route(rows, gwKey, s.cidr, lrSide, dpu, dpuIds)
-    if (spec.fabricGatewayIp) b.route(rows, gwKey, '0.0.0.0/0', spec.fabricGatewayIp, dpu, dpuIds)
-    b.route(rows, lrKey, '0.0.0.0/0', gwSide, dpu, dpuIds)
+  /**
+   * One address family's way out of the group through DPU `dpu`: routes between the
+   * distributed and the gateway router, the default route to the fabric, each leaving
+   * host's reroute to this DPU, and the NAT (SNAT of its subnets to the DPU's NAT
+   * address; FabricAccess: `dnat_and_snat` NAT address ↔ host; PublicAccess:
+   * `dnat_and_snat` public address ↔ host and `dnat` NAT address → host). Nothing when
+   * no subnet of the family is routed out.
+   */
+  const familyRows = (
+    draft: Draft,
+    dpu: string,
+    members: GroupMember[],
+    f: {
+      family: 'ip4' | 'ip6'
+      routed: GroupSubnet[]
+      lrSide: string
+      gwSide: string
+      fabricGateway: string | undefined
+      natIpOf: (m: GroupMember) => string | undefined
+      /** The member's address of this family that leaves the group, if any. */
+      hostIpOf: (m: GroupMember) => string | undefined
+      publicIpOf: (m: GroupMember) => string | undefined
+    },
+  ) => {
+    if (f.routed.length === 0) return
+    const { rows } = draft
+    const dpuIds = { [DPU_KEY]: dpu }
+    const gwKey = `gw/${dpu}`
+    const v6 = f.family === 'ip6'
+    const any = v6 ? '::/0' : '0.0.0.0/0'
+    for (const s of f.routed) b.route(rows, gwKey, s.cidr, f.lrSide, dpu, dpuIds)
+    if (f.fabricGateway) b.route(rows, gwKey, any, f.fabricGateway, dpu, dpuIds)
+    b.route(rows, lrKey, any, f.gwSide, dpu, dpuIds)
 
-    const natIps = new Set(members.flatMap((m) => (m.dpu.natIp ? [m.dpu.natIp] : [])))
-    if (natIps.size > 1)
-      throw new NatConflict(g, dpu, `members disagree on the NAT IP (${[...natIps].join(', ')})`)
+    const natIps = new Set(members.flatMap((m) => f.natIpOf(m) ?? []))
+    if (natIps.size > 1) {
+      const what = v6 ? 'IPv6 NAT address' : 'NAT IP'
+      throw new NatConflict(g, dpu, `members disagree on the ${what} (${[...natIps].join(', ')})`)
+    }
     const natIp = [...natIps][0]
-    if (natIp) for (const s of routedV4) b.nat(rows, gwKey, 'snat', natIp, s.cidr, dpuIds)
+    if (natIp) for (const s of f.routed) b.nat(rows, gwKey, 'snat', natIp, s.cidr, dpuIds)
     const externals = new Map<string, string>()
-    const inbound = (type: 'dnat' | 'dnat_and_snat', external: string, m: GroupMember) => {
+    const inbound = (
+      type: 'dnat' | 'dnat_and_snat',
+      external: string,
+      m: GroupMember,
+      hostIp: string,
+    ) => {
       const other = externals.get(external)
       if (other !== undefined) {
         throw new NatConflict(g, dpu, `${external} is claimed by both ${other} and ${m.hostName}`)
       }
       externals.set(external, m.hostName)
-      b.nat(rows, gwKey, type, external, m.ip, { ...dpuIds, [HOST_KEY]: m.hostName })
+      b.nat(rows, gwKey, type, external, hostIp, { ...dpuIds, [HOST_KEY]: m.hostName })
     }
     for (const m of members) {
-      if (!leavesGroup(m.ip)) continue
+      const hostIp = f.hostIpOf(m)
+      if (hostIp === undefined) continue
       b.policy(
         rows,
         lrKey,
-        `policy/${m.hostName}`,
+        v6 ? `policy6/${m.hostName}` : `policy/${m.hostName}`,
         {
           priority: HOST_POLICY_PRIORITY,
-          match: `ip4.src == ${m.ip}`,
+          match: `${f.family}.src == ${hostIp}`,
           action: 'reroute',
-          nexthops: [gwSide],
+          nexthops: [f.gwSide],
         },
         { ...dpuIds, [HOST_KEY]: m.hostName },
       )
       if (m.access === 'None') continue
       if (!natIp) {
-        const message = `host ${m.hostName} needs ${m.access} but the DPU has no NAT IP; it gets no NAT`
+        const message = v6
+          ? `host ${m.hostName} needs ${m.access} but the DPU has no IPv6 NAT address; its IPv6 gets no NAT`
+          : `host ${m.hostName} needs ${m.access} but the DPU has no NAT IP; it gets no NAT`
         problem(draft, new NatConflict(g, dpu, message), m.hostName)
         continue
       }
       if (m.access === 'FabricAccess') {
-        inbound('dnat_and_snat', natIp, m)
+        inbound('dnat_and_snat', natIp, m, hostIp)
         continue
       }
       // One dnat_and_snat per host, or OVN picks its egress source address at random.
       // Until its public IP is allocated, the host is reachable at the NAT IP only.
-      if (m.publicIp) inbound('dnat_and_snat', m.publicIp, m)
-      inbound('dnat', natIp, m)
+      const publicIp = f.publicIpOf(m)
+      if (publicIp) inbound('dnat_and_snat', publicIp, m, hostIp)
+      inbound('dnat', natIp, m, hostIp)
     }
   }
 

@@ -34,6 +34,14 @@ export interface GroupTopologySpec {
   readonly dummyFabricIp: string
   /** Next hop on the fabric for the gateway routers' default route. */
   readonly fabricGatewayIp?: string
+  /**
+   * Reserved IPv6 fabric address with prefix length, e.g. `fd00:fab::fe/64`. Set, the
+   * group's routed IPv6 leaves through each DPU like IPv4 does (NAT66 to the DPU's
+   * `natIp6`); absent, IPv6 stays inside the group.
+   */
+  readonly dummyFabricIp6?: string
+  /** Next hop on the fabric for the gateway routers' IPv6 default route. */
+  readonly fabricGatewayIp6?: string
   /** `network_name` of the localnet ports (the DPU's bridge mapping). Default `physnet`. */
   readonly physicalNetwork?: string
   readonly members: readonly GroupMember[]
@@ -72,10 +80,15 @@ export interface GroupMember {
   readonly ip: string
   /** In a dual-stack group: the host's SLAAC address in `network6`, beside `ip`. */
   readonly ip6?: string
-  /** `id` is the DPU's OVS `system-id` (its chassis name); `natIp` its reserved NAT ("DC") IP. */
-  readonly dpu: { readonly id: string; readonly natIp?: string }
+  /**
+   * `id` is the DPU's OVS `system-id` (its chassis name); `natIp` its reserved NAT ("DC")
+   * IP, `natIp6` its IPv6 one.
+   */
+  readonly dpu: { readonly id: string; readonly natIp?: string; readonly natIp6?: string }
   readonly access: HostAccess
   readonly publicIp?: string
+  /** A PublicAccess host's public IPv6 address (NAT66 to its own IPv6 address). */
+  readonly publicIp6?: string
   /** The host's name in the group's DNS (an RFC 1123 label); default `hostName`. */
   readonly dnsName?: string
 }
@@ -127,9 +140,14 @@ export const GroupMemberSchema = v.object({
   mac,
   ip,
   ip6: v.optional(ip6),
-  dpu: v.object({ id: v.pipe(v.string(), v.minLength(1)), natIp: v.optional(ip4) }),
+  dpu: v.object({
+    id: v.pipe(v.string(), v.minLength(1)),
+    natIp: v.optional(ip4),
+    natIp6: v.optional(ip6),
+  }),
   access: v.picklist(['None', 'FabricAccess', 'PublicAccess']),
   publicIp: v.optional(ip4),
+  publicIp6: v.optional(ip6),
   dnsName: v.optional(label),
 })
 
@@ -149,6 +167,13 @@ export const GroupTopologySpecSchema = v.object({
   ),
   dummyFabricIp: cidr,
   fabricGatewayIp: v.optional(ip4),
+  dummyFabricIp6: v.optional(
+    v.pipe(
+      cidr,
+      v.check((s) => isIP(s.split('/')[0] ?? '') === 6, 'an IPv6 address with prefix length'),
+    ),
+  ),
+  fabricGatewayIp6: v.optional(ip6),
   physicalNetwork: v.optional(name),
   members: v.array(GroupMemberSchema),
   dhcpRelayPorts: v.optional(
