@@ -14,7 +14,13 @@ import type { ChangePlan } from '../lib/state/plans.ts'
 import { DEFAULT_QUOTAS, limitsOf } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 import { NotFoundError, ValidationError, validate } from './client-errors.ts'
-import { type ClientPolicy, hostRequestOf, refuseOrphans, validGroupSpec } from './object-writes.ts'
+import {
+  type ClientPolicy,
+  hostRequestOf,
+  refuseInterfaceChange,
+  refuseOrphans,
+  validGroupSpec,
+} from './object-writes.ts'
 
 /** This client was built without a planner (no OVN central to plan against). */
 export class DryRunUnavailable extends HydrazineError {
@@ -71,6 +77,7 @@ export class ObjectPlans {
 
   async host(name: string, spec: unknown, caller: Caller): Promise<ChangePlan> {
     const { request, group } = await hostRequestOf(this.#store, name, spec, caller)
+    refuseInterfaceChange(await this.#store.getHost(name), name)
     const placed = placeHost(request, group, await this.#store.getDpu(request.dpu.id), caller)
     if (!placed.ok) throw new ValidationError(placed.issues)
     const tenant = group.spec.tenantId
@@ -90,6 +97,7 @@ export class ObjectPlans {
 
   async hostDeletion(name: string): Promise<ChangePlan> {
     validate(Rfc1123Label, name, 'name')
+    refuseInterfaceChange(await this.#store.getHost(name), name)
     const plan = await this.#plans.hostDeletion(name)
     if (!plan) throw new NotFoundError('managed resource', name)
     return plan

@@ -155,13 +155,66 @@ export class ObjectWrites {
   ): Promise<Accepted<ManagedResource>> {
     const caller = options.caller ?? OPERATOR
     const { request, group } = await hostRequestOf(this.#store, name, spec, caller)
+    const before = await this.#store.getHost(name)
+    refuseInterfaceChange(before, name)
+    const interfaces = interfacesOf(name, request)
+    // Every interface must be placeable before anything is written.
+    for (const [i, port] of interfaces.entries()) {
+      await this.#checkInterface(name, port, caller).catch((error: unknown) => {
+        throw inInterface(error, i)
+      })
+    }
+    const accepted = await this.#putHost(name, request, group, caller)
+    for (const port of interfaces) {
+      await this.#putHost(port.name, port.request, port.group, caller, name)
+    }
+    const kept = new Set(interfaces.map((p) => p.name))
+    for (const old of interfaceNames(before)) {
+      if (!kept.has(old)) await this.#deleteInterface(old, false)
+    }
+    return accepted
+  }
+
+  /** Refuses (as the PUT would) what placing the interface `port` of host `name` would. */
+  async #checkInterface(name: string, port: InterfacePort, caller: Caller): Promise<void> {
+    const { request, group } = await hostRequestOf(this.#store, port.name, port.request, caller)
+    port.group = group
+    const existing = await this.#store.getHost(port.name)
+    if (existing && existing.spec.interfaceOf !== name) {
+      throw new StoreConflict(`${port.name} is already in use`, 'Claimed')
+    }
+    const placed = placeHost(request, group, await this.#store.getDpu(request.dpu.id), caller)
+    if (!placed.ok) throw new ValidationError(placed.issues)
+    await this.#store.checkHost(port.name, { ...placed.spec, interfaceOf: name })
+  }
+
+  /** An interface's own ManagedResource, marked for deletion (gone already: nothing). */
+  async #deleteInterface(name: string, force: boolean): Promise<void> {
+    await this.#deleteHost(name, force).catch((error: unknown) => {
+      if (!(error instanceof NotFoundError)) throw error
+    })
+  }
+
+  /**
+   * The host (or, with `interfaceOf`, an interface's own ManagedResource) placed and
+   * stored, `host.attach` enqueued when it changed or is tried again.
+   */
+  async #putHost(
+    name: string,
+    request: ManagedResourceRequest,
+    group: ResourceGroup | undefined,
+    caller: Caller,
+    interfaceOf?: string,
+  ): Promise<Accepted<ManagedResource>> {
+    if (!group) throw new Error(`interface ${name} was not checked before it is written`)
     const quota = this.#quotaOf(group.spec.tenantId)
     // The DPU may change between the read and the write: the store refuses a spec placed
     // against an older inventory entry, and the request is placed again.
     for (let attempt = 1; ; attempt++) {
       let dpu = await this.#store.getDpu(request.dpu.id)
-      const placed = placeHost(request, group, dpu, caller)
-      if (!placed.ok) throw new ValidationError(placed.issues)
+      const found = placeHost(request, group, dpu, caller)
+      if (!found.ok) throw new ValidationError(found.issues)
+      const placed = interfaceOf ? { ...found, spec: { ...found.spec, interfaceOf } } : found
       // Before the inventory changes; putHost checks again, atomically, as it writes (a
       // request that loses a race for the tenant's last slot may have added its DPU).
       await this.#store.checkHostQuotas(name, placed.spec, quota)
@@ -194,13 +247,21 @@ export class ObjectWrites {
     }
   }
 
-  /** The host marked for deletion and `host.detach` enqueued. */
+  /** The host and its interfaces marked for deletion, and `host.detach` enqueued for each. */
   async deleteHost(
     name: string,
     options: { force?: boolean } = {},
   ): Promise<Accepted<ManagedResource>> {
     validate(Rfc1123Label, name, 'name')
     const force = options.force ?? false
+    const host = await this.#store.getHost(name)
+    refuseInterfaceChange(host, name)
+    const accepted = await this.#deleteHost(name, force)
+    for (const port of interfaceNames(host)) await this.#deleteInterface(port, force)
+    return accepted
+  }
+
+  async #deleteHost(name: string, force: boolean): Promise<Accepted<ManagedResource>> {
     const object = (await this.#store.requestDeletion('mr', name, force)) as
       | ManagedResource
       | undefined
@@ -213,6 +274,59 @@ export class ObjectWrites {
     })
     return { object, jobId: id }
   }
+}
+
+/** An interface of a host being placed: its own ManagedResource's name and request. */
+interface InterfacePort {
+  readonly name: string
+  readonly request: ManagedResourceRequest
+  /** Its group, once checked. */
+  group?: ResourceGroup
+}
+
+/**
+ * The interfaces a host request lists, each as the request of its own ManagedResource
+ * `<host>-<name>`; a name that would not make a ManagedResource name is refused.
+ */
+function interfacesOf(host: string, request: ManagedResourceRequest): InterfacePort[] {
+  return (request.interfaces ?? []).map(({ name, ...port }, i) => {
+    const own = `${host}-${name}`
+    if (!v.is(Rfc1123Label, own)) {
+      throw new ValidationError([
+        {
+          path: `interfaces.${i}.name`,
+          message: `${own} (host name, '-', interface name) must be a DNS label of at most 63 characters`,
+        },
+      ])
+    }
+    return { name: own, request: port }
+  })
+}
+
+/** The ManagedResource names of the interfaces `host` lists (none when it is absent). */
+function interfaceNames(host: ManagedResource | undefined): string[] {
+  return (host?.spec.interfaces ?? []).map((i) => `${host?.name}-${i.name}`)
+}
+
+/** An interface's own ManagedResource changes only through its host (409 otherwise). */
+export function refuseInterfaceChange(existing: ManagedResource | undefined, name: string): void {
+  const host = existing?.spec.interfaceOf
+  if (host === undefined) return
+  throw new StoreConflict(
+    `${name} is an interface of host ${host}: change or delete it through ${host}`,
+    'Owned',
+  )
+}
+
+/** An interface's refusal, its fields named under `interfaces.<i>`. */
+function inInterface(error: unknown, i: number): unknown {
+  if (!(error instanceof ValidationError)) return error
+  return new ValidationError(
+    error.issues.map((issue) => ({
+      path: `interfaces.${i}.${issue.path}`,
+      message: issue.message,
+    })),
+  )
 }
 
 /**

@@ -5,9 +5,10 @@
  * matching kind (string, bool, number, timestamp, list, message, enum with the same values,
  * optional where the schema's field is) — and the proto has no field the schema lacks.
  * The OpenAPI document's spec schemas list the same fields. A host's spec is read back as
- * stored, with what Hydrazine fills in from the inventory (none today: `STORED_DPU_ONLY`):
- * such fields are output only — in the proto and, `readOnly`, in the OpenAPI document. Change a schema
- * without the proto (or the other way round) and this fails, naming the field.
+ * stored, with what Hydrazine fills in (`STORED_ONLY`: the host an interface's own
+ * ManagedResource belongs to; `STORED_DPU_ONLY`, from the inventory: none today): such
+ * fields are output only — in the proto and, `readOnly`, in the OpenAPI document. Change a
+ * schema without the proto (or the other way round) and this fails, naming the field.
  */
 import type * as protobuf from 'protobufjs'
 import t from 'tap'
@@ -15,6 +16,7 @@ import * as v from 'valibot'
 import { ObservedState } from '../../lib/agent-protocol/index.ts'
 import {
   DpuSpec,
+  HostInterface,
   ManagedResourceRequest,
   type ManagedResourceSpec,
   PublicIpSpec,
@@ -139,9 +141,14 @@ const root = protoRoot(HYDRAZINE_PROTO)
 const message = (name: string) => root.lookupType(`hydrazine.v1.${name}`)
 
 /**
- * What a stored host spec's `dpu` has beyond the request's: every such field of the
- * `ManagedResourceSpec` type, and no other (the compiler checks both).
+ * What a stored host spec has beyond the request's, at its top level: every such field of
+ * the `ManagedResourceSpec` type, and no other (the compiler checks both).
  */
+const STORED_ONLY = { interfaceOf: v.optional(v.string()) } satisfies Record<
+  Exclude<keyof ManagedResourceSpec, keyof ManagedResourceRequest>,
+  Schema
+>
+/** The same for its `dpu`. */
 const STORED_DPU_ONLY = {} satisfies Record<
   Exclude<keyof ManagedResourceSpec['dpu'], keyof ManagedResourceRequest['dpu']>,
   Schema
@@ -151,15 +158,19 @@ const STORED_DPU_ONLY = {} satisfies Record<
 const storedHostSpec = (() => {
   const request = entriesOf(ManagedResourceRequest)
   const dpu = request.dpu ? entriesOf(request.dpu) : {}
-  return { ...request, dpu: v.object({ ...dpu, ...STORED_DPU_ONLY }) }
+  return { ...request, dpu: v.object({ ...dpu, ...STORED_DPU_ONLY }), ...STORED_ONLY }
 })()
-/** The stored-only fields as paths (`dpu.<field>`). */
-const STORED_ONLY_PATHS = Object.keys(STORED_DPU_ONLY).map((key) => `dpu.${key}`)
+/** The stored-only fields as paths (`<field>`, `dpu.<field>`). */
+const STORED_ONLY_PATHS = [
+  ...Object.keys(STORED_ONLY),
+  ...Object.keys(STORED_DPU_ONLY).map((key) => `dpu.${key}`),
+]
 
 t.test('every schema field has its proto field, and the proto nothing more', async (t) => {
   const pairs: [string, Readonly<Record<string, Schema>>, string][] = [
     ['ResourceGroupSpec', entriesOf(ResourceGroupSpec), 'ResourceGroupSpec'],
     ['ManagedResourceRequest, as stored', storedHostSpec, 'ManagedResourceSpec'],
+    ['HostInterface', entriesOf(HostInterface), 'HostInterface'],
     ['DpuSpec', entriesOf(DpuSpec), 'DpuSpec'],
     ['ResourceGroupStatus', entriesOf(ResourceGroupStatus), 'ResourceGroupStatus'],
     ['ManagedResourceStatus', entriesOf(ManagedResourceStatus), 'ManagedResourceStatus'],
@@ -203,11 +214,14 @@ t.test('the check finds a drift in either direction, naming the field', async (t
 })
 
 /**
- * The property names of an OpenAPI object schema and of its nested objects, as paths;
- * with `readOnly`, only those marked `readOnly` (output only).
+ * The property names of an OpenAPI object schema and of its nested objects (followed
+ * through `$ref`s to `components.schemas`), as paths; with `readOnly`, only those marked
+ * `readOnly` (output only).
  */
 function openApiPaths(schema: unknown, at = '', readOnly = false): string[] {
-  const s = schema as { properties?: Record<string, unknown>; items?: unknown }
+  const s = schema as { properties?: Record<string, unknown>; items?: unknown; $ref?: string }
+  const referenced = s.$ref?.replace('#/components/schemas/', '') as keyof typeof openApiSchemas
+  if (referenced) return openApiPaths(openApiSchemas[referenced], at, readOnly)
   if (s.items) return openApiPaths(s.items, at, readOnly)
   return Object.entries(s.properties ?? {}).flatMap(([key, value]) => [
     ...(!readOnly || (value as { readOnly?: boolean }).readOnly === true ? [`${at}${key}`] : []),
@@ -228,6 +242,7 @@ t.test('the OpenAPI document describes the same spec fields', async (t) => {
   const pairs: [keyof typeof openApiSchemas, Readonly<Record<string, Schema>>, string[]][] = [
     ['ResourceGroupSpec', entriesOf(ResourceGroupSpec), []],
     ['ManagedResourceSpec', storedHostSpec, STORED_ONLY_PATHS],
+    ['HostInterface', entriesOf(HostInterface), []],
     ['DpuSpec', entriesOf(DpuSpec), []],
   ]
   for (const [name, entries, readOnly] of pairs) {

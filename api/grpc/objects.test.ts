@@ -1,7 +1,8 @@
 /**
- * The model as gRPC messages: each address a host's status reports, and the DPU's IPv6
- * NAT address (on the DPU and on the hosts' stored specs), under its proto name; what
- * the model leaves out stays unset.
+ * The model as gRPC messages: each address a host's status reports, the DPU's IPv6 NAT
+ * address (on the DPU and on the hosts' stored specs), and a host's interfaces and the
+ * host an interface's own ManagedResource belongs to, under their proto names; what the
+ * model leaves out stays unset.
  */
 import t from 'tap'
 import type { ManagedResource } from '../../lib/state/objects.ts'
@@ -64,6 +65,52 @@ t.test("a host's stored spec carries its DPU's IPv6 NAT address when it has one"
     id: 'dpu-1',
     ips: ['172.18.0.11', '172.18.0.111'],
   })
+})
+
+t.test("a host's interfaces, each under the proto names of the host's own port", async (t) => {
+  const stored = host({})
+  const spec = managedResourceMessage({
+    ...stored,
+    spec: {
+      ...stored.spec,
+      interfaces: [
+        {
+          name: 'eth1',
+          resourceGroup: 'group-b',
+          type: 'BareMetal',
+          hostMAC: '52:54:00:12:34:57',
+          hostIP: '10.20.20.5',
+          dpu: { id: 'dpu-2' },
+          hostAccess: 'None',
+          identifier: 'pf1hpf',
+          hostname: 'm1-storage',
+          pool: 'storage',
+        },
+      ],
+    },
+  }).spec
+  t.same(spec?.interfaces, [
+    {
+      name: 'eth1',
+      resourceGroup: 'group-b',
+      type: 'RESOURCE_TYPE_BARE_METAL',
+      hostMac: '52:54:00:12:34:57',
+      hostIp: '10.20.20.5',
+      dpu: { id: 'dpu-2', ips: [] },
+      hostAccess: 'HOST_ACCESS_NONE',
+      identifier: 'pf1hpf',
+      hostname: 'm1-storage',
+      pool: 'storage',
+    },
+  ])
+  t.notOk('interfaceOf' in (spec ?? {}), 'a host is no interface')
+  t.same(managedResourceMessage(stored).spec?.interfaces, [], 'none: an empty list')
+})
+
+t.test("an interface's own ManagedResource names its host", async (t) => {
+  const stored = host({})
+  const own = { ...stored, name: 'm1-eth1', spec: { ...stored.spec, interfaceOf: 'm1' } }
+  t.equal(managedResourceMessage(own).spec?.interfaceOf, 'm1')
 })
 
 t.test("a DPU's spec carries its IPv6 NAT address when it has one", async (t) => {

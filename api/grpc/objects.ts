@@ -10,6 +10,7 @@ import type {
   Condition as DomainCondition,
   ResourceGroup as DomainGroup,
   ManagedResource as DomainHost,
+  HostInterface,
   StoredObject,
 } from '../../lib/state/objects.ts'
 import { ConditionStatus, GroupPhase, HostPhase } from '../../lib/state/statuses.ts'
@@ -128,21 +129,34 @@ export function resourceGroupMessage(group: DomainGroup): ResourceGroup {
   }
 }
 
+/** The fields of one port, a host's own (as stored) or one of its interfaces' (as asked). */
+function portMessage(port: DomainHost['spec'] | HostInterface) {
+  return {
+    resourceGroup: port.resourceGroup,
+    type: RESOURCE_TYPE.toProto(port.type),
+    hostMac: port.hostMAC,
+    ...ifSet('hostIp', port.hostIP),
+    dpu: {
+      id: port.dpu.id,
+      ips: [...(port.dpu.ips ?? [])],
+      ...ifSet('natIp6', port.dpu.natIp6),
+    },
+    hostAccess: HOST_ACCESS.toProto(port.hostAccess),
+    ...ifSet('identifier', port.identifier),
+    ...ifSet('hostname', port.hostname),
+    ...ifSet('pool', port.pool),
+  }
+}
+
 export function managedResourceMessage(host: DomainHost): ManagedResource {
   const { spec, status } = host
   const access = status.hostAccessIPs
   return {
     ...envelope(host),
     spec: {
-      resourceGroup: spec.resourceGroup,
-      type: RESOURCE_TYPE.toProto(spec.type),
-      hostMac: spec.hostMAC,
-      ...ifSet('hostIp', spec.hostIP),
-      dpu: { id: spec.dpu.id, ips: [...spec.dpu.ips], ...ifSet('natIp6', spec.dpu.natIp6) },
-      hostAccess: HOST_ACCESS.toProto(spec.hostAccess),
-      ...ifSet('identifier', spec.identifier),
-      ...ifSet('hostname', spec.hostname),
-      ...ifSet('pool', spec.pool),
+      ...portMessage(spec),
+      interfaces: (spec.interfaces ?? []).map((i) => ({ name: i.name, ...portMessage(i) })),
+      ...ifSet('interfaceOf', spec.interfaceOf),
     },
     status: {
       phase: MANAGED_RESOURCE_PHASE.toProto(status.phase),

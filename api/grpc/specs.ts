@@ -11,6 +11,7 @@ import { GroupImplementation, HostAccess, ResourceType } from '../../lib/state/o
 import type { DpuSpec__Output } from '../../proto/gen/hydrazine/v1/DpuSpec.ts'
 import { GroupImplementation as GroupImplementationProto } from '../../proto/gen/hydrazine/v1/GroupImplementation.ts'
 import { HostAccess as HostAccessProto } from '../../proto/gen/hydrazine/v1/HostAccess.ts'
+import type { HostInterface__Output } from '../../proto/gen/hydrazine/v1/HostInterface.ts'
 import type { ManagedResourceSpec__Output } from '../../proto/gen/hydrazine/v1/ManagedResourceSpec.ts'
 import type { ResourceGroupSpec__Output } from '../../proto/gen/hydrazine/v1/ResourceGroupSpec.ts'
 import { ResourceType as ResourceTypeProto } from '../../proto/gen/hydrazine/v1/ResourceType.ts'
@@ -81,24 +82,38 @@ export function groupSpecInput(spec: ResourceGroupSpec__Output | null): Input {
   }
 }
 
-/** A ManagedResourceSpec message as a host request to validate. */
+/** The fields of one port, a host's own or one of its interfaces'. */
+function portInput(port: ManagedResourceSpec__Output | HostInterface__Output): Input {
+  return {
+    resourceGroup: port.resourceGroup,
+    ...enumField('type', RESOURCE_TYPE, port.type),
+    hostMAC: port.hostMac,
+    ...ifSet('hostIP', port.hostIp),
+    ...ifSet(
+      'dpu',
+      port.dpu
+        ? { id: port.dpu.id, ...ifAny('ips', port.dpu.ips), ...ifSet('natIp6', port.dpu.natIp6) }
+        : undefined,
+    ),
+    ...enumField('hostAccess', HOST_ACCESS, port.hostAccess),
+    ...ifSet('identifier', port.identifier),
+    ...ifSet('hostname', port.hostname),
+    ...ifSet('pool', port.pool),
+  }
+}
+
+/**
+ * A ManagedResourceSpec message as a host request to validate: its own port and its
+ * interfaces. `interface_of` is output only: a stored spec read back applies again.
+ */
 export function hostSpecInput(spec: ManagedResourceSpec__Output | null): Input {
   if (!spec) return required()
   return {
-    resourceGroup: spec.resourceGroup,
-    ...enumField('type', RESOURCE_TYPE, spec.type),
-    hostMAC: spec.hostMac,
-    ...ifSet('hostIP', spec.hostIp),
-    ...ifSet(
-      'dpu',
-      spec.dpu
-        ? { id: spec.dpu.id, ...ifAny('ips', spec.dpu.ips), ...ifSet('natIp6', spec.dpu.natIp6) }
-        : undefined,
+    ...portInput(spec),
+    ...ifAny(
+      'interfaces',
+      spec.interfaces.map((i) => ({ name: i.name, ...portInput(i) })),
     ),
-    ...enumField('hostAccess', HOST_ACCESS, spec.hostAccess),
-    ...ifSet('identifier', spec.identifier),
-    ...ifSet('hostname', spec.hostname),
-    ...ifSet('pool', spec.pool),
   }
 }
 

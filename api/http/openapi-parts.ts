@@ -130,8 +130,17 @@ export function eventsPath(id: object, description: string) {
   }
 }
 
-/** The paths of a stored kind: its list, its object (PUT, GET, DELETE) and its events. */
-export function objectPaths(path: string, object: string, spec: string, listQuery: string) {
+/**
+ * The paths of a stored kind: its list, its object (PUT, GET, DELETE) and its events;
+ * `descriptions`, what the kind's PUT and DELETE do beyond storing and deleting.
+ */
+export function objectPaths(
+  path: string,
+  object: string,
+  spec: string,
+  listQuery: string,
+  descriptions: { readonly put?: string; readonly delete?: string } = {},
+) {
   return {
     [`${path}/{name}/events`]: eventsPath(
       name,
@@ -149,6 +158,7 @@ export function objectPaths(path: string, object: string, spec: string, listQuer
     [`${path}/{name}`]: {
       parameters: [name],
       put: {
+        ...(descriptions.put ? { description: descriptions.put } : {}),
         parameters: [dryRun],
         requestBody: { required: true, content: json(ref(spec)) },
         responses: {
@@ -164,6 +174,7 @@ export function objectPaths(path: string, object: string, spec: string, listQuer
         },
       },
       delete: {
+        ...(descriptions.delete ? { description: descriptions.delete } : {}),
         parameters: [force, dryRun],
         responses: { ...planned, ...accepted(object), ...errors(400, 401, 404, 409) },
       },

@@ -63,6 +63,56 @@ const hostAccessIPs = {
   },
 }
 
+/**
+ * What a host asks for its own port, and each of its interfaces for its own
+ * (`ManagedResourceSpec`, `HostInterface`).
+ */
+const port = {
+  resourceGroup: { type: 'string' },
+  type: { enum: ['BareMetal'] },
+  hostMAC: { type: 'string', examples: ['52:54:00:12:34:56'] },
+  hostIP: ip,
+  dpu: {
+    type: 'object',
+    required: ['id'],
+    properties: {
+      id: { type: 'string', description: 'a DPU of the inventory assigned to the tenant' },
+      ips: {
+        type: 'array',
+        minItems: 1,
+        maxItems: 2,
+        items: ip,
+        description:
+          'operators only: [encapIp, natIp?]; a DPU missing from the inventory is added with them',
+      },
+      natIp6: {
+        ...ip6,
+        description:
+          "the DPU's IPv6 NAT address, filled in from the inventory (its natIp6) when it has one; a request may give it (operators, like ips): it must agree with the inventory",
+      },
+    },
+  },
+  hostAccess: { enum: ['None', 'FabricAccess', 'PublicAccess'] },
+  identifier: {
+    type: 'string',
+    maxLength: 15,
+    description: "one of the DPU's host ports; may be left out when it has exactly one",
+  },
+  hostname: {
+    type: 'string',
+    maxLength: 63,
+    pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$',
+    description:
+      "the host's name in its group's DNS (`<hostname>.<group>.<zone>`), unique in the group (409 otherwise); default the host's own name",
+  },
+  pool: {
+    type: 'string',
+    maxLength: 63,
+    description:
+      "a named pool of the group (its `pools`) the host's address comes from; default `default`. Not with hostIP",
+  },
+} as const
+
 /** `components.schemas`. */
 export const schemas = {
   Error: {
@@ -160,48 +210,42 @@ export const schemas = {
     required: ['resourceGroup', 'hostMAC', 'dpu'],
     additionalProperties: false,
     properties: {
-      resourceGroup: { type: 'string' },
-      type: { enum: ['BareMetal'] },
-      hostMAC: { type: 'string', examples: ['52:54:00:12:34:56'] },
-      hostIP: ip,
-      dpu: {
-        type: 'object',
-        required: ['id'],
-        properties: {
-          id: { type: 'string', description: 'a DPU of the inventory assigned to the tenant' },
-          ips: {
-            type: 'array',
-            minItems: 1,
-            maxItems: 2,
-            items: ip,
-            description:
-              'operators only: [encapIp, natIp?]; a DPU missing from the inventory is added with them',
-          },
-          natIp6: {
-            ...ip6,
-            description:
-              "the DPU's IPv6 NAT address, filled in from the inventory (its natIp6) when it has one; a request may give it (operators, like ips): it must agree with the inventory",
-          },
-        },
+      ...port,
+      interfaces: {
+        type: 'array',
+        maxItems: 8,
+        description:
+          "the host's other ports (a second NIC, a VF), names unique, each MAC its own (none the host's). Each is kept as a ManagedResource of its own, `<host>-<name>`, with its own status (its dpu filled in from the inventory there); it is changed and deleted only through this host, and deleted when the host's spec no longer lists it",
+        items: ref('HostInterface'),
       },
-      hostAccess: { enum: ['None', 'FabricAccess', 'PublicAccess'] },
-      identifier: {
+      interfaceOf: {
+        type: 'string',
+        readOnly: true,
+        description:
+          "output only, set on an interface's own ManagedResource (`<host>-<name>`): the host it is an interface of",
+      },
+    },
+  },
+  HostInterface: {
+    type: 'object',
+    required: ['name', 'resourceGroup', 'hostMAC', 'dpu'],
+    additionalProperties: false,
+    description:
+      "another port of a host: the fields of the host's own port, and a name; it may join another group, through another DPU",
+    properties: {
+      name: {
         type: 'string',
         maxLength: 15,
-        description: "one of the DPU's host ports; may be left out when it has exactly one",
+        pattern: '^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$',
+        description:
+          "unique among the host's interfaces; its own ManagedResource is `<host>-<name>` (at most 63 characters in all)",
       },
+      ...port,
+      hostMAC: { ...port.hostMAC, examples: ['52:54:00:12:34:57'] },
       hostname: {
-        type: 'string',
-        maxLength: 63,
-        pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$',
+        ...port.hostname,
         description:
-          "the host's name in its group's DNS (`<hostname>.<group>.<zone>`), unique in the group (409 otherwise); default the host's own name",
-      },
-      pool: {
-        type: 'string',
-        maxLength: 63,
-        description:
-          "a named pool of the group (its `pools`) the host's address comes from; default `default`. Not with hostIP",
+          "its name in its group's DNS, unique in the group (409 otherwise); default its own ManagedResource's name (`<host>-<name>`)",
       },
     },
   },

@@ -34,6 +34,11 @@ export const openApiDocument = {
       'ManagedResource',
       'ManagedResourceSpec',
       'resourceGroup',
+      {
+        put: "stores the host and each of its interfaces as a ManagedResource of its own (`<host>-<name>`, naming the host in interfaceOf); an interface the spec no longer lists is deleted. An interface's own ManagedResource is changed only through its host (409 otherwise); an interface whose `<host>-<name>` is another ManagedResource is refused (409)",
+        delete:
+          "deletes the host and each of its interfaces' own ManagedResources; an interface's own ManagedResource is deleted only through its host (409 otherwise)",
+      },
     ),
     '/v1/public-ips': {
       get: {

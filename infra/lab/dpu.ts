@@ -124,9 +124,16 @@ export interface SimDpu {
   readonly hostPorts: readonly string[]
   /**
    * Adds a host namespace whose veth ends in this DPU namespace (not yet in any bridge),
-   * on the next free of `hostPorts`.
+   * on the next free of `hostPorts`. With `into`, the veth is another interface
+   * (`ifname`) of that existing host namespace instead: a host with a NIC on each of
+   * two DPUs.
    */
-  addHost(opts: { name: string; mac: string; ipCidr?: string }): Promise<SimHost>
+  addHost(opts: {
+    name: string
+    mac: string
+    ipCidr?: string
+    into?: { netns: string; ifname: string }
+  }): Promise<SimHost>
   /** `ovs-vsctl` against this DPU's database: for tests to observe, not to configure. */
   vsctl(...args: string[]): Promise<string>
   destroy(): Promise<void>
@@ -264,23 +271,26 @@ export async function createDpu(opts: {
         const i = hostCount++
         const hostPort = SIM_HOST_PORTS[i]
         if (!hostPort) throw new Error(`DPU ${opts.name} has no host port left for ${h.name}`)
-        const hostNs = `${fabric.prefix}-${opts.name}-${h.name}`
+        const hostNs = h.into?.netns ?? `${fabric.prefix}-${opts.name}-${h.name}`
+        const dev = h.into?.ifname ?? 'eth0'
         const a = `${tag}h${i}`
         const b = `${tag}H${i}`
-        await quietly(ip('netns', 'del', hostNs))
-        await ip('netns', 'add', hostNs)
-        hosts.push(hostNs)
+        if (!h.into) {
+          await quietly(ip('netns', 'del', hostNs))
+          await ip('netns', 'add', hostNs)
+          hosts.push(hostNs)
+        }
         await ip('link', 'add', a, 'type', 'veth', 'peer', 'name', b)
         await ip('link', 'set', a, 'netns', hostNs)
         await ip('link', 'set', b, 'netns', netns)
-        await ip('-n', hostNs, 'link', 'set', a, 'name', 'eth0')
+        await ip('-n', hostNs, 'link', 'set', a, 'name', dev)
         await ip('-n', netns, 'link', 'set', b, 'name', hostPort)
-        await ip('-n', hostNs, 'link', 'set', 'eth0', 'address', h.mac)
-        if (h.ipCidr) await ip('-n', hostNs, 'addr', 'add', h.ipCidr, 'dev', 'eth0')
+        await ip('-n', hostNs, 'link', 'set', dev, 'address', h.mac)
+        if (h.ipCidr) await ip('-n', hostNs, 'addr', 'add', h.ipCidr, 'dev', dev)
         await ip('-n', hostNs, 'link', 'set', 'lo', 'up')
-        await ip('-n', hostNs, 'link', 'set', 'eth0', 'up')
+        await ip('-n', hostNs, 'link', 'set', dev, 'up')
         await ip('-n', netns, 'link', 'set', hostPort, 'up')
-        await txOff('eth0', hostNs)
+        await txOff(dev, hostNs)
         await txOff(hostPort, netns)
         return { name: h.name, netns: hostNs, mac: h.mac, hostPort }
       },

@@ -132,6 +132,8 @@ export interface Lab {
     mac: string
     ipCidr?: string
     ipv6?: boolean
+    /** Another interface (`ifname`) of this host's namespace, on DPU `dpu`. */
+    into?: { host: LabHost; ifname: string }
   }): Promise<LabHost>
   /**
    * (Re)starts dnsmasq serving `entries`: per relay circuit id (the agent's relay port
@@ -252,10 +254,11 @@ export async function startLab(opts: {
     const addHost: Lab['addHost'] = async (h) => {
       const dpu = dpus[h.dpu - 1]
       if (!dpu) throw new Error(`no DPU ${h.dpu}`)
-      const sim = await dpu.sim.addHost({ name: h.name, mac: h.mac })
-      if (!h.ipv6) await noIpv6(sim.netns)
+      const into = h.into ? { netns: h.into.host.netns, ifname: h.into.ifname } : undefined
+      const sim = await dpu.sim.addHost({ name: h.name, mac: h.mac, ...(into ? { into } : {}) })
+      if (!h.ipv6 && !into) await noIpv6(sim.netns)
       if (h.ipCidr) {
-        await run('ip', ['-n', sim.netns, 'addr', 'add', h.ipCidr, 'dev', 'eth0'])
+        await run('ip', ['-n', sim.netns, 'addr', 'add', h.ipCidr, 'dev', into?.ifname ?? 'eth0'])
       }
       const host: LabHost = {
         ...sim,

@@ -255,36 +255,94 @@ export const DpuSpec = v.strictObject({
 })
 export type DpuSpec = v.InferOutput<typeof DpuSpec>
 
+/** What a host and each of its interfaces ask for: one port on one group's network. */
+const hostPortFields = {
+  resourceGroup: Rfc1123Label,
+  type: v.optional(ResourceType, 'BareMetal'),
+  hostMAC: Mac,
+  hostIP: v.optional(IpAddress),
+  dpu: v.strictObject({ id: Rfc1123Label, ips: v.optional(FabricIps), natIp6: v.optional(Ipv6) }),
+  hostAccess: v.optional(HostAccess, 'None'),
+  identifier: v.optional(InterfaceName),
+  /** The host's name in its group's DNS; default its own name. Unique in the group. */
+  hostname: v.optional(Rfc1123Label),
+  /** The named pool of its group the host's address comes from (default: `default`). */
+  pool: v.optional(Rfc1123Label),
+}
+
+type PortChoice = { readonly pool?: string | undefined; readonly hostIP?: string | undefined }
+const poolOrAddress = (m: PortChoice) => m.pool === undefined || m.hostIP === undefined
+const POOL_OR_ADDRESS = 'give hostIP or pool, not both'
+const accessWithIpv4 = (m: PortChoice & { readonly hostAccess: string }) =>
+  m.hostAccess === 'None' || m.hostIP === undefined || isIP(m.hostIP) === 4
+const ACCESS_WITH_IPV4 =
+  'IPv6 hosts cannot have FabricAccess or PublicAccess: the fabric and public addresses are IPv4 (no NAT64)'
+
+/** At most this many interfaces beside a host's own port. */
+export const MAX_HOST_INTERFACES = 8
+
+/**
+ * Another interface of a host (a second NIC, a VF): its own port, on its own DPU's host
+ * port, in its own group (a host may sit on two groups through two interfaces, each DPU
+ * serving one). It is kept as a ManagedResource of its own, `<host>-<name>`, with its
+ * own status; only its host changes or deletes it.
+ */
+export const HostInterface = v.pipe(
+  v.strictObject({
+    /** Short: `<host>-<name>` names the interface's own ManagedResource. */
+    name: v.pipe(Rfc1123Label, v.maxLength(15, 'must be at most 15 characters')),
+    ...hostPortFields,
+  }),
+  v.forward(
+    v.check((m) => poolOrAddress(m), POOL_OR_ADDRESS),
+    ['pool'],
+  ),
+  v.forward(
+    v.check((m) => accessWithIpv4(m), ACCESS_WITH_IPV4),
+    ['hostAccess'],
+  ),
+)
+export type HostInterface = v.InferOutput<typeof HostInterface>
+
 /**
  * A request for a ManagedResource (a host). A tenant names only `dpu: {id}` of a DPU
  * assigned to it and an `identifier` from that DPU's host ports; the fabric IPs come from
  * the inventory. An operator may also give `dpu.ips` (and a new identifier): the inventory
- * learns them, as long as they agree with what it holds.
+ * learns them, as long as they agree with what it holds. `interfaces` lists the host's
+ * other ports (`HostInterface`), each with its own MAC.
  */
 export const ManagedResourceRequest = v.pipe(
   v.strictObject({
-    resourceGroup: Rfc1123Label,
-    type: v.optional(ResourceType, 'BareMetal'),
-    hostMAC: Mac,
-    hostIP: v.optional(IpAddress),
-    dpu: v.strictObject({ id: Rfc1123Label, ips: v.optional(FabricIps), natIp6: v.optional(Ipv6) }),
-    hostAccess: v.optional(HostAccess, 'None'),
-    identifier: v.optional(InterfaceName),
-    /** The host's name in its group's DNS; default its own name. Unique in the group. */
-    hostname: v.optional(Rfc1123Label),
-    /** The named pool of its group the host's address comes from (default: `default`). */
-    pool: v.optional(Rfc1123Label),
+    ...hostPortFields,
+    interfaces: v.optional(
+      v.pipe(
+        v.array(HostInterface),
+        v.maxLength(MAX_HOST_INTERFACES, `at most ${MAX_HOST_INTERFACES} interfaces`),
+        v.check(
+          (list) => new Set(list.map((i) => i.name)).size === list.length,
+          'must not repeat an interface name',
+        ),
+      ),
+    ),
   }),
   v.forward(
-    v.check((m) => m.pool === undefined || m.hostIP === undefined, 'give hostIP or pool, not both'),
+    v.check((m) => poolOrAddress(m), POOL_OR_ADDRESS),
     ['pool'],
   ),
   v.forward(
-    v.check(
-      (m) => m.hostAccess === 'None' || m.hostIP === undefined || isIP(m.hostIP) === 4,
-      'IPv6 hosts cannot have FabricAccess or PublicAccess: the fabric and public addresses are IPv4 (no NAT64)',
-    ),
+    v.check((m) => accessWithIpv4(m), ACCESS_WITH_IPV4),
     ['hostAccess'],
+  ),
+  v.forward(
+    v.check(
+      (m) =>
+        new Set(
+          [m.hostMAC, ...(m.interfaces ?? []).map((i) => i.hostMAC)].map((x) => x.toLowerCase()),
+        ).size ===
+        1 + (m.interfaces?.length ?? 0),
+      'each interface has a MAC of its own',
+    ),
+    ['interfaces'],
   ),
 )
 export type ManagedResourceRequest = v.InferOutput<typeof ManagedResourceRequest>
@@ -297,6 +355,8 @@ export interface ManagedResourceSpec extends Omit<ManagedResourceRequest, 'dpu' 
   readonly dpu: { readonly id: string; readonly ips: readonly string[]; readonly natIp6?: string }
   /** The DPU's host port; absent only when the inventory names none (the agent's default). */
   readonly identifier?: string
+  /** On an interface's own ManagedResource: the host it is an interface of. */
+  readonly interfaceOf?: string
 }
 
 /** A public IP of the operator's pools: IPv4 (announced as a /32) or IPv6 (a /128). */

@@ -39,7 +39,7 @@ const putSpecScript = new LuaScript(new URL('./lua/put-spec.lua', import.meta.ur
 export class StoreConflict extends HydrazineError {
   constructor(
     message: string,
-    readonly reason: 'Terminating' | 'Immutable' | 'Claimed' | 'InUse' | 'Changed',
+    readonly reason: 'Terminating' | 'Immutable' | 'Claimed' | 'InUse' | 'Changed' | 'Owned',
   ) {
     super('CONFLICT', message)
   }

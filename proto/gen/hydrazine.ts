@@ -37,6 +37,7 @@ import type { GetResourceGroupResponse as _hydrazine_v1_GetResourceGroupResponse
 import type { GroupDns as _hydrazine_v1_GroupDns, GroupDns__Output as _hydrazine_v1_GroupDns__Output } from './hydrazine/v1/GroupDns.ts';
 import type { GroupPool as _hydrazine_v1_GroupPool, GroupPool__Output as _hydrazine_v1_GroupPool__Output } from './hydrazine/v1/GroupPool.ts';
 import type { HostAccessIps as _hydrazine_v1_HostAccessIps, HostAccessIps__Output as _hydrazine_v1_HostAccessIps__Output } from './hydrazine/v1/HostAccessIps.ts';
+import type { HostInterface as _hydrazine_v1_HostInterface, HostInterface__Output as _hydrazine_v1_HostInterface__Output } from './hydrazine/v1/HostInterface.ts';
 import type { HydrazineServiceClient as _hydrazine_v1_HydrazineServiceClient, HydrazineServiceDefinition as _hydrazine_v1_HydrazineServiceDefinition } from './hydrazine/v1/HydrazineService.ts';
 import type { IpamAllocation as _hydrazine_v1_IpamAllocation, IpamAllocation__Output as _hydrazine_v1_IpamAllocation__Output } from './hydrazine/v1/IpamAllocation.ts';
 import type { IpamPool as _hydrazine_v1_IpamPool, IpamPool__Output as _hydrazine_v1_IpamPool__Output } from './hydrazine/v1/IpamPool.ts';
@@ -132,6 +133,7 @@ export interface ProtoGrpcType {
       GroupPool: MessageTypeDefinition<_hydrazine_v1_GroupPool, _hydrazine_v1_GroupPool__Output>
       HostAccess: EnumTypeDefinition
       HostAccessIps: MessageTypeDefinition<_hydrazine_v1_HostAccessIps, _hydrazine_v1_HostAccessIps__Output>
+      HostInterface: MessageTypeDefinition<_hydrazine_v1_HostInterface, _hydrazine_v1_HostInterface__Output>
       HydrazineService: SubtypeConstructor<typeof grpc.Client, _hydrazine_v1_HydrazineServiceClient> & { service: _hydrazine_v1_HydrazineServiceDefinition }
       IpamAllocation: MessageTypeDefinition<_hydrazine_v1_IpamAllocation, _hydrazine_v1_IpamAllocation__Output>
       IpamMapFormat: EnumTypeDefinition

@@ -4,6 +4,7 @@
 import type { ResourceType as _hydrazine_v1_ResourceType, ResourceType__Output as _hydrazine_v1_ResourceType__Output } from '../../hydrazine/v1/ResourceType.ts';
 import type { DpuPlacement as _hydrazine_v1_DpuPlacement, DpuPlacement__Output as _hydrazine_v1_DpuPlacement__Output } from '../../hydrazine/v1/DpuPlacement.ts';
 import type { HostAccess as _hydrazine_v1_HostAccess, HostAccess__Output as _hydrazine_v1_HostAccess__Output } from '../../hydrazine/v1/HostAccess.ts';
+import type { HostInterface as _hydrazine_v1_HostInterface, HostInterface__Output as _hydrazine_v1_HostInterface__Output } from '../../hydrazine/v1/HostInterface.ts';
 
 export interface ManagedResourceSpec {
   'resourceGroup'?: (string);
@@ -15,10 +16,13 @@ export interface ManagedResourceSpec {
   'identifier'?: (string);
   'hostname'?: (string);
   'pool'?: (string);
+  'interfaces'?: (_hydrazine_v1_HostInterface)[];
+  'interfaceOf'?: (string);
   '_hostIp'?: "hostIp";
   '_identifier'?: "identifier";
   '_hostname'?: "hostname";
   '_pool'?: "pool";
+  '_interfaceOf'?: "interfaceOf";
 }
 
 export interface ManagedResourceSpec__Output {
@@ -31,8 +35,11 @@ export interface ManagedResourceSpec__Output {
   'identifier'?: (string);
   'hostname'?: (string);
   'pool'?: (string);
+  'interfaces': (_hydrazine_v1_HostInterface__Output)[];
+  'interfaceOf'?: (string);
   '_hostIp'?: "hostIp";
   '_identifier'?: "identifier";
   '_hostname'?: "hostname";
   '_pool'?: "pool";
+  '_interfaceOf'?: "interfaceOf";
 }

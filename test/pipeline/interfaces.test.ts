@@ -1,0 +1,118 @@
+/**
+ * A host with several interfaces, through the whole pipeline on real OVN with stand-in
+ * agents: each interface is a ManagedResource of its own (`<host>-<name>`), its own port in
+ * its own group's switch, Ready on its own DPU; only its host changes or deletes it; a refused
+ * interface leaves nothing written; dropping an interface from the list detaches it, and
+ * deleting the host deletes them all.
+ */
+import t from 'tap'
+import { topologyNames } from '../../lib/ovn/index.ts'
+import { dpuFabricIps, groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+
+const NETWORK_B = ['10.20.20.0/24', '10.20.20.1'] as const
+
+t.test('a host on two groups through two interfaces', async (t) => {
+  const p = await startPipeline(t)
+  for (const dpu of ['dpu-1', 'dpu-2', 'dpu-3']) await p.agent(dpu)
+  await p.client.applyGroup('group-a', groupSpec())
+  await p.client.applyGroup('group-b', groupSpec('tenant-a', ...NETWORK_B))
+  const eth1 = {
+    name: 'eth1',
+    resourceGroup: 'group-b',
+    hostMAC: '52:54:00:00:0b:01',
+    hostIP: '10.20.20.5',
+    dpu: { id: 'dpu-2', ips: dpuFabricIps('dpu-2') },
+  }
+  const m1 = hostSpec('group-a', 'dpu-1', 1, { interfaces: [eth1] })
+  await p.client.applyHost('m1', m1)
+  const ready = (name: string, version = 1) =>
+    until(
+      () => p.controller.store.getHost(name),
+      (h) => h?.status.phase === 'Ready' && h.status.observedVersion >= version,
+    )
+  t.equal((await ready('m1'))?.spec.resourceGroup, 'group-a', 'the host is Ready in group-a')
+  const own = await ready('m1-eth1')
+  t.match(
+    own,
+    { spec: { resourceGroup: 'group-b', interfaceOf: 'm1', hostMAC: eth1.hostMAC } },
+    'its interface is a ManagedResource of its own in group-b, naming its host',
+  )
+  t.equal(own?.status.hostAccessIPs?.hostIP, '10.20.20.5')
+  t.same(
+    (await p.switchPort(topologyNames.hostPort('group-b', 'm1-eth1')))?.addresses,
+    [`${eth1.hostMAC} 10.20.20.5`],
+    "its own port on group-b's switch",
+  )
+  t.notOk(await p.switchPort(topologyNames.hostPort('group-a', 'm1-eth1')), "none on group-a's")
+
+  await t.test('only its host changes or deletes an interface', async (t) => {
+    const { name: _name, ...asHost } = eth1
+    const put = await p.client.applyHost('m1-eth1', asHost).catch((e) => e)
+    t.match(put, { code: 'CONFLICT', message: /interface of host m1/ }, 'PUT: 409')
+    const del = await p.client.deleteHost('m1-eth1').catch((e) => e)
+    t.match(del, { code: 'CONFLICT', message: /through m1/ }, 'DELETE: 409')
+    t.notOk((await p.controller.store.getHost('m1-eth1'))?.deletion, 'it stays')
+  })
+
+  await t.test('a refused interface leaves nothing written', async (t) => {
+    const bad = await p.client
+      .applyHost(
+        'm2',
+        hostSpec('group-a', 'dpu-3', 2, { interfaces: [{ ...eth1, resourceGroup: 'nope' }] }),
+      )
+      .catch((e) => e)
+    t.match(
+      bad,
+      { code: 'INVALID', issues: [{ path: 'interfaces.0.resourceGroup' }] },
+      '400 naming it',
+    )
+    await p.client.applyHost('m2-eth1', hostSpec('group-a', 'dpu-3', 3))
+    const taken = await p.client
+      .applyHost(
+        'm2',
+        hostSpec('group-a', 'dpu-3', 2, {
+          interfaces: [
+            {
+              ...eth1,
+              dpu: { id: 'dpu-3', ips: dpuFabricIps('dpu-3') },
+              resourceGroup: 'group-a',
+              hostMAC: '52:54:00:00:0b:02',
+              hostIP: undefined,
+            },
+          ],
+        }),
+      )
+      .catch((e) => e)
+    t.match(taken, { code: 'CONFLICT' }, 'an interface whose name another host has: 409')
+    t.equal(await p.controller.store.getHost('m2'), undefined, 'and the host is not written')
+    const twice = await p.client
+      .applyHost(
+        'm3',
+        hostSpec('group-a', 'dpu-3', 4, {
+          interfaces: [{ ...eth1, hostMAC: hostSpec('group-a', 'dpu-3', 4).hostMAC }],
+        }),
+      )
+      .catch((e) => e)
+    t.match(twice, { code: 'INVALID', issues: [{ path: 'interfaces' }] }, 'a MAC used twice: 400')
+  })
+
+  await t.test('dropping an interface detaches it; deleting the host deletes all', async (t) => {
+    await p.client.applyHost('m1', hostSpec('group-a', 'dpu-1', 1))
+    await until(
+      () => p.controller.store.getHost('m1-eth1'),
+      (h) => h === undefined,
+    )
+    t.pass('m1-eth1 is gone once dropped from the list')
+    t.equal((await ready('m1', 2))?.status.phase, 'Ready', 'the host stays Ready')
+    await p.client.applyHost('m1', m1)
+    t.ok(await ready('m1-eth1'), 'added again')
+    await p.client.deleteHost('m1')
+    for (const name of ['m1', 'm1-eth1']) {
+      await until(
+        () => p.controller.store.getHost(name),
+        (h) => h === undefined,
+      )
+      t.pass(`${name} is gone`)
+    }
+  })
+})
