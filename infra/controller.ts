@@ -167,6 +167,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
     policy: {
       dhcpServers: options.dhcpServers ?? [],
       ...(options.quotas ? { quotas: options.quotas } : {}),
+      fabric6: options.fabric.dummyIp6 !== undefined,
     },
     planner: createPlanner({
       store,

@@ -76,7 +76,7 @@ export class ObjectPlans {
   }
 
   async host(name: string, spec: unknown, caller: Caller): Promise<ChangePlan> {
-    const { request, group } = await hostRequestOf(this.#store, name, spec, caller)
+    const { request, group } = await hostRequestOf(this.#store, name, spec, caller, this.#policy)
     refuseInterfaceChange(await this.#store.getHost(name), name)
     const placed = placeHost(request, group, await this.#store.getDpu(request.dpu.id), caller)
     if (!placed.ok) throw new ValidationError(placed.issues)

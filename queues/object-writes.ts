@@ -46,6 +46,8 @@ export interface ClientPolicy {
    * `DEFAULT_QUOTAS`). They hold for an operator's request too: the quota is the tenant's.
    */
   readonly quotas?: Quotas
+  /** The fabric has IPv6 (`HYDRAZINE_FABRIC_DUMMY_IP6`): IPv6-only hosts may have access. */
+  readonly fabric6?: boolean
 }
 
 const OPERATOR: Caller = { kind: 'operator' }
@@ -154,7 +156,7 @@ export class ObjectWrites {
     options: { caller?: Caller } = {},
   ): Promise<Accepted<ManagedResource>> {
     const caller = options.caller ?? OPERATOR
-    const { request, group } = await hostRequestOf(this.#store, name, spec, caller)
+    const { request, group } = await hostRequestOf(this.#store, name, spec, caller, this.#policy)
     const before = await this.#store.getHost(name)
     refuseInterfaceChange(before, name)
     const interfaces = interfacesOf(name, request)
@@ -177,7 +179,13 @@ export class ObjectWrites {
 
   /** Refuses (as the PUT would) what placing the interface `port` of host `name` would. */
   async #checkInterface(name: string, port: InterfacePort, caller: Caller): Promise<void> {
-    const { request, group } = await hostRequestOf(this.#store, port.name, port.request, caller)
+    const { request, group } = await hostRequestOf(
+      this.#store,
+      port.name,
+      port.request,
+      caller,
+      this.#policy,
+    )
     port.group = group
     const existing = await this.#store.getHost(port.name)
     if (existing && existing.spec.interfaceOf !== name) {
@@ -386,6 +394,7 @@ export async function hostRequestOf(
   name: string,
   spec: unknown,
   caller: Caller,
+  policy: Pick<ClientPolicy, 'fabric6'> = {},
 ): Promise<{ request: ManagedResourceRequest; group: ResourceGroup }> {
   validate(Rfc1123Label, name, 'name')
   if (RESERVED_HOST_NAMES.has(name)) {
@@ -403,7 +412,11 @@ export async function hostRequestOf(
   if (group.deletion) {
     throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
   }
-  const issues = hostAddressIssues(request, { ...group.spec, name: group.name })
+  const issues = hostAddressIssues(
+    request,
+    { ...group.spec, name: group.name },
+    policy.fabric6 ?? false,
+  )
   if (issues.length > 0) {
     throw new ValidationError(issues.map((i) => ({ path: i.path.join('.'), message: i.message })))
   }

@@ -3,6 +3,7 @@
  * takes no second one: the host's own, its SLAAC address in a dual-stack group's
  * `network6`, its group's DHCP relay address on its DPU, and a public IP for PublicAccess.
  */
+import { isIP } from 'node:net'
 import type { HydrazineError } from '../../lib/errors.ts'
 import { eui64Address } from '../../lib/ipam/address.ts'
 import type { Allocation } from '../../lib/ipam/index.ts'
@@ -37,7 +38,8 @@ export async function allocateAddresses(
     return failOrRetry(error, failed)
   }
   const { spec } = host
-  // A host reached from the fabric is NATed, and OVN NATs IPv4 only.
+  // A host reached from the fabric takes an IPv4 address from its pool (its IPv6 one is
+  // its SLAAC address), so that both families can be NATed.
   const family = spec.hostAccess === 'None' ? {} : { version: 4 as const }
   const network6 = group.spec.network6
   // An IPv6-only group's host that names no address or pool: its SLAAC address is its own.
@@ -65,7 +67,10 @@ export async function allocateAddresses(
           })
           .catch(orFail)
       : undefined
-  if (spec.hostAccess === 'PublicAccess') await deps.ipam.allocatePublicIp(host.name).catch(orFail)
+  // An IPv6-only host takes no public IPv4 (its public IPv6 comes with publicip.allocate).
+  if (spec.hostAccess === 'PublicAccess' && isIP(address.ip) === 4) {
+    await deps.ipam.allocatePublicIp(host.name).catch(orFail)
+  }
   return {
     hostIp: address.ip,
     ...(v6 ? { hostIpv6: v6.ip } : {}),

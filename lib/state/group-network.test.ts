@@ -165,24 +165,32 @@ t.test('a host asks for a pool, or an address, its group allows', async (t) => {
   ])
 })
 
-t.test('a host of an IPv6-only group is reached inside it only', async (t) => {
-  const group = { name: 'g6', network6: { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' } }
-  t.same(hostAddressIssues({ hostAccess: 'None' }, group), [])
-  t.same(hostAddressIssues({}, group), [])
-  for (const access of ['FabricAccess', 'PublicAccess']) {
-    t.match(hostAddressIssues({ hostAccess: access }, group), [
-      { path: ['hostAccess'], message: /g6 is IPv6 only/ },
-    ])
-  }
-  t.same(
-    hostAddressIssues(
-      { hostAccess: 'PublicAccess' },
-      { ...group, network: { cidr: '10.0.0.0/24' } },
-    ),
-    [],
-    'a dual-stack group: fine',
-  )
-})
+t.test(
+  'a host of an IPv6-only group is reached inside it only, unless the fabric has IPv6',
+  async (t) => {
+    const group = { name: 'g6', network6: { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' } }
+    t.same(hostAddressIssues({ hostAccess: 'None' }, group), [])
+    t.same(hostAddressIssues({}, group), [])
+    for (const access of ['FabricAccess', 'PublicAccess']) {
+      t.match(hostAddressIssues({ hostAccess: access }, group), [
+        { path: ['hostAccess'], message: /g6 is IPv6 only/ },
+      ])
+    }
+    t.same(
+      hostAddressIssues(
+        { hostAccess: 'PublicAccess' },
+        { ...group, network: { cidr: '10.0.0.0/24' } },
+      ),
+      [],
+      'a dual-stack group: fine',
+    )
+    t.same(
+      hostAddressIssues({ hostAccess: 'FabricAccess' }, group, true),
+      [],
+      'an IPv6 fabric: fine',
+    )
+  },
+)
 
 t.test('a host names hostIP or pool, not both', async (t) => {
   const host = { resourceGroup: 'g1', hostMAC: '52:54:00:00:00:01', dpu: { id: 'dpu-1' } }

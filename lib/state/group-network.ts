@@ -215,7 +215,8 @@ export function reservationHolding(
  * Why a host's `pool`, `hostIP` or `hostAccess` does not fit its group's plan: a pool the
  * group does not have, an address it reserved (IPAM hands out neither), one in its
  * `network6` (where every host's address is its SLAAC one), or fabric or public access in
- * a group that is IPv6 only. Pure.
+ * a group that is IPv6 only while the fabric is not (`fabric6`: IPv6 leaves groups
+ * through NAT66). Pure.
  */
 export function hostAddressIssues(
   host: {
@@ -224,12 +225,14 @@ export function hostAddressIssues(
     readonly hostAccess?: string | undefined
   },
   group: GroupAddressPlan & { readonly name: string },
+  fabric6 = false,
 ): PlanIssue[] {
   const issues: PlanIssue[] = []
-  if (group.network === undefined && host.hostAccess !== undefined && host.hostAccess !== 'None') {
+  const access = host.hostAccess !== undefined && host.hostAccess !== 'None'
+  if (group.network === undefined && access && !fabric6) {
     issues.push({
       path: ['hostAccess'],
-      message: `resource group ${group.name} is IPv6 only: its hosts are reached inside it (None); the fabric and public IPs are IPv4`,
+      message: `resource group ${group.name} is IPv6 only and the fabric is not (no HYDRAZINE_FABRIC_DUMMY_IP6): its hosts are reached inside it only (None)`,
     })
   }
   const pools = new Set([DEFAULT_POOL, ...(group.pools ?? []).map((p) => p.name)])

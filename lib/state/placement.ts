@@ -143,10 +143,12 @@ export function placeHost(
       issues.push({ path: 'identifier', message: `DPU ${id} has no host ports in the inventory` })
     }
   }
-  if (request.hostAccess !== 'None' && inventory.fabricIps[1] === undefined) {
+  // An IPv6-only group's hosts leave through the DPU's IPv6 NAT address, others its NAT IP.
+  const ipv6Only = group.spec.network === undefined
+  if (request.hostAccess !== 'None' && !(ipv6Only ? inventory.natIp6 : inventory.fabricIps[1])) {
     issues.push({
       path: 'hostAccess',
-      message: `${request.hostAccess} needs a NAT IP, and DPU ${id} has none in the inventory`,
+      message: `${request.hostAccess} needs a${ipv6Only ? 'n IPv6 NAT address (natIp6)' : ' NAT IP'}, and DPU ${id} has none in the inventory`,
     })
   }
   if (issues.length > 0) return { ok: false, issues }

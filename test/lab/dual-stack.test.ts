@@ -9,7 +9,8 @@
  * the fabric router over BGP.
  *
  * group-a (10.10.10.0/24, fd00:10::/64): a1 (dpu 1), a2 (dpu 2). group-b, the same
- * networks: b1 (dpu 3). group-c, IPv6 only (fd00:10::/64 alone): c1 and c2 (dpu 4).
+ * networks: b1 (dpu 3). group-c, IPv6 only (fd00:10::/64 alone): c1 (FabricAccess) and c2
+ * (dpu 4).
  *
  * Run as root it must work (a lab that cannot start fails, saying why); without root it
  * is skipped, saying why (`lab-test.ts`).
@@ -210,7 +211,8 @@ await labTest('dual-stack: SLAAC addresses, IPv6 between hosts across DPUs', asy
       const mac = `0a:00:00:00:0c:0${n}`
       const host = await l.addHost({ dpu: 4, name: `c${n}`, mac, ipv6: true })
       c.push({ host, ip6: eui64Address(network6.cidr, mac) })
-      t.ok((await attachHost(l, host, 'group-c', undefined)).status < 300, `attach c${n}`)
+      const access = n === 1 ? 'FabricAccess' : 'None'
+      t.ok((await attachHost(l, host, 'group-c', undefined, access)).status < 300, `attach c${n}`)
     }
     const [c1, c2] = c
     if (!c1 || !c2) throw new Error('hosts missing')
@@ -224,5 +226,19 @@ await labTest('dual-stack: SLAAC addresses, IPv6 between hosts across DPUs', asy
     t.ok(await eventually(() => pings(c1.host.netns, c2.ip6), 30_000), 'c1 → c2 over IPv6')
     t.ok(await eventually(() => pings(c1.host.netns, network6.gateway), 20_000), 'c1 → its gateway')
     t.notOk(await pings(c1.host.netns, a1.ip6, 3), "c1 does not reach group-a's a1 (same /64)")
+    const dpu4 = l.dpus[3]
+    if (!dpu4) throw new Error('DPU 4 missing')
+    t.ok(
+      await eventually(() => pings(l.router.netns, dpu4.natIp6, 1), 20_000),
+      "c1 (FabricAccess, IPv6 only) is reached at its DPU's IPv6 NAT address",
+    )
+    const reached = await capture(c1.host.netns, `icmp6 and src host ${l.router.ip6}`, () =>
+      pings(l.router.netns, dpu4.natIp6, 1),
+    )
+    t.match(reached, `${l.router.ip6} > ${c1.ip6}`, 'by c1 itself')
+    t.ok(
+      await eventually(() => pings(c2.host.netns, l.router.internetIp6, 1), 20_000),
+      'c2 (None) goes out over IPv6',
+    )
   })
 })

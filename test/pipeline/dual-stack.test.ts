@@ -382,4 +382,30 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
   )
   t.equal((await frr.table()).get('2001:db8:ff::10/128'), undefined, 'a detach withdraws it')
   t.same(await p.client.publicIp('2001:db8:ff::10'), { ip: '2001:db8:ff::10', allocated: false })
+
+  await t.test('an IPv6-only host: its public /128 alone, via the IPv6 NAT address', async (t) => {
+    await p.client.applyGroup('group-6', { tenantId: 'tenant-a', network6: NETWORK6 })
+    await p.client.applyHost('host-6', { ...spec('PublicAccess'), resourceGroup: 'group-6' })
+    const ready = await until(
+      () => p.controller.store.getHost('host-6'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    t.match(
+      ready?.status.hostAccessIPs,
+      { hostIP: ip6, fabricIPv6: natIp6, publicIPv6: '2001:db8:ff::10' },
+      'Ready with its public IPv6',
+    )
+    t.notOk(ready?.status.hostAccessIPs?.publicIP, 'and no public IPv4: it has no IPv4')
+    t.same(await p.client.publicIp('203.0.113.7'), { ip: '203.0.113.7', allocated: false })
+    t.equal((await frr.table()).get('2001:db8:ff::10/128'), natIp6, 'the /128 is announced')
+    t.same(
+      await p.natRules(topologyNames.gatewayRouter('group-6', 'dpu-1')),
+      [
+        `dnat ${natIp6} ${ip6}`,
+        `dnat_and_snat 2001:db8:ff::10 ${ip6}`,
+        `snat ${natIp6} ${NETWORK6.cidr}`,
+      ],
+      'NAT66 only',
+    )
+  })
 })
