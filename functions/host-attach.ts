@@ -185,10 +185,15 @@ async function signalPublicIp(
 ): Promise<ChildRef[]> {
   // An IPv6-only host has no IPv4 to take a public IPv4 to.
   const natIp = isIP(addresses.hostIp) === 4 ? natIpOf(host) : undefined
-  const natIp6 = natIp6Of(deps, host, addresses)
+  // No IPv6 public pool at all: the host's IPv6 leaves through its DPU's NAT address only.
+  const pool6 = await deps.ipam.hasPublicIps(6)
+  const natIp6 = pool6 ? natIp6Of(deps, host, addresses) : undefined
   if (host.spec.hostAccess === 'PublicAccess' && (natIp || natIp6)) {
     const nat = { ...(natIp ? { natIp } : {}), ...(natIp6 ? { natIp6 } : {}) }
-    return [await addPublicIpAllocate(deps, host.name, host.specVersion, nat, host.attempt)]
+    const allocate = await addPublicIpAllocate(deps, host.name, host.specVersion, nat, host.attempt)
+    // IPv6 no longer leaves (the fabric or the group lost it): its public IPv6 goes.
+    const dropped = natIp6 ? [] : await releaseHeldPublicIps(deps, host, {}, [6])
+    return [allocate, ...dropped]
   }
   return releaseHeldPublicIps(deps, host, {
     ...(natIp ? { natIp } : {}),
@@ -263,6 +268,7 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
     ...(publicIp !== undefined ? { publicIp } : {}),
     ...(publicIp6 !== undefined ? { publicIp6 } : {}),
     ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
+    ...(announced?.announced && !announced.publicIp6 ? { clearPublicIp6: true } : {}),
     condition: agentConfigured(ack, bound, dpuId, logicalPort),
   })
   if (ack.ovnInstalled && !bound) {

@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
-import { HostDetachJob } from '../lib/jobs/index.ts'
+import { deletionVersion, HostDetachJob, jobId } from '../lib/jobs/index.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import type { ManagedResource } from '../lib/state/objects.ts'
 import { addIsolate, boundOnDpu, isolateAck } from './internal/agent-jobs.ts'
@@ -63,6 +63,7 @@ async function detach(
   }
   if (stepOf(job) === 'converge') {
     await reportDetaching(deps, host, force)
+    await detachInterfaces(deps, host, force)
     await leaveTopology(deps, host, force)
     const isolating = await isolate(deps, host, force)
     const withdrawing = await withdrawPublicIp(deps, host)
@@ -76,6 +77,23 @@ async function detach(
     await stillWaiting(job, token, deps.children)
   }
   return releaseWhenIsolated(deps, host, force)
+}
+
+/**
+ * The host's interfaces go with it, however its detach came (its DELETE, its group's
+ * deletion): each still its own is marked for deletion and its `host.detach` enqueued.
+ */
+async function detachInterfaces(deps: HandlerDeps, host: ManagedResource, force: boolean) {
+  for (const { name } of host.spec.interfaces ?? []) {
+    const own = await deps.store.getHost(`${host.name}-${name}`)
+    if (!own || own.spec.interfaceOf !== host.name) continue
+    await deps.store.requestDeletion('mr', own.name, force)
+    await deps.jobs.add(
+      'host.detach',
+      { host: own.name, specVersion: own.specVersion, force },
+      jobId('host.detach', own.name, deletionVersion(own.specVersion, force)),
+    )
+  }
 }
 
 /** The agent could not isolate the host (its `isolate` failed for good). */

@@ -7,18 +7,22 @@ import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/
 import { addFrrChange, frrAck } from './internal/public-ip-jobs.ts'
 
 /**
- * `publicip.release`: has FRR withdraw the host's `PublicIP/32` and `PublicIPv6/128`
+ * `publicip.release`: has FRR withdraw the host's `PublicIP/32` and `PublicIPv6/128` (or
+ * those of the payload's `families`)
  * (child jobs; their results are the acks that the prefixes left the BGP table), then
  * returns the addresses to their pools. The NAT rules go with the host's topology
  * (host.detach applies the group without them).
  */
 export function createPublicIpRelease(deps: Pick<HandlerDeps, 'ipam' | 'children'>) {
   return async function publicIpRelease(job: Job, token?: string): Promise<PublicIpResult> {
-    const { host: name, specVersion, natIp, natIp6 } = parsePayload(PublicIpReleaseJob, job)
+    const payload = parsePayload(PublicIpReleaseJob, job)
+    const { host: name, specVersion, natIp, natIp6, families = [4, 6] } = payload
     const held = [
-      { ip: await deps.ipam.publicIpOf(name), nextHop: natIp },
-      { ip: await deps.ipam.publicIpOf(name, 6), nextHop: natIp6 },
-    ].flatMap(({ ip, nextHop }) => (ip ? [{ ip, nextHop }] : []))
+      { ip: await deps.ipam.publicIpOf(name), nextHop: natIp, family: 4 },
+      { ip: await deps.ipam.publicIpOf(name, 6), nextHop: natIp6, family: 6 },
+    ].flatMap(({ ip, nextHop, family }) =>
+      ip && families.includes(family as 4 | 6) ? [{ ip, nextHop }] : [],
+    )
     if (stepOf(job) === 'converge') {
       if (held.length === 0) return { host: name, publicIp: null, announced: false }
       const withdraws = []
@@ -48,8 +52,8 @@ export function createPublicIpRelease(deps: Pick<HandlerDeps, 'ipam' | 'children
       if (ack.state === 'pending')
         throw new AwaitingAck(`FRR has not acked the withdrawal of ${ip}`)
     }
-    const released = await deps.ipam.releasePublicIp(name)
-    const released6 = await deps.ipam.releasePublicIp(name, 6)
+    const released = families.includes(4) ? await deps.ipam.releasePublicIp(name) : undefined
+    const released6 = families.includes(6) ? await deps.ipam.releasePublicIp(name, 6) : undefined
     const held4 = held.find(({ ip }) => !ip.includes(':'))?.ip
     const held6 = held.find(({ ip }) => ip.includes(':'))?.ip
     return {

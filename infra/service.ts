@@ -124,7 +124,9 @@ export async function startService(
         const consumer: FrrConsumer = await startFrrConsumer({
           connection,
           frr,
-          source: storeAnnouncementSource(controller.store, controller.ipam),
+          source: storeAnnouncementSource(controller.store, controller.ipam, {
+            fabric6: config.fabric.dummyIp6 !== undefined,
+          }),
           handler: createFrrSync({ frr }),
           onResync: (result) => {
             if (result.held.length > 0 || result.failed.length > 0) {

@@ -16,7 +16,9 @@ import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 import { NotFoundError, ValidationError, validate } from './client-errors.ts'
 import {
   type ClientPolicy,
+  checkInterfaces,
   hostRequestOf,
+  interfacesOf,
   refuseInterfaceChange,
   refuseOrphans,
   validGroupSpec,
@@ -77,30 +79,46 @@ export class ObjectPlans {
 
   async host(name: string, spec: unknown, caller: Caller): Promise<ChangePlan> {
     const { request, group } = await hostRequestOf(this.#store, name, spec, caller, this.#policy)
-    refuseInterfaceChange(await this.#store.getHost(name), name)
+    await refuseInterfaceChange(this.#store, await this.#store.getHost(name), name, 'change')
     const placed = placeHost(request, group, await this.#store.getDpu(request.dpu.id), caller)
     if (!placed.ok) throw new ValidationError(placed.issues)
     const tenant = group.spec.tenantId
+    const interfaces = interfacesOf(name, request)
+    if (interfaces.length > 0) {
+      const quota = { tenant, limits: limitsOf(this.#policy.quotas ?? DEFAULT_QUOTAS, tenant) }
+      const deps = { store: this.#store, policy: this.#policy, quota }
+      await checkInterfaces(deps, name, request, group, interfaces, caller)
+    }
     await this.#store.checkHost(name, placed.spec)
     await this.#store.checkHostQuotas(name, placed.spec, {
       tenant,
       limits: limitsOf(this.#policy.quotas ?? DEFAULT_QUOTAS, tenant),
     })
     const plan = await this.#plans.host(name, placed.spec)
-    return placed.dpuChange
-      ? {
-          ...plan,
-          notes: [...plan.notes, `the inventory would learn DPU ${request.dpu.id}'s fabric IPs`],
-        }
-      : plan
+    const notes = [
+      ...plan.notes,
+      ...(placed.dpuChange ? [`the inventory would learn DPU ${request.dpu.id}'s fabric IPs`] : []),
+      ...(interfaces.length > 0
+        ? [
+            `its interfaces are hosts of their own, each with its own plan: ${interfaces.map((i) => i.name).join(', ')}`,
+          ]
+        : []),
+    ]
+    return { ...plan, notes }
   }
 
   async hostDeletion(name: string): Promise<ChangePlan> {
     validate(Rfc1123Label, name, 'name')
-    refuseInterfaceChange(await this.#store.getHost(name), name)
+    const host = await this.#store.getHost(name)
+    await refuseInterfaceChange(this.#store, host, name, 'delete')
     const plan = await this.#plans.hostDeletion(name)
     if (!plan) throw new NotFoundError('managed resource', name)
-    return plan
+    const interfaces = (host?.spec.interfaces ?? []).map((i) => `${name}-${i.name}`)
+    if (interfaces.length === 0) return plan
+    return {
+      ...plan,
+      notes: [...plan.notes, `its interfaces would be deleted too: ${interfaces.join(', ')}`],
+    }
   }
 
   /** Registering or unregistering a public IP changes the pool only. */

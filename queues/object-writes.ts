@@ -22,6 +22,7 @@ import {
   cidrContains,
   type ManagedResource,
   ManagedResourceRequest,
+  type ManagedResourceSpec,
   type ResourceGroup,
   ResourceGroupSpec,
   Rfc1123Label,
@@ -158,42 +159,26 @@ export class ObjectWrites {
     const caller = options.caller ?? OPERATOR
     const { request, group } = await hostRequestOf(this.#store, name, spec, caller, this.#policy)
     const before = await this.#store.getHost(name)
-    refuseInterfaceChange(before, name)
+    await refuseInterfaceChange(this.#store, before, name, 'change')
     const interfaces = interfacesOf(name, request)
-    // Every interface must be placeable before anything is written.
-    for (const [i, port] of interfaces.entries()) {
-      await this.#checkInterface(name, port, caller).catch((error: unknown) => {
-        throw inInterface(error, i)
-      })
+    // Every interface must be placeable, alone and with the others, before anything is
+    // written.
+    if (interfaces.length > 0) {
+      await checkInterfaces(this.#interfaceDeps(group), name, request, group, interfaces, caller)
     }
     const accepted = await this.#putHost(name, request, group, caller)
-    for (const port of interfaces) {
-      await this.#putHost(port.name, port.request, port.group, caller, name)
-    }
     const kept = new Set(interfaces.map((p) => p.name))
     for (const old of interfaceNames(before)) {
       if (!kept.has(old)) await this.#deleteInterface(old, false)
     }
+    for (const port of interfaces) {
+      await this.#putHost(port.name, port.request, port.group, caller, name)
+    }
     return accepted
   }
 
-  /** Refuses (as the PUT would) what placing the interface `port` of host `name` would. */
-  async #checkInterface(name: string, port: InterfacePort, caller: Caller): Promise<void> {
-    const { request, group } = await hostRequestOf(
-      this.#store,
-      port.name,
-      port.request,
-      caller,
-      this.#policy,
-    )
-    port.group = group
-    const existing = await this.#store.getHost(port.name)
-    if (existing && existing.spec.interfaceOf !== name) {
-      throw new StoreConflict(`${port.name} is already in use`, 'Claimed')
-    }
-    const placed = placeHost(request, group, await this.#store.getDpu(request.dpu.id), caller)
-    if (!placed.ok) throw new ValidationError(placed.issues)
-    await this.#store.checkHost(port.name, { ...placed.spec, interfaceOf: name })
+  #interfaceDeps(group: ResourceGroup): InterfaceDeps {
+    return { store: this.#store, policy: this.#policy, quota: this.#quotaOf(group.spec.tenantId) }
   }
 
   /** An interface's own ManagedResource, marked for deletion (gone already: nothing). */
@@ -263,7 +248,7 @@ export class ObjectWrites {
     validate(Rfc1123Label, name, 'name')
     const force = options.force ?? false
     const host = await this.#store.getHost(name)
-    refuseInterfaceChange(host, name)
+    await refuseInterfaceChange(this.#store, host, name, 'delete')
     const accepted = await this.#deleteHost(name, force)
     for (const port of interfaceNames(host)) await this.#deleteInterface(port, force)
     return accepted
@@ -284,8 +269,84 @@ export class ObjectWrites {
   }
 }
 
+/** What checking a host's interfaces reads. */
+export interface InterfaceDeps {
+  readonly store: StateStore
+  readonly policy: ClientPolicy
+  /** The host's tenant's quota (its interfaces are in its tenant's groups). */
+  readonly quota: TenantQuota
+}
+
+/**
+ * Refuses (as the PUT would, naming `interfaces.<i>.<field>`) interfaces that cannot be
+ * placed: each on its own, then together with the host — one DPU serving two groups,
+ * one host port or NAT IP used twice, one DNS name twice in a group, the tenant's quota.
+ * Each checked interface's `group` is filled in.
+ */
+export async function checkInterfaces(
+  deps: InterfaceDeps,
+  name: string,
+  request: ManagedResourceRequest,
+  group: ResourceGroup,
+  interfaces: InterfacePort[],
+  caller: Caller,
+): Promise<void> {
+  const host = placeHost(request, group, await deps.store.getDpu(request.dpu.id), caller)
+  if (!host.ok) throw new ValidationError(host.issues)
+  const ports: PlacedPort[] = [{ name, path: '', group: group.name, spec: host.spec }]
+  for (const [i, port] of interfaces.entries()) {
+    const placed = await checkInterface(deps, name, port, group, caller).catch((error: unknown) => {
+      throw inInterface(error, i)
+    })
+    ports.push({
+      name: port.name,
+      path: `interfaces.${i}.`,
+      group: placed.resourceGroup,
+      spec: placed,
+    })
+  }
+  const clash = portClash(ports)
+  if (clash) throw new ValidationError([clash])
+  await deps.store.checkHostsQuotas(ports, deps.quota)
+}
+
+/** Refuses what placing the interface `port` of host `name` alone would refuse. */
+async function checkInterface(
+  deps: InterfaceDeps,
+  name: string,
+  port: InterfacePort,
+  hostGroup: ResourceGroup,
+  caller: Caller,
+): Promise<ManagedResourceSpec> {
+  const { request, group } = await hostRequestOf(
+    deps.store,
+    port.name,
+    port.request,
+    caller,
+    deps.policy,
+  )
+  if (group.spec.tenantId !== hostGroup.spec.tenantId) {
+    throw new ValidationError([
+      {
+        path: 'resourceGroup',
+        message: `must be a group of tenant ${hostGroup.spec.tenantId}, as the host's is`,
+      },
+    ])
+  }
+  port.group = group
+  const existing = await deps.store.getHost(port.name)
+  if (existing && existing.spec.interfaceOf !== name) {
+    throw new StoreConflict(`${port.name} is already in use`, 'Claimed')
+  }
+  const placed = placeHost(request, group, await deps.store.getDpu(request.dpu.id), caller)
+  if (!placed.ok) throw new ValidationError(placed.issues)
+  const spec = { ...placed.spec, interfaceOf: name }
+  await deps.store.checkHost(port.name, spec)
+  return spec
+}
+
 /** An interface of a host being placed: its own ManagedResource's name and request. */
-interface InterfacePort {
+export interface InterfacePort {
   readonly name: string
   readonly request: ManagedResourceRequest
   /** Its group, once checked. */
@@ -296,7 +357,7 @@ interface InterfacePort {
  * The interfaces a host request lists, each as the request of its own ManagedResource
  * `<host>-<name>`; a name that would not make a ManagedResource name is refused.
  */
-function interfacesOf(host: string, request: ManagedResourceRequest): InterfacePort[] {
+export function interfacesOf(host: string, request: ManagedResourceRequest): InterfacePort[] {
   return (request.interfaces ?? []).map(({ name, ...port }, i) => {
     const own = `${host}-${name}`
     if (!v.is(Rfc1123Label, own)) {
@@ -316,14 +377,65 @@ function interfaceNames(host: ManagedResource | undefined): string[] {
   return (host?.spec.interfaces ?? []).map((i) => `${host?.name}-${i.name}`)
 }
 
-/** An interface's own ManagedResource changes only through its host (409 otherwise). */
-export function refuseInterfaceChange(existing: ManagedResource | undefined, name: string): void {
+/**
+ * An interface's own ManagedResource changes only through its host (409 otherwise), and
+ * is deleted only through it while the host lives and lists it: one whose host is gone,
+ * being deleted, or no longer lists it may be deleted on its own.
+ */
+export async function refuseInterfaceChange(
+  store: Pick<StateStore, 'getHost'>,
+  existing: ManagedResource | undefined,
+  name: string,
+  change: 'change' | 'delete',
+): Promise<void> {
   const host = existing?.spec.interfaceOf
   if (host === undefined) return
+  if (change === 'delete') {
+    const owner = await store.getHost(host)
+    const listed = interfaceNames(owner).includes(name)
+    if (!owner || owner.deletion || !listed) return
+  }
   throw new StoreConflict(
-    `${name} is an interface of host ${host}: change or delete it through ${host}`,
+    `${name} is an interface of host ${host}: ${change} it through ${host}`,
     'Owned',
   )
+}
+
+/** A port being placed, with the field path its request's fields are named under. */
+interface PlacedPort {
+  readonly name: string
+  readonly path: string
+  readonly group: string
+  readonly spec: ManagedResourceSpec
+}
+
+/**
+ * The first clash between ports of one host placed together, as a refusal naming the
+ * later port's field; undefined when they fit. A DPU follows one group's central, a host
+ * port and (with access) a DPU's NAT IP serve one port, a DNS name one host of a group.
+ */
+function portClash(ports: readonly PlacedPort[]): { path: string; message: string } | undefined {
+  for (const [i, b] of ports.entries()) {
+    for (const a of ports.slice(0, i)) {
+      if (b.group === a.group && (b.spec.hostname ?? b.name) === (a.spec.hostname ?? a.name))
+        return { path: `${b.path}hostname`, message: `is ${a.name}'s DNS name in ${b.group} too` }
+      const dpu = b.spec.dpu.id
+      if (dpu !== a.spec.dpu.id) continue
+      if (b.group !== a.group)
+        return {
+          path: `${b.path}dpu.id`,
+          message: `DPU ${dpu} serves ${a.name} in ${a.group}: a DPU follows one group, so ports in two groups need two DPUs`,
+        }
+      if (b.spec.identifier === a.spec.identifier)
+        return { path: `${b.path}identifier`, message: `${a.name} uses DPU ${dpu}'s host port too` }
+      if (b.spec.hostAccess !== 'None' && a.spec.hostAccess !== 'None')
+        return {
+          path: `${b.path}hostAccess`,
+          message: `DPU ${dpu}'s NAT IP serves ${a.name} already: one port per DPU may have access`,
+        }
+    }
+  }
+  return undefined
 }
 
 /** An interface's refusal, its fields named under `interfaces.<i>`. */

@@ -5,10 +5,15 @@ import type { StateStore } from '../../lib/state/store.ts'
 /**
  * What FRR must announce, from the state Hydrazine keeps: every allocated public IP whose
  * host still exists and still asks for PublicAccess, as `PublicIP/32` via that host's DPU
- * NAT IP (an IPv6 one as `/128` via the DPU's IPv6 NAT address). (A host whose access was lowered holds its IP only until `publicip.release`
- * returns it: a resync in that gap must not announce it again.)
+ * NAT IP — an IPv6 one as `/128` via the DPU's IPv6 NAT address, while the fabric has
+ * IPv6 (`fabric6`, default true). (A host whose access was lowered holds its IP only until
+ * `publicip.release` returns it: a resync in that gap must not announce it again.)
  */
-export function storeAnnouncementSource(store: StateStore, ipam: Ipam): AnnouncementSource {
+export function storeAnnouncementSource(
+  store: StateStore,
+  ipam: Ipam,
+  options: { readonly fabric6?: boolean } = { fabric6: true },
+): AnnouncementSource {
   return {
     async desired() {
       const out: Announcement[] = []
@@ -16,6 +21,8 @@ export function storeAnnouncementSource(store: StateStore, ipam: Ipam): Announce
         if (!pip.allocatedTo) continue
         const host = await store.getHost(pip.allocatedTo)
         const v6 = pip.ip.includes(':')
+        // Without an IPv6 fabric no NAT66 rule leads a /128 anywhere.
+        if (v6 && !options.fabric6) continue
         const natIp = v6 ? host?.spec.dpu.natIp6 : host?.spec.dpu.ips[1]
         if (!host || host.deletion || host.spec.hostAccess !== 'PublicAccess' || !natIp) continue
         out.push({ prefix: publicPrefix(pip.ip), nextHop: natIp })

@@ -40,7 +40,8 @@ export async function allocateAddresses(
   const { spec } = host
   // A host reached from the fabric takes an IPv4 address from its pool (its IPv6 one is
   // its SLAAC address), so that both families can be NATed.
-  const family = spec.hostAccess === 'None' ? {} : { version: 4 as const }
+  const family =
+    spec.hostAccess === 'None' || group.spec.network === undefined ? {} : { version: 4 as const }
   const network6 = group.spec.network6
   // An IPv6-only group's host that names no address or pool: its SLAAC address is its own.
   const slaacOnly = network6 && ownsSlaacAddress(group.spec, spec)

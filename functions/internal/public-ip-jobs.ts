@@ -46,12 +46,13 @@ export function addPublicIpAllocate(
   )
 }
 
-/** Has the host's public IPs (both families) withdrawn and returned to the pool. */
+/** Has the host's public IPs (of `families`, default both) withdrawn and returned to the pool. */
 export function addPublicIpRelease(
   deps: Pick<HandlerDeps, 'children'>,
   host: string,
   specVersion: number,
   nat: NatAddresses,
+  families?: readonly (4 | 6)[],
 ): Promise<ChildRef> {
   return deps.children.add(
     CONTROLLER_QUEUE,
@@ -61,26 +62,27 @@ export function addPublicIpRelease(
       specVersion,
       ...(nat.natIp ? { natIp: nat.natIp } : {}),
       ...(nat.natIp6 ? { natIp6: nat.natIp6 } : {}),
+      ...(families ? { families } : {}),
     },
     { jobId: jobId('publicip.release', host, specVersion) },
   )
 }
 
 /**
- * `publicip.release` when the host holds a public IP of either family, else nothing: its
- * addresses go back to their pools once FRR has withdrawn them (announced via `nat`).
+ * `publicip.release` when the host holds a public IP of one of `families` (default both),
+ * else nothing: its addresses go back to their pools once FRR has withdrawn them
+ * (announced via `nat`).
  */
 export async function releaseHeldPublicIps(
   deps: Pick<HandlerDeps, 'children' | 'ipam'>,
   host: { readonly name: string; readonly specVersion: number },
   nat: NatAddresses,
+  families: readonly (4 | 6)[] = [4, 6],
 ): Promise<ChildRef[]> {
-  const [held, held6] = await Promise.all([
-    deps.ipam.publicIpOf(host.name),
-    deps.ipam.publicIpOf(host.name, 6),
-  ])
-  if (!held && !held6) return []
-  return [await addPublicIpRelease(deps, host.name, host.specVersion, nat)]
+  const held = await Promise.all(families.map((f) => deps.ipam.publicIpOf(host.name, f)))
+  if (held.every((ip) => ip === undefined)) return []
+  const only = families.length < 2 ? families : undefined
+  return [await addPublicIpRelease(deps, host.name, host.specVersion, nat, only)]
 }
 
 /** The `publicip.allocate` result for the host at this spec version and attempt. */

@@ -29,6 +29,8 @@ export interface HostStatusChange {
   readonly publicIp6?: string
   /** The host no longer has a public IP (its access was lowered). */
   readonly clearPublicIp?: boolean
+  /** The host no longer has a public IPv6 address (IPv6 no longer leaves its group). */
+  readonly clearPublicIp6?: boolean
   /** The attempt this report is from (default 1); an older attempt's report is dropped. */
   readonly attempt?: number
 }
@@ -64,7 +66,9 @@ export async function setHostStatus(
       // the fabric IP); the public IP stays until it is released.
       ...(change.hostAccessIPs ? {} : kept),
       ...(previousPublicIp && !change.clearPublicIp ? { publicIP: previousPublicIp } : {}),
-      ...(previousPublicIp6 && !change.clearPublicIp ? { publicIPv6: previousPublicIp6 } : {}),
+      ...(previousPublicIp6 && !change.clearPublicIp && !change.clearPublicIp6
+        ? { publicIPv6: previousPublicIp6 }
+        : {}),
       ...change.hostAccessIPs,
       ...(change.publicIp ? { publicIP: change.publicIp } : {}),
       ...(change.publicIp6 ? { publicIPv6: change.publicIp6 } : {}),

@@ -67,6 +67,11 @@ export function createPublicIps(redis: RedisClient, prefix: string) {
       return hex === null ? undefined : format(hex)
     },
 
+    /** Whether the pool of `family` has any address registered (free or not). */
+    async hasPublicIps(family: 4 | 6 = 4): Promise<boolean> {
+      return (await redis.hlen(keys[family].registry)) > 0
+    },
+
     /** The public IP of `family` the next allocation would hand out (the lowest free), or undefined. */
     async nextPublicIp(family: 4 | 6 = 4): Promise<string | undefined> {
       const [hex] = await redis.zrange(keys[family].free, '0', '0')

@@ -58,6 +58,8 @@ export const PublicIpReleaseJob = v.strictObject({
   specVersion,
   natIp: v.optional(Ipv4),
   natIp6: v.optional(Ipv6),
+  /** The families whose public IP goes (default both): 6 alone when IPv6 no longer leaves. */
+  families: v.optional(v.array(v.picklist([4, 6]))),
 })
 export const ReconcileJob = v.strictObject({})
 /** `dpu.health` (repeatable): the DPUs' heartbeats against their hosts' status. */

@@ -168,6 +168,31 @@ export async function checkQuotas(
   })
 }
 
+/**
+ * Checks, without writing, that several objects fit their quotas together: each guard's
+ * set, with those of `entries` not in it yet, must stay under its limit.
+ */
+export async function checkQuotasTogether(
+  redis: RedisClient,
+  entries: readonly { readonly name: string; readonly guards: readonly QuotaGuard[] }[],
+): Promise<void> {
+  const byKey = new Map<string, { guard: QuotaGuard; names: string[] }>()
+  for (const { name, guards } of entries) {
+    for (const guard of guards) {
+      const seen = byKey.get(guard.key) ?? { guard, names: [] }
+      seen.names.push(name)
+      byKey.set(guard.key, seen)
+    }
+  }
+  for (const { guard, names } of byKey.values()) {
+    const members = await redis.smismember(guard.key, ...names)
+    const newcomers = members.filter((m) => Number(m) === 0).length
+    if (newcomers > 0 && (await redis.scard(guard.key)) + newcomers > guard.fewerThan) {
+      throw new QuotaExceeded(guard.quota, guard.tenant, guard.fewerThan)
+    }
+  }
+}
+
 /** Hosts that leave the tenant without their own purge (their group was purged). */
 export async function uncountHosts(
   redis: RedisClient,

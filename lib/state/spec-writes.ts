@@ -24,6 +24,7 @@ import type {
 } from './objects.ts'
 import {
   checkQuotas,
+  checkQuotasTogether,
   hostQuotaWrite,
   type QuotaGuard,
   type QuotaLimits,
@@ -211,6 +212,20 @@ export class SpecWrites {
   /** Refuses (QuotaExceeded) what `host` would refuse for a quota, writing nothing. */
   checkHostQuotas(name: string, spec: ManagedResourceSpec, quota: TenantQuota): Promise<void> {
     return checkQuotas(this.#redis, name, hostQuotaWrite(this.#keys.prefix, spec, quota).guards)
+  }
+
+  /** Refuses (QuotaExceeded) hosts that would not fit the tenant's quotas together. */
+  checkHostsQuotas(
+    hosts: readonly { readonly name: string; readonly spec: ManagedResourceSpec }[],
+    quota: TenantQuota,
+  ): Promise<void> {
+    return checkQuotasTogether(
+      this.#redis,
+      hosts.map(({ name, spec }) => ({
+        name,
+        guards: hostQuotaWrite(this.#keys.prefix, spec, quota).guards,
+      })),
+    )
   }
 
   /**

@@ -160,6 +160,14 @@ export class StateStore {
     return this.#specs.checkHostQuotas(name, spec, quota)
   }
 
+  /** Refuses (QuotaExceeded) hosts that would not fit the tenant's quotas together. */
+  checkHostsQuotas(
+    hosts: readonly { readonly name: string; readonly spec: ManagedResourceSpec }[],
+    quota: TenantQuota,
+  ): Promise<void> {
+    return this.#specs.checkHostsQuotas(hosts, quota)
+  }
+
   /** Refuses what `putHost` would refuse for deletion, immutable parts or claims; writes nothing. */
   checkHost(name: string, spec: ManagedResourceSpec): Promise<void> {
     return this.#specs.checkHost(name, spec)

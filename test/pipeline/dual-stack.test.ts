@@ -408,4 +408,64 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
       'NAT66 only',
     )
   })
+
+  await t.test("a group that drops network6 gives its hosts' public IPv6 back", async (t) => {
+    await p.client.deleteHost('host-6')
+    await until(
+      () => p.controller.store.getHost('host-6'),
+      (h) => h === undefined,
+    )
+    await p.client.registerPublicIp('2001:db8:ff::11')
+    await p.client.applyHost('host-p', spec('PublicAccess'))
+    const withV6 = await until(
+      () => p.controller.store.getHost('host-p'),
+      (h) => h?.status.phase === 'Ready' && h.status.hostAccessIPs?.publicIPv6 !== undefined,
+    )
+    const held = withV6?.status.hostAccessIPs?.publicIPv6 ?? ''
+    t.match(held, /^2001:db8:ff::1[01]$/, 'it holds one')
+    await p.client.applyGroup('group-p', groupSpec())
+    const without = await until(
+      () => p.controller.store.getHost('host-p'),
+      (h) => h?.status.phase === 'Ready' && h.status.hostAccessIPs?.hostIPv6 === undefined,
+    )
+    t.notOk(without?.status.hostAccessIPs?.publicIPv6, 'network6 gone: no public IPv6 in status')
+    t.same(
+      await until(
+        () => p.client.publicIp(held),
+        (ip) => ip?.allocated === false,
+      ),
+      { ip: held, allocated: false },
+      'back in the pool',
+    )
+    t.equal((await frr.table()).get(`${held}/128`), undefined, 'and withdrawn')
+    t.equal((await frr.table()).get('203.0.113.7/32'), natIp, 'its /32 stays')
+  })
+})
+
+t.test('an IPv6 fabric without an IPv6 public pool: PublicAccess is IPv4 only', async (t) => {
+  const p = await startPipeline(t, { frr: true, fabric6: true })
+  await p.agent('dpu-1')
+  const frr = await startPipelineFrr(t, p)
+  const [encap, natIp] = dpuFabricIps('dpu-1')
+  await p.client.applyDpu('dpu-1', {
+    fabricIps: [encap, natIp],
+    natIp6: 'fd00:fab::65',
+    hostPorts: ['pf0hpf'],
+  })
+  await p.client.registerPublicIp('203.0.113.7')
+  await p.client.applyGroup('group-p', { ...groupSpec(), network6: NETWORK6 })
+  await p.client.applyHost('host-p', {
+    resourceGroup: 'group-p',
+    hostMAC: '0a:00:00:00:00:07',
+    dpu: { id: 'dpu-1' },
+    hostAccess: 'PublicAccess',
+  })
+  const host = await until(
+    () => p.controller.store.getHost('host-p'),
+    (h) => h?.status.phase === 'Ready' || h?.status.phase === 'Failed',
+  )
+  t.equal(host?.status.phase, 'Ready', 'Ready: no IPv6 pool is no failure')
+  t.match(host?.status.hostAccessIPs, { publicIP: '203.0.113.7', fabricIPv6: 'fd00:fab::65' })
+  t.notOk(host?.status.hostAccessIPs?.publicIPv6, 'no public IPv6')
+  t.equal((await frr.table()).get('203.0.113.7/32'), natIp, 'the /32 is announced')
 })

@@ -3,7 +3,7 @@
  * agents: each interface is a ManagedResource of its own (`<host>-<name>`), its own port in
  * its own group's switch, Ready on its own DPU; only its host changes or deletes it; a refused
  * interface leaves nothing written; dropping an interface from the list detaches it, and
- * deleting the host deletes them all.
+ * deleting the host, or the host's group, deletes them all.
  */
 import t from 'tap'
 import { topologyNames } from '../../lib/ovn/index.ts'
@@ -96,6 +96,24 @@ t.test('a host on two groups through two interfaces', async (t) => {
     t.match(twice, { code: 'INVALID', issues: [{ path: 'interfaces' }] }, 'a MAC used twice: 400')
   })
 
+  await t.test('interfaces that cannot sit together are refused, naming the field', async (t) => {
+    const refused = async (interfaces: unknown[]) =>
+      p.client.applyHost('m4', hostSpec('group-a', 'dpu-3', 5, { interfaces })).catch((e) => e)
+    const onDpu3 = { ...eth1, dpu: { id: 'dpu-3', ips: dpuFabricIps('dpu-3') }, hostIP: undefined }
+    t.match(
+      await refused([onDpu3]),
+      { code: 'INVALID', issues: [{ path: 'interfaces.0.dpu.id', message: /one group/ }] },
+      "on the host's DPU in another group: a DPU follows one group",
+    )
+    await p.client.applyGroup('group-t', groupSpec('tenant-t', '10.30.30.0/24', '10.30.30.1'))
+    t.match(
+      await refused([{ ...eth1, resourceGroup: 'group-t', hostIP: undefined }]),
+      { code: 'INVALID', issues: [{ path: 'interfaces.0.resourceGroup', message: /tenant-a/ }] },
+      "in another tenant's group",
+    )
+    t.equal(await p.controller.store.getHost('m4'), undefined, 'nothing written')
+  })
+
   await t.test('dropping an interface detaches it; deleting the host deletes all', async (t) => {
     await p.client.applyHost('m1', hostSpec('group-a', 'dpu-1', 1))
     await until(
@@ -107,6 +125,19 @@ t.test('a host on two groups through two interfaces', async (t) => {
     await p.client.applyHost('m1', m1)
     t.ok(await ready('m1-eth1'), 'added again')
     await p.client.deleteHost('m1')
+    for (const name of ['m1', 'm1-eth1']) {
+      await until(
+        () => p.controller.store.getHost(name),
+        (h) => h === undefined,
+      )
+      t.pass(`${name} is gone`)
+    }
+  })
+
+  await t.test("deleting the host's group deletes its interfaces too", async (t) => {
+    await p.client.applyHost('m1', m1)
+    t.ok(await ready('m1-eth1'), 'm1-eth1 is Ready')
+    await p.client.deleteGroup('group-a')
     for (const name of ['m1', 'm1-eth1']) {
       await until(
         () => p.controller.store.getHost(name),

@@ -440,6 +440,14 @@ t.test('with fabric IPv6, routed IPv6 leaves through its DPU (NAT66), like IPv4'
     [{ host: 'h1', message: /no IPv6 NAT address/ }],
     'a PublicAccess host whose DPU has no IPv6 NAT address is named',
   )
+  t.notOk(
+    noNat6.rows.some(
+      (r) =>
+        (r.table === 'Logical_Router_Static_Route' && r.row.ip_prefix === '::/0') ||
+        (r.table === 'Logical_Router_Policy' && r.row.match?.startsWith('ip6')),
+    ),
+    'and IPv6 leaves through no DPU without one: untranslated, it would carry shared addresses',
+  )
   t.throws(
     () =>
       compileGroupTopology({

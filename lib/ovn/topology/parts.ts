@@ -58,10 +58,10 @@ function subnetsOf(spec: GroupTopologySpec): GroupSubnet[] {
   ]
   for (const [i, s] of subnets.entries()) {
     const [transit6] = TRANSIT6_NETWORK.split('/')
-    if (
-      inSubnet(transit6 ?? '', s.cidr) ||
-      inSubnet(s.cidr.split('/')[0] ?? '', TRANSIT6_NETWORK)
-    ) {
+    const onTransit =
+      inSubnet(transit6 ?? '', s.cidr) || inSubnet(s.cidr.split('/')[0] ?? '', TRANSIT6_NETWORK)
+    // Only IPv6 that leaves the group uses the transit /126s.
+    if (spec.dummyFabricIp6 && onTransit) {
       throw new InvalidTopologySpec(
         g,
         `subnet ${s.cidr} overlaps ${TRANSIT6_NETWORK}, kept for transit links`,
@@ -310,16 +310,25 @@ export function groupParts(spec: GroupTopologySpec) {
     const gwKey = `gw/${dpu}`
     const v6 = f.family === 'ip6'
     const any = v6 ? '::/0' : '0.0.0.0/0'
-    for (const s of f.routed) b.route(rows, gwKey, s.cidr, f.lrSide, dpu, dpuIds)
-    if (f.fabricGateway) b.route(rows, gwKey, any, f.fabricGateway, dpu, dpuIds)
-    b.route(rows, lrKey, any, f.gwSide, dpu, dpuIds)
-
     const natIps = new Set(members.flatMap((m) => f.natIpOf(m) ?? []))
     if (natIps.size > 1) {
       const what = v6 ? 'IPv6 NAT address' : 'NAT IP'
       throw new NatConflict(g, dpu, `members disagree on the ${what} (${[...natIps].join(', ')})`)
     }
     const natIp = [...natIps][0]
+    // A DPU without an IPv6 NAT address takes no IPv6 out: the group's addresses (which
+    // other groups may share) never reach the fabric untranslated.
+    if (v6 && !natIp) {
+      for (const m of members) {
+        if (m.access === 'None' || f.hostIpOf(m) === undefined) continue
+        const message = `host ${m.hostName} needs ${m.access} but the DPU has no IPv6 NAT address; its IPv6 stays in the group`
+        problem(draft, new NatConflict(g, dpu, message), m.hostName)
+      }
+      return
+    }
+    for (const s of f.routed) b.route(rows, gwKey, s.cidr, f.lrSide, dpu, dpuIds)
+    if (f.fabricGateway) b.route(rows, gwKey, any, f.fabricGateway, dpu, dpuIds)
+    b.route(rows, lrKey, any, f.gwSide, dpu, dpuIds)
     if (natIp) for (const s of f.routed) b.nat(rows, gwKey, 'snat', natIp, s.cidr, dpuIds)
     const externals = new Map<string, string>()
     const inbound = (
@@ -352,9 +361,7 @@ export function groupParts(spec: GroupTopologySpec) {
       )
       if (m.access === 'None') continue
       if (!natIp) {
-        const message = v6
-          ? `host ${m.hostName} needs ${m.access} but the DPU has no IPv6 NAT address; its IPv6 gets no NAT`
-          : `host ${m.hostName} needs ${m.access} but the DPU has no NAT IP; it gets no NAT`
+        const message = `host ${m.hostName} needs ${m.access} but the DPU has no NAT IP; it gets no NAT`
         problem(draft, new NatConflict(g, dpu, message), m.hostName)
         continue
       }
