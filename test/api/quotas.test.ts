@@ -144,6 +144,20 @@ t.test('per-tenant quotas of groups, hosts and public IPs', async (t) => {
           hostAccess: 'FabricAccess',
           ...extra,
         })
+      const nothing = await stored(p)
+      const port = (n: number) => {
+        const { resourceGroup, hostMAC, dpu } = hostSpec('group-a2', `dpu-${n}`, n)
+        return { name: `eth${n}`, resourceGroup, hostMAC, dpu }
+      }
+      const wide = await call(
+        'PUT',
+        '/v1/managed-resources/host-0',
+        hostSpec('group-a1', 'dpu-7', 7, { interfaces: [port(8), port(9)] }),
+      )
+      t.equal(wide.status, 403, 'a host whose interfaces together pass the quota: refused')
+      t.match(wide.json.error.message, /quota "hosts" of 2/)
+      t.same(await stored(p), nothing, 'nothing stored, nothing enqueued')
+
       t.equal((await call('PUT', '/v1/managed-resources/host-1', host(1))).status, 202)
       t.equal((await call('PUT', '/v1/managed-resources/host-2', host(2))).status, 202)
 
