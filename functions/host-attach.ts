@@ -185,15 +185,19 @@ async function signalPublicIp(
 ): Promise<ChildRef[]> {
   // An IPv6-only host has no IPv4 to take a public IPv4 to.
   const natIp = isIP(addresses.hostIp) === 4 ? natIpOf(host) : undefined
-  // No IPv6 public pool at all: the host's IPv6 leaves through its DPU's NAT address only.
-  const pool6 = await deps.ipam.hasPublicIps(6)
-  const natIp6 = pool6 ? natIp6Of(deps, host, addresses) : undefined
-  if (host.spec.hostAccess === 'PublicAccess' && (natIp || natIp6)) {
-    const nat = { ...(natIp ? { natIp } : {}), ...(natIp6 ? { natIp6 } : {}) }
-    const allocate = await addPublicIpAllocate(deps, host.name, host.specVersion, nat, host.attempt)
+  const natIp6 = natIp6Of(deps, host, addresses)
+  if (host.spec.hostAccess === 'PublicAccess') {
+    // No IPv6 public pool at all: a dual-stack host's IPv6 leaves through its DPU's NAT
+    // address only (an IPv6-only host's allocation fails, saying the pool is exhausted).
+    const public6 = natIp6 && (!natIp || (await deps.ipam.hasPublicIps(6))) ? natIp6 : undefined
+    const nat = { ...(natIp ? { natIp } : {}), ...(public6 ? { natIp6: public6 } : {}) }
+    const allocate =
+      natIp || public6
+        ? [await addPublicIpAllocate(deps, host.name, host.specVersion, nat, host.attempt)]
+        : []
     // IPv6 no longer leaves (the fabric or the group lost it): its public IPv6 goes.
-    const dropped = natIp6 ? [] : await releaseHeldPublicIps(deps, host, {}, [6])
-    return [allocate, ...dropped]
+    const dropped = public6 ? [] : await releaseHeldPublicIps(deps, host, {}, [6])
+    return [...allocate, ...dropped]
   }
   return releaseHeldPublicIps(deps, host, {
     ...(natIp ? { natIp } : {}),

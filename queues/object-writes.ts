@@ -7,7 +7,7 @@
  */
 import type { Queue } from 'bullmq'
 import * as v from 'valibot'
-import { isStaleIpv6, networkSpecOf } from '../functions/internal/network.ts'
+import { IPV6_OWNERS, networkSpecOf } from '../functions/internal/network.ts'
 import {
   type ControllerJobs,
   queueJobs,
@@ -460,9 +460,9 @@ export async function refuseOrphans(
   spec: ResourceGroupSpec,
 ): Promise<void> {
   // A host's SLAAC address follows network6: a moved or removed one gives it back.
-  const orphans = (await addresses.orphans(name, networkSpecOf({ spec }))).filter(
-    (o) => !isStaleIpv6(o.owner, o.ip, spec.network6),
-  )
+  const orphans = await addresses.orphans(name, networkSpecOf({ spec }), {
+    releaseDropped: IPV6_OWNERS,
+  })
   if (orphans.length === 0) return
   const subnets = [
     ...(spec.network ? [{ cidr: spec.network.cidr, path: 'network.gateway' }] : []),

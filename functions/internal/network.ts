@@ -72,7 +72,7 @@ export interface SlaacChange {
 
 /**
  * What `network6` does to the SLAAC address `held` by a member with `mac` (`ipv6/<host>`):
- * one the network6 no longer holds is given back (`isStaleIpv6`), and one in it is taken
+ * one the network6 no longer holds is given back (as IPAM does, `IPV6_OWNERS`), and one in it is taken
  * from the MAC's EUI-64 identifier when the member holds none there. Pure.
  *
  * @example
@@ -91,19 +91,6 @@ export function slaacChangeOf(
     ...(held !== undefined ? { release: held } : {}),
     ...(allocate !== undefined ? { allocate, ip6: allocate } : {}),
   }
-}
-
-/**
- * A host's SLAAC address (`ipv6/<host>`) its group's `network6` no longer holds: removed or
- * moved. It is given back when the group's new spec is applied, never an orphan to refuse
- * the spec for (one the new network6 still holds stays the host's).
- */
-export function isStaleIpv6(
-  owner: string,
-  ip: string,
-  network6: { readonly cidr: string } | undefined,
-): boolean {
-  return ipv6HostOf(owner) !== undefined && !(network6 && cidrContains(network6.cidr, ip))
 }
 
 /**

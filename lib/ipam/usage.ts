@@ -11,6 +11,7 @@
 import { type Address, containsAddress, formatIp, fromHex, type Span, spanSize } from './address.ts'
 import {
   compile,
+  droppedSpans,
   type Layout,
   type NetworkSpec,
   normalizeNetwork,
@@ -20,6 +21,7 @@ import {
 } from './definition.ts'
 import { Conflict, NotFound } from './errors.ts'
 import { type LayoutCache, MAX_ATTEMPTS } from './layout-cache.ts'
+import type { DefineOptions } from './networks.ts'
 
 /** Largest subnet drawn one character per address; larger ones are drawn as runs. */
 export const MAX_PLAIN_MAP = 1024
@@ -111,17 +113,29 @@ export function createUsage(layouts: LayoutCache) {
     },
 
     /**
-     * What `defineNetwork(network, spec)` would refuse to leave behind: each held address
-     * the new definition drops or reserves (a new gateway). Empty for a network that does
-     * not exist yet. Throws what `defineNetwork` throws for an invalid definition.
+     * What `defineNetwork(network, spec, options)` would refuse to leave behind: each held
+     * address the new definition drops or reserves (a new gateway) — but for those of the
+     * owners `options.releaseDropped` names in dropped subnets, which it gives back. Empty
+     * for a network that does not exist yet. Throws what `defineNetwork` throws for an
+     * invalid definition.
      */
-    async orphans(network: string, spec: NetworkSpec): Promise<Orphan[]> {
+    async orphans(
+      network: string,
+      spec: NetworkSpec,
+      options: DefineOptions = {},
+    ): Promise<Orphan[]> {
       const next = compile(network, normalizeNetwork(spec))
       const { layout, held } = await snapshot(network)
       if (layout === undefined) return []
       const vacated = vacatedSpans(layout, next)
+      const prefix = options.releaseDropped?.ownerPrefix
+      const dropped = prefix === undefined ? [] : droppedSpans(layout, next)
+      const givenBack = (h: Held) =>
+        prefix !== undefined &&
+        h.owner.startsWith(prefix) &&
+        dropped.some((span) => containsAddress(span, h.address))
       return held
-        .filter((h) => vacated.some((span) => containsAddress(span, h.address)))
+        .filter((h) => vacated.some((span) => containsAddress(span, h.address)) && !givenBack(h))
         .sort(byAddress)
         .map((h) => ({ owner: h.owner, ip: formatIp(h.address) }))
     },

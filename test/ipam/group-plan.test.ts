@@ -67,6 +67,17 @@ t.test('a changed plan keeps held addresses; orphans names what would go', async
     message: /10\.1\.0\.5 is held by b/,
   })
   t.same(await ipam.orphans('nothing-yet', dropped), [], 'a new network orphans nothing')
+  const released = { releaseDropped: { ownerPrefix: 'b' } }
+  t.same(
+    await ipam.orphans('g', dropped, released),
+    [],
+    'owners whose dropped addresses defineNetwork gives back are no orphans',
+  )
+  t.same(
+    await ipam.orphans('g', dropped, { releaseDropped: { ownerPrefix: 'ipv6/' } }),
+    [{ owner: 'b', ip: '10.1.0.5' }],
+    'other owners still are',
+  )
 
   const usage = await ipam.usage('g')
   t.equal(usage.subnets[0]?.map, 'XX........+.+..X', '+ a (reserved now, still its own), c')
