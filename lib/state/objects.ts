@@ -276,7 +276,7 @@ const POOL_OR_ADDRESS = 'give hostIP or pool, not both'
 const accessWithIpv4 = (m: PortChoice & { readonly hostAccess: string }) =>
   m.hostAccess === 'None' || m.hostIP === undefined || isIP(m.hostIP) === 4
 const ACCESS_WITH_IPV4 =
-  'IPv6 hosts cannot have FabricAccess or PublicAccess: the fabric and public addresses are IPv4 (no NAT64)'
+  "a host whose hostIP is IPv6 cannot have FabricAccess or PublicAccess: its access follows its IPv4 address (only an IPv6-only group's hosts, on an IPv6 fabric, have IPv6 access alone)"
 
 /** At most this many interfaces beside a host's own port. */
 export const MAX_HOST_INTERFACES = 8

@@ -171,7 +171,7 @@ const problems: {
     problem: {
       code: 'IPV6_NAT_UNSUPPORTED',
       host: 'h1',
-      message: /has no IPv4 address, and FabricAccess gives IPv4 .*no NAT64/,
+      message: /has no IPv4 address and the fabric no IPv6, and FabricAccess gives IPv4 .*no NAT64/,
     },
     built: [`lsp/${topologyNames.hostPort('alpha', 'h1')}`],
   },

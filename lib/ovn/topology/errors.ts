@@ -12,8 +12,9 @@ export class InvalidTopologySpec extends HydrazineError {
 }
 
 /**
- * FabricAccess/PublicAccess need an IPv4 host address: the DPU's NAT IP and public IPs are
- * IPv4, and a host's IPv6 address is not translated to them (no NAT64).
+ * FabricAccess/PublicAccess of a host without IPv4 while its IPv6 does not leave the group
+ * (the fabric has no IPv6, `dummyFabricIp6`): the DPU's NAT IP and public IPs are IPv4,
+ * and an IPv6 address is not translated to them (no NAT64).
  */
 export class Ipv6NatUnsupported extends HydrazineError {
   constructor(
@@ -23,7 +24,7 @@ export class Ipv6NatUnsupported extends HydrazineError {
   ) {
     super(
       'IPV6_NAT_UNSUPPORTED',
-      `group ${group}: host ${host} has no IPv4 address, and ${access} gives IPv4 fabric and public addresses (no NAT64)`,
+      `group ${group}: host ${host} has no IPv4 address and the fabric no IPv6, and ${access} gives IPv4 fabric and public addresses (no NAT64)`,
     )
   }
 }
