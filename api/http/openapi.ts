@@ -63,7 +63,7 @@ export const openApiDocument = {
       ],
       put: {
         description:
-          "registers the address in its family's pool (idempotent), in canonical form; operator only",
+          "registers the address in its family's pool (idempotent), in canonical form; operator only. Loopback, link-local, multicast, reserved, IPv4-mapped and the transit ranges (169.254.0.0/16, fd00:a9fe::/64) are refused (400)",
         parameters: [dryRun],
         responses: {
           '200': {

@@ -5,8 +5,16 @@
  * holds. An owner holds at most one address of each family; `family` defaults to 4.
  */
 import type { RedisClient } from '../redis/connection.ts'
-import { type Address, formatIp, fromHex, parseIp, toHex } from './address.ts'
-import { Conflict, PoolExhausted } from './errors.ts'
+import {
+  type Address,
+  containsAddress,
+  formatIp,
+  fromHex,
+  parseCidr,
+  parseIp,
+  toHex,
+} from './address.ts'
+import { Conflict, InvalidRequest, PoolExhausted } from './errors.ts'
 import { checkId, publicIpKeys } from './keys.ts'
 import { scripts, tuple } from './scripts.ts'
 
@@ -14,6 +22,36 @@ export interface PublicIpStatus {
   ip: string
   allocated: boolean
   allocatedTo?: string
+}
+
+/**
+ * Ranges no host can be reached at from the internet or the data centre: an address there
+ * would be announced over BGP and NATed to a host, and either never arrive or capture
+ * traffic meant for something else (this machine, a link, a multicast group, the transit
+ * links between a group's routers).
+ */
+const NOT_PUBLIC = [
+  ['0.0.0.0/8', 'this network'],
+  ['127.0.0.0/8', 'loopback'],
+  ['169.254.0.0/16', "link-local, and Hydrazine's transit links"],
+  ['224.0.0.0/4', 'multicast'],
+  ['240.0.0.0/4', 'reserved (and broadcast)'],
+  ['::/127', 'unspecified or loopback'],
+  ['::ffff:0:0/96', 'IPv4-mapped'],
+  ['fe80::/10', 'link-local'],
+  ['ff00::/8', 'multicast'],
+  ['fd00:a9fe::/64', "Hydrazine's transit links"],
+].map(([cidr = '', what = '']) => ({ cidr, what, span: parseCidr(cidr) }))
+
+/** Why `address` can never be a public IP (e.g. `127.0.0.0/8 is loopback`), or undefined. */
+export function notPublic(address: Address): string | undefined {
+  const hit = NOT_PUBLIC.find((r) => containsAddress(r.span, address))
+  return hit && `${hit.cidr} is ${hit.what}`
+}
+
+function checkPublic(address: Address): void {
+  const why = notPublic(address)
+  if (why) throw new InvalidRequest(`${formatIp(address)} cannot be a public IP: ${why}`)
 }
 
 /** The public-IP operations of `Ipam`. */
@@ -24,9 +62,13 @@ export function createPublicIps(redis: RedisClient, prefix: string) {
   const familyOf = (address: Address) => keys[address.version]
   const format = (hex: string) => formatIp(fromHex(hex))
   return {
-    /** Adds an operator-owned public IP to its family's pool; registering it again changes nothing. */
+    /**
+     * Adds an operator-owned public IP to its family's pool; registering it again changes
+     * nothing. Loopback, link-local, multicast and other special ranges are refused.
+     */
     async registerPublicIp(ip: string): Promise<void> {
       const address = parseIp(ip)
+      checkPublic(address)
       const k = familyOf(address)
       await scripts.publicIpRegister.run(redis, [k.registry, k.free], [toHex(address)])
     },

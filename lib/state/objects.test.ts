@@ -1,6 +1,6 @@
 import t from 'tap'
 import * as v from 'valibot'
-import { ManagedResourceRequest, ResourceGroupSpec } from './objects.ts'
+import { ManagedResourceRequest, PublicIpSpec, ResourceGroupSpec } from './objects.ts'
 
 const group = (cidr: string, gateway: string, extra?: string) => ({
   tenantId: 't1',
@@ -153,5 +153,44 @@ t.test('dual-stack: network6 is an IPv6 /64 apart from the other subnets', async
     const issues = issuesOf(spec)
     if (refused) t.match(issues.join('; '), refused, `${name}: refused`)
     else t.same(issues, [], `${name}: accepted`)
+  }
+})
+
+t.test('a public IP: any public address, canonical; special-use ranges refused', async (t) => {
+  const accepted: [string, string][] = [
+    ['203.0.113.7', '203.0.113.7'],
+    ['8.8.8.8', '8.8.8.8'],
+    ['2001:DB8:FF:0::5', '2001:db8:ff::5'],
+    ['10.1.2.3', '10.1.2.3'],
+    ['fd00:fab::10', 'fd00:fab::10'],
+  ]
+  for (const [ip, canonical] of accepted) {
+    const parsed = v.safeParse(PublicIpSpec, { ip })
+    t.ok(parsed.success, `${ip}: accepted`)
+    if (parsed.success) t.equal(parsed.output.ip, canonical, `${ip}: kept as ${canonical}`)
+  }
+  const refused: [string, RegExp][] = [
+    ['127.0.0.1', /127\.0\.0\.0\/8 is loopback/],
+    ['0.0.0.0', /0\.0\.0\.0\/8 is this network/],
+    ['169.254.0.9', /169\.254\.0\.0\/16 is link-local/],
+    ['224.0.0.5', /multicast/],
+    ['255.255.255.255', /broadcast/],
+    ['::1', /loopback/],
+    ['::', /unspecified/],
+    ['::ffff:203.0.113.7', /IPv4-mapped/],
+    ['fe80::1', /link-local/],
+    ['ff02::1', /multicast/],
+    ['fd00:a9fe::2', /transit links/],
+    ['2001:db8::g', /^must be an IP address$/],
+    ['fe80::1%eth0', /no zone/],
+  ]
+  for (const [ip, why] of refused) {
+    const parsed = v.safeParse(PublicIpSpec, { ip })
+    t.notOk(parsed.success, `${ip}: refused`)
+    if (!parsed.success) {
+      const [issue] = parsed.issues
+      t.match(issue?.message, why, `${ip}: says why`)
+      t.equal(parsed.issues.length, 1, `${ip}: one issue`)
+    }
   }
 })

@@ -8,7 +8,8 @@
 import { isIP } from 'node:net'
 import IPCIDR from 'ip-cidr'
 import * as v from 'valibot'
-import { canonicalIp } from '../ipam/address.ts'
+import { canonicalIp, parseIp } from '../ipam/address.ts'
+import { notPublic } from '../ipam/public-ips.ts'
 import { addressPlanIssues, GroupPools, type PlanIssue, Reservations } from './group-network.ts'
 import { Rfc1123Label } from './labels.ts'
 import { Policies } from './policies.ts'
@@ -364,6 +365,11 @@ export const PublicIpSpec = v.strictObject({
   ip: v.pipe(
     IpAddress,
     v.check((s) => !s.includes('%'), 'must be an IP address (no zone)'),
+    v.rawCheck(({ dataset, addIssue }) => {
+      // Only an address that passed the checks before this one parses.
+      const why = dataset.typed && !dataset.issues ? notPublic(parseIp(dataset.value)) : undefined
+      if (why) addIssue({ message: `cannot be a public IP: ${why}` })
+    }),
     v.transform(canonicalIp),
   ),
 })

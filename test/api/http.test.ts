@@ -182,7 +182,7 @@ t.test('HTTP API against a running pipeline', async (t) => {
     const listed = (await call('GET', '/v1/public-ips')).json.items.map((i: { ip: string }) => i.ip)
     t.same(listed.slice(-1), ['2001:db8:ff::5'], 'listed once, after the IPv4 addresses')
     t.equal(listed.length, 2, 'beside the IPv4 one left')
-    for (const bad of ['2001:db8::g', '1:2:3:4:5:6:7:8:9']) {
+    for (const bad of ['2001:db8::g', '1:2:3:4:5:6:7:8:9', '127.0.0.1', 'fe80::1']) {
       const refused = await call('PUT', `/v1/public-ips/${bad}`)
       t.equal(refused.status, 400, `${bad}: refused`)
       t.same(

@@ -1,6 +1,6 @@
 /** The operator's public IPs against a real Redis: registry, owner-keyed allocation, release. */
 import t from 'tap'
-import { Conflict, PoolExhausted } from '../../lib/ipam/index.ts'
+import { Conflict, InvalidRequest, PoolExhausted } from '../../lib/ipam/index.ts'
 import { ipamFixture } from './fixture.ts'
 
 const fx = await ipamFixture(t)
@@ -82,4 +82,14 @@ t.test('publicIpOf: the IP an owner holds, if any, of each family', async (t) =>
   t.same(await ipam.publicIpsOf([]), new Map(), 'no owners: nothing')
   const refused = await ipam.unregisterPublicIp('2001:db8::7').catch((e: unknown) => e)
   t.ok(refused instanceof Conflict && refused.holder === 'host-b', 'an allocated IPv6 stays')
+})
+
+t.test('an address no host can be reached at never joins a pool', async (t) => {
+  const { ipam } = fx.ipam()
+  for (const ip of ['127.0.0.1', '224.0.0.5', 'fe80::1', 'fd00:a9fe::1']) {
+    await t.rejects(ipam.registerPublicIp(ip), InvalidRequest, `${ip}: refused`)
+  }
+  t.same(await ipam.listPublicIps(), [], 'nothing registered')
+  t.notOk(await ipam.hasPublicIps(4), 'the IPv4 pool is empty')
+  t.notOk(await ipam.hasPublicIps(6), 'and the IPv6 one')
 })
