@@ -5,6 +5,7 @@
  * written. Read-only: a central that is not running is not started (its rows count as
  * none), and addresses a pool would pick are predicted from the pool's map.
  */
+import { isIP } from 'node:net'
 import { HydrazineError } from '../lib/errors.ts'
 import { eui64Address, formatIp, parseIp } from '../lib/ipam/address.ts'
 import {
@@ -211,22 +212,43 @@ export function createPlanner(deps: PlannerDeps): Planner {
         ip6 = eui64Address(network6.cidr, spec.hostMAC)
         allocate.push({ pool: 'group', owner: ipv6OwnerOf(name), ip: ip6 })
       }
-      let publicIp = current?.publicIp
       const announce: PlannedPrefix[] = []
       const withdraw: PlannedPrefix[] = []
-      if (spec.hostAccess === 'PublicAccess') {
-        if (!publicIp) {
-          publicIp = await deps.ipam.nextPublicIp()
-          allocate.push({ pool: 'public', owner: name, ip: publicIp ?? null })
+      const release: PlannedAddress[] = []
+      const isPublic = spec.hostAccess === 'PublicAccess'
+      // As the attach decides (host-attach.ts): an IPv4 public IP for a host with IPv4; an
+      // IPv6 one when its IPv6 leaves (a fabric with IPv6, the DPU's natIp6) and the IPv6
+      // pool has any address, or the host has no IPv4.
+      const hasIpv4 = ip !== undefined && isIP(ip) === 4
+      const hostIpv6 = ip6 ?? (ip !== undefined && isIP(ip) === 6 ? ip : undefined)
+      const natIp6 = deps.fabric.dummyIp6 && hostIpv6 ? spec.dpu.natIp6 : undefined
+      const wants6 =
+        isPublic && natIp6 !== undefined && (!hasIpv4 || (await deps.ipam.hasPublicIps(6)))
+      /** One family's public IP: kept, taken from the pool and announced, or given back. */
+      const publicOf = async (
+        family: 4 | 6,
+        wanted: boolean,
+        held: string | undefined,
+        nextHop: string | undefined,
+      ): Promise<string | undefined> => {
+        const length = family === 4 ? 32 : 128
+        if (!wanted) {
+          if (held) {
+            withdraw.push({ prefix: `${held}/${length}` })
+            release.push({ pool: 'public', owner: name, ip: held })
+          }
+          return undefined
         }
-        const nextHop = spec.dpu.ips[1]
+        const publicIp = held ?? (await deps.ipam.nextPublicIp(family))
+        if (!held) allocate.push({ pool: 'public', owner: name, ip: publicIp ?? null })
         announce.push({
-          prefix: publicIp ? `${publicIp}/32` : null,
+          prefix: publicIp ? `${publicIp}/${length}` : null,
           ...(nextHop ? { nextHop } : {}),
         })
-      } else if (current?.publicIp) {
-        withdraw.push({ prefix: `${current.publicIp}/32` })
+        return publicIp
       }
+      const publicIp = await publicOf(4, isPublic && hasIpv4, current?.publicIp, spec.dpu.ips[1])
+      const publicIp6 = await publicOf(6, wants6, current?.publicIp6, natIp6)
       const host = {
         ...(existing ?? newObject(name, new Date().toISOString())),
         spec,
@@ -236,7 +258,8 @@ export function createPlanner(deps: PlannerDeps): Planner {
             host,
             ip,
             ...(ip6 ? { ip6 } : {}),
-            ...(publicIp && spec.hostAccess === 'PublicAccess' ? { publicIp } : {}),
+            ...(publicIp ? { publicIp } : {}),
+            ...(publicIp6 ? { publicIp6 } : {}),
           }
         : undefined
       const others = state.members.filter((m) => m.host.name !== name)
@@ -254,6 +277,7 @@ export function createPlanner(deps: PlannerDeps): Planner {
         announce: same ? [] : announce,
         withdraw,
         allocate,
+        release,
         notes: [
           ...(ip ? [] : ['the group network has no free address: the attach would fail']),
           ...(same

@@ -42,9 +42,9 @@ export function reachableAddress(
 }
 
 /**
- * The host a public IP is allocated to, or the host its DPU's NAT IP is DNATed to
- * (FabricAccess or PublicAccess; else any host the DPU serves); undefined when none, or
- * none the caller may see.
+ * The host a public IP (IPv4 or IPv6, canonical) is allocated to, or the host its DPU's
+ * NAT IP or IPv6 NAT address is DNATed to (FabricAccess or PublicAccess; else any host the
+ * DPU serves); undefined when none, or none the caller may see.
  */
 export async function ownerOf(
   deps: {
@@ -57,7 +57,9 @@ export async function ownerOf(
   const allocated = (await deps.ipam.listPublicIps()).find((p) => p.ip === address && p.allocated)
   let names = allocated?.allocatedTo ? [allocated.allocatedTo] : []
   if (names.length === 0) {
-    const dpu = (await deps.store.listDpus()).find((d) => d.spec.fabricIps[1] === address)
+    const dpu = (await deps.store.listDpus()).find(
+      (d) => d.spec.fabricIps[1] === address || d.spec.natIp6 === address,
+    )
     names = dpu ? await deps.store.dpuHostNames(dpu.name) : []
   }
   const hosts = (await Promise.all(names.map((n) => deps.store.getHost(n)))).filter(

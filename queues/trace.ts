@@ -10,6 +10,7 @@
 import { isIP } from 'node:net'
 import * as v from 'valibot'
 import { HydrazineError } from '../lib/errors.ts'
+import { canonicalIp } from '../lib/ipam/address.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
 import {
   arpRequest,
@@ -43,8 +44,15 @@ export { TraceUnavailable }
 
 /** `from` of an inbound trace: a packet from the fabric. */
 export const FABRIC = 'fabric'
-/** The fabric address and MAC an inbound trace's packet comes from (TEST-NET-2). */
-export const FABRIC_SOURCE = { ip: '198.51.100.1', mac: '02:00:00:00:00:01' } as const
+/**
+ * The fabric addresses and MAC an inbound trace's packet comes from (TEST-NET-2, and the
+ * IPv6 documentation prefix): `ip` to an IPv4 address, `ip6` to an IPv6 one.
+ */
+export const FABRIC_SOURCE = {
+  ip: '198.51.100.1',
+  ip6: '2001:db8:ffff::1',
+  mac: '02:00:00:00:00:01',
+} as const
 
 /** What may be traced: `from` a host (or `fabric`) `to` a host or an address. */
 export const TraceRequest = v.pipe(
@@ -90,8 +98,8 @@ export const TraceRequest = v.pipe(
   ),
   v.forward(
     v.check(
-      (r) => r.from !== FABRIC || isIP(r.to) === 4,
-      'with from=fabric, must be a public IP or NAT IP (IPv4)',
+      (r) => r.from !== FABRIC || isIP(r.to) !== 0,
+      'with from=fabric, must be a public IP or NAT IP (IPv4 or IPv6)',
     ),
     ['to'],
   ),
@@ -298,7 +306,9 @@ export function createTracer(deps: TracerDeps): Tracer {
   }
 
   async function inbound(req: TraceRequest, caller: Caller): Promise<TraceAnswer> {
-    const address = req.to
+    const address = canonicalIp(req.to)
+    const family = isIP(address) === 6 ? 6 : 4
+    const source = family === 6 ? FABRIC_SOURCE.ip6 : FABRIC_SOURCE.ip
     const owner = await ownerOf(deps, address, visibleTo(caller))
     if (!owner) throw new TraceUnknownAddress(address)
     const g = owner.spec.resourceGroup
@@ -314,7 +324,7 @@ export function createTracer(deps: TracerDeps): Tracer {
         inport,
         ethSrc,
         ethDst,
-        ipSrc: FABRIC_SOURCE.ip,
+        ipSrc: source,
         ipDst,
         ...(ttl ? { ttl } : {}),
         ...(req.proto ? { proto: req.proto } : {}),
@@ -336,7 +346,7 @@ export function createTracer(deps: TracerDeps): Tracer {
           verdict: 'dropped',
           datapath: gateway,
           stage: 'lr_in_dnat',
-          match: `ip4.dst == ${address}`,
+          match: `ip${family}.dst == ${address}`,
           reason: `no DNAT rule takes ${address} in: only replies to traffic SNATed to it come back`,
         }
       } else {
@@ -358,8 +368,8 @@ export function createTracer(deps: TracerDeps): Tracer {
     }
     return {
       ...outcomeOf(verdict),
-      summary: summaryOf(`a packet from the fabric (${FABRIC_SOURCE.ip})`, address, verdict),
-      from: { fabric: true, ip: FABRIC_SOURCE.ip, dpu, port: localnet },
+      summary: summaryOf(`a packet from the fabric (${source})`, address, verdict),
+      from: { fabric: true, ip: source, dpu, port: localnet },
       to: { ip: address, host: owner.name, group: g },
       hops,
       notes: [`${address} belongs to host ${owner.name} of group ${g}, on DPU ${dpu}`],

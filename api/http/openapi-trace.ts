@@ -14,7 +14,7 @@ const object = (properties: Record<string, object>, required: string[] = []) => 
 export const tracePath = {
   get: {
     description:
-      "where a packet goes, as ovn-trace sees it in the source group's own OVN central (read-only: nothing is written). `from` a host: the packet that host sends (its port, MAC and address; the destination's MAC on its own subnet, else its router's), to a host of its group (that host's address), a host of another group (the address the fabric reaches it at) or any address — an address is always the source group's, whatever other groups use it. `from=fabric`: a packet from the fabric to a public IP or NAT IP, entering by the localnet port of the DPU that owns it. A tenant traces only its own hosts and their addresses (others' are 404).",
+      "where a packet goes, as ovn-trace sees it in the source group's own OVN central (read-only: nothing is written). `from` a host: the packet that host sends (its port, MAC and address; the destination's MAC on its own subnet, else its router's), to a host of its group (that host's address), a host of another group (the address the fabric reaches it at) or any address — an address is always the source group's, whatever other groups use it. `from=fabric`: a packet from the fabric (198.51.100.1, or 2001:db8:ffff::1 to an IPv6 address) to a public IP or NAT IP of either family, entering by the localnet port of the DPU that owns it. A tenant traces only its own hosts and their addresses (others' are 404).",
     parameters: [
       {
         name: 'from',
@@ -27,7 +27,8 @@ export const tracePath = {
         name: 'to',
         in: 'query',
         required: true,
-        description: 'a host name or an IP address (with `from=fabric`: a public IP or NAT IP)',
+        description:
+          'a host name or an IP address (with `from=fabric`: a public IP or NAT IP, IPv4 or IPv6)',
         schema: { type: 'string' },
       },
       {

@@ -331,6 +331,31 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
     dpu: { id: 'dpu-1' },
     hostAccess,
   })
+  const call = jsonCaller(
+    createApp({ readiness: {}, v1: { client: p.client, tokens: TEST_TOKENS } }),
+    OPERATOR,
+  )
+  const dryRun = async (hostAccess: string) =>
+    (await call('PUT', '/v1/managed-resources/host-p?dryRun=true', spec(hostAccess))).json
+  const planned = await dryRun('PublicAccess')
+  t.match(
+    planned.addresses.allocate,
+    [
+      { pool: 'group', owner: 'host-p' },
+      { pool: 'group', owner: 'ipv6/host-p', ip: ip6 },
+      { pool: 'public', owner: 'host-p', ip: '203.0.113.7' },
+      { pool: 'public', owner: 'host-p', ip: '2001:db8:ff::10' },
+    ],
+    'a dry run plans both public IPs',
+  )
+  t.same(
+    planned.frr.announce,
+    [
+      { prefix: '203.0.113.7/32', nextHop: natIp },
+      { prefix: '2001:db8:ff::10/128', nextHop: natIp6 },
+    ],
+    'and both announcements, each via its NAT address',
+  )
   await p.client.applyHost('host-p', spec('PublicAccess'))
   const host = await until(
     () => p.controller.store.getHost('host-p'),
@@ -354,7 +379,49 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
     ],
     'NB: NAT66 mirrors the IPv4 rules',
   )
+  const inbound = async (to: string) =>
+    (await call('GET', `/v1/trace?from=fabric&to=${encodeURIComponent(to)}`)).json
+  const hostPort = topologyNames.hostPort('group-p', 'host-p')
+  const pub6 = await inbound('2001:DB8:FF::10')
+  t.match(
+    pub6,
+    {
+      verdict: 'delivered',
+      delivered: { port: hostPort, host: 'host-p', group: 'group-p' },
+      from: { fabric: true, ip: '2001:db8:ffff::1', dpu: 'dpu-1' },
+      to: { ip: '2001:db8:ff::10', host: 'host-p' },
+    },
+    'a trace from the fabric to the public IPv6 (any spelling) is delivered to host-p',
+  )
+  t.ok(
+    pub6.hops?.some((h: string) => h.includes(`destination becomes ${ip6} (DNAT`)),
+    "through the gateway's DNAT66 to the host's SLAAC address",
+  )
+  t.match(
+    await inbound(natIp6),
+    { verdict: 'delivered', delivered: { host: 'host-p' } },
+    'and so is one to the IPv6 NAT address',
+  )
+  t.match(
+    await inbound('203.0.113.7'),
+    { verdict: 'delivered', from: { ip: '198.51.100.1' } },
+    'IPv4 from the fabric as before',
+  )
 
+  const lowering = await dryRun('None')
+  t.same(
+    lowering.frr.withdraw,
+    [{ prefix: '203.0.113.7/32' }, { prefix: '2001:db8:ff::10/128' }],
+    'a dry run of access None withdraws both',
+  )
+  t.same(
+    lowering.addresses.release,
+    [
+      { pool: 'public', owner: 'host-p', ip: '203.0.113.7' },
+      { pool: 'public', owner: 'host-p', ip: '2001:db8:ff::10' },
+    ],
+    'and gives both back',
+  )
   await p.client.applyHost('host-p', spec('None'))
   const lowered = await until(
     () => p.controller.store.getHost('host-p'),
@@ -367,6 +434,16 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
     (await p.natRules(gateway)).filter((r) => r.includes(':')),
     [`snat ${natIp6} ${NETWORK6.cidr}`],
     'only the SNAT66 stays',
+  )
+  t.match(
+    await inbound(natIp6),
+    { verdict: 'dropped', dropped: { match: `ip6.dst == ${natIp6}` } },
+    'a trace to the IPv6 NAT address now stops at the gateway: no DNAT takes it in',
+  )
+  t.equal(
+    (await call('GET', '/v1/trace?from=fabric&to=2001:db8:ff::10')).status,
+    404,
+    'the released public IPv6 belongs to no host',
   )
 
   await p.client.applyHost('host-p', spec('PublicAccess'))
@@ -385,7 +462,15 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
 
   await t.test('an IPv6-only host: its public /128 alone, via the IPv6 NAT address', async (t) => {
     await p.client.applyGroup('group-6', { tenantId: 'tenant-a', network6: NETWORK6 })
-    await p.client.applyHost('host-6', { ...spec('PublicAccess'), resourceGroup: 'group-6' })
+    const host6 = { ...spec('PublicAccess'), resourceGroup: 'group-6' }
+    const planned = (await call('PUT', '/v1/managed-resources/host-6?dryRun=true', host6)).json
+    t.same(
+      planned.addresses.allocate.filter((a: { pool: string }) => a.pool === 'public'),
+      [{ pool: 'public', owner: 'host-6', ip: '2001:db8:ff::10' }],
+      'a dry run plans the public IPv6 alone',
+    )
+    t.same(planned.frr.announce, [{ prefix: '2001:db8:ff::10/128', nextHop: natIp6 }])
+    await p.client.applyHost('host-6', host6)
     const ready = await until(
       () => p.controller.store.getHost('host-6'),
       (h) => h?.status.phase === 'Ready',
