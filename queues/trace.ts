@@ -32,7 +32,7 @@ import {
   TraceUnavailable,
 } from '../lib/ovn/index.ts'
 import { groupSubnets } from '../lib/state/group-network.ts'
-import { IpAddress, Rfc1123Label } from '../lib/state/objects.ts'
+import { Rfc1123Label } from '../lib/state/objects.ts'
 import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { validate } from './client-errors.ts'
@@ -67,7 +67,7 @@ export const TraceRequest = v.pipe(
     to: v.pipe(
       v.string(),
       v.check(
-        (s) => v.is(Rfc1123Label, s) || v.is(IpAddress, s),
+        (s) => (isIP(s) !== 0 && !s.includes('%')) || v.is(Rfc1123Label, s),
         'must be a host (managed resource) name or an IP address',
       ),
     ),
