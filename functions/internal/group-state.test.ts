@@ -205,7 +205,7 @@ t.test('readGroupState: live members with addresses; relays kept or stale', asyn
   let relaying = group({ dhcpServer: '172.18.0.53' })
   const store = {
     getGroup: async (name: string) => (name === 'group-a' ? relaying : undefined),
-    listHosts: async () => hosts,
+    groupHosts: async () => hosts,
   } as unknown as StateStore
   const ipam = {
     allocations: async () => [

@@ -62,7 +62,7 @@ export async function readGroupState(
   const group = await deps.store.getGroup(name)
   if (!group) return undefined
   const [hosts, allocations] = await Promise.all([
-    deps.store.listHosts({ resourceGroup: name }),
+    deps.store.groupHosts(name),
     deps.ipam.allocations(name),
   ])
   const ipByOwner = new Map(allocations.map((a) => [a.owner, a.ip]))

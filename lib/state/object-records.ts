@@ -11,6 +11,13 @@ import type { StoredObject } from './objects.ts'
 import type { Kind, StoreKeys } from './store-keys.ts'
 
 const casFieldScript = new LuaScript(new URL('./lua/cas-field.lua', import.meta.url))
+const revisionsScript = new LuaScript(new URL('./lua/revisions.lua', import.meta.url))
+
+/** An object kept decoded, with the revision it was read at (`revisions.lua`). */
+export interface KeptObject<T> {
+  readonly revision: string
+  readonly object: T
+}
 
 export class ObjectRecords {
   readonly #redis: RedisClient
@@ -59,6 +66,51 @@ export class ObjectRecords {
   }
 
   /**
+   * Many objects as fresh as `getMany` reads them, reading again only those whose revision
+   * moved on since `kept` holds them: one round trip for every object's revision, then one
+   * for the changed ones. Returns the objects (sorted by name) and what to keep for next
+   * time (exactly these objects). Objects are shared with the cache: read-only.
+   */
+  async getManyKept<T extends StoredObject<unknown, unknown>>(
+    kind: Kind,
+    names: string[],
+    kept: ReadonlyMap<string, KeptObject<T>>,
+  ): Promise<{ objects: T[]; keep: Map<string, KeptObject<T>> }> {
+    const sorted = [...names].sort()
+    const keep = new Map<string, KeptObject<T>>()
+    if (sorted.length === 0) return { objects: [], keep }
+    const keys = sorted.map((name) => this.#keys.object(kind, name))
+    const revisions = (await revisionsScript.run(this.#redis, keys, [])) as string[]
+    const stale: string[] = []
+    for (const [i, name] of sorted.entries()) {
+      const revision = revisions[i] ?? ''
+      if (revision === '') continue
+      const held = kept.get(name)
+      if (held?.revision === revision) keep.set(name, held)
+      else stale.push(name)
+    }
+    if (stale.length > 0) {
+      const pipeline = this.#redis.pipeline()
+      for (const name of stale) pipeline.hgetall(this.#keys.object(kind, name))
+      const replies = (await pipeline.exec()) ?? []
+      for (const [i, [error, reply]] of replies.entries()) {
+        if (error) throw error
+        const name = stale[i] ?? ''
+        const hash = reply as Record<string, string>
+        const object = decode<T>(name, hash)
+        // The revision of what was read, which may be newer than the one compared.
+        if (object) keep.set(name, { revision: revisionOf(hash), object })
+      }
+    }
+    const objects: T[] = []
+    for (const name of sorted) {
+      const held = keep.get(name)
+      if (held) objects.push(held.object)
+    }
+    return { objects, keep }
+  }
+
+  /**
    * Read-modify-write of one field, retried while another writer changed it in between.
    * `update` gets the current object and returns the field's new value, or undefined to
    * leave it; so does a missing object, or one the script refuses to change.
@@ -97,6 +149,17 @@ export class ObjectRecords {
       if (written === -1) return undefined
     }
   }
+}
+
+/** What `revisions.lua` answers for this hash. */
+function revisionOf(h: Record<string, string>): string {
+  return [
+    h.specVersion,
+    h.updatedAt ?? '',
+    h.createdAt ?? '',
+    h.statusRev ?? '0',
+    h.deletionRev ?? '0',
+  ].join('|')
 }
 
 function decode<T>(name: string, h: Record<string, string>): T | undefined {

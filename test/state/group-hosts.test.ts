@@ -1,0 +1,85 @@
+/**
+ * `groupHosts` keeps a group's hosts decoded between reads and reads again only those that
+ * changed: whatever changes a host — its spec, its status, a deletion, a purge, a new
+ * object under the same name — another store's `groupHosts` answers exactly what reading
+ * every host (`listHosts`) answers, at once.
+ */
+import { Redis } from 'ioredis'
+import t from 'tap'
+import type { ManagedResourceSpec } from '../../lib/state/objects.ts'
+import { StateStore } from '../../lib/state/store.ts'
+import { storedGroup, storedHost } from '../helpers/objects.ts'
+import { withStack } from '../helpers/stack.ts'
+
+t.test('a kept group reads as fresh as reading every host', async (t) => {
+  const stack = await withStack(t)
+  const url = stack.redis?.url ?? ''
+  const writerRedis = new Redis(url)
+  const readerRedis = new Redis(url)
+  t.teardown(() => {
+    writerRedis.disconnect()
+    readerRedis.disconnect()
+  })
+  const writer = new StateStore(writerRedis)
+  const reader = new StateStore(readerRedis)
+  const quota = { tenant: 'tenant-a', limits: { groups: 10, hosts: 10, publicIps: 10 } }
+  await writer.putGroup('group-a', storedGroup('group-a').spec)
+  await writer.putGroup('group-b', storedGroup('group-b').spec)
+  const dpu = await writer.putDpu('dpu-1', { fabricIps: ['172.18.0.10'], hostPorts: [] })
+  const put = (name: string, spec: Partial<ManagedResourceSpec> = {}) =>
+    writer.putHost(
+      name,
+      storedHost(name, { hostMAC: `52:54:00:00:00:${name.slice(-2)}`, ...spec }).spec,
+      dpu.object.specVersion,
+      quota,
+    )
+
+  /** groupHosts of the reader against listHosts, for both groups. */
+  const same = async (what: string) => {
+    for (const group of ['group-a', 'group-b']) {
+      const kept = await reader.groupHosts(group)
+      const read = await reader.listHosts({ resourceGroup: group })
+      t.same(kept, read, `${what}: ${group} as read whole`)
+    }
+  }
+
+  await same('no hosts')
+  for (const name of ['h-01', 'h-02', 'h-03']) await put(name)
+  await same('three hosts')
+  await same('read again, nothing changed')
+
+  await put('h-02', { hostAccess: 'FabricAccess', dpu: { id: 'dpu-1', ips: ['172.18.0.10'] } })
+  await same('a spec changed')
+  t.equal((await reader.groupHosts('group-a')).find((h) => h.name === 'h-02')?.specVersion, 2)
+
+  await writer.updateHostStatus('h-01', (h) => ({ ...h.status, phase: 'Configuring' }))
+  await same('a status changed')
+  t.equal(
+    (await reader.groupHosts('group-a')).find((h) => h.name === 'h-01')?.status.phase,
+    'Configuring',
+    'the new status is read',
+  )
+
+  await writer.requestDeletion('mr', 'h-03', false)
+  await same('a deletion was asked for')
+  t.ok((await reader.groupHosts('group-a')).find((h) => h.name === 'h-03')?.deletion)
+
+  await writer.purgeHost('h-03', 'group-a', 'dpu-1')
+  await same('a host was purged')
+  t.same(
+    (await reader.groupHosts('group-a')).map((h) => h.name),
+    ['h-01', 'h-02'],
+    'it is gone',
+  )
+
+  await put('h-03', { hostAccess: 'None' })
+  await same('a host by the same name again')
+
+  await put('h-04', { resourceGroup: 'group-b' })
+  await same('a host in the other group')
+  t.same(
+    (await reader.groupHosts('group-b')).map((h) => h.name),
+    ['h-04'],
+    "each group's own hosts",
+  )
+})
