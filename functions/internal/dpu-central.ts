@@ -20,11 +20,10 @@ export async function dpuFollowsOneGroup(
 ): Promise<void> {
   const { resourceGroup: group, dpu } = host.spec
   if (!(await deps.ovn.ensure(group)).group) return
-  for (const name of await deps.store.dpuHostNames(dpu.id)) {
-    if (name === host.name) continue
-    const holder = await deps.store.getHost(name)
-    const other = holder?.spec.resourceGroup
-    if (!holder || other === group) continue
+  for (const holder of await deps.store.dpuHosts(dpu.id)) {
+    const { name } = holder
+    const other = holder.spec.resourceGroup
+    if (name === host.name || other === group) continue
     if (holder.status.phase === 'Attaching' && name > host.name) continue
     const message = `DPU ${dpu.id} serves ${name} in group ${other}; with a central per group a DPU serves one group at a time`
     await setHostStatus(deps, host.name, host.specVersion, {

@@ -45,8 +45,8 @@ export type { Kind } from './store-keys.ts'
 const relayIdScript = new LuaScript(new URL('./lua/relay-id.lua', import.meta.url))
 const setFieldScript = new LuaScript(new URL('./lua/set-field.lua', import.meta.url))
 
-/** Groups whose hosts `groupHosts` keeps decoded at most (the most recently read). */
-const KEPT_GROUPS = 2048
+/** Groups and DPUs whose hosts are kept decoded at most (the most recently read). */
+const KEPT_SETS = 4096
 
 /** The group hash's field holding what its members were last sent of its spec. */
 const MEMBER_SETTINGS = 'memberSettings'
@@ -70,7 +70,7 @@ export class StateStore {
   readonly generations: EventGenerations
   /** Pages of groups and hosts, reading only each page's objects. */
   readonly pages: ObjectPages
-  /** Per group, its hosts kept decoded (`groupHosts`). */
+  /** Per group (`rg:<name>`) and DPU (`dpu:<id>`), its hosts kept decoded (`groupHosts`). */
   readonly #keptHosts = new Map<string, Map<string, KeptObject<ManagedResource>>>()
 
   /** @param prefix prepended to every key; must contain a `{hash tag}`. Default `hz:{store}:`. */
@@ -208,14 +208,23 @@ export class StateStore {
    * two round trips and small replies rather than 1,000 objects. Read-only objects.
    */
   async groupHosts(group: string): Promise<ManagedResource[]> {
-    const names = await this.#redis.smembers(this.#keys.members(group))
-    const kept = this.#keptHosts.get(group) ?? new Map()
+    return this.#keptHostsOf(`rg:${group}`, await this.memberNames(group))
+  }
+
+  /** The hosts a DPU serves, kept and read again as `groupHosts` does (read-only objects). */
+  async dpuHosts(id: string): Promise<ManagedResource[]> {
+    return this.#keptHostsOf(`dpu:${id}`, await this.dpuHostNames(id))
+  }
+
+  /** Hosts `names`, read through the set of them kept under `set`. */
+  async #keptHostsOf(set: string, names: string[]): Promise<ManagedResource[]> {
+    const kept = this.#keptHosts.get(set) ?? new Map()
     const { objects, keep } = await this.#records.getManyKept<ManagedResource>('mr', names, kept)
-    // Most recently read last; the least recently read group goes first when there are many.
-    this.#keptHosts.delete(group)
-    if (keep.size > 0) this.#keptHosts.set(group, keep)
+    // Most recently read last; the least recently read set goes first when there are many.
+    this.#keptHosts.delete(set)
+    if (keep.size > 0) this.#keptHosts.set(set, keep)
     for (const old of this.#keptHosts.keys()) {
-      if (this.#keptHosts.size <= KEPT_GROUPS) break
+      if (this.#keptHosts.size <= KEPT_SETS) break
       this.#keptHosts.delete(old)
     }
     return objects

@@ -1,8 +1,8 @@
 /**
- * `groupHosts` keeps a group's hosts decoded between reads and reads again only those that
- * changed: whatever changes a host — its spec, its status, a deletion, a purge, a new
- * object under the same name — another store's `groupHosts` answers exactly what reading
- * every host (`listHosts`) answers, at once.
+ * `groupHosts` (and `dpuHosts`) keep a group's (a DPU's) hosts decoded between reads and
+ * read again only those that changed: whatever changes a host — its spec, its status, a
+ * deletion, a purge, a new object under the same name — another store answers exactly
+ * what reading every host answers, at once.
  */
 import { Redis } from 'ioredis'
 import t from 'tap'
@@ -41,6 +41,9 @@ t.test('a kept group reads as fresh as reading every host', async (t) => {
       const read = await reader.listHosts({ resourceGroup: group })
       t.same(kept, read, `${what}: ${group} as read whole`)
     }
+    const names = (await reader.dpuHostNames('dpu-1')).sort()
+    const served = await Promise.all(names.map((n) => reader.getHost(n)))
+    t.same(await reader.dpuHosts('dpu-1'), served, `${what}: dpu-1's hosts as read one by one`)
   }
 
   await same('no hosts')
