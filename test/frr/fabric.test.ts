@@ -5,17 +5,11 @@ import { promisify } from 'node:util'
 import { Queue, QueueEvents } from 'bullmq'
 import { Redis } from 'ioredis'
 import t from 'tap'
-import {
-  createFrrController,
-  createVty,
-  createVtysh,
-  parseBgpSettings,
-  renderBgpdConfig,
-} from '../../lib/frr/index.ts'
+import { createFrrController, createVty, createVtysh } from '../../lib/frr/index.ts'
 import { FRR_QUEUE, type FrrAck } from '../../lib/jobs/frr.ts'
 import { createFrrProducer } from '../../queues/frr.ts'
-import { type Teardown, withStack } from '../helpers/stack.ts'
-import { eventually, fabricBgpRoutes, startFabricRouter, withNetnsPair } from './fixtures.ts'
+import type { Teardown } from '../helpers/stack.ts'
+import { eventually, fabricBgpRoutes, withPeeredBgpd } from './fixtures.ts'
 
 const run = promisify(execFile)
 const consumerMain = fileURLToPath(new URL('./consumer-main.ts', import.meta.url))
@@ -47,31 +41,9 @@ async function startConsumer(t: Teardown, env: Record<string, string>) {
 }
 
 t.test('announce, withdraw and restart, seen by a fabric router over BGP', async (t) => {
-  const ns = await withNetnsPair(t)
-  const settings = parseBgpSettings({
-    localAs: 65001,
-    routerId: ns.hydrazineIp,
-    peers: [{ address: ns.fabricIp, remoteAs: 65000 }],
-    connectRetrySeconds: 1,
-  })
-  const stack = await withStack(t, {
-    redis: true,
-    frr: {
-      netns: ns.hydrazine,
-      bgpdConfig: renderBgpdConfig(settings),
-      bgpPort: settings.listenPort,
-    },
-  })
+  const { ns, stack, vtyDir, fabric } = await withPeeredBgpd(t, { redis: true })
   const redisUrl = stack.redis?.url
-  const vtyDir = stack.frr?.vtyDir
-  if (!redisUrl || !vtyDir) throw new Error('stack started without redis or frr')
-  const fabric = await startFabricRouter(t, {
-    netns: ns.fabric,
-    routerId: ns.fabricIp,
-    localAs: 65000,
-    peer: ns.hydrazineIp,
-    peerAs: 65001,
-  })
+  if (!redisUrl) throw new Error('stack started without redis')
   const hydrazineFrr = createVtysh({ vtyDir })
   const frr = createFrrController({ vty: createVty({ vtyDir }) })
 

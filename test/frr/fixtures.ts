@@ -2,7 +2,13 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import type { Redis } from 'ioredis'
 import type { Announcement, AnnouncementSource } from '../../lib/frr/index.ts'
-import { createVtysh, publicPrefix, type Vtysh } from '../../lib/frr/index.ts'
+import {
+  createVtysh,
+  parseBgpSettings,
+  publicPrefix,
+  renderBgpdConfig,
+  type Vtysh,
+} from '../../lib/frr/index.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
 
 const run = promisify(execFile)
@@ -114,6 +120,49 @@ export async function startFabricRouter(
   })
   if (!router.frr) throw new Error('fabric router FRR did not start')
   return createVtysh({ vtyDir: router.frr.vtyDir })
+}
+
+/**
+ * Hydrazine's bgpd (AS 65001, its base configuration, in the pair's `hydrazine` namespace,
+ * with a private Redis when `redis`) peered over IPv4 with a fabric router (AS 65000) in
+ * `fabric`; with `ipv6`, the fabric router takes IPv6 routes too. `before` runs once the
+ * namespaces exist, before either bgpd starts.
+ */
+export async function withPeeredBgpd(
+  t: Teardown,
+  opts: {
+    readonly redis?: boolean
+    readonly ipv6?: boolean
+    readonly before?: (ns: Awaited<ReturnType<typeof withNetnsPair>>) => Promise<void>
+  } = {},
+) {
+  const ns = await withNetnsPair(t)
+  await opts.before?.(ns)
+  const settings = parseBgpSettings({
+    localAs: 65001,
+    routerId: ns.hydrazineIp,
+    peers: [{ address: ns.fabricIp, remoteAs: 65000 }],
+    connectRetrySeconds: 1,
+  })
+  const stack = await withStack(t, {
+    redis: opts.redis ?? false,
+    frr: {
+      netns: ns.hydrazine,
+      bgpdConfig: renderBgpdConfig(settings),
+      bgpPort: settings.listenPort,
+    },
+  })
+  const vtyDir = stack.frr?.vtyDir
+  if (!vtyDir) throw new Error('stack started without frr')
+  const fabric = await startFabricRouter(t, {
+    netns: ns.fabric,
+    routerId: ns.fabricIp,
+    localAs: 65000,
+    peer: ns.hydrazineIp,
+    peerAs: 65001,
+    ...(opts.ipv6 ? { ipv6: true } : {}),
+  })
+  return { ns, stack, vtyDir, fabric }
 }
 
 /** The fabric router's kernel-bound routes learned over BGP: prefix → next hop. */

@@ -10,21 +10,12 @@ import {
   createFrrController,
   createVty,
   createVtysh,
-  parseBgpSettings,
   parseRunningConfig,
   type ResyncResult,
-  renderBgpdConfig,
 } from '../../lib/frr/index.ts'
 import { FRR_QUEUE, type FrrAck } from '../../lib/jobs/frr.ts'
 import { createFrrProducer, startFrrConsumer } from '../../queues/frr.ts'
-import { withStack } from '../helpers/stack.ts'
-import {
-  eventually,
-  fabricBgpRoutes,
-  redisAnnouncementSource,
-  startFabricRouter,
-  withNetnsPair,
-} from './fixtures.ts'
+import { eventually, fabricBgpRoutes, redisAnnouncementSource, withPeeredBgpd } from './fixtures.ts'
 
 const run = promisify(execFile)
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -45,31 +36,16 @@ async function pings(netns: string, ip: string, count: number) {
 t.test(
   'bgpd killed and restarted: the fabric keeps the /32s (stale) and forwarding, nothing acknowledged is lost',
   async (t) => {
-    const ns = await withNetnsPair(t)
-    // The DPU side of the path: the NAT IP and, behind it, the public IP's host.
-    await run('ip', ['-n', ns.hydrazine, 'addr', 'add', `${NAT_IP}/24`, 'dev', ns.hydrazineDev])
-    await run('ip', ['-n', ns.hydrazine, 'addr', 'add', `${PUBLIC_IP}/32`, 'dev', 'lo'])
-
-    const settings = parseBgpSettings({
-      localAs: 65001,
-      routerId: ns.hydrazineIp,
-      peers: [{ address: ns.fabricIp, remoteAs: 65000 }],
-      connectRetrySeconds: 1,
-    })
-    const stack = await withStack(t, {
+    const { ns, stack, vtyDir, fabric } = await withPeeredBgpd(t, {
       redis: true,
-      frr: { netns: ns.hydrazine, bgpdConfig: renderBgpdConfig(settings) },
+      // The DPU side of the path: the NAT IP and, behind it, the public IP's host.
+      before: async (ns) => {
+        await run('ip', ['-n', ns.hydrazine, 'addr', 'add', `${NAT_IP}/24`, 'dev', ns.hydrazineDev])
+        await run('ip', ['-n', ns.hydrazine, 'addr', 'add', `${PUBLIC_IP}/32`, 'dev', 'lo'])
+      },
     })
     const redisUrl = stack.redis?.url
-    const vtyDir = stack.frr?.vtyDir
-    if (!redisUrl || !vtyDir) throw new Error('stack started without redis or frr')
-    const fabric = await startFabricRouter(t, {
-      netns: ns.fabric,
-      routerId: ns.fabricIp,
-      localAs: 65000,
-      peer: ns.hydrazineIp,
-      peerAs: 65001,
-    })
+    if (!redisUrl) throw new Error('stack started without redis')
 
     const redis = new Redis(redisUrl)
     const connection = new Redis(redisUrl, { maxRetriesPerRequest: null })

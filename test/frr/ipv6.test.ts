@@ -5,19 +5,10 @@ import {
   createVty,
   createVtysh,
   InvalidAnnouncementError,
-  parseBgpSettings,
-  renderBgpdConfig,
   resync,
   type Vtysh,
 } from '../../lib/frr/index.ts'
-import { type Teardown, withStack } from '../helpers/stack.ts'
-import {
-  eventually,
-  FABRIC_IPV6_IN,
-  fabricBgpRoutes,
-  startFabricRouter,
-  withNetnsPair,
-} from './fixtures.ts'
+import { eventually, FABRIC_IPV6_IN, fabricBgpRoutes, withPeeredBgpd } from './fixtures.ts'
 
 const PUBLIC_V6 = '2001:db8:ff::5'
 const PREFIX_V6 = `${PUBLIC_V6}/128`
@@ -25,35 +16,6 @@ const NAT_V6_A = 'fd00:77::105'
 const NAT_V6_B = 'fd00:77::106'
 const PREFIX_V4 = '203.0.113.7/32'
 const NAT_V4 = '10.77.0.105'
-
-/**
- * Hydrazine's bgpd (its base configuration) and a fabric router taking IPv6 routes from it
- * with `prefer-global`, peered over IPv4 in a namespace pair.
- */
-async function peered(t: Teardown) {
-  const ns = await withNetnsPair(t)
-  const settings = parseBgpSettings({
-    localAs: 65001,
-    routerId: ns.hydrazineIp,
-    peers: [{ address: ns.fabricIp, remoteAs: 65000 }],
-    connectRetrySeconds: 1,
-  })
-  const stack = await withStack(t, {
-    redis: false,
-    frr: { netns: ns.hydrazine, bgpdConfig: renderBgpdConfig(settings) },
-  })
-  const vtyDir = stack.frr?.vtyDir
-  if (!vtyDir) throw new Error('stack started without frr')
-  const fabric = await startFabricRouter(t, {
-    netns: ns.fabric,
-    routerId: ns.fabricIp,
-    localAs: 65000,
-    peer: ns.hydrazineIp,
-    peerAs: 65001,
-    ipv6: true,
-  })
-  return { ns, vtyDir, fabric }
-}
 
 /** How many times bgpd's session with `peer` has come up (a reset adds one). */
 async function sessionsEstablished(bgpd: Vtysh, peer: string): Promise<number> {
@@ -68,7 +30,7 @@ async function sessionsEstablished(bgpd: Vtysh, peer: string): Promise<number> {
 t.test(
   'IPv6 /128s via IPv6 NAT addresses, beside IPv4 /32s, seen by a fabric router',
   async (t) => {
-    const { ns, vtyDir, fabric } = await peered(t)
+    const { ns, vtyDir, fabric } = await withPeeredBgpd(t, { ipv6: true })
     const hydrazineFrr = createVtysh({ vtyDir })
     const vty = createVty({ vtyDir })
     t.teardown(() => vty.close())
@@ -183,7 +145,7 @@ t.test(
 t.test(
   "why the fabric needs 'prefer-global': FRR installs Hydrazine's link-local next hop",
   async (t) => {
-    const { ns, vtyDir, fabric } = await peered(t)
+    const { ns, vtyDir, fabric } = await withPeeredBgpd(t, { ipv6: true })
     const vty = createVty({ vtyDir })
     t.teardown(() => vty.close())
     const frr = createFrrController({ vty })
