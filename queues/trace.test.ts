@@ -26,3 +26,9 @@ t.test('what a trace request may ask', async (t) => {
     t.same([...new Set(issues)], paths, name)
   }
 })
+
+t.test('an address to trace to is kept canonical, any spelling the same', async (t) => {
+  const parsed = v.parse(TraceRequest, { from: 'fabric', to: '2001:DB8:FF:0::5' })
+  t.equal(parsed.to, '2001:db8:ff::5')
+  t.equal(v.parse(TraceRequest, { from: 'h1', to: 'h2' }).to, 'h2', 'a host name as given')
+})

@@ -70,6 +70,8 @@ export const TraceRequest = v.pipe(
         (s) => (isIP(s) !== 0 && !s.includes('%')) || v.is(Rfc1123Label, s),
         'must be a host (managed resource) name or an IP address',
       ),
+      // Any spelling of an address is the same one.
+      v.transform((s) => (isIP(s) === 0 ? s : canonicalIp(s))),
     ),
     proto: v.optional(v.picklist(['icmp', 'tcp', 'udp'], 'must be icmp, tcp or udp')),
     port: v.optional(
@@ -306,7 +308,7 @@ export function createTracer(deps: TracerDeps): Tracer {
   }
 
   async function inbound(req: TraceRequest, caller: Caller): Promise<TraceAnswer> {
-    const address = canonicalIp(req.to)
+    const address = req.to
     const family = isIP(address) === 6 ? 6 : 4
     const source = family === 6 ? FABRIC_SOURCE.ip6 : FABRIC_SOURCE.ip
     const owner = await ownerOf(deps, address, visibleTo(caller))
