@@ -64,8 +64,17 @@ export function addPublicIpRelease(
       ...(nat.natIp6 ? { natIp6: nat.natIp6 } : {}),
       ...(families ? { families } : {}),
     },
-    { jobId: jobId('publicip.release', host, specVersion) },
+    { jobId: releaseJobId(host, specVersion, families) },
   )
+}
+
+/**
+ * A release of one family alone (an attach's, when IPv6 no longer leaves) is a job of its
+ * own: a detach at the same spec version releases both, and must not find that job done.
+ */
+function releaseJobId(host: string, specVersion: number, families?: readonly (4 | 6)[]): string {
+  const only = families?.length === 1 ? `-ipv${families[0]}` : ''
+  return jobId('publicip.release', host, `${specVersion}${only}`)
 }
 
 /**
@@ -108,7 +117,7 @@ export async function publicIpReleased(
 ): Promise<Ack<PublicIpResult>> {
   const ref = {
     queue: CONTROLLER_QUEUE,
-    jobId: jobId('publicip.release', host.name, host.specVersion),
+    jobId: releaseJobId(host.name, host.specVersion),
   }
   if ((await deps.children.outcome(ref)).state === 'missing') {
     return { state: 'acked', value: { host: host.name, publicIp: null, announced: false } }

@@ -524,6 +524,20 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
     )
     t.equal((await frr.table()).get(`${held}/128`), undefined, 'and withdrawn')
     t.equal((await frr.table()).get('203.0.113.7/32'), natIp, 'its /32 stays')
+
+    // The IPv6 release above ran at the host's current spec version; so does its deletion's
+    // release, which must still take the IPv4 address.
+    await p.client.deleteHost('host-p')
+    await until(
+      () => p.controller.store.getHost('host-p'),
+      (h) => h === undefined,
+    )
+    t.equal((await frr.table()).get('203.0.113.7/32'), undefined, 'a detach then withdraws the /32')
+    t.same(
+      await p.client.publicIp('203.0.113.7'),
+      { ip: '203.0.113.7', allocated: false },
+      'and gives the IPv4 address back',
+    )
   })
 })
 
