@@ -169,7 +169,7 @@ export class ObjectWrites {
     const accepted = await this.#putHost(name, request, group, caller)
     const kept = new Set(interfaces.map((p) => p.name))
     for (const old of interfaceNames(before)) {
-      if (!kept.has(old)) await this.#deleteInterface(old, false)
+      if (!kept.has(old)) await this.#deleteInterface(old, name, false)
     }
     for (const port of interfaces) {
       await this.#putHost(port.name, port.request, port.group, caller, name)
@@ -181,8 +181,13 @@ export class ObjectWrites {
     return { store: this.#store, policy: this.#policy, quota: this.#quotaOf(group.spec.tenantId) }
   }
 
-  /** An interface's own ManagedResource, marked for deletion (gone already: nothing). */
-  async #deleteInterface(name: string, force: boolean): Promise<void> {
+  /**
+   * Host `of`'s interface `name`, marked for deletion; nothing when it is gone already, or
+   * when the name is now another object's (the interface was deleted with its group and
+   * the name taken again): a host deletes only its own interfaces.
+   */
+  async #deleteInterface(name: string, of: string, force: boolean): Promise<void> {
+    if ((await this.#store.getHost(name))?.spec.interfaceOf !== of) return
     await this.#deleteHost(name, force).catch((error: unknown) => {
       if (!(error instanceof NotFoundError)) throw error
     })
@@ -250,7 +255,7 @@ export class ObjectWrites {
     const host = await this.#store.getHost(name)
     await refuseInterfaceChange(this.#store, host, name, 'delete')
     const accepted = await this.#deleteHost(name, force)
-    for (const port of interfaceNames(host)) await this.#deleteInterface(port, force)
+    for (const port of interfaceNames(host)) await this.#deleteInterface(port, name, force)
     return accepted
   }
 

@@ -134,6 +134,52 @@ t.test('a host on two groups through two interfaces', async (t) => {
     }
   })
 
+  await t.test(
+    'a name the host lists but no longer owns is never deleted through it',
+    async (t) => {
+      /** m1 lists eth1, whose own object went with group-b; the name is another host's now. */
+      const staleListing = async () => {
+        await p.client.applyHost('m1', m1)
+        t.ok(await ready('m1-eth1'), 'm1-eth1 is Ready')
+        await p.client.deleteGroup('group-b')
+        await until(
+          () => p.controller.store.getGroup('group-b'),
+          (g) => g === undefined,
+        )
+        t.notOk(await p.controller.store.getHost('m1-eth1'), 'm1-eth1 went with group-b')
+        await p.client.applyGroup('group-b', groupSpec('tenant-a', ...NETWORK_B))
+        await p.client.applyHost('m1-eth1', hostSpec('group-b', 'dpu-3', 7))
+        t.notOk((await ready('m1-eth1'))?.spec.interfaceOf, 'm1-eth1 is a host of its own now')
+      }
+      const untouched = async (what: string) => {
+        const other = await p.controller.store.getHost('m1-eth1')
+        t.ok(other && !other.deletion, `${what}: the other m1-eth1 is not marked for deletion`)
+      }
+      const gone = (name: string) =>
+        until(
+          () => p.controller.store.getHost(name),
+          (h) => h === undefined,
+        )
+
+      await staleListing()
+      await p.client.applyHost('m1', hostSpec('group-a', 'dpu-1', 1))
+      await until(
+        () => p.controller.store.getHost('m1'),
+        (h) => h !== undefined && h.spec.interfaces === undefined && h.status.phase === 'Ready',
+      )
+      await untouched('m1 dropped eth1 from its list')
+      await p.client.deleteHost('m1-eth1')
+      await gone('m1-eth1')
+
+      await staleListing()
+      await p.client.deleteHost('m1')
+      await gone('m1')
+      await untouched('m1 deleted')
+      await p.client.deleteHost('m1-eth1')
+      await gone('m1-eth1')
+    },
+  )
+
   await t.test("deleting the host's group deletes its interfaces too", async (t) => {
     await p.client.applyHost('m1', m1)
     t.ok(await ready('m1-eth1'), 'm1-eth1 is Ready')
