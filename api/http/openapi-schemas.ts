@@ -3,6 +3,7 @@
  * and stored object, and the Carbide webhook event. Field rules (patterns, limits) live
  * in `lib/state/objects.ts`; a 400 names each field that breaks them.
  */
+import { MAX_HOST_INTERFACES } from '../../lib/state/objects.ts'
 import { ref } from './openapi-parts.ts'
 import { policies } from './openapi-policies.ts'
 
@@ -213,7 +214,7 @@ export const schemas = {
       ...port,
       interfaces: {
         type: 'array',
-        maxItems: 8,
+        maxItems: MAX_HOST_INTERFACES,
         description:
           "the host's other ports (a second NIC, a VF), names unique, each MAC its own (none the host's). Each is kept as a ManagedResource of its own, `<host>-<name>`, with its own status (its dpu filled in from the inventory there); it is changed and deleted only through this host, and deleted when the host's spec no longer lists it",
         items: ref('HostInterface'),
