@@ -4,6 +4,7 @@
  * keyed by owner, like network addresses: asking again returns the IP the owner already
  * holds. An owner holds at most one address of each family; `family` defaults to 4.
  */
+import { TRANSIT6_NETWORK } from '../ovn/topology/addresses.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import {
   type Address,
@@ -40,7 +41,7 @@ const NOT_PUBLIC = [
   ['::ffff:0:0/96', 'IPv4-mapped'],
   ['fe80::/10', 'link-local'],
   ['ff00::/8', 'multicast'],
-  ['fd00:a9fe::/64', "Hydrazine's transit links"],
+  [TRANSIT6_NETWORK, "Hydrazine's transit links"],
 ].map(([cidr = '', what = '']) => ({ cidr, what, span: parseCidr(cidr) }))
 
 /** Why `address` can never be a public IP (e.g. `127.0.0.0/8 is loopback`), or undefined. */

@@ -15,6 +15,7 @@
 import { isIP } from 'node:net'
 import * as v from 'valibot'
 import { contains, overlaps, parseCidr, parseIp, type Span, spanSize } from '../ipam/address.ts'
+import { TRANSIT6_NETWORK } from '../ovn/topology/addresses.ts'
 import { Rfc1123Label } from './labels.ts'
 
 /** The automatic pool of every subnet: what hosts naming no pool are given addresses from. */
@@ -92,7 +93,7 @@ export function groupSubnets(plan: GroupAddressPlan): { cidr: string; span: Span
 }
 
 /** Where the transit links between each group's routers live (`lib/ovn` topology). */
-const TRANSIT_SPANS = ['169.254.0.0/16', 'fd00:a9fe::/64'].map((cidr) => ({
+const TRANSIT_SPANS = ['169.254.0.0/16', TRANSIT6_NETWORK].map((cidr) => ({
   cidr,
   span: parseCidr(cidr) as Span,
 }))
