@@ -6,7 +6,8 @@ import type { StateStore } from '../../lib/state/store.ts'
  * What FRR must announce, from the state Hydrazine keeps: every allocated public IP whose
  * host still exists and still asks for PublicAccess, as `PublicIP/32` via that host's DPU
  * NAT IP — an IPv6 one as `/128` via the DPU's IPv6 NAT address, while the fabric has
- * IPv6 (`fabric6`, default true). (A host whose access was lowered holds its IP only until
+ * IPv6 (`fabric6`, default true) and the host's group an IPv6 network. (A host whose
+ * access was lowered, or whose group dropped its IPv6 network, holds its IP only until
  * `publicip.release` returns it: a resync in that gap must not announce it again.)
  */
 export function storeAnnouncementSource(
@@ -25,11 +26,16 @@ export function storeAnnouncementSource(
           h,
         ]),
       )
+      const ipv6Groups = new Set(
+        (await store.getGroups([...new Set([...hosts.values()].map((h) => h.spec.resourceGroup))]))
+          .filter((g) => g.spec.network6 !== undefined)
+          .map((g) => g.name),
+      )
       for (const pip of allocated) {
         const host = hosts.get(pip.allocatedTo ?? '')
         const v6 = pip.ip.includes(':')
-        // Without an IPv6 fabric no NAT66 rule leads a /128 anywhere.
-        if (v6 && !options.fabric6) continue
+        // Without an IPv6 fabric, or an IPv6 network, no NAT66 rule leads a /128 anywhere.
+        if (v6 && (!options.fabric6 || !ipv6Groups.has(host?.spec.resourceGroup ?? ''))) continue
         const natIp = v6 ? host?.spec.dpu.natIp6 : host?.spec.dpu.ips[1]
         if (!host || host.deletion || host.spec.hostAccess !== 'PublicAccess' || !natIp) continue
         out.push({ prefix: publicPrefix(pip.ip), nextHop: natIp })

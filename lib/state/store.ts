@@ -186,6 +186,10 @@ export class StateStore {
   getHost(name: string): Promise<ManagedResource | undefined> {
     return this.#records.get('mr', name)
   }
+  /** The groups of these names that exist, sorted by name, in one round trip. */
+  getGroups(names: readonly string[]): Promise<ResourceGroup[]> {
+    return this.#records.getMany('rg', [...names])
+  }
   /** The hosts of these names that exist, sorted by name, in one round trip. */
   getHosts(names: readonly string[]): Promise<ManagedResource[]> {
     return this.#records.getMany('mr', [...names])

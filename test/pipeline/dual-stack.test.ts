@@ -7,6 +7,7 @@
  */
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
+import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import { eui64Address } from '../../lib/ipam/address.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ChangePlan } from '../../lib/state/plans.ts'
@@ -524,6 +525,17 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
     )
     t.equal((await frr.table()).get(`${held}/128`), undefined, 'and withdrawn')
     t.equal((await frr.table()).get('203.0.113.7/32'), natIp, 'its /32 stays')
+    // While a release is under way the host still holds its public IPv6: a resync then
+    // must not announce it again, its group having no IPv6 network.
+    const gap = await p.controller.ipam.allocatePublicIp('host-p', 6)
+    const desired = await storeAnnouncementSource(p.controller.store, p.controller.ipam).desired()
+    t.same(
+      desired.map((a) => a.prefix),
+      ['203.0.113.7/32'],
+      'a resync wants the /32 only, not the /128 of a group without network6',
+    )
+    await p.controller.ipam.releasePublicIp('host-p', 6)
+    t.ok(gap, 'the host held a public IPv6 meanwhile')
 
     // The IPv6 release above ran at the host's current spec version; so does its deletion's
     // release, which must still take the IPv4 address.
