@@ -25,7 +25,9 @@ import { agentConfigured, configureRequestOf } from './internal/host-configure.t
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import {
   addPublicIpAllocate,
+  natIp6Of,
   publicIpAllocated,
+  publicIpv6Via,
   releaseHeldPublicIps,
 } from './internal/public-ip-jobs.ts'
 import { type HostAttempt, setHostStatus } from './internal/status.ts'
@@ -133,7 +135,7 @@ async function reportConfiguring(
 ): Promise<void> {
   const { spec } = host
   const natIp = natIpOf(host)
-  const natIp6 = natIp6Of(deps, host, addresses)
+  const natIp6 = natIp6Of(deps, host.spec, addresses.hostIpv6)
   await setHostStatus(deps, host.name, host.specVersion, {
     attempt: host.attempt,
     phase: 'Configuring',
@@ -185,11 +187,9 @@ async function signalPublicIp(
 ): Promise<ChildRef[]> {
   // An IPv6-only host has no IPv4 to take a public IPv4 to.
   const natIp = isIP(addresses.hostIp) === 4 ? natIpOf(host) : undefined
-  const natIp6 = natIp6Of(deps, host, addresses)
+  const natIp6 = natIp6Of(deps, host.spec, addresses.hostIpv6)
   if (host.spec.hostAccess === 'PublicAccess') {
-    // No IPv6 public pool at all: a dual-stack host's IPv6 leaves through its DPU's NAT
-    // address only (an IPv6-only host's allocation fails, saying the pool is exhausted).
-    const public6 = natIp6 && (!natIp || (await deps.ipam.hasPublicIps(6))) ? natIp6 : undefined
+    const public6 = await publicIpv6Via(deps, natIp, natIp6)
     const nat = { ...(natIp ? { natIp } : {}), ...(public6 ? { natIp6: public6 } : {}) }
     const allocate =
       natIp || public6
@@ -311,20 +311,6 @@ class ChildFailed extends HydrazineError {
 /** The DPU's NAT IP, when the host's access uses it. */
 function natIpOf(host: ManagedResource): string | undefined {
   return host.spec.hostAccess !== 'None' ? host.spec.dpu.ips[1] : undefined
-}
-
-/**
- * The DPU's IPv6 NAT address, when the host's access uses it: the host has an IPv6
- * address, its DPU an IPv6 NAT address, and the fabric IPv6 (NAT66 on its gateway router).
- */
-function natIp6Of(
-  deps: HandlerDeps,
-  host: ManagedResource,
-  addresses: { readonly hostIpv6?: string },
-): string | undefined {
-  const { hostAccess, dpu } = host.spec
-  if (hostAccess === 'None' || !deps.fabric.dummyIp6 || !addresses.hostIpv6) return undefined
-  return dpu.natIp6
 }
 
 /** The host's group does not exist or is being deleted. */

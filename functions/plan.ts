@@ -45,6 +45,7 @@ import {
   type SlaacChange,
   slaacChangeOf,
 } from './internal/network.ts'
+import { natIp6Of, publicIpv6Via } from './internal/public-ip-jobs.ts'
 
 export type PlannerDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'>
 
@@ -216,14 +217,13 @@ export function createPlanner(deps: PlannerDeps): Planner {
       const withdraw: PlannedPrefix[] = []
       const release: PlannedAddress[] = []
       const isPublic = spec.hostAccess === 'PublicAccess'
-      // As the attach decides (host-attach.ts): an IPv4 public IP for a host with IPv4; an
-      // IPv6 one when its IPv6 leaves (a fabric with IPv6, the DPU's natIp6) and the IPv6
-      // pool has any address, or the host has no IPv4.
-      const hasIpv4 = ip !== undefined && isIP(ip) === 4
+      // As the attach decides (host-attach.ts): an IPv4 public IP for a host with IPv4 (via
+      // its DPU's NAT IP), an IPv6 one as `publicIpv6Via` says.
+      const natIp = ip !== undefined && isIP(ip) === 4 ? spec.dpu.ips[1] : undefined
       const hostIpv6 = ip6 ?? (ip !== undefined && isIP(ip) === 6 ? ip : undefined)
-      const natIp6 = deps.fabric.dummyIp6 && hostIpv6 ? spec.dpu.natIp6 : undefined
-      const wants6 =
-        isPublic && natIp6 !== undefined && (!hasIpv4 || (await deps.ipam.hasPublicIps(6)))
+      const public6 = isPublic
+        ? await publicIpv6Via(deps, natIp, natIp6Of(deps, spec, hostIpv6))
+        : undefined
       /** One family's public IP: kept, taken from the pool and announced, or given back. */
       const publicOf = async (
         family: 4 | 6,
@@ -247,8 +247,8 @@ export function createPlanner(deps: PlannerDeps): Planner {
         })
         return publicIp
       }
-      const publicIp = await publicOf(4, isPublic && hasIpv4, current?.publicIp, spec.dpu.ips[1])
-      const publicIp6 = await publicOf(6, wants6, current?.publicIp6, natIp6)
+      const publicIp = await publicOf(4, isPublic && natIp !== undefined, current?.publicIp, natIp)
+      const publicIp6 = await publicOf(6, public6 !== undefined, current?.publicIp6, public6)
       const host = {
         ...(existing ?? newObject(name, new Date().toISOString())),
         spec,

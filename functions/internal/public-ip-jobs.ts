@@ -11,8 +11,37 @@ import {
   frrJobId,
 } from '../../lib/jobs/frr.ts'
 import { CONTROLLER_QUEUE, jobId, PublicIpResult } from '../../lib/jobs/index.ts'
+import type { ManagedResourceSpec } from '../../lib/state/objects.ts'
 import type { ChildRef, HandlerDeps } from './deps.ts'
 import { type Ack, readAck } from './errors.ts'
+
+/**
+ * The DPU's IPv6 NAT address, when the host's access uses it: the host has an IPv6
+ * address, its DPU an IPv6 NAT address, and the fabric IPv6 (NAT66 on its gateway router).
+ */
+export function natIp6Of(
+  deps: Pick<HandlerDeps, 'fabric'>,
+  spec: Pick<ManagedResourceSpec, 'hostAccess' | 'dpu'>,
+  hostIpv6: string | undefined,
+): string | undefined {
+  if (spec.hostAccess === 'None' || !deps.fabric.dummyIp6 || !hostIpv6) return undefined
+  return spec.dpu.natIp6
+}
+
+/**
+ * For a PublicAccess host, the IPv6 NAT address its public IPv6 is announced via, or
+ * undefined when it takes none: its IPv6 must leave the group (`natIp6`), and with a public
+ * IPv4 beside (`natIp`) only while the IPv6 pool has any address — with no IPv6 pool at all
+ * a dual-stack host's IPv6 leaves through its DPU's NAT address only (an IPv6-only host's
+ * allocation fails, saying the pool is exhausted).
+ */
+export async function publicIpv6Via(
+  deps: Pick<HandlerDeps, 'ipam'>,
+  natIp: string | undefined,
+  natIp6: string | undefined,
+): Promise<string | undefined> {
+  return natIp6 && (!natIp || (await deps.ipam.hasPublicIps(6))) ? natIp6 : undefined
+}
 
 /** The DPU NAT addresses a host's public IPs are announced via. */
 export interface NatAddresses {
