@@ -52,23 +52,29 @@ export class ObjectRecords {
 
   /** Many objects in one round trip (a pipeline of HGETALLs), sorted by name. */
   async getMany<T extends StoredObject<unknown, unknown>>(kind: Kind, names: string[]) {
-    const sorted = [...names].sort()
-    const pipeline = this.#redis.pipeline()
-    for (const name of sorted) pipeline.hgetall(this.#keys.object(kind, name))
-    const replies = (await pipeline.exec()) ?? []
     const objects: T[] = []
-    for (const [i, [error, hash]] of replies.entries()) {
-      if (error) throw error
-      const object = decode<T>(sorted[i] ?? '', hash as Record<string, string>)
+    for (const [name, hash] of await this.#hashes(kind, [...names].sort())) {
+      const object = decode<T>(name, hash)
       if (object) objects.push(object)
     }
     return objects
   }
 
+  /** The objects' hashes, in the order of `names`, in one round trip. */
+  async #hashes(kind: Kind, names: string[]): Promise<[string, Record<string, string>][]> {
+    const pipeline = this.#redis.pipeline()
+    for (const name of names) pipeline.hgetall(this.#keys.object(kind, name))
+    const replies = (await pipeline.exec()) ?? []
+    return replies.map(([error, hash], i) => {
+      if (error) throw error
+      return [names[i] ?? '', hash as Record<string, string>]
+    })
+  }
+
   /**
    * Many objects as fresh as `getMany` reads them, reading again only those whose revision
    * moved on since `kept` holds them: one round trip for every object's revision, then one
-   * for the changed ones. Returns the objects (sorted by name) and what to keep for next
+   * for the changed ones (none when nothing changed). Returns the objects (sorted by name) and what to keep for next
    * time (exactly these objects). Objects are shared with the cache: read-only.
    */
   async getManyKept<T extends StoredObject<unknown, unknown>>(
@@ -90,13 +96,7 @@ export class ObjectRecords {
       else stale.push(name)
     }
     if (stale.length > 0) {
-      const pipeline = this.#redis.pipeline()
-      for (const name of stale) pipeline.hgetall(this.#keys.object(kind, name))
-      const replies = (await pipeline.exec()) ?? []
-      for (const [i, [error, reply]] of replies.entries()) {
-        if (error) throw error
-        const name = stale[i] ?? ''
-        const hash = reply as Record<string, string>
+      for (const [name, hash] of await this.#hashes(kind, stale)) {
         const object = decode<T>(name, hash)
         // The revision of what was read, which may be newer than the one compared.
         if (object) keep.set(name, { revision: revisionOf(hash), object })

@@ -213,7 +213,8 @@ export class StateStore {
    * The hosts of a group, as fresh as `listHosts({ resourceGroup })` reads them, for a
    * caller that reads the same group over and over (every apply of its topology): each is
    * kept decoded and read again only once it changed, so a read of a 1,000-host group is
-   * two round trips and small replies rather than 1,000 objects. Read-only objects.
+   * three round trips (names, revisions, what changed) and small replies rather than 1,000
+   * objects. Read-only objects.
    */
   async groupHosts(group: string): Promise<ManagedResource[]> {
     return this.#keptHostsOf(`rg:${group}`, await this.memberNames(group))
