@@ -4,7 +4,7 @@
  * keyed by owner, like network addresses: asking again returns the IP the owner already
  * holds. An owner holds at most one address of each family; `family` defaults to 4.
  */
-import { TRANSIT6_NETWORK } from '../ovn/topology/addresses.ts'
+import { TRANSIT_NETWORK, TRANSIT6_NETWORK } from '../ovn/topology/addresses.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import {
   type Address,
@@ -34,7 +34,7 @@ export interface PublicIpStatus {
 const NOT_PUBLIC = [
   ['0.0.0.0/8', 'this network'],
   ['127.0.0.0/8', 'loopback'],
-  ['169.254.0.0/16', "link-local, and Hydrazine's transit links"],
+  [TRANSIT_NETWORK, "link-local, and Hydrazine's transit links"],
   ['224.0.0.0/4', 'multicast'],
   ['240.0.0.0/4', 'reserved (and broadcast)'],
   ['::/127', 'unspecified or loopback'],

@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { labPrefix } from '../../infra/lab/dpu.ts'
 import { type Lab, type LabHost, startLab } from '../../infra/lab/lab.ts'
-import { capture, eventually, pings } from '../../infra/lab/probes.ts'
+import { capture, eventually, netnsExec, pings } from '../../infra/lab/probes.ts'
 import { DEFAULT_DNS_ZONE } from '../../lib/config/dns.ts'
 import { eui64Address } from '../../lib/ipam/address.ts'
 import { dnsDomain } from '../../lib/ovn/index.ts'
@@ -188,6 +188,37 @@ await labTest('dual-stack: SLAAC addresses, IPv6 between hosts across DPUs', asy
       await eventually(() => pings(b1.host.netns, router.internetIp6, 1), 20_000),
       "b1 (no access) reaches out too, as dpu3's IPv6 NAT address, like IPv4",
     )
+
+    // Routing the tenant's /64 at a gateway router (by its DPU's IPv6 NAT address)
+    // reaches no host at its private address: the fabric gets in through NAT66 only.
+    const dpu3 = l.dpus[2]
+    if (!dpu3) throw new Error('DPU 3 missing')
+    for (const [dpu, host] of [
+      [dpu1, a1],
+      [dpu2, a1],
+      [dpu3, b1],
+    ] as const) {
+      const target = host.ip6
+      await netnsExec(
+        router.netns,
+        'ip',
+        '-6',
+        'route',
+        'replace',
+        `${target}/128`,
+        'via',
+        dpu.natIp6,
+      )
+      const seen = await capture(
+        host.host.netns,
+        `icmp6 and src host ${router.ip6}`,
+        async () =>
+          t.notOk(await pings(router.netns, target, 2), `fabric → ${target} via ${dpu.natIp6}`),
+        3000,
+      )
+      t.equal(seen, '', `${host.host.name} saw none of those pings`)
+      await netnsExec(router.netns, 'ip', '-6', 'route', 'del', `${target}/128`)
+    }
 
     t.ok((await attachHost(l, a1.host, 'group-a', '10.10.10.11', 'None')).status < 300)
     t.ok(await hostReady(l, 'a1'), 'a1 is Ready without access')

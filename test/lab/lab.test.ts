@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { labPrefix } from '../../infra/lab/dpu.ts'
 import { type Lab, type LabHost, startLab } from '../../infra/lab/lab.ts'
-import { capture, eventually, icmpInEchos, pings } from '../../infra/lab/probes.ts'
+import { capture, eventually, icmpInEchos, netnsExec, pings } from '../../infra/lab/probes.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { attachHost, type HostAccess, hostReady, isGone, phaseIs } from './api.ts'
 import { labTest } from './lab-test.ts'
@@ -145,6 +145,28 @@ await labTest('Hydrazine on a simulated data centre', async (t) => {
     const before = await icmpInEchos(a1.netns)
     t.ok(await pings(l.router.netns, dpu1.natIp, 2), 'router → NAT IP answered')
     t.equal(await icmpInEchos(a1.netns), before + 2, 'by a1 itself')
+  })
+
+  await t.test('the fabric reaches no host at its private address', async (t) => {
+    // A fabric host that routes the tenant's network at a gateway router (by its DPU's
+    // NAT IP, which that router answers ARP for) must still reach nothing but what the
+    // group's NAT rules expose.
+    const router = (...args: string[]) => netnsExec(l.router.netns, ...args)
+    for (const [dpu, host, target] of [
+      [dpu2, a2, '10.10.10.12'],
+      [dpu1, a2, '10.10.10.12'],
+      [dpu1, a1, '10.10.10.11'],
+    ] as const) {
+      await router('ip', 'route', 'replace', `${target}/32`, 'via', dpu.natIp)
+      const before = await icmpInEchos(host.netns)
+      t.notOk(await pings(l.router.netns, target, 2), `fabric → ${target} via ${dpu.natIp}`)
+      t.equal(await icmpInEchos(host.netns), before, `${host.name} saw none of those pings`)
+      await router('ip', 'route', 'del', `${target}/32`)
+    }
+    await router('ip', 'route', 'replace', `${network.gateway}/32`, 'via', dpu1.natIp)
+    t.notOk(await pings(l.router.netns, network.gateway, 1), "fabric → the group's gateway")
+    await router('ip', 'route', 'del', `${network.gateway}/32`)
+    t.ok(await pings(l.router.netns, dpu1.natIp, 1), 'the NAT IP still answers')
   })
 
   await t.test('PublicAccess: BGP route to the public IP, then gone on release', async (t) => {

@@ -6,7 +6,9 @@ import { createHash } from 'node:crypto'
 import { type Address, parseIp } from '../../ipam/address.ts'
 import { InvalidRequest } from '../../ipam/errors.ts'
 
-const LINK_LOCAL_SLOTS = 16_384 // /30s in 169.254.0.0/16
+/** Where every group's IPv4 transit links live (link-local: no group subnet is there). */
+export const TRANSIT_NETWORK = '169.254.0.0/16'
+const LINK_LOCAL_SLOTS = 16_384 // /30s in TRANSIT_NETWORK
 
 /** Link-local /30 per DPU: LR side `.1`, gateway router side `.2` of slot `n`. */
 export function transitAddresses(slot: number): { lrSide: string; gwSide: string } {

@@ -25,7 +25,7 @@ const onlyDpu1 = compileGroupTopology({ ...spec, members: [member(1, 'dpu-1')] }
 const empty: DesiredRows = { group: 'alpha', owner: both.owner, rows: [] }
 
 const REFS = {
-  Logical_Switch: ['ports'],
+  Logical_Switch: ['ports', 'acls'],
   Logical_Router: ['ports', 'static_routes', 'policies', 'nat'],
 } as const
 

@@ -133,5 +133,20 @@ export function rowBuilders(g: string) {
       parent: { table: 'Logical_Switch', key: switchKey, column: 'dns_records' },
     })
 
-  return { owner, ids, ls, lsp, lrp, routerLink, route, nat, policy, dns }
+  /** A stateless `drop` ACL on the switch `switchKey` (its `acls`). */
+  const dropAcl = (
+    rows: DesiredRow[],
+    switchKey: string,
+    key: string,
+    row: { direction: 'from-lport' | 'to-lport'; priority: number; match: string },
+    extra?: Extra,
+  ) =>
+    rows.push({
+      table: 'ACL',
+      key,
+      row: { ...row, action: 'drop', external_ids: ids(key, extra) },
+      parent: { table: 'Logical_Switch', key: switchKey, column: 'acls' },
+    })
+
+  return { owner, ids, ls, lsp, lrp, routerLink, route, nat, policy, dns, dropAcl }
 }

@@ -609,3 +609,44 @@ t.test(
     t.notOk(without && 'ipv6_ra_configs' in without.row, 'an IPv4-only group sends no RAs')
   },
 )
+
+t.test("each public switch drops what the fabric sends to the group's own addresses", async (t) => {
+  const guards = (spec: GroupTopologySpec) =>
+    compileGroupTopology(spec)
+      .rows.filter((r) => r.table === 'ACL' && r.parent?.table === 'Logical_Switch')
+      .map((r) => ({ on: r.parent?.key, ...(r.row as { match: string; action: string }) }))
+  const localnet = JSON.stringify(topologyNames.localnetPort('alpha', 'dpu-1'))
+  const [ip4] = guards({ ...base, extraSubnets: [{ cidr: '10.20.0.0/16', gateway: '10.20.0.1' }] })
+  t.equal(ip4?.on, 'pub/dpu-1', "on the DPU's public switch")
+  t.equal(ip4?.action, 'drop')
+  t.equal(
+    ip4?.match,
+    `inport == ${localnet} && ip4.dst == {10.10.10.0/24, 10.20.0.0/16, 169.254.0.0/16}`,
+    'every subnet of the group and the transit links, from the fabric',
+  )
+  // A tenant may number its network over the fabric's: its DPU's NAT IP stays reachable.
+  const [over] = guards({
+    ...base,
+    cidr: '172.18.0.0/24',
+    gateway: '172.18.0.1',
+    members: [{ ...(base.members[0] as GroupMember), ip: '172.18.0.2' }],
+  })
+  t.equal(
+    over?.match,
+    `inport == ${localnet} && ip4.dst == {172.18.0.0/24, 169.254.0.0/16} && ip4.dst != {172.18.0.105}`,
+    'but the NAT IP inside the subnet',
+  )
+  const dual = guards({
+    ...base,
+    network6: { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' },
+    dummyFabricIp6: 'fd00:fab::fa/64',
+  })
+  t.same(
+    dual.map((g) => g.match),
+    [
+      `inport == ${localnet} && ip4.dst == {10.10.10.0/24, 169.254.0.0/16}`,
+      `inport == ${localnet} && ip6.dst == {fd00:10::/64, fd00:a9fe::/64}`,
+    ],
+    'dual-stack: the IPv6 network and transit links too',
+  )
+})

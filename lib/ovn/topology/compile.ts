@@ -108,6 +108,8 @@ export interface TopologyProblem {
  *   PublicAccess: `dnat_and_snat` public IP ↔ host (the host's egress leaves as its
  *   public IP, which FRR announces with next hop = the NAT IP) and `dnat` NAT IP → host
  *   (still reachable from the fabric; all it has while its public IP is not allocated);
+ *   the public switch drops IP from the fabric to the group's subnets and transit links,
+ *   so the fabric reaches hosts through those NAT rules only;
  * - with `network6` (dual-stack): the distributed router takes its gateway too and sends
  *   router advertisements for SLAAC there; each host's port holds its `ip6` beside its
  *   address. Without `dummyFabricIp6` IPv6 stays in the group; with it, routed IPv6

@@ -36,7 +36,7 @@ function idOf(row: DesiredRow | ParentRef): string {
 const ids = new WeakMap<DesiredRow | ParentRef, string>()
 
 const REF_COLUMNS = {
-  Logical_Switch: ['ports', 'dns_records'],
+  Logical_Switch: ['ports', 'dns_records', 'acls'],
   Logical_Router: ['ports', 'static_routes', 'policies', 'nat'],
   Port_Group: ['acls'],
 } as const

@@ -7,6 +7,7 @@ import type { HydrazineError } from '../../errors.ts'
 import {
   inSubnet,
   prefixLength,
+  TRANSIT_NETWORK,
   TRANSIT6_NETWORK,
   transitAddresses,
   transitAddresses6,
@@ -22,6 +23,9 @@ import type { DhcpRelayPort, GroupMember, GroupSubnet, GroupTopologySpec } from 
 export const HOST_POLICY_PRIORITY = 1000
 /** Above the reroutes: traffic between the group's routed subnets stays in the group. */
 const INTERNAL_POLICY_PRIORITY = HOST_POLICY_PRIORITY + 1
+
+/** Priority of the drop ACL on each public switch that keeps the fabric out of the group. */
+const FABRIC_GUARD_PRIORITY = 1000
 
 /**
  * Router advertisements on the distributed router's switch port of a dual-stack group:
@@ -258,6 +262,7 @@ export function groupParts(spec: GroupTopologySpec) {
       { type: 'localnet', addresses: ['unknown'], options: { network_name: physnet } },
       dpuIds,
     )
+    fabricGuardRows(rows, dpu, pubKey, members)
     familyRows(draft, dpu, members, {
       family: 'ip4',
       routed: routedV4,
@@ -278,6 +283,51 @@ export function groupParts(spec: GroupTopologySpec) {
       hostIpOf: leavingIp6,
       publicIpOf: (m) => m.publicIp6,
     })
+  }
+
+  /**
+   * The fabric reaches the group through NAT only. The gateway router routes the group's
+   * subnets back to the distributed router, so a fabric host routing a tenant's network
+   * at it (at the DPU's NAT IP, which it answers ARP for) would reach every host at its
+   * private address, None ones included, untranslated. A drop ACL on the public switch
+   * stops every IP packet from the localnet port to the group's subnets or the transit
+   * links before the gateway router sees it; the addresses the DPU exposes (NAT and
+   * public IPs) stay reachable, should one lie in a tenant's subnet.
+   */
+  const fabricGuardRows = (
+    rows: DesiredRow[],
+    dpu: string,
+    pubKey: string,
+    members: GroupMember[],
+  ) => {
+    const exposed = new Set(
+      members.flatMap((m) => [m.dpu.natIp, m.dpu.natIp6, m.publicIp, m.publicIp6]),
+    )
+    const localnet = JSON.stringify(names.localnetPort(g, dpu))
+    for (const [family, transit, version] of [
+      ['ip4', TRANSIT_NETWORK, 4],
+      ['ip6', TRANSIT6_NETWORK, 6],
+    ] as const) {
+      const cidrs = subnets.filter((s) => isIP(s.cidr.split('/')[0] ?? '') === version)
+      if (version === 6 && cidrs.length === 0 && !spec.dummyFabricIp6) continue
+      const denied = [...cidrs.map((s) => s.cidr), transit]
+      const kept = [...exposed].filter(
+        (ip): ip is string =>
+          ip !== undefined && isIP(ip) === version && denied.some((c) => inSubnet(ip, c)),
+      )
+      const match = [
+        `inport == ${localnet}`,
+        `${family}.dst == {${denied.join(', ')}}`,
+        ...(kept.length > 0 ? [`${family}.dst != {${kept.sort().join(', ')}}`] : []),
+      ].join(' && ')
+      b.dropAcl(
+        rows,
+        pubKey,
+        `acl/${pubKey}/${family}`,
+        { direction: 'from-lport', priority: FABRIC_GUARD_PRIORITY, match },
+        { [DPU_KEY]: dpu },
+      )
+    }
   }
 
   /**

@@ -49,8 +49,10 @@ const rule = (extra: Partial<GroupPolicyRule> = {}): GroupPolicyRule => ({
 })
 
 type Row = DesiredRow & { links?: { ids: readonly string[] } }
+/** The policies' ACLs (not the public switches' fabric guard). */
+const isPolicyAcl = (r: DesiredRow) => r.table === 'ACL' && r.parent?.table === 'Port_Group'
 const aclsOf = (rows: readonly DesiredRow[]) =>
-  rows.flatMap((r) => (r.table === 'ACL' ? [r.row] : []))
+  rows.flatMap((r) => (r.table === 'ACL' && r.parent?.table === 'Port_Group' ? [r.row] : []))
 const all = policyNames.all('alpha')
 const port = (h: string) => `Logical_Switch_Port/lsp/${topologyNames.hostPort('alpha', h)}`
 
@@ -58,7 +60,7 @@ t.test('no rules: no port group, no ACL, no policy status', async (t) => {
   const { policies: _none, ...without } = spec([])
   for (const s of [without, spec([])]) {
     const out = compileGroupTopology(s)
-    t.notOk(out.rows.some((r) => r.table === 'Port_Group' || r.table === 'ACL'))
+    t.notOk(out.rows.some((r) => r.table === 'Port_Group' || isPolicyAcl(r)))
     t.notOk('policies' in out)
   }
 })
@@ -186,7 +188,7 @@ t.test('rules naming hosts the group has not built', async (t) => {
       { rule: 'no-peer', hosts: ['later'], inert: true },
     ],
   })
-  const keys = out.rows.filter((r) => r.table === 'ACL').map((r) => r.key)
+  const keys = out.rows.filter(isPolicyAcl).map((r) => r.key)
   t.same(
     keys,
     ['acl/pg/all/baseline', 'acl/pg/t/some/some', 'acl/pg/all/fine'],
@@ -230,7 +232,12 @@ t.test('the diff inserts a port group with its ports and ACLs in one transaction
       .filter((op) => op.op === 'insert' && op.table === table)
       .filter((op) => !names || names.includes((op as { row: { name?: string } }).row.name ?? ''))
       .map((op) => ['named-uuid', (op as { 'uuid-name': string })['uuid-name']])
-  t.same(pg?.row.acls, ['set', named('ACL')])
+  const policyAcls = writes
+    .filter((op) => op.op === 'insert' && op.table === 'ACL')
+    .filter((op) => String((op as unknown as { row: { match?: unknown } }).row.match).includes('@'))
+    .map((op) => ['named-uuid', (op as { 'uuid-name': string })['uuid-name']])
+  t.equal(policyAcls.length, aclsOf(desired.rows).length)
+  t.same(pg?.row.acls, ['set', policyAcls], "the policies' ACLs")
   const hostPorts = named(
     'Logical_Switch_Port',
     ['a', 'b', 'c'].map((h) => topologyNames.hostPort('alpha', h)),
