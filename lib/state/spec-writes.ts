@@ -309,8 +309,11 @@ export class SpecWrites {
       case 'quota':
         throw quotaFailure(guards, String(reply[1]))
       case 'guard': {
+        // A version guard (the host's DPU, read when the request was checked) that moved
+        // is a retryable change; any other guard (a DPU's hosts) is the object in use.
         const key = String(reply[1])
-        if (key.startsWith(keys.object('dpu', ''))) {
+        const guard = guards.find((g) => g.key === key)
+        if (guard && 'field' in guard && guard.field === 'specVersion') {
           throw new StoreConflict(
             'the DPU changed while the request was checked against it; send it again',
             'Changed',

@@ -162,6 +162,11 @@ t.test('the operator inventory decides where hosts go', async (t) => {
       hostPorts: ['pf0hpf'],
     })
     t.equal(moveDpu.status, 409, 'a DPU serving hosts cannot be handed to another tenant')
+    t.match(
+      JSON.stringify(moveDpu.json),
+      /DPU dpu-v serves hosts/,
+      'saying it serves hosts (not that it changed: sending it again cannot help)',
+    )
     const reuse = await call('PUT', '/v1/dpus/dpu-z', OPERATOR, {
       fabricIps: ['172.18.0.121'],
     })
