@@ -242,6 +242,7 @@ export class DhcpRelays {
       await exec('ip', ['netns', 'add', ns], { timeout: 10_000 })
     }
     const inNs = (...args: string[]) => exec('ip', ['-n', ns, ...args], { timeout: 10_000 })
+    await noForwarding(ns)
     await inNs('link', 'set', 'lo', 'up')
     for (const [outside, inside] of [
       [spec.port, spec.port],
@@ -355,6 +356,22 @@ export class DhcpRelays {
   async stopAll(): Promise<void> {
     for (const group of [...this.relays.keys()]) await this.stop(group)
   }
+}
+
+/**
+ * The relay's namespace routes nothing. A new namespace takes its IPv4 settings from the
+ * DPU's own, and a DPU that forwards would make it a router between the fabric (uplink)
+ * and the tenant's network (the relay port): a way in and out of the group past its NAT
+ * and its hosts' access level. Set on every plumb: a namespace that exists is kept.
+ */
+async function noForwarding(ns: string): Promise<void> {
+  const off = [
+    'net.ipv4.conf.all.forwarding=0',
+    'net.ipv4.conf.default.forwarding=0',
+    'net.ipv6.conf.all.forwarding=0',
+    'net.ipv6.conf.default.forwarding=0',
+  ]
+  await exec('ip', ['netns', 'exec', ns, 'sysctl', '-q', '-w', ...off], { timeout: 10_000 })
 }
 
 async function txOff(dev: string, netns: string | undefined): Promise<void> {

@@ -19,6 +19,13 @@ import { processesMentioning } from '../helpers/processes.ts'
 import { until } from '../pipeline/fixtures.ts'
 import { startAgentLab } from './fixture.ts'
 
+const FORWARDING = [
+  'net.ipv4.conf.all.forwarding',
+  'net.ipv4.conf.default.forwarding',
+  'net.ipv6.conf.all.forwarding',
+  'net.ipv6.conf.default.forwarding',
+]
+
 t.test('configure binds the host on this chassis; isolate unbinds it', async (t) => {
   const lab = await startAgentLab(t)
   const runtime = await startAgentRuntime(lab.config(), (line) => console.error(line))
@@ -31,6 +38,31 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   t.same(beat?.protocolVersions, ['1.0', '2.0'])
   const version = pickProtocolVersion(beat?.protocolVersions ?? [])
   t.equal(version, '2.0')
+  // A DPU that forwards hands that on to a namespace made in it: here the relay's
+  // namespace is made first, forwarding, as such a DPU would make it.
+  const relayPort = relayPortName(lab.input.group.name)
+  const relayNs = `${lab.dpu.netns}-${relayPort}`
+  const forwarding = () =>
+    run('ip', ['netns', 'exec', relayNs, 'sysctl', '-n', ...FORWARDING]).then((out) =>
+      out.trim().split(/\s+/),
+    )
+  await run('ip', ['netns', 'add', relayNs])
+  lab.later(() =>
+    run('ip', ['netns', 'del', relayNs]).then(
+      () => undefined,
+      () => undefined,
+    ),
+  )
+  await run('ip', [
+    'netns',
+    'exec',
+    relayNs,
+    'sysctl',
+    '-q',
+    '-w',
+    ...FORWARDING.map((k) => `${k}=1`),
+  ])
+  t.same(await forwarding(), ['1', '1', '1', '1'], 'the namespace forwarded before configure')
   const configure = buildConfigurePayload(version, {
     ...lab.input,
     host: { ...lab.input.host, mtu: 1400 },
@@ -40,7 +72,6 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   })) as Job<unknown, ConfigureAck>
   const ack = (await job.waitUntilFinished(lab.events, 40_000)) as ConfigureAck
 
-  const relayPort = relayPortName(lab.input.group.name)
   t.equal(ack.hostPort, lab.host.hostPort)
   t.equal(ack.relayPort, relayPort)
   t.equal(ack.ovnInstalled, true)
@@ -71,7 +102,11 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   // The group's relay: alone in its own namespace, on a veth named for the group (the
   // circuit id) whose other end is bound to the relay LSP, with the relay's tenant
   // address; an uplink veth in br-phy with a fabric address; one dhcrelay in there.
-  const relayNs = `${lab.dpu.netns}-${relayPort}`
+  t.same(
+    await forwarding(),
+    ['0', '0', '0', '0'],
+    "the relay's namespace routes nothing between the fabric and the tenant's network",
+  )
   t.equal((await lab.dpu.vsctl('get', 'Interface', relayPort, 'type')).trim(), '""')
   t.equal((await lab.dpu.vsctl('port-to-br', `${relayPort}u`)).trim(), lab.dpu.uplinkBridge)
   t.equal(
