@@ -18,13 +18,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { labPrefix } from '../../infra/lab/dpu.ts'
 import { type Lab, type LabHost, startLab } from '../../infra/lab/lab.ts'
-import { eventually, pings } from '../../infra/lab/probes.ts'
+import { capture, eventually, pings } from '../../infra/lab/probes.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { attachHost, hostReady, phaseIs } from './api.ts'
 import { labTest } from './lab-test.ts'
 
 const network = { cidr: '10.10.10.0/24', gateway: '10.10.10.1' }
 const extra = { cidr: '10.40.0.0/24', gateway: '10.40.0.1' }
+/** An extra subnet without a gateway: its hosts stay on the group's switch. */
+const onLink = { cidr: '10.50.0.0/24' }
 
 interface HostView {
   status?: { hostAccessIPs?: { hostIP?: string } }
@@ -45,7 +47,7 @@ await labTest(
     const put = await l.api('PUT', '/v1/resource-groups/group-a', {
       tenantId: 'tenant-a',
       network,
-      extraSubnets: [extra],
+      extraSubnets: [extra, onLink],
       pools: [{ name: 'vms', start: '10.40.0.100', end: '10.40.0.199' }],
       reservations: [{ start: '10.10.10.2', end: '10.10.10.9' }],
     })
@@ -88,6 +90,29 @@ await labTest(
         t.ok(await eventually(() => pings(h2.netns, extra.gateway), 30_000), 'h2 → its gateway')
         t.ok(await eventually(() => pings(h1.netns, ip2), 20_000), `h1 (${ip1}) → h2 (${ip2})`)
         t.ok(await pings(h2.netns, ip1), 'h2 → h1')
+      },
+    )
+
+    await t.test(
+      'a host of a subnet without a gateway never reaches the fabric, even through the router',
+      async (t) => {
+        const h3 = await l.addHost({ dpu: 1, name: 'h3', mac: '0a:00:00:00:0e:03' })
+        t.ok((await attachHost(l, h3, 'group-a', '10.50.0.5')).status < 300, 'attach h3')
+        t.ok(await hostReady(l, 'h3'), 'h3 is Ready')
+        await h3.exec('ip', 'addr', 'add', '10.50.0.5/24', 'dev', 'eth0')
+        // The router answers ARP for its address from any port of the switch: a host that
+        // routes at it anyway must still get no further than the group.
+        await h3.exec('ip', 'route', 'add', `${network.gateway}/32`, 'dev', 'eth0')
+        await h3.exec('ip', 'route', 'replace', 'default', 'via', network.gateway, 'dev', 'eth0')
+        await eventually(() => pings(h3.netns, '10.10.10.10', 1), 10_000)
+        const seen = await capture(
+          l.router.netns,
+          `src net ${onLink.cidr}`,
+          async () =>
+            t.notOk(await pings(h3.netns, l.router.internetIp, 2), 'h3 → the fabric fails'),
+          3000,
+        )
+        t.equal(seen, '', `nothing from its subnet reaches the fabric router: ${seen}`)
       },
     )
 

@@ -27,7 +27,11 @@ t.test('100 hosts attached to one group at once by 2 worker processes are all Re
       p.client.applyHost(name, {
         ...hostSpec('group-a', dpus[i % dpus.length] ?? 'dpu-0', i),
         hostMAC: `52:54:00:01:00:${i.toString(16).padStart(2, '0')}`,
-        dpu: { id: dpus[i % dpus.length], ips: [`172.18.1.${i % dpus.length}`] },
+        dpu: {
+          id: dpus[i % dpus.length],
+          // An encap IP and a NAT IP: hosts leave the group through their DPU's NAT.
+          ips: [`172.18.1.${i % dpus.length}`, `172.18.2.${i % dpus.length}`],
+        },
       }),
     ),
   )

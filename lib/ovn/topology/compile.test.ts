@@ -296,8 +296,9 @@ t.test(
         '1000 ip4.src == 10.20.0.5 reroute',
         '1001 ip4.dst == 10.10.10.0/24 allow',
         '1001 ip4.dst == 10.20.0.0/24 allow',
+        '999 ip4 && ip4.dst != {10.10.10.0/24, 10.20.0.0/24} drop',
       ],
-      'between routed subnets the router delivers; only traffic leaving the group is rerouted',
+      'between routed subnets the router delivers; only traffic leaving the group is rerouted, the rest of it dropped',
     )
     t.same(
       rowsOf(rows, 'ok'),
@@ -409,8 +410,10 @@ t.test('with fabric IPv6, routed IPv6 leaves through its DPU (NAT66), like IPv4'
   t.match(
     policies.sort(),
     [
+      'ip4 && ip4.dst != {10.10.10.0/24} undefined',
       /^ip4\.src == 10\.10\.10\.15 169\.254\./,
       /^ip4\.src == 10\.10\.10\.2 169\.254\./,
+      'ip6 && ip6.dst != {fd00:10::/64} undefined',
       /^ip6\.src == fd00:10::5 fd00:a9fe::/,
       /^ip6\.src == fd00:10::f fd00:a9fe::/,
     ],
@@ -444,7 +447,7 @@ t.test('with fabric IPv6, routed IPv6 leaves through its DPU (NAT66), like IPv4'
     noNat6.rows.some(
       (r) =>
         (r.table === 'Logical_Router_Static_Route' && r.row.ip_prefix === '::/0') ||
-        (r.table === 'Logical_Router_Policy' && r.row.match?.startsWith('ip6')),
+        (r.table === 'Logical_Router_Policy' && r.row.match?.startsWith('ip6.src')),
     ),
     'and IPv6 leaves through no DPU without one: untranslated, it would carry shared addresses',
   )
@@ -648,5 +651,40 @@ t.test("each public switch drops what the fabric sends to the group's own addres
       `inport == ${localnet} && ip6.dst == {fd00:10::/64, fd00:a9fe::/64}`,
     ],
     'dual-stack: the IPv6 network and transit links too',
+  )
+})
+
+t.test('a DPU without a NAT IP takes nothing out of the group', async (t) => {
+  const h1 = base.members[0] as GroupMember
+  const spec: GroupTopologySpec = {
+    ...base,
+    members: [
+      { ...h1, dpu: { id: 'dpu-1' } },
+      {
+        ...h1,
+        hostName: 'h2',
+        logicalPort: topologyNames.hostPort('alpha', 'h2'),
+        mac: '0a:00:00:00:00:02',
+        ip: '10.10.10.3',
+        dpu: { id: 'dpu-1' },
+        access: 'None',
+      },
+    ],
+  }
+  const { rows, problems } = compileGroupTopology(spec)
+  t.match(problems, [{ host: 'h1', message: /no NAT IP; it gets no NAT and stays in the group/ }])
+  t.same(problems?.length, 1, 'the None host has nothing to ask for')
+  t.notOk(
+    rows.some(
+      (r) =>
+        r.table === 'NAT' ||
+        (r.table === 'Logical_Router_Static_Route' && r.row.ip_prefix === '0.0.0.0/0') ||
+        (r.table === 'Logical_Router_Policy' && r.row.action === 'reroute'),
+    ),
+    'no NAT, default route or reroute: without one, its hosts meet the drop below the reroutes',
+  )
+  t.ok(
+    rows.some((r) => r.table === 'Logical_Router_Policy' && r.row.action === 'drop'),
+    'which is there',
   )
 })

@@ -109,7 +109,9 @@ export interface TopologyProblem {
  *   public IP, which FRR announces with next hop = the NAT IP) and `dnat` NAT IP → host
  *   (still reachable from the fabric; all it has while its public IP is not allocated);
  *   the public switch drops IP from the fabric to the group's subnets and transit links,
- *   so the fabric reaches hosts through those NAT rules only;
+ *   so the fabric reaches hosts through those NAT rules only; and the distributed router
+ *   drops, below the reroutes, whatever would leave the group without one (a host of a
+ *   subnet without a gateway, a host on a DPU without a NAT address of the family);
  * - with `network6` (dual-stack): the distributed router takes its gateway too and sends
  *   router advertisements for SLAAC there; each host's port holds its `ip6` beside its
  *   address. Without `dummyFabricIp6` IPv6 stays in the group; with it, routed IPv6

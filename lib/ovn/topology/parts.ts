@@ -23,6 +23,8 @@ import type { DhcpRelayPort, GroupMember, GroupSubnet, GroupTopologySpec } from 
 export const HOST_POLICY_PRIORITY = 1000
 /** Above the reroutes: traffic between the group's routed subnets stays in the group. */
 const INTERNAL_POLICY_PRIORITY = HOST_POLICY_PRIORITY + 1
+/** Below the reroutes: what would leave the group without one is dropped. */
+const EDGE_POLICY_PRIORITY = HOST_POLICY_PRIORITY - 1
 
 /** Priority of the drop ACL on each public switch that keeps the fabric out of the group. */
 const FABRIC_GUARD_PRIORITY = 1000
@@ -139,6 +141,22 @@ export function groupParts(spec: GroupTopologySpec) {
           action: 'allow',
         })
       }
+    }
+    // Only a host rerouted to its DPU's gateway router, where its traffic is translated,
+    // leaves the group. Anything else the router would send out (a host of a subnet
+    // without a gateway that found the router anyway, a host on a DPU without a NAT
+    // address) is dropped here instead of reaching the fabric untranslated.
+    for (const [family, leaving] of [
+      ['ip4', routedV4],
+      ['ip6', routedV6],
+    ] as const) {
+      // A family no routed subnet takes out has no route out at all.
+      if (leaving.length === 0) continue
+      b.policy(rows, lrKey, `policy/edge/${family}`, {
+        priority: EDGE_POLICY_PRIORITY,
+        match: `${family} && ${family}.dst != {${leaving.map((s) => s.cidr).join(', ')}}`,
+        action: 'drop',
+      })
     }
   }
 
@@ -366,12 +384,14 @@ export function groupParts(spec: GroupTopologySpec) {
       throw new NatConflict(g, dpu, `members disagree on the ${what} (${[...natIps].join(', ')})`)
     }
     const natIp = [...natIps][0]
-    // A DPU without an IPv6 NAT address takes no IPv6 out: the group's addresses (which
-    // other groups may share) never reach the fabric untranslated.
-    if (v6 && !natIp) {
+    // A DPU without a NAT address of the family takes none of it out: the group's
+    // addresses (which other groups may share) never reach the fabric untranslated.
+    if (!natIp) {
       for (const m of members) {
         if (m.access === 'None' || f.hostIpOf(m) === undefined) continue
-        const message = `host ${m.hostName} needs ${m.access} but the DPU has no IPv6 NAT address; its IPv6 stays in the group`
+        const message = v6
+          ? `host ${m.hostName} needs ${m.access} but the DPU has no IPv6 NAT address; its IPv6 stays in the group`
+          : `host ${m.hostName} needs ${m.access} but the DPU has no NAT IP; it gets no NAT and stays in the group`
         problem(draft, new NatConflict(g, dpu, message), m.hostName)
       }
       return
@@ -379,7 +399,7 @@ export function groupParts(spec: GroupTopologySpec) {
     for (const s of f.routed) b.route(rows, gwKey, s.cidr, f.lrSide, dpu, dpuIds)
     if (f.fabricGateway) b.route(rows, gwKey, any, f.fabricGateway, dpu, dpuIds)
     b.route(rows, lrKey, any, f.gwSide, dpu, dpuIds)
-    if (natIp) for (const s of f.routed) b.nat(rows, gwKey, 'snat', natIp, s.cidr, dpuIds)
+    for (const s of f.routed) b.nat(rows, gwKey, 'snat', natIp, s.cidr, dpuIds)
     const externals = new Map<string, string>()
     const inbound = (
       type: 'dnat' | 'dnat_and_snat',
@@ -410,11 +430,6 @@ export function groupParts(spec: GroupTopologySpec) {
         { ...dpuIds, [HOST_KEY]: m.hostName },
       )
       if (m.access === 'None') continue
-      if (!natIp) {
-        const message = `host ${m.hostName} needs ${m.access} but the DPU has no NAT IP; it gets no NAT`
-        problem(draft, new NatConflict(g, dpu, message), m.hostName)
-        continue
-      }
       if (m.access === 'FabricAccess') {
         inbound('dnat_and_snat', natIp, m, hostIp)
         continue
