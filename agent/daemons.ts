@@ -362,7 +362,10 @@ export class DhcpRelays {
  * The relay's namespace routes nothing. A new namespace takes its IPv4 settings from the
  * DPU's own, and a DPU that forwards would make it a router between the fabric (uplink)
  * and the tenant's network (the relay port): a way in and out of the group past its NAT
- * and its hosts' access level. Set on every plumb: a namespace that exists is kept.
+ * and its hosts' access level. It answers ARP on each side for that side's address only
+ * (not for its fabric address to the tenant, nor the other way), and has no IPv6 (no
+ * SLAAC addresses from the group's or the fabric's router advertisements). Set on every
+ * plumb: a namespace that exists is kept.
  */
 async function noForwarding(ns: string): Promise<void> {
   const off = [
@@ -370,6 +373,10 @@ async function noForwarding(ns: string): Promise<void> {
     'net.ipv4.conf.default.forwarding=0',
     'net.ipv6.conf.all.forwarding=0',
     'net.ipv6.conf.default.forwarding=0',
+    'net.ipv4.conf.all.arp_ignore=1',
+    'net.ipv4.conf.all.arp_announce=2',
+    'net.ipv6.conf.all.disable_ipv6=1',
+    'net.ipv6.conf.default.disable_ipv6=1',
   ]
   await exec('ip', ['netns', 'exec', ns, 'sysctl', '-q', '-w', ...off], { timeout: 10_000 })
 }

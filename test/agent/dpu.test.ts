@@ -26,6 +26,12 @@ const FORWARDING = [
   'net.ipv6.conf.default.forwarding',
 ]
 
+const RELAY_GUARDS = [
+  'net.ipv4.conf.all.arp_ignore',
+  'net.ipv4.conf.all.arp_announce',
+  'net.ipv6.conf.all.disable_ipv6',
+]
+
 t.test('configure binds the host on this chassis; isolate unbinds it', async (t) => {
   const lab = await startAgentLab(t)
   const runtime = await startAgentRuntime(lab.config(), (line) => console.error(line))
@@ -107,6 +113,8 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
     ['0', '0', '0', '0'],
     "the relay's namespace routes nothing between the fabric and the tenant's network",
   )
+  const guarded = await run('ip', ['netns', 'exec', relayNs, 'sysctl', '-n', ...RELAY_GUARDS])
+  t.same(guarded.trim().split(/\s+/), ['1', '2', '1'], 'answers ARP per side, has no IPv6')
   t.equal((await lab.dpu.vsctl('get', 'Interface', relayPort, 'type')).trim(), '""')
   t.equal((await lab.dpu.vsctl('port-to-br', `${relayPort}u`)).trim(), lab.dpu.uplinkBridge)
   t.equal(

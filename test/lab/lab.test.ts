@@ -137,6 +137,36 @@ await labTest('Hydrazine on a simulated data centre', async (t) => {
     t.equal(await icmpInEchos(a1.netns), a1Before + 2, 'a1 answered a2')
   })
 
+  await t.test("a port left on another DPU with a host's iface-id never takes it", async (t) => {
+    // What a forced detach can leave behind: an OVS port on dpu1 still naming a2's
+    // logical port. Its machine (with a2's MAC and address) must get none of a2's traffic.
+    const rogue = await l.addHost({
+      dpu: 1,
+      name: 'rogue',
+      mac: a2.mac,
+      ipCidr: '10.10.10.12/24',
+    })
+    const logicalPort = topologyNames.hostPort('group-a', 'a2')
+    await dpu1.sim.vsctl(
+      'add-port',
+      'br-int',
+      rogue.hostPort,
+      '--',
+      'set',
+      'Interface',
+      rogue.hostPort,
+      `external_ids:iface-id=${logicalPort}`,
+    )
+    t.teardown(() => dpu1.sim.vsctl('--if-exists', 'del-port', 'br-int', rogue.hostPort))
+    await new Promise((r) => setTimeout(r, 3000))
+    const before = await icmpInEchos(a2.netns)
+    for (let i = 0; i < 4; i++) {
+      t.ok(await pings(a1.netns, '10.10.10.12', 2), `a1 → 10.10.10.12 answered (${i + 1})`)
+    }
+    t.equal(await icmpInEchos(rogue.netns), 0, 'the rogue port saw none of it')
+    t.equal(await icmpInEchos(a2.netns), before + 8, 'a2 answered every ping')
+  })
+
   await t.test('FabricAccess: the host leaves as its NAT IP and is reached at it', async (t) => {
     const seen = await capture(l.router.netns, `icmp and dst host ${l.router.internetIp}`, () =>
       eventually(() => pings(a1.netns, l.router.internetIp, 1), 20_000),

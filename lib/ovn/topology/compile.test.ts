@@ -688,3 +688,11 @@ t.test('a DPU without a NAT IP takes nothing out of the group', async (t) => {
     'which is there',
   )
 })
+
+t.test('a host port is bound on its own DPU only', async (t) => {
+  const { rows } = compileGroupTopology(base)
+  const port = rows.find((r) => r.key === `lsp/${topologyNames.hostPort('alpha', 'h1')}`)
+  t.same((port?.row as { options?: unknown } | undefined)?.options, {
+    'requested-chassis': 'dpu-1',
+  })
+})

@@ -194,7 +194,13 @@ export function groupParts(spec: GroupTopologySpec) {
       draft.rows,
       lsKey,
       m.logicalPort,
-      { addresses: [addresses], port_security: [addresses] },
+      {
+        addresses: [addresses],
+        port_security: [addresses],
+        // Bound on its own DPU only: a port left behind elsewhere (a forced detach) with
+        // the same iface-id never claims it.
+        options: { 'requested-chassis': m.dpu.id },
+      },
       { [HOST_KEY]: m.hostName, [DPU_KEY]: m.dpu.id },
     )
   }
@@ -222,7 +228,10 @@ export function groupParts(spec: GroupTopologySpec) {
       draft.rows,
       lsKey,
       r.portName,
-      { addresses: [r.mac && ip ? `${r.mac} ${ip}` : (r.mac ?? 'unknown')] },
+      {
+        addresses: [r.mac && ip ? `${r.mac} ${ip}` : (r.mac ?? 'unknown')],
+        options: { 'requested-chassis': r.dpuId },
+      },
       { [DPU_KEY]: r.dpuId, [ROLE_KEY]: 'dhcp-relay' },
     )
   }
