@@ -1,8 +1,10 @@
 /**
- * Which group's central a DPU follows. With a central per group, a DPU's ovn-controller
- * follows one group's SB, so the DPU serves one group at a time (`dpuFollowsOneGroup`);
- * when it moves to another group's central, the one it followed before loses its
- * `Chassis` row (`leavePreviousCentral`). With one shared central neither applies.
+ * Which group a DPU serves. A DPU serves one group at a time (`dpuFollowsOneGroup`),
+ * whatever the central: its one NAT IP is its group's gateway router's (two groups'
+ * gateway routers on one DPU would both answer ARP for it, and one group's replies could
+ * be taken in by the other's DNAT), and with a central per group its ovn-controller
+ * follows that group's SB. When it moves to another group's central, the one it followed
+ * before loses its `Chassis` row (`leavePreviousCentral`; not with a shared central).
  */
 import type { HandlerDeps } from './deps.ts'
 import { NotReady } from './errors.ts'
@@ -15,17 +17,16 @@ import { type HostAttempt, setHostStatus } from './status.ts'
  * never wait for each other).
  */
 export async function dpuFollowsOneGroup(
-  deps: Pick<HandlerDeps, 'ovn' | 'store'>,
+  deps: Pick<HandlerDeps, 'store'>,
   host: HostAttempt,
 ): Promise<void> {
   const { resourceGroup: group, dpu } = host.spec
-  if (!(await deps.ovn.ensure(group)).group) return
   for (const holder of await deps.store.dpuHosts(dpu.id)) {
     const { name } = holder
     const other = holder.spec.resourceGroup
     if (name === host.name || other === group) continue
     if (holder.status.phase === 'Attaching' && name > host.name) continue
-    const message = `DPU ${dpu.id} serves ${name} in group ${other}; with a central per group a DPU serves one group at a time`
+    const message = `DPU ${dpu.id} serves ${name} in group ${other}; a DPU serves one group at a time`
     await setHostStatus(deps, host.name, host.specVersion, {
       attempt: host.attempt,
       phase: 'Attaching',

@@ -44,6 +44,8 @@ t.test('the operator inventory decides where hosts go', async (t) => {
   const call = api(p)
   await p.agent('dpu-v')
   await p.agent('dpu-e')
+  await p.agent('dpu-q')
+  await p.agent('dpu-f')
   // The operator's inventory: one DPU per tenant, each with its host port and fabric IPs.
   for (const [id, tenant, ips] of [
     ['dpu-v', 'victim', ['172.18.0.21', '172.18.0.121']],
@@ -174,22 +176,22 @@ t.test('the operator inventory decides where hosts go', async (t) => {
   })
 
   t.test('4. names that collide across tenants break nobody', async (t) => {
-    // Joined with "-", group a-dpu-v's host ts-lr and group a's transit port on dpu-v
-    // were the same NB name.
-    t.equal((await call('PUT', '/v1/resource-groups/a-dpu-v', EVIL, groupSpec('evil'))).status, 202)
+    // Joined with "-", group a-dpu-q's host ts-lr and group a's transit port on dpu-q
+    // were the same NB name. Fresh DPUs: a DPU serves one group at a time.
+    t.equal((await call('PUT', '/v1/resource-groups/a-dpu-q', EVIL, groupSpec('evil'))).status, 202)
     t.equal((await call('PUT', '/v1/resource-groups/a', VICTIM, groupSpec('victim'))).status, 202)
     await until(
       () => p.client.listGroups(),
       (gs) => gs.every((g) => g.status.phase === 'Ready'),
     )
-    await call('PUT', '/v1/dpus/dpu-e', OPERATOR, {
+    await call('PUT', '/v1/dpus/dpu-f', OPERATOR, {
       tenantId: 'evil',
-      fabricIps: ['172.18.0.22', '172.18.0.122'],
+      fabricIps: ['172.18.0.34', '172.18.0.134'],
       hostPorts: ['pf0hpf', 'pf1hpf'],
     })
-    await call('PUT', '/v1/dpus/dpu-v', OPERATOR, {
+    await call('PUT', '/v1/dpus/dpu-q', OPERATOR, {
       tenantId: 'victim',
-      fabricIps: ['172.18.0.21', '172.18.0.121'],
+      fabricIps: ['172.18.0.33', '172.18.0.133'],
       hostPorts: ['pf0hpf', 'pf1hpf'],
     })
     t.equal(
@@ -198,7 +200,7 @@ t.test('the operator inventory decides where hosts go', async (t) => {
           'PUT',
           '/v1/managed-resources/ts-lr',
           EVIL,
-          host('a-dpu-v', 'dpu-e', '52:54:00:00:ee:03', { identifier: 'pf1hpf' }),
+          host('a-dpu-q', 'dpu-f', '52:54:00:00:ee:03', { identifier: 'pf1hpf' }),
         )
       ).status,
       202,
@@ -209,7 +211,7 @@ t.test('the operator inventory decides where hosts go', async (t) => {
           'PUT',
           '/v1/managed-resources/victim-a',
           VICTIM,
-          host('a', 'dpu-v', '52:54:00:00:aa:03', { identifier: 'pf1hpf' }),
+          host('a', 'dpu-q', '52:54:00:00:aa:03', { identifier: 'pf1hpf' }),
         )
       ).status,
       202,

@@ -1,5 +1,6 @@
 /**
- * `npm run bench -- attach`: 20 groups × 50 hosts (1,000 attaches) through the producer
+ * `npm run bench -- attach`: 20 groups × 50 hosts (1,000 attaches; each group on a DPU of
+ * its own, with a NAT IP, as a DPU serves one group at a time) through the producer
  * client, with real Redis, a real OVN central, the real workers and in-process agents
  * answering their queues, in two rounds: `rate_per_s` from 1,000 attaches requested at once
  * (the capacity), and request → `Ready` latency per host (from `applyHost` to the
@@ -18,7 +19,8 @@ import { quantile, report } from './report.ts'
 
 const GROUPS = 20
 const HOSTS = 50
-const DPUS = 20
+/** DPUs per round: a DPU serves one group at a time, so group g has DPU g of its round. */
+const DPUS = GROUPS
 /** Requests per second offered: the target rate; a pipeline slower than that falls behind and its latency shows it. */
 const OFFERED_RATE = 100
 
@@ -33,28 +35,31 @@ interface AttachFigures {
 async function measure(redisCluster: boolean): Promise<AttachFigures> {
   const p = await startBenchPipeline({
     centrals: 'shared',
-    dpus: Array.from({ length: DPUS }, (_, d) => `dpu-${d}`),
+    dpus: Array.from({ length: 2 * DPUS }, (_, d) => `dpu-${d}`),
     name: redisCluster ? 'attach-cluster' : 'attach',
     redisCluster,
   })
   try {
-    /** Hosts spread over the DPUs in request order; every DPU serves every group. */
-    const round = (tag: string, offered: number) =>
+    /**
+     * Group g's hosts on DPU `firstDpu + g` (its encap IP and its NAT IP): each round has
+     * DPUs of its own, the burst round's groups staying attached.
+     */
+    const round = (tag: string, offered: number, firstDpu: number) =>
       attachRound(p, {
         tag,
         groups: GROUPS,
         hostsPerGroup: HOSTS,
         offered,
         host: (g, h) => {
-          const n = g * HOSTS + h
+          const d = firstDpu + (g % DPUS)
           return {
             hostMAC: `52:54:00:${g.toString(16).padStart(2, '0')}:00:${h.toString(16).padStart(2, '0')}`,
-            dpu: { id: `dpu-${n % DPUS}`, ips: [`172.18.0.${n % DPUS}`] },
+            dpu: { id: `dpu-${d}`, ips: [`172.18.0.${d + 1}`, `172.18.1.${d + 1}`] },
           }
         },
       })
-    const burst = await round('burst', Number.POSITIVE_INFINITY)
-    const { latencies } = await round('steady', OFFERED_RATE)
+    const burst = await round('burst', Number.POSITIVE_INFINITY, 0)
+    const { latencies } = await round('steady', OFFERED_RATE, DPUS)
     return {
       rate: burst.rate,
       p50: quantile(latencies, 0.5),

@@ -111,7 +111,7 @@ async function controllerFigures(scale: number): Promise<void> {
     const d = g + GROUPS * (h % DPUS_PER_GROUP)
     return {
       hostMAC: `52:54:00:${hex(g)}:${hex(h >> 8)}:${hex(h & 255)}`,
-      dpu: { id: `dpu-${d}`, ips: [`172.18.0.${d + 1}`] },
+      dpu: { id: `dpu-${d}`, ips: [`172.18.0.${d + 1}`, `172.18.1.${d + 1}`] },
     }
   }
   const round = (centrals: CentralLayout, tag: string, offered: number, deadlineMs: number) =>
@@ -292,7 +292,10 @@ function txnSpec(g: number, n: number): GroupTopologySpec {
     logicalPort: `hz-g${g}-h${h}`,
     mac: `0a:00:00:${hex(g)}:${hex(h >> 8)}:${hex(h & 255)}`,
     ip: `10.10.${Math.floor(h / 200) + 1}.${(h % 200) + 2}`,
-    dpu: { id: `dpu-${Math.floor(h / HOSTS_PER_TXN_DPU)}` },
+    dpu: {
+      id: `dpu-${Math.floor(h / HOSTS_PER_TXN_DPU)}`,
+      natIp: `172.18.1.${Math.floor(h / HOSTS_PER_TXN_DPU) + 1}`,
+    },
     access: 'None',
   }))
   return {

@@ -28,7 +28,8 @@ const main = fileURLToPath(new URL('../../infra/main.ts', import.meta.url))
 const OPERATOR = 'operator-token-replicas-0123456789'
 const HOSTS = 300
 const GROUPS = 3
-const DPUS = 10
+/** A DPU serves one group at a time: group g has DPUs g, g + GROUPS, g + 2 × GROUPS, … */
+const DPUS = 12
 const PUBLIC = 10
 
 interface Replica {
@@ -75,7 +76,7 @@ async function startReplica(name: string, env: Record<string, string>): Promise<
 /** The host request for host `i`: its group, DPU, and (the first few) a public IP. */
 function hostRequest(i: number) {
   const group = `group-${i % GROUPS}`
-  const dpu = `dpu-${i % DPUS}`
+  const dpu = `dpu-${(i % GROUPS) + GROUPS * (Math.floor(i / GROUPS) % (DPUS / GROUPS))}`
   const mac = `52:54:00:02:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`
   return {
     http: {

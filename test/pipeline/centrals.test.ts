@@ -189,3 +189,31 @@ t.test('each group gets its own central, holding only its own rows', async (t) =
     },
   )
 })
+
+t.test('with one shared central too, a DPU serves one group at a time', async (t) => {
+  // Its NAT IP is its group's gateway router's: a second group's gateway router on the
+  // same DPU would answer ARP for it as well.
+  const p = await startPipeline(t)
+  await p.agent('dpu-1')
+  await readyGroup(p, 'group-a', '10.10.10.0/24', '10.10.10.1')
+  await readyGroup(p, 'group-b', '10.10.10.0/24', '10.10.10.1')
+  t.equal((await readyHost(p, 'host-a', 'group-a', 'dpu-1', 1))?.status.phase, 'Ready')
+  await p.client.applyHost('host-b', hostSpec('group-b', 'dpu-1', 2))
+  const waiting = await until(
+    () => p.client.getHost('host-b'),
+    (h) => h?.status.conditions.some((c) => c.reason === 'DpuServesAnotherGroup') ?? false,
+  )
+  t.not(waiting?.status.phase, 'Ready', 'a host of group-b waits while dpu-1 serves group-a')
+  const routers = await p.nbctl('lr-list')
+  t.notMatch(
+    routers,
+    topologyNames.gatewayRouter('group-b', 'dpu-1'),
+    'with no gateway router there',
+  )
+  await p.client.deleteHost('host-a')
+  const moved = await until(
+    () => p.client.getHost('host-b'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  t.equal(moved?.status.phase, 'Ready', 'and attaches once group-a left the DPU')
+})
