@@ -279,7 +279,7 @@ async function isolateStray(
   hosts: readonly ManagedResource[],
   now: Date,
 ): Promise<DpuRepair> {
-  const owner = strayOwner(port, hosts)
+  const owner = strayOwner(port, hosts, dpuId)
   // A repair number of its own: the job is never a duplicate of an earlier isolate.
   const ref = await addIsolate(
     deps,

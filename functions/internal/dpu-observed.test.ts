@@ -189,12 +189,15 @@ t.test('a bound port nothing wants on the DPU is a stray', async (t) => {
     "wanted and detaching hosts' ports are not strays",
   )
   t.same(
-    strays.map((p) => strayOwner(p, hosts)),
+    strays.map((p) => strayOwner(p, hosts, 'dpu-1')),
     [
-      { name: 'moved', specVersion: 3, known: true },
+      { name: 'moved', specVersion: 3, known: false },
       { name: 'ghost', specVersion: 0, known: false },
       { name: 'made-by-hand', specVersion: 0, known: false },
     ],
-    'each named for the isolate: its stored host, else from its logical port',
+    'each named for the isolate: its stored host, else from its logical port; a host of another DPU is not known to this one (its history is not written)',
   )
+  const here = host('here')
+  const own = strayOwner(bound('hz/group-a/here'), [here], 'dpu-1')
+  t.same(own, { name: 'here', specVersion: 3, known: true }, 'a host of this DPU is known')
 })

@@ -135,17 +135,22 @@ export function strayPorts(
 /**
  * The host a stray port was bound for, as an `isolate` names it: the stored host whose
  * logical port it is, else the last part of the logical port (`hz/<group>/<host>`).
+ * `known` only for a host of DPU `dpuId` itself: what one DPU reports never lands in
+ * the history of a host elsewhere (another tenant's, perhaps).
  */
 export function strayOwner(
   port: BoundPort,
   hosts: readonly ManagedResource[],
+  dpuId: string,
 ): { readonly name: string; readonly specVersion: number; readonly known: boolean } {
   const owner = hosts.find(
     (h) =>
       h.status.logicalPortReference?.logicalPort === port.logicalPort ||
       topologyNames.hostPort(h.spec.resourceGroup, h.name) === port.logicalPort,
   )
-  if (owner) return { name: owner.name, specVersion: owner.specVersion, known: true }
+  if (owner) {
+    return { name: owner.name, specVersion: owner.specVersion, known: owner.spec.dpu.id === dpuId }
+  }
   const last = port.logicalPort.split('/').at(-1) ?? ''
   return { name: last || port.port, specVersion: 0, known: false }
 }
