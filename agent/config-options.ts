@@ -3,6 +3,7 @@
  * and the `AgentConfig` they fill once parsed (`config.ts`). `--help` prints them.
  */
 import { PROTOCOL_VERSIONS } from '../lib/agent-protocol/index.ts'
+import { CONTROLLER_IDENTITY } from '../lib/state/labels.ts'
 
 export interface AgentConfig {
   readonly dpuId: string
@@ -147,7 +148,7 @@ export const OPTIONS: readonly Option[] = [
     flag: 'grpc-clients',
     env: 'HZ_AGENT_GRPC_CLIENTS',
     help: 'comma-separated client certificate CNs gRPC answers (with --tls-*)',
-    default: 'hydrazine-controller',
+    default: CONTROLLER_IDENTITY,
   },
   {
     key: 'runDir',

@@ -22,6 +22,7 @@ import {
 import type { Change, ChangeFeed, ChangeListener, Subscription } from '../lib/state/changes.ts'
 import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
 import type { EventObjectKind } from '../lib/state/generations.ts'
+import { DpuId } from '../lib/state/labels.ts'
 import {
   type Dpu,
   DpuSpec,
@@ -157,7 +158,7 @@ export class HydrazineClient {
    * tenant cannot change while it serves hosts (409).
    */
   async applyDpu(id: string, spec: unknown): Promise<{ object: Dpu; changed: boolean }> {
-    validate(Rfc1123Label, id, 'id')
+    validate(DpuId, id, 'id')
     const valid = validate(DpuSpec, spec)
     const { changed, object } = await this.store.putDpu(id, valid)
     return { object, changed }

@@ -11,7 +11,7 @@ import * as v from 'valibot'
 import { canonicalIp, parseIp } from '../ipam/address.ts'
 import { notPublic } from '../ipam/public-ips.ts'
 import { addressPlanIssues, GroupPools, type PlanIssue, Reservations } from './group-network.ts'
-import { Rfc1123Label } from './labels.ts'
+import { DpuId, Rfc1123Label } from './labels.ts'
 import { Policies } from './policies.ts'
 import type {
   Condition,
@@ -262,7 +262,7 @@ const hostPortFields = {
   type: v.optional(ResourceType, 'BareMetal'),
   hostMAC: Mac,
   hostIP: v.optional(IpAddress),
-  dpu: v.strictObject({ id: Rfc1123Label, ips: v.optional(FabricIps), natIp6: v.optional(Ipv6) }),
+  dpu: v.strictObject({ id: DpuId, ips: v.optional(FabricIps), natIp6: v.optional(Ipv6) }),
   hostAccess: v.optional(HostAccess, 'None'),
   identifier: v.optional(InterfaceName),
   /** The host's name in its group's DNS; default its own name. Unique in the group. */
