@@ -154,10 +154,14 @@ export class StateStore {
   /**
    * Stores a DPU's inventory entry. Its fabric IPs and tenant may change only while it
    * serves no host, and a host port may be removed only while no host uses it; a DPU's
-   * fabric IPs are its own (no other DPU may list them).
+   * fabric IPs are its own (no other DPU may list them). A DPU handed to another tenant
+   * (or to none) starts a new history: its events name the hosts and groups it served.
    */
-  putDpu(id: string, spec: DpuSpec): Promise<PutResult<Dpu>> {
-    return this.#specs.dpu(id, spec)
+  async putDpu(id: string, spec: DpuSpec): Promise<PutResult<Dpu>> {
+    const before = await this.getDpu(id)
+    const put = await this.#specs.dpu(id, spec)
+    if (before && before.spec.tenantId !== spec.tenantId) await this.events.remove('dpu', id)
+    return put
   }
 
   /** Refuses (QuotaExceeded) what `putHost` would refuse for a quota, writing nothing. */
@@ -320,9 +324,14 @@ export class StateStore {
     return this.#dpus.hostNames(id)
   }
 
-  /** Removes a DPU from the inventory; refused (InUse) while it serves a host. */
-  deleteDpu(id: string): Promise<boolean> {
-    return this.#dpus.delete(id)
+  /**
+   * Removes a DPU from the inventory, and its history; refused (InUse) while it serves a
+   * host.
+   */
+  async deleteDpu(id: string): Promise<boolean> {
+    const deleted = await this.#dpus.delete(id)
+    await this.events.remove('dpu', id)
+    return deleted
   }
 
   /**
