@@ -136,3 +136,34 @@ t.test(
     )
   },
 )
+
+t.test(
+  'a sign-in from another origin, or from none the browser would name, is refused',
+  async (t) => {
+    const stack = await withStack(t)
+    const redis = new Redis(stack.redis?.url ?? '', { maxRetriesPerRequest: 1 })
+    redis.on('error', () => {})
+    t.teardown(() => redis.disconnect())
+    const token = 'tenant-a-token-0123456789'
+    const app = createApp({
+      readiness: {},
+      ui: {
+        client: {} as UiDeps['client'],
+        tokens: { operator: [], tenants: { 'tenant-a': [token] } },
+        sessions: new RedisSessions(redis),
+      },
+    })
+    const signIn = (origin?: string) =>
+      app.request('http://hz.example/ui/sign-in', {
+        method: 'POST',
+        body: new URLSearchParams({ token }),
+        headers: { host: 'hz.example', ...(origin ? { origin } : {}) },
+      })
+    t.equal((await signIn('http://hz.example')).status, 303, 'from the UI itself: signed in')
+    for (const origin of ['http://evil.example', 'null']) {
+      const res = await signIn(origin)
+      t.equal(res.status, 403, `Origin ${origin}: refused`)
+      t.notOk(res.headers.get('set-cookie'), 'with no session cookie')
+    }
+  },
+)

@@ -133,13 +133,17 @@ const uiHeaders: MiddlewareHandler = async function uiHeaders(c, next) {
   if (!c.req.path.startsWith(`${UI_PATH}/assets/`)) c.header('Cache-Control', 'no-store')
 }
 
-/** Refuses a POST sent from another origin (a browser always says where from). */
+/**
+ * Refuses a POST sent from another origin (a browser always says where from). `null` is
+ * another origin too: browsers send it from sandboxed frames and after a cross-origin
+ * redirect, as a page elsewhere could arrange to sign a visitor in to its own tenant.
+ */
 const sameOriginPosts: MiddlewareHandler = async function sameOriginPosts(c, next) {
   const origin = c.req.header('origin')
-  if (c.req.method === 'POST' && origin !== undefined && origin !== 'null') {
+  if (c.req.method === 'POST' && origin !== undefined) {
     let host: string | undefined
     try {
-      host = new URL(origin).host
+      host = origin === 'null' ? undefined : new URL(origin).host
     } catch {
       host = undefined
     }
