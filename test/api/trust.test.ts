@@ -240,6 +240,43 @@ t.test('the operator inventory decides where hosts go', async (t) => {
     )
   })
 
+  t.test("a DPU handed to another tenant keeps none of the last one's history", async (t) => {
+    const dpu = { fabricIps: ['172.18.0.41', '172.18.0.141'], hostPorts: ['pf0hpf'] }
+    t.equal(
+      (await call('PUT', '/v1/dpus/dpu-h', OPERATOR, { ...dpu, tenantId: 'victim' })).status,
+      201,
+    )
+    await p.controller.store.events.record('dpu', 'dpu-h', {
+      type: 'Warning',
+      reason: 'StrayPortIsolated',
+      message: 'DPU dpu-h holds pf0hpf bound to hz/net-v/victim-secret, which nothing wants there',
+    })
+    const own = await call('GET', '/v1/dpus/dpu-h/events', VICTIM)
+    t.match(JSON.stringify(own.json), /victim-secret/, 'its tenant reads its history')
+    t.ok((await call('PUT', '/v1/dpus/dpu-h', OPERATOR, { ...dpu, tenantId: 'evil' })).status < 300)
+    const next = await call('GET', '/v1/dpus/dpu-h/events', EVIL)
+    t.equal(next.status, 200)
+    t.notMatch(JSON.stringify(next.json), /victim/, 'the next tenant reads none of it')
+    t.equal((await call('DELETE', '/v1/dpus/dpu-h', OPERATOR)).status, 204)
+    t.same(await p.controller.store.events.list('dpu', 'dpu-h'), [], 'a deleted DPU leaves none')
+  })
+
+  t.test("no DPU takes the controller's identity", async (t) => {
+    const dpu = await call('PUT', '/v1/dpus/hydrazine-controller', OPERATOR, {
+      fabricIps: ['172.18.0.40', '172.18.0.140'],
+    })
+    t.equal(dpu.status, 400, "a DPU named as the controller's certificate is refused")
+    t.match(JSON.stringify(dpu.json), /reserved/, 'saying the id is reserved')
+    const hostOn = await call(
+      'PUT',
+      '/v1/managed-resources/on-controller',
+      OPERATOR,
+      host('net-v', 'hydrazine-controller', '52:54:00:00:cc:01'),
+    )
+    t.equal(hostOn.status, 400, 'and so is a host placed on one')
+    t.match(JSON.stringify(hostOn.json), /dpu\.id/, 'naming dpu.id')
+  })
+
   t.test('6. a DPU reaches only its own queue and heartbeat', async (t) => {
     const refused = await call('POST', '/v1/dpus/dpu-v/credentials', VICTIM)
     t.equal(refused.status, 403, 'a tenant cannot issue DPU credentials')
