@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { labPrefix } from '../../infra/lab/dpu.ts'
 import { type Lab, type LabHost, startLab } from '../../infra/lab/lab.ts'
-import { eventually, pings } from '../../infra/lab/probes.ts'
+import { eventually, netnsExec, pings } from '../../infra/lab/probes.ts'
 import { DEFAULT_DNS_ZONE } from '../../lib/config/dns.ts'
 import { dnsDomain } from '../../lib/ovn/index.ts'
 import { attachHost, hostReady, isGone, phaseIs } from './api.ts'
@@ -65,14 +65,21 @@ await labTest('per-group DNS: each group resolves its own names only', async (t)
     t.equal((await l.api('PUT', `/v1/resource-groups/${group}`, { tenantId, network })).status, 202)
     t.ok(await phaseIs(l, `/v1/resource-groups/${group}`, 'Ready'), `${group} is Ready`)
   }
-  const hosts: [dpu: number, name: string, group: string, ip: string, hostname?: string][] = [
+  const hosts: [
+    dpu: number,
+    name: string,
+    group: string,
+    ip: string,
+    hostname?: string,
+    access?: 'FabricAccess',
+  ][] = [
     [1, 'a-web', 'group-a', '10.10.10.11', 'web'],
-    [2, 'a-db', 'group-a', '10.10.10.12'],
+    [2, 'a-db', 'group-a', '10.10.10.12', 'a-db', 'FabricAccess'],
     [3, 'b-web', 'group-b', '10.10.10.21', 'web'],
     [3, 'b-app', 'group-b', '10.10.10.22'],
   ]
   const byName = new Map<string, LabHost>()
-  for (const [dpu, name, group, ip, hostname] of hosts) {
+  for (const [dpu, name, group, ip, hostname, access] of hosts) {
     const mac = `0a:00:00:00:0d:${ip.split('.')[3]}`
     const host = await l.addHost({ dpu, name, mac, ipCidr: `${ip}/24` })
     byName.set(name, host)
@@ -85,7 +92,14 @@ await labTest('per-group DNS: each group resolves its own names only', async (t)
       join(dir, 'resolv.conf'),
       `nameserver ${GATEWAY}\nsearch ${dnsDomain(group, ZONE)}\noptions no-aaaa timeout:1 attempts:1\n`,
     )
-    const answer = await attachHost(l, host, group, ip, 'None', hostname ? { hostname } : {})
+    const answer = await attachHost(
+      l,
+      host,
+      group,
+      ip,
+      access ?? 'None',
+      hostname ? { hostname } : {},
+    )
     t.ok(answer.status < 300, `attach ${name}`)
   }
   for (const [, name] of hosts) t.ok(await hostReady(l, name), `${name} is Ready`)
@@ -110,6 +124,28 @@ await labTest('per-group DNS: each group resolves its own names only', async (t)
     t.same(await dig(aDb, webB), [], "a-db: group-b's web does not resolve")
     t.same(await dig(bApp, webA), [], "b-app: group-a's web does not resolve")
     t.same(await dig(bApp, `a-db.${dnsDomain('group-a', ZONE)}`), [], 'nor any group-a name')
+  })
+
+  await t.test("the group's names are not answered to the fabric", async (t) => {
+    // A query from outside reaches the group's switch through a host's NAT (a-db is
+    // FabricAccess on dpu2): OVN's responder there must not answer it from the records.
+    const natIp = l.dpus[1]?.natIp ?? ''
+    await aDb.exec('ip', 'route', 'replace', 'default', 'via', GATEWAY, 'dev', 'eth0')
+    t.ok(
+      await eventually(() => pings(l.router.netns, natIp, 1), 20_000),
+      'a-db is reachable at its NAT IP',
+    )
+    const asked = await netnsExec(
+      l.router.netns,
+      'dig',
+      '+short',
+      '+noedns',
+      '+time=1',
+      '+tries=1',
+      `@${natIp}`,
+      `web.${dnsDomain('group-a', ZONE)}`,
+    ).catch(() => '')
+    t.notMatch(asked, /10\.10\.10\./, `no private address answered: ${asked.trim()}`)
   })
 
   await t.test("the host's own resolver (getent, ping) finds the same", async (t) => {

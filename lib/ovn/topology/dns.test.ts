@@ -260,3 +260,20 @@ t.test('diff: records follow the hosts; a detached host DNS row is deleted', asy
     'and hooked to the switch',
   )
 })
+
+t.test('with DNS on, queries from outside the group never meet its records', async (t) => {
+  const guard = (spec: GroupTopologySpec) =>
+    compileGroupTopology(spec).rows.find((r) => r.key === 'acl/ls/dns-from-outside')
+  const on = guard(groupSpec('alpha', [member('alpha', 'web', '10.10.10.5')]))
+  t.same(
+    on?.parent,
+    { table: 'Logical_Switch', key: 'ls', column: 'acls' },
+    "on the group's switch",
+  )
+  t.match(on?.row, {
+    direction: 'from-lport',
+    action: 'drop',
+    match: `inport == ${JSON.stringify(topologyNames.switchRouterPort('alpha'))} && udp.dst == 53 && ((ip4 && ip4.src != {10.10.10.0/24}) || (ip6 && ip6.src != {fd00:10::/64}))`,
+  })
+  t.notOk(guard(groupSpec('alpha', [], false)), 'with DNS off, hosts may serve DNS outside')
+})

@@ -28,6 +28,8 @@ const EDGE_POLICY_PRIORITY = HOST_POLICY_PRIORITY - 1
 
 /** Priority of the drop ACL on each public switch that keeps the fabric out of the group. */
 const FABRIC_GUARD_PRIORITY = 1000
+/** Priority of the drop ACL that keeps DNS queries from outside off the group's records. */
+const DNS_GUARD_PRIORITY = 1000
 
 /**
  * Router advertisements on the distributed router's switch port of a dual-stack group:
@@ -141,6 +143,22 @@ export function groupParts(spec: GroupTopologySpec) {
           action: 'allow',
         })
       }
+    }
+    // OVN's DNS responder answers any query crossing the switch, from outside too (one
+    // that reached a host through its NAT): with DNS on, UDP 53 from the router port is
+    // dropped unless it comes from one of the group's own subnets.
+    if (spec.dns) {
+      const inside = (version: 4 | 6, family: 'ip4' | 'ip6') => {
+        const cidrs = subnets.filter((s) => isIP(s.cidr.split('/')[0] ?? '') === version)
+        return cidrs.length > 0
+          ? `(${family} && ${family}.src != {${cidrs.map((s) => s.cidr).join(', ')}})`
+          : family
+      }
+      b.dropAcl(rows, lsKey, 'acl/ls/dns-from-outside', {
+        direction: 'from-lport',
+        priority: DNS_GUARD_PRIORITY,
+        match: `inport == ${JSON.stringify(names.switchRouterPort(g))} && udp.dst == 53 && (${inside(4, 'ip4')} || ${inside(6, 'ip6')})`,
+      })
     }
     // Only a host rerouted to its DPU's gateway router, where its traffic is translated,
     // leaves the group. Anything else the router would send out (a host of a subnet
