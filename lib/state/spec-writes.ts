@@ -64,6 +64,7 @@ interface SpecWrite {
   readonly claims: string[]
   readonly guards?: (
     | { key: string; absent: true }
+    | { key: string; live: true }
     | { key: string; field: string; equals: string }
     | QuotaGuard
   )[]
@@ -156,6 +157,9 @@ export class SpecWrites {
       claims: this.#hostClaims(name, spec),
       guards: [
         { key: keys.object('dpu', spec.dpu.id), field: 'specVersion', equals: String(dpuVersion) },
+        // The group is read before this write: a host must not join one that was deleted
+        // meanwhile (its name could be another tenant's group next).
+        { key: keys.object('rg', spec.resourceGroup), live: true },
         ...counted.guards,
       ],
       immutableMessage: hostImmutableMessage(name),
@@ -313,6 +317,12 @@ export class SpecWrites {
         // is a retryable change; any other guard (a DPU's hosts) is the object in use.
         const key = String(reply[1])
         const guard = guards.find((g) => g.key === key)
+        if (guard && 'live' in guard) {
+          throw new StoreConflict(
+            `the resource group of ${put.name} is gone or being deleted`,
+            'Terminating',
+          )
+        }
         if (guard && 'field' in guard && guard.field === 'specVersion') {
           throw new StoreConflict(
             'the DPU changed while the request was checked against it; send it again',

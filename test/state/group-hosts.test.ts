@@ -86,3 +86,33 @@ t.test('a kept group reads as fresh as reading every host', async (t) => {
     "each group's own hosts",
   )
 })
+
+t.test('a host joins only a group that is there and not being deleted', async (t) => {
+  const stack = await withStack(t)
+  const redis = new Redis(stack.redis?.url ?? '')
+  t.teardown(() => redis.disconnect())
+  const store = new StateStore(redis)
+  const quota = { tenant: 'tenant-a', limits: { groups: 10, hosts: 10, publicIps: 10 } }
+  const dpu = await store.putDpu('dpu-1', { fabricIps: ['172.18.0.10'], hostPorts: [] })
+  const put = (name: string) =>
+    store.putHost(name, storedHost(name).spec, dpu.object.specVersion, quota)
+  await t.rejects(
+    put('h-01'),
+    { reason: 'Terminating', message: /gone or being deleted/ },
+    'no group',
+  )
+  await store.putGroup('group-a', storedGroup('group-a').spec)
+  t.equal((await put('h-01')).changed, true, 'the group is there: stored')
+  await store.requestDeletion('rg', 'group-a', false)
+  await t.rejects(
+    put('h-02'),
+    { reason: 'Terminating', message: /gone or being deleted/ },
+    'the group is being deleted: refused',
+  )
+  t.notOk(await store.getHost('h-02'), 'and nothing stored')
+  t.same(
+    (await store.groupHosts('group-a')).map((h) => h.name),
+    ['h-01'],
+    'the group keeps only the host it had',
+  )
+})

@@ -26,7 +26,8 @@
   ARGV[7]  claim key prefix: old claims are released only if they start with it
   ARGV[8]  c, the number of claim keys
   ARGV[9]  guards (JSON array, one per guard key): {"absent": true} — the key must not
-           exist; {"field": F, "equals": V} — the hash field F must equal V;
+           exist; {"live": true} — the object hash must exist with no deletion requested;
+           {"field": F, "equals": V} — the hash field F must equal V;
            {"fewerThan": N} — the set holds the name already, or fewer than N members
   ARGV[10] r, the number of sets to remove the name from (default 0)
 
@@ -52,6 +53,10 @@ for i, guard in ipairs(guards) do
   local key = KEYS[n + c + 2 + i]
   if guard.absent then
     if redis.call('EXISTS', key) == 1 then return {'guard', key} end
+  elseif guard.live then
+    if redis.call('EXISTS', key) == 0 or redis.call('HEXISTS', key, 'deletion') == 1 then
+      return {'guard', key}
+    end
   elseif guard.fewerThan then
     if redis.call('SISMEMBER', key, ARGV[1]) == 0
        and redis.call('SCARD', key) >= guard.fewerThan then
