@@ -242,7 +242,7 @@ export class DhcpRelays {
       await exec('ip', ['netns', 'add', ns], { timeout: 10_000 })
     }
     const inNs = (...args: string[]) => exec('ip', ['-n', ns, ...args], { timeout: 10_000 })
-    await noForwarding(ns)
+    await relayNamespaceGuards(ns)
     await inNs('link', 'set', 'lo', 'up')
     for (const [outside, inside] of [
       [spec.port, spec.port],
@@ -367,7 +367,7 @@ export class DhcpRelays {
  * SLAAC addresses from the group's or the fabric's router advertisements). Set on every
  * plumb: a namespace that exists is kept.
  */
-async function noForwarding(ns: string): Promise<void> {
+async function relayNamespaceGuards(ns: string): Promise<void> {
   const off = [
     'net.ipv4.conf.all.forwarding=0',
     'net.ipv4.conf.default.forwarding=0',

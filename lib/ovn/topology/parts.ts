@@ -110,6 +110,9 @@ export function groupParts(spec: GroupTopologySpec) {
   const lsKey = 'ls'
   const lrKey = 'lr'
   const subnetOf = (ip: string) => subnets.find((s) => inSubnet(ip, s.cidr))
+  /** The group's subnets of one address family, routed or not. */
+  const cidrsOf = (version: 4 | 6) =>
+    subnets.filter((s) => isIP(s.cidr.split('/')[0] ?? '') === version).map((s) => s.cidr)
   const leavesGroup = (ip: string) => routedV4.some((s) => inSubnet(ip, s.cidr))
   const leavesGroup6 = (ip: string) => routedV6.some((s) => inSubnet(ip, s.cidr))
   /** The member's IPv6 address that may leave the group: its SLAAC one, or its own. */
@@ -149,10 +152,8 @@ export function groupParts(spec: GroupTopologySpec) {
     // dropped unless it comes from one of the group's own subnets.
     if (spec.dns) {
       const inside = (version: 4 | 6, family: 'ip4' | 'ip6') => {
-        const cidrs = subnets.filter((s) => isIP(s.cidr.split('/')[0] ?? '') === version)
-        return cidrs.length > 0
-          ? `(${family} && ${family}.src != {${cidrs.map((s) => s.cidr).join(', ')}})`
-          : family
+        const cidrs = cidrsOf(version)
+        return cidrs.length > 0 ? `(${family} && ${family}.src != {${cidrs.join(', ')}})` : family
       }
       b.dropAcl(rows, lsKey, 'acl/ls/dns-from-outside', {
         direction: 'from-lport',
@@ -353,9 +354,9 @@ export function groupParts(spec: GroupTopologySpec) {
       ['ip4', TRANSIT_NETWORK, 4],
       ['ip6', TRANSIT6_NETWORK, 6],
     ] as const) {
-      const cidrs = subnets.filter((s) => isIP(s.cidr.split('/')[0] ?? '') === version)
+      const cidrs = cidrsOf(version)
       if (version === 6 && cidrs.length === 0 && !spec.dummyFabricIp6) continue
-      const denied = [...cidrs.map((s) => s.cidr), transit]
+      const denied = [...cidrs, transit]
       const kept = [...exposed].filter(
         (ip): ip is string =>
           ip !== undefined && isIP(ip) === version && denied.some((c) => inSubnet(ip, c)),
