@@ -176,7 +176,7 @@ t.test('policies on a real central, traced', async (t) => {
     t.equal(await nbctl('--bare', '--columns=name', 'list', 'Port_Group'), '')
     const acls = (await nbctl('--bare', '--columns=match', 'list', 'ACL')).split('\n')
     t.same(
-      acls.filter((m) => m.trim() !== '' && !m.startsWith('inport == ')),
+      acls.filter((m) => m.trim() !== '' && !m.startsWith('inport == "')),
       [],
       "no policy ACL left (the public switches' fabric guards stay)",
     )
