@@ -127,7 +127,7 @@ export async function startHydrazine(opts: {
   const token = (await readFile(tokenFile, 'utf8')).trim()
 
   const api = async (method: string, path: string, body?: unknown): Promise<ApiAnswer> => {
-    const res = await fetch(`${url}${path}`, {
+    const res = await fetchResending(`${url}${path}`, {
       method,
       headers: {
         authorization: `Bearer ${token}`,
@@ -162,5 +162,26 @@ export async function startHydrazine(opts: {
     centralsDir: centralsRoot(hzDir),
     api,
     central,
+  }
+}
+
+/** Socket errors after which the request never reached the server's handler. */
+const UNSENT = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'UND_ERR_SOCKET'])
+
+/**
+ * `fetch`, sent again when the connection failed under it: a kept-alive socket the server
+ * closed as the client reused it (Node's 5 s keep-alive against undici's) fails with
+ * `fetch failed` before the request reaches Hydrazine. Any answer, error status included,
+ * is returned as it is.
+ */
+async function fetchResending(input: string, init: RequestInit): Promise<Response> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fetch(input, init)
+    } catch (err) {
+      const cause = err instanceof Error ? (err.cause as { code?: unknown } | undefined) : undefined
+      const code = typeof cause?.code === 'string' ? cause.code : ''
+      if (attempt >= 3 || !UNSENT.has(code)) throw err
+    }
   }
 }
