@@ -154,7 +154,7 @@ async function applyEveryGroup(
     }
     try {
       const applied = await withDeadline(`group ${group.name}`, timeoutMs, () =>
-        deps.groups.apply(group.name),
+        deps.groups.apply(group.name, { compareAll: true }),
       )
       const { endpoints, result } = applied
       if (!centrals.has(endpoints.nb)) centrals.set(endpoints.nb, endpoints)

@@ -5,6 +5,7 @@ import {
   CentralUnavailableError,
   compileGroupTopology,
   type OvnCentralEndpoints,
+  ownerOf,
   type PolicyStatus,
 } from '../../lib/ovn/index.ts'
 import type { HandlerDeps } from './deps.ts'
@@ -61,13 +62,21 @@ export class GroupApplier {
   readonly #deps: ApplierDeps
   /** Per group: the apply in flight, and the one queued behind it that later callers share. */
   readonly #inFlight = new Map<string, InFlight>()
+  /** Groups whose next apply compares every row (see `apply`). */
+  readonly #compareAll = new Set<string>()
 
   constructor(deps: ApplierDeps) {
     this.#deps = deps
   }
 
-  /** Applies the group; rejects with `GroupGone` when it no longer exists. */
-  apply(group: string): Promise<GroupApplied> {
+  /**
+   * Applies the group; rejects with `GroupGone` when it no longer exists. With
+   * `compareAll`, the apply compares every row of the group with NB, not only what
+   * changed since the group's last apply (reconcile's check of what the NB cache's
+   * change log cannot show).
+   */
+  apply(group: string, options: { compareAll?: boolean } = {}): Promise<GroupApplied> {
+    if (options.compareAll) this.#compareAll.add(group)
     const state: InFlight = this.#inFlight.get(group) ?? {}
     this.#inFlight.set(group, state)
     const start = () => {
@@ -95,6 +104,7 @@ export class GroupApplier {
     try {
       const endpoints = await deps.ovn.ensure(name)
       const { client, cache } = await deps.nb.get(endpoints.nb)
+      if (this.#compareAll.delete(name)) cache.applied.delete(ownerOf(name))
       let state: GroupState | undefined
       let problems: TopologyProblems = []
       let policies: PolicyStatus | undefined

@@ -41,7 +41,13 @@ export {
   readOwnedRows,
 } from './topology/apply.ts'
 export { NbTopologyCache } from './topology/cache.ts'
-export type { DesiredRow, DesiredRows, ParentRef, TopologyTable } from './topology/compile.ts'
+export type {
+  CompileChanges,
+  DesiredRow,
+  DesiredRows,
+  ParentRef,
+  TopologyTable,
+} from './topology/compile.ts'
 export {
   CompileMemo,
   compileGroupTopology,
@@ -49,6 +55,7 @@ export {
   TOPOLOGY_TABLES,
   transitAddresses,
 } from './topology/compile.ts'
+export type { TopologyDiff } from './topology/diff.ts'
 export { dnsDomain, hostDnsRecords, reverseName } from './topology/dns.ts'
 export * from './topology/errors.ts'
 export * from './topology/names.ts'

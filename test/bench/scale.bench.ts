@@ -205,7 +205,7 @@ function incomplete(r: AttachRoundResult, deadlineMs: number): string {
   return ` (only ${r.latencies.length} of ${r.requested} completed within ${Math.round(deadlineMs / 1000)} s; ${r.timedOut} timed out and are left out)`
 }
 
-async function groupTxnFigures(scale: number): Promise<void> {
+export async function groupTxnFigures(scale: number): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'hz-bench-scale-nb-'))
   const stops: (() => Promise<void>)[] = []
   try {
@@ -221,6 +221,7 @@ async function groupTxnFigures(scale: number): Promise<void> {
       const walls: number[] = []
       const commits: number[] = []
       const writes: number[] = []
+      const compared: number[] = []
       let retries = 0
       const server = join(dir, `${name}.pid`)
       const cpuBefore = await cpuTicks([server])
@@ -229,16 +230,25 @@ async function groupTxnFigures(scale: number): Promise<void> {
           const spec = txnSpec(g, base + s)
           timed.take()
           const began = performance.now()
-          const { attempts, ops } = await applyGroupTopology(timed.client, spec, { cache })
+          const result = await applyGroupTopology(timed.client, spec, { cache })
           walls.push(performance.now() - began)
           commits.push(timed.take())
-          writes.push(ops)
+          writes.push(result.ops)
+          compared.push(result.compared)
+          const { attempts } = result
           retries += attempts - 1
         }
       }
       const serverCpuMs =
         (((await cpuTicks([server])) - cpuBefore) * 1000) / (await ticksPerSecond()) / walls.length
-      return { walls, commits, retries, ops: quantile(writes, 0.5), serverCpuMs }
+      return {
+        walls,
+        commits,
+        retries,
+        ops: quantile(writes, 0.5),
+        compared: quantile(compared, 0.5),
+        serverCpuMs,
+      }
     }
     const big = await measure('big', 1, BIG_GROUP, TXN_ATTACHES)
     const small = await measure('small', TXN_ATTACHES / 5, SMALL_GROUP, 5)
@@ -249,7 +259,8 @@ async function groupTxnFigures(scale: number): Promise<void> {
       `${TXN_ATTACHES} attaches to ${TXN_ATTACHES / 5} groups growing ${SMALL_GROUP} -> ` +
       `${SMALL_GROUP + 5}; ${HOSTS_PER_TXN_DPU} hosts per DPU, access None (with FabricAccess ` +
       `or PublicAccess a DPU's NAT IP serves one host); value/baseline: write ops per attach ` +
-      `p50 ${big.ops}/${small.ops}, ovsdb-server CPU per attach ${big.serverCpuMs.toFixed(1)}/` +
+      `p50 ${big.ops}/${small.ops}, desired rows compared with NB per attach p50 ` +
+      `${big.compared}/${small.compared}, ovsdb-server CPU per attach ${big.serverCpuMs.toFixed(1)}/` +
       `${small.serverCpuMs.toFixed(1)} ms, lost races ${big.retries}/${small.retries}; ` +
       'ratio = baseline / value'
     for (const [metric, q, key, what] of [

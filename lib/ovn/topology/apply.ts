@@ -41,6 +41,11 @@ export interface ApplyResult {
    * nothing was committed. What reconcile repaired, when it is reconcile that applies.
    */
   readonly touched: readonly string[]
+  /**
+   * Desired rows the last round compared with NB: every row of the group, or with a cache
+   * that saw NB match the group's previous compile, only the rows that changed since.
+   */
+  readonly compared: number
 }
 
 export interface ApplyOptions {
@@ -135,11 +140,35 @@ export async function applyDesiredRows(
       await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt))
       continue
     }
-    const { guards, writes, bump, touched } = diffTopology(desired, actual)
-    if (writes.length === 0) return { changed: false, ops: 0, attempts: attempt, touched: [] }
+    // With a cache: NB matched the compile this one follows at `last.mark`, so only what
+    // changed since (in the compile or in NB) is compared. Taken with `actual` (no await
+    // between), the mark describes the rows this diff reads.
+    const changes = cache?.compiled.changes(desired)
+    const last = cache?.applied.get(desired.owner)
+    cache?.applied.delete(desired.owner)
+    const mark = cache?.mark(desired.owner)
+    const changed =
+      last && attempt === 1 && last.compile === changes?.after
+        ? cache?.changedSince(desired.owner, last.mark)
+        : undefined
+    const { guards, writes, bump, touched, compared } = diffTopology(
+      desired,
+      actual,
+      changes && changed ? { changes, changed } : undefined,
+    )
+    const matched = () => {
+      if (cache && mark && changes) {
+        cache.applied.set(desired.owner, { compile: changes.serial, mark })
+      }
+    }
+    if (writes.length === 0) {
+      matched()
+      return { changed: false, ops: 0, attempts: attempt, touched: [], compared }
+    }
     try {
       await client.transact(nb.name, [...guards, ...writes, ...bump])
-      return { changed: true, ops: writes.length, attempts: attempt, touched }
+      matched()
+      return { changed: true, ops: writes.length, attempts: attempt, touched, compared }
     } catch (err) {
       if (!(err instanceof OvsdbTimedOut)) throw err
       await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt))

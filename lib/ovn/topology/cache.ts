@@ -5,7 +5,13 @@ import type { TableUpdates2 } from '../protocol.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import { CompileMemo, TOPOLOGY_TABLES, type TopologyTable } from './compile.ts'
 import { OWNER_KEY } from './names.ts'
-import { type ActualIndex, type ActualRow, type ActualRows, IndexedRows } from './owned-rows.ts'
+import {
+  type ActualIndex,
+  type ActualRow,
+  type ActualRows,
+  IndexedRows,
+  keyOf,
+} from './owned-rows.ts'
 
 const nb = new Database<NbTables>(nbSchema)
 
@@ -22,8 +28,17 @@ const nb = new Database<NbTables>(nbSchema)
 export class NbTopologyCache {
   /** What each group's last apply through this cache compiled, part by part (see CompileMemo). */
   readonly compiled = new CompileMemo()
+  /**
+   * Per owner: the compile its last apply through this cache left NB matching, and the
+   * change mark it was diffed at (see `apply.ts`). Forgetting one makes its next apply
+   * compare every row.
+   */
+  readonly applied = new Map<string, AppliedMark>()
   private readonly rows = new Map<string, { table: TopologyTable; row: ActualRow }>()
   private readonly byOwner = new Map<string, IndexedRows>()
+  private readonly changes = new Map<string, ChangeLog>()
+  /** Bumped when the monitor starts over: marks from before name nothing any more. */
+  private epoch = 0
   private monitor: MonitorHandle | undefined
 
   private constructor(private readonly client: OvsdbClient) {}
@@ -57,6 +72,26 @@ export class NbTopologyCache {
     return out
   }
 
+  /**
+   * Where `owner`'s change log stands now: `changedSince` this mark lists what changes
+   * after it. Synchronous, so a mark taken next to `ownedIndex`'s result describes it.
+   */
+  mark(owner: string): ChangeMark {
+    return { epoch: this.epoch, position: this.changes.get(owner)?.end ?? 0 }
+  }
+
+  /**
+   * The ids (`<table>/<key>`) of `owner`'s rows that changed after `mark`: inserted,
+   * deleted or modified, and children their parent stopped referring to; `undefined`
+   * when the cache cannot tell (it started over since, or the log no longer reaches back).
+   */
+  changedSince(owner: string, mark: ChangeMark): readonly string[] | undefined {
+    if (mark.epoch !== this.epoch) return undefined
+    const log = this.changes.get(owner)
+    if (!log) return mark.position === 0 ? [] : undefined
+    return log.since(mark.position)
+  }
+
   async close(): Promise<void> {
     await this.monitor?.cancel()
   }
@@ -65,6 +100,9 @@ export class NbTopologyCache {
     if (reset) {
       this.rows.clear()
       this.byOwner.clear()
+      this.changes.clear()
+      this.applied.clear()
+      this.epoch++
     }
     for (const table of TOPOLOGY_TABLES) {
       for (const [uuid, change] of Object.entries(updates[table] ?? {})) {
@@ -75,8 +113,16 @@ export class NbTopologyCache {
         if (whole) row = { ...nb.decodeWholeRow(table, whole), _uuid: uuid } as unknown as ActualRow
         else if (change.modify && old) {
           row = nb.patchRow(table, old as never, change.modify) as unknown as ActualRow
-        } else continue
+          this.unlinked(table, old, row, change.modify)
+        } else {
+          if (old) this.changed(table, old)
+          continue
+        }
+        if (old && (ownerOfRow(old) !== ownerOfRow(row) || keyOf(old) !== keyOf(row))) {
+          this.changed(table, old)
+        }
         this.rows.set(uuid, { table, row })
+        this.changed(table, row)
         const owner = ownerOfRow(row)
         if (owner === undefined) continue
         let index = this.byOwner.get(owner)
@@ -85,6 +131,44 @@ export class NbTopologyCache {
           this.byOwner.set(owner, index)
         }
         index.add(table, row)
+      }
+    }
+  }
+
+  /** Logs `row`'s id in its owner's change log. */
+  private changed(table: TopologyTable, row: ActualRow): void {
+    const owner = ownerOfRow(row)
+    const key = keyOf(row)
+    if (owner === undefined || key === undefined) return
+    let log = this.changes.get(owner)
+    if (!log) {
+      log = new ChangeLog()
+      this.changes.set(owner, log)
+    }
+    log.push(`${table}/${key}`)
+  }
+
+  /**
+   * Logs the rows a parent stopped referring to in a reference column (a child may be
+   * unlinked while the child itself is unchanged). A set column's `modify` holds the
+   * elements added or removed: from the sizes alone, most updates (a port added) are
+   * seen to remove none.
+   */
+  private unlinked(table: TopologyTable, old: ActualRow, row: ActualRow, diff: object): void {
+    const columns = CHILD_COLUMNS[table]
+    if (!columns) return
+    for (const column of columns) {
+      const value = (diff as Record<string, unknown>)[column]
+      if (value === undefined) continue
+      const before = (old[column] as readonly string[] | undefined) ?? []
+      const after = (row[column] as readonly string[] | undefined) ?? []
+      const changes =
+        Array.isArray(value) && value[0] === 'set' ? (value[1] as unknown[]).length : 1
+      if (before.length + changes === after.length) continue
+      const kept = new Set(after)
+      for (const uuid of before) {
+        const child = kept.has(uuid) ? undefined : this.rows.get(uuid)
+        if (child) this.changed(child.table, child.row)
       }
     }
   }
@@ -102,6 +186,51 @@ export class NbTopologyCache {
 }
 
 const EMPTY: ActualIndex = new IndexedRows()
+
+/** Where an owner's change log stood (see `NbTopologyCache.mark`). */
+export interface ChangeMark {
+  readonly epoch: number
+  readonly position: number
+}
+
+/** A group's last apply through a cache: the compile it applied, and when it read NB. */
+export interface AppliedMark {
+  readonly compile: number
+  readonly mark: ChangeMark
+}
+
+/** The columns whose rows a parent owns (strong references), by parent table. */
+const CHILD_COLUMNS: Partial<Record<TopologyTable, readonly string[]>> = {
+  Logical_Switch: ['ports', 'dns_records', 'acls'],
+  Logical_Router: ['ports', 'static_routes', 'policies', 'nat'],
+  Port_Group: ['acls'],
+}
+
+/**
+ * The ids of one owner's rows in the order they changed, from `start` on: the oldest half
+ * is dropped past 16,384 entries (a mark older than that asks for a whole diff).
+ */
+class ChangeLog {
+  #ids: string[] = []
+  #start = 0
+
+  get end(): number {
+    return this.#start + this.#ids.length
+  }
+
+  push(id: string): void {
+    this.#ids.push(id)
+    if (this.#ids.length <= 16_384) return
+    const drop = this.#ids.length >> 1
+    this.#ids.splice(0, drop)
+    this.#start += drop
+  }
+
+  since(position: number): readonly string[] | undefined {
+    if (position < this.#start || position > this.end) return undefined
+    return this.#ids.slice(position - this.#start)
+  }
+}
 
 function ownerOfRow(row: ActualRow): string | undefined {
   return (row.external_ids as Record<string, string> | undefined)?.[OWNER_KEY]

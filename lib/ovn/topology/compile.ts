@@ -82,6 +82,28 @@ export interface DesiredRows {
 }
 
 /**
+ * What one compile through a `CompileMemo` changed since the group's previous compile
+ * through it (`after`; absent when there was none, or the group's network changed): the
+ * diff (`diff.ts`) compares only these rows when NB matched that previous compile.
+ * `CompileMemo.changes` hands it out for the compile's result.
+ */
+export interface CompileChanges {
+  /** This compile's number in the memo (unique per memo). */
+  readonly serial: number
+  /** The `serial` of the group's previous compile this one follows. */
+  readonly after?: number
+  /** Rows this compile made: its new and rebuilt parts', and every loose row (relays, policies). */
+  readonly built: readonly DesiredRow[]
+  /** Rows of the previous compile whose id this one no longer has. */
+  readonly dropped: readonly DesiredRow[]
+  /**
+   * This compile's row with `id` (`<table>/<key>`). Answers for this compile only until the
+   * group's next compile through the memo.
+   */
+  readonly rowOf: (id: string) => DesiredRow | undefined
+}
+
+/**
  * A host (or relay port) the topology cannot build as asked: left out, or built without
  * what it cannot have (a host without an IPv4 address gets no NAT). One such host
  * never keeps the rest of its group from being built.
@@ -156,10 +178,7 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
     spec.dns ?? null,
   ])
   const previous = memo?.previous(g, head)
-  const memberKeys = Array.isArray(spec.members)
-    ? spec.members.map((m) => `m${memberSignature(m)}`)
-    : []
-  validate(spec, memberKeys, previous?.fragments)
+  validate(spec, previous?.fragments)
   const fragments = new Map<string, Fragment>()
   /** Fragments built by this compile (not the memo's). */
   const built: Fragment[] = []
@@ -187,15 +206,24 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
   const rows: DesiredRow[] = [...fragment('head', ({ rows }) => c.headRows(rows)).rows]
   const placed: { member: GroupMember; built: Fragment }[] = []
   const dnsClashes = spec.dns ? dnsNameClashes(spec.members) : new Map<string, string[]>()
-  for (const [i, m] of spec.members.entries()) {
-    const key = memberKeys[i] ?? ''
+  for (const m of spec.members) {
+    const key = `m${m.hostName}`
     if (fragments.has(key)) throw new InvalidTopologySpec(g, `duplicate member ${m.hostName}`)
-    const own = fragment(key, (draft) => c.memberRows(draft, m))
+    // A host's rows are the same while its fields are (compared, not serialised: this
+    // runs for every host of the group on every compile).
+    let own = previous?.fragments.get(key)
+    if (!own?.member || !sameMember(own.member, m)) {
+      const draft: Draft = { rows: [], problems: [], omitted: false }
+      c.memberRows(draft, m)
+      own = { ...draft, ids: draft.rows.map(rowId), member: m }
+      built.push(own)
+    }
+    fragments.set(key, own)
     rows.push(...own.rows)
     if (own.omitted) continue
     placed.push({ member: m, built: own })
     if (spec.dns && !dnsClashes.has(dnsNameOf(m))) {
-      rows.push(...fragment(`n${key.slice(1)}`, (draft) => c.dnsRows(draft, m)).rows)
+      rows.push(...fragment(`n${m.hostName}`, (draft) => c.dnsRows(draft, m), [own]).rows)
     }
   }
   const relays: Draft = { rows: [], problems: [], omitted: false }
@@ -222,15 +250,32 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
     a < b ? -1 : a > b ? 1 : 0,
   )) {
     const slot = slots.get(dpu) ?? 0
-    const own = fragment(
-      `d${JSON.stringify(dpu)}`,
-      (draft) => c.dpuRows(draft, dpu, slot, members),
-      [slot, ...parts],
-    )
+    const own = fragment(`d${dpu}`, (draft) => c.dpuRows(draft, dpu, slot, members), [
+      slot,
+      ...parts,
+    ])
     rows.push(...own.rows)
   }
-  const ids = uniqueIds(g, previous, fragments, built, [...relays.rows, ...policies.rows])
-  memo?.remember(g, head, fragments, ids)
+  const loose = [...relays.rows, ...policies.rows]
+  const { byId, dropped } = uniqueIds(g, previous, fragments, built, loose)
+  const serial = memo?.remember(g, head, fragments, byId, loose)
+  const looseById = new Map(loose.map((r) => [rowId(r), r]))
+  const changes: CompileChanges | undefined =
+    serial === undefined
+      ? undefined
+      : {
+          serial,
+          ...(previous ? { after: previous.serial } : {}),
+          built: [...built.flatMap((f) => f.rows), ...loose],
+          dropped: [
+            ...dropped,
+            ...(previous?.loose ?? []).filter((r) => {
+              const id = rowId(r)
+              return !byId.has(id) && !looseById.has(id)
+            }),
+          ],
+          rowOf: (id) => byId.get(id) ?? looseById.get(id),
+        }
   const problems: TopologyProblem[] = []
   for (const f of fragments.values()) if (f.problems.length > 0) problems.push(...f.problems)
   problems.push(...relays.problems)
@@ -241,13 +286,15 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
       problems.push({ code, message, host })
     }
   }
-  return {
+  const result: DesiredRows = {
     group: g,
     owner: c.owner,
     rows,
     problems,
     ...(policies.status.rules > 0 ? { policies: policies.status } : {}),
   }
+  if (changes) memo?.noteChanges(result, changes)
+  return result
 }
 
 /** A member's name in its group's DNS. */
@@ -275,10 +322,12 @@ interface Fragment {
   /** A host left out of the topology (nothing of it is built). */
   readonly omitted: boolean
   /**
-   * What a DPU's rows were built from besides its key: its slot and its hosts' fragments
-   * (compared by identity); absent for parts whose key says it all.
+   * What the rows were built from besides the key: a DPU's slot and its hosts' fragments,
+   * a host's DNS records' its host fragment (compared by identity); absent for the head.
    */
   readonly inputs?: readonly unknown[]
+  /** A host's part: the member it was built from (the same fields, the same rows). */
+  readonly member?: GroupMember
 }
 
 /** Whether two fragments' `inputs` are the same values (objects: the same objects). */
@@ -293,7 +342,8 @@ function sameInputs(a: readonly unknown[] | undefined, b: readonly unknown[] | u
  * Every row id of this compile, checked unique: `fragments` (the parts in use, `built`
  * those made by this compile) and the `loose` rows no memo holds. After a compile of the
  * same group, only what changed is checked: the ids of parts no longer used leave the
- * last compile's set, and the new parts' and loose ids must not be in what remains.
+ * last compile's map, and the new parts' and loose ids must not be in what remains.
+ * Returns the parts' rows by id, and the last compile's part rows whose id is gone.
  *
  * @throws InvalidTopologySpec naming a duplicate row
  */
@@ -303,35 +353,36 @@ function uniqueIds(
   fragments: ReadonlyMap<string, Fragment>,
   built: readonly Fragment[],
   loose: readonly DesiredRow[],
-): Set<string> {
+): { byId: Map<string, DesiredRow>; dropped: DesiredRow[] } {
   const duplicate = (id: string) =>
     new InvalidTopologySpec(group, `duplicate ${id.replace('/', ' ')}`)
   if (!previous) {
-    const seen = new Set<string>()
+    const byId = new Map<string, DesiredRow>()
     for (const f of fragments.values()) {
-      for (const id of f.ids) {
-        if (seen.has(id)) throw duplicate(id)
-        seen.add(id)
+      for (const [i, id] of f.ids.entries()) {
+        if (byId.has(id)) throw duplicate(id)
+        byId.set(id, f.rows[i] as DesiredRow)
       }
     }
     const looseSeen = new Set<string>()
     for (const id of loose.map(rowId)) {
-      if (seen.has(id) || looseSeen.has(id)) throw duplicate(id)
+      if (byId.has(id) || looseSeen.has(id)) throw duplicate(id)
       looseSeen.add(id)
     }
-    return seen
+    return { byId, dropped: [] }
   }
   // The last compile's ids less those of its parts this one no longer uses.
-  const dropped = new Set<string>()
+  const gone = new Map<string, DesiredRow>()
   for (const [key, f] of previous.fragments) {
-    if (fragments.get(key) !== f) for (const id of f.ids) dropped.add(id)
+    if (fragments.get(key) !== f)
+      for (const [i, id] of f.ids.entries()) gone.set(id, f.rows[i] as DesiredRow)
   }
-  const kept = (id: string) => previous.ids.has(id) && !dropped.has(id)
-  const added = new Set<string>()
+  const kept = (id: string) => previous.byId.has(id) && !gone.has(id)
+  const added = new Map<string, DesiredRow>()
   for (const f of built) {
-    for (const id of f.ids) {
+    for (const [i, id] of f.ids.entries()) {
       if (kept(id) || added.has(id)) throw duplicate(id)
-      added.add(id)
+      added.set(id, f.rows[i] as DesiredRow)
     }
   }
   const looseSeen = new Set<string>()
@@ -339,10 +390,15 @@ function uniqueIds(
     if (kept(id) || added.has(id) || looseSeen.has(id)) throw duplicate(id)
     looseSeen.add(id)
   }
-  // The memo's set becomes this compile's (the caller remembers it with the fragments).
-  for (const id of dropped) if (!added.has(id)) previous.ids.delete(id)
-  for (const id of added) previous.ids.add(id)
-  return previous.ids
+  // The memo's map becomes this compile's (the caller remembers it with the fragments).
+  const dropped: DesiredRow[] = []
+  for (const [id, row] of gone) {
+    if (added.has(id)) continue
+    previous.byId.delete(id)
+    dropped.push(row)
+  }
+  for (const [id, row] of added) previous.byId.set(id, row)
+  return { byId: previous.byId, dropped }
 }
 
 /**
@@ -357,6 +413,8 @@ function uniqueIds(
  */
 export class CompileMemo {
   readonly #groups = new Map<string, MemoEntry>()
+  readonly #changes = new WeakMap<DesiredRows, CompileChanges>()
+  #serial = 0
 
   /** @internal The group's parts from its last compile, when its network is unchanged. */
   previous(group: string, head: string): MemoEntry | undefined {
@@ -364,21 +422,41 @@ export class CompileMemo {
     return entry?.head === head ? entry : undefined
   }
 
-  /** @internal */
-  remember(group: string, head: string, fragments: Map<string, Fragment>, ids: Set<string>): void {
-    this.#groups.set(group, { head, fragments, ids })
+  /** @internal Remembers the group's compile; returns its serial. */
+  remember(
+    group: string,
+    head: string,
+    fragments: Map<string, Fragment>,
+    byId: Map<string, DesiredRow>,
+    loose: readonly DesiredRow[],
+  ): number {
+    const serial = ++this.#serial
+    this.#groups.set(group, { head, fragments, byId, loose, serial })
+    return serial
   }
 
   forget(group: string): void {
     this.#groups.delete(group)
   }
+
+  /** What the compile that returned `desired` changed (for compiles through this memo). */
+  changes(desired: DesiredRows): CompileChanges | undefined {
+    return this.#changes.get(desired)
+  }
+
+  /** @internal */
+  noteChanges(desired: DesiredRows, changes: CompileChanges): void {
+    this.#changes.set(desired, changes)
+  }
 }
 
-/** A group's last compile: its head, its parts by key, and every id of those parts. */
+/** A group's last compile: its head, its parts by key, their rows by id, its loose rows. */
 interface MemoEntry {
   readonly head: string
   readonly fragments: ReadonlyMap<string, Fragment>
-  readonly ids: Set<string>
+  readonly byId: Map<string, DesiredRow>
+  readonly loose: readonly DesiredRow[]
+  readonly serial: number
 }
 
 /** `<table>/<key>`: a desired row's identity in its group. */
@@ -386,38 +464,46 @@ export function rowId(row: { readonly table: string; readonly key: string }): st
   return `${row.table}/${row.key}`
 }
 
-function memberSignature(m: GroupMember): string {
-  return JSON.stringify([
-    m?.hostName,
-    m?.logicalPort,
-    m?.mac,
-    m?.ip,
-    m?.ip6,
-    m?.dpu?.id,
-    m?.dpu?.natIp,
-    m?.dpu?.natIp6,
-    m?.access,
-    m?.publicIp,
-    m?.publicIp6,
-    m?.dnsName,
-  ])
+/**
+ * Whether `m` (not validated yet) has every field of `known` (a member a previous compile
+ * validated): then it is valid, and its rows are `known`'s.
+ */
+function sameMember(known: GroupMember, m: GroupMember): boolean {
+  return (
+    known.hostName === m?.hostName &&
+    known.logicalPort === m.logicalPort &&
+    known.mac === m.mac &&
+    known.ip === m.ip &&
+    known.ip6 === m.ip6 &&
+    known.dpu.id === m.dpu?.id &&
+    known.dpu.natIp === m.dpu.natIp &&
+    known.dpu.natIp6 === m.dpu.natIp6 &&
+    known.access === m.access &&
+    known.publicIp === m.publicIp &&
+    known.publicIp6 === m.publicIp6 &&
+    known.dnsName === m.dnsName
+  )
 }
 
 /**
- * Validates the spec. A member whose signature the group's last compile already used was
- * valid then and is the same now: only new members are checked one by one, and any
- * failure is reported as the whole spec's parse reports it (paths like `members.3.mac`).
+ * Validates the spec. A member the group's last compile had with the same fields was
+ * valid then and is the same now: only new and changed members are checked one by one,
+ * and any failure is reported as the whole spec's parse reports it (paths like
+ * `members.3.mac`).
  */
 function validate(
   spec: GroupTopologySpec,
-  memberKeys: readonly string[],
   previous: ReadonlyMap<string, Fragment> | undefined,
 ): void {
+  const knownMember = (m: GroupMember) => {
+    const before = previous?.get(`m${m?.hostName}`)?.member
+    return before !== undefined && sameMember(before, m)
+  }
   const known =
     previous !== undefined &&
     Array.isArray(spec.members) &&
     v.is(GroupTopologySpecSchema, { ...spec, members: [] }) &&
-    spec.members.every((m, i) => previous.has(memberKeys[i] ?? '') || v.is(GroupMemberSchema, m))
+    spec.members.every((m) => knownMember(m) || v.is(GroupMemberSchema, m))
   if (known) return
   const parsed = v.safeParse(GroupTopologySpecSchema, spec)
   if (parsed.success) return

@@ -7,7 +7,13 @@
 import { Database } from '../database.ts'
 import type { Operation } from '../protocol.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
-import { type DesiredRow, type DesiredRows, type ParentRef, rowId } from './compile.ts'
+import {
+  type CompileChanges,
+  type DesiredRow,
+  type DesiredRows,
+  type ParentRef,
+  rowId,
+} from './compile.ts'
 import { OWNER_KEY, ROW_KEY } from './names.ts'
 import {
   type ActualIndex,
@@ -57,11 +63,19 @@ export const GENERATION_KEY = 'hydrazine:generation'
  * is a `wait` on that router's generation (or on its absence for a new group): two
  * applies of one group that read the same state cannot both commit, so the loser
  * re-reads and recomputes instead of overwriting the winner's work.
+ *
+ * With `since` — what the compile of `desired` changed (`changes`, from its memo) and the
+ * ids of the group's NB rows that changed since NB last matched the compile it follows
+ * (`changed`, an `NbTopologyCache` change log) — only what differs is compared: the rows the compile built, the rows of
+ * `changed`, and the rows the compile dropped; the cost follows the change, not the
+ * group's size. What that cannot account for (an owned row no compile asked for) falls
+ * back to comparing every row, as without `changed`.
  */
 export function diffTopology(
   desired: DesiredRows,
   actual: ActualRows | ActualIndex,
-): { guards: Operation[]; writes: Operation[]; bump: Operation[]; touched: string[] } {
+  since?: { readonly changes: CompileChanges; readonly changed: readonly string[] },
+): TopologyDiff {
   // Owned rows by id; extra rows with the same id (or none) are stale.
   const index = 'byId' in actual ? actual : IndexedRows.of(actual)
   const router = index.byId.get('Logical_Router/lr')?.row
@@ -81,9 +95,10 @@ export function diffTopology(
           [],
         ),
   ]
+  const scope =
+    (since && scopeOfChanges(since.changes, index, since.changed)) ?? wholeScope(desired, index)
 
-  // One pass over the desired rows; its cost per unchanged row is a few lookups, so an
-  // apply that adds one host to a large group is not a rediff of the group.
+  // One pass over the rows in scope; its cost per unchanged row is a few lookups.
   // - a row NB lacks is inserted under a name this transaction refers to it by;
   // - a row NB has is compared, unless this very pair was found equal before;
   // - a child is listed for its parent only when the parent does not hold it yet.
@@ -92,18 +107,16 @@ export function diffTopology(
   const updates: Operation[] = []
   const touched: string[] = []
   const named = new Map<string, string>()
-  /** Desired parents; a new one with the place its insert takes in `inserts`. */
+  /** Parents in scope; a new one with the place its insert takes in `inserts`. */
   const parents: { d: DesiredRow; id: string; have: ActualRow | undefined; slot: number }[] = []
   const missingRefs = new Map<string, Map<string, string[]>>()
-  let matched = 0
-  let routerDesired = false
-  for (const d of desired.rows) {
+  let compared = 0
+  for (const d of scope.rows) {
+    compared++
     const id = idOf(d)
-    if (id === 'Logical_Router/lr') routerDesired = true
     const have = index.byId.get(id)?.row
     let ref: string
     if (have) {
-      matched++
       ref = have._uuid
       if (verified.get(have) !== d) {
         const changed = changedColumns(d, have)
@@ -133,23 +146,20 @@ export function diffTopology(
       }
     }
   }
-  // Every desired row's id, built only when needed: when NB owns rows no desired row
-  // matched (stale ones), or to resolve a port group's links.
-  let wantedIds: Set<string> | undefined
-  const wanted = () => {
-    wantedIds ??= new Set(desired.rows.map(idOf))
-    return wantedIds
-  }
   /** How this transaction refers to a desired row: its name if inserted, else its UUID. */
   const refOf = (id: string): string | undefined =>
-    named.get(id) ?? (wanted().has(id) ? index.byId.get(id)?.row._uuid : undefined)
+    named.get(id) ?? (scope.has(id) ? index.byId.get(id)?.row._uuid : undefined)
 
-  // Stale: rows without a key or with a duplicate id, and owned rows no desired row is.
-  const stale: IndexedRow[] = [...index.extra]
-  if (matched < index.byId.size) {
-    for (const [id, entry] of index.byId) if (!wanted().has(id)) stale.push(entry)
+  // Parents out of scope that gain children or lose stale ones: mutated like the rest.
+  if (scope.parentsOutOfScope) {
+    const inScope = new Set(parents.map((p) => p.id))
+    for (const id of new Set([...missingRefs.keys(), ...scope.parentsOutOfScope])) {
+      const d = inScope.has(id) ? undefined : scope.rowOf(id)
+      const have = index.byId.get(id)?.row
+      if (d && have) parents.push({ d, id, have, slot: -1 })
+    }
   }
-  const staleUuids = new Set(stale.map((s) => s.row._uuid))
+  const staleUuids = new Set(scope.stale.map((s) => s.row._uuid))
 
   // Parents: new ones get their children in the insert; existing ones are mutated.
   const parentOps: Operation[] = []
@@ -177,8 +187,7 @@ export function diffTopology(
     }
     for (const column of REF_COLUMNS[d.table]) {
       const add = mine.get(column) ?? []
-      const drop =
-        staleUuids.size === 0 ? [] : [...refsOf(have, column)].filter((u) => staleUuids.has(u))
+      const drop = staleRefs(have, column, staleUuids)
       if (add.length > 0) mutations.push([column, 'insert', add])
       if (drop.length > 0) mutations.push([column, 'delete', drop])
     }
@@ -190,13 +199,15 @@ export function diffTopology(
 
   // Stale roots are deleted (a DNS row too: a switch refers to it weakly); stale
   // children vanish once unreferenced (above).
-  const deletes = stale
+  const deletes = scope.stale
     .filter((s) => nbSchema.tables[s.table]?.isRoot === true)
     .map((s) => nb.delete(s.table, [['_uuid', '==', s.row._uuid]]))
 
   const writes = [...insertOps, ...updates, ...parentOps, ...deletes]
   const bump: Operation[] = []
-  const routerRef = routerDesired ? (named.get('Logical_Router/lr') ?? router?._uuid) : undefined
+  const routerRef = scope.has('Logical_Router/lr')
+    ? (named.get('Logical_Router/lr') ?? router?._uuid)
+    : undefined
   if (writes.length > 0 && routerRef !== undefined) {
     const generation = String(Number(routerIds(router)[GENERATION_KEY] ?? '0') + 1)
     const where = [['_uuid', '==', routerRef]] as const
@@ -207,8 +218,115 @@ export function diffTopology(
       ]),
     )
   }
-  for (const s of stale) touched.push(`${s.table}/${keyOf(s.row) ?? s.row._uuid}`)
-  return { guards, writes, bump, touched }
+  for (const s of scope.stale) touched.push(`${s.table}/${keyOf(s.row) ?? s.row._uuid}`)
+  return { guards, writes, bump, touched, compared }
+}
+
+/** What `diffTopology` found. */
+export interface TopologyDiff {
+  /** A `wait` on the group's generation: the writes commit only over what was read. */
+  readonly guards: Operation[]
+  /** Inserts, updates, parents' mutations and deletes; empty when NB matches. */
+  readonly writes: Operation[]
+  /** The generation increment to commit with `writes`. */
+  readonly bump: Operation[]
+  /** The ids of the rows `writes` insert, change or delete. */
+  readonly touched: string[]
+  /** How many desired rows were compared with NB (all of them without `since`). */
+  readonly compared: number
+}
+
+/** The rows one diff looks at, and how it asks about the rest of the desired rows. */
+interface DiffScope {
+  /** Desired rows to compare with NB (each once). */
+  readonly rows: Iterable<DesiredRow>
+  /** Owned rows no desired row is (to delete, and to unlink from their parents). */
+  readonly stale: readonly IndexedRow[]
+  /** Whether a row with this id is desired. */
+  readonly has: (id: string) => boolean
+  /** The desired row with this id. */
+  readonly rowOf: (id: string) => DesiredRow | undefined
+  /**
+   * Desired parents outside `rows` that hold stale rows; absent when `rows` holds every
+   * desired row (parents included).
+   */
+  readonly parentsOutOfScope?: ReadonlySet<string>
+}
+
+/** Every desired row, and every owned row none of them is. */
+function wholeScope(desired: DesiredRows, index: ActualIndex): DiffScope {
+  // Every desired row's id, built only when needed: when NB owns rows no desired row
+  // matched (stale ones), or to resolve a port group's links.
+  let wantedIds: Set<string> | undefined
+  const wanted = () => {
+    wantedIds ??= new Set(desired.rows.map(idOf))
+    return wantedIds
+  }
+  const stale: IndexedRow[] = [...index.extra]
+  let matched = 0
+  for (const d of desired.rows) if (index.byId.has(idOf(d))) matched++
+  if (matched < index.byId.size) {
+    for (const [id, entry] of index.byId) if (!wanted().has(id)) stale.push(entry)
+  }
+  let byId: Map<string, DesiredRow> | undefined
+  return {
+    rows: desired.rows,
+    stale,
+    has: (id) => wanted().has(id),
+    rowOf: (id) => {
+      byId ??= new Map(desired.rows.map((d) => [idOf(d), d]))
+      return byId.get(id)
+    },
+  }
+}
+
+/**
+ * The rows that can differ when NB matched the compile `changes.after` before the rows of
+ * `changed` changed: what the compile built or dropped, and `changed`. Undefined when
+ * that cannot be told: no such compile, or NB owns a row no compile asked for.
+ */
+function scopeOfChanges(
+  changes: CompileChanges,
+  index: ActualIndex,
+  changed: readonly string[],
+): DiffScope | undefined {
+  if (changes.after === undefined) return undefined
+  for (const _ of index.extra) return undefined
+  const rows = new Set<DesiredRow>(changes.built)
+  const stale: IndexedRow[] = []
+  const parentsOutOfScope = new Set<string>()
+  const droppedIds = new Set<string>()
+  for (const d of changes.dropped) {
+    const id = idOf(d)
+    droppedIds.add(id)
+    const entry = index.byId.get(id)
+    if (!entry) continue
+    stale.push(entry)
+    if (d.parent) parentsOutOfScope.add(idOf(d.parent))
+  }
+  for (const id of changed) {
+    const d = changes.rowOf(id)
+    if (d) rows.add(d)
+    else if (index.byId.has(id) && !droppedIds.has(id)) return undefined
+  }
+  return {
+    rows,
+    stale,
+    has: (id) => changes.rowOf(id) !== undefined,
+    rowOf: changes.rowOf,
+    parentsOutOfScope,
+  }
+}
+
+/** The references of `have`'s `column` to stale rows. */
+function staleRefs(have: ActualRow, column: string, stale: ReadonlySet<string>): string[] {
+  if (stale.size === 0) return []
+  const refs = refsOf(have, column)
+  const out: string[] = []
+  if (stale.size < refs.size) {
+    for (const uuid of stale) if (refs.has(uuid)) out.push(uuid)
+  } else for (const uuid of refs) if (stale.has(uuid)) out.push(uuid)
+  return out
 }
 
 /**
