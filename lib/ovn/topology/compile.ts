@@ -178,140 +178,253 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
     spec.dns ?? null,
   ])
   const previous = memo?.previous(g, head)
-  validate(spec, previous?.fragments)
-  const fragments = new Map<string, Fragment>()
-  /** Fragments built by this compile (not the memo's). */
+  validate(spec, previous)
+  const state = previous ?? new GroupCompile(head)
+  const after = previous?.serial
+  try {
+    const { result, built, dropped } = compileInto(spec, g, state)
+    if (memo) {
+      memo.remember(g, state)
+      memo.noteChanges(result, {
+        serial: state.serial,
+        ...(after !== undefined ? { after } : {}),
+        built,
+        dropped,
+        rowOf: state.rowOf,
+      })
+    }
+    return result
+  } catch (error) {
+    // The group's memo may be half updated: its next compile starts over.
+    memo?.forget(g)
+    throw error
+  }
+}
+
+/**
+ * Brings `s` (the group's last compile, or a new one) to `spec`: rebuilds the parts of
+ * hosts that are new or changed, of DPUs whose hosts or link slot changed, and DNS records
+ * whose host or name clash changed; drops the parts of hosts and DPUs that are gone. A
+ * pass over the members compares each with its last compile's (no rows built, nothing
+ * allocated for an unchanged host); the rest costs what changed.
+ */
+function compileInto(
+  spec: GroupTopologySpec,
+  g: string,
+  s: GroupCompile,
+): { result: DesiredRows; built: DesiredRow[]; dropped: DesiredRow[] } {
+  const c = groupParts(spec)
+  const stamp = ++s.stamp
+  /** Parts this compile built, and parts it stopped using. */
   const built: Fragment[] = []
-  const fragment = (
-    key: string,
-    build: (draft: Draft) => void,
-    inputs?: readonly unknown[],
-  ): Fragment => {
-    let found = fragments.get(key)
-    if (!found) {
-      const before = previous?.fragments.get(key)
-      if (before && sameInputs(before.inputs, inputs)) found = before
+  const retired: Fragment[] = []
+  const build = (make: (draft: Draft) => void, member?: GroupMember): Fragment => {
+    const draft: Draft = { rows: [], problems: [], omitted: false }
+    make(draft)
+    const part = { ...draft, ids: draft.rows.map(rowId), ...(member ? { member } : {}) }
+    built.push(part)
+    return part
+  }
+  s.headPart ??= build(({ rows }) => c.headRows(rows))
+
+  const dirtyDpus = new Set<string>()
+  const dirtyNames = new Set<string>()
+  /** Hosts whose DNS records must be decided again (new or changed). */
+  const renamed: HostEntry[] = []
+  /** Whether a DPU's hosts are placed; a host joins or leaves its DPU and its DNS name. */
+  const join = (entry: HostEntry, joined: boolean) => {
+    const { member } = entry
+    if (spec.dns) {
+      const name = dnsNameOf(member)
+      let holders = s.dnsNames.get(name)
+      if (joined) {
+        if (!holders) {
+          holders = new Set()
+          s.dnsNames.set(name, holders)
+        }
+        holders.add(member.hostName)
+      } else {
+        holders?.delete(member.hostName)
+        if (holders?.size === 0) s.dnsNames.delete(name)
+      }
+      dirtyNames.add(name)
     }
-    if (!found) {
-      const draft: Draft = { rows: [], problems: [], omitted: false }
-      build(draft)
-      found = { ...draft, ids: draft.rows.map(rowId), ...(inputs ? { inputs } : {}) }
-      built.push(found)
-    }
-    fragments.set(key, found)
-    return found
+    if (entry.own.omitted) return
+    const id = member.dpu.id
+    let dpu = s.dpus.get(id)
+    if (joined) {
+      if (!dpu) {
+        dpu = { hosts: new Set(), own: undefined, slot: -1 }
+        s.dpus.set(id, dpu)
+      }
+      dpu.hosts.add(member.hostName)
+    } else dpu?.hosts.delete(member.hostName)
+    dirtyDpus.add(id)
+  }
+  const leave = (entry: HostEntry) => {
+    join(entry, false)
+    retired.push(entry.own)
+    if (entry.dns) retired.push(entry.dns)
   }
 
-  const c = groupParts(spec)
-  const rows: DesiredRow[] = [...fragment('head', ({ rows }) => c.headRows(rows)).rows]
-  const placed: { member: GroupMember; built: Fragment }[] = []
-  const dnsClashes = spec.dns ? dnsNameClashes(spec.members) : new Map<string, string[]>()
-  for (const m of spec.members) {
-    const key = `m${m.hostName}`
-    if (fragments.has(key)) throw new InvalidTopologySpec(g, `duplicate member ${m.hostName}`)
-    // A host's rows are the same while its fields are (compared, not serialised: this
-    // runs for every host of the group on every compile).
-    let own = previous?.fragments.get(key)
-    if (!own?.member || !sameMember(own.member, m)) {
-      const draft: Draft = { rows: [], problems: [], omitted: false }
-      c.memberRows(draft, m)
-      own = { ...draft, ids: draft.rows.map(rowId), member: m }
-      built.push(own)
+  // Members: an unchanged one keeps its part; a new or changed one gets a new part.
+  let lastIndex = -1
+  let reordered = false
+  const members = spec.members
+  for (let i = 0; i < members.length; i++) {
+    const m = members[i] as GroupMember
+    const entry = s.hosts.get(m.hostName)
+    if (entry?.stamp === stamp) throw new InvalidTopologySpec(g, `duplicate member ${m.hostName}`)
+    if (entry && sameMember(entry.member, m)) {
+      if (entry.index < lastIndex) reordered = true
+      lastIndex = entry.index
+      entry.index = i
+      entry.stamp = stamp
+      continue
     }
-    fragments.set(key, own)
-    rows.push(...own.rows)
-    if (own.omitted) continue
-    placed.push({ member: m, built: own })
-    if (spec.dns && !dnsClashes.has(dnsNameOf(m))) {
-      rows.push(...fragment(`n${m.hostName}`, (draft) => c.dnsRows(draft, m), [own]).rows)
+    if (entry) leave(entry)
+    const next: HostEntry = {
+      member: m,
+      own: build((draft) => c.memberRows(draft, m), m),
+      dns: undefined,
+      index: i,
+      stamp,
+    }
+    s.hosts.set(m.hostName, next)
+    join(next, true)
+    renamed.push(next)
+  }
+  if (s.hosts.size > members.length) {
+    for (const [name, entry] of s.hosts) {
+      if (entry.stamp === stamp) continue
+      leave(entry)
+      s.hosts.delete(name)
     }
   }
+
+  // DNS: a placed host whose name no other member has gets its records.
+  if (spec.dns) {
+    const decide = new Set<HostEntry>(renamed)
+    for (const name of dirtyNames) {
+      const holders = s.dnsNames.get(name)
+      if (holders && holders.size >= 2) s.clashes.add(name)
+      else s.clashes.delete(name)
+      for (const host of holders ?? []) {
+        const entry = s.hosts.get(host)
+        if (entry) decide.add(entry)
+      }
+    }
+    for (const entry of decide) {
+      const wanted = !entry.own.omitted && !s.clashes.has(dnsNameOf(entry.member))
+      if (wanted && !entry.dns) entry.dns = build((draft) => c.dnsRows(draft, entry.member))
+      else if (!wanted && entry.dns) {
+        retired.push(entry.dns)
+        entry.dns = undefined
+      }
+    }
+  }
+
+  // Per DPU: transit switch, gateway router, public switch, NAT. Rebuilt when its hosts
+  // or their parts changed, or its link slot did (DPUs joining or leaving may move it).
+  let dpuSetChanged = false
+  for (const id of dirtyDpus) {
+    const dpu = s.dpus.get(id)
+    if (dpu?.hosts.size === 0) {
+      if (dpu.own) retired.push(dpu.own)
+      s.dpus.delete(id)
+      dpuSetChanged = true
+    } else if (dpu && dpu.slot === -1) dpuSetChanged = true
+  }
+  if (dpuSetChanged) {
+    const slots = linkLocalSlots([...s.dpus.keys()])
+    for (const [id, dpu] of s.dpus) {
+      const slot = slots.get(id) ?? 0
+      if (slot !== dpu.slot) dirtyDpus.add(id)
+      dpu.slot = slot
+    }
+    s.dpuOrder = [...s.dpus.keys()].sort()
+  }
+  for (const id of reordered ? s.dpus.keys() : dirtyDpus) {
+    const dpu = s.dpus.get(id)
+    if (!dpu) continue
+    const hosts = [...dpu.hosts]
+      .flatMap((h) => s.hosts.get(h) ?? [])
+      .sort((a, b) => a.index - b.index)
+      .map((e) => e.member)
+    if (dpu.own) retired.push(dpu.own)
+    dpu.own = build((draft) => c.dpuRows(draft, id, dpu.slot, hosts))
+  }
+
+  // Loose rows, built on every compile: relays and policies.
   const relays: Draft = { rows: [], problems: [], omitted: false }
   for (const r of spec.dhcpRelayPorts ?? []) c.relayRows(relays, r)
-  rows.push(...relays.rows)
+  const rules = spec.policies ?? []
   const policies = policyRows(
     g,
-    spec.policies ?? [],
-    placed.map((p) => p.member),
+    rules,
+    rules.length === 0 ? [] : members.filter((m) => s.hosts.get(m.hostName)?.own.omitted === false),
   )
-  rows.push(...policies.rows)
-
-  // Per DPU: transit switch, gateway router, public switch, NAT. A DPU's rows are the
-  // same while its slot and its hosts' own fragments are (the same objects).
-  const byDpu = new Map<string, { members: GroupMember[]; parts: Fragment[] }>()
-  for (const { member, built: own } of placed) {
-    const entry = byDpu.get(member.dpu.id) ?? { members: [], parts: [] }
-    entry.members.push(member)
-    entry.parts.push(own)
-    byDpu.set(member.dpu.id, entry)
-  }
-  const slots = linkLocalSlots([...byDpu.keys()])
-  for (const [dpu, { members, parts }] of [...byDpu].sort(([a], [b]) =>
-    a < b ? -1 : a > b ? 1 : 0,
-  )) {
-    const slot = slots.get(dpu) ?? 0
-    const own = fragment(`d${dpu}`, (draft) => c.dpuRows(draft, dpu, slot, members), [
-      slot,
-      ...parts,
-    ])
-    rows.push(...own.rows)
-  }
   const loose = [...relays.rows, ...policies.rows]
-  const { byId, dropped } = uniqueIds(g, previous, fragments, built, loose)
-  const serial = memo?.remember(g, head, fragments, byId, loose)
-  const looseById = new Map(loose.map((r) => [rowId(r), r]))
-  const changes: CompileChanges | undefined =
-    serial === undefined
-      ? undefined
-      : {
-          serial,
-          ...(previous ? { after: previous.serial } : {}),
-          built: [...built.flatMap((f) => f.rows), ...loose],
-          dropped: [
-            ...dropped,
-            ...(previous?.loose ?? []).filter((r) => {
-              const id = rowId(r)
-              return !byId.has(id) && !looseById.has(id)
-            }),
-          ],
-          rowOf: (id) => byId.get(id) ?? looseById.get(id),
-        }
+  const dropped = uniqueIds(g, s, built, retired, loose)
+
+  // The parts in the order the rows come in: head, each host (and its DNS records) in
+  // the spec's order, then the DPUs by id.
+  const hostParts: Fragment[] = [s.headPart]
+  for (const m of members) {
+    const entry = s.hosts.get(m.hostName) as HostEntry
+    hostParts.push(entry.own)
+    if (entry.dns) hostParts.push(entry.dns)
+  }
+  const dpuParts = s.dpuOrder.flatMap((id) => s.dpus.get(id)?.own ?? [])
+  let rows: DesiredRow[] | undefined
   const problems: TopologyProblem[] = []
-  for (const f of fragments.values()) if (f.problems.length > 0) problems.push(...f.problems)
+  for (const part of hostParts) if (part.problems.length > 0) problems.push(...part.problems)
+  for (const part of dpuParts) if (part.problems.length > 0) problems.push(...part.problems)
   problems.push(...relays.problems)
-  for (const [name, hosts] of dnsClashes) {
+  problems.push(...dnsClashProblems(g, s))
+  const result: DesiredRows = {
+    group: g,
+    owner: c.owner,
+    // Built when asked for: an apply that compares only what changed never asks.
+    get rows(): readonly DesiredRow[] {
+      rows ??= [
+        ...hostParts.flatMap((p) => p.rows),
+        ...relays.rows,
+        ...policies.rows,
+        ...dpuParts.flatMap((p) => p.rows),
+      ]
+      return rows
+    },
+    problems,
+    ...(policies.status.rules > 0 ? { policies: policies.status } : {}),
+  }
+  return { result, built: [...built.flatMap((f) => f.rows), ...loose], dropped }
+}
+
+/** The problems of DNS names more than one member has: none of them gets a record. */
+function dnsClashProblems(g: string, s: GroupCompile): TopologyProblem[] {
+  if (s.clashes.size === 0) return []
+  const indexOf = (host: string) => s.hosts.get(host)?.index ?? 0
+  const clashes = [...s.clashes].map((name) => ({
+    name,
+    hosts: [...(s.dnsNames.get(name) ?? [])].sort((a, b) => indexOf(a) - indexOf(b)),
+  }))
+  // In the order the spec first names each.
+  clashes.sort((a, b) => indexOf(a.hosts[0] ?? '') - indexOf(b.hosts[0] ?? ''))
+  const problems: TopologyProblem[] = []
+  for (const { name, hosts } of clashes) {
     for (const host of hosts) {
       const others = hosts.filter((h) => h !== host)
       const { code, message } = new DnsNameConflict(g, host, name, others)
       problems.push({ code, message, host })
     }
   }
-  const result: DesiredRows = {
-    group: g,
-    owner: c.owner,
-    rows,
-    problems,
-    ...(policies.status.rules > 0 ? { policies: policies.status } : {}),
-  }
-  if (changes) memo?.noteChanges(result, changes)
-  return result
+  return problems
 }
 
 /** A member's name in its group's DNS. */
 function dnsNameOf(m: GroupMember): string {
   return m.dnsName ?? m.hostName
-}
-
-/** DNS names more than one member has, with those members: none of them gets a record. */
-function dnsNameClashes(members: readonly GroupMember[]): Map<string, string[]> {
-  const byName = new Map<string, string[]>()
-  for (const m of members) {
-    const hosts = byName.get(dnsNameOf(m))
-    if (hosts) hosts.push(m.hostName)
-    else byName.set(dnsNameOf(m), [m.hostName])
-  }
-  for (const [name, hosts] of byName) if (hosts.length < 2) byName.delete(name)
-  return byName
 }
 
 /** Rows built for one part of a group (its head, one host, one DPU), with their ids. */
@@ -321,63 +434,77 @@ interface Fragment {
   readonly problems: readonly TopologyProblem[]
   /** A host left out of the topology (nothing of it is built). */
   readonly omitted: boolean
-  /**
-   * What the rows were built from besides the key: a DPU's slot and its hosts' fragments,
-   * a host's DNS records' its host fragment (compared by identity); absent for the head.
-   */
-  readonly inputs?: readonly unknown[]
-  /** A host's part: the member it was built from (the same fields, the same rows). */
-  readonly member?: GroupMember
 }
 
-/** Whether two fragments' `inputs` are the same values (objects: the same objects). */
-function sameInputs(a: readonly unknown[] | undefined, b: readonly unknown[] | undefined): boolean {
-  if (a === b) return true
-  if (a === undefined || b === undefined || a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
-  return true
+/** A member as its group's last compile had it. */
+interface HostEntry {
+  readonly member: GroupMember
+  /** Its part (its port, NAT, reroute, …). */
+  readonly own: Fragment
+  /** Its DNS records, when it has a name no other member has. */
+  dns: Fragment | undefined
+  /** Its place in the spec's members. */
+  index: number
+  /** The compile that last saw it. */
+  stamp: number
+}
+
+/** A DPU with placed hosts, and its part. */
+interface DpuEntry {
+  readonly hosts: Set<string>
+  own: Fragment | undefined
+  /** Its link-local slot (-1 until placed). */
+  slot: number
 }
 
 /**
- * Every row id of this compile, checked unique: `fragments` (the parts in use, `built`
- * those made by this compile) and the `loose` rows no memo holds. After a compile of the
- * same group, only what changed is checked: the ids of parts no longer used leave the
- * last compile's map, and the new parts' and loose ids must not be in what remains.
- * Returns the parts' rows by id, and the last compile's part rows whose id is gone.
+ * A group's compiled state: every part by what it was built from, and every row by id.
+ * A `CompileMemo` keeps it from one compile of the group to the next.
+ */
+class GroupCompile {
+  headPart: Fragment | undefined
+  readonly hosts = new Map<string, HostEntry>()
+  readonly dpus = new Map<string, DpuEntry>()
+  /** DPU ids in order. */
+  dpuOrder: string[] = []
+  /** Members by DNS name (placed or not: a left-out host's name still clashes). */
+  readonly dnsNames = new Map<string, Set<string>>()
+  /** DNS names more than one member has. */
+  readonly clashes = new Set<string>()
+  /** Every part's rows by id (loose rows aside). */
+  readonly byId = new Map<string, DesiredRow>()
+  loose: readonly DesiredRow[] = []
+  looseById = new Map<string, DesiredRow>()
+  stamp = 0
+  serial = 0
+
+  constructor(readonly head: string) {}
+
+  readonly rowOf = (id: string): DesiredRow | undefined =>
+    this.byId.get(id) ?? this.looseById.get(id)
+}
+
+/**
+ * Checks this compile's new row ids unique and updates the group's rows by id: the ids of
+ * `retired` parts leave, those of `built` parts join and must not be among the rest, and
+ * no `loose` row (relays, policies: no part holds them) may have an id another row has.
+ * Returns the rows whose id the group no longer has.
  *
  * @throws InvalidTopologySpec naming a duplicate row
  */
 function uniqueIds(
   group: string,
-  previous: MemoEntry | undefined,
-  fragments: ReadonlyMap<string, Fragment>,
+  s: GroupCompile,
   built: readonly Fragment[],
+  retired: readonly Fragment[],
   loose: readonly DesiredRow[],
-): { byId: Map<string, DesiredRow>; dropped: DesiredRow[] } {
+): DesiredRow[] {
   const duplicate = (id: string) =>
     new InvalidTopologySpec(group, `duplicate ${id.replace('/', ' ')}`)
-  if (!previous) {
-    const byId = new Map<string, DesiredRow>()
-    for (const f of fragments.values()) {
-      for (const [i, id] of f.ids.entries()) {
-        if (byId.has(id)) throw duplicate(id)
-        byId.set(id, f.rows[i] as DesiredRow)
-      }
-    }
-    const looseSeen = new Set<string>()
-    for (const id of loose.map(rowId)) {
-      if (byId.has(id) || looseSeen.has(id)) throw duplicate(id)
-      looseSeen.add(id)
-    }
-    return { byId, dropped: [] }
-  }
-  // The last compile's ids less those of its parts this one no longer uses.
   const gone = new Map<string, DesiredRow>()
-  for (const [key, f] of previous.fragments) {
-    if (fragments.get(key) !== f)
-      for (const [i, id] of f.ids.entries()) gone.set(id, f.rows[i] as DesiredRow)
-  }
-  const kept = (id: string) => previous.byId.has(id) && !gone.has(id)
+  for (const f of retired)
+    for (const [i, id] of f.ids.entries()) gone.set(id, f.rows[i] as DesiredRow)
+  const kept = (id: string) => s.byId.has(id) && !gone.has(id)
   const added = new Map<string, DesiredRow>()
   for (const f of built) {
     for (const [i, id] of f.ids.entries()) {
@@ -385,20 +512,26 @@ function uniqueIds(
       added.set(id, f.rows[i] as DesiredRow)
     }
   }
-  const looseSeen = new Set<string>()
-  for (const id of loose.map(rowId)) {
-    if (kept(id) || added.has(id) || looseSeen.has(id)) throw duplicate(id)
-    looseSeen.add(id)
+  const looseById = new Map<string, DesiredRow>()
+  for (const row of loose) {
+    const id = rowId(row)
+    if (kept(id) || added.has(id) || looseById.has(id)) throw duplicate(id)
+    looseById.set(id, row)
   }
-  // The memo's map becomes this compile's (the caller remembers it with the fragments).
   const dropped: DesiredRow[] = []
   for (const [id, row] of gone) {
     if (added.has(id)) continue
-    previous.byId.delete(id)
-    dropped.push(row)
+    s.byId.delete(id)
+    if (!looseById.has(id)) dropped.push(row)
   }
-  for (const [id, row] of added) previous.byId.set(id, row)
-  return { byId: previous.byId, dropped }
+  for (const [id, row] of added) s.byId.set(id, row)
+  for (const row of s.loose) {
+    const id = rowId(row)
+    if (!s.byId.has(id) && !looseById.has(id)) dropped.push(row)
+  }
+  s.loose = loose
+  s.looseById = looseById
+  return dropped
 }
 
 /**
@@ -412,27 +545,20 @@ function uniqueIds(
  * compileGroupTopology(specWithOneMoreHost, memo) // that host's and its DPU's rows built
  */
 export class CompileMemo {
-  readonly #groups = new Map<string, MemoEntry>()
+  readonly #groups = new Map<string, GroupCompile>()
   readonly #changes = new WeakMap<DesiredRows, CompileChanges>()
   #serial = 0
 
-  /** @internal The group's parts from its last compile, when its network is unchanged. */
-  previous(group: string, head: string): MemoEntry | undefined {
+  /** @internal The group's last compile, when its network is unchanged. */
+  previous(group: string, head: string): GroupCompile | undefined {
     const entry = this.#groups.get(group)
     return entry?.head === head ? entry : undefined
   }
 
-  /** @internal Remembers the group's compile; returns its serial. */
-  remember(
-    group: string,
-    head: string,
-    fragments: Map<string, Fragment>,
-    byId: Map<string, DesiredRow>,
-    loose: readonly DesiredRow[],
-  ): number {
-    const serial = ++this.#serial
-    this.#groups.set(group, { head, fragments, byId, loose, serial })
-    return serial
+  /** @internal Keeps the group's compile, numbered anew (`serial`). */
+  remember(group: string, state: GroupCompile): void {
+    state.serial = ++this.#serial
+    this.#groups.set(group, state)
   }
 
   forget(group: string): void {
@@ -448,15 +574,6 @@ export class CompileMemo {
   noteChanges(desired: DesiredRows, changes: CompileChanges): void {
     this.#changes.set(desired, changes)
   }
-}
-
-/** A group's last compile: its head, its parts by key, their rows by id, its loose rows. */
-interface MemoEntry {
-  readonly head: string
-  readonly fragments: ReadonlyMap<string, Fragment>
-  readonly byId: Map<string, DesiredRow>
-  readonly loose: readonly DesiredRow[]
-  readonly serial: number
 }
 
 /** `<table>/<key>`: a desired row's identity in its group. */
@@ -491,12 +608,9 @@ function sameMember(known: GroupMember, m: GroupMember): boolean {
  * and any failure is reported as the whole spec's parse reports it (paths like
  * `members.3.mac`).
  */
-function validate(
-  spec: GroupTopologySpec,
-  previous: ReadonlyMap<string, Fragment> | undefined,
-): void {
+function validate(spec: GroupTopologySpec, previous: GroupCompile | undefined): void {
   const knownMember = (m: GroupMember) => {
-    const before = previous?.get(`m${m?.hostName}`)?.member
+    const before = previous?.hosts.get(m?.hostName)?.member
     return before !== undefined && sameMember(before, m)
   }
   const known =
