@@ -94,14 +94,18 @@ function beating(redis: Redis, dpu: SimulatedDpu) {
     last = at
   }
   let timer: NodeJS.Timeout | undefined
+  let inFlight: Promise<void> = Promise.resolve()
   return {
     async start() {
       await beat()
-      timer = setInterval(() => void beat(), 250)
+      timer = setInterval(() => {
+        inFlight = beat()
+      }, 250)
     },
-    /** Stops beating; resolves with the last beat's time. */
-    stop(): string {
+    /** Stops beating; resolves with the last beat's time (a beat under way included). */
+    async stop(): Promise<string> {
       clearInterval(timer)
+      await inFlight.catch(() => undefined)
       return last
     },
   }
@@ -169,7 +173,7 @@ t.test("a silent DPU's hosts say so, and say so again when it is back", async (t
   t.match(online, { id: 'dpu-1', state: 'Online', hosts: ['host-1'] }, 'Online, serving host-1')
   t.ok(online.lastHeartbeat, 'with its last heartbeat')
 
-  const lastBeat = heart.stop()
+  const lastBeat = await heart.stop()
   const lost = await until(
     () => p.controller.store.getHost('host-1'),
     (h) => dpuHealthy(h?.status.conditions)?.status === 'False',
