@@ -1,8 +1,9 @@
 import type { OvsdbClient } from '../client.ts'
 import { Database } from '../database.ts'
 import type { MonitorHandle } from '../monitors.ts'
-import type { TableUpdates2 } from '../protocol.ts'
+import type { TableUpdates2, WireAtom, WireRow, WireSet, WireValue } from '../protocol.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
+import { decodeAtom } from '../values.ts'
 import { CompileMemo, TOPOLOGY_TABLES, type TopologyTable } from './compile.ts'
 import { OWNER_KEY } from './names.ts'
 import {
@@ -37,6 +38,8 @@ export class NbTopologyCache {
   private readonly rows = new Map<string, { table: TopologyTable; row: ActualRow }>()
   private readonly byOwner = new Map<string, IndexedRows>()
   private readonly changes = new Map<string, ChangeLog>()
+  /** Per child row: the parent row and reference column that hold it. */
+  private readonly heldBy = new Map<string, { parent: string; column: string }>()
   /** Bumped when the monitor starts over: marks from before name nothing any more. */
   private epoch = 0
   private monitor: MonitorHandle | undefined
@@ -101,6 +104,7 @@ export class NbTopologyCache {
       this.rows.clear()
       this.byOwner.clear()
       this.changes.clear()
+      this.heldBy.clear()
       this.applied.clear()
       this.epoch++
     }
@@ -110,12 +114,16 @@ export class NbTopologyCache {
         this.remove(uuid)
         const whole = change.initial ?? change.insert
         let row: ActualRow
-        if (whole) row = { ...nb.decodeWholeRow(table, whole), _uuid: uuid } as unknown as ActualRow
-        else if (change.modify && old) {
-          row = nb.patchRow(table, old as never, change.modify) as unknown as ActualRow
-          this.unlinked(table, old, row, change.modify)
-        } else {
-          if (old) this.changed(table, old)
+        if (whole) {
+          row = { ...nb.decodeWholeRow(table, whole), _uuid: uuid } as unknown as ActualRow
+          if (old) this.release(table, old)
+          this.hold(table, row)
+        } else if (change.modify && old) row = this.patch(table, old, change.modify)
+        else {
+          if (old) {
+            this.release(table, old)
+            this.changed(table, old)
+          }
           continue
         }
         if (old && (ownerOfRow(old) !== ownerOfRow(row) || keyOf(old) !== keyOf(row))) {
@@ -127,7 +135,7 @@ export class NbTopologyCache {
         if (owner === undefined) continue
         let index = this.byOwner.get(owner)
         if (!index) {
-          index = new IndexedRows()
+          index = new IndexedRows(this.holds)
           this.byOwner.set(owner, index)
         }
         index.add(table, row)
@@ -149,28 +157,68 @@ export class NbTopologyCache {
   }
 
   /**
-   * Logs the rows a parent stopped referring to in a reference column (a child may be
-   * unlinked while the child itself is unchanged). A set column's `modify` holds the
-   * elements added or removed: from the sizes alone, most updates (a port added) are
-   * seen to remove none.
+   * Whether `parent` refers to the row `child` in its reference `column` (one of its
+   * children's columns): answered from links kept as updates arrive, so a diff need not
+   * make a set of a 1,000-port switch's ports to ask about one port.
    */
-  private unlinked(table: TopologyTable, old: ActualRow, row: ActualRow, diff: object): void {
-    const columns = CHILD_COLUMNS[table]
-    if (!columns) return
-    for (const column of columns) {
-      const value = (diff as Record<string, unknown>)[column]
-      if (value === undefined) continue
-      const before = (old[column] as readonly string[] | undefined) ?? []
-      const after = (row[column] as readonly string[] | undefined) ?? []
-      const changes =
-        Array.isArray(value) && value[0] === 'set' ? (value[1] as unknown[]).length : 1
-      if (before.length + changes === after.length) continue
-      const kept = new Set(after)
-      for (const uuid of before) {
-        const child = kept.has(uuid) ? undefined : this.rows.get(uuid)
-        if (child) this.changed(child.table, child.row)
+  readonly holds = (parent: ActualRow, column: string, child: string): boolean => {
+    const link = this.heldBy.get(child)
+    return link !== undefined && link.parent === parent._uuid && link.column === column
+  }
+
+  /** Notes the links of a parent row read whole. */
+  private hold(table: TopologyTable, row: ActualRow): void {
+    for (const column of CHILD_COLUMNS[table] ?? []) {
+      for (const child of (row[column] as readonly string[] | undefined) ?? []) {
+        this.heldBy.set(child, { parent: row._uuid, column })
       }
     }
+  }
+
+  /** Forgets the links of a parent row that is gone. */
+  private release(table: TopologyTable, row: ActualRow): void {
+    for (const column of CHILD_COLUMNS[table] ?? []) {
+      for (const child of (row[column] as readonly string[] | undefined) ?? []) {
+        if (this.heldBy.get(child)?.parent === row._uuid) this.heldBy.delete(child)
+      }
+    }
+  }
+
+  /**
+   * `old` with a `modify` applied. A parent's reference columns are patched from their
+   * links (a set's `modify` lists the elements added or removed): a port added to a
+   * 1,000-port switch costs a copy of its ports, not a set of them. A child its parent
+   * stopped referring to is logged (it may be unchanged itself).
+   */
+  private patch(table: TopologyTable, old: ActualRow, diff: WireRow): ActualRow {
+    const columns = CHILD_COLUMNS[table]?.filter((c) => diff[c] !== undefined) ?? []
+    if (columns.length === 0) return nb.patchRow(table, old as never, diff) as unknown as ActualRow
+    const rest: Record<string, WireValue> = { ...diff }
+    for (const column of columns) delete rest[column]
+    const row = nb.patchRow(table, old as never, rest) as unknown as Record<string, unknown>
+    for (const column of columns) {
+      const value = diff[column] as WireValue
+      const atoms: readonly WireAtom[] =
+        Array.isArray(value) && value[0] === 'set' ? (value as WireSet)[1] : [value as WireAtom]
+      const elements = atoms.map((atom) => String(decodeAtom(atom)))
+      const removed = new Set<string>()
+      const added: string[] = []
+      for (const child of elements) {
+        if (this.holds(old, column, child)) {
+          removed.add(child)
+          this.heldBy.delete(child)
+          const entry = this.rows.get(child)
+          if (entry) this.changed(entry.table, entry.row)
+        } else {
+          added.push(child)
+          this.heldBy.set(child, { parent: old._uuid, column })
+        }
+      }
+      const before = (old[column] as readonly string[] | undefined) ?? []
+      const kept = removed.size === 0 ? [...before] : before.filter((u) => !removed.has(u))
+      row[column] = kept.concat(added)
+    }
+    return row as ActualRow
   }
 
   private remove(uuid: string): void {

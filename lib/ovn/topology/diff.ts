@@ -97,6 +97,9 @@ export function diffTopology(
   ]
   const scope =
     (since && scopeOfChanges(since.changes, index, since.changed)) ?? wholeScope(desired, index)
+  const holds =
+    index.holds ??
+    ((parent: ActualRow, column: string, child: string) => refsOf(parent, column).has(child))
 
   // One pass over the rows in scope; its cost per unchanged row is a few lookups.
   // - a row NB lacks is inserted under a name this transaction refers to it by;
@@ -137,7 +140,7 @@ export function diffTopology(
     if (d.parent) {
       const parentId = idOf(d.parent)
       const parentHave = index.byId.get(parentId)?.row
-      if (!have || !parentHave || !refsOf(parentHave, d.parent.column).has(ref)) {
+      if (!have || !parentHave || !holds(parentHave, d.parent.column, ref)) {
         const byColumn = missingRefs.get(parentId) ?? new Map<string, string[]>()
         missingRefs.set(parentId, byColumn)
         const refs = byColumn.get(d.parent.column) ?? []
@@ -187,7 +190,8 @@ export function diffTopology(
     }
     for (const column of REF_COLUMNS[d.table]) {
       const add = mine.get(column) ?? []
-      const drop = staleRefs(have, column, staleUuids)
+      const drop =
+        staleUuids.size === 0 ? [] : [...staleUuids].filter((u) => holds(have, column, u))
       if (add.length > 0) mutations.push([column, 'insert', add])
       if (drop.length > 0) mutations.push([column, 'delete', drop])
     }
@@ -316,17 +320,6 @@ function scopeOfChanges(
     rowOf: changes.rowOf,
     parentsOutOfScope,
   }
-}
-
-/** The references of `have`'s `column` to stale rows. */
-function staleRefs(have: ActualRow, column: string, stale: ReadonlySet<string>): string[] {
-  if (stale.size === 0) return []
-  const refs = refsOf(have, column)
-  const out: string[] = []
-  if (stale.size < refs.size) {
-    for (const uuid of stale) if (refs.has(uuid)) out.push(uuid)
-  } else for (const uuid of refs) if (stale.has(uuid)) out.push(uuid)
-  return out
 }
 
 /**

@@ -32,6 +32,11 @@ export interface ActualIndex {
   readonly byId: ReadonlyMap<string, IndexedRow>
   /** Owned rows without a key, or with an id another row already has: stale. */
   readonly extra: Iterable<IndexedRow>
+  /**
+   * Whether `parent`'s reference `column` holds the row `child` (a UUID), when the index
+   * can tell without reading the column (the NB cache keeps links); else the diff reads it.
+   */
+  readonly holds?: ((parent: ActualRow, column: string, child: string) => boolean) | undefined
 }
 
 /**
@@ -41,6 +46,8 @@ export interface ActualIndex {
 export class IndexedRows implements ActualIndex {
   readonly byId = new Map<string, IndexedRow>()
   readonly #extra = new Map<string, IndexedRow>()
+
+  constructor(readonly holds?: (parent: ActualRow, column: string, child: string) => boolean) {}
 
   /** Indexes rows read back per table (the first row with an id wins; the rest are stale). */
   static of(actual: ActualRows): IndexedRows {
