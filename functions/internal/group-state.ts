@@ -129,28 +129,7 @@ export function topologyOf(
     ...(fabric.dummyIp6 ? { dummyFabricIp6: fabric.dummyIp6 } : {}),
     ...(fabric.gateway6 ? { fabricGatewayIp6: fabric.gateway6 } : {}),
     physicalNetwork: fabric.physicalNetwork,
-    members: members.map(
-      (m): GroupMember => ({
-        hostName: m.host.name,
-        logicalPort: topologyNames.hostPort(group.name, m.host.name),
-        mac: m.host.spec.hostMAC,
-        ip: m.ip,
-        ...(m.ip6 ? { ip6: m.ip6 } : {}),
-        dpu: {
-          id: m.host.spec.dpu.id,
-          ...(m.host.spec.dpu.ips[1] ? { natIp: m.host.spec.dpu.ips[1] } : {}),
-          ...(m.host.spec.dpu.natIp6 ? { natIp6: m.host.spec.dpu.natIp6 } : {}),
-        },
-        access: m.host.spec.hostAccess,
-        ...(m.publicIp && m.host.spec.hostAccess === 'PublicAccess'
-          ? { publicIp: m.publicIp }
-          : {}),
-        ...(m.publicIp6 && m.host.spec.hostAccess === 'PublicAccess'
-          ? { publicIp6: m.publicIp6 }
-          : {}),
-        ...(m.host.spec.hostname ? { dnsName: m.host.spec.hostname } : {}),
-      }),
-    ),
+    members: members.map((m) => memberOf(group.name, m)),
     ...(group.spec.dhcpServer
       ? {
           dhcpRelayPorts: dpus.map((dpuId) => {
@@ -168,6 +147,60 @@ export function topologyOf(
     ...(group.spec.policies?.length ? { policies: topologyPolicies(group.spec.policies) } : {}),
   }
 }
+
+/**
+ * A member's part of the topology spec. The same object while its host object (kept
+ * decoded by the store, a new one once the host changed), its group and its addresses are
+ * the same: the compile then knows the member unchanged without comparing its fields.
+ */
+function memberOf(group: string, m: MemberState): GroupMember {
+  const known = keptMembers.get(m.host)
+  if (
+    known?.group === group &&
+    known.ip === m.ip &&
+    known.ip6 === m.ip6 &&
+    known.publicIp === m.publicIp &&
+    known.publicIp6 === m.publicIp6
+  ) {
+    return known.member
+  }
+  const member: GroupMember = {
+    hostName: m.host.name,
+    logicalPort: topologyNames.hostPort(group, m.host.name),
+    mac: m.host.spec.hostMAC,
+    ip: m.ip,
+    ...(m.ip6 ? { ip6: m.ip6 } : {}),
+    dpu: {
+      id: m.host.spec.dpu.id,
+      ...(m.host.spec.dpu.ips[1] ? { natIp: m.host.spec.dpu.ips[1] } : {}),
+      ...(m.host.spec.dpu.natIp6 ? { natIp6: m.host.spec.dpu.natIp6 } : {}),
+    },
+    access: m.host.spec.hostAccess,
+    ...(m.publicIp && m.host.spec.hostAccess === 'PublicAccess' ? { publicIp: m.publicIp } : {}),
+    ...(m.publicIp6 && m.host.spec.hostAccess === 'PublicAccess' ? { publicIp6: m.publicIp6 } : {}),
+    ...(m.host.spec.hostname ? { dnsName: m.host.spec.hostname } : {}),
+  }
+  keptMembers.set(m.host, {
+    group,
+    ip: m.ip,
+    ip6: m.ip6,
+    publicIp: m.publicIp,
+    publicIp6: m.publicIp6,
+    member,
+  })
+  return member
+}
+const keptMembers = new WeakMap<
+  MemberState['host'],
+  {
+    readonly group: string
+    readonly ip: string
+    readonly ip6: string | undefined
+    readonly publicIp: string | undefined
+    readonly publicIp6: string | undefined
+    readonly member: GroupMember
+  }
+>()
 
 /**
  * What a group's status reports of its members, kept live by every apply: how many there

@@ -296,9 +296,37 @@ export async function groupTxnFigures(scale: number): Promise<void> {
   }
 }
 
-/** Group g with its first n hosts: `HOSTS_PER_TXN_DPU` per DPU, access None. */
+/**
+ * Group g with its first n hosts: `HOSTS_PER_TXN_DPU` per DPU, access None. A host's
+ * member is the same object from one spec to the next, as the controller's `topologyOf`
+ * hands out a member while its host and addresses are unchanged.
+ */
 function txnSpec(g: number, n: number): GroupTopologySpec {
-  const members: GroupMember[] = Array.from({ length: n }, (_, h) => ({
+  const members = Array.from({ length: n }, (_, h) => txnMember(g, h))
+  return {
+    name: `g${g}`,
+    cidr: '10.10.0.0/16',
+    gateway: '10.10.0.1',
+    dummyFabricIp: '172.18.0.254/16',
+    fabricGatewayIp: '172.18.0.1',
+    members,
+  }
+}
+
+/** Host h of group g (see `txnSpec`), made once. */
+function txnMember(g: number, h: number): GroupMember {
+  const key = `${g}/${h}`
+  let member = txnMembers.get(key)
+  if (!member) {
+    member = newTxnMember(g, h)
+    txnMembers.set(key, member)
+  }
+  return member
+}
+const txnMembers = new Map<string, GroupMember>()
+
+function newTxnMember(g: number, h: number): GroupMember {
+  return {
     hostName: `h${h}`,
     logicalPort: `hz-g${g}-h${h}`,
     mac: `0a:00:00:${hex(g)}:${hex(h >> 8)}:${hex(h & 255)}`,
@@ -308,14 +336,6 @@ function txnSpec(g: number, n: number): GroupTopologySpec {
       natIp: `172.18.1.${Math.floor(h / HOSTS_PER_TXN_DPU) + 1}`,
     },
     access: 'None',
-  }))
-  return {
-    name: `g${g}`,
-    cidr: '10.10.0.0/16',
-    gateway: '10.10.0.1',
-    dummyFabricIp: '172.18.0.254/16',
-    fabricGatewayIp: '172.18.0.1',
-    members,
   }
 }
 

@@ -586,6 +586,7 @@ export function rowId(row: { readonly table: string; readonly key: string }): st
  * validated): then it is valid, and its rows are `known`'s.
  */
 function sameMember(known: GroupMember, m: GroupMember): boolean {
+  if (known === m) return true
   return (
     known.hostName === m?.hostName &&
     known.logicalPort === m.logicalPort &&
