@@ -20,6 +20,7 @@ import {
   nbSchema,
   OvsdbClient,
   ownerOf,
+  ROW_KEY,
   readOwnedRows,
   type TOPOLOGY_TABLES,
 } from '../../lib/ovn/index.ts'
@@ -27,6 +28,8 @@ import { startOvsdb } from './ovsdb-fixture.ts'
 
 const nb = new Database<NbTables>(nbSchema)
 const GROUP = 'inc'
+/** A row's key in its group. */
+const keyOf = (row: ActualRow) => (row.external_ids as Record<string, string>)[ROW_KEY]
 const OWNER = ownerOf(GROUP)
 
 interface Host {
@@ -156,7 +159,7 @@ t.test(
       (await readOwnedRows(client, OWNER))[table] as ActualRow[]
     const pick = <T>(xs: readonly T[]): T | undefined => xs[random(xs.length)]
     const switchUuid = async () =>
-      (await owned('Logical_Switch')).find((r) => (r.name as string) === `hz-${GROUP}-ls`)?._uuid
+      (await owned('Logical_Switch')).find((r) => keyOf(r) === 'ls')?._uuid
 
     const steps: Record<string, () => Promise<void>> = {
       attach: async () => {
@@ -209,7 +212,7 @@ t.test(
         ])
       },
       'drop a reroute by hand': async () => {
-        const router = (await owned('Logical_Router')).find((r) => r.name === `hz-${GROUP}-lr`)
+        const router = (await owned('Logical_Router')).find((r) => keyOf(r) === 'lr')
         const policy = pick(await owned('Logical_Router_Policy'))
         if (!router || !policy) return
         await other.transact(nb.name, [
@@ -224,7 +227,7 @@ t.test(
         await other.transact(nb.name, [
           nb.insert('Logical_Switch', {
             name: `stray-${next}`,
-            external_ids: { 'hydrazine:owner': OWNER, 'hydrazine:row': `ls/stray-${next++}` },
+            external_ids: { 'hydrazine:owner': OWNER, [ROW_KEY]: `ls/stray-${next++}` },
           }),
         ])
       },
@@ -249,3 +252,56 @@ t.test(
     t.ok(fewer > total / 2, `${fewer} of ${total} applies compared less than the whole group`)
   },
 )
+
+t.test('a switch deleted by hand comes back with the DNS records of unchanged hosts', async (t) => {
+  const { client, other, cache } = await start(t)
+  const shape: Shape = {
+    hosts: Array.from({ length: 5 }, (_, h) => ({ h, dpu: h % 2, variant: 0 })),
+    dns: true,
+    policy: false,
+    relay: false,
+  }
+  await applyGroupTopology(client, spec(shape), { cache })
+  await applyGroupTopology(client, spec(shape), { cache })
+  const ls = (await readOwnedRows(client, OWNER)).Logical_Switch.find((r) => keyOf(r) === 'ls')
+  t.equal((ls?.dns_records as string[] | undefined)?.length, 5, 'five hosts, five DNS rows')
+  await other.transact(nb.name, [nb.delete('Logical_Switch', [['_uuid', '==', ls?._uuid ?? '']])])
+  await client.echo()
+  const repaired = await applyGroupTopology(client, spec(shape), { cache })
+  t.ok(repaired.changed, 'the apply puts the switch back')
+  const again = (await readOwnedRows(client, OWNER)).Logical_Switch.find((r) => keyOf(r) === 'ls')
+  t.equal((again?.dns_records as string[] | undefined)?.length, 5, 'with its five DNS rows')
+  t.equal(await leftToWrite(client, shape), 0, 'NB is what a diff of every row wants')
+})
+
+t.test('a row another tool also refers to is still seen held by its parent', async (t) => {
+  const { client, other, cache } = await start(t)
+  const shape: Shape = {
+    hosts: Array.from({ length: 4 }, (_, h) => ({ h, dpu: 0, variant: 0 })),
+    dns: false,
+    policy: false,
+    relay: false,
+  }
+  await applyGroupTopology(client, spec(shape), { cache })
+  // The public switch's fabric guard, an ACL of ours, also listed by a port group of
+  // another tool's.
+  const acl = (await readOwnedRows(client, OWNER)).ACL[0]
+  t.ok(acl, 'the group has an ACL')
+  await other.transact(nb.name, [
+    nb.insert('Port_Group', { name: 'other_tool', acls: [acl?._uuid ?? ''] } as never),
+  ])
+  await client.echo()
+  // Reconcile's way: compare every row.
+  cache.applied.delete(OWNER)
+  const whole = await applyGroupTopology(client, spec(shape), { cache })
+  t.equal(whole.changed, false, 'comparing every row, nothing to write')
+  t.equal(await leftToWrite(client, shape), 0, 'NB is what a diff of every row wants')
+
+  // Our switch drops the ACL (its DPU leaves); the other tool's port group keeps it.
+  const moved: Shape = { ...shape, hosts: shape.hosts.map((h) => ({ ...h, dpu: 1 })) }
+  await applyGroupTopology(client, spec(moved), { cache })
+  cache.applied.delete(OWNER)
+  const idle = await applyGroupTopology(client, spec(moved), { cache })
+  t.equal(idle.changed, false, 'and after our parent let it go, nothing to write either')
+  t.equal(await leftToWrite(client, moved), 0, 'NB is what a diff of every row wants')
+})

@@ -38,8 +38,8 @@ export class NbTopologyCache {
   private readonly rows = new Map<string, { table: TopologyTable; row: ActualRow }>()
   private readonly byOwner = new Map<string, IndexedRows>()
   private readonly changes = new Map<string, ChangeLog>()
-  /** Per child row: the parent row and reference column that hold it. */
-  private readonly heldBy = new Map<string, { parent: string; column: string }>()
+  /** Per child row: the parent rows and reference columns that hold it. */
+  private readonly heldBy = new Links()
   /** Bumped when the monitor starts over: marks from before name nothing any more. */
   private epoch = 0
   private monitor: MonitorHandle | undefined
@@ -80,7 +80,8 @@ export class NbTopologyCache {
    * after it. Synchronous, so a mark taken next to `ownedIndex`'s result describes it.
    */
   mark(owner: string): ChangeMark {
-    return { epoch: this.epoch, position: this.changes.get(owner)?.end ?? 0 }
+    const log = this.changes.get(owner)
+    return { epoch: this.epoch, log: log?.id ?? 0, position: log?.end ?? 0 }
   }
 
   /**
@@ -91,8 +92,8 @@ export class NbTopologyCache {
   changedSince(owner: string, mark: ChangeMark): readonly string[] | undefined {
     if (mark.epoch !== this.epoch) return undefined
     const log = this.changes.get(owner)
-    if (!log) return mark.position === 0 ? [] : undefined
-    return log.since(mark.position)
+    if ((log?.id ?? 0) !== mark.log) return undefined
+    return log ? log.since(mark.position) : []
   }
 
   async close(): Promise<void> {
@@ -100,6 +101,17 @@ export class NbTopologyCache {
   }
 
   private apply(updates: TableUpdates2, reset: boolean): void {
+    try {
+      this.update(updates, reset)
+    } catch (error) {
+      // Half applied: no mark describes the rows any more, every diff compares them all.
+      this.applied.clear()
+      this.epoch++
+      throw error
+    }
+  }
+
+  private update(updates: TableUpdates2, reset: boolean): void {
     if (reset) {
       this.rows.clear()
       this.byOwner.clear()
@@ -161,25 +173,29 @@ export class NbTopologyCache {
    * children's columns): answered from links kept as updates arrive, so a diff need not
    * make a set of a 1,000-port switch's ports to ask about one port.
    */
-  readonly holds = (parent: ActualRow, column: string, child: string): boolean => {
-    const link = this.heldBy.get(child)
-    return link !== undefined && link.parent === parent._uuid && link.column === column
-  }
+  readonly holds = (parent: ActualRow, column: string, child: string): boolean =>
+    this.heldBy.has(child, parent._uuid, column)
 
   /** Notes the links of a parent row read whole. */
   private hold(table: TopologyTable, row: ActualRow): void {
     for (const column of CHILD_COLUMNS[table] ?? []) {
       for (const child of (row[column] as readonly string[] | undefined) ?? []) {
-        this.heldBy.set(child, { parent: row._uuid, column })
+        this.heldBy.add(child, row._uuid, column)
       }
     }
   }
 
-  /** Forgets the links of a parent row that is gone. */
+  /**
+   * Forgets the links of a parent row that is gone (or read whole again), and logs the
+   * children it held: one that outlives it (a DNS row) is then linked again by the next
+   * diff, even unchanged itself.
+   */
   private release(table: TopologyTable, row: ActualRow): void {
     for (const column of CHILD_COLUMNS[table] ?? []) {
       for (const child of (row[column] as readonly string[] | undefined) ?? []) {
-        if (this.heldBy.get(child)?.parent === row._uuid) this.heldBy.delete(child)
+        this.heldBy.delete(child, row._uuid, column)
+        const entry = this.rows.get(child)
+        if (entry) this.changed(entry.table, entry.row)
       }
     }
   }
@@ -204,14 +220,14 @@ export class NbTopologyCache {
       const removed = new Set<string>()
       const added: string[] = []
       for (const child of elements) {
-        if (this.holds(old, column, child)) {
+        if (this.heldBy.has(child, old._uuid, column)) {
           removed.add(child)
-          this.heldBy.delete(child)
+          this.heldBy.delete(child, old._uuid, column)
           const entry = this.rows.get(child)
           if (entry) this.changed(entry.table, entry.row)
         } else {
           added.push(child)
-          this.heldBy.set(child, { parent: old._uuid, column })
+          this.heldBy.add(child, old._uuid, column)
         }
       }
       const before = (old[column] as readonly string[] | undefined) ?? []
@@ -229,7 +245,11 @@ export class NbTopologyCache {
     if (owner === undefined) return
     const index = this.byOwner.get(owner)
     index?.remove(entry.table, entry.row)
-    if (index?.size === 0) this.byOwner.delete(owner)
+    if (index?.size === 0) {
+      // The group is gone from NB: its log goes too (a mark naming it asks for a whole diff).
+      this.byOwner.delete(owner)
+      this.changes.delete(owner)
+    }
   }
 }
 
@@ -238,6 +258,8 @@ const EMPTY: ActualIndex = new IndexedRows()
 /** Where an owner's change log stood (see `NbTopologyCache.mark`). */
 export interface ChangeMark {
   readonly epoch: number
+  /** The log's id (0: the owner had none). */
+  readonly log: number
   readonly position: number
 }
 
@@ -259,6 +281,8 @@ const CHILD_COLUMNS: Partial<Record<TopologyTable, readonly string[]>> = {
  * is dropped past 16,384 entries (a mark older than that asks for a whole diff).
  */
 class ChangeLog {
+  static #made = 0
+  readonly id = ++ChangeLog.#made
   #ids: string[] = []
   #start = 0
 
@@ -277,6 +301,39 @@ class ChangeLog {
   since(position: number): readonly string[] | undefined {
     if (position < this.#start || position > this.end) return undefined
     return this.#ids.slice(position - this.#start)
+  }
+}
+
+/**
+ * Which parent rows (and reference columns) hold each child row, by the child's UUID:
+ * nearly always one; a row another tool also refers to may have more.
+ */
+class Links {
+  readonly #holders = new Map<string, { parent: string; column: string }[]>()
+
+  has(child: string, parent: string, column: string): boolean {
+    const holders = this.#holders.get(child)
+    if (!holders) return false
+    for (const h of holders) if (h.parent === parent && h.column === column) return true
+    return false
+  }
+
+  add(child: string, parent: string, column: string): void {
+    const holders = this.#holders.get(child)
+    if (!holders) this.#holders.set(child, [{ parent, column }])
+    else if (!this.has(child, parent, column)) holders.push({ parent, column })
+  }
+
+  delete(child: string, parent: string, column: string): void {
+    const holders = this.#holders.get(child)
+    if (!holders) return
+    const kept = holders.filter((h) => h.parent !== parent || h.column !== column)
+    if (kept.length === 0) this.#holders.delete(child)
+    else this.#holders.set(child, kept)
+  }
+
+  clear(): void {
+    this.#holders.clear()
   }
 }
 
