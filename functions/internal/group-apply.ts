@@ -80,7 +80,10 @@ export class GroupApplier {
     const state: InFlight = this.#inFlight.get(group) ?? {}
     this.#inFlight.set(group, state)
     const start = () => {
-      const running = this.#applyOnce(group).finally(() => {
+      // The flag goes with the apply that starts now: one already under way may have
+      // read NB before the caller asked.
+      const compareAll = this.#compareAll.delete(group)
+      const running = this.#applyOnce(group, compareAll).finally(() => {
         if (state.running === running) state.running = undefined
         if (!state.running && !state.next) this.#inFlight.delete(group)
       })
@@ -99,12 +102,12 @@ export class GroupApplier {
     return state.next
   }
 
-  async #applyOnce(name: string): Promise<GroupApplied> {
+  async #applyOnce(name: string, compareAll: boolean): Promise<GroupApplied> {
     const deps = this.#deps
     try {
       const endpoints = await deps.ovn.ensure(name)
       const { client, cache } = await deps.nb.get(endpoints.nb)
-      if (this.#compareAll.delete(name)) cache.applied.delete(ownerOf(name))
+      if (compareAll) cache.applied.delete(ownerOf(name))
       let state: GroupState | undefined
       let problems: TopologyProblems = []
       let policies: PolicyStatus | undefined
