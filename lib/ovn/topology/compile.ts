@@ -178,7 +178,9 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
     spec.dns ?? null,
   ])
   const previous = memo?.previous(g, head)
-  validate(spec, previous)
+  // With a previous compile, the members are checked as the compile meets them (only the
+  // new and changed ones); else the whole spec is checked here.
+  if (!previous || !Array.isArray(spec.members) || !v.is(GroupSpecHead, spec)) validate(spec)
   const state = previous ?? new GroupCompile(head)
   const after = previous?.serial
   try {
@@ -218,10 +220,10 @@ function compileInto(
   /** Parts this compile built, and parts it stopped using. */
   const built: Fragment[] = []
   const retired: Fragment[] = []
-  const build = (make: (draft: Draft) => void, member?: GroupMember): Fragment => {
+  const build = (make: (draft: Draft) => void): Fragment => {
     const draft: Draft = { rows: [], problems: [], omitted: false }
     make(draft)
-    const part = { ...draft, ids: draft.rows.map(rowId), ...(member ? { member } : {}) }
+    const part = { ...draft, ids: draft.rows.map(rowId) }
     built.push(part)
     return part
   }
@@ -231,7 +233,10 @@ function compileInto(
   const dirtyNames = new Set<string>()
   /** Hosts whose DNS records must be decided again (new or changed). */
   const renamed: HostEntry[] = []
-  /** Whether a DPU's hosts are placed; a host joins or leaves its DPU and its DNS name. */
+  /**
+   * A host joins (or leaves) the holders of its DNS name and, when placed, its DPU's
+   * hosts; both are marked for the steps below.
+   */
   const join = (entry: HostEntry, joined: boolean) => {
     const { member } = entry
     if (spec.dns) {
@@ -273,8 +278,9 @@ function compileInto(
   const members = spec.members
   for (let i = 0; i < members.length; i++) {
     const m = members[i] as GroupMember
-    const entry = s.hosts.get(m.hostName)
+    const entry = s.hosts.get(m?.hostName)
     if (entry?.stamp === stamp) throw new InvalidTopologySpec(g, `duplicate member ${m.hostName}`)
+    // An unchanged member was valid at its last compile and is the same now.
     if (entry && sameMember(entry.member, m)) {
       if (entry.index < lastIndex) reordered = true
       lastIndex = entry.index
@@ -282,10 +288,11 @@ function compileInto(
       entry.stamp = stamp
       continue
     }
+    if (!v.is(GroupMemberSchema, m)) validate(spec)
     if (entry) leave(entry)
     const next: HostEntry = {
       member: m,
-      own: build((draft) => c.memberRows(draft, m), m),
+      own: build((draft) => c.memberRows(draft, m)),
       dns: undefined,
       index: i,
       stamp,
@@ -535,9 +542,10 @@ function uniqueIds(
 }
 
 /**
- * What `compileGroupTopology` built for each group's last compile, part by part, keyed by
- * the part's inputs. Holds one compile per group (the parts it used); a group whose
- * network changed starts over. `forget` drops a deleted group.
+ * Each group's last compile through `compileGroupTopology`, kept as state (its hosts',
+ * DPUs' and DNS records' parts, every row by id) that the next compile of the group brings
+ * up to date; a group whose network changed, or whose compile failed, starts over.
+ * `forget` drops a deleted group.
  *
  * @example
  * const memo = new CompileMemo()
@@ -604,22 +612,17 @@ function sameMember(known: GroupMember, m: GroupMember): boolean {
 }
 
 /**
- * Validates the spec. A member the group's last compile had with the same fields was
- * valid then and is the same now: only new and changed members are checked one by one,
- * and any failure is reported as the whole spec's parse reports it (paths like
- * `members.3.mac`).
+ * The spec's own settings, its members aside (the caller checks they are an array; each
+ * is checked as the compile meets it).
  */
-function validate(spec: GroupTopologySpec, previous: GroupCompile | undefined): void {
-  const knownMember = (m: GroupMember) => {
-    const before = previous?.hosts.get(m?.hostName)?.member
-    return before !== undefined && sameMember(before, m)
-  }
-  const known =
-    previous !== undefined &&
-    Array.isArray(spec.members) &&
-    v.is(GroupTopologySpecSchema, { ...spec, members: [] }) &&
-    spec.members.every((m) => knownMember(m) || v.is(GroupMemberSchema, m))
-  if (known) return
+const GroupSpecHead = v.object({ ...GroupTopologySpecSchema.entries, members: v.unknown() })
+
+/**
+ * Validates the whole spec; any failure is reported with paths like `members.3.mac`.
+ *
+ * @throws InvalidTopologySpec
+ */
+function validate(spec: GroupTopologySpec): void {
   const parsed = v.safeParse(GroupTopologySpecSchema, spec)
   if (parsed.success) return
   throw new InvalidTopologySpec(
