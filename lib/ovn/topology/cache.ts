@@ -4,7 +4,7 @@ import type { MonitorHandle } from '../monitors.ts'
 import type { TableUpdates2, WireAtom, WireRow, WireSet, WireValue } from '../protocol.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import { decodeAtom } from '../values.ts'
-import { CompileMemo, TOPOLOGY_TABLES, type TopologyTable } from './compile.ts'
+import { CHILD_COLUMNS, CompileMemo, TOPOLOGY_TABLES, type TopologyTable } from './compile.ts'
 import { OWNER_KEY } from './names.ts'
 import {
   type ActualIndex,
@@ -178,7 +178,7 @@ export class NbTopologyCache {
 
   /** Notes the links of a parent row read whole. */
   private hold(table: TopologyTable, row: ActualRow): void {
-    for (const column of CHILD_COLUMNS[table] ?? []) {
+    for (const column of childColumnsOf(table)) {
       for (const child of (row[column] as readonly string[] | undefined) ?? []) {
         this.heldBy.add(child, row._uuid, column)
       }
@@ -191,7 +191,7 @@ export class NbTopologyCache {
    * diff, even unchanged itself.
    */
   private release(table: TopologyTable, row: ActualRow): void {
-    for (const column of CHILD_COLUMNS[table] ?? []) {
+    for (const column of childColumnsOf(table)) {
       for (const child of (row[column] as readonly string[] | undefined) ?? []) {
         this.heldBy.delete(child, row._uuid, column)
         const entry = this.rows.get(child)
@@ -207,7 +207,7 @@ export class NbTopologyCache {
    * stopped referring to is logged (it may be unchanged itself).
    */
   private patch(table: TopologyTable, old: ActualRow, diff: WireRow): ActualRow {
-    const columns = CHILD_COLUMNS[table]?.filter((c) => diff[c] !== undefined) ?? []
+    const columns = childColumnsOf(table).filter((c) => diff[c] !== undefined)
     if (columns.length === 0) return nb.patchRow(table, old as never, diff) as unknown as ActualRow
     const rest: Record<string, WireValue> = { ...diff }
     for (const column of columns) delete rest[column]
@@ -269,13 +269,6 @@ export interface AppliedMark {
   readonly mark: ChangeMark
 }
 
-/** The columns whose rows a parent owns (strong references), by parent table. */
-const CHILD_COLUMNS: Partial<Record<TopologyTable, readonly string[]>> = {
-  Logical_Switch: ['ports', 'dns_records', 'acls'],
-  Logical_Router: ['ports', 'static_routes', 'policies', 'nat'],
-  Port_Group: ['acls'],
-}
-
 /**
  * The ids of one owner's rows in the order they changed, from `start` on: the oldest half
  * is dropped past 16,384 entries (a mark older than that asks for a whole diff).
@@ -335,6 +328,11 @@ class Links {
   clear(): void {
     this.#holders.clear()
   }
+}
+
+/** A table's reference columns to the rows it holds (none: not a parent). */
+function childColumnsOf(table: TopologyTable): readonly string[] {
+  return table in CHILD_COLUMNS ? CHILD_COLUMNS[table as keyof typeof CHILD_COLUMNS] : []
 }
 
 function ownerOfRow(row: ActualRow): string | undefined {

@@ -48,6 +48,13 @@ export interface ParentRef {
   readonly column: 'ports' | 'static_routes' | 'policies' | 'nat' | 'dns_records' | 'acls'
 }
 
+/** Each parent table's reference columns: the rows it holds (strong references). */
+export const CHILD_COLUMNS = {
+  Logical_Switch: ['ports', 'dns_records', 'acls'],
+  Logical_Router: ['ports', 'static_routes', 'policies', 'nat'],
+  Port_Group: ['acls'],
+} as const satisfies Record<ParentRef['table'], readonly ParentRef['column'][]>
+
 /**
  * Rows a row refers to without owning them (a port group's `ports`, weak references to
  * the group's host ports), by row id (`<table>/<key>`): the diff keeps the column equal

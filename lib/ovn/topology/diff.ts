@@ -8,6 +8,7 @@ import { Database } from '../database.ts'
 import type { Operation } from '../protocol.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import {
+  CHILD_COLUMNS,
   type CompileChanges,
   type DesiredRow,
   type DesiredRows,
@@ -41,15 +42,9 @@ function idOf(row: DesiredRow | ParentRef): string {
 }
 const ids = new WeakMap<DesiredRow | ParentRef, string>()
 
-const REF_COLUMNS = {
-  Logical_Switch: ['ports', 'dns_records', 'acls'],
-  Logical_Router: ['ports', 'static_routes', 'policies', 'nat'],
-  Port_Group: ['acls'],
-} as const
-
-/** Whether rows of `table` hold children (their reference columns are `REF_COLUMNS`'). */
-function isParent(table: string): table is keyof typeof REF_COLUMNS {
-  return table in REF_COLUMNS
+/** Whether rows of `table` hold children (their reference columns are `CHILD_COLUMNS`'). */
+function isParent(table: string): table is keyof typeof CHILD_COLUMNS {
+  return table in CHILD_COLUMNS
 }
 
 /** `external_ids` key on the group's distributed router bumped by every apply. */
@@ -66,10 +61,10 @@ export const GENERATION_KEY = 'hydrazine:generation'
  *
  * With `since` — what the compile of `desired` changed (`changes`, from its memo) and the
  * ids of the group's NB rows that changed since NB last matched the compile it follows
- * (`changed`, an `NbTopologyCache` change log) — only what differs is compared: the rows the compile built, the rows of
- * `changed`, and the rows the compile dropped; the cost follows the change, not the
- * group's size. What that cannot account for (an owned row no compile asked for) falls
- * back to comparing every row, as without `changed`.
+ * (`changed`, an `NbTopologyCache` change log) — only what differs is compared: the rows
+ * the compile built, the rows of `changed`, and the rows the compile dropped; the cost
+ * follows the change, not the group's size. What that cannot account for (an owned row no
+ * compile asked for) falls back to comparing every row, as without `since`.
  */
 export function diffTopology(
   desired: DesiredRows,
@@ -114,12 +109,14 @@ export function diffTopology(
   const parents: { d: DesiredRow; id: string; have: ActualRow | undefined; slot: number }[] = []
   const missingRefs = new Map<string, Map<string, string[]>>()
   let compared = 0
+  let matched = 0
   for (const d of scope.rows) {
     compared++
     const id = idOf(d)
     const have = index.byId.get(id)?.row
     let ref: string
     if (have) {
+      matched++
       ref = have._uuid
       if (verified.get(have) !== d) {
         const changed = changedColumns(d, have)
@@ -153,6 +150,7 @@ export function diffTopology(
   const refOf = (id: string): string | undefined =>
     named.get(id) ?? (scope.has(id) ? index.byId.get(id)?.row._uuid : undefined)
 
+  const stale = scope.stale(matched)
   // Parents out of scope that gain children or lose stale ones: mutated like the rest.
   if (scope.parentsOutOfScope) {
     const inScope = new Set(parents.map((p) => p.id))
@@ -162,7 +160,7 @@ export function diffTopology(
       if (d && have) parents.push({ d, id, have, slot: -1 })
     }
   }
-  const staleUuids = new Set(scope.stale.map((s) => s.row._uuid))
+  const staleUuids = new Set(stale.map((s) => s.row._uuid))
 
   // Parents: new ones get their children in the insert; existing ones are mutated.
   const parentOps: Operation[] = []
@@ -188,7 +186,7 @@ export function diffTopology(
       if (drop.length > 0) mutations.push([d.links.column, 'delete', drop])
       if ((add.length > 0 || drop.length > 0) && !touched.includes(id)) touched.push(id)
     }
-    for (const column of REF_COLUMNS[d.table]) {
+    for (const column of CHILD_COLUMNS[d.table]) {
       const add = mine.get(column) ?? []
       const drop =
         staleUuids.size === 0 ? [] : [...staleUuids].filter((u) => holds(have, column, u))
@@ -203,7 +201,7 @@ export function diffTopology(
 
   // Stale roots are deleted (a DNS row too: a switch refers to it weakly); stale
   // children vanish once unreferenced (above).
-  const deletes = scope.stale
+  const deletes = stale
     .filter((s) => nbSchema.tables[s.table]?.isRoot === true)
     .map((s) => nb.delete(s.table, [['_uuid', '==', s.row._uuid]]))
 
@@ -222,7 +220,7 @@ export function diffTopology(
       ]),
     )
   }
-  for (const s of scope.stale) touched.push(`${s.table}/${keyOf(s.row) ?? s.row._uuid}`)
+  for (const s of stale) touched.push(`${s.table}/${keyOf(s.row) ?? s.row._uuid}`)
   return { guards, writes, bump, touched, compared }
 }
 
@@ -244,8 +242,11 @@ export interface TopologyDiff {
 interface DiffScope {
   /** Desired rows to compare with NB (each once). */
   readonly rows: Iterable<DesiredRow>
-  /** Owned rows no desired row is (to delete, and to unlink from their parents). */
-  readonly stale: readonly IndexedRow[]
+  /**
+   * Owned rows no desired row is (to delete, and to unlink from their parents), given how
+   * many rows of `rows` NB has.
+   */
+  readonly stale: (matched: number) => readonly IndexedRow[]
   /** Whether a row with this id is desired. */
   readonly has: (id: string) => boolean
   /** The desired row with this id. */
@@ -266,16 +267,17 @@ function wholeScope(desired: DesiredRows, index: ActualIndex): DiffScope {
     wantedIds ??= new Set(desired.rows.map(idOf))
     return wantedIds
   }
-  const stale: IndexedRow[] = [...index.extra]
-  let matched = 0
-  for (const d of desired.rows) if (index.byId.has(idOf(d))) matched++
-  if (matched < index.byId.size) {
-    for (const [id, entry] of index.byId) if (!wanted().has(id)) stale.push(entry)
-  }
   let byId: Map<string, DesiredRow> | undefined
   return {
     rows: desired.rows,
-    stale,
+    // NB owns rows no desired row is when fewer of them matched than it owns.
+    stale: (matched) => {
+      const stale: IndexedRow[] = [...index.extra]
+      if (matched < index.byId.size) {
+        for (const [id, entry] of index.byId) if (!wanted().has(id)) stale.push(entry)
+      }
+      return stale
+    },
     has: (id) => wanted().has(id),
     rowOf: (id) => {
       byId ??= new Map(desired.rows.map((d) => [idOf(d), d]))
@@ -315,7 +317,7 @@ function scopeOfChanges(
   }
   return {
     rows,
-    stale,
+    stale: () => stale,
     has: (id) => changes.rowOf(id) !== undefined,
     rowOf: changes.rowOf,
     parentsOutOfScope,
