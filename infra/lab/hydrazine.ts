@@ -165,13 +165,15 @@ export async function startHydrazine(opts: {
   }
 }
 
-/** Socket errors after which the request never reached the server's handler. */
-const UNSENT = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'UND_ERR_SOCKET'])
+/** Socket errors of a connection that failed under the request, with no answer read. */
+const CONNECTION_FAILED = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'UND_ERR_SOCKET'])
 
 /**
  * `fetch`, sent again when the connection failed under it: a kept-alive socket the server
  * closed as the client reused it (Node's 5 s keep-alive against undici's) fails with
- * `fetch failed` before the request reaches Hydrazine. Any answer, error status included,
+ * `fetch failed`, usually before the request reaches Hydrazine. Sending again is safe for
+ * what the lab sends: PUTs and DELETEs are idempotent, and a DPU's credentials issued
+ * twice leave the second set, the one read, in force. Any answer, error status included,
  * is returned as it is.
  */
 async function fetchResending(input: string, init: RequestInit): Promise<Response> {
@@ -181,7 +183,7 @@ async function fetchResending(input: string, init: RequestInit): Promise<Respons
     } catch (err) {
       const cause = err instanceof Error ? (err.cause as { code?: unknown } | undefined) : undefined
       const code = typeof cause?.code === 'string' ? cause.code : ''
-      if (attempt >= 3 || !UNSENT.has(code)) throw err
+      if (attempt >= 3 || !CONNECTION_FAILED.has(code)) throw err
     }
   }
 }

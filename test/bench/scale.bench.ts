@@ -205,7 +205,7 @@ function incomplete(r: AttachRoundResult, deadlineMs: number): string {
   return ` (only ${r.latencies.length} of ${r.requested} completed within ${Math.round(deadlineMs / 1000)} s; ${r.timedOut} timed out and are left out)`
 }
 
-export async function groupTxnFigures(scale: number): Promise<void> {
+async function groupTxnFigures(scale: number): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'hz-bench-scale-nb-'))
   const stops: (() => Promise<void>)[] = []
   try {
