@@ -19,6 +19,7 @@ import {
   NbTopologyCache,
   nbSchema,
   OvsdbClient,
+  OWNER_KEY,
   ownerOf,
   ROW_KEY,
   readOwnedRows,
@@ -227,7 +228,7 @@ t.test(
         await other.transact(nb.name, [
           nb.insert('Logical_Switch', {
             name: `stray-${next}`,
-            external_ids: { 'hydrazine:owner': OWNER, [ROW_KEY]: `ls/stray-${next++}` },
+            external_ids: { [OWNER_KEY]: OWNER, [ROW_KEY]: `ls/stray-${next++}` },
           }),
         ])
       },
