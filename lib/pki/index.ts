@@ -83,6 +83,17 @@ export interface CertificateAuthority {
   issueIdentity(
     request: ServerCertificateRequest & { readonly commonName: string },
   ): Promise<Issued>
+  /**
+   * A client certificate (clientAuth) from this CA for the subject CN and public key of
+   * `cert`, a certificate another CA issued: its holder keeps its private key, and no
+   * secret leaves this process. Returns the certificate, PEM.
+   */
+  certifyKeyOf(cert: string, days?: number): Promise<string>
+  /**
+   * True when `cert` (PEM) was signed by this CA and is valid at `at` (default now);
+   * false for anything else, unparsable text included.
+   */
+  issued(cert: string, at?: Date): boolean
   /** Writes `<dir>/<name>.crt` and `<dir>/<name>.key` (0600) and returns their paths. */
   writeIssued(name: string, issued: Issued): Promise<IssuedFiles>
 }
@@ -125,16 +136,18 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
   await chmod(keyFile, 0o600)
   const caPem = caCert.toString('pem')
 
-  const issue = async (
+  const caNode = new NodeX509(caPem)
+
+  const sign = async (
     subject: string,
     days: number,
     usages: x509.ExtendedKeyUsage[],
     names: x509.JsonGeneralNames,
-  ): Promise<Issued> => {
+    publicKey: CryptoKey,
+  ): Promise<x509.X509Certificate> => {
     if (!Number.isFinite(days) || days <= 0) {
       throw new CertificateRequestError(`validity must be a positive number of days, not ${days}`)
     }
-    const keys = await crypto.subtle.generateKey(KEY_ALGORITHM, true, ['sign', 'verify'])
     const now = Date.now()
     const cert = await x509.X509CertificateGenerator.create({
       serialNumber: serialNumber(),
@@ -143,17 +156,28 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
       notBefore: new Date(now - BACKDATE_MS),
       notAfter: new Date(now + days * DAY_MS),
       signingAlgorithm: SIGNING_ALGORITHM,
-      publicKey: keys.publicKey,
+      publicKey,
       signingKey: caKey,
       extensions: [
         new x509.BasicConstraintsExtension(false, undefined, true),
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
         new x509.ExtendedKeyUsageExtension(usages),
         ...(names.length > 0 ? [new x509.SubjectAlternativeNameExtension(names)] : []),
-        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+        await x509.SubjectKeyIdentifierExtension.create(publicKey),
         await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey),
       ],
     })
+    return cert
+  }
+
+  const issue = async (
+    subject: string,
+    days: number,
+    usages: x509.ExtendedKeyUsage[],
+    names: x509.JsonGeneralNames,
+  ): Promise<Issued> => {
+    const keys = await crypto.subtle.generateKey(KEY_ALGORITHM, true, ['sign', 'verify'])
+    const cert = await sign(subject, days, usages, names, keys.publicKey)
     return { cert: cert.toString('pem'), key: await privateKeyPem(keys.privateKey) }
   }
 
@@ -183,6 +207,32 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
         [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth],
         altNames(request),
       )
+    },
+    async certifyKeyOf(pem, days = 365) {
+      let holder: x509.X509Certificate
+      try {
+        holder = new x509.X509Certificate(pem)
+      } catch (error) {
+        throw new CertificateRequestError(`not a PEM certificate: ${(error as Error).message}`)
+      }
+      const commonName = holder.subjectName.getField('CN')[0]
+      if (!commonName) throw new CertificateRequestError('the certificate has no CN')
+      const publicKey = await holder.publicKey.export(KEY_ALGORITHM, ['verify'])
+      const cert = await sign(commonName, days, [x509.ExtendedKeyUsage.clientAuth], [], publicKey)
+      return cert.toString('pem')
+    },
+    issued(pem, at = new Date()) {
+      try {
+        const cert = new NodeX509(pem)
+        return (
+          cert.checkIssued(caNode) &&
+          cert.verify(caNode.publicKey) &&
+          new Date(cert.validFrom) <= at &&
+          at <= new Date(cert.validTo)
+        )
+      } catch {
+        return false
+      }
     },
     async writeIssued(name, issued) {
       if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.') || name === 'ca') {
