@@ -33,7 +33,7 @@ import { claimOf, Key, LocalOvs, type PortSpec, releasingKey } from './ovs.ts'
 import { portInstalled, releasedEverywhere, southboundsToAsk, waitFor } from './port-binding.ts'
 import { type Claim, claimPort, granted, type Refusal } from './port-claims.ts'
 import { relayPlan, relaySpecOf, removeRelay } from './relay-ports.ts'
-import { type AgentTls, ovsdbTls } from './tls.ts'
+import { type AgentTls, SouthboundCertificate } from './tls.ts'
 
 /** Who holds a port the agent may not take, in words for an error. */
 function holderOf(claim: Refusal): string {
@@ -55,7 +55,8 @@ export class Agent {
     readonly ovnController: OvnController,
     readonly relays: DhcpRelays,
     private readonly log: (line: string) => void,
-    private readonly tls: AgentTls | undefined,
+    /** What it presents to `ssl:` Southbounds, when it has a TLS identity. */
+    private readonly sbCertificate: SouthboundCertificate | undefined,
   ) {}
 
   /**
@@ -76,13 +77,18 @@ export class Agent {
       log,
       ...(config.netns ? { netns: config.netns } : {}),
     }
+    const sbCertificate = tls ? await SouthboundCertificate.open(tls, config.runDir) : undefined
     const agent = new Agent(
       config,
       ovs,
-      new OvnController(place, config.ovsDb, tls?.files),
+      new OvnController(
+        place,
+        config.ovsDb,
+        tls && sbCertificate ? { ...tls.files, cert: sbCertificate.file } : undefined,
+      ),
       new DhcpRelays(place),
       log,
-      tls,
+      sbCertificate,
     )
     try {
       await agent.resume()
@@ -127,7 +133,7 @@ export class Agent {
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
     const hostPort = this.hostPortOf(job.host)
     const { group, host } = job
-    if (group.sbRemote.startsWith('ssl:') && !this.tls) {
+    if (group.sbRemote.startsWith('ssl:') && !this.sbCertificate) {
       throw new SouthboundNeedsTls(c.dpuId, group.sbRemote)
     }
 
@@ -170,6 +176,10 @@ export class Agent {
       }
     }
 
+    // The group's SB may admit only its own chassis: this is the certificate it takes
+    // (refused, changing nothing, when it is not this DPU's).
+    const newCertificate = (await this.sbCertificate?.use(group.sbCertificate)) ?? false
+
     await this.ovs.ensureBridges([
       { name: c.integrationBridge, datapathType: c.datapathType, failMode: 'secure' },
       {
@@ -188,6 +198,11 @@ export class Agent {
       'ovn-bridge-mappings': c.bridgeMappings,
       'ovn-bridge-datapath-type': c.datapathType,
     })
+    // ovn-controller reads its certificate when it starts: a new one needs a new start.
+    if (newCertificate && this.ovnController.running) {
+      this.log('southbound certificate changed: restarting ovn-controller')
+      await this.ovnController.stop()
+    }
     await this.ovnController.ensure()
 
     if (relay) {
@@ -281,7 +296,7 @@ export class Agent {
           remotes,
           logicalPort: job.host.logicalPort,
           systemId: c.systemId,
-          ...(this.tls ? { tls: ovsdbTls(this.tls) } : {}),
+          ...(this.sbCertificate ? { tls: this.sbCertificate.ovsdbTls() } : {}),
           // Once per job and SB, not once per poll.
           log: (remote, line) => {
             if (!told.has(remote)) this.log(line)

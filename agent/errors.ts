@@ -128,6 +128,21 @@ export class SouthboundNeedsTls extends HydrazineError {
 }
 
 /**
+ * The certificate `configure` gave for the group's Southbound is not this DPU's: another
+ * CN, another key, or not valid now. Nothing is changed.
+ */
+export class SouthboundCertificateRefused extends HydrazineError {
+  constructor(
+    readonly dpuId: string,
+    why: string,
+  ) {
+    super('AGENT_SB_CERTIFICATE_REFUSED', `DPU ${dpuId}: group.sbCertificate ${why}`, {
+      retryable: false,
+    })
+  }
+}
+
+/**
  * A DPU runs a single ovn-controller, so all its hosts must use the same Southbound.
  * Re-pointing it for one group would cut off another group's hosts on this DPU.
  */

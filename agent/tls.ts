@@ -8,9 +8,11 @@
  * issued by the CA, does not match the key, or is not valid now.
  */
 import { createPrivateKey, X509Certificate } from 'node:crypto'
-import { readFile } from 'node:fs/promises'
+import { readFile, rename, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { ConfigError } from '../lib/errors.ts'
 import type { AgentConfig } from './config.ts'
+import { SouthboundCertificateRefused } from './errors.ts'
 
 /** The DPU's identity: the files as given (for ovn-controller) and their PEM contents. */
 export interface AgentTls {
@@ -126,7 +128,79 @@ export async function loadAgentTls(
   }
 }
 
-/** The `tls` option of an OVSDB connection to an `ssl:` remote. */
-export function ovsdbTls(tls: AgentTls): OvsdbTls {
-  return { ca: tls.ca, cert: tls.cert, key: tls.key }
+/**
+ * The certificate this DPU presents to the Southbound it follows, kept in one file
+ * (`<runDir>/sb-client.crt`) that ovn-controller and the agent's own Southbound checks
+ * read: the DPU's identity, or — for a group's SB that admits only its own chassis — the
+ * identity's key certified by that group's chassis CA, as `configure` hands it over. The
+ * file outlives the agent, so a restarted agent follows the same SB with the same
+ * certificate.
+ */
+export class SouthboundCertificate {
+  private constructor(
+    private readonly identity: AgentTls,
+    readonly file: string,
+    private pem: string,
+  ) {}
+
+  /** Opens the file under `runDir`, writing the identity into it when it has none. */
+  static async open(identity: AgentTls, runDir: string): Promise<SouthboundCertificate> {
+    const file = join(runDir, 'sb-client.crt')
+    const kept = await readFile(file, 'utf8').catch(() => undefined)
+    const sb = new SouthboundCertificate(identity, file, kept ?? identity.cert)
+    if (kept === undefined || sb.refusal(kept) !== undefined) await sb.write(identity.cert)
+    return sb
+  }
+
+  /** The certificate in use, PEM. */
+  get current(): string {
+    return this.pem
+  }
+
+  /** The `tls` option of an OVSDB connection to the Southbound, with this certificate. */
+  ovsdbTls(): OvsdbTls {
+    return { ca: this.identity.ca, cert: this.pem, key: this.identity.key }
+  }
+
+  /**
+   * Presents `pem` from now on (the identity when undefined). Throws
+   * `SouthboundCertificateRefused` when it is not this DPU's certificate (another CN,
+   * another key, not valid now), changing nothing. True when the certificate changed.
+   */
+  async use(pem: string | undefined, now: Date = new Date()): Promise<boolean> {
+    const next = pem ?? this.identity.cert
+    const why = this.refusal(next, now)
+    if (why !== undefined) throw new SouthboundCertificateRefused(this.identity.commonName, why)
+    if (next === this.pem) return false
+    await this.write(next)
+    return true
+  }
+
+  /** Why `pem` cannot stand for this DPU, or undefined when it can. */
+  private refusal(pem: string, now: Date = new Date()): string | undefined {
+    let cert: X509Certificate
+    try {
+      cert = new X509Certificate(pem)
+    } catch (err) {
+      return `is not a PEM certificate: ${(err as Error).message}`
+    }
+    const cn = commonNameOf(cert)
+    if (cn !== this.identity.commonName) {
+      return `names ${cn ?? '(no CN)'}, not this chassis ${this.identity.commonName}`
+    }
+    if (!cert.checkPrivateKey(createPrivateKey(this.identity.key))) {
+      return "does not certify this DPU's key"
+    }
+    if (Date.parse(cert.validFrom) > now.getTime() || Date.parse(cert.validTo) < now.getTime()) {
+      return `is not valid now (${cert.validFrom} to ${cert.validTo})`
+    }
+    return undefined
+  }
+
+  /** Temp file and rename: ovn-controller never reads half a certificate. */
+  private async write(pem: string): Promise<void> {
+    await writeFile(`${this.file}.tmp`, pem, { mode: 0o644 })
+    await rename(`${this.file}.tmp`, this.file)
+    this.pem = pem
+  }
 }

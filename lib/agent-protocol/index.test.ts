@@ -67,6 +67,13 @@ t.test('an agent refuses an unknown major and invalid payloads', async (t) => {
     message: /protocol version 2\.0 is not supported \(supported: 1\.0\)/,
   })
   t.throws(() => parseAgentJob('configure', { dpuId: 'x' }), UnsupportedProtocolVersion)
+  const sbCertificate = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n'
+  const withCertificate = { ...v2, group: { ...v2.group, sbCertificate } }
+  t.match(
+    parseAgentJob('configure', withCertificate).payload,
+    { group: { sbCertificate } },
+    "the group SB's certificate for this DPU is carried",
+  )
   // A newer minor of a known major parses: minors only add optional fields.
   t.equal(parseAgentJob('configure', { ...v2, protocolVersion: '2.7' }).name, 'configure')
 
@@ -74,6 +81,11 @@ t.test('an agent refuses an unknown major and invalid payloads', async (t) => {
     ['configure', { ...v2, dpuId: 'a:b' }, /dpuId/],
     ['configure', { ...v2, host: { ...v2.host, mac: 'nope' } }, /host\.mac/],
     ['configure', { ...v2, group: { ...v2.group, sbRemote: 'x' } }, /group\.sbRemote/],
+    [
+      'configure',
+      { ...v2, group: { ...v2.group, sbCertificate: '-----BEGIN PRIVATE KEY-----\nAAAA\n' } },
+      /group\.sbCertificate.*one PEM certificate/,
+    ],
     ['configure', { ...v2, host: { ...v2.host, hostPort: 'much-too-long-ifname' } }, /hostPort/],
     ['isolate', { protocolVersion: '1.0', dpuId: 'd', specVersion: 1 }, /group/],
     ['explode', v2, /unknown job name/],

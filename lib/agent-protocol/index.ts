@@ -107,6 +107,15 @@ export const RelayPortName = v.pipe(
   v.string(),
   v.regex(/^hzr[0-9a-f]{8}$/, "must be 'hzr' and 8 lower-case hex digits"),
 )
+/** One PEM certificate, as OVS and Node read them. */
+const certificatePem = v.pipe(
+  v.string(),
+  v.maxLength(16_384),
+  v.regex(
+    /^-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+-----END CERTIFICATE-----\r?\n?$/,
+    'must be one PEM certificate (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----)',
+  ),
+)
 const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
 const protocolVersion = v.pipe(
   v.string(),
@@ -117,6 +126,13 @@ const GroupV1 = v.object({
   name,
   /** The group's OVN Southbound remote, e.g. `tcp:10.0.0.1:6642`. */
   sbRemote: ovsdbRemote,
+  /**
+   * The certificate the DPU presents to that SB (with its own key) when the SB admits
+   * only its group's chassis: the DPU's key certified by the group's chassis CA. Absent:
+   * the DPU's identity as it is. Added in 1.x/2.x as an optional field: an older agent
+   * drops it, and the group's SB then refuses it (the port is never installed).
+   */
+  sbCertificate: v.optional(certificatePem),
   /** The group's DHCP server; with `relay`, the agent runs a relay towards it. */
   dhcpServer: v.optional(ipv4),
   relay: v.optional(

@@ -3,7 +3,7 @@
  * certificate ovn-controller shows an `ssl:` Southbound (whose CN OVN takes as the
  * chassis name).
  */
-import { mkdir } from 'node:fs/promises'
+import { mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import t from 'tap'
@@ -19,6 +19,7 @@ import {
 } from '../../lib/agent-protocol/index.ts'
 import { ConfigError } from '../../lib/errors.ts'
 import { parseRemote } from '../../lib/ovn/remote.ts'
+import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { startDaemon } from '../../lib/process/daemon.ts'
 import { canConnect, freePort } from '../../lib/process/ports.ts'
 import { processesMentioning } from '../helpers/processes.ts'
@@ -43,12 +44,13 @@ function ovsdbSpeaksSsl(): boolean {
 async function startSslCentral(
   lab: AgentLab & { later(fn: () => Promise<unknown>): void },
   tls: { ca: string; cert: string; key: string },
+  name = 'ssl-central',
 ): Promise<{
   remote: string
   nbctl(...a: string[]): Promise<string>
   sbctl(...a: string[]): Promise<string>
 }> {
-  const dir = join(lab.dataDir, 'ssl-central')
+  const dir = join(lab.dataDir, name)
   await mkdir(dir, { recursive: true })
   const env = { OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVN_RUNDIR: dir, OVN_LOGDIR: dir }
   const host = lab.fabric.gatewayIp
@@ -305,7 +307,9 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
     t.equal(status.ovnRemote, central.remote)
     t.equal(status.ovnControllerConnected, true)
     const args = (await processesMentioning(`${lab.config().runDir}/ovn-controller.pid`)).join('\n')
-    t.match(args, `--certificate=${dpuCert.cert}`)
+    const presented = join(lab.config().runDir, 'sb-client.crt')
+    t.match(args, `--certificate=${presented}`)
+    t.equal(await readFile(presented, 'utf8'), await readFile(dpuCert.cert, 'utf8'), 'its identity')
     t.match(args, `--private-key=${dpuCert.key}`)
     t.match(args, `--ca-cert=${ca.ca}`)
   })
@@ -334,6 +338,82 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       t.notMatch(await lab.dpu.vsctl('list-ports', 'br-int'), lab.host.hostPort, 'port removed')
     },
   )
+  await t.test(
+    "a Southbound that admits only its group's chassis: configure's certificate",
+    async (t) => {
+      // The group's own chassis CA: it certifies the DPU's key, and its SB trusts nothing else.
+      const groupCa = await openCertificateAuthority(join(pkiDir, 'group-ca'))
+      const identity = await readFile(dpuCert.cert, 'utf8')
+      const certified = await groupCa.certifyKeyOf(identity)
+      const strangerIdentity = await readFile((await ca.issue(lab.dpuId)).cert, 'utf8')
+      const notOurKey = await groupCa.certifyKeyOf(strangerIdentity)
+      const own = await startSslCentral(
+        lab,
+        { ca: groupCa.caFile, ...(await ca.issue('ovn-sb-own', [`IP:${lab.fabric.gatewayIp}`])) },
+        'own-central',
+      )
+      const ownGroup = 'group-own'
+      const port = lab.input.host.logicalPort
+      await own.nbctl('ls-add', ownGroup)
+      await own.nbctl(
+        'lsp-add',
+        ownGroup,
+        port,
+        '--',
+        'lsp-set-addresses',
+        port,
+        lab.input.host.mac,
+      )
+      await own.nbctl('--wait=sb', 'sync')
+      const configure = async (jobId: string, sbCertificate?: string) => {
+        const payload = buildConfigurePayload('2.0', {
+          ...lab.input,
+          group: {
+            name: ownGroup,
+            sbRemote: own.remote,
+            ...(sbCertificate ? { sbCertificate } : {}),
+          },
+        })
+        const job = await lab.queue.add('configure', payload, { jobId })
+        return job.waitUntilFinished(lab.events, 40_000)
+      }
+
+      const before = await dpuState(lab.dpu)
+      await t.rejects(
+        configure('configure-own-wrong-key', notOurKey),
+        /AGENT_SB_CERTIFICATE_REFUSED|does not certify this DPU's key/,
+        'a certificate of another key is refused',
+      )
+      t.same(await dpuState(lab.dpu), before, 'and nothing is touched')
+
+      const pidFile = join(lab.config().runDir, 'ovn-controller.pid')
+      const pidBefore = (await readFile(pidFile, 'utf8')).trim()
+      const ack = await configure('configure-own', certified)
+      t.match(ack, { ovnInstalled: true, chassis: lab.dpuId }, 'with its own certificate: bound')
+      t.equal(
+        (await own.sbctl('--bare', '--columns=name', 'list', 'Chassis')).trim(),
+        lab.dpuId,
+        "the group's SB knows the chassis",
+      )
+      const presented = join(lab.config().runDir, 'sb-client.crt')
+      t.equal(await readFile(presented, 'utf8'), certified, 'ovn-controller presents it')
+      t.not((await readFile(pidFile, 'utf8')).trim(), pidBefore, 'from a new start')
+
+      const isolate = buildIsolatePayload('1.0', {
+        dpuId: lab.dpuId,
+        specVersion: 3,
+        group: { name: ownGroup },
+        host: { name: 'h1', logicalPort: port, hostPort: lab.host.hostPort },
+      })
+      const released = await lab.queue.add('isolate', isolate, { jobId: 'isolate-own' })
+      t.match(
+        await released.waitUntilFinished(lab.events, 40_000),
+        { unbound: true },
+        'isolate asks that SB with the same certificate',
+      )
+    },
+  )
+
   await t.test('--grpc-clients names who may call', async (t) => {
     const asOperator = await clientOf('hz-operator')
     // One agent per DPU: the first one stops before another starts with other clients.

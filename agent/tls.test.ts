@@ -1,0 +1,69 @@
+import { readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { openCertificateAuthority } from '../lib/pki/index.ts'
+import { type AgentTls, SouthboundCertificate } from './tls.ts'
+
+/** A DPU identity from one CA, and a group CA that certifies keys for its SB. */
+async function identities(t: Test) {
+  const dir = t.testdir({ run: {} })
+  const root = await openCertificateAuthority(join(dir, 'root'))
+  const group = await openCertificateAuthority(join(dir, 'group'))
+  const issued = await root.issueIdentity({ commonName: 'dpu-1' })
+  const identity: AgentTls = {
+    files: { cert: join(dir, 'dpu-1.crt'), key: join(dir, 'dpu-1.key'), ca: root.caFile },
+    cert: issued.cert,
+    key: issued.key,
+    ca: root.caCert,
+    commonName: 'dpu-1',
+  }
+  return { runDir: join(dir, 'run'), root, group, identity }
+}
+
+t.test(
+  'the Southbound certificate: the identity first, then what configure hands over',
+  async (t) => {
+    const { runDir, root, group, identity } = await identities(t)
+    const sb = await SouthboundCertificate.open(identity, runDir)
+    t.equal(sb.file, join(runDir, 'sb-client.crt'))
+    t.equal(await readFile(sb.file, 'utf8'), identity.cert, 'a new DPU presents its identity')
+
+    const certified = await group.certifyKeyOf(identity.cert)
+    t.equal(await sb.use(certified), true, 'a new certificate: changed')
+    t.equal(await readFile(sb.file, 'utf8'), certified, 'written where ovn-controller reads it')
+    t.equal(sb.ovsdbTls().cert, certified, "and the agent's own SB checks use it")
+    t.equal(await sb.use(certified), false, 'the same again: unchanged')
+
+    const reopened = await SouthboundCertificate.open(identity, runDir)
+    t.equal(reopened.current, certified, 'a restarted agent presents the same one')
+    t.equal(await reopened.use(undefined), true, 'a central that takes the identity: back to it')
+    t.equal(await readFile(sb.file, 'utf8'), identity.cert)
+
+    const other = await root.issueIdentity({ commonName: 'dpu-2' })
+    const stranger = await root.issueIdentity({ commonName: 'dpu-1' })
+    const refusals: [string, string, RegExp][] = [
+      ['another CN', await group.certifyKeyOf(other.cert), /names dpu-2, not this chassis dpu-1/],
+      [
+        "another DPU's key",
+        await group.certifyKeyOf(stranger.cert),
+        /does not certify this DPU's key/,
+      ],
+      ['no certificate', 'junk', /is not a PEM certificate/],
+    ]
+    for (const [what, pem, message] of refusals) {
+      await t.rejects(reopened.use(pem), { code: 'AGENT_SB_CERTIFICATE_REFUSED', message }, what)
+    }
+    const later = new Date(Date.now() + 400 * 86_400_000)
+    await t.rejects(reopened.use(certified, later), { message: /is not valid now/ }, 'expired')
+    t.equal(await readFile(sb.file, 'utf8'), identity.cert, 'a refusal changes nothing')
+  },
+)
+
+t.test('a kept file that is not this DPU’s certificate is replaced by the identity', async (t) => {
+  const { runDir, group, root, identity } = await identities(t)
+  const foreign = await group.certifyKeyOf((await root.issueIdentity({ commonName: 'x' })).cert)
+  await writeFile(join(runDir, 'sb-client.crt'), foreign)
+  const sb = await SouthboundCertificate.open(identity, runDir)
+  t.equal(sb.current, identity.cert)
+  t.equal(await readFile(sb.file, 'utf8'), identity.cert)
+})
