@@ -18,7 +18,11 @@ import {
   isolateStaleBindings,
 } from './internal/agent-jobs.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
-import { dpuFollowsOneGroup, leavePreviousCentral } from './internal/dpu-central.ts'
+import {
+  chassisCertificateFor,
+  dpuFollowsOneGroup,
+  leavePreviousCentral,
+} from './internal/dpu-central.ts'
 import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
 import { allocateAddresses, sameMemberSettings } from './internal/host-addresses.ts'
 import { agentConfigured, configureRequestOf } from './internal/host-configure.ts'
@@ -167,9 +171,24 @@ async function signalAgent(
   relayIp: string | undefined,
 ): Promise<ChildRef[]> {
   const dpuId = host.spec.dpu.id
+  const sbCertificate = await chassisCertificateFor(deps, group.name, dpuId).catch(
+    (error: unknown) =>
+      failOrRetry(error, (e) =>
+        setHostStatus(deps, host.name, host.specVersion, {
+          attempt: host.attempt,
+          phase: 'Failed',
+          condition: {
+            type: 'AgentConfigured',
+            status: 'False',
+            reason: 'ChassisIdentityRefused',
+            message: e.message,
+          },
+        }),
+      ),
+  )
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
   const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(group.name) : undefined
-  const request = configureRequestOf(host, group, { sbRemote, relayIp, relayId })
+  const request = configureRequestOf(host, group, { sbRemote, sbCertificate, relayIp, relayId })
   const configure = await addConfigure(deps, request, host.attempt)
   return [...stale, configure]
 }

@@ -6,17 +6,25 @@
  * On disk: `<dataDir>/centrals/<centralDirName(group)>/` holds the databases, sockets,
  * logs, `group` (the group's name, so `groups()` survives a restart) and `sb.port` (the
  * SB port DPUs were told, reused on every start).
+ *
+ * Over TLS a group's SB admits only its own chassis: it checks client certificates
+ * against the group's own chassis CA (`chassis-ca/` in its directory), never Hydrazine's
+ * CA, so a DPU's identity alone opens no group's SB. A DPU serving the group presents its
+ * identity's key certified by that CA (`chassisCertificate`, sent with its `configure`);
+ * a DPU of another group, holding only its identity or another group's certificate, fails
+ * the TLS handshake and reads nothing. Releasing the group removes its CA with its files.
  */
-import { createHash } from 'node:crypto'
+import { createHash, X509Certificate } from 'node:crypto'
 import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { ConfigError } from '../lib/errors.ts'
 import {
   CentralUnavailableError,
+  ChassisIdentityRefused,
   type OvnCentralEndpoints,
   type OvnCentralProvider,
 } from '../lib/ovn/central.ts'
-import type { CertificateAuthority } from '../lib/pki/index.ts'
+import { type CertificateAuthority, openCertificateAuthority } from '../lib/pki/index.ts'
 import { type Daemon, type DaemonExit, requireBinary } from '../lib/process/daemon.ts'
 import { MissingBinaryError } from '../lib/process/errors.ts'
 import { canConnect } from '../lib/process/ports.ts'
@@ -42,6 +50,7 @@ export interface PerGroupCentralsOptions {
 
 /** A provider of per-group centrals that can be shut down. */
 export interface PerGroupCentrals extends OvnCentralProvider {
+  chassisCertificate: NonNullable<OvnCentralProvider['chassisCertificate']>
   /** Stops every central (their files stay, for the next start); no restarts after it. */
   close(): Promise<void>
 }
@@ -56,6 +65,9 @@ const MAX_BACKOFF_MS = 5000
 const STABLE_MS = 10_000
 /** How long a start waits for its SB port to be let go before it picks another. */
 const PORT_WAIT_MS = 2000
+/** Validity of a chassis certificate; one with less than `RENEW_MS` left is issued anew. */
+const CHASSIS_CERT_DAYS = 365
+const RENEW_MS = 30 * 24 * 60 * 60 * 1000
 /** Longest path of a unix socket (sun_path, including its NUL). */
 const MAX_SOCKET_PATH = 107
 
@@ -97,6 +109,8 @@ interface Central {
   backoffMs: number
   /** Ends a backoff wait early (release, close). */
   wake?: (() => void) | undefined
+  /** The CA its TLS SB checks chassis against (opened by its first start). */
+  chassisCa?: CertificateAuthority | undefined
 }
 
 /**
@@ -154,11 +168,15 @@ export async function startPerGroupCentrals(
       if (!(await canConnect({ port: sbPort }))) break
       await new Promise((r) => setTimeout(r, 100))
     }
+    // Opened on every start: a CA removed with the central's files is made anew (its DPUs
+    // then need new certificates, which their next configure brings).
+    if (tls) c.chassisCa = await openCertificateAuthority(join(c.dir, 'chassis-ca'))
     const started = await startOvnCentral({
       dir: c.dir,
       pki: options.pki,
       listenAddress,
       tls,
+      ...(c.chassisCa ? { chassisCaFile: c.chassisCa.caFile } : {}),
       ...(sbPort > 0 && sbPort < 65536 ? { sbPort } : {}),
       certDir: c.dir,
       log: (line) => log(`central of group ${c.group}: ${line}`),
@@ -238,6 +256,36 @@ export async function startPerGroupCentrals(
     if (run) await stopAll(run.daemons)
   }
 
+  const certifying = new Map<string, Promise<string | undefined>>()
+  /** `chassisCertificate`: the DPU's identity key certified by the group's chassis CA. */
+  const certify = async (
+    group: string,
+    { id, identity }: { readonly id: string; readonly identity: string | null },
+  ): Promise<string | undefined> => {
+    if (!tls) return undefined
+    const refuse = (why: string) => new ChassisIdentityRefused(group, id, why)
+    if (identity === null) throw refuse('no certificate of it is on record')
+    if (!options.pki.issued(identity)) {
+      throw refuse("its certificate is not a valid one of Hydrazine's CA")
+    }
+    const holder = new X509Certificate(identity)
+    if (holder.subject !== `CN=${id}`) throw refuse(`its certificate names ${holder.subject}`)
+    await provider.ensure(group)
+    const ca = centrals.get(group)?.chassisCa
+    if (!ca) throw new CentralUnavailableError(group, 'it was released', { retryable: false })
+    // One per DPU and key, kept while it has a while to run: the agent then gets the same
+    // certificate on every configure and has no reason to reconnect.
+    const file = join(ca.dir, `chassis-${id}.crt`)
+    const kept = await readFile(file, 'utf8').catch(() => undefined)
+    if (kept && ca.issued(kept, new Date(Date.now() + RENEW_MS)) && sameKey(kept, holder)) {
+      return kept
+    }
+    const cert = await ca.certifyKeyOf(identity, CHASSIS_CERT_DAYS)
+    await writeFile(`${file}.tmp`, cert)
+    await rename(`${file}.tmp`, file)
+    return cert
+  }
+
   const provider: PerGroupCentrals = {
     async ensure(group) {
       if (closed)
@@ -295,6 +343,16 @@ export async function startPerGroupCentrals(
       return done
     },
 
+    chassisCertificate(group, dpu) {
+      // One at a time per group and DPU: two attaches at once get the same certificate.
+      const key = `${group}\n${dpu.id}`
+      const earlier = certifying.get(key)
+      if (earlier) return earlier
+      const done = certify(group, dpu).finally(() => certifying.delete(key))
+      certifying.set(key, done)
+      return done
+    },
+
     async list() {
       return [...centrals.values()].flatMap((c) =>
         c.running?.daemons.every((d) => d.running) ? [c.running.endpoints] : [],
@@ -333,6 +391,15 @@ async function claimDir(c: Central): Promise<void> {
     })
   await writeFile(`${file}.tmp`, c.group)
   await rename(`${file}.tmp`, file)
+}
+
+/** True when the certificate `pem` certifies the same public key as `holder`. */
+function sameKey(pem: string, holder: X509Certificate): boolean {
+  try {
+    return new X509Certificate(pem).publicKey.equals(holder.publicKey)
+  } catch {
+    return false
+  }
 }
 
 /** Stops daemons in reverse start order (northd first, NB last). */

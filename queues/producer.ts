@@ -9,6 +9,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { Queue } from 'bullmq'
+import { queueJobs, redriveHost } from '../functions/internal/redrive.ts'
 import type { Planner } from '../functions/plan.ts'
 import type { DpuCredentialIssuer, DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import type { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
@@ -178,13 +179,43 @@ export class HydrazineClient {
   /**
    * New credentials for a DPU of the inventory (operators only): a Redis user confined to
    * its own queue and heartbeat and, with a PKI, its certificate. The old ones stop working.
-   * The answer is the only place the secrets appear.
+   * The answer is the only place the secrets appear. With a certificate, the DPU's hosts
+   * are configured again (`reconfigureHostsOf`).
    */
   async issueDpuCredentials(id: string): Promise<DpuCredentials> {
     validate(Rfc1123Label, id, 'id')
     if (!(await this.store.getDpu(id))) throw new NotFoundError('DPU', id)
     if (!this.credentials) throw new CredentialsUnavailable()
-    return this.credentials.issue(id)
+    const issued = await this.credentials.issue(id)
+    if (issued.tls) {
+      // Public: kept so that each group's own central can certify the DPU's key for its SB.
+      await this.store.setDpuIdentity(id, issued.tls.cert)
+      await this.reconfigureHostsOf(id)
+    }
+    return issued
+  }
+
+  /**
+   * A DPU with a new key: what its group's SB admits certifies the old one, so each of its
+   * live hosts starts a new attempt, whose `configure` carries a certificate for the new
+   * key (the new agent takes it). A host that failed for want of a certificate on record
+   * (`ChassisIdentityRefused`) is tried again the same way.
+   */
+  private async reconfigureHostsOf(dpuId: string): Promise<void> {
+    const jobs = queueJobs(this.queue)
+    const message = `DPU ${dpuId} has new credentials: configuring it again`
+    for (const host of await this.store.dpuHosts(dpuId)) {
+      if (host.deletion) continue
+      const refused = host.status.conditions.some((c) => c.reason === 'ChassisIdentityRefused')
+      if (host.status.phase === 'Failed' && !refused) continue
+      const configured = host.status.phase === 'Ready' || host.status.phase === 'Configuring'
+      await redriveHost(
+        { store: this.store, jobs },
+        host.name,
+        { type: 'AgentConfigured', status: 'Unknown', reason: 'CredentialsIssued', message },
+        configured ? 'Configuring' : 'Attaching',
+      )
+    }
   }
 
   getDpu(id: string): Promise<Dpu | undefined> {

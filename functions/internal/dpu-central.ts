@@ -4,7 +4,9 @@
  * gateway routers on one DPU would both answer ARP for it, and one group's replies could
  * be taken in by the other's DNAT), and with a central per group its ovn-controller
  * follows that group's SB. When it moves to another group's central, the one it followed
- * before loses its `Chassis` row (`leavePreviousCentral`; not with a shared central).
+ * before loses its `Chassis` row (`leavePreviousCentral`; not with a shared central), and
+ * a group's SB that admits only its own chassis gets the DPU's certificate for it
+ * (`chassisCertificateFor`).
  */
 import type { HandlerDeps } from './deps.ts'
 import { NotReady } from './errors.ts'
@@ -54,4 +56,20 @@ export async function leavePreviousCentral(
     await deps.southbound.removeChassis(central.sbController, dpuId)
   }
   await deps.store.setDpuCentral(dpuId, group)
+}
+
+/**
+ * The certificate the DPU presents to the group's SB (`configure`'s `group.sbCertificate`):
+ * its identity's key certified by the group's own chassis CA, or undefined when the group's
+ * SB takes the DPU's identity as it is. Throws `ChassisIdentityRefused` (permanent) when
+ * the SB admits only its chassis and the DPU has no valid identity on record.
+ */
+export async function chassisCertificateFor(
+  deps: Pick<HandlerDeps, 'ovn' | 'store'>,
+  group: string,
+  dpuId: string,
+): Promise<string | undefined> {
+  if (!deps.ovn.chassisCertificate) return undefined
+  const identity = await deps.store.dpuIdentity(dpuId)
+  return deps.ovn.chassisCertificate(group, { id: dpuId, identity })
 }

@@ -16,6 +16,8 @@ import { relayMacOf, relayPortNameOf } from './network.ts'
 export interface ConfigureContext {
   /** The SB remote the DPU's ovn-controller follows. */
   readonly sbRemote: string
+  /** The certificate the DPU presents to that SB, when its identity is not enough. */
+  readonly sbCertificate?: string | undefined
   /** The group's relay address on the DPU, when it has one. */
   readonly relayIp: string | undefined
   /** The group's relay id (`StateStore.relayIdOf`), when it relays DHCP. */
@@ -26,7 +28,7 @@ export interface ConfigureContext {
 export function configureRequestOf(
   host: ManagedResource,
   group: ResourceGroup,
-  { sbRemote, relayIp, relayId }: ConfigureContext,
+  { sbRemote, sbCertificate, relayIp, relayId }: ConfigureContext,
 ): ConfigureInput {
   const { spec } = host
   const dpuId = spec.dpu.id
@@ -36,6 +38,7 @@ export function configureRequestOf(
     group: {
       name: group.name,
       sbRemote,
+      ...(sbCertificate ? { sbCertificate } : {}),
       ...(group.spec.dhcpServer
         ? {
             dhcpServer: group.spec.dhcpServer,

@@ -42,6 +42,11 @@ export interface OvnCentralOptions {
    * the CA's own directory, as `ovn-sb.crt` / `.key`.
    */
   readonly certDir?: string
+  /**
+   * The CA whose certificates the TLS SB admits as chassis (PEM file); default the
+   * `pki` CA itself, whose every DPU identity it then admits.
+   */
+  readonly chassisCaFile?: string
   /** Where progress lines go (default: nowhere). */
   readonly log?: (line: string) => void
 }
@@ -129,9 +134,10 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
     let sb: OvnCentral['sb']
     let sbPort: number
     if (tls) {
-      // Chassis connect over TLS with a certificate from our CA and get the ovn-controller
-      // role (OVN RBAC: a chassis may write only its own rows). The remote and its role
-      // live in the SB's Connection table; the key and certificates in its SSL table.
+      // Chassis connect over TLS with a certificate from the chassis CA (default: our CA)
+      // and get the ovn-controller role (OVN RBAC: a chassis may write only its own rows).
+      // The remote and its role live in the SB's Connection table; the key, certificate
+      // and the CA it checks chassis against in its SSL table.
       const port = options.sbPort
         ? await pickPort(options.sbPort, log, 'ovsdb-server(sb)')
         : await freePort(address)
@@ -155,7 +161,7 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
           'set-ssl',
           server.keyFile,
           server.certFile,
-          server.caFile,
+          options.chassisCaFile ?? server.caFile,
           '--',
           'set-connection',
           'role=ovn-controller',

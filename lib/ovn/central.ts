@@ -41,6 +41,19 @@ export interface OvnCentralProvider {
    */
   groups(): Promise<string[]>
   /**
+   * The certificate a DPU's `ovn-controller` presents to the group's SB when that SB
+   * admits only its own group's chassis (an embedded per-group central over TLS): the
+   * DPU's identity (PEM, from Hydrazine's CA, as `StateStore.dpuIdentity` keeps it)
+   * certified again by the group's own chassis CA, same CN and key. Undefined when the
+   * group's SB takes a DPU's identity as it is (a shared, external or plaintext central).
+   * Throws `ChassisIdentityRefused` when the SB needs one and the identity is missing or
+   * not a valid certificate of Hydrazine's CA for that DPU. Optional.
+   */
+  chassisCertificate?(
+    group: string,
+    dpu: { readonly id: string; readonly identity: string | null },
+  ): Promise<string | undefined>
+  /**
    * Finishes what earlier releases could not (the Kubernetes provider: a NetworkPolicy kept
    * while its central's pods were stopping). Reconcile calls it; optional.
    */
@@ -74,6 +87,25 @@ export class CentralUnavailableError extends HydrazineError {
   ) {
     super('OVN_CENTRAL_UNAVAILABLE', `OVN central of group ${group}: ${why}`, options)
     this.reason = options.reason ?? 'CentralUnavailable'
+  }
+}
+
+/**
+ * A group's SB admits only its own chassis, and the DPU's certificate on record cannot be
+ * certified for it: there is none (its credentials were issued without a PKI, or by a
+ * version that did not keep it), or it is not a valid one of Hydrazine's CA for that DPU.
+ * The DPU needs new credentials. Not retryable.
+ */
+export class ChassisIdentityRefused extends HydrazineError {
+  constructor(
+    readonly group: string,
+    readonly dpuId: string,
+    why: string,
+  ) {
+    super(
+      'CHASSIS_IDENTITY_REFUSED',
+      `DPU ${dpuId} cannot join the SB of group ${group}: ${why}; issue its credentials again`,
+    )
   }
 }
 

@@ -8,7 +8,11 @@ export type {
   OvnCentralEndpoints,
   OvnCentralProvider,
 } from './central.ts'
-export { CentralUnavailableError, sharedCentralProvider } from './central.ts'
+export {
+  CentralUnavailableError,
+  ChassisIdentityRefused,
+  sharedCentralProvider,
+} from './central.ts'
 export type { ClientEvent, OvsdbClientOptions, TransactionTiming } from './client.ts'
 export { OvsdbClient } from './client.ts'
 export type { OvsdbTlsOptions } from './connection.ts'

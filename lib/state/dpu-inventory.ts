@@ -62,7 +62,7 @@ export class DpuInventory {
       throw new StoreConflict(`DPU ${id} serves hosts; delete them first`, 'InUse')
     }
     if (dpu?.spec.tenantId) await this.#redis.srem(keys.tenantDpus(dpu.spec.tenantId), id)
-    await this.#redis.del(keys.dpuCentral(id))
+    await this.#redis.del(keys.dpuCentral(id), keys.dpuIdentity(id))
     await this.#records.changed('dpu', id, dpu?.spec.tenantId ? { tenant: dpu.spec.tenantId } : {})
     return Number(reply) === 1
   }
@@ -85,5 +85,12 @@ export class DpuInventory {
   }
   async setCentral(dpuId: string, group: string): Promise<void> {
     await this.#redis.set(this.#keys.dpuCentral(dpuId), group)
+  }
+  /** The DPU's certificate from Hydrazine's CA (PEM), as last issued; null: none. */
+  identity(dpuId: string): Promise<string | null> {
+    return this.#redis.get(this.#keys.dpuIdentity(dpuId))
+  }
+  async setIdentity(dpuId: string, certificate: string): Promise<void> {
+    await this.#redis.set(this.#keys.dpuIdentity(dpuId), certificate)
   }
 }

@@ -48,6 +48,10 @@ export class StoreKeys {
   dpuCentral(dpuId: string): string {
     return `${this.prefix}dpu:${dpuId}:central`
   }
+  /** A DPU's certificate (PEM) from Hydrazine's CA, as last issued. */
+  dpuIdentity(dpuId: string): string {
+    return `${this.prefix}dpu:${dpuId}:identity`
+  }
   /** Hosts force-detached from a DPU that it must still isolate. */
   needsIsolation(dpuId: string): string {
     return `${this.prefix}dpu:${dpuId}:needs-isolation`

@@ -355,6 +355,17 @@ export class StateStore {
   setDpuCentral(dpuId: string, group: string): Promise<void> {
     return this.#dpus.setCentral(dpuId, group)
   }
+  /**
+   * The DPU's certificate from Hydrazine's CA (PEM, public), as last issued with its
+   * credentials; null when none was (no PKI, or issued before this was kept). A group's
+   * own central certifies its key for the group's SB.
+   */
+  dpuIdentity(dpuId: string): Promise<string | null> {
+    return this.#dpus.identity(dpuId)
+  }
+  setDpuIdentity(dpuId: string, certificate: string): Promise<void> {
+    return this.#dpus.setIdentity(dpuId, certificate)
+  }
 
   // ── the store as a whole ───────────────────────────────────────────────────
 

@@ -4,7 +4,7 @@
  * release removes it; a new controller process finds every group's central again.
  */
 import { execFile } from 'node:child_process'
-import { readFile, rm, stat } from 'node:fs/promises'
+import { readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -237,29 +237,100 @@ t.test('a new provider on the same data dir finds every central again', async (t
   t.same(await switches(a2.nb), ['x'], 'and the same data')
 })
 
-t.test('TLS: the SB speaks SSL with a certificate kept in the group dir', async (t) => {
+t.test("TLS: each group's SB admits only the DPUs certified for that group", async (t) => {
   const { centrals, dataDir, pki } = await centralsIn(t, undefined, { tls: true })
   const first = await centrals.ensure('group-a')
+  const b = await centrals.ensure('group-b')
   t.match(first.sb, /^ssl:127\.0\.0\.1:\d+$/, 'an ssl: remote')
   const dir = centralDir(dataDir, 'group-a')
   t.ok(await exists(join(dir, 'sb-server.key')), 'its server key lives with the central')
-  const client = await pki.writeIssued('dpu-1', await pki.issueClient({ commonName: 'dpu-1' }))
-  const sbctl = (sb: string) =>
+
+  // dpu-1 serves group-a, dpu-2 group-b: both hold an identity from Hydrazine's CA.
+  const identity1 = await pki.issueIdentity({ commonName: 'dpu-1' })
+  const identity2 = await pki.issueIdentity({ commonName: 'dpu-2' })
+  const files1 = await pki.writeIssued('dpu-1', identity1)
+  const files2 = await pki.writeIssued('dpu-2', identity2)
+  const inA = await centrals.chassisCertificate('group-a', {
+    id: 'dpu-1',
+    identity: identity1.cert,
+  })
+  const inB = await centrals.chassisCertificate('group-b', {
+    id: 'dpu-2',
+    identity: identity2.cert,
+  })
+  if (!inA || !inB) throw new Error('a TLS central certifies its chassis')
+  const inAFile = join(dataDir, 'dpu-1-in-a.crt')
+  const inBFile = join(dataDir, 'dpu-2-in-b.crt')
+  await writeFile(inAFile, inA)
+  await writeFile(inBFile, inB)
+  t.equal(
+    await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity1.cert }),
+    inA,
+    'asked again: the same certificate (the agent has no reason to reconnect)',
+  )
+
+  const sbctl = (sb: string, key: string, cert: string) =>
     run('ovn-sbctl', [
       `--db=${sb}`,
-      '--timeout=5',
-      `--private-key=${client.keyFile}`,
-      `--certificate=${client.certFile}`,
-      `--ca-cert=${client.caFile}`,
+      '--timeout=3',
+      `--private-key=${key}`,
+      `--certificate=${cert}`,
+      `--ca-cert=${pki.caFile}`,
       'show',
     ])
-  await sbctl(first.sb)
-  t.pass('a DPU certificate from the CA reads the SB')
+  await sbctl(first.sb, files1.keyFile, inAFile)
+  t.pass("dpu-1 with its group-a certificate reads group-a's SB")
+  await sbctl(b.sb, files2.keyFile, inBFile)
+  t.pass("dpu-2 with its group-b certificate reads group-b's SB")
+  await t.rejects(
+    sbctl(first.sb, files1.keyFile, files1.certFile),
+    "a DPU's identity alone opens no group's SB",
+  )
+  await t.rejects(
+    sbctl(first.sb, files2.keyFile, inBFile),
+    "group-b's DPU, with its group-b certificate, cannot reach group-a's SB",
+  )
+  const client = await pki.writeIssued('other', await pki.issueClient({ commonName: 'other' }))
+  await t.rejects(
+    sbctl(first.sb, client.keyFile, client.certFile),
+    "nor can any other client certificate of Hydrazine's CA",
+  )
+
+  await t.rejects(
+    centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: null }),
+    { code: 'CHASSIS_IDENTITY_REFUSED', message: /no certificate of it is on record/ },
+    'no identity on record: refused, naming why',
+  )
+  await t.rejects(
+    centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity2.cert }),
+    { code: 'CHASSIS_IDENTITY_REFUSED', message: /names CN=dpu-2/ },
+    "another DPU's identity is not certified as this one",
+  )
+  const stranger = await openCertificateAuthority(join(dataDir, 'stranger'))
+  const forged = await stranger.issueIdentity({ commonName: 'dpu-1' })
+  await t.rejects(
+    centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: forged.cert }),
+    { code: 'CHASSIS_IDENTITY_REFUSED', message: /not a valid one of Hydrazine's CA/ },
+    'an identity from another CA is refused',
+  )
 
   await centrals.close()
   const again = await centralsIn(t, dataDir, { tls: true })
   const second = await again.centrals.ensure('group-a')
   t.equal(second.sb, first.sb, 'the same ssl: remote after a restart')
-  await sbctl(second.sb)
-  t.pass('and answers there')
+  await sbctl(second.sb, files1.keyFile, inAFile)
+  t.pass("and the same chassis CA: dpu-1's certificate still opens it")
+  await again.centrals.release('group-a')
+  t.notOk(await exists(join(dir, 'chassis-ca')), "released, the group's chassis CA is gone")
+})
+
+t.test('plaintext centrals certify nothing: the identity is enough', async (t) => {
+  const { centrals, pki } = await centralsIn(t)
+  await centrals.ensure('group-a')
+  const identity = await pki.issueIdentity({ commonName: 'dpu-1' })
+  t.equal(
+    await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity.cert }),
+    undefined,
+  )
+  t.equal(await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: null }), undefined)
 })

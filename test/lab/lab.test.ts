@@ -9,8 +9,8 @@
 import { access, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { labPrefix } from '../../infra/lab/dpu.ts'
-import { type Lab, type LabHost, startLab } from '../../infra/lab/lab.ts'
+import { labPrefix, run } from '../../infra/lab/dpu.ts'
+import { type Lab, type LabDpu, type LabHost, startLab } from '../../infra/lab/lab.ts'
 import { capture, eventually, icmpInEchos, netnsExec, pings } from '../../infra/lab/probes.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { attachHost, type HostAccess, hostReady, isGone, phaseIs } from './api.ts'
@@ -122,6 +122,34 @@ await labTest('Hydrazine on a simulated data centre', async (t) => {
       t.ok(await pings(a2.netns, network.gateway), 'a2 → gateway')
     },
   )
+
+  await t.test("each group's SB admits its own DPUs' certificates only", async (t) => {
+    // What each agent presents (`sb-client.crt`, with its own key), tried from outside.
+    const sbShow = (
+      sb: string,
+      dpu: LabDpu,
+      cert = join(dpu.sim.dataDir, 'agent', 'sb-client.crt'),
+    ) =>
+      run('ovn-sbctl', [
+        `--db=${sb}`,
+        '--timeout=3',
+        `--private-key=${join(dpu.sim.dataDir, 'credentials', 'dpu.key')}`,
+        `--certificate=${cert}`,
+        `--ca-cert=${join(dpu.sim.dataDir, 'credentials', 'ca.crt')}`,
+        '--bare',
+        '--columns=name',
+        'list',
+        'Chassis',
+      ])
+    t.match(await sbShow(centralA.sb, dpu1), dpu1.id, "DPU1's certificate opens group A's SB")
+    t.match(await sbShow(centralB.sb, dpu3), dpu3.id, "DPU3's opens group B's")
+    await t.rejects(sbShow(centralB.sb, dpu1), "group A's DPU cannot reach group B's SB")
+    await t.rejects(sbShow(centralA.sb, dpu3), "group B's DPU cannot reach group A's SB")
+    await t.rejects(
+      sbShow(centralB.sb, dpu1, join(dpu1.sim.dataDir, 'credentials', 'dpu.crt')),
+      "nor with its identity from Hydrazine's CA",
+    )
+  })
 
   await t.test('group B (same CIDR and IPs) reaches only its own hosts', async (t) => {
     t.ok(await eventually(() => pings(b1.netns, '10.10.10.12'), 20_000), 'b1 → b2')

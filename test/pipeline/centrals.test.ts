@@ -4,11 +4,15 @@
  * rebuilt from Redis, and a deleted group's central goes with it.
  */
 import { execFile } from 'node:child_process'
-import { access } from 'node:fs/promises'
+import { X509Certificate } from 'node:crypto'
+import { access, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import {
+  dpuFabricIps,
   groupSpec,
   hostSpec,
   type Pipeline,
@@ -217,3 +221,111 @@ t.test('with one shared central too, a DPU serves one group at a time', async (t
   )
   t.equal(moved?.status.phase, 'Ready', 'and attaches once group-a left the DPU')
 })
+
+t.test(
+  "over TLS, a DPU gets a certificate for its group's SB, which only that SB admits",
+  async (t) => {
+    const p = await startPipeline(t, { perGroup: true, tls: true })
+    for (const dpu of ['dpu-1', 'dpu-2']) {
+      await p.client.applyDpu(dpu, { fabricIps: dpuFabricIps(dpu) })
+    }
+    const credentials = await p.client.issueDpuCredentials('dpu-1')
+    if (!credentials.tls) throw new Error('the pipeline issues certificates')
+    // Stand-ins that bind nothing: the SB admits a chassis only over TLS, under its own name.
+    const agent1 = await p.agent('dpu-1', { noSouthbound: true })
+    const agent2 = await p.agent('dpu-2', { noSouthbound: true })
+    const a = await readyGroup(p, 'group-a', '10.10.10.0/24', '10.10.10.1')
+    const b = await readyGroup(p, 'group-b', '10.20.0.0/24', '10.20.0.1')
+    t.match(a?.status.ovnCentral?.sb, /^ssl:127\.0\.0\.1:\d+$/, "group-a's SB speaks TLS")
+    await p.client.applyHost('host-a', hostSpec('group-a', 'dpu-1', 1))
+    const configure = await until(
+      async () => agent1.jobs.find((job) => job.name === 'configure'),
+      (job) => job !== undefined,
+    )
+    const sbCertificate: unknown = configure?.data?.group?.sbCertificate
+    if (typeof sbCertificate !== 'string') throw new Error('configure carries no sbCertificate')
+    const cert = new X509Certificate(sbCertificate)
+    t.equal(cert.subject, 'CN=dpu-1', 'named for the DPU')
+    t.ok(
+      cert.publicKey.equals(new X509Certificate(credentials.tls.cert).publicKey),
+      "certifying the DPU's own key (its private key never left the credentials answer)",
+    )
+
+    const dir = await mkdtemp(join(tmpdir(), 'hz-chassis-'))
+    t.teardown(() => rm(dir, { recursive: true, force: true }))
+    const files = {
+      key: join(dir, 'dpu-1.key'),
+      identity: join(dir, 'dpu-1.crt'),
+      inA: join(dir, 'dpu-1-in-a.crt'),
+      ca: join(dir, 'ca.crt'),
+    }
+    await writeFile(files.key, credentials.tls.key, { mode: 0o600 })
+    await writeFile(files.identity, credentials.tls.cert)
+    await writeFile(files.inA, sbCertificate)
+    await writeFile(files.ca, credentials.tls.ca)
+    const show = (sb: string | undefined, cert: string) =>
+      run('ovn-sbctl', [
+        `--db=${sb}`,
+        '--timeout=3',
+        `--private-key=${files.key}`,
+        `--certificate=${cert}`,
+        `--ca-cert=${files.ca}`,
+        'show',
+      ])
+    await show(a?.status.ovnCentral?.sb, files.inA)
+    t.pass("with it, dpu-1 reads group-a's SB")
+    await t.rejects(show(b?.status.ovnCentral?.sb, files.inA), "group-b's SB refuses it")
+    await t.rejects(
+      show(a?.status.ovnCentral?.sb, files.identity),
+      "the DPU's identity alone opens no group's SB",
+    )
+
+    // dpu-2 never had credentials issued: no certificate of it to certify.
+    await p.client.applyHost('host-b', hostSpec('group-b', 'dpu-2', 2))
+    const failed = await until(
+      () => p.client.getHost('host-b'),
+      (h) => h?.status.phase === 'Failed',
+    )
+    t.match(
+      failed?.status.conditions.find((c) => c.type === 'AgentConfigured'),
+      {
+        status: 'False',
+        reason: 'ChassisIdentityRefused',
+        message: /DPU dpu-2 cannot join the SB of group group-b: no certificate of it is on record/,
+      },
+      'a DPU without a certificate on record fails its host, saying why',
+    )
+
+    // Credentials issued (again): the DPU's hosts are configured again, for the new key.
+    const configuresOf = (agent: { jobs: { name: string; data: unknown }[] }) =>
+      agent.jobs
+        .filter((job) => job.name === 'configure')
+        .map((job) => (job.data as { group: { sbCertificate?: string } }).group.sbCertificate)
+    const issued2 = await p.client.issueDpuCredentials('dpu-2')
+    const retried = await until(
+      async () => configuresOf(agent2),
+      (certs) => certs.length > 0,
+    )
+    const for2 = retried[0] ? new X509Certificate(retried[0]) : undefined
+    t.ok(
+      issued2.tls && for2?.publicKey.equals(new X509Certificate(issued2.tls.cert).publicKey),
+      "dpu-2's host is configured with a certificate for its key",
+    )
+    t.not((await p.client.getHost('host-b'))?.status.phase, 'Failed', 'and is no longer Failed')
+
+    const reissued = await p.client.issueDpuCredentials('dpu-1')
+    const again = await until(
+      async () => configuresOf(agent1),
+      (certs) => certs.length > 1,
+    )
+    const renewed = again.at(-1)
+    t.ok(
+      reissued.tls &&
+        renewed &&
+        new X509Certificate(renewed).publicKey.equals(
+          new X509Certificate(reissued.tls.cert).publicKey,
+        ),
+      "dpu-1's new key: its host is configured again with a certificate for it",
+    )
+  },
+)

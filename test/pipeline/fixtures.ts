@@ -81,6 +81,11 @@ export async function startPipeline(
     frr?: boolean
     /** One OVN central per group (the embedded default) instead of one shared. */
     perGroup?: boolean
+    /**
+     * With `perGroup`: every group's SB over TLS (admitting only its own chassis), and DPU
+     * credentials carry a certificate from the stack's CA.
+     */
+    tls?: boolean
     /** The test's own central provider (the stack then runs no OVN central). */
     ovn?: OvnCentralProvider
     /** Called at each named step a handler reaches (`attach:allocated`, …). */
@@ -121,6 +126,7 @@ export async function startPipeline(
       listenAddress: '127.0.0.1',
       pki: stack.pki,
       log: () => {},
+      ...(options.tls ? { tls: true } : {}),
     })
     const started = centrals
     t.teardown(() => started.close())
@@ -143,6 +149,14 @@ export async function startPipeline(
     ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
     ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
+    ...(options.tls
+      ? {
+          certificates: async (dpuId: string) => ({
+            ...(await stack.pki.issueIdentity({ commonName: dpuId, dnsNames: [dpuId] })),
+            ca: stack.pki.caCert,
+          }),
+        }
+      : {}),
   })
   t.teardown(() => controller.close())
   const { client } = controller
