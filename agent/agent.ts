@@ -81,11 +81,14 @@ export class Agent {
     const agent = new Agent(
       config,
       ovs,
-      new OvnController(
-        place,
-        config.ovsDb,
-        tls && sbCertificate ? { ...tls.files, cert: sbCertificate.file } : undefined,
-      ),
+      tls && sbCertificate
+        ? new OvnController(
+            place,
+            config.ovsDb,
+            { ...tls.files, cert: sbCertificate.file },
+            () => sbCertificate.current,
+          )
+        : new OvnController(place, config.ovsDb),
       new DhcpRelays(place),
       log,
       sbCertificate,
@@ -178,7 +181,7 @@ export class Agent {
 
     // The group's SB may admit only its own chassis: this is the certificate it takes
     // (refused, changing nothing, when it is not this DPU's).
-    const newCertificate = (await this.sbCertificate?.use(group.sbCertificate)) ?? false
+    await this.sbCertificate?.use(group.sbCertificate)
 
     await this.ovs.ensureBridges([
       { name: c.integrationBridge, datapathType: c.datapathType, failMode: 'secure' },
@@ -198,8 +201,9 @@ export class Agent {
       'ovn-bridge-mappings': c.bridgeMappings,
       'ovn-bridge-datapath-type': c.datapathType,
     })
-    // ovn-controller reads its certificate when it starts: a new one needs a new start.
-    if (newCertificate && this.ovnController.running) {
+    // ovn-controller reads its certificate when it starts: a new one needs a new start
+    // (also when an earlier try of this job wrote it and failed before restarting).
+    if (this.ovnController.stale) {
       this.log('southbound certificate changed: restarting ovn-controller')
       await this.ovnController.stop()
     }

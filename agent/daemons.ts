@@ -53,12 +53,24 @@ export interface TlsFiles {
 export class OvnController {
   private daemon: Daemon | undefined
   private starting: Promise<Daemon> | undefined
+  /** The certificate (PEM) in `tls.cert` when the running ovn-controller started. */
+  private startedWith: string | undefined
 
+  /**
+   * @param certificate what `tls.cert` holds now: ovn-controller reads it only when it
+   *   starts, so `stale` compares the two.
+   */
   constructor(
     private readonly place: DaemonPlace,
     private readonly ovsDb: string,
     private readonly tls?: TlsFiles,
+    private readonly certificate?: () => string,
   ) {}
+
+  /** Running with another certificate than `tls.cert` holds now. */
+  get stale(): boolean {
+    return this.running && this.startedWith !== this.certificate?.()
+  }
 
   get pidFile(): string {
     return join(this.place.runDir, 'ovn-controller.pid')
@@ -88,6 +100,7 @@ export class OvnController {
     const { runDir, ovsRunDir, netns, log } = this.place
     if (await stopLeftover(this.pidFile, 'ovn-controller')) log('stopped a leftover ovn-controller')
     await rm(this.pidFile, { force: true })
+    this.startedWith = this.certificate?.()
     const daemon = await startDaemon({
       name: 'ovn-controller',
       command: 'ovn-controller',
