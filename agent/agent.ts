@@ -29,7 +29,7 @@ import {
   SouthboundNeedsTls,
   WrongDpu,
 } from './errors.ts'
-import { claimOf, Key, LocalOvs, type PortSpec, releasingKey } from './ovs.ts'
+import { claimOf, Key, LocalOvs, type PortSpec, releasingKey, SB_CERTIFICATE_KEY } from './ovs.ts'
 import { portInstalled, releasedEverywhere, southboundsToAsk, waitFor } from './port-binding.ts'
 import { type Claim, claimPort, granted, type Refusal } from './port-claims.ts'
 import { relayPlan, relaySpecOf, removeRelay } from './relay-ports.ts'
@@ -77,7 +77,10 @@ export class Agent {
       log,
       ...(config.netns ? { netns: config.netns } : {}),
     }
-    const sbCertificate = tls ? await SouthboundCertificate.open(tls, config.runDir) : undefined
+    const kept = (await ovs.snapshot()).chassisIds[SB_CERTIFICATE_KEY]
+    const sbCertificate = tls
+      ? await SouthboundCertificate.open(tls, config.runDir, kept)
+      : undefined
     const agent = new Agent(
       config,
       ovs,
@@ -182,6 +185,7 @@ export class Agent {
     // The group's SB may admit only its own chassis: this is the certificate it takes
     // (refused, changing nothing, when it is not this DPU's).
     await this.sbCertificate?.use(group.sbCertificate)
+    const presented = this.sbCertificate ? { [SB_CERTIFICATE_KEY]: this.sbCertificate.current } : {}
 
     await this.ovs.ensureBridges([
       { name: c.integrationBridge, datapathType: c.datapathType, failMode: 'secure' },
@@ -200,6 +204,7 @@ export class Agent {
       'ovn-bridge': c.integrationBridge,
       'ovn-bridge-mappings': c.bridgeMappings,
       'ovn-bridge-datapath-type': c.datapathType,
+      ...presented,
     })
     // ovn-controller reads its certificate when it starts: a new one needs a new start
     // (also when an earlier try of this job wrote it and failed before restarting).

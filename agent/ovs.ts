@@ -42,6 +42,13 @@ export function releasingKey(logicalPort: string): string {
   return `hydrazine:releasing:${logicalPort}`
 }
 
+/**
+ * The Open_vSwitch row's external_ids key holding the certificate the DPU presents to the
+ * Southbound it follows (PEM): kept with `ovn-remote` in the OVS database, which outlives
+ * a reboot that empties the agent's run directory.
+ */
+export const SB_CERTIFICATE_KEY = 'hydrazine:sb-certificate'
+
 export type PortRole = 'host' | 'dhcp-relay' | 'dhcp-relay-uplink'
 const ROLES: readonly string[] = ['host', 'dhcp-relay', 'dhcp-relay-uplink'] satisfies PortRole[]
 

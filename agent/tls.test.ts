@@ -67,3 +67,14 @@ t.test('a kept file that is not this DPU’s certificate is replaced by the iden
   t.equal(sb.current, identity.cert)
   t.equal(await readFile(sb.file, 'utf8'), identity.cert)
 })
+
+t.test('after a reboot emptied the run dir, the certificate the OVS database kept', async (t) => {
+  const { runDir, group, root, identity } = await identities(t)
+  const certified = await group.certifyKeyOf(identity.cert)
+  const sb = await SouthboundCertificate.open(identity, runDir, certified)
+  t.equal(sb.current, certified, 'presents what the OVS database kept')
+  t.equal(await readFile(sb.file, 'utf8'), certified, 'written back into the run dir')
+  const foreign = await group.certifyKeyOf((await root.issueIdentity({ commonName: 'x' })).cert)
+  const other = await SouthboundCertificate.open(identity, runDir, foreign)
+  t.equal(other.current, certified, "a kept one that is not this DPU's: the file's instead")
+})

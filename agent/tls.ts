@@ -133,8 +133,9 @@ export async function loadAgentTls(
  * (`<runDir>/sb-client.crt`) that ovn-controller and the agent's own Southbound checks
  * read: the DPU's identity, or — for a group's SB that admits only its own chassis — the
  * identity's key certified by that group's chassis CA, as `configure` hands it over. The
- * file outlives the agent, so a restarted agent follows the same SB with the same
- * certificate.
+ * agent also keeps it in the OVS database (`SB_CERTIFICATE_KEY`), beside `ovn-remote`:
+ * a restarted agent, or one whose run directory a reboot emptied, follows the same SB
+ * with the same certificate.
  */
 export class SouthboundCertificate {
   private constructor(
@@ -143,12 +144,22 @@ export class SouthboundCertificate {
     private pem: string,
   ) {}
 
-  /** Opens the file under `runDir`, writing the identity into it when it has none. */
-  static async open(identity: AgentTls, runDir: string): Promise<SouthboundCertificate> {
+  /**
+   * Opens the file under `runDir` with the certificate to present: `kept` (what the OVS
+   * database holds) when it is still this DPU's, else the file's when it is, else the
+   * identity. Writes the file when it holds anything else.
+   */
+  static async open(
+    identity: AgentTls,
+    runDir: string,
+    kept?: string,
+  ): Promise<SouthboundCertificate> {
     const file = join(runDir, 'sb-client.crt')
-    const kept = await readFile(file, 'utf8').catch(() => undefined)
-    const sb = new SouthboundCertificate(identity, file, kept ?? identity.cert)
-    if (kept === undefined || sb.refusal(kept) !== undefined) await sb.write(identity.cert)
+    const inFile = await readFile(file, 'utf8').catch(() => undefined)
+    const sb = new SouthboundCertificate(identity, file, identity.cert)
+    const usable = [kept, inFile].find((pem) => pem !== undefined && !sb.refusal(pem))
+    sb.pem = usable ?? identity.cert
+    if (inFile !== sb.pem) await sb.write(sb.pem)
     return sb
   }
 

@@ -3,7 +3,7 @@
  * certificate ovn-controller shows an `ssl:` Southbound (whose CN OVN takes as the
  * chassis name).
  */
-import { mkdir, readFile } from 'node:fs/promises'
+import { mkdir, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import t from 'tap'
@@ -22,7 +22,7 @@ import { parseRemote } from '../../lib/ovn/remote.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { startDaemon } from '../../lib/process/daemon.ts'
 import { canConnect, freePort } from '../../lib/process/ports.ts'
-import { processesMentioning } from '../helpers/processes.ts'
+import { eventually, processesMentioning } from '../helpers/processes.ts'
 import { type AgentLab, dpuState, startAgentLab } from './fixture.ts'
 import { makeCa } from './pki.ts'
 
@@ -398,6 +398,29 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       const presented = join(lab.config().runDir, 'sb-client.crt')
       t.equal(await readFile(presented, 'utf8'), certified, 'ovn-controller presents it')
       t.not((await readFile(pidFile, 'utf8')).trim(), pidBefore, 'from a new start')
+      const kept = await lab.dpu.vsctl(
+        'get',
+        'Open_vSwitch',
+        '.',
+        'external_ids:"hydrazine:sb-certificate"',
+      )
+      t.equal(JSON.parse(kept.trim()), certified, 'kept in the OVS database too')
+
+      // A reboot empties the run dir; the OVS database keeps the certificate.
+      await runtime.stop()
+      await rm(presented)
+      const rebooted = await startAgentRuntime(
+        lab.config({ ...tlsOptions, installTimeoutMs: 8000 }),
+      )
+      lab.later(() => rebooted.stop())
+      t.equal(await readFile(presented, 'utf8'), certified, 'a restarted agent presents it again')
+      t.ok(
+        await eventually(
+          async () => (await rebooted.agent.observe()).ovnController.connected,
+          20_000,
+        ),
+        "and its ovn-controller is connected to the group's SB",
+      )
 
       const isolate = buildIsolatePayload('1.0', {
         dpuId: lab.dpuId,
