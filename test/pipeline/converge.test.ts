@@ -1,5 +1,6 @@
 import t from 'tap'
-import { topologyNames } from '../../lib/ovn/index.ts'
+import { GroupApplier } from '../../functions/internal/group-apply.ts'
+import { NbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
 import {
   groupSpec,
   hostSpec,
@@ -110,3 +111,41 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
   t.equal((await frr.table()).get('203.0.113.7/32'), undefined, 'the prefix was withdrawn')
   t.same(await p.client.publicIp('203.0.113.7'), { ip: '203.0.113.7', allocated: false })
 })
+
+t.test(
+  'applies arriving while one runs share one, started a batch interval after it',
+  async (t) => {
+    const p = await startPipeline(t)
+    await p.client.applyGroup('group-a', groupSpec())
+    await until(
+      () => p.client.getGroup('group-a'),
+      (g) => g?.status.phase === 'Ready',
+    )
+    const nb = new NbPool()
+    t.teardown(() => nb.close())
+    const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
+    const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
+    const deps = { store: p.controller.store, ipam: p.controller.ipam, ovn, nb, fabric }
+    const batchMs = 400
+    const groups = new GroupApplier(deps, { batchMs })
+
+    const first = groups.apply('group-a')
+    let firstEnded = 0
+    void first.then(() => {
+      firstEnded = performance.now()
+    })
+    const queued = Array.from({ length: 20 }, () => groups.apply('group-a'))
+    const results = await Promise.all([first, ...queued])
+    t.equal(new Set(results.slice(1)).size, 1, '20 callers share one apply')
+    t.not(results[1], results[0], 'which is not the one that was running')
+    const sharedEnded = performance.now()
+    t.ok(
+      sharedEnded - firstEnded >= batchMs - 5,
+      `it started ${batchMs} ms after the first ended (${Math.round(sharedEnded - firstEnded)} ms)`,
+    )
+
+    const idle = performance.now()
+    await groups.apply('group-a')
+    t.ok(performance.now() - idle < batchMs, 'with none running, an apply starts at once')
+  },
+)
