@@ -180,7 +180,7 @@ async function signalAgent(
           condition: {
             type: 'AgentConfigured',
             status: 'False',
-            reason: 'ChassisIdentityRefused',
+            reason: e.code === 'CHASSIS_IDENTITY_REFUSED' ? 'ChassisIdentityRefused' : e.code,
             message: e.message,
           },
         }),

@@ -345,7 +345,9 @@ export async function startPerGroupCentrals(
 
     chassisCertificate(group, dpu) {
       // One at a time per group and DPU: two attaches at once get the same certificate.
-      const key = `${group}\n${dpu.id}`
+      // Keyed by the identity too: a certify for a key its credentials replaced since is
+      // not this caller's.
+      const key = `${group}\n${dpu.id}\n${dpu.identity ?? ''}`
       const earlier = certifying.get(key)
       if (earlier) return earlier
       const done = certify(group, dpu).finally(() => certifying.delete(key))

@@ -107,16 +107,17 @@ export class GroupApplier {
       state.running = running
       return running
     }
+    // An apply queued and waiting out its batch interval is the one to share, even while
+    // none runs.
+    if (state.next) return state.next
     if (!state.running) return start()
-    if (!state.next) {
-      state.next = state.running
-        .catch(() => undefined)
-        .then(() => (this.#batchMs > 0 ? sleep(this.#batchMs) : undefined))
-        .then(() => {
-          state.next = undefined
-          return start()
-        })
-    }
+    state.next = state.running
+      .catch(() => undefined)
+      .then(() => (this.#batchMs > 0 ? sleep(this.#batchMs) : undefined))
+      .then(() => {
+        state.next = undefined
+        return start()
+      })
     return state.next
   }
 

@@ -149,7 +149,11 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
         '--remote=db:OVN_Southbound,SB_Global,connections',
         '--private-key=db:OVN_Southbound,SSL,private_key',
         '--certificate=db:OVN_Southbound,SSL,certificate',
-        '--ca-cert=db:OVN_Southbound,SSL,ca_cert',
+        // A chassis CA given is on the command line: the SSL row a previous start left
+        // (maybe naming another CA) never admits anyone before set-ssl below rewrites it.
+        options.chassisCaFile
+          ? `--ca-cert=${options.chassisCaFile}`
+          : '--ca-cert=db:OVN_Southbound,SSL,ca_cert',
       ])
       const target = `pssl:${port}:${hostPart(address)}`
       await run(

@@ -166,4 +166,11 @@ t.test("another CA certifies a holder's key: same CN and key, this CA's signatur
   t.notOk(group.issued(pem, new Date(Date.now() + 31 * 86_400_000)), 'not once it expired')
   t.notOk(group.issued('not a certificate'), 'text is no certificate')
   await t.rejects(group.certifyKeyOf('junk'), CertificateRequestError)
+
+  const shortLived = await root.issueIdentity({ commonName: 'dpu-b', days: 10 })
+  const capped = new X509Certificate(await group.certifyKeyOf(shortLived.cert, 365))
+  t.ok(
+    Date.parse(capped.validTo) <= Date.parse(new X509Certificate(shortLived.cert).validTo),
+    "never valid past the holder's own certificate",
+  )
 })

@@ -86,7 +86,8 @@ export interface CertificateAuthority {
   /**
    * A client certificate (clientAuth) from this CA for the subject CN and public key of
    * `cert`, a certificate another CA issued: its holder keeps its private key, and no
-   * secret leaves this process. Returns the certificate, PEM.
+   * secret leaves this process. Valid `days` (default 365), never past `cert`'s own end.
+   * Returns the certificate, PEM.
    */
   certifyKeyOf(cert: string, days?: number): Promise<string>
   /**
@@ -218,7 +219,17 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
       const commonName = holder.subjectName.getField('CN')[0]
       if (!commonName) throw new CertificateRequestError('the certificate has no CN')
       const publicKey = await holder.publicKey.export(KEY_ALGORITHM, ['verify'])
-      const cert = await sign(commonName, days, [x509.ExtendedKeyUsage.clientAuth], [], publicKey)
+      // Never outlives the holder's own certificate: a key replaced or expired there is done.
+      const left = (holder.notAfter.getTime() - Date.now()) / DAY_MS
+      if (left <= 0) throw new CertificateRequestError('the certificate has expired')
+      const validity = Math.min(days, left)
+      const cert = await sign(
+        commonName,
+        validity,
+        [x509.ExtendedKeyUsage.clientAuth],
+        [],
+        publicKey,
+      )
       return cert.toString('pem')
     },
     issued(pem, at = new Date()) {

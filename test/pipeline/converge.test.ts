@@ -144,6 +144,14 @@ t.test(
       `it started ${batchMs} ms after the first ended (${Math.round(sharedEnded - firstEnded)} ms)`,
     )
 
+    // Called while the queued apply waits out its interval (none running): it joins it
+    // rather than starting a second apply of the group beside it.
+    const running = groups.apply('group-a')
+    const waiting = groups.apply('group-a')
+    await running
+    const during = groups.apply('group-a')
+    t.equal(await during, await waiting, 'a caller during the interval shares the queued apply')
+
     const idle = performance.now()
     await groups.apply('group-a')
     t.ok(performance.now() - idle < batchMs, 'with none running, an apply starts at once')
