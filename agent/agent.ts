@@ -29,8 +29,22 @@ import {
   SouthboundNeedsTls,
   WrongDpu,
 } from './errors.ts'
-import { claimOf, Key, LocalOvs, type PortSpec, releasingKey, SB_CERTIFICATE_KEY } from './ovs.ts'
-import { portInstalled, releasedEverywhere, southboundsToAsk, waitFor } from './port-binding.ts'
+import {
+  claimOf,
+  Key,
+  LocalOvs,
+  type PortSpec,
+  releasingKey,
+  SB_CERTIFICATE_KEY,
+  sbCertificateKeyOf,
+} from './ovs.ts'
+import {
+  parseRemotes,
+  portInstalled,
+  releasedEverywhere,
+  southboundsToAsk,
+  waitFor,
+} from './port-binding.ts'
 import { type Claim, claimPort, granted, type Refusal } from './port-claims.ts'
 import { relayPlan, relaySpecOf, removeRelay } from './relay-ports.ts'
 import { type AgentTls, SouthboundCertificate } from './tls.ts'
@@ -185,7 +199,12 @@ export class Agent {
     // The group's SB may admit only its own chassis: this is the certificate it takes
     // (refused, changing nothing, when it is not this DPU's).
     await this.sbCertificate?.use(group.sbCertificate)
-    const presented = this.sbCertificate ? { [SB_CERTIFICATE_KEY]: this.sbCertificate.current } : {}
+    const presented = this.sbCertificate
+      ? {
+          [SB_CERTIFICATE_KEY]: this.sbCertificate.current,
+          [sbCertificateKeyOf(group.sbRemote)]: this.sbCertificate.current,
+        }
+      : {}
 
     await this.ovs.ensureBridges([
       { name: c.integrationBridge, datapathType: c.datapathType, failMode: 'secure' },
@@ -299,13 +318,19 @@ export class Agent {
     if (!stillNeeded) relayStopped = await removeRelay(this, job.group.name, snap.owned)
 
     const told = new Set<string>()
+    const { sbCertificate } = this
     const unbound = await waitFor(
       () =>
         releasedEverywhere({
           remotes,
           logicalPort: job.host.logicalPort,
           systemId: c.systemId,
-          ...(this.sbCertificate ? { tls: this.sbCertificate.ovsdbTls() } : {}),
+          ...(sbCertificate
+            ? {
+                tls: (remote: string) =>
+                  sbCertificate.ovsdbTls(snap.chassisIds[sbCertificateKeyOf(remote)]),
+              }
+            : {}),
           // Once per job and SB, not once per poll.
           log: (remote, line) => {
             if (!told.has(remote)) this.log(line)
@@ -316,6 +341,7 @@ export class Agent {
     )
     if (!unbound) throw new PortNotReleased(c.dpuId, job.host.logicalPort, c.installTimeoutMs)
     await this.ovs.removeChassisIds([releasingKey(job.host.logicalPort)])
+    await this.forgetSouthboundCertificates()
     const observed = await this.observe()
     return {
       dpuId: c.dpuId,
@@ -327,6 +353,24 @@ export class Agent {
       chassis: observed.chassis,
       observed,
     }
+  }
+
+  /**
+   * Forgets the certificates kept for SBs nothing may still ask: not the one ovn-controller
+   * follows, none a port is bound through, none an isolate still waits on.
+   */
+  private async forgetSouthboundCertificates(): Promise<void> {
+    const snap = await this.ovs.snapshot()
+    const inUse = new Set<string>([snap.ovnRemote ?? ''])
+    for (const p of snap.owned) inUse.add(p.externalIds[Key.sbRemote] ?? '')
+    for (const [key, value] of Object.entries(snap.chassisIds)) {
+      if (key.startsWith(releasingKey(''))) for (const r of parseRemotes(value)) inUse.add(r)
+    }
+    const prefix = sbCertificateKeyOf('')
+    const stale = Object.keys(snap.chassisIds).filter(
+      (key) => key.startsWith(prefix) && !inUse.has(key.slice(prefix.length)),
+    )
+    if (stale.length > 0) await this.ovs.removeChassisIds(stale)
   }
 
   /** What is on the DPU now: heartbeats, acks and gRPC `GetStatus` report this. */

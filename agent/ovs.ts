@@ -49,6 +49,15 @@ export function releasingKey(logicalPort: string): string {
  */
 export const SB_CERTIFICATE_KEY = 'hydrazine:sb-certificate'
 
+/**
+ * The Open_vSwitch row's external_ids key holding the certificate last presented to the SB
+ * at `remote`: an isolate that asks that SB later, after the DPU moved to another group's
+ * SB, presents it there rather than the new group's certificate, which it would refuse.
+ */
+export function sbCertificateKeyOf(remote: string): string {
+  return `${SB_CERTIFICATE_KEY}@${remote}`
+}
+
 export type PortRole = 'host' | 'dhcp-relay' | 'dhcp-relay-uplink'
 const ROLES: readonly string[] = ['host', 'dhcp-relay', 'dhcp-relay-uplink'] satisfies PortRole[]
 

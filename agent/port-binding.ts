@@ -90,12 +90,14 @@ export async function releasedEverywhere(opts: {
   remotes: readonly string[]
   logicalPort: string
   systemId: string
-  tls?: OvsdbTls
+  /** For `ssl:` remotes: what to present to each (each group's SB has its own CA). */
+  tls?: (remote: string) => OvsdbTls
   log: (remote: string, line: string) => void
 }): Promise<boolean> {
-  const { remotes, log, ...ask } = opts
+  const { remotes, log, tls, ...ask } = opts
   for (const remote of remotes) {
-    if (!(await southboundReleased({ ...ask, remote, log: (line) => log(remote, line) }))) {
+    const asked = { ...ask, remote, log: (line: string) => log(remote, line) }
+    if (!(await southboundReleased({ ...asked, ...(tls ? { tls: tls(remote) } : {}) }))) {
       return false
     }
   }
@@ -127,7 +129,7 @@ export async function southboundsToAsk(
 }
 
 /** SB remotes from their JSON array (what an isolate remembered); nothing when unreadable. */
-function parseRemotes(raw: string | undefined): string[] {
+export function parseRemotes(raw: string | undefined): string[] {
   if (!raw) return []
   try {
     const parsed: unknown = JSON.parse(raw)

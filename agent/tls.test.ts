@@ -32,6 +32,9 @@ t.test(
     t.equal(await sb.use(certified), true, 'a new certificate: changed')
     t.equal(await readFile(sb.file, 'utf8'), certified, 'written where ovn-controller reads it')
     t.equal(sb.ovsdbTls().cert, certified, "and the agent's own SB checks use it")
+    const notOurs = await group.certifyKeyOf((await root.issueIdentity({ commonName: 'x' })).cert)
+    t.equal(sb.ovsdbTls(identity.cert).cert, identity.cert, 'a certificate kept for an SB, for it')
+    t.equal(sb.ovsdbTls(notOurs).cert, certified, "one that is not this DPU's: the current one")
     t.equal(await sb.use(certified), false, 'the same again: unchanged')
 
     const reopened = await SouthboundCertificate.open(identity, runDir)

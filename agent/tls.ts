@@ -168,9 +168,13 @@ export class SouthboundCertificate {
     return this.pem
   }
 
-  /** The `tls` option of an OVSDB connection to the Southbound, with this certificate. */
-  ovsdbTls(): OvsdbTls {
-    return { ca: this.identity.ca, cert: this.pem, key: this.identity.key }
+  /**
+   * The `tls` option of an OVSDB connection to a Southbound: with `kept` (the certificate
+   * last presented to that SB) while it is still this DPU's, else the current one.
+   */
+  ovsdbTls(kept?: string): OvsdbTls {
+    const cert = kept !== undefined && this.refusal(kept) === undefined ? kept : this.pem
+    return { ca: this.identity.ca, cert, key: this.identity.key }
   }
 
   /**

@@ -434,6 +434,43 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
         { unbound: true },
         'isolate asks that SB with the same certificate',
       )
+      const keptFor = async (remote: string) =>
+        (
+          await lab.dpu.vsctl(
+            '--if-exists',
+            'get',
+            'Open_vSwitch',
+            '.',
+            `external_ids:"hydrazine:sb-certificate@${remote}"`,
+          )
+        ).trim()
+      t.equal(JSON.parse(await keptFor(own.remote)), certified, 'kept for that SB by its remote')
+
+      // The DPU moves to the first group's SB, which takes its identity; then an isolate
+      // retried from before the move still asks the own group's SB (remembered by OVS).
+      const moved = buildConfigurePayload('2.0', { ...input, specVersion: 4 })
+      const movedJob = await lab.queue.add('configure', moved, { jobId: 'configure-back' })
+      t.match(await movedJob.waitUntilFinished(lab.events, 40_000), { ovnInstalled: true })
+      t.equal(await readFile(presented, 'utf8'), identity, 'it presents its identity again')
+      await lab.dpu.vsctl(
+        'set',
+        'Open_vSwitch',
+        '.',
+        `external_ids:"hydrazine:releasing:${port}"="[\\"${own.remote}\\"]"`,
+      )
+      const retried = buildIsolatePayload('1.0', {
+        dpuId: lab.dpuId,
+        specVersion: 4,
+        group: { name: group },
+        host: { name: 'h1', logicalPort: port, hostPort: lab.host.hostPort },
+      })
+      const retriedJob = await lab.queue.add('isolate', retried, { jobId: 'isolate-retried' })
+      t.match(
+        await retriedJob.waitUntilFinished(lab.events, 40_000),
+        { unbound: true },
+        "the old group's SB is asked with the certificate it admits, not the identity",
+      )
+      t.equal(await keptFor(own.remote), '', 'then that SB is forgotten: nothing may ask it')
     },
   )
 
