@@ -377,6 +377,21 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
         const job = await lab.queue.add('configure', payload, { jobId })
         return job.waitUntilFinished(lab.events, 40_000)
       }
+      const isolate = async (jobId: string, groupName: string, specVersion: number) => {
+        const payload = buildIsolatePayload('1.0', {
+          dpuId: lab.dpuId,
+          specVersion,
+          group: { name: groupName },
+          host: { name: 'h1', logicalPort: port, hostPort: lab.host.hostPort },
+        })
+        const job = await lab.queue.add('isolate', payload, { jobId })
+        return job.waitUntilFinished(lab.events, 40_000)
+      }
+      /** An external_ids value of the DPU's Open_vSwitch row ('' when absent). */
+      const ovsId = async (key: string) =>
+        (
+          await lab.dpu.vsctl('--if-exists', 'get', 'Open_vSwitch', '.', `external_ids:"${key}"`)
+        ).trim()
 
       const before = await dpuState(lab.dpu)
       await t.rejects(
@@ -398,13 +413,11 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       const presented = join(lab.config().runDir, 'sb-client.crt')
       t.equal(await readFile(presented, 'utf8'), certified, 'ovn-controller presents it')
       t.not((await readFile(pidFile, 'utf8')).trim(), pidBefore, 'from a new start')
-      const kept = await lab.dpu.vsctl(
-        'get',
-        'Open_vSwitch',
-        '.',
-        'external_ids:"hydrazine:sb-certificate"',
+      t.equal(
+        JSON.parse(await ovsId('hydrazine:sb-certificate')),
+        certified,
+        'kept in the OVS database too',
       )
-      t.equal(JSON.parse(kept.trim()), certified, 'kept in the OVS database too')
 
       // A reboot empties the run dir; the OVS database keeps the certificate.
       await runtime.stop()
@@ -422,28 +435,12 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
         "and its ovn-controller is connected to the group's SB",
       )
 
-      const isolate = buildIsolatePayload('1.0', {
-        dpuId: lab.dpuId,
-        specVersion: 3,
-        group: { name: ownGroup },
-        host: { name: 'h1', logicalPort: port, hostPort: lab.host.hostPort },
-      })
-      const released = await lab.queue.add('isolate', isolate, { jobId: 'isolate-own' })
       t.match(
-        await released.waitUntilFinished(lab.events, 40_000),
+        await isolate('isolate-own', ownGroup, 3),
         { unbound: true },
         'isolate asks that SB with the same certificate',
       )
-      const keptFor = async (remote: string) =>
-        (
-          await lab.dpu.vsctl(
-            '--if-exists',
-            'get',
-            'Open_vSwitch',
-            '.',
-            `external_ids:"hydrazine:sb-certificate@${remote}"`,
-          )
-        ).trim()
+      const keptFor = (remote: string) => ovsId(`hydrazine:sb-certificate@${remote}`)
       t.equal(JSON.parse(await keptFor(own.remote)), certified, 'kept for that SB by its remote')
 
       // The DPU moves to the first group's SB, which takes its identity; then an isolate
@@ -458,15 +455,8 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
         '.',
         `external_ids:"hydrazine:releasing:${port}"="[\\"${own.remote}\\"]"`,
       )
-      const retried = buildIsolatePayload('1.0', {
-        dpuId: lab.dpuId,
-        specVersion: 4,
-        group: { name: group },
-        host: { name: 'h1', logicalPort: port, hostPort: lab.host.hostPort },
-      })
-      const retriedJob = await lab.queue.add('isolate', retried, { jobId: 'isolate-retried' })
       t.match(
-        await retriedJob.waitUntilFinished(lab.events, 40_000),
+        await isolate('isolate-retried', group, 4),
         { unbound: true },
         "the old group's SB is asked with the certificate it admits, not the identity",
       )

@@ -9,10 +9,11 @@
 import { access, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { labPrefix, run } from '../../infra/lab/dpu.ts'
+import { labPrefix } from '../../infra/lab/dpu.ts'
 import { type Lab, type LabDpu, type LabHost, startLab } from '../../infra/lab/lab.ts'
 import { capture, eventually, icmpInEchos, netnsExec, pings } from '../../infra/lab/probes.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
+import { southboundAnswer } from '../helpers/southbound.ts'
 import { attachHost, type HostAccess, hostReady, isGone, phaseIs } from './api.ts'
 import { labTest } from './lab-test.ts'
 
@@ -125,28 +126,35 @@ await labTest('Hydrazine on a simulated data centre', async (t) => {
 
   await t.test("each group's SB admits its own DPUs' certificates only", async (t) => {
     // What each agent presents (`sb-client.crt`, with its own key), tried from outside.
-    const sbShow = (
+    const answer = (
       sb: string,
       dpu: LabDpu,
       cert = join(dpu.sim.dataDir, 'agent', 'sb-client.crt'),
     ) =>
-      run('ovn-sbctl', [
-        `--db=${sb}`,
-        '--timeout=3',
-        `--private-key=${join(dpu.sim.dataDir, 'credentials', 'dpu.key')}`,
-        `--certificate=${cert}`,
-        `--ca-cert=${join(dpu.sim.dataDir, 'credentials', 'ca.crt')}`,
-        '--bare',
-        '--columns=name',
-        'list',
-        'Chassis',
-      ])
-    t.match(await sbShow(centralA.sb, dpu1), dpu1.id, "DPU1's certificate opens group A's SB")
-    t.match(await sbShow(centralB.sb, dpu3), dpu3.id, "DPU3's opens group B's")
-    await t.rejects(sbShow(centralB.sb, dpu1), "group A's DPU cannot reach group B's SB")
-    await t.rejects(sbShow(centralA.sb, dpu3), "group B's DPU cannot reach group A's SB")
-    await t.rejects(
-      sbShow(centralB.sb, dpu1, join(dpu1.sim.dataDir, 'credentials', 'dpu.crt')),
+      southboundAnswer(sb, {
+        key: join(dpu.sim.dataDir, 'credentials', 'dpu.key'),
+        cert,
+        ca: join(dpu.sim.dataDir, 'credentials', 'ca.crt'),
+      })
+    const a1 = await answer(centralA.sb, dpu1)
+    t.ok(
+      a1.state === 'admitted' && a1.chassis.includes(dpu1.id),
+      `DPU1's certificate opens group A's SB, which lists it (${JSON.stringify(a1)})`,
+    )
+    t.match(await answer(centralB.sb, dpu3), { state: 'admitted' }, "DPU3's opens group B's")
+    t.same(
+      await answer(centralB.sb, dpu1),
+      { state: 'refused' },
+      "group A's DPU cannot reach group B's SB",
+    )
+    t.same(
+      await answer(centralA.sb, dpu3),
+      { state: 'refused' },
+      "group B's DPU cannot reach group A's SB",
+    )
+    t.same(
+      await answer(centralB.sb, dpu1, join(dpu1.sim.dataDir, 'credentials', 'dpu.crt')),
+      { state: 'refused' },
       "nor with its identity from Hydrazine's CA",
     )
   })
