@@ -14,7 +14,7 @@
  * a DPU of another group, holding only its identity or another group's certificate, fails
  * the TLS handshake and reads nothing. Releasing the group removes its CA with its files.
  */
-import { createHash, X509Certificate } from 'node:crypto'
+import { createHash, randomBytes, X509Certificate } from 'node:crypto'
 import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { ConfigError } from '../lib/errors.ts'
@@ -67,7 +67,8 @@ const STABLE_MS = 10_000
 const PORT_WAIT_MS = 2000
 /** Validity of a chassis certificate; one with less than `RENEW_MS` left is issued anew. */
 const CHASSIS_CERT_DAYS = 365
-const RENEW_MS = 30 * 24 * 60 * 60 * 1000
+const DAY_MS = 24 * 60 * 60 * 1000
+const RENEW_MS = 30 * DAY_MS
 /** Longest path of a unix socket (sun_path, including its NUL). */
 const MAX_SOCKET_PATH = 107
 
@@ -111,6 +112,31 @@ interface Central {
   wake?: (() => void) | undefined
   /** The CA its TLS SB checks chassis against (opened by its first start). */
   chassisCa?: CertificateAuthority | undefined
+  /** Per DPU: the certificate it was last given for this SB, and the identity it certifies. */
+  readonly chassisCerts: Map<string, ChassisCert>
+}
+
+interface ChassisCert {
+  readonly identity: string
+  readonly cert: string
+  /** When `cert`, and the identity whose key it certifies, stop being valid (ms). */
+  readonly ends: number
+  readonly identityEnds: number
+}
+
+/**
+ * A chassis certificate is kept while it is valid and a new one would not last much
+ * longer: more than `RENEW_MS` left, or its identity's end (past which none is issued)
+ * less than a day beyond its own.
+ */
+function lastsEnough(c: { readonly ends: number; readonly identityEnds: number }): boolean {
+  const now = Date.now()
+  return c.ends > now && (c.ends - now > RENEW_MS || c.identityEnds - c.ends < DAY_MS)
+}
+
+/** When a certificate (PEM) stops being valid (ms). */
+function endOf(pem: string): number {
+  return Date.parse(new X509Certificate(pem).validTo)
 }
 
 /**
@@ -170,7 +196,10 @@ export async function startPerGroupCentrals(
     }
     // Opened on every start: a CA removed with the central's files is made anew (its DPUs
     // then need new certificates, which their next configure brings).
-    if (tls) c.chassisCa = await openCertificateAuthority(join(c.dir, 'chassis-ca'))
+    if (tls) {
+      c.chassisCa = await openCertificateAuthority(join(c.dir, 'chassis-ca'))
+      c.chassisCerts.clear()
+    }
     const started = await startOvnCentral({
       dir: c.dir,
       pki: options.pki,
@@ -265,24 +294,34 @@ export async function startPerGroupCentrals(
     if (!tls) return undefined
     const refuse = (why: string) => new ChassisIdentityRefused(group, id, why)
     if (identity === null) throw refuse('no certificate of it is on record')
+    await provider.ensure(group)
+    const c = centrals.get(group)
+    const ca = c?.chassisCa
+    if (!c || !ca) throw new CentralUnavailableError(group, 'it was released', { retryable: false })
+    // One per DPU and key, kept while a new one would not last longer: the agent then gets
+    // the same certificate on every configure and has no reason to reconnect. An attach
+    // for a DPU certified already costs a lookup, no file and no signature check.
+    const known = c.chassisCerts.get(id)
+    if (known?.identity === identity && lastsEnough(known)) return known.cert
     if (!options.pki.issued(identity)) {
       throw refuse("its certificate is not a valid one of Hydrazine's CA")
     }
     const holder = new X509Certificate(identity)
     if (holder.subject !== `CN=${id}`) throw refuse(`its certificate names ${holder.subject}`)
-    await provider.ensure(group)
-    const ca = centrals.get(group)?.chassisCa
-    if (!ca) throw new CentralUnavailableError(group, 'it was released', { retryable: false })
-    // One per DPU and key, kept while it has a while to run: the agent then gets the same
-    // certificate on every configure and has no reason to reconnect.
+    const identityEnds = Date.parse(holder.validTo)
     const file = join(ca.dir, `chassis-${id}.crt`)
     const kept = await readFile(file, 'utf8').catch(() => undefined)
-    if (kept && ca.issued(kept, new Date(Date.now() + RENEW_MS)) && sameKey(kept, holder)) {
-      return kept
+    const keptEnds = kept && ca.issued(kept) && sameKey(kept, holder) ? endOf(kept) : undefined
+    let cert: string
+    if (kept && keptEnds !== undefined && lastsEnough({ ends: keptEnds, identityEnds })) {
+      cert = kept
+    } else {
+      cert = await ca.certifyKeyOf(identity, CHASSIS_CERT_DAYS)
+      const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
+      await writeFile(tmp, cert)
+      await rename(tmp, file)
     }
-    const cert = await ca.certifyKeyOf(identity, CHASSIS_CERT_DAYS)
-    await writeFile(`${file}.tmp`, cert)
-    await rename(`${file}.tmp`, file)
+    c.chassisCerts.set(id, { identity, cert, ends: endOf(cert), identityEnds })
     return cert
   }
 
@@ -303,6 +342,7 @@ export async function startPerGroupCentrals(
           dir: centralDir(options.dataDir, group),
           stopped: false,
           backoffMs: MIN_BACKOFF_MS,
+          chassisCerts: new Map(),
         }
         centrals.set(group, c)
       }

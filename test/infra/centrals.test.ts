@@ -4,6 +4,7 @@
  * release removes it; a new controller process finds every group's central again.
  */
 import { execFile } from 'node:child_process'
+import { X509Certificate } from 'node:crypto'
 import { readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -17,6 +18,7 @@ import {
 import type { OvnCentralEndpoints } from '../../lib/ovn/central.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { eventually, processesMentioning } from '../helpers/processes.ts'
+import { southboundAnswer } from '../helpers/southbound.ts'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
 
 const run = promisify(execFile)
@@ -269,30 +271,33 @@ t.test("TLS: each group's SB admits only the DPUs certified for that group", asy
     'asked again: the same certificate (the agent has no reason to reconnect)',
   )
 
-  const sbctl = (sb: string, key: string, cert: string) =>
-    run('ovn-sbctl', [
-      `--db=${sb}`,
-      '--timeout=3',
-      `--private-key=${key}`,
-      `--certificate=${cert}`,
-      `--ca-cert=${pki.caFile}`,
-      'show',
-    ])
-  await sbctl(first.sb, files1.keyFile, inAFile)
-  t.pass("dpu-1 with its group-a certificate reads group-a's SB")
-  await sbctl(b.sb, files2.keyFile, inBFile)
-  t.pass("dpu-2 with its group-b certificate reads group-b's SB")
-  await t.rejects(
-    sbctl(first.sb, files1.keyFile, files1.certFile),
+  const ca = pki.caFile
+  const answer = async (sb: string, key: string, cert: string) =>
+    (await southboundAnswer(sb, { key, cert, ca })).state
+  t.equal(
+    await answer(first.sb, files1.keyFile, inAFile),
+    'admitted',
+    "dpu-1 with its group-a certificate reads group-a's SB",
+  )
+  t.equal(
+    await answer(b.sb, files2.keyFile, inBFile),
+    'admitted',
+    "dpu-2 with its group-b certificate reads group-b's SB",
+  )
+  t.equal(
+    await answer(first.sb, files1.keyFile, files1.certFile),
+    'refused',
     "a DPU's identity alone opens no group's SB",
   )
-  await t.rejects(
-    sbctl(first.sb, files2.keyFile, inBFile),
+  t.equal(
+    await answer(first.sb, files2.keyFile, inBFile),
+    'refused',
     "group-b's DPU, with its group-b certificate, cannot reach group-a's SB",
   )
   const client = await pki.writeIssued('other', await pki.issueClient({ commonName: 'other' }))
-  await t.rejects(
-    sbctl(first.sb, client.keyFile, client.certFile),
+  t.equal(
+    await answer(first.sb, client.keyFile, client.certFile),
+    'refused',
     "nor can any other client certificate of Hydrazine's CA",
   )
 
@@ -306,6 +311,19 @@ t.test("TLS: each group's SB admits only the DPUs certified for that group", asy
     { code: 'CHASSIS_IDENTITY_REFUSED', message: /names CN=dpu-2/ },
     "another DPU's identity is not certified as this one",
   )
+  // An identity that ends within a month: its certificate ends with it, and is kept.
+  const shortLived = await pki.issueIdentity({ commonName: 'dpu-3', days: 10 })
+  const ask3 = () =>
+    centrals.chassisCertificate('group-a', { id: 'dpu-3', identity: shortLived.cert })
+  const in3 = await ask3()
+  t.ok(
+    in3 &&
+      Date.parse(new X509Certificate(in3).validTo) <=
+        Date.parse(new X509Certificate(shortLived.cert).validTo),
+    "a chassis certificate never outlives the DPU's identity",
+  )
+  t.equal(await ask3(), in3, 'and is not issued anew on every configure')
+
   const stranger = await openCertificateAuthority(join(dataDir, 'stranger'))
   const forged = await stranger.issueIdentity({ commonName: 'dpu-1' })
   await t.rejects(
@@ -318,8 +336,11 @@ t.test("TLS: each group's SB admits only the DPUs certified for that group", asy
   const again = await centralsIn(t, dataDir, { tls: true })
   const second = await again.centrals.ensure('group-a')
   t.equal(second.sb, first.sb, 'the same ssl: remote after a restart')
-  await sbctl(second.sb, files1.keyFile, inAFile)
-  t.pass("and the same chassis CA: dpu-1's certificate still opens it")
+  t.equal(
+    await answer(second.sb, files1.keyFile, inAFile),
+    'admitted',
+    "and the same chassis CA: dpu-1's certificate still opens it",
+  )
   await again.centrals.release('group-a')
   t.notOk(await exists(join(dir, 'chassis-ca')), "released, the group's chassis CA is gone")
 })
