@@ -318,7 +318,12 @@ export class Agent {
     if (!stillNeeded) relayStopped = await removeRelay(this, job.group.name, snap.owned)
 
     const told = new Set<string>()
+    // What to present to each SB, decided once, not on every poll: the certificate last
+    // presented there, else the current one.
     const { sbCertificate } = this
+    const tlsOf = new Map(
+      remotes.map((r) => [r, sbCertificate?.ovsdbTls(snap.chassisIds[sbCertificateKeyOf(r)])]),
+    )
     const unbound = await waitFor(
       () =>
         releasedEverywhere({
@@ -326,10 +331,7 @@ export class Agent {
           logicalPort: job.host.logicalPort,
           systemId: c.systemId,
           ...(sbCertificate
-            ? {
-                tls: (remote: string) =>
-                  sbCertificate.ovsdbTls(snap.chassisIds[sbCertificateKeyOf(remote)]),
-              }
+            ? { tls: (remote: string) => tlsOf.get(remote) ?? sbCertificate.ovsdbTls() }
             : {}),
           // Once per job and SB, not once per poll.
           log: (remote, line) => {

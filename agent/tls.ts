@@ -7,7 +7,7 @@
  * `system-id`; the agent refuses to start otherwise, and when the certificate was not
  * issued by the CA, does not match the key, or is not valid now.
  */
-import { createPrivateKey, X509Certificate } from 'node:crypto'
+import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto'
 import { readFile, rename, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { ConfigError } from '../lib/errors.ts'
@@ -59,6 +59,13 @@ function certificates(pem: string): X509Certificate[] {
   return blocks.map((b) => new X509Certificate(b))
 }
 
+/** Why `cert` is not valid at `now`, or undefined when it is. */
+function notValidAt(cert: X509Certificate, now: Date): string | undefined {
+  const t = now.getTime()
+  if (Date.parse(cert.validFrom) <= t && t <= Date.parse(cert.validTo)) return undefined
+  return `is not valid now (${cert.validFrom} to ${cert.validTo})`
+}
+
 /** The CN of an X.509 subject as Node prints it (`CN=dpu-1\nO=…`). */
 export function commonNameOf(cert: X509Certificate): string | undefined {
   return cert.subject
@@ -108,9 +115,8 @@ export async function loadAgentTls(
   if (!cas.some((ca) => cert.checkIssued(ca) && cert.verify(ca.publicKey))) {
     throw refuse('tlsCert', `was not issued by --tls-ca (its issuer: ${cert.issuer})`)
   }
-  if (Date.parse(cert.validFrom) > now.getTime() || Date.parse(cert.validTo) < now.getTime()) {
-    throw refuse('tlsCert', `is not valid now (${cert.validFrom} to ${cert.validTo})`)
-  }
+  const expired = notValidAt(cert, now)
+  if (expired) throw refuse('tlsCert', expired)
   const commonName = commonNameOf(cert)
   if (commonName !== config.systemId) {
     throw refuse(
@@ -138,11 +144,16 @@ export async function loadAgentTls(
  * with the same certificate.
  */
 export class SouthboundCertificate {
+  /** The identity's key, parsed once: every certificate offered is checked against it. */
+  private readonly privateKey: KeyObject
+
   private constructor(
     private readonly identity: AgentTls,
     readonly file: string,
     private pem: string,
-  ) {}
+  ) {
+    this.privateKey = createPrivateKey(identity.key)
+  }
 
   /**
    * Opens the file under `runDir` with the certificate to present: `kept` (what the OVS
@@ -203,13 +214,10 @@ export class SouthboundCertificate {
     if (cn !== this.identity.commonName) {
       return `names ${cn ?? '(no CN)'}, not this chassis ${this.identity.commonName}`
     }
-    if (!cert.checkPrivateKey(createPrivateKey(this.identity.key))) {
+    if (!cert.checkPrivateKey(this.privateKey)) {
       return "does not certify this DPU's key"
     }
-    if (Date.parse(cert.validFrom) > now.getTime() || Date.parse(cert.validTo) < now.getTime()) {
-      return `is not valid now (${cert.validFrom} to ${cert.validTo})`
-    }
-    return undefined
+    return notValidAt(cert, now)
   }
 
   /** Temp file and rename: ovn-controller never reads half a certificate. */
