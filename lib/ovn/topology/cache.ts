@@ -4,7 +4,13 @@ import type { MonitorHandle } from '../monitors.ts'
 import type { TableUpdates2, WireAtom, WireRow, WireSet, WireValue } from '../protocol.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import { decodeAtom } from '../values.ts'
-import { CHILD_COLUMNS, CompileMemo, TOPOLOGY_TABLES, type TopologyTable } from './compile.ts'
+import {
+  CHILD_COLUMNS,
+  CompileMemo,
+  isParentTable,
+  TOPOLOGY_TABLES,
+  type TopologyTable,
+} from './compile.ts'
 import { OWNER_KEY } from './names.ts'
 import {
   type ActualIndex,
@@ -332,7 +338,7 @@ class Links {
 
 /** A table's reference columns to the rows it holds (none: not a parent). */
 function childColumnsOf(table: TopologyTable): readonly string[] {
-  return table in CHILD_COLUMNS ? CHILD_COLUMNS[table as keyof typeof CHILD_COLUMNS] : []
+  return isParentTable(table) ? CHILD_COLUMNS[table] : []
 }
 
 function ownerOfRow(row: ActualRow): string | undefined {

@@ -55,6 +55,11 @@ export const CHILD_COLUMNS = {
   Port_Group: ['acls'],
 } as const satisfies Record<ParentRef['table'], readonly ParentRef['column'][]>
 
+/** Whether rows of `table` hold children (their reference columns are `CHILD_COLUMNS`'). */
+export function isParentTable(table: string): table is keyof typeof CHILD_COLUMNS {
+  return table in CHILD_COLUMNS
+}
+
 /**
  * Rows a row refers to without owning them (a port group's `ports`, weak references to
  * the group's host ports), by row id (`<table>/<key>`): the diff keeps the column equal
@@ -187,11 +192,12 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
   const previous = memo?.previous(g, head)
   // With a previous compile, the members are checked as the compile meets them (only the
   // new and changed ones); else the whole spec is checked here.
-  if (!previous || !Array.isArray(spec.members) || !v.is(GroupSpecHead, spec)) validate(spec)
+  const checkedWhole = !previous || !Array.isArray(spec.members) || !v.is(GroupSpecHead, spec)
+  if (checkedWhole) validate(spec)
   const state = previous ?? new GroupCompile(head)
   const after = previous?.serial
   try {
-    const { result, built, dropped } = compileInto(spec, g, state)
+    const { result, built, dropped } = compileInto(spec, g, state, !checkedWhole)
     if (memo) {
       memo.remember(g, state)
       memo.noteChanges(result, {
@@ -221,6 +227,8 @@ function compileInto(
   spec: GroupTopologySpec,
   g: string,
   s: GroupCompile,
+  /** Whether new and changed members still need checking (the whole spec was not). */
+  checkMembers: boolean,
 ): { result: DesiredRows; built: DesiredRow[]; dropped: DesiredRow[] } {
   const c = groupParts(spec)
   const stamp = ++s.stamp
@@ -295,7 +303,7 @@ function compileInto(
       entry.stamp = stamp
       continue
     }
-    if (!v.is(GroupMemberSchema, m)) validate(spec)
+    if (checkMembers && !v.is(GroupMemberSchema, m)) validate(spec)
     if (entry) leave(entry)
     const next: HostEntry = {
       member: m,

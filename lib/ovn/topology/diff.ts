@@ -12,6 +12,7 @@ import {
   type CompileChanges,
   type DesiredRow,
   type DesiredRows,
+  isParentTable,
   type ParentRef,
   rowId,
 } from './compile.ts'
@@ -41,11 +42,6 @@ function idOf(row: DesiredRow | ParentRef): string {
   return id
 }
 const ids = new WeakMap<DesiredRow | ParentRef, string>()
-
-/** Whether rows of `table` hold children (their reference columns are `CHILD_COLUMNS`'). */
-function isParent(table: string): table is keyof typeof CHILD_COLUMNS {
-  return table in CHILD_COLUMNS
-}
 
 /** `external_ids` key on the group's distributed router bumped by every apply. */
 export const GENERATION_KEY = 'hydrazine:generation'
@@ -130,7 +126,7 @@ export function diffTopology(
       named.set(id, ref)
       touched.push(id)
     }
-    if (isParent(d.table)) {
+    if (isParentTable(d.table)) {
       // A parent NB lacks is inserted with its children, once they are all known.
       parents.push({ d, id, have, slot: have ? -1 : inserts.push(undefined) - 1 })
     } else if (!have) inserts.push(nb.insert(d.table, d.row as never, ref))
@@ -165,7 +161,7 @@ export function diffTopology(
   // Parents: new ones get their children in the insert; existing ones are mutated.
   const parentOps: Operation[] = []
   for (const { d, id, have, slot } of parents) {
-    if (!isParent(d.table)) continue
+    if (!isParentTable(d.table)) continue
     const mine = missingRefs.get(id) ?? new Map<string, string[]>()
     // Linked rows (a port group's ports) as this transaction refers to them.
     const linked = d.links?.ids.flatMap((l) => refOf(l) ?? [])
