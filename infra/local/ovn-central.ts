@@ -135,7 +135,8 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
     let sbPort: number
     if (tls) {
       // Chassis connect over TLS with a certificate from the chassis CA (default: our CA)
-      // and get the ovn-controller role (OVN RBAC: a chassis may write only its own rows).
+      // and get the ovn-controller role (OVN 23.03 RBAC: a chassis writes only its own
+      // Chassis and Encap rows, but may claim any Port_Binding: who is admitted matters).
       // The remote and its role live in the SB's Connection table; the key, certificate
       // and the CA it checks chassis against in its SSL table.
       const port = options.sbPort
