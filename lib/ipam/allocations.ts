@@ -104,7 +104,7 @@ export function createAllocations(layouts: LayoutCache) {
         const args: (string | number)[] = [snapshot.version, owner, layout?.pools.length ?? 0]
         for (const pool of layout?.pools ?? []) {
           const p = k.pool(pool.index)
-          keys.push(p.res, p.excl, p.busy)
+          keys.push(p.excl, p.busy)
           args.push(pool.startHex, pool.endHex)
         }
         const [status, hex = ''] = tuple(
@@ -182,7 +182,7 @@ async function allocateFromPool(
   options: AllocateOptions,
 ): Promise<Allocation | undefined> {
   const { layouts, network, owner, version, layout } = at
-  const args = [version, owner, from.pools.length, ...from.args]
+  const args = [version, owner, ...from.args]
   const [status, hex = ''] = tuple(
     await scripts.allocateFromPool.run(layouts.redis, from.keys, args),
   )
@@ -234,7 +234,7 @@ async function allocateAddress(
   const keys = [k.meta, k.owners, k.holders]
   let offset = -1
   if (pool !== undefined) {
-    keys.push(k.pool(pool.index).res, k.pool(pool.index).busy)
+    keys.push(k.pool(pool.index).busy)
     offset = Number(address.value - pool.span.first)
   }
   const [status, detail = ''] = tuple(
@@ -291,8 +291,8 @@ function candidatePools(layouts: LayoutCache) {
     const keys = [k.meta, k.owners, k.holders]
     const args: (string | number)[] = []
     for (const pool of pools) {
-      keys.push(k.pool(pool.index).res, k.pool(pool.index).busy)
-      args.push(pool.startHex, pool.size, pool.index)
+      keys.push(k.pool(pool.index).busy)
+      args.push(pool.startHex, pool.size)
     }
     const built = { pools, keys, args }
     known.set(id, built)

@@ -15,12 +15,15 @@ export function checkId(kind: string, id: string): void {
 }
 
 export interface PoolKeys {
-  /** Bitmap: addresses held by owners. */
-  readonly res: string
   /** Bitmap: addresses never handed out automatically (see `exclusionBitmap`). */
   readonly excl: string
-  /** Bitmap: `res | excl`, where an allocation looks for its first clear bit. */
+  /** Bitmap: addresses held by owners or excluded, where an allocation looks for its first clear bit. */
   readonly busy: string
+  /**
+   * Every key the pool's bitmaps may lie under, for deleting them: `excl`, `busy` and
+   * the bitmap of held addresses alone that earlier versions kept beside them.
+   */
+  readonly all: readonly string[]
 }
 
 export interface NetworkKeys {
@@ -49,11 +52,11 @@ export function networkKeys(prefix: string, network: string): NetworkKeys {
     meta: `${base}:meta`,
     owners: `${base}:owners`,
     holders: `${base}:holders`,
-    pool: (index) => ({
-      res: `${base}:pool:${index}:res`,
-      excl: `${base}:pool:${index}:excl`,
-      busy: `${base}:pool:${index}:busy`,
-    }),
+    pool: (index) => {
+      const excl = `${base}:pool:${index}:excl`
+      const busy = `${base}:pool:${index}:busy`
+      return { excl, busy, all: [excl, busy, `${base}:pool:${index}:res`] }
+    },
   }
 }
 

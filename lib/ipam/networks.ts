@@ -344,10 +344,7 @@ async function commit(
     if (plan === undefined) return []
     const next = plan.definition === undefined ? undefined : compile(network, plan.definition)
     const keys = [k.meta, k.owners, k.holders]
-    for (const pool of current.layout?.pools ?? []) {
-      const p = k.pool(pool.index)
-      keys.push(p.res, p.excl, p.busy)
-    }
+    for (const pool of current.layout?.pools ?? []) keys.push(...k.pool(pool.index).all)
     const args: (string | number | Buffer)[] = [
       current.version,
       next === undefined ? '' : JSON.stringify(next.definition),
@@ -361,7 +358,7 @@ async function commit(
     for (const subnet of next?.subnets ?? []) {
       for (const pool of subnet.pools) {
         const p = k.pool(pool.index)
-        keys.push(p.res, p.excl, p.busy)
+        keys.push(p.excl, p.busy)
         args.push(pool.startHex, pool.endHex, exclusionBitmap(subnet, pool))
       }
     }

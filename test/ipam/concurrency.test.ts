@@ -37,7 +37,11 @@ t.test('4 processes × 2,500 allocations from one pool', async (t) => {
   t.equal(ips.length, 10_000)
   t.equal(new Set(ips).size, 10_000, 'no address handed out twice')
   t.equal(await ipam.allocatedCount('big'), 10_000)
-  t.equal(await fx.redis.bitcount(`${prefix}{net:big}:pool:0:res`), 10_000, 'bitmap count matches')
+  t.equal(
+    await fx.redis.bitcount(`${prefix}{net:big}:pool:0:busy`),
+    10_000,
+    'the busy bitmap agrees',
+  )
   t.equal(await fx.redis.hlen(`${prefix}{net:big}:holders`), 10_000)
   t.equal((await ipam.map('big')).subnets[0]?.pools[0]?.map, 'X'.repeat(10_000))
   await t.rejects(ipam.allocate('big', 'one-more'), PoolExhausted, 'the pool is exactly full')
@@ -46,6 +50,6 @@ t.test('4 processes × 2,500 allocations from one pool', async (t) => {
   const released = await Promise.all(owners.map((o) => ipam.release('big', o)))
   t.same(new Set(released), new Set(ips), 'every address comes back')
   t.equal(await ipam.allocatedCount('big'), 0)
-  t.equal(await fx.redis.bitcount(`${prefix}{net:big}:pool:0:res`), 0, 'the pool is empty')
+  t.equal(await fx.redis.bitcount(`${prefix}{net:big}:pool:0:busy`), 0, 'the busy bitmap is clear')
   t.equal((await ipam.map('big')).subnets[0]?.pools[0]?.map, '.'.repeat(10_000))
 })

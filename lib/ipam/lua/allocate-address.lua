@@ -6,8 +6,7 @@
   KEYS[1]  meta hash: version
   KEYS[2]  owners hash: owner -> address hex
   KEYS[3]  holders hash: address hex -> owner
-  KEYS[4]  res bitmap of the pool holding the address (only when ARGV[4] >= 0)
-  KEYS[5]  busy bitmap of that pool (idem)
+  KEYS[4]  busy bitmap of the pool holding the address (only when ARGV[4] >= 0)
 
   ARGV[1]  expected definition version
   ARGV[2]  owner
@@ -35,6 +34,5 @@ redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 local pos = tonumber(ARGV[4])
 if pos >= 0 then
   redis.call('SETBIT', KEYS[4], pos, 1)
-  redis.call('SETBIT', KEYS[5], pos, 1)
 end
 return {'ok', ARGV[3]}

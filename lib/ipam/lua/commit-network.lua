@@ -8,7 +8,7 @@
   KEYS[2]  owners hash: owner -> address hex
   KEYS[3]  holders hash: address hex -> owner
   KEYS[4 .. 3+nOld]           bitmap keys of the current pools (deleted)
-  KEYS[4+nOld ..]             per new pool: res, excl, busy
+  KEYS[4+nOld ..]             per new pool: excl, busy
 
   ARGV[1]  expected version (the one read; a network that does not exist has the version
            it was deleted at, or '0' if it never existed)
@@ -100,20 +100,19 @@ end
 
 for i = 1, nOld do redis.call('DEL', KEYS[3 + i]) end
 
+-- busy = excluded or held: the exclusion bitmap, then one bit per address kept.
 for p = 0, nNew - 1 do
-  local res = KEYS[4 + nOld + p * 3]
-  local excl = KEYS[5 + nOld + p * 3]
-  local busy = KEYS[6 + nOld + p * 3]
+  local excl = KEYS[4 + nOld + p * 2]
+  local busy = KEYS[5 + nOld + p * 2]
   local s = ARGV[9 + p * 3]
   local e = ARGV[10 + p * 3]
-  redis.call('DEL', res, busy)
   redis.call('SET', excl, ARGV[11 + p * 3])
+  redis.call('SET', busy, ARGV[11 + p * 3])
   for _, hex in ipairs(kept) do
     if within(hex, s, e) then
-      redis.call('SETBIT', res, offset(hex, s), 1)
+      redis.call('SETBIT', busy, offset(hex, s), 1)
     end
   end
-  redis.call('BITOP', 'OR', busy, excl, res)
 end
 
 local version = redis.call('HINCRBY', KEYS[1], 'version', 1)

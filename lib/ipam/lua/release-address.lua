@@ -1,11 +1,11 @@
 --[[
-  Takes back the address an owner holds, clearing its pool bit unless the address is
-  also excluded (gateway, network/broadcast, externally reserved).
+  Takes back the address an owner holds, clearing its pool's busy bit unless the address
+  is also excluded (gateway, network/broadcast, externally reserved).
 
   KEYS[1]  meta hash: version
   KEYS[2]  owners hash: owner -> address hex
   KEYS[3]  holders hash: address hex -> owner
-  KEYS[4 ..] per pool: res, excl, busy
+  KEYS[4 ..] per pool: excl, busy
 
   ARGV[1]  expected definition version
   ARGV[2]  owner
@@ -32,9 +32,8 @@ for p = 0, tonumber(ARGV[3]) - 1 do
   if #hex == #s and hex >= s and hex <= e then
     local pos = tonumber(string.sub(hex, -8), 16) - tonumber(string.sub(s, -8), 16)
     if pos < 0 then pos = pos + 4294967296 end
-    redis.call('SETBIT', KEYS[4 + p * 3], pos, 0)
-    if redis.call('GETBIT', KEYS[5 + p * 3], pos) == 0 then
-      redis.call('SETBIT', KEYS[6 + p * 3], pos, 0)
+    if redis.call('GETBIT', KEYS[4 + p * 2], pos) == 0 then
+      redis.call('SETBIT', KEYS[5 + p * 2], pos, 0)
     end
     break
   end
