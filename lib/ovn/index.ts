@@ -55,7 +55,7 @@ export type {
 export {
   CompileMemo,
   compileGroupTopology,
-  HOST_POLICY_PRIORITY,
+  REROUTE_POLICY_PRIORITY,
   TOPOLOGY_TABLES,
   transitAddresses,
 } from './topology/compile.ts'

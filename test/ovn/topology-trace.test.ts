@@ -305,6 +305,7 @@ async function ownedRows(client: OvsdbClient, group: string): Promise<Set<string
     'Logical_Router_Static_Route',
     'Logical_Router_Policy',
     'NAT',
+    'Address_Set',
   ] as const
   const results = await client.transact(
     nb.name,

@@ -53,7 +53,23 @@ t.test('100 hosts attached to one group at once by 2 worker processes are all Re
   const policies = (await p.nbctl('lr-policy-list', topologyNames.router('group-a')))
     .split('\n')
     .filter((l) => /reroute/.test(l))
-  t.equal(policies.length, 100, 'one reroute policy per host')
+  t.equal(policies.length, dpus.length, 'one reroute policy per DPU')
+  const sets = (
+    await p.nbctl(
+      '--bare',
+      '--columns=addresses',
+      'find',
+      'Address_Set',
+      `external_ids:"hydrazine:group"=group-a`,
+    )
+  )
+    .split(/\s+/)
+    .filter((a) => a !== '')
+  t.same(
+    [...new Set(sets)].sort(),
+    [...addresses].sort(),
+    "each host's address is in its DPU's address set, which its DPU's reroute matches",
+  )
   const routers = (await p.nbctl('--bare', '--columns=name', 'list', 'Logical_Router'))
     .split('\n')
     .filter((l) => /\/gw$/.test(l))

@@ -2,7 +2,7 @@ import t from 'tap'
 import type { Operation } from '../protocol.ts'
 import { type ActualRow, type ActualRows, diffTopology, GENERATION_KEY } from './apply.ts'
 import { compileGroupTopology, type DesiredRows, TOPOLOGY_TABLES } from './compile.ts'
-import { OWNER_KEY, ROW_KEY, topologyNames } from './names.ts'
+import { addressSetNames, OWNER_KEY, ROW_KEY, topologyNames } from './names.ts'
 import type { GroupMember, GroupTopologySpec } from './spec.ts'
 
 const member = (n: number, dpu: string): GroupMember => ({
@@ -135,14 +135,21 @@ t.test('diffTopology: what it writes for each difference between desired and NB'
   const cases: { name: string; desired: DesiredRows; actual: ActualRows; writes: string[] }[] = [
     { name: 'NB matches: nothing', desired: both, actual: inSync, writes: [] },
     {
-      name: 'sets in another order and a generation on the router are no difference',
+      name: 'sets in another order and a generation on the guard are no difference',
       desired: twoAddresses,
       actual: editRow(
-        editRow(committed(twoAddresses), 'Logical_Router', 'lr', (r) => ({
-          ...r,
-          ports: [...(r.ports as string[])].reverse(),
-          external_ids: { ...(r.external_ids as object), [GENERATION_KEY]: '7' },
-        })),
+        editRow(
+          editRow(committed(twoAddresses), 'Logical_Router', 'lr', (r) => ({
+            ...r,
+            ports: [...(r.ports as string[])].reverse(),
+          })),
+          'Address_Set',
+          'guard',
+          (r) => ({
+            ...r,
+            external_ids: { ...(r.external_ids as object), [GENERATION_KEY]: '7' },
+          }),
+        ),
         'Logical_Switch_Port',
         'lsp/hz-alpha-h1',
         (r) => ({ ...r, addresses: [...(r.addresses as string[])].reverse() }),
@@ -187,7 +194,8 @@ t.test('diffTopology: what it writes for each difference between desired and NB'
         'mutate Logical_Switch/ls ports delete Logical_Switch_Port/lsp/hz-alpha-h2',
         `mutate Logical_Router/lr ports delete Logical_Router_Port/lrp/${topologyNames.routerTransitPort('alpha', 'dpu-2')}`,
         'mutate Logical_Router/lr static_routes delete Logical_Router_Static_Route/route/lr/0.0.0.0/0/dpu-2',
-        'mutate Logical_Router/lr policies delete Logical_Router_Policy/policy/h2',
+        'mutate Logical_Router/lr policies delete Logical_Router_Policy/policy/dpu-2/ip4',
+        'delete Address_Set/as/dpu-2/ip4',
         'delete Logical_Switch/ts/dpu-2',
         'delete Logical_Router/gw/dpu-2',
         'delete Logical_Switch/pub/dpu-2',
@@ -249,6 +257,9 @@ t.test('diffTopology: what it writes for each difference between desired and NB'
         'delete Logical_Router/lr',
         'delete Logical_Router/gw/dpu-1',
         'delete Logical_Router/gw/dpu-2',
+        'delete Address_Set/guard',
+        'delete Address_Set/as/dpu-1/ip4',
+        'delete Address_Set/as/dpu-2/ip4',
       ],
     },
   ]
@@ -302,9 +313,9 @@ t.test('diffTopology: a new group is inserted whole, parents with their children
 })
 
 t.test('diffTopology: the generation guard, and a bump exactly when writing', async (t) => {
-  const routerOf = (actual: ActualRows) =>
-    actual.Logical_Router.find((r) => keyOf(r) === 'lr') as ActualRow
-  const withGeneration = editRow(inSync, 'Logical_Router', 'lr', (r) => ({
+  const guardOf = (actual: ActualRows) =>
+    actual.Address_Set.find((r) => keyOf(r) === 'guard') as ActualRow
+  const withGeneration = editRow(inSync, 'Address_Set', 'guard', (r) => ({
     ...r,
     external_ids: { ...(r.external_ids as object), [GENERATION_KEY]: '7' },
   }))
@@ -320,22 +331,22 @@ t.test('diffTopology: the generation guard, and a bump exactly when writing', as
     [
       {
         op: 'wait',
-        table: 'Logical_Router',
-        where: [['_uuid', '==', ['uuid', routerOf(withGeneration)._uuid]]],
+        table: 'Address_Set',
+        where: [['_uuid', '==', ['uuid', guardOf(withGeneration)._uuid]]],
         columns: ['external_ids'],
         until: '==',
         rows: [
           {
             external_ids: [
               'map',
-              Object.entries(routerOf(withGeneration).external_ids as Record<string, string>),
+              Object.entries(guardOf(withGeneration).external_ids as Record<string, string>),
             ],
           },
         ],
         timeout: 0,
       },
     ],
-    'guard: the router still carries the generation that was read',
+    'guard: the guard row still carries the generation that was read',
   )
 
   const busy = diffTopology(both, changed)
@@ -345,15 +356,21 @@ t.test('diffTopology: the generation guard, and a bump exactly when writing', as
     [
       {
         op: 'mutate',
-        table: 'Logical_Router',
-        where: [['_uuid', '==', ['uuid', routerOf(changed)._uuid]]],
+        table: 'Address_Set',
+        where: [['_uuid', '==', ['uuid', guardOf(changed)._uuid]]],
         mutations: [
           ['external_ids', 'delete', ['set', [GENERATION_KEY]]],
           ['external_ids', 'insert', ['map', [[GENERATION_KEY, '8']]]],
         ],
       },
     ],
-    'bump: generation 7 becomes 8 on the existing router',
+    'bump: generation 7 becomes 8 on the guard row',
+  )
+  t.notOk(
+    [...busy.guards, ...busy.writes, ...busy.bump].some(
+      (op) => 'table' in op && op.table === 'Logical_Router',
+    ),
+    'and neither the guard nor the bump touches a router (ovn-northd would recompute)',
   )
   t.same(diffTopology(both, changed).guards, idle.guards, 'the same guard whether writing or not')
 
@@ -363,7 +380,7 @@ t.test('diffTopology: the generation guard, and a bump exactly when writing', as
     [
       {
         op: 'wait',
-        table: 'Logical_Router',
+        table: 'Address_Set',
         where: [
           [
             'external_ids',
@@ -372,7 +389,7 @@ t.test('diffTopology: the generation guard, and a bump exactly when writing', as
               'map',
               [
                 [OWNER_KEY, 'group/alpha'],
-                [ROW_KEY, 'lr'],
+                [ROW_KEY, 'guard'],
               ],
             ],
           ],
@@ -383,29 +400,62 @@ t.test('diffTopology: the generation guard, and a bump exactly when writing', as
         timeout: 0,
       },
     ],
-    'new group: guard that no router of the group exists yet',
+    'new group: guard that no guard row of the group exists yet',
   )
-  const routerInsert = fresh.writes.find(
+  const guardInsert = fresh.writes.find(
     (op) =>
       op.op === 'insert' &&
-      op.table === 'Logical_Router' &&
-      op.row.name === topologyNames.router('alpha'),
+      op.table === 'Address_Set' &&
+      op.row.name === addressSetNames.guard('alpha'),
   )
-  const routerName = routerInsert?.op === 'insert' ? routerInsert['uuid-name'] : undefined
+  const guardName = guardInsert?.op === 'insert' ? guardInsert['uuid-name'] : undefined
+  t.ok(guardName, 'the guard row is inserted with the group')
   t.match(
     fresh.bump,
     [
       {
         op: 'mutate',
-        where: [['_uuid', '==', ['named-uuid', routerName]]],
+        where: [['_uuid', '==', ['named-uuid', guardName]]],
         mutations: [
           ['external_ids', 'delete', ['set', [GENERATION_KEY]]],
           ['external_ids', 'insert', ['map', [[GENERATION_KEY, '1']]]],
         ],
       },
     ],
-    'new group: generation 1 on the router inserted in the same transaction',
+    'new group: generation 1 on the guard inserted in the same transaction',
   )
 
-  t.same(diffTopology(empty, inSync).bump, [], 'group deleted: its router goes, nothing to bump')
+  t.same(diffTopology(empty, inSync).bump, [], 'group deleted: its guard goes, nothing to bump')
+})
+
+t.test("an attach writes the host's rows and its DPU's address set, not the router", async (t) => {
+  const open = (n: number): GroupMember => {
+    const m = member(n, 'dpu-1')
+    return { ...m, dpu: { ...m.dpu, natIp: '172.18.0.101' }, access: 'FabricAccess' }
+  }
+  const before = compileGroupTopology({ ...spec, members: [member(1, 'dpu-1')] })
+  const after = compileGroupTopology({ ...spec, members: [member(1, 'dpu-1'), open(3)] })
+  const actual = committed(before)
+  const { writes } = diffTopology(after, actual)
+  t.same(
+    describe(writes, actual).sort(),
+    [
+      'insert Logical_Switch_Port',
+      'insert NAT',
+      'mutate Logical_Switch/ls ports insert new',
+      'mutate Logical_Router/gw/dpu-1 nat insert new',
+      'update Address_Set/as/dpu-1/ip4 addresses',
+    ].sort(),
+    "its port, its NAT row and the DPU's hosts: no policy, no write to the distributed router",
+  )
+  const attached = committed(after)
+  t.same(
+    describe(diffTopology(before, attached).writes, attached).sort(),
+    [
+      'mutate Logical_Switch/ls ports delete Logical_Switch_Port/lsp/hz-alpha-h3',
+      'mutate Logical_Router/gw/dpu-1 nat delete NAT/nat/gw/dpu-1/dnat_and_snat/172.18.0.101/10.10.10.4',
+      'update Address_Set/as/dpu-1/ip4 addresses',
+    ].sort(),
+    'and a detach neither',
+  )
 })

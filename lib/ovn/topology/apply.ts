@@ -9,13 +9,13 @@ import { OvsdbTimedOut } from '../errors.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import type { NbTopologyCache } from './cache.ts'
 import { compileGroupTopology, type DesiredRows } from './compile.ts'
-import { diffTopology, GENERATION_KEY } from './diff.ts'
+import { diffTopology, GENERATION_KEY, GUARD_ID } from './diff.ts'
 import { TopologyApplyContention } from './errors.ts'
 import { ownerOf } from './names.ts'
 import { type ActualIndex, readOwnedRows } from './owned-rows.ts'
 import type { GroupTopologySpec } from './spec.ts'
 
-export { diffTopology, GENERATION_KEY } from './diff.ts'
+export { diffTopology, GENERATION_KEY, GUARD_ID } from './diff.ts'
 export {
   type ActualIndex,
   type ActualRow,
@@ -109,11 +109,11 @@ export function deleteGroupTopology(
  * members): the loser of a race must not re-commit what it read before the winner's
  * change, or it would undo that change.
  */
-/** The group's NB generation as a cache shows it (`none` before its router exists). */
+/** The group's NB generation as a cache shows it (`none` before its guard row exists). */
 function generationOf(index: ActualIndex): string {
-  const router = index.byId.get('Logical_Router/lr')?.row
-  if (!router) return 'none'
-  const ids = (router as { external_ids?: Record<string, string> }).external_ids ?? {}
+  const guard = index.byId.get(GUARD_ID)?.row
+  if (!guard) return 'none'
+  const ids = (guard as { external_ids?: Record<string, string> }).external_ids ?? {}
   return ids[GENERATION_KEY] ?? '0'
 }
 

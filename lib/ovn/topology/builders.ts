@@ -148,5 +148,19 @@ export function rowBuilders(g: string) {
       parent: { table: 'Logical_Switch', key: switchKey, column: 'acls' },
     })
 
-  return { owner, ids, ls, lsp, lrp, routerLink, route, nat, policy, dns, dropAcl }
+  /** An `Address_Set` (a root row: no parent holds it). */
+  const addressSet = (
+    rows: DesiredRow[],
+    key: string,
+    name: string,
+    addresses: string[],
+    extra?: Extra,
+  ) =>
+    rows.push({
+      table: 'Address_Set',
+      key,
+      row: { name, addresses, external_ids: ids(key, extra) },
+    })
+
+  return { owner, ids, ls, lsp, lrp, routerLink, route, nat, policy, dns, dropAcl, addressSet }
 }

@@ -32,10 +32,18 @@ const base: GroupTopologySpec = {
 t.test('same spec, same rows; names and owner derive from the group', async (t) => {
   const a = compileGroupTopology(base)
   t.same(compileGroupTopology(base), a, 'pure and deterministic')
-  const names = a.rows.map((r) => (r.row as { name?: string }).name).filter((n) => n !== undefined)
+  const names = a.rows
+    .filter((r) => r.table !== 'Address_Set')
+    .map((r) => (r.row as { name?: string }).name)
+    .filter((n) => n !== undefined)
   t.ok(
     names.every((n) => n.startsWith('hz/alpha/')),
     'every named row is prefixed with the group',
+  )
+  const sets = a.rows.flatMap((r) => (r.table === 'Address_Set' ? [r.row.name ?? ''] : []))
+  t.ok(
+    sets.length === 2 && sets.every((n) => /^hz_[0-9a-f]{16}_[a-z0-9_]+$/.test(n)),
+    "address sets (the guard, the DPU's hosts) are named as OVN matches can name them",
   )
   t.ok(a.rows.every((r) => r.row.external_ids['hydrazine:owner'] === 'group/alpha'))
   const gw = a.rows.find((r) => r.table === 'Logical_Router' && r.key === 'gw/dpu-1')
@@ -126,9 +134,34 @@ for (const c of rejects) {
   })
 }
 
-/** The keys of the rows that name host `host` (its port, policy and NAT rules). */
+/** The keys of the rows that name host `host` (its port, DNS records and NAT rules). */
 const rowsOf = (rows: readonly DesiredRow[], host: string) =>
   rows.filter((r) => r.row.external_ids['hydrazine:host'] === host).map((r) => r.key)
+
+/**
+ * A compile's router policies as `priority match action`, each `$set` in a match written
+ * out as the addresses of the compile's `Address_Set` of that name, sorted.
+ */
+function policiesOf(rows: readonly DesiredRow[], withNexthops = false): string[] {
+  const sets = new Map(
+    rows.flatMap((r) =>
+      r.table === 'Address_Set' ? [[r.row.name, [...(r.row.addresses ?? [])].sort()]] : [],
+    ),
+  )
+  const resolve = (match: string) =>
+    match.replace(/\$([A-Za-z0-9_.]+)/g, (_, name: string) => `{${sets.get(name)?.join(', ')}}`)
+  return rows
+    .flatMap((r) =>
+      r.table === 'Logical_Router_Policy'
+        ? [
+            withNexthops
+              ? `${resolve(r.row.match ?? '')} ${r.row.nexthops?.join(',')}`
+              : `${r.row.priority} ${resolve(r.row.match ?? '')} ${r.row.action}`,
+          ]
+        : [],
+    )
+    .sort()
+}
 
 /** A compile's NAT rules as `type external logical`, sorted. */
 function natRules(rows: readonly DesiredRow[]): string[] {
@@ -285,15 +318,10 @@ t.test(
       ],
       'each DPU SNATs every routed IPv4 subnet; the IPv4 host has its fabric access',
     )
-    const policies = rows.flatMap((r) =>
-      r.table === 'Logical_Router_Policy'
-        ? [`${r.row.priority} ${r.row.match} ${r.row.action}`]
-        : [],
-    )
     t.same(
-      policies.sort(),
+      policiesOf(rows),
       [
-        '1000 ip4.src == 10.20.0.5 reroute',
+        '1000 ip4.src == {10.20.0.5} reroute',
         '1001 ip4.dst == 10.10.10.0/24 allow',
         '1001 ip4.dst == 10.20.0.0/24 allow',
         '999 ip4 && ip4.dst != {10.10.10.0/24, 10.20.0.0/24} drop',
@@ -350,7 +378,7 @@ t.test('an IPv6 host without NAT gets its port, and no NAT or policy names it', 
   )
   const namesHost = rows.filter(
     (r) =>
-      (r.table === 'NAT' || r.table === 'Logical_Router_Policy') &&
+      (r.table === 'NAT' || r.table === 'Logical_Router_Policy' || r.table === 'Address_Set') &&
       (r.row.external_ids['hydrazine:host'] === 'h1' || JSON.stringify(r.row).includes('fd00::2')),
   )
   t.same(namesHost, [], 'no NAT or reroute policy for the IPv6 host')
@@ -404,18 +432,15 @@ t.test('with fabric IPv6, routed IPv6 leaves through its DPU (NAT66), like IPv4'
     ],
     'network6 routed back over the transit /126, default routes to the fabric and to each DPU',
   )
-  const policies = rows.flatMap((r) =>
-    r.table === 'Logical_Router_Policy' ? [`${r.row.match} ${r.row.nexthops?.join(',')}`] : [],
-  )
   t.match(
-    policies.sort(),
+    policiesOf(rows, true),
     [
       'ip4 && ip4.dst != {10.10.10.0/24} undefined',
-      /^ip4\.src == 10\.10\.10\.15 169\.254\./,
-      /^ip4\.src == 10\.10\.10\.2 169\.254\./,
+      /^ip4\.src == \{10\.10\.10\.15\} 169\.254\./,
+      /^ip4\.src == \{10\.10\.10\.2\} 169\.254\./,
       'ip6 && ip6.dst != {fd00:10::/64} undefined',
-      /^ip6\.src == fd00:10::5 fd00:a9fe::/,
-      /^ip6\.src == fd00:10::f fd00:a9fe::/,
+      /^ip6\.src == \{fd00:10::5\} fd00:a9fe::/,
+      /^ip6\.src == \{fd00:10::f\} fd00:a9fe::/,
     ],
     "each host's IPv6 is rerouted to its own DPU",
   )
@@ -601,6 +626,7 @@ t.test(
       (r) =>
         (r.table === 'NAT' ||
           r.table === 'Logical_Router_Policy' ||
+          r.table === 'Address_Set' ||
           r.table === 'Logical_Router_Static_Route') &&
         JSON.stringify(r.row).includes('fd00:10::'),
     )

@@ -13,7 +13,7 @@ import {
 } from './spec.ts'
 
 export { transitAddresses } from './addresses.ts'
-export { HOST_POLICY_PRIORITY } from './parts.ts'
+export { REROUTE_POLICY_PRIORITY } from './parts.ts'
 
 /** The NB tables a group topology is made of. */
 export type TopologyTable =
@@ -27,6 +27,7 @@ export type TopologyTable =
   | 'DNS'
   | 'Port_Group'
   | 'ACL'
+  | 'Address_Set'
 
 export const TOPOLOGY_TABLES: readonly TopologyTable[] = [
   'Logical_Switch',
@@ -39,6 +40,7 @@ export const TOPOLOGY_TABLES: readonly TopologyTable[] = [
   'DNS',
   'Port_Group',
   'ACL',
+  'Address_Set',
 ]
 
 /** Where a child row hangs: its parent (by key) and the parent's reference column. */
@@ -133,8 +135,11 @@ export interface TopologyProblem {
  *
  * - distributed: switch `hz-<g>-ls` (host ports, DHCP relay ports) and router `hz-<g>-lr`
  *   with the gateway IP and each routed extra subnet's gateway, a default route per DPU
- *   (ECMP) and a reroute policy per routed IPv4 host to its own DPU's gateway router
- *   (with two routed IPv4 subnets or more, traffic between them is allowed first);
+ *   (ECMP) and, per DPU, one reroute policy to its gateway router matching an
+ *   `Address_Set` of that DPU's routed IPv4 hosts (with two routed IPv4 subnets or more,
+ *   traffic between them is allowed first), so an attach or detach changes the set and
+ *   never the router; and the group's guard, an `Address_Set` no match names, whose
+ *   `external_ids` carry the generation every apply bumps (`diff.ts`);
  * - per DPU `d`: transit switch `hz-<g>-<d>-ts`, gateway router `hz-<g>-<d>-gw` pinned to
  *   chassis `d`, public switch `hz-<g>-<d>-pub` with a localnet port; a route back and an
  *   SNAT to the DPU's NAT IP per routed IPv4 subnet (the SNAT also makes the gateway
@@ -150,8 +155,8 @@ export interface TopologyProblem {
  *   router advertisements for SLAAC there; each host's port holds its `ip6` beside its
  *   address. Without `dummyFabricIp6` IPv6 stays in the group; with it, routed IPv6
  *   subnets leave like IPv4 ones: a /126 in `fd00:a9fe::/64` beside each transit /30,
- *   `dummyFabricIp6` on each public port, `::/0` routes, a reroute per host's IPv6
- *   address, and NAT66 to the DPU's `natIp6` (and a PublicAccess host's `publicIp6`),
+ *   `dummyFabricIp6` on each public port, `::/0` routes, an `Address_Set` and a reroute per DPU
+ *   for its hosts' IPv6 addresses, and NAT66 to the DPU's `natIp6` (and a PublicAccess host's `publicIp6`),
  *   the same rules as IPv4's;
  * - with `dns`: a `DNS` row per built host in the switch's `dns_records` (`dns.ts`:
  *   `<name>.<group>.<zone>`, `<name>` and the address's PTR name), so names resolve in

@@ -16,7 +16,7 @@ import {
   type ParentRef,
   rowId,
 } from './compile.ts'
-import { OWNER_KEY, ROW_KEY } from './names.ts'
+import { GUARD_KEY, OWNER_KEY, ROW_KEY } from './names.ts'
 import {
   type ActualIndex,
   type ActualRow,
@@ -43,17 +43,21 @@ function idOf(row: DesiredRow | ParentRef): string {
 }
 const ids = new WeakMap<DesiredRow | ParentRef, string>()
 
-/** `external_ids` key on the group's distributed router bumped by every apply. */
+/** `external_ids` key on the group's guard row bumped by every apply. */
 export const GENERATION_KEY = 'hydrazine:generation'
+/** The id of the group's guard row (an `Address_Set` no match names). */
+export const GUARD_ID = `Address_Set/${GUARD_KEY}`
 
 /**
  * The operations that turn `actual` into `desired`: `guards`, `writes` (empty when
  * nothing differs) and `bump` (the generation increment to commit with them). Pure.
  *
- * Every write also bumps a generation on the group's distributed router, and the guard
- * is a `wait` on that router's generation (or on its absence for a new group): two
- * applies of one group that read the same state cannot both commit, so the loser
- * re-reads and recomputes instead of overwriting the winner's work.
+ * Every write also bumps a generation on the group's guard row, and the guard is a `wait`
+ * on that row's generation (or on its absence for a new group): two applies of one group
+ * that read the same state cannot both commit, so the loser re-reads and recomputes
+ * instead of overwriting the winner's work. The guard is an `Address_Set` no match names,
+ * which ovn-northd processes without recomputing: a write to a router's `external_ids`
+ * would make it recompute the whole central on every apply.
  *
  * With `since` — what the compile of `desired` changed (`changes`, from its memo) and the
  * ids of the group's NB rows that changed since NB last matched the compile it follows
@@ -69,19 +73,19 @@ export function diffTopology(
 ): TopologyDiff {
   // Owned rows by id; extra rows with the same id (or none) are stale.
   const index = 'byId' in actual ? actual : IndexedRows.of(actual)
-  const router = index.byId.get('Logical_Router/lr')?.row
-  // The router's external_ids carry the generation, so comparing them is a version check.
+  const guard = index.byId.get(GUARD_ID)?.row
+  // The guard's external_ids carry the generation, so comparing them is a version check.
   const guards = [
-    router
+    guard
       ? nb.wait(
-          'Logical_Router',
-          [['_uuid', '==', router._uuid]],
+          'Address_Set',
+          [['_uuid', '==', guard._uuid]],
           ['external_ids'],
-          [{ external_ids: routerIds(router) }],
+          [{ external_ids: externalIdsOf(guard) }],
         )
       : nb.wait(
-          'Logical_Router',
-          [['external_ids', 'includes', { [OWNER_KEY]: desired.owner, [ROW_KEY]: 'lr' }]],
+          'Address_Set',
+          [['external_ids', 'includes', { [OWNER_KEY]: desired.owner, [ROW_KEY]: GUARD_KEY }]],
           ['_uuid'],
           [],
         ),
@@ -203,14 +207,12 @@ export function diffTopology(
 
   const writes = [...insertOps, ...updates, ...parentOps, ...deletes]
   const bump: Operation[] = []
-  const routerRef = scope.has('Logical_Router/lr')
-    ? (named.get('Logical_Router/lr') ?? router?._uuid)
-    : undefined
-  if (writes.length > 0 && routerRef !== undefined) {
-    const generation = String(Number(routerIds(router)[GENERATION_KEY] ?? '0') + 1)
-    const where = [['_uuid', '==', routerRef]] as const
+  const guardRef = scope.has(GUARD_ID) ? (named.get(GUARD_ID) ?? guard?._uuid) : undefined
+  if (writes.length > 0 && guardRef !== undefined) {
+    const generation = String(Number(externalIdsOf(guard)[GENERATION_KEY] ?? '0') + 1)
+    const where = [['_uuid', '==', guardRef]] as const
     bump.push(
-      nb.mutate('Logical_Router', where, [
+      nb.mutate('Address_Set', where, [
         ['external_ids', 'delete', [GENERATION_KEY]],
         ['external_ids', 'insert', { [GENERATION_KEY]: generation }],
       ]),
@@ -344,7 +346,7 @@ function refsOf(row: ActualRow, column: string): ReadonlySet<string> {
   return set
 }
 
-function routerIds(row: ActualRow | undefined): Record<string, string> {
+function externalIdsOf(row: ActualRow | undefined): Record<string, string> {
   return (row?.external_ids as Record<string, string> | undefined) ?? {}
 }
 
@@ -352,7 +354,7 @@ function changedColumns(d: DesiredRow, have: ActualRow): Record<string, unknown>
   const out: Record<string, unknown> = {}
   for (const [column, value] of Object.entries(d.row)) {
     let current = have[column]
-    if (column === 'external_ids' && d.table === 'Logical_Router') {
+    if (column === 'external_ids' && d.table === 'Address_Set' && d.key === GUARD_KEY) {
       const { [GENERATION_KEY]: _generation, ...rest } = (current ?? {}) as Record<string, string>
       current = rest
     }

@@ -14,6 +14,8 @@ export const GROUP_KEY = 'hydrazine:group'
 export const HOST_KEY = 'hydrazine:host'
 export const DPU_KEY = 'hydrazine:dpu'
 export const ROLE_KEY = 'hydrazine:role'
+/** Row key (`ROW_KEY`) of a group's guard row, whose `external_ids` hold its generation. */
+export const GUARD_KEY = 'guard'
 
 /**
  * Host names a group's own ports already use (`hz/<group>/lr-ls`, `hz/<group>/ls-lr`): a
@@ -150,6 +152,27 @@ export const policyNames = {
   peers: (group: string, rule: string) => `${policyPrefix(group)}_p_${rule.replaceAll('-', '_')}`,
 } as const
 
+/**
+ * The names of a group's own address sets, under the same rules and prefix as
+ * `policyNames` (`hz_` and 16 hex digits of the group name's SHA-256), then `d_` and 16
+ * hex digits of the DPU id's (an id may hold characters a name may not) for a DPU's
+ * hosts, or `guard`. No port group name takes these forms, so no address set OVN derives
+ * from one (`<port group>_ip4`) shares a name with them.
+ *
+ * @example addressSetNames.dpuHosts('group-a', 'dpu-1', 'ip4') // 'hz_<16 hex>_d_<16 hex>_ip4'
+ */
+export const addressSetNames = {
+  /** The addresses of one family the group's hosts on one DPU leave the group from. */
+  dpuHosts: (group: string, dpu: string, family: 'ip4' | 'ip6') =>
+    `${policyPrefix(group)}_d_${hex16(dpu)}_${family}`,
+  /** The group's guard row: no match names it; its `external_ids` hold the generation. */
+  guard: (group: string) => `${policyPrefix(group)}_guard`,
+} as const
+
 function policyPrefix(group: string): string {
-  return `hz_${createHash('sha256').update(group).digest('hex').slice(0, 16)}`
+  return `hz_${hex16(group)}`
+}
+
+function hex16(text: string): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, 16)
 }

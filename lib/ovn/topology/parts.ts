@@ -16,15 +16,22 @@ import { rowBuilders } from './builders.ts'
 import type { DesiredRow, TopologyProblem } from './compile.ts'
 import { dnsDomain, hostDnsRecords } from './dns.ts'
 import { InvalidTopologySpec, Ipv6NatUnsupported, NatConflict } from './errors.ts'
-import { DPU_KEY, HOST_KEY, topologyNames as names, ROLE_KEY } from './names.ts'
+import {
+  addressSetNames,
+  DPU_KEY,
+  GUARD_KEY,
+  HOST_KEY,
+  topologyNames as names,
+  ROLE_KEY,
+} from './names.ts'
 import type { DhcpRelayPort, GroupMember, GroupSubnet, GroupTopologySpec } from './spec.ts'
 
-/** Priority of the per-host reroute policies on the distributed router. */
-export const HOST_POLICY_PRIORITY = 1000
+/** Priority of the per-DPU reroute policies on the distributed router. */
+export const REROUTE_POLICY_PRIORITY = 1000
 /** Above the reroutes: traffic between the group's routed subnets stays in the group. */
-const INTERNAL_POLICY_PRIORITY = HOST_POLICY_PRIORITY + 1
+const INTERNAL_POLICY_PRIORITY = REROUTE_POLICY_PRIORITY + 1
 /** Below the reroutes: what would leave the group without one is dropped. */
-const EDGE_POLICY_PRIORITY = HOST_POLICY_PRIORITY - 1
+const EDGE_POLICY_PRIORITY = REROUTE_POLICY_PRIORITY - 1
 
 /** Priority of the drop ACL on each public switch that keeps the fabric out of the group. */
 const FABRIC_GUARD_PRIORITY = 1000
@@ -121,8 +128,11 @@ export function groupParts(spec: GroupTopologySpec) {
   const problem = (draft: Draft, error: HydrazineError, host?: string) =>
     draft.problems.push({ code: error.code, message: error.message, ...(host ? { host } : {}) })
 
-  /** The distributed switch and router, in every routed subnet. */
+  /** The distributed switch and router, in every routed subnet, and the group's guard. */
   const headRows = (rows: DesiredRow[]) => {
+    // The generation guard (`diff.ts`) lives on a row no match names and ovn-northd
+    // processes incrementally: on the router, every apply would make northd recompute.
+    b.addressSet(rows, GUARD_KEY, addressSetNames.guard(g), [])
     b.ls(rows, lsKey, names.switch(g))
     rows.push({
       table: 'Logical_Router',
@@ -132,7 +142,7 @@ export function groupParts(spec: GroupTopologySpec) {
     const networks = routed.map((s) => `${s.gateway}/${prefixLength(s.cidr)}`)
     b.lrp(rows, lrKey, names.routerSwitchPort(g), networks, undefined, spec.network6 ? SLAAC : {})
     b.routerLink(rows, lsKey, names.switchRouterPort(g), names.routerSwitchPort(g))
-    // Hosts' reroutes match their source only: between two routed subnets, the router
+    // Reroutes match the source only: between two routed subnets, the router
     // itself delivers (else it would send the packet to a DPU's gateway router).
     for (const [family, subnets] of [
       ['ip4', routedV4],
@@ -378,8 +388,9 @@ export function groupParts(spec: GroupTopologySpec) {
 
   /**
    * One address family's way out of the group through DPU `dpu`: routes between the
-   * distributed and the gateway router, the default route to the fabric, each leaving
-   * host's reroute to this DPU, and the NAT (SNAT of its subnets to the DPU's NAT
+   * distributed and the gateway router, the default route to the fabric, the reroute to
+   * this DPU of the addresses its hosts leave from (one policy matching an `Address_Set`
+   * of them: a host joining or leaving changes the set, never the router), and the NAT (SNAT of its subnets to the DPU's NAT
    * address; FabricAccess: `dnat_and_snat` NAT address ↔ host; PublicAccess:
    * `dnat_and_snat` public address ↔ host and `dnat` NAT address → host). Nothing when
    * no subnet of the family is routed out.
@@ -442,22 +453,26 @@ export function groupParts(spec: GroupTopologySpec) {
       externals.set(external, m.hostName)
       b.nat(rows, gwKey, type, external, hostIp, { ...dpuIds, [HOST_KEY]: m.hostName })
     }
-    for (const m of members) {
-      const hostIp = f.hostIpOf(m)
-      if (hostIp === undefined) continue
+    const leaving = members.flatMap((m) => f.hostIpOf(m) ?? [])
+    if (leaving.length > 0) {
+      const set = addressSetNames.dpuHosts(g, dpu, f.family)
+      b.addressSet(rows, `as/${dpu}/${f.family}`, set, leaving.sort(), dpuIds)
       b.policy(
         rows,
         lrKey,
-        v6 ? `policy6/${m.hostName}` : `policy/${m.hostName}`,
+        `policy/${dpu}/${f.family}`,
         {
-          priority: HOST_POLICY_PRIORITY,
-          match: `${f.family}.src == ${hostIp}`,
+          priority: REROUTE_POLICY_PRIORITY,
+          match: `${f.family}.src == $${set}`,
           action: 'reroute',
           nexthops: [f.gwSide],
         },
-        { ...dpuIds, [HOST_KEY]: m.hostName },
+        dpuIds,
       )
-      if (m.access === 'None') continue
+    }
+    for (const m of members) {
+      const hostIp = f.hostIpOf(m)
+      if (hostIp === undefined || m.access === 'None') continue
       if (m.access === 'FabricAccess') {
         inbound('dnat_and_snat', natIp, m, hostIp)
         continue
