@@ -4,6 +4,7 @@
  * `dpu.health` report, and hosts turning Ready. The watcher is optional and never
  * changes what a job does.
  */
+
 import {
   DelayedError,
   type Job,
@@ -12,6 +13,7 @@ import {
   WaitingChildrenError,
 } from 'bullmq'
 import type { DpuHealthResult } from '../functions/dpu-health.ts'
+import type { GroupCommitted } from '../functions/internal/group-apply.ts'
 import type { ReconcileReport } from '../functions/reconcile.ts'
 import type { JobName } from '../lib/jobs/index.ts'
 
@@ -51,6 +53,8 @@ export interface WorkerObservers {
   readonly dpuRepaired?: (kind: DpuRepairKind) => void
   /** A host turned Ready, `seconds` after its spec was accepted. */
   readonly hostReady?: (seconds: number) => void
+  /** A group's NB commit that added or removed ports, once ovn-northd processed it. */
+  readonly groupCommitted?: (commit: GroupCommitted) => void
 }
 
 /** The outcome of a run of `job` that threw `error` (see `JobOutcome`). */

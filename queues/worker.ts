@@ -92,7 +92,10 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const deps: HandlerDeps = {
     ...options.deps,
     checkpoint: options.deps.checkpoint ?? (() => {}),
-    groups: new GroupApplier(options.deps),
+    groups: new GroupApplier(
+      options.deps,
+      observers.groupCommitted ? { onCommit: observers.groupCommitted } : {},
+    ),
     children: bullChildJobs(queueFor, connection, keys),
     jobs: queueJobs(queue),
     ...(observers.hostReady ? { onHostReady: observers.hostReady } : {}),

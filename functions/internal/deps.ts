@@ -45,6 +45,15 @@ export interface Southbound {
    * serves the SB's group; true when there was one.
    */
   removeChassis(sbRemote: string, name: string): Promise<boolean>
+  /**
+   * Waits until ovn-northd has processed an NB commit: the SB has a `Port_Binding` for
+   * each of `ports.added` and none for `ports.removed`. False when `timeoutMs` passed first.
+   */
+  settled(
+    sbRemote: string,
+    ports: { readonly added: readonly string[]; readonly removed: readonly string[] },
+    timeoutMs: number,
+  ): Promise<boolean>
   /** Closes the connection to a central that is gone. */
   drop(sbRemote: string): Promise<void>
 }

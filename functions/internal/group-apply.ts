@@ -34,15 +34,36 @@ interface InFlight {
   next?: Promise<GroupApplied> | undefined
 }
 
-type ApplierDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'>
+type ApplierDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'> &
+  Partial<Pick<HandlerDeps, 'southbound'>>
 
 /**
- * How long an apply queued behind another waits after it: the callers arriving meanwhile
- * share it. In the scale bench (10 groups × 200 hosts, a central each, 2 cores) 150 ms
- * took a burst from 58 to 67 attaches/s and a steady 100/s from p95 17.7 s to 9.0 s
- * (400 ms: no better), one shared central unchanged.
+ * How long an apply queued behind another waits after it when nothing tells when
+ * ovn-northd is done with the one before (no SB to follow, or it added and removed no
+ * port): the callers arriving meanwhile share it. In the scale bench (10 groups × 200
+ * hosts, a central each, 2 cores) 150 ms took a burst from 58 to 67 attaches/s and a
+ * steady 100/s from p95 17.7 s to 9.0 s (400 ms: no better).
  */
 export const APPLY_BATCH_MS = 150
+
+/**
+ * The wait between a group's commits when its SB is followed (`Southbound.settled`): the
+ * next commit goes once ovn-northd has processed the last one, at least `floorMs` after it
+ * (so a burst still gathers) and at most `ceilingMs` (a northd that is down or far behind
+ * does not stop the group's changes).
+ */
+export const COMMIT_PACE = { floorMs: 20, ceilingMs: 3000 } as const
+
+/** One paced commit, as `GroupApplier`'s `onCommit` hears of it. */
+export interface GroupCommitted {
+  readonly group: string
+  /** Logical switch ports the commit inserted plus those it deleted. */
+  readonly ports: number
+  /** From the commit until ovn-northd had processed it, or until the ceiling. */
+  readonly northdSeconds: number
+  /** False when the ceiling passed (or the SB could not be asked) first. */
+  readonly caughtUp: boolean
+}
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
@@ -64,10 +85,12 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * race for the same rows. Across processes, lib/ovn's generation guard keeps concurrent
  * applies from losing each other's work.
  *
- * In a burst the queued apply starts `batchMs` (default `APPLY_BATCH_MS`) after the one
- * before it ended, not at once: each NB commit makes the group's ovn-northd (23.03)
- * recompute the whole group, so fewer, larger commits leave it less to do. An apply with
- * none running starts at once.
+ * In a burst the queued apply starts when ovn-northd has processed the commit before it
+ * (the SB has the `Port_Binding`s of the ports it added and not those it removed), within
+ * `COMMIT_PACE`'s floor and ceiling; without an SB to follow, `batchMs` (default
+ * `APPLY_BATCH_MS`) after the one before. Commits paced by northd carry what arrived while
+ * it worked: the busier northd is, the larger and fewer they get. An apply with none
+ * running starts at once.
  *
  * @example
  * const groups = new GroupApplier(deps)
@@ -76,14 +99,63 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export class GroupApplier {
   readonly #deps: ApplierDeps
   readonly #batchMs: number
+  readonly #pace: { readonly floorMs: number; readonly ceilingMs: number }
+  readonly #onCommit: ((commit: GroupCommitted) => void) | undefined
+  /** Per group: settles when ovn-northd has processed the group's last commit (or gave up). */
+  readonly #northd = new Map<string, Promise<void>>()
   /** Per group: the apply in flight, and the one queued behind it that later callers share. */
   readonly #inFlight = new Map<string, InFlight>()
   /** Groups whose next apply compares every row (see `apply`). */
   readonly #compareAll = new Set<string>()
 
-  constructor(deps: ApplierDeps, options: { readonly batchMs?: number } = {}) {
+  constructor(
+    deps: ApplierDeps,
+    options: {
+      readonly batchMs?: number
+      readonly pace?: { readonly floorMs: number; readonly ceilingMs: number }
+      /** Told of every commit that added or removed ports, once northd has processed it. */
+      readonly onCommit?: (commit: GroupCommitted) => void
+    } = {},
+  ) {
     this.#deps = deps
     this.#batchMs = options.batchMs ?? APPLY_BATCH_MS
+    this.#pace = options.pace ?? COMMIT_PACE
+    this.#onCommit = options.onCommit
+  }
+
+  /**
+   * What an apply queued behind another waits for once that one ended: ovn-northd having
+   * processed the group's last commit (within the floor and ceiling of the pace), or, when
+   * that cannot be followed, the batch interval.
+   */
+  #pause(group: string): Promise<void> {
+    const northd = this.#northd.get(group)
+    if (!northd) return this.#batchMs > 0 ? sleep(this.#batchMs) : Promise.resolve()
+    return Promise.all([northd, sleep(this.#pace.floorMs)]).then(() => undefined)
+  }
+
+  /** Follows ovn-northd's processing of a commit of the group that added or removed ports. */
+  #follow(group: string, sbRemote: string, result: ApplyResult): void {
+    const { southbound } = this.#deps
+    const { added, removed } = result.ports
+    if (!southbound || (added.length === 0 && removed.length === 0)) {
+      this.#northd.delete(group)
+      return
+    }
+    const started = performance.now()
+    const northd = southbound
+      .settled(sbRemote, result.ports, this.#pace.ceilingMs)
+      .catch(() => false)
+      .then((caughtUp) => {
+        this.#onCommit?.({
+          group,
+          ports: added.length + removed.length,
+          northdSeconds: (performance.now() - started) / 1000,
+          caughtUp,
+        })
+        if (this.#northd.get(group) === northd) this.#northd.delete(group)
+      })
+    this.#northd.set(group, northd)
   }
 
   /**
@@ -113,7 +185,7 @@ export class GroupApplier {
     if (!state.running) return start()
     state.next = state.running
       .catch(() => undefined)
-      .then(() => (this.#batchMs > 0 ? sleep(this.#batchMs) : undefined))
+      .then(() => this.#pause(group))
       .then(() => {
         state.next = undefined
         return start()
@@ -143,6 +215,7 @@ export class GroupApplier {
         return desired
       }
       const result = await applyDesiredRows(client, read, { cache, group: name })
+      if (result.changed) this.#follow(name, endpoints.sbController, result)
       if (!state) throw new GroupGone(name)
       // Relays of DPUs without members are gone from NB now: their addresses go back to the
       // pool (so that the network can be deleted).

@@ -89,8 +89,25 @@ export function controllerInstruments(registry: Registry): ControllerInstruments
     buckets: NB_BUCKETS,
     registers,
   })
+  const commitPorts = new Histogram({
+    name: 'hydrazine_nb_commit_ports',
+    help: 'Logical switch ports one group NB commit added or removed (commits are paced by ovn-northd: the busier it is, the larger they get)',
+    buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500],
+    registers,
+  })
+  const northd = new Histogram({
+    name: 'hydrazine_nb_commit_northd_seconds',
+    help: "From a group's NB commit until ovn-northd had processed it (its ports' SB Port_Bindings), or gave up waiting (caught_up=false)",
+    labelNames: ['caught_up'] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5],
+    registers,
+  })
   return {
     observers: {
+      groupCommitted({ ports, northdSeconds, caughtUp }) {
+        commitPorts.observe(ports)
+        northd.observe({ caught_up: String(caughtUp) }, northdSeconds)
+      },
       jobRun(job, outcome, seconds) {
         jobSeconds.observe({ job, outcome }, seconds)
         jobs.inc({ job, outcome })

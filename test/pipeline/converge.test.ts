@@ -1,6 +1,9 @@
+import { execFile } from 'node:child_process'
+import { dirname, join } from 'node:path'
+import { promisify } from 'node:util'
 import t from 'tap'
-import { GroupApplier } from '../../functions/internal/group-apply.ts'
-import { NbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
+import { GroupApplier, type GroupCommitted } from '../../functions/internal/group-apply.ts'
+import { NbPool, SbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
 import {
   groupSpec,
   hostSpec,
@@ -157,3 +160,60 @@ t.test(
     t.ok(performance.now() - idle < batchMs, 'with none running, an apply starts at once')
   },
 )
+
+t.test('a queued apply goes once ovn-northd has processed the commit before it', async (t) => {
+  const p = await startPipeline(t)
+  await readyFabricHost(p)
+  const run = promisify(execFile)
+  const northdCtl = join(dirname(p.nb.replace(/^unix:/, '')), 'northd.ctl')
+  const northd = (command: 'pause' | 'resume') => run('ovn-appctl', ['-t', northdCtl, command])
+  t.teardown(() => northd('resume').catch(() => undefined))
+  const nb = new NbPool()
+  const southbound = new SbPool()
+  t.teardown(() => Promise.all([nb.close(), southbound.close()]))
+  const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
+  const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
+  const deps = { store: p.controller.store, ipam: p.controller.ipam, ovn, nb, fabric, southbound }
+  const commits: GroupCommitted[] = []
+  const ceilingMs = 1500
+  const groups = new GroupApplier(deps, {
+    pace: { floorMs: 20, ceilingMs },
+    onCommit: (c) => commits.push(c),
+  })
+  const port = topologyNames.hostPort('group-a', 'host-1')
+
+  /**
+   * The host's port deleted by hand (and gone from the SB), then put back by one apply, with
+   * a second one queued; `paused` pauses northd before the apply.
+   */
+  const pair = async (paused: boolean) => {
+    await p.nbctl('lsp-del', port)
+    t.equal(await southbound.settled(p.sb, { added: [], removed: [port] }, 10_000), true)
+    if (paused) await northd('pause')
+    const first = groups.apply('group-a', { compareAll: true })
+    let firstEnded = 0
+    void first.then(() => {
+      firstEnded = performance.now()
+    })
+    const queued = groups.apply('group-a')
+    const [applied] = await Promise.all([first, queued])
+    return { added: applied.result.ports.added, gap: performance.now() - firstEnded }
+  }
+
+  const paused = await pair(true)
+  t.same(paused.added, [port], 'the first apply put the port back')
+  t.ok(
+    paused.gap >= ceilingMs - 5,
+    `northd paused: the queued apply waited for the ceiling (${Math.round(paused.gap)} ms)`,
+  )
+  t.match(commits, [{ group: 'group-a', ports: 1, caughtUp: false }], 'and was told so')
+
+  await northd('resume')
+  const running = await pair(false)
+  t.same(running.added, [port])
+  t.ok(
+    running.gap < ceilingMs - 200,
+    `northd running: the queued apply went once the SB had the port (${Math.round(running.gap)} ms)`,
+  )
+  t.match(commits[1], { ports: 1, caughtUp: true }, 'northd caught up with that commit')
+})

@@ -9,13 +9,13 @@ import { OvsdbTimedOut } from '../errors.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import type { NbTopologyCache } from './cache.ts'
 import { compileGroupTopology, type DesiredRows } from './compile.ts'
-import { diffTopology, GENERATION_KEY, GUARD_ID } from './diff.ts'
+import { diffTopology, GENERATION_KEY, GUARD_ID, type PortChanges } from './diff.ts'
 import { TopologyApplyContention } from './errors.ts'
 import { ownerOf } from './names.ts'
 import { type ActualIndex, readOwnedRows } from './owned-rows.ts'
 import type { GroupTopologySpec } from './spec.ts'
 
-export { diffTopology, GENERATION_KEY, GUARD_ID } from './diff.ts'
+export { diffTopology, GENERATION_KEY, GUARD_ID, type PortChanges } from './diff.ts'
 export {
   type ActualIndex,
   type ActualRow,
@@ -46,6 +46,8 @@ export interface ApplyResult {
    * that saw NB match the group's previous compile, only the rows that changed since.
    */
   readonly compared: number
+  /** The logical switch ports the committed transaction inserted and deleted. */
+  readonly ports: PortChanges
 }
 
 export interface ApplyOptions {
@@ -117,6 +119,8 @@ function generationOf(index: ActualIndex): string {
   return ids[GENERATION_KEY] ?? '0'
 }
 
+const NO_PORTS: PortChanges = { added: [], removed: [] }
+
 export async function applyDesiredRows(
   client: OvsdbClient,
   desiredRows: DesiredRows | (() => Promise<DesiredRows>),
@@ -151,7 +155,7 @@ export async function applyDesiredRows(
       last && attempt === 1 && last.compile === changes?.after
         ? cache?.changedSince(desired.owner, last.mark)
         : undefined
-    const { guards, writes, bump, touched, compared } = diffTopology(
+    const { guards, writes, bump, touched, compared, ports } = diffTopology(
       desired,
       actual,
       changes && changed ? { changes, changed } : undefined,
@@ -163,12 +167,12 @@ export async function applyDesiredRows(
     }
     if (writes.length === 0) {
       matched()
-      return { changed: false, ops: 0, attempts: attempt, touched: [], compared }
+      return { changed: false, ops: 0, attempts: attempt, touched: [], compared, ports: NO_PORTS }
     }
     try {
       await client.transact(nb.name, [...guards, ...writes, ...bump])
       matched()
-      return { changed: true, ops: writes.length, attempts: attempt, touched, compared }
+      return { changed: true, ops: writes.length, attempts: attempt, touched, compared, ports }
     } catch (err) {
       if (!(err instanceof OvsdbTimedOut)) throw err
       await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt))

@@ -108,6 +108,8 @@ export function diffTopology(
   /** Parents in scope; a new one with the place its insert takes in `inserts`. */
   const parents: { d: DesiredRow; id: string; have: ActualRow | undefined; slot: number }[] = []
   const missingRefs = new Map<string, Map<string, string[]>>()
+  /** Names of the logical switch ports inserted, and of those deleted. */
+  const added: string[] = []
   let compared = 0
   let matched = 0
   for (const d of scope.rows) {
@@ -134,6 +136,7 @@ export function diffTopology(
       // A parent NB lacks is inserted with its children, once they are all known.
       parents.push({ d, id, have, slot: have ? -1 : inserts.push(undefined) - 1 })
     } else if (!have) inserts.push(nb.insert(d.table, d.row as never, ref))
+    if (!have && d.table === 'Logical_Switch_Port' && d.row.name) added.push(d.row.name)
     if (d.parent) {
       const parentId = idOf(d.parent)
       const parentHave = index.byId.get(parentId)?.row
@@ -219,7 +222,10 @@ export function diffTopology(
     )
   }
   for (const s of stale) touched.push(`${s.table}/${keyOf(s.row) ?? s.row._uuid}`)
-  return { guards, writes, bump, touched, compared }
+  const removed = stale.flatMap((s) =>
+    s.table === 'Logical_Switch_Port' && typeof s.row.name === 'string' ? [s.row.name] : [],
+  )
+  return { guards, writes, bump, touched, compared, ports: { added, removed } }
 }
 
 /** What `diffTopology` found. */
@@ -234,6 +240,17 @@ export interface TopologyDiff {
   readonly touched: string[]
   /** How many desired rows were compared with NB (all of them without `since`). */
   readonly compared: number
+  /** The logical switch ports `writes` insert and delete, by name. */
+  readonly ports: PortChanges
+}
+
+/**
+ * Logical switch ports a commit inserted and deleted, by name: ovn-northd has processed
+ * the commit once the SB has a `Port_Binding` for each added one and none for the others.
+ */
+export interface PortChanges {
+  readonly added: readonly string[]
+  readonly removed: readonly string[]
 }
 
 /** The rows one diff looks at, and how it asks about the rest of the desired rows. */
