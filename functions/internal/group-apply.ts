@@ -46,13 +46,24 @@ type ApplierDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' 
  */
 export const APPLY_BATCH_MS = 150
 
+/** How a group's NB commits are paced by its ovn-northd (`COMMIT_PACE`). */
+export interface CommitPace {
+  readonly floorMs: number
+  readonly ceilingMs: number
+  readonly northdShare: number
+}
+
 /**
  * The wait between a group's commits when its SB is followed (`Southbound.settled`): the
- * next commit goes once ovn-northd has processed the last one, at least `floorMs` after it
- * (so a burst still gathers) and at most `ceilingMs` (a northd that is down or far behind
- * does not stop the group's changes).
+ * next commit goes once ovn-northd has processed the last one, and no sooner than `lag /
+ * northdShare` after it (`lag`: how long northd took), so the group's commits keep its
+ * northd busy at most a quarter of the time; at least `floorMs` after it (a burst still
+ * gathers) and at most `ceilingMs` (a northd that is down or far behind does not stop the
+ * group's changes). A northd that processes a commit incrementally (OVN ≥ 23.09: a few
+ * ms) gets commits every few tens of ms; one that recomputes its whole central on each
+ * (23.03: ~50 ms per 1,000 hosts, twice per commit) gets fewer, larger ones.
  */
-export const COMMIT_PACE = { floorMs: 20, ceilingMs: 3000 } as const
+export const COMMIT_PACE: CommitPace = { floorMs: 20, ceilingMs: 3000, northdShare: 0.25 }
 
 /** One paced commit, as `GroupApplier`'s `onCommit` hears of it. */
 export interface GroupCommitted {
@@ -99,10 +110,13 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export class GroupApplier {
   readonly #deps: ApplierDeps
   readonly #batchMs: number
-  readonly #pace: { readonly floorMs: number; readonly ceilingMs: number }
+  readonly #pace: CommitPace
   readonly #onCommit: ((commit: GroupCommitted) => void) | undefined
-  /** Per group: settles when ovn-northd has processed the group's last commit (or gave up). */
-  readonly #northd = new Map<string, Promise<void>>()
+  /**
+   * Per group with applies in flight: when its next commit may go, known once ovn-northd
+   * has processed the last one (or the ceiling passed).
+   */
+  readonly #nextCommit = new Map<string, Promise<number>>()
   /** Per group: the apply in flight, and the one queued behind it that later callers share. */
   readonly #inFlight = new Map<string, InFlight>()
   /** Groups whose next apply compares every row (see `apply`). */
@@ -112,7 +126,7 @@ export class GroupApplier {
     deps: ApplierDeps,
     options: {
       readonly batchMs?: number
-      readonly pace?: { readonly floorMs: number; readonly ceilingMs: number }
+      readonly pace?: CommitPace
       /** Told of every commit that added or removed ports, once northd has processed it. */
       readonly onCommit?: (commit: GroupCommitted) => void
     } = {},
@@ -124,38 +138,45 @@ export class GroupApplier {
   }
 
   /**
-   * What an apply queued behind another waits for once that one ended: ovn-northd having
-   * processed the group's last commit (within the floor and ceiling of the pace), or, when
-   * that cannot be followed, the batch interval.
+   * What an apply queued behind another waits for once that one ended: the time the pace
+   * allows after the group's last commit (see `COMMIT_PACE`), or, when ovn-northd's work on
+   * it cannot be followed, the batch interval.
    */
-  #pause(group: string): Promise<void> {
-    const northd = this.#northd.get(group)
-    if (!northd) return this.#batchMs > 0 ? sleep(this.#batchMs) : Promise.resolve()
-    return Promise.all([northd, sleep(this.#pace.floorMs)]).then(() => undefined)
+  async #pause(group: string): Promise<void> {
+    const next = this.#nextCommit.get(group)
+    if (!next) return this.#batchMs > 0 ? sleep(this.#batchMs) : undefined
+    const wait = (await next) - performance.now()
+    if (wait > 0) await sleep(wait)
   }
 
-  /** Follows ovn-northd's processing of a commit of the group that added or removed ports. */
+  /**
+   * Follows ovn-northd's processing of a commit of the group that added or removed ports:
+   * the group's next commit may go `lag / northdShare` after this one (within the floor and
+   * ceiling), `lag` being how long northd took to process it.
+   */
   #follow(group: string, sbRemote: string, result: ApplyResult): void {
     const { southbound } = this.#deps
     const { added, removed } = result.ports
     if (!southbound || (added.length === 0 && removed.length === 0)) {
-      this.#northd.delete(group)
+      this.#nextCommit.delete(group)
       return
     }
-    const started = performance.now()
-    const northd = southbound
-      .settled(sbRemote, result.ports, this.#pace.ceilingMs)
+    const committed = performance.now()
+    const { floorMs, ceilingMs, northdShare } = this.#pace
+    const next = southbound
+      .settled(sbRemote, result.ports, ceilingMs)
       .catch(() => false)
       .then((caughtUp) => {
+        const lag = performance.now() - committed
         this.#onCommit?.({
           group,
           ports: added.length + removed.length,
-          northdSeconds: (performance.now() - started) / 1000,
+          northdSeconds: lag / 1000,
           caughtUp,
         })
-        if (this.#northd.get(group) === northd) this.#northd.delete(group)
+        return committed + Math.min(ceilingMs, Math.max(floorMs, lag / northdShare))
       })
-    this.#northd.set(group, northd)
+    this.#nextCommit.set(group, next)
   }
 
   /**
@@ -174,7 +195,10 @@ export class GroupApplier {
       const compareAll = this.#compareAll.delete(group)
       const running = this.#applyOnce(group, compareAll).finally(() => {
         if (state.running === running) state.running = undefined
-        if (!state.running && !state.next) this.#inFlight.delete(group)
+        if (!state.running && !state.next) {
+          this.#inFlight.delete(group)
+          this.#nextCommit.delete(group)
+        }
       })
       state.running = running
       return running
