@@ -56,14 +56,19 @@ export interface CommitPace {
 /**
  * The wait between a group's commits when its SB is followed (`Southbound.settled`): the
  * next commit goes once ovn-northd has processed the last one, and no sooner than `lag /
- * northdShare` after it (`lag`: how long northd took), so the group's commits keep its
- * northd busy at most a quarter of the time; at least `floorMs` after it (a burst still
- * gathers) and at most `ceilingMs` (a northd that is down or far behind does not stop the
- * group's changes). A northd that processes a commit incrementally (OVN ≥ 23.09: a few
- * ms) gets commits every few tens of ms; one that recomputes its whole central on each
- * (23.03: ~50 ms per 1,000 hosts, twice per commit) gets fewer, larger ones.
+ * northdShare` after it (`lag`: how long northd took to make the last commit's
+ * Port_Bindings), at least `floorMs` after it and at most `ceilingMs` (a northd that is
+ * down or far behind does not stop the group's changes). The lag counts northd's first
+ * pass only: OVN 23.03 recomputes the whole central again for the echo of its own SB
+ * writes and for each chassis' bind and `up` of the new ports (about four passes per
+ * commit), and a central per group means many northds share the machine's cores; hence
+ * 1/20. A northd that processes a commit incrementally (OVN ≥ 23.09: a few ms) gets
+ * commits every 100 ms or so; a 23.03 northd of a 1,000-host group (~50 ms per pass)
+ * about one a second, carrying every attach that arrived meanwhile. Measured with the
+ * scale bench's northd round (`northd_cpu_ms_per_attach`): at 10 attaches/s into a
+ * 100-host group on 23.03, 65 ms of northd CPU per attach with 1/4, 12.5 ms with 1/20.
  */
-export const COMMIT_PACE: CommitPace = { floorMs: 20, ceilingMs: 3000, northdShare: 0.25 }
+export const COMMIT_PACE: CommitPace = { floorMs: 20, ceilingMs: 3000, northdShare: 0.05 }
 
 /** One paced commit, as `GroupApplier`'s `onCommit` hears of it. */
 export interface GroupCommitted {
@@ -96,12 +101,12 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * race for the same rows. Across processes, lib/ovn's generation guard keeps concurrent
  * applies from losing each other's work.
  *
- * In a burst the queued apply starts when ovn-northd has processed the commit before it
- * (the SB has the `Port_Binding`s of the ports it added and not those it removed), within
- * `COMMIT_PACE`'s floor and ceiling; without an SB to follow, `batchMs` (default
+ * A group's next commit goes when ovn-northd has processed the one before it (the SB has
+ * the `Port_Binding`s of the ports it added and not those it removed), as `COMMIT_PACE`
+ * says; without an SB to follow, a queued apply starts `batchMs` (default
  * `APPLY_BATCH_MS`) after the one before. Commits paced by northd carry what arrived while
  * it worked: the busier northd is, the larger and fewer they get. An apply with none
- * running starts at once.
+ * running and no commit the pace still holds starts at once.
  *
  * @example
  * const groups = new GroupApplier(deps)
@@ -113,8 +118,8 @@ export class GroupApplier {
   readonly #pace: CommitPace
   readonly #onCommit: ((commit: GroupCommitted) => void) | undefined
   /**
-   * Per group with applies in flight: when its next commit may go, known once ovn-northd
-   * has processed the last one (or the ceiling passed).
+   * Per group whose last commit the pace still holds: when its next commit may go, known
+   * once ovn-northd has processed the last one (or the ceiling passed).
    */
   readonly #nextCommit = new Map<string, Promise<number>>()
   /** Per group: the apply in flight, and the one queued behind it that later callers share. */
@@ -143,10 +148,17 @@ export class GroupApplier {
    * it cannot be followed, the batch interval.
    */
   async #pause(group: string): Promise<void> {
+    if (!this.#nextCommit.has(group)) return this.#batchMs > 0 ? sleep(this.#batchMs) : undefined
+    await this.#paced(group)
+  }
+
+  /** Waits until the pace allows the group's next commit; then forgets the last one. */
+  async #paced(group: string): Promise<void> {
     const next = this.#nextCommit.get(group)
-    if (!next) return this.#batchMs > 0 ? sleep(this.#batchMs) : undefined
+    if (!next) return
     const wait = (await next) - performance.now()
     if (wait > 0) await sleep(wait)
+    if (this.#nextCommit.get(group) === next) this.#nextCommit.delete(group)
   }
 
   /**
@@ -195,10 +207,7 @@ export class GroupApplier {
       const compareAll = this.#compareAll.delete(group)
       const running = this.#applyOnce(group, compareAll).finally(() => {
         if (state.running === running) state.running = undefined
-        if (!state.running && !state.next) {
-          this.#inFlight.delete(group)
-          this.#nextCommit.delete(group)
-        }
+        if (!state.running && !state.next) this.#inFlight.delete(group)
       })
       state.running = running
       return running
@@ -206,10 +215,14 @@ export class GroupApplier {
     // An apply queued and waiting out its batch interval is the one to share, even while
     // none runs.
     if (state.next) return state.next
-    if (!state.running) return start()
-    state.next = state.running
-      .catch(() => undefined)
-      .then(() => this.#pause(group))
+    // With none running, an apply starts at once unless the group's last commit is still
+    // being processed by its northd, or was too recent for the pace: then it waits, and
+    // whoever arrives meanwhile rides with it.
+    const paced = this.#nextCommit.has(group)
+    if (!state.running && !paced) return start()
+    const before = state.running?.catch(() => undefined) ?? Promise.resolve()
+    state.next = before
+      .then(() => (state.running === undefined && paced ? this.#paced(group) : this.#pause(group)))
       .then(() => {
         state.next = undefined
         return start()

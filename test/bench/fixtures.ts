@@ -218,6 +218,11 @@ export interface AttachRoundOptions {
   readonly deadlineMs?: number
   /** How long the groups may take to become Ready (default 60 s). */
   readonly groupsReadyMs?: number
+  /**
+   * The groups (`<groupTag>-group-<g>`) exist already, made by an earlier round with that
+   * tag: hosts are added to them. Default: the round makes its own, tagged `tag`.
+   */
+  readonly groupTag?: string
 }
 
 export interface AttachRoundResult {
@@ -243,7 +248,8 @@ export async function attachRound(
   const { tag, groups, hostsPerGroup, offered } = options
   const { client, store } = p.controller
   const total = groups * hostsPerGroup
-  for (let g = 0; g < groups; g++) {
+  const groupTag = options.groupTag ?? tag
+  for (let g = 0; g < groups && options.groupTag === undefined; g++) {
     await client.applyGroup(`${tag}-group-${g}`, {
       tenantId: 't',
       network: { cidr: '10.10.0.0/16', gateway: '10.10.0.1' },
@@ -288,7 +294,10 @@ export async function attachRound(
         const name = `${tag}-g${g}-h${h}`
         requested.set(`host.attach-${name}-v1`, performance.now())
         requests.push(
-          client.applyHost(name, { resourceGroup: `${tag}-group-${g}`, ...options.host(g, h) }),
+          client.applyHost(name, {
+            resourceGroup: `${groupTag}-group-${g}`,
+            ...options.host(g, h),
+          }),
         )
       }
     }

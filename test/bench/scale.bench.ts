@@ -26,6 +26,13 @@
  *   those applies alone (which include reading the monitor update the server sends before
  *   its reply); same baseline. The note adds write ops and ovsdb-server CPU per attach.
  *
+ * One group's ovn-northd at work — the real controller with a central per group, one group of
+ * 1,000 hosts on 20 DPUs (made by a burst), then 200 more attaches offered at 10/s (its
+ * share of 100/s over 10 groups), figures of that group's ovn-northd over those 200:
+ * - `northd_cpu_ms_per_attach`: its user + system CPU (`/proc`) per attach (target ≤ 10).
+ * - `northd_recomputes_per_attach`: full recomputes of its `northd` engine node
+ *   (`inc-engine/show-stats`) per attach (target ≤ 0.3).
+ *
  * One group's central (NB + SB ovsdb-server + ovn-northd, started by startPerGroupCentrals):
  * - `central_start_ms`: `ensure()` until NB and SB answer and northd has synced (median of 3).
  * - `central_rss_mb`: VmRSS of its three daemons, idle after start (median of 3);
@@ -80,6 +87,9 @@ const SMALL_GROUP = 10
 const TXN_ATTACHES = 200
 const HOSTS_PER_TXN_DPU = 5
 const CENTRAL_SAMPLES = 3
+/** Attaches offered to the 1,000-host group in the northd round, and at what rate. */
+const NORTHD_ATTACHES = 200
+const NORTHD_RATE = 10
 
 /** `HYDRAZINE_BENCH_SCALE`, checked: a number in (0, 1]; 1 when unset. */
 export function benchScale(env: NodeJS.ProcessEnv = process.env): number {
@@ -95,7 +105,97 @@ export default async function scaleBench(): Promise<void> {
   const scale = benchScale()
   await centralFigures(scale)
   await groupTxnFigures(scale)
+  await northdFigures(scale)
   await controllerFigures(scale)
+}
+
+/** One 1,000-host group's ovn-northd while it takes 10 attaches/s (see the head comment). */
+async function northdFigures(scale: number): Promise<void> {
+  const dpuCount = DPUS_PER_GROUP
+  const hosts = Math.max(dpuCount, Math.round(BIG_GROUP * scale))
+  const attaches = Math.max(20, Math.round(NORTHD_ATTACHES * scale))
+  const dpus = Array.from({ length: dpuCount }, (_, d) => `dpu-${d}`)
+  const host = (_g: number, h: number) => {
+    const d = h % dpuCount
+    return {
+      hostMAC: `52:54:00:00:${hex(h >> 8)}:${hex(h & 255)}`,
+      dpu: { id: `dpu-${d}`, ips: [`172.18.0.${d + 1}`, `172.18.1.${d + 1}`] },
+    }
+  }
+  await withPipeline('per-group', dpus, 'northd', async (p) => {
+    const populated = await attachRound(p, {
+      tag: 'northd',
+      groups: 1,
+      hostsPerGroup: hosts,
+      offered: Number.POSITIVE_INFINITY,
+      host,
+      deadlineMs: 600_000,
+      groupsReadyMs: 120_000,
+    })
+    const dir = centralDir(p.dataDir, 'northd-group-0')
+    const northd = northdOf(dir)
+    await northd.idle()
+    const before = { ticks: await northd.ticks(), recomputes: await northd.recomputes() }
+    const offered = NORTHD_RATE
+    const result = await attachRound(p, {
+      tag: 'northd-more',
+      groupTag: 'northd',
+      groups: 1,
+      hostsPerGroup: attaches,
+      offered,
+      host: (g, h) => host(g, hosts + h),
+      deadlineMs: 300_000,
+    })
+    await northd.idle()
+    const ticks = (await northd.ticks()) - before.ticks
+    const recomputes = (await northd.recomputes()) - before.recomputes
+    const done = result.latencies.length
+    const cpuMs = (ticks * 1000) / (await ticksPerSecond()) / done
+    const note = `HYDRAZINE_BENCH_SCALE=${scale}: one group of ${hosts} hosts (${populated.latencies.length} Ready) on ${dpuCount} DPUs, central per group (ovn-northd ${await northd.version()}), then ${attaches} attaches offered at ${offered}/s (${done} done, p50 ${Math.round(quantile(result.latencies, 0.5))} ms, p95 ${Math.round(quantile(result.latencies, 0.95))} ms); over those, from ovn-northd itself`
+    report({
+      suite: SUITE,
+      metric: 'northd_cpu_ms_per_attach',
+      value: cpuMs,
+      unit: 'ms',
+      note: `${note}: user + system CPU (/proc) / attaches; target <= 10`,
+    })
+    report({
+      suite: SUITE,
+      metric: 'northd_recomputes_per_attach',
+      value: recomputes / done,
+      unit: '1',
+      note: `${note}: full recomputes of its northd engine node (inc-engine/show-stats) / attaches; target <= 0.3`,
+    })
+    return { result }
+  })
+}
+
+/** A central's ovn-northd, read from its pid file and control socket under `dir`. */
+function northdOf(dir: string) {
+  const pidFile = join(dir, 'northd.pid')
+  const appctl = async (...args: string[]) =>
+    (await run('ovn-appctl', ['-t', join(dir, 'northd.ctl'), ...args])).stdout
+  const ticks = () => cpuTicks([pidFile])
+  return {
+    ticks,
+    version: async () => /\d+\.\d+\.\d+/.exec(await appctl('version'))?.[0] ?? '?',
+    /** Full recomputes of the `northd` engine node so far. */
+    recomputes: async () => {
+      const out = await appctl('inc-engine/show-stats')
+      const node = out.split(/^Node: /m).find((block) => block.startsWith('northd\n'))
+      return Number(/recompute:\s+(\d+)/.exec(node ?? '')?.[1] ?? Number.NaN)
+    },
+    /** Waits until northd used no CPU over two 250 ms windows in a row. */
+    idle: async () => {
+      let last = await ticks()
+      for (let still = 0; still < 2; ) {
+        await sleep(250)
+        const now = await ticks()
+        still = now === last ? still + 1 : 0
+        last = now
+      }
+    },
+  }
 }
 
 async function controllerFigures(scale: number): Promise<void> {
