@@ -6,7 +6,11 @@
  *
  * Like ovn-controller, it follows the SB's `Port_Binding`s with a monitor and binds a port
  * when northd has made its row, rather than asking the SB again and again: hundreds of
- * stand-ins polling one SB would load it (and the machine) as no DPU does.
+ * stand-ins polling one SB would load it (and the machine) as no DPU does. And it writes
+ * what ovn-controller writes, as often: a DPU's chassis has its `Chassis_Private` row, and
+ * the ports asked for while one pass runs are claimed together in the next, in one SB
+ * transaction per DPU (`chassis`), followed by a second one marking them `up` (the flows
+ * are in), so the SB and northd see the load real DPUs give them.
  */
 import { createHash } from 'node:crypto'
 import {
@@ -54,27 +58,84 @@ export class FakeChassis {
   )
   /** Where each (DPU, logical port) was bound, to release it there. */
   readonly #boundIn = new Map<string, string>()
+  /** Per SB and DPU: the ports asked for since its last pass began, and that pass. */
+  readonly #passes = new Map<string, { pending: Claim[]; running: Promise<void> | undefined }>()
 
   /**
-   * Binds `logicalPort` to the DPU's chassis once northd has made its `Port_Binding`;
-   * gives up silently after a minute (the controller then sees no binding).
+   * Binds `logicalPort` to the DPU's chassis once northd has made its `Port_Binding`, in
+   * the DPU's next pass (with every port asked for meanwhile), and marks it `up`; gives up
+   * silently after a minute (the controller then sees no binding).
    */
-  async bind(remote: string, dpuId: string, logicalPort: string): Promise<void> {
+  bind(remote: string, dpuId: string, logicalPort: string): Promise<void> {
+    return new Promise<void>((done) => {
+      this.#claim(remote, dpuId, { port: logicalPort, deadline: Date.now() + BIND_WAIT_MS, done })
+    })
+  }
+
+  /** Queues `claim` for the DPU's next pass, starting its loop when it is idle. */
+  #claim(remote: string, dpuId: string, claim: Claim): void {
+    const key = `${remote}\u0000${dpuId}`
+    let state = this.#passes.get(key)
+    if (!state) {
+      state = { pending: [], running: undefined }
+      this.#passes.set(key, state)
+    }
+    state.pending.push(claim)
+    if (state.running) return
+    const dpu = state
+    // Like ovn-controller's main loop: each pass takes everything asked for so far.
+    dpu.running = (async () => {
+      while (dpu.pending.length > 0) {
+        const claims = dpu.pending.splice(0)
+        await this.#pass(remote, dpuId, claims).catch(() => {
+          for (const c of claims) c.done()
+        })
+      }
+      dpu.running = undefined
+    })()
+  }
+
+  /**
+   * One pass of a DPU: claims every port of `claims` whose `Port_Binding` northd has made,
+   * then marks them up; a port without one yet joins a later pass once it has one (or is
+   * given up at its deadline).
+   */
+  async #pass(remote: string, dpuId: string, claims: readonly Claim[]): Promise<void> {
     const chassis = await this.#ensureChassis(remote, dpuId)
     const { client, bindings } = await this.#southbounds.get(remote)
-    const deadline = Date.now() + BIND_WAIT_MS
-    for (;;) {
-      const uuid = await bindings.uuidOf(logicalPort, deadline)
-      if (uuid === undefined) return
-      const [updated] = await client.transact(SB.name, [
-        SB.update('Port_Binding', [['_uuid', '==', uuid]], { chassis }),
-      ])
-      if ((updated?.count ?? 0) > 0) break
-      // The row went (and may come back with another uuid) before the monitor said so.
-      if (Date.now() > deadline) return
-      await new Promise((r) => setTimeout(r, 100))
+    const ready: { claim: Claim; uuid: string }[] = []
+    for (const claim of claims) {
+      const uuid = bindings.known(claim.port)
+      if (uuid !== undefined) ready.push({ claim, uuid })
+      else if (Date.now() > claim.deadline) claim.done()
+      else {
+        void bindings.uuidOf(claim.port, claim.deadline).then((found) => {
+          if (found === undefined) claim.done()
+          else this.#claim(remote, dpuId, claim)
+        })
+      }
     }
-    this.#boundIn.set(`${dpuId}/${logicalPort}`, remote)
+    if (ready.length === 0) return
+    const claimed = await client.transact(
+      SB.name,
+      ready.map(({ uuid }) => SB.update('Port_Binding', [['_uuid', '==', uuid]], { chassis })),
+    )
+    const bound = ready.filter((_, i) => (claimed[i]?.count ?? 0) > 0)
+    if (bound.length > 0) {
+      await client.transact(
+        SB.name,
+        bound.map(({ uuid }) => SB.update('Port_Binding', [['_uuid', '==', uuid]], { up: true })),
+      )
+    }
+    for (const { claim } of bound) {
+      this.#boundIn.set(`${dpuId}/${claim.port}`, remote)
+      claim.done()
+    }
+    // A row that went (and may come back with another uuid) before the monitor said so.
+    for (const { claim } of ready.filter((_, i) => (claimed[i]?.count ?? 0) === 0)) {
+      if (Date.now() > claim.deadline) claim.done()
+      else setTimeout(() => this.#claim(remote, dpuId, claim), 100)
+    }
   }
 
   /** Releases `logicalPort` when the DPU's chassis holds it (as ovn-controller does). */
@@ -90,7 +151,7 @@ export class FakeChassis {
           ['logical_port', '==', logicalPort],
           ['chassis', '==', chassis],
         ],
-        { chassis: null },
+        { chassis: null, up: false },
       ),
     ])
     this.#boundIn.delete(`${dpuId}/${logicalPort}`)
@@ -118,7 +179,9 @@ export class FakeChassis {
     try {
       const [, inserted] = await client.transact(SB.name, [
         SB.insert('Encap', { type: 'geneve', ip: encapIpOf(dpuId), chassis_name: dpuId }, 'encap'),
-        SB.insert('Chassis', { name: dpuId, hostname: dpuId, encaps: ['encap'] }),
+        SB.insert('Chassis', { name: dpuId, hostname: dpuId, encaps: ['encap'] }, 'chassis'),
+        SB.delete('Chassis_Private', [['name', '==', dpuId]]),
+        SB.insert('Chassis_Private', { name: dpuId, chassis: 'chassis' }),
       ])
       return String(inserted?.uuid?.[1])
     } catch (error) {
@@ -128,6 +191,14 @@ export class FakeChassis {
       throw error
     }
   }
+}
+
+/** A port a DPU was asked to bind, and who waits for it. */
+interface Claim {
+  readonly port: string
+  /** When it is given up (the controller then sees no binding). */
+  readonly deadline: number
+  readonly done: () => void
 }
 
 /** `Port_Binding` uuids by logical port, as a monitor of one SB reports them. */
@@ -150,6 +221,11 @@ class PortBindings {
       this.#waiters.delete(port)
       for (const wake of waiters ?? []) wake()
     }
+  }
+
+  /** The port's `Port_Binding` uuid as known now. */
+  known(port: string): string | undefined {
+    return this.#uuids.get(port)
   }
 
   /** The port's `Port_Binding` uuid, once it has one; undefined past `deadline`. */
