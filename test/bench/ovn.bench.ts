@@ -172,8 +172,16 @@ function nbctlScript(spec: GroupTopologySpec): string[][] {
         parentName,
         String(row.priority),
         String(row.match),
-        'reroute',
-        ...(row.nexthops as string[]),
+        String(row.action),
+        ...((row.nexthops as string[] | undefined) ?? []),
+      ])
+    } else if (r.table === 'Address_Set') {
+      const addresses = (row.addresses as string[]).map((a) => JSON.stringify(a)).join(',')
+      cmds.push([
+        'create',
+        'Address_Set',
+        `name=${String(row.name)}`,
+        `addresses=${addresses || '[]'}`,
       ])
     } else if (r.table === 'NAT') {
       cmds.push([
