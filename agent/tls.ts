@@ -8,9 +8,10 @@
  * issued by the CA, does not match the key, or is not valid now.
  */
 import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto'
-import { readFile, rename, writeFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { ConfigError } from '../lib/errors.ts'
+import { writeFileAtomic } from '../lib/files/index.ts'
 import type { AgentConfig } from './config.ts'
 import { SouthboundCertificateRefused } from './errors.ts'
 
@@ -220,10 +221,9 @@ export class SouthboundCertificate {
     return notValidAt(cert, now)
   }
 
-  /** Temp file and rename: ovn-controller never reads half a certificate. */
+  /** Whole or not at all (lib/files): ovn-controller never reads half a certificate. */
   private async write(pem: string): Promise<void> {
-    await writeFile(`${this.file}.tmp`, pem, { mode: 0o644 })
-    await rename(`${this.file}.tmp`, this.file)
+    await writeFileAtomic(this.file, pem, { mode: 0o644 })
     this.pem = pem
   }
 }

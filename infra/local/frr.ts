@@ -8,8 +8,9 @@
  * sockets and logs then live wherever the data dir is, and no directory of the user's
  * has to be opened up for them.
  */
-import { readFile, writeFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { writeFileAtomic } from '../../lib/files/index.ts'
 import { startupOrder } from '../../lib/frr/index.ts'
 import type { Daemon, DaemonSpec } from '../../lib/process/daemon.ts'
 import { startDaemon } from '../../lib/process/daemon.ts'
@@ -65,7 +66,7 @@ async function frrDaemonSpecs(options: FrrDaemonsOptions): Promise<DaemonSpec[]>
   const { dir } = options
   const identity = await frrIdentityArgs()
   for (const name of options.daemons) {
-    await writeFile(join(dir, `${name}.conf`), options.configs[name] ?? '')
+    await writeFileAtomic(join(dir, `${name}.conf`), options.configs[name] ?? '')
   }
   return options.daemons.map((name) => ({
     name,
@@ -96,7 +97,7 @@ async function frrDaemonSpecs(options: FrrDaemonsOptions): Promise<DaemonSpec[]>
       ? {
           beforeStart: async () => {
             const file = join(dir, 'bgpd.conf')
-            await writeFile(file, startupOrder(await readFile(file, 'utf8')))
+            await writeFileAtomic(file, startupOrder(await readFile(file, 'utf8')))
           },
         }
       : {}),

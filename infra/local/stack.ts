@@ -1,6 +1,7 @@
-import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readFile, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { HydrazineError } from '../../lib/errors.ts'
+import { writeFileAtomic } from '../../lib/files/index.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { type Daemon, type DaemonSpec, isAlive, startDaemon } from '../../lib/process/daemon.ts'
 import { startFrrDaemons } from './frr.ts'
@@ -189,7 +190,7 @@ async function claimDataDir(dataDir: string): Promise<void> {
   if (Number.isInteger(previous) && previous !== process.pid && isAlive(previous)) {
     throw new DataDirInUseError(dataDir, previous)
   }
-  await writeFile(pidFile, `${process.pid}\n`)
+  await writeFileAtomic(pidFile, `${process.pid}\n`)
 }
 
 /** Tries to start a dead embedded daemon again before the stack reports it crashed. */

@@ -15,10 +15,11 @@
  */
 import 'reflect-metadata'
 import { createPrivateKey, X509Certificate as NodeX509, randomBytes, webcrypto } from 'node:crypto'
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readFile } from 'node:fs/promises'
 import { isIP } from 'node:net'
 import { join } from 'node:path'
 import * as x509 from '@peculiar/x509'
+import { writeFileAtomic } from '../files/index.ts'
 import { CertificateRequestError, PkiError } from './errors.ts'
 
 export { CertificateRequestError, PkiError } from './errors.ts'
@@ -252,7 +253,7 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
       const certFile = join(dir, `${name}.crt`)
       const keyFile = join(dir, `${name}.key`)
       await writePrivate(keyFile, issued.key)
-      await writeFile(certFile, issued.cert)
+      await writeFileAtomic(certFile, issued.cert)
       return { certFile, keyFile, caFile }
     },
   }
@@ -278,10 +279,11 @@ async function createCa(keyFile: string, caFile: string) {
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
     ],
   })
-  // The key first: a crash between the two writes leaves a key without a certificate,
-  // which loadCa reports, never a certificate whose key is lost.
+  // The certificate first, each file whole: `ca.key` marks a CA that was made to the end.
+  // A cut between the two leaves a certificate without its key, from a creation nothing
+  // used yet, which the next start makes again (never a key without its certificate).
+  await writeFileAtomic(caFile, caCert.toString('pem'))
   await writePrivate(keyFile, await privateKeyPem(keys.privateKey))
-  await writeFile(caFile, caCert.toString('pem'))
   return { caKey: keys.privateKey, caCert }
 }
 
@@ -320,10 +322,7 @@ function serialNumber(): string {
   return bytes.toString('hex')
 }
 
-/** Writes a secret with mode 0600 from the first byte (temp file + rename). */
+/** Writes a secret with mode 0600 from the first byte, whole or not at all (lib/files). */
 export async function writePrivate(path: string, data: string): Promise<void> {
-  const temp = `${path}.${process.pid}.tmp`
-  await writeFile(temp, data, { mode: 0o600 })
-  await chmod(temp, 0o600)
-  await rename(temp, path)
+  await writeFileAtomic(path, data, { mode: 0o600 })
 }
