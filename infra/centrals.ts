@@ -14,10 +14,11 @@
  * a DPU of another group, holding only its identity or another group's certificate, fails
  * the TLS handshake and reads nothing. Releasing the group removes its CA with its files.
  */
-import { createHash, randomBytes, X509Certificate } from 'node:crypto'
-import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { createHash, X509Certificate } from 'node:crypto'
+import { chmod, mkdir, readdir, readFile, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { ConfigError } from '../lib/errors.ts'
+import { writeFileAtomic } from '../lib/files/index.ts'
 import {
   CentralUnavailableError,
   ChassisIdentityRefused,
@@ -29,7 +30,7 @@ import { type Daemon, type DaemonExit, requireBinary } from '../lib/process/daem
 import { MissingBinaryError } from '../lib/process/errors.ts'
 import { canConnect } from '../lib/process/ports.ts'
 import { PlaintextRefusedError, wantsTls } from './local/net.ts'
-import { startOvnCentral } from './local/ovn-central.ts'
+import { CentralDatabaseDamaged, startOvnCentral } from './local/ovn-central.ts'
 
 /** What `startPerGroupCentrals` needs; checked when it is called. */
 export interface PerGroupCentralsOptions {
@@ -48,9 +49,19 @@ export interface PerGroupCentralsOptions {
   readonly log?: (line: string) => void
 }
 
+/** What became of the centrals' databases since the provider started (its metrics). */
+export interface CentralDatabases {
+  /** Databases of centrals that served and cannot be read now: not replaced (per group). */
+  readonly damaged: readonly { readonly group: string; readonly file: string }[]
+  /** Databases made again: unreadable, from a creation a cut stopped before it finished. */
+  readonly remade: number
+}
+
 /** A provider of per-group centrals that can be shut down. */
 export interface PerGroupCentrals extends OvnCentralProvider {
   chassisCertificate: NonNullable<OvnCentralProvider['chassisCertificate']>
+  /** The damaged and remade databases (`hydrazine_ovn_central_*_databases` metrics). */
+  databases(): CentralDatabases
   /** Stops every central (their files stay, for the next start); no restarts after it. */
   close(): Promise<void>
 }
@@ -114,6 +125,8 @@ interface Central {
   chassisCa?: CertificateAuthority | undefined
   /** Per DPU: the certificate it was last given for this SB, and the identity it certifies. */
   readonly chassisCerts: Map<string, ChassisCert>
+  /** The database its last start found damaged (cleared by a start that succeeds). */
+  damaged?: string | undefined
 }
 
 interface ChassisCert {
@@ -174,6 +187,7 @@ export async function startPerGroupCentrals(
   const centrals = new Map<string, Central>()
   const releasing = new Map<string, Promise<void>>()
   let closed = false
+  let remade = 0
 
   const gone = (c: Central) =>
     new CentralUnavailableError(c.group, closed ? 'the provider is closed' : 'it was released', {
@@ -209,15 +223,29 @@ export async function startPerGroupCentrals(
       ...(sbPort > 0 && sbPort < 65536 ? { sbPort } : {}),
       certDir: c.dir,
       log: (line) => log(`central of group ${c.group}: ${line}`),
+      onRemade: () => {
+        remade++
+      },
     }).catch((cause: unknown) => {
+      if (cause instanceof CentralDatabaseDamaged) {
+        // Retrying cannot cure it; only the operator can (the message says how).
+        c.damaged = cause.file
+        log(`central of group ${c.group}: ${cause.message}`)
+        throw new CentralUnavailableError(c.group, cause.message, {
+          retryable: false,
+          reason: 'CentralDamaged',
+          cause,
+        })
+      }
       const config = cause instanceof MissingBinaryError || cause instanceof PlaintextRefusedError
       throw new CentralUnavailableError(c.group, 'it did not start', { retryable: !config, cause })
     })
+    c.damaged = undefined
     if (c.stopped) {
       await stopAll(started.daemons)
       throw gone(c)
     }
-    if (started.sbPort !== sbPort) await writeFile(portFile, `${started.sbPort}\n`)
+    if (started.sbPort !== sbPort) await writeFileAtomic(portFile, `${started.sbPort}\n`)
     const { nb, sb } = started.central
     const run: Running = {
       endpoints: {
@@ -317,9 +345,7 @@ export async function startPerGroupCentrals(
       cert = kept
     } else {
       cert = await ca.certifyKeyOf(identity, CHASSIS_CERT_DAYS)
-      const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
-      await writeFile(tmp, cert)
-      await rename(tmp, file)
+      await writeFileAtomic(file, cert)
     }
     c.chassisCerts.set(id, { identity, cert, ends: endOf(cert), identityEnds })
     return cert
@@ -401,6 +427,13 @@ export async function startPerGroupCentrals(
       )
     },
 
+    databases() {
+      const damaged = [...centrals.values()].flatMap((c) =>
+        c.damaged ? [{ group: c.group, file: c.damaged }] : [],
+      )
+      return { damaged, remade }
+    },
+
     async groups() {
       const dirs = await readdir(root).catch(() => [] as string[])
       const names = await Promise.all(
@@ -420,7 +453,7 @@ export async function startPerGroupCentrals(
 }
 
 /**
- * Writes the group's name into its directory (temp file + rename), or checks that the
+ * Writes the group's name into its directory (whole or not at all), or checks that the
  * name already there is this group's.
  */
 async function claimDir(c: Central): Promise<void> {
@@ -431,8 +464,7 @@ async function claimDir(c: Central): Promise<void> {
     throw new CentralUnavailableError(c.group, `${c.dir} belongs to group ${owner}`, {
       retryable: false,
     })
-  await writeFile(`${file}.tmp`, c.group)
-  await rename(`${file}.tmp`, file)
+  await writeFileAtomic(file, c.group)
 }
 
 /** True when the certificate `pem` certifies the same public key as `holder`. */

@@ -2,11 +2,24 @@
  * One OVN central: the NB and SB ovsdb-servers and ovn-northd, all files under one
  * directory. The embedded stack runs one (`<dataDir>/ovn`); `infra/centrals.ts` runs one
  * per resource group.
+ *
+ * A power cut leaves each database whole or absent: it is made under a temporary name,
+ * flushed and renamed into place (lib/files). The central's first start writes `served`
+ * beside them. A start that finds a database it cannot read makes it again when the
+ * central never served (a creation an earlier version left unfinished); one that served
+ * is never replaced: the start fails with `CentralDatabaseDamaged`.
  */
 import { execFile } from 'node:child_process'
-import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readFile, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { HydrazineError } from '../../lib/errors.ts'
+import {
+  removeLeftovers,
+  renameDurably,
+  tempNameFor,
+  writeFileAtomic,
+} from '../../lib/files/index.ts'
 import { type CertificateAuthority, type IssuedFiles, writePrivate } from '../../lib/pki/index.ts'
 import { type Daemon, requireBinary, startDaemon } from '../../lib/process/daemon.ts'
 import { DaemonStartError } from '../../lib/process/errors.ts'
@@ -49,7 +62,32 @@ export interface OvnCentralOptions {
   readonly chassisCaFile?: string
   /** Where progress lines go (default: nowhere). */
   readonly log?: (line: string) => void
+  /** Told of each database made again (unreadable, from a creation that never finished). */
+  readonly onRemade?: (file: string) => void
 }
+
+/**
+ * A database of a central that served cannot be read (`ovsdb-tool` refuses it): it is not
+ * replaced. Moving `file` aside lets the next start make it anew, empty: Hydrazine's next
+ * apply writes the NB again from its store; ovn-northd rebuilds the SB from the NB (and
+ * the chassis register again).
+ */
+export class CentralDatabaseDamaged extends HydrazineError {
+  constructor(
+    readonly file: string,
+    readonly why: string,
+  ) {
+    super(
+      'CENTRAL_DATABASE_DAMAGED',
+      `${file} cannot be read (${why}) and it served before: it is not replaced; move it ` +
+        'aside to have it made anew, empty (the NB is written again from the store by the ' +
+        'next apply, the SB by ovn-northd from the NB), or put back a copy you trust',
+    )
+  }
+}
+
+/** The file a central's first successful start writes: its databases have served. */
+export const SERVED_MARK = 'served'
 
 /** A central whose three daemons answer. */
 export interface StartedOvnCentral {
@@ -88,6 +126,8 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
   const tls = wantsTls('ovsdb-server(sb)', address, options.tls)
   const env = { OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVN_RUNDIR: dir, OVN_LOGDIR: dir }
   const daemons: Daemon[] = []
+  const servedMark = join(dir, SERVED_MARK)
+  const served = await exists(servedMark)
 
   /** Starts one database's server on its unix socket plus `remotes`; resolves the socket. */
   const startDb = async (
@@ -96,10 +136,10 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
     ready: (logFile: string, logStart: number) => Promise<boolean> = async () => true,
   ) => {
     const file = join(dir, `${db}.db`)
-    const schema = OVN_SCHEMAS[db]
-    if (!(await exists(file))) await run('ovsdb-tool', ['create', file, schema])
-    else if ((await run('ovsdb-tool', ['needs-conversion', file, schema])).stdout.trim() === 'yes')
-      await run('ovsdb-tool', ['convert', file, schema])
+    await openDatabase(file, OVN_SCHEMAS[db], served, (why) => {
+      log(`${file} cannot be read (${why}) and never served: made again`)
+      options.onRemade?.(file)
+    })
     const socket = join(dir, `${db}.sock`)
     const logFile = join(dir, `${db}.log`)
     const logStart = (await readFile(logFile, 'utf8').catch(() => '')).length
@@ -227,10 +267,62 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
       }),
     )
     log('ovn-northd is compiling NB into SB')
+    if (!served) await writeFileAtomic(servedMark, `${new Date().toISOString()}\n`)
     return { central: { nb, sb, runDir: dir }, sbPort, daemons }
   } catch (error) {
     for (const daemon of [...daemons].reverse()) await daemon.stop()
     throw error
+  }
+}
+
+/**
+ * Makes `file` a database of `schema` that ovsdb-server can open: created whole (under a
+ * temporary name, then renamed) when absent; converted when the schema changed. One that
+ * cannot be read is made again when the central never `served` (`remade` is told why),
+ * else `CentralDatabaseDamaged`. A missing file is made whatever `served` says: moving a
+ * damaged one aside is how an operator asks for a new one.
+ */
+async function openDatabase(
+  file: string,
+  schema: string,
+  served: boolean,
+  remade: (why: string) => void,
+): Promise<void> {
+  // Temporary databases (and their lock files) of a creation a cut stopped.
+  await removeLeftovers(file)
+  if (await exists(file)) {
+    const found = await inspect(file, schema)
+    if (found.readable) {
+      if (found.needsConversion) await run('ovsdb-tool', ['convert', file, schema])
+      return
+    }
+    if (served) throw new CentralDatabaseDamaged(file, found.why)
+    remade(found.why)
+    await rm(file, { force: true })
+  }
+  const temp = tempNameFor(file)
+  await run('ovsdb-tool', ['create', temp, schema])
+  await renameDurably(temp, file)
+  // The lock file ovsdb-tool kept beside the temporary name.
+  await removeLeftovers(file)
+}
+
+/**
+ * What ovsdb-tool makes of a database file: readable (and whether its schema is older
+ * than `schema`), or why not (its first line of complaint).
+ */
+async function inspect(
+  file: string,
+  schema: string,
+): Promise<{ readable: true; needsConversion: boolean } | { readable: false; why: string }> {
+  if ((await stat(file)).size === 0) return { readable: false, why: 'it is empty' }
+  try {
+    const { stdout } = await run('ovsdb-tool', ['needs-conversion', file, schema])
+    return { readable: true, needsConversion: stdout.trim() === 'yes' }
+  } catch (error) {
+    const stderr = (error as { stderr?: string }).stderr ?? ''
+    const line = stderr.trim().split('\n')[0] ?? ''
+    return { readable: false, why: line.replace(/^ovsdb-tool: /, '') || 'ovsdb-tool refuses it' }
   }
 }
 
@@ -243,7 +335,7 @@ async function writeServerCert(
   const certFile = join(dir, 'sb-server.crt')
   const keyFile = join(dir, 'sb-server.key')
   await writePrivate(keyFile, issued.key)
-  await writeFile(certFile, issued.cert)
+  await writeFileAtomic(certFile, issued.cert)
   return { certFile, keyFile, caFile }
 }
 

@@ -62,10 +62,14 @@ export interface OvnCentralProvider {
 
 /**
  * Why a group's central cannot answer, as the group's status shows it (`OvnConfigured`
- * condition): `CentralUnavailable` (it did not start, it is being released) or
- * `CentralNotConfigured` (the operator has not named its remotes yet).
+ * condition): `CentralUnavailable` (it did not start, it is being released),
+ * `CentralNotConfigured` (the operator has not named its remotes yet) or `CentralDamaged`
+ * (a database of it that served cannot be read, and is not replaced without the operator).
  */
-export type CentralUnavailableReason = 'CentralUnavailable' | 'CentralNotConfigured'
+export type CentralUnavailableReason =
+  | 'CentralUnavailable'
+  | 'CentralNotConfigured'
+  | 'CentralDamaged'
 
 /**
  * A group's central cannot answer: it did not start, is being released or closed, or is

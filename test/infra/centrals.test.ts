@@ -5,7 +5,7 @@
  */
 import { execFile } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
-import { readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -237,6 +237,67 @@ t.test('a new provider on the same data dir finds every central again', async (t
   const a2 = await centrals.ensure('group-a')
   t.same(a2, a, 'the same endpoints, SB port included')
   t.same(await switches(a2.nb), ['x'], 'and the same data')
+})
+
+t.test('a database a cut left unfinished is made again; none is left half-made', async (t) => {
+  const dataDir = await tempDir(t)
+  const dir = centralDir(dataDir, 'group-a')
+  // What a cut during an earlier version's creation left: the file made, nothing written;
+  // and what one during this version's leaves: a temporary database and its lock.
+  await mkdir(dir, { recursive: true })
+  await writeFile(join(dir, 'group'), 'group-a')
+  await writeFile(join(dir, 'nb.db'), '')
+  await writeFile(join(dir, 'sb.db.4242.0badf00d.tmp'), '')
+  await writeFile(join(dir, '.sb.db.4242.0badf00d.tmp.~lock~'), '')
+  const { centrals, lines } = await centralsIn(t, dataDir)
+  const a = await centrals.ensure('group-a')
+  await nbctl(a.nb, 'ls-add', 'x')
+  t.same(await switches(a.nb), ['x'], 'the central serves')
+  t.same(centrals.databases(), { damaged: [], remade: 1 }, 'the empty NB was made again')
+  t.ok(
+    lines.some((l) => l.includes(`${join(dir, 'nb.db')} cannot be read (it is empty)`)),
+    'and the log says so',
+  )
+  const files = await readdir(dir)
+  t.same(
+    files.filter((f) => f.includes('.tmp')),
+    [],
+    'no temporary database is left',
+  )
+  t.ok(files.includes('served'), 'the central is marked as having served')
+})
+
+t.test('a damaged database of a central that served is never replaced', async (t) => {
+  const first = await centralsIn(t)
+  const a = await first.centrals.ensure('group-a')
+  await nbctl(a.nb, 'ls-add', 'x')
+  await first.centrals.close()
+  const nbFile = join(centralDir(first.dataDir, 'group-a'), 'nb.db')
+  await writeFile(nbFile, 'OVSDB JSON 12 0\n{"damaged')
+
+  const { centrals } = await centralsIn(t, first.dataDir)
+  const error = await centrals.ensure('group-a').catch((e: unknown) => e)
+  t.type(error, CentralUnavailableError)
+  t.match(error, {
+    reason: 'CentralDamaged',
+    retryable: false,
+    message: new RegExp(
+      `${nbFile} cannot be read .* served before: it is not replaced; move it aside`,
+    ),
+  })
+  t.equal(await readFile(nbFile, 'utf8'), 'OVSDB JSON 12 0\n{"damaged', 'the file is untouched')
+  t.same(centrals.databases(), { damaged: [{ group: 'group-a', file: nbFile }], remade: 0 })
+  t.match(
+    await centrals.ensure('group-a').catch((e: unknown) => e),
+    { reason: 'CentralDamaged' },
+    'and stays so',
+  )
+
+  // The operator's way out: the file moved aside, the next start makes an empty NB.
+  await rename(nbFile, `${nbFile}.damaged`)
+  const again = await centrals.ensure('group-a')
+  t.same(await switches(again.nb), [], 'a new, empty NB, for the next apply to fill')
+  t.same(centrals.databases(), { damaged: [], remade: 0 }, 'nothing damaged any more')
 })
 
 t.test("TLS: each group's SB admits only the DPUs certified for that group", async (t) => {
