@@ -377,6 +377,21 @@ t.test('HYDRAZINE_DPU_HEALTH_MS: how often DPU heartbeats are checked', async (t
   }
 })
 
+t.test('HYDRAZINE_JOB_LOCK_MS: how long a dead controller holds its jobs', async (t) => {
+  const cases: [string | undefined, number | RegExp][] = [
+    [undefined, 30_000],
+    ['2000', 2000],
+    ['999', /HYDRAZINE_JOB_LOCK_MS: must be 1000\.\.600000/],
+    ['600001', /HYDRAZINE_JOB_LOCK_MS: must be 1000\.\.600000/],
+    ['2s', /HYDRAZINE_JOB_LOCK_MS: must be a number of milliseconds/],
+  ]
+  for (const [value, expected] of cases) {
+    const env = value === undefined ? {} : { HYDRAZINE_JOB_LOCK_MS: value }
+    if (typeof expected === 'number') t.equal(loadConfig(env).jobLockMs, expected, `${value}`)
+    else t.throws(() => loadConfig(env), expected, `${value}`)
+  }
+})
+
 t.test('HYDRAZINE_QUOTAS: per-tenant limits on groups, hosts and public IPs', async (t) => {
   const builtIn = { groups: 100, hosts: 10_000, publicIps: 1_000 }
   t.same(loadConfig({}).quotas, { default: builtIn, tenants: {} }, 'unset: generous defaults')

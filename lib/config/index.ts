@@ -181,6 +181,16 @@ const EnvSchema = v.object({
     ),
     '2000',
   ),
+  HYDRAZINE_JOB_LOCK_MS: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d+$/, 'must be a number of milliseconds'),
+      v.transform(Number),
+      v.minValue(1000, 'must be 1000..600000'),
+      v.maxValue(600_000, 'must be 1000..600000'),
+    ),
+    '30000',
+  ),
 })
 
 type EnvKey = keyof typeof EnvSchema.entries
@@ -282,6 +292,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(c.HYDRAZINE_WEBHOOK_SECRET ? { webhookSecret: c.HYDRAZINE_WEBHOOK_SECRET } : {}),
     logLevel: c.LOG_LEVEL,
     dpuHealthEveryMs: c.HYDRAZINE_DPU_HEALTH_MS,
+    jobLockMs: c.HYDRAZINE_JOB_LOCK_MS,
     fabric: {
       dummyIp: c.HYDRAZINE_FABRIC_DUMMY_IP,
       ...(c.HYDRAZINE_FABRIC_GATEWAY ? { gateway: c.HYDRAZINE_FABRIC_GATEWAY } : {}),

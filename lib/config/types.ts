@@ -81,6 +81,12 @@ export interface Config {
    * the DPUs' heartbeats against their hosts (`dpu.health`).
    */
   readonly dpuHealthEveryMs: number
+  /**
+   * `HYDRAZINE_JOB_LOCK_MS` (default 30000): how long a job stays locked to a controller
+   * that stopped renewing it (it died) before another worker, or this controller after a
+   * restart, takes it over. Shorter: faster recovery, more lock renewals.
+   */
+  readonly jobLockMs: number
   readonly fabric: FabricConfig
   /**
    * `HYDRAZINE_DHCP_SERVERS`: comma-separated IPv4 addresses of the DHCP servers a group
