@@ -13,7 +13,6 @@ import { isLoopback } from '../lib/process/ports.ts'
 import { redactRedisUrl } from '../lib/redis/connection.ts'
 import { centralsRoot, type PerGroupCentrals, startPerGroupCentrals } from './centrals.ts'
 import { type ExternalCentrals, openExternalCentrals } from './external-centrals.ts'
-import { openKubernetesCentrals } from './kubernetes-centrals.ts'
 import { embeddedFrrDir, type LocalStack, startLocalStack } from './local/stack.ts'
 import { createLogger } from './logger.ts'
 import { bgpSettingsOf, startService } from './service.ts'
@@ -50,9 +49,14 @@ try {
         log: (line) => logger.info(line),
       })
     : undefined
-  // Each group's central a StatefulSet the Kubernetes API runs (infra/k8s/README.md).
-  const kubernetes: OvnCentralProvider | undefined = config.kubernetes
-    ? openKubernetesCentrals(config.kubernetes, (line) => logger.info(line))
+  // Each group's central a StatefulSet the Kubernetes API runs (infra/k8s/README.md). Its
+  // client is loaded only then: it costs about 2 s of start-up, which every other
+  // start (and every restart after a cut) would pay for nothing.
+  const kubernetesConfig = config.kubernetes
+  const kubernetes: OvnCentralProvider | undefined = kubernetesConfig
+    ? (await import('./kubernetes-centrals.ts')).openKubernetesCentrals(kubernetesConfig, (line) =>
+        logger.info(line),
+      )
     : undefined
   const embedRedis = !config.redisUrl
   const embedOvn = !config.ovn && !external && !kubernetes
@@ -113,6 +117,7 @@ try {
       ovn,
       ...(frrVtyDir ? { frrVtyDir, frrSaveConfig: embedFrr || config.frrSaveConfig } : {}),
       ...(stack?.pki ? { pki: stack.pki } : {}),
+      ...(centrals ? { centralDatabases: centrals.databases } : {}),
       embeddedCentral: embedOvn,
     },
     logger,

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readFile } from 'node:fs/promises'
 import type { Server } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import { join } from 'node:path'
@@ -14,6 +14,7 @@ import { RedisSessions } from '../api/http/ui/session.ts'
 import { createFrrSync } from '../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../functions/internal/announcements.ts'
 import type { Config } from '../lib/config/index.ts'
+import { writeFileAtomic } from '../lib/files/index.ts'
 import {
   type BgpSettings,
   createFrrController,
@@ -27,8 +28,13 @@ import type { CertificateAuthority } from '../lib/pki/index.ts'
 import { canConnect, isLoopback } from '../lib/process/ports.ts'
 import { controllerHolderId, type Leadership } from '../lib/state/leases.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
+import type { CentralDatabases } from './centrals.ts'
 import { bullConnection, startController } from './controller.ts'
-import { announcedCollector, ingressInstruments } from './metrics/service.ts'
+import {
+  announcedCollector,
+  centralDatabasesCollector,
+  ingressInstruments,
+} from './metrics/service.ts'
 import { holdEmbeddedCentral, leadFrrConsumer } from './replicas.ts'
 
 /** Where Hydrazine's dependencies live, embedded or external. */
@@ -49,6 +55,8 @@ export interface Endpoints {
   readonly embeddedCentral?: boolean
   /** Hydrazine's CA, when it runs one: DPU credentials then carry a certificate. */
   readonly pki?: CertificateAuthority
+  /** The embedded per-group centrals' damaged and remade databases, for the metrics. */
+  readonly centralDatabases?: () => CentralDatabases
 }
 
 export interface RunningService {
@@ -79,6 +87,9 @@ export async function startService(
   const registry = config.metrics ? new Registry() : undefined
   if (registry) collectDefaultMetrics({ register: registry, prefix: 'hydrazine_' })
   const ingress = registry ? ingressInstruments(registry) : undefined
+  if (registry && endpoints.centralDatabases) {
+    centralDatabasesCollector(registry, endpoints.centralDatabases)
+  }
 
   const controller = await startController({
     redisUrl: endpoints.redisUrl,
@@ -89,6 +100,7 @@ export async function startService(
     dhcpServers: config.dhcpServers,
     quotas: config.quotas,
     dpuHealthEveryMs: config.dpuHealthEveryMs,
+    lockDurationMs: config.jobLockMs,
     logger,
     ...(endpoints.pki ? { certificates: dpuCertificates(endpoints.pki) } : {}),
     ...(registry ? { metrics: registry } : {}),
@@ -280,7 +292,7 @@ async function ensureOperatorToken(dataDir: string): Promise<string> {
   const file = join(dataDir, 'operator-token')
   const existing = await readFile(file, 'utf8').catch(() => '')
   if (existing.trim().length < 32) {
-    await writeFile(file, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 })
+    await writeFileAtomic(file, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 })
   }
   await chmod(file, 0o600)
   return file

@@ -76,3 +76,32 @@ export function announcedCollector(registry: Registry, announced: () => number |
     },
   })
 }
+
+/**
+ * Registers `hydrazine_ovn_central_damaged_databases` (per-group centrals whose database
+ * served and cannot be read now: their groups are Failed, `CentralDamaged`) and
+ * `hydrazine_ovn_central_databases_remade_total` (unreadable databases of centrals that
+ * never served, made again), read on each scrape from the embedded central provider.
+ */
+export function centralDatabasesCollector(
+  registry: Registry,
+  databases: () => { readonly damaged: readonly unknown[]; readonly remade: number },
+): void {
+  const damaged: Gauge = new Gauge({
+    name: 'hydrazine_ovn_central_damaged_databases',
+    help: 'Databases of per-group OVN centrals that served and cannot be read: not replaced, the group is Failed (CentralDamaged) until the operator moves the file aside',
+    registers: [registry],
+    collect() {
+      damaged.set(databases().damaged.length)
+    },
+  })
+  const remade: Counter = new Counter({
+    name: 'hydrazine_ovn_central_databases_remade_total',
+    help: 'Unreadable databases of per-group OVN centrals that never served (a creation a power cut stopped), made again',
+    registers: [registry],
+    collect() {
+      remade.reset()
+      remade.inc(databases().remade)
+    },
+  })
+}
