@@ -6,7 +6,7 @@
 import { isIP } from 'node:net'
 import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
-import { HostJob } from '../lib/jobs/index.ts'
+import { CONTROLLER_QUEUE, HostJob, jobId } from '../lib/jobs/index.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import { attemptOf } from '../lib/state/attempts.ts'
 import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/state/objects.ts'
@@ -83,7 +83,7 @@ async function attach(
   const host: HostAttempt = { ...found, attempt }
 
   if (stepOf(job) === 'converge') {
-    const group = await groupReadyFor(deps, host)
+    const group = await groupReadyFor(deps, job, token, host)
     await deps.checkpoint('attach:group-read')
     await dpuFollowsOneGroup(deps, host)
     const addresses = await allocateAddresses(deps, host, group)
@@ -108,8 +108,18 @@ async function attach(
   return reportAttached(deps, host)
 }
 
-/** The host's group, once it exists and is provisioned; Failed or retry later otherwise. */
-async function groupReadyFor(deps: HandlerDeps, host: HostAttempt): Promise<ResourceGroup> {
+/**
+ * The host's group, once it exists and is provisioned; Failed or retry later otherwise.
+ * While the group's first `group.create` runs, the attach parks as that job's waiter: it
+ * resumes the moment the group turns Ready, not when a retry's backoff ends (seconds
+ * later, for a group whose central is being made).
+ */
+async function groupReadyFor(
+  deps: HandlerDeps,
+  job: Job,
+  token: string | undefined,
+  host: HostAttempt,
+): Promise<ResourceGroup> {
   const name = host.spec.resourceGroup
   const group = await deps.store.getGroup(name)
   if (!group || group.deletion) {
@@ -127,6 +137,8 @@ async function groupReadyFor(deps: HandlerDeps, host: HostAttempt): Promise<Reso
     )
   }
   if (group.status.observedVersion === 0) {
+    const create = jobId('group.create', name, group.specVersion, attemptOf(group.status))
+    if (token) await deps.children.park(job, token, [{ queue: CONTROLLER_QUEUE, jobId: create }])
     throw new NotReady(`resource group ${name} is still provisioning`)
   }
   return group
