@@ -99,7 +99,7 @@ export function heartbeat(dpuId: string, protocolVersions: string[]): Heartbeat 
  * What a DPU agent does for a job: binds or releases the port in the SB (as its
  * ovn-controller would) and returns the ack shapes of lib/agent-protocol.
  */
-async function answer(
+export async function answer(
   dpuId: string,
   job: Job,
   chassis: FakeChassis | undefined,
