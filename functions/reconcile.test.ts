@@ -142,7 +142,13 @@ function depsFor(
         return {
           endpoints: endpointsOf(group),
           state: { members: [] },
-          result: { changed, ops: 0, attempts: 1, touched: [] },
+          result: {
+            changed,
+            ops: 0,
+            attempts: 1,
+            touched: changed ? ['Logical_Router/lr'] : [],
+            drifted: changed ? ['Logical_Router/lr'] : [],
+          },
         }
       },
     } as unknown as HandlerDeps['groups'],

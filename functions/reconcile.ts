@@ -158,7 +158,9 @@ async function applyEveryGroup(
       )
       const { endpoints, result } = applied
       if (!centrals.has(endpoints.nb)) centrals.set(endpoints.nb, endpoints)
-      if (result.changed) {
+      // Rows written for the first time (an attach's host not applied yet) are no repair:
+      // only where NB differed from what was applied before.
+      if (result.drifted.length > 0) {
         repaired.push(group.name)
         await recordRepairs(deps, group.name, applied)
       } else inSync.push(group.name)

@@ -201,7 +201,21 @@ t.test('readGroupState: live members with addresses; relays kept or stale', asyn
     { ...host('host-2', 'dpu-2'), deletion: { requestedAt: stamp, force: false } },
     host('host-3', 'dpu-3'),
     host('host-4', 'dpu-1'),
-  ]
+    // Failed at its public IP, after its own address was taken: never in the topology.
+    { ...host('host-5', 'dpu-1'), status: { ...host('host-5', 'dpu-1').status, phase: 'Failed' } },
+    // Failed later, once its attach had put it in the topology: it stays.
+    {
+      ...host('host-6', 'dpu-1'),
+      status: {
+        ...host('host-6', 'dpu-1').status,
+        phase: 'Failed',
+        logicalPortReference: {
+          logicalPort: topologyNames.hostPort('group-a', 'host-6'),
+          dpu: 'dpu-1',
+        },
+      },
+    },
+  ] as ManagedResource[]
   let relaying = group({ dhcpServer: '172.18.0.53' })
   const store = {
     getGroup: async (name: string) => (name === 'group-a' ? relaying : undefined),
@@ -212,6 +226,8 @@ t.test('readGroupState: live members with addresses; relays kept or stale', asyn
       { owner: 'host-1', ip: '10.10.10.2' },
       { owner: 'host-2', ip: '10.10.10.3' },
       { owner: 'host-4', ip: '10.10.10.5' },
+      { owner: 'host-5', ip: '10.10.10.6' },
+      { owner: 'host-6', ip: '10.10.10.7' },
       { owner: relayOwnerOf('dpu-1'), ip: '10.10.10.250' },
       { owner: relayOwnerOf('dpu-2'), ip: '10.10.10.251' },
     ],
@@ -226,8 +242,9 @@ t.test('readGroupState: live members with addresses; relays kept or stale', asyn
     [
       ['host-1', '10.10.10.2', '203.0.113.7'],
       ['host-4', '10.10.10.5', undefined],
+      ['host-6', '10.10.10.7', undefined],
     ],
-    'without the host being deleted (host-2) or holding no address yet (host-3)',
+    'without the host being deleted (host-2), holding no address yet (host-3) or Failed before its attach wrote it (host-5)',
   )
   t.same([...(read?.relayIps ?? [])], [['dpu-1', '10.10.10.250']], 'relay of a DPU in use')
   t.same(read?.staleRelayOwners, [relayOwnerOf('dpu-2')], 'relay of a DPU no member uses')

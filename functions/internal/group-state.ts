@@ -22,7 +22,10 @@ import type { FabricSettings, HandlerDeps } from './deps.ts'
 import { ipv6OwnerOf, relayDpuOf, relayMacOf } from './network.ts'
 import { topologyPolicies, withPoliciesApplied } from './policies.ts'
 
-/** A host that is on its group's network: it holds an address and is not being detached. */
+/**
+ * A host that is on its group's network: it holds an address, is not being detached, and
+ * did not fail before its attach first wrote it there (`failedBeforeTopology`).
+ */
 export interface MemberState {
   readonly host: ManagedResource
   readonly ip: string
@@ -74,7 +77,7 @@ export async function readGroupState(
   const members: MemberState[] = []
   for (const host of hosts) {
     const ip = ipByOwner.get(host.name)
-    if (host.deletion || !ip) continue
+    if (host.deletion || !ip || failedBeforeTopology(host, name)) continue
     const publicIp = publicByOwner.get(host.name)
     const publicIp6 = public6ByOwner.get(host.name)
     const ip6 = group.spec.network6 ? ipByOwner.get(ipv6OwnerOf(host.name)) : undefined
@@ -97,6 +100,19 @@ export async function readGroupState(
     else staleRelayOwners.push(owner)
   }
   return { group, members, relayIps, staleRelayOwners }
+}
+
+/**
+ * True when the host is Failed and its attach never put it in this group's topology (it
+ * failed at its addresses, say): it holds an address from before the failure, but no
+ * apply may write its rows until an attempt gets past that point. Its status names its
+ * port in this group (`logicalPortReference`) once an attach applied it.
+ */
+export function failedBeforeTopology(host: ManagedResource, group: string): boolean {
+  return (
+    host.status.phase === 'Failed' &&
+    host.status.logicalPortReference?.logicalPort !== topologyNames.hostPort(group, host.name)
+  )
 }
 
 /**

@@ -1,7 +1,9 @@
 /**
- * Reconcile's repairs as events: a group whose NB rows it rewrote gets a `Repaired` event
- * naming them, and so does each host whose logical switch port was among them, so that
- * `…/events` says what was found wrong and mended.
+ * Reconcile's repairs as events: a group whose NB rows it rewrote because NB differed
+ * from what was applied before (`ApplyResult.drifted`) gets a `Repaired` event naming
+ * them, and so does each host whose logical switch port was among them, so that
+ * `…/events` says what was found wrong and mended. Rows written for the first time are
+ * no repair.
  */
 import { topologyNames } from '../../lib/ovn/index.ts'
 import type { HandlerDeps } from './deps.ts'
@@ -19,7 +21,7 @@ export async function recordRepairs(
   group: string,
   { result, state }: GroupApplied,
 ): Promise<void> {
-  const rows = result.touched
+  const rows = result.drifted
   const listed = rows.slice(0, LISTED_ROWS).join(', ')
   const more = rows.length > LISTED_ROWS ? ` and ${rows.length - LISTED_ROWS} more` : ''
   await deps.store.events.record('rg', group, {

@@ -1,9 +1,10 @@
 /**
  * Status writers: each handler reports what it observed through these, never over the
- * status of a newer spec version or a newer attempt at the same one. A Ready status keeps
- * no False condition from an earlier step or attempt (health conditions aside).
+ * status of a newer spec version or a newer attempt at the same one. A host's write drops
+ * the conditions its new phase makes meaningless (`conditionsOnEntering`): a Ready status
+ * keeps no False or Unknown condition from an earlier step or attempt (health aside).
  */
-import { attemptOf, withoutFailures } from '../../lib/state/attempts.ts'
+import { attemptOf, conditionsOnEntering, withoutFailures } from '../../lib/state/attempts.ts'
 import {
   type Condition,
   type ManagedResource,
@@ -73,7 +74,11 @@ export async function setHostStatus(
       ...(change.publicIp ? { publicIP: change.publicIp } : {}),
       ...(change.publicIp6 ? { publicIPv6: change.publicIp6 } : {}),
     }
-    const conditions = setCondition(previous.conditions, change.condition)
+    // What the new phase makes meaningless goes first; the change's own condition stays.
+    const conditions = setCondition(
+      conditionsOnEntering(change.phase, previous.conditions),
+      change.condition,
+    )
     return {
       ...previous,
       phase: change.phase,

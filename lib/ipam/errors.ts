@@ -4,14 +4,44 @@
  */
 import { HydrazineError } from '../errors.ts'
 
-/** No free address is left in the pool (or in any pool, when `pool` is `*`). */
+/**
+ * No free address is left in the pool (or in any pool, when `pool` is `*`). `message`
+ * replaces the default one when the pool says more (it was never filled).
+ */
 export class PoolExhausted extends HydrazineError {
   constructor(
     readonly network: string,
     readonly pool: string,
+    message = `network ${network}: pool ${pool} has no free address; release one (detach a host) or widen the pool in the group's spec`,
   ) {
-    super('POOL_EXHAUSTED', `network ${network}: pool ${pool} has no free address`)
+    super('POOL_EXHAUSTED', message)
   }
+}
+
+/**
+ * The operator's public IP pool of a family is empty because no address was ever
+ * registered (not because hosts hold them all): it names the call that fills it.
+ */
+export class PublicPoolEmpty extends PoolExhausted {
+  constructor(readonly family: 4 | 6) {
+    const pool = family === 6 ? 'public-ips-ipv6' : 'public-ips'
+    const example = family === 6 ? '2001:db8::10' : '203.0.113.10'
+    super(
+      'public',
+      pool,
+      `no public IPv${family} address has been registered yet (pool ${pool} is empty): an operator adds them with PUT /v1/public-ips/${example} (hz apply {"kind": "PublicIp", "name": "${example}"})`,
+    )
+  }
+}
+
+/** Every registered public IP of a family is held by a host. */
+export function publicPoolExhausted(family: 4 | 6, registered: number): PoolExhausted {
+  const pool = family === 6 ? 'public-ips-ipv6' : 'public-ips'
+  return new PoolExhausted(
+    'public',
+    pool,
+    `all ${registered} public IPv${family} addresses of pool ${pool} are allocated: register more with PUT /v1/public-ips/{ip}, or lower the access of a host that holds one`,
+  )
 }
 
 /** The address is already held by another owner. */

@@ -36,6 +36,7 @@ export {
   NotInSubnet,
   Overlap,
   PoolExhausted,
+  PublicPoolEmpty,
 } from './errors.ts'
 export type { DefineOptions, Released, SubnetChange } from './networks.ts'
 export type { PublicIpStatus } from './public-ips.ts'

@@ -15,7 +15,7 @@ import {
   parseIp,
   toHex,
 } from './address.ts'
-import { Conflict, InvalidRequest, PoolExhausted } from './errors.ts'
+import { Conflict, InvalidRequest, PublicPoolEmpty, publicPoolExhausted } from './errors.ts'
 import { checkId, publicIpKeys } from './keys.ts'
 import { scripts, tuple } from './scripts.ts'
 
@@ -92,7 +92,10 @@ export function createPublicIps(redis: RedisClient, prefix: string) {
       const k = keys[family]
       const hex = await scripts.publicIpAllocate.run(redis, [k.registry, k.free, k.owners], [owner])
       if (typeof hex !== 'string') {
-        throw new PoolExhausted('public', family === 6 ? 'public-ips-ipv6' : 'public-ips')
+        const registered = await redis.hlen(k.registry)
+        throw registered === 0
+          ? new PublicPoolEmpty(family)
+          : publicPoolExhausted(family, registered)
       }
       return format(hex)
     },

@@ -1,5 +1,6 @@
 import t from 'tap'
 import {
+  conditionsOnEntering,
   failureOf,
   RETRY_BASE_MS,
   RETRY_MAX_MS,
@@ -81,4 +82,26 @@ for (const k of cases) {
 t.test('the failure is the newest False condition that is not health', async (t) => {
   t.equal(failureOf(failed('POOL_EXHAUSTED'))?.reason, 'POOL_EXHAUSTED')
   t.equal(retryDelayMs(1), RETRY_BASE_MS)
+})
+
+t.test('a phase drops the conditions it makes meaningless', async (t) => {
+  const retrying = c('Attached', 'Unknown', 'Retrying')
+  const waiting = c('AgentConfigured', 'False', 'AwaitingAgent')
+  const bound = c('AgentConfigured', 'True', 'Bound')
+  const health = c('DpuHealthy', 'False', 'HeartbeatLost')
+  const cases: [string, Condition[], string[]][] = [
+    ['Configuring', [retrying, waiting, health], ['AgentConfigured', 'DpuHealthy']],
+    ['Ready', [retrying, waiting, bound, health], ['AgentConfigured', 'DpuHealthy']],
+    ['Failed', [retrying, waiting, c('Attached', 'False', 'AgentFailed')], ['Attached']],
+    ['Detaching', [retrying, waiting, health], ['DpuHealthy']],
+    ['Detaching', [bound], ['AgentConfigured']],
+    ['Attaching', [retrying], ['Attached']],
+  ]
+  for (const [phase, conditions, kept] of cases) {
+    t.same(
+      conditionsOnEntering(phase, conditions).map((x) => x.type),
+      kept,
+      `${phase}: ${conditions.map((x) => `${x.type}=${x.status}`).join(', ')}`,
+    )
+  }
 })

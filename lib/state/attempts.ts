@@ -62,6 +62,40 @@ export function withoutFailures(conditions: readonly Condition[]): Condition[] {
   return conditions.filter((c) => c.status !== 'False' || HEALTH_CONDITIONS.has(c.type))
 }
 
+/**
+ * A host's conditions once it is in `phase`: what the phase makes meaningless goes, so
+ * that no condition outlives what it describes (health conditions always stay).
+ *
+ * - Past attaching (`Configuring`, `Ready`, `Detaching`): `Attached` unless True — an
+ *   attempt's start (`Unknown Retrying`) or an earlier failure no longer holds once the
+ *   host's port is in its group's topology, or once it leaves it.
+ * - `Ready`: nothing False or Unknown (no step is pending, none failed).
+ * - `Failed`: nothing Unknown (the attempt that started ended) and no wait
+ *   (`AwaitingAgent`): the failure condition says where it stands.
+ * - `Detaching`: no `AgentConfigured` unless True (nobody waits for a `configure` now).
+ *
+ * @example
+ * conditionsOnEntering('Configuring', [retrying]) // [] — `Attached=Unknown Retrying` is gone
+ */
+export function conditionsOnEntering(phase: string, conditions: readonly Condition[]): Condition[] {
+  return conditions.filter((c) => HEALTH_CONDITIONS.has(c.type) || meaningfulIn(phase, c))
+}
+
+function meaningfulIn(phase: string, c: Condition): boolean {
+  switch (phase) {
+    case 'Configuring':
+      return c.type !== 'Attached' || c.status === 'True'
+    case 'Ready':
+      return c.status === 'True'
+    case 'Failed':
+      return c.status !== 'Unknown' && c.reason !== 'AwaitingAgent'
+    case 'Detaching':
+      return (c.type !== 'Attached' && c.type !== 'AgentConfigured') || c.status === 'True'
+    default:
+      return true
+  }
+}
+
 /** The condition that made a Failed status fail (the newest False one that is not health). */
 export function failureOf(status: Attempted): Condition | undefined {
   if (status.phase !== 'Failed') return undefined

@@ -1,6 +1,12 @@
 import t from 'tap'
 import type { Operation } from '../protocol.ts'
-import { type ActualRow, type ActualRows, diffTopology, GENERATION_KEY } from './apply.ts'
+import {
+  type ActualRow,
+  type ActualRows,
+  diffTopology,
+  driftedRows,
+  GENERATION_KEY,
+} from './apply.ts'
 import { compileGroupTopology, type DesiredRows, TOPOLOGY_TABLES } from './compile.ts'
 import { addressSetNames, OWNER_KEY, ROW_KEY, topologyNames } from './names.ts'
 import type { GroupMember, GroupTopologySpec } from './spec.ts'
@@ -458,4 +464,28 @@ t.test("an attach writes the host's rows and its DPU's address set, not the rout
     ].sort(),
     'and a detach neither',
   )
+})
+
+t.test('driftedRows: drift is NB differing from what was applied, not a first write', async (t) => {
+  const row = (key: string, name: string) =>
+    ({ table: 'Logical_Switch_Port', key, row: { name, external_ids: {} } }) as const
+  const rows = (...r: ReturnType<typeof row>[]): DesiredRows => ({
+    group: 'g',
+    owner: 'group/g',
+    rows: r,
+  })
+  const before = rows(row('lsp/a', 'a'), row('lsp/b', 'b'), row('lsp/gone', 'gone'))
+  const now = rows(row('lsp/a', 'a'), row('lsp/b', 'b2'), row('lsp/new', 'new'))
+  const touched = [
+    'Logical_Switch_Port/lsp/a', // wanted alike before and now: NB lost or changed it
+    'Logical_Switch_Port/lsp/b', // the desired row changed
+    'Logical_Switch_Port/lsp/new', // written for the first time
+    'Logical_Switch_Port/lsp/gone', // no longer wanted
+    'Logical_Switch_Port/lsp/extra', // NB holds a row nobody wanted
+  ]
+  t.same(driftedRows(touched, now, before), [
+    'Logical_Switch_Port/lsp/a',
+    'Logical_Switch_Port/lsp/extra',
+  ])
+  t.same(driftedRows(touched, now, undefined), touched, 'nothing known applied: all of it')
 })

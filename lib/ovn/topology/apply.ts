@@ -8,7 +8,7 @@ import { Database } from '../database.ts'
 import { OvsdbTimedOut } from '../errors.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import type { NbTopologyCache } from './cache.ts'
-import { compileGroupTopology, type DesiredRows } from './compile.ts'
+import { compileGroupTopology, type DesiredRow, type DesiredRows, rowId } from './compile.ts'
 import { diffTopology, GENERATION_KEY, GUARD_ID, type PortChanges } from './diff.ts'
 import { TopologyApplyContention } from './errors.ts'
 import { ownerOf } from './names.ts'
@@ -41,6 +41,13 @@ export interface ApplyResult {
    * nothing was committed. What reconcile repaired, when it is reconcile that applies.
    */
   readonly touched: readonly string[]
+  /**
+   * The touched rows where NB differed from what the last apply through the same cache
+   * left there: a row changed or removed behind Hydrazine's back, or one NB gained. A
+   * row written for the first time, or because the desired state changed, is not drift.
+   * Without a cache, or before its first apply of the group, every touched row.
+   */
+  readonly drifted: readonly string[]
   /**
    * Desired rows the last round compared with NB: every row of the group, or with a cache
    * that saw NB match the group's previous compile, only the rows that changed since.
@@ -111,6 +118,37 @@ export function deleteGroupTopology(
  * members): the loser of a race must not re-commit what it read before the winner's
  * change, or it would undo that change.
  */
+/**
+ * Of the `touched` row ids, those where NB differed from `before` (the desired rows last
+ * left in NB): a row both want alike, or one NB holds that neither wants. Without
+ * `before`, all of them (nothing tells what was applied).
+ */
+export function driftedRows(
+  touched: readonly string[],
+  desired: DesiredRows,
+  before: DesiredRows | undefined,
+): string[] {
+  if (!before) return [...touched]
+  const was = byRowId(before)
+  const now = byRowId(desired)
+  return touched.filter((id) => {
+    const wanted = now.get(id)
+    const old = was.get(id)
+    if (!wanted) return !old
+    return old !== undefined && sameDesiredRow(old, wanted)
+  })
+}
+
+function byRowId(desired: DesiredRows): Map<string, DesiredRow> {
+  return new Map(desired.rows.map((row) => [rowId(row), row]))
+}
+
+function sameDesiredRow(a: DesiredRow, b: DesiredRow): boolean {
+  if (a === b) return true
+  const shape = (d: DesiredRow) => JSON.stringify([d.row, d.parent, d.links])
+  return shape(a) === shape(b)
+}
+
 /** The group's NB generation as a cache shows it (`none` before its guard row exists). */
 function generationOf(index: ActualIndex): string {
   const guard = index.byId.get(GUARD_ID)?.row
@@ -164,15 +202,38 @@ export async function applyDesiredRows(
       if (cache && mark && changes) {
         cache.applied.set(desired.owner, { compile: changes.serial, mark })
       }
+      cache?.written.set(desired.owner, desired)
     }
     if (writes.length === 0) {
       matched()
-      return { changed: false, ops: 0, attempts: attempt, touched: [], compared, ports: NO_PORTS }
+      return {
+        changed: false,
+        ops: 0,
+        attempts: attempt,
+        touched: [],
+        drifted: [],
+        compared,
+        ports: NO_PORTS,
+      }
     }
+    const written = cache?.written.get(desired.owner)
     try {
       await client.transact(nb.name, [...guards, ...writes, ...bump])
       matched()
-      return { changed: true, ops: writes.length, attempts: attempt, touched, compared, ports }
+      // Drift is what reconcile reports; an attach's apply never asks for it.
+      let drifted: string[] | undefined
+      return {
+        changed: true,
+        ops: writes.length,
+        attempts: attempt,
+        touched,
+        get drifted() {
+          drifted ??= driftedRows(touched, desired, written)
+          return drifted
+        },
+        compared,
+        ports,
+      }
     } catch (err) {
       if (!(err instanceof OvsdbTimedOut)) throw err
       await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt))

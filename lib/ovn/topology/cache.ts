@@ -7,6 +7,7 @@ import { decodeAtom } from '../values.ts'
 import {
   CHILD_COLUMNS,
   CompileMemo,
+  type DesiredRows,
   isParentTable,
   TOPOLOGY_TABLES,
   type TopologyTable,
@@ -41,6 +42,11 @@ export class NbTopologyCache {
    * compare every row.
    */
   readonly applied = new Map<string, AppliedMark>()
+  /**
+   * Per owner: the desired rows its last apply through this cache left NB matching. What
+   * an apply writes is drift only where NB differs from these (`ApplyResult.drifted`).
+   */
+  readonly written = new Map<string, DesiredRows>()
   private readonly rows = new Map<string, { table: TopologyTable; row: ActualRow }>()
   private readonly byOwner = new Map<string, IndexedRows>()
   private readonly changes = new Map<string, ChangeLog>()
