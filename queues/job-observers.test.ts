@@ -2,6 +2,7 @@ import { DelayedError, UnrecoverableError, WaitingChildrenError } from 'bullmq'
 import t from 'tap'
 import {
   dpuRepairs,
+  failureLogLevel,
   type JobOutcome,
   outcomeOfError,
   reconcileRepairs,
@@ -112,3 +113,20 @@ t.test('a timed handler reports each run and passes its result and errors unchan
   const handler = async () => 1
   t.equal(timed('reconcile', handler, {}), handler, 'without a jobRun observer, the handler itself')
 })
+
+t.test(
+  'a retried wait is logged at debug; a failure, or a wait out of attempts, at warn',
+  async (t) => {
+    const waiting = Object.assign(new Error('a child of host.attach vanished'), {
+      code: 'NOT_READY',
+    })
+    const ack = Object.assign(new Error('no configure ack'), { code: 'AWAITING_ACK' })
+    const broken = Object.assign(new Error('NB refused'), { code: 'OVSDB_ERROR' })
+    const job = (attemptsMade: number) => ({ attemptsMade, opts: { attempts: 12 } })
+    t.equal(failureLogLevel(job(3), waiting), 'debug')
+    t.equal(failureLogLevel(job(3), ack), 'debug')
+    t.equal(failureLogLevel(job(12), waiting), 'warn', 'no attempt left: the job failed for good')
+    t.equal(failureLogLevel(job(1), broken), 'warn')
+    t.equal(failureLogLevel(undefined, waiting), 'warn')
+  },
+)

@@ -73,6 +73,28 @@ export function outcomeOfError(
   return job.attemptsMade + 1 < (job.opts.attempts ?? 1) ? 'retried' : 'failed'
 }
 
+/**
+ * Errors that say "not yet" (an agent that has not answered, a child that must be added
+ * again, a group still provisioning): the object's status carries the wait.
+ */
+const WAITING_CODES: ReadonlySet<string> = new Set(['NOT_READY', 'AWAITING_ACK'])
+
+/**
+ * The level a failed run is logged at, as BullMQ reports it (`attemptsMade` counts this
+ * run): a wait that will be tried again is normal and logged at `debug`; anything else,
+ * or a wait whose job has no attempt left, at `warn`.
+ */
+export function failureLogLevel(
+  job: Pick<Job, 'attemptsMade' | 'opts'> | undefined,
+  error: unknown,
+): 'debug' | 'warn' {
+  const waiting =
+    typeof (error as { code?: unknown })?.code === 'string' &&
+    WAITING_CODES.has((error as { code: string }).code)
+  const retried = job !== undefined && job.attemptsMade < (job.opts.attempts ?? 1)
+  return waiting && retried ? 'debug' : 'warn'
+}
+
 /** The repairs a reconcile report lists, by kind (kinds with none left out). */
 export function reconcileRepairs(
   report: Pick<ReconcileReport, 'repaired' | 'orphansRemoved' | 'retried'>,

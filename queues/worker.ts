@@ -23,6 +23,7 @@ import type { Leases } from '../lib/state/leases.ts'
 import { bullChildJobs, ChildWatcher, waiterKeys } from './children.ts'
 import {
   dpuRepairs,
+  failureLogLevel,
   reconcileRepairs,
   reporting,
   timed,
@@ -151,8 +152,13 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       ...prefix,
     },
   )
+  // Waiting for an agent (or anything else not there yet) is normal: the object's status
+  // says so, and a retried wait is logged at debug only.
   worker.on('failed', (job, error) =>
-    options.logger?.warn({ job: job?.id, err: error.message }, 'job failed'),
+    options.logger?.[failureLogLevel(job, error)](
+      { job: job?.id, err: error.message },
+      'job failed',
+    ),
   )
   worker.on('error', (error) => options.logger?.warn({ err: error.message }, 'worker error'))
   await worker.waitUntilReady()

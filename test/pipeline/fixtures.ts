@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
+import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
@@ -44,6 +45,8 @@ export interface Pipeline {
       tamper?: (ack: ConfigureAck | IsolateAck) => object
       /** An agent whose ovn-controller never binds anything in the SB. */
       noSouthbound?: boolean
+      /** An agent that refuses every `isolate` (fails it for good, saying why). */
+      refuseIsolate?: boolean
     },
   ): Promise<TestAgent>
   /** Hydrazine-owned NB rows, as `table count` lines. */
@@ -98,6 +101,8 @@ export async function startPipeline(
     dnsZone?: string
     /** An IPv6 fabric (`FABRIC6`): hosts' IPv6 leaves their group through NAT66. */
     fabric6?: boolean
+    /** The controller's logger (default none). */
+    logger?: Logger
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
@@ -149,6 +154,7 @@ export async function startPipeline(
     ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
     ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
     ...(options.tls
       ? {
           certificates: async (dpuId: string) => ({
@@ -175,13 +181,17 @@ export async function startPipeline(
     ...(cluster ? { redisCluster: cluster } : {}),
     prefix,
     ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
-    async agent(dpuId, { protocolVersions, redis: credentials, tamper, noSouthbound } = {}) {
+    async agent(
+      dpuId,
+      { protocolVersions, redis: credentials, tamper, noSouthbound, refuseIsolate } = {},
+    ) {
       return startStandInAgent(t, {
         redisUrl: credentials ? asUser(redisUrl, credentials) : redisUrl,
         prefix,
         dpuId,
         ...(protocolVersions ? { protocolVersions } : {}),
         ...(tamper ? { tamper } : {}),
+        ...(refuseIsolate ? { refuseIsolate } : {}),
         ...(noSouthbound ? {} : { chassis }),
       })
     },

@@ -35,9 +35,11 @@ export async function startStandInAgent(
     readonly protocolVersions?: string[]
     readonly tamper?: (ack: ConfigureAck | IsolateAck) => object
     readonly chassis?: FakeChassis
+    /** Refuses every `isolate`, as an agent that cannot unbind the host does. */
+    readonly refuseIsolate?: boolean
   },
 ): Promise<TestAgent> {
-  const { dpuId, protocolVersions, tamper, chassis } = options
+  const { dpuId, protocolVersions, tamper, chassis, refuseIsolate } = options
   const jobs: Job[] = []
   const connection = createRedis({ url: options.redisUrl }, { maxRetriesPerRequest: null })
   // A stand-in agent rides out a Redis restart as the real one does: reconnecting.
@@ -54,6 +56,9 @@ export async function startStandInAgent(
         } catch (error) {
           throw new UnrecoverableError(String(error))
         }
+      }
+      if (refuseIsolate && job.name === 'isolate') {
+        throw new UnrecoverableError('ovs-vsctl del-port failed: the host port is busy')
       }
       const ack = await answer(dpuId, job, chassis)
       return tamper ? tamper(ack) : ack
