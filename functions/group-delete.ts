@@ -101,7 +101,7 @@ class HostNotIsolated extends HydrazineError {
   constructor(group: string, detachJob: string, why: string) {
     super(
       'HOST_NOT_ISOLATED',
-      `${detachJob} failed: ${why}; resource group ${group} waits for it (delete with force to finish)`,
+      `resource group ${group} waits for a host its DPU cannot show isolated (${detachJob}: ${why}); DELETE the group again once the agent can, or with ?force=true`,
     )
   }
 }

@@ -101,7 +101,7 @@ class IsolationFailed extends HydrazineError {
   constructor(dpuId: string, host: string, why: string) {
     super(
       'ISOLATION_FAILED',
-      `DPU ${dpuId} could not isolate ${host}: ${why}; delete it with force`,
+      `DPU ${dpuId} could not isolate host ${host}: ${why}; it keeps its addresses: DELETE it again once the agent can, or with ?force=true (its DPU then isolates it before serving anyone else)`,
     )
   }
 }

@@ -110,7 +110,12 @@ export async function setGroupStatus(
   await deps.store.updateGroupStatus(name, (current) => {
     if (specVersion !== undefined && current.status.observedVersion > specVersion) return undefined
     if (attempt !== undefined && attemptOf(current.status) > attempt) return undefined
-    const next = change(current.status)
+    const changed = change(current.status)
+    // A transition drops what the new phase makes meaningless; the change's own stay.
+    const next =
+      changed.phase === current.status.phase
+        ? changed
+        : { ...changed, conditions: conditionsOnEntering(changed.phase, changed.conditions) }
     return next.phase === 'Ready' ? { ...next, conditions: withoutFailures(next.conditions) } : next
   })
 }
@@ -124,6 +129,6 @@ export function groupFailed(
     ...current,
     phase: 'Failed',
     configsSynced: false,
-    conditions: setCondition(current.conditions, condition),
+    conditions: setCondition(conditionsOnEntering('Failed', current.conditions), condition),
   }
 }

@@ -96,6 +96,11 @@ t.test('a phase drops the conditions it makes meaningless', async (t) => {
     ['Detaching', [retrying, waiting, health], ['DpuHealthy']],
     ['Detaching', [bound], ['AgentConfigured']],
     ['Attaching', [retrying], ['Attached']],
+    [
+      'Terminating',
+      [c('OvnConfigured', 'Unknown', 'Retrying'), c('Degraded', 'True')],
+      ['Degraded'],
+    ],
   ]
   for (const [phase, conditions, kept] of cases) {
     t.same(

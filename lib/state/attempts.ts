@@ -63,7 +63,7 @@ export function withoutFailures(conditions: readonly Condition[]): Condition[] {
 }
 
 /**
- * A host's conditions once it is in `phase`: what the phase makes meaningless goes, so
+ * A host's or group's conditions once it is in `phase`: what the phase makes meaningless goes, so
  * that no condition outlives what it describes (health conditions always stay).
  *
  * - Past attaching (`Configuring`, `Ready`, `Detaching`): `Attached` unless True — an
@@ -73,6 +73,7 @@ export function withoutFailures(conditions: readonly Condition[]): Condition[] {
  * - `Failed`: nothing Unknown (the attempt that started ended) and no wait
  *   (`AwaitingAgent`): the failure condition says where it stands.
  * - `Detaching`: no `AgentConfigured` unless True (nobody waits for a `configure` now).
+ * - A group's `Terminating`: nothing Unknown (no attempt at its spec goes on).
  *
  * @example
  * conditionsOnEntering('Configuring', [retrying]) // [] — `Attached=Unknown Retrying` is gone
@@ -91,6 +92,8 @@ function meaningfulIn(phase: string, c: Condition): boolean {
       return c.status !== 'Unknown' && c.reason !== 'AwaitingAgent'
     case 'Detaching':
       return (c.type !== 'Attached' && c.type !== 'AgentConfigured') || c.status === 'True'
+    case 'Terminating':
+      return c.status !== 'Unknown'
     default:
       return true
   }

@@ -127,7 +127,7 @@ t.test(
     t.equal(host?.status.phase, 'Detaching')
     t.match(
       condition(host, 'Isolated')?.message,
-      /DPU dpu-2 could not isolate host-r: .*busy.*force/,
+      /DPU dpu-2 could not isolate host host-r: .*busy.*keeps its addresses.*force=true/,
       'names the DPU, the host, why, and the next step',
     )
     t.equal(await p.switchPort(topologyNames.hostPort('group-r', 'host-r')), undefined, 'no NB row')
@@ -139,7 +139,7 @@ t.test(
     t.equal(group?.status.phase, 'Terminating')
     t.match(
       group?.status.conditions.find((c) => c.type === 'Terminating')?.message,
-      /host-r.*force/,
+      /waits for a host its DPU cannot show isolated \(host\.detach-host-r-v1: .*\).*force=true/,
       'the group names the host it waits for and the next step',
     )
 
