@@ -43,8 +43,14 @@ t.test('with no agent, the wait is quiet and the status carries it', async (t) =
   // the attach adds it again, and keeps waiting.
   const queue = (await p.controller.queues()).find((q) => q.name.endsWith('agent-dpu-1'))
   const id = agentJobId('configure', { dpuId: 'dpu-1', host: { name: 'host-q' }, specVersion: 1 })
+  const attachId = 'host.attach-host-q-v1'
+  await until(
+    () => p.controller.queue.getJobState(attachId),
+    (state) => state === 'delayed',
+  )
   await (await queue?.getJob(id))?.remove()
-  await (await p.controller.queue.getJob('host.attach-host-q-v1'))?.promote()
+  // Woken now (or on its own, if it just woke): it finds its child gone.
+  await (await p.controller.queue.getJob(attachId))?.promote().catch(() => {})
   await until(
     async () => [
       await queue?.getJobState(id),
@@ -100,6 +106,14 @@ t.test(
       'no condition of its attach that the detach makes meaningless',
     )
     t.same(await p.controller.ipam.lookup('group-s', 'host-s'), held, 'it keeps its address')
+    t.match(
+      (await p.controller.store.events.list('mr', 'host-s')).slice(0, 2),
+      [
+        { type: 'Warning', reason: 'AwaitingAgent', message: /^Isolated=False/ },
+        { reason: 'Detaching', message: /Ready → Detaching/ },
+      ],
+      'its events say it, newest first',
+    )
 
     await p.agent('dpu-1')
     await until(
@@ -137,6 +151,18 @@ t.test(
       (g) => condition(g as never, 'Terminating')?.reason === 'HostNotIsolated',
     )
     t.equal(group?.status.phase, 'Terminating')
+    t.ok(
+      (await p.controller.store.events.list('mr', 'host-r')).some(
+        (e) => e.reason === 'AgentFailed',
+      ),
+      "the refusal is in the host's events",
+    )
+    t.ok(
+      (await p.controller.store.events.list('rg', 'group-r')).some(
+        (e) => e.reason === 'HostNotIsolated',
+      ),
+      "and the wait in the group's",
+    )
     t.match(
       group?.status.conditions.find((c) => c.type === 'Terminating')?.message,
       /waits for a host its DPU cannot show isolated \(host\.detach-host-r-v1: .*\).*force=true/,
@@ -151,3 +177,39 @@ t.test(
     t.equal(await p.controller.store.getHost('host-r'), undefined, 'a forced delete still works')
   },
 )
+
+t.test('a group delete with the agent stopped waits for it the same way', async (t) => {
+  const p = await startPipeline(t)
+  const agent = await p.agent('dpu-3')
+  await readyHost(p, 'group-w', 'host-w', 'dpu-3', 4)
+  const held = await p.controller.ipam.lookup('group-w', 'host-w')
+  await agent.close()
+
+  await p.client.deleteGroup('group-w')
+  const host = await until(
+    () => p.controller.store.getHost('host-w'),
+    (h) => condition(h, 'Isolated')?.reason === 'AwaitingAgent',
+  )
+  t.equal(host?.status.phase, 'Detaching')
+  await until(
+    () => p.switchPort(topologyNames.hostPort('group-w', 'host-w')),
+    (row) => row === undefined,
+  )
+  t.same(await p.controller.ipam.lookup('group-w', 'host-w'), held, 'its address held')
+  const group = await p.controller.store.getGroup('group-w')
+  t.equal(group?.status.phase, 'Terminating', 'the group waits, Terminating')
+  t.match(
+    group?.status.conditions.find((c) => c.type === 'Terminating'),
+    {
+      status: 'True',
+      reason: 'IsolatingHosts',
+    },
+  )
+
+  await p.agent('dpu-3')
+  await until(
+    () => p.controller.store.getGroup('group-w'),
+    (g) => g === undefined,
+  )
+  t.equal(await p.controller.store.getHost('host-w'), undefined, 'the agent back, both are gone')
+})
