@@ -3,8 +3,12 @@
  * of Hydrazine knows every session (a browser balanced between two is signed in on both),
  * sign-out ends it everywhere, an idle session expires, a flash is shown once, Redis
  * never holds a session id a browser could present, and a token taken out of the tokens
- * file ends the sessions it opened.
+ * file ends the sessions it opened. Failed sign-ins are counted per address and network:
+ * they never refuse a valid token, nor a sign-in from elsewhere.
  */
+import { request, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { serve } from '@hono/node-server'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
@@ -165,5 +169,75 @@ t.test(
       t.equal(res.status, 403, `Origin ${origin}: refused`)
       t.notOk(res.headers.get('set-cookie'), 'with no session cookie')
     }
+  },
+)
+
+t.test(
+  "failed sign-ins from elsewhere never refuse a valid token, nor another network's",
+  async (t) => {
+    const stack = await withStack(t)
+    const redis = new Redis(stack.redis?.url ?? '', { maxRetriesPerRequest: 1 })
+    redis.on('error', () => {})
+    t.teardown(() => redis.disconnect())
+    const operatorToken = 'operator-token-0123456789abcdef'
+    const app = createApp({
+      readiness: {},
+      ui: {
+        client: {} as UiDeps['client'],
+        tokens: { operator: [operatorToken], tenants: {} },
+        sessions: new RedisSessions(redis),
+      },
+    })
+    // A real server: the limiter counts by the address a request comes from.
+    const server = await new Promise<Server>((resolve) => {
+      const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () =>
+        resolve(s as Server),
+      ) as Server
+    })
+    t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+    const { port } = server.address() as AddressInfo
+    const signIn = (from: string, token: string) =>
+      new Promise<number>((resolve, reject) => {
+        const body = new URLSearchParams({ token }).toString()
+        const req = request(
+          {
+            host: '127.0.0.1',
+            port,
+            localAddress: from,
+            method: 'POST',
+            path: '/ui/sign-in',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          },
+          (res) => {
+            res.resume()
+            res.on('end', () => resolve(res.statusCode ?? 0))
+          },
+        )
+        req.on('error', reject)
+        req.end(body)
+      })
+
+    // 100 bad sign-ins from 10 addresses of one /24.
+    const statuses: number[] = []
+    for (let i = 0; i < 100; i++) {
+      statuses.push(await signIn(`127.0.0.${2 + (i % 10)}`, `wrong-token-${i}`))
+    }
+    t.equal(statuses[0], 403, 'a bad token is refused')
+    t.equal(statuses.at(-1), 429, 'and, past the limit, answered 429')
+    t.equal(
+      await signIn('127.0.0.1', operatorToken),
+      303,
+      "the operator's token signs in, from the same /24",
+    )
+    t.equal(
+      await signIn('127.0.0.2', operatorToken),
+      303,
+      'and from an address that failed many times',
+    )
+    t.equal(
+      await signIn('127.0.1.1', 'a-mistyped-token'),
+      403,
+      'a mistyped token from another /24 is told so, not made to wait',
+    )
   },
 )

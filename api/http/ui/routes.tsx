@@ -299,17 +299,18 @@ export function uiRoutes(deps: UiDeps): Hono<Env> {
     return page(c, <SignInPage />)
   })
   app.post('/sign-in', async (c) => {
-    const remote = remoteOf(c)
-    if (!limiter.allowed(remote)) {
-      return page(
-        c,
-        <SignInPage error="Too many failed sign-ins: wait a minute and try again." />,
-        429,
-      )
-    }
     const { token } = validate(SignInForm, await c.req.parseBody())
     const principal = lookup(token)
     if (!principal) {
+      // Failures only, counted by where they come from: a valid token is never refused.
+      const remote = remoteOf(c)
+      if (!limiter.allowed(remote)) {
+        return page(
+          c,
+          <SignInPage error="Too many failed sign-ins: wait a minute and try again." />,
+          429,
+        )
+      }
       limiter.failed(remote)
       return page(c, <SignInPage error="That token is not known. Check it and try again." />, 403)
     }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { csrfMatches, MemorySessions, SignInLimiter } from './session.ts'
+import { csrfMatches, MemorySessions, networkOf, SignInLimiter } from './session.ts'
 
 t.test('sessions in memory: random ids, idle expiry, capped count, flash once', async (t) => {
   let now = 0
@@ -40,17 +40,41 @@ t.test('CSRF tokens compare whole', async (t) => {
   t.notOk(csrfMatches(s, ''))
 })
 
-t.test('failed sign-ins are limited per address and in all', async (t) => {
+t.test('failed sign-ins are limited per address and per network, never in all', async (t) => {
   let now = 0
-  const limiter = new SignInLimiter({ windowMs: 1000, perAddress: 2, total: 3 }, () => now)
-  limiter.failed('a')
-  t.ok(limiter.allowed('a'))
-  limiter.failed('a')
-  t.notOk(limiter.allowed('a'), 'two failures: a waits')
-  t.ok(limiter.allowed('b'), 'b is another address')
-  limiter.failed('b')
-  t.notOk(limiter.allowed('c'), 'three in all: everyone waits')
+  const limiter = new SignInLimiter({ windowMs: 1000, perAddress: 2, perNetwork: 3 }, () => now)
+  limiter.failed('192.0.2.1')
+  t.ok(limiter.allowed('192.0.2.1'))
+  limiter.failed('192.0.2.1')
+  t.notOk(limiter.allowed('192.0.2.1'), 'two failures: that address waits')
+  t.ok(limiter.allowed('192.0.2.2'), 'another address of its /24 does not, yet')
+  limiter.failed('192.0.2.2')
+  t.notOk(limiter.allowed('192.0.2.3'), 'three in the /24: all of it waits')
+  t.ok(limiter.allowed('198.51.100.1'), 'another network is not counted with it')
+  for (const a of ['203.0.113.1', '203.0.113.2', '198.18.0.1', '198.18.1.1', '198.18.2.1']) {
+    limiter.failed(a)
+  }
+  t.ok(limiter.allowed('2001:db8::1'), 'nor is anything counted in all')
+  limiter.failed('2001:db8:0:1::1')
+  limiter.failed('2001:db8:0:1::2')
+  limiter.failed('2001:db8:0:1:ffff::3')
+  t.notOk(limiter.allowed('2001:db8:0:1::4'), 'IPv6: per /64')
+  t.ok(limiter.allowed('2001:db8:0:2::1'), 'the next /64 is another network')
   now = 1001
-  t.ok(limiter.allowed('a'), 'the window moved on')
-  t.ok(limiter.allowed('c'))
+  t.ok(limiter.allowed('192.0.2.1'), 'the window moved on')
+  t.ok(limiter.allowed('2001:db8:0:1::4'))
+})
+
+t.test('the network of an address: its /24 or /64', async (t) => {
+  const cases: [string, string][] = [
+    ['192.0.2.7', '192.0.2.0/24'],
+    ['::ffff:192.0.2.7', '192.0.2.0/24'],
+    ['2001:db8:1:2::7', '2001:db8:1:2::/64'],
+    ['2001:0db8:0001:0002:0:0:0:7', '2001:db8:1:2::/64'],
+    ['2001:db8::7', '2001:db8:0:0::/64'],
+    ['::1', '0:0:0:0::/64'],
+    ['fe80::1:2:3:4', 'fe80:0:0:0::/64'],
+    ['unknown', 'unknown'],
+  ]
+  for (const [address, network] of cases) t.equal(networkOf(address), network, address)
 })

@@ -19,6 +19,7 @@
  * (await sessions.get(id))?.principal // { kind: 'operator' }
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { isIPv4, isIPv6 } from 'node:net'
 import * as v from 'valibot'
 import type { RedisClient } from '../../../lib/redis/connection.ts'
 import type { Principal } from '../tokens.ts'
@@ -253,38 +254,71 @@ export function csrfMatches(session: Session, presented: string): boolean {
 }
 
 /**
- * Counts failed sign-ins per remote address over a sliding window, and in all: past
- * `perAddress` failures from one address (or `total` from all) in `windowMs`, sign-in is
- * refused until the window moves on. Successes are not counted.
+ * Counts failed sign-ins over a sliding window, per remote address and per network (its
+ * /24, or /64 for IPv6): past `perAddress` failures from one address, or `perNetwork` from
+ * its network, in `windowMs`, a failed sign-in from there is refused (429) until the window
+ * moves on. Nothing is counted in all: failures elsewhere refuse no one. Only failures are
+ * counted, and the sign-in checks a token before asking here, so a valid token always
+ * signs in (tokens are long and random: guessing one is not what this slows).
  */
 export class SignInLimiter {
+  /** Failure times per `address:<a>` and `network:<n>`. */
   readonly #failures = new Map<string, number[]>()
-  readonly #all: number[] = []
 
   constructor(
-    readonly limits: { windowMs: number; perAddress: number; total: number } = {
+    readonly limits: { windowMs: number; perAddress: number; perNetwork: number } = {
       windowMs: 60_000,
       perAddress: 10,
-      total: 100,
+      perNetwork: 50,
     },
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** True when `address` may try to sign in now. */
+  /** True when a failed sign-in from `address` may still be answered as one (not 429). */
   allowed(address: string): boolean {
-    const since = this.now() - this.limits.windowMs
-    const mine = (this.#failures.get(address) ?? []).filter((t) => t > since)
-    while ((this.#all[0] ?? Number.POSITIVE_INFINITY) <= since) this.#all.shift()
-    if (mine.length === 0) this.#failures.delete(address)
-    else this.#failures.set(address, mine)
-    return mine.length < this.limits.perAddress && this.#all.length < this.limits.total
+    return (
+      this.#recent(`address:${address}`) < this.limits.perAddress &&
+      this.#recent(`network:${networkOf(address)}`) < this.limits.perNetwork
+    )
   }
 
   failed(address: string): void {
     const at = this.now()
-    // Bounded: an address past its limit is refused before it gets here again.
-    if (this.#failures.size >= 10_000 && !this.#failures.has(address)) this.#failures.clear()
-    this.#failures.set(address, [...(this.#failures.get(address) ?? []), at])
-    this.#all.push(at)
+    // Bounded: a source past its limit is refused before it gets here again.
+    if (this.#failures.size >= 10_000) this.#failures.clear()
+    for (const key of [`address:${address}`, `network:${networkOf(address)}`]) {
+      this.#failures.set(key, [...(this.#failures.get(key) ?? []), at])
+    }
   }
+
+  /** The failures of `key` in the window (older ones are forgotten). */
+  #recent(key: string): number {
+    const since = this.now() - this.limits.windowMs
+    const recent = (this.#failures.get(key) ?? []).filter((t) => t > since)
+    if (recent.length === 0) this.#failures.delete(key)
+    else this.#failures.set(key, recent)
+    return recent.length
+  }
+}
+
+/**
+ * The network an address counts in for sign-in failures: its /24 (IPv4, IPv4-mapped IPv6
+ * too) or its /64 (IPv6); anything else is its own.
+ *
+ * @example networkOf('192.0.2.7') // '192.0.2.0/24'
+ * @example networkOf('2001:db8:1:2::7') // '2001:db8:1:2::/64'
+ */
+export function networkOf(address: string): string {
+  const v4 = address.replace(/^::ffff:/i, '')
+  if (isIPv4(v4)) return `${v4.split('.').slice(0, 3).join('.')}.0/24`
+  if (!isIPv6(address)) return address
+  const [head = '', tail] = address.toLowerCase().split('::')
+  const groups = head === '' ? [] : head.split(':')
+  if (tail !== undefined) {
+    const after = tail === '' ? [] : tail.split(':')
+    // An embedded IPv4 tail is two groups; it is past the first four either way.
+    groups.push(...Array<string>(Math.max(0, 8 - groups.length - after.length)).fill('0'))
+  }
+  const first = [...groups, '0', '0', '0', '0'].slice(0, 4).map((g) => g.replace(/^0+(?=.)/, ''))
+  return `${first.join(':')}::/64`
 }
