@@ -14,7 +14,7 @@ import { runWatchStream, type WatchCall } from './watch-stream.ts'
 export interface WatchLimits {
   /** Open streams per token holder (the operator, or one tenant). */
   readonly perPrincipal: number
-  /** Open streams in all. */
+  /** Open streams in all; the operator's are bounded by `perPrincipal` only. */
   readonly total: number
   /**
    * Events a stream may have waiting to be sent: a client that reads slower than its
@@ -53,7 +53,9 @@ export class WatchStreams {
     const tenant = tenantOf(principal)
     const who = tenant === undefined ? 'operator' : `tenant:${tenant}`
     const open = this.#watching.get(who) ?? 0
-    if (open >= limits.perPrincipal || this.#open.size >= limits.total) {
+    // Tenants' streams cannot keep the operator's out.
+    const full = who !== 'operator' && this.#open.size >= limits.total
+    if (open >= limits.perPrincipal || full) {
       const which =
         open >= limits.perPrincipal
           ? `${limits.perPrincipal} for one token`

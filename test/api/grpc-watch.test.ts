@@ -160,6 +160,19 @@ t.test('Watch streams are bounded per token and in all', async (t) => {
   const b1 = watch({}, TENANT_B)
   const b2 = watch({}, TENANT_B)
   t.match(await b2.closed, { code: grpc.status.RESOURCE_EXHAUSTED, details: /3 in all/ })
+  // The tenants' streams fill the server, but not for the operator.
+  const op = watch({})
+  await p.client.applyGroup('group-op', groupSpec('tenant-c'))
+  t.ok(
+    await until(
+      async () => op.events.some((e) => e.name === 'group-op'),
+      (seen) => seen,
+      5000,
+    ),
+    "the operator's stream opens all the same",
+  )
+  op.end()
+  await op.closed
   // A closed stream frees its place.
   a1.end()
   await a1.closed

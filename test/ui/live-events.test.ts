@@ -3,7 +3,8 @@
  * Redis and OVN, stand-in agents, sessions in Redis as Hydrazine keeps them): a tenant's
  * stream says nothing at all of another tenant's objects; signing out, here or on another
  * replica, or a session expiring ends its streams; many streams all hear each change,
- * read once per principal; closing the UI ends its streams and its change-log reader.
+ * read once per principal; one tenant's streams keep no other principal's out; closing
+ * the UI ends its streams and its change-log reader.
  */
 import t from 'tap'
 import type { ApiDeps } from '../../api/http/app.ts'
@@ -259,6 +260,25 @@ t.test('the live stream, on a running system', async (t) => {
       read <= 2 * changes + 10,
       `${read} reads for ${changes} changes heard by ${streams.length} streams of 2 principals`,
     )
+  })
+
+  await t.test("one tenant's streams keep no operator's out", async (t) => {
+    const limits = { perSession: 2, perPrincipal: 4, total: 8 }
+    const capped = await replica(limits)
+    // Tenant A opens all the streams it can, over as many sessions as it takes.
+    const sessions = await Promise.all(Array.from({ length: 5 }, () => signIn(capped, TENANT_A)))
+    const opened = await Promise.all(
+      sessions.flatMap((s) => [openStream(t, capped, s), openStream(t, capped, s)]),
+    )
+    t.equal(
+      opened.filter((s) => s.status === 200).length,
+      limits.perPrincipal,
+      `tenant A: ${limits.perPrincipal} streams, the rest 429`,
+    )
+    const operator = await signIn(capped, OPERATOR)
+    t.equal((await openStream(t, capped, operator)).status, 200, "the operator's stream opens")
+    const b = await signIn(capped, TENANT_B)
+    t.equal((await openStream(t, capped, b)).status, 200, "and tenant B's")
   })
 
   await t.test('closing the UI ends its streams and its change-log reader', async (t) => {

@@ -1,5 +1,10 @@
 import t from 'tap'
+import type { Principal } from '../tokens.ts'
 import { DEFAULT_LIVE_LIMITS, LiveChanges, MAX_WATCHED, watchedOf } from './live.ts'
+
+const OPERATOR: Principal = { kind: 'operator' }
+const TENANT_A: Principal = { kind: 'tenant', tenant: 'tenant-a' }
+const TENANT_B: Principal = { kind: 'tenant', tenant: 'tenant-b' }
 
 t.test('?watch= keeps the keys of objects and leaves out the rest, never refusing', async (t) => {
   const cases: [string, string[], string[]][] = [
@@ -21,13 +26,13 @@ t.test("a session's streams: bounded, and ended with the session or the UI", asy
     sessionIsLive: async (id) => signedIn.has(id),
   })
   const slot = (session: string) => {
-    const got = live.admit(session)
+    const got = live.admit(session, OPERATOR)
     if (typeof got === 'string') throw new Error(`${session}: ${got}`)
     return got
   }
   const [a, b, c] = [slot('s1'), slot('s1'), slot('s2')]
-  t.equal(live.admit('s1'), 'busy', 'two per session')
-  t.equal(live.admit('s3'), 'busy', 'three in all')
+  t.equal(live.admit('s1', OPERATOR), 'busy', 'two per session')
+  t.equal(live.admit('s3', TENANT_A), 'busy', 'three in all')
 
   live.endSession('s1')
   t.same([a.ended.aborted, b.ended.aborted, c.ended.aborted], [true, true, false], 'its own only')
@@ -43,6 +48,38 @@ t.test("a session's streams: bounded, and ended with the session or the UI", asy
 
   live.close()
   t.ok(d.ended.aborted, 'closing the UI ends every stream')
-  t.equal(live.admit('s1'), 'closed', 'and admits none')
+  t.equal(live.admit('s1', OPERATOR), 'closed', 'and admits none')
   d.release()
+})
+
+t.test("one tenant's streams keep no other principal's out", async (t) => {
+  const live = new LiveChanges({
+    client: { watchChanges: () => Promise.reject(new Error('not listened to here')) },
+    limits: DEFAULT_LIVE_LIMITS,
+    sessionIsLive: async () => true,
+  })
+  t.teardown(() => live.close())
+  const { perSession, perPrincipal, total } = DEFAULT_LIVE_LIMITS
+  // Tenant A asks for as many streams as the UI holds, over as many sessions as it takes.
+  const asked = Array.from({ length: total }, (_, i) =>
+    live.admit(`a${Math.floor(i / perSession)}`, TENANT_A),
+  )
+  t.equal(asked.filter((s) => s !== 'busy').length, perPrincipal, `tenant A: ${perPrincipal} open`)
+  t.not(live.admit('b', TENANT_B), 'busy', 'tenant B still opens one')
+  t.not(live.admit('op', OPERATOR), 'busy', 'and the operator')
+})
+
+t.test("the operator's streams are bounded by its own cap only", async (t) => {
+  const live = new LiveChanges({
+    client: { watchChanges: () => Promise.reject(new Error('not listened to here')) },
+    limits: { ...DEFAULT_LIVE_LIMITS, perSession: 2, perPrincipal: 2, total: 2 },
+    sessionIsLive: async () => true,
+  })
+  t.teardown(() => live.close())
+  t.not(live.admit('a', TENANT_A), 'busy')
+  t.not(live.admit('b', TENANT_B), 'busy')
+  t.equal(live.admit('c', { kind: 'tenant', tenant: 'tenant-c' }), 'busy', 'two in all')
+  t.not(live.admit('op', OPERATOR), 'busy', 'the operator is not held to the total')
+  t.not(live.admit('op', OPERATOR), 'busy')
+  t.equal(live.admit('op2', OPERATOR), 'busy', 'but to its own cap')
 })

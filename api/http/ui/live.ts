@@ -10,8 +10,10 @@
  * (`api/change-visibility.ts`): a tenant hears of its own objects only. A stream first
  * sends the current state of the objects its page shows (`?watch=host/h1&watch=group/g`,
  * at most `MAX_WATCHED`), then every change; a comment every `heartbeatMs` keeps proxies
- * from closing it. Streams are capped per session and in all (429), and one too far
- * behind is ended (the browser's EventSource reconnects and starts afresh).
+ * from closing it. Streams are capped per session, per principal (an operator, or one
+ * tenant however many sessions it opens) and in all (429), the operator's by its own cap
+ * only: one tenant's streams never keep another principal's out. One too far behind is
+ * ended (the browser's EventSource reconnects and starts afresh).
  *
  * A stream lasts no longer than its session: signing out ends the session's streams at
  * once, and every `sessionCheckMs` the sessions of open streams are checked, so that one
@@ -45,7 +47,9 @@ export interface LiveEvent {
 export interface LiveLimits {
   /** Streams one session may have open (tabs), default 6. */
   readonly perSession: number
-  /** Streams open in all, default 256. */
+  /** Streams one principal (the operator, or one tenant) may have open over all its sessions, default 32. */
+  readonly perPrincipal: number
+  /** Streams open in all, default 256; the operator's are bounded by `perPrincipal` only. */
   readonly total: number
   /** A keep-alive comment this often, default 15 s. */
   readonly heartbeatMs: number
@@ -65,6 +69,7 @@ export interface LiveLimits {
 
 export const DEFAULT_LIVE_LIMITS: LiveLimits = {
   perSession: 6,
+  perPrincipal: 32,
   total: 256,
   heartbeatMs: 15_000,
   backlog: 1000,
@@ -145,6 +150,8 @@ export class LiveChanges {
   /** The open streams of each session (this process's only: each replica bounds its own). */
   readonly #streams = new Map<string, Set<AbortController>>()
   #open = 0
+  /** Open streams per audience (`audienceOf`). */
+  readonly #perAudience = new Map<string, number>()
   /** Checks, while streams are open, that their sessions still are. */
   #sessionCheck: ReturnType<typeof setInterval> | undefined
   #checking = false
@@ -156,16 +163,27 @@ export class LiveChanges {
   }
 
   /**
-   * A place for one more stream of `sessionId`: `busy` when its session or the UI has as
-   * many open as allowed, `closed` once the UI is closing.
+   * A place for one more stream of `sessionId`, opened by `principal`: `busy` when its
+   * session, its principal or (but for the operator) the UI has as many open as allowed,
+   * `closed` once the UI is closing.
    */
-  admit(sessionId: string): StreamSlot | 'busy' | 'closed' {
+  admit(sessionId: string, principal: Principal): StreamSlot | 'busy' | 'closed' {
     if (this.#closed) return 'closed'
+    const { limits } = this
     const mine = this.#streams.get(sessionId) ?? new Set<AbortController>()
-    if (mine.size >= this.limits.perSession || this.#open >= this.limits.total) return 'busy'
+    const audience = audienceOf(principal)
+    const theirs = this.#perAudience.get(audience) ?? 0
+    if (
+      mine.size >= limits.perSession ||
+      theirs >= limits.perPrincipal ||
+      (principal.kind !== 'operator' && this.#open >= limits.total)
+    ) {
+      return 'busy'
+    }
     const ended = new AbortController()
     mine.add(ended)
     this.#streams.set(sessionId, mine)
+    this.#perAudience.set(audience, theirs + 1)
     this.#open++
     this.#sessionCheck ??= setInterval(() => void this.#checkSessions(), this.limits.sessionCheckMs)
     let released = false
@@ -176,6 +194,9 @@ export class LiveChanges {
         released = true
         mine.delete(ended)
         if (mine.size === 0) this.#streams.delete(sessionId)
+        const left = (this.#perAudience.get(audience) ?? 1) - 1
+        if (left > 0) this.#perAudience.set(audience, left)
+        else this.#perAudience.delete(audience)
         if (--this.#open === 0) this.#stopSessionCheck()
       },
     }
@@ -287,8 +308,8 @@ async function eventOf(
 }
 
 /**
- * Answers `GET /ui/events` for a signed-in session: the stream; 429 when its session or
- * the UI has as many streams open as allowed, 503 once the UI is closing.
+ * Answers `GET /ui/events` for a signed-in session: the stream; 429 when its session, its
+ * principal or the UI has as many streams open as allowed, 503 once the UI is closing.
  */
 export function liveEvents(
   c: Context,
@@ -302,7 +323,7 @@ export function liveEvents(
 ): Response {
   const { live, session, ops } = deps
   const { limits } = live
-  const slot = live.admit(session.id)
+  const slot = live.admit(session.id, session.principal)
   if (slot === 'closed') return c.text('closing', 503)
   if (slot === 'busy') return c.text('too many live streams open; close a tab', 429)
   const tenant = session.principal.kind === 'tenant' ? session.principal.tenant : undefined
