@@ -6,6 +6,8 @@ import { heartbeatKeyOf } from './credentials.ts'
 import { Heartbeat } from './index.ts'
 
 const recordBeatsScript = new LuaScript(new URL('./lua/record-beats.lua', import.meta.url))
+const readBeatsScript = new LuaScript(new URL('./lua/read-beats.lua', import.meta.url))
+const recordedBeatsScript = new LuaScript(new URL('./lua/recorded-beats.lua', import.meta.url))
 
 /**
  * The controller's record of every DPU's newest beat (a hash: DPU id → beat JSON). Only
@@ -15,6 +17,20 @@ const LAST_BEATS_KEY = 'hz:{beats}:last-beat'
 
 /** How long an agent's beat lives in Redis, in its own intervals (`write`'s usual TTL). */
 export const HEARTBEAT_TTL_INTERVALS = 3
+
+/**
+ * The most bytes of a beat the controller reads: a real one is about 1 KB, plus ~150 bytes
+ * per bound port. A longer one is not read at all (its size is asked first), so an agent
+ * that writes 200 MB under its own key costs the controller nothing but that DPU's beat.
+ */
+export const MAX_HEARTBEAT_BYTES = 64 * 1024
+
+/**
+ * How far ahead of the controller's clock a beat's `at` may be: a beat stamped later is
+ * refused (it would keep its DPU Online after it went silent). DPU clocks are synchronised
+ * (NTP) to well under this.
+ */
+export const MAX_CLOCK_SKEW_MS = 5_000
 
 /**
  * How the controller sees a DPU from the age of its newest beat, in the beat's own
@@ -65,9 +81,12 @@ export function dpuStateOf(
  */
 export class Heartbeats {
   readonly #redis: RedisClient
+  readonly #now: () => number
 
-  constructor(redis: RedisClient) {
+  /** @param now the controller's clock (tests), which a beat's `at` must not be ahead of */
+  constructor(redis: RedisClient, now: () => number = Date.now) {
     this.#redis = redis
+    this.#now = now
   }
 
   /** Writes a beat that expires after `ttlMs` unless the next one replaces it. */
@@ -75,20 +94,23 @@ export class Heartbeats {
     await this.#redis.set(heartbeatKeyOf(beat.dpuId), JSON.stringify(beat), 'PX', ttlMs)
   }
 
-  /** The DPU's live beat; undefined when it expired or does not parse. */
+  /**
+   * The DPU's live beat; undefined when it expired, is longer than `MAX_HEARTBEAT_BYTES`,
+   * does not parse or is stamped in the future.
+   */
   async read(dpuId: string): Promise<Heartbeat | undefined> {
-    return ownBeat(dpuId, await this.#redis.get(heartbeatKeyOf(dpuId)))
+    const [raw] = await this.#readBounded([heartbeatKeyOf(dpuId)])
+    return this.#ownBeat(dpuId, raw)
   }
 
   /** Every live beat, sorted by DPU id. */
   async live(): Promise<Heartbeat[]> {
     const keys = (await scanKeys(this.#redis, heartbeatKeyOf('*'))).sort()
     if (keys.length === 0) return []
-    // One slot (`{beats}`): one MGET, on a cluster too.
-    const values = await this.#redis.mget(...keys)
+    const values = await this.#readBounded(keys)
     return byId(
       values
-        .map((raw, i) => ownBeat(dpuOfKey(keys[i] ?? ''), raw))
+        .map((raw, i) => this.#ownBeat(dpuOfKey(keys[i] ?? ''), raw))
         .filter((b): b is Heartbeat => b !== undefined),
     )
   }
@@ -108,8 +130,8 @@ export class Heartbeats {
       )
     }
     const newest = new Map<string, Heartbeat>()
-    for (const raw of Object.values(await this.#redis.hgetall(LAST_BEATS_KEY))) {
-      const beat = parse(raw)
+    for (const [dpuId, raw] of await this.#recorded([])) {
+      const beat = this.#ownBeat(dpuId, raw)
       if (beat) newest.set(beat.dpuId, beat)
     }
     for (const beat of live) {
@@ -127,7 +149,7 @@ export class Heartbeats {
   async newest(dpuId: string): Promise<Heartbeat | undefined> {
     const [live, recorded] = await Promise.all([
       this.read(dpuId),
-      this.#redis.hget(LAST_BEATS_KEY, dpuId).then(parse),
+      this.#recorded([dpuId]).then(([entry]) => this.#ownBeat(dpuId, entry?.[1])),
     ])
     if (!live) return recorded
     if (recorded && recorded.at >= live.at) return recorded
@@ -148,6 +170,36 @@ export class Heartbeats {
   async forget(dpuId: string): Promise<void> {
     await this.#redis.multi().del(heartbeatKeyOf(dpuId)).hdel(LAST_BEATS_KEY, dpuId).exec()
   }
+
+  /** The values of these heartbeat keys, each null unless a string of at most the bound. */
+  async #readBounded(keys: readonly string[]): Promise<(string | null)[]> {
+    // One slot (`{beats}`): one script, on a cluster too.
+    const values = await readBeatsScript.run(this.#redis, keys, [MAX_HEARTBEAT_BYTES])
+    return (values as (string | null)[]).map((v) => (typeof v === 'string' ? v : null))
+  }
+
+  /** The recorded last beats of these DPUs (none: all), each within the bound. */
+  async #recorded(dpuIds: readonly string[]): Promise<[string, string][]> {
+    const flat = (await recordedBeatsScript.run(
+      this.#redis,
+      [LAST_BEATS_KEY],
+      [MAX_HEARTBEAT_BYTES, ...dpuIds],
+    )) as string[]
+    const entries: [string, string][] = []
+    for (let i = 0; i + 1 < flat.length; i += 2) entries.push([flat[i] ?? '', flat[i + 1] ?? ''])
+    return entries
+  }
+
+  /**
+   * The beat stored for `dpuId`, if it is that DPU's and not stamped in the future: an
+   * agent may write its own key only, but what it writes there is its own to choose, so a
+   * beat naming another DPU is ignored rather than taken (or recorded) as that DPU's.
+   */
+  #ownBeat(dpuId: string, raw: string | null | undefined): Heartbeat | undefined {
+    const beat = parse(raw)
+    if (beat?.dpuId !== dpuId) return undefined
+    return Date.parse(beat.at) <= this.#now() + MAX_CLOCK_SKEW_MS ? beat : undefined
+  }
 }
 
 function byId(beats: Heartbeat[]): Heartbeat[] {
@@ -158,16 +210,6 @@ function byId(beats: Heartbeat[]): Heartbeat[] {
 function dpuOfKey(key: string): string {
   const [before = '', after = ''] = heartbeatKeyOf('\n').split('\n')
   return key.slice(before.length, key.length - after.length)
-}
-
-/**
- * The beat stored under `dpuId`'s key, if it is that DPU's: an agent may write its own key
- * only, but what it writes there is its own to choose, so a beat naming another DPU is
- * ignored rather than taken (or recorded) as that DPU's.
- */
-function ownBeat(dpuId: string, raw: string | null | undefined): Heartbeat | undefined {
-  const beat = parse(raw)
-  return beat?.dpuId === dpuId ? beat : undefined
 }
 
 function parse(raw: string | null | undefined): Heartbeat | undefined {

@@ -119,6 +119,7 @@ const certificatePem = v.pipe(
 const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
 const protocolVersion = v.pipe(
   v.string(),
+  v.maxLength(16),
   v.regex(/^\d+\.\d+$/, "must be 'MAJOR.MINOR', e.g. '1.0'"),
 )
 
@@ -197,67 +198,91 @@ export type IsolatePayloadV1 = v.InferOutput<typeof IsolatePayloadV1>
 export const IsolatePayloadV2 = IsolatePayloadV1
 export type IsolatePayloadV2 = IsolatePayloadV1
 
+/**
+ * What an agent reports is its own to choose and the controller reads it: every string and
+ * list of it is bounded. A DPU holds at most 256 host ports (the inventory's bound).
+ */
+const reported = v.pipe(v.string(), v.maxLength(253))
+const reportedList = <T extends v.GenericSchema>(item: T, max: number) =>
+  v.pipe(v.array(item), v.maxLength(max, `must list at most ${max}`))
+export const MAX_REPORTED_PORTS = 256
+
 /** What the agent saw on its DPU: reported in acks, heartbeats and gRPC `GetStatus`. */
 export const ObservedState = v.object({
   /** OVS `system-id`, the OVN chassis name. */
-  chassis: v.string(),
-  bridges: v.array(v.string()),
-  ovnRemote: v.nullable(v.string()),
+  chassis: reported,
+  bridges: reportedList(reported, 64),
+  ovnRemote: v.nullable(v.pipe(v.string(), v.maxLength(4096))),
   ovnController: v.object({ running: v.boolean(), connected: v.boolean() }),
-  boundPorts: v.array(
+  boundPorts: reportedList(
     v.object({
-      port: v.string(),
-      logicalPort: v.string(),
-      group: v.string(),
+      port: reported,
+      logicalPort: reported,
+      group: reported,
       ovnInstalled: v.boolean(),
     }),
+    MAX_REPORTED_PORTS,
   ),
-  relays: v.array(
+  relays: reportedList(
     v.object({
-      group: v.string(),
-      port: v.string(),
-      dhcpServer: v.string(),
+      group: reported,
+      port: reported,
+      dhcpServer: reported,
       running: v.boolean(),
     }),
+    MAX_REPORTED_PORTS,
   ),
 })
 export type ObservedState = v.InferOutput<typeof ObservedState>
 
 export const ConfigureAck = v.object({
-  dpuId: v.string(),
+  dpuId: reported,
   specVersion,
-  protocolVersion: v.string(),
-  hostPort: v.string(),
-  relayPort: v.optional(v.string()),
+  protocolVersion: reported,
+  hostPort: reported,
+  relayPort: v.optional(reported),
   ovnInstalled: v.boolean(),
-  chassis: v.string(),
+  chassis: reported,
   observed: ObservedState,
 })
 export type ConfigureAck = v.InferOutput<typeof ConfigureAck>
 
 export const IsolateAck = v.object({
-  dpuId: v.string(),
+  dpuId: reported,
   specVersion,
-  protocolVersion: v.string(),
-  hostPort: v.string(),
+  protocolVersion: reported,
+  hostPort: reported,
   /** True once the host port is gone from `br-int` and no SB binding names this chassis. */
   unbound: v.boolean(),
   /** The group's relay port, when this isolate stopped the relay (no host needs it). */
-  relayStopped: v.optional(v.string()),
-  chassis: v.string(),
+  relayStopped: v.optional(reported),
+  chassis: reported,
   observed: ObservedState,
 })
 export type IsolateAck = v.InferOutput<typeof IsolateAck>
 
+/**
+ * The heartbeat interval the controller reckons with, whatever an agent says: under
+ * 100 ms is taken as 100 ms, over a minute as a minute (so a DPU that claims it beats
+ * once in 30 years is Lost within two minutes of its last beat).
+ */
+export const HEARTBEAT_INTERVAL_BOUNDS_MS = { min: 100, max: 60_000 } as const
+
 /** What an agent reports every interval (`Heartbeats` in `./heartbeats.ts` keeps them). */
 export const Heartbeat = v.object({
-  dpuId: v.string(),
-  agentVersion: v.string(),
-  protocolVersions: v.array(protocolVersion),
-  fabricIps: v.array(v.string()),
+  dpuId: DpuId,
+  agentVersion: v.pipe(v.string(), v.maxLength(128)),
+  protocolVersions: reportedList(protocolVersion, 16),
+  fabricIps: reportedList(v.pipe(v.string(), v.maxLength(45)), 8),
   /** ISO time of the beat. */
-  at: v.string(),
-  intervalMs: v.number(),
+  at: v.pipe(v.string(), v.maxLength(64)),
+  intervalMs: v.pipe(
+    v.number(),
+    v.finite(),
+    v.transform((ms) =>
+      Math.min(HEARTBEAT_INTERVAL_BOUNDS_MS.max, Math.max(HEARTBEAT_INTERVAL_BOUNDS_MS.min, ms)),
+    ),
+  ),
   observed: ObservedState,
 })
 export type Heartbeat = v.InferOutput<typeof Heartbeat>
