@@ -8,6 +8,7 @@
  */
 import { DelayedError, type Queue } from 'bullmq'
 import type { ChildJobs, ChildOutcome, ChildRef } from '../functions/internal/deps.ts'
+import { HydrazineError } from '../lib/errors.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
 import { hashTagOf, isCluster } from '../lib/redis/slots.ts'
 
@@ -106,7 +107,9 @@ export interface ChildWatcherOptions {
  * and, for each child that completed or failed, promotes the parents registered as its
  * waiters. One blocking XREAD covers every queue of one Redis; on a Redis Cluster, where
  * one command's keys must share a slot, there is one reader per hash tag (the agent
- * queues' shards, FRR's, the controller's: `lib/redis/slots.ts`).
+ * queues' shards, FRR's, the controller's: `lib/redis/slots.ts`). A queue whose event
+ * stream key holds something else is left out of it and reported (`UnreadableEventStream`):
+ * it costs only its own children's parents, which wake by their timers.
  */
 export class ChildWatcher {
   readonly #options: ChildWatcherOptions
@@ -156,6 +159,27 @@ export class ChildWatcher {
 /** How long `stop()` waits for a loop's command in flight. */
 const STOP_WAIT_MS = 1000
 
+/** How often a queue left out for an unreadable event stream is looked at again. */
+const UNREADABLE_RECHECK_MS = 10_000
+
+/**
+ * A queue's event stream key holds something else than a stream (a DPU's agent may write
+ * its own queue's keys, this one too): the one XREAD would fail for every queue, so that
+ * queue is left out of it, and its children's parents wake by their own timers, until
+ * the key is a stream again (or gone).
+ */
+export class UnreadableEventStream extends HydrazineError {
+  constructor(
+    readonly queue: string,
+    readonly type: string,
+  ) {
+    super(
+      'EVENT_STREAM_UNREADABLE',
+      `the event stream of queue ${queue} is a ${type}, not a stream: left out of the child watcher's reads until it is one again`,
+    )
+  }
+}
+
 /**
  * Waits for a loop to end, but not for longer than `STOP_WAIT_MS`: while Redis is down,
  * ioredis keeps a command queued for the next connection and `disconnect()` neither sends
@@ -196,6 +220,8 @@ class ShardReader {
   readonly #redis: RedisClient
   readonly #reader: RedisClient
   readonly #cursor = new Map<string, string>()
+  /** Queues left out of the XREAD (`UnreadableEventStream`), and when last looked at. */
+  readonly #unreadable = new Map<string, number>()
   #running = true
   readonly #done: Promise<void>
 
@@ -212,7 +238,9 @@ class ShardReader {
    * its last few seconds too, in case a child finished while its parent was registering.
    */
   watch(queue: string): void {
-    if (!this.#cursor.has(queue)) this.#cursor.set(queue, `${Date.now() - 5000}-0`)
+    if (!this.#cursor.has(queue) && !this.#unreadable.has(queue)) {
+      this.#cursor.set(queue, `${Date.now() - 5000}-0`)
+    }
   }
 
   async stop(): Promise<void> {
@@ -225,6 +253,7 @@ class ShardReader {
     const { keys } = this.#options
     while (this.#running) {
       try {
+        await this.#recheckUnreadable()
         const queues = [...this.#cursor.keys()]
         if (queues.length === 0) {
           await sleep(100)
@@ -258,8 +287,43 @@ class ShardReader {
         for (const [queue, id] of read) this.#cursor.set(queue, id)
       } catch (error) {
         if (!this.#running) return
+        // One queue's stream of another type fails the XREAD of all: leave it out, go on.
+        if (String(error).includes('WRONGTYPE') && (await this.#leaveOutUnreadable())) continue
         this.#options.onError?.(error)
         await sleep(500)
+      }
+    }
+  }
+
+  /** Leaves out the queues whose event stream is not a stream; true when there was one. */
+  async #leaveOutUnreadable(): Promise<boolean> {
+    const { keys, onError } = this.#options
+    const queues = [...this.#cursor.keys()]
+    const types = await Promise.all(queues.map((q) => this.#redis.type(keys.events(q))))
+    let found = false
+    queues.forEach((queue, i) => {
+      const type = types[i] ?? 'none'
+      if (type === 'stream' || type === 'none') return
+      found = true
+      this.#cursor.delete(queue)
+      this.#unreadable.set(queue, Date.now())
+      onError?.(new UnreadableEventStream(queue, type))
+    })
+    return found
+  }
+
+  /** Reads again, from now, the queues left out whose event stream is readable again. */
+  async #recheckUnreadable(): Promise<void> {
+    const { keys } = this.#options
+    const now = Date.now()
+    for (const [queue, checked] of this.#unreadable) {
+      if (now - checked < UNREADABLE_RECHECK_MS) continue
+      const type = await this.#redis.type(keys.events(queue))
+      if (type === 'stream' || type === 'none') {
+        this.#unreadable.delete(queue)
+        this.watch(queue)
+      } else {
+        this.#unreadable.set(queue, now)
       }
     }
   }

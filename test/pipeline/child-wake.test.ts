@@ -1,7 +1,9 @@
 /**
  * Parents parked on child jobs are woken by the `ChildWatcher` when their children finish
  * (completed or failed), not by their own timer: here the timer is an hour, so every
- * parent that runs again was woken by the watcher.
+ * parent that runs again was woken by the watcher. A queue whose event stream is not a
+ * stream (a DPU may write its own queue's keys) is left out and reported, and holds up no
+ * other queue's parents.
  */
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
@@ -81,9 +83,95 @@ t.test(`${PARENTS} children finishing at once each wake their parent`, async (t)
   t.same(left, [], 'no waiter is left registered')
 })
 
-/** Polls `check` every 20 ms for up to 30 s. */
-async function until(check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 30_000
+t.test(
+  "a queue whose event stream is not a stream holds up no other queue's parents",
+  async (t) => {
+    const stack = await withStack(t)
+    const url = stack.redis?.url ?? ''
+    const prefix = 'hzt-wrongtype'
+    const connections: Redis[] = []
+    const connection = () => {
+      const redis = new Redis(url, { maxRetriesPerRequest: null })
+      connections.push(redis)
+      return redis
+    }
+    t.teardown(() => {
+      for (const c of connections) c.disconnect()
+    })
+    const queues = new Map<string, Queue>()
+    const queueFor = (name: string) => {
+      let queue = queues.get(name)
+      if (!queue) {
+        queue = new Queue(name, { connection: connection(), prefix })
+        queues.set(name, queue)
+      }
+      return queue
+    }
+    t.teardown(() => Promise.all([...queues.values()].map((q) => q.close())))
+    const keys = waiterKeys(prefix)
+    const children = bullChildJobs(queueFor, connection(), keys, { minMs: HOUR, maxMs: HOUR })
+    const reported: unknown[] = []
+    const watcher = new ChildWatcher({
+      connection,
+      keys,
+      queueFor,
+      onError: (e) => reported.push(e),
+    })
+    t.teardown(() => watcher.stop())
+
+    // Parents p0-p9 wait for a child on a good DPU's queue, `bad` on the bad DPU's queue.
+    const childOf = (job: Job): ChildRef => ({
+      queue: job.id === 'bad' ? 'agent-bad' : 'agent-good',
+      jobId: `child-${job.id}`,
+    })
+    const parents = new Worker(
+      'parents',
+      async (job: Job, token?: string) => {
+        const ref = childOf(job)
+        if (!(job.data as { parked?: boolean }).parked) {
+          await children.add(ref.queue, 'child', {}, ref)
+          await job.updateData({ parked: true })
+        }
+        await children.park(job, token, [ref])
+        return (await children.outcome(ref)).state
+      },
+      { connection: connection(), prefix, concurrency: 20 },
+    )
+    t.teardown(() => parents.close())
+    const done = new Set<string>()
+    parents.on('completed', (job) => done.add(job.id ?? ''))
+    for (const id of ['bad', ...Array.from({ length: 10 }, (_, i) => `p${i}`)]) {
+      await queueFor('parents').add('parent', {}, { jobId: id })
+    }
+    await until(async () => (await queueFor('parents').getDelayedCount()) === 11)
+
+    // The bad DPU's agent may write its own queue's keys: it makes its event stream a string.
+    const redis = connection()
+    await redis.del(keys.events('agent-bad'))
+    await redis.set(keys.events('agent-bad'), 'not a stream')
+    await new Promise((r) => setTimeout(r, 1000))
+
+    const finisher = new Worker('agent-good', async () => 'done', {
+      connection: connection(),
+      prefix,
+      concurrency: 10,
+    })
+    t.teardown(() => finisher.close())
+    const began = Date.now()
+    await until(async () => done.size === 10, 10_000)
+    t.equal(done.size, 10, `the good DPU's children woke their parents (${Date.now() - began} ms)`)
+    t.notOk(done.has('bad'), "the bad DPU's parent waits for its timer")
+    t.match(
+      reported,
+      [{ code: 'EVENT_STREAM_UNREADABLE', queue: 'agent-bad' }],
+      'the bad queue is reported, once',
+    )
+  },
+)
+
+/** Polls `check` every 20 ms for up to `ms` (30 s). */
+async function until(check: () => Promise<boolean>, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms
   while (!(await check()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
 }
 
