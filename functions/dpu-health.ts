@@ -10,6 +10,7 @@ import {
   DPU_HEALTHY,
   dpuHealthyCondition,
   hostsMissingPort,
+  portsItMayHold,
   repairGraceMs,
   strayOwner,
   strayPorts,
@@ -103,16 +104,26 @@ export function createDpuHealth(deps: DpuHealthDeps, options: DpuHealthOptions =
 }
 
 async function runOnce(deps: DpuHealthDeps, now: Date): Promise<DpuHealthResult> {
-  const [beats, hosts, records] = await Promise.all([
+  const [beats, hosts, records, inventory] = await Promise.all([
     deps.heartbeats.list(),
     deps.store.listHosts(),
     deps.records.readAll(),
+    deps.store.listDpus(),
   ])
+  const hostPortsOf = new Map(inventory.map((d) => [d.name, d.spec.hostPorts]))
   const dpus: { id: string; state: DpuState; lastHeartbeat: string }[] = []
   const conditions: HealthWritten[] = []
   const repairs: DpuRepair[] = []
   const failed: { dpu: string; error: string }[] = []
-  for (const beat of beats) {
+  for (const reported of beats) {
+    const { held, ignored } = portsItMayHold(reported, hostPortsOf.get(reported.dpuId))
+    const beat = { ...reported, observed: { ...reported.observed, boundPorts: held } }
+    if (ignored.length > 0) {
+      failed.push({
+        dpu: beat.dpuId,
+        error: `reports ports its inventory does not give it, or twice (ignored): ${ignored.slice(0, 10).join(', ')}${ignored.length > 10 ? ', …' : ''}`,
+      })
+    }
     const state = dpuStateOf(beat, now)
     dpus.push({ id: beat.dpuId, state, lastHeartbeat: beat.at })
     try {

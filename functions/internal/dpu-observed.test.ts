@@ -7,6 +7,7 @@ import {
   type BoundPort,
   dpuHealthyCondition,
   hostsMissingPort,
+  portsItMayHold,
   strayOwner,
   strayPorts,
 } from './dpu-observed.ts'
@@ -200,4 +201,20 @@ t.test('a bound port nothing wants on the DPU is a stray', async (t) => {
   const here = host('here')
   const own = strayOwner(bound('hz/group-a/here'), [here], 'dpu-1')
   t.same(own, { name: 'here', specVersion: 3, known: true }, 'a host of this DPU is known')
+})
+
+t.test('a DPU holds only ports the inventory gives it, each once', async (t) => {
+  const made = Array.from({ length: 50 }, (_, i) => bound(`hz/group-a/made-up-${i}`, `fake${i}`))
+  const real = bound('hz/group-a/h1', 'pf0hpf')
+  const cases: [string, BoundPort[], string[] | undefined, BoundPort[], number][] = [
+    ['50 made-up ports beside a real one', [real, ...made], ['pf0hpf', 'pf1hpf'], [real], 50],
+    ['a port reported twice', [real, bound('hz/group-a/h2', 'pf0hpf')], ['pf0hpf'], [real], 1],
+    ['no host ports in the inventory: its own default', [real], [], [real], 0],
+    ['…each port once', [real, { ...real, logicalPort: 'x' }], undefined, [real], 1],
+  ]
+  for (const [name, ports, hostPorts, held, ignored] of cases) {
+    const got = portsItMayHold(beat(0, ports), hostPorts)
+    t.same(got.held, held, name)
+    t.equal(got.ignored.length, ignored, `${name}: ${ignored} ignored`)
+  }
 })

@@ -27,6 +27,29 @@ export function repairGraceMs(beat: Pick<Heartbeat, 'intervalMs'>): number {
 export type BoundPort = Heartbeat['observed']['boundPorts'][number]
 
 /**
+ * The bound ports of a beat that its DPU may hold: on a host port the inventory gives it
+ * (`hostPorts`), each port once. What is reported on any other port is not taken: made-up
+ * ports must not become repairs. A DPU whose inventory names no host port (or that is not
+ * in it) binds its agent's own default, whose name the controller does not know: its
+ * ports are taken, each once (at most `MAX_REPORTED_PORTS`, the heartbeat's bound).
+ */
+export function portsItMayHold(
+  beat: Pick<Heartbeat, 'observed'>,
+  hostPorts: readonly string[] | undefined,
+): { readonly held: BoundPort[]; readonly ignored: string[] } {
+  const allowed = hostPorts && hostPorts.length > 0 ? new Set(hostPorts) : undefined
+  const seen = new Set<string>()
+  const held: BoundPort[] = []
+  const ignored: string[] = []
+  for (const port of beat.observed.boundPorts) {
+    if (seen.has(port.port) || (allowed && !allowed.has(port.port))) ignored.push(port.port)
+    else held.push(port)
+    seen.add(port.port)
+  }
+  return { held, ignored }
+}
+
+/**
  * The `DpuHealthy` condition a host on DPU `dpuId` should now carry, given the one it
  * has, or undefined to leave it as it is. The host's phase never changes with it: a
  * silent agent does not stop a data plane that is already programmed.

@@ -12,7 +12,8 @@
  * - A host port the DPU lost: the host goes back to Configuring (`PortLost`), a new
  *   `configure` job rebinds it, it is Ready again, the repair is in its events, and it
  *   is not repeated. A port nothing wants: one `isolate` with a repair id; one the DPU
- *   keeps holding is isolated again only after the grace, never on every run.
+ *   keeps holding is isolated again only after the grace, never on every run. Ports the
+ *   DPU reports off the host ports its inventory gives it are no repairs.
  */
 import type { Job } from 'bullmq'
 import { Redis } from 'ioredis'
@@ -22,6 +23,7 @@ import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../../lib/agent-protocol/index.ts'
 import type { Condition } from '../../lib/state/objects.ts'
 import {
+  dpuFabricIps,
   groupSpec,
   hostSpec,
   type Pipeline,
@@ -352,6 +354,44 @@ t.test('a port the DPU lost is bound again; a port nothing wants is isolated', a
     t.equal(new Set(kepts().map((j) => j.id)).size, n, 'each a job of its own')
   })
 })
+
+t.test(
+  'ports a DPU makes up, off the host ports its inventory gives it, are no repairs',
+  async (t) => {
+    const p = await startPipeline(t)
+    const agent = await p.agent('dpu-1')
+    const dpu = new SimulatedDpu(agent)
+    await p.client.applyDpu('dpu-1', { fabricIps: dpuFabricIps('dpu-1'), hostPorts: ['pf0hpf'] })
+    const ghost = 'hz/group-a/ghost'
+    dpu.bound.set(ghost, {
+      port: 'pf0hpf',
+      logicalPort: ghost,
+      group: 'group-a',
+      ovnInstalled: true,
+    })
+    for (let i = 0; i < 30; i++) {
+      const lp = `hz/group-a/made-up-${i}`
+      dpu.bound.set(lp, { port: `fake${i}`, logicalPort: lp, group: 'group-a', ovnInstalled: true })
+    }
+    const redis = new Redis(p.redisUrl)
+    t.teardown(() => redis.disconnect())
+    const heart = beating(redis, dpu)
+    t.teardown(() => heart.stop())
+    await heart.start()
+    await startHealth(p)
+    const isolated = () =>
+      agent.jobs
+        .filter((j) => j.name === 'isolate')
+        .map((j) => (j.data as { host: { logicalPort: string } }).host.logicalPort)
+    await until(
+      async () => isolated(),
+      (lps) => lps.includes(ghost),
+      10_000,
+    )
+    await sleep(3 * INTERVAL_MS)
+    t.same(isolated(), [ghost], 'only the stray on its own host port is isolated: no made-up one')
+  },
+)
 
 t.test('the controller runs dpu.health when asked, keeping few of its results', async (t) => {
   const controller = await startScheduledController(t, {
