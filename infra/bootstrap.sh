@@ -4,6 +4,7 @@
 #   - Debian packages listed in infra/debian-packages.txt, and with `--test` (npm test)
 #     those in infra/debian-packages-test.txt too (apt-get, when run as root; otherwise
 #     the missing ones are listed and we stop);
+#   - mmdebstrap when HYDRAZINE_OVN_INSTALL=debian-13 (it makes the centrals' OVN root);
 #   - npm dependencies (npm ci) when node_modules is absent or older than the lockfile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,13 +23,18 @@ for arg in "$@"; do
   esac
 done
 
+wanted() {
+  cat "${lists[@]}"
+  if [ "${HYDRAZINE_OVN_INSTALL:-}" = debian-13 ]; then echo mmdebstrap; fi
+}
+
 missing=()
 while read -r pkg; do
   case "$pkg" in ''|'#'*) continue ;; esac
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-    missing+=("$pkg")
+    case " ${missing[*]} " in *" $pkg "*) ;; *) missing+=("$pkg") ;; esac
   fi
-done < <(cat "${lists[@]}")
+done < <(wanted)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then

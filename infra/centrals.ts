@@ -25,6 +25,7 @@ import {
   type OvnCentralEndpoints,
   type OvnCentralProvider,
 } from '../lib/ovn/central.ts'
+import { type OvnInstall, SYSTEM_OVN } from '../lib/ovn/install.ts'
 import { type CertificateAuthority, openCertificateAuthority } from '../lib/pki/index.ts'
 import { type Daemon, type DaemonExit, requireBinary } from '../lib/process/daemon.ts'
 import { MissingBinaryError } from '../lib/process/errors.ts'
@@ -45,6 +46,11 @@ export interface PerGroupCentralsOptions {
   /** Serve every SB over TLS (default: `listenAddress` is not loopback); never plaintext off it. */
   readonly tls?: boolean
   readonly pki: CertificateAuthority
+  /**
+   * The OVN every central runs (default the system's: Debian 12's OVN 23.03); with a
+   * newer one, DPUs whose `ovn-controller` is older are refused (`admitsController`).
+   */
+  readonly install?: OvnInstall
   /** Where progress and crash lines go (default: nowhere). */
   readonly log?: (line: string) => void
 }
@@ -173,8 +179,15 @@ export async function startPerGroupCentrals(
   const log = options.log ?? (() => {})
   const listenAddress = options.listenAddress ?? '127.0.0.1'
   const tls = wantsTls('ovsdb-server(sb)', listenAddress, options.tls)
-  for (const binary of ['ovsdb-server', 'ovsdb-tool', 'ovn-northd', 'ovn-nbctl', 'ovn-sbctl'])
-    requireBinary(binary)
+  const install = options.install ?? SYSTEM_OVN
+  for (const tool of [
+    'ovsdb-server',
+    'ovsdb-tool',
+    'ovn-northd',
+    'ovn-nbctl',
+    'ovn-sbctl',
+  ] as const)
+    requireBinary(install.command(tool).command)
   const longest = join(root, centralDirName(''), 'northd.ctl')
   if (longest.length > MAX_SOCKET_PATH)
     throw new ConfigError(
@@ -222,6 +235,7 @@ export async function startPerGroupCentrals(
       ...(c.chassisCa ? { chassisCaFile: c.chassisCa.caFile } : {}),
       ...(sbPort > 0 && sbPort < 65536 ? { sbPort } : {}),
       certDir: c.dir,
+      install,
       log: (line) => log(`central of group ${c.group}: ${line}`),
       onRemade: () => {
         remade++

@@ -9,10 +9,12 @@ import { type Config, loadConfig } from '../lib/config/index.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import { announcementsIn, renderBgpdConfig } from '../lib/frr/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../lib/ovn/central.ts'
+import { SYSTEM_OVN } from '../lib/ovn/install.ts'
 import { isLoopback } from '../lib/process/ports.ts'
 import { redactRedisUrl } from '../lib/redis/connection.ts'
 import { centralsRoot, type PerGroupCentrals, startPerGroupCentrals } from './centrals.ts'
 import { type ExternalCentrals, openExternalCentrals } from './external-centrals.ts'
+import { resolveOvnInstall } from './local/debian-ovn.ts'
 import { embeddedFrrDir, type LocalStack, startLocalStack } from './local/stack.ts'
 import { createLogger } from './logger.ts'
 import { bgpSettingsOf, startService } from './service.ts'
@@ -62,12 +64,27 @@ try {
   const embedOvn = !config.ovn && !external && !kubernetes
   const perGroup = embedOvn && config.ovnCentral === 'per-group'
   const embedFrr = !config.frrVtyDir
+  // The OVN the embedded centrals run: the Debian 13 root is made here, once.
+  const ovnInstall = embedOvn
+    ? await resolveOvnInstall(config.ovnInstall, {
+        cacheDir: join(config.dataDir, 'ovn-installs'),
+        log: (line) => logger.info(line),
+      })
+    : undefined
+  if (ovnInstall && ovnInstall !== SYSTEM_OVN) logger.info(`OVN centrals run ${ovnInstall.label}`)
   if (embedRedis || embedOvn || embedFrr) {
     stack = await startLocalStack({
       dataDir: config.dataDir,
       // Plaintext on loopback; TLS (from the stack's PKI) on any other address.
       redis: embedRedis ? { listenAddress: config.embeddedListen, port: 16379 } : false,
-      ovn: embedOvn && !perGroup ? { listenAddress: config.embeddedListen, sbPort: 6642 } : false,
+      ovn:
+        embedOvn && !perGroup
+          ? {
+              listenAddress: config.embeddedListen,
+              sbPort: 6642,
+              ...(ovnInstall ? { install: ovnInstall } : {}),
+            }
+          : false,
       frr: embedFrr
         ? {
             // What bgpd announced when it last saved (the previous run's, kept in the
@@ -96,6 +113,7 @@ try {
       dataDir: config.dataDir,
       listenAddress: config.embeddedListen,
       pki: stack.pki,
+      ...(ovnInstall ? { install: ovnInstall } : {}),
       log: (line) => logger.info(line),
     })
   }

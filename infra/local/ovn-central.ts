@@ -20,6 +20,7 @@ import {
   tempNameFor,
   writeFileAtomic,
 } from '../../lib/files/index.ts'
+import { type OvnInstall, type OvnTool, SYSTEM_OVN } from '../../lib/ovn/install.ts'
 import { type CertificateAuthority, type IssuedFiles, writePrivate } from '../../lib/pki/index.ts'
 import { type Daemon, requireBinary, startDaemon } from '../../lib/process/daemon.ts'
 import { DaemonStartError } from '../../lib/process/errors.ts'
@@ -30,10 +31,14 @@ import type { OvnCentral } from './types.ts'
 const run = promisify(execFile)
 
 /** The schemas of Debian's `ovn-central` package (OVN 23.03). */
-export const OVN_SCHEMAS = {
-  nb: '/usr/share/ovn/ovn-nb.ovsschema',
-  sb: '/usr/share/ovn/ovn-sb.ovsschema',
-} as const
+export const OVN_SCHEMAS = SYSTEM_OVN.schemas
+
+/** Runs one program of the central's OVN install; resolves its output. */
+type RunTool = (
+  tool: OvnTool,
+  args: readonly string[],
+  options?: { env?: NodeJS.ProcessEnv },
+) => Promise<{ stdout: string }>
 
 /** Where one central keeps its files and how its SB is reached. */
 export interface OvnCentralOptions {
@@ -60,6 +65,11 @@ export interface OvnCentralOptions {
    * `pki` CA itself, whose every DPU identity it then admits.
    */
   readonly chassisCaFile?: string
+  /**
+   * Whose ovsdb-server, ovsdb-tool, ovn-northd and ctl programs and schemas it runs
+   * (default: the system's, Debian 12's OVN 23.03; lib/ovn/install.ts).
+   */
+  readonly install?: OvnInstall
   /** Where progress lines go (default: nowhere). */
   readonly log?: (line: string) => void
   /** Told of each database made again (unreadable, from a creation that never finished). */
@@ -120,8 +130,13 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
   const log = options.log ?? (() => {})
   await mkdir(dir, { recursive: true, mode: 0o700 })
   await chmod(dir, 0o700)
-  requireBinary('ovsdb-tool')
-  requireBinary('ovn-nbctl')
+  const install = options.install ?? SYSTEM_OVN
+  const program = (name: OvnTool) => install.command(name)
+  const tool: RunTool = (name, args, opts = {}) => {
+    const { command, args: before } = program(name)
+    return run(command, [...before, ...args], opts)
+  }
+  for (const name of ['ovsdb-tool', 'ovn-nbctl'] as const) requireBinary(program(name).command)
   const address = options.listenAddress ?? '127.0.0.1'
   const tls = wantsTls('ovsdb-server(sb)', address, options.tls)
   const env = { OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVN_RUNDIR: dir, OVN_LOGDIR: dir }
@@ -136,7 +151,7 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
     ready: (logFile: string, logStart: number) => Promise<boolean> = async () => true,
   ) => {
     const file = join(dir, `${db}.db`)
-    await openDatabase(file, OVN_SCHEMAS[db], served, (why) => {
+    await openDatabase(tool, file, install.schemas[db], served, (why) => {
       log(`${file} cannot be read (${why}) and never served: made again`)
       options.onRemade?.(file)
     })
@@ -146,8 +161,9 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
     daemons.push(
       await startDaemon({
         name: `ovsdb-server(${db})`,
-        command: 'ovsdb-server',
+        command: program('ovsdb-server').command,
         args: [
+          ...program('ovsdb-server').args,
           file,
           `--remote=punix:${socket}`,
           ...remotes,
@@ -197,7 +213,7 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
           : '--ca-cert=db:OVN_Southbound,SSL,ca_cert',
       ])
       const target = `pssl:${port}:${hostPart(address)}`
-      await run(
+      await tool(
         'ovn-sbctl',
         [
           `--db=${sbDb.unix}`,
@@ -245,8 +261,9 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
     daemons.push(
       await startDaemon({
         name: 'ovn-northd',
-        command: 'ovn-northd',
+        command: program('ovn-northd').command,
         args: [
+          ...program('ovn-northd').args,
           `--ovnnb-db=${nb.unix}`,
           `--ovnsb-db=${sb.unix}`,
           `--unixctl=${join(dir, 'northd.ctl')}`,
@@ -258,7 +275,7 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
         logFile: join(dir, 'northd.out'),
         tailFiles: [join(dir, 'northd.log')],
         ready: async () => {
-          await run('ovn-nbctl', [`--db=${nb.unix}`, '--timeout=5', '--wait=sb', 'sync'], {
+          await tool('ovn-nbctl', [`--db=${nb.unix}`, '--timeout=5', '--wait=sb', 'sync'], {
             env: { ...process.env, ...env },
           })
           return true
@@ -283,6 +300,7 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
  * damaged one aside is how an operator asks for a new one.
  */
 async function openDatabase(
+  tool: RunTool,
   file: string,
   schema: string,
   served: boolean,
@@ -291,9 +309,9 @@ async function openDatabase(
   // Temporary databases (and their lock files) of a creation a cut stopped.
   await removeLeftovers(file)
   if (await exists(file)) {
-    const found = await inspect(file, schema)
+    const found = await inspect(tool, file, schema)
     if (found.readable) {
-      if (found.needsConversion) await run('ovsdb-tool', ['convert', file, schema])
+      if (found.needsConversion) await tool('ovsdb-tool', ['convert', file, schema])
       return
     }
     if (served) throw new CentralDatabaseDamaged(file, found.why)
@@ -301,7 +319,7 @@ async function openDatabase(
     await rm(file, { force: true })
   }
   const temp = tempNameFor(file)
-  await run('ovsdb-tool', ['create', temp, schema])
+  await tool('ovsdb-tool', ['create', temp, schema])
   await renameDurably(temp, file)
   // The lock file ovsdb-tool kept beside the temporary name.
   await removeLeftovers(file)
@@ -312,12 +330,13 @@ async function openDatabase(
  * than `schema`), or why not (its first line of complaint).
  */
 async function inspect(
+  tool: RunTool,
   file: string,
   schema: string,
 ): Promise<{ readable: true; needsConversion: boolean } | { readable: false; why: string }> {
   if ((await stat(file)).size === 0) return { readable: false, why: 'it is empty' }
   try {
-    const { stdout } = await run('ovsdb-tool', ['needs-conversion', file, schema])
+    const { stdout } = await tool('ovsdb-tool', ['needs-conversion', file, schema])
     return { readable: true, needsConversion: stdout.trim() === 'yes' }
   } catch (error) {
     const stderr = (error as { stderr?: string }).stderr ?? ''

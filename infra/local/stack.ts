@@ -2,6 +2,7 @@ import { chmod, mkdir, readFile, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { HydrazineError } from '../../lib/errors.ts'
 import { writeFileAtomic } from '../../lib/files/index.ts'
+import type { OvnInstall } from '../../lib/ovn/install.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { type Daemon, type DaemonSpec, isAlive, startDaemon } from '../../lib/process/daemon.ts'
 import { startFrrDaemons } from './frr.ts'
@@ -30,10 +31,16 @@ export interface LocalStackOptions {
    * its unix socket and on `listenAddress` (where remote chassis connect): plaintext TCP
    * on loopback; with `tls` (default: `listenAddress` is not loopback) `pssl:` with OVN's
    * `ovn-controller` RBAC role. `sbPort` is preferred, 0 or absent picks a free one.
+   * `install` is the OVN it runs (default the system's; lib/ovn/install.ts).
    */
   readonly ovn?:
     | boolean
-    | { readonly listenAddress?: string; readonly sbPort?: number; readonly tls?: boolean }
+    | {
+        readonly listenAddress?: string
+        readonly sbPort?: number
+        readonly tls?: boolean
+        readonly install?: OvnInstall
+      }
   /**
    * Start FRR: zebra, bgpd and staticd (default true). `bgpdConfig` is bgpd's initial
    * configuration; `netns` runs the daemons inside that network namespace.

@@ -9,6 +9,7 @@ import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts
 import { DnsZoneVariable } from './dns.ts'
 import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
+import { DebianMirrorVariable, OvnInstallVariable, ovnInstallConfig } from './ovn-install.ts'
 import { QuotasVariable } from './quotas.ts'
 import { RedisUrlVariable } from './redis.ts'
 import { type Config, LOG_LEVELS } from './types.ts'
@@ -76,6 +77,8 @@ const EnvSchema = v.object({
     ),
   ),
   HYDRAZINE_OVN_CENTRALS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
+  HYDRAZINE_OVN_INSTALL: OvnInstallVariable,
+  HYDRAZINE_DEBIAN_MIRROR: DebianMirrorVariable,
   ...KubernetesVariables,
   HYDRAZINE_FRR_VTY_DIR: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_FRR_SAVE_CONFIG: v.optional(v.picklist(['true', 'false'], 'must be true or false')),
@@ -245,6 +248,14 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   }
   const kubernetes = kubernetesConfig(ovnCentral, c)
   if (!kubernetes.ok) invalid(kubernetes.path, kubernetes.message)
+  const ovnInstall = ovnInstallConfig(c.HYDRAZINE_OVN_INSTALL, c.HYDRAZINE_DEBIAN_MIRROR, {
+    ok: c.OVN_NB_DB === undefined && (ovnCentral === 'shared' || ovnCentral === 'per-group'),
+    why:
+      c.OVN_NB_DB !== undefined
+        ? 'OVN_NB_DB names an external central'
+        : `HYDRAZINE_OVN_CENTRAL=${ovnCentral} runs none`,
+  })
+  if (!ovnInstall.ok) invalid(ovnInstall.path, ovnInstall.message)
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
   if (!tls && !isLoopback(c.HYDRAZINE_HTTP_HOST)) {
     invalid(
@@ -273,6 +284,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(tls ? { tls } : {}),
     ...(c.OVN_NB_DB && c.OVN_SB_DB ? { ovn: { nb: c.OVN_NB_DB, sb: c.OVN_SB_DB } } : {}),
     ovnCentral,
+    ovnInstall: ovnInstall.choice,
     ...(ovnCentral === 'external' && c.HYDRAZINE_OVN_CENTRALS_FILE
       ? { ovnCentralsFile: resolve(c.HYDRAZINE_OVN_CENTRALS_FILE) }
       : {}),

@@ -2,6 +2,7 @@
  * The shape of Hydrazine's process configuration (`loadConfig` in `./index.ts` parses
  * and validates it).
  */
+import type { OvnInstallChoice } from '../ovn/install.ts'
 import type { Quotas } from '../state/quotas.ts'
 import type { KubernetesCentralsConfig } from './kubernetes.ts'
 import type { MetricsConfig } from './metrics.ts'
@@ -30,6 +31,12 @@ export interface Config {
    * StatefulSet through the Kubernetes API, as `kubernetes` says.
    */
   readonly ovnCentral: 'shared' | 'per-group' | 'external' | 'kubernetes'
+  /**
+   * `HYDRAZINE_OVN_INSTALL` (default `system`) and `HYDRAZINE_DEBIAN_MIRROR`: the OVN the
+   * embedded centrals run: the system's (Debian 12, OVN 23.03), `debian-13` (OVN 25.03
+   * from a root made once under the data dir) or an install root (lib/config/ovn-install.ts).
+   */
+  readonly ovnInstall: OvnInstallChoice
   /**
    * `HYDRAZINE_OVN_CENTRALS_FILE` (only with `external`), absolute: JSON mapping a group's
    * name to its central's remotes, `{"tenant-a": {"nb": …, "sb": …, "sbController"?: …}}`,

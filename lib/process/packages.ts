@@ -16,6 +16,7 @@ export const debianPackageOf: Readonly<Record<string, string>> = {
   'ovn-sbctl': 'ovn-common',
   'ovn-trace': 'ovn-common',
   'ovn-controller': 'ovn-host',
+  mmdebstrap: 'mmdebstrap',
   '/usr/lib/frr/zebra': 'frr',
   '/usr/lib/frr/bgpd': 'frr',
   '/usr/lib/frr/staticd': 'frr',
