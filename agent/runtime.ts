@@ -8,9 +8,11 @@
  * only (`config.ts` refuses anything else). Every log line goes through `redactingLog`:
  * the Redis password never reaches the log.
  */
+import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import type { ConnectionOptions } from 'node:tls'
+import { promisify } from 'node:util'
 import * as grpc from '@grpc/grpc-js'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
 
@@ -27,6 +29,7 @@ import {
 import { ConfigError, HydrazineError } from '../lib/errors.ts'
 import { parseMetricsListen } from '../lib/metrics/listen.ts'
 import { serveMetrics } from '../lib/metrics/server.ts'
+import { ovnVersionIn } from '../lib/ovn/install.ts'
 import { createRedis, duplicateClient } from '../lib/redis/connection.ts'
 import { timestampOf } from '../proto/load.ts'
 import { Agent } from './agent.ts'
@@ -88,6 +91,14 @@ async function redisOptions(
   }
 }
 
+/** The version `ovn-controller --version` prints (`23.03.1`); undefined when it cannot run. */
+async function ovnControllerVersion(): Promise<string | undefined> {
+  const { stdout } = await promisify(execFile)('ovn-controller', ['--version']).catch(() => ({
+    stdout: '',
+  }))
+  return ovnVersionIn(stdout)
+}
+
 /** Logs a client's errors, each once until another comes: a Redis that is down logs one line. */
 function logErrors(what: string, log: (line: string) => void): (err: unknown) => void {
   let last = ''
@@ -111,6 +122,7 @@ export async function startAgentRuntime(
   const redis = createRedis({ url: config.redisUrl }, connection)
   redis.on('error', logErrors('redis', log))
   const heartbeats = new Heartbeats(redis)
+  const ovnVersion = await ovnControllerVersion()
   // The agent's one metrics registry, served with --metrics-listen.
   const registry = new Registry()
   const metrics = agentInstruments(registry)
@@ -135,6 +147,7 @@ export async function startAgentRuntime(
         at: new Date().toISOString(),
         intervalMs: config.heartbeatMs,
         observed,
+        ...(ovnVersion ? { ovnVersion } : {}),
       }
       await heartbeats.write(heartbeat, HEARTBEAT_TTL_INTERVALS * config.heartbeatMs).then(
         () => metrics.heartbeat(true),

@@ -7,6 +7,7 @@ import { isIP } from 'node:net'
 import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
 import { CONTROLLER_QUEUE, HostJob, jobId } from '../lib/jobs/index.ts'
+import type { OvnCentralEndpoints } from '../lib/ovn/central.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import { attemptOf } from '../lib/state/attempts.ts'
 import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/state/objects.ts'
@@ -20,6 +21,7 @@ import {
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import {
   chassisCertificateFor,
+  controllerKeepsUpWithNorthd,
   dpuFollowsOneGroup,
   leavePreviousCentral,
 } from './internal/dpu-central.ts'
@@ -97,7 +99,7 @@ async function attach(
     await reportConfiguring(deps, host, addresses)
     await deps.checkpoint('attach:status-configuring')
     const children = [
-      ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
+      ...(await signalAgent(deps, host, group, endpoints, addresses.relayIp)),
       ...(await signalPublicIp(deps, host, addresses)),
     ]
     await deps.checkpoint('attach:children-added')
@@ -174,30 +176,41 @@ async function reportConfiguring(
   })
 }
 
-/** `configure` on the host's DPU, after isolating what a forced detach left bound there. */
+/** Why a DPU cannot be configured for its group, as the host's condition says it. */
+const REFUSED_REASONS: Readonly<Record<string, string>> = {
+  CHASSIS_IDENTITY_REFUSED: 'ChassisIdentityRefused',
+  OVN_CONTROLLER_TOO_OLD: 'OvnControllerTooOld',
+}
+
+/**
+ * `configure` on the host's DPU, after isolating what a forced detach left bound there.
+ * A DPU its group's central cannot take (an ovn-controller older than its northd, no
+ * identity its SB admits) fails the host, saying why.
+ */
 async function signalAgent(
   deps: HandlerDeps,
   host: HostAttempt,
   group: ResourceGroup,
-  sbRemote: string,
+  central: OvnCentralEndpoints,
   relayIp: string | undefined,
 ): Promise<ChildRef[]> {
   const dpuId = host.spec.dpu.id
-  const sbCertificate = await chassisCertificateFor(deps, group.name, dpuId).catch(
-    (error: unknown) =>
-      failOrRetry(error, (e) =>
-        setHostStatus(deps, host.name, host.specVersion, {
-          attempt: host.attempt,
-          phase: 'Failed',
-          condition: {
-            type: 'AgentConfigured',
-            status: 'False',
-            reason: e.code === 'CHASSIS_IDENTITY_REFUSED' ? 'ChassisIdentityRefused' : e.code,
-            message: e.message,
-          },
-        }),
-      ),
-  )
+  const refused = (error: unknown) =>
+    failOrRetry(error, (e) =>
+      setHostStatus(deps, host.name, host.specVersion, {
+        attempt: host.attempt,
+        phase: 'Failed',
+        condition: {
+          type: 'AgentConfigured',
+          status: 'False',
+          reason: REFUSED_REASONS[e.code] ?? e.code,
+          message: e.message,
+        },
+      }),
+    )
+  await controllerKeepsUpWithNorthd(deps, central, group.name, dpuId).catch(refused)
+  const sbCertificate = await chassisCertificateFor(deps, group.name, dpuId).catch(refused)
+  const sbRemote = central.sb
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
   const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(group.name) : undefined
   const request = configureRequestOf(host, group, { sbRemote, sbCertificate, relayIp, relayId })

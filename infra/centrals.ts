@@ -31,7 +31,7 @@ import { type Daemon, type DaemonExit, requireBinary } from '../lib/process/daem
 import { MissingBinaryError } from '../lib/process/errors.ts'
 import { canConnect } from '../lib/process/ports.ts'
 import { PlaintextRefusedError, wantsTls } from './local/net.ts'
-import { CentralDatabaseDamaged, startOvnCentral } from './local/ovn-central.ts'
+import { CentralDatabaseDamaged, ovnNorthdVersion, startOvnCentral } from './local/ovn-central.ts'
 
 /** What `startPerGroupCentrals` needs; checked when it is called. */
 export interface PerGroupCentralsOptions {
@@ -188,6 +188,8 @@ export async function startPerGroupCentrals(
     'ovn-sbctl',
   ] as const)
     requireBinary(install.command(tool).command)
+  // DPUs whose ovn-controller is older are refused (`controllerKeepsUpWithNorthd`).
+  const northdVersion = await ovnNorthdVersion(install)
   const longest = join(root, centralDirName(''), 'northd.ctl')
   if (longest.length > MAX_SOCKET_PATH)
     throw new ConfigError(
@@ -268,6 +270,7 @@ export async function startPerGroupCentrals(
         sbController: sb.unix,
         service: `central-${centralDirName(c.group)}`,
         group: c.group,
+        northdVersion,
       },
       daemons: started.daemons,
       since: Date.now(),

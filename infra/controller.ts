@@ -121,6 +121,9 @@ export async function startController(options: ControllerOptions): Promise<Contr
       // Unknown agent: speak the oldest version every shipped agent understands.
       return beat ? pickProtocolVersion(beat.protocolVersions) : PROTOCOL_VERSIONS[0]
     },
+    async ovnVersionOf(dpuId) {
+      return (await heartbeats.read(dpuId))?.ovnVersion
+    },
   }
   const credentials = createCredentialIssuer({
     redis,

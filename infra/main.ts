@@ -15,6 +15,7 @@ import { redactRedisUrl } from '../lib/redis/connection.ts'
 import { centralsRoot, type PerGroupCentrals, startPerGroupCentrals } from './centrals.ts'
 import { type ExternalCentrals, openExternalCentrals } from './external-centrals.ts'
 import { resolveOvnInstall } from './local/debian-ovn.ts'
+import { ovnNorthdVersion } from './local/ovn-central.ts'
 import { embeddedFrrDir, type LocalStack, startLocalStack } from './local/stack.ts'
 import { createLogger } from './logger.ts'
 import { bgpSettingsOf, startService } from './service.ts'
@@ -120,7 +121,12 @@ try {
   const shared =
     config.ovn ??
     (stack?.ovn
-      ? { nb: stack.ovn.nb.unix, sb: stack.ovn.sb.remote, sbController: stack.ovn.sb.unix }
+      ? {
+          nb: stack.ovn.nb.unix,
+          sb: stack.ovn.sb.remote,
+          sbController: stack.ovn.sb.unix,
+          northdVersion: await ovnNorthdVersion(ovnInstall),
+        }
       : undefined)
   const ovn: OvnCentralProvider | undefined =
     external ?? kubernetes ?? centrals ?? (shared ? sharedCentralProvider(shared) : undefined)

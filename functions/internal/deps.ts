@@ -99,6 +99,8 @@ export interface ChildJobs {
 export interface AgentDirectory {
   /** The newest protocol version the DPU's agent speaks (the oldest shipped if unknown). */
   protocolFor(dpuId: string): Promise<ProtocolVersion>
+  /** The version of the DPU's ovn-controller, as its agent last reported it; undefined if not. */
+  ovnVersionOf(dpuId: string): Promise<string | undefined>
 }
 
 /** Everything a handler may use. Each handler's factory takes only the part it needs. */

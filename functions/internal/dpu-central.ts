@@ -8,6 +8,8 @@
  * a group's SB that admits only its own chassis gets the DPU's certificate for it
  * (`chassisCertificateFor`).
  */
+import { type OvnCentralEndpoints, OvnControllerTooOld } from '../../lib/ovn/central.ts'
+import { compareOvnReleases } from '../../lib/ovn/install.ts'
 import type { HandlerDeps } from './deps.ts'
 import { NotReady } from './errors.ts'
 import { type HostAttempt, setHostStatus } from './status.ts'
@@ -56,6 +58,25 @@ export async function leavePreviousCentral(
     await deps.southbound.removeChassis(central.sbController, dpuId)
   }
   await deps.store.setDpuCentral(dpuId, group)
+}
+
+/**
+ * The DPU's ovn-controller is not of an older OVN release than the group's ovn-northd:
+ * OVN upgrades ovn-controller first, then northd (OVN's "OVN Upgrades"). Throws
+ * `OvnControllerTooOld` (permanent) when it is older. Passes when either version is
+ * unknown (an agent that does not report it, a central Hydrazine does not run).
+ */
+export async function controllerKeepsUpWithNorthd(
+  deps: Pick<HandlerDeps, 'agents'>,
+  central: OvnCentralEndpoints,
+  group: string,
+  dpuId: string,
+): Promise<void> {
+  const northd = central.northdVersion
+  if (northd === undefined) return
+  const controller = await deps.agents.ovnVersionOf(dpuId)
+  if (controller === undefined || compareOvnReleases(controller, northd) >= 0) return
+  throw new OvnControllerTooOld(group, dpuId, controller, northd)
 }
 
 /**

@@ -20,7 +20,7 @@ import {
   tempNameFor,
   writeFileAtomic,
 } from '../../lib/files/index.ts'
-import { type OvnInstall, type OvnTool, SYSTEM_OVN } from '../../lib/ovn/install.ts'
+import { type OvnInstall, type OvnTool, ovnVersionIn, SYSTEM_OVN } from '../../lib/ovn/install.ts'
 import { type CertificateAuthority, type IssuedFiles, writePrivate } from '../../lib/pki/index.ts'
 import { type Daemon, requireBinary, startDaemon } from '../../lib/process/daemon.ts'
 import { DaemonStartError } from '../../lib/process/errors.ts'
@@ -343,6 +343,15 @@ async function inspect(
     const line = stderr.trim().split('\n')[0] ?? ''
     return { readable: false, why: line.replace(/^ovsdb-tool: /, '') || 'ovsdb-tool refuses it' }
   }
+}
+
+/** The version of an install's ovn-northd (`ovn-northd --version`: `25.03.0`). */
+export async function ovnNorthdVersion(install: OvnInstall = SYSTEM_OVN): Promise<string> {
+  const { command, args } = install.command('ovn-northd')
+  const { stdout } = await run(command, [...args, '--version'])
+  const version = ovnVersionIn(stdout)
+  if (version === undefined) throw new Error(`ovn-northd of ${install.label} printed no version`)
+  return version
 }
 
 /** Writes the SB server's certificate and key (0600) into `dir`. */

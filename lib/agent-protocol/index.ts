@@ -284,6 +284,12 @@ export const Heartbeat = v.object({
     ),
   ),
   observed: ObservedState,
+  /**
+   * The version of the DPU's `ovn-controller` (`23.03.1`), read once when the agent starts;
+   * absent from agents before this field, or when it cannot be read. A group whose
+   * ovn-northd is newer refuses the DPU (`OvnControllerTooOld`).
+   */
+  ovnVersion: v.optional(v.pipe(v.string(), v.regex(/^\d+\.\d+(\.\d+)?$/, 'must be like 23.03.1'))),
 })
 export type Heartbeat = v.InferOutput<typeof Heartbeat>
 

@@ -239,6 +239,14 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     )
   }
   const ovnCentral = c.HYDRAZINE_OVN_CENTRAL ?? defaultCentral(c)
+  const ovnInstall = ovnInstallConfig(c.HYDRAZINE_OVN_INSTALL, c.HYDRAZINE_DEBIAN_MIRROR, {
+    ok: c.OVN_NB_DB === undefined && (ovnCentral === 'shared' || ovnCentral === 'per-group'),
+    why:
+      c.OVN_NB_DB !== undefined
+        ? 'OVN_NB_DB names an external central'
+        : `HYDRAZINE_OVN_CENTRAL=${ovnCentral} runs none`,
+  })
+  if (!ovnInstall.ok) invalid(ovnInstall.path, ovnInstall.message)
   if (ovnCentral === 'external') checkExternalCentrals(c.OVN_NB_DB, c.HYDRAZINE_OVN_CENTRALS_FILE)
   else if (c.HYDRAZINE_OVN_CENTRALS_FILE !== undefined) {
     invalid(
@@ -248,14 +256,6 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   }
   const kubernetes = kubernetesConfig(ovnCentral, c)
   if (!kubernetes.ok) invalid(kubernetes.path, kubernetes.message)
-  const ovnInstall = ovnInstallConfig(c.HYDRAZINE_OVN_INSTALL, c.HYDRAZINE_DEBIAN_MIRROR, {
-    ok: c.OVN_NB_DB === undefined && (ovnCentral === 'shared' || ovnCentral === 'per-group'),
-    why:
-      c.OVN_NB_DB !== undefined
-        ? 'OVN_NB_DB names an external central'
-        : `HYDRAZINE_OVN_CENTRAL=${ovnCentral} runs none`,
-  })
-  if (!ovnInstall.ok) invalid(ovnInstall.path, ovnInstall.message)
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
   if (!tls && !isLoopback(c.HYDRAZINE_HTTP_HOST)) {
     invalid(

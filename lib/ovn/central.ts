@@ -22,6 +22,12 @@ export interface OvnCentralEndpoints {
   readonly service: string
   /** The group whose own central this is; absent for a central every group shares. */
   readonly group?: string
+  /**
+   * The version of the central's ovn-northd (`25.03.0`), when the provider runs it and
+   * knows it (embedded centrals). A DPU whose ovn-controller is of an older OVN release is
+   * not configured for it (`OvnControllerTooOld`).
+   */
+  readonly northdVersion?: string
 }
 
 export interface OvnCentralProvider {
@@ -113,17 +119,43 @@ export class ChassisIdentityRefused extends HydrazineError {
   }
 }
 
+/**
+ * A DPU's ovn-controller is of an older OVN release than its group's ovn-northd. OVN
+ * supports the other order only (ovn-controller first, then northd and the databases:
+ * OVN's "OVN Upgrades"): an older ovn-controller may not understand the logical flows a
+ * newer northd writes (measured: 25.03 northd, 23.03 controllers, gateway, NAT, public IP
+ * and DHCP relay broken) and, with `ovn-match-northd-version`, stops applying any change.
+ * Not retryable: upgrade the DPU's OVN, then attach again.
+ */
+export class OvnControllerTooOld extends HydrazineError {
+  constructor(
+    readonly group: string,
+    readonly dpuId: string,
+    readonly controllerVersion: string,
+    readonly northdVersion: string,
+  ) {
+    super(
+      'OVN_CONTROLLER_TOO_OLD',
+      `DPU ${dpuId}'s ovn-controller ${controllerVersion} is older than group ${group}'s ` +
+        `ovn-northd ${northdVersion}: upgrade the DPU's OVN first (OVN's upgrade order), ` +
+        'then attach again',
+    )
+  }
+}
+
 /** Every group in the one central the stack runs (small sites, the embedded default). */
 export function sharedCentralProvider(endpoints: {
   readonly nb: string
   readonly sb: string
   readonly sbController?: string
+  readonly northdVersion?: string
 }) {
   const shared: OvnCentralEndpoints = {
     nb: endpoints.nb,
     sb: endpoints.sb,
     sbController: endpoints.sbController ?? endpoints.sb,
     service: 'shared',
+    ...(endpoints.northdVersion ? { northdVersion: endpoints.northdVersion } : {}),
   }
   return {
     ensure: async () => shared,

@@ -11,6 +11,7 @@ export type {
 export {
   CentralUnavailableError,
   ChassisIdentityRefused,
+  OvnControllerTooOld,
   sharedCentralProvider,
 } from './central.ts'
 export type { ClientEvent, OvsdbClientOptions, TransactionTiming } from './client.ts'
