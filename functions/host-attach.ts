@@ -7,7 +7,6 @@ import { isIP } from 'node:net'
 import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
 import { CONTROLLER_QUEUE, HostJob, jobId } from '../lib/jobs/index.ts'
-import type { OvnCentralEndpoints } from '../lib/ovn/central.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import { attemptOf } from '../lib/state/attempts.ts'
 import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/state/objects.ts'
@@ -88,6 +87,13 @@ async function attach(
     const group = await groupReadyFor(deps, job, token, host)
     await deps.checkpoint('attach:group-read')
     await dpuFollowsOneGroup(deps, host)
+    // Before anything is written for the host: a DPU its group's northd is too new for.
+    await controllerKeepsUpWithNorthd(
+      deps,
+      await deps.ovn.ensure(group.name),
+      group.name,
+      host.spec.dpu.id,
+    ).catch(refuseDpu(deps, host))
     const addresses = await allocateAddresses(deps, host, group)
     await deps.checkpoint('attach:allocated')
     const { endpoints, state } = await deps.groups.apply(group.name)
@@ -99,7 +105,7 @@ async function attach(
     await reportConfiguring(deps, host, addresses)
     await deps.checkpoint('attach:status-configuring')
     const children = [
-      ...(await signalAgent(deps, host, group, endpoints, addresses.relayIp)),
+      ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
       ...(await signalPublicIp(deps, host, addresses)),
     ]
     await deps.checkpoint('attach:children-added')
@@ -183,19 +189,11 @@ const REFUSED_REASONS: Readonly<Record<string, string>> = {
 }
 
 /**
- * `configure` on the host's DPU, after isolating what a forced detach left bound there.
  * A DPU its group's central cannot take (an ovn-controller older than its northd, no
- * identity its SB admits) fails the host, saying why.
+ * identity its SB admits): a permanent error fails the host, saying why; others retry.
  */
-async function signalAgent(
-  deps: HandlerDeps,
-  host: HostAttempt,
-  group: ResourceGroup,
-  central: OvnCentralEndpoints,
-  relayIp: string | undefined,
-): Promise<ChildRef[]> {
-  const dpuId = host.spec.dpu.id
-  const refused = (error: unknown) =>
+function refuseDpu(deps: HandlerDeps, host: HostAttempt) {
+  return (error: unknown) =>
     failOrRetry(error, (e) =>
       setHostStatus(deps, host.name, host.specVersion, {
         attempt: host.attempt,
@@ -208,9 +206,20 @@ async function signalAgent(
         },
       }),
     )
-  await controllerKeepsUpWithNorthd(deps, central, group.name, dpuId).catch(refused)
-  const sbCertificate = await chassisCertificateFor(deps, group.name, dpuId).catch(refused)
-  const sbRemote = central.sb
+}
+
+/** `configure` on the host's DPU, after isolating what a forced detach left bound there. */
+async function signalAgent(
+  deps: HandlerDeps,
+  host: HostAttempt,
+  group: ResourceGroup,
+  sbRemote: string,
+  relayIp: string | undefined,
+): Promise<ChildRef[]> {
+  const dpuId = host.spec.dpu.id
+  const sbCertificate = await chassisCertificateFor(deps, group.name, dpuId).catch(
+    refuseDpu(deps, host),
+  )
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
   const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(group.name) : undefined
   const request = configureRequestOf(host, group, { sbRemote, sbCertificate, relayIp, relayId })
