@@ -19,7 +19,7 @@ import {
   NbTopologyCache,
   OvsdbClient,
 } from '../../lib/ovn/index.ts'
-import { type OvnInstall, type OvnTool, ovnVersionIn } from '../../lib/ovn/install.ts'
+import { type OvnInstall, type OvnTool, ovnVersionIn, SYSTEM_OVN } from '../../lib/ovn/install.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { isAlive } from '../../lib/process/daemon.ts'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
@@ -39,8 +39,8 @@ async function tool(name: OvnTool, ...args: string[]): Promise<string> {
   return (await run(command, [...before, ...args], { maxBuffer: 64 * 1024 * 1024 })).stdout
 }
 
-async function centralsOn(t: Teardown, ovn: OvnInstall) {
-  const dataDir = await tempDir(t)
+async function centralsOn(t: Teardown, ovn: OvnInstall, dir?: string) {
+  const dataDir = dir ?? (await tempDir(t))
   const pki = await openCertificateAuthority(join(dataDir, 'pki'))
   const centrals = await startPerGroupCentrals({ dataDir, pki, install: ovn })
   t.teardown(() => centrals.close())
@@ -97,6 +97,30 @@ t.test("a group's central runs ovn-northd 25.x from the root, stoppable by its p
     'closed: the processes the pid files name are gone',
   )
 })
+
+t.test(
+  "a group's 23.03 databases are converted and kept when its central moves to 25.x",
+  async (t) => {
+    const { centrals: old, dataDir } = await centralsOn(t, SYSTEM_OVN)
+    const before = await old.ensure('group-a')
+    t.equal(before.northdVersion?.split('.')[0], '23', 'first on the system OVN')
+    await tool('ovn-nbctl', `--db=${before.nb}`, '--timeout=5', 'ls-add', 'kept')
+    await old.close()
+    const { centrals } = await centralsOn(t, install, dataDir)
+    const after = await centrals.ensure('group-a')
+    t.match(after.northdVersion, /^25\./, 'then on 25.x')
+    t.same(after.sb, before.sb, 'same SB port for the DPUs')
+    const names = await tool(
+      'ovn-nbctl',
+      `--db=${after.nb}`,
+      '--bare',
+      '--columns=name',
+      'list',
+      'Logical_Switch',
+    )
+    t.equal(names.trim(), 'kept', 'its NB rows are still there')
+  },
+)
 
 t.test('a 1,000-host group applies; attach and detach cost northd no recompute', async (t) => {
   const { centrals } = await centralsOn(t, install)
