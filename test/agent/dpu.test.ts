@@ -42,6 +42,13 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   // The controller picks the protocol from the agent's heartbeat.
   const beat = await lab.heartbeat()
   t.same(beat?.protocolVersions, ['1.0', '2.0'])
+  // …and learns which OVN release its ovn-controller is (a newer northd refuses older).
+  const installed = (await run('ovn-controller', ['--version'])).split('\n')[0] ?? ''
+  t.equal(
+    `ovn-controller ${beat?.ovnVersion}`,
+    installed,
+    "it reports its ovn-controller's version",
+  )
   const version = pickProtocolVersion(beat?.protocolVersions ?? [])
   t.equal(version, '2.0')
   // A DPU that forwards hands that on to a namespace made in it: here the relay's

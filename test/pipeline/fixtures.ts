@@ -47,6 +47,8 @@ export interface Pipeline {
       noSouthbound?: boolean
       /** An agent that refuses every `isolate` (fails it for good, saying why). */
       refuseIsolate?: boolean
+      /** The ovn-controller version it heartbeats (with `protocolVersions`). */
+      ovnVersion?: string
     },
   ): Promise<TestAgent>
   /** Hydrazine-owned NB rows, as `table count` lines. */
@@ -183,13 +185,21 @@ export async function startPipeline(
     ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
     async agent(
       dpuId,
-      { protocolVersions, redis: credentials, tamper, noSouthbound, refuseIsolate } = {},
+      {
+        protocolVersions,
+        redis: credentials,
+        tamper,
+        noSouthbound,
+        refuseIsolate,
+        ovnVersion,
+      } = {},
     ) {
       return startStandInAgent(t, {
         redisUrl: credentials ? asUser(redisUrl, credentials) : redisUrl,
         prefix,
         dpuId,
         ...(protocolVersions ? { protocolVersions } : {}),
+        ...(ovnVersion ? { ovnVersion } : {}),
         ...(tamper ? { tamper } : {}),
         ...(refuseIsolate ? { refuseIsolate } : {}),
         ...(noSouthbound ? {} : { chassis }),

@@ -33,6 +33,8 @@ export async function startStandInAgent(
     readonly prefix?: string
     readonly dpuId: string
     readonly protocolVersions?: string[]
+    /** The ovn-controller version its heartbeat reports (with `protocolVersions`). */
+    readonly ovnVersion?: string
     readonly tamper?: (ack: ConfigureAck | IsolateAck) => object
     readonly chassis?: FakeChassis
     /** Refuses every `isolate`, as an agent that cannot unbind the host does. */
@@ -45,7 +47,9 @@ export async function startStandInAgent(
   // A stand-in agent rides out a Redis restart as the real one does: reconnecting.
   connection.on('error', () => {})
   const heartbeats = new Heartbeats(connection)
-  if (protocolVersions) await heartbeats.write(heartbeat(dpuId, protocolVersions), 60_000)
+  if (protocolVersions) {
+    await heartbeats.write(heartbeat(dpuId, protocolVersions, options.ovnVersion), 60_000)
+  }
   const worker = new Worker(
     agentQueueName(dpuId),
     async (job) => {
@@ -88,8 +92,13 @@ function observed(dpuId: string) {
 }
 
 /** The heartbeat a stand-in agent writes, now. */
-export function heartbeat(dpuId: string, protocolVersions: string[]): Heartbeat {
+export function heartbeat(
+  dpuId: string,
+  protocolVersions: string[],
+  ovnVersion?: string,
+): Heartbeat {
   return {
+    ...(ovnVersion ? { ovnVersion } : {}),
     dpuId,
     agentVersion: '0.0.0-test',
     protocolVersions,
