@@ -64,11 +64,14 @@ export class FakeChassis {
   /**
    * Binds `logicalPort` to the DPU's chassis once northd has made its `Port_Binding`, in
    * the DPU's next pass (with every port asked for meanwhile), and marks it `up`; gives up
-   * silently after a minute (the controller then sees no binding).
+   * silently after a minute (the controller then sees no binding). Rejects when the SB
+   * could not be written (a central that went away): the stand-in agent's job then fails
+   * and is retried, as a real agent's would, instead of acking a binding nobody made.
    */
   bind(remote: string, dpuId: string, logicalPort: string): Promise<void> {
-    return new Promise<void>((done) => {
-      this.#claim(remote, dpuId, { port: logicalPort, deadline: Date.now() + BIND_WAIT_MS, done })
+    return new Promise<void>((done, fail) => {
+      const deadline = Date.now() + BIND_WAIT_MS
+      this.#claim(remote, dpuId, { port: logicalPort, deadline, done, fail })
     })
   }
 
@@ -87,8 +90,8 @@ export class FakeChassis {
     dpu.running = (async () => {
       while (dpu.pending.length > 0) {
         const claims = dpu.pending.splice(0)
-        await this.#pass(remote, dpuId, claims).catch(() => {
-          for (const c of claims) c.done()
+        await this.#pass(remote, dpuId, claims).catch((error: unknown) => {
+          for (const c of claims) c.fail(error)
         })
       }
       dpu.running = undefined
@@ -199,6 +202,8 @@ interface Claim {
   /** When it is given up (the controller then sees no binding). */
   readonly deadline: number
   readonly done: () => void
+  /** The SB could not be written: the claim's bind rejects with `error`. */
+  readonly fail: (error: unknown) => void
 }
 
 /** `Port_Binding` uuids by logical port, as a monitor of one SB reports them. */
