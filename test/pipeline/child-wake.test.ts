@@ -7,7 +7,7 @@
  */
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { ChildRef } from '../../functions/internal/deps.ts'
 import { freePort } from '../../lib/process/ports.ts'
 import { bullChildJobs, ChildWatcher, waiterKeys } from '../../queues/children.ts'
@@ -17,30 +17,8 @@ const PARENTS = 200
 const HOUR = 3600_000
 
 t.test(`${PARENTS} children finishing at once each wake their parent`, async (t) => {
-  const stack = await withStack(t)
-  const url = stack.redis?.url ?? ''
   const prefix = 'hzt-wake'
-  const connections: Redis[] = []
-  const connection = () => {
-    const redis = new Redis(url, { maxRetriesPerRequest: null })
-    connections.push(redis)
-    return redis
-  }
-  t.teardown(() => {
-    for (const c of connections) c.disconnect()
-  })
-  const queues = new Map<string, Queue>()
-  const queueFor = (name: string) => {
-    let queue = queues.get(name)
-    if (!queue) {
-      queue = new Queue(name, { connection: connection(), prefix })
-      queues.set(name, queue)
-    }
-    return queue
-  }
-  t.teardown(() => Promise.all([...queues.values()].map((q) => q.close())))
-  const keys = waiterKeys(prefix)
-  const children = bullChildJobs(queueFor, connection(), keys, { minMs: HOUR, maxMs: HOUR })
+  const { connection, connections, queueFor, keys, children } = await wakeRig(t, prefix)
   const watcher = new ChildWatcher({ connection, keys, queueFor })
   t.teardown(() => watcher.stop())
 
@@ -86,30 +64,8 @@ t.test(`${PARENTS} children finishing at once each wake their parent`, async (t)
 t.test(
   "a queue whose event stream is not a stream holds up no other queue's parents",
   async (t) => {
-    const stack = await withStack(t)
-    const url = stack.redis?.url ?? ''
     const prefix = 'hzt-wrongtype'
-    const connections: Redis[] = []
-    const connection = () => {
-      const redis = new Redis(url, { maxRetriesPerRequest: null })
-      connections.push(redis)
-      return redis
-    }
-    t.teardown(() => {
-      for (const c of connections) c.disconnect()
-    })
-    const queues = new Map<string, Queue>()
-    const queueFor = (name: string) => {
-      let queue = queues.get(name)
-      if (!queue) {
-        queue = new Queue(name, { connection: connection(), prefix })
-        queues.set(name, queue)
-      }
-      return queue
-    }
-    t.teardown(() => Promise.all([...queues.values()].map((q) => q.close())))
-    const keys = waiterKeys(prefix)
-    const children = bullChildJobs(queueFor, connection(), keys, { minMs: HOUR, maxMs: HOUR })
+    const { connection, queueFor, keys, children } = await wakeRig(t, prefix)
     const reported: unknown[] = []
     const watcher = new ChildWatcher({
       connection,
@@ -220,3 +176,34 @@ t.test(
     )
   },
 )
+
+/**
+ * A private Redis with the queues, waiter keys and child jobs of `prefix`, every
+ * connection and queue closed at teardown.
+ */
+async function wakeRig(t: Test, prefix: string) {
+  const stack = await withStack(t)
+  const url = stack.redis?.url ?? ''
+  const connections: Redis[] = []
+  const connection = () => {
+    const redis = new Redis(url, { maxRetriesPerRequest: null })
+    connections.push(redis)
+    return redis
+  }
+  t.teardown(() => {
+    for (const c of connections) c.disconnect()
+  })
+  const queues = new Map<string, Queue>()
+  const queueFor = (name: string) => {
+    let queue = queues.get(name)
+    if (!queue) {
+      queue = new Queue(name, { connection: connection(), prefix })
+      queues.set(name, queue)
+    }
+    return queue
+  }
+  t.teardown(() => Promise.all([...queues.values()].map((q) => q.close())))
+  const keys = waiterKeys(prefix)
+  const children = bullChildJobs(queueFor, connection(), keys, { minMs: HOUR, maxMs: HOUR })
+  return { connection, connections, queueFor, keys, children }
+}
