@@ -54,21 +54,27 @@ export interface CommitPace {
 }
 
 /**
- * The wait between a group's commits when its SB is followed (`Southbound.settled`): the
- * next commit goes once ovn-northd has processed the last one, and no sooner than `lag /
- * northdShare` after it (`lag`: how long northd took to make the last commit's
+ * The wait between commits to one central when its SB is followed (`Southbound.settled`):
+ * the next commit goes once ovn-northd has processed the last one, and no sooner than
+ * `lag / northdShare` after it (`lag`: how long northd took to make the last commit's
  * Port_Bindings), at least `floorMs` after it and at most `ceilingMs` (a northd that is
- * down or far behind does not stop the group's changes). The lag counts northd's first
- * pass only: OVN 23.03 recomputes the whole central again for the echo of its own SB
- * writes and for each chassis' bind and `up` of the new ports (about four passes per
- * commit), and a central per group means many northds share the machine's cores; hence
- * 1/20. A northd that processes a commit incrementally (OVN ≥ 23.09: a few ms) gets
- * commits every 100 ms or so; a 23.03 northd of a 1,000-host group (~50 ms per pass)
- * about one a second, carrying every attach that arrived meanwhile. Measured with the
- * scale bench's northd round (`northd_cpu_ms_per_attach`): at 10 attaches/s into a
- * 100-host group on 23.03, 65 ms of northd CPU per attach with 1/4, 12.5 ms with 1/20.
+ * down or far behind does not stop the group's changes). Paced per central: the groups
+ * of a shared central commit together, in one pass of its northd.
+ *
+ * The lag counts northd's first pass only: OVN 23.03 recomputes the whole central again
+ * for the echo of its own SB writes and for each chassis' bind and `up` of the new ports
+ * (about four passes per commit), so 1/4 keeps a 23.03 northd about as busy as the
+ * attaches demand and no busier. Measured on the 2-core development machine:
+ * - `npm run bench -- attach` (1,000 attaches, 20 groups on one shared central): 146/s,
+ *   Ready p95 1.9 s with 1/4; 126/s, p95 3.9 s with 1/20 (the 150 ms batch before the
+ *   pace: 91/s, p95 4.5 s).
+ * - the scale bench's northd round (10 attaches/s into a 1,000-host group on 23.03):
+ *   northd spends 67 ms of CPU per attach (2.2 full recomputes) with 1/4, 9 ms (0.14) with
+ *   1/20 — at 10/s, one commit every 3 s. A northd that processes a commit incrementally
+ *   (OVN ≥ 23.09, `HYDRAZINE_OVN_INSTALL`) has a lag of a few ms and recomputes nothing:
+ *   commits every 20–100 ms cost it little.
  */
-export const COMMIT_PACE: CommitPace = { floorMs: 20, ceilingMs: 3000, northdShare: 0.05 }
+export const COMMIT_PACE: CommitPace = { floorMs: 20, ceilingMs: 3000, northdShare: 0.25 }
 
 /** One paced commit, as `GroupApplier`'s `onCommit` hears of it. */
 export interface GroupCommitted {
@@ -118,10 +124,15 @@ export class GroupApplier {
   readonly #pace: CommitPace
   readonly #onCommit: ((commit: GroupCommitted) => void) | undefined
   /**
-   * Per group whose last commit the pace still holds: when its next commit may go, known
-   * once ovn-northd has processed the last one (or the ceiling passed).
+   * Per central (its SB remote) whose last commit the pace still holds: when its groups'
+   * next commit may go, known once its ovn-northd has processed the last one (or the
+   * ceiling passed). Paced per central, not per group: groups sharing a central share its
+   * northd, and their commits waiting for the same moment reach it together, costing it
+   * one pass.
    */
   readonly #nextCommit = new Map<string, Promise<number>>()
+  /** Per group: the SB remote of its central, as its last apply found it. */
+  readonly #centralOf = new Map<string, string>()
   /** Per group: the apply in flight, and the one queued behind it that later callers share. */
   readonly #inFlight = new Map<string, InFlight>()
   /** Groups whose next apply compares every row (see `apply`). */
@@ -148,17 +159,24 @@ export class GroupApplier {
    * it cannot be followed, the batch interval.
    */
   async #pause(group: string): Promise<void> {
-    if (!this.#nextCommit.has(group)) return this.#batchMs > 0 ? sleep(this.#batchMs) : undefined
+    if (!this.#isPaced(group)) return this.#batchMs > 0 ? sleep(this.#batchMs) : undefined
     await this.#paced(group)
   }
 
-  /** Waits until the pace allows the group's next commit; then forgets the last one. */
+  /** Whether the group's central has a commit the pace still holds. */
+  #isPaced(group: string): boolean {
+    const central = this.#centralOf.get(group)
+    return central !== undefined && this.#nextCommit.has(central)
+  }
+
+  /** Waits until the pace allows the next commit to the group's central; then forgets the last one. */
   async #paced(group: string): Promise<void> {
-    const next = this.#nextCommit.get(group)
-    if (!next) return
+    const central = this.#centralOf.get(group)
+    const next = central === undefined ? undefined : this.#nextCommit.get(central)
+    if (central === undefined || !next) return
     const wait = (await next) - performance.now()
     if (wait > 0) await sleep(wait)
-    if (this.#nextCommit.get(group) === next) this.#nextCommit.delete(group)
+    if (this.#nextCommit.get(central) === next) this.#nextCommit.delete(central)
   }
 
   /**
@@ -169,10 +187,7 @@ export class GroupApplier {
   #follow(group: string, sbRemote: string, result: ApplyResult): void {
     const { southbound } = this.#deps
     const { added, removed } = result.ports
-    if (!southbound || (added.length === 0 && removed.length === 0)) {
-      this.#nextCommit.delete(group)
-      return
-    }
+    if (!southbound || (added.length === 0 && removed.length === 0)) return
     const committed = performance.now()
     const { floorMs, ceilingMs, northdShare } = this.#pace
     const next = southbound
@@ -188,7 +203,7 @@ export class GroupApplier {
         })
         return committed + Math.min(ceilingMs, Math.max(floorMs, lag / northdShare))
       })
-    this.#nextCommit.set(group, next)
+    this.#nextCommit.set(sbRemote, next)
   }
 
   /**
@@ -218,7 +233,7 @@ export class GroupApplier {
     // With none running, an apply starts at once unless the group's last commit is still
     // being processed by its northd, or was too recent for the pace: then it waits, and
     // whoever arrives meanwhile rides with it.
-    const paced = this.#nextCommit.has(group)
+    const paced = this.#isPaced(group)
     if (!state.running && !paced) return start()
     const before = state.running?.catch(() => undefined) ?? Promise.resolve()
     state.next = before
@@ -234,6 +249,7 @@ export class GroupApplier {
     const deps = this.#deps
     try {
       const endpoints = await deps.ovn.ensure(name)
+      this.#centralOf.set(name, endpoints.sbController)
       const { client, cache } = await deps.nb.get(endpoints.nb)
       if (compareAll) cache.applied.delete(ownerOf(name))
       let state: GroupState | undefined
@@ -260,6 +276,7 @@ export class GroupApplier {
       await reportApplied(deps, state, problems, endpoints.service, policies)
       return { endpoints, state, result, problems }
     } catch (error) {
+      if (error instanceof GroupGone) this.#centralOf.delete(name)
       if (isPermanent(error) && !(error instanceof GroupGone)) {
         // The apply's error is the one the caller must see, even if the status write fails.
         await reportFailed(deps, name, error).catch(() => undefined)

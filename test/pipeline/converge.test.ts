@@ -217,3 +217,48 @@ t.test('a queued apply goes once ovn-northd has processed the commit before it',
   )
   t.match(commits[1], { ports: 1, caughtUp: true }, 'northd caught up with that commit')
 })
+
+t.test(
+  'groups sharing a central are paced together: one commit holds the next of another group',
+  async (t) => {
+    const p = await startPipeline(t)
+    await readyFabricHost(p)
+    await p.client.applyGroup('group-b', groupSpec())
+    await until(
+      () => p.controller.store.getGroup('group-b'),
+      (g) => g?.status.phase === 'Ready',
+    )
+    const run = promisify(execFile)
+    const northdCtl = join(dirname(p.nb.replace(/^unix:/, '')), 'northd.ctl')
+    const northd = (command: 'pause' | 'resume') => run('ovn-appctl', ['-t', northdCtl, command])
+    t.teardown(() => northd('resume').catch(() => undefined))
+    const nb = new NbPool()
+    const southbound = new SbPool()
+    t.teardown(() => Promise.all([nb.close(), southbound.close()]))
+    const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
+    const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
+    const deps = { store: p.controller.store, ipam: p.controller.ipam, ovn, nb, fabric, southbound }
+    const ceilingMs = 1500
+    const groups = new GroupApplier(deps, { pace: { floorMs: 20, ceilingMs, northdShare: 0.25 } })
+    // Each group applied once: the applier knows their central.
+    await groups.apply('group-a')
+    await groups.apply('group-b')
+    const idle = performance.now()
+    await groups.apply('group-b')
+    t.ok(performance.now() - idle < 500, 'with nothing paced, group-b applies at once')
+
+    const port = topologyNames.hostPort('group-a', 'host-1')
+    await p.nbctl('lsp-del', port)
+    t.equal(await southbound.settled(p.sb, { added: [], removed: [port] }, 10_000), true)
+    await northd('pause')
+    const applied = await groups.apply('group-a', { compareAll: true })
+    t.same(applied.result.ports.added, [port], "group-a's commit put its port back")
+    const committed = performance.now()
+    await groups.apply('group-b')
+    const waited = performance.now() - committed
+    t.ok(
+      waited >= ceilingMs - 200,
+      `northd paused: group-b's apply waited for the central's pace (${Math.round(waited)} ms)`,
+    )
+  },
+)
