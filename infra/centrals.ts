@@ -17,6 +17,7 @@
 import { createHash, X509Certificate } from 'node:crypto'
 import { chmod, mkdir, readdir, readFile, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
+import pLimit from 'p-limit'
 import { ConfigError } from '../lib/errors.ts'
 import { writeFileAtomic } from '../lib/files/index.ts'
 import {
@@ -76,6 +77,13 @@ export interface PerGroupCentrals extends OvnCentralProvider {
 export { CentralUnavailableError } from '../lib/ovn/central.ts'
 
 /** First delay before a crashed central restarts; it doubles up to `MAX_BACKOFF_MS`. */
+/**
+ * Centrals one provider starts at once (ovsdb-servers and ovn-northd starting, databases
+ * created or compacted: CPU and disk). More group creates wait their turn: a burst of new
+ * groups, or a tenant creating many, slows the starts, not the running centrals.
+ */
+export const CENTRAL_STARTS_AT_ONCE = 4
+
 const MIN_BACKOFF_MS = 200
 const MAX_BACKOFF_MS = 5000
 /** A central that ran this long before a crash restarts after `MIN_BACKOFF_MS` again. */
@@ -200,6 +208,7 @@ export async function startPerGroupCentrals(
   await chmod(root, 0o700)
 
   const centrals = new Map<string, Central>()
+  const starting = pLimit(CENTRAL_STARTS_AT_ONCE)
   const releasing = new Map<string, Promise<void>>()
   let closed = false
   let remade = 0
@@ -229,20 +238,22 @@ export async function startPerGroupCentrals(
       c.chassisCa = await openCertificateAuthority(join(c.dir, 'chassis-ca'))
       c.chassisCerts.clear()
     }
-    const started = await startOvnCentral({
-      dir: c.dir,
-      pki: options.pki,
-      listenAddress,
-      tls,
-      ...(c.chassisCa ? { chassisCaFile: c.chassisCa.caFile } : {}),
-      ...(sbPort > 0 && sbPort < 65536 ? { sbPort } : {}),
-      certDir: c.dir,
-      install,
-      log: (line) => log(`central of group ${c.group}: ${line}`),
-      onRemade: () => {
-        remade++
-      },
-    }).catch((cause: unknown) => {
+    const started = await starting(() =>
+      startOvnCentral({
+        dir: c.dir,
+        pki: options.pki,
+        listenAddress,
+        tls,
+        ...(c.chassisCa ? { chassisCaFile: c.chassisCa.caFile } : {}),
+        ...(sbPort > 0 && sbPort < 65536 ? { sbPort } : {}),
+        certDir: c.dir,
+        install,
+        log: (line) => log(`central of group ${c.group}: ${line}`),
+        onRemade: () => {
+          remade++
+        },
+      }),
+    ).catch((cause: unknown) => {
       if (cause instanceof CentralDatabaseDamaged) {
         // Retrying cannot cure it; only the operator can (the message says how).
         c.damaged = cause.file

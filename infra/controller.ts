@@ -51,7 +51,7 @@ export interface ControllerOptions {
   readonly dhcpServers?: readonly string[]
   /** Per-tenant limits on groups, hosts and public IPs (default `DEFAULT_QUOTAS`). */
   readonly quotas?: Quotas
-  /** Jobs handled at once by this process (default 16). */
+  /** Jobs handled at once by this process (default `WORKER_CONCURRENCY`). */
   readonly concurrency?: number
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
   readonly reconcileEveryMs?: number

@@ -46,7 +46,7 @@ export interface BenchPipeline {
 
 /**
  * Starts Redis (and, for `shared`, one OVN central) in a temp directory, the controller
- * with its real workers (concurrency 64, no periodic reconcile), and one in-process agent
+ * with its real workers (their default concurrency, no periodic reconcile), and one in-process agent
  * per DPU in `dpus`: each binds the host's port to its chassis in the group's SB (through
  * `FakeChassis`, as its ovn-controller would) and acks `configure`. On failure, whatever
  * had started is stopped before it throws.
@@ -158,7 +158,6 @@ export async function startBenchPipeline(options: {
       ovn,
       fabric: { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' },
       reconcileEveryMs: 0,
-      concurrency: 64,
       logger: pino(
         { level: 'warn' },
         {
