@@ -17,7 +17,10 @@ import {
 } from './internal/dpu-observed.ts'
 import { redriveHost } from './internal/redrive.ts'
 
-export type DpuHealthDeps = Pick<HandlerDeps, 'store' | 'children' | 'agents' | 'jobs'> & {
+export type DpuHealthDeps = Pick<
+  HandlerDeps,
+  'store' | 'children' | 'agents' | 'jobs' | 'groupHosts'
+> & {
   readonly heartbeats: Pick<Heartbeats, 'list'>
   readonly records: Pick<DpuHealthRecords, 'readAll' | 'write'>
 }
@@ -208,6 +211,7 @@ async function writeDpuHealthy(
     written = { status: change.status, reason: change.reason }
     return { ...current.status, conditions: setCondition(current.status.conditions, change, now) }
   })
+  if (written) await deps.groupHosts?.touch(host.spec.resourceGroup)
   return written
 }
 

@@ -2,9 +2,10 @@ import type { Job } from 'bullmq'
 import { GroupJob } from '../lib/jobs/index.ts'
 import { CentralUnavailableError, topologyNames } from '../lib/ovn/index.ts'
 import { attemptOf } from '../lib/state/attempts.ts'
-import { type ResourceGroup, setCondition } from '../lib/state/objects.ts'
+import { type ResourceGroup, type ResourceGroupStatus, setCondition } from '../lib/state/objects.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
+import { statusFromHosts } from './internal/group-hosts.ts'
 import type { GroupState } from './internal/group-state.ts'
 import { parsePayload } from './internal/job.ts'
 import {
@@ -86,30 +87,38 @@ export function createGroupCreate(deps: GroupCreateDeps) {
       .catch((error: unknown) => notApplied(deps, group, attempt, error))
     const reconfigured = await reconfigureMembers(deps, group, state)
     const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(name) : undefined
+    // Ready once no change is on its way to a host (`group-hosts.ts`); until then Configuring.
+    const hosts = await deps.store.groupHosts(name)
 
     await setGroupStatus(
       deps,
       name,
       // The members' count and NAT IPs are the apply's to keep (it wrote them if they changed).
-      ({ dhcpCircuitId: _previous, ...current }) => ({
-        ...current,
-        phase: 'Ready',
-        conditions: setCondition(current.conditions, {
-          type: 'OvnConfigured',
-          status: 'True',
-          reason: 'TopologyApplied',
-          message: `logical switch and router of ${name} are in ${endpoints.service} OVN central`,
-        }),
-        softwareNetworkConfiguration: {
-          ovnService: endpoints.service,
-          logicalNetwork: topologyNames.switch(name),
-        },
-        ovnCentral: { nb: endpoints.nb, sb: endpoints.sb },
-        // The relays' circuit id while the group relays DHCP; gone with its dhcpServer.
-        ...(relayId !== undefined ? { dhcpCircuitId: relayPortNameOf(relayId) } : {}),
-        observedVersion: group.specVersion,
-        configsSynced: true,
-      }),
+      ({ dhcpCircuitId: _previous, ...current }) => {
+        const provisioned: ResourceGroupStatus = {
+          ...current,
+          phase: 'Ready',
+          conditions: setCondition(current.conditions, {
+            type: 'OvnConfigured',
+            status: 'True',
+            reason: 'TopologyApplied',
+            message: `logical switch and router of ${name} are in ${endpoints.service} OVN central`,
+          }),
+          softwareNetworkConfiguration: {
+            ovnService: endpoints.service,
+            logicalNetwork: topologyNames.switch(name),
+          },
+          ovnCentral: { nb: endpoints.nb, sb: endpoints.sb },
+          // The relays' circuit id while the group relays DHCP; gone with its dhcpServer.
+          ...(relayId !== undefined ? { dhcpCircuitId: relayPortNameOf(relayId) } : {}),
+          observedVersion: group.specVersion,
+          configsSynced: true,
+        }
+        return (
+          statusFromHosts({ status: provisioned, specVersion: group.specVersion }, hosts) ??
+          provisioned
+        )
+      },
       group.specVersion,
       attempt,
     )

@@ -132,7 +132,7 @@ async function groupReadyFor(
   const group = await deps.store.getGroup(name)
   if (!group || group.deletion) {
     return failOrRetry(new GroupUnavailable(name), (error) =>
-      setHostStatus(deps, host.name, host.specVersion, {
+      setHostStatus(deps, host, {
         attempt: host.attempt,
         phase: 'Failed',
         condition: {
@@ -160,7 +160,7 @@ async function reportConfiguring(
   const { spec } = host
   const natIp = natIpOf(host)
   const natIp6 = natIp6Of(deps, host.spec, addresses.hostIpv6)
-  await setHostStatus(deps, host.name, host.specVersion, {
+  await setHostStatus(deps, host, {
     attempt: host.attempt,
     phase: 'Configuring',
     hostAccessIPs: {
@@ -195,7 +195,7 @@ const REFUSED_REASONS: Readonly<Record<string, string>> = {
 function refuseDpu(deps: HandlerDeps, host: HostAttempt) {
   return (error: unknown) =>
     failOrRetry(error, (e) =>
-      setHostStatus(deps, host.name, host.specVersion, {
+      setHostStatus(deps, host, {
         attempt: host.attempt,
         phase: 'Failed',
         condition: {
@@ -312,7 +312,7 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
     current?.specVersion === host.specVersion &&
     bound &&
     (spec.hostAccess !== 'PublicAccess' || announced?.announced === true)
-  await setHostStatus(deps, host.name, host.specVersion, {
+  await setHostStatus(deps, host, {
     attempt: host.attempt,
     phase: synced ? 'Ready' : 'Configuring',
     configsSynced: synced,
@@ -346,7 +346,7 @@ function failed(
   message: string,
 ): Promise<never> {
   return failOrRetry(new ChildFailed(message), (error) =>
-    setHostStatus(deps, host.name, host.specVersion, {
+    setHostStatus(deps, host, {
       attempt: host.attempt,
       phase: 'Failed',
       condition: { type: 'Attached', status: 'False', reason, message: error.message },

@@ -115,7 +115,7 @@ class PublicIpNotWithdrawn extends HydrazineError {
 
 async function reportDetaching(deps: HandlerDeps, host: ManagedResource, force: boolean) {
   const dpuId = host.spec.dpu.id
-  await setHostStatus(deps, host.name, host.specVersion, {
+  await setHostStatus(deps, host, {
     phase: 'Detaching',
     condition: {
       type: 'Isolated',
@@ -203,7 +203,7 @@ async function releaseWhenIsolated(
     // The host cannot be shown isolated: it stays Detaching, saying why; a forced delete
     // finishes it (and its DPU isolates it before its next use).
     return failOrRetry(new IsolationFailed(spec.dpu.id, host.name, ack.reason), (error) =>
-      setHostStatus(deps, host.name, host.specVersion, {
+      setHostStatus(deps, host, {
         phase: 'Detaching',
         condition: {
           type: 'Isolated',
@@ -220,7 +220,7 @@ async function releaseWhenIsolated(
   const released = await publicIpReleased(deps, host)
   if (released.state === 'failed') {
     return failOrRetry(new PublicIpNotWithdrawn(host.name, released.reason), (error) =>
-      setHostStatus(deps, host.name, host.specVersion, {
+      setHostStatus(deps, host, {
         phase: 'Detaching',
         condition: {
           type: 'Isolated',
@@ -238,5 +238,6 @@ async function releaseWhenIsolated(
   await deps.ipam.release(spec.resourceGroup, ipv6OwnerOf(host.name))
   await deps.checkpoint('detach:released')
   await deps.store.purgeHost(host.name, spec.resourceGroup, spec.dpu.id)
+  await deps.groupHosts?.touch(spec.resourceGroup)
   return { host: host.name, phase: 'Isolated', agentAcked: acked, releasedIp }
 }

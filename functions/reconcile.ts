@@ -61,7 +61,7 @@ export interface ReconcileOptions {
  * const { repaired, failed } = await reconcile(job)
  */
 export function createReconcile(
-  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs'>,
+  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs' | 'groupHosts'>,
   {
     timeoutMs = 10_000,
     concurrency = 8,
@@ -138,7 +138,7 @@ interface RunBounds {
  * from (by NB remote).
  */
 async function applyEveryGroup(
-  deps: Pick<HandlerDeps, 'groups' | 'store'>,
+  deps: Pick<HandlerDeps, 'groups' | 'store' | 'groupHosts'>,
   groups: readonly ResourceGroup[],
   { timeoutMs, concurrency, log }: RunBounds,
 ) {
@@ -164,6 +164,8 @@ async function applyEveryGroup(
         repaired.push(group.name)
         await recordRepairs(deps, group.name, applied)
       } else inSync.push(group.name)
+      // A status write another process lost to a race is put right here.
+      await deps.groupHosts?.refresh(group.name)
     } catch (error) {
       if (error instanceof GroupGone) {
         skipped.push(group.name)

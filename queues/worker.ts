@@ -3,6 +3,7 @@
  * one BullMQ worker, with the child-job plumbing and the group applier they share, and
  * the repeatable `reconcile`. The clients come from the composition root (`infra/`).
  */
+
 import { DelayedError, type Job, Queue, UnrecoverableError, Worker } from 'bullmq'
 import type { Logger } from 'pino'
 import { createDpuHealth } from '../functions/dpu-health.ts'
@@ -12,6 +13,7 @@ import { createHostAttach } from '../functions/host-attach.ts'
 import { createHostDetach } from '../functions/host-detach.ts'
 import type { HandlerDeps } from '../functions/internal/deps.ts'
 import { GroupApplier } from '../functions/internal/group-apply.ts'
+import { GroupHostsStatus } from '../functions/internal/group-hosts.ts'
 import { queueJobs } from '../functions/internal/redrive.ts'
 import { createPublicIpAllocate } from '../functions/publicip-allocate.ts'
 import { createPublicIpRelease } from '../functions/publicip-release.ts'
@@ -111,6 +113,13 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     children: bullChildJobs(queueFor, connection, keys),
     jobs: queueJobs(queue),
     ...(observers.hostReady ? { onHostReady: observers.hostReady } : {}),
+    groupHosts: new GroupHostsStatus(options.deps, {
+      onError: (group, error) =>
+        options.logger?.warn(
+          { group, err: String(error) },
+          'group status from its hosts not written',
+        ),
+    }),
   }
   const reconcile = reporting(
     oneRunAtATime(

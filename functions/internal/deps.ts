@@ -134,4 +134,9 @@ export interface HandlerDeps {
    * request → Ready latency, for metrics. Absent: nobody is told.
    */
   readonly onHostReady?: (seconds: number) => void
+  /** Keeps each group's status in line with its hosts (`group-hosts.ts`); told of every host status write. */
+  readonly groupHosts?: {
+    touch(group: string): Promise<void>
+    refresh(group: string): Promise<void>
+  }
 }

@@ -31,7 +31,7 @@ export async function dpuFollowsOneGroup(
     if (name === host.name || other === group) continue
     if (holder.status.phase === 'Attaching' && name > host.name) continue
     const message = `DPU ${dpu.id} serves ${name} in group ${other}; a DPU serves one group at a time`
-    await setHostStatus(deps, host.name, host.specVersion, {
+    await setHostStatus(deps, host, {
       attempt: host.attempt,
       phase: 'Attaching',
       condition: { type: 'Attached', status: 'False', reason: 'DpuServesAnotherGroup', message },

@@ -260,7 +260,7 @@ export function appliedStatus(
   const was = current.conditions.find((c) => c.type === DEGRADED)
   if (degraded && (was?.reason !== degraded.reason || was.message !== degraded.message)) {
     next = { ...next, conditions: setCondition(next.conditions, degraded) }
-  } else if (!degraded && was) {
+  } else if (!degraded && was?.reason === TOPOLOGY_INCOMPLETE) {
     next = { ...next, conditions: next.conditions.filter((c) => c.type !== DEGRADED) }
   }
   const failures = current.conditions.filter((c) => c.status === 'False')
@@ -285,6 +285,8 @@ export function appliedStatus(
 }
 
 const DEGRADED = 'Degraded'
+/** `Degraded`'s reason when the topology left something out (the hosts' own is `HostsNotReady`). */
+const TOPOLOGY_INCOMPLETE = 'TopologyIncomplete'
 const LISTED_PROBLEMS = 5
 
 /** `Degraded=True`, naming what the topology left out; undefined when nothing was. */
@@ -295,7 +297,7 @@ function degradedOf(problems: TopologyProblems) {
   return {
     type: DEGRADED,
     status: 'True',
-    reason: 'TopologyIncomplete',
+    reason: TOPOLOGY_INCOMPLETE,
     message: `${listed.join('; ')}${more > 0 ? `; and ${more} more` : ''}`,
   } as const
 }

@@ -28,7 +28,7 @@ export async function allocateAddresses(
   group: ResourceGroup,
 ): Promise<{ hostIp: string; hostIpv6?: string; relayIp?: string }> {
   const failed = (error: HydrazineError) =>
-    setHostStatus(deps, host.name, host.specVersion, {
+    setHostStatus(deps, host, {
       attempt: host.attempt,
       phase: 'Failed',
       condition: { type: 'Attached', status: 'False', reason: error.code, message: error.message },

@@ -122,6 +122,15 @@ async function retryOne(
   }
 
   if (!CONVERGING.has(status.phase)) return undefined
+  // A group Configuring with its spec in place waits for its hosts (`group-hosts.ts`),
+  // each of which is retried on its own: its group.create is done, not stalled.
+  if (
+    kind === 'rg' &&
+    status.phase === 'Configuring' &&
+    status.observedVersion === object.specVersion
+  ) {
+    return undefined
+  }
   if (now.getTime() - lastChange(object) < graceMs) return undefined
   const ref = {
     queue: CONTROLLER_QUEUE,

@@ -42,11 +42,11 @@ export interface HostStatusChange {
  * accepted.
  */
 export async function setHostStatus(
-  deps: Pick<HandlerDeps, 'store' | 'onHostReady'>,
-  name: string,
-  specVersion: number,
+  deps: Pick<HandlerDeps, 'store' | 'onHostReady' | 'groupHosts'>,
+  host: Pick<ManagedResource, 'name' | 'specVersion' | 'spec'>,
   change: HostStatusChange,
 ): Promise<void> {
+  const { name, specVersion } = host
   /** When the spec this write turns Ready was accepted (ms), if it does. */
   let acceptedAt: number | undefined
   const written = await deps.store.updateHostStatus(name, (current) => {
@@ -90,6 +90,7 @@ export async function setHostStatus(
       configsSynced: change.configsSynced ?? false,
     }
   })
+  if (written) await deps.groupHosts?.touch(host.spec.resourceGroup)
   if (written && acceptedAt !== undefined && Number.isFinite(acceptedAt)) {
     deps.onHostReady?.(Math.max(0, Date.now() - acceptedAt) / 1000)
   }

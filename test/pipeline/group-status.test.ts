@@ -100,8 +100,12 @@ t.test(
       ],
       'FabricAccess in the extra subnet; both IPv4 subnets leave as the NAT IP',
     )
-    const group = await groupWhere(p, 'group-x', (g) => g.status.managedResourceCount === 4)
-    t.equal(group?.status.phase, 'Ready')
+    const group = await groupWhere(
+      p,
+      'group-x',
+      (g) => g.status.managedResourceCount === 4 && g.status.phase === 'Ready',
+    )
+    t.equal(group?.status.configsSynced, true, 'every host in place')
     t.equal(condition(group, 'Degraded'), undefined, 'nothing was left out')
 
     await t.test('ovn-trace: across subnets, to a gateway, and out to the fabric', async (t) => {
@@ -232,7 +236,12 @@ t.test('a host the topology cannot fully build does not stall its group', async 
     [],
     'nor a NAT rule to its address',
   )
-  const group = await groupWhere(p, 'group-s', (g) => condition(g, 'Degraded') !== undefined)
+  // Ready once host-f is in place too: what the topology left out stalls nothing.
+  const group = await groupWhere(
+    p,
+    'group-s',
+    (g) => condition(g, 'Degraded') !== undefined && g.status.phase === 'Ready',
+  )
   t.match(
     condition(group, 'Degraded'),
     {
@@ -242,11 +251,23 @@ t.test('a host the topology cannot fully build does not stall its group', async 
     },
     'the group says what it left out',
   )
-  t.equal(group?.status.phase, 'Ready')
 
   await p.client.deleteHost('host-f')
-  const whole = await groupWhere(p, 'group-s', (g) => condition(g, 'Degraded') === undefined)
-  t.equal(condition(whole, 'Degraded'), undefined, 'and says so no more once that host is gone')
+  const whole = await groupWhere(
+    p,
+    'group-s',
+    (g) => condition(g, 'Degraded')?.reason === 'HostsNotReady' && g.status.phase === 'Ready',
+  )
+  t.match(
+    condition(whole, 'Degraded'),
+    {
+      status: 'True',
+      reason: 'HostsNotReady',
+      message: /^1 of 3 hosts not Ready: host-p \(Failed: POOL_EXHAUSTED\)$/,
+    },
+    'once that host is gone the topology is whole; the group still names the host that failed on its own',
+  )
+  t.equal(whole?.status.configsSynced, true, 'and every other host is in place')
 })
 
 t.test('hosts on one DPU share its NAT IP: another one is refused', async (t) => {
@@ -408,6 +429,32 @@ t.test(
       await routerNetworks(p, 'group-d'),
       ['10.10.10.1/24', '10.40.0.1/24'],
       'and NB keeps it routed',
+    )
+  },
+)
+
+t.test(
+  "a group's phase follows its hosts: Configuring while one waits for its agent, Ready once it is in place",
+  async (t) => {
+    const p = await startPipeline(t)
+    await p.client.applyGroup('group-h', groupSpec())
+    const created = await groupWhere(p, 'group-h', (g) => g.status.phase === 'Ready')
+    t.equal(created?.status.configsSynced, true, 'a group without hosts is Ready and synced')
+
+    // No agent answers for dpu-1 yet: the host's change is on its way.
+    await p.client.applyHost('host-h', hostSpec('group-h', 'dpu-1', 1))
+    const waiting = await groupWhere(p, 'group-h', (g) => g.status.phase === 'Configuring')
+    t.equal(waiting?.status.configsSynced, false, 'Configuring, not synced, while host-h waits')
+    t.equal(condition(waiting, 'Degraded'), undefined, 'waiting is not a failure')
+
+    await p.agent('dpu-1')
+    await hostReady(p, 'host-h')
+    const ready = await groupWhere(p, 'group-h', (g) => g.status.phase === 'Ready')
+    t.equal(ready?.status.configsSynced, true, 'Ready and synced once its host is')
+    const events = (await p.controller.store.events.list('rg', 'group-h')).map((e) => e.message)
+    t.ok(
+      events.some((m) => /Ready → Configuring|Configuring → Ready/.test(m)),
+      `the group's events tell the transitions (${events.join(' | ')})`,
     )
   },
 )

@@ -108,6 +108,11 @@ t.test('the controller retries a Failed host once its backoff passed', async (t)
     hostSpec('group-q', 'dpu-1', 2, { hostAccess: 'PublicAccess' }),
   )
   await until(() => p.controller.store.getHost('host-q'), failedFor('POOL_EXHAUSTED'))
+  // Its group is Ready again (its host failed for a reason of its own): nothing of it to retry.
+  await until(
+    () => p.controller.store.getGroup('group-q'),
+    (g) => g?.status.phase === 'Ready',
+  )
   await p.client.registerPublicIp('203.0.113.10')
   const deps = {
     store: p.controller.store,
@@ -172,6 +177,10 @@ t.test("reconcile's repairs are in the group's and the host's events", async (t)
   await until(
     () => p.controller.store.getHost('host-r'),
     (h) => h?.status.phase === 'Ready',
+  )
+  await until(
+    () => p.controller.store.getGroup('group-r'),
+    (g) => g?.status.phase === 'Ready',
   )
   const port = topologyNames.hostPort('group-r', 'host-r')
   await p.nbctl('lsp-del', port)
