@@ -9,9 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-major=$(node -p 'process.versions.node.split(".")[0]')
-if [ "$major" -lt 20 ]; then
-  echo "hydrazine: Node.js >= 20 is required (found $(node --version))" >&2
+# The range of "engines" in package.json: c8 and yargs need 20.19 or 22.12, jsep 20.16.
+read -r major minor < <(node -p 'process.versions.node.split(".").slice(0, 2).join(" ")')
+if ! { [ "$major" -eq 20 ] && [ "$minor" -ge 19 ]; } &&
+  ! { [ "$major" -eq 22 ] && [ "$minor" -ge 12 ]; } && [ "$major" -lt 24 ]; then
+  echo "hydrazine: Node.js ^20.19, ^22.12 or >= 24 is required (found $(node --version))" >&2
   exit 1
 fi
 
