@@ -1,7 +1,7 @@
 /**
  * The agent's own metrics (`--metrics-listen`): how its `configure` and `isolate` jobs
  * went and took, whether its ovn-controller runs and follows its Southbound, and its
- * heartbeats. Names and meanings are listed in README.md, "Metrics".
+ * heartbeats. Names and meanings are listed in docs/metrics.md.
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import type { ObservedState } from '../lib/agent-protocol/index.ts'

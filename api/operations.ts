@@ -134,7 +134,7 @@ export interface Operations {
   dpuEvents(id: string, limit?: number): Promise<ObjectEvent[]>
   /** The group's recent transitions and repairs, newest first (at most `limit`). */
   groupEvents(name: string, limit?: number): Promise<ObjectEvent[]>
-  /** How the group's addresses are used: subnets, pools, counts and the map (seed 004). */
+  /** How the group's addresses are used: subnets, pools, counts and the map. */
   groupIpam(name: string): Promise<NetworkUsage>
   /** The host's recent transitions and repairs, newest first (at most `limit`). */
   hostEvents(name: string, limit?: number): Promise<ObjectEvent[]>

@@ -16,9 +16,10 @@ export interface GroupDeleteResult {
 }
 
 /**
- * `group.delete` (teardown, seed 003): reports the group `Terminating`, detaches every
- * host as a child job and waits until each is isolated; only then removes the group's
- * rows from NB, its IPAM network, its central and the object itself.
+ * `group.delete` (teardown, hosts first, the network last): reports the group
+ * `Terminating`, detaches every host as a child job and waits until each is isolated; only
+ * then removes the group's rows from NB, its IPAM network, its central and the object
+ * itself.
  */
 export function createGroupDelete(deps: HandlerDeps) {
   return async function groupDelete(job: Job, token?: string): Promise<GroupDeleteResult> {

@@ -23,7 +23,8 @@ export interface HostDetachResult {
 }
 
 /**
- * `host.detach`: takes a host off its group's network (seed 003 teardown order).
+ * `host.detach`: takes a host off its group's network, isolating it before its addresses
+ * are given back.
  *
  * 1. converge — report `Detaching`, drop the host's rows from NB (the group's topology
  *    without it), ask its DPU agent to `isolate` it and FRR to withdraw its public IP,

@@ -1,7 +1,7 @@
 /**
  * One OVN central (NB + SB ovsdb-server and ovn-northd) per resource group, run and
  * supervised by the controller process: a group's crash or corrupt database touches no
- * other group (seed 000's blast-radius design), behind `OvnCentralProvider`.
+ * other group (a fault stays inside its group), behind `OvnCentralProvider`.
  *
  * On disk: `<dataDir>/centrals/<centralDirName(group)>/` holds the databases, sockets,
  * logs, `group` (the group's name, so `groups()` survives a restart) and `sb.port` (the

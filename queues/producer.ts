@@ -127,7 +127,7 @@ export class HydrazineClient {
     return this.writes.applyGroup(name, spec)
   }
 
-  /** Starts teardown (seed 003): hosts are isolated first, the network removed last. */
+  /** Starts teardown: hosts are isolated first, the network removed last. */
   deleteGroup(name: string, options: { force?: boolean } = {}): Promise<Accepted<ResourceGroup>> {
     return this.writes.deleteGroup(name, options)
   }
@@ -278,7 +278,7 @@ export class HydrazineClient {
   }
 
   /**
-   * How a group's addresses are used (seed 004's map): each subnet's used, reserved and
+   * How a group's addresses are used (its map): each subnet's used, reserved and
    * free counts, its pools, and a map of every address (`lib/ipam/usage.ts`). NotFound
    * for a group that does not exist or whose network is not made yet.
    */

@@ -2,7 +2,8 @@
  * `POST /v1/events`: the Carbide webhook receiver. Carbide signs each delivery instead
  * of sending a bearer token:
  *
- * - `X-Hydrazine-Signature: sha256=<hex>` — HMAC-SHA256 of the raw body with the shared secret;
+ * - `X-Hydrazine-Signature: sha256=<hex>` — HMAC-SHA256 of `<timestamp>.<raw body>` with the
+ *   shared secret;
  * - `X-Hydrazine-Timestamp: <unix seconds>` — refused when more than 5 minutes off;
  * - the event `id` is remembered for a day, so a redelivery does nothing twice;
  * - `generation` numbers each object's events (Carbide's own version of it, rising with

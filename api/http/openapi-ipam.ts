@@ -16,7 +16,7 @@ export const ipamPath = {
   parameters: [{ name: 'name', in: 'path', required: true, schema: { type: 'string' } }],
   get: {
     description:
-      "how the group's addresses are used (seed 004, Ganeti's network map): each subnet with its used, reserved and free counts, its pools, its reservations and a map of every address (`+` used, `X` reserved, `.` free, `-` in no pool); a tenant sees only its own groups (others' are 404)",
+      "how the group's addresses are used (after Ganeti's network map): each subnet with its used, reserved and free counts, its pools, its reservations and a map of every address (`+` used, `X` reserved, `.` free, `-` in no pool); a tenant sees only its own groups (others' are 404)",
     responses: {
       '200': { description: 'the map', content: json(ref('NetworkUsage')) },
       ...errors(401, 404),

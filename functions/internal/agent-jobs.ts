@@ -116,8 +116,8 @@ function agentRef(name: 'configure' | 'isolate', key: AckKey): ChildRef {
 }
 
 /**
- * Isolation before reuse (seed 003): hosts force-detached from this DPU while its agent
- * was away may still be bound there; the agent unbinds them before it serves `except`.
+ * Isolation before reuse: hosts force-detached from this DPU while its agent was away may
+ * still be bound there; the agent unbinds them before it serves `except`.
  */
 export async function isolateStaleBindings(
   deps: Pick<HandlerDeps, 'children' | 'agents' | 'store'>,

@@ -10,7 +10,7 @@ import type { StateStore } from '../../lib/state/store.ts'
 import type { GroupApplier } from './group-apply.ts'
 import type { ControllerJobs } from './redrive.ts'
 
-/** Fabric facts every gateway router needs (seed 000, "Network Fabric Requirements"). */
+/** Fabric facts every gateway router needs: its reserved fabric address and the next hops. */
 export interface FabricSettings {
   /** Reserved address with prefix on each gateway router's fabric port, e.g. `172.18.0.254/24`. */
   readonly dummyIp: string

@@ -6,7 +6,7 @@
  * template would mount one Secret holding every DPU's credentials on every DPU — and the
  * kubelet's node authorizer lets a node read any Secret a pod bound to it names. A DPU
  * that is taken over would then hold every other DPU's Redis password and key, undoing
- * the per-DPU Redis user (README, "Security model"). With a DaemonSet per DPU, each pod
+ * the per-DPU Redis user (docs/security.md). With a DaemonSet per DPU, each pod
  * names only its DPU's Secret, and each node can read only that one. It stays a DaemonSet
  * (not a bare Pod) for the rollouts and the rescheduling when the node comes back.
  *

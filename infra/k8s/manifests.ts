@@ -1,9 +1,9 @@
 /**
  * Every object Hydrazine's Kubernetes deployment is made of, built from one options
  * object, checked against the Kubernetes schemas (kubernetes-models' `validate()`), and
- * written as one multi-document YAML stream. What is not here: Redis (external, README
- * "Redis"), the Secrets (the operator's), and each group's OVN central (the controller
- * creates those: infra/kubernetes-centrals.ts).
+ * written as one multi-document YAML stream. What is not here: Redis (external: "Redis
+ * (external)" in infra/k8s/README.md), the Secrets (the operator's), and each group's OVN
+ * central (the controller creates those: infra/kubernetes-centrals.ts).
  */
 import { Namespace } from 'kubernetes-models/v1/Namespace'
 import { parseAllDocuments, stringify } from 'yaml'

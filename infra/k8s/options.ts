@@ -83,7 +83,7 @@ export const ManifestOptionsSchema = v.object(
       }),
       {},
     ),
-    /** The Secrets the operator creates (README: "Secrets"); names only, never contents. */
+    /** The Secrets the operator creates ("Secrets" in infra/k8s/README.md); names only. */
     secrets: v.optional(
       v.object({
         /** Key `url`: `REDIS_URL` (`rediss://…` or `redis+cluster://…`). */

@@ -1,5 +1,5 @@
 /**
- * A simulated DPU lab on one Linux machine (see /work/shared/LAB-NOTES.md):
+ * A simulated DPU lab on one Linux machine, as root and without the OVS kernel module:
  *
  * - a fabric: a Linux bridge in the root namespace with a gateway address (OVN centrals
  *   and Redis listen there, as they would on the management/fabric network);

@@ -2,7 +2,7 @@
  * The controller's metrics on the composition root's registry: what its handlers and NB
  * connections report as they work (job runs, hosts turning Ready, repairs, NB
  * transactions), and what is read from Redis when Prometheus scrapes (queue depths, IPAM
- * pools, DPU heartbeat ages). Names and meanings are listed in README.md, "Metrics".
+ * pools, DPU heartbeat ages). Names and meanings are listed in docs/metrics.md.
  */
 import type { Queue } from 'bullmq'
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'

@@ -120,7 +120,7 @@ export interface Config {
   readonly metrics?: MetricsConfig
 }
 
-/** Fabric facts for the per-DPU gateway routers (seed 000, "Network Fabric Requirements"). */
+/** Fabric facts for the per-DPU gateway routers: their reserved address and the next hops. */
 export interface FabricConfig {
   /** `HYDRAZINE_FABRIC_DUMMY_IP` (default 172.18.0.254/24): reserved fabric address with prefix. */
   readonly dummyIp: string

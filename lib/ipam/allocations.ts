@@ -140,7 +140,7 @@ export function createAllocations(layouts: LayoutCache) {
       return layouts.redis.hlen(layouts.keys(network).owners)
     },
 
-    /** Subnets with their pools drawn as `X` (taken) / `.` (free), seed 004's `map`. */
+    /** Subnets with their pools drawn as `X` (taken) / `.` (free), as Ganeti's `map`. */
     async map(network: string): Promise<NetworkMap> {
       const k = layouts.keys(network)
       for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {

@@ -1,7 +1,7 @@
 /**
- * A network's definition (subnets, pools, external reservations): the input schema,
- * its canonical stored form, the rules it must obey (seed 004) and the layout the
- * allocator works from. Pure: no Redis here.
+ * A network's definition (subnets, pools, external reservations): the input schema, its
+ * canonical stored form, the rules it must obey and the layout the allocator works from.
+ * Pure: no Redis here.
  */
 import * as v from 'valibot'
 import {

@@ -1,6 +1,6 @@
 /**
- * IP address management for group networks (seed 004) and the operator's public IPs,
- * kept in Redis.
+ * IP address management for group networks (subnets, pools, reservations) and the
+ * operator's public IPs, kept in Redis.
  *
  * Every multi-key change is one Lua script (`./lua/`), so concurrent workers never hand
  * out one address twice. Allocation is keyed by owner: asking again for the same owner

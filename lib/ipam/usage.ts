@@ -1,8 +1,8 @@
 /**
- * How a network's addresses are used, Ganeti's `gnt-network info` map (seed 004): per
- * subnet, the counts of used, reserved and free addresses, each pool's, and a map with
- * one character per address (`+` used, `X` reserved, `.` free, `-` outside every pool).
- * Also the dry run of a definition change: which held addresses it would leave behind.
+ * How a network's addresses are used, as Ganeti's `gnt-network info` map: per subnet, the
+ * counts of used, reserved and free addresses, each pool's, and a map with one character
+ * per address (`+` used, `X` reserved, `.` free, `-` outside every pool). Also the dry run
+ * of a definition change: which held addresses it would leave behind.
  *
  * The map is computed from spans, never address by address, so an IPv6 /64 costs no more
  * than a /24: a subnet of up to `MAX_PLAIN_MAP` addresses is drawn per address, a larger

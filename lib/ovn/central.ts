@@ -1,6 +1,6 @@
 /**
  * Where a group's OVN central lives. Handlers ask the provider and never care whether
- * every group shares one central or each has its own (seed 000's blast-radius design):
+ * every group shares one central or each has its own (so that a fault stays in its group):
  * `shared` (below), `per-group` (infra/centrals.ts: one embedded central per group),
  * `external` (infra/external-centrals.ts: the operator names each group's remotes) and
  * `kubernetes` (infra/kubernetes-centrals.ts: a StatefulSet per group) all slot in behind

@@ -1,8 +1,8 @@
 /**
- * A group's address plan beyond its subnets (seed 004, Ganeti): named `pools` a host may
- * ask for (`ManagedResourceRequest.pool`) and `reservations`, addresses IPAM never hands
- * out (a DC's routers, a VIP). Each lies inside one of the group's subnets (`network` or
- * an `extraSubnets` entry).
+ * A group's address plan beyond its subnets, after Ganeti's networks: named `pools` a host
+ * may ask for (`ManagedResourceRequest.pool`) and `reservations`, addresses IPAM never
+ * hands out (a DC's routers, a VIP). Each lies inside one of the group's subnets (`network`
+ * or an `extraSubnets` entry).
  *
  * Hosts that name no pool take addresses from each subnet's automatic `default` pool: its
  * usable range minus every named pool. A named pool is handed out only to hosts that ask

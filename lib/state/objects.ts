@@ -1,8 +1,8 @@
 /**
- * Hydrazine's public objects (DESIGN.md "Objects"): what a client asks for (spec) and what
- * Hydrazine reports back (status, `statuses.ts`). The valibot schemas here validate every
- * spec that enters the system, whether through HTTP, gRPC or a queue producer; the gRPC
- * messages (`proto/hydrazine/v1/resources.proto`) are checked against them
+ * Hydrazine's public objects: what a client asks for (spec) and what Hydrazine reports back
+ * (status, `statuses.ts`). The valibot schemas here validate every spec that enters the
+ * system, whether through HTTP, gRPC or a queue producer; the gRPC messages
+ * (`proto/hydrazine/v1/resources.proto`) are checked against them
  * (`api/grpc/model.test.ts`).
  */
 import { isIP } from 'node:net'

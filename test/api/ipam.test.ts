@@ -1,10 +1,10 @@
 /**
- * A group's subnets, named pools and reservations over the API (issue 18, seed 004), on a
- * real Redis and OVN: hosts get addresses from the pool they name and never a reserved
- * one, a subnet added by re-PUT reaches NB's router as a network while every address
- * stays held, a change that would orphan a held address is refused (409, naming the
- * field), and `GET …/ipam` draws the map, for the group's own tenant only — as does gRPC's
- * GetResourceGroupIpam, with the same answer typed.
+ * A group's subnets, named pools and reservations over the API, on a real Redis and OVN:
+ * hosts get addresses from the pool they name and never a reserved one, a subnet added by
+ * re-PUT reaches NB's router as a network while every address stays held, a change that
+ * would orphan a held address is refused (409, naming the field), and `GET …/ipam` draws
+ * the map, for the group's own tenant only — as does gRPC's GetResourceGroupIpam, with the
+ * same answer typed.
  */
 import * as grpc from '@grpc/grpc-js'
 import t from 'tap'

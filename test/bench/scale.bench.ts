@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- scale` (issue #13): Hydrazine at 10,000 hosts, and what one group's
+ * `npm run bench -- scale`: Hydrazine at 10,000 hosts, and what one group's
  * OVN central costs.
  *
  * Controller rounds — 10 groups × 1,000 hosts (10.10.0.0/16, access None), 200 DPUs with

@@ -16,12 +16,12 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 let serial = 0
 
 /**
- * Two network namespaces joined by a veth: `hydrazine` (10.77.0.1, fd00:77::1) and
- * `fabric` (10.77.0.2, fd00:77::2) on 10.77.0.0/24 and fd00:77::/64. NAT addresses of
- * simulated DPUs live on the same subnets (e.g. 10.77.0.105, fd00:77::105), as on the
- * seed's fabric. The BGP session runs over IPv4. Without duplicate address detection,
- * every IPv6 address (the link-local ones too) is usable as soon as the link is up.
- * Deleted when the test ends.
+ * Two network namespaces joined by a veth: `hydrazine` (10.77.0.1, fd00:77::1) and `fabric`
+ * (10.77.0.2, fd00:77::2) on 10.77.0.0/24 and fd00:77::/64. NAT addresses of simulated DPUs
+ * live on the same subnets (e.g. 10.77.0.105, fd00:77::105), as a DPU's NAT address does on
+ * a real fabric. The BGP session runs over IPv4. Without duplicate address detection, every
+ * IPv6 address (the link-local ones too) is usable as soon as the link is up. Deleted when
+ * the test ends.
  */
 export async function withNetnsPair(t: Teardown) {
   const tag = `hzf${process.pid}${serial++}`

@@ -115,7 +115,7 @@ t.test('two groups get two centrals, each with its own NB, SB and files', async 
   t.same((await centrals.list()).map((e) => e.group).sort(), ['group-a', 'group-b'])
   t.same(await centrals.groups(), ['group-a', 'group-b'])
 
-  // One more central, alone, for the README's figures.
+  // One more central, alone, for the figures in docs/operations.md.
   const began = performance.now()
   await centrals.ensure('group-c')
   const startMs = Math.round(performance.now() - began)

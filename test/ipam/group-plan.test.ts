@@ -1,9 +1,9 @@
 /**
- * A group's pools and reservations (issue 18, seed 004) through `networkSpecOf` and IPAM
- * on a real Redis: reservations are never handed out, named pools hand out their own
- * ranges only, a re-defined network keeps every held address, `orphans` names what a
- * change would leave behind, `usage` draws what is held, and a moved network6 gives its
- * hosts' SLAAC addresses back in the step that defines it.
+ * A group's pools and reservations through `networkSpecOf` and IPAM on a real Redis:
+ * reservations are never handed out, named pools hand out their own ranges only, a
+ * re-defined network keeps every held address, `orphans` names what a change would leave
+ * behind, `usage` draws what is held, and a moved network6 gives its hosts' SLAAC addresses
+ * back in the step that defines it.
  */
 import t from 'tap'
 import { IPV6_OWNERS, networkSpecOf } from '../../functions/internal/network.ts'

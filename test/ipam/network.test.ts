@@ -1,6 +1,6 @@
 /**
- * Group networks (seed 004) against a real Redis: definition rules, allocation,
- * release, pools and external reservations, subnet changes and the map.
+ * Group networks (subnets, pools, reservations) against a real Redis: definition rules,
+ * allocation, release, pools and external reservations, subnet changes and the map.
  */
 import t from 'tap'
 import {

@@ -1,9 +1,10 @@
 /**
  * Per-group DNS on the simulated data centre, asked the way a host asks: `dig` at the
  * group's gateway, and the host's own resolver (`getent ahosts`, `ping` by name), set up as
- * the README says (`nameserver <gateway>`, `search <group>.<zone>`, `options no-aaaa`, in
- * the namespace's `/etc/netns/<netns>/resolv.conf`). OVN answers on the DPU the asking
- * host sits behind (ovn-controller's DNS responder), from its own group's records only.
+ * docs/networks.md says (`nameserver <gateway>`, `search <group>.<zone>`, `options
+ * no-aaaa`, in the namespace's `/etc/netns/<netns>/resolv.conf`). OVN answers on the DPU
+ * the asking host sits behind (ovn-controller's DNS responder), from its own group's
+ * records only.
  *
  * group-a: a-web (DNS name `web`, dpu1) and a-db (dpu2); group-b, the same CIDR: b-web
  * (DNS name `web`) and b-app (dpu3). Each group's `web` is its own host; a group's name
@@ -83,8 +84,8 @@ await labTest('per-group DNS: each group resolves its own names only', async (t)
     const mac = `0a:00:00:00:0d:${ip.split('.')[3]}`
     const host = await l.addHost({ dpu, name, mac, ipCidr: `${ip}/24` })
     byName.set(name, host)
-    // The host's resolver as the README says: its gateway, searching its group's domain;
-    // no AAAA queries (the gateway refuses them, which fails some lookups: `ping web`).
+    // The host's resolver as docs/networks.md says: its gateway, searching its group's
+    // domain; no AAAA queries (the gateway refuses them, which fails some lookups: `ping web`).
     const dir = `/etc/netns/${host.netns}`
     resolvConfs.push(dir)
     await mkdir(dir, { recursive: true })

@@ -1,9 +1,9 @@
 /**
- * A group's topology and status stay true to its hosts (issue 14, items 5–7): hosts in
- * extra subnets are routed, one host the topology cannot fully build does not stall its
- * group, the members' count and NAT IPs follow every attach and detach, NB refusing the
- * topology makes the group Failed (and Ready again once it accepts it), and a changed
- * `dhcpServer` or `extraSubnets` reaches IPAM, NB and the DPU agents serving the group.
+ * A group's topology and status stay true to its hosts: hosts in extra subnets are routed,
+ * one host the topology cannot fully build does not stall its group, the members' count and
+ * NAT IPs follow every attach and detach, NB refusing the topology makes the group Failed
+ * (and Ready again once it accepts it), and a changed `dhcpServer` or `extraSubnets`
+ * reaches IPAM, NB and the DPU agents serving the group.
  */
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'

@@ -1,5 +1,5 @@
 /**
- * The admin web UI (issue #19) in a real browser — Debian's headless chromium — against a
+ * The admin web UI in a real browser — Debian's headless chromium — against a
  * running controller with real Redis, OVN and FRR and stand-in DPU agents: signing in,
  * the overview, a group's topology picture and address map, a host turning Ready without
  * a reload, actions with their confirmation (force-delete, re-drive, reconcile now), a

@@ -1,5 +1,5 @@
 /**
- * A group's address map for people (Ganeti's `gnt-network info`, seed 004): per subnet its
+ * A group's address map for people (after Ganeti's `gnt-network info`): per subnet its
  * counts, its pools, and a grid of cells — one per address for a subnet of up to 1,024
  * addresses, one per run of like addresses for a larger one — each free, used (with its
  * holder), reserved, or in no pool, with a legend. Drawn from `groupIpam`'s answer

@@ -130,8 +130,8 @@ export interface TopologyProblem {
 }
 
 /**
- * Compiles a group's desired state into the NB rows it needs (seed 000, "User-defined
- * Network Topology"). Pure: same spec, same rows.
+ * Compiles a group's desired state into the NB rows of its user-defined network topology.
+ * Pure: same spec, same rows.
  *
  * - distributed: switch `hz-<g>-ls` (host ports, DHCP relay ports) and router `hz-<g>-lr`
  *   with the gateway IP and each routed extra subnet's gateway, a default route per DPU
