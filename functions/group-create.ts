@@ -26,11 +26,17 @@ export interface GroupCreateResult {
   readonly skipped?: string
 }
 
-type GroupCreateDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'groups' | 'jobs' | 'checkpoint'>
+type GroupCreateDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'groups' | 'jobs' | 'checkpoint'> &
+  Partial<Pick<HandlerDeps, 'southbound'>>
+
+/** How long a group stays Provisioning waiting for its ovn-northd before its job is retried. */
+export const NORTHD_WAIT_MS = 15_000
 
 /**
  * `group.create`: makes the group's network exist — its OVN central (via the provider),
- * its IPAM network, and its distributed switch and router in NB — and reports it Ready.
+ * its IPAM network, and its distributed switch and router in NB — and reports it Ready
+ * once its ovn-northd has made them into the SB (or Configuring while a host's change is
+ * on its way: `group-hosts.ts`).
  * Also the handler for a changed group spec: it converges, whatever was there. A new
  * spec of a group already provisioned (its `dhcpServer` or `extraSubnets` changed) also
  * starts a new attempt of each member's `host.attach`, so that the DPUs serving the group
@@ -84,6 +90,23 @@ export function createGroupCreate(deps: GroupCreateDeps) {
     }
     const { endpoints, state, result } = await deps.groups
       .apply(name)
+      .then(async (applied) => {
+        // Provisioning until the group's ovn-northd has made its topology into the SB:
+        // before that, no chassis could bind a port of it.
+        const { ports } = applied.result
+        if (!deps.southbound || (ports.added.length === 0 && ports.removed.length === 0)) {
+          return applied
+        }
+        const sb = applied.endpoints.sbController
+        if (await deps.southbound.settled(sb, ports, NORTHD_WAIT_MS).catch(() => false)) {
+          return applied
+        }
+        throw new CentralUnavailableError(
+          name,
+          `its ovn-northd has not made the topology into the Southbound within ${NORTHD_WAIT_MS / 1000} s; trying again`,
+          { retryable: true, reason: 'NorthdPending' },
+        )
+      })
       .catch((error: unknown) => notApplied(deps, group, attempt, error))
     const reconfigured = await reconfigureMembers(deps, group, state)
     const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(name) : undefined

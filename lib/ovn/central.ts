@@ -76,6 +76,8 @@ export type CentralUnavailableReason =
   | 'CentralUnavailable'
   | 'CentralNotConfigured'
   | 'CentralDamaged'
+  /** The central answers, but its ovn-northd has not processed the group's topology yet. */
+  | 'NorthdPending'
 
 /**
  * A group's central cannot answer: it did not start, is being released or closed, or is

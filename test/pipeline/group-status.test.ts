@@ -6,6 +6,7 @@
  * reaches IPAM, NB and the DPU agents serving the group.
  */
 import { execFile } from 'node:child_process'
+import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { topologyNames } from '../../lib/ovn/index.ts'
@@ -456,5 +457,31 @@ t.test(
       events.some((m) => /Ready → Configuring|Configuring → Ready/.test(m)),
       `the group's events tell the transitions (${events.join(' | ')})`,
     )
+  },
+)
+
+t.test(
+  'a group is Provisioning until its ovn-northd has made its topology into the SB',
+  async (t) => {
+    const p = await startPipeline(t)
+    const northdCtl = join(dirname(p.nb.replace(/^unix:/, '')), 'northd.ctl')
+    const northd = (command: 'pause' | 'resume') =>
+      promisify(execFile)('ovn-appctl', ['-t', northdCtl, command])
+    t.teardown(() => northd('resume').catch(() => undefined))
+    await northd('pause')
+    await p.client.applyGroup('group-w', groupSpec())
+    // Its switch and router are in NB: only northd is missing.
+    await until(
+      () => p.nbctl('ls-list'),
+      (list) => list.includes(topologyNames.switch('group-w')),
+    )
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    const waiting = await p.controller.store.getGroup('group-w')
+    t.equal(waiting?.status.phase, 'Provisioning', 'NB applied, northd paused: still Provisioning')
+    t.equal(waiting?.status.configsSynced, false)
+
+    await northd('resume')
+    const ready = await groupWhere(p, 'group-w', (g) => g.status.phase === 'Ready')
+    t.equal(ready?.status.configsSynced, true, 'Ready once northd made it into the SB')
   },
 )
