@@ -5,27 +5,18 @@
 import type { Job } from 'bullmq'
 import type { ProtocolVersion } from '../../lib/agent-protocol/index.ts'
 import type { Ipam } from '../../lib/ipam/index.ts'
-import type { NbConnection, OvnCentralProvider } from '../../lib/ovn/index.ts'
+import type { JobName } from '../../lib/jobs/index.ts'
+import type {
+  ApplyResult,
+  NbConnection,
+  OvnCentralEndpoints,
+  OvnCentralProvider,
+} from '../../lib/ovn/index.ts'
 import type { StateStore } from '../../lib/state/store.ts'
-import type { GroupApplier } from './group-apply.ts'
-import type { ControllerJobs } from './redrive.ts'
+import type { FabricSettings } from './fabric.ts'
+import type { GroupState, TopologyProblems } from './group-state.ts'
 
-/** Fabric facts every gateway router needs: its reserved fabric address and the next hops. */
-export interface FabricSettings {
-  /** Reserved address with prefix on each gateway router's fabric port, e.g. `172.18.0.254/24`. */
-  readonly dummyIp: string
-  /** Fabric next hop for traffic leaving the gateway routers. */
-  readonly gateway?: string
-  /**
-   * Reserved IPv6 address with prefix on each gateway router's fabric port; set, hosts'
-   * IPv6 leaves their group through NAT66 on their DPU (unset: IPv6 stays inside).
-   */
-  readonly dummyIp6?: string
-  /** Fabric IPv6 next hop for traffic leaving the gateway routers. */
-  readonly gateway6?: string
-  /** The DPUs' bridge mapping name for localnet ports. */
-  readonly physicalNetwork: string
-}
+export type { FabricSettings } from './fabric.ts'
 
 /** NB connections, one per remote, opened on first use (`NbPool` in lib/ovn is one). */
 export interface NbClients {
@@ -104,6 +95,31 @@ export interface AgentDirectory {
 }
 
 /** Everything a handler may use. Each handler's factory takes only the part it needs. */
+/** The controller's own queue, as a handler adds a job to it. */
+export interface ControllerJobs {
+  /** Adds a job unless one with this id exists already. */
+  add(name: JobName, data: object, jobId: string): Promise<void>
+}
+
+/** A group's topology as one apply committed it (`GroupApplier`, group-apply.ts). */
+export interface GroupApplied {
+  readonly endpoints: OvnCentralEndpoints
+  /** The state the committed (or already matching) topology was computed from. */
+  readonly state: GroupState
+  readonly result: ApplyResult
+  /** What the topology left out (hosts it could not build as asked); also in status. */
+  readonly problems: TopologyProblems
+}
+
+/** Applies groups' topology to their centrals (`GroupApplier` in group-apply.ts). */
+export interface GroupApplies {
+  /**
+   * Applies the group; rejects with `GroupGone` when it no longer exists. With
+   * `compareAll`, compares every row of the group with NB.
+   */
+  apply(group: string, options?: { compareAll?: boolean }): Promise<GroupApplied>
+}
+
 export interface HandlerDeps {
   readonly store: StateStore
   readonly ipam: Ipam
@@ -111,7 +127,7 @@ export interface HandlerDeps {
   readonly nb: NbClients
   readonly southbound: Southbound
   /** Applies a group's whole topology to its NB (coalesced per group). */
-  readonly groups: GroupApplier
+  readonly groups: GroupApplies
   readonly children: ChildJobs
   /** The controller's own queue: re-driven objects' jobs go there. */
   readonly jobs: ControllerJobs

@@ -4,11 +4,10 @@ import {
   applyDesiredRows,
   CentralUnavailableError,
   compileGroupTopology,
-  type OvnCentralEndpoints,
   ownerOf,
   type PolicyStatus,
 } from '../../lib/ovn/index.ts'
-import type { HandlerDeps } from './deps.ts'
+import type { GroupApplied, GroupApplies, HandlerDeps } from './deps.ts'
 import { isPermanent } from './errors.ts'
 import {
   appliedStatus,
@@ -20,14 +19,7 @@ import {
 } from './group-state.ts'
 import { groupFailed } from './status.ts'
 
-export interface GroupApplied {
-  readonly endpoints: OvnCentralEndpoints
-  /** The state the committed (or already matching) topology was computed from. */
-  readonly state: GroupState
-  readonly result: ApplyResult
-  /** What the topology left out (hosts it could not build as asked); also in status. */
-  readonly problems: TopologyProblems
-}
+export type { GroupApplied } from './deps.ts'
 
 interface InFlight {
   running?: Promise<GroupApplied> | undefined
@@ -118,7 +110,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * const groups = new GroupApplier(deps)
  * const { endpoints } = await groups.apply('group-a')
  */
-export class GroupApplier {
+export class GroupApplier implements GroupApplies {
   readonly #deps: ApplierDeps
   readonly #batchMs: number
   readonly #pace: CommitPace

@@ -4,6 +4,8 @@
  * says of an apply. Every topology apply passes the WHOLE group, so concurrent handlers
  * for different hosts never lose each other's work.
  */
+
+import type { Ipam } from '../../lib/ipam/index.ts'
 import type {
   DesiredRows,
   GroupMember,
@@ -18,7 +20,8 @@ import {
   type ResourceGroupStatus,
   setCondition,
 } from '../../lib/state/objects.ts'
-import type { FabricSettings, HandlerDeps } from './deps.ts'
+import type { StateStore } from '../../lib/state/store.ts'
+import type { FabricSettings } from './fabric.ts'
 import { ipv6OwnerOf, relayDpuOf, relayMacOf } from './network.ts'
 import { topologyPolicies, withPoliciesApplied } from './policies.ts'
 
@@ -59,7 +62,7 @@ export interface GroupState {
  * never mistaken for one whose DPU has no member.
  */
 export async function readGroupState(
-  deps: Pick<HandlerDeps, 'store' | 'ipam'>,
+  deps: { readonly store: StateStore; readonly ipam: Ipam },
   name: string,
 ): Promise<GroupState | undefined> {
   const group = await deps.store.getGroup(name)

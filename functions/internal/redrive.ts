@@ -13,14 +13,11 @@ import type {
   ManagedResourceStatus,
   ResourceGroupStatus,
 } from '../../lib/state/objects.ts'
-import type { HandlerDeps } from './deps.ts'
-import type { ConditionChange } from './status.ts'
+import type { ControllerJobs, HandlerDeps } from './deps.ts'
 
-/** The controller's own queue, as a handler adds a job to it. */
-export interface ControllerJobs {
-  /** Adds a job unless one with this id exists already. */
-  add(name: JobName, data: object, jobId: string): Promise<void>
-}
+export type { ControllerJobs } from './deps.ts'
+
+import type { ConditionChange } from './status.ts'
 
 /** ControllerJobs on a BullMQ queue, with the controller's retry and retention options. */
 export function queueJobs(queue: {

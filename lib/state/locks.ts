@@ -7,7 +7,7 @@
  */
 import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
-import type { Kind } from './store.ts'
+import type { Kind } from './store-keys.ts'
 
 const lockScript = new LuaScript(new URL('./lua/lock.lua', import.meta.url))
 const unlockScript = new LuaScript(new URL('./lua/unlock.lua', import.meta.url))

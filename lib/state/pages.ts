@@ -11,7 +11,7 @@
  */
 import type { RedisClient } from '../redis/connection.ts'
 import type { ManagedResource, ResourceGroup, StoredObject } from './objects.ts'
-import type { Kind } from './store.ts'
+import type { Kind } from './store-keys.ts'
 
 /** Which page to read. */
 export interface PageRequest {

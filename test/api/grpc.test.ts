@@ -10,12 +10,8 @@ import { createHydrazineClient } from '../../api/grpc/protocol.ts'
 import { createGrpcServer } from '../../api/grpc/server.ts'
 import { statusDetailsOf } from '../../api/grpc/status.ts'
 import type { HydrazineClient } from '../../queues/producer.ts'
-import {
-  groupSpec,
-  refusalSnapshot as snapshot,
-  startPipeline,
-  until,
-} from '../pipeline/fixtures.ts'
+import { groupSpec, startPipeline, until } from '../pipeline/fixtures.ts'
+import { refusalSnapshot as snapshot } from '../pipeline/scenarios.ts'
 import {
   type Answer,
   hostMessage,

@@ -1,14 +1,8 @@
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
-import {
-  groupSpec,
-  hostSpec,
-  type Pipeline,
-  refusalSnapshot,
-  startPipeline,
-  until,
-} from '../pipeline/fixtures.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
+import { refusalSnapshot } from '../pipeline/scenarios.ts'
 
 interface Call {
   token?: string | undefined

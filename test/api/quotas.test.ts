@@ -22,10 +22,10 @@ import {
   groupSpec,
   hostSpec,
   type Pipeline,
-  refusalSnapshot,
   startPipeline,
   until,
 } from '../pipeline/fixtures.ts'
+import { refusalSnapshot } from '../pipeline/scenarios.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
 const TENANT_A = 'tenant-a-token-0123456789abcdef'

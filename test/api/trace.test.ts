@@ -22,9 +22,9 @@ import {
   hostSpec,
   type Pipeline,
   startPipeline,
-  startPipelineFrr,
   until,
 } from '../pipeline/fixtures.ts'
+import { startPipelineFrr } from '../pipeline/scenarios.ts'
 import { startIngress } from './grpc-fixture.ts'
 
 const run = promisify(execFile)

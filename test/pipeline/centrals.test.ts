@@ -17,10 +17,10 @@ import {
   groupSpec,
   hostSpec,
   type Pipeline,
-  runReconcile,
   startPipeline,
   until,
 } from './fixtures.ts'
+import { runReconcile } from './scenarios.ts'
 
 const run = promisify(execFile)
 

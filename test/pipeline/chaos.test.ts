@@ -22,12 +22,10 @@ import {
   hostSpec,
   type Pipeline,
   startPipeline,
-  startPipelineFrr,
-  startWorkerProcess,
-  stopProcess,
   type TestAgent,
   until,
 } from './fixtures.ts'
+import { startPipelineFrr, startWorkerProcess, stopProcess } from './scenarios.ts'
 
 const GROUPS = ['chaos-a', 'chaos-b', 'chaos-c']
 /** Two DPUs per group: with a central per group, a DPU follows one group's SB. */

@@ -13,16 +13,8 @@ import { topologyNames } from '../../lib/ovn/index.ts'
 import { createRedis } from '../../lib/redis/connection.ts'
 import { hashTagOf } from '../../lib/redis/slots.ts'
 import type { LocalRedisCluster } from '../helpers/redis-cluster.ts'
-import {
-  asUser,
-  dpuFabricIps,
-  groupSpec,
-  hostSpec,
-  runReconcile,
-  startPipeline,
-  startPipelineFrr,
-  until,
-} from './fixtures.ts'
+import { asUser, dpuFabricIps, groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+import { runReconcile, startPipelineFrr } from './scenarios.ts'
 
 /** How many keys each master of the cluster holds. */
 async function keysPerNode(cluster: LocalRedisCluster): Promise<number[]> {

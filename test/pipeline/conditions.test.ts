@@ -10,14 +10,8 @@ import { queueJobs } from '../../functions/internal/redrive.ts'
 import { retryDue } from '../../functions/internal/retries.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ManagedResource } from '../../lib/state/objects.ts'
-import {
-  groupSpec,
-  hostSpec,
-  type Pipeline,
-  runReconcile,
-  startPipeline,
-  until,
-} from './fixtures.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+import { runReconcile } from './scenarios.ts'
 
 const reasonsOf = async (p: Pipeline, kind: 'mr' | 'rg', name: string) =>
   (await p.controller.store.events.list(kind, name)).map((e) => e.reason)

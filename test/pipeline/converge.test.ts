@@ -4,14 +4,8 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { GroupApplier, type GroupCommitted } from '../../functions/internal/group-apply.ts'
 import { NbPool, SbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
-import {
-  groupSpec,
-  hostSpec,
-  readyFabricHost,
-  startPipeline,
-  startPipelineFrr,
-  until,
-} from './fixtures.ts'
+import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+import { readyFabricHost, startPipelineFrr } from './scenarios.ts'
 
 t.test('running a handler again leaves Redis and NB exactly as one run did', async (t) => {
   const p = await startPipeline(t)

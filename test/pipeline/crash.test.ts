@@ -2,15 +2,8 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
-import {
-  groupSpec,
-  hostSpec,
-  type Pipeline,
-  startPipeline,
-  startWorkerProcess,
-  stopProcess as stop,
-  until,
-} from './fixtures.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+import { startWorkerProcess, stopProcess as stop } from './scenarios.ts'
 
 /** What a user can observe after convergence: NB rows, addresses, statuses. */
 async function observe(p: Pipeline) {

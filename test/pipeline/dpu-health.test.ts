@@ -28,10 +28,10 @@ import {
   hostSpec,
   type Pipeline,
   startPipeline,
-  startScheduledController,
   type TestAgent,
   until,
 } from './fixtures.ts'
+import { startScheduledController } from './scenarios.ts'
 
 const INTERVAL_MS = 1000
 const OPERATOR = 'operator-token-0123456789abcdef'

@@ -14,9 +14,9 @@ import {
   hostSpec,
   type Pipeline,
   startPipeline,
-  startPipelineFrr,
   until,
 } from './fixtures.ts'
+import { startPipelineFrr } from './scenarios.ts'
 
 function api(p: Pipeline) {
   const app = createApp({

@@ -13,14 +13,8 @@ import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ChangePlan } from '../../lib/state/plans.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import { OPERATOR, TEST_TOKENS } from '../helpers/tokens.ts'
-import {
-  dpuFabricIps,
-  groupSpec,
-  hostSpec,
-  startPipeline,
-  startPipelineFrr,
-  until,
-} from './fixtures.ts'
+import { dpuFabricIps, groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+import { startPipelineFrr } from './scenarios.ts'
 
 const NETWORK6 = { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' }
 

@@ -326,13 +326,3 @@ export function dpuFabricIps(dpu: string): [string, string] {
   )
   return [`172.18.0.${10 + n}`, `172.18.0.${110 + n}`]
 }
-
-export {
-  readyFabricHost,
-  refusalSnapshot,
-  runReconcile,
-  startPipelineFrr,
-  startScheduledController,
-  startWorkerProcess,
-  stopProcess,
-} from './scenarios.ts'

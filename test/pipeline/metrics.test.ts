@@ -11,14 +11,8 @@ import { serveMetrics } from '../../lib/metrics/server.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import { type Sample, sampleValue, scrape } from '../helpers/metrics.ts'
-import {
-  groupSpec,
-  hostSpec,
-  runReconcile,
-  startPipeline,
-  startPipelineFrr,
-  until,
-} from './fixtures.ts'
+import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+import { runReconcile, startPipelineFrr } from './scenarios.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
 const TENANT = 'tenant-a-token-0123456789abcdef'

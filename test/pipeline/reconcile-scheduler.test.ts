@@ -1,5 +1,6 @@
 import t from 'tap'
-import { startScheduledController, until } from './fixtures.ts'
+import { until } from './fixtures.ts'
+import { startScheduledController } from './scenarios.ts'
 
 t.test('the repeatable reconcile keeps a bounded number of its finished runs', async (t) => {
   // The embedded default with no group yet: one central per group, none running.

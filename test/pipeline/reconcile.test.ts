@@ -7,7 +7,8 @@ import { queueJobs } from '../../functions/internal/redrive.ts'
 import { createReconcile } from '../../functions/reconcile.ts'
 import { NbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
 import { StateStore } from '../../lib/state/store.ts'
-import { groupSpec, readyFabricHost, runReconcile, startPipeline, until } from './fixtures.ts'
+import { groupSpec, startPipeline, until } from './fixtures.ts'
+import { readyFabricHost, runReconcile } from './scenarios.ts'
 
 t.test('reconcile repairs drift in NB and removes orphan rows, and says what it did', async (t) => {
   const p = await startPipeline(t)

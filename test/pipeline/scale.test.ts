@@ -1,13 +1,7 @@
 import t from 'tap'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import {
-  groupSpec,
-  hostSpec,
-  startPipeline,
-  startWorkerProcess,
-  stopProcess,
-  until,
-} from './fixtures.ts'
+import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
+import { startWorkerProcess, stopProcess } from './scenarios.ts'
 
 t.test('100 hosts attached to one group at once by 2 worker processes are all Ready', async (t) => {
   const p = await startPipeline(t)

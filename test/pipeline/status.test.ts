@@ -13,15 +13,8 @@ import { queueJobs } from '../../functions/internal/redrive.ts'
 import { retryDue } from '../../functions/internal/retries.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ObjectEvent } from '../../lib/state/events.ts'
-import {
-  groupSpec,
-  hostSpec,
-  type Pipeline,
-  runReconcile,
-  startPipeline,
-  startPipelineFrr,
-  until,
-} from './fixtures.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+import { runReconcile, startPipelineFrr } from './scenarios.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
 

@@ -12,14 +12,8 @@ import t from 'tap'
 import { RedisSessions } from '../../api/http/ui/session.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import { OPERATOR, TENANT_A, TEST_TOKENS } from '../helpers/tokens.ts'
-import {
-  groupSpec,
-  hostSpec,
-  type Pipeline,
-  startPipeline,
-  startPipelineFrr,
-  until,
-} from '../pipeline/fixtures.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
+import { startPipelineFrr } from '../pipeline/scenarios.ts'
 import { heartbeat } from '../pipeline/stand-in-agent.ts'
 import {
   type PageProblem,

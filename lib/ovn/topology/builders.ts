@@ -5,8 +5,8 @@
 import type { Writable } from '../database.ts'
 import type { NbTables } from '../schema/nb.generated.ts'
 import { macFor } from './addresses.ts'
-import type { DesiredRow } from './compile.ts'
 import { GROUP_KEY, OWNER_KEY, ownerOf, ROW_KEY } from './names.ts'
+import type { DesiredRow } from './rows.ts'
 
 type Extra = Record<string, string>
 

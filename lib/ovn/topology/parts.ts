@@ -13,7 +13,6 @@ import {
   transitAddresses6,
 } from './addresses.ts'
 import { rowBuilders } from './builders.ts'
-import type { DesiredRow, TopologyProblem } from './compile.ts'
 import { dnsDomain, hostDnsRecords } from './dns.ts'
 import { InvalidTopologySpec, Ipv6NatUnsupported, NatConflict } from './errors.ts'
 import {
@@ -24,6 +23,7 @@ import {
   topologyNames as names,
   ROLE_KEY,
 } from './names.ts'
+import type { DesiredRow, TopologyProblem } from './rows.ts'
 import type { DhcpRelayPort, GroupMember, GroupSubnet, GroupTopologySpec } from './spec.ts'
 
 /** Priority of the per-DPU reroute policies on the distributed router. */

@@ -21,36 +21,22 @@
  * A rule that names hosts not (yet) built in the group applies to those that are; when
  * none of its targets or peers is, it has no ACL. Either way `PolicyStatus` names it.
  */
-import * as v from 'valibot'
 import { rowBuilders } from './builders.ts'
-import type { DesiredRow, ParentRef } from './compile.ts'
 import { POLICY_KEY, policyNames } from './names.ts'
+import type { GroupPolicyRule } from './policy-rules.ts'
+import type { DesiredRow, ParentRef } from './rows.ts'
 import type { GroupMember } from './spec.ts'
+
+export {
+  type GroupPolicyRule,
+  GroupPolicyRuleSchema,
+  type PolicyProtocol,
+} from './policy-rules.ts'
 
 /** OVN ACL priority of the first rule; rule r (0-based rank) has `RULE_PRIORITY_TOP - r`. */
 export const RULE_PRIORITY_TOP = 2000
 /** OVN ACL priority of the allow-related ACL below every rule. */
 export const BASELINE_PRIORITY = 1000
-
-export type PolicyProtocol = 'any' | 'tcp' | 'udp' | 'icmp'
-
-/** One rule, as the topology takes it (the API's rule with its defaults filled in). */
-export interface GroupPolicyRule {
-  /** RFC 1123 label, unique in the group. */
-  readonly name: string
-  /** Traffic to (`ingress`) or from (`egress`) the rule's hosts. */
-  readonly direction: 'ingress' | 'egress'
-  readonly action: 'allow' | 'deny'
-  /** Host names of the group the rule applies to; absent: every host of the group. */
-  readonly hosts?: readonly string[]
-  /** The other end: hosts of the group, or a CIDR; absent: anyone. */
-  readonly peer?: { readonly hosts: readonly string[] } | { readonly cidr: string }
-  readonly protocol: PolicyProtocol
-  /** Destination ports (tcp and udp only), `from` to `to` inclusive. */
-  readonly ports?: { readonly from: number; readonly to: number }
-  /** Smaller first; equal priorities in list order. */
-  readonly priority: number
-}
 
 /** What the group's policies came to: how many rules, and those naming absent hosts. */
 export interface PolicyStatus {
@@ -65,37 +51,6 @@ export interface UnresolvedRule {
   /** No target or no peer host is left: the rule has no ACL and matches nothing. */
   readonly inert: boolean
 }
-
-// What enters an ACL's match or a port group's name is checked here, whoever built the
-// spec: rule names (RFC 1123 labels: `policyNames` maps them one to one), CIDRs (only
-// address characters) and ports; host names are only looked up.
-const label = v.pipe(v.string(), v.regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'a label'))
-const hostNames = v.array(v.pipe(v.string(), v.minLength(1)))
-const port = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(65535))
-
-/** One rule, validated with the rest of the spec before anything is compiled. */
-export const GroupPolicyRuleSchema = v.object({
-  name: label,
-  direction: v.picklist(['ingress', 'egress']),
-  action: v.picklist(['allow', 'deny']),
-  hosts: v.optional(hostNames),
-  peer: v.optional(
-    v.union([
-      v.strictObject({ hosts: hostNames }),
-      v.strictObject({
-        cidr: v.pipe(v.string(), v.regex(/^[0-9a-fA-F:.]+\/\d{1,3}$/, 'a CIDR')),
-      }),
-    ]),
-  ),
-  protocol: v.picklist(['any', 'tcp', 'udp', 'icmp']),
-  ports: v.optional(
-    v.pipe(
-      v.object({ from: port, to: port }),
-      v.check((r) => r.from <= r.to, 'a range from low to high'),
-    ),
-  ),
-  priority: v.pipe(v.number(), v.integer()),
-})
 
 /**
  * The port groups and ACLs of group `group`'s `rules` over its built hosts `members`, and

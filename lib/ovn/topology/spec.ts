@@ -1,6 +1,6 @@
 import { isIP } from 'node:net'
 import * as v from 'valibot'
-import { type GroupPolicyRule, GroupPolicyRuleSchema } from './policies.ts'
+import { type GroupPolicyRule, GroupPolicyRuleSchema } from './policy-rules.ts'
 
 /**
  * What one group's OVN topology is compiled from: the group's network, its members
