@@ -14,7 +14,8 @@ import {
 } from './addresses.ts'
 import { rowBuilders } from './builders.ts'
 import { dnsDomain, hostDnsRecords } from './dns.ts'
-import { InvalidTopologySpec, Ipv6NatUnsupported, NatConflict } from './errors.ts'
+import { familyRows, type PartDraft, REROUTE_POLICY_PRIORITY } from './egress.ts'
+import { InvalidTopologySpec, Ipv6NatUnsupported } from './errors.ts'
 import {
   addressSetNames,
   DPU_KEY,
@@ -24,10 +25,11 @@ import {
   ROLE_KEY,
 } from './names.ts'
 import type { DesiredRow, TopologyProblem } from './rows.ts'
+
+export { REROUTE_POLICY_PRIORITY } from './egress.ts'
+
 import type { DhcpRelayPort, GroupMember, GroupSubnet, GroupTopologySpec } from './spec.ts'
 
-/** Priority of the per-DPU reroute policies on the distributed router. */
-export const REROUTE_POLICY_PRIORITY = 1000
 /** Above the reroutes: traffic between the group's routed subnets stays in the group. */
 const INTERNAL_POLICY_PRIORITY = REROUTE_POLICY_PRIORITY + 1
 /** Below the reroutes: what would leave the group without one is dropped. */
@@ -125,8 +127,9 @@ export function groupParts(spec: GroupTopologySpec) {
   /** The member's IPv6 address that may leave the group: its SLAAC one, or its own. */
   const leavingIp6 = (m: GroupMember) =>
     [m.ip6, m.ip].find((ip) => ip !== undefined && isIP(ip) === 6 && leavesGroup6(ip))
-  const problem = (draft: Draft, error: HydrazineError, host?: string) =>
+  const problem = (draft: PartDraft, error: HydrazineError, host?: string) =>
     draft.problems.push({ code: error.code, message: error.message, ...(host ? { host } : {}) })
+  const egress = { g, b, lrKey, problem }
 
   /** The distributed switch and router, in every routed subnet, and the group's guard. */
   const headRows = (rows: DesiredRow[]) => {
@@ -319,7 +322,7 @@ export function groupParts(spec: GroupTopologySpec) {
       dpuIds,
     )
     fabricGuardRows(rows, dpu, pubKey, members)
-    familyRows(draft, dpu, members, {
+    familyRows(egress, draft, dpu, members, {
       family: 'ip4',
       routed: routedV4,
       lrSide,
@@ -329,7 +332,7 @@ export function groupParts(spec: GroupTopologySpec) {
       hostIpOf: (m) => (leavesGroup(m.ip) ? m.ip : undefined),
       publicIpOf: (m) => m.publicIp,
     })
-    familyRows(draft, dpu, members, {
+    familyRows(egress, draft, dpu, members, {
       family: 'ip6',
       routed: routedV6,
       lrSide: lrSide6,
@@ -383,105 +386,6 @@ export function groupParts(spec: GroupTopologySpec) {
         { direction: 'from-lport', priority: FABRIC_GUARD_PRIORITY, match },
         { [DPU_KEY]: dpu },
       )
-    }
-  }
-
-  /**
-   * One address family's way out of the group through DPU `dpu`: routes between the
-   * distributed and the gateway router, the default route to the fabric, the reroute to
-   * this DPU of the addresses its hosts leave from (one policy matching an `Address_Set`
-   * of them: a host joining or leaving changes the set, never the router), and the NAT (SNAT of its subnets to the DPU's NAT
-   * address; FabricAccess: `dnat_and_snat` NAT address ↔ host; PublicAccess:
-   * `dnat_and_snat` public address ↔ host and `dnat` NAT address → host). Nothing when
-   * no subnet of the family is routed out.
-   */
-  const familyRows = (
-    draft: Draft,
-    dpu: string,
-    members: GroupMember[],
-    f: {
-      family: 'ip4' | 'ip6'
-      routed: GroupSubnet[]
-      lrSide: string
-      gwSide: string
-      fabricGateway: string | undefined
-      natIpOf: (m: GroupMember) => string | undefined
-      /** The member's address of this family that leaves the group, if any. */
-      hostIpOf: (m: GroupMember) => string | undefined
-      publicIpOf: (m: GroupMember) => string | undefined
-    },
-  ) => {
-    if (f.routed.length === 0) return
-    const { rows } = draft
-    const dpuIds = { [DPU_KEY]: dpu }
-    const gwKey = `gw/${dpu}`
-    const v6 = f.family === 'ip6'
-    const any = v6 ? '::/0' : '0.0.0.0/0'
-    const natIps = new Set(members.flatMap((m) => f.natIpOf(m) ?? []))
-    if (natIps.size > 1) {
-      const what = v6 ? 'IPv6 NAT address' : 'NAT IP'
-      throw new NatConflict(g, dpu, `members disagree on the ${what} (${[...natIps].join(', ')})`)
-    }
-    const natIp = [...natIps][0]
-    // A DPU without a NAT address of the family takes none of it out: the group's
-    // addresses (which other groups may share) never reach the fabric untranslated.
-    if (!natIp) {
-      for (const m of members) {
-        if (m.access === 'None' || f.hostIpOf(m) === undefined) continue
-        const message = v6
-          ? `host ${m.hostName} needs ${m.access} but the DPU has no IPv6 NAT address; its IPv6 stays in the group`
-          : `host ${m.hostName} needs ${m.access} but the DPU has no NAT IP; it gets no NAT and stays in the group`
-        problem(draft, new NatConflict(g, dpu, message), m.hostName)
-      }
-      return
-    }
-    for (const s of f.routed) b.route(rows, gwKey, s.cidr, f.lrSide, dpu, dpuIds)
-    if (f.fabricGateway) b.route(rows, gwKey, any, f.fabricGateway, dpu, dpuIds)
-    b.route(rows, lrKey, any, f.gwSide, dpu, dpuIds)
-    for (const s of f.routed) b.nat(rows, gwKey, 'snat', natIp, s.cidr, dpuIds)
-    const externals = new Map<string, string>()
-    const inbound = (
-      type: 'dnat' | 'dnat_and_snat',
-      external: string,
-      m: GroupMember,
-      hostIp: string,
-    ) => {
-      const other = externals.get(external)
-      if (other !== undefined) {
-        throw new NatConflict(g, dpu, `${external} is claimed by both ${other} and ${m.hostName}`)
-      }
-      externals.set(external, m.hostName)
-      b.nat(rows, gwKey, type, external, hostIp, { ...dpuIds, [HOST_KEY]: m.hostName })
-    }
-    const leaving = members.flatMap((m) => f.hostIpOf(m) ?? [])
-    if (leaving.length > 0) {
-      const set = addressSetNames.dpuHosts(g, dpu, f.family)
-      b.addressSet(rows, `as/${dpu}/${f.family}`, set, leaving.sort(), dpuIds)
-      b.policy(
-        rows,
-        lrKey,
-        `policy/${dpu}/${f.family}`,
-        {
-          priority: REROUTE_POLICY_PRIORITY,
-          match: `${f.family}.src == $${set}`,
-          action: 'reroute',
-          nexthops: [f.gwSide],
-        },
-        dpuIds,
-      )
-    }
-    for (const m of members) {
-      const hostIp = f.hostIpOf(m)
-      if (hostIp === undefined || m.access === 'None') continue
-      if (m.access === 'FabricAccess') {
-        inbound('dnat_and_snat', natIp, m, hostIp)
-        continue
-      }
-      // One dnat_and_snat per host, or OVN picks its egress source address at random.
-      // Until its public IP is allocated, the host is reachable at the NAT IP only.
-      const publicIp = f.publicIpOf(m)
-      if (publicIp) inbound('dnat_and_snat', publicIp, m, hostIp)
-      inbound('dnat', natIp, m, hostIp)
     }
   }
 

@@ -23,7 +23,7 @@
  */
 import { rowBuilders } from './builders.ts'
 import { POLICY_KEY, policyNames } from './names.ts'
-import type { GroupPolicyRule } from './policy-rules.ts'
+import type { GroupPolicyRule, PolicyStatus, UnresolvedRule } from './policy-rules.ts'
 import type { DesiredRow, ParentRef } from './rows.ts'
 import type { GroupMember } from './spec.ts'
 
@@ -31,26 +31,14 @@ export {
   type GroupPolicyRule,
   GroupPolicyRuleSchema,
   type PolicyProtocol,
+  type PolicyStatus,
+  type UnresolvedRule,
 } from './policy-rules.ts'
 
 /** OVN ACL priority of the first rule; rule r (0-based rank) has `RULE_PRIORITY_TOP - r`. */
 export const RULE_PRIORITY_TOP = 2000
 /** OVN ACL priority of the allow-related ACL below every rule. */
 export const BASELINE_PRIORITY = 1000
-
-/** What the group's policies came to: how many rules, and those naming absent hosts. */
-export interface PolicyStatus {
-  readonly rules: number
-  readonly unresolved: readonly UnresolvedRule[]
-}
-
-export interface UnresolvedRule {
-  readonly rule: string
-  /** Host names the rule names (targets or peers) that are not built hosts of the group. */
-  readonly hosts: readonly string[]
-  /** No target or no peer host is left: the rule has no ACL and matches nothing. */
-  readonly inert: boolean
-}
 
 /**
  * The port groups and ACLs of group `group`'s `rules` over its built hosts `members`, and

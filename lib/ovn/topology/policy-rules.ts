@@ -1,7 +1,7 @@
 /**
- * A group's security policy rules as the topology takes them, and their schema: checked
- * with the rest of the group's spec before anything is compiled (`policies.ts` makes
- * them into port groups and ACLs).
+ * A group's security policy rules as the topology takes them, their schema (checked with
+ * the rest of the group's spec before anything is compiled), and what they came to
+ * (`policies.ts` makes them into port groups and ACLs).
  */
 import * as v from 'valibot'
 
@@ -55,3 +55,17 @@ export const GroupPolicyRuleSchema = v.object({
   ),
   priority: v.pipe(v.number(), v.integer()),
 })
+
+/** What the group's policies came to: how many rules, and those naming absent hosts. */
+export interface PolicyStatus {
+  readonly rules: number
+  readonly unresolved: readonly UnresolvedRule[]
+}
+
+export interface UnresolvedRule {
+  readonly rule: string
+  /** Host names the rule names (targets or peers) that are not built hosts of the group. */
+  readonly hosts: readonly string[]
+  /** No target or no peer host is left: the rule has no ACL and matches nothing. */
+  readonly inert: boolean
+}

@@ -4,6 +4,7 @@
  */
 import type { Writable } from '../database.ts'
 import type { NbTables } from '../schema/nb.generated.ts'
+import type { PolicyStatus } from './policy-rules.ts'
 
 /** The NB tables a group topology is made of. */
 export type TopologyTable =
@@ -84,4 +85,37 @@ export interface TopologyProblem {
   readonly message: string
   /** The host it concerns; absent for a relay port. */
   readonly host?: string
+}
+
+export interface DesiredRows {
+  readonly group: string
+  /** Value of `external_ids:hydrazine:owner` on every row of the group. */
+  readonly owner: string
+  readonly rows: readonly DesiredRow[]
+  /** What the topology leaves out of what was asked; the rest of the group is built. */
+  readonly problems?: readonly TopologyProblem[]
+  /** What the group's security policies came to (`policies.ts`); absent without rules. */
+  readonly policies?: PolicyStatus
+}
+
+/**
+ * What one compile through a `CompileMemo` changed since the group's previous compile
+ * through it (`after`; absent when there was none, or the group's network changed): the
+ * diff (`diff.ts`) compares only these rows when NB matched that previous compile.
+ * `CompileMemo.changes` hands it out for the compile's result.
+ */
+export interface CompileChanges {
+  /** This compile's number in the memo (unique per memo). */
+  readonly serial: number
+  /** The `serial` of the group's previous compile this one follows. */
+  readonly after?: number
+  /** Rows this compile made: its new and rebuilt parts', and every loose row (relays, policies). */
+  readonly built: readonly DesiredRow[]
+  /** Rows of the previous compile whose id this one no longer has. */
+  readonly dropped: readonly DesiredRow[]
+  /**
+   * This compile's row with `id` (`<table>/<key>`). Answers for this compile only until the
+   * group's next compile through the memo.
+   */
+  readonly rowOf: (id: string) => DesiredRow | undefined
 }
