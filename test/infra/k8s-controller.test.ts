@@ -9,9 +9,9 @@ import { access, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import { FRR_SCRIPT, frrConfigMap } from '../../infra/k8s/controller.ts'
+import { parseManifestOptions } from '../../infra/k8s/options.ts'
 import { createVty } from '../../lib/frr/vty.ts'
-import { FRR_SCRIPT, frrConfigMap } from './controller.ts'
-import { parseManifestOptions } from './options.ts'
 
 const hasBgpd = await access('/usr/lib/frr/bgpd').then(
   () => true,
