@@ -5,7 +5,7 @@ import type { HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck } from './internal/errors.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
-import { addFrrChange, frrAck } from './internal/public-ip-jobs.ts'
+import { addFrrChange, frrAck, natMismatch } from './internal/public-ip-jobs.ts'
 
 /**
  * `publicip.allocate`: takes a public IP from the operator's pool for a host (owner-keyed:
@@ -22,6 +22,11 @@ export function createPublicIpAllocate(deps: HandlerDeps) {
     if (stepOf(job) === 'converge') {
       const host = await deps.store.getHost(name)
       if (!host || host.deletion) return none
+      const mismatch = natMismatch(host, {
+        ...(natIp ? { natIp } : {}),
+        ...(natIp6 ? { natIp6 } : {}),
+      })
+      if (mismatch) throw new UnrecoverableError(`publicip.allocate refused: ${mismatch}`)
       const publicIp = natIp ? await deps.ipam.allocatePublicIp(name) : undefined
       const publicIp6 = natIp6 ? await deps.ipam.allocatePublicIp(name, 6) : undefined
       const applied = await deps.groups

@@ -4,7 +4,7 @@ import { PublicIpReleaseJob, type PublicIpResult } from '../lib/jobs/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck } from './internal/errors.ts'
 import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
-import { addFrrChange, frrAck } from './internal/public-ip-jobs.ts'
+import { addFrrChange, frrAck, natMismatch } from './internal/public-ip-jobs.ts'
 
 /**
  * `publicip.release`: has FRR withdraw the host's `PublicIP/32` and `PublicIPv6/128` (or
@@ -13,10 +13,16 @@ import { addFrrChange, frrAck } from './internal/public-ip-jobs.ts'
  * returns the addresses to their pools. The NAT rules go with the host's topology
  * (host.detach applies the group without them).
  */
-export function createPublicIpRelease(deps: Pick<HandlerDeps, 'ipam' | 'children'>) {
+export function createPublicIpRelease(deps: Pick<HandlerDeps, 'ipam' | 'children' | 'store'>) {
   return async function publicIpRelease(job: Job, token?: string): Promise<PublicIpResult> {
     const payload = parsePayload(PublicIpReleaseJob, job)
     const { host: name, specVersion, natIp, natIp6, families = [4, 6] } = payload
+    // A host still on record withdraws via its own DPU's addresses only (once it is gone,
+    // only what it held is withdrawn: its public IPs, by owner).
+    const host = await deps.store.getHost(name)
+    const mismatch =
+      host && natMismatch(host, { ...(natIp ? { natIp } : {}), ...(natIp6 ? { natIp6 } : {}) })
+    if (mismatch) throw new UnrecoverableError(`publicip.release refused: ${mismatch}`)
     const held = [
       { ip: await deps.ipam.publicIpOf(name), nextHop: natIp, family: 4 },
       { ip: await deps.ipam.publicIpOf(name, 6), nextHop: natIp6, family: 6 },

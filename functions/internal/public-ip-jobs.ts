@@ -43,6 +43,29 @@ export async function publicIpv6Via(
   return natIp6 && (!natIp || (await deps.ipam.hasPublicIps(6))) ? natIp6 : undefined
 }
 
+/**
+ * Why a public IP job's NAT addresses are not the host's own, or undefined when they are:
+ * a job names the host, and the next hops its public IPs are announced via must be its
+ * DPU's (its NAT IP, its IPv6 NAT address), whoever put the job on the queue — else a
+ * forged job could have FRR send a tenant's public IP anywhere.
+ */
+export function natMismatch(
+  host: { readonly name: string; readonly spec: Pick<ManagedResourceSpec, 'dpu'> },
+  nat: NatAddresses,
+): string | undefined {
+  const [, dpuNatIp] = host.spec.dpu.ips
+  const named = [
+    ['natIp', nat.natIp, dpuNatIp],
+    ['natIp6', nat.natIp6, host.spec.dpu.natIp6],
+  ] as const
+  for (const [field, asked, own] of named) {
+    if (asked !== undefined && asked !== own) {
+      return `${field} ${asked} is not host ${host.name}'s: its DPU ${host.spec.dpu.id} has ${own ?? 'none'}`
+    }
+  }
+  return undefined
+}
+
 /** The DPU NAT addresses a host's public IPs are announced via. */
 export interface NatAddresses {
   readonly natIp?: string

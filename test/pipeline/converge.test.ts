@@ -110,6 +110,59 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
 })
 
 t.test(
+  "a publicip job naming another next hop than the host's DPU is refused: FRR keeps its route",
+  async (t) => {
+    const p = await startPipeline(t, { frr: true })
+    await p.agent('dpu-1')
+    const frr = await startPipelineFrr(t, p)
+    await p.client.registerPublicIp('203.0.113.7')
+    await p.client.applyGroup('group-f', groupSpec())
+    await p.client.applyHost(
+      'host-f',
+      hostSpec('group-f', 'dpu-1', 3, { hostAccess: 'PublicAccess' }),
+    )
+    await until(
+      () => p.controller.store.getHost('host-f'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.111', 'announced via its NAT IP')
+
+    // Anyone who can write the controller's queue, naming the host with a next hop of theirs.
+    const forged = async (name: 'publicip.allocate' | 'publicip.release', id: string) => {
+      await p.controller.queue.add(
+        name,
+        { host: 'host-f', specVersion: 1, natIp: '198.51.100.66' },
+        { jobId: id, attempts: 1 },
+      )
+      return until(
+        () => p.controller.queue.getJob(id),
+        (job) => job?.failedReason !== undefined,
+      )
+    }
+    const allocate = await forged('publicip.allocate', 'forged-allocate')
+    t.match(
+      allocate?.failedReason,
+      /publicip\.allocate refused: natIp 198\.51\.100\.66 is not host host-f's: its DPU dpu-1 has 172\.18\.0\.111/,
+    )
+    const release = await forged('publicip.release', 'forged-release')
+    t.match(
+      release?.failedReason,
+      /publicip\.release refused: natIp 198\.51\.100\.66 is not host host-f's/,
+    )
+    t.equal(
+      (await frr.table()).get('203.0.113.7/32'),
+      '172.18.0.111',
+      'FRR still announces it via its NAT IP',
+    )
+    t.same(await p.client.publicIp('203.0.113.7'), {
+      ip: '203.0.113.7',
+      allocated: true,
+      allocatedTo: 'host-f',
+    })
+  },
+)
+
+t.test(
   'applies arriving while one runs share one, started a batch interval after it',
   async (t) => {
     const p = await startPipeline(t)
