@@ -211,7 +211,7 @@ async function writeDpuHealthy(
     written = { status: change.status, reason: change.reason }
     return { ...current.status, conditions: setCondition(current.status.conditions, change, now) }
   })
-  if (written) await deps.groupHosts?.touch(host.spec.resourceGroup)
+  if (written) void deps.groupHosts?.touch(host.spec.resourceGroup)
   return written
 }
 

@@ -239,6 +239,6 @@ async function releaseWhenIsolated(
   await deps.ipam.release(spec.resourceGroup, ipv6OwnerOf(host.name))
   await deps.checkpoint('detach:released')
   await deps.store.purgeHost(host.name, spec.resourceGroup, spec.dpu.id)
-  await deps.groupHosts?.touch(spec.resourceGroup)
+  void deps.groupHosts?.touch(spec.resourceGroup)
   return { host: host.name, phase: 'Isolated', agentAcked: acked, releasedIp }
 }

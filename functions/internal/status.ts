@@ -90,7 +90,8 @@ export async function setHostStatus(
       configsSynced: change.configsSynced ?? false,
     }
   })
-  if (written) await deps.groupHosts?.touch(host.spec.resourceGroup)
+  // The group's status follows shortly; the host's job does not wait for it.
+  if (written) void deps.groupHosts?.touch(host.spec.resourceGroup)
   if (written && acceptedAt !== undefined && Number.isFinite(acceptedAt)) {
     deps.onHostReady?.(Math.max(0, Date.now() - acceptedAt) / 1000)
   }
