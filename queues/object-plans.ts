@@ -14,15 +14,13 @@ import type { ChangePlan } from '../lib/state/plans.ts'
 import { DEFAULT_QUOTAS, limitsOf } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 import { NotFoundError, ValidationError, validate } from './client-errors.ts'
+import { checkInterfaces, interfacesOf, refuseInterfaceChange } from './host-interfaces.ts'
 import {
   type ClientPolicy,
-  checkInterfaces,
   hostRequestOf,
-  interfacesOf,
-  refuseInterfaceChange,
   refuseOrphans,
   validGroupSpec,
-} from './object-writes.ts'
+} from './request-checks.ts'
 
 /** This client was built without a planner (no OVN central to plan against). */
 export class DryRunUnavailable extends HydrazineError {

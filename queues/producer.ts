@@ -37,7 +37,8 @@ import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { CredentialsUnavailable, NotFoundError, validate } from './client-errors.ts'
 import { ObjectPlans } from './object-plans.ts'
-import { type Accepted, type ClientPolicy, ObjectWrites } from './object-writes.ts'
+import { type Accepted, ObjectWrites } from './object-writes.ts'
+import type { ClientPolicy } from './request-checks.ts'
 import { type TraceAnswer, type Tracer, TraceUnavailable } from './trace.ts'
 
 export {
@@ -51,7 +52,8 @@ export {
   NotFoundError,
   ValidationError,
 } from './client-errors.ts'
-export type { Accepted, ClientPolicy } from './object-writes.ts'
+export type { Accepted } from './object-writes.ts'
+export type { ClientPolicy } from './request-checks.ts'
 export type { TraceAnswer, Tracer } from './trace.ts'
 export type { Caller }
 

@@ -5,7 +5,8 @@ import { errorHandler } from './errors.ts'
 import { type EventsDeps, eventRoutes } from './events.ts'
 import { openApiDocument } from './openapi.ts'
 import { type RequestSeen, requestMetrics } from './request-metrics.ts'
-import { UI_PATH, type UiDeps, uiRoutes } from './ui/routes.tsx'
+import { UI_PATH } from './ui/route-kit.tsx'
+import { type UiDeps, uiRoutes } from './ui/routes.tsx'
 import { type V1Deps, v1Routes } from './v1.ts'
 
 /** What the HTTP API needs from the rest of Hydrazine. */

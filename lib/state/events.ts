@@ -149,3 +149,13 @@ function sameCondition(before: Observed | undefined, c: Condition): boolean {
   const old = before?.conditions.find((o) => o.type === c.type)
   return old !== undefined && old.status === c.status && old.reason === c.reason
 }
+
+/** A status with a phase and conditions (groups' and hosts'), whose changes are events. */
+export function isObserved(status: unknown): status is Observed {
+  return (
+    typeof status === 'object' &&
+    status !== null &&
+    typeof (status as { phase?: unknown }).phase === 'string' &&
+    Array.isArray((status as { conditions?: unknown }).conditions)
+  )
+}

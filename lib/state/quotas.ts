@@ -193,6 +193,21 @@ export async function checkQuotasTogether(
   }
 }
 
+/** Hosts that count against the tenant's quotas: `hosts`, and `publicIps` when PublicAccess. */
+export async function countHosts(
+  redis: RedisClient,
+  prefix: string,
+  tenant: string,
+  hosts: readonly { readonly name: string; readonly spec: { readonly hostAccess: string } }[],
+): Promise<void> {
+  if (hosts.length === 0) return
+  const keys = quotaKeys(prefix, tenant)
+  const publicAccess = hosts.filter((h) => h.spec.hostAccess === 'PublicAccess')
+  const pipeline = redis.pipeline().sadd(keys.hosts, ...hosts.map((h) => h.name))
+  if (publicAccess.length > 0) pipeline.sadd(keys.publicIps, ...publicAccess.map((h) => h.name))
+  await pipeline.exec()
+}
+
 /** Hosts that leave the tenant without their own purge (their group was purged). */
 export async function uncountHosts(
   redis: RedisClient,

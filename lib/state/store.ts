@@ -8,20 +8,22 @@
  * (`store-keys.ts`), object hashes and compare-and-set (`object-records.ts`) with the change
  * log watchers follow (`changes.ts`), spec writes
  * with their claims, guards and quotas (`spec-writes.ts`), the DPU inventory
- * (`dpu-inventory.ts`) and deletion (`deletion.ts`).
+ * (`dpu-inventory.ts`), deletion (`deletion.ts`), the host sets kept decoded between reads
+ * (`kept-hosts.ts`) and a group's relay id and member settings (`group-fields.ts`).
  */
 import { randomUUID } from 'node:crypto'
 import type { RedisClient } from '../redis/connection.ts'
-import { LuaScript } from '../redis/lua-script.ts'
 import type { ChangeLog } from './changes.ts'
 import { ObjectDeletion } from './deletion.ts'
 import { DpuHealthRecords } from './dpu-health.ts'
 import { DpuInventory, type StaleBinding } from './dpu-inventory.ts'
-import { EventLog, transitionEvents } from './events.ts'
+import { EventLog, isObserved, transitionEvents } from './events.ts'
 import { EventGenerations } from './generations.ts'
+import { GroupFields } from './group-fields.ts'
+import { KeptHostSets } from './kept-hosts.ts'
 import { Leases } from './leases.ts'
 import { ObjectLocks } from './locks.ts'
-import { type KeptObject, ObjectRecords } from './object-records.ts'
+import { ObjectRecords } from './object-records.ts'
 import type {
   Dpu,
   DpuSpec,
@@ -34,22 +36,13 @@ import type {
   StoredObject,
 } from './objects.ts'
 import { ObjectPages } from './pages.ts'
-import { type QuotaLimits, quotaKeys, type TenantQuota } from './quotas.ts'
+import { countHosts, type QuotaLimits, type TenantQuota } from './quotas.ts'
 import { type PutResult, SpecWrites } from './spec-writes.ts'
 import { type Kind, StoreKeys } from './store-keys.ts'
 
 export type { StaleBinding } from './dpu-inventory.ts'
 export { type PutResult, StoreConflict } from './spec-writes.ts'
 export type { Kind } from './store-keys.ts'
-
-const relayIdScript = new LuaScript(new URL('./lua/relay-id.lua', import.meta.url))
-const setFieldScript = new LuaScript(new URL('./lua/set-field.lua', import.meta.url))
-
-/** Groups and DPUs whose hosts are kept decoded at most (the most recently read). */
-const KEPT_SETS = 4096
-
-/** The group hash's field holding what its members were last sent of its spec. */
-const MEMBER_SETTINGS = 'memberSettings'
 
 export class StateStore {
   readonly #redis: RedisClient
@@ -58,6 +51,9 @@ export class StateStore {
   readonly #specs: SpecWrites
   readonly #dpus: DpuInventory
   readonly #deletion: ObjectDeletion
+  /** Per group and DPU, its hosts kept decoded (`groupHosts`, `dpuHosts`). */
+  readonly #keptHosts: KeptHostSets
+  readonly #groupFields: GroupFields
   /** Each object's recent history; status writes record their transitions here. */
   readonly events: EventLog
   /** One step at a time per object (attach's and detach's converge). */
@@ -70,8 +66,6 @@ export class StateStore {
   readonly generations: EventGenerations
   /** Pages of groups and hosts, reading only each page's objects. */
   readonly pages: ObjectPages
-  /** Per group (`rg:<name>`) and DPU (`dpu:<id>`), its hosts kept decoded (`groupHosts`). */
-  readonly #keptHosts = new Map<string, Map<string, KeptObject<ManagedResource>>>()
 
   /** @param prefix prepended to every key; must contain a `{hash tag}`. Default `hz:{store}:`. */
   constructor(redis: RedisClient, prefix = 'hz:{store}:') {
@@ -88,6 +82,8 @@ export class StateStore {
     this.#specs = new SpecWrites(redis, keys, records)
     this.#dpus = new DpuInventory(redis, keys, records)
     this.#deletion = new ObjectDeletion(redis, keys, records, this.events)
+    this.#keptHosts = new KeptHostSets(records)
+    this.#groupFields = new GroupFields(redis, keys)
     this.pages = new ObjectPages(
       redis,
       {
@@ -221,26 +217,12 @@ export class StateStore {
    * objects. Read-only objects.
    */
   async groupHosts(group: string): Promise<ManagedResource[]> {
-    return this.#keptHostsOf(`rg:${group}`, await this.memberNames(group))
+    return this.#keptHosts.read(`rg:${group}`, await this.memberNames(group))
   }
 
   /** The hosts a DPU serves, kept and read again as `groupHosts` does (read-only objects). */
   async dpuHosts(id: string): Promise<ManagedResource[]> {
-    return this.#keptHostsOf(`dpu:${id}`, await this.dpuHostNames(id))
-  }
-
-  /** Hosts `names`, read through the set of them kept under `set`. */
-  async #keptHostsOf(set: string, names: string[]): Promise<ManagedResource[]> {
-    const kept = this.#keptHosts.get(set) ?? new Map()
-    const { objects, keep } = await this.#records.getManyKept<ManagedResource>('mr', names, kept)
-    // Most recently read last; the least recently read set goes first when there are many.
-    this.#keptHosts.delete(set)
-    if (keep.size > 0) this.#keptHosts.set(set, keep)
-    for (const old of this.#keptHosts.keys()) {
-      if (this.#keptHosts.size <= KEPT_SETS) break
-      this.#keptHosts.delete(old)
-    }
-    return objects
+    return this.#keptHosts.read(`dpu:${id}`, await this.dpuHostNames(id))
   }
 
   /** Names of the hosts that belong to a group. */
@@ -388,44 +370,23 @@ export class StateStore {
     if ((await this.#redis.set(this.#keys.hostsCountedForQuotas, '1', 'NX')) !== 'OK') return
     for (const group of await this.listGroups()) {
       const hosts = await this.listHosts({ resourceGroup: group.name })
-      if (hosts.length === 0) continue
-      const keys = quotaKeys(this.#keys.prefix, group.spec.tenantId)
-      const publicAccess = hosts.filter((h) => h.spec.hostAccess === 'PublicAccess')
-      const pipeline = this.#redis.pipeline().sadd(keys.hosts, ...hosts.map((h) => h.name))
-      if (publicAccess.length > 0) pipeline.sadd(keys.publicIps, ...publicAccess.map((h) => h.name))
-      await pipeline.exec()
+      await countHosts(this.#redis, this.#keys.prefix, group.spec.tenantId, hosts)
     }
   }
 
-  /**
-   * The group's DHCP relay id: allocated on first use from a counter that never repeats,
-   * so two groups never share a relay port name (circuit id). Undefined for no group.
-   */
-  async relayIdOf(group: string): Promise<number | undefined> {
-    const id = await relayIdScript.run(
-      this.#redis,
-      [this.#keys.object('rg', group), this.#keys.relayIds],
-      [],
-    )
-    return typeof id === 'number' ? id : undefined
+  /** The group's DHCP relay id, allocated on first use; undefined for no group. */
+  relayIdOf(group: string): Promise<number | undefined> {
+    return this.#groupFields.relayIdOf(group)
   }
 
-  /**
-   * What the group's members were last sent of its spec (`settings`, opaque to the store):
-   * a new spec that changes none of it needs no member reconfigured. Undefined before the
-   * first was remembered, or for no group.
-   */
-  async memberSettingsOf(group: string): Promise<string | undefined> {
-    return (await this.#redis.hget(this.#keys.object('rg', group), MEMBER_SETTINGS)) ?? undefined
+  /** What the group's members were last sent of its spec (`group-fields.ts`). */
+  memberSettingsOf(group: string): Promise<string | undefined> {
+    return this.#groupFields.memberSettingsOf(group)
   }
 
   /** Remembers `settings` as what the group's members were sent; nothing for no group. */
-  async rememberMemberSettings(group: string, settings: string): Promise<void> {
-    await setFieldScript.run(
-      this.#redis,
-      [this.#keys.object('rg', group)],
-      [MEMBER_SETTINGS, settings],
-    )
+  rememberMemberSettings(group: string, settings: string): Promise<void> {
+    return this.#groupFields.rememberMemberSettings(group, settings)
   }
 
   /**
@@ -439,14 +400,4 @@ export class StateStore {
   async forgetDelivery(id: string): Promise<void> {
     await this.#redis.del(this.#keys.delivery(id))
   }
-}
-
-/** A status with a phase and conditions (groups' and hosts'), whose changes are events. */
-function isObserved(status: unknown): status is Parameters<typeof transitionEvents>[1] {
-  return (
-    typeof status === 'object' &&
-    status !== null &&
-    typeof (status as { phase?: unknown }).phase === 'string' &&
-    Array.isArray((status as { conditions?: unknown }).conditions)
-  )
 }
