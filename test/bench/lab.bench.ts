@@ -32,7 +32,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { maxLabDpus } from '../../infra/lab/addresses.ts'
 import { labPrefix, SIM_HOST_PORTS } from '../../infra/lab/dpu.ts'
-import { type Lab, type LabHost, labUnavailable, startLab } from '../../infra/lab/lab.ts'
+import {
+  type Lab,
+  type LabHost,
+  labUnavailable,
+  removeLabLeftovers,
+  startLab,
+} from '../../infra/lab/lab.ts'
 import { netnsExec } from '../../infra/lab/probes.ts'
 import { attachHost, phaseIs } from '../lab/api.ts'
 import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
@@ -200,22 +206,29 @@ export default async function labBench(): Promise<void> {
   const rate = envInt('HYDRAZINE_BENCH_LAB_RATE', 4)
   const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-lab-'))
   const probes = new Set<GatewayProbe>()
+  const prefix = labPrefix()
   let lab: Lab | undefined
+  // Handled every time: a second signal (tsx passes on the one its process group got too)
+  // must not cut the stop short.
+  let stopping = false
   const stopOnSignal = () => {
+    if (stopping) return
+    stopping = true
     void (async () => {
       for (const p of probes) await p.stop()
-      await lab?.stop()
+      // A lab still starting is no `lab` yet: what it made so far carries its prefix.
+      await (lab ? lab.stop() : removeLabLeftovers(prefix))
       await rm(dataDir, { recursive: true, force: true })
       process.exit(130)
     })()
   }
-  process.once('SIGINT', stopOnSignal)
-  process.once('SIGTERM', stopOnSignal)
+  process.on('SIGINT', stopOnSignal)
+  process.on('SIGTERM', stopOnSignal)
   try {
     const labStarted = now()
     lab = await startLab({
       dataDir,
-      prefix: labPrefix(),
+      prefix,
       dpus: dpuCount,
       relaysPerDpu: 1,
       log: (line) => process.stderr.write(`bench lab: ${line}\n`),
