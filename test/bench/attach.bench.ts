@@ -13,14 +13,15 @@
  * Then the same on a private 3-master Redis Cluster (`redis+cluster://`), each figure as
  * `cluster_<metric>` with the single-Redis figure of this run as its baseline: ratio =
  * cluster rate / single rate, and single latency / cluster latency (target ≥ 0.8).
+ *
+ * `HYDRAZINE_BENCH_SCALE` scales the groups (and with them the DPUs) and the hosts per
+ * group (0.01: one group of 2 hosts per round); the offered rate stays.
  */
 import { attachRound, startBenchPipeline } from './fixtures.ts'
-import { quantile, report } from './report.ts'
+import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
 const GROUPS = 20
 const HOSTS = 50
-/** DPUs per round: a DPU serves one group at a time, so group g has DPU g of its round. */
-const DPUS = GROUPS
 /** Requests per second offered: the target rate; a pipeline slower than that falls behind and its latency shows it. */
 const OFFERED_RATE = 100
 
@@ -31,11 +32,19 @@ interface AttachFigures {
   readonly p99: number
 }
 
-/** Both rounds (burst, then steady) on a fresh pipeline, on one Redis or a cluster. */
-async function measure(redisCluster: boolean): Promise<AttachFigures> {
+/**
+ * Both rounds (burst, then steady) of `groups` × `hosts` on a fresh pipeline, on one Redis
+ * or a cluster. DPUs per round: a DPU serves one group at a time, so group g has DPU g of
+ * its round.
+ */
+async function measure(
+  redisCluster: boolean,
+  groups: number,
+  hosts: number,
+): Promise<AttachFigures> {
   const p = await startBenchPipeline({
     centrals: 'shared',
-    dpus: Array.from({ length: 2 * DPUS }, (_, d) => `dpu-${d}`),
+    dpus: Array.from({ length: 2 * groups }, (_, d) => `dpu-${d}`),
     name: redisCluster ? 'attach-cluster' : 'attach',
     redisCluster,
   })
@@ -47,11 +56,11 @@ async function measure(redisCluster: boolean): Promise<AttachFigures> {
     const round = (tag: string, offered: number, firstDpu: number) =>
       attachRound(p, {
         tag,
-        groups: GROUPS,
-        hostsPerGroup: HOSTS,
+        groups,
+        hostsPerGroup: hosts,
         offered,
         host: (g, h) => {
-          const d = firstDpu + (g % DPUS)
+          const d = firstDpu + (g % groups)
           return {
             hostMAC: `52:54:00:${g.toString(16).padStart(2, '0')}:00:${h.toString(16).padStart(2, '0')}`,
             dpu: { id: `dpu-${d}`, ips: [`172.18.0.${d + 1}`, `172.18.1.${d + 1}`] },
@@ -59,7 +68,7 @@ async function measure(redisCluster: boolean): Promise<AttachFigures> {
         },
       })
     const burst = await round('burst', Number.POSITIVE_INFINITY, 0)
-    const { latencies } = await round('steady', OFFERED_RATE, DPUS)
+    const { latencies } = await round('steady', OFFERED_RATE, groups)
     return {
       rate: burst.rate,
       p50: quantile(latencies, 0.5),
@@ -72,9 +81,12 @@ async function measure(redisCluster: boolean): Promise<AttachFigures> {
 }
 
 export default async function attachBench(): Promise<void> {
-  const single = await measure(false)
-  const burstNote = `${GROUPS * HOSTS} attaches requested at once`
-  const steadyNote = `${GROUPS * HOSTS} attaches offered at ${OFFERED_RATE}/s`
+  const scale = benchScale()
+  const groups = scaled(GROUPS, scale)
+  const hosts = scaled(HOSTS, scale, 2)
+  const single = await measure(false, groups, hosts)
+  const burstNote = `${groups * hosts} attaches requested at once${scaleNote(scale)}`
+  const steadyNote = `${groups * hosts} attaches offered at ${OFFERED_RATE}/s${scaleNote(scale)}`
   report({
     suite: 'attach',
     metric: 'rate_per_s',
@@ -104,7 +116,7 @@ export default async function attachBench(): Promise<void> {
     note: steadyNote,
   })
 
-  const cluster = await measure(true)
+  const cluster = await measure(true, groups, hosts)
   const onCluster = '3-master Redis Cluster; baseline: one Redis, this run; target ratio >= 0.8'
   report({
     suite: 'attach',

@@ -8,6 +8,9 @@
  * - withdraw_1000_ms: the same 1,000 withdrawn. Target ratio ≥ 1.0.
  * - announce_one_at_10k_ms: with 10,000 announced, one more /32, enqueue → ack, median
  *   of 20. Target ratio ≥ 20 and value < 50 ms.
+ *
+ * `HYDRAZINE_BENCH_SCALE` scales every count (0.01: 10 announced and withdrawn, one more
+ * with 100 announced, one run each).
  */
 import { execFile } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
@@ -28,7 +31,7 @@ import {
 } from '../../lib/frr/index.ts'
 import { FRR_QUEUE, FrrJobName } from '../../lib/jobs/frr.ts'
 import { createFrrProducer, FRR_CONCURRENCY, startFrrConsumer } from '../../queues/frr.ts'
-import { quantile, report } from './report.ts'
+import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
 const run = promisify(execFile)
 const COUNT = 1000
@@ -48,6 +51,11 @@ const range = (from: number, count: number) =>
 type Connection = { url: string; maxRetriesPerRequest: null }
 
 export default async function frrBench(): Promise<void> {
+  const scale = benchScale()
+  const count = scaled(COUNT, scale)
+  const large = scaled(LARGE, scale)
+  const oneRuns = scaled(ONE_RUNS, scale)
+  const reloadRuns = scaled(RELOAD_RUNS, scale)
   const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-frr-'))
   const settings = parseBgpSettings({ localAs: 65001, routerId: '127.0.0.1', peers: [] })
   const stack = await startLocalStack({
@@ -65,31 +73,31 @@ export default async function frrBench(): Promise<void> {
   const frr = createFrrController({ vty, saveConfig: true })
   try {
     const shown = async () => (await frr.table()).size
-    const thousand = range(0, COUNT)
+    const thousand = range(0, count)
 
     const consumer = await startConsumer(connection, frr, 'hzbench')
     const announceMs = await timeJobs(connection, 'hzbench', FrrJobName.announce, thousand)
-    if ((await shown()) !== COUNT) throw new Error(`consumer: table shows ${await shown()}`)
+    if ((await shown()) !== count) throw new Error(`consumer: table shows ${await shown()}`)
     const withdrawMs = await timeJobs(connection, 'hzbench', FrrJobName.withdraw, thousand)
     if ((await shown()) !== 0) throw new Error(`consumer: ${await shown()} left after withdraw`)
 
-    const reloadAnnounceMs = await throughFrrReload(vtyDir, settings, thousand, shown, COUNT)
+    const reloadAnnounceMs = await throughFrrReload(vtyDir, settings, thousand, shown, count)
     const reloadWithdrawMs = await throughFrrReload(vtyDir, settings, [], shown, 0)
 
     // 10,000 announced (set up directly, not measured), then one more at a time.
-    const large = range(0, LARGE)
-    await frr.converge(new Map(large.map((a) => [a.prefix, a.nextHop])))
-    if ((await shown()) !== LARGE) throw new Error(`setup: table shows ${await shown()}`)
-    const one = await oneAtATime(connection, 'hzbench', range(LARGE, ONE_RUNS + 2))
+    const announced = range(0, large)
+    await frr.converge(new Map(announced.map((a) => [a.prefix, a.nextHop])))
+    if ((await shown()) !== large) throw new Error(`setup: table shows ${await shown()}`)
+    const one = await oneAtATime(connection, 'hzbench', range(large, oneRuns + 2))
     await consumer.close()
 
-    let current = [...large, ...range(LARGE, ONE_RUNS + 2)]
+    let current = [...announced, ...range(large, oneRuns + 2)]
     const reloadOne: number[] = []
-    for (let i = 0; i < RELOAD_RUNS; i++) {
-      current = [...current, announcement(LARGE + ONE_RUNS + 2 + i)]
+    for (let i = 0; i < reloadRuns; i++) {
+      current = [...current, announcement(large + oneRuns + 2 + i)]
       reloadOne.push(await throughFrrReload(vtyDir, settings, current, shown, current.length))
     }
-    const noopMs = await throughNoopWorker(connection)
+    const noopMs = await throughNoopWorker(connection, count)
 
     const oneMedian = quantile(one, 0.5)
     const reloadOneMedian = quantile(reloadOne, 0.5)
@@ -100,7 +108,7 @@ export default async function frrBench(): Promise<void> {
       unit: 'ms',
       baseline: reloadOneMedian,
       ratio: reloadOneMedian / oneMedian,
-      note: `one more /32 with ${LARGE} announced, enqueue→ack (bgpd shows it selected, config saved), median of ${ONE_RUNS} (p95 ${quantile(one, 0.95).toFixed(1)} ms); baseline frr-reload.py --reload of the same one-prefix change, median of ${RELOAD_RUNS}; target ratio>=20, value<50`,
+      note: `one more /32 with ${large} announced, enqueue→ack (bgpd shows it selected, config saved), median of ${oneRuns} (p95 ${quantile(one, 0.95).toFixed(1)} ms); baseline frr-reload.py --reload of the same one-prefix change, median of ${reloadRuns}; target ratio>=20, value<50${scaleNote(scale)}`,
     })
     report({
       suite: 'frr',
@@ -109,7 +117,7 @@ export default async function frrBench(): Promise<void> {
       unit: 'ms',
       baseline: reloadAnnounceMs,
       ratio: reloadAnnounceMs / announceMs,
-      note: `${COUNT} /32 over ${NAT_IPS.length} next hops, enqueue→all acks vs frr-reload.py --reload until bgpd shows all; target ratio>=1`,
+      note: `${count} /32 over ${NAT_IPS.length} next hops, enqueue→all acks vs frr-reload.py --reload until bgpd shows all; target ratio>=1${scaleNote(scale)}`,
     })
     report({
       suite: 'frr',
@@ -118,14 +126,14 @@ export default async function frrBench(): Promise<void> {
       unit: 'ms',
       baseline: reloadWithdrawMs,
       ratio: reloadWithdrawMs / withdrawMs,
-      note: `the same ${COUNT} /32 withdrawn, enqueue→all acks vs frr-reload.py --reload until bgpd shows none; target ratio>=1`,
+      note: `the same ${count} /32 withdrawn, enqueue→all acks vs frr-reload.py --reload until bgpd shows none; target ratio>=1${scaleNote(scale)}`,
     })
     report({
       suite: 'frr',
       metric: 'bullmq_noop_1000_ms',
       value: noopMs,
       unit: 'ms',
-      note: `context: ${COUNT} jobs through a BullMQ worker whose handler does nothing, same concurrency (${FRR_CONCURRENCY}): one job per round trip; the consumer's batches can beat it`,
+      note: `context: ${count} jobs through a BullMQ worker whose handler does nothing, same concurrency (${FRR_CONCURRENCY}): one job per round trip; the consumer's batches can beat it${scaleNote(scale)}`,
     })
   } finally {
     vty.close()
@@ -224,8 +232,8 @@ async function oneAtATime(
   }
 }
 
-/** The floor under any BullMQ consumer: the same jobs through a handler doing nothing. */
-async function throughNoopWorker(connection: Connection): Promise<number> {
+/** The floor under any BullMQ consumer: `count` jobs through a handler doing nothing. */
+async function throughNoopWorker(connection: Connection, count: number): Promise<number> {
   const prefix = 'hzbenchnoop'
   const worker = new Worker(FRR_QUEUE, async () => null, {
     connection,
@@ -234,7 +242,7 @@ async function throughNoopWorker(connection: Connection): Promise<number> {
   })
   await worker.waitUntilReady()
   try {
-    return await timeJobs(connection, prefix, FrrJobName.announce, range(0, COUNT))
+    return await timeJobs(connection, prefix, FrrJobName.announce, range(0, count))
   } finally {
     await worker.close()
   }

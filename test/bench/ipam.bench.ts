@@ -19,6 +19,9 @@
  * - `alloc_p99_ms`: p99 latency of one allocation at a time; baseline = p99 of one no-op
  *   EVALSHA at a time; ratio = baseline / value.
  * - `durable_write_p99_ms`: p99 of one one-key write at a time; baseline and ratio as above.
+ *
+ * `HYDRAZINE_BENCH_SCALE` scales the rounds and every count of operations (0.01: one
+ * round of 100, 30 one at a time).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -27,13 +30,16 @@ import { performance } from 'node:perf_hooks'
 import { Redis } from 'ioredis'
 import { startLocalStack } from '../../infra/local/stack.ts'
 import { createIpam, type Ipam, type NetworkSpec } from '../../lib/ipam/index.ts'
-import { quantile, report } from './report.ts'
+import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
 const CLIENTS = 4
 const IN_FLIGHT = 64
 const PIPELINED_OPS = 60_000
 const SEQUENTIAL_OPS = 3_000
 const ROUNDS = 6
+/** Operations of each kind that warm up its path before any is measured. */
+const WARM_UP_OPS = 2_000
+const WARM_UP_ALLOCS = 1_000
 
 /** What a host naming no pool asks for in a group with an IPv4 network. */
 const DEFAULT_POOL = { pool: 'default', version: 4 } as const
@@ -108,6 +114,13 @@ async function drive(
 }
 
 export default async function ipamBench(): Promise<void> {
+  const scale = benchScale()
+  const rounds = scaled(ROUNDS, scale)
+  const perRound = scaled(PIPELINED_OPS / ROUNDS, scale)
+  const pipelinedOps = perRound * rounds
+  const sequentialOps = scaled(SEQUENTIAL_OPS, scale)
+  const warmUpOps = scaled(WARM_UP_OPS, scale)
+  const warmUpAllocs = scaled(WARM_UP_ALLOCS, scale)
   const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-ipam-'))
   const stack = await startLocalStack({ dataDir, redis: true, ovn: false, frr: false })
   const clients = Array.from({ length: CLIENTS }, () => new Redis(stack.redis?.url ?? ''))
@@ -138,12 +151,12 @@ export default async function ipamBench(): Promise<void> {
         ipamOf(lane).allocate('pooled', `host-${round}-${i}`, DEFAULT_POOL),
     }
     // Warm up every path (connections, JIT, the definition cache).
-    await drive(2_000, CLIENTS * IN_FLIGHT, kinds.noop)
-    await drive(2_000, CLIENTS * IN_FLIGHT, kinds.write)
-    await drive(1_000, CLIENTS, (i, lane) =>
+    await drive(warmUpOps, CLIENTS * IN_FLIGHT, kinds.noop)
+    await drive(warmUpOps, CLIENTS * IN_FLIGHT, kinds.write)
+    await drive(warmUpAllocs, CLIENTS, (i, lane) =>
       ipamOf(lane).allocate('sequential', `warm-${i}`, DEFAULT_POOL),
     )
-    await drive(1_000, CLIENTS, (i, lane) => kinds.pools(i, lane, -1))
+    await drive(warmUpAllocs, CLIENTS, (i, lane) => kinds.pools(i, lane, -1))
 
     // Rounds alternate the kinds so that all see the same machine load; each figure is
     // the median of its rounds.
@@ -153,8 +166,7 @@ export default async function ipamBench(): Promise<void> {
       alloc: [] as number[],
       pools: [] as number[],
     }
-    const perRound = PIPELINED_OPS / ROUNDS
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = 0; round < rounds; round++) {
       for (const [kind, op] of Object.entries(kinds) as [
         keyof typeof kinds,
         (typeof kinds)['alloc'],
@@ -164,17 +176,17 @@ export default async function ipamBench(): Promise<void> {
       }
     }
     const median = (kind: keyof typeof rates) => quantile(rates[kind], 0.5)
-    const noopOne = await drive(SEQUENTIAL_OPS, 1, (i) => kinds.noop(i, 0))
-    const writeOne = await drive(SEQUENTIAL_OPS, 1, (i) => kinds.write(i, 0))
-    const allocOne = await drive(SEQUENTIAL_OPS, 1, (i) =>
+    const noopOne = await drive(sequentialOps, 1, (i) => kinds.noop(i, 0))
+    const writeOne = await drive(sequentialOps, 1, (i) => kinds.write(i, 0))
+    const allocOne = await drive(sequentialOps, 1, (i) =>
       first.allocate('sequential', `one-${i}`, DEFAULT_POOL),
     )
-    if ((await first.allocatedCount('pipelined')) !== PIPELINED_OPS)
+    if ((await first.allocatedCount('pipelined')) !== pipelinedOps)
       throw new Error('allocations went missing')
-    if ((await first.allocatedCount('pooled')) !== PIPELINED_OPS + 1_000)
+    if ((await first.allocatedCount('pooled')) !== pipelinedOps + warmUpAllocs)
       throw new Error('allocations went missing')
 
-    const load = `median of ${ROUNDS} rounds of ${perRound}, ${CLIENTS} clients x ${IN_FLIGHT} in flight, alternating no-op, one-key write, plain and pooled allocation rounds; baseline = no-op EVALSHA`
+    const load = `median of ${rounds} rounds of ${perRound}, ${CLIENTS} clients x ${IN_FLIGHT} in flight, alternating no-op, one-key write, plain and pooled allocation rounds; baseline = no-op EVALSHA${scaleNote(scale)}`
     const noopRate = median('noop')
     const writeRate = median('write')
     for (const [metric, kind, what] of [
@@ -218,7 +230,7 @@ export default async function ipamBench(): Promise<void> {
         unit: 'ms',
         baseline: noopP99,
         ratio: noopP99 / p99,
-        note: `${SEQUENTIAL_OPS} ${what} one at a time; baseline no-op EVALSHA one at a time; ratio = baseline / value`,
+        note: `${sequentialOps} ${what} one at a time; baseline no-op EVALSHA one at a time; ratio = baseline / value${scaleNote(scale)}`,
       })
     }
   } finally {

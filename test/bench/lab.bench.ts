@@ -20,6 +20,9 @@
  * many times, 240 attaches by default), `_RATE` (requests per second, default 4). On this
  * 2-core, 24 GiB machine 20 DPUs is what fits with room for the controller: each is an
  * ovsdb-server, a userspace ovs-vswitchd, an ovn-controller and a Node agent.
+ * `HYDRAZINE_BENCH_SCALE` scales the defaults of DPUs, hosts per DPU and rounds (0.01: one
+ * DPU with one host, attached and detached once); the rate stays, and the variables above,
+ * when set, are taken as they are.
  * Needs root and the lab's binaries (skipped without root when it cannot start); the lab
  * is stopped even when a step fails.
  */
@@ -29,10 +32,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { maxLabDpus } from '../../infra/lab/addresses.ts'
 import { labPrefix, SIM_HOST_PORTS } from '../../infra/lab/dpu.ts'
-import { type Lab, type LabHost, labUnavailable, startLab } from '../../infra/lab/lab.ts'
+import {
+  type Lab,
+  type LabHost,
+  labUnavailable,
+  removeLabLeftovers,
+  startLab,
+} from '../../infra/lab/lab.ts'
 import { netnsExec } from '../../infra/lab/probes.ts'
 import { attachHost, phaseIs } from '../lab/api.ts'
-import { quantile, report } from './report.ts'
+import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
 const SUITE = 'lab'
 const GROUP = 'bench-lab'
@@ -186,28 +195,40 @@ export default async function labBench(): Promise<void> {
   }
   if (why) throw new Error(`the lab cannot run here as root: ${why}`)
   // One group: one relay address per DPU, so the fabric's /24 holds more DPUs.
-  const dpuCount = envInt('HYDRAZINE_BENCH_LAB_DPUS', 20, maxLabDpus(1))
-  const perDpu = envInt('HYDRAZINE_BENCH_LAB_HOSTS_PER_DPU', 6, SIM_HOST_PORTS.length)
-  const rounds = envInt('HYDRAZINE_BENCH_LAB_ROUNDS', 2)
+  const scale = benchScale()
+  const dpuCount = envInt('HYDRAZINE_BENCH_LAB_DPUS', scaled(20, scale), maxLabDpus(1))
+  const perDpu = envInt(
+    'HYDRAZINE_BENCH_LAB_HOSTS_PER_DPU',
+    scaled(6, scale),
+    SIM_HOST_PORTS.length,
+  )
+  const rounds = envInt('HYDRAZINE_BENCH_LAB_ROUNDS', scaled(2, scale))
   const rate = envInt('HYDRAZINE_BENCH_LAB_RATE', 4)
   const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-lab-'))
   const probes = new Set<GatewayProbe>()
+  const prefix = labPrefix()
   let lab: Lab | undefined
+  // Handled every time: a second signal (tsx passes on the one its process group got too)
+  // must not cut the stop short.
+  let stopping = false
   const stopOnSignal = () => {
+    if (stopping) return
+    stopping = true
     void (async () => {
       for (const p of probes) await p.stop()
-      await lab?.stop()
+      // A lab still starting is no `lab` yet: what it made so far carries its prefix.
+      await (lab ? lab.stop() : removeLabLeftovers(prefix))
       await rm(dataDir, { recursive: true, force: true })
       process.exit(130)
     })()
   }
-  process.once('SIGINT', stopOnSignal)
-  process.once('SIGTERM', stopOnSignal)
+  process.on('SIGINT', stopOnSignal)
+  process.on('SIGTERM', stopOnSignal)
   try {
     const labStarted = now()
     lab = await startLab({
       dataDir,
-      prefix: labPrefix(),
+      prefix,
       dpus: dpuCount,
       relaysPerDpu: 1,
       log: (line) => process.stderr.write(`bench lab: ${line}\n`),
@@ -317,10 +338,10 @@ export default async function labBench(): Promise<void> {
         (s.firstReply === undefined || s.ready + READY_SLACK_MS < s.firstReply),
     )
     const isolated = isolate.flatMap((v) => (v === undefined ? [] : [v]))
-    const scale =
+    const sized =
       `${dpuCount} DPUs x ${perDpu} hosts x ${rounds} rounds = ${samples.length} attaches ` +
       `offered at ${rate}/s, ` +
-      'one group; figures are noisy on a shared 2-core machine'
+      `one group; figures are noisy on a shared 2-core machine${scaleNote(scale)}`
     const missing = (what: string, n: number) =>
       n < samples.length ? `; ${samples.length - n} attaches never ${what} within 60 s` : ''
     for (const [metric, q] of [
@@ -333,21 +354,21 @@ export default async function labBench(): Promise<void> {
         metric,
         value: quantile(ready, q),
         unit: 'ms',
-        note: `PUT -> Ready+configsSynced; ${scale}${missing('became Ready', ready.length)}`,
+        note: `PUT -> Ready+configsSynced; ${sized}${missing('became Ready', ready.length)}`,
       })
     report({
       suite: SUITE,
       metric: 'lab_first_packet_p50_ms',
       value: quantile(firstPacket, 0.5),
       unit: 'ms',
-      note: `PUT -> first echo reply from the gateway (ping every 10 ms); ${scale}`,
+      note: `PUT -> first echo reply from the gateway (ping every 10 ms); ${sized}`,
     })
     report({
       suite: SUITE,
       metric: 'lab_first_packet_p95_ms',
       value: quantile(firstPacket, 0.95),
       unit: 'ms',
-      note: `PUT -> first echo reply from the gateway (ping every 10 ms); ${scale}${missing('answered', firstPacket.length)}`,
+      note: `PUT -> first echo reply from the gateway (ping every 10 ms); ${sized}${missing('answered', firstPacket.length)}`,
     })
     report({
       suite: SUITE,
@@ -355,7 +376,7 @@ export default async function labBench(): Promise<void> {
       value: lies.length,
       unit: 'hosts',
       note:
-        `Ready > ${READY_SLACK_MS} ms before the first reply (or never answered); target 0` +
+        `Ready > ${READY_SLACK_MS} ms before the first reply (or never answered); target 0${scaleNote(scale)}` +
         (lies.length > 0
           ? `; ${lies
               .slice(0, 5)
@@ -371,7 +392,7 @@ export default async function labBench(): Promise<void> {
       metric: 'lab_isolate_p95_ms',
       value: quantile(isolated, 0.95),
       unit: 'ms',
-      note: `DELETE -> last echo reply (ping every 10 ms); ${scale}${missing('went quiet', isolated.length)}`,
+      note: `DELETE -> last echo reply (ping every 10 ms); ${sized}${missing('went quiet', isolated.length)}`,
     })
   } finally {
     process.off('SIGINT', stopOnSignal)

@@ -33,6 +33,34 @@ export function report(figure: BenchFigure): void {
   process.stdout.write(`BENCH ${JSON.stringify(line)}\n`)
 }
 
+/**
+ * `HYDRAZINE_BENCH_SCALE`, checked: a number in (0, 1]; 1 when unset. Every suite shrinks
+ * its counts by it (`scaled`), so that a small scale (0.01) is a smoke run of seconds.
+ */
+export function benchScale(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env.HYDRAZINE_BENCH_SCALE?.trim()
+  if (text === undefined || text === '') return 1
+  const scale = Number(text)
+  if (!Number.isFinite(scale) || scale <= 0 || scale > 1)
+    throw new Error(`HYDRAZINE_BENCH_SCALE must be a number in (0, 1], not ${JSON.stringify(text)}`)
+  return scale
+}
+
+/**
+ * A count at `scale`: `n × scale` rounded, never below `min` (`n` itself at scale 1).
+ *
+ * @example
+ * scaled(1000, 0.01, 5) // 10
+ */
+export function scaled(n: number, scale: number, min = 1): number {
+  return Math.max(min, Math.round(n * scale))
+}
+
+/** What a figure's note adds below scale 1: `; HYDRAZINE_BENCH_SCALE=<scale>` (nothing at 1). */
+export function scaleNote(scale: number): string {
+  return scale < 1 ? `; HYDRAZINE_BENCH_SCALE=${scale}` : ''
+}
+
 /** The q-quantile (0..1) of a list of samples, by nearest rank. */
 export function quantile(samples: readonly number[], q: number): number {
   if (samples.length === 0) return Number.NaN

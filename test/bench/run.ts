@@ -26,3 +26,6 @@ for (const suite of wanted.length > 0 ? wanted : available) {
   if (typeof mod.default !== 'function') throw new Error(`${suite}.bench.ts has no default export`)
   await mod.default()
 }
+// Done: a stopped daemon's stop timer (`Daemon.stop` in lib/process/daemon.ts) would keep
+// Node alive for up to 5 s more.
+process.exit(0)

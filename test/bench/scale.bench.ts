@@ -41,8 +41,12 @@
  *
  * Ratios are baseline / value for every time (above 1: faster than the baseline).
  * `HYDRAZINE_BENCH_SCALE` (a number in (0, 1], default 1) scales the hosts per DPU of the
- * controller rounds (0.1: 5 per DPU, 1,000 attaches); groups, DPUs and the offered rate
- * stay. The NB and central figures are cheap and always run at full size.
+ * controller rounds (0.1: 5 per DPU, 1,000 attaches) and the hosts and attaches of the
+ * northd round. Down to 0.1 that is all: groups, DPUs and the offered rate stay, and the
+ * NB and central figures are cheap and run at full size. Below 0.1 (a smoke run) those
+ * shrink too, by scale / 0.1: at 0.01 the controller rounds are one group of 2 hosts on
+ * 2 DPUs, the northd round 10 hosts on 2 DPUs then 2 attaches, the NB figures 20 attaches
+ * into a 100-host group, and one central is sampled, idle for 0.5 s.
  */
 import { execFile } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
@@ -66,7 +70,7 @@ import {
   startBenchPipeline,
   startPrivateNb,
 } from './fixtures.ts'
-import { quantile, report } from './report.ts'
+import { benchScale, quantile, report, scaled } from './report.ts'
 
 const run = promisify(execFile)
 const SUITE = 'scale'
@@ -90,15 +94,26 @@ const CENTRAL_SAMPLES = 3
 /** Attaches offered to the 1,000-host group in the northd round, and at what rate. */
 const NORTHD_ATTACHES = 200
 const NORTHD_RATE = 10
+/** How long the sampled centrals settle before their RSS is read, and stay idle for their CPU. */
+const CENTRAL_SETTLE_MS = 2000
+const CENTRAL_IDLE_MS = 5000
 
-/** `HYDRAZINE_BENCH_SCALE`, checked: a number in (0, 1]; 1 when unset. */
-export function benchScale(env: NodeJS.ProcessEnv = process.env): number {
-  const text = env.HYDRAZINE_BENCH_SCALE?.trim()
-  if (text === undefined || text === '') return 1
-  const scale = Number(text)
-  if (!Number.isFinite(scale) || scale <= 0 || scale > 1)
-    throw new Error(`HYDRAZINE_BENCH_SCALE must be a number in (0, 1], not ${JSON.stringify(text)}`)
-  return scale
+/**
+ * The scale down to which groups, DPUs, the NB and the central figures keep their full
+ * size (so that runs at 0.1 and 0.2 still set ten centrals against each other).
+ */
+const FULL_SIZE_DOWN_TO = 0.1
+
+/** `n` down to scale 0.1; below, `n` scaled by scale / 0.1, never below `min`. */
+function belowTenth(n: number, scale: number, min = 1): number {
+  return Math.min(n, scaled(n, scale / FULL_SIZE_DOWN_TO, min))
+}
+
+/** How a note of the NB and central figures says the scale. */
+function fullSizeNote(scale: number): string {
+  return scale >= FULL_SIZE_DOWN_TO
+    ? `HYDRAZINE_BENCH_SCALE=${scale} (not applied here)`
+    : `HYDRAZINE_BENCH_SCALE=${scale} (below ${FULL_SIZE_DOWN_TO}: sizes shrunk by scale / ${FULL_SIZE_DOWN_TO})`
 }
 
 export default async function scaleBench(): Promise<void> {
@@ -111,9 +126,9 @@ export default async function scaleBench(): Promise<void> {
 
 /** One 1,000-host group's ovn-northd while it takes 10 attaches/s (see the head comment). */
 async function northdFigures(scale: number): Promise<void> {
-  const dpuCount = DPUS_PER_GROUP
+  const dpuCount = belowTenth(DPUS_PER_GROUP, scale)
   const hosts = Math.max(dpuCount, Math.round(BIG_GROUP * scale))
-  const attaches = Math.max(20, Math.round(NORTHD_ATTACHES * scale))
+  const attaches = scaled(NORTHD_ATTACHES, scale, belowTenth(20, scale))
   const dpus = Array.from({ length: dpuCount }, (_, d) => `dpu-${d}`)
   const host = (_g: number, h: number) => {
     const d = h % dpuCount
@@ -199,16 +214,18 @@ function northdOf(dir: string) {
 }
 
 async function controllerFigures(scale: number): Promise<void> {
-  const hostsPerDpu = Math.max(1, Math.round(HOSTS_PER_DPU * scale))
-  const hostsPerGroup = DPUS_PER_GROUP * hostsPerDpu
-  const total = GROUPS * hostsPerGroup
-  const dpus = Array.from({ length: GROUPS * DPUS_PER_GROUP }, (_, d) => `dpu-${d}`)
-  const sized = `HYDRAZINE_BENCH_SCALE=${scale}: ${total} attaches (${GROUPS} groups x ${hostsPerGroup} hosts, access None, ${dpus.length} DPUs x ${hostsPerDpu} hosts, DPU d serves group d % ${GROUPS})`
+  const groups = belowTenth(GROUPS, scale)
+  const dpusPerGroup = belowTenth(DPUS_PER_GROUP, scale)
+  const hostsPerDpu = scaled(HOSTS_PER_DPU, scale)
+  const hostsPerGroup = dpusPerGroup * hostsPerDpu
+  const total = groups * hostsPerGroup
+  const dpus = Array.from({ length: groups * dpusPerGroup }, (_, d) => `dpu-${d}`)
+  const sized = `HYDRAZINE_BENCH_SCALE=${scale}: ${total} attaches (${groups} groups x ${hostsPerGroup} hosts, access None, ${dpus.length} DPUs x ${hostsPerDpu} hosts, DPU d serves group d % ${groups})`
   const burstDeadlineMs = Math.max(60_000, (total / BURST_FLOOR_PER_S) * 1000)
   const steadyDeadlineMs = Math.max(60_000, STEADY_PATIENCE * (total / OFFERED_RATE) * 1000)
   /** Host h of group g: the g-th group's DPUs in turn, a MAC unique in its group. */
   const host = (g: number, h: number) => {
-    const d = g + GROUPS * (h % DPUS_PER_GROUP)
+    const d = g + groups * (h % dpusPerGroup)
     return {
       hostMAC: `52:54:00:${hex(g)}:${hex(h >> 8)}:${hex(h & 255)}`,
       dpu: { id: `dpu-${d}`, ips: [`172.18.0.${d + 1}`, `172.18.1.${d + 1}`] },
@@ -218,7 +235,7 @@ async function controllerFigures(scale: number): Promise<void> {
     withPipeline(centrals, dpus, tag, async (p) => {
       const result = await attachRound(p, {
         tag,
-        groups: GROUPS,
+        groups,
         hostsPerGroup,
         offered,
         host,
@@ -350,13 +367,16 @@ async function groupTxnFigures(scale: number): Promise<void> {
         serverCpuMs,
       }
     }
-    const big = await measure('big', 1, BIG_GROUP, TXN_ATTACHES)
-    const small = await measure('small', TXN_ATTACHES / 5, SMALL_GROUP, 5)
+    const bigGroup = belowTenth(BIG_GROUP, scale)
+    const attaches = belowTenth(TXN_ATTACHES, scale, 5)
+    const smallGroups = Math.max(1, Math.round(attaches / 5))
+    const big = await measure('big', 1, bigGroup, attaches)
+    const small = await measure('small', smallGroups, SMALL_GROUP, 5)
     const note =
-      `HYDRAZINE_BENCH_SCALE=${scale} (not applied here); private NB; ` +
-      `applyGroupTopology with a monitor-fed NbTopologyCache; value: ${TXN_ATTACHES} attaches ` +
-      `growing one group ${BIG_GROUP} -> ${BIG_GROUP + TXN_ATTACHES} hosts; baseline: ` +
-      `${TXN_ATTACHES} attaches to ${TXN_ATTACHES / 5} groups growing ${SMALL_GROUP} -> ` +
+      `${fullSizeNote(scale)}; private NB; ` +
+      `applyGroupTopology with a monitor-fed NbTopologyCache; value: ${attaches} attaches ` +
+      `growing one group ${bigGroup} -> ${bigGroup + attaches} hosts; baseline: ` +
+      `${smallGroups * 5} attaches to ${smallGroups} groups growing ${SMALL_GROUP} -> ` +
       `${SMALL_GROUP + 5}; ${HOSTS_PER_TXN_DPU} hosts per DPU, access None (with FabricAccess ` +
       `or PublicAccess a DPU's NAT IP serves one host); value/baseline: write ops per attach ` +
       `p50 ${big.ops}/${small.ops}, desired rows compared with NB per attach p50 ` +
@@ -484,42 +504,45 @@ async function centralFigures(scale: number): Promise<void> {
   try {
     const starts: number[] = []
     const dirs: string[] = []
-    for (let i = 0; i < CENTRAL_SAMPLES; i++) {
+    const samples = belowTenth(CENTRAL_SAMPLES, scale)
+    const settleMs = belowTenth(CENTRAL_SETTLE_MS, scale)
+    const idleMs = belowTenth(CENTRAL_IDLE_MS, scale)
+    for (let i = 0; i < samples; i++) {
       const began = performance.now()
       await centrals.ensure(`idle-${i}`)
       starts.push(performance.now() - began)
       dirs.push(centralDir(dataDir, `idle-${i}`))
     }
-    await sleep(2000)
+    await sleep(settleMs)
     const rss = await Promise.all(dirs.map(centralRssMb))
     const pidFiles = dirs.flatMap(centralPidFiles)
     const before = await cpuTicks(pidFiles)
     const began = performance.now()
-    await sleep(5000)
+    await sleep(idleMs)
     const ticks = (await cpuTicks(pidFiles)) - before
     const seconds = (performance.now() - began) / 1000
     const cpuPct = (ticks / (await ticksPerSecond()) / seconds / dirs.length) * 100
-    const note = `HYDRAZINE_BENCH_SCALE=${scale} (not applied here); one group's central (NB + SB ovsdb-server + ovn-northd) via startPerGroupCentrals, empty databases`
+    const note = `${fullSizeNote(scale)}; one group's central (NB + SB ovsdb-server + ovn-northd) via startPerGroupCentrals, empty databases`
     report({
       suite: SUITE,
       metric: 'central_start_ms',
       value: quantile(starts, 0.5),
       unit: 'ms',
-      note: `${note}; ensure() until NB and SB answer and northd has synced; median of ${CENTRAL_SAMPLES} started one after another (${starts.map((s) => Math.round(s)).join(', ')} ms)`,
+      note: `${note}; ensure() until NB and SB answer and northd has synced; median of ${samples} started one after another (${starts.map((s) => Math.round(s)).join(', ')} ms)`,
     })
     report({
       suite: SUITE,
       metric: 'central_rss_mb',
       value: quantile(rss, 0.5),
       unit: 'MB',
-      note: `${note}; VmRSS of the three daemons summed, idle 2 s after start; median of ${CENTRAL_SAMPLES}`,
+      note: `${note}; VmRSS of the three daemons summed, idle ${settleMs / 1000} s after start; median of ${samples}`,
     })
     report({
       suite: SUITE,
       metric: 'central_idle_cpu_pct',
       value: cpuPct,
       unit: '%',
-      note: `${note}; user + system CPU of the three daemons over ${seconds.toFixed(1)} s idle, % of one core, mean of ${CENTRAL_SAMPLES} (resolution: one clock tick, ${(100 / ((await ticksPerSecond()) * seconds * dirs.length)).toFixed(2)}%)`,
+      note: `${note}; user + system CPU of the three daemons over ${seconds.toFixed(1)} s idle, % of one core, mean of ${samples} (resolution: one clock tick, ${(100 / ((await ticksPerSecond()) * seconds * dirs.length)).toFixed(2)}%)`,
     })
   } finally {
     await centrals.close().catch(() => {})
