@@ -9,15 +9,9 @@ import { FakeKubernetes, type Rule } from './k8s/fake-api.ts'
 import { admits, type Source } from './k8s/fake-network-plugin.ts'
 import { parseManifestOptions } from './k8s/options.ts'
 import { CENTRAL_PORTS, centralName, centralObjects } from './k8s/ovn-central.ts'
-import {
-  CENTRALS_RBAC_RULES,
-  fromJson,
-  type KubernetesCentralsOptions,
-  kubernetesCentrals,
-  policyUpdate,
-  RELEASED_ANNOTATION,
-  toJson,
-} from './kubernetes-centrals.ts'
+import { policyUpdate, RELEASED_ANNOTATION } from './kubernetes-central-policy.ts'
+import { type KubernetesCentralsOptions, kubernetesCentrals } from './kubernetes-centrals.ts'
+import { CENTRALS_RBAC_RULES, fromJson, toJson } from './kubernetes-centrals-api.ts'
 
 const NS = 'hydrazine'
 const settings: KubernetesCentralsConfig = {
