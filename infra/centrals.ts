@@ -13,26 +13,23 @@
  * identity's key certified by that CA (`chassisCertificate`, sent with its `configure`);
  * a DPU of another group, holding only its identity or another group's certificate, fails
  * the TLS handshake and reads nothing. Releasing the group removes its CA with its files.
+ *
+ * This file holds the provider (ensure, release, list, close); its daemons' start, watch
+ * and restart are in infra/central-supervisor.ts, the chassis certificates in
+ * infra/central-chassis-certs.ts.
  */
-import { createHash, X509Certificate } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import { chmod, mkdir, readdir, readFile, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import pLimit from 'p-limit'
 import { ConfigError } from '../lib/errors.ts'
-import { writeFileAtomic } from '../lib/files/index.ts'
-import {
-  CentralUnavailableError,
-  ChassisIdentityRefused,
-  type OvnCentralEndpoints,
-  type OvnCentralProvider,
-} from '../lib/ovn/central.ts'
+import { CentralUnavailableError, type OvnCentralProvider } from '../lib/ovn/central.ts'
 import { type OvnInstall, SYSTEM_OVN } from '../lib/ovn/install.ts'
-import { type CertificateAuthority, openCertificateAuthority } from '../lib/pki/index.ts'
-import { type Daemon, type DaemonExit, requireBinary } from '../lib/process/daemon.ts'
-import { MissingBinaryError } from '../lib/process/errors.ts'
-import { canConnect } from '../lib/process/ports.ts'
-import { PlaintextRefusedError, wantsTls } from './local/net.ts'
-import { CentralDatabaseDamaged, ovnNorthdVersion, startOvnCentral } from './local/ovn-central.ts'
+import type { CertificateAuthority } from '../lib/pki/index.ts'
+import { requireBinary } from '../lib/process/daemon.ts'
+import { chassisCertificates } from './central-chassis-certs.ts'
+import { type Central, centralSupervisor, newCentral } from './central-supervisor.ts'
+import { wantsTls } from './local/net.ts'
+import { ovnNorthdVersion } from './local/ovn-central.ts'
 
 /** What `startPerGroupCentrals` needs; checked when it is called. */
 export interface PerGroupCentralsOptions {
@@ -76,24 +73,6 @@ export interface PerGroupCentrals extends OvnCentralProvider {
 /** What `ensure` throws while a group's central cannot answer (lib/ovn/central.ts). */
 export { CentralUnavailableError } from '../lib/ovn/central.ts'
 
-/** First delay before a crashed central restarts; it doubles up to `MAX_BACKOFF_MS`. */
-/**
- * Centrals one provider starts at once (ovsdb-servers and ovn-northd starting, databases
- * created or compacted: CPU and disk). More group creates wait their turn: a burst of new
- * groups, or a tenant creating many, slows the starts, not the running centrals.
- */
-export const CENTRAL_STARTS_AT_ONCE = 4
-
-const MIN_BACKOFF_MS = 200
-const MAX_BACKOFF_MS = 5000
-/** A central that ran this long before a crash restarts after `MIN_BACKOFF_MS` again. */
-const STABLE_MS = 10_000
-/** How long a start waits for its SB port to be let go before it picks another. */
-const PORT_WAIT_MS = 2000
-/** Validity of a chassis certificate; one with less than `RENEW_MS` left is issued anew. */
-const CHASSIS_CERT_DAYS = 365
-const DAY_MS = 24 * 60 * 60 * 1000
-const RENEW_MS = 30 * DAY_MS
 /** Longest path of a unix socket (sun_path, including its NUL). */
 const MAX_SOCKET_PATH = 107
 
@@ -115,55 +94,6 @@ export function centralDir(dataDir: string, group: string): string {
 /** The directory holding every group's central: `<dataDir>/centrals`, absolute. */
 export function centralsRoot(dataDir: string): string {
   return join(resolve(dataDir), 'centrals')
-}
-
-interface Running {
-  readonly endpoints: OvnCentralEndpoints
-  readonly daemons: readonly Daemon[]
-  readonly since: number
-}
-
-interface Central {
-  readonly group: string
-  readonly dir: string
-  /** Set while every daemon answers (cleared the moment one exits). */
-  running?: Running | undefined
-  /** The start under way (or the restart waiting for its backoff); ensure waits for it. */
-  pending?: Promise<OvnCentralEndpoints> | undefined
-  /** Released or closed: never (re)start again. */
-  stopped: boolean
-  backoffMs: number
-  /** Ends a backoff wait early (release, close). */
-  wake?: (() => void) | undefined
-  /** The CA its TLS SB checks chassis against (opened by its first start). */
-  chassisCa?: CertificateAuthority | undefined
-  /** Per DPU: the certificate it was last given for this SB, and the identity it certifies. */
-  readonly chassisCerts: Map<string, ChassisCert>
-  /** The database its last start found damaged (cleared by a start that succeeds). */
-  damaged?: string | undefined
-}
-
-interface ChassisCert {
-  readonly identity: string
-  readonly cert: string
-  /** When `cert`, and the identity whose key it certifies, stop being valid (ms). */
-  readonly ends: number
-  readonly identityEnds: number
-}
-
-/**
- * A chassis certificate is kept while it is valid and a new one would not last much
- * longer: more than `RENEW_MS` left, or its identity's end (past which none is issued)
- * less than a day beyond its own.
- */
-function lastsEnough(c: { readonly ends: number; readonly identityEnds: number }): boolean {
-  const now = Date.now()
-  return c.ends > now && (c.ends - now > RENEW_MS || c.identityEnds - c.ends < DAY_MS)
-}
-
-/** When a certificate (PEM) stops being valid (ms). */
-function endOf(pem: string): number {
-  return Date.parse(new X509Certificate(pem).validTo)
 }
 
 /**
@@ -208,176 +138,18 @@ export async function startPerGroupCentrals(
   await chmod(root, 0o700)
 
   const centrals = new Map<string, Central>()
-  const starting = pLimit(CENTRAL_STARTS_AT_ONCE)
   const releasing = new Map<string, Promise<void>>()
   let closed = false
-  let remade = 0
-
-  const gone = (c: Central) =>
-    new CentralUnavailableError(c.group, closed ? 'the provider is closed' : 'it was released', {
-      retryable: closed,
-    })
-
-  /** Starts the central's daemons once; on success it is running and watched. */
-  const launch = async (c: Central): Promise<OvnCentralEndpoints> => {
-    if (c.stopped) throw gone(c)
-    const began = Date.now()
-    await mkdir(c.dir, { recursive: true, mode: 0o700 })
-    await claimDir(c)
-    if (c.stopped) throw gone(c)
-    const portFile = join(c.dir, 'sb.port')
-    const sbPort = Number.parseInt(await readFile(portFile, 'utf8').catch(() => ''), 10)
-    // The previous daemons (of a crash, of a controller that just died) may still hold it.
-    for (let waited = 0; sbPort > 0 && waited < PORT_WAIT_MS; waited += 100) {
-      if (!(await canConnect({ port: sbPort }))) break
-      await new Promise((r) => setTimeout(r, 100))
-    }
-    // Opened on every start: a CA removed with the central's files is made anew (its DPUs
-    // then need new certificates, which their next configure brings).
-    if (tls) {
-      c.chassisCa = await openCertificateAuthority(join(c.dir, 'chassis-ca'))
-      c.chassisCerts.clear()
-    }
-    const started = await starting(() =>
-      startOvnCentral({
-        dir: c.dir,
-        pki: options.pki,
-        listenAddress,
-        tls,
-        ...(c.chassisCa ? { chassisCaFile: c.chassisCa.caFile } : {}),
-        ...(sbPort > 0 && sbPort < 65536 ? { sbPort } : {}),
-        certDir: c.dir,
-        install,
-        log: (line) => log(`central of group ${c.group}: ${line}`),
-        onRemade: () => {
-          remade++
-        },
-      }),
-    ).catch((cause: unknown) => {
-      if (cause instanceof CentralDatabaseDamaged) {
-        // Retrying cannot cure it; only the operator can (the message says how).
-        c.damaged = cause.file
-        log(`central of group ${c.group}: ${cause.message}`)
-        throw new CentralUnavailableError(c.group, cause.message, {
-          retryable: false,
-          reason: 'CentralDamaged',
-          cause,
-        })
-      }
-      const config = cause instanceof MissingBinaryError || cause instanceof PlaintextRefusedError
-      throw new CentralUnavailableError(c.group, 'it did not start', { retryable: !config, cause })
-    })
-    c.damaged = undefined
-    if (c.stopped) {
-      await stopAll(started.daemons)
-      throw gone(c)
-    }
-    if (started.sbPort !== sbPort) await writeFileAtomic(portFile, `${started.sbPort}\n`)
-    const { nb, sb } = started.central
-    const run: Running = {
-      endpoints: {
-        nb: nb.unix,
-        sb: sb.remote,
-        sbController: sb.unix,
-        service: `central-${centralDirName(c.group)}`,
-        group: c.group,
-        northdVersion,
-      },
-      daemons: started.daemons,
-      since: Date.now(),
-    }
-    c.running = run
-    for (const daemon of run.daemons)
-      void daemon.exited.then((exit) => {
-        if (c.running === run && !c.stopped) crashed(c, run, exit)
-      })
-    log(`central of group ${c.group} up in ${Date.now() - began} ms (SB ${sb.remote})`)
-    return run.endpoints
-  }
-
-  /** One daemon of a running central exited: stop the rest, restart until it answers. */
-  const crashed = (c: Central, run: Running, exit: DaemonExit) => {
-    c.running = undefined
-    if (Date.now() - run.since >= STABLE_MS) c.backoffMs = MIN_BACKOFF_MS
-    let delay = c.backoffMs
-    c.backoffMs = Math.min(c.backoffMs * 2, MAX_BACKOFF_MS)
-    log(
-      `central of group ${c.group}: ${exit.name} exited unexpectedly ` +
-        `(${exit.signal ?? `code ${exit.code}`}); restarting in ${delay} ms`,
-    )
-    const rest = stopAll(run.daemons)
-    void (async () => {
-      for (let first = true; !c.stopped; first = false) {
-        const attempt = (async () => {
-          if (first) await rest
-          await pause(c, delay)
-          return launch(c)
-        })()
-        c.pending = attempt
-        try {
-          await attempt
-          return
-        } catch (error) {
-          if (c.stopped) return
-          delay = c.backoffMs
-          c.backoffMs = Math.min(c.backoffMs * 2, MAX_BACKOFF_MS)
-          log(
-            `central of group ${c.group}: restart failed (${firstLine(error)}); next in ${delay} ms`,
-          )
-        } finally {
-          if (c.pending === attempt) c.pending = undefined
-        }
-      }
-    })()
-  }
-
-  /** Stops a central for good (release, close); its files stay. */
-  const halt = async (c: Central) => {
-    c.stopped = true
-    const run = c.running
-    c.running = undefined
-    c.wake?.()
-    await c.pending?.catch(() => {})
-    if (run) await stopAll(run.daemons)
-  }
-
-  const certifying = new Map<string, Promise<string | undefined>>()
-  /** `chassisCertificate`: the DPU's identity key certified by the group's chassis CA. */
-  const certify = async (
-    group: string,
-    { id, identity }: { readonly id: string; readonly identity: string | null },
-  ): Promise<string | undefined> => {
-    if (!tls) return undefined
-    const refuse = (why: string) => new ChassisIdentityRefused(group, id, why)
-    if (identity === null) throw refuse('no certificate of it is on record')
-    await provider.ensure(group)
-    const c = centrals.get(group)
-    const ca = c?.chassisCa
-    if (!c || !ca) throw new CentralUnavailableError(group, 'it was released', { retryable: false })
-    // One per DPU and key, kept while a new one would not last longer: the agent then gets
-    // the same certificate on every configure and has no reason to reconnect. An attach
-    // for a DPU certified already costs a lookup, no file and no signature check.
-    const known = c.chassisCerts.get(id)
-    if (known?.identity === identity && lastsEnough(known)) return known.cert
-    if (!options.pki.issued(identity)) {
-      throw refuse("its certificate is not a valid one of Hydrazine's CA")
-    }
-    const holder = new X509Certificate(identity)
-    if (holder.subject !== `CN=${id}`) throw refuse(`its certificate names ${holder.subject}`)
-    const identityEnds = Date.parse(holder.validTo)
-    const file = join(ca.dir, `chassis-${id}.crt`)
-    const kept = await readFile(file, 'utf8').catch(() => undefined)
-    const keptEnds = kept && ca.issued(kept) && sameKey(kept, holder) ? endOf(kept) : undefined
-    let cert: string
-    if (kept && keptEnds !== undefined && lastsEnough({ ends: keptEnds, identityEnds })) {
-      cert = kept
-    } else {
-      cert = await ca.certifyKeyOf(identity, CHASSIS_CERT_DAYS)
-      await writeFileAtomic(file, cert)
-    }
-    c.chassisCerts.set(id, { identity, cert, ends: endOf(cert), identityEnds })
-    return cert
-  }
+  const supervisor = centralSupervisor({
+    pki: options.pki,
+    listenAddress,
+    tls,
+    install,
+    northdVersion,
+    log,
+    closed: () => closed,
+  })
+  const { launch, halt, gone } = supervisor
 
   const provider: PerGroupCentrals = {
     async ensure(group) {
@@ -391,13 +163,11 @@ export async function startPerGroupCentrals(
       }
       let c = centrals.get(group)
       if (!c) {
-        c = {
+        c = newCentral({
           group,
           dir: centralDir(options.dataDir, group),
-          stopped: false,
-          backoffMs: MIN_BACKOFF_MS,
-          chassisCerts: new Map(),
-        }
+          service: `central-${centralDirName(group)}`,
+        })
         centrals.set(group, c)
       }
       for (;;) {
@@ -437,17 +207,14 @@ export async function startPerGroupCentrals(
       return done
     },
 
-    chassisCertificate(group, dpu) {
-      // One at a time per group and DPU: two attaches at once get the same certificate.
-      // Keyed by the identity too: a certify for a key its credentials replaced since is
-      // not this caller's.
-      const key = `${group}\n${dpu.id}\n${dpu.identity ?? ''}`
-      const earlier = certifying.get(key)
-      if (earlier) return earlier
-      const done = certify(group, dpu).finally(() => certifying.delete(key))
-      certifying.set(key, done)
-      return done
-    },
+    chassisCertificate: chassisCertificates({
+      tls,
+      pki: options.pki,
+      central: async (group) => {
+        await provider.ensure(group)
+        return centrals.get(group)
+      },
+    }),
 
     async list() {
       return [...centrals.values()].flatMap((c) =>
@@ -459,7 +226,7 @@ export async function startPerGroupCentrals(
       const damaged = [...centrals.values()].flatMap((c) =>
         c.damaged ? [{ group: c.group, file: c.damaged }] : [],
       )
-      return { damaged, remade }
+      return { damaged, remade: supervisor.remade() }
     },
 
     async groups() {
@@ -479,49 +246,3 @@ export async function startPerGroupCentrals(
   }
   return provider
 }
-
-/**
- * Writes the group's name into its directory (whole or not at all), or checks that the
- * name already there is this group's.
- */
-async function claimDir(c: Central): Promise<void> {
-  const file = join(c.dir, 'group')
-  const owner = await readFile(file, 'utf8').catch(() => undefined)
-  if (owner === c.group) return
-  if (owner !== undefined)
-    throw new CentralUnavailableError(c.group, `${c.dir} belongs to group ${owner}`, {
-      retryable: false,
-    })
-  await writeFileAtomic(file, c.group)
-}
-
-/** True when the certificate `pem` certifies the same public key as `holder`. */
-function sameKey(pem: string, holder: X509Certificate): boolean {
-  try {
-    return new X509Certificate(pem).publicKey.equals(holder.publicKey)
-  } catch {
-    return false
-  }
-}
-
-/** Stops daemons in reverse start order (northd first, NB last). */
-async function stopAll(daemons: readonly Daemon[]): Promise<void> {
-  for (const daemon of [...daemons].reverse()) await daemon.stop()
-}
-
-/** Waits `ms`, or less if the central is stopped meanwhile. */
-function pause(c: Central, ms: number): Promise<void> {
-  if (c.stopped) return Promise.resolve()
-  return new Promise((done) => {
-    const timer = setTimeout(finish, ms)
-    function finish() {
-      clearTimeout(timer)
-      c.wake = undefined
-      done()
-    }
-    c.wake = finish
-  })
-}
-
-const firstLine = (error: unknown) =>
-  (error instanceof Error ? error.message : String(error)).split('\n')[0]

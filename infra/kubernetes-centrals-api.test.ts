@@ -1,0 +1,68 @@
+/** The Kubernetes API as the central provider calls it: the Role, client-node's bodies. */
+import t from 'tap'
+import { controllerRole } from './k8s/controller.ts'
+import { refusal, settings, setup } from './k8s/fake-centrals.ts'
+import { parseManifestOptions } from './k8s/options.ts'
+import { centralObjects } from './k8s/ovn-central.ts'
+import { CENTRALS_RBAC_RULES, fromJson, toJson } from './kubernetes-centrals-api.ts'
+
+t.test('the Role grants exactly what the provider calls', async (t) => {
+  const role = controllerRole(
+    parseManifestOptions({ centrals: { controllerCidrs: ['10.0.0.0/24'], sbTlsSecret: 'tls' } }),
+  )
+  const rules = role.rules ?? []
+  const { api, centrals, ready } = setup(
+    {},
+    rules.map((r) => ({
+      apiGroups: r.apiGroups ?? [],
+      resources: r.resources ?? [],
+      verbs: r.verbs,
+    })),
+  )
+  // Every path: create, wait, answer, list, release, release again, reconcile, re-create.
+  await refusal(centrals.ensure('tenant-a'))
+  ready('tenant-a')
+  await centrals.ensure('tenant-a')
+  await centrals.list()
+  await centrals.groups()
+  await centrals.release('tenant-a')
+  await centrals.release('tenant-a')
+  api.settle()
+  await centrals.tidy?.()
+  await refusal(centrals.ensure('tenant-a'))
+  const granted = CENTRALS_RBAC_RULES.flatMap((r) =>
+    r.resources.flatMap((res) => r.verbs.map((verb) => `${res}/${verb}`)),
+  )
+  t.same([...api.used].sort(), granted.sort(), 'every grant used, nothing used ungranted')
+  t.notOk(
+    rules.some((r) => r.verbs.includes('*') || r.resources?.includes('*')),
+    'no wildcards',
+  )
+  t.same(
+    rules.filter((r) => r.resources?.includes('networkpolicies')),
+    [
+      {
+        apiGroups: ['networking.k8s.io'],
+        resources: ['networkpolicies'],
+        verbs: ['create', 'get', 'list', 'update', 'delete'],
+      },
+    ],
+    'NetworkPolicies: no patch, deletecollection or watch',
+  )
+})
+
+t.test('client-node sends every field of the objects as built', async (t) => {
+  const { networkPolicy, services, statefulSet } = centralObjects('tenant-a', {
+    ...settings,
+    replicas: 3,
+    sbTlsSecret: 'ovn-sb-tls',
+    storageClassName: 'fast',
+  })
+  // What the adapter hands client-node, serialized as client-node serializes a request body.
+  const sent = (json: unknown, type: string) => toJson(fromJson(json, type), type)
+  const clean = (value: unknown) => JSON.parse(JSON.stringify(value))
+  t.same(clean(sent(statefulSet.toJSON(), 'V1StatefulSet')), clean(statefulSet.toJSON()))
+  for (const service of services)
+    t.same(clean(sent(service.toJSON(), 'V1Service')), clean(service.toJSON()))
+  t.same(clean(sent(networkPolicy.toJSON(), 'V1NetworkPolicy')), clean(networkPolicy.toJSON()))
+})
