@@ -13,8 +13,8 @@ import {
   setup,
   storedPolicy,
   tenantPod,
-} from './k8s/fake-centrals.ts'
-import { admits, type Source } from './k8s/fake-network-plugin.ts'
+} from '../test/helpers/k8s/fake-centrals.ts'
+import { admits, type Source } from '../test/helpers/k8s/fake-network-plugin.ts'
 import { CENTRAL_PORTS, centralName, centralObjects } from './k8s/ovn-central.ts'
 import { policyUpdate, RELEASED_ANNOTATION } from './kubernetes-central-policy.ts'
 

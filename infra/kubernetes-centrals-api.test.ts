@@ -1,7 +1,7 @@
 /** The Kubernetes API as the central provider calls it: the Role, client-node's bodies. */
 import t from 'tap'
+import { refusal, settings, setup } from '../test/helpers/k8s/fake-centrals.ts'
 import { controllerRole } from './k8s/controller.ts'
-import { refusal, settings, setup } from './k8s/fake-centrals.ts'
 import { parseManifestOptions } from './k8s/options.ts'
 import { centralObjects } from './k8s/ovn-central.ts'
 import { CENTRALS_RBAC_RULES, fromJson, toJson } from './kubernetes-centrals-api.ts'

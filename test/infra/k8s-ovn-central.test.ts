@@ -13,11 +13,11 @@ import { promisify } from 'node:util'
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import t, { type Test } from 'tap'
-import { admits, type Source } from '../../infra/k8s/fake-network-plugin.ts'
 import { CENTRAL_PORTS, centralObjects } from '../../infra/k8s/ovn-central.ts'
 import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { freePort } from '../../lib/process/ports.ts'
+import { admits, type Source } from '../helpers/k8s/fake-network-plugin.ts'
 
 const base: KubernetesCentralsConfig = {
   namespace: 'hydrazine',

@@ -4,12 +4,15 @@
  * back (a group's NetworkPolicy, its pods, why an ensure was refused).
  */
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
-import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
-import { CentralUnavailableError } from '../../lib/ovn/central.ts'
-import { type KubernetesCentralsOptions, kubernetesCentrals } from '../kubernetes-centrals.ts'
+import { centralName } from '../../../infra/k8s/ovn-central.ts'
+import {
+  type KubernetesCentralsOptions,
+  kubernetesCentrals,
+} from '../../../infra/kubernetes-centrals.ts'
+import type { KubernetesCentralsConfig } from '../../../lib/config/kubernetes.ts'
+import { CentralUnavailableError } from '../../../lib/ovn/central.ts'
 import { FakeKubernetes, type Rule } from './fake-api.ts'
 import type { Source } from './fake-network-plugin.ts'
-import { centralName } from './ovn-central.ts'
 
 export const NS = 'hydrazine'
 export const settings: KubernetesCentralsConfig = {
