@@ -12,8 +12,8 @@ import { type OvnCentralProvider, sharedCentralProvider } from '../lib/ovn/centr
 import { SYSTEM_OVN } from '../lib/ovn/install.ts'
 import { isLoopback } from '../lib/process/ports.ts'
 import { redactRedisUrl } from '../lib/redis/connection.ts'
-import { centralsRoot, type PerGroupCentrals, startPerGroupCentrals } from './centrals.ts'
-import { type ExternalCentrals, openExternalCentrals } from './external-centrals.ts'
+import { type ExternalCentrals, openExternalCentrals } from './centrals/external.ts'
+import { centralsRoot, type PerGroupCentrals, startPerGroupCentrals } from './centrals/local.ts'
 import { resolveOvnInstall } from './local/debian-ovn.ts'
 import { ovnNorthdVersion } from './local/ovn-central.ts'
 import { embeddedFrrDir, type LocalStack, startLocalStack } from './local/stack.ts'
@@ -57,7 +57,7 @@ try {
   // start (and every restart after a cut) would pay for nothing.
   const kubernetesConfig = config.kubernetes
   const kubernetes: OvnCentralProvider | undefined = kubernetesConfig
-    ? (await import('./kubernetes-centrals.ts')).openKubernetesCentrals(kubernetesConfig, (line) =>
+    ? (await import('./centrals/kubernetes.ts')).openKubernetesCentrals(kubernetesConfig, (line) =>
         logger.info(line),
       )
     : undefined

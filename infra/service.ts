@@ -28,7 +28,7 @@ import type { CertificateAuthority } from '../lib/pki/index.ts'
 import { canConnect, isLoopback } from '../lib/process/ports.ts'
 import { controllerHolderId, type Leadership } from '../lib/state/leases.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
-import type { CentralDatabases } from './centrals.ts'
+import type { CentralDatabases } from './centrals/local.ts'
 import { bullConnection, startController } from './controller.ts'
 import {
   announcedCollector,

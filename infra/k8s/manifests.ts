@@ -3,7 +3,7 @@
  * object, checked against the Kubernetes schemas (kubernetes-models' `validate()`), and
  * written as one multi-document YAML stream. What is not here: Redis (external: "Redis
  * (external)" in infra/k8s/README.md), the Secrets (the operator's), and each group's OVN
- * central (the controller creates those: infra/kubernetes-centrals.ts).
+ * central (the controller creates those: infra/centrals/kubernetes.ts).
  */
 import { Namespace } from 'kubernetes-models/v1/Namespace'
 import { parseAllDocuments, stringify } from 'yaml'

@@ -1,6 +1,6 @@
 /**
  * One resource group's OVN central as Kubernetes objects (pure builders; the `kubernetes`
- * provider in infra/kubernetes-centrals.ts creates them): a StatefulSet whose pods run the
+ * provider in infra/centrals/kubernetes.ts creates them): a StatefulSet whose pods run the
  * NB and SB ovsdb-servers and ovn-northd as three containers sharing their sockets, each
  * replica with its own volume, plus two Services:
  *

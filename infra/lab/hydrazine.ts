@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
 import { freePort } from '../../lib/process/ports.ts'
-import { centralDir, centralsRoot } from '../centrals.ts'
+import { centralDir, centralsRoot } from '../centrals/local.ts'
 import type { Fabric } from './dpu.ts'
 
 const repo = fileURLToPath(new URL('../..', import.meta.url))
@@ -53,7 +53,7 @@ export interface LabCentral {
   readonly sb: string
   /**
    * Its directory: databases, sockets, logs and pid files (`nb.pid`, `sb.pid`,
-   * `northd.pid`), as `infra/centrals.ts` lays it out.
+   * `northd.pid`), as `infra/centrals/local.ts` lays it out.
    */
   readonly dir: string
 }

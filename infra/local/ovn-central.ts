@@ -1,6 +1,6 @@
 /**
  * One OVN central: the NB and SB ovsdb-servers and ovn-northd, all files under one
- * directory. The embedded stack runs one (`<dataDir>/ovn`); `infra/centrals.ts` runs one
+ * directory. The embedded stack runs one (`<dataDir>/ovn`); `infra/centrals/local.ts` runs one
  * per resource group.
  *
  * A power cut leaves each database whole or absent: it is made under a temporary name,

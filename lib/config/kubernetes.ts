@@ -1,7 +1,7 @@
 /**
  * `HYDRAZINE_OVN_CENTRAL=kubernetes`: each resource group's OVN central is a StatefulSet
  * (and its Services) the controller creates through the Kubernetes API
- * (infra/kubernetes-centrals.ts). These variables say where and how:
+ * (infra/centrals/kubernetes.ts). These variables say where and how:
  *
  * - `HYDRAZINE_K8S_NAMESPACE`: where the centrals live (default: the pod's own namespace,
  *   read from the service account's `namespace` file, else `hydrazine`);

@@ -1,9 +1,9 @@
 /**
  * Where a group's OVN central lives. Handlers ask the provider and never care whether
  * every group shares one central or each has its own (so that a fault stays in its group):
- * `shared` (below), `per-group` (infra/centrals.ts: one embedded central per group),
- * `external` (infra/external-centrals.ts: the operator names each group's remotes) and
- * `kubernetes` (infra/kubernetes-centrals.ts: a StatefulSet per group) all slot in behind
+ * `shared` (below), `per-group` (infra/centrals/local.ts: one embedded central per group),
+ * `external` (infra/centrals/external.ts: the operator names each group's remotes) and
+ * `kubernetes` (infra/centrals/kubernetes.ts: a StatefulSet per group) all slot in behind
  * the same interface.
  */
 import { HydrazineError } from '../errors.ts'

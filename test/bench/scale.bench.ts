@@ -53,7 +53,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { centralDir, startPerGroupCentrals } from '../../infra/centrals.ts'
+import { centralDir, startPerGroupCentrals } from '../../infra/centrals/local.ts'
 import { startLocalStack } from '../../infra/local/stack.ts'
 import {
   applyGroupTopology,

@@ -14,7 +14,7 @@ import {
   centralDir,
   centralDirName,
   startPerGroupCentrals,
-} from '../../infra/centrals.ts'
+} from '../../infra/centrals/local.ts'
 import type { OvnCentralEndpoints } from '../../lib/ovn/central.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { eventually, processesMentioning } from '../helpers/processes.ts'

@@ -6,7 +6,7 @@
 import { rename, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { openExternalCentrals } from '../../infra/external-centrals.ts'
+import { openExternalCentrals } from '../../infra/centrals/external.ts'
 import { ConfigError } from '../../lib/errors.ts'
 import { CentralUnavailableError } from '../../lib/ovn/central.ts'
 

@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
-import { centralDir, startPerGroupCentrals } from '../../infra/centrals.ts'
+import { centralDir, startPerGroupCentrals } from '../../infra/centrals/local.ts'
 import { resolveOvnInstall } from '../../infra/local/debian-ovn.ts'
 import {
   applyGroupTopology,

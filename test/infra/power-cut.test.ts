@@ -20,7 +20,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { type Job, Worker } from 'bullmq'
 import t, { type Test } from 'tap'
-import { centralDirName, centralsRoot } from '../../infra/centrals.ts'
+import { centralDirName, centralsRoot } from '../../infra/centrals/local.ts'
 import { agentQueueName } from '../../lib/agent-protocol/index.ts'
 import {
   HOST_KEY,

@@ -7,8 +7,8 @@
  */
 import { existsSync, writeFileSync } from 'node:fs'
 import { pino } from 'pino'
+import { openExternalCentrals } from '../../infra/centrals/external.ts'
 import { startController } from '../../infra/controller.ts'
-import { openExternalCentrals } from '../../infra/external-centrals.ts'
 import { sharedCentralProvider } from '../../lib/ovn/central.ts'
 
 const env = (name: string): string => {

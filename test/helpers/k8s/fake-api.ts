@@ -17,7 +17,7 @@ import {
 } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { IPersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim'
 import { type IService, Service } from 'kubernetes-models/v1/Service'
-import type { CentralsApi } from '../../../infra/kubernetes-centrals-api.ts'
+import type { CentralsApi } from '../../../infra/centrals/kubernetes-api.ts'
 
 export interface Rule {
   readonly apiGroups: readonly string[]

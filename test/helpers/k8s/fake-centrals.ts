@@ -1,14 +1,14 @@
 /**
- * The Kubernetes central provider (infra/kubernetes-centrals.ts) on the fake API, for its
+ * The Kubernetes central provider (infra/centrals/kubernetes.ts) on the fake API, for its
  * tests: the settings they share, a provider whose waits take no time, and what they read
  * back (a group's NetworkPolicy, its pods, why an ensure was refused).
  */
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
-import { centralName } from '../../../infra/k8s/ovn-central.ts'
 import {
   type KubernetesCentralsOptions,
   kubernetesCentrals,
-} from '../../../infra/kubernetes-centrals.ts'
+} from '../../../infra/centrals/kubernetes.ts'
+import { centralName } from '../../../infra/k8s/ovn-central.ts'
 import type { KubernetesCentralsConfig } from '../../../lib/config/kubernetes.ts'
 import { CentralUnavailableError } from '../../../lib/ovn/central.ts'
 import { FakeKubernetes, type Rule } from './fake-api.ts'

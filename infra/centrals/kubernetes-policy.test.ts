@@ -13,10 +13,10 @@ import {
   setup,
   storedPolicy,
   tenantPod,
-} from '../test/helpers/k8s/fake-centrals.ts'
-import { admits, type Source } from '../test/helpers/k8s/fake-network-plugin.ts'
-import { CENTRAL_PORTS, centralName, centralObjects } from './k8s/ovn-central.ts'
-import { policyUpdate, RELEASED_ANNOTATION } from './kubernetes-central-policy.ts'
+} from '../../test/helpers/k8s/fake-centrals.ts'
+import { admits, type Source } from '../../test/helpers/k8s/fake-network-plugin.ts'
+import { CENTRAL_PORTS, centralName, centralObjects } from '../k8s/ovn-central.ts'
+import { policyUpdate, RELEASED_ANNOTATION } from './kubernetes-policy.ts'
 
 t.test('the policy deleted by hand comes back at reconcile, while ready too', async (t) => {
   const { api, centrals, ready } = setup()

@@ -15,21 +15,21 @@
  * the TLS handshake and reads nothing. Releasing the group removes its CA with its files.
  *
  * This file holds the provider (ensure, release, list, close); its daemons' start, watch
- * and restart are in infra/central-supervisor.ts, the chassis certificates in
- * infra/central-chassis-certs.ts.
+ * and restart are in infra/centrals/local-supervisor.ts, the chassis certificates in
+ * infra/centrals/local-chassis-certs.ts.
  */
 import { createHash } from 'node:crypto'
 import { chmod, mkdir, readdir, readFile, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import { ConfigError } from '../lib/errors.ts'
-import { CentralUnavailableError, type OvnCentralProvider } from '../lib/ovn/central.ts'
-import { type OvnInstall, SYSTEM_OVN } from '../lib/ovn/install.ts'
-import type { CertificateAuthority } from '../lib/pki/index.ts'
-import { requireBinary } from '../lib/process/daemon.ts'
-import { chassisCertificates } from './central-chassis-certs.ts'
-import { type Central, centralSupervisor, newCentral } from './central-supervisor.ts'
-import { wantsTls } from './local/net.ts'
-import { ovnNorthdVersion } from './local/ovn-central.ts'
+import { ConfigError } from '../../lib/errors.ts'
+import { CentralUnavailableError, type OvnCentralProvider } from '../../lib/ovn/central.ts'
+import { type OvnInstall, SYSTEM_OVN } from '../../lib/ovn/install.ts'
+import type { CertificateAuthority } from '../../lib/pki/index.ts'
+import { requireBinary } from '../../lib/process/daemon.ts'
+import { wantsTls } from '../local/net.ts'
+import { ovnNorthdVersion } from '../local/ovn-central.ts'
+import { chassisCertificates } from './local-chassis-certs.ts'
+import { type Central, centralSupervisor, newCentral } from './local-supervisor.ts'
 
 /** What `startPerGroupCentrals` needs; checked when it is called. */
 export interface PerGroupCentralsOptions {
@@ -71,7 +71,7 @@ export interface PerGroupCentrals extends OvnCentralProvider {
 }
 
 /** What `ensure` throws while a group's central cannot answer (lib/ovn/central.ts). */
-export { CentralUnavailableError } from '../lib/ovn/central.ts'
+export { CentralUnavailableError } from '../../lib/ovn/central.ts'
 
 /** Longest path of a unix socket (sun_path, including its NUL). */
 const MAX_SOCKET_PATH = 107

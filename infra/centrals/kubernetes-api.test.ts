@@ -1,10 +1,10 @@
 /** The Kubernetes API as the central provider calls it: the Role, client-node's bodies. */
 import t from 'tap'
-import { refusal, settings, setup } from '../test/helpers/k8s/fake-centrals.ts'
-import { controllerRole } from './k8s/controller.ts'
-import { parseManifestOptions } from './k8s/options.ts'
-import { centralObjects } from './k8s/ovn-central.ts'
-import { CENTRALS_RBAC_RULES, fromJson, toJson } from './kubernetes-centrals-api.ts'
+import { refusal, settings, setup } from '../../test/helpers/k8s/fake-centrals.ts'
+import { controllerRole } from '../k8s/controller.ts'
+import { parseManifestOptions } from '../k8s/options.ts'
+import { centralObjects } from '../k8s/ovn-central.ts'
+import { CENTRALS_RBAC_RULES, fromJson, toJson } from './kubernetes-api.ts'
 
 t.test('the Role grants exactly what the provider calls', async (t) => {
   const role = controllerRole(

@@ -1,5 +1,5 @@
 /**
- * The Kubernetes API as the central provider (infra/kubernetes-centrals.ts) uses it: the
+ * The Kubernetes API as the central provider (infra/centrals/kubernetes.ts) uses it: the
  * calls it makes (`CentralsApi`), the RBAC rules that grant exactly those
  * (`CENTRALS_RBAC_RULES`, from which infra/k8s/controller.ts builds the Role), their
  * implementation through `@kubernetes/client-node`, and how a failed call reads (its HTTP

@@ -1,5 +1,5 @@
 /**
- * The chassis certificates of the embedded per-group centrals (infra/centrals.ts). Over TLS
+ * The chassis certificates of the embedded per-group centrals (infra/centrals/local.ts). Over TLS
  * a group's SB checks client certificates against the group's own chassis CA
  * (`chassis-ca/` in its directory), never Hydrazine's CA: a DPU serving the group presents
  * its identity's key certified by that CA (`chassisCertificate`, sent with its
@@ -8,13 +8,13 @@
 import { X509Certificate } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { writeFileAtomic } from '../lib/files/index.ts'
+import { writeFileAtomic } from '../../lib/files/index.ts'
 import {
   CentralUnavailableError,
   ChassisIdentityRefused,
   type OvnCentralProvider,
-} from '../lib/ovn/central.ts'
-import type { CertificateAuthority } from '../lib/pki/index.ts'
+} from '../../lib/ovn/central.ts'
+import type { CertificateAuthority } from '../../lib/pki/index.ts'
 
 /** Validity of a chassis certificate; one with less than `RENEW_MS` left is issued anew. */
 const CHASSIS_CERT_DAYS = 365

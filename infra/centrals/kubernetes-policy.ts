@@ -1,5 +1,5 @@
 /**
- * The NetworkPolicy of a group's central run by Kubernetes (infra/kubernetes-centrals.ts):
+ * The NetworkPolicy of a group's central run by Kubernetes (infra/centrals/kubernetes.ts):
  * brought to what the current settings build (`policyUpdate`), marked released when its
  * central is (`RELEASED_ANNOTATION`), and deleted only once the pods it protects are gone.
  */
@@ -7,15 +7,15 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
-import type { KubernetesCentralsConfig } from '../lib/config/kubernetes.ts'
-import { GROUP_LABEL } from './k8s/names.ts'
+import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
+import { GROUP_LABEL } from '../k8s/names.ts'
 import {
   centralName,
   centralObjects,
   centralPodSelector,
   centralSelector,
-} from './k8s/ovn-central.ts'
-import { absentOn404, type CentralsApi, ignore, statusOf } from './kubernetes-centrals-api.ts'
+} from '../k8s/ovn-central.ts'
+import { absentOn404, type CentralsApi, ignore, statusOf } from './kubernetes-api.ts'
 
 /**
  * On a central's NetworkPolicy: its central was released, and the policy stays only until

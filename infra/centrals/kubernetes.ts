@@ -8,21 +8,21 @@
  * process, so every controller replica sees the same centrals.
  *
  * This file holds the provider's lifecycle (ensure, release, list, tidy); the API calls it
- * makes and the RBAC rules that grant exactly those are in infra/kubernetes-centrals-api.ts,
- * the NetworkPolicy's handling in infra/kubernetes-central-policy.ts, and the objects of a
+ * makes and the RBAC rules that grant exactly those are in infra/centrals/kubernetes-api.ts,
+ * the NetworkPolicy's handling in infra/centrals/kubernetes-policy.ts, and the objects of a
  * group's central in infra/k8s/ovn-central.ts.
  */
 
 import { KubeConfig } from '@kubernetes/client-node'
 import type { IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
-import type { KubernetesCentralsConfig } from '../lib/config/kubernetes.ts'
-import { ConfigError } from '../lib/errors.ts'
+import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
+import { ConfigError } from '../../lib/errors.ts'
 import {
   CentralUnavailableError,
   type OvnCentralEndpoints,
   type OvnCentralProvider,
-} from '../lib/ovn/central.ts'
-import { GROUP_LABEL } from './k8s/names.ts'
+} from '../../lib/ovn/central.ts'
+import { GROUP_LABEL } from '../k8s/names.ts'
 import {
   centralEndpoints,
   centralName,
@@ -30,15 +30,15 @@ import {
   centralPodSelector,
   centralSelector,
   quorum,
-} from './k8s/ovn-central.ts'
-import { centralPolicies, released } from './kubernetes-central-policy.ts'
+} from '../k8s/ovn-central.ts'
 import {
   absentOn404,
   type CentralsApi,
   ignore,
   kubernetesCentralsApi,
   statusOf,
-} from './kubernetes-centrals-api.ts'
+} from './kubernetes-api.ts'
+import { centralPolicies, released } from './kubernetes-policy.ts'
 
 /** What `kubernetesCentrals` needs. */
 export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {

@@ -11,12 +11,12 @@ import {
   type CentralRemotes,
   centralsFileError,
   parseCentralsFile,
-} from '../lib/config/centrals.ts'
+} from '../../lib/config/centrals.ts'
 import {
   CentralUnavailableError,
   type OvnCentralEndpoints,
   type OvnCentralProvider,
-} from '../lib/ovn/central.ts'
+} from '../../lib/ovn/central.ts'
 
 export interface ExternalCentralsOptions {
   /** `HYDRAZINE_OVN_CENTRALS_FILE`: JSON, group name → `{ nb, sb, sbController? }`. */

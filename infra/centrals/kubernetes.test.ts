@@ -2,11 +2,11 @@
 import type { IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
 import type { INetworkPolicySpec } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicySpec'
 import t from 'tap'
-import type { Rule } from '../test/helpers/k8s/fake-api.ts'
-import { NS, refusal, settings, setup } from '../test/helpers/k8s/fake-centrals.ts'
-import { centralName, centralObjects } from './k8s/ovn-central.ts'
-import type { KubernetesCentralsOptions } from './kubernetes-centrals.ts'
-import { CENTRALS_RBAC_RULES } from './kubernetes-centrals-api.ts'
+import type { Rule } from '../../test/helpers/k8s/fake-api.ts'
+import { NS, refusal, settings, setup } from '../../test/helpers/k8s/fake-centrals.ts'
+import { centralName, centralObjects } from '../k8s/ovn-central.ts'
+import type { KubernetesCentralsOptions } from './kubernetes.ts'
+import { CENTRALS_RBAC_RULES } from './kubernetes-api.ts'
 
 t.test('ensure creates the group central, then answers once it is ready', async (t) => {
   const { api, centrals, ready } = setup()

@@ -1,22 +1,22 @@
 /**
  * Launching and watching the daemons of the embedded per-group centrals
- * (infra/centrals.ts): a central's start (its directory claimed, its SB port reused, its
+ * (infra/centrals/local.ts): a central's start (its directory claimed, its SB port reused, its
  * chassis CA opened, at most `CENTRAL_STARTS_AT_ONCE` at a time), the watch that restarts
  * it with backoff when one of its daemons exits, and its stop for good.
  */
 import { mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import pLimit from 'p-limit'
-import { writeFileAtomic } from '../lib/files/index.ts'
-import { CentralUnavailableError, type OvnCentralEndpoints } from '../lib/ovn/central.ts'
-import type { OvnInstall } from '../lib/ovn/install.ts'
-import { type CertificateAuthority, openCertificateAuthority } from '../lib/pki/index.ts'
-import type { Daemon, DaemonExit } from '../lib/process/daemon.ts'
-import { MissingBinaryError } from '../lib/process/errors.ts'
-import { canConnect } from '../lib/process/ports.ts'
-import type { CentralChassis } from './central-chassis-certs.ts'
-import { PlaintextRefusedError } from './local/net.ts'
-import { CentralDatabaseDamaged, startOvnCentral } from './local/ovn-central.ts'
+import { writeFileAtomic } from '../../lib/files/index.ts'
+import { CentralUnavailableError, type OvnCentralEndpoints } from '../../lib/ovn/central.ts'
+import type { OvnInstall } from '../../lib/ovn/install.ts'
+import { type CertificateAuthority, openCertificateAuthority } from '../../lib/pki/index.ts'
+import type { Daemon, DaemonExit } from '../../lib/process/daemon.ts'
+import { MissingBinaryError } from '../../lib/process/errors.ts'
+import { canConnect } from '../../lib/process/ports.ts'
+import { PlaintextRefusedError } from '../local/net.ts'
+import { CentralDatabaseDamaged, startOvnCentral } from '../local/ovn-central.ts'
+import type { CentralChassis } from './local-chassis-certs.ts'
 
 /**
  * Centrals one provider starts at once (ovsdb-servers and ovn-northd starting, databases
