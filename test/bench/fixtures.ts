@@ -3,6 +3,7 @@
  * answering the agent queues (`attach`, `scale`), a round of attaches offered through its
  * client at a given rate, and a private NB ovsdb-server (`ovn`, `scale`).
  */
+
 import { execFile } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -16,6 +17,7 @@ import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts'
 import { agentQueueName } from '../../lib/agent-protocol/index.ts'
 import { CONTROLLER_QUEUE } from '../../lib/jobs/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
+import type { OvnInstall } from '../../lib/ovn/install.ts'
 import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
 import { canConnect } from '../../lib/process/ports.ts'
 import { createRedis } from '../../lib/redis/connection.ts'
@@ -62,6 +64,8 @@ export async function startBenchPipeline(options: {
   readonly name: string
   /** Queues and state on a private 3-master Redis Cluster instead of one Redis. */
   readonly redisCluster?: boolean
+  /** The OVN the per-group centrals run (default: the system's). */
+  readonly install?: OvnInstall
 }): Promise<BenchPipeline> {
   const dataDir = await mkdtemp(join(tmpdir(), `hz-bench-${options.name}-`))
   // Run last to first.
@@ -109,7 +113,11 @@ export async function startBenchPipeline(options: {
         sbController: stack.ovn.sb.unix,
       })
     } else {
-      const started = await startPerGroupCentrals({ dataDir, pki: stack.pki })
+      const started = await startPerGroupCentrals({
+        dataDir,
+        pki: stack.pki,
+        ...(options.install ? { install: options.install } : {}),
+      })
       cleanups.push(['the centrals', () => started.close()])
       centrals = started
       ovn = started

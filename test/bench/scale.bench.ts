@@ -33,6 +33,12 @@
  * - `northd_recomputes_per_attach`: full recomputes of its `northd` engine node
  *   (`inc-engine/show-stats`) per attach (target ≤ 0.3).
  *
+ * With a newer OVN at hand (`newerOvn`: `HYDRAZINE_BENCH_NEWER_OVN`, else Debian 13's root
+ * when the tests made it), the northd round runs again on it
+ * (`northd_cpu_ms_per_attach_newer_ovn`, `northd_recomputes_per_attach_newer_ovn`) and so
+ * does the steady per-group round (`scale_10k_ready_p95_ms_newer_ovn`, its baseline the
+ * system OVN's of this run; target < 2,000).
+ *
  * One group's central (NB + SB ovsdb-server + ovn-northd, started by startPerGroupCentrals):
  * - `central_start_ms`: `ensure()` until NB and SB answer and northd has synced (median of 3).
  * - `central_rss_mb`: VmRSS of its three daemons, idle after start (median of 3);
@@ -48,6 +54,7 @@
  * 2 DPUs, the northd round 10 hosts on 2 DPUs then 2 attaches, the NB figures 20 attaches
  * into a 100-host group, and one central is sampled, idle for 0.5 s.
  */
+
 import { execFile } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -62,6 +69,7 @@ import {
   NbTopologyCache,
   OvsdbClient,
 } from '../../lib/ovn/index.ts'
+import { type OvnInstall, ovnInstallAt } from '../../lib/ovn/install.ts'
 import {
   type AttachRoundResult,
   attachRound,
@@ -120,12 +128,15 @@ export default async function scaleBench(): Promise<void> {
   const scale = benchScale()
   await centralFigures(scale)
   await groupTxnFigures(scale)
+  const newer = newerOvn()
   await northdFigures(scale)
-  await controllerFigures(scale)
+  if (newer) await northdFigures(scale, newer)
+  await controllerFigures(scale, newer)
 }
 
 /** One 1,000-host group's ovn-northd while it takes 10 attaches/s (see the head comment). */
-async function northdFigures(scale: number): Promise<void> {
+async function northdFigures(scale: number, install?: OvnInstall): Promise<void> {
+  const suffix = install ? '_newer_ovn' : ''
   const dpuCount = belowTenth(DPUS_PER_GROUP, scale)
   const hosts = Math.max(dpuCount, Math.round(BIG_GROUP * scale))
   const attaches = scaled(NORTHD_ATTACHES, scale, belowTenth(20, scale))
@@ -137,52 +148,58 @@ async function northdFigures(scale: number): Promise<void> {
       dpu: { id: `dpu-${d}`, ips: [`172.18.0.${d + 1}`, `172.18.1.${d + 1}`] },
     }
   }
-  await withPipeline('per-group', dpus, 'northd', async (p) => {
-    const populated = await attachRound(p, {
-      tag: 'northd',
-      groups: 1,
-      hostsPerGroup: hosts,
-      offered: Number.POSITIVE_INFINITY,
-      host,
-      deadlineMs: 600_000,
-      groupsReadyMs: 120_000,
-    })
-    const dir = centralDir(p.dataDir, 'northd-group-0')
-    const northd = northdOf(dir)
-    await northd.idle()
-    const before = { ticks: await northd.ticks(), recomputes: await northd.recomputes() }
-    const offered = NORTHD_RATE
-    const result = await attachRound(p, {
-      tag: 'northd-more',
-      groupTag: 'northd',
-      groups: 1,
-      hostsPerGroup: attaches,
-      offered,
-      host: (g, h) => host(g, hosts + h),
-      deadlineMs: 300_000,
-    })
-    await northd.idle()
-    const ticks = (await northd.ticks()) - before.ticks
-    const recomputes = (await northd.recomputes()) - before.recomputes
-    const done = result.latencies.length
-    const cpuMs = (ticks * 1000) / (await ticksPerSecond()) / done
-    const note = `HYDRAZINE_BENCH_SCALE=${scale}: one group of ${hosts} hosts (${populated.latencies.length} Ready) on ${dpuCount} DPUs, central per group (ovn-northd ${await northd.version()}), then ${attaches} attaches offered at ${offered}/s (${done} done, p50 ${Math.round(quantile(result.latencies, 0.5))} ms, p95 ${Math.round(quantile(result.latencies, 0.95))} ms); over those, from ovn-northd itself`
-    report({
-      suite: SUITE,
-      metric: 'northd_cpu_ms_per_attach',
-      value: cpuMs,
-      unit: 'ms',
-      note: `${note}: user + system CPU (/proc) / attaches; target <= 10`,
-    })
-    report({
-      suite: SUITE,
-      metric: 'northd_recomputes_per_attach',
-      value: recomputes / done,
-      unit: '1',
-      note: `${note}: full recomputes of its northd engine node (inc-engine/show-stats) / attaches; target <= 0.3`,
-    })
-    return { result }
-  })
+  await withPipeline(
+    'per-group',
+    dpus,
+    'northd',
+    async (p) => {
+      const populated = await attachRound(p, {
+        tag: 'northd',
+        groups: 1,
+        hostsPerGroup: hosts,
+        offered: Number.POSITIVE_INFINITY,
+        host,
+        deadlineMs: 600_000,
+        groupsReadyMs: 120_000,
+      })
+      const dir = centralDir(p.dataDir, 'northd-group-0')
+      const northd = northdOf(dir)
+      await northd.idle()
+      const before = { ticks: await northd.ticks(), recomputes: await northd.recomputes() }
+      const offered = NORTHD_RATE
+      const result = await attachRound(p, {
+        tag: 'northd-more',
+        groupTag: 'northd',
+        groups: 1,
+        hostsPerGroup: attaches,
+        offered,
+        host: (g, h) => host(g, hosts + h),
+        deadlineMs: 300_000,
+      })
+      await northd.idle()
+      const ticks = (await northd.ticks()) - before.ticks
+      const recomputes = (await northd.recomputes()) - before.recomputes
+      const done = result.latencies.length
+      const cpuMs = (ticks * 1000) / (await ticksPerSecond()) / done
+      const note = `HYDRAZINE_BENCH_SCALE=${scale}: one group of ${hosts} hosts (${populated.latencies.length} Ready) on ${dpuCount} DPUs, central per group (ovn-northd ${await northd.version()}), then ${attaches} attaches offered at ${offered}/s (${done} done, p50 ${Math.round(quantile(result.latencies, 0.5))} ms, p95 ${Math.round(quantile(result.latencies, 0.95))} ms); over those, from ovn-northd itself`
+      report({
+        suite: SUITE,
+        metric: `northd_cpu_ms_per_attach${suffix}`,
+        value: cpuMs,
+        unit: 'ms',
+        note: `${note}: user + system CPU (/proc) / attaches; target <= 10`,
+      })
+      report({
+        suite: SUITE,
+        metric: `northd_recomputes_per_attach${suffix}`,
+        value: recomputes / done,
+        unit: '1',
+        note: `${note}: full recomputes of its northd engine node (inc-engine/show-stats) / attaches; target <= 0.3`,
+      })
+      return { result }
+    },
+    install,
+  )
 }
 
 /** A central's ovn-northd, read from its pid file and control socket under `dir`. */
@@ -213,7 +230,7 @@ function northdOf(dir: string) {
   }
 }
 
-async function controllerFigures(scale: number): Promise<void> {
+async function controllerFigures(scale: number, newer?: OvnInstall): Promise<void> {
   const groups = belowTenth(GROUPS, scale)
   const dpusPerGroup = belowTenth(DPUS_PER_GROUP, scale)
   const hostsPerDpu = scaled(HOSTS_PER_DPU, scale)
@@ -231,21 +248,33 @@ async function controllerFigures(scale: number): Promise<void> {
       dpu: { id: `dpu-${d}`, ips: [`172.18.0.${d + 1}`, `172.18.1.${d + 1}`] },
     }
   }
-  const round = (centrals: CentralLayout, tag: string, offered: number, deadlineMs: number) =>
-    withPipeline(centrals, dpus, tag, async (p) => {
-      const result = await attachRound(p, {
-        tag,
-        groups,
-        hostsPerGroup,
-        offered,
-        host,
-        deadlineMs,
-        groupsReadyMs: 120_000,
-      })
-      let loadedRss: number | undefined
-      if (p.centrals) loadedRss = await centralRssMb(centralDir(p.dataDir, `${tag}-group-0`))
-      return { result, loadedRss }
-    })
+  const round = (
+    centrals: CentralLayout,
+    tag: string,
+    offered: number,
+    deadlineMs: number,
+    install?: OvnInstall,
+  ) =>
+    withPipeline(
+      centrals,
+      dpus,
+      tag,
+      async (p) => {
+        const result = await attachRound(p, {
+          tag,
+          groups,
+          hostsPerGroup,
+          offered,
+          host,
+          deadlineMs,
+          groupsReadyMs: 120_000,
+        })
+        let loadedRss: number | undefined
+        if (p.centrals) loadedRss = await centralRssMb(centralDir(p.dataDir, `${tag}-group-0`))
+        return { result, loadedRss }
+      },
+      install,
+    )
 
   const burst = (await round('per-group', 'burst', Number.POSITIVE_INFINITY, burstDeadlineMs))
     .result
@@ -286,6 +315,41 @@ async function controllerFigures(scale: number): Promise<void> {
       note: `${note}${target}`,
     })
   }
+  if (!newer) return
+  // The same steady round, the centrals on the newer OVN, beside the system's.
+  const onNewer = (await round('per-group', 'newer', OFFERED_RATE, steadyDeadlineMs, newer)).result
+  const value = quantile(onNewer.latencies, 0.95)
+  const baseline = quantile(steady.result.latencies, 0.95)
+  report({
+    suite: SUITE,
+    metric: 'scale_10k_ready_p95_ms_newer_ovn',
+    value,
+    unit: 'ms',
+    baseline,
+    ratio: baseline / value,
+    note: `${sized}; offered at ${OFFERED_RATE}/s, request -> host.attach completion; value: per-group centrals on the OVN in ${newer.label}${incomplete(onNewer, steadyDeadlineMs)}; baseline: the same on the system's OVN (this run); ratio = baseline / value; target < 2000`,
+  })
+}
+
+/**
+ * The newer OVN the scale bench runs beside the system's: `HYDRAZINE_BENCH_NEWER_OVN` (an
+ * install root; `none` for none), else Debian 13's root when the tests made it already
+ * (`test/infra/ovn-install.test.ts`). The bench never builds one.
+ */
+export function newerOvn(env: NodeJS.ProcessEnv = process.env): OvnInstall | undefined {
+  const asked = env.HYDRAZINE_BENCH_NEWER_OVN?.trim()
+  if (asked === 'none') return undefined
+  if (asked) return ovnInstallAt(asked)
+  const cached = join(
+    env.HYDRAZINE_TEST_CACHE ?? '/var/cache/hydrazine-test',
+    'ovn-installs',
+    'debian-13',
+  )
+  try {
+    return ovnInstallAt(cached)
+  } catch {
+    return undefined
+  }
 }
 
 /** Runs `round` on a fresh pipeline, says on stderr how it went, and always stops it. */
@@ -294,9 +358,15 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
   dpus: readonly string[],
   tag: string,
   round: (p: BenchPipeline) => Promise<T>,
+  install?: OvnInstall,
 ): Promise<T> {
   const began = performance.now()
-  const p = await startBenchPipeline({ centrals, dpus, name: SUITE })
+  const p = await startBenchPipeline({
+    centrals,
+    dpus,
+    name: SUITE,
+    ...(install ? { install } : {}),
+  })
   try {
     const out = await round(p)
     const phases = new Map<string, number>()
