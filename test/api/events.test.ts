@@ -2,6 +2,7 @@ import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { signEvent } from '../../api/http/events.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
+import { groupsSettled } from '../pipeline/scenarios.ts'
 
 const SECRET = 'carbide-shared-secret-0123456789abcdef'
 const OPERATOR = 'operator-token-0123456789abcdef'
@@ -42,6 +43,7 @@ function webhook(p: Pipeline) {
 }
 
 async function snapshot(p: Pipeline) {
+  await groupsSettled(p)
   const counts = await p.controller.queue.getJobCounts()
   return {
     groups: await p.controller.store.listGroups(),

@@ -9,6 +9,7 @@ import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { HydrazineClient, MAX_ISSUES, ValidationError } from '../../queues/producer.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
+import { groupsSettled } from '../pipeline/scenarios.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
 const SEED = Number(process.env.HZ_FUZZ_SEED ?? 0x5eed)
@@ -368,6 +369,7 @@ function* cases(seed: number, count: number): Generator<Case> {
 
 /** Everything a refused request must leave alone. */
 async function snapshot(p: Pipeline) {
+  await groupsSettled(p)
   return {
     groups: await p.controller.store.listGroups(),
     hosts: await p.controller.store.listHosts(),

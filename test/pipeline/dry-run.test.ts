@@ -16,7 +16,7 @@ import {
   startPipeline,
   until,
 } from './fixtures.ts'
-import { startPipelineFrr } from './scenarios.ts'
+import { groupsSettled, startPipelineFrr } from './scenarios.ts'
 
 function api(p: Pipeline) {
   const app = createApp({
@@ -62,6 +62,7 @@ t.test('dry runs plan without changing anything', async (t) => {
 
   /** Everything a request could change: stored objects, pools, NB rows, FRR, queued jobs. */
   const snapshot = async () => ({
+    settled: await groupsSettled(p),
     groups: await p.controller.store.listGroups(),
     hosts: await p.controller.store.listHosts(),
     dpus: await p.controller.store.listDpus(),

@@ -3,10 +3,12 @@
  * a controller that runs only on its own schedule, reconcile on demand, and the snapshots
  * and ready-made hosts several tests start from. Re-exported by `fixtures.ts`.
  */
+
 import { type ChildProcess, spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { createFrrSync } from '../../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
+import { statusFromHosts } from '../../functions/internal/group-hosts.ts'
 import type { ReconcileReport } from '../../functions/reconcile.ts'
 import { startPerGroupCentrals } from '../../infra/centrals/local.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
@@ -47,6 +49,7 @@ export function stopProcess(child: ChildProcess) {
 
 /** Everything a refused request must leave alone: stored objects, public IPs, job count. */
 export async function refusalSnapshot(p: Pipeline) {
+  await groupsSettled(p)
   const counts = await p.controller.queue.getJobCounts()
   return {
     groups: await p.controller.store.listGroups(),
@@ -54,6 +57,24 @@ export async function refusalSnapshot(p: Pipeline) {
     publicIps: await p.controller.ipam.listPublicIps(),
     jobs: Object.values(counts).reduce((a, b) => a + b, 0),
   }
+}
+
+/**
+ * Resolves once every group's status tells its hosts' story: a group's status follows its
+ * hosts a moment after they change (group-hosts.ts), so a snapshot taken after this
+ * compares only what a request changed.
+ */
+export async function groupsSettled(p: Pipeline): Promise<void> {
+  await until(
+    async () => {
+      for (const group of await p.controller.store.listGroups()) {
+        const hosts = await p.controller.store.groupHosts(group.name)
+        if (statusFromHosts(group, hosts) !== undefined) return false
+      }
+      return true
+    },
+    (settled) => settled,
+  )
 }
 
 /** group-a with host-1 (FabricAccess on dpu-1, whose agent answers), once host-1 is Ready. */
