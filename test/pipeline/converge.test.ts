@@ -1,11 +1,8 @@
-import { execFile } from 'node:child_process'
-import { dirname, join } from 'node:path'
-import { promisify } from 'node:util'
 import t from 'tap'
 import { GroupApplier, type GroupCommitted } from '../../functions/internal/group-apply.ts'
 import { NbPool, SbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
 import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
-import { readyFabricHost, startPipelineFrr } from './scenarios.ts'
+import { northdControl, pacedApplier, readyFabricHost, startPipelineFrr } from './scenarios.ts'
 
 t.test('running a handler again leaves Redis and NB exactly as one run did', async (t) => {
   const p = await startPipeline(t)
@@ -211,22 +208,12 @@ t.test(
 t.test('a queued apply goes once ovn-northd has processed the commit before it', async (t) => {
   const p = await startPipeline(t)
   await readyFabricHost(p)
-  const run = promisify(execFile)
-  const northdCtl = join(dirname(p.nb.replace(/^unix:/, '')), 'northd.ctl')
-  const northd = (command: 'pause' | 'resume') => run('ovn-appctl', ['-t', northdCtl, command])
-  t.teardown(() => northd('resume').catch(() => undefined))
-  const nb = new NbPool()
+  const northd = northdControl(t, p)
   const southbound = new SbPool()
-  t.teardown(() => Promise.all([nb.close(), southbound.close()]))
-  const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
-  const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
-  const deps = { store: p.controller.store, ipam: p.controller.ipam, ovn, nb, fabric, southbound }
+  t.teardown(() => southbound.close())
   const commits: GroupCommitted[] = []
   const ceilingMs = 1500
-  const groups = new GroupApplier(deps, {
-    pace: { floorMs: 20, ceilingMs, northdShare: 0.25 },
-    onCommit: (c) => commits.push(c),
-  })
+  const groups = pacedApplier(t, p, ceilingMs, (c) => commits.push(c))
   const port = topologyNames.hostPort('group-a', 'host-1')
 
   /**
@@ -275,18 +262,11 @@ t.test(
       () => p.controller.store.getGroup('group-b'),
       (g) => g?.status.phase === 'Ready',
     )
-    const run = promisify(execFile)
-    const northdCtl = join(dirname(p.nb.replace(/^unix:/, '')), 'northd.ctl')
-    const northd = (command: 'pause' | 'resume') => run('ovn-appctl', ['-t', northdCtl, command])
-    t.teardown(() => northd('resume').catch(() => undefined))
-    const nb = new NbPool()
+    const northd = northdControl(t, p)
     const southbound = new SbPool()
-    t.teardown(() => Promise.all([nb.close(), southbound.close()]))
-    const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
-    const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
-    const deps = { store: p.controller.store, ipam: p.controller.ipam, ovn, nb, fabric, southbound }
+    t.teardown(() => southbound.close())
     const ceilingMs = 1500
-    const groups = new GroupApplier(deps, { pace: { floorMs: 20, ceilingMs, northdShare: 0.25 } })
+    const groups = pacedApplier(t, p, ceilingMs)
     // Each group applied once: the applier knows their central.
     await groups.apply('group-a')
     await groups.apply('group-b')

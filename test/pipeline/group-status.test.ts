@@ -6,7 +6,6 @@
  * reaches IPAM, NB and the DPU agents serving the group.
  */
 import { execFile } from 'node:child_process'
-import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { topologyNames } from '../../lib/ovn/index.ts'
@@ -21,6 +20,7 @@ import {
   startPipeline,
   until,
 } from './fixtures.ts'
+import { northdControl } from './scenarios.ts'
 
 const run = promisify(execFile)
 
@@ -464,10 +464,7 @@ t.test(
   'a group is Provisioning until its ovn-northd has made its topology into the SB',
   async (t) => {
     const p = await startPipeline(t)
-    const northdCtl = join(dirname(p.nb.replace(/^unix:/, '')), 'northd.ctl')
-    const northd = (command: 'pause' | 'resume') =>
-      promisify(execFile)('ovn-appctl', ['-t', northdCtl, command])
-    t.teardown(() => northd('resume').catch(() => undefined))
+    const northd = northdControl(t, p)
     await northd('pause')
     await p.client.applyGroup('group-w', groupSpec())
     // Its switch and router are in NB: only northd is missing.

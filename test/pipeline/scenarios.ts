@@ -4,15 +4,19 @@
  * and ready-made hosts several tests start from. Re-exported by `fixtures.ts`.
  */
 
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
 import { createFrrSync } from '../../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
+import { GroupApplier, type GroupCommitted } from '../../functions/internal/group-apply.ts'
 import { statusFromHosts } from '../../functions/internal/group-hosts.ts'
 import type { ReconcileReport } from '../../functions/reconcile.ts'
 import { startPerGroupCentrals } from '../../infra/centrals/local.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
 import { createFrrController, createVty, type FrrController } from '../../lib/frr/index.ts'
+import { NbPool, SbPool, sharedCentralProvider } from '../../lib/ovn/index.ts'
 import { createRedis } from '../../lib/redis/connection.ts'
 import { startFrrConsumer } from '../../queues/frr.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
@@ -155,4 +159,42 @@ export async function runReconcile(p: Pipeline, id: string): Promise<ReconcileRe
   const done = await p.controller.queue.getJob(id)
   if (done?.failedReason) throw new Error(`reconcile failed: ${done.failedReason}`)
   return done?.returnvalue as ReconcileReport
+}
+
+/**
+ * Pauses and resumes the ovn-northd of the pipeline's shared central (resumed at teardown
+ * whatever happened).
+ */
+export function northdControl(t: Teardown, p: Pipeline) {
+  const ctl = join(dirname(p.nb.replace(/^unix:/, '')), 'northd.ctl')
+  const northd = (command: 'pause' | 'resume') =>
+    promisify(execFile)('ovn-appctl', ['-t', ctl, command])
+  t.teardown(async () => {
+    await northd('resume').catch(() => undefined)
+  })
+  return northd
+}
+
+/**
+ * A `GroupApplier` of its own on the pipeline's shared central, paced by its northd (ceiling
+ * `ceilingMs`), with the NB and SB pools it uses (closed at teardown).
+ */
+export function pacedApplier(
+  t: Teardown,
+  p: Pipeline,
+  ceilingMs: number,
+  onCommit?: (commit: GroupCommitted) => void,
+): GroupApplier {
+  const nb = new NbPool()
+  const southbound = new SbPool()
+  t.teardown(async () => {
+    await Promise.all([nb.close(), southbound.close()])
+  })
+  const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
+  const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
+  const deps = { store: p.controller.store, ipam: p.controller.ipam, ovn, nb, fabric, southbound }
+  return new GroupApplier(deps, {
+    pace: { floorMs: 20, ceilingMs, northdShare: 0.25 },
+    ...(onCommit ? { onCommit } : {}),
+  })
 }
