@@ -10,6 +10,7 @@ import t from 'tap'
 import { startOvnCentral } from '../../infra/local/ovn-central.ts'
 import { SbPool } from '../../lib/ovn/index.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
+import { northdAppctl } from '../helpers/northd.ts'
 import { tempDir } from '../helpers/stack.ts'
 
 const run = promisify(execFile)
@@ -24,7 +25,7 @@ t.test('settled answers once ovn-northd has processed a commit, not once NB has 
   const nbctl = (...args: string[]) =>
     run('ovn-nbctl', [`--db=${central.nb.unix}`, '--timeout=10', ...args])
   const northd = (command: 'pause' | 'resume') =>
-    run('ovn-appctl', ['-t', join(dir, 'ovn', 'northd.ctl'), command])
+    northdAppctl(join(dir, 'ovn', 'northd.ctl'), command)
   const sb = new SbPool()
   t.teardown(() => sb.close())
   const remote = central.sb.unix

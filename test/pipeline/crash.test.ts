@@ -3,10 +3,14 @@ import { join } from 'node:path'
 import t from 'tap'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
-import { startWorkerProcess, stopProcess as stop } from './scenarios.ts'
+import { groupsSettled, startWorkerProcess, stopProcess as stop } from './scenarios.ts'
 
-/** What a user can observe after convergence: NB rows, addresses, statuses. */
+/**
+ * What a user can observe after convergence: NB rows, addresses, statuses. A group's status
+ * follows its hosts a moment after they change, so it is read once it tells their story.
+ */
 async function observe(p: Pipeline) {
+  await groupsSettled(p)
   return {
     rows: await p.ownedRows(),
     ports: (await p.nbctl('--bare', '--columns=name', 'list', 'Logical_Switch_Port'))

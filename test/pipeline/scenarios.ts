@@ -19,6 +19,7 @@ import { createFrrController, createVty, type FrrController } from '../../lib/fr
 import { NbPool, SbPool, sharedCentralProvider } from '../../lib/ovn/index.ts'
 import { createRedis } from '../../lib/redis/connection.ts'
 import { startFrrConsumer } from '../../queues/frr.ts'
+import { northdAppctl } from '../helpers/northd.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
 import { groupSpec, hostSpec, type Pipeline, until } from './fixtures.ts'
 
@@ -167,8 +168,7 @@ export async function runReconcile(p: Pipeline, id: string): Promise<ReconcileRe
  */
 export function northdControl(t: Teardown, p: Pipeline) {
   const ctl = join(dirname(p.nb.replace(/^unix:/, '')), 'northd.ctl')
-  const northd = (command: 'pause' | 'resume') =>
-    promisify(execFile)('ovn-appctl', ['-t', ctl, command])
+  const northd = (command: 'pause' | 'resume') => northdAppctl(ctl, command)
   t.teardown(async () => {
     await northd('resume').catch(() => undefined)
   })
