@@ -3,7 +3,8 @@
  * and its type inferred from it. Hydrazine writes statuses itself, so they are not parsed
  * on the way out; the schemas are the one description of their shape that the HTTP and gRPC
  * APIs share: `api/grpc/model.test.ts` checks that `proto/hydrazine/v1/resources.proto` has
- * every field of them and nothing else. Times are ISO 8601 strings (`v.isoTimestamp()`;
+ * every field of them and nothing else, and the OpenAPI document's are generated from them
+ * (`api/http/openapi-model.ts`). Times are ISO 8601 strings (`v.isoTimestamp()`;
  * `google.protobuf.Timestamp` in gRPC).
  */
 import * as v from 'valibot'
