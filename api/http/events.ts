@@ -58,6 +58,9 @@ const Generation = v.pipe(
   v.integer('must be an integer'),
   v.minValue(1, 'must be at least 1'),
   v.maxValue(Number.MAX_SAFE_INTEGER, 'is too large'),
+  v.description(
+    "the object's event number, rising with each change; an event older than the newest applied for its object is refused (409 STALE)",
+  ),
 )
 
 export const CarbideEvent = v.variant('type', [
@@ -66,7 +69,10 @@ export const CarbideEvent = v.variant('type', [
     id: Id,
     name: Name,
     generation: Generation,
-    spec: v.record(v.string(), v.unknown()),
+    spec: v.pipe(
+      v.record(v.string(), v.unknown()),
+      v.description("the object's spec, as its PUT takes it"),
+    ),
   }),
   v.object({
     type: v.picklist(['resource-group.deleted', 'managed-resource.deleted', 'dpu.deleted']),

@@ -1,13 +1,16 @@
 /**
- * The OpenAPI 3.1 description served at `GET /v1/openapi.json`. Written by hand next to
- * the routes in `v1.ts` and `events.ts`; the test checks that every route it names
- * answers, so the two cannot drift silently. Its shared pieces are in `openapi-parts.ts`,
- * its schemas in `openapi-schemas.ts`, the trace route's in `openapi-trace.ts`. Field
- * rules (patterns, limits) live in `lib/state/objects.ts`; a 400 names each field that
- * breaks them.
+ * The OpenAPI 3.1 description served at `GET /v1/openapi.json`. Its paths are written by
+ * hand next to the routes in `v1.ts` and `events.ts`; the test checks that every route it
+ * names answers, so the two cannot drift silently. Its shared pieces are in
+ * `openapi-parts.ts`, the trace route's in `openapi-trace.ts`, the address map's in
+ * `openapi-ipam.ts`. The schemas of the model (specs, statuses, the webhook's event) are
+ * generated from its valibot schemas (`openapi-model.ts`), the few others written in
+ * `openapi-schemas.ts`. Field rules (patterns, limits) live in `lib/state/objects.ts`; a
+ * 400 names each field that breaks them.
  */
 
 import { ipamPath, ipamSchemas } from './openapi-ipam.ts'
+import { modelSchemas } from './openapi-model.ts'
 import {
   dryRun,
   errors,
@@ -204,6 +207,6 @@ export const openApiDocument = {
   },
   components: {
     securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
-    schemas: { ...schemas, ...traceSchemas, ...ipamSchemas },
+    schemas: { ...modelSchemas, ...schemas, ...traceSchemas, ...ipamSchemas },
   },
 } as const

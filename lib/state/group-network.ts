@@ -29,11 +29,16 @@ const Address = v.pipe(
   v.string(),
   v.maxLength(64, 'is too long for an IP address'),
   v.check((s) => isIP(s) !== 0, 'must be an IP address'),
+  v.examples(['10.0.0.1']),
 )
 
 /** A named range of a group's subnet, e.g. `{name: 'vms', start: '10.0.0.100', end: '10.0.0.199'}`. */
 export const GroupPool = v.pipe(
-  v.strictObject({ name: Rfc1123Label, start: Address, end: Address }),
+  v.strictObject({
+    name: v.pipe(Rfc1123Label, v.metadata({ not: { const: DEFAULT_POOL } })),
+    start: Address,
+    end: Address,
+  }),
   v.forward(
     v.check((p) => p.name !== DEFAULT_POOL, `${DEFAULT_POOL} is the automatic pool's name`),
     ['name'],
@@ -48,10 +53,16 @@ export type Reservation = v.InferOutput<typeof Reservation>
 export const GroupPools = v.pipe(
   v.array(GroupPool),
   v.maxLength(MAX_POOLS, `at most ${MAX_POOLS} pools`),
+  v.description(
+    "named pools inside the group's subnets: a host naming one (`pool`) gets its address there; hosts naming none share each subnet's `default` pool (its usable range minus the named pools). Entries may share a name (one pool, several ranges); pools never overlap",
+  ),
 )
 export const Reservations = v.pipe(
   v.array(Reservation),
   v.maxLength(MAX_RESERVATIONS, `at most ${MAX_RESERVATIONS} reservations`),
+  v.description(
+    "addresses IPAM never hands out (a DC's routers): one (`start`) or a range, inside one of the group's subnets; a host may not ask for one as its hostIP (400). Reserving an address a host already holds is allowed: it stays the host's",
+  ),
 )
 
 /** The part of a group spec the address plan is checked against. */

@@ -3,13 +3,16 @@
  * (status, `statuses.ts`). The valibot schemas here validate every spec that enters the
  * system, whether through HTTP, gRPC or a queue producer; the gRPC messages
  * (`proto/hydrazine/v1/resources.proto`) are checked against them
- * (`api/grpc/model.test.ts`).
+ * (`api/grpc/model.test.ts`), and the OpenAPI document's schemas are generated from them
+ * (`api/http/openapi-model.ts`): a field's `v.description` is its documentation there.
+ * The address formats are `address-schemas.ts`'s.
  */
 import { isIP } from 'node:net'
 import IPCIDR from 'ip-cidr'
 import * as v from 'valibot'
 import { canonicalIp, parseIp } from '../ipam/address.ts'
 import { notPublic } from '../ipam/public-ips.ts'
+import { Cidr, IpAddress, Ipv4, Ipv6, Mac } from './address-schemas.ts'
 import { addressPlanIssues, GroupPools, type PlanIssue, Reservations } from './group-network.ts'
 import { DpuId, Rfc1123Label } from './labels.ts'
 import { Policies } from './policies.ts'
@@ -20,6 +23,7 @@ import type {
   ResourceGroupStatus,
 } from './statuses.ts'
 
+export { Cidr, IpAddress, Ipv4, Ipv6, Mac, MIN_PREFIX } from './address-schemas.ts'
 export {
   Condition,
   DpuStatus,
@@ -29,60 +33,7 @@ export {
   PublicIpStatus,
   ResourceGroupStatus,
 } from './statuses.ts'
-
 export { Rfc1123Label }
-
-export const Ipv4 = v.pipe(
-  v.string(),
-  v.check((s) => isIP(s) === 4, 'must be an IPv4 address'),
-)
-export const Ipv6 = v.pipe(
-  v.string(),
-  v.maxLength(64, 'is too long for an IP address'),
-  v.check((s) => isIP(s) === 6 && !s.includes('%'), 'must be an IPv6 address (no zone)'),
-  v.transform(canonicalIp),
-)
-export const IpAddress = v.pipe(
-  v.string(),
-  v.maxLength(64, 'is too long for an IP address'),
-  v.check((s) => isIP(s) !== 0, 'must be an IP address'),
-)
-/**
- * The widest networks a group may have: an IPv4 network's pool covers all of it, and IPAM
- * keeps pools under 2^20 addresses (/12); IPv6 pools are bounded, but a network wider
- * than a /48 is a site's, not a tenant's.
- */
-export const MIN_PREFIX = { v4: 12, v6: 48 } as const
-
-const isCidr = (s: string) => /^[0-9a-fA-F:.]+\/\d{1,3}$/.test(s) && IPCIDR.isValidCIDR(s)
-
-export const Cidr = v.pipe(
-  v.string(),
-  v.maxLength(64, 'is too long for a CIDR'),
-  v.check(isCidr, 'must be a CIDR'),
-  v.check((s) => {
-    const [addr = ''] = s.split('/')
-    // valibot runs every check even after one failed: a malformed CIDR reaches here too,
-    // and the check above already reports it.
-    if (!isCidr(s)) return true
-    const host = new IPCIDR(`${addr}/${isIP(addr) === 6 ? 128 : 32}`)
-    return new IPCIDR(s).start({ type: 'bigInteger' }) === host.start({ type: 'bigInteger' })
-  }, 'must be a network address: no host bits set after the prefix'),
-  v.check((s) => {
-    const [addr = '', length = ''] = s.split('/')
-    const prefix = Number(length)
-    if (!isCidr(s)) return true
-    return isIP(addr) === 6
-      ? prefix >= MIN_PREFIX.v6 && prefix <= 126
-      : prefix >= MIN_PREFIX.v4 && prefix <= 30
-  }, `must be an IPv4 network from /${MIN_PREFIX.v4} to /30 or an IPv6 network from /${MIN_PREFIX.v6} to /126`),
-)
-export const Mac = v.pipe(
-  v.string(),
-  v.regex(/^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$/, 'must be a MAC address like 52:54:00:12:34:56'),
-  v.check((s) => (Number.parseInt(s.slice(0, 2), 16) & 1) === 0, 'must be a unicast MAC address'),
-  v.transform((s) => s.toLowerCase()),
-)
 
 /** True when `ip` lies inside `cidr` (same address family). */
 export function cidrContains(cidr: string, ip: string): boolean {
@@ -127,6 +78,9 @@ export const Network6 = v.pipe(
     v.check((n) => cidrContains(n.cidr, n.gateway), 'gateway must lie inside the network'),
     ['gateway'],
   ),
+  v.description(
+    "dual-stack: the group's IPv6 network, a /64 its router advertises (SLAAC); every host also takes its SLAAC address there (its MAC's EUI-64 identifier), shown as status.hostAccessIPs.hostIPv6. No pool may lie in it, no hostIP either",
+  ),
 )
 
 /**
@@ -134,7 +88,12 @@ export const Network6 = v.pipe(
  * `<hostname>.<group>.<zone>` (the zone is the operator's `HYDRAZINE_DNS_ZONE`). On unless
  * `enabled: false`.
  */
-export const GroupDns = v.strictObject({ enabled: v.optional(v.boolean()) })
+export const GroupDns = v.pipe(
+  v.strictObject({ enabled: v.optional(v.pipe(v.boolean(), v.metadata({ default: true }))) }),
+  v.description(
+    "the group's DNS: each host resolves as `<hostname>.<group>.<zone>` (the operator's HYDRAZINE_DNS_ZONE) inside the group only, answered by OVN for queries sent through the group's network (e.g. to its gateway)",
+  ),
+)
 
 /** How a group is built: `SharedCentral`, the operator's shared OVN central. */
 export const GroupImplementation = v.picklist(['SharedCentral'], 'must be SharedCentral')
@@ -142,7 +101,6 @@ export const GroupImplementation = v.picklist(['SharedCentral'], 'must be Shared
 export const ResourceGroupSpec = v.pipe(
   v.strictObject({
     tenantId: Rfc1123Label,
-    /** The group's IPv4 network; a group without one is IPv6 only (`network6`). */
     network: v.optional(
       v.pipe(
         v.strictObject({ cidr: Cidr, gateway: IpAddress }),
@@ -150,10 +108,12 @@ export const ResourceGroupSpec = v.pipe(
           v.check((n) => cidrContains(n.cidr, n.gateway), 'gateway must lie inside the network'),
           ['gateway'],
         ),
+        v.description(
+          'the IPv4 network (immutable); required unless the group is IPv6 only (network6 alone)',
+        ),
       ),
     ),
     extraSubnets: v.optional(v.pipe(v.array(Subnet), v.maxLength(16, 'at most 16 extra subnets'))),
-    /** The group's IPv6 network (dual-stack): every host also gets its SLAAC address there. */
     network6: v.optional(Network6),
     dhcpServer: v.optional(Ipv4),
     implementation: v.optional(GroupImplementation),
@@ -237,19 +197,22 @@ const FabricIps = v.pipe(
  * attached to. These physical facts come from the operator or Carbide, never a tenant.
  */
 export const DpuSpec = v.strictObject({
-  tenantId: v.optional(Rfc1123Label),
-  fabricIps: FabricIps,
-  /**
-   * The DPU's IPv6 NAT address on the fabric (needs the controller's
-   * `HYDRAZINE_FABRIC_DUMMY_IP6`): its hosts' IPv6 leaves as it, a FabricAccess host is
-   * reached at it, and it is the next hop of their public /128s.
-   */
-  natIp6: v.optional(Ipv6),
+  tenantId: v.optional(v.pipe(Rfc1123Label, v.description('the tenant whose hosts may use it'))),
+  fabricIps: v.pipe(FabricIps, v.description('[encapIp, natIp?]')),
+  natIp6: v.optional(
+    v.pipe(
+      Ipv6,
+      v.description(
+        "the DPU's IPv6 NAT address on the fabric (stored canonical; needs the controller's HYDRAZINE_FABRIC_DUMMY_IP6): its hosts' IPv6 leaves as it (NAT66), a FabricAccess host is reached at it (status.hostAccessIPs.fabricIPv6), and it is the next hop of their public /128s. Unique among DPUs, like the fabric IPs",
+      ),
+    ),
+  ),
   hostPorts: v.optional(
     v.pipe(
       v.array(InterfaceName),
       v.maxLength(256, 'at most 256 host ports'),
       v.check((ports) => new Set(ports).size === ports.length, 'must not repeat a port'),
+      v.metadata({ uniqueItems: true }),
     ),
     [],
   ),
@@ -262,13 +225,48 @@ const hostPortFields = {
   type: v.optional(ResourceType, 'BareMetal'),
   hostMAC: Mac,
   hostIP: v.optional(IpAddress),
-  dpu: v.strictObject({ id: DpuId, ips: v.optional(FabricIps), natIp6: v.optional(Ipv6) }),
+  dpu: v.strictObject({
+    id: v.pipe(DpuId, v.description('a DPU of the inventory assigned to the tenant')),
+    ips: v.optional(
+      v.pipe(
+        FabricIps,
+        v.description(
+          'operators only: [encapIp, natIp?]; a DPU missing from the inventory is added with them',
+        ),
+      ),
+    ),
+    natIp6: v.optional(
+      v.pipe(
+        Ipv6,
+        v.description(
+          "the DPU's IPv6 NAT address, filled in from the inventory (its natIp6) when it has one; a request may give it (operators, like ips): it must agree with the inventory",
+        ),
+      ),
+    ),
+  }),
   hostAccess: v.optional(HostAccess, 'None'),
-  identifier: v.optional(InterfaceName),
-  /** The host's name in its group's DNS; default its own name. Unique in the group. */
-  hostname: v.optional(Rfc1123Label),
-  /** The named pool of its group the host's address comes from (default: `default`). */
-  pool: v.optional(Rfc1123Label),
+  identifier: v.optional(
+    v.pipe(
+      InterfaceName,
+      v.description("one of the DPU's host ports; may be left out when it has exactly one"),
+    ),
+  ),
+  hostname: v.optional(
+    v.pipe(
+      Rfc1123Label,
+      v.description(
+        "its name in its group's DNS (`<hostname>.<group>.<zone>`), unique in the group (409 otherwise); default its own name (an interface's: its own ManagedResource's, `<host>-<name>`)",
+      ),
+    ),
+  ),
+  pool: v.optional(
+    v.pipe(
+      Rfc1123Label,
+      v.description(
+        "a named pool of the group (its `pools`) the host's address comes from; default `default`. Not with hostIP",
+      ),
+    ),
+  ),
 }
 
 type PortChoice = { readonly pool?: string | undefined; readonly hostIP?: string | undefined }
@@ -290,8 +288,13 @@ export const MAX_HOST_INTERFACES = 8
  */
 export const HostInterface = v.pipe(
   v.strictObject({
-    /** Short: `<host>-<name>` names the interface's own ManagedResource. */
-    name: v.pipe(Rfc1123Label, v.maxLength(15, 'must be at most 15 characters')),
+    name: v.pipe(
+      Rfc1123Label,
+      v.maxLength(15, 'must be at most 15 characters'),
+      v.description(
+        "unique among the host's interfaces; its own ManagedResource is `<host>-<name>` (at most 63 characters in all)",
+      ),
+    ),
     ...hostPortFields,
   }),
   v.forward(
@@ -301,6 +304,9 @@ export const HostInterface = v.pipe(
   v.forward(
     v.check((m) => accessWithIpv4(m), ACCESS_WITH_IPV4),
     ['hostAccess'],
+  ),
+  v.description(
+    "another port of a host: the fields of the host's own port, and a name; it may join another group, through another DPU",
   ),
 )
 export type HostInterface = v.InferOutput<typeof HostInterface>
@@ -322,6 +328,9 @@ export const ManagedResourceRequest = v.pipe(
         v.check(
           (list) => new Set(list.map((i) => i.name)).size === list.length,
           'must not repeat an interface name',
+        ),
+        v.description(
+          "the host's other ports (a second NIC, a VF), names unique, each MAC its own (none the host's). Each is kept as a ManagedResource of its own, `<host>-<name>`, with its own status (its dpu filled in from the inventory there); it is changed and deleted only through this host, and deleted when the host's spec no longer lists it",
         ),
       ),
     ),
@@ -371,6 +380,10 @@ export const PublicIpSpec = v.strictObject({
       if (why) addIssue({ message: `cannot be a public IP: ${why}` })
     }),
     v.transform(canonicalIp),
+    v.examples(['203.0.113.10', '2001:db8:ff::5']),
+    v.description(
+      'IPv4 (announced as a /32) or IPv6 (a /128), in canonical form; each family is a pool of its own',
+    ),
   ),
 })
 export type PublicIpSpec = v.InferOutput<typeof PublicIpSpec>

@@ -40,6 +40,7 @@ const HostNames = v.pipe(
   v.minLength(1, 'must name at least one host (leave it out for every host)'),
   v.maxLength(MAX_POLICY_HOSTS, `at most ${MAX_POLICY_HOSTS} hosts`),
   v.check((hosts) => new Set(hosts).size === hosts.length, 'must not repeat a host'),
+  v.metadata({ uniqueItems: true }),
 )
 
 const CIDR_FORM = /^[0-9a-fA-F:.]+\/\d{1,3}$/
@@ -56,15 +57,23 @@ const PeerCidr = v.pipe(
     const whole = new IPCIDR(`${addr}/${isIP(addr) === 6 ? 128 : 32}`)
     return new IPCIDR(s).start({ type: 'bigInteger' }) === whole.start({ type: 'bigInteger' })
   }, 'must be a network address: no host bits set after the prefix'),
+  v.examples(['10.0.0.0/24', '0.0.0.0/0', 'fd00::/64']),
 )
 
 export const PolicyPeer = v.pipe(
-  v.strictObject({ hosts: v.optional(HostNames), cidr: v.optional(PeerCidr) }),
+  v.strictObject({
+    hosts: v.optional(v.pipe(HostNames, v.description('hosts of the group'))),
+    cidr: v.optional(PeerCidr),
+  }),
   v.check(
     (p) => (p.hosts === undefined) !== (p.cidr === undefined),
     'must name either hosts or a cidr, not both',
   ),
+  v.description('the other end: hosts of the group or a network, one of the two; absent: anyone'),
 )
+
+/** `443` or `8000-8099`: a port, or a range of ports (both ends included). */
+const PORTS_FORM = /^(\d{1,5})(?:-(\d{1,5}))?$/
 
 /** `"443"` or `"8000-8099"`: destination ports, a range inclusive. */
 const Ports = v.pipe(
@@ -73,14 +82,27 @@ const Ports = v.pipe(
     (s) => parsePorts(s) !== undefined,
     'must be a port like "443" or a range like "8000-8099" (1 to 65535, low to high)',
   ),
+  v.metadata({ pattern: PORTS_FORM.source }),
+  v.examples(['443', '8000-8099']),
+  v.description('destination ports, tcp and udp only'),
 )
 
 export const Policy = v.pipe(
   v.strictObject({
-    name: Rfc1123Label,
-    direction: PolicyDirection,
+    name: v.pipe(Rfc1123Label, v.description('RFC 1123 label, unique in the group')),
+    direction: v.pipe(
+      PolicyDirection,
+      v.description("traffic to the rule's hosts (the peer is its source) or from them"),
+    ),
     action: PolicyAction,
-    hosts: v.optional(HostNames),
+    hosts: v.optional(
+      v.pipe(
+        HostNames,
+        v.description(
+          "hosts of the group the rule applies to; absent: every host. A host not (yet) on the group's network is named in the PoliciesApplied condition",
+        ),
+      ),
+    ),
     peer: v.optional(PolicyPeer),
     protocol: v.optional(PolicyProtocol, 'any'),
     ports: v.optional(Ports),
@@ -90,6 +112,10 @@ export const Policy = v.pipe(
         v.integer('must be a whole number'),
         v.minValue(0, 'must be from 0 to 1000'),
         v.maxValue(1000, 'must be from 0 to 1000'),
+        v.metadata({ default: DEFAULT_POLICY_PRIORITY }),
+        v.description(
+          'smaller first, equal priorities in list order; the first rule that matches a packet decides',
+        ),
       ),
     ),
   }),
@@ -126,6 +152,9 @@ export const Policies = v.pipe(
       })
     }
   }),
+  v.description(
+    'security policies, like security groups: a packet no rule matches is allowed, and the replies of an allowed connection always pass',
+  ),
 )
 
 /**
@@ -135,7 +164,7 @@ export const Policies = v.pipe(
  * @example parsePorts('443') // { from: 443, to: 443 }
  */
 export function parsePorts(ports: string): { from: number; to: number } | undefined {
-  const m = /^(\d{1,5})(?:-(\d{1,5}))?$/.exec(ports)
+  const m = PORTS_FORM.exec(ports)
   if (!m) return undefined
   const from = Number(m[1])
   const to = m[2] === undefined ? from : Number(m[2])

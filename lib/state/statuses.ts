@@ -3,7 +3,8 @@
  * and its type inferred from it. Hydrazine writes statuses itself, so they are not parsed
  * on the way out; the schemas are the one description of their shape that the HTTP and gRPC
  * APIs share: `api/grpc/model.test.ts` checks that `proto/hydrazine/v1/resources.proto` has
- * every field of them and nothing else. Times are ISO 8601 strings (`v.isoTimestamp()`;
+ * every field of them and nothing else, and the OpenAPI document's are generated from them
+ * (`api/http/openapi-model.ts`). Times are ISO 8601 strings (`v.isoTimestamp()`;
  * `google.protobuf.Timestamp` in gRPC).
  */
 import * as v from 'valibot'
@@ -74,20 +75,40 @@ export const ResourceGroupStatus = v.object({
 })
 export type ResourceGroupStatus = v.InferOutput<typeof ResourceGroupStatus>
 
+/** One of a host's addresses (`hostAccessIPs`), as the API documents it. */
+const address = (description: string, example: string, format?: 'ipv6') =>
+  v.exactOptional(
+    v.pipe(
+      v.string(),
+      v.description(description),
+      v.metadata({ examples: [example], ...(format ? { format } : {}) }),
+    ),
+  )
+
 export const ManagedResourceStatus = v.object({
   phase: HostPhase,
   conditions: v.array(Condition),
+  /** The host's addresses: in its group, on the fabric and public. */
   hostAccessIPs: v.exactOptional(
     v.object({
-      hostIP: v.exactOptional(v.string()),
-      /** In a dual-stack group: the host's SLAAC address in the group's `network6`. */
-      hostIPv6: v.exactOptional(v.string()),
-      fabricIP: v.exactOptional(v.string()),
-      /** Where the fabric reaches the host over IPv6: its DPU's IPv6 NAT address (NAT66). */
-      fabricIPv6: v.exactOptional(v.string()),
-      publicIP: v.exactOptional(v.string()),
-      /** A PublicAccess host's public IPv6 address, announced as a /128. */
-      publicIPv6: v.exactOptional(v.string()),
+      hostIP: address("its address in the group's network", '10.0.0.1'),
+      hostIPv6: address(
+        "in a dual-stack group: its SLAAC address in the group's network6",
+        'fd00:10::800:ff:fe00:d11',
+        'ipv6',
+      ),
+      fabricIP: address("where the fabric reaches it: its DPU's NAT IP", '10.0.0.1'),
+      fabricIPv6: address(
+        "where the fabric reaches it over IPv6: its DPU's IPv6 NAT address (natIp6, NAT66)",
+        'fd00:fab::105',
+        'ipv6',
+      ),
+      publicIP: address('a PublicAccess host: its public IP, announced as a /32', '203.0.113.10'),
+      publicIPv6: address(
+        'a PublicAccess host: its public IPv6 address, announced as a /128',
+        '2001:db8:ff::5',
+        'ipv6',
+      ),
     }),
   ),
   logicalPortReference: v.exactOptional(v.object({ logicalPort: v.string(), dpu: v.string() })),
