@@ -4,10 +4,9 @@
  * and ready-made hosts several tests start from. Re-exported by `fixtures.ts`.
  */
 
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { createFrrSync } from '../../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import { GroupApplier, type GroupCommitted } from '../../functions/internal/group-apply.ts'
