@@ -21,15 +21,11 @@ import type { NetworkUsage, PublicIpStatus } from '../lib/ipam/index.ts'
 import type { ObjectEvent } from '../lib/state/events.ts'
 import type { Dpu, DpuSpec, ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
 import { type Page, type PageRequest, pageOf } from '../lib/state/pages.ts'
-import {
-  type Accepted,
-  type HydrazineClient,
-  NotFoundError,
-  type TraceAnswer,
-  ValidationError,
-} from '../queues/producer.ts'
-import { type Principal, tenantOf } from './auth.ts'
-import { ForbiddenError, NameTaken } from './errors.ts'
+import type { Caller } from '../lib/state/placement.ts'
+import type { HydrazineClient } from './client.ts'
+import { ForbiddenError, NameTaken, NotFoundError, ValidationError } from './errors.ts'
+import type { Accepted } from './hosts.ts'
+import type { TraceAnswer } from './trace.ts'
 
 /** What the operations need from the rest of Hydrazine: its client, nothing else. */
 export interface OperationsDeps {
@@ -164,7 +160,7 @@ function addressOrder(ip: string): string {
  * const ops = createOperations({ client })
  * await ops({ kind: 'tenant', tenant: 'tenant-a' }).getGroup('group-a')
  */
-export function createOperations(deps: OperationsDeps): (principal: Principal) => Operations {
+export function createOperations(deps: OperationsDeps): (caller: Caller) => Operations {
   const { client } = deps
 
   const dpuView = async (
@@ -190,10 +186,10 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       : {}),
   })
 
-  return function operationsFor(principal) {
-    const tenant = tenantOf(principal)
+  return function operationsFor(caller) {
+    const tenant = caller.kind === 'tenant' ? caller.tenant : undefined
     const operatorOnly = () => {
-      if (principal.kind !== 'operator') throw new ForbiddenError()
+      if (caller.kind !== 'operator') throw new ForbiddenError()
     }
 
     const visibleGroup = async (name: string) => {

@@ -6,16 +6,9 @@
  * the door callers use; the checks before a write are `request-checks.ts` and, for a
  * host's interfaces, `host-interfaces.ts`.
  */
-import type { Queue } from 'bullmq'
-import * as v from 'valibot'
-import {
-  type ControllerJobs,
-  queueJobs,
-  redriveGroup,
-  redriveHost,
-} from '../functions/internal/redrive.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
-import { deletionVersion, JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../lib/jobs/index.ts'
+import { deletionVersion } from '../lib/jobs/index.ts'
+import { type ControllerJobs, redriveGroup, redriveHost } from '../lib/jobs/redrive.ts'
 import {
   type ManagedResource,
   type ManagedResourceRequest,
@@ -25,7 +18,9 @@ import {
 import { type Caller, placeHost } from '../lib/state/placement.ts'
 import { DEFAULT_QUOTAS, limitsOf, type TenantQuota } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
-import { NotFoundError, ValidationError, validate } from './client-errors.ts'
+import type { ControllerQueue } from '../queues/producer.ts'
+import { NotFoundError, ValidationError, validate } from './errors.ts'
+import { type ClientPolicy, hostRequestOf, refuseOrphans, validGroupSpec } from './groups.ts'
 import {
   checkInterfaces,
   type InterfaceDeps,
@@ -33,12 +28,6 @@ import {
   interfacesOf,
   refuseInterfaceChange,
 } from './host-interfaces.ts'
-import {
-  type ClientPolicy,
-  hostRequestOf,
-  refuseOrphans,
-  validGroupSpec,
-} from './request-checks.ts'
 
 export interface Accepted<T> {
   readonly object: T
@@ -60,14 +49,14 @@ function sameSpecAgain(type: string) {
 
 export class ObjectWrites {
   readonly #store: StateStore
-  readonly #queue: Queue
+  readonly #queue: ControllerQueue
   readonly #policy: ClientPolicy
 
   readonly #addresses: Pick<Ipam, 'orphans'> | undefined
 
   constructor(deps: {
     readonly store: StateStore
-    readonly queue: Queue
+    readonly queue: ControllerQueue
     readonly policy: ClientPolicy
     /** Refuses a group change that would orphan a held address (409) before it is stored. */
     readonly addresses?: Pick<Ipam, 'orphans'>
@@ -84,24 +73,7 @@ export class ObjectWrites {
   }
 
   #redriveDeps(): { store: StateStore; jobs: ControllerJobs } {
-    return { store: this.#store, jobs: queueJobs(this.#queue) }
-  }
-
-  /**
-   * Enqueues a deletion's job; when that job already failed for good (a re-DELETE after
-   * the cause went away), the failed job is removed and the work runs again.
-   */
-  async #enqueueDeletion(name: JobName, object: string, version: string, data: object) {
-    const id = jobId(name, object, version)
-    if ((await this.#queue.getJobState(id)) === 'failed') await this.#queue.remove(id)
-    return this.#enqueue(name, object, version, data)
-  }
-
-  async #enqueue(name: JobName, object: string, version: number | string, data: object) {
-    const id = jobId(name, object, version)
-    // The payload contract holds for our own jobs too: a handler would refuse it anyway.
-    await this.#queue.add(name, v.parse(JobSchemas[name], data), { ...JOB_OPTIONS, jobId: id })
-    return id
+    return { store: this.#store, jobs: this.#queue.jobs }
   }
 
   /** A group's spec stored; `group.create` enqueued when it changed or is tried again. */
@@ -116,7 +88,7 @@ export class ObjectWrites {
       const id = await redriveGroup(this.#redriveDeps(), name, sameSpecAgain('OvnConfigured'))
       return { object: (await this.#store.getGroup(name)) ?? object, ...(id ? { jobId: id } : {}) }
     }
-    const id = await this.#enqueue('group.create', name, object.specVersion, {
+    const id = await this.#queue.converge('group.create', name, object.specVersion, {
       group: name,
       specVersion: object.specVersion,
     })
@@ -135,7 +107,7 @@ export class ObjectWrites {
       | undefined
     if (!object) throw new NotFoundError('resource group', name)
     const version = deletionVersion(object.specVersion, force)
-    const id = await this.#enqueueDeletion('group.delete', name, version, {
+    const id = await this.#queue.deletion('group.delete', name, version, {
       group: name,
       force,
     })
@@ -227,7 +199,7 @@ export class ObjectWrites {
           const current = (await this.#store.getHost(name)) ?? object
           return { object: current, ...(id ? { jobId: id } : {}) }
         }
-        const id = await this.#enqueue('host.attach', name, object.specVersion, {
+        const id = await this.#queue.converge('host.attach', name, object.specVersion, {
           host: name,
           specVersion: object.specVersion,
         })
@@ -260,7 +232,7 @@ export class ObjectWrites {
       | undefined
     if (!object) throw new NotFoundError('managed resource', name)
     const version = deletionVersion(object.specVersion, force)
-    const id = await this.#enqueueDeletion('host.detach', name, version, {
+    const id = await this.#queue.deletion('host.detach', name, version, {
       host: name,
       specVersion: object.specVersion,
       force,

@@ -4,23 +4,17 @@
  * instead of stored and enqueued.
  */
 
-import type { Planner } from '../functions/plan.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
 import { PublicIpSpec, Rfc1123Label } from '../lib/state/objects.ts'
 import type { Caller } from '../lib/state/placement.ts'
 import { placeHost } from '../lib/state/placement.ts'
-import type { ChangePlan } from '../lib/state/plans.ts'
+import type { ChangePlan, Planner } from '../lib/state/plans.ts'
 import { DEFAULT_QUOTAS, limitsOf } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
-import { NotFoundError, ValidationError, validate } from './client-errors.ts'
+import { NotFoundError, ValidationError, validate } from './errors.ts'
+import { type ClientPolicy, hostRequestOf, refuseOrphans, validGroupSpec } from './groups.ts'
 import { checkInterfaces, interfacesOf, refuseInterfaceChange } from './host-interfaces.ts'
-import {
-  type ClientPolicy,
-  hostRequestOf,
-  refuseOrphans,
-  validGroupSpec,
-} from './request-checks.ts'
 
 /** This client was built without a planner (no OVN central to plan against). */
 export class DryRunUnavailable extends HydrazineError {

@@ -4,7 +4,7 @@
  * policy, a group spec's DHCP server and held addresses, a host request's group and
  * addresses.
  */
-import { IPV6_OWNERS, networkSpecOf } from '../functions/internal/network.ts'
+import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
 import { RESERVED_HOST_NAMES } from '../lib/ovn/index.ts'
 import { hostAddressIssues } from '../lib/state/group-network.ts'
@@ -18,7 +18,7 @@ import {
 import type { Caller } from '../lib/state/placement.ts'
 import type { Quotas } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
-import { AddressesHeld, ValidationError, validate } from './client-errors.ts'
+import { AddressesHeld, ValidationError, validate } from './errors.ts'
 
 /** The operator's rules every request is held to. */
 export interface ClientPolicy {

@@ -13,8 +13,8 @@ import {
 import { type Caller, placeHost } from '../lib/state/placement.ts'
 import type { TenantQuota } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
-import { ValidationError } from './client-errors.ts'
-import { type ClientPolicy, hostRequestOf } from './request-checks.ts'
+import { ValidationError } from './errors.ts'
+import { type ClientPolicy, hostRequestOf } from './groups.ts'
 
 /** What checking a host's interfaces reads. */
 export interface InterfaceDeps {

@@ -1,0 +1,35 @@
+/**
+ * The application: what a request means. Every front door — HTTP and webhooks, gRPC, the
+ * admin UI (and through HTTP the `hz` command line), other systems' producers — asks
+ * through here: `HydrazineClient` for trusted callers, `createOperations` for a caller
+ * scoped to its tenant, `createPlanOperations` for their dry runs, and the refusals they
+ * answer with.
+ */
+export {
+  compareVersions,
+  isResourceVersion,
+  ResourceVersionTooOld,
+} from '../lib/state/changes.ts'
+export type { Caller } from '../lib/state/placement.ts'
+export { HydrazineClient } from './client.ts'
+export {
+  AddressesHeld,
+  CredentialsUnavailable,
+  ForbiddenError,
+  MAX_ISSUES,
+  NameTaken,
+  NotFoundError,
+  ValidationError,
+  validate,
+} from './errors.ts'
+export type { ClientPolicy } from './groups.ts'
+export type { Accepted } from './hosts.ts'
+export {
+  createOperations,
+  type DpuView,
+  type Operations,
+  type OperationsDeps,
+} from './operations.ts'
+export { createPlanOperations, type PlanOperations } from './plan-operations.ts'
+export { DryRunUnavailable } from './plans.ts'
+export { createTracer, type TraceAnswer, type Tracer, type TracerDeps } from './trace.ts'
