@@ -1,11 +1,11 @@
 /**
- * The typed producer client: what other systems (and Hydrazine's own HTTP and gRPC
- * ingress) import to ask for work. Every request is validated before anything is stored
- * or enqueued; a bad one is rejected with every invalid field named and changes nothing.
- * A valid one persists the desired spec (bumping `specVersion` only if it changed) and
- * enqueues the job that converges it, with a job id derived from the object and version.
- *
- * Groups' and hosts' writes are `object-writes.ts`; the refusals, `client-errors.ts`.
+ * Hydrazine's client: the one way into the application for every front door (HTTP and
+ * webhooks, gRPC, the UI, other systems' producers). Every write is prepared once —
+ * tenancy, validation, placement, quotas, each object read once (`hosts.ts`,
+ * `groups.ts`, `dpus.ts`, `public-ips.ts`) — then applied (stored, its job enqueued with
+ * an id derived from the object and version) or, for a dry run, planned from the same
+ * prepared request (`plans`). A refused request names every invalid field and changes
+ * nothing. The reads pass through to the store, the pool and the DPUs' reports.
  */
 import type { Queue } from 'bullmq'
 import type { DpuCredentialIssuer, DpuCredentials } from '../lib/agent-protocol/credentials.ts'
@@ -17,40 +17,45 @@ import {
   type NetworkUsage,
   type PublicIpStatus,
 } from '../lib/ipam/index.ts'
-import { redriveHost } from '../lib/jobs/redrive.ts'
 import type { Change, ChangeFeed, ChangeListener, Subscription } from '../lib/state/changes.ts'
 import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
 import type { EventObjectKind } from '../lib/state/generations.ts'
-import { DpuId } from '../lib/state/labels.ts'
 import {
   type Dpu,
-  DpuSpec,
   type ManagedResource,
-  PublicIpSpec,
   type ResourceGroup,
   Rfc1123Label,
 } from '../lib/state/objects.ts'
 import type { Page, PageRequest } from '../lib/state/pages.ts'
 import type { Caller } from '../lib/state/placement.ts'
-import type { Planner } from '../lib/state/plans.ts'
+import type { ChangePlan, Planner } from '../lib/state/plans.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { type ControllerQueue, controllerQueue } from '../queues/producer.ts'
-import { CredentialsUnavailable, NotFoundError, validate } from './errors.ts'
-import type { ClientPolicy } from './groups.ts'
-import { type Accepted, ObjectWrites } from './hosts.ts'
-import { ObjectPlans } from './plans.ts'
+import { DpuRequests } from './dpus.ts'
+import { NotFoundError, validate } from './errors.ts'
+import { GroupRequests } from './groups.ts'
+import { HostRequests } from './hosts.ts'
+import type { Accepted } from './outcomes.ts'
+import type { ClientPolicy } from './policy.ts'
+import { type PoolChange, PublicIpRequests } from './public-ips.ts'
 import { type TraceAnswer, type Tracer, TraceUnavailable } from './trace.ts'
 
-/** A public IP as the pool keys it: validated (IPv4 or IPv6), in canonical form. */
-function publicIpAddress(ip: string): string {
-  return validate(PublicIpSpec, { ip }).ip
+const OPERATOR: Caller = { kind: 'operator' }
+
+/**
+ * Dry runs of the writes: prepared exactly as the write is (the same refusals, quotas
+ * included), then answered with what they would change — nothing stored or enqueued.
+ */
+export interface Plans {
+  group(name: string, spec: unknown, caller?: Caller): Promise<ChangePlan>
+  groupDeletion(name: string): Promise<ChangePlan>
+  host(name: string, spec: unknown, caller?: Caller): Promise<ChangePlan>
+  hostDeletion(name: string): Promise<ChangePlan>
+  /** Registering or unregistering a public IP changes the pool only. */
+  publicIp(ip: string, change: PoolChange): Promise<ChangePlan>
 }
 
 /**
- * Hydrazine's client: every request another system (or Hydrazine's own HTTP and gRPC
- * ingress) makes goes through here — writes validated, stored and enqueued; reads of
- * the stored objects, the public IP pool and the DPUs' reports.
- *
  * @example
  * const client = new HydrazineClient({ store, queue, ipam, heartbeats, changes })
  * const { jobId } = await client.applyGroup('group-a', { tenantId: 't1', network: {…} })
@@ -61,14 +66,14 @@ export class HydrazineClient {
   private readonly ipam: Ipam
   private readonly heartbeats: Heartbeats
   private readonly changes: ChangeFeed
-  private readonly credentials: DpuCredentialIssuer | undefined
-  private readonly writes: ObjectWrites
   private readonly tracer: Tracer | undefined
-  /**
-   * Dry runs of the writes below: validated, placed and quota-checked the same way, then
-   * answered with what they would change (`ChangePlan`) — nothing stored or enqueued.
-   */
-  readonly plans: ObjectPlans
+  /** Host requests: prepare, then apply or plan. */
+  readonly hosts: HostRequests
+  /** Group requests: prepare, then apply or plan. */
+  readonly groups: GroupRequests
+  readonly dpus: DpuRequests
+  readonly publicIps: PublicIpRequests
+  readonly plans: Plans
 
   constructor(deps: {
     readonly store: StateStore
@@ -83,39 +88,53 @@ export class HydrazineClient {
     /** Traces packets with ovn-trace (`trace.ts`); without one, `trace` refuses. */
     readonly tracer?: Tracer
   }) {
-    this.credentials = deps.credentials
-    this.queue = controllerQueue(deps.queue)
-    this.tracer = deps.tracer
-    this.plans = new ObjectPlans({
-      store: deps.store,
-      ipam: deps.ipam,
-      policy: deps.policy ?? { dhcpServers: [] },
-      planner: deps.planner,
-    })
-    this.writes = new ObjectWrites({
-      store: deps.store,
-      queue: this.queue,
-      policy: deps.policy ?? { dhcpServers: [] },
-      addresses: deps.ipam,
-    })
-    this.store = deps.store
-    this.ipam = deps.ipam
+    const { store, ipam, planner } = deps
+    const queue = controllerQueue(deps.queue)
+    const policy = deps.policy ?? { dhcpServers: [] }
+    this.store = store
+    this.queue = queue
+    this.ipam = ipam
     this.heartbeats = deps.heartbeats
     this.changes = deps.changes
+    this.tracer = deps.tracer
+    this.hosts = new HostRequests({ store, queue, policy, planner })
+    this.groups = new GroupRequests({ store, queue, policy, addresses: ipam, planner })
+    this.dpus = new DpuRequests({
+      store,
+      queue,
+      heartbeats: deps.heartbeats,
+      credentials: deps.credentials,
+    })
+    this.publicIps = new PublicIpRequests(ipam)
+    const { hosts, groups, publicIps } = this
+    this.plans = {
+      group: async (name, spec, caller = OPERATOR) =>
+        groups.plan(await groups.prepare(caller, name, spec)),
+      groupDeletion: (name) => groups.planDeletion(name),
+      host: async (name, spec, caller = OPERATOR) =>
+        hosts.plan(await hosts.prepare(caller, name, spec)),
+      hostDeletion: (name) => hosts.planDeletion(name),
+      publicIp: async (ip, change) => publicIps.plan(await publicIps.prepare(ip, change)),
+    }
   }
 
   /**
    * Creates or updates a ResourceGroup; enqueues `group.create` when the spec changed, or
    * when the same spec is applied again to a Failed group (a new attempt). A new group
    * past its tenant's `groups` quota is refused (QuotaExceeded): nothing stored or enqueued.
+   * A tenant caller writes only its own tenant's groups.
    */
-  applyGroup(name: string, spec: unknown): Promise<Accepted<ResourceGroup>> {
-    return this.writes.applyGroup(name, spec)
+  async applyGroup(
+    name: string,
+    spec: unknown,
+    options: { caller?: Caller } = {},
+  ): Promise<Accepted<ResourceGroup>> {
+    return this.groups.apply(await this.groups.prepare(options.caller ?? OPERATOR, name, spec))
   }
 
   /** Starts teardown: hosts are isolated first, the network removed last. */
   deleteGroup(name: string, options: { force?: boolean } = {}): Promise<Accepted<ResourceGroup>> {
-    return this.writes.deleteGroup(name, options)
+    return this.groups.delete(name, options)
   }
 
   /**
@@ -126,17 +145,17 @@ export class HydrazineClient {
    * `hosts` quota, or one becoming PublicAccess past `publicIps`, is refused
    * (QuotaExceeded): nothing stored (the inventory included) or enqueued.
    */
-  applyHost(
+  async applyHost(
     name: string,
     spec: unknown,
     options: { caller?: Caller } = {},
   ): Promise<Accepted<ManagedResource>> {
-    return this.writes.applyHost(name, spec, options)
+    return this.hosts.apply(await this.hosts.prepare(options.caller ?? OPERATOR, name, spec))
   }
 
   /** Detaches a host; it is isolated before its addresses are released. */
   deleteHost(name: string, options: { force?: boolean } = {}): Promise<Accepted<ManagedResource>> {
-    return this.writes.deleteHost(name, options)
+    return this.hosts.delete(name, options)
   }
 
   /**
@@ -145,63 +164,21 @@ export class HydrazineClient {
    * tenant cannot change while it serves hosts (409).
    */
   async applyDpu(id: string, spec: unknown): Promise<{ object: Dpu; changed: boolean }> {
-    validate(DpuId, id, 'id')
-    const valid = validate(DpuSpec, spec)
-    const { changed, object } = await this.store.putDpu(id, valid)
-    return { object, changed }
+    return this.dpus.apply(this.dpus.prepare(OPERATOR, id, spec))
   }
 
   /** Removes a DPU from the inventory; refused (409) while it serves a host. Its credentials stop working. */
-  async deleteDpu(id: string): Promise<void> {
-    validate(Rfc1123Label, id, 'id')
-    if (!(await this.store.getDpu(id))) throw new NotFoundError('DPU', id)
-    await this.store.deleteDpu(id)
-    // Gone from the inventory, it is no longer listed as a DPU once seen.
-    await this.heartbeats.forget(id)
-    await this.store.dpuHealth.remove(id)
-    await this.credentials?.revoke(id)
+  deleteDpu(id: string): Promise<void> {
+    return this.dpus.delete(id)
   }
 
   /**
    * New credentials for a DPU of the inventory (operators only): a Redis user confined to
-   * its own queue and heartbeat and, with a PKI, its certificate. The old ones stop working.
-   * The answer is the only place the secrets appear. With a certificate, the DPU's hosts
-   * are configured again (`reconfigureHostsOf`).
+   * its own queue and heartbeat and, with a PKI, its certificate; the DPU's hosts are
+   * configured again for its new key (`dpus.ts`).
    */
-  async issueDpuCredentials(id: string): Promise<DpuCredentials> {
-    validate(Rfc1123Label, id, 'id')
-    if (!(await this.store.getDpu(id))) throw new NotFoundError('DPU', id)
-    if (!this.credentials) throw new CredentialsUnavailable()
-    const issued = await this.credentials.issue(id)
-    if (issued.tls) {
-      // Public: kept so that each group's own central can certify the DPU's key for its SB.
-      await this.store.setDpuIdentity(id, issued.tls.cert)
-      await this.reconfigureHostsOf(id)
-    }
-    return issued
-  }
-
-  /**
-   * A DPU with a new key: what its group's SB admits certifies the old one, so each of its
-   * live hosts starts a new attempt, whose `configure` carries a certificate for the new
-   * key (the new agent takes it). A host that failed for want of a certificate on record
-   * (`ChassisIdentityRefused`) is tried again the same way.
-   */
-  private async reconfigureHostsOf(dpuId: string): Promise<void> {
-    const { jobs } = this.queue
-    const message = `DPU ${dpuId} has new credentials: configuring it again`
-    for (const host of await this.store.dpuHosts(dpuId)) {
-      if (host.deletion) continue
-      const refused = host.status.conditions.some((c) => c.reason === 'ChassisIdentityRefused')
-      if (host.status.phase === 'Failed' && !refused) continue
-      const configured = host.status.phase === 'Ready' || host.status.phase === 'Configuring'
-      await redriveHost(
-        { store: this.store, jobs },
-        host.name,
-        { type: 'AgentConfigured', status: 'Unknown', reason: 'CredentialsIssued', message },
-        configured ? 'Configuring' : 'Attaching',
-      )
-    }
+  issueDpuCredentials(id: string): Promise<DpuCredentials> {
+    return this.dpus.issueCredentials(id)
   }
 
   getDpu(id: string): Promise<Dpu | undefined> {
@@ -238,24 +215,19 @@ export class HydrazineClient {
    * @example await client.registerPublicIp('2001:DB8:FF:0::5') // { ip: '2001:db8:ff::5', allocated: false }
    */
   async registerPublicIp(ip: string): Promise<PublicIpStatus> {
-    const address = publicIpAddress(ip)
-    await this.ipam.registerPublicIp(address)
-    return this.publicIp(address)
+    const registered = await this.publicIps.apply(await this.publicIps.prepare(ip, 'register'))
+    if (!registered) throw new Error(`public IP ${ip} was registered but is not in the pool`)
+    return registered
   }
 
   /** Removes a public IP from the pool; refused (409) while it is allocated. */
   async unregisterPublicIp(ip: string): Promise<void> {
-    const address = publicIpAddress(ip)
-    await this.publicIp(address)
-    await this.ipam.unregisterPublicIp(address)
+    await this.publicIps.apply(await this.publicIps.prepare(ip, 'unregister'))
   }
 
   /** A public IP of the pool, by any spelling of it; NotFound when it is not registered. */
-  async publicIp(ip: string): Promise<PublicIpStatus> {
-    const address = publicIpAddress(ip)
-    const found = (await this.ipam.listPublicIps()).find((p) => p.ip === address)
-    if (!found) throw new NotFoundError('public IP', address)
-    return found
+  publicIp(ip: string): Promise<PublicIpStatus> {
+    return this.publicIps.get(ip)
   }
 
   /** The pool, IPv4 addresses first, then IPv6 ones, each in address order. */

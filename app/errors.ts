@@ -61,6 +61,13 @@ export class NameTaken extends HydrazineError {
   }
 }
 
+/** This client was built without a planner (no OVN central to plan against). */
+export class DryRunUnavailable extends HydrazineError {
+  constructor() {
+    super('DRY_RUN_UNAVAILABLE', 'dry runs are not available on this client', { retryable: false })
+  }
+}
+
 /** Most field issues one refusal lists. */
 export const MAX_ISSUES = 20
 

@@ -1,42 +1,136 @@
 /**
- * The checks a group or host request passes before anything is stored, shared by the
- * writes (`object-writes.ts`) and their dry runs (`object-plans.ts`): the operator's
- * policy, a group spec's DHCP server and held addresses, a host request's group and
- * addresses.
+ * A group request, decided once: `prepare` settles tenancy (a tenant writes only its own
+ * tenant's groups, and a name another tenant holds is taken), validation (the DHCP server
+ * one the operator relays to) and the addresses its hosts hold; `apply` stores it and
+ * enqueues `group.create` (the same spec applied again to a Failed group starts a new
+ * attempt; a new group past its tenant's `groups` quota is refused as it is stored);
+ * `plan` answers a dry run from the same prepared request. Deleting a group marks it and
+ * enqueues `group.delete`.
  */
 import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
-import { RESERVED_HOST_NAMES } from '../lib/ovn/index.ts'
-import { hostAddressIssues } from '../lib/state/group-network.ts'
+import { deletionVersion } from '../lib/jobs/index.ts'
+import { redriveGroup } from '../lib/jobs/redrive.ts'
 import {
   cidrContains,
-  ManagedResourceRequest,
   type ResourceGroup,
   ResourceGroupSpec,
   Rfc1123Label,
 } from '../lib/state/objects.ts'
 import type { Caller } from '../lib/state/placement.ts'
-import type { Quotas } from '../lib/state/quotas.ts'
-import { type StateStore, StoreConflict } from '../lib/state/store.ts'
-import { AddressesHeld, ValidationError, validate } from './errors.ts'
+import type { ChangePlan, Planner } from '../lib/state/plans.ts'
+import type { StateStore } from '../lib/state/store.ts'
+import type { ControllerQueue } from '../queues/producer.ts'
+import {
+  AddressesHeld,
+  ForbiddenError,
+  NameTaken,
+  NotFoundError,
+  ValidationError,
+  validate,
+} from './errors.ts'
+import { type Accepted, plannerOf, sameSpecAgain } from './outcomes.ts'
+import { type ClientPolicy, quotaOf } from './policy.ts'
 
-/** The operator's rules every request is held to. */
-export interface ClientPolicy {
-  /** The DHCP servers a group may relay to (`HYDRAZINE_DHCP_SERVERS`). */
-  readonly dhcpServers: readonly string[]
+/** A group request that passed every check: what `apply` stores and `plan` plans. */
+export interface PreparedGroup {
+  readonly name: string
+  readonly spec: ResourceGroupSpec
+}
+
+export interface GroupDeps {
+  readonly store: StateStore
+  readonly queue: ControllerQueue
+  readonly policy: ClientPolicy
+  /** Refuses a group change that would orphan a held address (409) before it is stored. */
+  readonly addresses: Pick<Ipam, 'orphans'>
+  readonly planner?: Planner | undefined
+}
+
+export class GroupRequests {
+  readonly #deps: GroupDeps
+
+  constructor(deps: GroupDeps) {
+    this.#deps = deps
+  }
+
   /**
-   * Per-tenant limits on groups, hosts and public IPs (`HYDRAZINE_QUOTAS`; default
-   * `DEFAULT_QUOTAS`). They hold for an operator's request too: the quota is the tenant's.
+   * Everything a group write decides, refused (nothing stored) at the first check it
+   * fails: a tenant writing for another tenant (403) or to a name another tenant holds
+   * (409), a malformed spec, a DHCP server the operator does not relay to, a held address
+   * the new network would leave behind (409).
    */
-  readonly quotas?: Quotas
-  /** The fabric has IPv6 (`HYDRAZINE_FABRIC_DUMMY_IP6`): IPv6-only hosts may have access. */
-  readonly fabric6?: boolean
+  async prepare(caller: Caller, name: string, spec: unknown): Promise<PreparedGroup> {
+    if (caller.kind === 'tenant') await this.#refuseForeign(caller.tenant, name, spec)
+    const valid = validGroupSpec(name, spec, this.#deps.policy)
+    // IPAM's commit refuses the same atomically (the group Failed): this answers at once.
+    await refuseOrphans(this.#deps.addresses, name, valid)
+    return { name, spec: valid }
+  }
+
+  async #refuseForeign(tenant: string, name: string, spec: unknown): Promise<void> {
+    const asked =
+      typeof spec === 'object' && spec !== null ? Reflect.get(spec, 'tenantId') : undefined
+    if (typeof asked === 'string' && asked !== tenant) {
+      throw new ForbiddenError(`a ${tenant} token cannot write for ${asked}`)
+    }
+    const existing = await this.#deps.store.getGroup(name)
+    if (existing && existing.spec.tenantId !== tenant) throw new NameTaken('resource group', name)
+  }
+
+  /** The prepared spec stored; `group.create` enqueued when it changed or is tried again. */
+  async apply(prepared: PreparedGroup): Promise<Accepted<ResourceGroup>> {
+    const { store, queue, policy } = this.#deps
+    const { name, spec } = prepared
+    const { limits } = quotaOf(policy, spec.tenantId)
+    const { changed, object } = await store.putGroup(name, spec, limits)
+    if (!changed) {
+      if (object.status.phase !== 'Failed') return { object }
+      const jobs = { store, jobs: queue.jobs }
+      const id = await redriveGroup(jobs, name, sameSpecAgain('OvnConfigured'))
+      return { object: (await store.getGroup(name)) ?? object, ...(id ? { jobId: id } : {}) }
+    }
+    const id = await queue.converge('group.create', name, object.specVersion, {
+      group: name,
+      specVersion: object.specVersion,
+    })
+    return { object, jobId: id }
+  }
+
+  /** What applying the prepared spec would change; nothing is stored or enqueued. */
+  plan(prepared: PreparedGroup): Promise<ChangePlan> {
+    return plannerOf(this.#deps).group(prepared.name, prepared.spec)
+  }
+
+  /** The group marked for deletion and `group.delete` enqueued. */
+  async delete(name: string, options: { force?: boolean } = {}): Promise<Accepted<ResourceGroup>> {
+    validate(Rfc1123Label, name, 'name')
+    const force = options.force ?? false
+    const object = (await this.#deps.store.requestDeletion('rg', name, force)) as
+      | ResourceGroup
+      | undefined
+    if (!object) throw new NotFoundError('resource group', name)
+    const version = deletionVersion(object.specVersion, force)
+    const id = await this.#deps.queue.deletion('group.delete', name, version, {
+      group: name,
+      force,
+    })
+    return { object, jobId: id }
+  }
+
+  /** What deleting the group would change. */
+  async planDeletion(name: string): Promise<ChangePlan> {
+    validate(Rfc1123Label, name, 'name')
+    const plan = await plannerOf(this.#deps).groupDeletion(name)
+    if (!plan) throw new NotFoundError('resource group', name)
+    return plan
+  }
 }
 
 /**
  * Refuses (AddressesHeld, 409) a group spec whose network would leave a held address
  * behind, naming the field: the gateway that would take it, or `extraSubnets` when its
- * subnet would go. A dry run refuses the same (`object-plans.ts`).
+ * subnet would go.
  */
 export async function refuseOrphans(
   addresses: Pick<Ipam, 'orphans'>,
@@ -82,39 +176,4 @@ export function validGroupSpec(name: string, spec: unknown, policy: ClientPolicy
     ])
   }
   return valid
-}
-
-/** A host request validated, with its group: one the caller may see and not being deleted. */
-export async function hostRequestOf(
-  store: StateStore,
-  name: string,
-  spec: unknown,
-  caller: Caller,
-  policy: Pick<ClientPolicy, 'fabric6'> = {},
-): Promise<{ request: ManagedResourceRequest; group: ResourceGroup }> {
-  validate(Rfc1123Label, name, 'name')
-  if (RESERVED_HOST_NAMES.has(name)) {
-    throw new ValidationError([
-      { path: 'name', message: `${name} is reserved for the group's router link; pick another` },
-    ])
-  }
-  const request = validate(ManagedResourceRequest, spec)
-  const group = await store.getGroup(request.resourceGroup)
-  if (!group || (caller.kind === 'tenant' && group.spec.tenantId !== caller.tenant)) {
-    throw new ValidationError([
-      { path: 'resourceGroup', message: `resource group ${request.resourceGroup} does not exist` },
-    ])
-  }
-  if (group.deletion) {
-    throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
-  }
-  const issues = hostAddressIssues(
-    request,
-    { ...group.spec, name: group.name },
-    policy.fabric6 ?? false,
-  )
-  if (issues.length > 0) {
-    throw new ValidationError(issues.map((i) => ({ path: i.path.join('.'), message: i.message })))
-  }
-  return { request, group }
 }

@@ -11,10 +11,11 @@ export {
   ResourceVersionTooOld,
 } from '../lib/state/changes.ts'
 export type { Caller } from '../lib/state/placement.ts'
-export { HydrazineClient } from './client.ts'
+export { HydrazineClient, type Plans } from './client.ts'
 export {
   AddressesHeld,
   CredentialsUnavailable,
+  DryRunUnavailable,
   ForbiddenError,
   MAX_ISSUES,
   NameTaken,
@@ -22,14 +23,15 @@ export {
   ValidationError,
   validate,
 } from './errors.ts'
-export type { ClientPolicy } from './groups.ts'
-export type { Accepted } from './hosts.ts'
+export type { PreparedGroup } from './groups.ts'
+export type { PreparedHost } from './hosts.ts'
 export {
   createOperations,
   type DpuView,
   type Operations,
   type OperationsDeps,
 } from './operations.ts'
+export type { Accepted } from './outcomes.ts'
 export { createPlanOperations, type PlanOperations } from './plan-operations.ts'
-export { DryRunUnavailable } from './plans.ts'
+export type { ClientPolicy } from './policy.ts'
 export { createTracer, type TraceAnswer, type Tracer, type TracerDeps } from './trace.ts'

@@ -19,12 +19,7 @@ import {
   planTopology,
 } from '../lib/ovn/index.ts'
 import { DEFAULT_POOL } from '../lib/state/group-network.ts'
-import type {
-  ManagedResource,
-  ManagedResourceSpec,
-  ResourceGroup,
-  ResourceGroupSpec,
-} from '../lib/state/objects.ts'
+import type { ManagedResource, ResourceGroup, ResourceGroupSpec } from '../lib/state/objects.ts'
 import type {
   ChangePlan,
   PlannedAddress,

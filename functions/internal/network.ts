@@ -4,17 +4,7 @@
  * spec of a group and its SLAAC owners are `lib/ipam/group-network.ts`.
  */
 import { createHash } from 'node:crypto'
-import {
-  contains,
-  eui64Address,
-  formatIp,
-  parseCidr,
-  parseSpan,
-  type Span,
-  subtract,
-} from '../../lib/ipam/address.ts'
-import type { NetworkSpec } from '../../lib/ipam/index.ts'
-import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
+import { eui64Address } from '../../lib/ipam/address.ts'
 import {
   cidrContains,
   type ManagedResourceSpec,
