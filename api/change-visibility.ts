@@ -4,9 +4,10 @@
  * the admin UI's server-sent events (`http/ui/live.ts`) — so that both tell a tenant
  * exactly the same: its own objects as they are now, and the removal of its own objects.
  */
+
+import type { Operations } from '../app/index.ts'
 import type { Change } from '../lib/state/changes.ts'
 import type { ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
-import type { Operations } from './operations.ts'
 
 /** The kinds of object a change may name that callers watch: groups and hosts. */
 export type WatchedKind = 'rg' | 'mr'

@@ -54,23 +54,6 @@ export interface ClassifiedError {
   readonly issues?: readonly Issue[]
 }
 
-/** The caller's credentials are valid but do not allow this (HTTP 403, gRPC PERMISSION_DENIED). */
-export class ForbiddenError extends HydrazineError {
-  constructor(message = 'only an operator token may do this') {
-    super('FORBIDDEN', message)
-  }
-}
-
-/**
- * A tenant asked for a name another tenant holds. Names are global (like DNS names): the
- * answer says only that the name is taken — never by whom, nor anything of the object.
- */
-export class NameTaken extends HydrazineError {
-  constructor(kind: string, name: string) {
-    super('NAME_TAKEN', `the ${kind} name ${name} is not available; choose another`)
-  }
-}
-
 /** The issues a Hydrazine error carries (ValidationError, IPAM errors), if any. */
 export function issuesOf(error: HydrazineError): readonly Issue[] | undefined {
   const issues: unknown = (error as { issues?: unknown }).issues

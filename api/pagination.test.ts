@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ValidationError } from '../queues/producer.ts'
+import { ValidationError } from '../app/index.ts'
 import {
   DEFAULT_PAGE_SIZE,
   decodeContinue,

@@ -11,9 +11,9 @@
  */
 import { isIP } from 'node:net'
 import * as v from 'valibot'
+import { ValidationError } from '../app/index.ts'
 import { Rfc1123Label } from '../lib/state/objects.ts'
 import type { PageRequest } from '../lib/state/pages.ts'
-import { ValidationError } from '../queues/producer.ts'
 
 /** A page's size when the caller names none. */
 export const DEFAULT_PAGE_SIZE = 500

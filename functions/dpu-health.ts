@@ -1,6 +1,7 @@
 import type { Job } from 'bullmq'
 import { type DpuState, dpuStateOf, type Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import { agentQueueName, type Heartbeat } from '../lib/agent-protocol/index.ts'
+import { redriveHost } from '../lib/jobs/redrive.ts'
 import type { DpuHealthRecord, DpuHealthRecords, Stray } from '../lib/state/dpu-health.ts'
 import { type ManagedResource, setCondition } from '../lib/state/objects.ts'
 import { addIsolate } from './internal/agent-jobs.ts'
@@ -15,7 +16,6 @@ import {
   strayOwner,
   strayPorts,
 } from './internal/dpu-observed.ts'
-import { redriveHost } from './internal/redrive.ts'
 
 export type DpuHealthDeps = Pick<
   HandlerDeps,

@@ -1,5 +1,7 @@
 import type { Job } from 'bullmq'
+import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
 import { GroupJob } from '../lib/jobs/index.ts'
+import { redriveHost } from '../lib/jobs/redrive.ts'
 import { CentralUnavailableError, topologyNames } from '../lib/ovn/index.ts'
 import { attemptOf } from '../lib/state/attempts.ts'
 import { type ResourceGroup, type ResourceGroupStatus, setCondition } from '../lib/state/objects.ts'
@@ -8,13 +10,7 @@ import { failOrRetry } from './internal/errors.ts'
 import { statusFromHosts } from './internal/group-hosts.ts'
 import type { GroupState } from './internal/group-state.ts'
 import { parsePayload } from './internal/job.ts'
-import {
-  IPV6_OWNERS,
-  memberSettingsOf,
-  networkSpecOf,
-  relayPortNameOf,
-} from './internal/network.ts'
-import { redriveHost } from './internal/redrive.ts'
+import { memberSettingsOf, relayPortNameOf } from './internal/network.ts'
 import { groupFailed, setGroupStatus } from './internal/status.ts'
 
 export interface GroupCreateResult {

@@ -8,6 +8,7 @@
 import { isIP } from 'node:net'
 import { HydrazineError } from '../lib/errors.ts'
 import { eui64Address, formatIp, parseIp } from '../lib/ipam/address.ts'
+import { ipv6OwnerOf } from '../lib/ipam/group-network.ts'
 import {
   compileGroupTopology,
   type DesiredRows,
@@ -18,17 +19,13 @@ import {
   planTopology,
 } from '../lib/ovn/index.ts'
 import { DEFAULT_POOL } from '../lib/state/group-network.ts'
-import type {
-  ManagedResource,
-  ManagedResourceSpec,
-  ResourceGroup,
-  ResourceGroupSpec,
-} from '../lib/state/objects.ts'
+import type { ManagedResource, ResourceGroup, ResourceGroupSpec } from '../lib/state/objects.ts'
 import type {
   ChangePlan,
   PlannedAddress,
   PlannedAgentJob,
   PlannedPrefix,
+  Planner,
 } from '../lib/state/plans.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import {
@@ -38,7 +35,6 @@ import {
   topologyOf,
 } from './internal/group-state.ts'
 import {
-  ipv6OwnerOf,
   memberSettingsOf,
   ownsSlaacAddress,
   relayOwnerOf,
@@ -47,16 +43,9 @@ import {
 } from './internal/network.ts'
 import { natIp6Of, publicIpv6Via } from './internal/public-ip-jobs.ts'
 
-export type PlannerDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'>
+export type { Planner }
 
-/** Plans of the four writes that touch a group's topology; undefined: no such object. */
-export interface Planner {
-  group(name: string, spec: ResourceGroupSpec): Promise<ChangePlan>
-  groupDeletion(name: string): Promise<ChangePlan | undefined>
-  /** `spec` as the store would hold it (placed on its DPU). */
-  host(name: string, spec: ManagedResourceSpec): Promise<ChangePlan>
-  hostDeletion(name: string): Promise<ChangePlan | undefined>
-}
+export type PlannerDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'>
 
 interface Parts {
   readonly state: GroupState | undefined

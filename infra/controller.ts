@@ -1,7 +1,7 @@
 /**
  * The controller's composition root: the one place that constructs its clients — Redis
  * connections, the state store, IPAM, DPU heartbeats, the NB connection pool — and hands
- * them to the queue wiring (`queues/worker.ts`) and the client (`queues/producer.ts`).
+ * them to the queue wiring (`queues/worker.ts`) and the application (`app/`).
  * `npm start` (`infra/service.ts`), the worker processes of the tests and the benchmarks
  * all build the controller here.
  */
@@ -9,6 +9,7 @@
 import type { Queue, Worker } from 'bullmq'
 import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
+import { createTracer, HydrazineClient } from '../app/index.ts'
 import type { AgentDirectory, FabricSettings } from '../functions/internal/deps.ts'
 import { createPlanner } from '../functions/plan.ts'
 import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
@@ -31,8 +32,6 @@ import { createRedis, duplicateClient, type RedisEndpoint } from '../lib/redis/c
 import { ChangeFeed } from '../lib/state/changes.ts'
 import type { Quotas } from '../lib/state/quotas.ts'
 import { StateStore } from '../lib/state/store.ts'
-import { HydrazineClient } from '../queues/producer.ts'
-import { createTracer } from '../queues/trace.ts'
 import { startWorkers } from '../queues/worker.ts'
 import { type CredentialIssuerOptions, createCredentialIssuer } from './credentials.ts'
 import { controllerCollectors, controllerInstruments } from './metrics/controller.ts'

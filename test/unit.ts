@@ -1,6 +1,6 @@
 /**
  * `npm run test:unit`: every unit test (the `*.test.ts` files beside the code in lib/,
- * functions/, queues/, api/, agent/, infra/ and proto/) in ONE process, so the suite costs
+ * functions/, queues/, app/, api/, agent/, infra/ and proto/) in ONE process, so the suite costs
  * its tests' time and not one Node start per file. `npm test` still runs each file in a
  * process of its own.
  */
@@ -9,7 +9,7 @@ import { join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
-const FOLDERS = ['lib', 'functions', 'queues', 'api', 'agent', 'infra', 'proto']
+const FOLDERS = ['lib', 'functions', 'queues', 'app', 'api', 'agent', 'infra', 'proto']
 
 async function testFiles(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true })

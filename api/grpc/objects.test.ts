@@ -5,8 +5,8 @@
  * model leaves out stays unset.
  */
 import t from 'tap'
+import type { DpuView } from '../../app/index.ts'
 import type { ManagedResource } from '../../lib/state/objects.ts'
-import type { DpuView } from '../operations.ts'
 import { dpuMessage, managedResourceMessage } from './objects.ts'
 
 const AT = '2026-01-02T03:04:05.000Z'

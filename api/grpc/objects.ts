@@ -3,6 +3,8 @@
  * field of the model under its proto name, enums as `<ENUM>_<VALUE>` (`fields.ts`), times
  * as `google.protobuf.Timestamp`. What the model leaves out stays unset.
  */
+
+import type { DpuView } from '../../app/index.ts'
 import type { DpuCredentials as DomainCredentials } from '../../lib/agent-protocol/credentials.ts'
 import type { ObservedState as DomainObserved } from '../../lib/agent-protocol/index.ts'
 import type { PublicIpStatus } from '../../lib/ipam/index.ts'
@@ -26,7 +28,6 @@ import type { PublicIp } from '../../proto/gen/hydrazine/v1/PublicIp.ts'
 import type { ResourceGroup } from '../../proto/gen/hydrazine/v1/ResourceGroup.ts'
 import { ResourceGroupPhase } from '../../proto/gen/hydrazine/v1/ResourceGroupPhase.ts'
 import { timestampOf } from '../../proto/load.ts'
-import type { DpuView } from '../operations.ts'
 import { protoEnum } from './fields.ts'
 import { policyMessages } from './policies.ts'
 import { GROUP_IMPLEMENTATION, HOST_ACCESS, RESOURCE_TYPE } from './specs.ts'

@@ -1,7 +1,7 @@
 /**
  * Hydrazine's gRPC ingress (`proto/hydrazine/v1/hydrazine.proto`): the same operations,
  * tokens, tenant scoping and validation as the HTTP `/v1` API, through
- * `api/operations.ts`, on typed messages.
+ * `app/operations.ts`, on typed messages.
  *
  * - Auth: metadata `authorization: Bearer <token>`; missing or unknown → UNAUTHENTICATED.
  * - Specs arrive as messages and are validated by the client with the same valibot
@@ -26,10 +26,10 @@
  */
 
 import * as grpc from '@grpc/grpc-js'
+import type { HydrazineClient } from '../../app/index.ts'
+import { createOperations, type Operations, type OperationsDeps } from '../../app/index.ts'
 import type { Page } from '../../lib/state/pages.ts'
-import type { HydrazineClient } from '../../queues/producer.ts'
 import { bearerAuthenticator, type Principal, type Tokens } from '../auth.ts'
-import { createOperations, type Operations, type OperationsDeps } from '../operations.ts'
 import { encodeContinue, type ListName, pageRequest, pageSizeParam } from '../pagination.ts'
 import type { ReadinessProbes } from '../readiness.ts'
 import { type HealthService, serveHealth, serveReflection } from './health.ts'

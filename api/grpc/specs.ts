@@ -1,5 +1,5 @@
 /**
- * Specs arriving over gRPC, as the input the client validates (`queues/producer.ts`, with
+ * Specs arriving over gRPC, as the input the client validates (`app/`, with
  * the valibot schemas HTTP bodies go through): each proto field under its model name
  * (`host_mac` → `hostMAC`), a field the proto leaves unset left out (a missing message, an
  * unset `optional`, an empty list, an UNSPECIFIED enum), so that the schemas' defaults
@@ -7,6 +7,8 @@
  * but enum values this server does not know (a newer client's); the schemas check the rest.
  * A refusal names the request's proto field (`toRequestPaths`).
  */
+
+import { ValidationError } from '../../app/index.ts'
 import { GroupImplementation, HostAccess, ResourceType } from '../../lib/state/objects.ts'
 import type { DpuSpec__Output } from '../../proto/gen/hydrazine/v1/DpuSpec.ts'
 import { GroupImplementation as GroupImplementationProto } from '../../proto/gen/hydrazine/v1/GroupImplementation.ts'
@@ -15,7 +17,6 @@ import type { HostInterface__Output } from '../../proto/gen/hydrazine/v1/HostInt
 import type { ManagedResourceSpec__Output } from '../../proto/gen/hydrazine/v1/ManagedResourceSpec.ts'
 import type { ResourceGroupSpec__Output } from '../../proto/gen/hydrazine/v1/ResourceGroupSpec.ts'
 import { ResourceType as ResourceTypeProto } from '../../proto/gen/hydrazine/v1/ResourceType.ts'
-import { ValidationError } from '../../queues/producer.ts'
 import { type ProtoEnum, protoEnum, requestFieldPath } from './fields.ts'
 import { policiesInput } from './policies.ts'
 

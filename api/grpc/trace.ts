@@ -1,12 +1,13 @@
 /**
- * The Trace RPC's messages ⇄ the client's trace request and answer (`queues/trace.ts`):
+ * The Trace RPC's messages ⇄ the client's trace request and answer (`app/trace.ts`):
  * the same validation and verdicts as `GET /v1/trace`, the verdict's details flattened
  * into the typed `TraceResponse`.
  */
+
+import { type TraceAnswer, ValidationError } from '../../app/index.ts'
 import type { TraceRequest__Output } from '../../proto/gen/hydrazine/v1/TraceRequest.ts'
 import type { TraceResponse } from '../../proto/gen/hydrazine/v1/TraceResponse.ts'
 import type { TraceVerdict__Output } from '../../proto/gen/hydrazine/v1/TraceVerdict.ts'
-import { type TraceAnswer, ValidationError } from '../../queues/producer.ts'
 
 const PROTOCOLS: Readonly<Record<string, string | undefined>> = {
   TRACE_PROTOCOL_UNSPECIFIED: undefined,

@@ -7,6 +7,7 @@
 import { EventEmitter } from 'node:events'
 import * as grpc from '@grpc/grpc-js'
 import t from 'tap'
+import type { Operations } from '../../app/index.ts'
 import {
   type Change,
   type ChangeListener,
@@ -15,7 +16,6 @@ import {
 } from '../../lib/state/changes.ts'
 import type { ResourceGroup } from '../../lib/state/objects.ts'
 import type { WatchResponse } from '../../proto/gen/hydrazine/v1/WatchResponse.ts'
-import type { Operations } from '../operations.ts'
 import { errorStatus } from './status.ts'
 import { runWatchStream, type WatchCall, type WatchStreamDeps } from './watch-stream.ts'
 

@@ -15,19 +15,19 @@
  */
 import * as grpc from '@grpc/grpc-js'
 import * as v from 'valibot'
-import type { Change } from '../../lib/state/changes.ts'
-import type { Kind } from '../../lib/state/store.ts'
-import { ObjectKind, type ObjectKind__Output } from '../../proto/gen/hydrazine/v1/ObjectKind.ts'
-import type { WatchRequest__Output } from '../../proto/gen/hydrazine/v1/WatchRequest.ts'
-import type { WatchResponse } from '../../proto/gen/hydrazine/v1/WatchResponse.ts'
+import type { Operations } from '../../app/index.ts'
 import {
   compareVersions,
   type HydrazineClient,
   isResourceVersion,
   ValidationError,
-} from '../../queues/producer.ts'
+} from '../../app/index.ts'
+import type { Change } from '../../lib/state/changes.ts'
+import type { Kind } from '../../lib/state/store.ts'
+import { ObjectKind, type ObjectKind__Output } from '../../proto/gen/hydrazine/v1/ObjectKind.ts'
+import type { WatchRequest__Output } from '../../proto/gen/hydrazine/v1/WatchRequest.ts'
+import type { WatchResponse } from '../../proto/gen/hydrazine/v1/WatchResponse.ts'
 import { readVisible, removalVisibleTo } from '../change-visibility.ts'
-import type { Operations } from '../operations.ts'
 import { MAX_PAGE_SIZE } from '../pagination.ts'
 import { protoEnum } from './fields.ts'
 import { managedResourceMessage, resourceGroupMessage } from './objects.ts'

@@ -4,9 +4,8 @@
  * bounded per token holder and in all, so that no one caller can exhaust the server.
  */
 import * as grpc from '@grpc/grpc-js'
-import type { HydrazineClient } from '../../queues/producer.ts'
+import type { HydrazineClient, Operations } from '../../app/index.ts'
 import { type Principal, tenantOf } from '../auth.ts'
-import type { Operations } from '../operations.ts'
 import { richStatus } from './status.ts'
 import { runWatchStream, type WatchCall } from './watch-stream.ts'
 

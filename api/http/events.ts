@@ -22,8 +22,8 @@ import { createHmac, timingSafeEqual } from 'node:crypto'
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import * as v from 'valibot'
+import type { HydrazineClient } from '../../app/index.ts'
 import type { EventObjectKind } from '../../lib/state/generations.ts'
-import type { HydrazineClient } from '../../queues/producer.ts'
 import { ApiError } from './errors.ts'
 
 export interface EventsDeps {

@@ -11,6 +11,7 @@
  */
 import { type ConversionConfig, toJsonSchemaDefs } from '@valibot/to-json-schema'
 import * as v from 'valibot'
+import type { DpuView } from '../../app/index.ts'
 import { ObservedState } from '../../lib/agent-protocol/index.ts'
 import type { PublicIpStatus as PublicIpAnswer } from '../../lib/ipam/index.ts'
 import {
@@ -30,7 +31,6 @@ import {
   PublicIpStatus,
   ResourceGroupStatus,
 } from '../../lib/state/statuses.ts'
-import type { DpuView } from '../operations.ts'
 import { CarbideEvent } from './events.ts'
 
 const count = v.pipe(v.number(), v.integer())

@@ -1,6 +1,6 @@
 /**
  * `GET /v1/trace` in the OpenAPI description (`openapi.ts`): its parameters, and the
- * `TraceAnswer` schema (`queues/trace-answer.ts` is the type it describes).
+ * `TraceAnswer` schema (`app/trace-answer.ts` is the type it describes).
  */
 import { errors, json, ref } from './openapi-parts.ts'
 

@@ -9,6 +9,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js'
 import addFormats from 'ajv-formats'
 import t from 'tap'
 import * as v from 'valibot'
+import type { DpuView } from '../../app/index.ts'
 import {
   type Condition,
   DpuSpec,
@@ -17,7 +18,6 @@ import {
 } from '../../lib/state/objects.ts'
 import type { ChangePlan } from '../../lib/state/plans.ts'
 import { storedGroup, storedHost } from '../../test/helpers/objects.ts'
-import type { DpuView } from '../operations.ts'
 import type { ErrorBody } from './errors.ts'
 import { CarbideEvent } from './events.ts'
 import { openApiDocument } from './openapi.ts'

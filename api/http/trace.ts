@@ -2,12 +2,12 @@
  * `GET /v1/trace`: its query string as the client's trace request — `from`, `to`, and
  * optionally `proto`, `port`, `raw`, each given once; a missing, repeated, unknown or
  * malformed one is a 400 naming it. What the values mean (a host, an address, a port only
- * with tcp/udp) the client checks (`queues/trace.ts`), naming the same fields. A central
+ * with tcp/udp) the client checks (`app/trace.ts`), naming the same fields. A central
  * or ovn-trace that cannot answer now is a 503 (`TRACE_UNAVAILABLE`).
  */
 import * as v from 'valibot'
-import { type TraceAnswer, ValidationError } from '../../queues/producer.ts'
-import type { Operations } from '../operations.ts'
+import type { Operations } from '../../app/index.ts'
+import { type TraceAnswer, ValidationError } from '../../app/index.ts'
 
 const BOOLEAN = { true: true, false: false, '1': true, '0': false } as const
 

@@ -5,7 +5,7 @@
 import type { Job } from 'bullmq'
 import type { ProtocolVersion } from '../../lib/agent-protocol/index.ts'
 import type { Ipam } from '../../lib/ipam/index.ts'
-import type { JobName } from '../../lib/jobs/index.ts'
+import type { ControllerJobs } from '../../lib/jobs/redrive.ts'
 import type {
   ApplyResult,
   NbConnection,
@@ -16,6 +16,7 @@ import type { StateStore } from '../../lib/state/store.ts'
 import type { FabricSettings } from './fabric.ts'
 import type { GroupState, TopologyProblems } from './group-state.ts'
 
+export type { ControllerJobs } from '../../lib/jobs/redrive.ts'
 export type { FabricSettings } from './fabric.ts'
 
 /** NB connections, one per remote, opened on first use (`NbPool` in lib/ovn is one). */
@@ -94,13 +95,6 @@ export interface AgentDirectory {
   ovnVersionOf(dpuId: string): Promise<string | undefined>
 }
 
-/** Everything a handler may use. Each handler's factory takes only the part it needs. */
-/** The controller's own queue, as a handler adds a job to it. */
-export interface ControllerJobs {
-  /** Adds a job unless one with this id exists already. */
-  add(name: JobName, data: object, jobId: string): Promise<void>
-}
-
 /** A group's topology as one apply committed it (`GroupApplier`, group-apply.ts). */
 export interface GroupApplied {
   readonly endpoints: OvnCentralEndpoints
@@ -120,6 +114,7 @@ export interface GroupApplies {
   apply(group: string, options?: { compareAll?: boolean }): Promise<GroupApplied>
 }
 
+/** Everything a handler may use. Each handler's factory takes only the part it needs. */
 export interface HandlerDeps {
   readonly store: StateStore
   readonly ipam: Ipam

@@ -5,6 +5,7 @@
  * for different hosts never lose each other's work.
  */
 
+import { ipv6OwnerOf } from '../../lib/ipam/group-network.ts'
 import type { Ipam } from '../../lib/ipam/index.ts'
 import type {
   DesiredRows,
@@ -22,7 +23,7 @@ import {
 } from '../../lib/state/objects.ts'
 import type { StateStore } from '../../lib/state/store.ts'
 import type { FabricSettings } from './fabric.ts'
-import { ipv6OwnerOf, relayDpuOf, relayMacOf } from './network.ts'
+import { relayDpuOf, relayMacOf } from './network.ts'
 import { topologyPolicies, withPoliciesApplied } from './policies.ts'
 
 /**

@@ -6,12 +6,13 @@
 import { isIP } from 'node:net'
 import type { HydrazineError } from '../../lib/errors.ts'
 import { eui64Address } from '../../lib/ipam/address.ts'
+import { ipv6OwnerOf } from '../../lib/ipam/group-network.ts'
 import type { Allocation } from '../../lib/ipam/index.ts'
 import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
 import type { ResourceGroup } from '../../lib/state/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 import { failOrRetry, GroupChanged, isPermanent } from './errors.ts'
-import { ipv6OwnerOf, memberSettingsOf, ownsSlaacAddress, relayOwnerOf } from './network.ts'
+import { memberSettingsOf, ownsSlaacAddress, relayOwnerOf } from './network.ts'
 import { type HostAttempt, setHostStatus } from './status.ts'
 
 /**

@@ -1,7 +1,7 @@
 import t from 'tap'
+import { networkSpecOf } from '../../lib/ipam/group-network.ts'
 import type { ResourceGroup, ResourceGroupSpec } from '../../lib/state/objects.ts'
 import {
-  networkSpecOf,
   ownsSlaacAddress,
   relayDpuOf,
   relayMacOf,

@@ -1,19 +1,10 @@
 /**
- * A group's network as IPAM and the DPUs see it: the IPAM network spec of a group, and
- * the address and MAC of its DHCP relay on each DPU. Pure.
+ * A group's network as the DPUs see it: what its members are sent, a host's SLAAC
+ * address, and the address and MAC of its DHCP relay on each DPU. Pure. The IPAM network
+ * spec of a group and its SLAAC owners are `lib/ipam/group-network.ts`.
  */
 import { createHash } from 'node:crypto'
-import {
-  contains,
-  eui64Address,
-  formatIp,
-  parseCidr,
-  parseSpan,
-  type Span,
-  subtract,
-} from '../../lib/ipam/address.ts'
-import type { NetworkSpec } from '../../lib/ipam/index.ts'
-import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
+import { eui64Address } from '../../lib/ipam/address.ts'
 import {
   cidrContains,
   type ManagedResourceSpec,
@@ -22,27 +13,6 @@ import {
 } from '../../lib/state/objects.ts'
 
 const RELAY_OWNER_PREFIX = 'relay/'
-const IPV6_OWNER_PREFIX = 'ipv6/'
-
-/**
- * The IPAM owner of a host's SLAAC address in its group's `network6` (its second address,
- * beside the one its own name holds). The `/` keeps it apart from host names.
- */
-export function ipv6OwnerOf(host: string): string {
-  return `${IPV6_OWNER_PREFIX}${host}`
-}
-
-/** The host an IPv6 owner names; undefined for any other owner. */
-export function ipv6HostOf(owner: string): string | undefined {
-  return owner.startsWith(IPV6_OWNER_PREFIX) ? owner.slice(IPV6_OWNER_PREFIX.length) : undefined
-}
-
-/**
- * Every host's SLAAC address owner, as IPAM matches them (`DefineOptions.releaseDropped`):
- * a group network whose `network6` moved or went gives their old addresses back in the
- * same step that defines it.
- */
-export const IPV6_OWNERS = { ownerPrefix: IPV6_OWNER_PREFIX } as const
 
 /**
  * An IPv6-only group's host that names no address or pool: its SLAAC address is its own
@@ -137,69 +107,4 @@ export function relayMacOf(group: string, dpuId: string): string {
   const h = createHash('sha256').update(`${group}/${dpuId}/relay`).digest()
   const bytes = [0x0a, h[0] ?? 0, h[1] ?? 0, h[2] ?? 0, h[3] ?? 0, h[4] ?? 0]
   return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':')
-}
-
-/**
- * The group's IPAM network: its subnets, each with its automatic `default` pool (the
- * usable range minus the group's named pools), the named pools it holds, and the
- * group's reservations inside it as external ranges (never handed out automatically).
- * The IPv6 `network6` has no pool: its hosts' addresses follow from their MACs (SLAAC)
- * and are taken one by one (`ipv6OwnerOf`).
- */
-export function networkSpecOf(group: Pick<ResourceGroup, 'spec'>): NetworkSpec {
-  const { spec } = group
-  const subnets: {
-    cidr: string
-    gateway?: string | undefined
-    dhcp?: boolean | undefined
-    slaac?: boolean
-  }[] = [
-    ...(spec.network
-      ? [{ cidr: spec.network.cidr, gateway: spec.network.gateway, dhcp: true }]
-      : []),
-    ...(spec.extraSubnets ?? []),
-    ...(spec.network6 ? [{ ...spec.network6, slaac: true }] : []),
-  ]
-  const named = (spec.pools ?? []).map((p) => ({ ...p, span: parseSpan(p.start, p.end) }))
-  const reserved = (spec.reservations ?? []).map((r) => ({
-    start: r.start,
-    end: r.end ?? r.start,
-    span: parseSpan(r.start, r.end ?? r.start),
-  }))
-  return {
-    subnets: subnets.map((s) => {
-      const span = parseCidr(s.cidr)
-      const size = span.last - span.first + 1n
-      // IPv4 skips network and broadcast; IPv6 pools are bounded (the first 65,536).
-      const first = span.version === 4 && size > 2n ? span.first + 1n : span.first
-      const last =
-        span.version === 4
-          ? size > 2n
-            ? span.last - 1n
-            : span.last
-          : span.first + (size < 65_536n ? size - 1n : 65_535n)
-      const at = (value: bigint) => formatIp({ version: span.version, value })
-      const pools = named.filter((p) => contains(span, p.span))
-      // SLAAC: each host's address follows from its MAC; nothing is handed out from a pool.
-      const defaults = s.slaac
-        ? []
-        : pools.reduce<Span[]>(
-            (parts, p) => parts.flatMap((part) => subtract(part, p.span)),
-            [{ version: span.version, first, last }],
-          )
-      const external = reserved.filter((r) => contains(span, r.span))
-      return {
-        cidr: s.cidr,
-        ...(s.gateway ? { gateway: s.gateway } : {}),
-        dhcp: s.dhcp ?? false,
-        pools: [
-          ...defaults.map((d) => ({ start: at(d.first), end: at(d.last), name: DEFAULT_POOL })),
-          ...pools.map((p) => ({ start: p.start, end: p.end, name: p.name })),
-        ],
-        ...(external.length > 0
-          ? { external: external.map((r) => ({ start: r.start, end: r.end })) }
-          : {}),
-      }
-    }),
-  }
 }

@@ -13,10 +13,10 @@
  *   deletion job failed is left Failed, saying why: a re-DELETE (or a forced one) retries.
  */
 import { CONTROLLER_QUEUE, deletionVersion, type JobName, jobId } from '../../lib/jobs/index.ts'
+import { type ControllerJobs, redriveGroup, redriveHost } from '../../lib/jobs/redrive.ts'
 import { attemptOf, failureOf, retryAt } from '../../lib/state/attempts.ts'
 import { type Condition, type StoredObject, setCondition } from '../../lib/state/objects.ts'
 import type { HandlerDeps } from './deps.ts'
-import { type ControllerJobs, redriveGroup, redriveHost } from './redrive.ts'
 
 /** An object a run re-drove or marked Failed, and why. */
 export interface Retried {

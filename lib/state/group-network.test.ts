@@ -1,7 +1,17 @@
 import t from 'tap'
-import { validate } from '../../queues/client-errors.ts'
+import * as v from 'valibot'
 import { hostAddressIssues } from './group-network.ts'
 import { ManagedResourceRequest, ResourceGroupSpec } from './objects.ts'
+
+/** `input` parsed by `schema`, or an error listing each issue as `path: message`. */
+function validate<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
+  const result = v.safeParse(schema, input)
+  if (result.success) return result.output
+  const issues = result.issues.map((i) => ({ path: v.getDotPath(i) ?? '', message: i.message }))
+  throw Object.assign(new Error(issues.map((i) => `${i.path}: ${i.message}`).join('; ')), {
+    issues,
+  })
+}
 
 const base = {
   tenantId: 't1',

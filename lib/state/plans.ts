@@ -4,6 +4,8 @@
  * stored, enqueued, allocated or written.
  */
 
+import type { ManagedResourceSpec, ResourceGroupSpec } from './objects.ts'
+
 /** One change to Hydrazine's FRR: a /32 announced via a next hop, or withdrawn. */
 export interface PlannedPrefix {
   /** `A.B.C.D/32`; null when the address would be taken from the pool at apply time. */
@@ -50,4 +52,17 @@ export interface ChangePlan {
   }
   /** Plain words for what else would happen (a spec unchanged, a pool entry added). */
   readonly notes: readonly string[]
+}
+
+/**
+ * Plans of the four writes that touch a group's topology, computed the way the handlers
+ * would (`functions/plan.ts`); the application asks it after its own checks. Undefined:
+ * no such object.
+ */
+export interface Planner {
+  group(name: string, spec: ResourceGroupSpec): Promise<ChangePlan>
+  groupDeletion(name: string): Promise<ChangePlan | undefined>
+  /** `spec` as the store would hold it (placed on its DPU). */
+  host(name: string, spec: ManagedResourceSpec): Promise<ChangePlan>
+  hostDeletion(name: string): Promise<ChangePlan | undefined>
 }

@@ -197,8 +197,12 @@ export class SpecWrites {
    * immutable parts or its claims, writing nothing: a dry run's check. (The write itself
    * checks again, atomically.)
    */
-  async checkHost(name: string, spec: ManagedResourceSpec): Promise<void> {
-    const existing = await this.#records.get<ManagedResource>('mr', name)
+  async checkHost(
+    name: string,
+    spec: ManagedResourceSpec,
+    known?: { readonly existing: ManagedResource | undefined },
+  ): Promise<void> {
+    const existing = known ? known.existing : await this.#records.get<ManagedResource>('mr', name)
     if (existing?.deletion) {
       throw new StoreConflict(`${name} is being deleted; it cannot change`, 'Terminating')
     }

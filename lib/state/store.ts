@@ -173,9 +173,16 @@ export class StateStore {
     return this.#specs.checkHostsQuotas(hosts, quota)
   }
 
-  /** Refuses what `putHost` would refuse for deletion, immutable parts or claims; writes nothing. */
-  checkHost(name: string, spec: ManagedResourceSpec): Promise<void> {
-    return this.#specs.checkHost(name, spec)
+  /**
+   * Refuses what `putHost` would refuse for deletion, immutable parts or claims; writes
+   * nothing. `known`: the host as the caller read it already (not read again).
+   */
+  checkHost(
+    name: string,
+    spec: ManagedResourceSpec,
+    known?: { readonly existing: ManagedResource | undefined },
+  ): Promise<void> {
+    return this.#specs.checkHost(name, spec, known)
   }
 
   // ── reads ──────────────────────────────────────────────────────────────────

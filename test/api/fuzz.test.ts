@@ -7,7 +7,7 @@
  */
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
-import { HydrazineClient, MAX_ISSUES, ValidationError } from '../../queues/producer.ts'
+import { HydrazineClient, MAX_ISSUES, ValidationError } from '../../app/index.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
 import { groupsSettled } from '../pipeline/scenarios.ts'
 

@@ -9,7 +9,7 @@ import t from 'tap'
 import { createHydrazineClient } from '../../api/grpc/protocol.ts'
 import { createGrpcServer } from '../../api/grpc/server.ts'
 import { statusDetailsOf } from '../../api/grpc/status.ts'
-import type { HydrazineClient } from '../../queues/producer.ts'
+import type { HydrazineClient } from '../../app/index.ts'
 import { groupSpec, startPipeline, until } from '../pipeline/fixtures.ts'
 import { refusalSnapshot as snapshot } from '../pipeline/scenarios.ts'
 import {

@@ -6,7 +6,7 @@
  * back in the step that defines it.
  */
 import t from 'tap'
-import { IPV6_OWNERS, networkSpecOf } from '../../functions/internal/network.ts'
+import { IPV6_OWNERS, networkSpecOf } from '../../lib/ipam/group-network.ts'
 import type { ResourceGroupSpec } from '../../lib/state/objects.ts'
 import { ipamFixture } from './fixture.ts'
 

@@ -6,7 +6,7 @@
  * the pools it replaces, including those an earlier layout kept.
  */
 import t from 'tap'
-import { networkSpecOf } from '../../functions/internal/network.ts'
+import { networkSpecOf } from '../../lib/ipam/group-network.ts'
 import type { AllocateOptions, NetworkSpec } from '../../lib/ipam/index.ts'
 import type { ResourceGroupSpec } from '../../lib/state/objects.ts'
 import { ipamFixture } from './fixture.ts'

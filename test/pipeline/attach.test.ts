@@ -1,6 +1,6 @@
 import t from 'tap'
+import { ValidationError } from '../../app/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import { ValidationError } from '../../queues/producer.ts'
 import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
 
 t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {

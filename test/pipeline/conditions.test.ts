@@ -6,8 +6,8 @@
  */
 import t from 'tap'
 import type { ChildJobs } from '../../functions/internal/deps.ts'
-import { queueJobs } from '../../functions/internal/redrive.ts'
 import { retryDue } from '../../functions/internal/retries.ts'
+import { queueJobs } from '../../lib/jobs/redrive.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ManagedResource } from '../../lib/state/objects.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'

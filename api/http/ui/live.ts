@@ -27,11 +27,10 @@
  */
 import type { Context } from 'hono'
 import { streamSSE } from 'hono/streaming'
+import type { HydrazineClient, Operations } from '../../../app/index.ts'
+import { NotFoundError } from '../../../app/index.ts'
 import type { Change, Subscription } from '../../../lib/state/changes.ts'
-import type { HydrazineClient } from '../../../queues/producer.ts'
-import { NotFoundError } from '../../../queues/producer.ts'
 import { readVisible, removalVisibleTo } from '../../change-visibility.ts'
-import type { Operations } from '../../operations.ts'
 import type { Principal } from '../tokens.ts'
 import { groupPhase, hostPhase } from './phase.ts'
 import type { Session } from './session.ts'

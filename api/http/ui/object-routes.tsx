@@ -3,9 +3,8 @@
  * page, packet trace, force-delete and re-drive.
  */
 import type { Context, Hono } from 'hono'
-import { validate } from '../../../queues/client-errors.ts'
-import { NotFoundError, type TraceAnswer } from '../../../queues/producer.ts'
-import type { DpuView, Operations } from '../../operations.ts'
+import type { DpuView, Operations } from '../../../app/index.ts'
+import { NotFoundError, type TraceAnswer, validate } from '../../../app/index.ts'
 import { ApiError, type ErrorBody } from '../errors.ts'
 import { traceAnswer } from '../trace.ts'
 import { ConfirmPage } from './pages/confirm.tsx'

@@ -3,7 +3,7 @@
  * public IP pool (a tenant gets 403).
  */
 import type { Hono } from 'hono'
-import { validate } from '../../../queues/client-errors.ts'
+import { validate } from '../../../app/index.ts'
 import { operatorOnly } from './guards.ts'
 import { ConfirmPage } from './pages/confirm.tsx'
 import { DpuPage, DpusPage } from './pages/dpus.tsx'

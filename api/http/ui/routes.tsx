@@ -13,7 +13,7 @@
  * - `GET /ui/dpus`, `/ui/dpus/:id`, `/ui/public-ips` — operators only (a tenant gets 403).
  * - `GET /ui/events` — server-sent events of status changes (`live.ts`).
  *
- * Every read and write goes through the principal's operations (`api/operations.ts`), so
+ * Every read and write goes through the principal's operations (`app/operations.ts`), so
  * a tenant sees and changes only its own tenant's objects (another's is 404). Each action
  * is a confirmation page, then a POST carrying the session's CSRF token, then a redirect
  * with a flash message. Form inputs are checked with valibot: a bad one is a 400 page
@@ -31,9 +31,13 @@ import type { Context } from 'hono'
 import { Hono } from 'hono'
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie'
 import * as v from 'valibot'
-import { validate } from '../../../queues/client-errors.ts'
-import type { HydrazineClient } from '../../../queues/producer.ts'
-import { createOperations, type Operations, type OperationsDeps } from '../../operations.ts'
+import type { HydrazineClient } from '../../../app/index.ts'
+import {
+  createOperations,
+  type Operations,
+  type OperationsDeps,
+  validate,
+} from '../../../app/index.ts'
 import { ApiError, type ErrorBody, errorHandler } from '../errors.ts'
 import { createTokenLookup, principalsByDigest, samePrincipal, type Tokens } from '../tokens.ts'
 import { CLIENT_JS, ICON_SVG, STYLE_CSS } from './assets.ts'

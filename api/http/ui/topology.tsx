@@ -11,9 +11,10 @@
  * @example
  * <TopologySvg model={topologyModel(group, hosts, dpus)} />
  */
+
+import type { DpuView } from '../../../app/index.ts'
 import { topologyNames } from '../../../lib/ovn/index.ts'
 import type { ManagedResource, ResourceGroup } from '../../../lib/state/objects.ts'
-import type { DpuView } from '../../operations.ts'
 import { groupPhase, hostPhase } from './phase.ts'
 
 export interface TopologyHost {

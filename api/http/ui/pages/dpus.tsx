@@ -3,8 +3,9 @@
  * inventory entry, heartbeat state and last beat, agent version, the hosts it serves and
  * the ports its agent reports bound — and one DPU's events.
  */
+
+import type { DpuView } from '../../../../app/index.ts'
 import type { ObjectEvent } from '../../../../lib/state/events.ts'
-import type { DpuView } from '../../../operations.ts'
 import { EventsTable, Facts, type Frame, Layout, Phase, Time } from '../layout.tsx'
 import { attentionFirst, type Bounded, DpusTable } from './overview.tsx'
 

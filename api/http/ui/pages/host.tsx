@@ -4,9 +4,10 @@
  * when it is Failed. A live refresh of a trace's page reads the host's page, never the
  * trace's: the verdict shown stays the one traced when asked.
  */
+
+import type { TraceAnswer } from '../../../../app/index.ts'
 import type { ObjectEvent } from '../../../../lib/state/events.ts'
 import type { ManagedResource } from '../../../../lib/state/objects.ts'
-import type { TraceAnswer } from '../../../../queues/producer.ts'
 import { ConditionsTable, EventsTable, Facts, type Frame, Layout, Phase } from '../layout.tsx'
 import { hostPhase } from '../phase.ts'
 

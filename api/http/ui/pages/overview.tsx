@@ -2,9 +2,10 @@
  * `/ui/`: what the principal may see at a glance — counts of groups, hosts, DPUs and
  * public IPs, then each list with whatever is not Ready (or not Online) first.
  */
+
+import type { DpuView } from '../../../../app/index.ts'
 import type { PublicIpStatus } from '../../../../lib/ipam/index.ts'
 import type { ManagedResource, ResourceGroup } from '../../../../lib/state/objects.ts'
-import type { DpuView } from '../../../operations.ts'
 import { type Frame, Layout, Phase, Time } from '../layout.tsx'
 import { groupPhase, hostPhase, SETTLED } from '../phase.ts'
 

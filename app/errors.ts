@@ -1,7 +1,8 @@
 /**
- * How `HydrazineClient` refuses a request: a malformed one with every bad field named
- * (`validate`, `ValidationError`), a missing object, or credentials this Hydrazine cannot
- * issue. Callers import these from `producer.ts`.
+ * How the application refuses a request: a malformed one with every bad field named
+ * (`validate`, `ValidationError`), a missing object, a name another tenant holds, a
+ * caller not allowed to, or credentials this Hydrazine cannot issue. Each ingress maps
+ * their codes to its own statuses (`api/errors.ts`).
  */
 import * as v from 'valibot'
 import { HydrazineError } from '../lib/errors.ts'
@@ -40,6 +41,30 @@ export class NotFoundError extends HydrazineError {
     readonly objectName: string,
   ) {
     super('NOT_FOUND', `${kind} ${objectName} does not exist`)
+  }
+}
+
+/** The caller's credentials are valid but do not allow this (HTTP 403, gRPC PERMISSION_DENIED). */
+export class ForbiddenError extends HydrazineError {
+  constructor(message = 'only an operator token may do this') {
+    super('FORBIDDEN', message)
+  }
+}
+
+/**
+ * A tenant asked for a name another tenant holds. Names are global (like DNS names): the
+ * answer says only that the name is taken — never by whom, nor anything of the object.
+ */
+export class NameTaken extends HydrazineError {
+  constructor(kind: string, name: string) {
+    super('NAME_TAKEN', `the ${kind} name ${name} is not available; choose another`)
+  }
+}
+
+/** This client was built without a planner (no OVN central to plan against). */
+export class DryRunUnavailable extends HydrazineError {
+  constructor() {
+    super('DRY_RUN_UNAVAILABLE', 'dry runs are not available on this client', { retryable: false })
   }
 }
 

@@ -3,70 +3,86 @@
  * its host, and checked (alone and together with the host) before anything is written.
  */
 import * as v from 'valibot'
-import {
-  type ManagedResource,
-  type ManagedResourceRequest,
-  type ManagedResourceSpec,
-  type ResourceGroup,
-  Rfc1123Label,
+import type {
+  Dpu,
+  DpuSpec,
+  ManagedResource,
+  ManagedResourceRequest,
+  ManagedResourceSpec,
+  ResourceGroup,
 } from '../lib/state/objects.ts'
+import { Rfc1123Label } from '../lib/state/objects.ts'
 import { type Caller, placeHost } from '../lib/state/placement.ts'
 import type { TenantQuota } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
-import { ValidationError } from './client-errors.ts'
-import { type ClientPolicy, hostRequestOf } from './request-checks.ts'
+import { ValidationError } from './errors.ts'
+import { hostRequestOf } from './host-request.ts'
+import type { ClientPolicy } from './policy.ts'
+import type { RequestReads } from './reads.ts'
 
 /** What checking a host's interfaces reads. */
 export interface InterfaceDeps {
-  readonly store: StateStore
+  readonly reads: RequestReads
+  readonly store: Pick<StateStore, 'checkHost' | 'checkHostsQuotas'>
   readonly policy: ClientPolicy
   /** The host's tenant's quota (its interfaces are in its tenant's groups). */
   readonly quota: TenantQuota
 }
 
 /**
- * Refuses (as the PUT would, naming `interfaces.<i>.<field>`) interfaces that cannot be
- * placed: each on its own, then together with the host — one DPU serving two groups,
- * one host port or NAT IP used twice, one DNS name twice in a group, the tenant's quota.
- * Each checked interface's `group` is filled in.
+ * A host (or one of its interfaces) placed on its DPU: what its write stores, the DPU
+ * it was placed against, and what the inventory learns first.
+ */
+export interface PlacedHost {
+  readonly name: string
+  readonly request: ManagedResourceRequest
+  readonly group: ResourceGroup
+  readonly dpu: Dpu | undefined
+  /** The spec the store would hold (an interface's with `interfaceOf`). */
+  readonly spec: ManagedResourceSpec
+  readonly dpuChange?: DpuSpec
+}
+
+/**
+ * The interfaces placed, or refused (as the PUT would, naming `interfaces.<i>.<field>`)
+ * when they cannot be: each on its own, then together with the host — one DPU serving
+ * two groups, one host port or NAT IP used twice, one DNS name twice in a group, the
+ * tenant's quota.
  */
 export async function checkInterfaces(
   deps: InterfaceDeps,
-  name: string,
-  request: ManagedResourceRequest,
-  group: ResourceGroup,
-  interfaces: InterfacePort[],
+  host: PlacedHost,
+  interfaces: readonly InterfacePort[],
   caller: Caller,
-): Promise<void> {
-  const host = placeHost(request, group, await deps.store.getDpu(request.dpu.id), caller)
-  if (!host.ok) throw new ValidationError(host.issues)
-  const ports: PlacedPort[] = [{ name, path: '', group: group.name, spec: host.spec }]
+): Promise<PlacedHost[]> {
+  const ports: PlacedPort[] = [
+    { name: host.name, path: '', group: host.group.name, spec: host.spec },
+  ]
+  const placed: PlacedHost[] = []
   for (const [i, port] of interfaces.entries()) {
-    const placed = await checkInterface(deps, name, port, group, caller).catch((error: unknown) => {
+    const one = await checkInterface(deps, host, port, caller).catch((error: unknown) => {
       throw inInterface(error, i)
     })
-    ports.push({
-      name: port.name,
-      path: `interfaces.${i}.`,
-      group: placed.resourceGroup,
-      spec: placed,
-    })
+    placed.push(one)
+    ports.push({ name: port.name, path: `interfaces.${i}.`, group: one.group.name, spec: one.spec })
   }
   const clash = portClash(ports)
   if (clash) throw new ValidationError([clash])
   await deps.store.checkHostsQuotas(ports, deps.quota)
+  return placed
 }
 
-/** Refuses what placing the interface `port` of host `name` alone would refuse. */
+/** Refuses what placing the interface `port` of `host` alone would refuse. */
 async function checkInterface(
   deps: InterfaceDeps,
-  name: string,
+  host: PlacedHost,
   port: InterfacePort,
-  hostGroup: ResourceGroup,
   caller: Caller,
-): Promise<ManagedResourceSpec> {
+): Promise<PlacedHost> {
+  const name = host.name
+  const hostGroup = host.group
   const { request, group } = await hostRequestOf(
-    deps.store,
+    deps.reads,
     port.name,
     port.request,
     caller,
@@ -80,24 +96,29 @@ async function checkInterface(
       },
     ])
   }
-  port.group = group
-  const existing = await deps.store.getHost(port.name)
+  const existing = await deps.reads.host(port.name)
   if (existing && existing.spec.interfaceOf !== name) {
     throw new StoreConflict(`${port.name} is already in use`, 'Claimed')
   }
-  const placed = placeHost(request, group, await deps.store.getDpu(request.dpu.id), caller)
+  const dpu = await deps.reads.dpu(request.dpu.id)
+  const placed = placeHost(request, group, dpu, caller)
   if (!placed.ok) throw new ValidationError(placed.issues)
   const spec = { ...placed.spec, interfaceOf: name }
-  await deps.store.checkHost(port.name, spec)
-  return spec
+  await deps.store.checkHost(port.name, spec, { existing })
+  return {
+    name: port.name,
+    request,
+    group,
+    dpu,
+    spec,
+    ...(placed.dpuChange ? { dpuChange: placed.dpuChange } : {}),
+  }
 }
 
 /** An interface of a host being placed: its own ManagedResource's name and request. */
 export interface InterfacePort {
   readonly name: string
   readonly request: ManagedResourceRequest
-  /** Its group, once checked. */
-  group?: ResourceGroup
 }
 
 /**
@@ -130,7 +151,7 @@ export function interfaceNames(host: ManagedResource | undefined): string[] {
  * being deleted, or no longer lists it may be deleted on its own.
  */
 export async function refuseInterfaceChange(
-  store: Pick<StateStore, 'getHost'>,
+  hostOf: (name: string) => Promise<ManagedResource | undefined>,
   existing: ManagedResource | undefined,
   name: string,
   change: 'change' | 'delete',
@@ -138,7 +159,7 @@ export async function refuseInterfaceChange(
   const host = existing?.spec.interfaceOf
   if (host === undefined) return
   if (change === 'delete') {
-    const owner = await store.getHost(host)
+    const owner = await hostOf(host)
     const listed = interfaceNames(owner).includes(name)
     if (!owner || owner.deletion || !listed) return
   }

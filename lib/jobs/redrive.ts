@@ -5,19 +5,25 @@
  * failure whose cause may have gone away, and when a repair must re-send a DPU its work.
  */
 import * as v from 'valibot'
-import { JOB_OPTIONS, type JobName, JobSchemas, jobId } from '../../lib/jobs/index.ts'
-import { attemptOf, startAttempt } from '../../lib/state/attempts.ts'
+import { attemptOf, startAttempt } from '../state/attempts.ts'
 import type {
+  Condition,
   GroupPhase,
   HostPhase,
   ManagedResourceStatus,
   ResourceGroupStatus,
-} from '../../lib/state/objects.ts'
-import type { ControllerJobs, HandlerDeps } from './deps.ts'
+} from '../state/objects.ts'
+import type { StateStore } from '../state/store.ts'
+import { JOB_OPTIONS, type JobName, JobSchemas, jobId } from './index.ts'
 
-export type { ControllerJobs } from './deps.ts'
+/** The controller's own queue, as a handler or a write adds a job to it. */
+export interface ControllerJobs {
+  /** Adds a job unless one with this id exists already. */
+  add(name: JobName, data: object, jobId: string): Promise<void>
+}
 
-import type { ConditionChange } from './status.ts'
+/** The condition a new attempt starts with. */
+type ConditionChange = Omit<Condition, 'lastTransitionTime'>
 
 /** ControllerJobs on a BullMQ queue, with the controller's retry and retention options. */
 export function queueJobs(queue: {
@@ -30,7 +36,10 @@ export function queueJobs(queue: {
   }
 }
 
-type RedriveDeps = Pick<HandlerDeps, 'store'> & { readonly jobs: ControllerJobs }
+interface RedriveDeps {
+  readonly store: Pick<StateStore, 'updateStatus'>
+  readonly jobs: ControllerJobs
+}
 
 /**
  * Starts the host's next attempt (`phase`, default `Attaching`; a repair of a Ready host

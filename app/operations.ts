@@ -4,9 +4,9 @@
  * An operator sees and changes everything. A tenant sees only its own tenant's resource
  * groups and their managed resources: another tenant's object behaves exactly like one
  * that does not exist (NotFound), writing a group for another tenant is Forbidden, and
- * public IPs are for operators only. Specs are validated by the producer client
- * (`queues/producer.ts`) after these checks, which only read: a refused request changes
- * nothing and enqueues nothing.
+ * public IPs are for operators only. A write's tenancy is decided with the rest of the
+ * request, once, by the client's `prepare` (`hosts.ts`, `groups.ts`): a refused request
+ * changes nothing and enqueues nothing.
  *
  * Lists are paged (`lib/state/pages.ts`): by name, or for public IPs by address, each page
  * starting after the last key of the one before. Groups and hosts are read a page at a
@@ -21,15 +21,11 @@ import type { NetworkUsage, PublicIpStatus } from '../lib/ipam/index.ts'
 import type { ObjectEvent } from '../lib/state/events.ts'
 import type { Dpu, DpuSpec, ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
 import { type Page, type PageRequest, pageOf } from '../lib/state/pages.ts'
-import {
-  type Accepted,
-  type HydrazineClient,
-  NotFoundError,
-  type TraceAnswer,
-  ValidationError,
-} from '../queues/producer.ts'
-import { type Principal, tenantOf } from './auth.ts'
-import { ForbiddenError, NameTaken } from './errors.ts'
+import type { Caller } from '../lib/state/placement.ts'
+import type { HydrazineClient } from './client.ts'
+import { ForbiddenError, NotFoundError } from './errors.ts'
+import type { Accepted } from './outcomes.ts'
+import type { TraceAnswer } from './trace.ts'
 
 /** What the operations need from the rest of Hydrazine: its client, nothing else. */
 export interface OperationsDeps {
@@ -142,10 +138,6 @@ export interface Operations {
   visibleGroup(name: string): Promise<ResourceGroup | undefined>
   /** The host as this caller may see it: undefined when missing or in another tenant's group. */
   visibleHost(name: string): Promise<ManagedResource | undefined>
-  /** Refuses (403, or 409 for a name another tenant holds) a group write this caller may not make. */
-  mayWriteGroup(name: string, spec: Record<string, unknown>): Promise<void>
-  /** Refuses a host write this caller may not make (its group must be visible to it). */
-  mayWriteHost(name: string, spec: Record<string, unknown>): Promise<void>
   /**
    * Where a packet from a host (or the fabric) to a host or address ends up (ovn-trace).
    * A tenant traces only its own hosts and their addresses; others' are NotFound.
@@ -164,7 +156,7 @@ function addressOrder(ip: string): string {
  * const ops = createOperations({ client })
  * await ops({ kind: 'tenant', tenant: 'tenant-a' }).getGroup('group-a')
  */
-export function createOperations(deps: OperationsDeps): (principal: Principal) => Operations {
+export function createOperations(deps: OperationsDeps): (caller: Caller) => Operations {
   const { client } = deps
 
   const dpuView = async (
@@ -190,10 +182,10 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       : {}),
   })
 
-  return function operationsFor(principal) {
-    const tenant = tenantOf(principal)
+  return function operationsFor(caller) {
+    const tenant = caller.kind === 'tenant' ? caller.tenant : undefined
     const operatorOnly = () => {
-      if (principal.kind !== 'operator') throw new ForbiddenError()
+      if (caller.kind !== 'operator') throw new ForbiddenError()
     }
 
     const visibleGroup = async (name: string) => {
@@ -215,36 +207,12 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       return host
     }
 
-    const mayWriteGroup = async (name: string, spec: Record<string, unknown>) => {
-      if (tenant === undefined) return
-      if (typeof spec.tenantId === 'string' && spec.tenantId !== tenant) {
-        throw new ForbiddenError(`a ${tenant} token cannot write for ${spec.tenantId}`)
-      }
-      const existing = await client.getGroup(name)
-      if (existing && existing.spec.tenantId !== tenant) throw new NameTaken('resource group', name)
-    }
-    const mayWriteHost = async (name: string, spec: Record<string, unknown>) => {
-      if (tenant === undefined) return
-      const existing = await client.getHost(name)
-      if (existing && !(await visibleHost(name))) throw new NameTaken('managed resource', name)
-      // Another tenant's group looks exactly like one that does not exist.
-      if (typeof spec.resourceGroup === 'string' && !(await visibleGroup(spec.resourceGroup))) {
-        throw new ValidationError([
-          { path: 'resourceGroup', message: `resource group ${spec.resourceGroup} does not exist` },
-        ])
-      }
-    }
-
     return {
       visibleGroup,
       visibleHost,
 
-      mayWriteGroup,
-      mayWriteHost,
-
       async applyGroup(name, spec) {
-        await mayWriteGroup(name, spec)
-        return client.applyGroup(name, spec)
+        return client.applyGroup(name, spec, { caller })
       },
 
       async getGroup(name) {
@@ -277,10 +245,7 @@ export function createOperations(deps: OperationsDeps): (principal: Principal) =
       },
 
       async applyHost(name, spec) {
-        await mayWriteHost(name, spec)
-        return client.applyHost(name, spec, {
-          caller: tenant ? { kind: 'tenant', tenant } : { kind: 'operator' },
-        })
+        return client.applyHost(name, spec, { caller })
       },
 
       async getHost(name) {

@@ -1,12 +1,13 @@
 /**
- * Dry runs at the API edge (`?dryRun=true` on PUT and DELETE): the same visibility and
- * write checks as the real operation (`operations.ts`), then the client's plan instead of
- * the write. A tenant plans only what it could do.
+ * Dry runs as one caller may ask them (`?dryRun=true` on PUT and DELETE): a write is
+ * prepared exactly as the real one (`HydrazineClient.plans`: the same tenancy, checks and
+ * refusals), then planned instead of applied; a deletion has the visibility check of the
+ * real one (`operations.ts`). A tenant plans only what it could do.
  */
+import type { Caller } from '../lib/state/placement.ts'
 import type { ChangePlan } from '../lib/state/plans.ts'
-import { type HydrazineClient, NotFoundError } from '../queues/producer.ts'
-import { type Principal, tenantOf } from './auth.ts'
-import { ForbiddenError } from './errors.ts'
+import type { HydrazineClient } from './client.ts'
+import { ForbiddenError, NotFoundError } from './errors.ts'
 import type { Operations } from './operations.ts'
 
 export interface PlanOperations {
@@ -21,28 +22,22 @@ export interface PlanOperations {
 /**
  * @example
  * const plans = createPlanOperations({ client })
- * await plans(ops(principal), principal).applyHost('host-1', spec)
+ * await plans(ops(caller), caller).applyHost('host-1', spec)
  */
 export function createPlanOperations(deps: { client: Pick<HydrazineClient, 'plans'> }) {
   const { plans } = deps.client
-  return function planOperationsFor(ops: Operations, principal: Principal): PlanOperations {
-    const tenant = tenantOf(principal)
+  return function planOperationsFor(ops: Operations, caller: Caller): PlanOperations {
+    const tenant = caller.kind === 'tenant' ? caller.tenant : undefined
     return {
       async applyGroup(name, spec) {
-        await ops.mayWriteGroup(name, spec)
-        return plans.group(name, spec)
+        return plans.group(name, spec, caller)
       },
       async deleteGroup(name) {
         if (!(await ops.visibleGroup(name))) throw new NotFoundError('resource group', name)
         return plans.groupDeletion(name)
       },
       async applyHost(name, spec) {
-        await ops.mayWriteHost(name, spec)
-        const plan = await plans.host(
-          name,
-          spec,
-          tenant ? { kind: 'tenant', tenant } : { kind: 'operator' },
-        )
+        const plan = await plans.host(name, spec, caller)
         return tenant ? withoutPoolPeek(plan) : plan
       },
       async deleteHost(name) {
@@ -50,7 +45,7 @@ export function createPlanOperations(deps: { client: Pick<HydrazineClient, 'plan
         return plans.hostDeletion(name)
       },
       async publicIp(ip, change) {
-        if (principal.kind !== 'operator') throw new ForbiddenError()
+        if (caller.kind !== 'operator') throw new ForbiddenError()
         return plans.publicIp(ip, change)
       },
     }

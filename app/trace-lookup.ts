@@ -9,7 +9,7 @@ import { groupSubnets } from '../lib/state/group-network.ts'
 import { cidrContains, type ManagedResource, type ResourceGroup } from '../lib/state/objects.ts'
 import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
-import { ValidationError } from './client-errors.ts'
+import { ValidationError } from './errors.ts'
 
 /** Whether the caller may trace this host (an operator any; a tenant its own). */
 export type Visible = (host: ManagedResource) => Promise<boolean>

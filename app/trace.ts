@@ -35,7 +35,7 @@ import { groupSubnets } from '../lib/state/group-network.ts'
 import { Rfc1123Label } from '../lib/state/objects.ts'
 import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
-import { validate } from './client-errors.ts'
+import { validate } from './errors.ts'
 import { outcomeOf, summaryOf, type TraceAnswer, type TraceRun } from './trace-answer.ts'
 import { outboundNotes, ownerOf, reachableAddress, type Visible } from './trace-lookup.ts'
 

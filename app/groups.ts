@@ -1,0 +1,179 @@
+/**
+ * A group request, decided once: `prepare` settles tenancy (a tenant writes only its own
+ * tenant's groups, and a name another tenant holds is taken), validation (the DHCP server
+ * one the operator relays to) and the addresses its hosts hold; `apply` stores it and
+ * enqueues `group.create` (the same spec applied again to a Failed group starts a new
+ * attempt; a new group past its tenant's `groups` quota is refused as it is stored);
+ * `plan` answers a dry run from the same prepared request. Deleting a group marks it and
+ * enqueues `group.delete`.
+ */
+import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
+import type { Ipam } from '../lib/ipam/index.ts'
+import { deletionVersion } from '../lib/jobs/index.ts'
+import { redriveGroup } from '../lib/jobs/redrive.ts'
+import {
+  cidrContains,
+  type ResourceGroup,
+  ResourceGroupSpec,
+  Rfc1123Label,
+} from '../lib/state/objects.ts'
+import type { Caller } from '../lib/state/placement.ts'
+import type { ChangePlan, Planner } from '../lib/state/plans.ts'
+import type { StateStore } from '../lib/state/store.ts'
+import type { ControllerQueue } from '../queues/producer.ts'
+import {
+  AddressesHeld,
+  ForbiddenError,
+  NameTaken,
+  NotFoundError,
+  ValidationError,
+  validate,
+} from './errors.ts'
+import { type Accepted, plannerOf, sameSpecAgain } from './outcomes.ts'
+import { type ClientPolicy, quotaOf } from './policy.ts'
+
+/** A group request that passed every check: what `apply` stores and `plan` plans. */
+export interface PreparedGroup {
+  readonly name: string
+  readonly spec: ResourceGroupSpec
+}
+
+export interface GroupDeps {
+  readonly store: StateStore
+  readonly queue: ControllerQueue
+  readonly policy: ClientPolicy
+  /** Refuses a group change that would orphan a held address (409) before it is stored. */
+  readonly addresses: Pick<Ipam, 'orphans'>
+  readonly planner?: Planner | undefined
+}
+
+export class GroupRequests {
+  readonly #deps: GroupDeps
+
+  constructor(deps: GroupDeps) {
+    this.#deps = deps
+  }
+
+  /**
+   * Everything a group write decides, refused (nothing stored) at the first check it
+   * fails: a tenant writing for another tenant (403) or to a name another tenant holds
+   * (409), a malformed spec, a DHCP server the operator does not relay to, a held address
+   * the new network would leave behind (409).
+   */
+  async prepare(caller: Caller, name: string, spec: unknown): Promise<PreparedGroup> {
+    if (caller.kind === 'tenant') await this.#refuseForeign(caller.tenant, name, spec)
+    const valid = validGroupSpec(name, spec, this.#deps.policy)
+    // IPAM's commit refuses the same atomically (the group Failed): this answers at once.
+    await refuseOrphans(this.#deps.addresses, name, valid)
+    return { name, spec: valid }
+  }
+
+  async #refuseForeign(tenant: string, name: string, spec: unknown): Promise<void> {
+    const asked =
+      typeof spec === 'object' && spec !== null ? Reflect.get(spec, 'tenantId') : undefined
+    if (typeof asked === 'string' && asked !== tenant) {
+      throw new ForbiddenError(`a ${tenant} token cannot write for ${asked}`)
+    }
+    const existing = await this.#deps.store.getGroup(name)
+    if (existing && existing.spec.tenantId !== tenant) throw new NameTaken('resource group', name)
+  }
+
+  /** The prepared spec stored; `group.create` enqueued when it changed or is tried again. */
+  async apply(prepared: PreparedGroup): Promise<Accepted<ResourceGroup>> {
+    const { store, queue, policy } = this.#deps
+    const { name, spec } = prepared
+    const { limits } = quotaOf(policy, spec.tenantId)
+    const { changed, object } = await store.putGroup(name, spec, limits)
+    if (!changed) {
+      if (object.status.phase !== 'Failed') return { object }
+      const jobs = { store, jobs: queue.jobs }
+      const id = await redriveGroup(jobs, name, sameSpecAgain('OvnConfigured'))
+      return { object: (await store.getGroup(name)) ?? object, ...(id ? { jobId: id } : {}) }
+    }
+    const id = await queue.converge('group.create', name, object.specVersion, {
+      group: name,
+      specVersion: object.specVersion,
+    })
+    return { object, jobId: id }
+  }
+
+  /** What applying the prepared spec would change; nothing is stored or enqueued. */
+  plan(prepared: PreparedGroup): Promise<ChangePlan> {
+    return plannerOf(this.#deps).group(prepared.name, prepared.spec)
+  }
+
+  /** The group marked for deletion and `group.delete` enqueued. */
+  async delete(name: string, options: { force?: boolean } = {}): Promise<Accepted<ResourceGroup>> {
+    validate(Rfc1123Label, name, 'name')
+    const force = options.force ?? false
+    const object = (await this.#deps.store.requestDeletion('rg', name, force)) as
+      | ResourceGroup
+      | undefined
+    if (!object) throw new NotFoundError('resource group', name)
+    const version = deletionVersion(object.specVersion, force)
+    const id = await this.#deps.queue.deletion('group.delete', name, version, {
+      group: name,
+      force,
+    })
+    return { object, jobId: id }
+  }
+
+  /** What deleting the group would change. */
+  async planDeletion(name: string): Promise<ChangePlan> {
+    validate(Rfc1123Label, name, 'name')
+    const plan = await plannerOf(this.#deps).groupDeletion(name)
+    if (!plan) throw new NotFoundError('resource group', name)
+    return plan
+  }
+}
+
+/**
+ * Refuses (AddressesHeld, 409) a group spec whose network would leave a held address
+ * behind, naming the field: the gateway that would take it, or `extraSubnets` when its
+ * subnet would go.
+ */
+export async function refuseOrphans(
+  addresses: Pick<Ipam, 'orphans'>,
+  name: string,
+  spec: ResourceGroupSpec,
+): Promise<void> {
+  // A host's SLAAC address follows network6: a moved or removed one gives it back.
+  const orphans = await addresses.orphans(name, networkSpecOf({ spec }), {
+    releaseDropped: IPV6_OWNERS,
+  })
+  if (orphans.length === 0) return
+  const subnets = [
+    ...(spec.network ? [{ cidr: spec.network.cidr, path: 'network.gateway' }] : []),
+    ...(spec.extraSubnets ?? []).map((s, i) => ({
+      cidr: s.cidr,
+      path: `extraSubnets.${i}.gateway`,
+    })),
+    ...(spec.network6 ? [{ cidr: spec.network6.cidr, path: 'network6.gateway' }] : []),
+  ]
+  throw new AddressesHeld(
+    orphans.map(({ ip, owner }) => {
+      const subnet = subnets.find((s) => cidrContains(s.cidr, ip))
+      const what = subnet ? 'would be the gateway' : 'lies in no subnet of the new spec'
+      const path = subnet?.path ?? (ip.includes(':') ? 'network6' : 'extraSubnets')
+      return { path, message: `${ip} is held by ${owner} and ${what}` }
+    }),
+  )
+}
+
+/** A group's spec validated, its DHCP server one the operator relays to. */
+export function validGroupSpec(name: string, spec: unknown, policy: ClientPolicy) {
+  validate(Rfc1123Label, name, 'name')
+  const valid = validate(ResourceGroupSpec, spec)
+  if (valid.dhcpServer !== undefined && !policy.dhcpServers.includes(valid.dhcpServer)) {
+    throw new ValidationError([
+      {
+        path: 'dhcpServer',
+        message:
+          policy.dhcpServers.length === 0
+            ? 'no DHCP servers are configured for relaying (HYDRAZINE_DHCP_SERVERS)'
+            : `must be one of the operator's DHCP servers: ${policy.dhcpServers.join(', ')}`,
+      },
+    ])
+  }
+  return valid
+}

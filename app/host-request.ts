@@ -1,0 +1,86 @@
+/**
+ * A host request as the caller may make it: the name not another tenant's, the request
+ * well formed, its group one the caller may see and not being deleted, its addresses in
+ * the group's subnets. Reads through the request's own reads (`reads.ts`), so a host
+ * and its group are read once however many checks ask.
+ */
+import { RESERVED_HOST_NAMES } from '../lib/ovn/index.ts'
+import { hostAddressIssues } from '../lib/state/group-network.ts'
+import { ManagedResourceRequest, type ResourceGroup, Rfc1123Label } from '../lib/state/objects.ts'
+import type { Caller } from '../lib/state/placement.ts'
+import { StoreConflict } from '../lib/state/store.ts'
+import { NameTaken, ValidationError, validate } from './errors.ts'
+import type { ClientPolicy } from './policy.ts'
+import type { RequestReads } from './reads.ts'
+
+/** `resourceGroup` names no group the caller may see. */
+function noSuchGroup(name: unknown): ValidationError {
+  return new ValidationError([
+    { path: 'resourceGroup', message: `resource group ${String(name)} does not exist` },
+  ])
+}
+
+/** The group as `caller` may see it: undefined when missing or another tenant's. */
+export async function visibleGroup(
+  reads: RequestReads,
+  caller: Caller,
+  name: string,
+): Promise<ResourceGroup | undefined> {
+  const group = await reads.group(name)
+  if (!group || (caller.kind === 'tenant' && group.spec.tenantId !== caller.tenant))
+    return undefined
+  return group
+}
+
+/**
+ * Refuses, before the request is even read, a tenant's write to a host name another
+ * tenant holds (NameTaken) or into a group it cannot see (as if the group did not exist).
+ */
+export async function refuseForeignHost(
+  reads: RequestReads,
+  caller: Caller,
+  name: string,
+  spec: unknown,
+): Promise<void> {
+  if (caller.kind !== 'tenant') return
+  const existing = await reads.host(name)
+  if (existing && !(await visibleGroup(reads, caller, existing.spec.resourceGroup))) {
+    throw new NameTaken('managed resource', name)
+  }
+  // Another tenant's group looks exactly like one that does not exist.
+  const asked = typeof spec === 'object' && spec !== null ? Reflect.get(spec, 'resourceGroup') : 0
+  if (typeof asked === 'string' && !(await visibleGroup(reads, caller, asked))) {
+    throw noSuchGroup(asked)
+  }
+}
+
+/** A host request validated, with its group: one the caller may see and not being deleted. */
+export async function hostRequestOf(
+  reads: RequestReads,
+  name: string,
+  spec: unknown,
+  caller: Caller,
+  policy: Pick<ClientPolicy, 'fabric6'> = {},
+): Promise<{ request: ManagedResourceRequest; group: ResourceGroup }> {
+  validate(Rfc1123Label, name, 'name')
+  if (RESERVED_HOST_NAMES.has(name)) {
+    throw new ValidationError([
+      { path: 'name', message: `${name} is reserved for the group's router link; pick another` },
+    ])
+  }
+  const request = validate(ManagedResourceRequest, spec)
+  const group = await visibleGroup(reads, caller, request.resourceGroup)
+  if (!group) throw noSuchGroup(request.resourceGroup)
+  if (group.deletion) {
+    throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
+  }
+  const issues = hostAddressIssues(
+    request,
+    { ...group.spec, name: group.name },
+    policy.fabric6 ?? false,
+  )
+  if (issues.length > 0) {
+    throw new ValidationError(issues.map((i) => ({ path: i.path.join('.'), message: i.message })))
+  }
+  return { request, group }
+}

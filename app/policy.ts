@@ -1,0 +1,19 @@
+/** The operator's rules every request is held to, and the quota a tenant's write counts against. */
+import { DEFAULT_QUOTAS, limitsOf, type Quotas, type TenantQuota } from '../lib/state/quotas.ts'
+
+export interface ClientPolicy {
+  /** The DHCP servers a group may relay to (`HYDRAZINE_DHCP_SERVERS`). */
+  readonly dhcpServers: readonly string[]
+  /**
+   * Per-tenant limits on groups, hosts and public IPs (`HYDRAZINE_QUOTAS`; default
+   * `DEFAULT_QUOTAS`). They hold for an operator's request too: the quota is the tenant's.
+   */
+  readonly quotas?: Quotas
+  /** The fabric has IPv6 (`HYDRAZINE_FABRIC_DUMMY_IP6`): IPv6-only hosts may have access. */
+  readonly fabric6?: boolean
+}
+
+/** The quota a write for `tenant` counts against. */
+export function quotaOf(policy: ClientPolicy, tenant: string): TenantQuota {
+  return { tenant, limits: limitsOf(policy.quotas ?? DEFAULT_QUOTAS, tenant) }
+}

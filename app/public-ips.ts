@@ -1,0 +1,91 @@
+/**
+ * A request on the operator's public IP pool, decided once: `prepare` validates the
+ * address (IPv4 or IPv6, any spelling of it the same one, kept canonical) and reads its
+ * pool entry once; `apply` registers or unregisters it; `plan` answers a dry run from the
+ * same prepared request. Registering is idempotent; unregistering is refused (404) for an
+ * address not in the pool and (409) for one allocated.
+ */
+import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
+import { PublicIpSpec } from '../lib/state/objects.ts'
+import type { ChangePlan } from '../lib/state/plans.ts'
+import { StoreConflict } from '../lib/state/store.ts'
+import { NotFoundError, validate } from './errors.ts'
+
+export type PoolChange = 'register' | 'unregister'
+
+/** A pool request that passed its checks: the canonical address and its entry, if any. */
+export interface PreparedPublicIp {
+  readonly address: string
+  readonly change: PoolChange
+  readonly status: PublicIpStatus | undefined
+}
+
+/** A plan that changes the pool only. */
+function poolOnly(notes: string[]): ChangePlan {
+  return {
+    dryRun: true,
+    nb: { central: null, insert: [], update: [], delete: [] },
+    frr: { announce: [], withdraw: [] },
+    agentJobs: [],
+    addresses: { allocate: [], release: [] },
+    notes,
+  }
+}
+
+/** A public IP as the pool keys it: validated (IPv4 or IPv6), in canonical form. */
+export function publicIpAddress(ip: string): string {
+  return validate(PublicIpSpec, { ip }).ip
+}
+
+export class PublicIpRequests {
+  readonly #ipam: Ipam
+
+  constructor(ipam: Ipam) {
+    this.#ipam = ipam
+  }
+
+  /** Validates the address and reads its pool entry; refuses unregistering one not there. */
+  async prepare(ip: string, change: PoolChange): Promise<PreparedPublicIp> {
+    const address = publicIpAddress(ip)
+    const status = await this.#entry(address)
+    if (change === 'unregister' && !status) throw new NotFoundError('public IP', address)
+    return { address, change, status }
+  }
+
+  /** Registers or unregisters the prepared address; a registered one answers its entry. */
+  async apply(prepared: PreparedPublicIp): Promise<PublicIpStatus | undefined> {
+    const { address } = prepared
+    if (prepared.change === 'unregister') {
+      await this.#ipam.unregisterPublicIp(address)
+      return undefined
+    }
+    await this.#ipam.registerPublicIp(address)
+    return this.get(address)
+  }
+
+  /** What the prepared change would do to the pool; nothing else changes. */
+  plan(prepared: PreparedPublicIp): ChangePlan {
+    const { address, status } = prepared
+    if (prepared.change === 'register') {
+      return poolOnly([
+        status ? `${address} is in the pool already` : `${address} would join the pool`,
+      ])
+    }
+    if (status?.allocated) {
+      throw new StoreConflict(`public IP ${address} is allocated to ${status.allocatedTo}`, 'InUse')
+    }
+    return poolOnly([`${address} would leave the pool`])
+  }
+
+  /** A public IP of the pool, by any spelling of it; NotFound when it is not registered. */
+  async get(ip: string): Promise<PublicIpStatus> {
+    const address = publicIpAddress(ip)
+    const found = await this.#entry(address)
+    if (!found) throw new NotFoundError('public IP', address)
+    return found
+  }
+
+  async #entry(address: string): Promise<PublicIpStatus | undefined> {
+    return (await this.#ipam.listPublicIps()).find((p) => p.ip === address)
+  }
+}
