@@ -6,7 +6,6 @@
  */
 import { OvsdbClient, type OvsdbClientOptions } from './client.ts'
 import { Database } from './database.ts'
-import type { Monitor } from './monitors.ts'
 import { RemotePool } from './pool.ts'
 import type { TableUpdates } from './protocol.ts'
 import type { SbTables } from './schema/sb.generated.ts'
@@ -37,11 +36,10 @@ class PortBindingWatch {
   readonly #names = new Map<string, string>()
   readonly #present = new Map<string, number>()
   #waiters: Waiter[] = []
-  #monitor: Monitor | undefined
 
   static async start(client: OvsdbClient): Promise<PortBindingWatch> {
     const watch = new PortBindingWatch()
-    watch.#monitor = await client.monitor(
+    await client.monitor(
       SB.name,
       { Port_Binding: { columns: ['logical_port'] } },
       (updates, reset) => watch.#apply(updates, reset),
@@ -71,10 +69,14 @@ class PortBindingWatch {
     })
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Answers every waiter false. The monitor is not cancelled: it ends with its connection,
+   * which the pool closes next — and asking a server that is gone (its central was just
+   * released) to cancel would wait out the request timeout for nothing.
+   */
+  end(): void {
     for (const w of this.#waiters) w.done(false)
     this.#waiters = []
-    await this.#monitor?.cancel().catch(() => undefined)
   }
 
   #holds(added: ReadonlySet<string>, removed: ReadonlySet<string>): boolean {
@@ -152,7 +154,7 @@ export class SbPool extends RemotePool<OvsdbClient> {
   override async drop(remote: string): Promise<void> {
     const watch = this.#watches.get(remote)
     this.#watches.delete(remote)
-    await watch?.then((w) => w.stop()).catch(() => undefined)
+    await watch?.then((w) => w.end()).catch(() => undefined)
     await super.drop(remote)
   }
 

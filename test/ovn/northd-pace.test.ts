@@ -70,3 +70,26 @@ t.test('settled answers once ovn-northd has processed a commit, not once NB has 
   await northd('resume')
   t.equal(await waiting, true, 'northd resumed: p3 bound, p1 gone, settled')
 })
+
+t.test('dropping the SB of a central that is gone answers its waiters at once', async (t) => {
+  const dir = await tempDir(t)
+  const pki = await openCertificateAuthority(join(dir, 'pki'))
+  const { central, daemons } = await startOvnCentral({ dir: join(dir, 'ovn'), pki })
+  const stopCentral = async () => {
+    for (const daemon of [...daemons].reverse()) await daemon.stop()
+  }
+  t.teardown(stopCentral)
+  // A request to a lost server waits up to this long for it to come back.
+  const sb = new SbPool({ requestTimeoutMs: 60_000 })
+  t.teardown(() => sb.close())
+  const remote = central.sb.unix
+  const waiting = sb.settled(remote, { added: ['never-added'], removed: [] }, 60_000)
+  // Its central released (as group.delete does), then the connection dropped.
+  await stopCentral()
+  const dropped = await Promise.race([
+    sb.drop(remote).then(() => 'dropped'),
+    new Promise((resolve) => setTimeout(resolve, 10_000, 'still waiting after 10 s')),
+  ])
+  t.equal(dropped, 'dropped', 'the pool does not wait for the gone server')
+  t.equal(await waiting, false, 'the waiter is told: not settled')
+})
