@@ -67,9 +67,12 @@ export class FakeChassis {
    * silently after a minute (the controller then sees no binding). Rejects when the SB
    * could not be written (a central that went away): the stand-in agent's job then fails
    * and is retried, as a real agent's would, instead of acking a binding nobody made.
+   * Rejects at once when `signal` aborts (its agent stopped mid-job: the job is retried).
    */
-  bind(remote: string, dpuId: string, logicalPort: string): Promise<void> {
+  bind(remote: string, dpuId: string, logicalPort: string, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((done, fail) => {
+      if (signal?.aborted) return fail(signal.reason)
+      signal?.addEventListener('abort', () => fail(signal.reason), { once: true })
       const deadline = Date.now() + BIND_WAIT_MS
       this.#claim(remote, dpuId, { port: logicalPort, deadline, done, fail })
     })

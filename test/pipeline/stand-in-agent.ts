@@ -43,6 +43,8 @@ export async function startStandInAgent(
 ): Promise<TestAgent> {
   const { dpuId, protocolVersions, tamper, chassis, refuseIsolate } = options
   const jobs: Job[] = []
+  // Stopping the agent ends a job still waiting for its binding: it fails and is retried.
+  const stopping = new AbortController()
   const connection = createRedis({ url: options.redisUrl }, { maxRetriesPerRequest: null })
   // A stand-in agent rides out a Redis restart as the real one does: reconnecting.
   connection.on('error', () => {})
@@ -64,7 +66,7 @@ export async function startStandInAgent(
       if (refuseIsolate && job.name === 'isolate') {
         throw new UnrecoverableError('ovs-vsctl del-port failed: the host port is busy')
       }
-      const ack = await answer(dpuId, job, chassis)
+      const ack = await answer(dpuId, job, chassis, stopping.signal)
       return tamper ? tamper(ack) : ack
     },
     { connection, ...(options.prefix ? { prefix: options.prefix } : {}), concurrency: 8 },
@@ -72,6 +74,7 @@ export async function startStandInAgent(
   worker.on('error', () => {})
   await worker.waitUntilReady()
   const close = async () => {
+    stopping.abort(new Error(`the agent of ${dpuId} stopped`))
     await worker.close()
     if (protocolVersions) await heartbeats.remove(dpuId)
     connection.disconnect()
@@ -117,6 +120,7 @@ export async function answer(
   dpuId: string,
   job: Job,
   chassis: FakeChassis | undefined,
+  signal?: AbortSignal,
 ): Promise<ConfigureAck | IsolateAck> {
   const data = job.data as {
     specVersion: number
@@ -126,7 +130,9 @@ export async function answer(
   }
   const hostPort = `hp-${data.host.logicalPort}`.slice(0, 15)
   if (job.name === 'configure') {
-    if (data.group.sbRemote) await chassis?.bind(data.group.sbRemote, dpuId, data.host.logicalPort)
+    if (data.group.sbRemote) {
+      await chassis?.bind(data.group.sbRemote, dpuId, data.host.logicalPort, signal)
+    }
     return {
       dpuId,
       specVersion: data.specVersion,
