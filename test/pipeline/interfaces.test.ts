@@ -13,7 +13,7 @@ const NETWORK_B = ['10.20.20.0/24', '10.20.20.1'] as const
 
 t.test('a host on two groups through two interfaces', async (t) => {
   const p = await startPipeline(t)
-  for (const dpu of ['dpu-1', 'dpu-2', 'dpu-3']) await p.agent(dpu)
+  for (const dpu of ['dpu-1', 'dpu-2', 'dpu-3', 'dpu-4']) await p.agent(dpu)
   await p.client.applyGroup('group-a', groupSpec())
   await p.client.applyGroup('group-b', groupSpec('tenant-a', ...NETWORK_B))
   const eth1 = {
@@ -148,8 +148,11 @@ t.test('a host on two groups through two interfaces', async (t) => {
         )
         t.notOk(await p.controller.store.getHost('m1-eth1'), 'm1-eth1 went with group-b')
         await p.client.applyGroup('group-b', groupSpec('tenant-a', ...NETWORK_B))
-        await p.client.applyHost('m1-eth1', hostSpec('group-b', 'dpu-3', 7))
-        t.notOk((await ready('m1-eth1'))?.spec.interfaceOf, 'm1-eth1 is a host of its own now')
+        // On a DPU of its own (dpu-3 serves group-a), so it becomes Ready.
+        await p.client.applyHost('m1-eth1', hostSpec('group-b', 'dpu-4', 7))
+        const alone = await ready('m1-eth1')
+        t.equal(alone?.status.phase, 'Ready', 'm1-eth1 is Ready')
+        t.notOk(alone?.spec.interfaceOf, 'm1-eth1 is a host of its own now')
       }
       const untouched = async (what: string) => {
         const other = await p.controller.store.getHost('m1-eth1')
