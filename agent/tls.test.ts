@@ -15,6 +15,8 @@ async function identities(t: Test) {
     cert: issued.cert,
     key: issued.key,
     ca: root.caCert,
+    serverCert: issued.serverCert,
+    serves: true,
     commonName: 'dpu-1',
   }
   return { runDir: join(dir, 'run'), root, group, identity }

@@ -1,7 +1,8 @@
 /**
- * The DPU's TLS identity (`--tls-cert`, `--tls-key`, `--tls-ca`), read and checked once
- * at start-up: the gRPC server (mTLS), ovn-controller and the agent's own Southbound
- * checks for `ssl:` remotes, and Redis use it.
+ * The DPU's TLS identity (`--tls-cert`, `--tls-key`, `--tls-ca`, and `--tls-server-cert`),
+ * read and checked once at start-up: ovn-controller and the agent's own Southbound checks
+ * for `ssl:` remotes and Redis present the identity (a client certificate); the gRPC
+ * server (mTLS) and metrics serve with the server certificate for the same key.
  *
  * OVN RBAC reads the certificate's CN as the chassis name, so the CN must be the agent's
  * `system-id`; the agent refuses to start otherwise, and when the certificate was not
@@ -21,6 +22,13 @@ export interface AgentTls {
   readonly cert: string
   readonly key: string
   readonly ca: string
+  /** What its gRPC and metrics serve with: `--tls-server-cert`, else the identity. */
+  readonly serverCert: string
+  /**
+   * False when `serverCert` does not say it is for a server (an identity, clientAuth only,
+   * standing in for `--tls-server-cert`): clients that check the purpose refuse it.
+   */
+  readonly serves: boolean
   /** The certificate's CN: the chassis name. */
   readonly commonName: string
 }
@@ -35,12 +43,15 @@ export interface OvsdbTls {
   readonly key: string
 }
 
-type TlsKey = 'tlsCert' | 'tlsKey' | 'tlsCa'
+type TlsKey = 'tlsCert' | 'tlsKey' | 'tlsCa' | 'tlsServerCert'
 const FLAG: Record<TlsKey, string> = {
   tlsCert: '--tls-cert (or HZ_TLS_CERT)',
   tlsKey: '--tls-key (or HZ_TLS_KEY)',
   tlsCa: '--tls-ca (or HZ_TLS_CA)',
+  tlsServerCert: '--tls-server-cert (or HZ_TLS_SERVER_CERT)',
 }
+/** Extended key usage serverAuth (RFC 5280). */
+const SERVER_AUTH = '1.3.6.1.5.5.7.3.1'
 
 function refuse(key: TlsKey, message: string): ConfigError {
   return new ConfigError(`agent TLS: ${FLAG[key]} ${message}`, [{ path: FLAG[key], message }])
@@ -80,15 +91,17 @@ export function commonNameOf(cert: X509Certificate): string | undefined {
  * agent runs without TLS. Throws `ConfigError` naming the option at fault.
  */
 export async function loadAgentTls(
-  config: Pick<AgentConfig, TlsKey | 'systemId'>,
+  config: Pick<AgentConfig, 'tlsCert' | 'tlsKey' | 'tlsCa' | 'systemId'> &
+    Partial<Pick<AgentConfig, 'tlsServerCert'>>,
   now: Date = new Date(),
 ): Promise<AgentTls | undefined> {
-  const { tlsCert, tlsKey, tlsCa } = config
+  const { tlsCert, tlsKey, tlsCa, tlsServerCert } = config
   if (tlsCert === undefined || tlsKey === undefined || tlsCa === undefined) return undefined
-  const [certPem, keyPem, caPem] = await Promise.all([
+  const [certPem, keyPem, caPem, serverPem] = await Promise.all([
     readPem('tlsCert', tlsCert),
     readPem('tlsKey', tlsKey),
     readPem('tlsCa', tlsCa),
+    tlsServerCert === undefined ? undefined : readPem('tlsServerCert', tlsServerCert),
   ])
   let cert: X509Certificate
   try {
@@ -126,13 +139,49 @@ export async function loadAgentTls(
         `${config.systemId}: OVN reads the CN as the chassis, they must be equal`,
     )
   }
+  const server = serverPem === undefined ? cert : serverCertificate(serverPem, cert, cas, now)
   return {
     files: { cert: tlsCert, key: tlsKey, ca: tlsCa },
     cert: certPem,
     key: keyPem,
     ca: caPem,
+    serverCert: serverPem ?? certPem,
+    // No extended key usage at all is good for any purpose.
+    serves: server.keyUsage === undefined || server.keyUsage.includes(SERVER_AUTH),
     commonName,
   }
+}
+
+/**
+ * `--tls-server-cert` parsed and checked: for the identity's key and CN, issued by the CA,
+ * valid now. Throws `ConfigError` naming the option.
+ */
+function serverCertificate(
+  pem: string,
+  identity: X509Certificate,
+  cas: readonly X509Certificate[],
+  now: Date,
+): X509Certificate {
+  let cert: X509Certificate
+  try {
+    const first = certificates(pem)[0]
+    if (!first) throw new Error('no certificate in it')
+    cert = first
+  } catch (err) {
+    throw refuse('tlsServerCert', `is not a PEM certificate: ${(err as Error).message}`)
+  }
+  if (!cert.publicKey.equals(identity.publicKey)) {
+    throw refuse('tlsServerCert', 'is not for the key of --tls-key')
+  }
+  if (cert.subject !== identity.subject) {
+    throw refuse('tlsServerCert', `names ${cert.subject}, not ${identity.subject}`)
+  }
+  if (!cas.some((ca) => cert.checkIssued(ca) && cert.verify(ca.publicKey))) {
+    throw refuse('tlsServerCert', `was not issued by --tls-ca (its issuer: ${cert.issuer})`)
+  }
+  const expired = notValidAt(cert, now)
+  if (expired) throw refuse('tlsServerCert', expired)
+  return cert
 }
 
 /**

@@ -125,6 +125,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
     tlsCert: dpuCert.cert,
     tlsKey: dpuCert.key,
     tlsCa: ca.ca,
+    tlsServerCert: dpuCert.cert,
   }
 
   // The group, on a Southbound that only speaks TLS.
@@ -171,6 +172,11 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
         "another certificate's key",
         { ...tlsOptions, tlsKey: other.key },
         /--tls-key .* is not the key of --tls-cert/,
+      ],
+      [
+        'a server certificate for another key',
+        { ...tlsOptions, tlsServerCert: stranger.cert },
+        /--tls-server-cert .* is not for the key of --tls-key/,
       ],
       [
         'a missing file',
