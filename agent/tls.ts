@@ -78,6 +78,17 @@ function notValidAt(cert: X509Certificate, now: Date): string | undefined {
   return `is not valid now (${cert.validFrom} to ${cert.validTo})`
 }
 
+/** Why `pem` cannot be trusted as the CA of a Southbound, or undefined when it can. */
+function caRefusal(pem: string): string | undefined {
+  try {
+    const cas = certificates(pem)
+    if (cas.length === 0) return 'sbCa holds no certificate'
+    return cas.every((ca) => ca.ca) ? undefined : 'sbCa is not a CA certificate'
+  } catch (err) {
+    return `sbCa is not a PEM certificate: ${(err as Error).message}`
+  }
+}
+
 /** The CN of an X.509 subject as Node prints it (`CN=dpu-1\nO=…`). */
 export function commonNameOf(cert: X509Certificate): string | undefined {
   return cert.subject
@@ -192,17 +203,26 @@ function serverCertificate(
  * agent also keeps it in the OVS database (`SB_CERTIFICATE_KEY`), beside `ovn-remote`:
  * a restarted agent, or one whose run directory a reboot emptied, follows the same SB
  * with the same certificate.
+ *
+ * Beside it, the CA it trusts for that SB (`<runDir>/sb-ca.crt`, kept as `SB_CA_KEY`): the
+ * group's own CA when `configure` names one (`group.sbCa`), so that only that group's SB,
+ * and no other holder of a certificate from Hydrazine's CA, is taken for it; else the
+ * identity's CA (`--tls-ca`).
  */
 export class SouthboundCertificate {
   /** The identity's key, parsed once: every certificate offered is checked against it. */
   private readonly privateKey: KeyObject
+  /** The CA trusted for the SB, PEM. */
+  private caPem: string
 
   private constructor(
     private readonly identity: AgentTls,
     readonly file: string,
     private pem: string,
+    readonly caFile: string,
   ) {
     this.privateKey = createPrivateKey(identity.key)
+    this.caPem = identity.ca
   }
 
   /**
@@ -214,13 +234,19 @@ export class SouthboundCertificate {
     identity: AgentTls,
     runDir: string,
     kept?: string,
+    keptCa?: string,
   ): Promise<SouthboundCertificate> {
     const file = join(runDir, 'sb-client.crt')
-    const inFile = await readFile(file, 'utf8').catch(() => undefined)
-    const sb = new SouthboundCertificate(identity, file, identity.cert)
+    const caFile = join(runDir, 'sb-ca.crt')
+    const [inFile, caInFile] = await Promise.all(
+      [file, caFile].map((f) => readFile(f, 'utf8').catch(() => undefined)),
+    )
+    const sb = new SouthboundCertificate(identity, file, identity.cert, caFile)
     const usable = [kept, inFile].find((pem) => pem !== undefined && !sb.refusal(pem))
     sb.pem = usable ?? identity.cert
     if (inFile !== sb.pem) await sb.write(sb.pem)
+    sb.caPem = [keptCa, caInFile].find((pem) => pem !== undefined && !caRefusal(pem)) ?? identity.ca
+    if (caInFile !== sb.caPem) await writeFileAtomic(caFile, sb.caPem, { mode: 0o644 })
     return sb
   }
 
@@ -229,26 +255,39 @@ export class SouthboundCertificate {
     return this.pem
   }
 
-  /**
-   * The `tls` option of an OVSDB connection to a Southbound: with `kept` (the certificate
-   * last presented to that SB) while it is still this DPU's, else the current one.
-   */
-  ovsdbTls(kept?: string): OvsdbTls {
-    const cert = kept !== undefined && this.refusal(kept) === undefined ? kept : this.pem
-    return { ca: this.identity.ca, cert, key: this.identity.key }
+  /** The CA trusted for the SB, PEM. */
+  get currentCa(): string {
+    return this.caPem
   }
 
   /**
-   * Presents `pem` from now on (the identity when undefined). Throws
-   * `SouthboundCertificateRefused` when it is not this DPU's certificate (another CN,
-   * another key, not valid now), changing nothing. True when the certificate changed.
+   * The `tls` option of an OVSDB connection to a Southbound: with `kept` (the certificate
+   * last presented to that SB) while it is still this DPU's, else the current one; trusting
+   * `keptCa` (the CA last trusted for that SB), else the current one.
    */
-  async use(pem: string | undefined, now: Date = new Date()): Promise<boolean> {
+  ovsdbTls(kept?: string, keptCa?: string): OvsdbTls {
+    const cert = kept !== undefined && this.refusal(kept) === undefined ? kept : this.pem
+    const ca = keptCa !== undefined && caRefusal(keptCa) === undefined ? keptCa : this.caPem
+    return { ca, cert, key: this.identity.key }
+  }
+
+  /**
+   * Presents `pem` from now on (the identity when undefined) and trusts `ca` for the SB
+   * (the identity's CA when undefined). Throws `SouthboundCertificateRefused` when `pem`
+   * is not this DPU's certificate (another CN, another key, not valid now) or `ca` is no
+   * CA certificate, changing nothing. True when either changed.
+   */
+  async use(pem: string | undefined, ca?: string, now: Date = new Date()): Promise<boolean> {
     const next = pem ?? this.identity.cert
-    const why = this.refusal(next, now)
+    const nextCa = ca ?? this.identity.ca
+    const why = this.refusal(next, now) ?? caRefusal(nextCa)
     if (why !== undefined) throw new SouthboundCertificateRefused(this.identity.commonName, why)
-    if (next === this.pem) return false
-    await this.write(next)
+    if (next === this.pem && nextCa === this.caPem) return false
+    if (nextCa !== this.caPem) {
+      await writeFileAtomic(this.caFile, nextCa, { mode: 0o644 })
+      this.caPem = nextCa
+    }
+    if (next !== this.pem) await this.write(next)
     return true
   }
 

@@ -332,8 +332,17 @@ t.test("TLS: each group's SB admits only the DPUs certified for that group", asy
     'asked again: the same certificate (the agent has no reason to reconnect)',
   )
 
-  const ca = pki.caFile
-  const answer = async (sb: string, key: string, cert: string) =>
+  // Each DPU trusts its own group's CA for its SB, as `configure` hands it over.
+  const caOf = async (group: string) => {
+    const pem = await centrals.southboundCa(group)
+    if (!pem) throw new Error(`${group}'s SB has no CA of its own`)
+    const file = join(dataDir, `${group}-ca.crt`)
+    await writeFile(file, pem)
+    return file
+  }
+  const [caA, caB] = [await caOf('group-a'), await caOf('group-b')]
+  const trusted: Record<string, string> = { [first.sb]: caA, [b.sb]: caB }
+  const answer = async (sb: string, key: string, cert: string, ca = trusted[sb] ?? '') =>
     (await southboundAnswer(sb, { key, cert, ca })).state
   t.equal(
     await answer(first.sb, files1.keyFile, inAFile),
@@ -360,6 +369,16 @@ t.test("TLS: each group's SB admits only the DPUs certified for that group", asy
     await answer(first.sb, client.keyFile, client.certFile),
     'refused',
     "nor can any other client certificate of Hydrazine's CA",
+  )
+  t.equal(
+    await answer(b.sb, files2.keyFile, inBFile, caA),
+    'refused',
+    "a DPU of group-a takes group-b's SB for none of its own (its server certificate is group-b's)",
+  )
+  t.equal(
+    await answer(first.sb, files1.keyFile, inAFile, pki.caFile),
+    'refused',
+    "nor trusting Hydrazine's CA: no SB of a group presents one of its certificates",
   )
 
   await t.rejects(
@@ -398,6 +417,11 @@ t.test("TLS: each group's SB admits only the DPUs certified for that group", asy
   const second = await again.centrals.ensure('group-a')
   t.equal(second.sb, first.sb, 'the same ssl: remote after a restart')
   t.equal(
+    await again.centrals.southboundCa('group-a'),
+    await readFile(caA, 'utf8'),
+    'and the same CA for its server',
+  )
+  t.equal(
     await answer(second.sb, files1.keyFile, inAFile),
     'admitted',
     "and the same chassis CA: dpu-1's certificate still opens it",
@@ -405,6 +429,42 @@ t.test("TLS: each group's SB admits only the DPUs certified for that group", asy
   await again.centrals.release('group-a')
   t.notOk(await exists(join(dir, 'chassis-ca')), "released, the group's chassis CA is gone")
 })
+
+t.test(
+  "upgrading: a group's SB that presented a certificate of Hydrazine's CA keeps doing so",
+  async (t) => {
+    // An earlier version's central: its SB server certificate from Hydrazine's CA, which
+    // its DPUs' ovn-controllers trust (their configure named no CA of the group).
+    const { centrals, dataDir, pki } = await centralsIn(t, undefined, { tls: true })
+    const dir = centralDir(dataDir, 'group-a')
+    await centrals.ensure('group-a')
+    await centrals.close()
+    await writeFile(
+      join(dir, 'sb-server.crt'),
+      (await pki.issueServer({ ips: ['127.0.0.1'] })).cert,
+    )
+
+    const again = await centralsIn(t, dataDir, { tls: true })
+    const { sb } = await again.centrals.ensure('group-a')
+    t.equal(await again.centrals.southboundCa('group-a'), undefined, 'no CA of its own to name')
+    const identity = await pki.issueIdentity({ commonName: 'dpu-1' })
+    const files = await pki.writeIssued('dpu-1', identity)
+    const inA = await again.centrals.chassisCertificate('group-a', {
+      id: 'dpu-1',
+      identity: identity.cert,
+    })
+    const inAFile = join(dataDir, 'dpu-1-in-a.crt')
+    await writeFile(inAFile, inA ?? '')
+    const asDpu = { key: files.keyFile, cert: inAFile, ca: pki.caFile }
+    t.equal((await southboundAnswer(sb, asDpu)).state, 'admitted', 'its DPUs keep their SB')
+    t.ok(
+      pki.issued(await readFile(join(dir, 'sb-server.crt'), 'utf8')),
+      "its server certificate still of Hydrazine's CA",
+    )
+    // A group that is new gets a CA of its own for its SB.
+    t.ok(await again.centrals.southboundCa('group-b'), 'a new group: its own')
+  },
+)
 
 t.test('plaintext centrals certify nothing: the identity is enough', async (t) => {
   const { centrals, pki } = await centralsIn(t)
