@@ -35,7 +35,9 @@ import {
   LocalOvs,
   type PortSpec,
   releasingKey,
+  SB_CA_KEY,
   SB_CERTIFICATE_KEY,
+  sbCaKeyOf,
   sbCertificateKeyOf,
 } from './ovs.ts'
 import {
@@ -91,9 +93,14 @@ export class Agent {
       log,
       ...(config.netns ? { netns: config.netns } : {}),
     }
-    const kept = (await ovs.snapshot()).chassisIds[SB_CERTIFICATE_KEY]
+    const { chassisIds } = await ovs.snapshot()
     const sbCertificate = tls
-      ? await SouthboundCertificate.open(tls, config.runDir, kept)
+      ? await SouthboundCertificate.open(
+          tls,
+          config.runDir,
+          chassisIds[SB_CERTIFICATE_KEY],
+          chassisIds[SB_CA_KEY],
+        )
       : undefined
     const agent = new Agent(
       config,
@@ -102,8 +109,8 @@ export class Agent {
         ? new OvnController(
             place,
             config.ovsDb,
-            { ...tls.files, cert: sbCertificate.file },
-            () => sbCertificate.current,
+            { ...tls.files, cert: sbCertificate.file, ca: sbCertificate.caFile },
+            () => `${sbCertificate.current}${sbCertificate.currentCa}`,
           )
         : new OvnController(place, config.ovsDb),
       new DhcpRelays(place),
@@ -198,11 +205,13 @@ export class Agent {
 
     // The group's SB may admit only its own chassis: this is the certificate it takes
     // (refused, changing nothing, when it is not this DPU's).
-    await this.sbCertificate?.use(group.sbCertificate)
+    await this.sbCertificate?.use(group.sbCertificate, group.sbCa)
     const presented = this.sbCertificate
       ? {
           [SB_CERTIFICATE_KEY]: this.sbCertificate.current,
           [sbCertificateKeyOf(group.sbRemote)]: this.sbCertificate.current,
+          [SB_CA_KEY]: this.sbCertificate.currentCa,
+          [sbCaKeyOf(group.sbRemote)]: this.sbCertificate.currentCa,
         }
       : {}
 
@@ -225,7 +234,7 @@ export class Agent {
       'ovn-bridge-datapath-type': c.datapathType,
       ...presented,
     })
-    // ovn-controller reads its certificate when it starts: a new one needs a new start
+    // ovn-controller reads its certificate and CA when it starts: new ones need a new start
     // (also when an earlier try of this job wrote it and failed before restarting).
     if (this.ovnController.stale) {
       this.log('southbound certificate changed: restarting ovn-controller')
@@ -322,7 +331,13 @@ export class Agent {
     // presented there, else the current one.
     const { sbCertificate } = this
     const tlsOf = new Map(
-      remotes.map((r) => [r, sbCertificate?.ovsdbTls(snap.chassisIds[sbCertificateKeyOf(r)])]),
+      remotes.map((r) => [
+        r,
+        sbCertificate?.ovsdbTls(
+          snap.chassisIds[sbCertificateKeyOf(r)],
+          snap.chassisIds[sbCaKeyOf(r)],
+        ),
+      ]),
     )
     const unbound = await waitFor(
       () =>
@@ -368,9 +383,9 @@ export class Agent {
     for (const [key, value] of Object.entries(snap.chassisIds)) {
       if (key.startsWith(releasingKey(''))) for (const r of parseRemotes(value)) inUse.add(r)
     }
-    const prefix = sbCertificateKeyOf('')
-    const stale = Object.keys(snap.chassisIds).filter(
-      (key) => key.startsWith(prefix) && !inUse.has(key.slice(prefix.length)),
+    const prefixes = [sbCertificateKeyOf(''), sbCaKeyOf('')]
+    const stale = Object.keys(snap.chassisIds).filter((key) =>
+      prefixes.some((prefix) => key.startsWith(prefix) && !inUse.has(key.slice(prefix.length))),
     )
     if (stale.length > 0) await this.ovs.removeChassisIds(stale)
   }

@@ -34,6 +34,12 @@ export interface AgentConfig {
   readonly tlsKey?: string
   readonly tlsCa?: string
   /**
+   * The DPU's server certificate for the same key (serverAuth), PEM file: what its gRPC
+   * and metrics serve with. Default `tlsCert`, which only an identity issued before
+   * identities became clients only (clientAuth) can stand in for.
+   */
+  readonly tlsServerCert?: string
+  /**
    * With the TLS identity: the CNs of the client certificates the gRPC server answers.
    * Every DPU holds a certificate from the same CA, so the CA alone would let one DPU
    * read another's bound ports and groups; only these names may call (default: the
@@ -137,6 +143,12 @@ export const OPTIONS: readonly Option[] = [
     help: "this DPU's certificate (PEM), CN = system-id",
   },
   { key: 'tlsKey', flag: 'tls-key', env: 'HZ_TLS_KEY', help: 'its private key (PEM)' },
+  {
+    key: 'tlsServerCert',
+    flag: 'tls-server-cert',
+    env: 'HZ_TLS_SERVER_CERT',
+    help: 'its server certificate (PEM) for gRPC and metrics (default --tls-cert)',
+  },
   {
     key: 'tlsCa',
     flag: 'tls-ca',

@@ -65,6 +65,7 @@ const fields = {
   tlsCert: v.optional(text),
   tlsKey: v.optional(text),
   tlsCa: v.optional(text),
+  tlsServerCert: v.optional(text),
   grpcClients: list(
     v.pipe(
       v.string(),
@@ -176,6 +177,9 @@ function crossCheck(c: v.InferOutput<typeof Schema>): { key: string; message: st
         message: 'is required with the other --tls-* options (all three or none)',
       })
     }
+  }
+  if (c.tlsServerCert !== undefined && c.tlsCert === undefined) {
+    issues.push({ key: 'tlsServerCert', message: 'needs --tls-cert, --tls-key and --tls-ca' })
   }
   const host = c.grpcListen.slice(0, c.grpcListen.lastIndexOf(':'))
   if (c.tlsCert === undefined && !isLoopback(host)) {

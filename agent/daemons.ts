@@ -67,7 +67,7 @@ export class OvnController {
     private readonly certificate?: () => string,
   ) {}
 
-  /** Running with another certificate than `tls.cert` holds now. */
+  /** Running with another certificate (or CA) than `tls.cert` (or `tls.ca`) holds now. */
   get stale(): boolean {
     return this.running && this.startedWith !== this.certificate?.()
   }

@@ -58,6 +58,17 @@ export function sbCertificateKeyOf(remote: string): string {
   return `${SB_CERTIFICATE_KEY}@${remote}`
 }
 
+/**
+ * The Open_vSwitch row's external_ids key holding the CA the DPU trusts for the Southbound
+ * it follows (PEM), kept like `SB_CERTIFICATE_KEY`.
+ */
+export const SB_CA_KEY = 'hydrazine:sb-ca'
+
+/** The key holding the CA last trusted for the SB at `remote` (see `sbCertificateKeyOf`). */
+export function sbCaKeyOf(remote: string): string {
+  return `${SB_CA_KEY}@${remote}`
+}
+
 export type PortRole = 'host' | 'dhcp-relay' | 'dhcp-relay-uplink'
 const ROLES: readonly string[] = ['host', 'dhcp-relay', 'dhcp-relay-uplink'] satisfies PortRole[]
 

@@ -117,6 +117,12 @@ export async function startAgentRuntime(
   log(`starting: ${describeConfig(config)}`)
   // Read and check the DPU's identity before touching anything.
   const tls = await loadAgentTls(config)
+  if (tls && !tls.serves) {
+    log(
+      'warning: --tls-cert is a client certificate only (clientAuth) and no ' +
+        '--tls-server-cert is given: gRPC and metrics clients will refuse this agent',
+    )
+  }
   const connection = await redisOptions(config, tls)
   const agent = await Agent.create(config, log, tls)
   const redis = createRedis({ url: config.redisUrl }, connection)
@@ -178,7 +184,7 @@ export async function startAgentRuntime(
     const credentials = tls
       ? grpc.ServerCredentials.createSsl(
           Buffer.from(tls.ca),
-          [{ private_key: Buffer.from(tls.key), cert_chain: Buffer.from(tls.cert) }],
+          [{ private_key: Buffer.from(tls.key), cert_chain: Buffer.from(tls.serverCert) }],
           true,
         )
       : grpc.ServerCredentials.createInsecure()
@@ -263,7 +269,7 @@ async function serveAgentMetrics(
     registry,
     listen,
     ...(config.metricsToken ? { token: config.metricsToken } : {}),
-    ...(tls && !isLoopback(listen.host) ? { tls: { cert: tls.cert, key: tls.key } } : {}),
+    ...(tls && !isLoopback(listen.host) ? { tls: { cert: tls.serverCert, key: tls.key } } : {}),
     onError: (err) => log(`metrics scrape failed: ${String(err)}`),
   })
 }

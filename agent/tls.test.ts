@@ -15,6 +15,8 @@ async function identities(t: Test) {
     cert: issued.cert,
     key: issued.key,
     ca: root.caCert,
+    serverCert: issued.serverCert,
+    serves: true,
     commonName: 'dpu-1',
   }
   return { runDir: join(dir, 'run'), root, group, identity }
@@ -57,10 +59,37 @@ t.test(
       await t.rejects(reopened.use(pem), { code: 'AGENT_SB_CERTIFICATE_REFUSED', message }, what)
     }
     const later = new Date(Date.now() + 400 * 86_400_000)
-    await t.rejects(reopened.use(certified, later), { message: /is not valid now/ }, 'expired')
+    await t.rejects(
+      reopened.use(certified, undefined, later),
+      { message: /is not valid now/ },
+      'expired',
+    )
     t.equal(await readFile(sb.file, 'utf8'), identity.cert, 'a refusal changes nothing')
   },
 )
+
+t.test('the CA trusted for the Southbound: the group’s when configure names one', async (t) => {
+  const { runDir, root, group, identity } = await identities(t)
+  const sb = await SouthboundCertificate.open(identity, runDir)
+  t.equal(sb.currentCa, root.caCert, 'at first the identity’s CA (--tls-ca)')
+  t.equal(await readFile(sb.caFile, 'utf8'), root.caCert)
+  const certified = await group.certifyKeyOf(identity.cert)
+  t.equal(await sb.use(certified, group.caCert), true, 'the group’s CA: changed')
+  t.equal(await readFile(sb.caFile, 'utf8'), group.caCert, 'in the file ovn-controller reads')
+  t.equal(sb.ovsdbTls().ca, group.caCert, 'and for the agent’s own checks')
+  t.equal(sb.ovsdbTls(identity.cert, root.caCert).ca, root.caCert, 'a CA kept for an SB, for it')
+  t.equal(await sb.use(certified, group.caCert), false, 'the same again: unchanged')
+  await t.rejects(
+    sb.use(certified, identity.cert),
+    { code: 'AGENT_SB_CERTIFICATE_REFUSED', message: /not a CA certificate/ },
+    'a certificate that is no CA is refused',
+  )
+  t.equal(sb.currentCa, group.caCert, 'changing nothing')
+  const reopened = await SouthboundCertificate.open(identity, runDir, certified, group.caCert)
+  t.equal(reopened.currentCa, group.caCert, 'kept across a restart')
+  t.equal(await sb.use(undefined), true, 'no group CA named: back to the identity’s')
+  t.equal(sb.currentCa, root.caCert)
+})
 
 t.test('a kept file that is not this DPU’s certificate is replaced by the identity', async (t) => {
   const { runDir, group, root, identity } = await identities(t)

@@ -1,7 +1,8 @@
 /**
- * The DPU's TLS identity (`--tls-cert`, `--tls-key`, `--tls-ca`), read and checked once
- * at start-up: the gRPC server (mTLS), ovn-controller and the agent's own Southbound
- * checks for `ssl:` remotes, and Redis use it.
+ * The DPU's TLS identity (`--tls-cert`, `--tls-key`, `--tls-ca`, and `--tls-server-cert`),
+ * read and checked once at start-up: ovn-controller and the agent's own Southbound checks
+ * for `ssl:` remotes and Redis present the identity (a client certificate); the gRPC
+ * server (mTLS) and metrics serve with the server certificate for the same key.
  *
  * OVN RBAC reads the certificate's CN as the chassis name, so the CN must be the agent's
  * `system-id`; the agent refuses to start otherwise, and when the certificate was not
@@ -21,6 +22,13 @@ export interface AgentTls {
   readonly cert: string
   readonly key: string
   readonly ca: string
+  /** What its gRPC and metrics serve with: `--tls-server-cert`, else the identity. */
+  readonly serverCert: string
+  /**
+   * False when `serverCert` does not say it is for a server (an identity, clientAuth only,
+   * standing in for `--tls-server-cert`): clients that check the purpose refuse it.
+   */
+  readonly serves: boolean
   /** The certificate's CN: the chassis name. */
   readonly commonName: string
 }
@@ -35,12 +43,15 @@ export interface OvsdbTls {
   readonly key: string
 }
 
-type TlsKey = 'tlsCert' | 'tlsKey' | 'tlsCa'
+type TlsKey = 'tlsCert' | 'tlsKey' | 'tlsCa' | 'tlsServerCert'
 const FLAG: Record<TlsKey, string> = {
   tlsCert: '--tls-cert (or HZ_TLS_CERT)',
   tlsKey: '--tls-key (or HZ_TLS_KEY)',
   tlsCa: '--tls-ca (or HZ_TLS_CA)',
+  tlsServerCert: '--tls-server-cert (or HZ_TLS_SERVER_CERT)',
 }
+/** Extended key usage serverAuth (RFC 5280). */
+const SERVER_AUTH = '1.3.6.1.5.5.7.3.1'
 
 function refuse(key: TlsKey, message: string): ConfigError {
   return new ConfigError(`agent TLS: ${FLAG[key]} ${message}`, [{ path: FLAG[key], message }])
@@ -67,6 +78,17 @@ function notValidAt(cert: X509Certificate, now: Date): string | undefined {
   return `is not valid now (${cert.validFrom} to ${cert.validTo})`
 }
 
+/** Why `pem` cannot be trusted as the CA of a Southbound, or undefined when it can. */
+function caRefusal(pem: string): string | undefined {
+  try {
+    const cas = certificates(pem)
+    if (cas.length === 0) return 'sbCa holds no certificate'
+    return cas.every((ca) => ca.ca) ? undefined : 'sbCa is not a CA certificate'
+  } catch (err) {
+    return `sbCa is not a PEM certificate: ${(err as Error).message}`
+  }
+}
+
 /** The CN of an X.509 subject as Node prints it (`CN=dpu-1\nO=…`). */
 export function commonNameOf(cert: X509Certificate): string | undefined {
   return cert.subject
@@ -80,15 +102,17 @@ export function commonNameOf(cert: X509Certificate): string | undefined {
  * agent runs without TLS. Throws `ConfigError` naming the option at fault.
  */
 export async function loadAgentTls(
-  config: Pick<AgentConfig, TlsKey | 'systemId'>,
+  config: Pick<AgentConfig, 'tlsCert' | 'tlsKey' | 'tlsCa' | 'systemId'> &
+    Partial<Pick<AgentConfig, 'tlsServerCert'>>,
   now: Date = new Date(),
 ): Promise<AgentTls | undefined> {
-  const { tlsCert, tlsKey, tlsCa } = config
+  const { tlsCert, tlsKey, tlsCa, tlsServerCert } = config
   if (tlsCert === undefined || tlsKey === undefined || tlsCa === undefined) return undefined
-  const [certPem, keyPem, caPem] = await Promise.all([
+  const [certPem, keyPem, caPem, serverPem] = await Promise.all([
     readPem('tlsCert', tlsCert),
     readPem('tlsKey', tlsKey),
     readPem('tlsCa', tlsCa),
+    tlsServerCert === undefined ? undefined : readPem('tlsServerCert', tlsServerCert),
   ])
   let cert: X509Certificate
   try {
@@ -126,13 +150,49 @@ export async function loadAgentTls(
         `${config.systemId}: OVN reads the CN as the chassis, they must be equal`,
     )
   }
+  const server = serverPem === undefined ? cert : serverCertificate(serverPem, cert, cas, now)
   return {
     files: { cert: tlsCert, key: tlsKey, ca: tlsCa },
     cert: certPem,
     key: keyPem,
     ca: caPem,
+    serverCert: serverPem ?? certPem,
+    // No extended key usage at all is good for any purpose.
+    serves: server.keyUsage === undefined || server.keyUsage.includes(SERVER_AUTH),
     commonName,
   }
+}
+
+/**
+ * `--tls-server-cert` parsed and checked: for the identity's key and CN, issued by the CA,
+ * valid now. Throws `ConfigError` naming the option.
+ */
+function serverCertificate(
+  pem: string,
+  identity: X509Certificate,
+  cas: readonly X509Certificate[],
+  now: Date,
+): X509Certificate {
+  let cert: X509Certificate
+  try {
+    const first = certificates(pem)[0]
+    if (!first) throw new Error('no certificate in it')
+    cert = first
+  } catch (err) {
+    throw refuse('tlsServerCert', `is not a PEM certificate: ${(err as Error).message}`)
+  }
+  if (!cert.publicKey.equals(identity.publicKey)) {
+    throw refuse('tlsServerCert', 'is not for the key of --tls-key')
+  }
+  if (cert.subject !== identity.subject) {
+    throw refuse('tlsServerCert', `names ${cert.subject}, not ${identity.subject}`)
+  }
+  if (!cas.some((ca) => cert.checkIssued(ca) && cert.verify(ca.publicKey))) {
+    throw refuse('tlsServerCert', `was not issued by --tls-ca (its issuer: ${cert.issuer})`)
+  }
+  const expired = notValidAt(cert, now)
+  if (expired) throw refuse('tlsServerCert', expired)
+  return cert
 }
 
 /**
@@ -143,17 +203,26 @@ export async function loadAgentTls(
  * agent also keeps it in the OVS database (`SB_CERTIFICATE_KEY`), beside `ovn-remote`:
  * a restarted agent, or one whose run directory a reboot emptied, follows the same SB
  * with the same certificate.
+ *
+ * Beside it, the CA it trusts for that SB (`<runDir>/sb-ca.crt`, kept as `SB_CA_KEY`): the
+ * group's own CA when `configure` names one (`group.sbCa`), so that only that group's SB,
+ * and no other holder of a certificate from Hydrazine's CA, is taken for it; else the
+ * identity's CA (`--tls-ca`).
  */
 export class SouthboundCertificate {
   /** The identity's key, parsed once: every certificate offered is checked against it. */
   private readonly privateKey: KeyObject
+  /** The CA trusted for the SB, PEM. */
+  private caPem: string
 
   private constructor(
     private readonly identity: AgentTls,
     readonly file: string,
     private pem: string,
+    readonly caFile: string,
   ) {
     this.privateKey = createPrivateKey(identity.key)
+    this.caPem = identity.ca
   }
 
   /**
@@ -165,13 +234,19 @@ export class SouthboundCertificate {
     identity: AgentTls,
     runDir: string,
     kept?: string,
+    keptCa?: string,
   ): Promise<SouthboundCertificate> {
     const file = join(runDir, 'sb-client.crt')
-    const inFile = await readFile(file, 'utf8').catch(() => undefined)
-    const sb = new SouthboundCertificate(identity, file, identity.cert)
+    const caFile = join(runDir, 'sb-ca.crt')
+    const [inFile, caInFile] = await Promise.all(
+      [file, caFile].map((f) => readFile(f, 'utf8').catch(() => undefined)),
+    )
+    const sb = new SouthboundCertificate(identity, file, identity.cert, caFile)
     const usable = [kept, inFile].find((pem) => pem !== undefined && !sb.refusal(pem))
     sb.pem = usable ?? identity.cert
     if (inFile !== sb.pem) await sb.write(sb.pem)
+    sb.caPem = [keptCa, caInFile].find((pem) => pem !== undefined && !caRefusal(pem)) ?? identity.ca
+    if (caInFile !== sb.caPem) await writeFileAtomic(caFile, sb.caPem, { mode: 0o644 })
     return sb
   }
 
@@ -180,26 +255,39 @@ export class SouthboundCertificate {
     return this.pem
   }
 
-  /**
-   * The `tls` option of an OVSDB connection to a Southbound: with `kept` (the certificate
-   * last presented to that SB) while it is still this DPU's, else the current one.
-   */
-  ovsdbTls(kept?: string): OvsdbTls {
-    const cert = kept !== undefined && this.refusal(kept) === undefined ? kept : this.pem
-    return { ca: this.identity.ca, cert, key: this.identity.key }
+  /** The CA trusted for the SB, PEM. */
+  get currentCa(): string {
+    return this.caPem
   }
 
   /**
-   * Presents `pem` from now on (the identity when undefined). Throws
-   * `SouthboundCertificateRefused` when it is not this DPU's certificate (another CN,
-   * another key, not valid now), changing nothing. True when the certificate changed.
+   * The `tls` option of an OVSDB connection to a Southbound: with `kept` (the certificate
+   * last presented to that SB) while it is still this DPU's, else the current one; trusting
+   * `keptCa` (the CA last trusted for that SB), else the current one.
    */
-  async use(pem: string | undefined, now: Date = new Date()): Promise<boolean> {
+  ovsdbTls(kept?: string, keptCa?: string): OvsdbTls {
+    const cert = kept !== undefined && this.refusal(kept) === undefined ? kept : this.pem
+    const ca = keptCa !== undefined && caRefusal(keptCa) === undefined ? keptCa : this.caPem
+    return { ca, cert, key: this.identity.key }
+  }
+
+  /**
+   * Presents `pem` from now on (the identity when undefined) and trusts `ca` for the SB
+   * (the identity's CA when undefined). Throws `SouthboundCertificateRefused` when `pem`
+   * is not this DPU's certificate (another CN, another key, not valid now) or `ca` is no
+   * CA certificate, changing nothing. True when either changed.
+   */
+  async use(pem: string | undefined, ca?: string, now: Date = new Date()): Promise<boolean> {
     const next = pem ?? this.identity.cert
-    const why = this.refusal(next, now)
+    const nextCa = ca ?? this.identity.ca
+    const why = this.refusal(next, now) ?? caRefusal(nextCa)
     if (why !== undefined) throw new SouthboundCertificateRefused(this.identity.commonName, why)
-    if (next === this.pem) return false
-    await this.write(next)
+    if (next === this.pem && nextCa === this.caPem) return false
+    if (nextCa !== this.caPem) {
+      await writeFileAtomic(this.caFile, nextCa, { mode: 0o644 })
+      this.caPem = nextCa
+    }
+    if (next !== this.pem) await this.write(next)
     return true
   }
 

@@ -23,6 +23,7 @@ import {
   controllerKeepsUpWithNorthd,
   dpuFollowsOneGroup,
   leavePreviousCentral,
+  southboundCaFor,
 } from './internal/dpu-central.ts'
 import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
 import { allocateAddresses, sameMemberSettings } from './internal/host-addresses.ts'
@@ -220,9 +221,16 @@ async function signalAgent(
   const sbCertificate = await chassisCertificateFor(deps, group.name, dpuId).catch(
     refuseDpu(deps, host),
   )
+  const sbCa = await southboundCaFor(deps, group.name)
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
   const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(group.name) : undefined
-  const request = configureRequestOf(host, group, { sbRemote, sbCertificate, relayIp, relayId })
+  const request = configureRequestOf(host, group, {
+    sbRemote,
+    sbCertificate,
+    sbCa,
+    relayIp,
+    relayId,
+  })
   const configure = await addConfigure(deps, request, host.attempt)
   return [...stale, configure]
 }

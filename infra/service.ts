@@ -252,7 +252,8 @@ export async function startService(
 
 /**
  * A DPU's identity from Hydrazine's CA: CN and DNS name = the DPU id (its chassis name for
- * OVN RBAC), usable as a client (Redis, the Southbound) and as the agent's gRPC server.
+ * OVN RBAC), a client certificate (Redis, the Southbound) and, for the same key, a server
+ * certificate (the agent's gRPC and metrics).
  */
 function dpuCertificates(pki: CertificateAuthority) {
   return async (dpuId: string) => {

@@ -80,6 +80,18 @@ export async function controllerKeepsUpWithNorthd(
 }
 
 /**
+ * The CA the DPU trusts for the group's SB (`configure`'s `group.sbCa`): the group's own,
+ * when its SB's server certificate comes from it; undefined when the DPU trusts
+ * Hydrazine's CA for it.
+ */
+export async function southboundCaFor(
+  deps: Pick<HandlerDeps, 'ovn'>,
+  group: string,
+): Promise<string | undefined> {
+  return deps.ovn.southboundCa?.(group)
+}
+
+/**
  * The certificate the DPU presents to the group's SB (`configure`'s `group.sbCertificate`):
  * its identity's key certified by the group's own chassis CA, or undefined when the group's
  * SB takes the DPU's identity as it is. Throws `ChassisIdentityRefused` (permanent) when

@@ -18,6 +18,8 @@ export interface ConfigureContext {
   readonly sbRemote: string
   /** The certificate the DPU presents to that SB, when its identity is not enough. */
   readonly sbCertificate?: string | undefined
+  /** The CA the DPU trusts for that SB, when it is the group's own. */
+  readonly sbCa?: string | undefined
   /** The group's relay address on the DPU, when it has one. */
   readonly relayIp: string | undefined
   /** The group's relay id (`StateStore.relayIdOf`), when it relays DHCP. */
@@ -28,7 +30,7 @@ export interface ConfigureContext {
 export function configureRequestOf(
   host: ManagedResource,
   group: ResourceGroup,
-  { sbRemote, sbCertificate, relayIp, relayId }: ConfigureContext,
+  { sbRemote, sbCertificate, sbCa, relayIp, relayId }: ConfigureContext,
 ): ConfigureInput {
   const { spec } = host
   const dpuId = spec.dpu.id
@@ -39,6 +41,7 @@ export function configureRequestOf(
       name: group.name,
       sbRemote,
       ...(sbCertificate ? { sbCertificate } : {}),
+      ...(sbCa ? { sbCa } : {}),
       ...(group.spec.dhcpServer
         ? {
             dhcpServer: group.spec.dhcpServer,

@@ -41,6 +41,8 @@ interface Running {
 
 /** A group's central as its provider keeps it: what runs, what is under way. */
 export interface Central extends CentralChassis {
+  /** The CA of its SB's server certificate (TLS only): its chassis CA, or Hydrazine's. */
+  serverCa?: CertificateAuthority | undefined
   readonly group: string
   readonly dir: string
   /** The name its endpoints give it (`OvnCentralEndpoints.service`). */
@@ -125,6 +127,7 @@ export function centralSupervisor(options: CentralSupervisorOptions): CentralSup
     if (tls) {
       c.chassisCa = await openCertificateAuthority(join(c.dir, 'chassis-ca'))
       c.chassisCerts.clear()
+      c.serverCa = await serverCaOf(c.dir, pki, c.chassisCa)
     }
     const started = await starting(() =>
       startOvnCentral({
@@ -133,6 +136,7 @@ export function centralSupervisor(options: CentralSupervisorOptions): CentralSup
         listenAddress,
         tls,
         ...(c.chassisCa ? { chassisCaFile: c.chassisCa.caFile } : {}),
+        ...(c.serverCa ? { serverCa: c.serverCa } : {}),
         ...(sbPort > 0 && sbPort < 65536 ? { sbPort } : {}),
         certDir: c.dir,
         install,
@@ -230,6 +234,25 @@ export function centralSupervisor(options: CentralSupervisorOptions): CentralSup
 
   return { launch, halt, gone, remade: () => remade }
 }
+
+/**
+ * The CA of a central's SB server certificate: its own chassis CA, whose certificate its
+ * chassis take as the only one an SB of their group may present (`configure`'s
+ * `group.sbCa`). A central an earlier version ran over TLS, whose SB server certificate
+ * Hydrazine's CA signed, keeps Hydrazine's: its DPUs' ovn-controllers trust that CA and no
+ * other until they are configured again, and must not lose their SB on an upgrade.
+ */
+async function serverCaOf(
+  dir: string,
+  pki: CertificateAuthority,
+  chassisCa: CertificateAuthority,
+): Promise<CertificateAuthority> {
+  const earlier = await readFile(join(dir, SB_SERVER_CERT), 'utf8').catch(() => undefined)
+  return earlier !== undefined && pki.issued(earlier) ? pki : chassisCa
+}
+
+/** The SB server certificate `startOvnCentral` keeps in a central's directory. */
+const SB_SERVER_CERT = 'sb-server.crt'
 
 /**
  * Writes the group's name into its directory (whole or not at all), or checks that the

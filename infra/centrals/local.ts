@@ -12,7 +12,10 @@
  * CA, so a DPU's identity alone opens no group's SB. A DPU serving the group presents its
  * identity's key certified by that CA (`chassisCertificate`, sent with its `configure`);
  * a DPU of another group, holding only its identity or another group's certificate, fails
- * the TLS handshake and reads nothing. Releasing the group removes its CA with its files.
+ * the TLS handshake and reads nothing. The SB's server certificate comes from that CA too,
+ * and a DPU trusts that CA alone for its group's SB (`southboundCa`): another group's SB,
+ * or a DPU posing as one, fails its handshake. Releasing the group removes its CA with its
+ * files.
  *
  * This file holds the provider (ensure, release, list, close); its daemons' start, watch
  * and restart are in infra/centrals/local-supervisor.ts, the chassis certificates in
@@ -64,6 +67,7 @@ export interface CentralDatabases {
 /** A provider of per-group centrals that can be shut down. */
 export interface PerGroupCentrals extends OvnCentralProvider {
   chassisCertificate: NonNullable<OvnCentralProvider['chassisCertificate']>
+  southboundCa: NonNullable<OvnCentralProvider['southboundCa']>
   /** The damaged and remade databases (`hydrazine_ovn_central_*_databases` metrics). */
   databases(): CentralDatabases
   /** Stops every central (their files stay, for the next start); no restarts after it. */
@@ -215,6 +219,14 @@ export async function startPerGroupCentrals(
         return centrals.get(group)
       },
     }),
+
+    async southboundCa(group) {
+      if (!tls) return undefined
+      await provider.ensure(group)
+      const c = centrals.get(group)
+      const ca = c?.serverCa
+      return ca && ca === c.chassisCa ? ca.caCert : undefined
+    },
 
     async list() {
       return [...centrals.values()].flatMap((c) =>

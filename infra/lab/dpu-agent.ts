@@ -22,7 +22,12 @@ const repo = fileURLToPath(new URL('../..', import.meta.url))
 /** What `POST /v1/dpus/{id}/credentials` answers (with a PKI, as the lab's Hydrazine runs). */
 const Credentials = v.object({
   redis: v.object({ username: v.string(), password: v.string() }),
-  tls: v.object({ cert: v.string(), key: v.string(), ca: v.string() }),
+  tls: v.object({
+    cert: v.string(),
+    key: v.string(),
+    ca: v.string(),
+    serverCert: v.optional(v.string()),
+  }),
 })
 
 /** Starts the agent of `sim` as DPU `id` and waits until Hydrazine sees it Online (heartbeating). */
@@ -62,6 +67,14 @@ export async function startDpuAgent(opts: {
     ['tls-cert', await file('dpu.crt', creds.tls.cert)],
     ['tls-key', await file('dpu.key', creds.tls.key)],
     ['tls-ca', await file('ca.crt', creds.tls.ca)],
+    ...(creds.tls.serverCert
+      ? [
+          ['tls-server-cert', await file('dpu-server.crt', creds.tls.serverCert)] as [
+            string,
+            string,
+          ],
+        ]
+      : []),
     ['redis-ca', hydrazine.caFile],
     ['dpu-id', id],
     ['fabric-ips', `${sim.encapIp},${opts.natIp}`],

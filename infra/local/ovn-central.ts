@@ -66,6 +66,11 @@ export interface OvnCentralOptions {
    */
   readonly chassisCaFile?: string
   /**
+   * The CA that signs the TLS SB's server certificate (default `pki`): a per-group
+   * central's own, so that its chassis, trusting only it, take no other SB for theirs.
+   */
+  readonly serverCa?: CertificateAuthority
+  /**
    * Whose ovsdb-server, ovsdb-tool, ovn-northd and ctl programs and schemas it runs
    * (default: the system's, Debian 12's OVN 23.03; lib/ovn/install.ts).
    */
@@ -198,10 +203,14 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
       const port = options.sbPort
         ? await pickPort(options.sbPort, log, 'ovsdb-server(sb)')
         : await freePort(address)
-      const issued = await pki.issueServer({ ips: serverIps(address), dnsNames: ['localhost'] })
+      const serverCa = options.serverCa ?? pki
+      const issued = await serverCa.issueServer({
+        ips: serverIps(address),
+        dnsNames: ['localhost'],
+      })
       const server: IssuedFiles = options.certDir
-        ? await writeServerCert(options.certDir, issued, pki.caFile)
-        : await pki.writeIssued('ovn-sb', issued)
+        ? await writeServerCert(options.certDir, issued, serverCa.caFile)
+        : await serverCa.writeIssued('ovn-sb', issued)
       const sbDb = await startDb('sb', [
         '--remote=db:OVN_Southbound,SB_Global,connections',
         '--private-key=db:OVN_Southbound,SSL,private_key',

@@ -65,8 +65,17 @@ export interface DpuCredentials {
     /** False when Redis keeps no ACL file: the user is lost on its restart. */
     readonly persisted: boolean
   }
-  /** The DPU's identity (CN = its id), for mTLS and the Southbound's RBAC, when a PKI runs. */
-  readonly tls?: { readonly cert: string; readonly key: string; readonly ca: string }
+  /**
+   * The DPU's identity (CN = its id), when a PKI runs: `cert` is a client certificate
+   * (clientAuth only: Redis, the Southbound's RBAC, gRPC clients' checks) and `serverCert`
+   * a server certificate (serverAuth only: its agent's gRPC and metrics), both for `key`.
+   */
+  readonly tls?: {
+    readonly cert: string
+    readonly key: string
+    readonly ca: string
+    readonly serverCert?: string
+  }
 }
 
 /** Issues and revokes DPU credentials (the composition root builds the real one). */

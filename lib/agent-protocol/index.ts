@@ -134,6 +134,14 @@ const GroupV1 = v.object({
    * drops it, and the group's SB then refuses it (the port is never installed).
    */
   sbCertificate: v.optional(certificatePem),
+  /**
+   * The CA the DPU trusts for that SB, alone, when the SB's server certificate comes from
+   * the group's own CA: another group's SB, or any other holder of a certificate from
+   * Hydrazine's CA, cannot pose as it. Absent: the agent's `--tls-ca`. Added in 1.x/2.x as
+   * an optional field: an older agent drops it (and trusts `--tls-ca`, which that SB's
+   * certificate is not from).
+   */
+  sbCa: v.optional(certificatePem),
   /** The group's DHCP server; with `relay`, the agent runs a relay towards it. */
   dhcpServer: v.optional(ipv4),
   relay: v.optional(

@@ -60,6 +60,15 @@ export interface OvnCentralProvider {
     dpu: { readonly id: string; readonly identity: string | null },
   ): Promise<string | undefined>
   /**
+   * The CA (PEM) that signed the server certificate of the group's SB, when it is the
+   * group's own (an embedded per-group central over TLS): a DPU's `ovn-controller` trusts
+   * it alone for that SB (`configure`'s `group.sbCa`), so neither another group's SB nor
+   * anything else Hydrazine's CA signed can stand in for it. Undefined when the DPU trusts
+   * Hydrazine's CA for it (a shared, external, Kubernetes-run or plaintext central, or one
+   * an earlier version started). Optional.
+   */
+  southboundCa?(group: string): Promise<string | undefined>
+  /**
    * Finishes what earlier releases could not (the Kubernetes provider: a NetworkPolicy kept
    * while its central's pods were stopping). Reconcile calls it; optional.
    */

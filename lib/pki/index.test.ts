@@ -115,6 +115,40 @@ t.test(
   },
 )
 
+t.test('a DPU identity is a client only; its server certificate a server only', async (t) => {
+  const ca = await openCertificateAuthority(join(t.testdir({}), 'pki'))
+  const identity = await ca.issueIdentity({ commonName: 'dpu-a', ips: ['127.0.0.1'] })
+  const client = new X509Certificate(identity.cert)
+  const server = new X509Certificate(identity.serverCert)
+  t.same(client.keyUsage, ['1.3.6.1.5.5.7.3.2'], 'the identity: clientAuth only')
+  t.same(server.keyUsage, ['1.3.6.1.5.5.7.3.1'], 'its server certificate: serverAuth only')
+  const { createPrivateKey } = await import('node:crypto')
+  t.ok(server.checkPrivateKey(createPrivateKey(identity.key)), 'both for the one key')
+  t.equal(server.subject, 'CN=dpu-a')
+  t.ok(ca.issued(identity.cert) && ca.issued(identity.serverCert), 'both of this CA')
+
+  // A server that presents the identity (a DPU posing as a Southbound, say) is refused by
+  // a client that trusts the CA: OpenSSL checks the purpose of the server's certificate.
+  const serve = async (cert: string) => {
+    const tlsServer = createServer({ cert, key: identity.key }, (socket) => socket.end('hi\n'))
+    await new Promise<void>((r) => tlsServer.listen(0, '127.0.0.1', r))
+    t.teardown(() => tlsServer.close())
+    const { port } = tlsServer.address() as AddressInfo
+    return new Promise<string>((resolve, reject) => {
+      const socket = connect({ host: '127.0.0.1', port, ca: ca.caCert }, () => {
+        socket.once('data', (c: Buffer) => resolve(c.toString()))
+      })
+      socket.on('error', reject)
+    })
+  }
+  await t.rejects(
+    serve(identity.cert),
+    { code: 'INVALID_PURPOSE', message: /unsuitable certificate purpose/ },
+    'the identity cannot serve',
+  )
+  t.equal(await serve(identity.serverCert), 'hi\n', 'its server certificate can')
+})
+
 t.test('issued files: key 0600, cert beside it', async (t) => {
   const ca = await openCertificateAuthority(join(t.testdir({}), 'pki'))
   const files = await ca.writeIssued('redis', await ca.issueServer({ ips: ['127.0.0.1'] }))

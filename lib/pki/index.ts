@@ -2,6 +2,9 @@
  * lib/pki: a small certificate authority kept in one directory (`<dataDir>/pki/`), for the
  * TLS between Hydrazine's parts: Redis and OVN SB server certificates, and client
  * certificates for DPUs (CN = the DPU id, which OVN's RBAC reads as the chassis name).
+ * Every certificate says what it is for (extended key usage): a server's `serverAuth`
+ * only, a client's or a DPU identity's `clientAuth` only, so that no DPU's identity can
+ * stand in for a server (OpenSSL's and Node's clients check the purpose).
  *
  * Keys are ECDSA P-256 with SHA-256 signatures: OpenSSL 3 (Open vSwitch / OVN 23.03,
  * Redis 7) and Node accept them. Files: `ca.key` (PKCS#8 PEM, mode 0600) and `ca.crt`;
@@ -38,6 +41,14 @@ const BACKDATE_MS = 5 * 60 * 1000
 export interface Issued {
   readonly cert: string
   readonly key: string
+}
+
+/**
+ * A DPU's identity: `cert` for it as a client (clientAuth only) and `serverCert` for the
+ * servers it runs itself (its agent's gRPC and metrics; serverAuth only), both for `key`.
+ */
+export interface IssuedIdentity extends Issued {
+  readonly serverCert: string
 }
 
 /** Where `writeIssued` put a certificate, its key (0600) and the CA certificate. */
@@ -77,13 +88,13 @@ export interface CertificateAuthority {
   /** A certificate for a TLS client (extended key usage clientAuth) named by its CN. */
   issueClient(request: ClientCertificateRequest): Promise<Issued>
   /**
-   * A certificate that is both a client and a server (serverAuth and clientAuth), named by
-   * its CN with optional SANs: a DPU's identity, which its agent presents to Redis and the
-   * Southbound and serves its gRPC status with.
+   * A DPU's identity, named by its CN with optional SANs: one key, certified twice — as a
+   * client (clientAuth only: what its agent presents to Redis and the Southbound) and as a
+   * server (serverAuth only: what its agent's gRPC and metrics serve with).
    */
   issueIdentity(
     request: ServerCertificateRequest & { readonly commonName: string },
-  ): Promise<Issued>
+  ): Promise<IssuedIdentity>
   /**
    * A client certificate (clientAuth) from this CA for the subject CN and public key of
    * `cert`, a certificate another CA issued: its holder keeps its private key, and no
@@ -182,6 +193,7 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
     const cert = await sign(subject, days, usages, names, keys.publicKey)
     return { cert: cert.toString('pem'), key: await privateKeyPem(keys.privateKey) }
   }
+  const { clientAuth, serverAuth } = x509.ExtendedKeyUsage
 
   return {
     dir,
@@ -190,25 +202,23 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
     issueServer(request) {
       const commonName = request.commonName ?? request.dnsNames?.[0] ?? request.ips?.[0]
       if (!commonName) throw new CertificateRequestError('a server certificate needs a name')
-      return issue(
-        commonName,
-        request.days ?? 365,
-        [x509.ExtendedKeyUsage.serverAuth],
-        altNames(request),
-      )
+      return issue(commonName, request.days ?? 365, [serverAuth], altNames(request))
     },
     issueClient(request) {
       if (!request.commonName) throw new CertificateRequestError('a client certificate needs a CN')
-      return issue(request.commonName, request.days ?? 365, [x509.ExtendedKeyUsage.clientAuth], [])
+      return issue(request.commonName, request.days ?? 365, [clientAuth], [])
     },
-    issueIdentity(request) {
+    async issueIdentity(request) {
       if (!request.commonName) throw new CertificateRequestError('an identity needs a CN')
-      return issue(
-        request.commonName,
-        request.days ?? 365,
-        [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth],
-        altNames(request),
+      const days = request.days ?? 365
+      const names = altNames(request)
+      const client = await issue(request.commonName, days, [clientAuth], names)
+      const publicKey = await new x509.X509Certificate(client.cert).publicKey.export(
+        KEY_ALGORITHM,
+        ['verify'],
       )
+      const server = await sign(request.commonName, days, [serverAuth], names, publicKey)
+      return { ...client, serverCert: server.toString('pem') }
     },
     async certifyKeyOf(pem, days = 365) {
       let holder: x509.X509Certificate
@@ -224,13 +234,7 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
       const left = (holder.notAfter.getTime() - Date.now()) / DAY_MS
       if (left <= 0) throw new CertificateRequestError('the certificate has expired')
       const validity = Math.min(days, left)
-      const cert = await sign(
-        commonName,
-        validity,
-        [x509.ExtendedKeyUsage.clientAuth],
-        [],
-        publicKey,
-      )
+      const cert = await sign(commonName, validity, [clientAuth], [], publicKey)
       return cert.toString('pem')
     },
     issued(pem, at = new Date()) {

@@ -2,7 +2,7 @@
  * One simulated DPU with a host, a private OVN central on the fabric, Redis, and the NB
  * logical switch the host's logical port lives in: what every agent test starts from.
  */
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as grpc from '@grpc/grpc-js'
@@ -172,10 +172,14 @@ export async function startAgentLab(
   // The SB listens on the fabric, so over TLS (pssl:, RBAC role ovn-controller): the DPU's
   // identity is a certificate from Hydrazine's CA named for its chassis, as its issued
   // credentials hold it; the agent hands it to ovn-controller.
-  const identity = await stack.pki.writeIssued(
-    dpuId,
-    await stack.pki.issueIdentity({ commonName: dpuId, dnsNames: [dpuId], ips: ['127.0.0.1'] }),
-  )
+  const issued = await stack.pki.issueIdentity({
+    commonName: dpuId,
+    dnsNames: [dpuId],
+    ips: ['127.0.0.1'],
+  })
+  const identity = await stack.pki.writeIssued(dpuId, issued)
+  const serverCert = join(stack.pki.dir, `${dpuId}-server.crt`)
+  await writeFile(serverCert, issued.serverCert)
   const connection = createRedis({ url: redisUrl }, { maxRetriesPerRequest: null })
   const queue = new Queue(agentQueueName(dpuId), { connection, prefix: queuePrefix })
   const events = new QueueEvents(agentQueueName(dpuId), { connection, prefix: queuePrefix })
@@ -247,6 +251,7 @@ export async function startAgentLab(
       tlsCert: identity.certFile,
       tlsKey: identity.keyFile,
       tlsCa: identity.caFile,
+      tlsServerCert: serverCert,
       ...extra,
     }),
     plainConfig,

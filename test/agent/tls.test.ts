@@ -125,6 +125,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
     tlsCert: dpuCert.cert,
     tlsKey: dpuCert.key,
     tlsCa: ca.ca,
+    tlsServerCert: dpuCert.cert,
   }
 
   // The group, on a Southbound that only speaks TLS.
@@ -171,6 +172,11 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
         "another certificate's key",
         { ...tlsOptions, tlsKey: other.key },
         /--tls-key .* is not the key of --tls-cert/,
+      ],
+      [
+        'a server certificate for another key',
+        { ...tlsOptions, tlsServerCert: stranger.cert },
+        /--tls-server-cert .* is not for the key of --tls-key/,
       ],
       [
         'a missing file',
@@ -311,7 +317,13 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
     t.match(args, `--certificate=${presented}`)
     t.equal(await readFile(presented, 'utf8'), await readFile(dpuCert.cert, 'utf8'), 'its identity')
     t.match(args, `--private-key=${dpuCert.key}`)
-    t.match(args, `--ca-cert=${ca.ca}`)
+    const trusted = join(lab.config().runDir, 'sb-ca.crt')
+    t.match(args, `--ca-cert=${trusted}`)
+    t.equal(
+      await readFile(trusted, 'utf8'),
+      await readFile(ca.ca, 'utf8'),
+      'trusting --tls-ca when configure names no CA of the group',
+    )
   })
 
   await t.test(

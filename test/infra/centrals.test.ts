@@ -4,7 +4,6 @@
  * release removes it; a new controller process finds every group's central again.
  */
 import { execFile } from 'node:child_process'
-import { X509Certificate } from 'node:crypto'
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -18,7 +17,6 @@ import {
 import type { OvnCentralEndpoints } from '../../lib/ovn/central.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { eventually, processesMentioning } from '../helpers/processes.ts'
-import { southboundAnswer } from '../helpers/southbound.ts'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
 
 const run = promisify(execFile)
@@ -298,121 +296,4 @@ t.test('a damaged database of a central that served is never replaced', async (t
   const again = await centrals.ensure('group-a')
   t.same(await switches(again.nb), [], 'a new, empty NB, for the next apply to fill')
   t.same(centrals.databases(), { damaged: [], remade: 0 }, 'nothing damaged any more')
-})
-
-t.test("TLS: each group's SB admits only the DPUs certified for that group", async (t) => {
-  const { centrals, dataDir, pki } = await centralsIn(t, undefined, { tls: true })
-  const first = await centrals.ensure('group-a')
-  const b = await centrals.ensure('group-b')
-  t.match(first.sb, /^ssl:127\.0\.0\.1:\d+$/, 'an ssl: remote')
-  const dir = centralDir(dataDir, 'group-a')
-  t.ok(await exists(join(dir, 'sb-server.key')), 'its server key lives with the central')
-
-  // dpu-1 serves group-a, dpu-2 group-b: both hold an identity from Hydrazine's CA.
-  const identity1 = await pki.issueIdentity({ commonName: 'dpu-1' })
-  const identity2 = await pki.issueIdentity({ commonName: 'dpu-2' })
-  const files1 = await pki.writeIssued('dpu-1', identity1)
-  const files2 = await pki.writeIssued('dpu-2', identity2)
-  const inA = await centrals.chassisCertificate('group-a', {
-    id: 'dpu-1',
-    identity: identity1.cert,
-  })
-  const inB = await centrals.chassisCertificate('group-b', {
-    id: 'dpu-2',
-    identity: identity2.cert,
-  })
-  if (!inA || !inB) throw new Error('a TLS central certifies its chassis')
-  const inAFile = join(dataDir, 'dpu-1-in-a.crt')
-  const inBFile = join(dataDir, 'dpu-2-in-b.crt')
-  await writeFile(inAFile, inA)
-  await writeFile(inBFile, inB)
-  t.equal(
-    await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity1.cert }),
-    inA,
-    'asked again: the same certificate (the agent has no reason to reconnect)',
-  )
-
-  const ca = pki.caFile
-  const answer = async (sb: string, key: string, cert: string) =>
-    (await southboundAnswer(sb, { key, cert, ca })).state
-  t.equal(
-    await answer(first.sb, files1.keyFile, inAFile),
-    'admitted',
-    "dpu-1 with its group-a certificate reads group-a's SB",
-  )
-  t.equal(
-    await answer(b.sb, files2.keyFile, inBFile),
-    'admitted',
-    "dpu-2 with its group-b certificate reads group-b's SB",
-  )
-  t.equal(
-    await answer(first.sb, files1.keyFile, files1.certFile),
-    'refused',
-    "a DPU's identity alone opens no group's SB",
-  )
-  t.equal(
-    await answer(first.sb, files2.keyFile, inBFile),
-    'refused',
-    "group-b's DPU, with its group-b certificate, cannot reach group-a's SB",
-  )
-  const client = await pki.writeIssued('other', await pki.issueClient({ commonName: 'other' }))
-  t.equal(
-    await answer(first.sb, client.keyFile, client.certFile),
-    'refused',
-    "nor can any other client certificate of Hydrazine's CA",
-  )
-
-  await t.rejects(
-    centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: null }),
-    { code: 'CHASSIS_IDENTITY_REFUSED', message: /no certificate of it is on record/ },
-    'no identity on record: refused, naming why',
-  )
-  await t.rejects(
-    centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity2.cert }),
-    { code: 'CHASSIS_IDENTITY_REFUSED', message: /names CN=dpu-2/ },
-    "another DPU's identity is not certified as this one",
-  )
-  // An identity that ends within a month: its certificate ends with it, and is kept.
-  const shortLived = await pki.issueIdentity({ commonName: 'dpu-3', days: 10 })
-  const ask3 = () =>
-    centrals.chassisCertificate('group-a', { id: 'dpu-3', identity: shortLived.cert })
-  const in3 = await ask3()
-  t.ok(
-    in3 &&
-      Date.parse(new X509Certificate(in3).validTo) <=
-        Date.parse(new X509Certificate(shortLived.cert).validTo),
-    "a chassis certificate never outlives the DPU's identity",
-  )
-  t.equal(await ask3(), in3, 'and is not issued anew on every configure')
-
-  const stranger = await openCertificateAuthority(join(dataDir, 'stranger'))
-  const forged = await stranger.issueIdentity({ commonName: 'dpu-1' })
-  await t.rejects(
-    centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: forged.cert }),
-    { code: 'CHASSIS_IDENTITY_REFUSED', message: /not a valid one of Hydrazine's CA/ },
-    'an identity from another CA is refused',
-  )
-
-  await centrals.close()
-  const again = await centralsIn(t, dataDir, { tls: true })
-  const second = await again.centrals.ensure('group-a')
-  t.equal(second.sb, first.sb, 'the same ssl: remote after a restart')
-  t.equal(
-    await answer(second.sb, files1.keyFile, inAFile),
-    'admitted',
-    "and the same chassis CA: dpu-1's certificate still opens it",
-  )
-  await again.centrals.release('group-a')
-  t.notOk(await exists(join(dir, 'chassis-ca')), "released, the group's chassis CA is gone")
-})
-
-t.test('plaintext centrals certify nothing: the identity is enough', async (t) => {
-  const { centrals, pki } = await centralsIn(t)
-  await centrals.ensure('group-a')
-  const identity = await pki.issueIdentity({ commonName: 'dpu-1' })
-  t.equal(
-    await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity.cert }),
-    undefined,
-  )
-  t.equal(await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: null }), undefined)
 })

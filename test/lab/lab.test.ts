@@ -125,17 +125,14 @@ await labTest('Hydrazine on a simulated data centre', async (t) => {
   )
 
   await t.test("each group's SB admits its own DPUs' certificates only", async (t) => {
-    // What each agent presents (`sb-client.crt`, with its own key), tried from outside.
+    // What each agent presents (`sb-client.crt`, with its own key) and the CA it trusts
+    // for its SB (`sb-ca.crt`: its group's), tried from outside.
     const answer = (
       sb: string,
       dpu: LabDpu,
       cert = join(dpu.sim.dataDir, 'agent', 'sb-client.crt'),
-    ) =>
-      southboundAnswer(sb, {
-        key: join(dpu.sim.dataDir, 'credentials', 'dpu.key'),
-        cert,
-        ca: join(dpu.sim.dataDir, 'credentials', 'ca.crt'),
-      })
+      ca = join(dpu.sim.dataDir, 'agent', 'sb-ca.crt'),
+    ) => southboundAnswer(sb, { key: join(dpu.sim.dataDir, 'credentials', 'dpu.key'), cert, ca })
     const a1 = await answer(centralA.sb, dpu1)
     t.ok(
       a1.state === 'admitted' && a1.chassis.includes(dpu1.id),
@@ -156,6 +153,19 @@ await labTest('Hydrazine on a simulated data centre', async (t) => {
       await answer(centralB.sb, dpu1, join(dpu1.sim.dataDir, 'credentials', 'dpu.crt')),
       { state: 'refused' },
       "nor with its identity from Hydrazine's CA",
+    )
+    // ovn-controller's side: trusting group A's CA, DPU1 takes group B's SB for none of its
+    // own, though that SB admits what DPU3 presents; trusting Hydrazine's, none at all.
+    const asDpu3 = (ca: string) => answer(centralB.sb, dpu3, undefined, ca)
+    t.same(
+      await asDpu3(join(dpu1.sim.dataDir, 'agent', 'sb-ca.crt')),
+      { state: 'refused' },
+      "group B's SB is not group A's",
+    )
+    t.same(
+      await asDpu3(join(dpu3.sim.dataDir, 'credentials', 'ca.crt')),
+      { state: 'refused' },
+      "no group's SB presents a certificate of Hydrazine's CA",
     )
   })
 

@@ -2,8 +2,10 @@
  * `ssl:` remotes: the OVSDB client over TLS against a real `ovsdb-server
  * --remote=pssl:…`, with certificates from lib/pki.
  */
+import { execFile } from 'node:child_process'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import t from 'tap'
 import { OvsdbClient } from '../../lib/ovn/client.ts'
 import { Database } from '../../lib/ovn/database.ts'
@@ -132,6 +134,36 @@ t.test('the server certificate must name the address connected to', async (t) =>
   })
   t.teardown(() => lax.close())
   t.ok((await lax.listDbs()).includes(nb.name), 'unless hostname checks are off (as OVS does)')
+})
+
+t.test("OVS's own client refuses a server that presents a DPU's identity", async (t) => {
+  // What ovn-controller does when it reaches a Southbound: a DPU in a man-in-the-middle
+  // position, presenting its identity (a certificate of the same CA), cannot pose as one.
+  const dir = await tempDir(t, 'hz-ssl-')
+  const ca = await openCertificateAuthority(join(dir, 'pki'))
+  const identity = await ca.issueIdentity({ commonName: 'dpu-a', ips: ['127.0.0.1'] })
+  const client = await ca.writeIssued('client', await ca.issueClient({ commonName: 'dpu-b' }))
+  const listDbs = (remote: string) =>
+    promisify(execFile)('ovsdb-client', [
+      `--private-key=${client.keyFile}`,
+      `--certificate=${client.certFile}`,
+      `--ca-cert=${client.caFile}`,
+      '--timeout=5',
+      'list-dbs',
+      remote,
+    ])
+  const posing = await startOvsdb(t, undefined, {
+    ssl: await ca.writeIssued('posing', identity),
+  })
+  await t.rejects(listDbs(posing.ssl ?? ''), 'the identity: refused')
+  const serving = await startOvsdb(t, undefined, {
+    ssl: await ca.writeIssued('serving', { cert: identity.serverCert, key: identity.key }),
+  })
+  t.match(
+    (await listDbs(serving.ssl ?? '')).stdout,
+    /OVN_Northbound/,
+    'a server certificate: taken',
+  )
 })
 
 async function waitFor(check: () => boolean, ms = 5000): Promise<void> {

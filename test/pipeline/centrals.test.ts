@@ -12,6 +12,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { southboundAnswer } from '../helpers/southbound.ts'
+import { startOvsdb } from '../ovn/ovsdb-fixture.ts'
 import {
   dpuFabricIps,
   groupSpec,
@@ -245,6 +246,8 @@ t.test(
     )
     const sbCertificate: unknown = configure?.data?.group?.sbCertificate
     if (typeof sbCertificate !== 'string') throw new Error('configure carries no sbCertificate')
+    const sbCa: unknown = configure?.data?.group?.sbCa
+    if (typeof sbCa !== 'string') throw new Error('configure carries no sbCa')
     const cert = new X509Certificate(sbCertificate)
     t.equal(cert.subject, 'CN=dpu-1', 'named for the DPU')
     t.ok(
@@ -259,15 +262,23 @@ t.test(
       identity: join(dir, 'dpu-1.crt'),
       inA: join(dir, 'dpu-1-in-a.crt'),
       ca: join(dir, 'ca.crt'),
+      caA: join(dir, 'group-a-ca.crt'),
     }
     await writeFile(files.key, credentials.tls.key, { mode: 0o600 })
     await writeFile(files.identity, credentials.tls.cert)
     await writeFile(files.inA, sbCertificate)
     await writeFile(files.ca, credentials.tls.ca)
-    const answer = async (sb: string | undefined, cert: string) =>
-      (await southboundAnswer(sb ?? '', { key: files.key, cert, ca: files.ca })).state
+    await writeFile(files.caA, sbCa)
+    const answer = async (sb: string | undefined, cert: string, ca = files.caA) =>
+      (await southboundAnswer(sb ?? '', { key: files.key, cert, ca })).state
     const [sbA, sbB] = [a?.status.ovnCentral?.sb, b?.status.ovnCentral?.sb]
     t.equal(await answer(sbA, files.inA), 'admitted', "with it, dpu-1 reads group-a's SB")
+    t.equal(
+      await answer(sbA, files.inA, files.ca),
+      'refused',
+      "trusting Hydrazine's CA instead, it takes group-a's SB for no SB of its own: the SB " +
+        "presents a certificate of the group's CA",
+    )
     t.equal(await answer(sbB, files.inA), 'refused', "group-b's SB refuses it")
     t.equal(
       await answer(sbA, files.identity),
@@ -305,6 +316,41 @@ t.test(
     t.ok(
       issued2.tls && for2?.publicKey.equals(new X509Certificate(issued2.tls.cert).publicKey),
       "dpu-2's host is configured with a certificate for its key",
+    )
+    // What ovn-controller checks of the SB it reaches (OVS's TLS client): a DPU trusting
+    // group-a's CA takes neither group-b's SB, which admits the certificate it presents,
+    // nor a server presenting another DPU's certificates, for group-a's.
+    if (!issued2.tls?.serverCert || !retried[0]) throw new Error('dpu-2 has no certificates')
+    const two = {
+      key: join(dir, 'dpu-2.key'),
+      inB: join(dir, 'dpu-2-in-b.crt'),
+      server: join(dir, 'dpu-2-server.crt'),
+      caB: join(dir, 'group-b-ca.crt'),
+    }
+    const caB = (await until(async () => agent2.jobs.find((j) => j.name === 'configure'), Boolean))
+      ?.data?.group?.sbCa
+    if (typeof caB !== 'string') throw new Error("dpu-2's configure carries no sbCa")
+    await writeFile(two.key, issued2.tls.key, { mode: 0o600 })
+    await writeFile(two.inB, retried[0])
+    await writeFile(two.server, issued2.tls.serverCert)
+    await writeFile(two.caB, caB)
+    const asTwo = async (sb: string | undefined, ca: string) =>
+      (await southboundAnswer(sb ?? '', { key: two.key, cert: two.inB, ca })).state
+    t.equal(await asTwo(sbB, two.caB), 'admitted', "trusting group-b's CA: group-b's SB")
+    t.equal(await asTwo(sbB, files.caA), 'refused', "trusting group-a's CA: not group-b's SB")
+    t.not(sbCa, caB, 'each group its own CA')
+    const posing = await startOvsdb(t, '/usr/share/ovn/ovn-sb.ovsschema', {
+      ssl: { keyFile: two.key, certFile: two.server, caFile: files.ca },
+    })
+    t.equal(
+      await answer(posing.ssl, files.inA),
+      'refused',
+      "a DPU's own server certificate cannot pose as group-a's SB",
+    )
+    t.equal(
+      await answer(posing.ssl, files.identity, files.ca),
+      'admitted',
+      "(which a client trusting Hydrazine's CA would take: what ovn-controller did before)",
     )
     t.not((await p.client.getHost('host-b'))?.status.phase, 'Failed', 'and is no longer Failed')
 

@@ -6,10 +6,12 @@ export interface TlsIdentity {
   'cert'?: (string);
   'key'?: (string);
   'ca'?: (string);
+  'serverCert'?: (string);
 }
 
 export interface TlsIdentity__Output {
   'cert': (string);
   'key': (string);
   'ca': (string);
+  'serverCert': (string);
 }

@@ -1,0 +1,205 @@
+/**
+ * Per-group OVN centrals over TLS against real ovsdb-server and OVS's TLS client
+ * (`ovn-sbctl`): each group's SB admits only the DPUs certified for that group, and
+ * presents a server certificate of the group's own CA, which its DPUs trust alone.
+ */
+import { X509Certificate } from 'node:crypto'
+import { readFile, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import t from 'tap'
+import { centralDir, startPerGroupCentrals } from '../../infra/centrals/local.ts'
+import { openCertificateAuthority } from '../../lib/pki/index.ts'
+import { southboundAnswer } from '../helpers/southbound.ts'
+import { type Teardown, tempDir } from '../helpers/stack.ts'
+
+/** A provider on `dataDir` (a fresh temp dir by default), closed when the test ends. */
+async function centralsIn(t: Teardown, dataDir?: string, extra: { tls?: boolean } = {}) {
+  const dir = dataDir ?? (await tempDir(t))
+  const pki = await openCertificateAuthority(join(dir, 'pki'))
+  const centrals = await startPerGroupCentrals({ dataDir: dir, pki, ...extra })
+  t.teardown(() => centrals.close())
+  return { centrals, dataDir: dir, pki }
+}
+
+const exists = (path: string) =>
+  stat(path).then(
+    () => true,
+    () => false,
+  )
+
+t.test("TLS: each group's SB admits only the DPUs certified for that group", async (t) => {
+  const { centrals, dataDir, pki } = await centralsIn(t, undefined, { tls: true })
+  const first = await centrals.ensure('group-a')
+  const b = await centrals.ensure('group-b')
+  t.match(first.sb, /^ssl:127\.0\.0\.1:\d+$/, 'an ssl: remote')
+  const dir = centralDir(dataDir, 'group-a')
+  t.ok(await exists(join(dir, 'sb-server.key')), 'its server key lives with the central')
+
+  // dpu-1 serves group-a, dpu-2 group-b: both hold an identity from Hydrazine's CA.
+  const identity1 = await pki.issueIdentity({ commonName: 'dpu-1' })
+  const identity2 = await pki.issueIdentity({ commonName: 'dpu-2' })
+  const files1 = await pki.writeIssued('dpu-1', identity1)
+  const files2 = await pki.writeIssued('dpu-2', identity2)
+  const inA = await centrals.chassisCertificate('group-a', {
+    id: 'dpu-1',
+    identity: identity1.cert,
+  })
+  const inB = await centrals.chassisCertificate('group-b', {
+    id: 'dpu-2',
+    identity: identity2.cert,
+  })
+  if (!inA || !inB) throw new Error('a TLS central certifies its chassis')
+  const inAFile = join(dataDir, 'dpu-1-in-a.crt')
+  const inBFile = join(dataDir, 'dpu-2-in-b.crt')
+  await writeFile(inAFile, inA)
+  await writeFile(inBFile, inB)
+  t.equal(
+    await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity1.cert }),
+    inA,
+    'asked again: the same certificate (the agent has no reason to reconnect)',
+  )
+
+  // Each DPU trusts its own group's CA for its SB, as `configure` hands it over.
+  const caOf = async (group: string) => {
+    const pem = await centrals.southboundCa(group)
+    if (!pem) throw new Error(`${group}'s SB has no CA of its own`)
+    const file = join(dataDir, `${group}-ca.crt`)
+    await writeFile(file, pem)
+    return file
+  }
+  const [caA, caB] = [await caOf('group-a'), await caOf('group-b')]
+  const trusted: Record<string, string> = { [first.sb]: caA, [b.sb]: caB }
+  const answer = async (sb: string, key: string, cert: string, ca = trusted[sb] ?? '') =>
+    (await southboundAnswer(sb, { key, cert, ca })).state
+  t.equal(
+    await answer(first.sb, files1.keyFile, inAFile),
+    'admitted',
+    "dpu-1 with its group-a certificate reads group-a's SB",
+  )
+  t.equal(
+    await answer(b.sb, files2.keyFile, inBFile),
+    'admitted',
+    "dpu-2 with its group-b certificate reads group-b's SB",
+  )
+  t.equal(
+    await answer(first.sb, files1.keyFile, files1.certFile),
+    'refused',
+    "a DPU's identity alone opens no group's SB",
+  )
+  t.equal(
+    await answer(first.sb, files2.keyFile, inBFile),
+    'refused',
+    "group-b's DPU, with its group-b certificate, cannot reach group-a's SB",
+  )
+  const client = await pki.writeIssued('other', await pki.issueClient({ commonName: 'other' }))
+  t.equal(
+    await answer(first.sb, client.keyFile, client.certFile),
+    'refused',
+    "nor can any other client certificate of Hydrazine's CA",
+  )
+  t.equal(
+    await answer(b.sb, files2.keyFile, inBFile, caA),
+    'refused',
+    "a DPU of group-a takes group-b's SB for none of its own (its server certificate is group-b's)",
+  )
+  t.equal(
+    await answer(first.sb, files1.keyFile, inAFile, pki.caFile),
+    'refused',
+    "nor trusting Hydrazine's CA: no SB of a group presents one of its certificates",
+  )
+
+  await t.rejects(
+    centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: null }),
+    { code: 'CHASSIS_IDENTITY_REFUSED', message: /no certificate of it is on record/ },
+    'no identity on record: refused, naming why',
+  )
+  await t.rejects(
+    centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity2.cert }),
+    { code: 'CHASSIS_IDENTITY_REFUSED', message: /names CN=dpu-2/ },
+    "another DPU's identity is not certified as this one",
+  )
+  // An identity that ends within a month: its certificate ends with it, and is kept.
+  const shortLived = await pki.issueIdentity({ commonName: 'dpu-3', days: 10 })
+  const ask3 = () =>
+    centrals.chassisCertificate('group-a', { id: 'dpu-3', identity: shortLived.cert })
+  const in3 = await ask3()
+  t.ok(
+    in3 &&
+      Date.parse(new X509Certificate(in3).validTo) <=
+        Date.parse(new X509Certificate(shortLived.cert).validTo),
+    "a chassis certificate never outlives the DPU's identity",
+  )
+  t.equal(await ask3(), in3, 'and is not issued anew on every configure')
+
+  const stranger = await openCertificateAuthority(join(dataDir, 'stranger'))
+  const forged = await stranger.issueIdentity({ commonName: 'dpu-1' })
+  await t.rejects(
+    centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: forged.cert }),
+    { code: 'CHASSIS_IDENTITY_REFUSED', message: /not a valid one of Hydrazine's CA/ },
+    'an identity from another CA is refused',
+  )
+
+  await centrals.close()
+  const again = await centralsIn(t, dataDir, { tls: true })
+  const second = await again.centrals.ensure('group-a')
+  t.equal(second.sb, first.sb, 'the same ssl: remote after a restart')
+  t.equal(
+    await again.centrals.southboundCa('group-a'),
+    await readFile(caA, 'utf8'),
+    'and the same CA for its server',
+  )
+  t.equal(
+    await answer(second.sb, files1.keyFile, inAFile),
+    'admitted',
+    "and the same chassis CA: dpu-1's certificate still opens it",
+  )
+  await again.centrals.release('group-a')
+  t.notOk(await exists(join(dir, 'chassis-ca')), "released, the group's chassis CA is gone")
+})
+
+t.test(
+  "upgrading: a group's SB that presented a certificate of Hydrazine's CA keeps doing so",
+  async (t) => {
+    // An earlier version's central: its SB server certificate from Hydrazine's CA, which
+    // its DPUs' ovn-controllers trust (their configure named no CA of the group).
+    const { centrals, dataDir, pki } = await centralsIn(t, undefined, { tls: true })
+    const dir = centralDir(dataDir, 'group-a')
+    await centrals.ensure('group-a')
+    await centrals.close()
+    await writeFile(
+      join(dir, 'sb-server.crt'),
+      (await pki.issueServer({ ips: ['127.0.0.1'] })).cert,
+    )
+
+    const again = await centralsIn(t, dataDir, { tls: true })
+    const { sb } = await again.centrals.ensure('group-a')
+    t.equal(await again.centrals.southboundCa('group-a'), undefined, 'no CA of its own to name')
+    const identity = await pki.issueIdentity({ commonName: 'dpu-1' })
+    const files = await pki.writeIssued('dpu-1', identity)
+    const inA = await again.centrals.chassisCertificate('group-a', {
+      id: 'dpu-1',
+      identity: identity.cert,
+    })
+    const inAFile = join(dataDir, 'dpu-1-in-a.crt')
+    await writeFile(inAFile, inA ?? '')
+    const asDpu = { key: files.keyFile, cert: inAFile, ca: pki.caFile }
+    t.equal((await southboundAnswer(sb, asDpu)).state, 'admitted', 'its DPUs keep their SB')
+    t.ok(
+      pki.issued(await readFile(join(dir, 'sb-server.crt'), 'utf8')),
+      "its server certificate still of Hydrazine's CA",
+    )
+    // A group that is new gets a CA of its own for its SB.
+    t.ok(await again.centrals.southboundCa('group-b'), 'a new group: its own')
+  },
+)
+
+t.test('plaintext centrals certify nothing: the identity is enough', async (t) => {
+  const { centrals, pki } = await centralsIn(t)
+  await centrals.ensure('group-a')
+  const identity = await pki.issueIdentity({ commonName: 'dpu-1' })
+  t.equal(
+    await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity.cert }),
+    undefined,
+  )
+  t.equal(await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: null }), undefined)
+})
