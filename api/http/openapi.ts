@@ -160,7 +160,15 @@ export const openApiDocument = {
                 tls: {
                   type: 'object',
                   properties: {
-                    cert: { type: 'string' },
+                    cert: {
+                      type: 'string',
+                      description: "the DPU's identity (PEM), for clients only (clientAuth)",
+                    },
+                    serverCert: {
+                      type: 'string',
+                      description:
+                        "the agent's server certificate (PEM) for its gRPC and metrics (serverAuth), same key",
+                    },
                     key: { type: 'string' },
                     ca: { type: 'string' },
                   },
