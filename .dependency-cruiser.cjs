@@ -5,6 +5,19 @@
  */
 const ABOVE_LIB = '^(app|api|queues|functions|agent|infra)/'
 
+/**
+ * What the model (lib/model/) may import: itself, and the pure helpers below, which may
+ * import only the same. Anything else (a Redis client, a store, a socket, a file) is I/O.
+ */
+const MODEL_PURE = [
+  '^lib/model/',
+  '^lib/errors[.]ts$',
+  '^lib/ipam/(address|errors|public-ranges)[.]ts$',
+  '^lib/ovn/topology/addresses[.]ts$',
+  '^node_modules/(valibot|ip-cidr)/',
+  '^(net|crypto)$',
+]
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -21,6 +34,13 @@ module.exports = {
       comment: 'lib/ imports only lib/, proto/ and packages, never a folder built on it.',
       from: { path: '^lib/' },
       to: { path: ABOVE_LIB },
+    },
+    {
+      name: 'model-does-no-io',
+      severity: 'error',
+      comment: 'lib/model/ is the model without I/O: it and its helpers import only MODEL_PURE.',
+      from: { path: MODEL_PURE.slice(0, 4), pathNot: '[.]test[.]ts$' },
+      to: { pathNot: MODEL_PURE },
     },
     {
       name: 'functions-import-only-lib',
@@ -52,7 +72,6 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: '^node_modules/' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
     enhancedResolveOptions: {

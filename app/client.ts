@@ -17,18 +17,18 @@ import {
   type NetworkUsage,
   type PublicIpStatus,
 } from '../lib/ipam/index.ts'
-import type { Change, ChangeFeed, ChangeListener, Subscription } from '../lib/state/changes.ts'
-import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
-import type { EventObjectKind } from '../lib/state/generations.ts'
 import {
   type Dpu,
   type ManagedResource,
   type ResourceGroup,
   Rfc1123Label,
-} from '../lib/state/objects.ts'
+} from '../lib/model/objects.ts'
+import type { Caller } from '../lib/model/placement.ts'
+import type { ChangePlan, Planner } from '../lib/model/plans.ts'
+import type { Change, ChangeFeed, ChangeListener, Subscription } from '../lib/state/changes.ts'
+import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
+import type { EventObjectKind } from '../lib/state/generations.ts'
 import type { Page, PageRequest } from '../lib/state/pages.ts'
-import type { Caller } from '../lib/state/placement.ts'
-import type { ChangePlan, Planner } from '../lib/state/plans.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { type ControllerQueue, controllerQueue } from '../queues/producer.ts'
 import { DpuRequests } from './dpus.ts'

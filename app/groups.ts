@@ -16,9 +16,9 @@ import {
   type ResourceGroup,
   ResourceGroupSpec,
   Rfc1123Label,
-} from '../lib/state/objects.ts'
-import type { Caller } from '../lib/state/placement.ts'
-import type { ChangePlan, Planner } from '../lib/state/plans.ts'
+} from '../lib/model/objects.ts'
+import type { Caller } from '../lib/model/placement.ts'
+import type { ChangePlan, Planner } from '../lib/model/plans.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import type { ControllerQueue } from '../queues/producer.ts'
 import {

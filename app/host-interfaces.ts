@@ -10,9 +10,9 @@ import type {
   ManagedResourceRequest,
   ManagedResourceSpec,
   ResourceGroup,
-} from '../lib/state/objects.ts'
-import { Rfc1123Label } from '../lib/state/objects.ts'
-import { type Caller, placeHost } from '../lib/state/placement.ts'
+} from '../lib/model/objects.ts'
+import { Rfc1123Label } from '../lib/model/objects.ts'
+import { type Caller, placeHost } from '../lib/model/placement.ts'
 import type { TenantQuota } from '../lib/state/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 import { ValidationError } from './errors.ts'

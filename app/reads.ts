@@ -3,7 +3,7 @@
  * its placement, its interfaces) ask here, and the second ask of the same object gets the
  * first answer. One set per request; never shared between requests.
  */
-import type { Dpu, ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
+import type { Dpu, ManagedResource, ResourceGroup } from '../lib/model/objects.ts'
 import type { StateStore } from '../lib/state/store.ts'
 
 /** What a request reads of the store. */

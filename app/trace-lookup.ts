@@ -4,10 +4,10 @@
  * address — each within what the caller may see.
  */
 import type { Ipam } from '../lib/ipam/index.ts'
+import { groupSubnets } from '../lib/model/group-network.ts'
+import { cidrContains, type ManagedResource, type ResourceGroup } from '../lib/model/objects.ts'
+import type { Caller } from '../lib/model/placement.ts'
 import type { BoundPort } from '../lib/ovn/index.ts'
-import { groupSubnets } from '../lib/state/group-network.ts'
-import { cidrContains, type ManagedResource, type ResourceGroup } from '../lib/state/objects.ts'
-import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { ValidationError } from './errors.ts'
 

@@ -12,6 +12,9 @@ import * as v from 'valibot'
 import { HydrazineError } from '../lib/errors.ts'
 import { canonicalIp } from '../lib/ipam/address.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
+import { groupSubnets } from '../lib/model/group-network.ts'
+import { Rfc1123Label } from '../lib/model/objects.ts'
+import type { Caller } from '../lib/model/placement.ts'
 import {
   arpRequest,
   describeDatapath,
@@ -31,9 +34,6 @@ import {
   type TraceFacts,
   TraceUnavailable,
 } from '../lib/ovn/index.ts'
-import { groupSubnets } from '../lib/state/group-network.ts'
-import { Rfc1123Label } from '../lib/state/objects.ts'
-import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { validate } from './errors.ts'
 import { outcomeOf, summaryOf, type TraceAnswer, type TraceRun } from './trace-answer.ts'

@@ -7,9 +7,9 @@ import { isIP } from 'node:net'
 import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
 import { CONTROLLER_QUEUE, HostJob, jobId } from '../lib/jobs/index.ts'
+import { attemptOf } from '../lib/model/attempts.ts'
+import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/model/objects.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
-import { attemptOf } from '../lib/state/attempts.ts'
-import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/state/objects.ts'
 import {
   addConfigure,
   boundOnDpu,

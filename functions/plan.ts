@@ -9,6 +9,15 @@ import { isIP } from 'node:net'
 import { HydrazineError } from '../lib/errors.ts'
 import { eui64Address, formatIp, parseIp } from '../lib/ipam/address.ts'
 import { ipv6OwnerOf } from '../lib/ipam/group-network.ts'
+import { DEFAULT_POOL } from '../lib/model/group-network.ts'
+import type { ManagedResource, ResourceGroup, ResourceGroupSpec } from '../lib/model/objects.ts'
+import type {
+  ChangePlan,
+  PlannedAddress,
+  PlannedAgentJob,
+  PlannedPrefix,
+  Planner,
+} from '../lib/model/plans.ts'
 import {
   compileGroupTopology,
   type DesiredRows,
@@ -18,15 +27,6 @@ import {
   planGroupRows,
   planTopology,
 } from '../lib/ovn/index.ts'
-import { DEFAULT_POOL } from '../lib/state/group-network.ts'
-import type { ManagedResource, ResourceGroup, ResourceGroupSpec } from '../lib/state/objects.ts'
-import type {
-  ChangePlan,
-  PlannedAddress,
-  PlannedAgentJob,
-  PlannedPrefix,
-  Planner,
-} from '../lib/state/plans.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import {
   type GroupState,

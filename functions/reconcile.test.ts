@@ -5,8 +5,8 @@
  */
 import type { Job } from 'bullmq'
 import t from 'tap'
+import type { ResourceGroup } from '../lib/model/objects.ts'
 import { CentralUnavailableError, type OvnCentralEndpoints } from '../lib/ovn/index.ts'
-import type { ResourceGroup } from '../lib/state/objects.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { createReconcile, type ReconcileReport } from './reconcile.ts'

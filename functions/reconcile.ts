@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq'
 import { ConfigError } from '../lib/errors.ts'
+import type { ResourceGroup } from '../lib/model/objects.ts'
 import type { OvnCentralEndpoints } from '../lib/ovn/index.ts'
-import type { ResourceGroup } from '../lib/state/objects.ts'
 import { eachAtMost, withDeadline } from './internal/bounded-work.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { GroupGone } from './internal/group-apply.ts'

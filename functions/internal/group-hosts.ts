@@ -12,7 +12,7 @@ import {
   type ResourceGroupStatus,
   type StoredObject,
   setCondition,
-} from '../../lib/state/objects.ts'
+} from '../../lib/model/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 import { DPU_HEALTHY } from './dpu-observed.ts'
 

@@ -1,13 +1,13 @@
 import t from 'tap'
 import type { Ipam } from '../../lib/ipam/index.ts'
-import { compileGroupTopology, topologyNames } from '../../lib/ovn/index.ts'
 import type {
   HostAccess,
   ManagedResource,
   ResourceGroup,
   ResourceGroupSpec,
   ResourceGroupStatus,
-} from '../../lib/state/objects.ts'
+} from '../../lib/model/objects.ts'
+import { compileGroupTopology, topologyNames } from '../../lib/ovn/index.ts'
 import type { StateStore } from '../../lib/state/store.ts'
 import { storedGroup, storedHost } from '../../test/helpers/objects.ts'
 import type { FabricSettings } from './deps.ts'

@@ -6,9 +6,9 @@
  */
 
 import type { ConfigureAck, ConfigureInput } from '../../lib/agent-protocol/index.ts'
+import { groupSubnets, primaryNetwork } from '../../lib/model/group-network.ts'
+import { cidrContains, type ManagedResource, type ResourceGroup } from '../../lib/model/objects.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import { groupSubnets, primaryNetwork } from '../../lib/state/group-network.ts'
-import { cidrContains, type ManagedResource, type ResourceGroup } from '../../lib/state/objects.ts'
 import { optionalHostPort } from './host-port.ts'
 import { relayMacOf, relayPortNameOf } from './network.ts'
 

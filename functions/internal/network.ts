@@ -10,7 +10,7 @@ import {
   type ManagedResourceSpec,
   type ResourceGroup,
   type ResourceGroupSpec,
-} from '../../lib/state/objects.ts'
+} from '../../lib/model/objects.ts'
 
 const RELAY_OWNER_PREFIX = 'relay/'
 

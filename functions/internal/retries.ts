@@ -14,8 +14,8 @@
  */
 import { CONTROLLER_QUEUE, deletionVersion, type JobName, jobId } from '../../lib/jobs/index.ts'
 import { type ControllerJobs, redriveGroup, redriveHost } from '../../lib/jobs/redrive.ts'
-import { attemptOf, failureOf, retryAt } from '../../lib/state/attempts.ts'
-import { type Condition, type StoredObject, setCondition } from '../../lib/state/objects.ts'
+import { attemptOf, failureOf, retryAt } from '../../lib/model/attempts.ts'
+import { type Condition, type StoredObject, setCondition } from '../../lib/model/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 
 /** An object a run re-drove or marked Failed, and why. */

@@ -4,14 +4,14 @@
  * the conditions its new phase makes meaningless (`conditionsOnEntering`): a Ready status
  * keeps no False or Unknown condition from an earlier step or attempt (health aside).
  */
-import { attemptOf, conditionsOnEntering, withoutFailures } from '../../lib/state/attempts.ts'
+import { attemptOf, conditionsOnEntering, withoutFailures } from '../../lib/model/attempts.ts'
 import {
   type Condition,
   type ManagedResource,
   type ManagedResourceStatus,
   type ResourceGroupStatus,
   setCondition,
-} from '../../lib/state/objects.ts'
+} from '../../lib/model/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 
 export type ConditionChange = Omit<Condition, 'lastTransitionTime'>

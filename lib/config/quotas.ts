@@ -9,7 +9,7 @@
  * // tenant-a: 50 groups, 5,000 hosts, 100 public IPs; any other: 50, 10,000, 100
  */
 import * as v from 'valibot'
-import { Rfc1123Label } from '../state/objects.ts'
+import { Rfc1123Label } from '../model/objects.ts'
 import {
   DEFAULT_QUOTA_LIMITS,
   QUOTA_NAMES,

@@ -3,10 +3,11 @@
  * writes are spec writes, `spec-writes.ts`), the hosts each one serves, the group whose
  * own central its chassis follows, and the hosts a forced detach left it to isolate.
  */
+
+import type { Dpu } from '../model/objects.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { ObjectRecords } from './object-records.ts'
-import type { Dpu } from './objects.ts'
 import { StoreConflict } from './spec-writes.ts'
 import type { StoreKeys } from './store-keys.ts'
 

@@ -3,8 +3,9 @@
  * phase transitions, condition changes, retries and reconcile's repairs, newest first,
  * kept bounded in Redis (one capped list per object).
  */
+
+import type { Condition } from '../model/objects.ts'
 import type { RedisClient } from '../redis/connection.ts'
-import type { Condition } from './objects.ts'
 
 /** The kinds of object that have events (the store's own kind names). */
 export type EventKind = 'rg' | 'mr' | 'dpu'

@@ -3,8 +3,9 @@
  * is read again only once its revision changed, and only the most recently read sets
  * are kept.
  */
+
+import type { ManagedResource } from '../model/objects.ts'
 import type { KeptObject, ObjectRecords } from './object-records.ts'
-import type { ManagedResource } from './objects.ts'
 
 /** Groups and DPUs whose hosts are kept decoded at most (the most recently read). */
 const KEPT_SETS = 4096

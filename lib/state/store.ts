@@ -12,6 +12,17 @@
  * (`kept-hosts.ts`) and a group's relay id and member settings (`group-fields.ts`).
  */
 import { randomUUID } from 'node:crypto'
+import type {
+  Dpu,
+  DpuSpec,
+  ManagedResource,
+  ManagedResourceSpec,
+  ManagedResourceStatus,
+  ResourceGroup,
+  ResourceGroupSpec,
+  ResourceGroupStatus,
+  StoredObject,
+} from '../model/objects.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import type { ChangeLog } from './changes.ts'
 import { ObjectDeletion } from './deletion.ts'
@@ -24,17 +35,6 @@ import { KeptHostSets } from './kept-hosts.ts'
 import { Leases } from './leases.ts'
 import { ObjectLocks } from './locks.ts'
 import { ObjectRecords } from './object-records.ts'
-import type {
-  Dpu,
-  DpuSpec,
-  ManagedResource,
-  ManagedResourceSpec,
-  ManagedResourceStatus,
-  ResourceGroup,
-  ResourceGroupSpec,
-  ResourceGroupStatus,
-  StoredObject,
-} from './objects.ts'
 import { ObjectPages } from './pages.ts'
 import { countHosts, type QuotaLimits, type TenantQuota } from './quotas.ts'
 import { type PutResult, SpecWrites } from './spec-writes.ts'

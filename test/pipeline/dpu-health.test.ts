@@ -21,7 +21,7 @@ import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../../lib/agent-protocol/index.ts'
-import type { Condition } from '../../lib/state/objects.ts'
+import type { Condition } from '../../lib/model/objects.ts'
 import {
   dpuFabricIps,
   groupSpec,

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
-import type { ChangePlan } from '../../lib/state/plans.ts'
+import type { ChangePlan } from '../../lib/model/plans.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
 import {

@@ -9,8 +9,8 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { ValidationError } from '../../app/index.ts'
+import type { Condition, ResourceGroup } from '../../lib/model/objects.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import type { Condition, ResourceGroup } from '../../lib/state/objects.ts'
 import {
   DHCP_SERVER,
   dpuFabricIps,

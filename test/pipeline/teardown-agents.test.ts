@@ -8,8 +8,8 @@ import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import t from 'tap'
 import { agentJobId } from '../../lib/agent-protocol/index.ts'
+import type { ManagedResource } from '../../lib/model/objects.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import type { ManagedResource } from '../../lib/state/objects.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
 
 const condition = (h: ManagedResource | undefined, type: string) =>

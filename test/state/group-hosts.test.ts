@@ -6,7 +6,7 @@
  */
 import { Redis } from 'ioredis'
 import t from 'tap'
-import type { ManagedResourceSpec } from '../../lib/state/objects.ts'
+import type { ManagedResourceSpec } from '../../lib/model/objects.ts'
 import { StateStore } from '../../lib/state/store.ts'
 import { storedGroup, storedHost } from '../helpers/objects.ts'
 import { withStack } from '../helpers/stack.ts'
