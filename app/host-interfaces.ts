@@ -23,7 +23,7 @@ import type { RequestReads } from './reads.ts'
 /** What checking a host's interfaces reads. */
 export interface InterfaceDeps {
   readonly reads: RequestReads
-  readonly store: Pick<StateStore, 'checkHost' | 'checkHostsQuotas'>
+  readonly store: Pick<StateStore, 'hosts'>
   readonly policy: ClientPolicy
   /** The host's tenant's quota (its interfaces are in its tenant's groups). */
   readonly quota: TenantQuota
@@ -68,7 +68,7 @@ export async function checkInterfaces(
   }
   const clash = portClash(ports)
   if (clash) throw new ValidationError([clash])
-  await deps.store.checkHostsQuotas(ports, deps.quota)
+  await deps.store.hosts.checkQuotasTogether(ports, deps.quota)
   return placed
 }
 
@@ -104,7 +104,7 @@ async function checkInterface(
   const placed = placeHost(request, group, dpu, caller)
   if (!placed.ok) throw new ValidationError(placed.issues)
   const spec = { ...placed.spec, interfaceOf: name }
-  await deps.store.checkHost(port.name, spec, { existing })
+  await deps.store.hosts.check(port.name, spec, { existing })
   return {
     name: port.name,
     request,

@@ -109,9 +109,9 @@ export function createDpuHealth(deps: DpuHealthDeps, options: DpuHealthOptions =
 async function runOnce(deps: DpuHealthDeps, now: Date): Promise<DpuHealthResult> {
   const [beats, hosts, records, inventory] = await Promise.all([
     deps.heartbeats.list(),
-    deps.store.listHosts(),
+    deps.store.hosts.list(),
     deps.records.readAll(),
-    deps.store.listDpus(),
+    deps.store.dpus.list(),
   ])
   const hostPortsOf = new Map(inventory.map((d) => [d.name, d.spec.hostPorts]))
   const dpus: { id: string; state: DpuState; lastHeartbeat: string }[] = []
@@ -205,7 +205,7 @@ async function writeDpuHealthy(
   // Read again under the write: another writer may have changed the host meanwhile.
   if (!of(host.status.conditions)) return undefined
   let written: { status: string; reason: string } | undefined
-  await deps.store.updateHostStatus(host.name, (current) => {
+  await deps.store.hosts.updateStatus(host.name, (current) => {
     const change = of(current.status.conditions)
     if (!change) return undefined
     written = { status: change.status, reason: change.reason }

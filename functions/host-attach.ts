@@ -72,7 +72,7 @@ async function attach(
   name: string,
   attempt: number,
 ): Promise<HostAttachResult> {
-  const found = await deps.store.getHost(name)
+  const found = await deps.store.hosts.get(name)
   if (!found) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
   if (found.deletion) {
     return { host: name, phase: 'Detaching', observedVersion: 0, skipped: 'being detached' }
@@ -129,7 +129,7 @@ async function groupReadyFor(
   host: HostAttempt,
 ): Promise<ResourceGroup> {
   const name = host.spec.resourceGroup
-  const group = await deps.store.getGroup(name)
+  const group = await deps.store.groups.get(name)
   if (!group || group.deletion) {
     return failOrRetry(new GroupUnavailable(name), (error) =>
       setHostStatus(deps, host, {
@@ -221,7 +221,7 @@ async function signalAgent(
     refuseDpu(deps, host),
   )
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
-  const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(group.name) : undefined
+  const relayId = group.spec.dhcpServer ? await deps.store.groups.relayIdOf(group.name) : undefined
   const request = configureRequestOf(host, group, { sbRemote, sbCertificate, relayIp, relayId })
   const configure = await addConfigure(deps, request, host.attempt)
   return [...stale, configure]
@@ -302,7 +302,7 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
   await clearIsolatedStaleBindings(deps, dpuId)
   await deps.checkpoint('attach:acked')
 
-  const current = await deps.store.getHost(host.name)
+  const current = await deps.store.hosts.get(host.name)
   const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
   // The DPU's word is checked against the Southbound: its chassis must hold the binding.
   const bound = ack.ovnInstalled && (await boundOnDpu(deps, spec.resourceGroup, logicalPort, dpuId))

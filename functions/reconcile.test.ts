@@ -125,10 +125,12 @@ function depsFor(
   const emptyNb = { transact: async () => [{ rows: [] }] }
   return {
     store: {
-      listGroups: async () => stored,
-      listHosts: async () => [],
+      groups: {
+        list: async () => stored,
+        get: async (name: string) => stored.find((g) => g.name === name),
+      },
+      hosts: { list: async () => [] },
       epoch: async () => 'epoch-1',
-      getGroup: async (name: string) => stored.find((g) => g.name === name),
       events: { record: async () => {} },
     } as unknown as HandlerDeps['store'],
     children: { outcome: async () => ({ state: 'pending' }) } as unknown as HandlerDeps['children'],

@@ -77,7 +77,7 @@ export function createReconcile(
   const bounds: RunBounds = { timeoutMs, concurrency, log }
 
   return async function reconcile(_job: Job): Promise<ReconcileReport> {
-    const groups = await deps.store.listGroups()
+    const groups = await deps.store.groups.list()
     const applied = await applyEveryGroup(deps, groups, bounds)
     const { centrals } = applied
     for (const central of await deps.ovn.list()) centrals.set(central.nb, central)

@@ -218,8 +218,8 @@ t.test('readGroupState: live members with addresses; relays kept or stale', asyn
   ] as ManagedResource[]
   let relaying = group({ dhcpServer: '172.18.0.53' })
   const store = {
-    getGroup: async (name: string) => (name === 'group-a' ? relaying : undefined),
-    groupHosts: async () => hosts,
+    groups: { get: async (name: string) => (name === 'group-a' ? relaying : undefined) },
+    hosts: { inGroup: async () => hosts },
   } as unknown as StateStore
   const ipam = {
     allocations: async () => [

@@ -66,10 +66,10 @@ export async function readGroupState(
   deps: { readonly store: StateStore; readonly ipam: Ipam },
   name: string,
 ): Promise<GroupState | undefined> {
-  const group = await deps.store.getGroup(name)
+  const group = await deps.store.groups.get(name)
   if (!group) return undefined
   const [hosts, allocations] = await Promise.all([
-    deps.store.groupHosts(name),
+    deps.store.hosts.inGroup(name),
     deps.ipam.allocations(name),
   ])
   const ipByOwner = new Map(allocations.map((a) => [a.owner, a.ip]))

@@ -91,7 +91,7 @@ export async function groupUnchanged(
   group: ResourceGroup,
   cause?: HydrazineError,
 ): Promise<void> {
-  sameMemberSettings(group, await deps.store.getGroup(group.name), cause)
+  sameMemberSettings(group, await deps.store.groups.get(group.name), cause)
 }
 
 /** `groupUnchanged` against a `current` already read (undefined: the group is gone). */

@@ -49,7 +49,7 @@ export async function setHostStatus(
   const { name, specVersion } = host
   /** When the spec this write turns Ready was accepted (ms), if it does. */
   let acceptedAt: number | undefined
-  const written = await deps.store.updateHostStatus(name, (current) => {
+  const written = await deps.store.hosts.updateStatus(name, (current) => {
     const previous = current.status
     acceptedAt = undefined
     if (previous.observedVersion > specVersion) return undefined
@@ -109,7 +109,7 @@ export async function setGroupStatus(
   specVersion?: number,
   attempt?: number,
 ): Promise<void> {
-  await deps.store.updateGroupStatus(name, (current) => {
+  await deps.store.groups.updateStatus(name, (current) => {
     if (specVersion !== undefined && current.status.observedVersion > specVersion) return undefined
     if (attempt !== undefined && attemptOf(current.status) > attempt) return undefined
     const changed = change(current.status)

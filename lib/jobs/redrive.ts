@@ -37,7 +37,7 @@ export function queueJobs(queue: {
 }
 
 interface RedriveDeps {
-  readonly store: Pick<StateStore, 'updateStatus'>
+  readonly store: Pick<StateStore, 'objects'>
   readonly jobs: ControllerJobs
 }
 
@@ -76,7 +76,7 @@ async function redrive(
   phase: HostPhase | GroupPhase,
 ): Promise<string | undefined> {
   let started: { specVersion: number; attempt: number } | undefined
-  await deps.store.updateStatus<ManagedResourceStatus | ResourceGroupStatus>(
+  await deps.store.objects.updateStatus<ManagedResourceStatus | ResourceGroupStatus>(
     kind,
     name,
     (current) => {

@@ -77,7 +77,7 @@ export class EventLog {
 
   /**
    * The events as a batch for a script to write with the change that made them (the
-   * status: `StateStore.updateStatus`); undefined when there are none.
+   * status: `ObjectWrites.updateStatus`); undefined when there are none.
    */
   batch(
     kind: EventKind,
@@ -91,6 +91,17 @@ export class EventLog {
       entries: events.map((event) => JSON.stringify({ at, ...event } satisfies ObjectEvent)),
       kept: this.#kept,
     }
+  }
+
+  /** A stored spec change is the object's first event (`Created`) or a `SpecChanged` one. */
+  async specStored(kind: EventKind, name: string, version: number): Promise<void> {
+    await this.record(
+      kind,
+      name,
+      version === 1
+        ? { type: 'Normal', reason: 'Created', message: 'spec version 1 stored' }
+        : { type: 'Normal', reason: 'SpecChanged', message: `spec version ${version} stored` },
+    )
   }
 
   /** The object's events, newest first (at most `limit`). */
