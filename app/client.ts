@@ -17,6 +17,7 @@ import {
   type NetworkUsage,
   type PublicIpStatus,
 } from '../lib/ipam/index.ts'
+import type { EventKind, ObjectEvent } from '../lib/model/events.ts'
 import {
   type Dpu,
   type ManagedResource,
@@ -26,7 +27,6 @@ import {
 import type { Caller } from '../lib/model/placement.ts'
 import type { ChangePlan, Planner } from '../lib/model/plans.ts'
 import type { Change, ChangeFeed, ChangeListener, Subscription } from '../lib/state/changes.ts'
-import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
 import type { EventObjectKind } from '../lib/state/generations.ts'
 import type { Page, PageRequest } from '../lib/state/pages.ts'
 import type { StateStore } from '../lib/state/store.ts'

@@ -13,7 +13,7 @@ import type {
 } from '../lib/model/objects.ts'
 import { Rfc1123Label } from '../lib/model/objects.ts'
 import { type Caller, placeHost } from '../lib/model/placement.ts'
-import type { TenantQuota } from '../lib/state/quotas.ts'
+import type { TenantQuota } from '../lib/model/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 import { ValidationError } from './errors.ts'
 import { hostRequestOf } from './host-request.ts'

@@ -20,6 +20,7 @@ import {
 } from '../lib/agent-protocol/index.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
 import { FRR_QUEUE } from '../lib/jobs/frr.ts'
+import type { Quotas } from '../lib/model/quotas.ts'
 import {
   createOvnTrace,
   NbPool,
@@ -30,7 +31,6 @@ import {
 import type { RedisClient } from '../lib/redis/connection.ts'
 import { createRedis, duplicateClient, type RedisEndpoint } from '../lib/redis/connection.ts'
 import { ChangeFeed } from '../lib/state/changes.ts'
-import type { Quotas } from '../lib/state/quotas.ts'
 import { StateStore } from '../lib/state/store.ts'
 import { startWorkers } from '../queues/worker.ts'
 import { type CredentialIssuerOptions, createCredentialIssuer } from './credentials.ts'

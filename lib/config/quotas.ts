@@ -15,7 +15,7 @@ import {
   QUOTA_NAMES,
   type QuotaLimits,
   type Quotas,
-} from '../state/quotas.ts'
+} from '../model/quotas.ts'
 
 /** The largest limit accepted: far beyond what one controller serves. */
 export const MAX_QUOTA = 1_000_000_000

@@ -9,6 +9,7 @@ import type {
   ResourceGroupStatus,
   StoredObject,
 } from '../model/objects.ts'
+import type { QuotaLimits } from '../model/quotas.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { ObjectDeletion } from './deletion.ts'
@@ -16,7 +17,6 @@ import type { EventLog } from './events.ts'
 import type { ObjectRecords } from './object-records.ts'
 import type { ObjectWrites } from './object-writes.ts'
 import type { StoreParts } from './parts.ts'
-import type { QuotaLimits } from './quotas.ts'
 import type { PutResult, SpecWrites } from './spec-writes.ts'
 import type { StoreKeys } from './store-keys.ts'
 

@@ -10,13 +10,13 @@ import type {
   ManagedResourceStatus,
   StoredObject,
 } from '../model/objects.ts'
+import type { TenantQuota } from '../model/quotas.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import type { ObjectDeletion } from './deletion.ts'
 import type { EventLog } from './events.ts'
 import type { KeptObject, ObjectRecords } from './object-records.ts'
 import type { ObjectWrites } from './object-writes.ts'
 import type { StoreParts } from './parts.ts'
-import type { TenantQuota } from './quotas.ts'
 import type { PutResult, SpecWrites } from './spec-writes.ts'
 import type { StoreKeys } from './store-keys.ts'
 

@@ -2,9 +2,11 @@
  * The writes every kind of object takes the same way: its status (read-modify-write, with
  * the events the change makes written together with it) and a deletion request.
  */
+
+import { isObserved, transitionEvents } from '../model/events.ts'
 import type { StoredObject } from '../model/objects.ts'
 import type { ObjectDeletion } from './deletion.ts'
-import { type EventLog, isObserved, transitionEvents } from './events.ts'
+import type { EventLog } from './events.ts'
 import type { ObjectRecords } from './object-records.ts'
 import type { Kind } from './store-keys.ts'
 

@@ -19,6 +19,7 @@ import type {
   ResourceGroupSpec,
   ResourceGroupStatus,
 } from '../model/objects.ts'
+import type { QuotaLimits, TenantQuota } from '../model/quotas.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { ObjectRecords } from './object-records.ts'
@@ -27,10 +28,8 @@ import {
   checkQuotasTogether,
   hostQuotaWrite,
   type QuotaGuard,
-  type QuotaLimits,
   quotaFailure,
   quotaGuards,
-  type TenantQuota,
 } from './quotas.ts'
 import type { Kind, StoreKeys } from './store-keys.ts'
 

@@ -1,6 +1,6 @@
 import t from 'tap'
-import type { Condition } from '../model/objects.ts'
 import { transitionEvents } from './events.ts'
+import type { Condition } from './objects.ts'
 
 const c = (type: string, status: Condition['status'], reason: string, message = ''): Condition => ({
   type,
