@@ -3,7 +3,7 @@
  * and the `AgentConfig` they fill once parsed (`config.ts`). `--help` prints them.
  */
 import { PROTOCOL_VERSIONS } from '../lib/agent-protocol/index.ts'
-import { CONTROLLER_IDENTITY } from '../lib/state/labels.ts'
+import { CONTROLLER_IDENTITY } from '../lib/model/labels.ts'
 
 export interface AgentConfig {
   readonly dpuId: string

@@ -6,8 +6,8 @@
  */
 
 import type { Operations } from '../app/index.ts'
+import type { ManagedResource, ResourceGroup } from '../lib/model/objects.ts'
 import type { Change } from '../lib/state/changes.ts'
-import type { ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
 
 /** The kinds of object a change may name that callers watch: groups and hosts. */
 export type WatchedKind = 'rg' | 'mr'

@@ -12,7 +12,7 @@
 import { isIP } from 'node:net'
 import * as v from 'valibot'
 import { ValidationError } from '../app/index.ts'
-import { Rfc1123Label } from '../lib/state/objects.ts'
+import { Rfc1123Label } from '../lib/model/objects.ts'
 import type { PageRequest } from '../lib/state/pages.ts'
 
 /** A page's size when the caller names none. */

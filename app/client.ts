@@ -17,18 +17,18 @@ import {
   type NetworkUsage,
   type PublicIpStatus,
 } from '../lib/ipam/index.ts'
-import type { Change, ChangeFeed, ChangeListener, Subscription } from '../lib/state/changes.ts'
-import type { EventKind, ObjectEvent } from '../lib/state/events.ts'
-import type { EventObjectKind } from '../lib/state/generations.ts'
+import type { EventKind, ObjectEvent } from '../lib/model/events.ts'
 import {
   type Dpu,
   type ManagedResource,
   type ResourceGroup,
   Rfc1123Label,
-} from '../lib/state/objects.ts'
+} from '../lib/model/objects.ts'
+import type { Caller } from '../lib/model/placement.ts'
+import type { ChangePlan, Planner } from '../lib/model/plans.ts'
+import type { Change, ChangeFeed, ChangeListener, Subscription } from '../lib/state/changes.ts'
+import type { EventObjectKind } from '../lib/state/generations.ts'
 import type { Page, PageRequest } from '../lib/state/pages.ts'
-import type { Caller } from '../lib/state/placement.ts'
-import type { ChangePlan, Planner } from '../lib/state/plans.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { type ControllerQueue, controllerQueue } from '../queues/producer.ts'
 import { DpuRequests } from './dpus.ts'
@@ -182,17 +182,17 @@ export class HydrazineClient {
   }
 
   getDpu(id: string): Promise<Dpu | undefined> {
-    return this.store.getDpu(id)
+    return this.store.dpus.get(id)
   }
 
   /** DPUs in the inventory, all or those assigned to one tenant. */
   listDpus(filter: { tenant?: string } = {}): Promise<Dpu[]> {
-    return this.store.listDpus(filter)
+    return this.store.dpus.list(filter)
   }
 
   /** The live hosts a DPU serves. */
   dpuHostNames(id: string): Promise<string[]> {
-    return this.store.dpuHostNames(id)
+    return this.store.dpus.hostNames(id)
   }
 
   /**
@@ -242,7 +242,7 @@ export class HydrazineClient {
    */
   async groupIpam(name: string): Promise<NetworkUsage> {
     validate(Rfc1123Label, name, 'name')
-    if (!(await this.store.getGroup(name))) throw new NotFoundError('resource group', name)
+    if (!(await this.store.groups.get(name))) throw new NotFoundError('resource group', name)
     try {
       return await this.ipam.usage(name)
     } catch (error) {
@@ -264,7 +264,7 @@ export class HydrazineClient {
 
   /** Records a webhook delivery id; false when it was seen within `ttlS` (a redelivery). */
   rememberDelivery(id: string, ttlS: number): Promise<boolean> {
-    return this.store.rememberDelivery(id, ttlS)
+    return this.store.deliveries.remember(id, ttlS)
   }
   /** The generation of the newest webhook event applied for the object (0: none). */
   lastEventGeneration(kind: EventObjectKind, name: string): Promise<number> {
@@ -276,26 +276,26 @@ export class HydrazineClient {
   }
   /** Forgets a delivery id (its processing failed; a retry must run). */
   forgetDelivery(id: string): Promise<void> {
-    return this.store.forgetDelivery(id)
+    return this.store.deliveries.forget(id)
   }
 
   // ── reads ──────────────────────────────────────────────────────────────────
 
   getGroup(name: string): Promise<ResourceGroup | undefined> {
-    return this.store.getGroup(name)
+    return this.store.groups.get(name)
   }
   listGroups(filter: { tenant?: string } = {}): Promise<ResourceGroup[]> {
-    return this.store.listGroups(filter)
+    return this.store.groups.list(filter)
   }
   /** One page of groups by name (all, or one tenant's): see `lib/state/pages.ts`. */
   pageGroups(filter: { tenant?: string }, page: PageRequest): Promise<Page<ResourceGroup>> {
     return this.store.pages.groups(filter, page)
   }
   getHost(name: string): Promise<ManagedResource | undefined> {
-    return this.store.getHost(name)
+    return this.store.hosts.get(name)
   }
   listHosts(filter: { resourceGroup?: string } = {}): Promise<ManagedResource[]> {
-    return this.store.listHosts(filter)
+    return this.store.hosts.list(filter)
   }
   /** One page of hosts by name: all, one group's, one tenant's, or both at once. */
   pageHosts(

@@ -8,9 +8,9 @@
 import type { DpuCredentialIssuer, DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import type { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import { redriveHost } from '../lib/jobs/redrive.ts'
-import { DpuId } from '../lib/state/labels.ts'
-import { type Dpu, DpuSpec, Rfc1123Label } from '../lib/state/objects.ts'
-import type { Caller } from '../lib/state/placement.ts'
+import { DpuId } from '../lib/model/labels.ts'
+import { type Dpu, DpuSpec, Rfc1123Label } from '../lib/model/objects.ts'
+import type { Caller } from '../lib/model/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import type { ControllerQueue } from '../queues/producer.ts'
 import { CredentialsUnavailable, ForbiddenError, NotFoundError, validate } from './errors.ts'
@@ -44,7 +44,7 @@ export class DpuRequests {
 
   /** The prepared entry stored; `changed` false when the inventory held it already. */
   async apply(prepared: PreparedDpu): Promise<{ object: Dpu; changed: boolean }> {
-    const { changed, object } = await this.#deps.store.putDpu(prepared.id, prepared.spec)
+    const { changed, object } = await this.#deps.store.dpus.put(prepared.id, prepared.spec)
     return { object, changed }
   }
 
@@ -52,8 +52,8 @@ export class DpuRequests {
   async delete(id: string): Promise<void> {
     const { store, heartbeats, credentials } = this.#deps
     validate(Rfc1123Label, id, 'id')
-    if (!(await store.getDpu(id))) throw new NotFoundError('DPU', id)
-    await store.deleteDpu(id)
+    if (!(await store.dpus.get(id))) throw new NotFoundError('DPU', id)
+    await store.dpus.delete(id)
     // Gone from the inventory, it is no longer listed as a DPU once seen.
     await heartbeats.forget(id)
     await store.dpuHealth.remove(id)
@@ -69,12 +69,12 @@ export class DpuRequests {
   async issueCredentials(id: string): Promise<DpuCredentials> {
     const { store, credentials } = this.#deps
     validate(Rfc1123Label, id, 'id')
-    if (!(await store.getDpu(id))) throw new NotFoundError('DPU', id)
+    if (!(await store.dpus.get(id))) throw new NotFoundError('DPU', id)
     if (!credentials) throw new CredentialsUnavailable()
     const issued = await credentials.issue(id)
     if (issued.tls) {
       // Public: kept so that each group's own central can certify the DPU's key for its SB.
-      await store.setDpuIdentity(id, issued.tls.cert)
+      await store.dpus.setIdentity(id, issued.tls.cert)
       await this.#reconfigureHostsOf(id)
     }
     return issued
@@ -89,7 +89,7 @@ export class DpuRequests {
   async #reconfigureHostsOf(dpuId: string): Promise<void> {
     const { store, queue } = this.#deps
     const message = `DPU ${dpuId} has new credentials: configuring it again`
-    for (const host of await store.dpuHosts(dpuId)) {
+    for (const host of await store.hosts.onDpu(dpuId)) {
       if (host.deletion) continue
       const refused = host.status.conditions.some((c) => c.reason === 'ChassisIdentityRefused')
       if (host.status.phase === 'Failed' && !refused) continue

@@ -16,9 +16,9 @@ import {
   type ResourceGroup,
   ResourceGroupSpec,
   Rfc1123Label,
-} from '../lib/state/objects.ts'
-import type { Caller } from '../lib/state/placement.ts'
-import type { ChangePlan, Planner } from '../lib/state/plans.ts'
+} from '../lib/model/objects.ts'
+import type { Caller } from '../lib/model/placement.ts'
+import type { ChangePlan, Planner } from '../lib/model/plans.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import type { ControllerQueue } from '../queues/producer.ts'
 import {
@@ -74,7 +74,7 @@ export class GroupRequests {
     if (typeof asked === 'string' && asked !== tenant) {
       throw new ForbiddenError(`a ${tenant} token cannot write for ${asked}`)
     }
-    const existing = await this.#deps.store.getGroup(name)
+    const existing = await this.#deps.store.groups.get(name)
     if (existing && existing.spec.tenantId !== tenant) throw new NameTaken('resource group', name)
   }
 
@@ -83,12 +83,12 @@ export class GroupRequests {
     const { store, queue, policy } = this.#deps
     const { name, spec } = prepared
     const { limits } = quotaOf(policy, spec.tenantId)
-    const { changed, object } = await store.putGroup(name, spec, limits)
+    const { changed, object } = await store.groups.put(name, spec, limits)
     if (!changed) {
       if (object.status.phase !== 'Failed') return { object }
       const jobs = { store, jobs: queue.jobs }
       const id = await redriveGroup(jobs, name, sameSpecAgain('OvnConfigured'))
-      return { object: (await store.getGroup(name)) ?? object, ...(id ? { jobId: id } : {}) }
+      return { object: (await store.groups.get(name)) ?? object, ...(id ? { jobId: id } : {}) }
     }
     const id = await queue.converge('group.create', name, object.specVersion, {
       group: name,
@@ -106,7 +106,7 @@ export class GroupRequests {
   async delete(name: string, options: { force?: boolean } = {}): Promise<Accepted<ResourceGroup>> {
     validate(Rfc1123Label, name, 'name')
     const force = options.force ?? false
-    const object = (await this.#deps.store.requestDeletion('rg', name, force)) as
+    const object = (await this.#deps.store.objects.requestDeletion('rg', name, force)) as
       | ResourceGroup
       | undefined
     if (!object) throw new NotFoundError('resource group', name)

@@ -10,10 +10,10 @@ import type {
   ManagedResourceRequest,
   ManagedResourceSpec,
   ResourceGroup,
-} from '../lib/state/objects.ts'
-import { Rfc1123Label } from '../lib/state/objects.ts'
-import { type Caller, placeHost } from '../lib/state/placement.ts'
-import type { TenantQuota } from '../lib/state/quotas.ts'
+} from '../lib/model/objects.ts'
+import { Rfc1123Label } from '../lib/model/objects.ts'
+import { type Caller, placeHost } from '../lib/model/placement.ts'
+import type { TenantQuota } from '../lib/model/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 import { ValidationError } from './errors.ts'
 import { hostRequestOf } from './host-request.ts'
@@ -23,7 +23,7 @@ import type { RequestReads } from './reads.ts'
 /** What checking a host's interfaces reads. */
 export interface InterfaceDeps {
   readonly reads: RequestReads
-  readonly store: Pick<StateStore, 'checkHost' | 'checkHostsQuotas'>
+  readonly store: Pick<StateStore, 'hosts'>
   readonly policy: ClientPolicy
   /** The host's tenant's quota (its interfaces are in its tenant's groups). */
   readonly quota: TenantQuota
@@ -68,7 +68,7 @@ export async function checkInterfaces(
   }
   const clash = portClash(ports)
   if (clash) throw new ValidationError([clash])
-  await deps.store.checkHostsQuotas(ports, deps.quota)
+  await deps.store.hosts.checkQuotasTogether(ports, deps.quota)
   return placed
 }
 
@@ -104,7 +104,7 @@ async function checkInterface(
   const placed = placeHost(request, group, dpu, caller)
   if (!placed.ok) throw new ValidationError(placed.issues)
   const spec = { ...placed.spec, interfaceOf: name }
-  await deps.store.checkHost(port.name, spec, { existing })
+  await deps.store.hosts.check(port.name, spec, { existing })
   return {
     name: port.name,
     request,

@@ -4,10 +4,11 @@
  * the group's subnets. Reads through the request's own reads (`reads.ts`), so a host
  * and its group are read once however many checks ask.
  */
+
+import { hostAddressIssues } from '../lib/model/group-network.ts'
+import { ManagedResourceRequest, type ResourceGroup, Rfc1123Label } from '../lib/model/objects.ts'
+import type { Caller } from '../lib/model/placement.ts'
 import { RESERVED_HOST_NAMES } from '../lib/ovn/index.ts'
-import { hostAddressIssues } from '../lib/state/group-network.ts'
-import { ManagedResourceRequest, type ResourceGroup, Rfc1123Label } from '../lib/state/objects.ts'
-import type { Caller } from '../lib/state/placement.ts'
 import { StoreConflict } from '../lib/state/store.ts'
 import { NameTaken, ValidationError, validate } from './errors.ts'
 import type { ClientPolicy } from './policy.ts'

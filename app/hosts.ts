@@ -7,11 +7,11 @@
  */
 import { deletionVersion } from '../lib/jobs/index.ts'
 import { type ControllerJobs, redriveHost } from '../lib/jobs/redrive.ts'
-import type { Dpu, ManagedResource } from '../lib/state/objects.ts'
-import { Rfc1123Label } from '../lib/state/objects.ts'
-import { type Caller, placeHost } from '../lib/state/placement.ts'
-import type { ChangePlan, Planner } from '../lib/state/plans.ts'
-import type { TenantQuota } from '../lib/state/quotas.ts'
+import type { Dpu, ManagedResource } from '../lib/model/objects.ts'
+import { Rfc1123Label } from '../lib/model/objects.ts'
+import { type Caller, placeHost } from '../lib/model/placement.ts'
+import type { ChangePlan, Planner } from '../lib/model/plans.ts'
+import type { TenantQuota } from '../lib/model/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 import type { ControllerQueue } from '../queues/producer.ts'
 import { NotFoundError, ValidationError, validate } from './errors.ts'
@@ -96,8 +96,8 @@ export class HostRequests {
       ports.length > 0
         ? await checkInterfaces({ reads, store, policy, quota }, host, ports, caller)
         : []
-    await store.checkHostQuotas(name, host.spec, quota)
-    await store.checkHost(name, host.spec, { existing: before })
+    await store.hosts.checkQuotas(name, host.spec, quota)
+    await store.hosts.check(name, host.spec, { existing: before })
     return { caller, host, interfaces, before, quota }
   }
 
@@ -159,13 +159,13 @@ export class HostRequests {
     let fresh = port === prepared.host
     if (written.has(id)) placed = this.#placeAgain(prepared, port, written.get(id))
     for (let attempt = 1; ; attempt++) {
-      // Before the inventory changes; putHost checks again, atomically, as it writes (a
+      // Before the inventory changes; hosts.put checks again, atomically, as it writes (a
       // request that loses a race for the tenant's last slot may have added its DPU).
-      if (!fresh) await store.checkHostQuotas(port.name, placed.spec, prepared.quota)
+      if (!fresh) await store.hosts.checkQuotas(port.name, placed.spec, prepared.quota)
       fresh = false
       let dpu = placed.dpu
       if (placed.dpuChange) {
-        dpu = (await store.putDpu(id, placed.dpuChange)).object
+        dpu = (await store.dpus.put(id, placed.dpuChange)).object
         written.set(id, dpu)
       }
       if (!dpu) throw new Error(`DPU ${id} vanished while being placed`)
@@ -175,7 +175,7 @@ export class HostRequests {
         if (!(error instanceof StoreConflict && error.reason === 'Changed')) throw error
         if (attempt >= PLACEMENT_TRIES) throw error
       }
-      placed = this.#placeAgain(prepared, port, await store.getDpu(id))
+      placed = this.#placeAgain(prepared, port, await store.dpus.get(id))
     }
   }
 
@@ -202,11 +202,11 @@ export class HostRequests {
     quota: TenantQuota,
   ): Promise<Accepted<ManagedResource>> {
     const { store, queue } = this.#deps
-    const { changed, object } = await store.putHost(name, placed.spec, dpu.specVersion, quota)
+    const { changed, object } = await store.hosts.put(name, placed.spec, dpu.specVersion, quota)
     if (!changed) {
       if (object.status.phase !== 'Failed') return { object }
       const id = await redriveHost(this.#jobs(), name, sameSpecAgain('Attached'))
-      const current = (await store.getHost(name)) ?? object
+      const current = (await store.hosts.get(name)) ?? object
       return { object: current, ...(id ? { jobId: id } : {}) }
     }
     const id = await queue.converge('host.attach', name, object.specVersion, {
@@ -222,7 +222,7 @@ export class HostRequests {
    * the name taken again): a host deletes only its own interfaces.
    */
   async #deleteInterface(name: string, of: string, force: boolean): Promise<void> {
-    if ((await this.#deps.store.getHost(name))?.spec.interfaceOf !== of) return
+    if ((await this.#deps.store.hosts.get(name))?.spec.interfaceOf !== of) return
     await this.#delete(name, force).catch((error: unknown) => {
       if (!(error instanceof NotFoundError)) throw error
     })
@@ -235,15 +235,15 @@ export class HostRequests {
   ): Promise<Accepted<ManagedResource>> {
     validate(Rfc1123Label, name, 'name')
     const force = options.force ?? false
-    const host = await this.#deps.store.getHost(name)
-    await refuseInterfaceChange((n) => this.#deps.store.getHost(n), host, name, 'delete')
+    const host = await this.#deps.store.hosts.get(name)
+    await refuseInterfaceChange((n) => this.#deps.store.hosts.get(n), host, name, 'delete')
     const accepted = await this.#delete(name, force)
     for (const port of interfaceNames(host)) await this.#deleteInterface(port, name, force)
     return accepted
   }
 
   async #delete(name: string, force: boolean): Promise<Accepted<ManagedResource>> {
-    const object = (await this.#deps.store.requestDeletion('mr', name, force)) as
+    const object = (await this.#deps.store.objects.requestDeletion('mr', name, force)) as
       | ManagedResource
       | undefined
     if (!object) throw new NotFoundError('managed resource', name)
@@ -260,8 +260,8 @@ export class HostRequests {
   async planDeletion(name: string): Promise<ChangePlan> {
     validate(Rfc1123Label, name, 'name')
     const { store } = this.#deps
-    const host = await store.getHost(name)
-    await refuseInterfaceChange((n) => store.getHost(n), host, name, 'delete')
+    const host = await store.hosts.get(name)
+    await refuseInterfaceChange((n) => store.hosts.get(n), host, name, 'delete')
     const plan = await plannerOf(this.#deps).hostDeletion(name)
     if (!plan) throw new NotFoundError('managed resource', name)
     const interfaces = (host?.spec.interfaces ?? []).map((i) => `${name}-${i.name}`)

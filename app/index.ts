@@ -5,12 +5,13 @@
  * scoped to its tenant, `createPlanOperations` for their dry runs, and the refusals they
  * answer with.
  */
+
+export type { Caller } from '../lib/model/placement.ts'
 export {
   compareVersions,
   isResourceVersion,
   ResourceVersionTooOld,
 } from '../lib/state/changes.ts'
-export type { Caller } from '../lib/state/placement.ts'
 export { HydrazineClient, type Plans } from './client.ts'
 export {
   AddressesHeld,

@@ -3,7 +3,7 @@
  * same spec is applied to again while Failed starts its new attempt with, and the planner
  * a dry run needs.
  */
-import type { Planner } from '../lib/state/plans.ts'
+import type { Planner } from '../lib/model/plans.ts'
 import { DryRunUnavailable } from './errors.ts'
 
 export interface Accepted<T> {

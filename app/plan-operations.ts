@@ -4,8 +4,8 @@
  * refusals), then planned instead of applied; a deletion has the visibility check of the
  * real one (`operations.ts`). A tenant plans only what it could do.
  */
-import type { Caller } from '../lib/state/placement.ts'
-import type { ChangePlan } from '../lib/state/plans.ts'
+import type { Caller } from '../lib/model/placement.ts'
+import type { ChangePlan } from '../lib/model/plans.ts'
 import type { HydrazineClient } from './client.ts'
 import { ForbiddenError, NotFoundError } from './errors.ts'
 import type { Operations } from './operations.ts'

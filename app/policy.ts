@@ -1,5 +1,5 @@
 /** The operator's rules every request is held to, and the quota a tenant's write counts against. */
-import { DEFAULT_QUOTAS, limitsOf, type Quotas, type TenantQuota } from '../lib/state/quotas.ts'
+import { DEFAULT_QUOTAS, limitsOf, type Quotas, type TenantQuota } from '../lib/model/quotas.ts'
 
 export interface ClientPolicy {
   /** The DHCP servers a group may relay to (`HYDRAZINE_DHCP_SERVERS`). */

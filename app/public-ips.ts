@@ -6,8 +6,8 @@
  * address not in the pool and (409) for one allocated.
  */
 import type { Ipam, PublicIpStatus } from '../lib/ipam/index.ts'
-import { PublicIpSpec } from '../lib/state/objects.ts'
-import type { ChangePlan } from '../lib/state/plans.ts'
+import { PublicIpSpec } from '../lib/model/objects.ts'
+import type { ChangePlan } from '../lib/model/plans.ts'
 import { StoreConflict } from '../lib/state/store.ts'
 import { NotFoundError, validate } from './errors.ts'
 

@@ -3,11 +3,11 @@
  * its placement, its interfaces) ask here, and the second ask of the same object gets the
  * first answer. One set per request; never shared between requests.
  */
-import type { Dpu, ManagedResource, ResourceGroup } from '../lib/state/objects.ts'
+import type { Dpu, ManagedResource, ResourceGroup } from '../lib/model/objects.ts'
 import type { StateStore } from '../lib/state/store.ts'
 
 /** What a request reads of the store. */
-export type ReadStore = Pick<StateStore, 'getHost' | 'getGroup' | 'getDpu'>
+export type ReadStore = Pick<StateStore, 'hosts' | 'groups' | 'dpus'>
 
 export interface RequestReads {
   host(name: string): Promise<ManagedResource | undefined>
@@ -35,9 +35,9 @@ export function requestReads(store: ReadStore): RequestReads {
     return reading
   }
   return {
-    host: (name) => once(hosts, name, () => store.getHost(name)),
-    group: (name) => once(groups, name, () => store.getGroup(name)),
-    dpu: (id) => once(dpus, id, () => store.getDpu(id)),
+    host: (name) => once(hosts, name, () => store.hosts.get(name)),
+    group: (name) => once(groups, name, () => store.groups.get(name)),
+    dpu: (id) => once(dpus, id, () => store.dpus.get(id)),
     forgetDpu: (id) => dpus.delete(id),
   }
 }

@@ -4,10 +4,10 @@
  * address — each within what the caller may see.
  */
 import type { Ipam } from '../lib/ipam/index.ts'
+import { groupSubnets } from '../lib/model/group-network.ts'
+import { cidrContains, type ManagedResource, type ResourceGroup } from '../lib/model/objects.ts'
+import type { Caller } from '../lib/model/placement.ts'
 import type { BoundPort } from '../lib/ovn/index.ts'
-import { groupSubnets } from '../lib/state/group-network.ts'
-import { cidrContains, type ManagedResource, type ResourceGroup } from '../lib/state/objects.ts'
-import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { ValidationError } from './errors.ts'
 
@@ -48,7 +48,7 @@ export function reachableAddress(
  */
 export async function ownerOf(
   deps: {
-    readonly store: Pick<StateStore, 'getHost' | 'listDpus' | 'dpuHostNames'>
+    readonly store: Pick<StateStore, 'hosts' | 'dpus'>
     readonly ipam: Pick<Ipam, 'listPublicIps'>
   },
   address: string,
@@ -57,12 +57,12 @@ export async function ownerOf(
   const allocated = (await deps.ipam.listPublicIps()).find((p) => p.ip === address && p.allocated)
   let names = allocated?.allocatedTo ? [allocated.allocatedTo] : []
   if (names.length === 0) {
-    const dpu = (await deps.store.listDpus()).find(
+    const dpu = (await deps.store.dpus.list()).find(
       (d) => d.spec.fabricIps[1] === address || d.spec.natIp6 === address,
     )
-    names = dpu ? await deps.store.dpuHostNames(dpu.name) : []
+    names = dpu ? await deps.store.dpus.hostNames(dpu.name) : []
   }
-  const hosts = (await Promise.all(names.map((n) => deps.store.getHost(n)))).filter(
+  const hosts = (await Promise.all(names.map((n) => deps.store.hosts.get(n)))).filter(
     (h): h is ManagedResource => h !== undefined && !h.deletion,
   )
   hosts.sort((a, b) => Number(a.spec.hostAccess === 'None') - Number(b.spec.hostAccess === 'None'))
@@ -75,7 +75,7 @@ export async function ownerOf(
  * caller may see) whose hosts hold the same address — a trace never enters them.
  */
 export async function outboundNotes(
-  store: Pick<StateStore, 'listGroups' | 'listHosts'>,
+  store: Pick<StateStore, 'groups' | 'hosts'>,
   caller: Caller,
   trace: {
     readonly group: ResourceGroup
@@ -93,7 +93,9 @@ export async function outboundNotes(
     )
   }
   if (!trace.subnets.some((cidr) => cidrContains(cidr, address))) return notes
-  const groups = (await store.listGroups(caller.kind === 'tenant' ? { tenant: caller.tenant } : {}))
+  const groups = (
+    await store.groups.list(caller.kind === 'tenant' ? { tenant: caller.tenant } : {})
+  )
     .filter(
       (other) =>
         other.name !== group.name &&
@@ -101,7 +103,7 @@ export async function outboundNotes(
     )
     .slice(0, MAX_OTHER_GROUPS)
   for (const other of groups) {
-    const holders = (await store.listHosts({ resourceGroup: other.name })).filter(
+    const holders = (await store.hosts.list({ resourceGroup: other.name })).filter(
       (h) =>
         (h.status.hostAccessIPs?.hostIP === address ||
           h.status.hostAccessIPs?.hostIPv6 === address) &&

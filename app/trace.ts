@@ -12,6 +12,9 @@ import * as v from 'valibot'
 import { HydrazineError } from '../lib/errors.ts'
 import { canonicalIp } from '../lib/ipam/address.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
+import { groupSubnets } from '../lib/model/group-network.ts'
+import { Rfc1123Label } from '../lib/model/objects.ts'
+import type { Caller } from '../lib/model/placement.ts'
 import {
   arpRequest,
   describeDatapath,
@@ -31,9 +34,6 @@ import {
   type TraceFacts,
   TraceUnavailable,
 } from '../lib/ovn/index.ts'
-import { groupSubnets } from '../lib/state/group-network.ts'
-import { Rfc1123Label } from '../lib/state/objects.ts'
-import type { Caller } from '../lib/state/placement.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { validate } from './errors.ts'
 import { outcomeOf, summaryOf, type TraceAnswer, type TraceRun } from './trace-answer.ts'
@@ -137,10 +137,7 @@ export class TraceNotAttached extends HydrazineError {
 
 /** What the tracer needs: the store, the pool, each group's central, and ovn-trace. */
 export interface TracerDeps {
-  readonly store: Pick<
-    StateStore,
-    'getHost' | 'getGroup' | 'listHosts' | 'listGroups' | 'listDpus' | 'dpuHostNames'
-  >
+  readonly store: Pick<StateStore, 'hosts' | 'groups' | 'dpus'>
   readonly ipam: Pick<Ipam, 'listPublicIps'>
   readonly ovn: Pick<OvnCentralProvider, 'ensure'>
   /** Read-only lookups of a central (its NB and SB, over shared connections). */
@@ -186,13 +183,13 @@ export function createTracer(deps: TracerDeps): Tracer {
   const visibleTo = (caller: Caller): Visible => {
     return async (host) => {
       if (caller.kind === 'operator') return true
-      const group = await deps.store.getGroup(host.spec.resourceGroup)
+      const group = await deps.store.groups.get(host.spec.resourceGroup)
       return group?.spec.tenantId === caller.tenant
     }
   }
 
   const attached = async (name: string, field: string, visible: Visible) => {
-    const host = await deps.store.getHost(name)
+    const host = await deps.store.hosts.get(name)
     if (!host || !(await visible(host))) throw new TraceUnknownHost(name, field)
     if (host.deletion) throw new TraceNotAttached(name, 'it is being detached')
     const port = host.status.logicalPortReference?.logicalPort
@@ -208,7 +205,7 @@ export function createTracer(deps: TracerDeps): Tracer {
     const visible = visibleTo(caller)
     const src = await attached(req.from, 'from', visible)
     const g = src.host.spec.resourceGroup
-    const group = await deps.store.getGroup(g)
+    const group = await deps.store.groups.get(g)
     if (!group) throw new TraceNotAttached(src.host.name, `its group ${g} does not exist`)
     const named = isIP(req.to) ? undefined : await attached(req.to, 'to', visible)
     const address = named ? reachableAddress(named, g) : req.to

@@ -2,8 +2,8 @@ import type { Job } from 'bullmq'
 import { type DpuState, dpuStateOf, type Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import { agentQueueName, type Heartbeat } from '../lib/agent-protocol/index.ts'
 import { redriveHost } from '../lib/jobs/redrive.ts'
+import { type ManagedResource, setCondition } from '../lib/model/objects.ts'
 import type { DpuHealthRecord, DpuHealthRecords, Stray } from '../lib/state/dpu-health.ts'
-import { type ManagedResource, setCondition } from '../lib/state/objects.ts'
 import { addIsolate } from './internal/agent-jobs.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import {
@@ -109,9 +109,9 @@ export function createDpuHealth(deps: DpuHealthDeps, options: DpuHealthOptions =
 async function runOnce(deps: DpuHealthDeps, now: Date): Promise<DpuHealthResult> {
   const [beats, hosts, records, inventory] = await Promise.all([
     deps.heartbeats.list(),
-    deps.store.listHosts(),
+    deps.store.hosts.list(),
     deps.records.readAll(),
-    deps.store.listDpus(),
+    deps.store.dpus.list(),
   ])
   const hostPortsOf = new Map(inventory.map((d) => [d.name, d.spec.hostPorts]))
   const dpus: { id: string; state: DpuState; lastHeartbeat: string }[] = []
@@ -205,7 +205,7 @@ async function writeDpuHealthy(
   // Read again under the write: another writer may have changed the host meanwhile.
   if (!of(host.status.conditions)) return undefined
   let written: { status: string; reason: string } | undefined
-  await deps.store.updateHostStatus(host.name, (current) => {
+  await deps.store.hosts.updateStatus(host.name, (current) => {
     const change = of(current.status.conditions)
     if (!change) return undefined
     written = { status: change.status, reason: change.reason }

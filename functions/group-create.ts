@@ -2,9 +2,9 @@ import type { Job } from 'bullmq'
 import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
 import { GroupJob } from '../lib/jobs/index.ts'
 import { redriveHost } from '../lib/jobs/redrive.ts'
+import { attemptOf } from '../lib/model/attempts.ts'
+import { type ResourceGroup, type ResourceGroupStatus, setCondition } from '../lib/model/objects.ts'
 import { CentralUnavailableError, topologyNames } from '../lib/ovn/index.ts'
-import { attemptOf } from '../lib/state/attempts.ts'
-import { type ResourceGroup, type ResourceGroupStatus, setCondition } from '../lib/state/objects.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
 import { statusFromHosts } from './internal/group-hosts.ts'
@@ -41,7 +41,7 @@ export const NORTHD_WAIT_MS = 15_000
 export function createGroupCreate(deps: GroupCreateDeps) {
   return async function groupCreate(job: Job): Promise<GroupCreateResult> {
     const { group: name, attempt = 1 } = parsePayload(GroupJob, job)
-    const group = await deps.store.getGroup(name)
+    const group = await deps.store.groups.get(name)
     if (!group) return { group: name, observedVersion: 0, ovnChanged: false, skipped: 'not found' }
     if (group.deletion) {
       return { group: name, observedVersion: 0, ovnChanged: false, skipped: 'being deleted' }
@@ -105,9 +105,9 @@ export function createGroupCreate(deps: GroupCreateDeps) {
       })
       .catch((error: unknown) => notApplied(deps, group, attempt, error))
     const reconfigured = await reconfigureMembers(deps, group, state)
-    const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(name) : undefined
+    const relayId = group.spec.dhcpServer ? await deps.store.groups.relayIdOf(name) : undefined
     // Ready once no change is on its way to a host (`group-hosts.ts`); until then Configuring.
-    const hosts = await deps.store.groupHosts(name)
+    const hosts = await deps.store.hosts.inGroup(name)
 
     await setGroupStatus(
       deps,
@@ -166,8 +166,8 @@ async function reconfigureMembers(
   const observed = group.status.observedVersion
   const settings = memberSettingsOf(group.spec)
   if (observed >= group.specVersion) return []
-  if (observed === 0 || (await deps.store.memberSettingsOf(group.name)) === settings) {
-    await deps.store.rememberMemberSettings(group.name, settings)
+  if (observed === 0 || (await deps.store.groups.memberSettingsOf(group.name)) === settings) {
+    await deps.store.groups.rememberMemberSettings(group.name, settings)
     return []
   }
   const started: string[] = []
@@ -186,7 +186,7 @@ async function reconfigureMembers(
     )
     if (id) started.push(host.name)
   }
-  await deps.store.rememberMemberSettings(group.name, settings)
+  await deps.store.groups.rememberMemberSettings(group.name, settings)
   return started
 }
 

@@ -1,8 +1,8 @@
 import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
 import { CONTROLLER_QUEUE, GroupDeleteJob, jobId } from '../lib/jobs/index.ts'
+import { setCondition } from '../lib/model/objects.ts'
 import { deleteGroupTopology } from '../lib/ovn/index.ts'
-import { setCondition } from '../lib/state/objects.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { failOrRetry, NotReady } from './internal/errors.ts'
 import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
@@ -24,7 +24,7 @@ export interface GroupDeleteResult {
 export function createGroupDelete(deps: HandlerDeps) {
   return async function groupDelete(job: Job, token?: string): Promise<GroupDeleteResult> {
     const { group: name, force } = parsePayload(GroupDeleteJob, job)
-    const group = await deps.store.getGroup(name)
+    const group = await deps.store.groups.get(name)
     if (!group) return { group: name, deleted: true, hostsIsolated: 0, skipped: 'not found' }
 
     if (stepOf(job) === 'converge') {
@@ -48,7 +48,7 @@ export function createGroupDelete(deps: HandlerDeps) {
     }
 
     await failIfAHostCannotBeIsolated(deps, job, name)
-    const remaining = await deps.store.memberNames(name)
+    const remaining = await deps.store.groups.memberNames(name)
     if (remaining.length > 0) {
       throw new NotReady(`hosts of ${name} are not isolated yet: ${remaining.join(', ')}`)
     }
@@ -67,7 +67,7 @@ export function createGroupDelete(deps: HandlerDeps) {
       await deps.southbound.drop(endpoints.sbController)
     }
     const isolated = ((job.data as { awaiting?: unknown[] }).awaiting ?? []).length
-    await deps.store.purgeGroup(name, group.spec.tenantId)
+    await deps.store.groups.purge(name, group.spec.tenantId)
     return { group: name, deleted: true, hostsIsolated: isolated }
   }
 }
@@ -114,8 +114,8 @@ async function detachEveryHost(
   force: boolean,
 ): Promise<ChildRef[]> {
   const refs: ChildRef[] = []
-  for (const host of await deps.store.listHosts({ resourceGroup: group })) {
-    await deps.store.requestDeletion('mr', host.name, force)
+  for (const host of await deps.store.hosts.list({ resourceGroup: group })) {
+    await deps.store.objects.requestDeletion('mr', host.name, force)
     refs.push(
       await deps.children.add(
         CONTROLLER_QUEUE,

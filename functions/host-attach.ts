@@ -7,9 +7,9 @@ import { isIP } from 'node:net'
 import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
 import { CONTROLLER_QUEUE, HostJob, jobId } from '../lib/jobs/index.ts'
+import { attemptOf } from '../lib/model/attempts.ts'
+import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/model/objects.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
-import { attemptOf } from '../lib/state/attempts.ts'
-import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/state/objects.ts'
 import {
   addConfigure,
   boundOnDpu,
@@ -73,7 +73,7 @@ async function attach(
   name: string,
   attempt: number,
 ): Promise<HostAttachResult> {
-  const found = await deps.store.getHost(name)
+  const found = await deps.store.hosts.get(name)
   if (!found) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
   if (found.deletion) {
     return { host: name, phase: 'Detaching', observedVersion: 0, skipped: 'being detached' }
@@ -130,7 +130,7 @@ async function groupReadyFor(
   host: HostAttempt,
 ): Promise<ResourceGroup> {
   const name = host.spec.resourceGroup
-  const group = await deps.store.getGroup(name)
+  const group = await deps.store.groups.get(name)
   if (!group || group.deletion) {
     return failOrRetry(new GroupUnavailable(name), (error) =>
       setHostStatus(deps, host, {
@@ -223,7 +223,7 @@ async function signalAgent(
   )
   const sbCa = await southboundCaFor(deps, group.name)
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
-  const relayId = group.spec.dhcpServer ? await deps.store.relayIdOf(group.name) : undefined
+  const relayId = group.spec.dhcpServer ? await deps.store.groups.relayIdOf(group.name) : undefined
   const request = configureRequestOf(host, group, {
     sbRemote,
     sbCertificate,
@@ -310,7 +310,7 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
   await clearIsolatedStaleBindings(deps, dpuId)
   await deps.checkpoint('attach:acked')
 
-  const current = await deps.store.getHost(host.name)
+  const current = await deps.store.hosts.get(host.name)
   const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
   // The DPU's word is checked against the Southbound: its chassis must hold the binding.
   const bound = ack.ovnInstalled && (await boundOnDpu(deps, spec.resourceGroup, logicalPort, dpuId))

@@ -2,8 +2,8 @@ import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
 import { ipv6OwnerOf } from '../lib/ipam/group-network.ts'
 import { deletionVersion, HostDetachJob, jobId } from '../lib/jobs/index.ts'
+import type { ManagedResource } from '../lib/model/objects.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
-import type { ManagedResource } from '../lib/state/objects.ts'
 import { addIsolate, boundOnDpu, isolateAck } from './internal/agent-jobs.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck, failOrRetry } from './internal/errors.ts'
@@ -52,7 +52,7 @@ async function detach(
   name: string,
   force: boolean,
 ): Promise<HostDetachResult> {
-  const host = await deps.store.getHost(name)
+  const host = await deps.store.hosts.get(name)
   if (!host) {
     return {
       host: name,
@@ -86,9 +86,9 @@ async function detach(
  */
 async function detachInterfaces(deps: HandlerDeps, host: ManagedResource, force: boolean) {
   for (const { name } of host.spec.interfaces ?? []) {
-    const own = await deps.store.getHost(`${host.name}-${name}`)
+    const own = await deps.store.hosts.get(`${host.name}-${name}`)
     if (!own || own.spec.interfaceOf !== host.name) continue
-    await deps.store.requestDeletion('mr', own.name, force)
+    await deps.store.objects.requestDeletion('mr', own.name, force)
     await deps.jobs.add(
       'host.detach',
       { host: own.name, specVersion: own.specVersion, force },
@@ -134,7 +134,7 @@ async function reportDetaching(deps: HandlerDeps, host: ManagedResource, force: 
  * sets it, and so does this step, for a job enqueued some other way.
  */
 async function leaveTopology(deps: HandlerDeps, host: ManagedResource, force: boolean) {
-  await deps.store.requestDeletion('mr', host.name, force)
+  await deps.store.objects.requestDeletion('mr', host.name, force)
   await deps.groups.apply(host.spec.resourceGroup).catch((error: unknown) => {
     if (!(error instanceof GroupGone)) throw error
   })
@@ -152,7 +152,7 @@ async function isolate(deps: HandlerDeps, host: ManagedResource, force: boolean)
     ...optionalHostPort(spec),
   }
   if (force) {
-    await deps.store.markDpuNeedsIsolation(spec.dpu.id, {
+    await deps.store.dpus.markNeedsIsolation(spec.dpu.id, {
       group: spec.resourceGroup,
       host: host.name,
       logicalPort: binding.logicalPort,
@@ -238,7 +238,7 @@ async function releaseWhenIsolated(
   const releasedIp = (await deps.ipam.release(spec.resourceGroup, host.name)) ?? null
   await deps.ipam.release(spec.resourceGroup, ipv6OwnerOf(host.name))
   await deps.checkpoint('detach:released')
-  await deps.store.purgeHost(host.name, spec.resourceGroup, spec.dpu.id)
+  await deps.store.hosts.purge(host.name, spec.resourceGroup, spec.dpu.id)
   void deps.groupHosts?.touch(spec.resourceGroup)
   return { host: host.name, phase: 'Isolated', agentAcked: acked, releasedIp }
 }

@@ -9,6 +9,15 @@ import { isIP } from 'node:net'
 import { HydrazineError } from '../lib/errors.ts'
 import { eui64Address, formatIp, parseIp } from '../lib/ipam/address.ts'
 import { ipv6OwnerOf } from '../lib/ipam/group-network.ts'
+import { DEFAULT_POOL } from '../lib/model/group-network.ts'
+import type { ManagedResource, ResourceGroup, ResourceGroupSpec } from '../lib/model/objects.ts'
+import type {
+  ChangePlan,
+  PlannedAddress,
+  PlannedAgentJob,
+  PlannedPrefix,
+  Planner,
+} from '../lib/model/plans.ts'
 import {
   compileGroupTopology,
   type DesiredRows,
@@ -18,15 +27,6 @@ import {
   planGroupRows,
   planTopology,
 } from '../lib/ovn/index.ts'
-import { DEFAULT_POOL } from '../lib/state/group-network.ts'
-import type { ManagedResource, ResourceGroup, ResourceGroupSpec } from '../lib/state/objects.ts'
-import type {
-  ChangePlan,
-  PlannedAddress,
-  PlannedAgentJob,
-  PlannedPrefix,
-  Planner,
-} from '../lib/state/plans.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import {
   type GroupState,
@@ -117,7 +117,7 @@ export function createPlanner(deps: PlannerDeps): Planner {
 
   return {
     async group(name, spec) {
-      const existing = await deps.store.getGroup(name)
+      const existing = await deps.store.groups.get(name)
       const read = existing ? await readGroupState(deps, name) : undefined
       const now = new Date().toISOString()
       const group: ResourceGroup = {
@@ -129,7 +129,7 @@ export function createPlanner(deps: PlannerDeps): Planner {
       const resent =
         existing !== undefined &&
         !same &&
-        (await deps.store.memberSettingsOf(name)) !== memberSettingsOf(spec)
+        (await deps.store.groups.memberSettingsOf(name)) !== memberSettingsOf(spec)
       const slaac = slaacChanges(read?.members ?? [], spec, resent)
       const state: GroupState = read
         ? { ...read, group, members: slaac.members }
@@ -183,7 +183,7 @@ export function createPlanner(deps: PlannerDeps): Planner {
       const group = spec.resourceGroup
       const state = await readGroupState(deps, group)
       if (!state) throw new Error(`resource group ${group} vanished while planning`)
-      const existing = await deps.store.getHost(name)
+      const existing = await deps.store.hosts.get(name)
       const current = state.members.find((m) => m.host.name === name)
       const allocate: PlannedAddress[] = []
       const network6 = state.group.spec.network6
@@ -279,7 +279,7 @@ export function createPlanner(deps: PlannerDeps): Planner {
     },
 
     async hostDeletion(name) {
-      const host = await deps.store.getHost(name)
+      const host = await deps.store.hosts.get(name)
       if (!host) return undefined
       const group = host.spec.resourceGroup
       const state = await readGroupState(deps, group)

@@ -20,7 +20,7 @@ export function createPublicIpAllocate(deps: HandlerDeps) {
     const { host: name, specVersion, natIp, natIp6, attempt } = parsePayload(PublicIpJob, job)
     const none: PublicIpResult = { host: name, publicIp: null, announced: false }
     if (stepOf(job) === 'converge') {
-      const host = await deps.store.getHost(name)
+      const host = await deps.store.hosts.get(name)
       if (!host || host.deletion) return none
       const mismatch = natMismatch(host, {
         ...(natIp ? { natIp } : {}),

@@ -19,7 +19,7 @@ export function createPublicIpRelease(deps: Pick<HandlerDeps, 'ipam' | 'children
     const { host: name, specVersion, natIp, natIp6, families = [4, 6] } = payload
     // A host still on record withdraws via its own DPU's addresses only (once it is gone,
     // only what it held is withdrawn: its public IPs, by owner).
-    const host = await deps.store.getHost(name)
+    const host = await deps.store.hosts.get(name)
     const mismatch =
       host && natMismatch(host, { ...(natIp ? { natIp } : {}), ...(natIp6 ? { natIp6 } : {}) })
     if (mismatch) throw new UnrecoverableError(`publicip.release refused: ${mismatch}`)

@@ -5,8 +5,8 @@
  */
 import type { Job } from 'bullmq'
 import t from 'tap'
+import type { ResourceGroup } from '../lib/model/objects.ts'
 import { CentralUnavailableError, type OvnCentralEndpoints } from '../lib/ovn/index.ts'
-import type { ResourceGroup } from '../lib/state/objects.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { createReconcile, type ReconcileReport } from './reconcile.ts'
@@ -125,10 +125,12 @@ function depsFor(
   const emptyNb = { transact: async () => [{ rows: [] }] }
   return {
     store: {
-      listGroups: async () => stored,
-      listHosts: async () => [],
+      groups: {
+        list: async () => stored,
+        get: async (name: string) => stored.find((g) => g.name === name),
+      },
+      hosts: { list: async () => [] },
       epoch: async () => 'epoch-1',
-      getGroup: async (name: string) => stored.find((g) => g.name === name),
       events: { record: async () => {} },
     } as unknown as HandlerDeps['store'],
     children: { outcome: async () => ({ state: 'pending' }) } as unknown as HandlerDeps['children'],

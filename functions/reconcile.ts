@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq'
 import { ConfigError } from '../lib/errors.ts'
+import type { ResourceGroup } from '../lib/model/objects.ts'
 import type { OvnCentralEndpoints } from '../lib/ovn/index.ts'
-import type { ResourceGroup } from '../lib/state/objects.ts'
 import { eachAtMost, withDeadline } from './internal/bounded-work.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { GroupGone } from './internal/group-apply.ts'
@@ -77,7 +77,7 @@ export function createReconcile(
   const bounds: RunBounds = { timeoutMs, concurrency, log }
 
   return async function reconcile(_job: Job): Promise<ReconcileReport> {
-    const groups = await deps.store.listGroups()
+    const groups = await deps.store.groups.list()
     const applied = await applyEveryGroup(deps, groups, bounds)
     const { centrals } = applied
     for (const central of await deps.ovn.list()) centrals.set(central.nb, central)

@@ -20,6 +20,7 @@ import {
 } from '../lib/agent-protocol/index.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
 import { FRR_QUEUE } from '../lib/jobs/frr.ts'
+import type { Quotas } from '../lib/model/quotas.ts'
 import {
   createOvnTrace,
   NbPool,
@@ -30,7 +31,6 @@ import {
 import type { RedisClient } from '../lib/redis/connection.ts'
 import { createRedis, duplicateClient, type RedisEndpoint } from '../lib/redis/connection.ts'
 import { ChangeFeed } from '../lib/state/changes.ts'
-import type { Quotas } from '../lib/state/quotas.ts'
 import { StateStore } from '../lib/state/store.ts'
 import { startWorkers } from '../queues/worker.ts'
 import { type CredentialIssuerOptions, createCredentialIssuer } from './credentials.ts'
@@ -105,7 +105,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
   const redis = createRedis(endpoint, { maxRetriesPerRequest: 3 })
   redis.on('error', (error) => options.logger?.debug({ err: error }, 'redis connection error'))
   const store = new StateStore(redis)
-  await store.countHostsForQuotas()
+  await store.quotas.countStoredHosts()
   const ipam = createIpam(redis)
   const heartbeats = new Heartbeats(redis)
   const instruments = options.metrics ? controllerInstruments(options.metrics) : undefined
@@ -131,7 +131,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
   })
   // Users issued by an older version may name keys this one renamed (queue names, the
   // heartbeat key): their agents would be refused. Point them at today's keys.
-  const refreshed = await credentials.refreshKeys((await store.listDpus()).map((d) => d.name))
+  const refreshed = await credentials.refreshKeys((await store.dpus.list()).map((d) => d.name))
   if (refreshed.length > 0) {
     options.logger?.info({ dpus: refreshed }, "DPU users now reach this version's keys")
   }
@@ -201,14 +201,14 @@ export async function startController(options: ControllerOptions): Promise<Contr
   const beats = sharedRead(() => heartbeats.list())
   /** Every queue the controller feeds: its own, FRR's, and the agent queue of each DPU known. */
   const queues = async () => {
-    const dpus = new Set((await store.listDpus()).map((d) => d.name))
+    const dpus = new Set((await store.dpus.list()).map((d) => d.name))
     for (const beat of await beats()) dpus.add(beat.dpuId)
     const others = [FRR_QUEUE, ...[...dpus].sort().map(agentQueueName)]
     return [workers.queue, ...others.map((name) => workers.queueNamed(name))]
   }
   if (options.metrics) {
     controllerCollectors(options.metrics, {
-      groupNames: async () => (await store.listGroups()).map((g) => g.name),
+      groupNames: async () => (await store.groups.list()).map((g) => g.name),
       networkMap: (network) => ipam.map(network),
       heldAddresses: (network) => ipam.allocatedCount(network),
       publicIps: () => ipam.listPublicIps(),

@@ -1,5 +1,5 @@
 /**
- * How names of the one model (`lib/state/objects.ts`, `statuses.ts`) read in the proto
+ * How names of the one model (`lib/model/objects.ts`, `statuses.ts`) read in the proto
  * (`proto/hydrazine/v1/resources.proto`): fields in lower_snake_case (`hostMAC` →
  * `host_mac`, `snatIPs` → `snat_ips`), enum values as `<ENUM>_<VALUE>` in UPPER_SNAKE_CASE
  * (`FabricAccess` of `HostAccess` → `HOST_ACCESS_FABRIC_ACCESS`), zero the unspecified one,

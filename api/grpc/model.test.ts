@@ -1,6 +1,6 @@
 /**
  * HTTP and gRPC share one model: every field of each valibot spec and status schema
- * (`lib/state/objects.ts`, `statuses.ts`, the agent's `ObservedState`) has its proto
+ * (`lib/model/objects.ts`, `statuses.ts`, the agent's `ObservedState`) has its proto
  * counterpart in `proto/hydrazine/v1/resources.proto` — camelCase ⇄ snake_case, of a
  * matching kind (string, bool, number, timestamp, list, message, enum with the same values,
  * optional where the schema's field is) — and the proto has no field the schema lacks.
@@ -21,12 +21,12 @@ import {
   type ManagedResourceSpec,
   PublicIpSpec,
   ResourceGroupSpec,
-} from '../../lib/state/objects.ts'
+} from '../../lib/model/objects.ts'
 import {
   ManagedResourceStatus,
   PublicIpStatus,
   ResourceGroupStatus,
-} from '../../lib/state/statuses.ts'
+} from '../../lib/model/statuses.ts'
 import { protoRoot } from '../../proto/load.ts'
 import { openApiDocument } from '../http/openapi.ts'
 import { snakeCase, upperSnakeCase } from './fields.ts'

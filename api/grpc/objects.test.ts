@@ -6,7 +6,7 @@
  */
 import t from 'tap'
 import type { DpuView } from '../../app/index.ts'
-import type { ManagedResource } from '../../lib/state/objects.ts'
+import type { ManagedResource } from '../../lib/model/objects.ts'
 import { dpuMessage, managedResourceMessage } from './objects.ts'
 
 const AT = '2026-01-02T03:04:05.000Z'

@@ -14,8 +14,8 @@ import type {
   ManagedResource as DomainHost,
   HostInterface,
   StoredObject,
-} from '../../lib/state/objects.ts'
-import { ConditionStatus, GroupPhase, HostPhase } from '../../lib/state/statuses.ts'
+} from '../../lib/model/objects.ts'
+import { ConditionStatus, GroupPhase, HostPhase } from '../../lib/model/statuses.ts'
 import type { Condition } from '../../proto/gen/hydrazine/v1/Condition.ts'
 import { ConditionStatus as ConditionStatusProto } from '../../proto/gen/hydrazine/v1/ConditionStatus.ts'
 import type { Dpu } from '../../proto/gen/hydrazine/v1/Dpu.ts'

@@ -1,6 +1,6 @@
 /**
  * A group's security policies between the proto (`Policy`, `PolicyPeer` and their enums
- * in `proto/hydrazine/v1/resources.proto`) and the model (`lib/state/policies.ts`): as the
+ * in `proto/hydrazine/v1/resources.proto`) and the model (`lib/model/policies.ts`): as the
  * input the schemas validate (a field the proto leaves unset left out, so the schemas'
  * defaults and refusals apply as to a JSON body), and back as messages.
  */
@@ -9,7 +9,7 @@ import {
   PolicyDirection,
   type Policy as PolicyModel,
   PolicyProtocol,
-} from '../../lib/state/policies.ts'
+} from '../../lib/model/policies.ts'
 import type { Policy, Policy__Output } from '../../proto/gen/hydrazine/v1/Policy.ts'
 import { PolicyAction as PolicyActionProto } from '../../proto/gen/hydrazine/v1/PolicyAction.ts'
 import { PolicyDirection as PolicyDirectionProto } from '../../proto/gen/hydrazine/v1/PolicyDirection.ts'

@@ -7,7 +7,7 @@
  */
 import t from 'tap'
 import * as v from 'valibot'
-import { ManagedResourceRequest } from '../../lib/state/objects.ts'
+import { ManagedResourceRequest } from '../../lib/model/objects.ts'
 import type { DpuSpec__Output } from '../../proto/gen/hydrazine/v1/DpuSpec.ts'
 import type { ManagedResourceSpec__Output } from '../../proto/gen/hydrazine/v1/ManagedResourceSpec.ts'
 import { requestFieldPath } from './fields.ts'

@@ -9,7 +9,7 @@
  */
 
 import { ValidationError } from '../../app/index.ts'
-import { GroupImplementation, HostAccess, ResourceType } from '../../lib/state/objects.ts'
+import { GroupImplementation, HostAccess, ResourceType } from '../../lib/model/objects.ts'
 import type { DpuSpec__Output } from '../../proto/gen/hydrazine/v1/DpuSpec.ts'
 import { GroupImplementation as GroupImplementationProto } from '../../proto/gen/hydrazine/v1/GroupImplementation.ts'
 import { HostAccess as HostAccessProto } from '../../proto/gen/hydrazine/v1/HostAccess.ts'

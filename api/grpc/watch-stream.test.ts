@@ -8,13 +8,13 @@ import { EventEmitter } from 'node:events'
 import * as grpc from '@grpc/grpc-js'
 import t from 'tap'
 import type { Operations } from '../../app/index.ts'
+import type { ResourceGroup } from '../../lib/model/objects.ts'
 import {
   type Change,
   type ChangeListener,
   compareVersions,
   ResourceVersionTooOld,
 } from '../../lib/state/changes.ts'
-import type { ResourceGroup } from '../../lib/state/objects.ts'
 import type { WatchResponse } from '../../proto/gen/hydrazine/v1/WatchResponse.ts'
 import { errorStatus } from './status.ts'
 import { runWatchStream, type WatchCall, type WatchStreamDeps } from './watch-stream.ts'

@@ -8,12 +8,12 @@
 import t from 'tap'
 import * as v from 'valibot'
 import type { NetworkUsage as UsageType } from '../../lib/ipam/index.ts'
-import { ResourceGroupSpec } from '../../lib/state/objects.ts'
+import { ResourceGroupSpec } from '../../lib/model/objects.ts'
 import type {
   PlannedAddress,
   PlannedPrefix,
   ChangePlan as PlanType,
-} from '../../lib/state/plans.ts'
+} from '../../lib/model/plans.ts'
 import type { ErrorBody } from './errors.ts'
 import { openApiDocument } from './openapi.ts'
 import { ipamSchemas } from './openapi-ipam.ts'

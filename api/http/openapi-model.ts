@@ -1,7 +1,7 @@
 /**
  * The schemas of the OpenAPI description (`openapi.ts`) that the model has, generated
  * from its valibot schemas by `@valibot/to-json-schema`: each kind's spec
- * (`lib/state/objects.ts`, `policies.ts`, `group-network.ts`), its status (`statuses.ts`)
+ * (`lib/model/objects.ts`, `policies.ts`, `group-network.ts`), its status (`statuses.ts`)
  * and the Carbide webhook event (`events.ts`). A field added to the model is in the
  * document; its `v.description`, `v.examples` and `v.metadata` are its documentation there.
  *
@@ -22,15 +22,15 @@ import {
   ResourceGroupSpec,
   type ManagedResourceSpec as StoredHostSpec,
   type StoredObject,
-} from '../../lib/state/objects.ts'
-import { Policy } from '../../lib/state/policies.ts'
+} from '../../lib/model/objects.ts'
+import { Policy } from '../../lib/model/policies.ts'
 import {
   DpuStatus,
   IsoTime,
   ManagedResourceStatus,
   PublicIpStatus,
   ResourceGroupStatus,
-} from '../../lib/state/statuses.ts'
+} from '../../lib/model/statuses.ts'
 import { CarbideEvent } from './events.ts'
 
 const count = v.pipe(v.number(), v.integer())

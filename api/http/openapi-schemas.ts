@@ -1,7 +1,7 @@
 /**
  * The schemas of the OpenAPI description (`openapi.ts`) that are not the model's, written
  * by hand: the error body (`ErrorBody`, `errors.ts`) and a dry run's `ChangePlan`
- * (`lib/state/plans.ts`). Both are TypeScript types that Hydrazine writes and never
+ * (`lib/model/plans.ts`). Both are TypeScript types that Hydrazine writes and never
  * parses, so there is no valibot schema to generate them from; `openapi.test.ts` checks
  * that each names the fields of its type. The model's schemas are generated
  * (`openapi-model.ts`).

@@ -15,8 +15,8 @@ import {
   DpuSpec,
   ManagedResourceRequest,
   ResourceGroupSpec,
-} from '../../lib/state/objects.ts'
-import type { ChangePlan } from '../../lib/state/plans.ts'
+} from '../../lib/model/objects.ts'
+import type { ChangePlan } from '../../lib/model/plans.ts'
 import { storedGroup, storedHost } from '../../test/helpers/objects.ts'
 import type { ErrorBody } from './errors.ts'
 import { CarbideEvent } from './events.ts'

@@ -5,7 +5,7 @@
  * `openapi-parts.ts`, the trace route's in `openapi-trace.ts`, the address map's in
  * `openapi-ipam.ts`. The schemas of the model (specs, statuses, the webhook's event) are
  * generated from its valibot schemas (`openapi-model.ts`), the few others written in
- * `openapi-schemas.ts`. Field rules (patterns, limits) live in `lib/state/objects.ts`; a
+ * `openapi-schemas.ts`. Field rules (patterns, limits) live in `lib/model/objects.ts`; a
  * 400 names each field that breaks them.
  */
 

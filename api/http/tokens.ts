@@ -14,7 +14,7 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import * as v from 'valibot'
 import { ConfigError } from '../../lib/errors.ts'
-import { Rfc1123Label } from '../../lib/state/objects.ts'
+import { Rfc1123Label } from '../../lib/model/objects.ts'
 
 export interface Tokens {
   readonly operator: readonly string[]

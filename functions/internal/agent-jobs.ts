@@ -125,7 +125,7 @@ export async function isolateStaleBindings(
   except: string,
 ): Promise<ChildRef[]> {
   const refs: ChildRef[] = []
-  for (const stale of await deps.store.dpuNeedsIsolation(dpuId)) {
+  for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
     if (stale.host === except) continue
     refs.push(
       await addIsolate(deps, {
@@ -148,10 +148,10 @@ export async function clearIsolatedStaleBindings(
   deps: Pick<HandlerDeps, 'children' | 'store'>,
   dpuId: string,
 ): Promise<void> {
-  for (const stale of await deps.store.dpuNeedsIsolation(dpuId)) {
+  for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
     const ack = await isolateAck(deps, { dpuId, host: stale.host, specVersion: stale.specVersion })
     if (ack.state === 'acked' && ack.value.unbound) {
-      await deps.store.clearDpuNeedsIsolation(dpuId, stale.host)
+      await deps.store.dpus.clearNeedsIsolation(dpuId, stale.host)
     }
   }
 }

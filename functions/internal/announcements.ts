@@ -21,13 +21,16 @@ export function storeAnnouncementSource(
       const allocated = (await ipam.listPublicIps()).filter((p) => p.allocatedTo)
       // Every holder in one round trip: a resync of 10,000 IPs is not 10,000 reads.
       const hosts = new Map(
-        (await store.getHosts([...new Set(allocated.map((p) => p.allocatedTo ?? ''))])).map((h) => [
-          h.name,
-          h,
-        ]),
+        (await store.hosts.getMany([...new Set(allocated.map((p) => p.allocatedTo ?? ''))])).map(
+          (h) => [h.name, h],
+        ),
       )
       const ipv6Groups = new Set(
-        (await store.getGroups([...new Set([...hosts.values()].map((h) => h.spec.resourceGroup))]))
+        (
+          await store.groups.getMany([
+            ...new Set([...hosts.values()].map((h) => h.spec.resourceGroup)),
+          ])
+        )
           .filter((g) => g.spec.network6 !== undefined)
           .map((g) => g.name),
       )

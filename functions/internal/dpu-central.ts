@@ -25,7 +25,7 @@ export async function dpuFollowsOneGroup(
   host: HostAttempt,
 ): Promise<void> {
   const { resourceGroup: group, dpu } = host.spec
-  for (const holder of await deps.store.dpuHosts(dpu.id)) {
+  for (const holder of await deps.store.hosts.onDpu(dpu.id)) {
     const { name } = holder
     const other = holder.spec.resourceGroup
     if (name === host.name || other === group) continue
@@ -51,13 +51,13 @@ export async function leavePreviousCentral(
   group: string,
 ): Promise<void> {
   if (!(await deps.ovn.ensure(group)).group) return
-  const previous = await deps.store.dpuCentral(dpuId)
+  const previous = await deps.store.dpus.central(dpuId)
   if (previous === group) return
   if (previous && (await deps.ovn.groups()).includes(previous)) {
     const central = await deps.ovn.ensure(previous)
     await deps.southbound.removeChassis(central.sbController, dpuId)
   }
-  await deps.store.setDpuCentral(dpuId, group)
+  await deps.store.dpus.setCentral(dpuId, group)
 }
 
 /**
@@ -103,6 +103,6 @@ export async function chassisCertificateFor(
   dpuId: string,
 ): Promise<string | undefined> {
   if (!deps.ovn.chassisCertificate) return undefined
-  const identity = await deps.store.dpuIdentity(dpuId)
+  const identity = await deps.store.dpus.identity(dpuId)
   return deps.ovn.chassisCertificate(group, { id: dpuId, identity })
 }

@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { DpuState } from '../../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../../lib/agent-protocol/index.ts'
-import type { Condition, HostPhase, ManagedResource } from '../../lib/state/objects.ts'
+import type { Condition, HostPhase, ManagedResource } from '../../lib/model/objects.ts'
 import { storedHost } from '../../test/helpers/objects.ts'
 import {
   type BoundPort,

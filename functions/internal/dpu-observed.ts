@@ -6,8 +6,8 @@
  */
 import type { DpuState } from '../../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../../lib/agent-protocol/index.ts'
+import type { Condition, ManagedResource } from '../../lib/model/objects.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import type { Condition, ManagedResource } from '../../lib/state/objects.ts'
 import type { ConditionChange } from './status.ts'
 
 export const DPU_HEALTHY = 'DpuHealthy'

@@ -288,7 +288,7 @@ async function reportApplied(
 ): Promise<void> {
   const members = membersStatusOf(state)
   if (!appliedStatus(state.group, members, problems, ovnService, policies)) return
-  await deps.store.updateGroupStatus(state.group.name, (group) =>
+  await deps.store.groups.updateStatus(state.group.name, (group) =>
     group.deletion ? undefined : appliedStatus(group, members, problems, ovnService, policies),
   )
 }
@@ -300,7 +300,7 @@ async function reportFailed(
   error: HydrazineError,
 ): Promise<void> {
   const reason = error instanceof CentralUnavailableError ? error.reason : error.code
-  await deps.store.updateGroupStatus(name, (group) => {
+  await deps.store.groups.updateStatus(name, (group) => {
     const { status } = group
     const ovn = status.conditions.find((c) => c.type === 'OvnConfigured')
     const known =

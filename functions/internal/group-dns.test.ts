@@ -1,7 +1,7 @@
 /** `topologyOf`'s DNS part: the operator's zone, the group's switch, the hosts' names. */
 import t from 'tap'
+import type { ResourceGroupSpec } from '../../lib/model/objects.ts'
 import { compileGroupTopology } from '../../lib/ovn/index.ts'
-import type { ResourceGroupSpec } from '../../lib/state/objects.ts'
 import { storedGroup, storedHost } from '../../test/helpers/objects.ts'
 import type { FabricSettings } from './deps.ts'
 import { type GroupState, type MemberState, topologyOf } from './group-state.ts'

@@ -12,7 +12,7 @@ import {
   type ResourceGroupStatus,
   type StoredObject,
   setCondition,
-} from '../../lib/state/objects.ts'
+} from '../../lib/model/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 import { DPU_HEALTHY } from './dpu-observed.ts'
 
@@ -151,7 +151,7 @@ export class GroupHostsStatus {
   /** Refreshes the group's status from its hosts now. */
   async refresh(group: string): Promise<void> {
     const { store } = this.#deps
-    const hosts = await store.groupHosts(group)
-    await store.updateGroupStatus(group, (current) => statusFromHosts(current, hosts))
+    const hosts = await store.hosts.inGroup(group)
+    await store.groups.updateStatus(group, (current) => statusFromHosts(current, hosts))
   }
 }

@@ -1,13 +1,13 @@
 import t from 'tap'
 import type { Ipam } from '../../lib/ipam/index.ts'
-import { compileGroupTopology, topologyNames } from '../../lib/ovn/index.ts'
 import type {
   HostAccess,
   ManagedResource,
   ResourceGroup,
   ResourceGroupSpec,
   ResourceGroupStatus,
-} from '../../lib/state/objects.ts'
+} from '../../lib/model/objects.ts'
+import { compileGroupTopology, topologyNames } from '../../lib/ovn/index.ts'
 import type { StateStore } from '../../lib/state/store.ts'
 import { storedGroup, storedHost } from '../../test/helpers/objects.ts'
 import type { FabricSettings } from './deps.ts'
@@ -218,8 +218,8 @@ t.test('readGroupState: live members with addresses; relays kept or stale', asyn
   ] as ManagedResource[]
   let relaying = group({ dhcpServer: '172.18.0.53' })
   const store = {
-    getGroup: async (name: string) => (name === 'group-a' ? relaying : undefined),
-    groupHosts: async () => hosts,
+    groups: { get: async (name: string) => (name === 'group-a' ? relaying : undefined) },
+    hosts: { inGroup: async () => hosts },
   } as unknown as StateStore
   const ipam = {
     allocations: async () => [

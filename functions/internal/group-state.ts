@@ -7,6 +7,13 @@
 
 import { ipv6OwnerOf } from '../../lib/ipam/group-network.ts'
 import type { Ipam } from '../../lib/ipam/index.ts'
+import { primaryNetwork } from '../../lib/model/group-network.ts'
+import {
+  type ManagedResource,
+  type ResourceGroup,
+  type ResourceGroupStatus,
+  setCondition,
+} from '../../lib/model/objects.ts'
 import type {
   DesiredRows,
   GroupMember,
@@ -14,13 +21,6 @@ import type {
   PolicyStatus,
 } from '../../lib/ovn/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import { primaryNetwork } from '../../lib/state/group-network.ts'
-import {
-  type ManagedResource,
-  type ResourceGroup,
-  type ResourceGroupStatus,
-  setCondition,
-} from '../../lib/state/objects.ts'
 import type { StateStore } from '../../lib/state/store.ts'
 import type { FabricSettings } from './fabric.ts'
 import { relayDpuOf, relayMacOf } from './network.ts'
@@ -66,10 +66,10 @@ export async function readGroupState(
   deps: { readonly store: StateStore; readonly ipam: Ipam },
   name: string,
 ): Promise<GroupState | undefined> {
-  const group = await deps.store.getGroup(name)
+  const group = await deps.store.groups.get(name)
   if (!group) return undefined
   const [hosts, allocations] = await Promise.all([
-    deps.store.groupHosts(name),
+    deps.store.hosts.inGroup(name),
     deps.ipam.allocations(name),
   ])
   const ipByOwner = new Map(allocations.map((a) => [a.owner, a.ip]))

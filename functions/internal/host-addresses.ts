@@ -8,8 +8,8 @@ import type { HydrazineError } from '../../lib/errors.ts'
 import { eui64Address } from '../../lib/ipam/address.ts'
 import { ipv6OwnerOf } from '../../lib/ipam/group-network.ts'
 import type { Allocation } from '../../lib/ipam/index.ts'
-import { DEFAULT_POOL } from '../../lib/state/group-network.ts'
-import type { ResourceGroup } from '../../lib/state/objects.ts'
+import { DEFAULT_POOL } from '../../lib/model/group-network.ts'
+import type { ResourceGroup } from '../../lib/model/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 import { failOrRetry, GroupChanged, isPermanent } from './errors.ts'
 import { memberSettingsOf, ownsSlaacAddress, relayOwnerOf } from './network.ts'
@@ -91,7 +91,7 @@ export async function groupUnchanged(
   group: ResourceGroup,
   cause?: HydrazineError,
 ): Promise<void> {
-  sameMemberSettings(group, await deps.store.getGroup(group.name), cause)
+  sameMemberSettings(group, await deps.store.groups.get(group.name), cause)
 }
 
 /** `groupUnchanged` against a `current` already read (undefined: the group is gone). */

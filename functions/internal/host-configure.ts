@@ -6,9 +6,9 @@
  */
 
 import type { ConfigureAck, ConfigureInput } from '../../lib/agent-protocol/index.ts'
+import { groupSubnets, primaryNetwork } from '../../lib/model/group-network.ts'
+import { cidrContains, type ManagedResource, type ResourceGroup } from '../../lib/model/objects.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import { groupSubnets, primaryNetwork } from '../../lib/state/group-network.ts'
-import { cidrContains, type ManagedResource, type ResourceGroup } from '../../lib/state/objects.ts'
 import { optionalHostPort } from './host-port.ts'
 import { relayMacOf, relayPortNameOf } from './network.ts'
 
@@ -22,7 +22,7 @@ export interface ConfigureContext {
   readonly sbCa?: string | undefined
   /** The group's relay address on the DPU, when it has one. */
   readonly relayIp: string | undefined
-  /** The group's relay id (`StateStore.relayIdOf`), when it relays DHCP. */
+  /** The group's relay id (`StateStore.groups.relayIdOf`), when it relays DHCP. */
   readonly relayId: number | undefined
 }
 

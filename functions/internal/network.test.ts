@@ -1,6 +1,6 @@
 import t from 'tap'
 import { networkSpecOf } from '../../lib/ipam/group-network.ts'
-import type { ResourceGroup, ResourceGroupSpec } from '../../lib/state/objects.ts'
+import type { ResourceGroup, ResourceGroupSpec } from '../../lib/model/objects.ts'
 import {
   ownsSlaacAddress,
   relayDpuOf,

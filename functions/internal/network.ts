@@ -10,7 +10,7 @@ import {
   type ManagedResourceSpec,
   type ResourceGroup,
   type ResourceGroupSpec,
-} from '../../lib/state/objects.ts'
+} from '../../lib/model/objects.ts'
 
 const RELAY_OWNER_PREFIX = 'relay/'
 
@@ -93,7 +93,7 @@ export function relayDpuOf(owner: string): string | undefined {
 
 /**
  * The DPU interface of a group's DHCP relay, named from the group's relay id (unique for
- * ever: `StateStore.relayIdOf`): `hzr` + 8 hex digits, a valid Linux interface name. The
+ * ever: `StateStore.groups.relayIdOf`): `hzr` + 8 hex digits, a valid Linux interface name. The
  * name is the relay's circuit id (RFC 3046 option 82), which the DHCP server sees.
  *
  * @example relayPortNameOf(26) // 'hzr0000001a'

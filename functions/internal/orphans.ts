@@ -43,7 +43,7 @@ export async function removeOrphanRows(
   const check = await claimStoreEpoch(client, search.epoch)
   const orphans: string[] = []
   for (const owner of await groupsInNb(client)) {
-    if (!known.has(owner) && !(await deps.store.getGroup(owner))) orphans.push(owner)
+    if (!known.has(owner) && !(await deps.store.groups.get(owner))) orphans.push(owner)
   }
   if (orphans.length === 0) return
   if (check.state === 'mismatch') {
@@ -66,7 +66,7 @@ export async function removeOrphanRows(
   }
   for (const owner of orphans) {
     signal.throwIfAborted()
-    if (await deps.store.getGroup(owner)) continue
+    if (await deps.store.groups.get(owner)) continue
     await deleteGroupTopology(client, owner)
     search.removed.push(owner)
   }
@@ -85,7 +85,7 @@ export async function findOrphanCentrals(
 ): Promise<string[]> {
   const orphans: string[] = []
   for (const group of await deps.ovn.groups()) {
-    if (known.has(group) || (await deps.store.getGroup(group))) continue
+    if (known.has(group) || (await deps.store.groups.get(group))) continue
     orphans.push(group)
   }
   return orphans

@@ -1,5 +1,5 @@
 import t from 'tap'
-import type { ResourceGroupStatus } from '../../lib/state/objects.ts'
+import type { ResourceGroupStatus } from '../../lib/model/objects.ts'
 import { appliedStatus } from './group-state.ts'
 import { POLICIES_APPLIED, topologyPolicies, withPoliciesApplied } from './policies.ts'
 

@@ -3,9 +3,10 @@
  * takes them (defaults filled in, ports as a range), and the `PoliciesApplied` condition
  * an apply reports of what they came to. Pure.
  */
+
+import { type ResourceGroupStatus, setCondition } from '../../lib/model/objects.ts'
+import { DEFAULT_POLICY_PRIORITY, type Policy, parsePorts } from '../../lib/model/policies.ts'
 import type { GroupPolicyRule, PolicyStatus } from '../../lib/ovn/index.ts'
-import { type ResourceGroupStatus, setCondition } from '../../lib/state/objects.ts'
-import { DEFAULT_POLICY_PRIORITY, type Policy, parsePorts } from '../../lib/state/policies.ts'
 
 /** The group's rules as the topology compiles them, in the group's order. */
 export function topologyPolicies(policies: readonly Policy[]): GroupPolicyRule[] {

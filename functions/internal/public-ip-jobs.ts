@@ -11,7 +11,7 @@ import {
   frrJobId,
 } from '../../lib/jobs/frr.ts'
 import { CONTROLLER_QUEUE, jobId, PublicIpResult } from '../../lib/jobs/index.ts'
-import type { ManagedResourceSpec } from '../../lib/state/objects.ts'
+import type { ManagedResourceSpec } from '../../lib/model/objects.ts'
 import type { ChildRef, HandlerDeps } from './deps.ts'
 import { type Ack, readAck } from './errors.ts'
 

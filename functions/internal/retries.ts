@@ -14,8 +14,8 @@
  */
 import { CONTROLLER_QUEUE, deletionVersion, type JobName, jobId } from '../../lib/jobs/index.ts'
 import { type ControllerJobs, redriveGroup, redriveHost } from '../../lib/jobs/redrive.ts'
-import { attemptOf, failureOf, retryAt } from '../../lib/state/attempts.ts'
-import { type Condition, type StoredObject, setCondition } from '../../lib/state/objects.ts'
+import { attemptOf, failureOf, retryAt } from '../../lib/model/attempts.ts'
+import { type Condition, type StoredObject, setCondition } from '../../lib/model/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 
 /** An object a run re-drove or marked Failed, and why. */
@@ -59,8 +59,8 @@ export async function retryDue(deps: RetryDeps, options: RetryOptions = {}): Pro
   const graceMs = options.graceMs ?? 60_000
   const retried: Retried[] = []
   const kinds = [
-    { kind: 'rg', job: 'group.create', objects: await deps.store.listGroups() },
-    { kind: 'mr', job: 'host.attach', objects: await deps.store.listHosts() },
+    { kind: 'rg', job: 'group.create', objects: await deps.store.groups.list() },
+    { kind: 'mr', job: 'host.attach', objects: await deps.store.hosts.list() },
   ] as const
   for (const { kind, job, objects } of kinds) {
     for (const object of objects as StoredObject<unknown, Converging>[]) {
@@ -177,7 +177,7 @@ async function markFailed(
     reason: 'RetriesExhausted',
     message,
   } as const
-  await deps.store.updateStatus<Converging>(kind, name, (current) => {
+  await deps.store.objects.updateStatus<Converging>(kind, name, (current) => {
     if (current.specVersion !== specVersion || attemptOf(current.status) !== attempt) return
     if (!CONVERGING.has(current.status.phase)) return
     return {

@@ -4,14 +4,14 @@
  * the conditions its new phase makes meaningless (`conditionsOnEntering`): a Ready status
  * keeps no False or Unknown condition from an earlier step or attempt (health aside).
  */
-import { attemptOf, conditionsOnEntering, withoutFailures } from '../../lib/state/attempts.ts'
+import { attemptOf, conditionsOnEntering, withoutFailures } from '../../lib/model/attempts.ts'
 import {
   type Condition,
   type ManagedResource,
   type ManagedResourceStatus,
   type ResourceGroupStatus,
   setCondition,
-} from '../../lib/state/objects.ts'
+} from '../../lib/model/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 
 export type ConditionChange = Omit<Condition, 'lastTransitionTime'>
@@ -49,7 +49,7 @@ export async function setHostStatus(
   const { name, specVersion } = host
   /** When the spec this write turns Ready was accepted (ms), if it does. */
   let acceptedAt: number | undefined
-  const written = await deps.store.updateHostStatus(name, (current) => {
+  const written = await deps.store.hosts.updateStatus(name, (current) => {
     const previous = current.status
     acceptedAt = undefined
     if (previous.observedVersion > specVersion) return undefined
@@ -109,7 +109,7 @@ export async function setGroupStatus(
   specVersion?: number,
   attempt?: number,
 ): Promise<void> {
-  await deps.store.updateGroupStatus(name, (current) => {
+  await deps.store.groups.updateStatus(name, (current) => {
     if (specVersion !== undefined && current.status.observedVersion > specVersion) return undefined
     if (attempt !== undefined && attemptOf(current.status) > attempt) return undefined
     const changed = change(current.status)

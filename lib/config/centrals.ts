@@ -5,7 +5,7 @@
  */
 import * as v from 'valibot'
 import { ConfigError } from '../errors.ts'
-import { Rfc1123Label } from '../state/objects.ts'
+import { Rfc1123Label } from '../model/objects.ts'
 
 const REMOTE = 'must be an OVSDB remote: unix:/path, tcp:HOST:PORT or ssl:HOST:PORT'
 const REMOTE_FORM = /^(unix:\/.+|(tcp|ssl):(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5})$/

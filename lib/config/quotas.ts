@@ -9,13 +9,13 @@
  * // tenant-a: 50 groups, 5,000 hosts, 100 public IPs; any other: 50, 10,000, 100
  */
 import * as v from 'valibot'
-import { Rfc1123Label } from '../state/objects.ts'
+import { Rfc1123Label } from '../model/objects.ts'
 import {
   DEFAULT_QUOTA_LIMITS,
   QUOTA_NAMES,
   type QuotaLimits,
   type Quotas,
-} from '../state/quotas.ts'
+} from '../model/quotas.ts'
 
 /** The largest limit accepted: far beyond what one controller serves. */
 export const MAX_QUOTA = 1_000_000_000

@@ -2,8 +2,9 @@
  * The shape of Hydrazine's process configuration (`loadConfig` in `./index.ts` parses
  * and validates it).
  */
+
+import type { Quotas } from '../model/quotas.ts'
 import type { OvnInstallChoice } from '../ovn/install.ts'
-import type { Quotas } from '../state/quotas.ts'
 import type { KubernetesCentralsConfig } from './kubernetes.ts'
 import type { MetricsConfig } from './metrics.ts'
 

@@ -3,8 +3,8 @@
  * owners its hosts' SLAAC addresses are held under. Pure; shared by the group's handler
  * and by the checks before a group's spec is stored.
  */
-import { DEFAULT_POOL } from '../state/group-network.ts'
-import type { ResourceGroup } from '../state/objects.ts'
+import { DEFAULT_POOL } from '../model/group-network.ts'
+import type { ResourceGroup } from '../model/objects.ts'
 import { contains, formatIp, parseCidr, parseSpan, type Span, subtract } from './address.ts'
 import type { NetworkSpec } from './index.ts'
 

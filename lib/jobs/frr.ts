@@ -7,7 +7,7 @@
  */
 import * as v from 'valibot'
 import { canonicalIp, ipFamily, publicPrefix } from '../frr/prefix.ts'
-import { Rfc1123Label } from '../state/objects.ts'
+import { Rfc1123Label } from '../model/objects.ts'
 
 /** `203.0.113.7` → `203.0.113.7/32`, `2001:db8:ff::5` → `2001:db8:ff::5/128` (lib/frr). */
 export { publicPrefix }

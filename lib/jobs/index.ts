@@ -5,7 +5,7 @@
  */
 import type { JobsOptions } from 'bullmq'
 import * as v from 'valibot'
-import { Ipv4, Ipv6, Rfc1123Label } from '../state/objects.ts'
+import { Ipv4, Ipv6, Rfc1123Label } from '../model/objects.ts'
 
 /**
  * The controller's queue, its hash tag first (`lib/redis/slots.ts`). Agents have

@@ -5,14 +5,14 @@
  * failure whose cause may have gone away, and when a repair must re-send a DPU its work.
  */
 import * as v from 'valibot'
-import { attemptOf, startAttempt } from '../state/attempts.ts'
+import { attemptOf, startAttempt } from '../model/attempts.ts'
 import type {
   Condition,
   GroupPhase,
   HostPhase,
   ManagedResourceStatus,
   ResourceGroupStatus,
-} from '../state/objects.ts'
+} from '../model/objects.ts'
 import type { StateStore } from '../state/store.ts'
 import { JOB_OPTIONS, type JobName, JobSchemas, jobId } from './index.ts'
 
@@ -37,7 +37,7 @@ export function queueJobs(queue: {
 }
 
 interface RedriveDeps {
-  readonly store: Pick<StateStore, 'updateStatus'>
+  readonly store: Pick<StateStore, 'objects'>
   readonly jobs: ControllerJobs
 }
 
@@ -76,7 +76,7 @@ async function redrive(
   phase: HostPhase | GroupPhase,
 ): Promise<string | undefined> {
   let started: { specVersion: number; attempt: number } | undefined
-  await deps.store.updateStatus<ManagedResourceStatus | ResourceGroupStatus>(
+  await deps.store.objects.updateStatus<ManagedResourceStatus | ResourceGroupStatus>(
     kind,
     name,
     (current) => {

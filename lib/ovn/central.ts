@@ -49,7 +49,7 @@ export interface OvnCentralProvider {
   /**
    * The certificate a DPU's `ovn-controller` presents to the group's SB when that SB
    * admits only its own group's chassis (an embedded per-group central over TLS): the
-   * DPU's identity (PEM, from Hydrazine's CA, as `StateStore.dpuIdentity` keeps it)
+   * DPU's identity (PEM, from Hydrazine's CA, as `StateStore.dpus.identity` keeps it)
    * certified again by the group's own chassis CA, same CN and key. Undefined when the
    * group's SB takes a DPU's identity as it is (a shared, external or plaintext central).
    * Throws `ChassisIdentityRefused` when the SB needs one and the identity is missing or

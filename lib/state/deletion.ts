@@ -4,11 +4,12 @@
  * removes the object, its indexes, claims, quota counts and events. A purged object's
  * version counter is kept while jobs named after its versions may still be queued.
  */
+
+import type { ResourceGroup, StoredObject } from '../model/objects.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { EventLog } from './events.ts'
 import type { ObjectRecords } from './object-records.ts'
-import type { ResourceGroup, StoredObject } from './objects.ts'
 import { hostQuotaSets, uncountHosts } from './quotas.ts'
 import type { Kind, StoreKeys } from './store-keys.ts'
 

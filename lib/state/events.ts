@@ -3,21 +3,9 @@
  * phase transitions, condition changes, retries and reconcile's repairs, newest first,
  * kept bounded in Redis (one capped list per object).
  */
+
+import type { EventKind, ObjectEvent } from '../model/events.ts'
 import type { RedisClient } from '../redis/connection.ts'
-import type { Condition } from './objects.ts'
-
-/** The kinds of object that have events (the store's own kind names). */
-export type EventKind = 'rg' | 'mr' | 'dpu'
-
-export interface ObjectEvent {
-  /** ISO time it happened. */
-  readonly at: string
-  /** `Warning` when something went wrong or was repaired, `Normal` otherwise. */
-  readonly type: 'Normal' | 'Warning'
-  /** A stable CamelCase reason (`Ready`, `PoolExhausted`, `Repaired`, `HeartbeatLost`, …). */
-  readonly reason: string
-  readonly message: string
-}
 
 /** Events as written together with the status change that made them (`EventLog.batch`). */
 export interface EventBatch {
@@ -76,7 +64,7 @@ export class EventLog {
 
   /**
    * The events as a batch for a script to write with the change that made them (the
-   * status: `StateStore.updateStatus`); undefined when there are none.
+   * status: `ObjectWrites.updateStatus`); undefined when there are none.
    */
   batch(
     kind: EventKind,
@@ -90,6 +78,17 @@ export class EventLog {
       entries: events.map((event) => JSON.stringify({ at, ...event } satisfies ObjectEvent)),
       kept: this.#kept,
     }
+  }
+
+  /** A stored spec change is the object's first event (`Created`) or a `SpecChanged` one. */
+  async specStored(kind: EventKind, name: string, version: number): Promise<void> {
+    await this.record(
+      kind,
+      name,
+      version === 1
+        ? { type: 'Normal', reason: 'Created', message: 'spec version 1 stored' }
+        : { type: 'Normal', reason: 'SpecChanged', message: `spec version ${version} stored` },
+    )
   }
 
   /** The object's events, newest first (at most `limit`). */
@@ -108,54 +107,4 @@ export class EventLog {
   async remove(kind: EventKind, name: string): Promise<void> {
     await this.#redis.del(this.#key(kind, name))
   }
-}
-
-interface Observed {
-  readonly phase: string
-  readonly conditions: readonly Condition[]
-}
-
-/**
- * The events a status change makes: one per phase transition, and one per condition
- * whose status or reason changed (a condition that went away is not an event).
- */
-export function transitionEvents(
-  before: Observed | undefined,
-  after: Observed,
-): Omit<ObjectEvent, 'at'>[] {
-  const events: Omit<ObjectEvent, 'at'>[] = []
-  if (before?.phase !== after.phase) {
-    const cause = [...after.conditions]
-      .reverse()
-      .find((c) => c.status === 'False' && !sameCondition(before, c))
-    events.push({
-      type: after.phase === 'Failed' ? 'Warning' : 'Normal',
-      reason: after.phase,
-      message: `${before ? `${before.phase} → ` : ''}${after.phase}${cause ? `: ${cause.reason}: ${cause.message}` : ''}`,
-    })
-  }
-  for (const c of after.conditions) {
-    if (sameCondition(before, c)) continue
-    events.push({
-      type: c.status === 'False' ? 'Warning' : 'Normal',
-      reason: c.reason,
-      message: `${c.type}=${c.status}${c.message ? `: ${c.message}` : ''}`,
-    })
-  }
-  return events
-}
-
-function sameCondition(before: Observed | undefined, c: Condition): boolean {
-  const old = before?.conditions.find((o) => o.type === c.type)
-  return old !== undefined && old.status === c.status && old.reason === c.reason
-}
-
-/** A status with a phase and conditions (groups' and hosts'), whose changes are events. */
-export function isObserved(status: unknown): status is Observed {
-  return (
-    typeof status === 'object' &&
-    status !== null &&
-    typeof (status as { phase?: unknown }).phase === 'string' &&
-    Array.isArray((status as { conditions?: unknown }).conditions)
-  )
 }

@@ -3,11 +3,12 @@
  * deletion) with compare-and-set against its revision, and recording each change in the
  * store's change log (`changes.ts`).
  */
+
+import type { StoredObject } from '../model/objects.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import { ChangeLog } from './changes.ts'
 import type { EventBatch } from './events.ts'
-import type { StoredObject } from './objects.ts'
 import type { Kind, StoreKeys } from './store-keys.ts'
 
 const casFieldScript = new LuaScript(new URL('./lua/cas-field.lua', import.meta.url))

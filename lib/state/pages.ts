@@ -9,8 +9,9 @@
  * pageOf(['c', 'a', 'b'], { limit: 2 })              // { items: ['a', 'b'], next: 'b' }
  * pageOf(['c', 'a', 'b'], { limit: 2, after: 'b' })  // { items: ['c'] }
  */
+
+import type { ManagedResource, ResourceGroup, StoredObject } from '../model/objects.ts'
 import type { RedisClient } from '../redis/connection.ts'
-import type { ManagedResource, ResourceGroup, StoredObject } from './objects.ts'
 import type { Kind } from './store-keys.ts'
 
 /** Which page to read. */

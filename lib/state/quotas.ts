@@ -1,80 +1,14 @@
 /**
- * Per-tenant quotas: how many resource groups, hosts (managed resources) and public IPs
- * (hosts with `hostAccess: PublicAccess`, each of which holds one) a tenant may have.
- * Each quota counts the members of one Redis set per tenant, kept by the store's spec
- * writes and purges; an object counts from its first write until it is purged (a
- * Terminating one still holds its addresses). The limit is checked by the same Lua script
- * that writes the spec (`lua/put-spec.lua`, a `fewerThan` guard), so two creations racing
- * for a tenant's last slot cannot both pass.
+ * Per-tenant quotas as the store keeps them (the limits themselves are the model's,
+ * `lib/model/quotas.ts`). Each quota counts the members of one Redis set per tenant, kept
+ * by the store's spec writes and purges; an object counts from its first write until it
+ * is purged (a Terminating one still holds its addresses). The limit is checked by the
+ * same Lua script that writes the spec (`lua/put-spec.lua`, a `fewerThan` guard), so two
+ * creations racing for a tenant's last slot cannot both pass.
  */
 
-import { HydrazineError } from '../errors.ts'
+import { QuotaExceeded, type QuotaName, type TenantQuota } from '../model/quotas.ts'
 import type { RedisClient } from '../redis/connection.ts'
-
-export interface QuotaLimits {
-  /** Resource groups. */
-  readonly groups: number
-  /** Managed resources (hosts), over all the tenant's groups. */
-  readonly hosts: number
-  /** Hosts with PublicAccess: each holds one public IP. */
-  readonly publicIps: number
-}
-
-export type QuotaName = keyof QuotaLimits
-
-export const QUOTA_NAMES: readonly QuotaName[] = ['groups', 'hosts', 'publicIps']
-
-/**
- * The operator's quotas: `default` for every tenant, and per-tenant overrides (a field
- * left out takes the default's).
- *
- * @example
- * { default: { groups: 50, hosts: 2000, publicIps: 100 }, tenants: { 'tenant-a': { hosts: 5000 } } }
- */
-export interface Quotas {
-  readonly default: QuotaLimits
-  readonly tenants: Readonly<Record<string, Partial<QuotaLimits>>>
-}
-
-/** Generous limits for when the operator sets none. */
-export const DEFAULT_QUOTA_LIMITS: QuotaLimits = { groups: 100, hosts: 10_000, publicIps: 1_000 }
-
-export const DEFAULT_QUOTAS: Quotas = { default: DEFAULT_QUOTA_LIMITS, tenants: {} }
-
-/** The limits that hold for `tenant`. */
-export function limitsOf(quotas: Quotas, tenant: string): QuotaLimits {
-  return { ...quotas.default, ...quotas.tenants[tenant] }
-}
-
-const WHAT: Readonly<Record<QuotaName, string>> = {
-  groups: 'resource groups',
-  hosts: 'managed resources',
-  publicIps: 'public IPs (hosts with PublicAccess)',
-}
-
-/**
- * The tenant already has as many objects of a kind as its quota allows (HTTP 403
- * `QUOTA_EXCEEDED`, gRPC RESOURCE_EXHAUSTED). Not retryable: it takes a deletion or a
- * higher quota. The request changed nothing.
- */
-export class QuotaExceeded extends HydrazineError {
-  constructor(
-    readonly quota: QuotaName,
-    readonly tenant: string,
-    readonly limit: number,
-  ) {
-    super(
-      'QUOTA_EXCEEDED',
-      `tenant ${tenant} has reached its quota "${quota}" of ${limit} ${WHAT[quota]}; delete one or ask the operator for more`,
-    )
-  }
-}
-
-/** The tenant a write counts against and the limits that hold for it. */
-export interface TenantQuota {
-  readonly tenant: string
-  readonly limits: QuotaLimits
-}
 
 /** A put-spec guard holding a new member of a tenant's set to its quota. */
 export interface QuotaGuard {

@@ -8,9 +8,6 @@
  */
 
 import { HydrazineError } from '../errors.ts'
-import type { RedisClient } from '../redis/connection.ts'
-import { LuaScript } from '../redis/lua-script.ts'
-import type { ObjectRecords } from './object-records.ts'
 import type {
   Dpu,
   DpuSpec,
@@ -21,16 +18,18 @@ import type {
   ResourceGroup,
   ResourceGroupSpec,
   ResourceGroupStatus,
-} from './objects.ts'
+} from '../model/objects.ts'
+import type { QuotaLimits, TenantQuota } from '../model/quotas.ts'
+import type { RedisClient } from '../redis/connection.ts'
+import { LuaScript } from '../redis/lua-script.ts'
+import type { ObjectRecords } from './object-records.ts'
 import {
   checkQuotas,
   checkQuotasTogether,
   hostQuotaWrite,
   type QuotaGuard,
-  type QuotaLimits,
   quotaFailure,
   quotaGuards,
-  type TenantQuota,
 } from './quotas.ts'
 import type { Kind, StoreKeys } from './store-keys.ts'
 

@@ -34,7 +34,7 @@ t.test('dns and hostname over HTTP and gRPC', async (t) => {
     const group = { ...groupSpec('tenant-a'), dns: { enabled: true } }
     t.equal((await http('PUT', '/v1/resource-groups/group-a', group)).status, 202)
     await until(
-      () => p.controller.store.getGroup('group-a'),
+      () => p.controller.store.groups.get('group-a'),
       (g) => g?.status.phase === 'Ready',
     )
     t.same((await http('GET', '/v1/resource-groups/group-a')).json.spec.dns, { enabled: true })
@@ -96,7 +96,7 @@ t.test('dns and hostname over HTTP and gRPC', async (t) => {
     })
     t.equal(off.error, undefined)
     t.match(off.res.resourceGroup.spec.dns, { enabled: false })
-    t.same((await p.controller.store.getGroup('group-b'))?.spec.dns, { enabled: false })
+    t.same((await p.controller.store.groups.get('group-b'))?.spec.dns, { enabled: false })
     const unset = await call('getResourceGroup', { name: 'group-a' })
     t.match(unset.res.resourceGroup.spec.dns, { enabled: true }, 'HTTP-stored dns reads back')
 

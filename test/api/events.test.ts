@@ -46,8 +46,8 @@ async function snapshot(p: Pipeline) {
   await groupsSettled(p)
   const counts = await p.controller.queue.getJobCounts()
   return {
-    groups: await p.controller.store.listGroups(),
-    hosts: await p.controller.store.listHosts(),
+    groups: await p.controller.store.groups.list(),
+    hosts: await p.controller.store.hosts.list(),
     jobs: Object.values(counts).reduce((a, b) => a + b, 0),
   }
 }
@@ -68,7 +68,7 @@ t.test('Carbide events drive the same calls as the REST API', async (t) => {
   t.equal(first.status, 202)
   t.match(first.json, { id: 'evt-1', object: { name: 'group-a', specVersion: 1 }, jobId: String })
   await until(
-    () => p.controller.store.getGroup('group-a'),
+    () => p.controller.store.groups.get('group-a'),
     (g) => g?.status.phase === 'Ready',
   )
 
@@ -142,7 +142,7 @@ t.test('Carbide events drive the same calls as the REST API', async (t) => {
   })
   t.equal(host.status, 202)
   await until(
-    () => p.controller.store.getHost('host-1'),
+    () => p.controller.store.hosts.get('host-1'),
     (h) => h?.status.phase === 'Ready',
   )
   const detach = await deliver({
@@ -153,7 +153,7 @@ t.test('Carbide events drive the same calls as the REST API', async (t) => {
   })
   t.equal(detach.status, 202)
   await until(
-    () => p.controller.store.getHost('host-1'),
+    () => p.controller.store.hosts.get('host-1'),
     (h) => h === undefined,
   )
   // The `applied` before it, retried late (as a new delivery): stale, it recreates nothing.

@@ -371,8 +371,8 @@ function* cases(seed: number, count: number): Generator<Case> {
 async function snapshot(p: Pipeline) {
   await groupsSettled(p)
   return {
-    groups: await p.controller.store.listGroups(),
-    hosts: await p.controller.store.listHosts(),
+    groups: await p.controller.store.groups.list(),
+    hosts: await p.controller.store.hosts.list(),
     publicIps: await p.controller.ipam.listPublicIps(),
     jobs: await p.controller.queue.getJobCounts(),
   }
@@ -395,7 +395,7 @@ t.test(`${CASES} hostile PUT bodies are refused and change nothing (seed ${SEED}
   })
   t.equal(put.status, 202, 'the group is accepted')
   await until(
-    async () => (await p.controller.store.getGroup(GROUP))?.status.phase,
+    async () => (await p.controller.store.groups.get(GROUP))?.status.phase,
     (phase) => phase === 'Ready',
   )
   await until(

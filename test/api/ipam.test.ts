@@ -54,7 +54,7 @@ function asHttpJson(message: any): unknown {
 const hostIpOf = async (p: Pipeline, name: string) =>
   (
     await until(
-      () => p.controller.store.getHost(name),
+      () => p.controller.store.hosts.get(name),
       (h) => h?.status.phase === 'Ready' || h?.status.phase === 'Failed',
     )
   )?.status.hostAccessIPs?.hostIP
@@ -71,7 +71,7 @@ async function routerNetworks(p: Pipeline, group: string): Promise<string[]> {
 
 const groupReady = (p: Pipeline, version: number) =>
   until(
-    () => p.controller.store.getGroup('group-a'),
+    () => p.controller.store.groups.get('group-a'),
     (g) => g?.status.phase === 'Ready' && g.status.observedVersion === version,
   )
 
@@ -144,7 +144,7 @@ t.test('subnets, pools and reservations of a group over the API', async (t) => {
     })
     t.equal(gateway.status, 409, "h5's address as the new gateway")
     t.match(gateway.json.error.issues, [{ path: 'extraSubnets.0.gateway', message: /held by h5/ }])
-    t.equal((await p.controller.store.getGroup('group-a'))?.specVersion, 2, 'nothing stored')
+    t.equal((await p.controller.store.groups.get('group-a'))?.specVersion, 2, 'nothing stored')
   })
 
   t.test('GET …/ipam: the map, for the group tenant and operators only', async (t) => {

@@ -290,7 +290,7 @@ t.test('lists are paged over HTTP and gRPC', async (t) => {
   t.test('the default page is 500', async (t) => {
     // Stored directly (no jobs): only the listing is under test.
     for (let i = 0; i < 500; i++) {
-      await p.controller.store.putGroup(
+      await p.controller.store.groups.put(
         `bulk-${String(i).padStart(3, '0')}`,
         groupSpec('tenant-c', `10.200.${i % 250}.0/24`, `10.200.${i % 250}.1`),
       )

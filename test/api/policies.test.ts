@@ -33,7 +33,7 @@ t.test('security policies over the APIs', async (t) => {
   })
   const call = jsonCaller(app, OPERATOR)
   const { call: grpcCall } = await startIngress(t, p)
-  const group = () => p.controller.store.getGroup('group-a')
+  const group = () => p.controller.store.groups.get('group-a')
   const condition = async () =>
     (await group())?.status.conditions.find((c) => c.type === 'PoliciesApplied')
   const trace = async (query: string) => (await call('GET', `/v1/trace?${query}`)).json
@@ -103,7 +103,7 @@ t.test('security policies over the APIs', async (t) => {
     await p.client.applyHost('h3', hostSpec('group-a', 'dpu-2', 3))
     for (const h of ['h1', 'h2', 'h3']) {
       const host = await until(
-        () => p.controller.store.getHost(h),
+        () => p.controller.store.hosts.get(h),
         (x) => x?.status.phase === 'Ready',
         60_000,
       )

@@ -12,9 +12,9 @@ import { createHydrazineClient } from '../../api/grpc/protocol.ts'
 import { createGrpcServer } from '../../api/grpc/server.ts'
 import { createApp } from '../../api/http/app.ts'
 import { HydrazineClient } from '../../app/index.ts'
+import { DEFAULT_QUOTAS, type Quotas } from '../../lib/model/quotas.ts'
 import { duplicateClient } from '../../lib/redis/connection.ts'
 import { ChangeFeed } from '../../lib/state/changes.ts'
-import { DEFAULT_QUOTAS, type Quotas } from '../../lib/state/quotas.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import type { Teardown } from '../helpers/stack.ts'
 import {
@@ -133,7 +133,7 @@ t.test('per-tenant quotas of groups, hosts and public IPs', async (t) => {
           r.status === 'fulfilled' || (r.reason as { code?: string }).code === 'QUOTA_EXCEEDED',
       ),
     )
-    t.equal((await p.controller.store.listGroups({ tenant: 'tenant-c' })).length, 2)
+    t.equal((await p.controller.store.groups.list({ tenant: 'tenant-c' })).length, 2)
   })
 
   t.test(
@@ -167,7 +167,7 @@ t.test('per-tenant quotas of groups, hosts and public IPs', async (t) => {
       t.equal(third.json.error.code, 'QUOTA_EXCEEDED')
       t.match(third.json.error.message, /quota "hosts" of 2/)
       t.same(await stored(p), before, 'nothing stored, nothing enqueued')
-      t.equal(await p.controller.store.getDpu('dpu-3'), undefined, 'its DPU was not added either')
+      t.equal(await p.controller.store.dpus.get('dpu-3'), undefined, 'its DPU was not added either')
       t.equal(
         (await call('PUT', '/v1/managed-resources/host-1', host(1, { hostAccess: 'None' }))).status,
         202,
@@ -176,7 +176,7 @@ t.test('per-tenant quotas of groups, hosts and public IPs', async (t) => {
 
       t.equal((await call('DELETE', '/v1/managed-resources/host-2')).status, 202)
       await until(
-        () => p.controller.store.getHost('host-2'),
+        () => p.controller.store.hosts.get('host-2'),
         (h) => h === undefined,
       )
       t.equal(
@@ -185,7 +185,7 @@ t.test('per-tenant quotas of groups, hosts and public IPs', async (t) => {
         'a purged host no longer counts',
       )
 
-      const groupC = (await p.controller.store.listGroups({ tenant: 'tenant-c' }))[0]?.name
+      const groupC = (await p.controller.store.groups.list({ tenant: 'tenant-c' }))[0]?.name
       t.ok(groupC)
       const racedC = await Promise.allSettled(
         [5, 6, 7].map((n) =>
@@ -225,7 +225,7 @@ t.test('per-tenant quotas of groups, hosts and public IPs', async (t) => {
       t.match(second.json.error.message, /quota "publicIps" of 1/)
       t.same(await stored(p), before, 'nothing stored, nothing enqueued')
       t.equal(
-        (await p.controller.store.getHost('host-3'))?.spec.hostAccess,
+        (await p.controller.store.hosts.get('host-3'))?.spec.hostAccess,
         'FabricAccess',
         'the host is as it was',
       )
@@ -256,6 +256,6 @@ t.test('hosts stored before quotas were kept are counted once, at start-up', asy
   t.teardown(() => redis.disconnect())
   // As a store written before quotas: no sets, no marker.
   await redis.del('hz:{store}:tenant:tenant-old:hosts', 'hz:{store}:quota-sets-v1')
-  await p.controller.store.countHostsForQuotas()
+  await p.controller.store.quotas.countStoredHosts()
   t.same((await redis.smembers('hz:{store}:tenant:tenant-old:hosts')).sort(), ['old-1', 'old-2'])
 })

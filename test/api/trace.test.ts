@@ -12,8 +12,8 @@ import * as grpc from '@grpc/grpc-js'
 import t from 'tap'
 import { statusDetailsOf } from '../../api/grpc/status.ts'
 import { createApp } from '../../api/http/app.ts'
+import type { ManagedResource } from '../../lib/model/objects.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import type { ManagedResource } from '../../lib/state/objects.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
 import {
@@ -51,7 +51,7 @@ async function readyHost(
 ): Promise<ManagedResource> {
   await p.client.applyHost(name, spec)
   const host = await until(
-    () => p.controller.store.getHost(name),
+    () => p.controller.store.hosts.get(name),
     (h) => h?.status.phase === 'Ready',
     60_000,
   )
@@ -233,7 +233,7 @@ t.test('GET /v1/trace', async (t) => {
   await t.test('a host with no logical port yet cannot be traced (409)', async (t) => {
     await p.client.applyHost('a4', hostSpec('group-a', 'dpu-1', 6, { hostIP: '192.168.9.9' }))
     await until(
-      () => p.controller.store.getHost('a4'),
+      () => p.controller.store.hosts.get('a4'),
       (h) => h?.status.phase === 'Failed',
     )
     const res = await call('from=a4&to=a1')

@@ -11,10 +11,10 @@ import type { HostRequests, PreparedHost } from '../../app/hosts.ts'
 import { HydrazineClient, ValidationError } from '../../app/index.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import { createIpam } from '../../lib/ipam/index.ts'
+import type { ManagedResourceSpec } from '../../lib/model/objects.ts'
+import type { ChangePlan, Planner } from '../../lib/model/plans.ts'
+import { DEFAULT_QUOTAS } from '../../lib/model/quotas.ts'
 import { ChangeFeed } from '../../lib/state/changes.ts'
-import type { ManagedResourceSpec } from '../../lib/state/objects.ts'
-import type { ChangePlan, Planner } from '../../lib/state/plans.ts'
-import { DEFAULT_QUOTAS } from '../../lib/state/quotas.ts'
 import { StateStore } from '../../lib/state/store.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
 
@@ -70,12 +70,12 @@ async function setUp(t: Teardown) {
     changes,
     planner,
   })
-  await store.putGroup(
+  await store.groups.put(
     'group-a',
     { tenantId: 'tenant-a', network: { cidr: '10.10.10.0/24', gateway: '10.10.10.1' } },
     DEFAULT_QUOTAS.default,
   )
-  await store.putDpu('dpu-1', {
+  await store.dpus.put('dpu-1', {
     tenantId: 'tenant-a',
     fabricIps: ['172.18.0.11', '172.18.0.111'],
     hostPorts: ['pf0hpf'],
@@ -167,11 +167,11 @@ t.test('a dry run and the write decide the same from one prepared request', asyn
   const plan = await hosts.plan(prepared)
   t.same(plan.notes, ['planned'])
   t.same(planner.planned, [prepared.host.spec], 'the plan is of the prepared spec')
-  t.equal(await store.getHost('host-1'), undefined, 'planning stored nothing')
+  t.equal(await store.hosts.get('host-1'), undefined, 'planning stored nothing')
 
   const accepted = await hosts.apply(prepared)
   t.ok(accepted.jobId, 'host.attach enqueued')
-  t.same((await store.getHost('host-1'))?.spec, planner.planned[0], 'the write stores that spec')
+  t.same((await store.hosts.get('host-1'))?.spec, planner.planned[0], 'the write stores that spec')
 
   // A request refused is refused once, before either: the dry run and the write alike.
   const refusal = (hosts: HostRequests) =>

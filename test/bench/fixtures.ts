@@ -263,7 +263,7 @@ export async function attachRound(
     })
   }
   await waitFor(
-    async () => (await store.listGroups()).every((g) => g.status.phase === 'Ready'),
+    async () => (await store.groups.list()).every((g) => g.status.phase === 'Ready'),
     options.groupsReadyMs,
   )
   const requested = new Map<string, number>()

@@ -370,7 +370,7 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
   try {
     const out = await round(p)
     const phases = new Map<string, number>()
-    for (const h of await p.controller.store.listHosts())
+    for (const h of await p.controller.store.hosts.list())
       phases.set(h.status.phase, (phases.get(h.status.phase) ?? 0) + 1)
     const failures = [...p.failures()].sort(([, a], [, b]) => b - a).slice(0, 5)
     const { latencies, requested, rate } = out.result

@@ -77,7 +77,7 @@ t.test(
       hostSpec('group-p', 'dpu-1', 3, { hostAccess: 'PublicAccess' }),
     )
     await until(
-      () => p.controller.store.getHost('host-p'),
+      () => p.controller.store.hosts.get('host-p'),
       (h) => h?.status.phase === 'Ready',
     )
     const natIp = '172.18.0.111'

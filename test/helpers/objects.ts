@@ -12,7 +12,7 @@ import type {
   ResourceGroup,
   ResourceGroupSpec,
   ResourceGroupStatus,
-} from '../../lib/state/objects.ts'
+} from '../../lib/model/objects.ts'
 
 const STAMP = '2024-01-01T00:00:00.000Z'
 

@@ -169,7 +169,7 @@ t.test('two replicas, 300 attaches through both APIs, one SIGKILLed mid-burst', 
     )
   }
   await until(
-    () => store.listGroups(),
+    () => store.groups.list(),
     (gs) => gs.length === GROUPS && gs.every((g) => g.status.phase === 'Ready'),
     30_000,
   )
@@ -179,7 +179,7 @@ t.test('two replicas, 300 attaches through both APIs, one SIGKILLed mid-burst', 
     await httpPut(a.http, `managed-resources/host-${i}`, hostRequest(i).http)
   }
   await until(
-    () => store.listHosts(),
+    () => store.hosts.list(),
     (hs) => hs.length === PUBLIC && hs.every((h) => h.status.phase === 'Ready'),
     60_000,
   )
@@ -243,7 +243,7 @@ t.test('two replicas, 300 attaches through both APIs, one SIGKILLed mid-burst', 
   t.pass(`replica ${victim.name} (the FRR consumer's) was SIGKILLed after ${HOSTS / 2} requests`)
 
   const hosts = await until(
-    () => store.listHosts(),
+    () => store.hosts.list(),
     (hs) => hs.length === HOSTS && hs.every((h) => h.status.phase === 'Ready'),
     180_000,
   )

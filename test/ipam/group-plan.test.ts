@@ -7,7 +7,7 @@
  */
 import t from 'tap'
 import { IPV6_OWNERS, networkSpecOf } from '../../lib/ipam/group-network.ts'
-import type { ResourceGroupSpec } from '../../lib/state/objects.ts'
+import type { ResourceGroupSpec } from '../../lib/model/objects.ts'
 import { ipamFixture } from './fixture.ts'
 
 const fx = await ipamFixture(t)

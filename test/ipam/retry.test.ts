@@ -8,7 +8,7 @@
 import t from 'tap'
 import { networkSpecOf } from '../../lib/ipam/group-network.ts'
 import type { AllocateOptions, NetworkSpec } from '../../lib/ipam/index.ts'
-import type { ResourceGroupSpec } from '../../lib/state/objects.ts'
+import type { ResourceGroupSpec } from '../../lib/model/objects.ts'
 import { ipamFixture } from './fixture.ts'
 
 const fx = await ipamFixture(t)

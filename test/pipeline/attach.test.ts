@@ -12,7 +12,7 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
   t.equal(created.object.specVersion, 1)
   t.ok(created.jobId, 'a job was enqueued')
   const group = await until(
-    () => p.controller.store.getGroup('group-a'),
+    () => p.controller.store.groups.get('group-a'),
     (g) => g?.status.phase === 'Ready',
   )
   t.equal(group?.status.phase, 'Ready')
@@ -32,21 +32,24 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
   await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2, { hostIP: '10.10.10.50' }))
   for (const name of ['host-1', 'host-2']) {
     const host = await until(
-      () => p.controller.store.getHost(name),
+      () => p.controller.store.hosts.get(name),
       (h) => h?.status.phase === 'Ready',
     )
     t.equal(host?.status.phase, 'Ready', `${name} is Ready`)
     t.equal(host?.status.configsSynced, true, `${name} configs are synced`)
     t.equal(host?.status.observedVersion, 1)
   }
-  const host1 = await p.controller.store.getHost('host-1')
+  const host1 = await p.controller.store.hosts.get('host-1')
   t.equal(host1?.status.hostAccessIPs?.hostIP, '10.10.10.2', 'first free address of the pool')
   t.equal(host1?.status.hostAccessIPs?.fabricIP, '172.18.0.111', 'the DPU NAT IP')
   t.same(host1?.status.logicalPortReference, {
     logicalPort: topologyNames.hostPort('group-a', 'host-1'),
     dpu: 'dpu-1',
   })
-  t.equal((await p.controller.store.getHost('host-2'))?.status.hostAccessIPs?.hostIP, '10.10.10.50')
+  t.equal(
+    (await p.controller.store.hosts.get('host-2'))?.status.hostAccessIPs?.hostIP,
+    '10.10.10.50',
+  )
 
   const configure = agent1.jobs.find((j) => j.name === 'configure')
   t.match(configure?.data, {
@@ -87,7 +90,7 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
 
   await p.client.deleteHost('host-2')
   const detached = await until(
-    () => p.controller.store.getHost('host-2'),
+    () => p.controller.store.hosts.get('host-2'),
     (h) => h === undefined,
   )
   t.equal(detached, undefined, 'host-2 is gone once isolated')
@@ -109,7 +112,7 @@ t.test('group create, host attach on two DPUs, detach, teardown', async (t) => {
 
   await p.client.deleteGroup('group-a')
   const gone = await until(
-    () => p.controller.store.getGroup('group-a'),
+    () => p.controller.store.groups.get('group-a'),
     (g) => g === undefined,
   )
   t.equal(gone, undefined, 'the group is deleted after its hosts are isolated')
@@ -141,7 +144,7 @@ t.test('host.attach configures each DPU in the newest protocol its agent adverti
   }
   for (const [i, c] of cases.entries()) {
     const host = await until(
-      () => p.controller.store.getHost(`host-${c.dpu}`),
+      () => p.controller.store.hosts.get(`host-${c.dpu}`),
       (h) => h?.status.phase === 'Ready',
     )
     const label = `agent advertising ${c.advertises?.join(', ') ?? 'nothing'}`
@@ -156,7 +159,7 @@ t.test('an agent that does not answer leaves the host Configuring, naming the DP
   await p.client.applyGroup('group-b', groupSpec('tenant-b'))
   await p.client.applyHost('host-9', hostSpec('group-b', 'dpu-9', 9))
   const waiting = await until(
-    () => p.controller.store.getHost('host-9'),
+    () => p.controller.store.hosts.get('host-9'),
     (h) => h?.status.phase === 'Configuring',
   )
   t.equal(waiting?.status.phase, 'Configuring')
@@ -166,7 +169,7 @@ t.test('an agent that does not answer leaves the host Configuring, naming the DP
 
   await p.agent('dpu-9')
   const ready = await until(
-    () => p.controller.store.getHost('host-9'),
+    () => p.controller.store.hosts.get('host-9'),
     (h) => h?.status.phase === 'Ready',
   )
   t.equal(ready?.status.phase, 'Ready', 'the late ack makes it Ready without a new request')
@@ -188,7 +191,7 @@ t.test('bad requests are refused with every field named and nothing enqueued', a
     ['hostMAC', 'dpu.ips'],
   )
   t.same(await p.controller.queue.getJobCounts(), before, 'nothing was enqueued')
-  t.same(await p.controller.store.listGroups(), [], 'nothing was stored')
+  t.same(await p.controller.store.groups.list(), [], 'nothing was stored')
 
   const job = await p.controller.queue.add('host.attach', { host: 'BAD NAME', specVersion: -1 })
   const failed = await until(
@@ -214,7 +217,7 @@ t.test('a group whose network IPAM would refuse is refused before it is stored',
       issues: [{ path: 'extraSubnets.0.cidr', message: 'overlaps 10.10.10.0/24' }],
     },
   )
-  t.equal(await p.controller.store.getGroup('group-x'), undefined, 'nothing stored')
+  t.equal(await p.controller.store.groups.get('group-x'), undefined, 'nothing stored')
 })
 
 t.test(
@@ -229,11 +232,11 @@ t.test(
       hostSpec('group-f', 'dpu-7', 1, { identifier: 'pf0vf1', hostAccess: 'FabricAccess' }),
     )
     await until(
-      () => p.controller.store.getHost('host-old'),
+      () => p.controller.store.hosts.get('host-old'),
       (h) => h?.status.phase === 'Configuring',
     )
     await until(
-      () => p.controller.store.getHost('host-stay'),
+      () => p.controller.store.hosts.get('host-stay'),
       (h) => h?.status.phase === 'Ready',
     )
     const oldPort = topologyNames.hostPort('group-f', 'host-old')
@@ -242,7 +245,7 @@ t.test(
     // The agent is gone; the tenant's host must leave anyway.
     await p.client.deleteHost('host-old', { force: true })
     const purged = await until(
-      () => p.controller.store.getHost('host-old'),
+      () => p.controller.store.hosts.get('host-old'),
       (h) => h === undefined,
     )
     t.equal(purged, undefined, 'the host is purged without an ack')
@@ -256,7 +259,7 @@ t.test(
       await p.switchPort(topologyNames.hostPort('group-f', 'host-stay')),
       'the other host keeps its port',
     )
-    t.match(await p.controller.store.dpuNeedsIsolation('dpu-7'), [
+    t.match(await p.controller.store.dpus.needsIsolation('dpu-7'), [
       {
         host: 'host-old',
         group: 'group-f',
@@ -274,14 +277,14 @@ t.test(
     const agent = await p.agent('dpu-7')
     await p.client.applyHost('host-new', hostSpec('group-f', 'dpu-7', 2))
     await until(
-      () => p.controller.store.getHost('host-new'),
+      () => p.controller.store.hosts.get('host-new'),
       (h) => h?.status.phase === 'Ready',
     )
     t.ok(
       agent.jobs.some((j) => j.name === 'isolate' && j.data.host.name === 'host-old'),
       'the agent was told to isolate the force-detached host',
     )
-    t.same(await p.controller.store.dpuNeedsIsolation('dpu-7'), [], 'and the DPU is clean again')
+    t.same(await p.controller.store.dpus.needsIsolation('dpu-7'), [], 'and the DPU is clean again')
   },
 )
 
@@ -295,7 +298,7 @@ t.test(
       hostSpec('group-g', 'dpu-8', 1, { identifier: 'pf0vf2', hostAccess: 'FabricAccess' }),
     )
     await until(
-      () => p.controller.store.getHost('host-lost'),
+      () => p.controller.store.hosts.get('host-lost'),
       (h) => h?.status.phase === 'Configuring',
     )
     const port = topologyNames.hostPort('group-g', 'host-lost')
@@ -304,18 +307,18 @@ t.test(
 
     await p.client.deleteGroup('group-g', { force: true })
     const gone = await until(
-      () => p.controller.store.getGroup('group-g'),
+      () => p.controller.store.groups.get('group-g'),
       (g) => g === undefined,
     )
     t.equal(gone, undefined, 'the group is purged without an ack')
-    t.equal(await p.controller.store.getHost('host-lost'), undefined, 'and so is its host')
+    t.equal(await p.controller.store.hosts.get('host-lost'), undefined, 'and so is its host')
     t.equal(await p.switchPort(port), undefined, "the host's port left NB")
     t.same(await p.ownedRows(), [], 'no Hydrazine row remains in NB')
     t.equal(await p.controller.ipam.lookup('group-g', 'host-lost'), undefined, 'address released')
     t.same(await p.controller.ipam.allocations('group-g'), [], 'nothing held in the network')
     t.equal(await p.controller.ipam.getNetwork('group-g'), undefined, 'the network is gone')
     t.match(
-      await p.controller.store.dpuNeedsIsolation('dpu-8'),
+      await p.controller.store.dpus.needsIsolation('dpu-8'),
       [{ host: 'host-lost', group: 'group-g', logicalPort: port, hostPort: 'pf0vf2' }],
       'its DPU must isolate it before serving another host',
     )
@@ -330,12 +333,12 @@ t.test(
     for (const round of [1, 2]) {
       const group = await p.client.applyGroup('group-r', groupSpec())
       await until(
-        () => p.controller.store.getGroup('group-r'),
+        () => p.controller.store.groups.get('group-r'),
         (g) => g?.status.phase === 'Ready',
       )
       const host = await p.client.applyHost('host-r', hostSpec('group-r', 'dpu-1', 1))
       const ready = await until(
-        () => p.controller.store.getHost('host-r'),
+        () => p.controller.store.hosts.get('host-r'),
         (h) => h?.status.phase === 'Ready',
       )
       t.equal(ready?.status.phase, 'Ready', `round ${round}: the host is Ready`)
@@ -343,7 +346,7 @@ t.test(
       t.equal(group.object.specVersion, round)
       await p.client.deleteGroup('group-r')
       await until(
-        () => p.controller.store.getGroup('group-r'),
+        () => p.controller.store.groups.get('group-r'),
         (g) => g === undefined,
       )
     }

@@ -138,9 +138,9 @@ t.test('each group gets its own central, holding only its own rows', async (t) =
     )
     // With no host left the DPU may leave the inventory; re-added, it starts afresh.
     await p.client.deleteDpu('dpu-3')
-    t.notOk(await p.controller.store.getDpu('dpu-3'), 'dpu-3 is gone from the inventory')
+    t.notOk(await p.controller.store.dpus.get('dpu-3'), 'dpu-3 is gone from the inventory')
     t.equal(
-      await p.controller.store.dpuCentral('dpu-3'),
+      await p.controller.store.dpus.central('dpu-3'),
       null,
       'and with it, the central it followed',
     )

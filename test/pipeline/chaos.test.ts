@@ -151,7 +151,7 @@ t.test(
     const live = names.filter((n) => !deleted.has(n))
 
     const converged = await until(
-      () => retried(() => p.controller.store.listHosts()),
+      () => retried(() => p.controller.store.hosts.list()),
       (hosts) =>
         hosts.length === live.length &&
         hosts.every((h) => h.status.phase === 'Ready' && h.status.configsSynced),

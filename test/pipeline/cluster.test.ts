@@ -51,7 +51,7 @@ t.test('attach, public IP, detach and teardown on a Redis Cluster', async (t) =>
   await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
   for (const name of ['host-1', 'host-2']) {
     const host = await until(
-      () => p.controller.store.getHost(name),
+      () => p.controller.store.hosts.get(name),
       (h) => h?.status.phase === 'Ready',
     )
     t.equal(host?.status.phase, 'Ready', `${name} is Ready`)
@@ -61,7 +61,7 @@ t.test('attach, public IP, detach and teardown on a Redis Cluster', async (t) =>
     agent1.jobs.some((j) => j.name === 'configure'),
     'dpu-1 ran its configure as its own Redis user',
   )
-  const host1 = await p.controller.store.getHost('host-1')
+  const host1 = await p.controller.store.hosts.get('host-1')
   t.equal(host1?.status.hostAccessIPs?.publicIP, '203.0.113.7')
   t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.111', 'FRR announces P/32')
   t.ok(await p.switchPort(topologyNames.hostPort('group-a', 'host-2')), 'NB has host-2')
@@ -86,7 +86,7 @@ t.test('attach, public IP, detach and teardown on a Redis Cluster', async (t) =>
   await p.client.deleteHost('host-2')
   for (const name of ['host-1', 'host-2']) {
     await until(
-      () => p.controller.store.getHost(name),
+      () => p.controller.store.hosts.get(name),
       (h) => h === undefined,
     )
   }
@@ -94,7 +94,7 @@ t.test('attach, public IP, detach and teardown on a Redis Cluster', async (t) =>
   t.same(await p.client.publicIp('203.0.113.7'), { ip: '203.0.113.7', allocated: false })
   await p.client.deleteGroup('group-a')
   await until(
-    () => p.controller.store.getGroup('group-a'),
+    () => p.controller.store.groups.get('group-a'),
     (g) => g === undefined,
   )
   t.same(await p.ownedRows(), [], 'no Hydrazine row left in NB')

@@ -8,8 +8,8 @@ import t from 'tap'
 import type { ChildJobs } from '../../functions/internal/deps.ts'
 import { retryDue } from '../../functions/internal/retries.ts'
 import { queueJobs } from '../../lib/jobs/redrive.ts'
+import type { ManagedResource } from '../../lib/model/objects.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import type { ManagedResource } from '../../lib/state/objects.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
 import { runReconcile } from './scenarios.ts'
 
@@ -24,14 +24,14 @@ t.test(
     const p = await startPipeline(t)
     await p.client.applyGroup('group-p', groupSpec())
     await until(
-      () => p.controller.store.getGroup('group-p'),
+      () => p.controller.store.groups.get('group-p'),
       (g) => g?.status.phase === 'Ready',
     )
     await p.client.applyHost(
       'host-p',
       hostSpec('group-p', 'dpu-1', 1, { hostAccess: 'PublicAccess' }),
     )
-    const host = await until(() => p.controller.store.getHost('host-p'), failed)
+    const host = await until(() => p.controller.store.hosts.get('host-p'), failed)
     t.match(
       host?.status.conditions.find((c) => c.type === 'Attached'),
       {
@@ -59,7 +59,7 @@ t.test(
     ])
     // No agent answers: the retry gets as far as Configuring, waiting for it.
     const configuring = await until(
-      () => p.controller.store.getHost('host-p'),
+      () => p.controller.store.hosts.get('host-p'),
       (h) => h?.status.phase === 'Configuring' && h.status.attempt === 2,
     )
     t.same(
@@ -74,7 +74,7 @@ t.test(
       'host-q',
       hostSpec('group-p', 'dpu-2', 2, { hostAccess: 'PublicAccess' }),
     )
-    const second = await until(() => p.controller.store.getHost('host-q'), failed)
+    const second = await until(() => p.controller.store.hosts.get('host-q'), failed)
     t.match(
       second?.status.conditions.find((c) => c.type === 'Attached')?.message,
       /all 1 public IPv4 addresses of pool public-ips are allocated: register more/,
@@ -101,7 +101,7 @@ t.test("reconcile writing a host's rows for the first time is no repair", async 
   t.teardown(() => release())
   await p.client.applyGroup('group-n', groupSpec())
   await until(
-    () => p.controller.store.getGroup('group-n'),
+    () => p.controller.store.groups.get('group-n'),
     (g) => g?.status.phase === 'Ready',
   )
   await p.client.applyHost('host-n', hostSpec('group-n', 'dpu-1', 3))
@@ -119,7 +119,7 @@ t.test("reconcile writing a host's rows for the first time is no repair", async 
   // Drift after that first write is drift.
   release()
   await until(
-    () => p.controller.store.getHost('host-n'),
+    () => p.controller.store.hosts.get('host-n'),
     (h) => h?.status.phase === 'Configuring',
   )
   await p.nbctl('lsp-del', port)

@@ -13,7 +13,7 @@ t.test('running a handler again leaves Redis and NB exactly as one run did', asy
     policies: await p.nbctl('lr-policy-list', topologyNames.router('group-a')),
     allocations: await p.controller.ipam.allocations('group-a'),
     map: await p.controller.ipam.map('group-a'),
-    phase: (await p.controller.store.getHost('host-1'))?.status.phase,
+    phase: (await p.controller.store.hosts.get('host-1'))?.status.phase,
   })
   const once = await snapshot()
 
@@ -47,7 +47,7 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
     hostSpec('group-p', 'dpu-1', 3, { hostAccess: 'PublicAccess' }),
   )
   const host = await until(
-    () => p.controller.store.getHost('host-p'),
+    () => p.controller.store.hosts.get('host-p'),
     (h) => h?.status.phase === 'Ready',
   )
   t.equal(host?.status.hostAccessIPs?.publicIP, '203.0.113.7', 'status names the public IP')
@@ -71,7 +71,7 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
   // Lowering the access releases the public IP: FRR withdraws it, the pool gets it back.
   await p.client.applyHost('host-p', hostSpec('group-p', 'dpu-1', 3, { hostAccess: 'None' }))
   const lowered = await until(
-    () => p.controller.store.getHost('host-p'),
+    () => p.controller.store.hosts.get('host-p'),
     (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 2,
   )
   t.same(lowered?.status.hostAccessIPs, { hostIP: '10.10.10.2' }, 'no fabric or public IP any more')
@@ -92,14 +92,14 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
     hostSpec('group-p', 'dpu-1', 3, { hostAccess: 'PublicAccess' }),
   )
   await until(
-    () => p.controller.store.getHost('host-p'),
+    () => p.controller.store.hosts.get('host-p'),
     (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 3,
   )
   t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.111', 'announced again')
 
   await p.client.deleteHost('host-p')
   await until(
-    () => p.controller.store.getHost('host-p'),
+    () => p.controller.store.hosts.get('host-p'),
     (h) => h === undefined,
   )
   t.equal((await frr.table()).get('203.0.113.7/32'), undefined, 'the prefix was withdrawn')
@@ -119,7 +119,7 @@ t.test(
       hostSpec('group-f', 'dpu-1', 3, { hostAccess: 'PublicAccess' }),
     )
     await until(
-      () => p.controller.store.getHost('host-f'),
+      () => p.controller.store.hosts.get('host-f'),
       (h) => h?.status.phase === 'Ready',
     )
     t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.111', 'announced via its NAT IP')
@@ -259,7 +259,7 @@ t.test(
     await readyFabricHost(p)
     await p.client.applyGroup('group-b', groupSpec())
     await until(
-      () => p.controller.store.getGroup('group-b'),
+      () => p.controller.store.groups.get('group-b'),
       (g) => g?.status.phase === 'Ready',
     )
     const northd = northdControl(t, p)

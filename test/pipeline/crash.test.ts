@@ -25,8 +25,8 @@ async function observe(p: Pipeline) {
     allocations: (await p.controller.ipam.allocations('group-a').catch(() => [])).sort((a, b) =>
       a.owner.localeCompare(b.owner),
     ),
-    hosts: (await p.controller.store.listHosts()).map((h) => [h.name, h.status.phase]),
-    groups: (await p.controller.store.listGroups()).map((g) => [g.name, g.status.phase]),
+    hosts: (await p.controller.store.hosts.list()).map((h) => [h.name, h.status.phase]),
+    groups: (await p.controller.store.groups.list()).map((g) => [g.name, g.status.phase]),
   }
 }
 
@@ -40,7 +40,7 @@ async function attachScenario(p: Pipeline) {
   await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2, { hostIP: '10.10.10.3' }))
   for (const host of ['host-1', 'host-2']) {
     await until(
-      () => p.controller.store.getHost(host),
+      () => p.controller.store.hosts.get(host),
       (h) => h?.status.phase === 'Ready',
       30_000,
     )
@@ -50,7 +50,7 @@ async function attachScenario(p: Pipeline) {
 async function deleteScenario(p: Pipeline) {
   await p.client.deleteGroup('group-a')
   await until(
-    () => p.controller.store.getGroup('group-a'),
+    () => p.controller.store.groups.get('group-a'),
     (g) => g === undefined,
     30_000,
   )

@@ -68,7 +68,7 @@ async function southboundDns(p: Pipeline): Promise<Map<string, string[]>> {
 
 const ready = (p: Pipeline, host: string) =>
   until(
-    () => p.controller.store.getHost(host),
+    () => p.controller.store.hosts.get(host),
     (h) => h?.status.phase === 'Ready' && h.status.observedVersion === h.specVersion,
   )
 
@@ -82,7 +82,7 @@ t.test('per-group DNS: own names only, following the hosts', async (t) => {
   ] as const) {
     await p.client.applyGroup(group, groupSpec(tenant))
     await until(
-      () => p.controller.store.getGroup(group),
+      () => p.controller.store.groups.get(group),
       (g) => g?.status.phase === 'Ready',
     )
   }
@@ -148,7 +148,7 @@ t.test('per-group DNS: own names only, following the hosts', async (t) => {
       )
       t.ok(refused instanceof StoreConflict, `${name}: a conflict (409)`)
       t.match((refused as Error).message, /^DNS name web\.group-a is already in use$/)
-      t.equal(await p.controller.store.getHost(name), undefined, `${name}: nothing stored`)
+      t.equal(await p.controller.store.hosts.get(name), undefined, `${name}: nothing stored`)
     }
   })
 
@@ -195,7 +195,7 @@ t.test('per-group DNS: own names only, following the hosts', async (t) => {
     for (const host of ['a-web', 'a-web2', 'b-web']) await p.client.deleteHost(host)
     for (const group of ['group-a', 'group-b']) {
       await until(
-        () => p.controller.store.listHosts({ resourceGroup: group }),
+        () => p.controller.store.hosts.list({ resourceGroup: group }),
         (hosts) => hosts.length === 0,
         30_000,
       )

@@ -21,7 +21,7 @@ import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../../lib/agent-protocol/index.ts'
-import type { Condition } from '../../lib/state/objects.ts'
+import type { Condition } from '../../lib/model/objects.ts'
 import {
   dpuFabricIps,
   groupSpec,
@@ -150,7 +150,7 @@ const dpuHealthy = (conditions: readonly Condition[] | undefined) =>
 async function readyHost(p: Pipeline, name: string, n: number) {
   await p.client.applyHost(name, hostSpec('group-a', 'dpu-1', n))
   return until(
-    () => p.controller.store.getHost(name),
+    () => p.controller.store.hosts.get(name),
     (h) => h?.status.phase === 'Ready',
   )
 }
@@ -177,7 +177,7 @@ t.test("a silent DPU's hosts say so, and say so again when it is back", async (t
 
   const lastBeat = await heart.stop()
   const lost = await until(
-    () => p.controller.store.getHost('host-1'),
+    () => p.controller.store.hosts.get('host-1'),
     (h) => dpuHealthy(h?.status.conditions)?.status === 'False',
     10_000,
   )
@@ -205,7 +205,7 @@ t.test("a silent DPU's hosts say so, and say so again when it is back", async (t
   await t.test('a host attached to the Lost DPU gets the condition too', async (t) => {
     const host2 = await readyHost(p, 'host-2', 2)
     const marked = await until(
-      () => p.controller.store.getHost('host-2'),
+      () => p.controller.store.hosts.get('host-2'),
       (h) => dpuHealthy(h?.status.conditions)?.reason === 'HeartbeatLost',
       10_000,
     )
@@ -216,7 +216,7 @@ t.test("a silent DPU's hosts say so, and say so again when it is back", async (t
   await heart.start()
   for (const name of ['host-1', 'host-2']) {
     const back = await until(
-      () => p.controller.store.getHost(name),
+      () => p.controller.store.hosts.get(name),
       (h) => dpuHealthy(h?.status.conditions)?.status === 'True',
       10_000,
     )
@@ -267,13 +267,13 @@ t.test('a port the DPU lost is bound again; a port nothing wants is isolated', a
     dpu.sync()
     dpu.bound.delete(lp)
     const redriven = await until(
-      () => p.controller.store.getHost('host-1'),
+      () => p.controller.store.hosts.get('host-1'),
       (h) => (h?.status.attempt ?? 1) > 1,
       10_000,
     )
     t.ok(redriven, 'the host starts a new attempt')
     const back = await until(
-      () => p.controller.store.getHost('host-1'),
+      () => p.controller.store.hosts.get('host-1'),
       (h) => h?.status.phase === 'Ready' && (h.status.attempt ?? 1) > 1,
       20_000,
     )

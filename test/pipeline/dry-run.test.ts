@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
-import type { ChangePlan } from '../../lib/state/plans.ts'
+import type { ChangePlan } from '../../lib/model/plans.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
 import {
@@ -44,7 +44,7 @@ t.test('dry runs plan without changing anything', async (t) => {
     hostSpec('group-d', 'dpu-1', 1, { hostAccess: 'PublicAccess' }),
   )
   await until(
-    () => p.controller.store.getHost('host-1'),
+    () => p.controller.store.hosts.get('host-1'),
     (h) => h?.status.phase === 'Ready',
   )
 
@@ -63,9 +63,9 @@ t.test('dry runs plan without changing anything', async (t) => {
   /** Everything a request could change: stored objects, pools, NB rows, FRR, queued jobs. */
   const snapshot = async () => ({
     settled: await groupsSettled(p),
-    groups: await p.controller.store.listGroups(),
-    hosts: await p.controller.store.listHosts(),
-    dpus: await p.controller.store.listDpus(),
+    groups: await p.controller.store.groups.list(),
+    hosts: await p.controller.store.hosts.list(),
+    dpus: await p.controller.store.dpus.list(),
     addresses: await p.controller.ipam.allocations('group-d'),
     publicIps: await p.client.listPublicIps(),
     ports: await p.nbctl('--bare', '--columns=name', 'list', 'Logical_Switch_Port'),
@@ -189,7 +189,7 @@ t.test('dry runs plan without changing anything', async (t) => {
     hostSpec('group-d', 'dpu-2', 2, { hostAccess: 'PublicAccess' }),
   )
   const attached = await until(
-    () => p.controller.store.getHost('host-2'),
+    () => p.controller.store.hosts.get('host-2'),
     (h) => h?.status.phase === 'Ready',
   )
   t.equal(attached?.status.hostAccessIPs?.publicIP, '203.0.113.8', 'the public IP planned')

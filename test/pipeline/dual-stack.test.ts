@@ -9,8 +9,8 @@ import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import { eui64Address } from '../../lib/ipam/address.ts'
+import type { ChangePlan } from '../../lib/model/plans.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import type { ChangePlan } from '../../lib/state/plans.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import { OPERATOR, TEST_TOKENS } from '../helpers/tokens.ts'
 import { dpuFabricIps, groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
@@ -40,7 +40,7 @@ t.test('a dual-stack group: SLAAC on the router, both addresses on every host', 
   }
   for (const h of hosts) {
     const ready = await until(
-      () => p.controller.store.getHost(h.name),
+      () => p.controller.store.hosts.get(h.name),
       (x) => x?.status.phase === 'Ready',
     )
     const ip6 = eui64Address(NETWORK6.cidr, h.mac)
@@ -137,13 +137,13 @@ t.test('a dual-stack group: SLAAC on the router, both addresses on every host', 
       hostSpec('group-a', 'dpu-2', 9, { hostMAC: '0a:00:00:00:00:01' }),
     )
     const failed = await until(
-      () => p.controller.store.getHost('a3'),
+      () => p.controller.store.hosts.get('a3'),
       (x) => x?.status.phase === 'Failed',
     )
     t.match(failed?.status.conditions, [{ reason: /IN_USE/, message: /fd00:10::800:ff:fe00:1/ }])
     await p.client.deleteHost('a3', { force: true })
     await until(
-      () => p.controller.store.getHost('a3'),
+      () => p.controller.store.hosts.get('a3'),
       (x) => x === undefined,
     )
   })
@@ -151,7 +151,7 @@ t.test('a dual-stack group: SLAAC on the router, both addresses on every host', 
   await t.test('a detach gives the SLAAC address back', async (t) => {
     await p.client.deleteHost('a2')
     await until(
-      () => p.controller.store.getHost('a2'),
+      () => p.controller.store.hosts.get('a2'),
       (x) => x === undefined,
     )
     const owners = (await p.client.groupIpam('group-a')).allocations.map((a) => a.owner).sort()
@@ -167,7 +167,7 @@ t.test('network6 added to a group with hosts, moved, then removed', async (t) =>
   await p.client.applyGroup('group-c', groupSpec())
   await p.client.applyHost('c1', hostSpec('group-c', 'dpu-1', 1, { hostMAC: mac }))
   const first = await until(
-    () => p.controller.store.getHost('c1'),
+    () => p.controller.store.hosts.get('c1'),
     (h) => h?.status.phase === 'Ready',
   )
   const ip4 = first?.status.hostAccessIPs?.hostIP
@@ -200,7 +200,7 @@ t.test('network6 added to a group with hosts, moved, then removed', async (t) =>
     before = cidr
     await p.client.applyGroup('group-c', spec)
     const host = await until(
-      () => p.controller.store.getHost('c1'),
+      () => p.controller.store.hosts.get('c1'),
       (h) => h?.status.phase === 'Ready' && h.status.hostAccessIPs?.hostIPv6 === ip6,
     )
     t.equal(host?.status.hostAccessIPs?.hostIPv6, ip6, `network6 ${cidr}: c1 takes ${ip6}`)
@@ -222,7 +222,7 @@ t.test('network6 added to a group with hosts, moved, then removed', async (t) =>
   )
   await p.client.applyGroup('group-c', groupSpec())
   const host = await until(
-    () => p.controller.store.getHost('c1'),
+    () => p.controller.store.hosts.get('c1'),
     (h) => h?.status.phase === 'Ready' && h.status.hostAccessIPs?.hostIPv6 === undefined,
   )
   t.equal(host?.status.hostAccessIPs?.hostIP, ip4, 'network6 removed: c1 keeps its IPv4 address')
@@ -266,7 +266,7 @@ t.test('an IPv6-only group: network6 alone, each host its SLAAC address', async 
 
   await p.client.applyHost('h6', hostSpec('group-6', 'dpu-1', 1, { hostMAC: mac }))
   const ready = await until(
-    () => p.controller.store.getHost('h6'),
+    () => p.controller.store.hosts.get('h6'),
     (h) => h?.status.phase === 'Ready',
   )
   t.match(
@@ -302,7 +302,7 @@ t.test('an IPv6-only group: network6 alone, each host its SLAAC address', async 
   }
   await p.client.deleteHost('h6')
   await until(
-    () => p.controller.store.getHost('h6'),
+    () => p.controller.store.hosts.get('h6'),
     (h) => h === undefined,
   )
   t.same((await p.client.groupIpam('group-6')).allocations, [], 'a detach gives it back')
@@ -353,7 +353,7 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
   )
   await p.client.applyHost('host-p', spec('PublicAccess'))
   const host = await until(
-    () => p.controller.store.getHost('host-p'),
+    () => p.controller.store.hosts.get('host-p'),
     (h) => h?.status.phase === 'Ready',
   )
   t.match(
@@ -419,7 +419,7 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
   )
   await p.client.applyHost('host-p', spec('None'))
   const lowered = await until(
-    () => p.controller.store.getHost('host-p'),
+    () => p.controller.store.hosts.get('host-p'),
     (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 2,
   )
   t.notOk(lowered?.status.hostAccessIPs?.publicIPv6, 'access lowered: no public IPv6')
@@ -443,13 +443,13 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
 
   await p.client.applyHost('host-p', spec('PublicAccess'))
   await until(
-    () => p.controller.store.getHost('host-p'),
+    () => p.controller.store.hosts.get('host-p'),
     (h) => h?.status.phase === 'Ready' && h.status.observedVersion === 3,
   )
   t.equal((await frr.table()).get('2001:db8:ff::10/128'), natIp6, 'announced again')
   await p.client.deleteHost('host-p')
   await until(
-    () => p.controller.store.getHost('host-p'),
+    () => p.controller.store.hosts.get('host-p'),
     (h) => h === undefined,
   )
   t.equal((await frr.table()).get('2001:db8:ff::10/128'), undefined, 'a detach withdraws it')
@@ -467,7 +467,7 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
     t.same(planned.frr.announce, [{ prefix: '2001:db8:ff::10/128', nextHop: natIp6 }])
     await p.client.applyHost('host-6', host6)
     const ready = await until(
-      () => p.controller.store.getHost('host-6'),
+      () => p.controller.store.hosts.get('host-6'),
       (h) => h?.status.phase === 'Ready',
     )
     t.match(
@@ -492,20 +492,20 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
   await t.test("a group that drops network6 gives its hosts' public IPv6 back", async (t) => {
     await p.client.deleteHost('host-6')
     await until(
-      () => p.controller.store.getHost('host-6'),
+      () => p.controller.store.hosts.get('host-6'),
       (h) => h === undefined,
     )
     await p.client.registerPublicIp('2001:db8:ff::11')
     await p.client.applyHost('host-p', spec('PublicAccess'))
     const withV6 = await until(
-      () => p.controller.store.getHost('host-p'),
+      () => p.controller.store.hosts.get('host-p'),
       (h) => h?.status.phase === 'Ready' && h.status.hostAccessIPs?.publicIPv6 !== undefined,
     )
     const held = withV6?.status.hostAccessIPs?.publicIPv6 ?? ''
     t.match(held, /^2001:db8:ff::1[01]$/, 'it holds one')
     await p.client.applyGroup('group-p', groupSpec())
     const without = await until(
-      () => p.controller.store.getHost('host-p'),
+      () => p.controller.store.hosts.get('host-p'),
       (h) => h?.status.phase === 'Ready' && h.status.hostAccessIPs?.hostIPv6 === undefined,
     )
     t.notOk(without?.status.hostAccessIPs?.publicIPv6, 'network6 gone: no public IPv6 in status')
@@ -535,7 +535,7 @@ t.test('an IPv6 fabric: NAT66 on the DPU, a public /128 announced by FRR', async
     // release, which must still take the IPv4 address.
     await p.client.deleteHost('host-p')
     await until(
-      () => p.controller.store.getHost('host-p'),
+      () => p.controller.store.hosts.get('host-p'),
       (h) => h === undefined,
     )
     t.equal((await frr.table()).get('203.0.113.7/32'), undefined, 'a detach then withdraws the /32')
@@ -566,7 +566,7 @@ t.test('an IPv6 fabric without an IPv6 public pool: PublicAccess is IPv4 only', 
     hostAccess: 'PublicAccess',
   })
   const host = await until(
-    () => p.controller.store.getHost('host-p'),
+    () => p.controller.store.hosts.get('host-p'),
     (h) => h?.status.phase === 'Ready' || h?.status.phase === 'Failed',
   )
   t.equal(host?.status.phase, 'Ready', 'Ready: no IPv6 pool is no failure')

@@ -9,8 +9,8 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { ValidationError } from '../../app/index.ts'
+import type { Condition, ResourceGroup } from '../../lib/model/objects.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import type { Condition, ResourceGroup } from '../../lib/state/objects.ts'
 import {
   DHCP_SERVER,
   dpuFabricIps,
@@ -26,12 +26,12 @@ const run = promisify(execFile)
 
 const groupWhere = (p: Pipeline, name: string, check: (g: ResourceGroup) => boolean) =>
   until(
-    () => p.controller.store.getGroup(name),
+    () => p.controller.store.groups.get(name),
     (g) => g !== undefined && check(g),
   )
 const hostReady = (p: Pipeline, name: string, attempt = 1) =>
   until(
-    () => p.controller.store.getHost(name),
+    () => p.controller.store.hosts.get(name),
     (h) => h?.status.phase === 'Ready' && (h.status.attempt ?? 1) >= attempt,
   )
 const condition = (g: ResourceGroup | undefined, type: string): Condition | undefined =>
@@ -209,7 +209,7 @@ t.test('a host the topology cannot fully build does not stall its group', async 
     hostSpec('group-s', 'dpu-2', 2, { identifier: 'pf0', hostAccess: 'PublicAccess' }),
   )
   await until(
-    () => p.controller.store.getHost('host-p'),
+    () => p.controller.store.hosts.get('host-p'),
     (h) => h?.status.phase === 'Failed',
   )
   // The /30 is full: FabricAccess is given an IPv4 address of the subnet without a
@@ -355,7 +355,7 @@ t.test(
     await p.client.applyGroup('group-d', groupSpec('tenant-d'))
     await p.client.applyHost('host-1', hostSpec('group-d', 'dpu-1', 1, { identifier: 'pf0' }))
     await hostReady(p, 'host-1')
-    const first = await p.controller.store.getGroup('group-d')
+    const first = await p.controller.store.groups.get('group-d')
     t.notOk(first && 'dhcpCircuitId' in first.status, 'no circuit id without a DHCP server')
     const relayPort = topologyNames.relayPort('group-d', 'dpu-1')
     /** The `configure` jobs the DPU agent ran, oldest first. */
@@ -473,7 +473,7 @@ t.test(
       (list) => list.includes(topologyNames.switch('group-w')),
     )
     await new Promise((resolve) => setTimeout(resolve, 1500))
-    const waiting = await p.controller.store.getGroup('group-w')
+    const waiting = await p.controller.store.groups.get('group-w')
     t.equal(waiting?.status.phase, 'Provisioning', 'NB applied, northd paused: still Provisioning')
     t.equal(waiting?.status.configsSynced, false)
 

@@ -27,7 +27,7 @@ t.test('a host on two groups through two interfaces', async (t) => {
   await p.client.applyHost('m1', m1)
   const ready = (name: string, version = 1) =>
     until(
-      () => p.controller.store.getHost(name),
+      () => p.controller.store.hosts.get(name),
       (h) => h?.status.phase === 'Ready' && h.status.observedVersion >= version,
     )
   t.equal((await ready('m1'))?.spec.resourceGroup, 'group-a', 'the host is Ready in group-a')
@@ -51,7 +51,7 @@ t.test('a host on two groups through two interfaces', async (t) => {
     t.match(put, { code: 'CONFLICT', message: /interface of host m1/ }, 'PUT: 409')
     const del = await p.client.deleteHost('m1-eth1').catch((e) => e)
     t.match(del, { code: 'CONFLICT', message: /through m1/ }, 'DELETE: 409')
-    t.notOk((await p.controller.store.getHost('m1-eth1'))?.deletion, 'it stays')
+    t.notOk((await p.controller.store.hosts.get('m1-eth1'))?.deletion, 'it stays')
   })
 
   await t.test('a refused interface leaves nothing written', async (t) => {
@@ -84,7 +84,7 @@ t.test('a host on two groups through two interfaces', async (t) => {
       )
       .catch((e) => e)
     t.match(taken, { code: 'CONFLICT' }, 'an interface whose name another host has: 409')
-    t.equal(await p.controller.store.getHost('m2'), undefined, 'and the host is not written')
+    t.equal(await p.controller.store.hosts.get('m2'), undefined, 'and the host is not written')
     const twice = await p.client
       .applyHost(
         'm3',
@@ -111,13 +111,13 @@ t.test('a host on two groups through two interfaces', async (t) => {
       { code: 'INVALID', issues: [{ path: 'interfaces.0.resourceGroup', message: /tenant-a/ }] },
       "in another tenant's group",
     )
-    t.equal(await p.controller.store.getHost('m4'), undefined, 'nothing written')
+    t.equal(await p.controller.store.hosts.get('m4'), undefined, 'nothing written')
   })
 
   await t.test('dropping an interface detaches it; deleting the host deletes all', async (t) => {
     await p.client.applyHost('m1', hostSpec('group-a', 'dpu-1', 1))
     await until(
-      () => p.controller.store.getHost('m1-eth1'),
+      () => p.controller.store.hosts.get('m1-eth1'),
       (h) => h === undefined,
     )
     t.pass('m1-eth1 is gone once dropped from the list')
@@ -127,7 +127,7 @@ t.test('a host on two groups through two interfaces', async (t) => {
     await p.client.deleteHost('m1')
     for (const name of ['m1', 'm1-eth1']) {
       await until(
-        () => p.controller.store.getHost(name),
+        () => p.controller.store.hosts.get(name),
         (h) => h === undefined,
       )
       t.pass(`${name} is gone`)
@@ -143,10 +143,10 @@ t.test('a host on two groups through two interfaces', async (t) => {
         t.ok(await ready('m1-eth1'), 'm1-eth1 is Ready')
         await p.client.deleteGroup('group-b')
         await until(
-          () => p.controller.store.getGroup('group-b'),
+          () => p.controller.store.groups.get('group-b'),
           (g) => g === undefined,
         )
-        t.notOk(await p.controller.store.getHost('m1-eth1'), 'm1-eth1 went with group-b')
+        t.notOk(await p.controller.store.hosts.get('m1-eth1'), 'm1-eth1 went with group-b')
         await p.client.applyGroup('group-b', groupSpec('tenant-a', ...NETWORK_B))
         // On a DPU of its own (dpu-3 serves group-a), so it becomes Ready.
         await p.client.applyHost('m1-eth1', hostSpec('group-b', 'dpu-4', 7))
@@ -155,19 +155,19 @@ t.test('a host on two groups through two interfaces', async (t) => {
         t.notOk(alone?.spec.interfaceOf, 'm1-eth1 is a host of its own now')
       }
       const untouched = async (what: string) => {
-        const other = await p.controller.store.getHost('m1-eth1')
+        const other = await p.controller.store.hosts.get('m1-eth1')
         t.ok(other && !other.deletion, `${what}: the other m1-eth1 is not marked for deletion`)
       }
       const gone = (name: string) =>
         until(
-          () => p.controller.store.getHost(name),
+          () => p.controller.store.hosts.get(name),
           (h) => h === undefined,
         )
 
       await staleListing()
       await p.client.applyHost('m1', hostSpec('group-a', 'dpu-1', 1))
       await until(
-        () => p.controller.store.getHost('m1'),
+        () => p.controller.store.hosts.get('m1'),
         (h) => h !== undefined && h.spec.interfaces === undefined && h.status.phase === 'Ready',
       )
       await untouched('m1 dropped eth1 from its list')
@@ -189,7 +189,7 @@ t.test('a host on two groups through two interfaces', async (t) => {
     await p.client.deleteGroup('group-a')
     for (const name of ['m1', 'm1-eth1']) {
       await until(
-        () => p.controller.store.getHost(name),
+        () => p.controller.store.hosts.get(name),
         (h) => h === undefined,
       )
       t.pass(`${name} is gone`)

@@ -16,10 +16,10 @@ t.test('only a change members are sent reconfigures them', async (t) => {
   const configures = () => agent.jobs.filter((j) => j.name === 'configure').length
   const groupAt = (version: number) =>
     until(
-      () => p.controller.store.getGroup('group-m'),
+      () => p.controller.store.groups.get('group-m'),
       (g) => g?.status.phase === 'Ready' && g.status.observedVersion === version,
     )
-  const host = () => p.controller.store.getHost('host-1')
+  const host = () => p.controller.store.hosts.get('host-1')
   const reasons = async () => (await p.client.events('mr', 'host-1', 50)).map((e) => e.reason)
 
   await p.client.applyGroup('group-m', groupSpec('tenant-m'))

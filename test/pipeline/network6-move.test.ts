@@ -69,7 +69,7 @@ async function pipelineWithGroup(
   await p.agent('dpu-1')
   await p.client.applyGroup(GROUP, { ...groupSpec(), ...(network6 ? { network6 } : {}) })
   await until(
-    () => p.controller.store.getGroup(GROUP),
+    () => p.controller.store.groups.get(GROUP),
     (g) => g?.status.phase === 'Ready',
   )
   return p
@@ -79,7 +79,7 @@ async function pipelineWithGroup(
 async function moveNetwork6(p: Pipeline) {
   await p.client.applyGroup(GROUP, { ...groupSpec(), network6: NEW })
   const group = await until(
-    () => p.controller.store.getGroup(GROUP),
+    () => p.controller.store.groups.get(GROUP),
     (g) => g?.status.phase === 'Failed' || g?.status.observedVersion === 2,
   )
   return group?.status
@@ -88,7 +88,7 @@ async function moveNetwork6(p: Pipeline) {
 /** The host Ready in the new /64 (or Failed), its port and what IPAM holds in IPv6. */
 async function settled(p: Pipeline, name: string, mac: string) {
   const host = await until(
-    () => p.controller.store.getHost(name),
+    () => p.controller.store.hosts.get(name),
     (h) =>
       h?.status.phase === 'Failed' ||
       (h?.status.phase === 'Ready' &&
@@ -113,7 +113,7 @@ t.test(
     const mac = '0a:00:00:00:00:31'
     await p.client.applyHost('r1', hostSpec(GROUP, 'dpu-1', 1, { hostMAC: mac }))
     await until(
-      () => p.controller.store.getHost('r1'),
+      () => p.controller.store.hosts.get('r1'),
       (h) => h?.status.phase === 'Ready',
     )
 

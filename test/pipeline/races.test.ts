@@ -28,7 +28,7 @@ t.test(
     await p.client.applyGroup('group-x', groupSpec())
     await p.client.applyHost('host-x', hostSpec('group-x', 'dpu-1', 1))
     await until(
-      () => p.controller.store.getHost('host-x'),
+      () => p.controller.store.hosts.get('host-x'),
       (h) => h?.status.phase === 'Ready',
     )
 
@@ -38,7 +38,7 @@ t.test(
       hostSpec('group-x', 'dpu-1', 1, { hostMAC: '52:54:00:00:09:10' }),
     )
     await until(
-      () => p.controller.store.getHost('host-x'),
+      () => p.controller.store.hosts.get('host-x'),
       (h) => h === undefined,
       30_000,
     )
@@ -53,7 +53,7 @@ t.test(
     t.equal(await p.controller.ipam.lookup('group-x', 'host-x'), undefined, 'no address held')
     await p.client.deleteGroup('group-x')
     await until(
-      () => p.controller.store.getGroup('group-x'),
+      () => p.controller.store.groups.get('group-x'),
       (g) => g === undefined,
       30_000,
     )

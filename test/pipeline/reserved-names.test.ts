@@ -10,7 +10,7 @@ t.test("a host may not take the name of its group's router link ports", async (t
       { code: 'INVALID', issues: [{ path: 'name', message: /reserved/ }] },
       `${name} is refused`,
     )
-    t.equal(await p.controller.store.getHost(name), undefined, `${name}: nothing stored`)
+    t.equal(await p.controller.store.hosts.get(name), undefined, `${name}: nothing stored`)
   }
   const ports = await p.nbctl('--bare', '--columns=name', 'list', 'Logical_Switch_Port')
   t.notMatch(ports, /hz\/group-r\/lr-ls/, 'no host port shares the router port name')

@@ -30,7 +30,7 @@ t.test('100 hosts attached to one group at once by 2 worker processes are all Re
     ),
   )
   const hosts = await until(
-    () => p.controller.store.listHosts({ resourceGroup: 'group-a' }),
+    () => p.controller.store.hosts.list({ resourceGroup: 'group-a' }),
     (hs) => hs.length === 100 && hs.every((h) => h.status.phase === 'Ready'),
     90_000,
   )

@@ -56,8 +56,8 @@ export async function refusalSnapshot(p: Pipeline) {
   await groupsSettled(p)
   const counts = await p.controller.queue.getJobCounts()
   return {
-    groups: await p.controller.store.listGroups(),
-    hosts: await p.controller.store.listHosts(),
+    groups: await p.controller.store.groups.list(),
+    hosts: await p.controller.store.hosts.list(),
     publicIps: await p.controller.ipam.listPublicIps(),
     jobs: Object.values(counts).reduce((a, b) => a + b, 0),
   }
@@ -71,8 +71,8 @@ export async function refusalSnapshot(p: Pipeline) {
 export async function groupsSettled(p: Pipeline): Promise<void> {
   await until(
     async () => {
-      for (const group of await p.controller.store.listGroups()) {
-        const hosts = await p.controller.store.groupHosts(group.name)
+      for (const group of await p.controller.store.groups.list()) {
+        const hosts = await p.controller.store.hosts.inGroup(group.name)
         if (statusFromHosts(group, hosts) !== undefined) return false
       }
       return true
@@ -90,7 +90,7 @@ export async function readyFabricHost(p: Pipeline): Promise<void> {
     hostSpec('group-a', 'dpu-1', 1, { hostAccess: 'FabricAccess' }),
   )
   await until(
-    () => p.controller.store.getHost('host-1'),
+    () => p.controller.store.hosts.get('host-1'),
     (h) => h?.status.phase === 'Ready',
   )
 }

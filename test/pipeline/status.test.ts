@@ -11,8 +11,8 @@ import { createApp } from '../../api/http/app.ts'
 import type { ChildJobs } from '../../functions/internal/deps.ts'
 import { retryDue } from '../../functions/internal/retries.ts'
 import { queueJobs } from '../../lib/jobs/redrive.ts'
+import type { ObjectEvent } from '../../lib/model/events.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import type { ObjectEvent } from '../../lib/state/events.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
 import { runReconcile, startPipelineFrr } from './scenarios.ts'
 
@@ -44,7 +44,7 @@ t.test(
     const spec = hostSpec('group-p', 'dpu-1', 1, { hostAccess: 'PublicAccess' })
     const first = await p.client.applyHost('host-p', spec)
     const failed = await until(
-      () => p.controller.store.getHost('host-p'),
+      () => p.controller.store.hosts.get('host-p'),
       failedFor('POOL_EXHAUSTED'),
     )
     t.equal(failed?.status.phase, 'Failed', 'no public IP in the pool: Failed, saying why')
@@ -55,14 +55,14 @@ t.test(
       t.not(again.jobId, first.jobId, 'under its own job id')
       t.equal(again.object.specVersion, 1, 'at the same spec version')
       t.equal(again.object.status.attempt, 2, 'as attempt 2')
-      await until(() => p.controller.store.getHost('host-p'), failedFor('POOL_EXHAUSTED'))
+      await until(() => p.controller.store.hosts.get('host-p'), failedFor('POOL_EXHAUSTED'))
     })
 
     await p.client.registerPublicIp('203.0.113.9')
     const redriven = await p.client.applyHost('host-p', spec)
     t.ok(redriven.jobId, 'after the operator added a public IP, the same PUT re-drives it')
     const ready = await until(
-      () => p.controller.store.getHost('host-p'),
+      () => p.controller.store.hosts.get('host-p'),
       (h) => h?.status.phase === 'Ready',
     )
     t.equal(ready?.status.hostAccessIPs?.publicIP, '203.0.113.9', 'it got the new public IP')
@@ -100,10 +100,10 @@ t.test('the controller retries a Failed host once its backoff passed', async (t)
     'host-q',
     hostSpec('group-q', 'dpu-1', 2, { hostAccess: 'PublicAccess' }),
   )
-  await until(() => p.controller.store.getHost('host-q'), failedFor('POOL_EXHAUSTED'))
+  await until(() => p.controller.store.hosts.get('host-q'), failedFor('POOL_EXHAUSTED'))
   // Its group is Ready again (its host failed for a reason of its own): nothing of it to retry.
   await until(
-    () => p.controller.store.getGroup('group-q'),
+    () => p.controller.store.groups.get('group-q'),
     (g) => g?.status.phase === 'Ready',
   )
   await p.client.registerPublicIp('203.0.113.10')
@@ -118,7 +118,7 @@ t.test('the controller retries a Failed host once its backoff passed', async (t)
   const retried = await retryDue(deps, { now: later })
   t.match(retried, [{ kind: 'mr', name: 'host-q', action: 'Retrying' }], 'after it, a new attempt')
   const ready = await until(
-    () => p.controller.store.getHost('host-q'),
+    () => p.controller.store.hosts.get('host-q'),
     (h) => h?.status.phase === 'Ready',
   )
   t.equal(ready?.status.hostAccessIPs?.publicIP, '203.0.113.10')
@@ -131,18 +131,21 @@ t.test('a host whose job vanished is re-driven, not left Attaching', async (t) =
   await p.agent('dpu-1')
   await p.client.applyGroup('group-s', groupSpec())
   await until(
-    () => p.controller.store.getGroup('group-s'),
+    () => p.controller.store.groups.get('group-s'),
     (g) => g?.status.phase === 'Ready',
   )
   // Stored, then the process died before its job was added.
   const accepted = await p.client.applyHost('host-s', hostSpec('group-s', 'dpu-1', 3))
   const job = await p.controller.queue.getJob(accepted.jobId ?? '')
   await until(
-    () => p.controller.store.getHost('host-s'),
+    () => p.controller.store.hosts.get('host-s'),
     (h) => h?.status.phase === 'Ready',
   )
   await job?.remove()
-  await p.controller.store.updateHostStatus('host-s', (h) => ({ ...h.status, phase: 'Attaching' }))
+  await p.controller.store.hosts.updateStatus('host-s', (h) => ({
+    ...h.status,
+    phase: 'Attaching',
+  }))
 
   const children = {
     outcome: async (ref: { jobId: string }) =>
@@ -153,7 +156,7 @@ t.test('a host whose job vanished is re-driven, not left Attaching', async (t) =
   const retried = await retryDue(deps, { now: new Date(Date.now() + 120_000) })
   t.match(retried, [{ name: 'host-s', action: 'Stalled' }])
   const ready = await until(
-    () => p.controller.store.getHost('host-s'),
+    () => p.controller.store.hosts.get('host-s'),
     (h) => h?.status.phase === 'Ready' && h.status.attempt === 2,
   )
   t.equal(ready?.status.configsSynced, true, 'converged again')
@@ -168,11 +171,11 @@ t.test("reconcile's repairs are in the group's and the host's events", async (t)
     hostSpec('group-r', 'dpu-1', 4, { hostAccess: 'FabricAccess' }),
   )
   await until(
-    () => p.controller.store.getHost('host-r'),
+    () => p.controller.store.hosts.get('host-r'),
     (h) => h?.status.phase === 'Ready',
   )
   await until(
-    () => p.controller.store.getGroup('group-r'),
+    () => p.controller.store.groups.get('group-r'),
     (g) => g?.status.phase === 'Ready',
   )
   const port = topologyNames.hostPort('group-r', 'host-r')
@@ -221,7 +224,7 @@ t.test(
     ] as const) {
       await p.client.applyHost(name, hostSpec('group-d', 'dpu-1', n))
       await until(
-        () => p.controller.store.getHost(name),
+        () => p.controller.store.hosts.get(name),
         (h) => h?.status.phase === 'Ready',
       )
     }
@@ -232,12 +235,12 @@ t.test(
     const deps = { store: p.controller.store, children, jobs: queueJobs(p.controller.queue) }
 
     // DELETE was stored, then the process died before its job was added.
-    await p.controller.store.requestDeletion('mr', 'host-d1', false)
+    await p.controller.store.objects.requestDeletion('mr', 'host-d1', false)
     t.same(await retryDue(deps), [], 'left alone for a grace period')
     const resumed = await retryDue(deps, { now: new Date(Date.now() + 120_000) })
     t.match(resumed, [{ kind: 'mr', name: 'host-d1', action: 'DeletionResumed' }])
     await until(
-      () => p.controller.store.getHost('host-d1'),
+      () => p.controller.store.hosts.get('host-d1'),
       (h) => h === undefined,
     )
     t.pass('host-d1 was detached')
@@ -250,12 +253,12 @@ t.test(
     t.equal(again1.object.specVersion, 2, 'created again meanwhile, it goes on from its version')
     t.equal(await redis.pttl(versionKey), -1, 'and keeps its counter while it lives')
     await until(
-      () => p.controller.store.getHost('host-d1'),
+      () => p.controller.store.hosts.get('host-d1'),
       (h) => h?.status.phase === 'Ready',
     )
 
     // A detach job that failed for good (here: one with a payload its handler refuses).
-    await p.controller.store.requestDeletion('mr', 'host-d2', false)
+    await p.controller.store.objects.requestDeletion('mr', 'host-d2', false)
     const id = 'host.detach-host-d2-v1'
     await p.controller.queue.add('host.detach', { host: 'host-d2', bogus: true }, { jobId: id })
     await until(
@@ -265,7 +268,7 @@ t.test(
     const again = await p.client.deleteHost('host-d2')
     t.equal(again.jobId, id, 'the same job id runs again')
     await until(
-      () => p.controller.store.getHost('host-d2'),
+      () => p.controller.store.hosts.get('host-d2'),
       (h) => h === undefined,
     )
     t.pass('host-d2 was detached after the re-DELETE')

@@ -8,8 +8,8 @@ import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import t from 'tap'
 import { agentJobId } from '../../lib/agent-protocol/index.ts'
+import type { ManagedResource } from '../../lib/model/objects.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
-import type { ManagedResource } from '../../lib/state/objects.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
 
 const condition = (h: ManagedResource | undefined, type: string) =>
@@ -19,7 +19,7 @@ async function readyHost(p: Pipeline, group: string, host: string, dpu: string, 
   await p.client.applyGroup(group, groupSpec())
   await p.client.applyHost(host, hostSpec(group, dpu, n, { hostAccess: 'FabricAccess' }))
   await until(
-    () => p.controller.store.getHost(host),
+    () => p.controller.store.hosts.get(host),
     (h) => h?.status.phase === 'Ready',
   )
 }
@@ -36,7 +36,7 @@ t.test('with no agent, the wait is quiet and the status carries it', async (t) =
   await p.client.applyGroup('group-q', groupSpec())
   await p.client.applyHost('host-q', hostSpec('group-q', 'dpu-1', 1))
   await until(
-    () => p.controller.store.getHost('host-q'),
+    () => p.controller.store.hosts.get('host-q'),
     (h) => h?.status.phase === 'Configuring',
   )
   // The configure the host waits on vanishes (an operator cleaned the agent's queue):
@@ -67,7 +67,7 @@ t.test('with no agent, the wait is quiet and the status carries it', async (t) =
     [],
     'nothing at warn or above',
   )
-  const host = await p.controller.store.getHost('host-q')
+  const host = await p.controller.store.hosts.get('host-q')
   t.equal(host?.status.phase, 'Configuring')
   t.match(condition(host, 'AgentConfigured'), {
     status: 'False',
@@ -92,7 +92,7 @@ t.test(
       (row) => row === undefined,
     )
     t.pass('its NB rows are gone')
-    const waiting = await p.controller.store.getHost('host-s')
+    const waiting = await p.controller.store.hosts.get('host-s')
     t.equal(waiting?.status.phase, 'Detaching', 'it is not shown isolated')
     t.match(condition(waiting, 'Isolated'), {
       status: 'False',
@@ -117,7 +117,7 @@ t.test(
 
     await p.agent('dpu-1')
     await until(
-      () => p.controller.store.getHost('host-s'),
+      () => p.controller.store.hosts.get('host-s'),
       (h) => h === undefined,
     )
     t.pass('the agent back, the detach finished without any call')
@@ -135,7 +135,7 @@ t.test(
 
     await p.client.deleteGroup('group-r')
     const host = await until(
-      () => p.controller.store.getHost('host-r'),
+      () => p.controller.store.hosts.get('host-r'),
       (h) => condition(h, 'Isolated')?.reason === 'AgentFailed',
     )
     t.equal(host?.status.phase, 'Detaching')
@@ -147,7 +147,7 @@ t.test(
     t.equal(await p.switchPort(topologyNames.hostPort('group-r', 'host-r')), undefined, 'no NB row')
     t.same(await p.controller.ipam.lookup('group-r', 'host-r'), held, 'its address held')
     const group = await until(
-      () => p.controller.store.getGroup('group-r'),
+      () => p.controller.store.groups.get('group-r'),
       (g) => condition(g as never, 'Terminating')?.reason === 'HostNotIsolated',
     )
     t.equal(group?.status.phase, 'Terminating')
@@ -171,10 +171,10 @@ t.test(
 
     await p.client.deleteGroup('group-r', { force: true })
     await until(
-      () => p.controller.store.getGroup('group-r'),
+      () => p.controller.store.groups.get('group-r'),
       (g) => g === undefined,
     )
-    t.equal(await p.controller.store.getHost('host-r'), undefined, 'a forced delete still works')
+    t.equal(await p.controller.store.hosts.get('host-r'), undefined, 'a forced delete still works')
   },
 )
 
@@ -187,7 +187,7 @@ t.test('a group delete with the agent stopped waits for it the same way', async 
 
   await p.client.deleteGroup('group-w')
   const host = await until(
-    () => p.controller.store.getHost('host-w'),
+    () => p.controller.store.hosts.get('host-w'),
     (h) => condition(h, 'Isolated')?.reason === 'AwaitingAgent',
   )
   t.equal(host?.status.phase, 'Detaching')
@@ -196,7 +196,7 @@ t.test('a group delete with the agent stopped waits for it the same way', async 
     (row) => row === undefined,
   )
   t.same(await p.controller.ipam.lookup('group-w', 'host-w'), held, 'its address held')
-  const group = await p.controller.store.getGroup('group-w')
+  const group = await p.controller.store.groups.get('group-w')
   t.equal(group?.status.phase, 'Terminating', 'the group waits, Terminating')
   t.match(
     group?.status.conditions.find((c) => c.type === 'Terminating'),
@@ -208,8 +208,8 @@ t.test('a group delete with the agent stopped waits for it the same way', async 
 
   await p.agent('dpu-3')
   await until(
-    () => p.controller.store.getGroup('group-w'),
+    () => p.controller.store.groups.get('group-w'),
     (g) => g === undefined,
   )
-  t.equal(await p.controller.store.getHost('host-w'), undefined, 'the agent back, both are gone')
+  t.equal(await p.controller.store.hosts.get('host-w'), undefined, 'the agent back, both are gone')
 })

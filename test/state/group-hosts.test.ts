@@ -1,12 +1,12 @@
 /**
- * `groupHosts` (and `dpuHosts`) keep a group's (a DPU's) hosts decoded between reads and
+ * `hosts.inGroup` (and `hosts.onDpu`) keep a group's (a DPU's) hosts decoded between reads and
  * read again only those that changed: whatever changes a host — its spec, its status, a
  * deletion, a purge, a new object under the same name — another store answers exactly
  * what reading every host answers, at once.
  */
 import { Redis } from 'ioredis'
 import t from 'tap'
-import type { ManagedResourceSpec } from '../../lib/state/objects.ts'
+import type { ManagedResourceSpec } from '../../lib/model/objects.ts'
 import { StateStore } from '../../lib/state/store.ts'
 import { storedGroup, storedHost } from '../helpers/objects.ts'
 import { withStack } from '../helpers/stack.ts'
@@ -23,11 +23,11 @@ t.test('a kept group reads as fresh as reading every host', async (t) => {
   const writer = new StateStore(writerRedis)
   const reader = new StateStore(readerRedis)
   const quota = { tenant: 'tenant-a', limits: { groups: 10, hosts: 10, publicIps: 10 } }
-  await writer.putGroup('group-a', storedGroup('group-a').spec)
-  await writer.putGroup('group-b', storedGroup('group-b').spec)
-  const dpu = await writer.putDpu('dpu-1', { fabricIps: ['172.18.0.10'], hostPorts: [] })
+  await writer.groups.put('group-a', storedGroup('group-a').spec)
+  await writer.groups.put('group-b', storedGroup('group-b').spec)
+  const dpu = await writer.dpus.put('dpu-1', { fabricIps: ['172.18.0.10'], hostPorts: [] })
   const put = (name: string, spec: Partial<ManagedResourceSpec> = {}) =>
-    writer.putHost(
+    writer.hosts.put(
       name,
       storedHost(name, { hostMAC: `52:54:00:00:00:${name.slice(-2)}`, ...spec }).spec,
       dpu.object.specVersion,
@@ -37,13 +37,13 @@ t.test('a kept group reads as fresh as reading every host', async (t) => {
   /** groupHosts of the reader against listHosts, for both groups. */
   const same = async (what: string) => {
     for (const group of ['group-a', 'group-b']) {
-      const kept = await reader.groupHosts(group)
-      const read = await reader.listHosts({ resourceGroup: group })
+      const kept = await reader.hosts.inGroup(group)
+      const read = await reader.hosts.list({ resourceGroup: group })
       t.same(kept, read, `${what}: ${group} as read whole`)
     }
-    const names = (await reader.dpuHostNames('dpu-1')).sort()
-    const served = await Promise.all(names.map((n) => reader.getHost(n)))
-    t.same(await reader.dpuHosts('dpu-1'), served, `${what}: dpu-1's hosts as read one by one`)
+    const names = (await reader.dpus.hostNames('dpu-1')).sort()
+    const served = await Promise.all(names.map((n) => reader.hosts.get(n)))
+    t.same(await reader.hosts.onDpu('dpu-1'), served, `${what}: dpu-1's hosts as read one by one`)
   }
 
   await same('no hosts')
@@ -53,24 +53,24 @@ t.test('a kept group reads as fresh as reading every host', async (t) => {
 
   await put('h-02', { hostAccess: 'FabricAccess', dpu: { id: 'dpu-1', ips: ['172.18.0.10'] } })
   await same('a spec changed')
-  t.equal((await reader.groupHosts('group-a')).find((h) => h.name === 'h-02')?.specVersion, 2)
+  t.equal((await reader.hosts.inGroup('group-a')).find((h) => h.name === 'h-02')?.specVersion, 2)
 
-  await writer.updateHostStatus('h-01', (h) => ({ ...h.status, phase: 'Configuring' }))
+  await writer.hosts.updateStatus('h-01', (h) => ({ ...h.status, phase: 'Configuring' }))
   await same('a status changed')
   t.equal(
-    (await reader.groupHosts('group-a')).find((h) => h.name === 'h-01')?.status.phase,
+    (await reader.hosts.inGroup('group-a')).find((h) => h.name === 'h-01')?.status.phase,
     'Configuring',
     'the new status is read',
   )
 
-  await writer.requestDeletion('mr', 'h-03', false)
+  await writer.objects.requestDeletion('mr', 'h-03', false)
   await same('a deletion was asked for')
-  t.ok((await reader.groupHosts('group-a')).find((h) => h.name === 'h-03')?.deletion)
+  t.ok((await reader.hosts.inGroup('group-a')).find((h) => h.name === 'h-03')?.deletion)
 
-  await writer.purgeHost('h-03', 'group-a', 'dpu-1')
+  await writer.hosts.purge('h-03', 'group-a', 'dpu-1')
   await same('a host was purged')
   t.same(
-    (await reader.groupHosts('group-a')).map((h) => h.name),
+    (await reader.hosts.inGroup('group-a')).map((h) => h.name),
     ['h-01', 'h-02'],
     'it is gone',
   )
@@ -81,7 +81,7 @@ t.test('a kept group reads as fresh as reading every host', async (t) => {
   await put('h-04', { resourceGroup: 'group-b' })
   await same('a host in the other group')
   t.same(
-    (await reader.groupHosts('group-b')).map((h) => h.name),
+    (await reader.hosts.inGroup('group-b')).map((h) => h.name),
     ['h-04'],
     "each group's own hosts",
   )
@@ -93,25 +93,25 @@ t.test('a host joins only a group that is there and not being deleted', async (t
   t.teardown(() => redis.disconnect())
   const store = new StateStore(redis)
   const quota = { tenant: 'tenant-a', limits: { groups: 10, hosts: 10, publicIps: 10 } }
-  const dpu = await store.putDpu('dpu-1', { fabricIps: ['172.18.0.10'], hostPorts: [] })
+  const dpu = await store.dpus.put('dpu-1', { fabricIps: ['172.18.0.10'], hostPorts: [] })
   const put = (name: string) =>
-    store.putHost(name, storedHost(name).spec, dpu.object.specVersion, quota)
+    store.hosts.put(name, storedHost(name).spec, dpu.object.specVersion, quota)
   await t.rejects(
     put('h-01'),
     { reason: 'Terminating', message: /gone or being deleted/ },
     'no group',
   )
-  await store.putGroup('group-a', storedGroup('group-a').spec)
+  await store.groups.put('group-a', storedGroup('group-a').spec)
   t.equal((await put('h-01')).changed, true, 'the group is there: stored')
-  await store.requestDeletion('rg', 'group-a', false)
+  await store.objects.requestDeletion('rg', 'group-a', false)
   await t.rejects(
     put('h-02'),
     { reason: 'Terminating', message: /gone or being deleted/ },
     'the group is being deleted: refused',
   )
-  t.notOk(await store.getHost('h-02'), 'and nothing stored')
+  t.notOk(await store.hosts.get('h-02'), 'and nothing stored')
   t.same(
-    (await store.groupHosts('group-a')).map((h) => h.name),
+    (await store.hosts.inGroup('group-a')).map((h) => h.name),
     ['h-01'],
     'the group keeps only the host it had',
   )

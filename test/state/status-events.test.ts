@@ -19,7 +19,7 @@ t.test('every status a reader sees has its events', async (t) => {
   })
   const store = new StateStore(writer)
   const readerStore = new StateStore(reader)
-  await store.putGroup('group-a', storedGroup('group-a').spec)
+  await store.groups.put('group-a', storedGroup('group-a').spec)
 
   // Each write names its step in a condition's reason, so its event is told apart.
   const stepOf = (i: number) => `Step${i}`
@@ -29,7 +29,7 @@ t.test('every status a reader sees has its events', async (t) => {
   // Reads status then events, as a client would, while the writer goes on.
   const readLoop = (async () => {
     while (writing) {
-      const group = await readerStore.getGroup('group-a')
+      const group = await readerStore.groups.get('group-a')
       const step = group?.status.conditions.find((c) => c.type === 'Step')?.reason
       if (step === undefined) continue
       const events = await readerStore.events.list('rg', 'group-a')
@@ -39,7 +39,7 @@ t.test('every status a reader sees has its events', async (t) => {
   })()
   for (let i = 1; i <= 300; i++) {
     const at = new Date().toISOString()
-    await store.updateGroupStatus('group-a', (g) => ({
+    await store.groups.updateStatus('group-a', (g) => ({
       ...g.status,
       conditions: [
         { type: 'Step', status: 'True', reason: stepOf(i), message: '', lastTransitionTime: at },

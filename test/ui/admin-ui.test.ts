@@ -26,7 +26,7 @@ import {
 
 const readyHost = (p: Pipeline, name: string) =>
   until(
-    () => p.controller.store.getHost(name),
+    () => p.controller.store.hosts.get(name),
     (h) => h?.status.phase === 'Ready',
     30_000,
   )
@@ -312,7 +312,7 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
       hostSpec('group-a', 'dpu-5', 6, { hostAccess: 'PublicAccess' }),
     )
     await until(
-      () => p.controller.store.getHost('host-a5'),
+      () => p.controller.store.hosts.get('host-a5'),
       (h) => h?.status.phase === 'Failed',
       30_000,
     )
@@ -358,7 +358,7 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
       /confirm.*must be host-a2/s,
       'names the field',
     )
-    t.ok(await p.controller.store.getHost('host-a2'), 'nothing was deleted')
+    t.ok(await p.controller.store.hosts.get('host-a2'), 'nothing was deleted')
 
     await page.goto(`${base}/ui/hosts/host-a2/delete`)
     await page.getByLabel('Type host-a2 to confirm').fill('host-a2')
@@ -367,7 +367,7 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
     await page.waitForURL(`${base}/ui/groups/group-a`)
     t.match(await page.locator('.flash').textContent(), /host-a2 is being force-deleted/)
     await until(
-      () => p.controller.store.getHost('host-a2'),
+      () => p.controller.store.hosts.get('host-a2'),
       (h) => h === undefined,
       30_000,
     )
@@ -431,7 +431,7 @@ t.test('the admin UI, in a browser, on a running system', async (t) => {
       form: { csrf: 'forged', confirm: 'host-a3' },
     })
     t.equal(res.status(), 403)
-    t.ok(await p.controller.store.getHost('host-a3'), 'nothing was deleted')
+    t.ok(await p.controller.store.hosts.get('host-a3'), 'nothing was deleted')
   })
 
   await t.test('a live refresh of a trace result does not trace again', async (t) => {

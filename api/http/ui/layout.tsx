@@ -5,8 +5,8 @@
  * events and conditions tables). Everything is escaped by hono's JSX; nothing inline.
  */
 import type { Child } from 'hono/jsx'
-import type { ObjectEvent } from '../../../lib/state/events.ts'
-import type { Condition } from '../../../lib/state/objects.ts'
+import type { ObjectEvent } from '../../../lib/model/events.ts'
+import type { Condition } from '../../../lib/model/objects.ts'
 import type { Principal } from '../tokens.ts'
 
 /** What the frame needs to know of the signed-in session (absent: signed out). */

@@ -3,7 +3,7 @@
  * update (`live.ts`): its phase, except that an object whose deletion was asked for is
  * shown going away before its status says so.
  */
-import type { ManagedResource, ResourceGroup } from '../../../lib/state/objects.ts'
+import type { ManagedResource, ResourceGroup } from '../../../lib/model/objects.ts'
 
 export function groupPhase(group: ResourceGroup): string {
   return group.deletion ? 'Terminating' : group.status.phase

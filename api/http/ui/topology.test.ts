@@ -1,5 +1,5 @@
 import t from 'tap'
-import type { ManagedResource } from '../../../lib/state/objects.ts'
+import type { ManagedResource } from '../../../lib/model/objects.ts'
 import { storedGroup, storedHost } from '../../../test/helpers/objects.ts'
 import { TopologySvg, topologyModel } from './topology.tsx'
 

@@ -13,8 +13,8 @@
  */
 
 import type { DpuView } from '../../../app/index.ts'
+import type { ManagedResource, ResourceGroup } from '../../../lib/model/objects.ts'
 import { topologyNames } from '../../../lib/ovn/index.ts'
-import type { ManagedResource, ResourceGroup } from '../../../lib/state/objects.ts'
 import { groupPhase, hostPhase } from './phase.ts'
 
 export interface TopologyHost {

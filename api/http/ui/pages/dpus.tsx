@@ -5,7 +5,7 @@
  */
 
 import type { DpuView } from '../../../../app/index.ts'
-import type { ObjectEvent } from '../../../../lib/state/events.ts'
+import type { ObjectEvent } from '../../../../lib/model/events.ts'
 import { EventsTable, Facts, type Frame, Layout, Phase, Time } from '../layout.tsx'
 import { attentionFirst, type Bounded, DpusTable } from './overview.tsx'
 

@@ -3,8 +3,8 @@
  * address map and its events; re-drive when it is Failed.
  */
 import type { NetworkUsage } from '../../../../lib/ipam/index.ts'
-import type { ObjectEvent } from '../../../../lib/state/events.ts'
-import type { ManagedResource, ResourceGroup } from '../../../../lib/state/objects.ts'
+import type { ObjectEvent } from '../../../../lib/model/events.ts'
+import type { ManagedResource, ResourceGroup } from '../../../../lib/model/objects.ts'
 import { IpamMap } from '../ipam-map.tsx'
 import { ConditionsTable, EventsTable, Facts, type Frame, Layout, Phase } from '../layout.tsx'
 import { groupPhase } from '../phase.ts'

@@ -6,8 +6,8 @@
  */
 
 import type { TraceAnswer } from '../../../../app/index.ts'
-import type { ObjectEvent } from '../../../../lib/state/events.ts'
-import type { ManagedResource } from '../../../../lib/state/objects.ts'
+import type { ObjectEvent } from '../../../../lib/model/events.ts'
+import type { ManagedResource } from '../../../../lib/model/objects.ts'
 import { ConditionsTable, EventsTable, Facts, type Frame, Layout, Phase } from '../layout.tsx'
 import { hostPhase } from '../phase.ts'
 

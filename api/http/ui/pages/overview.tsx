@@ -5,7 +5,7 @@
 
 import type { DpuView } from '../../../../app/index.ts'
 import type { PublicIpStatus } from '../../../../lib/ipam/index.ts'
-import type { ManagedResource, ResourceGroup } from '../../../../lib/state/objects.ts'
+import type { ManagedResource, ResourceGroup } from '../../../../lib/model/objects.ts'
 import { type Frame, Layout, Phase, Time } from '../layout.tsx'
 import { groupPhase, hostPhase, SETTLED } from '../phase.ts'
 

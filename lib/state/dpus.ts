@@ -1,13 +1,17 @@
 /**
- * The DPUs as the store keeps them: the operator's inventory (read, listed, deleted; its
- * writes are spec writes, `spec-writes.ts`), the hosts each one serves, the group whose
- * own central its chassis follows, and the hosts a forced detach left it to isolate.
+ * The DPUs as the store keeps them: the operator's inventory (stored through spec writes,
+ * `spec-writes.ts`; read, listed, deleted with its history), the hosts each one serves, the
+ * group whose own central its chassis follows, its certificate, and the hosts a forced
+ * detach left it to isolate.
  */
+
+import type { Dpu, DpuSpec } from '../model/objects.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
+import type { EventLog } from './events.ts'
 import type { ObjectRecords } from './object-records.ts'
-import type { Dpu } from './objects.ts'
-import { StoreConflict } from './spec-writes.ts'
+import type { StoreParts } from './parts.ts'
+import { type PutResult, type SpecWrites, StoreConflict } from './spec-writes.ts'
 import type { StoreKeys } from './store-keys.ts'
 
 const purgeScript = new LuaScript(new URL('./lua/purge.lua', import.meta.url))
@@ -21,15 +25,32 @@ export interface StaleBinding {
   readonly specVersion: number
 }
 
-export class DpuInventory {
+export class DpuRepository {
   readonly #redis: RedisClient
   readonly #keys: StoreKeys
   readonly #records: ObjectRecords
+  readonly #specs: SpecWrites
+  readonly #events: EventLog
 
-  constructor(redis: RedisClient, keys: StoreKeys, records: ObjectRecords) {
-    this.#redis = redis
-    this.#keys = keys
-    this.#records = records
+  constructor(parts: StoreParts) {
+    this.#redis = parts.redis
+    this.#keys = parts.keys
+    this.#records = parts.records
+    this.#specs = parts.specs
+    this.#events = parts.events
+  }
+
+  /**
+   * Stores a DPU's inventory entry. Its fabric IPs and tenant may change only while it
+   * serves no host, and a host port may be removed only while no host uses it; a DPU's
+   * fabric IPs are its own (no other DPU may list them). A DPU handed to another tenant
+   * (or to none) starts a new history: its events name the hosts and groups it served.
+   */
+  async put(id: string, spec: DpuSpec): Promise<PutResult<Dpu>> {
+    const before = await this.get(id)
+    const put = await this.#specs.dpu(id, spec)
+    if (before && before.spec.tenantId !== spec.tenantId) await this.#events.remove('dpu', id)
+    return put
   }
 
   get(id: string): Promise<Dpu | undefined> {
@@ -49,7 +70,10 @@ export class DpuInventory {
     return this.#redis.smembers(this.#keys.dpuHosts(id))
   }
 
-  /** Removes a DPU from the inventory; refused (InUse) while it serves a host. */
+  /**
+   * Removes a DPU from the inventory, and its history; refused (InUse) while it serves a
+   * host.
+   */
   async delete(id: string): Promise<boolean> {
     const keys = this.#keys
     const dpu = await this.get(id)
@@ -64,10 +88,14 @@ export class DpuInventory {
     if (dpu?.spec.tenantId) await this.#redis.srem(keys.tenantDpus(dpu.spec.tenantId), id)
     await this.#redis.del(keys.dpuCentral(id), keys.dpuIdentity(id))
     await this.#records.changed('dpu', id, dpu?.spec.tenantId ? { tenant: dpu.spec.tenantId } : {})
+    await this.#events.remove('dpu', id)
     return Number(reply) === 1
   }
 
-  /** Records a host the DPU must isolate before it serves anyone else. */
+  /**
+   * A host was force-detached while its DPU's agent did not answer: the DPU may still
+   * forward its port, so it must isolate that host before it serves anyone else.
+   */
   async markNeedsIsolation(dpuId: string, stale: StaleBinding): Promise<void> {
     await this.#redis.hset(this.#keys.needsIsolation(dpuId), stale.host, JSON.stringify(stale))
   }
@@ -86,7 +114,11 @@ export class DpuInventory {
   async setCentral(dpuId: string, group: string): Promise<void> {
     await this.#redis.set(this.#keys.dpuCentral(dpuId), group)
   }
-  /** The DPU's certificate from Hydrazine's CA (PEM), as last issued; null: none. */
+  /**
+   * The DPU's certificate from Hydrazine's CA (PEM, public), as last issued with its
+   * credentials; null when none was (no PKI, or issued before this was kept). A group's
+   * own central certifies its key for the group's SB.
+   */
   identity(dpuId: string): Promise<string | null> {
     return this.#redis.get(this.#keys.dpuIdentity(dpuId))
   }
