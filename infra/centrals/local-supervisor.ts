@@ -7,7 +7,7 @@
 import { mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import pLimit from 'p-limit'
-import { writeFileAtomic } from '../../lib/files/index.ts'
+import { removeLeftovers, writeFileAtomic } from '../../lib/files/index.ts'
 import { CentralUnavailableError, type OvnCentralEndpoints } from '../../lib/ovn/central.ts'
 import type { OvnInstall } from '../../lib/ovn/install.ts'
 import { type CertificateAuthority, openCertificateAuthority } from '../../lib/pki/index.ts'
@@ -260,6 +260,9 @@ const SB_SERVER_CERT = 'sb-server.crt'
  */
 async function claimDir(c: Central): Promise<void> {
   const file = join(c.dir, 'group')
+  // What a cut left half-written beside the central's own small files goes first.
+  await removeLeftovers(file)
+  await removeLeftovers(join(c.dir, 'sb.port'))
   const owner = await readFile(file, 'utf8').catch(() => undefined)
   if (owner === c.group) return
   if (owner !== undefined)

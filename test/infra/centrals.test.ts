@@ -247,6 +247,9 @@ t.test('a database a cut left unfinished is made again; none is left half-made',
   await writeFile(join(dir, 'nb.db'), '')
   await writeFile(join(dir, 'sb.db.4242.0badf00d.tmp'), '')
   await writeFile(join(dir, '.sb.db.4242.0badf00d.tmp.~lock~'), '')
+  // …and its small files' temporary copies, cut before their rename.
+  await writeFile(join(dir, 'sb.port.4242.0badf00d.tmp'), '66')
+  await writeFile(join(dir, 'group.4242.0badf00d.tmp'), 'grou')
   const { centrals, lines } = await centralsIn(t, dataDir)
   const a = await centrals.ensure('group-a')
   await nbctl(a.nb, 'ls-add', 'x')
@@ -260,7 +263,7 @@ t.test('a database a cut left unfinished is made again; none is left half-made',
   t.same(
     files.filter((f) => f.includes('.tmp')),
     [],
-    'no temporary database is left',
+    'no temporary file is left',
   )
   t.ok(files.includes('served'), 'the central is marked as having served')
 })
