@@ -51,15 +51,27 @@ export function stopProcess(child: ChildProcess) {
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
 }
 
-/** Everything a refused request must leave alone: stored objects, public IPs, job count. */
+/**
+ * Everything a refused request must leave alone: stored objects, public IPs, and the jobs
+ * requests made (those the controller's schedulers make — `dpu.health` every few seconds —
+ * come and go on their own, so they are not counted).
+ */
 export async function refusalSnapshot(p: Pipeline) {
   await groupsSettled(p)
-  const counts = await p.controller.queue.getJobCounts()
+  const jobs = await p.controller.queue.getJobs([
+    'active',
+    'completed',
+    'delayed',
+    'failed',
+    'prioritized',
+    'waiting',
+    'waiting-children',
+  ])
   return {
     groups: await p.controller.store.groups.list(),
     hosts: await p.controller.store.hosts.list(),
     publicIps: await p.controller.ipam.listPublicIps(),
-    jobs: Object.values(counts).reduce((a, b) => a + b, 0),
+    jobs: jobs.filter((job) => job && !job.repeatJobKey).length,
   }
 }
 
