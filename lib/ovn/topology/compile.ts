@@ -1,14 +1,20 @@
 import * as v from 'valibot'
 import { linkLocalSlots } from './addresses.ts'
+import { type Draft, groupContext, newDraft } from './context.ts'
+import { dnsGuardRows, hostDnsRows } from './dns.ts'
 import { DnsNameConflict, InvalidTopologySpec } from './errors.ts'
-import { type Draft, groupParts } from './parts.ts'
+import { gatewayRows } from './gateway.ts'
+import { natRows } from './nat.ts'
 import { policyRows } from './policies.ts'
+import { relayRows } from './relay.ts'
+import { edgePolicyRows, guardRows, routerRows } from './router.ts'
 import {
   type GroupMember,
   GroupMemberSchema,
   type GroupTopologySpec,
   GroupTopologySpecSchema,
 } from './spec.ts'
+import { hostPortRows, switchRows } from './switch.ts'
 
 export { transitAddresses } from './addresses.ts'
 export {
@@ -37,21 +43,23 @@ import type { DesiredRow, DesiredRows, TopologyProblem } from './rows.ts'
 
 export { CompileMemo, rowId } from './memo.ts'
 
-export { REROUTE_POLICY_PRIORITY } from './parts.ts'
+export { REROUTE_POLICY_PRIORITY } from './nat.ts'
 
 /**
  * Compiles a group's desired state into the NB rows of its user-defined network topology.
- * Pure: same spec, same rows.
+ * Pure: same spec, same rows. Each part is its own module, composed here in order:
+ * `router.ts` (the guard, the distributed router), `switch.ts` (the switch, host ports),
+ * `dns.ts`, `gateway.ts` and `nat.ts` (per DPU), `relay.ts`, `policies.ts`.
  *
- * - distributed: switch `hz-<g>-ls` (host ports, DHCP relay ports) and router `hz-<g>-lr`
+ * - distributed: switch `hz/<g>/ls` (host ports, DHCP relay ports) and router `hz/<g>/lr`
  *   with the gateway IP and each routed extra subnet's gateway, a default route per DPU
  *   (ECMP) and, per DPU, one reroute policy to its gateway router matching an
  *   `Address_Set` of that DPU's routed IPv4 hosts (with two routed IPv4 subnets or more,
  *   traffic between them is allowed first), so an attach or detach changes the set and
  *   never the router; and the group's guard, an `Address_Set` no match names, whose
  *   `external_ids` carry the generation every apply bumps (`diff.ts`);
- * - per DPU `d`: transit switch `hz-<g>-<d>-ts`, gateway router `hz-<g>-<d>-gw` pinned to
- *   chassis `d`, public switch `hz-<g>-<d>-pub` with a localnet port; a route back and an
+ * - per DPU `d`: transit switch `hz/<g>/dpu/<d>/ts`, gateway router `hz/<g>/dpu/<d>/gw` pinned to
+ *   chassis `d`, public switch `hz/<g>/dpu/<d>/pub` with a localnet port; a route back and an
  *   SNAT to the DPU's NAT IP per routed IPv4 subnet (the SNAT also makes the gateway
  *   router answer ARP for the NAT IP); FabricAccess: `dnat_and_snat` NAT IP ↔ host;
  *   PublicAccess: `dnat_and_snat` public IP ↔ host (the host's egress leaves as its
@@ -145,19 +153,23 @@ function compileInto(
   /** Whether new and changed members still need checking (the whole spec was not). */
   checkMembers: boolean,
 ): { result: DesiredRows; built: DesiredRow[]; dropped: DesiredRow[] } {
-  const c = groupParts(spec)
+  const c = groupContext(spec)
   const stamp = ++s.stamp
   /** Parts this compile built, and parts it stopped using. */
   const built: Fragment[] = []
   const retired: Fragment[] = []
   const build = (make: (draft: Draft) => void): Fragment => {
-    const draft: Draft = { rows: [], problems: [], omitted: false }
+    const draft = newDraft()
     make(draft)
     const part = { ...draft, ids: draft.rows.map(rowId) }
     built.push(part)
     return part
   }
-  s.headPart ??= build(({ rows }) => c.headRows(rows))
+  // The head: the guard, the distributed switch and router, their policies and DNS guard.
+  s.headPart ??= build(({ rows }) => {
+    rows.push(...guardRows(c), ...switchRows(c), ...routerRows(c))
+    rows.push(...dnsGuardRows(c), ...edgePolicyRows(c))
+  })
 
   const dirtyDpus = new Set<string>()
   const dirtyNames = new Set<string>()
@@ -222,7 +234,7 @@ function compileInto(
     if (entry) leave(entry)
     const next: HostEntry = {
       member: m,
-      own: build((draft) => c.memberRows(draft, m)),
+      own: build((draft) => hostPortRows(c, draft, m)),
       dns: undefined,
       index: i,
       stamp,
@@ -253,7 +265,7 @@ function compileInto(
     }
     for (const entry of decide) {
       const wanted = !entry.own.omitted && !s.clashes.has(dnsNameOf(entry.member))
-      if (wanted && !entry.dns) entry.dns = build((draft) => c.dnsRows(draft, entry.member))
+      if (wanted && !entry.dns) entry.dns = build((draft) => hostDnsRows(c, draft, entry.member))
       else if (!wanted && entry.dns) {
         retired.push(entry.dns)
         entry.dns = undefined
@@ -289,12 +301,15 @@ function compileInto(
       .sort((a, b) => a.index - b.index)
       .map((e) => e.member)
     if (dpu.own) retired.push(dpu.own)
-    dpu.own = build((draft) => c.dpuRows(draft, id, dpu.slot, hosts))
+    dpu.own = build((draft) => {
+      gatewayRows(c, draft, id, dpu.slot, hosts)
+      natRows(c, draft, id, dpu.slot, hosts)
+    })
   }
 
   // Loose rows, built on every compile: relays and policies.
-  const relays: Draft = { rows: [], problems: [], omitted: false }
-  for (const r of spec.dhcpRelayPorts ?? []) c.relayRows(relays, r)
+  const relays: Draft = newDraft()
+  for (const r of spec.dhcpRelayPorts ?? []) relayRows(c, relays, r)
   const rules = spec.policies ?? []
   const policies = policyRows(
     g,
@@ -321,7 +336,7 @@ function compileInto(
   problems.push(...dnsClashProblems(g, s))
   const result: DesiredRows = {
     group: g,
-    owner: c.owner,
+    owner: c.b.owner,
     // Built when asked for: an apply that compares only what changed never asks.
     get rows(): readonly DesiredRow[] {
       rows ??= [

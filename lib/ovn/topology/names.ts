@@ -14,8 +14,33 @@ export const GROUP_KEY = 'hydrazine:group'
 export const HOST_KEY = 'hydrazine:host'
 export const DPU_KEY = 'hydrazine:dpu'
 export const ROLE_KEY = 'hydrazine:role'
+/** Values of `ROLE_KEY`: what a port that is not a host's is for. */
+export const ROLES = {
+  /** A DHCP relay's port on the group's switch (`relay.ts`). */
+  dhcpRelay: 'dhcp-relay',
+} as const
 /** Row key (`ROW_KEY`) of a group's guard row, whose `external_ids` hold its generation. */
 export const GUARD_KEY = 'guard'
+
+/**
+ * Row keys (`ROW_KEY` values) of a group's datapaths: a row's identity within its group,
+ * what its children's `parent` names. Other rows' keys derive from their table and name
+ * (`lsp/<name>`, `lrp/<name>`: `builders.ts`) or from what they are for.
+ */
+export const rowKeys = {
+  /** The group's distributed switch. */
+  switch: 'ls',
+  /** The group's distributed router. */
+  router: 'lr',
+  /** The group's guard row (`GUARD_KEY`). */
+  guard: GUARD_KEY,
+  /** Per DPU: its transit switch. */
+  transitSwitch: (dpu: string) => `ts/${dpu}`,
+  /** Per DPU: its gateway router. */
+  gatewayRouter: (dpu: string) => `gw/${dpu}`,
+  /** Per DPU: its public switch. */
+  publicSwitch: (dpu: string) => `pub/${dpu}`,
+} as const
 
 /**
  * Host names a group's own ports already use (`hz/<group>/lr-ls`, `hz/<group>/ls-lr`): a
