@@ -10,7 +10,7 @@
 import { formatIp, parseIp, toHex } from '../../ipam/address.ts'
 import { inSubnet } from './addresses.ts'
 import type { GroupContext, PartDraft } from './context.ts'
-import { HOST_KEY, topologyNames as names } from './names.ts'
+import { HOST_KEY, topologyNames as names, rowKeys } from './names.ts'
 import type { DesiredRow } from './rows.ts'
 import type { GroupMember } from './spec.ts'
 
@@ -81,7 +81,7 @@ export function dnsGuardRows({ g, b, spec, lsKey, cidrsOf }: GroupContext): Desi
     const cidrs = cidrsOf(version)
     return cidrs.length > 0 ? `(${family} && ${family}.src != {${cidrs.join(', ')}})` : family
   }
-  b.dropAcl(rows, lsKey, 'acl/ls/dns-from-outside', {
+  b.dropAcl(rows, lsKey, rowKeys.dnsGuardAcl, {
     direction: 'from-lport',
     priority: DNS_GUARD_PRIORITY,
     match: `inport == ${JSON.stringify(names.switchRouterPort(g))} && udp.dst == 53 && (${inside(4, 'ip4')} || ${inside(6, 'ip6')})`,
@@ -97,5 +97,5 @@ export function hostDnsRows({ g, b, spec, lsKey }: GroupContext, draft: PartDraf
     ...(m.ip6 && spec.network6 && inSubnet(m.ip6, spec.network6.cidr) ? [m.ip6] : []),
   ]
   const records = hostDnsRecords(m.dnsName ?? m.hostName, dnsDomain(g, spec.dns.zone), ...ips)
-  b.dns(draft.rows, lsKey, `dns/${m.hostName}`, records, { [HOST_KEY]: m.hostName })
+  b.dns(draft.rows, lsKey, rowKeys.hostDns(m.hostName), records, { [HOST_KEY]: m.hostName })
 }

@@ -133,7 +133,7 @@ function fabricGuardRows(
     b.dropAcl(
       rows,
       pubKey,
-      `acl/${pubKey}/${family}`,
+      rowKeys.fabricGuardAcl(dpu, family),
       { direction: 'from-lport', priority: FABRIC_GUARD_PRIORITY, match },
       { [DPU_KEY]: dpu },
     )

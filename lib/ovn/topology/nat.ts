@@ -87,11 +87,11 @@ export function familyRows(
   const leaving = members.flatMap((m) => f.hostIpOf(m) ?? [])
   if (leaving.length > 0) {
     const set = addressSetNames.dpuHosts(g, dpu, f.family)
-    b.addressSet(rows, `as/${dpu}/${f.family}`, set, leaving.sort(), dpuIds)
+    b.addressSet(rows, rowKeys.dpuHosts(dpu, f.family), set, leaving.sort(), dpuIds)
     b.policy(
       rows,
       lrKey,
-      `policy/${dpu}/${f.family}`,
+      rowKeys.reroutePolicy(dpu, f.family),
       {
         priority: REROUTE_POLICY_PRIORITY,
         match: `${f.family}.src == $${set}`,

@@ -63,7 +63,7 @@ export function routerRows(ctx: GroupContext): DesiredRow[] {
   ] as const) {
     if (subnets.length < 2) continue
     for (const s of subnets) {
-      b.policy(rows, lrKey, `policy/internal/${s.cidr}`, {
+      b.policy(rows, lrKey, rowKeys.internalPolicy(s.cidr), {
         priority: INTERNAL_POLICY_PRIORITY,
         match: `${family}.dst == ${s.cidr}`,
         action: 'allow',
@@ -87,7 +87,7 @@ export function edgePolicyRows({ b, lrKey, routedV4, routedV6 }: GroupContext): 
   ] as const) {
     // A family no routed subnet takes out has no route out at all.
     if (leaving.length === 0) continue
-    b.policy(rows, lrKey, `policy/edge/${family}`, {
+    b.policy(rows, lrKey, rowKeys.edgePolicy(family), {
       priority: EDGE_POLICY_PRIORITY,
       match: `${family} && ${family}.dst != {${leaving.map((s) => s.cidr).join(', ')}}`,
       action: 'drop',
