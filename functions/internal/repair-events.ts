@@ -5,7 +5,7 @@
  * `…/events` says what was found wrong and mended. Rows written for the first time are
  * no repair.
  */
-import { topologyNames } from '../../lib/ovn/index.ts'
+import { switchPortRowId, topologyNames } from '../../lib/ovn/index.ts'
 import type { HandlerDeps } from './deps.ts'
 import type { GroupApplied } from './group-apply.ts'
 
@@ -32,7 +32,7 @@ export async function recordRepairs(
   const touched = new Set(rows)
   for (const { host } of state.members) {
     const port = topologyNames.hostPort(group, host.name)
-    if (!touched.has(`Logical_Switch_Port/lsp/${port}`)) continue
+    if (!touched.has(switchPortRowId(port))) continue
     await deps.store.events.record('mr', host.name, {
       type: 'Warning',
       reason: 'Repaired',

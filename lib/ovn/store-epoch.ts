@@ -7,11 +7,11 @@
 import type { OvsdbClient } from './client.ts'
 import { Database } from './database.ts'
 import { type NbTables, nbSchema } from './schema/nb.generated.ts'
+import { STORE_EPOCH_KEY } from './topology/names.ts'
 
 const nb = new Database<NbTables>(nbSchema)
 
-/** `NB_Global` `external_ids` key holding the epoch of the store that owns the NB's rows. */
-export const STORE_EPOCH_KEY = 'hydrazine:store-epoch'
+export { STORE_EPOCH_KEY } from './topology/names.ts'
 
 /**
  * - `match`: the NB records this epoch;

@@ -5,7 +5,7 @@
 import type { Writable } from '../database.ts'
 import type { NbTables } from '../schema/nb.generated.ts'
 import { macFor } from './addresses.ts'
-import { GROUP_KEY, OWNER_KEY, ownerOf, ROW_KEY } from './names.ts'
+import { GROUP_KEY, OWNER_KEY, ownerOf, ROW_KEY, rowKeys } from './names.ts'
 import type { DesiredRow } from './rows.ts'
 
 type Extra = Record<string, string>
@@ -28,7 +28,7 @@ export function rowBuilders(g: string) {
     row: Omit<Partial<Writable<NbTables['Logical_Switch_Port']>>, 'name' | 'external_ids'>,
     extra?: Extra,
   ) => {
-    const key = `lsp/${name}`
+    const key = rowKeys.switchPort(name)
     rows.push({
       table: 'Logical_Switch_Port',
       key,
@@ -47,7 +47,7 @@ export function rowBuilders(g: string) {
       'name' | 'mac' | 'networks' | 'external_ids'
     > = {},
   ) => {
-    const key = `lrp/${name}`
+    const key = rowKeys.routerPort(name)
     rows.push({
       table: 'Logical_Router_Port',
       key,
@@ -79,7 +79,7 @@ export function rowBuilders(g: string) {
     extra?: Extra,
   ) => {
     // One route per prefix and DPU: a changed next hop is an update, not a new row.
-    const key = `route/${routerKey}/${prefix}/${dpu}`
+    const key = rowKeys.route(routerKey, prefix, dpu)
     rows.push({
       table: 'Logical_Router_Static_Route',
       key,
@@ -95,7 +95,7 @@ export function rowBuilders(g: string) {
     logicalIp: string,
     extra: Extra,
   ) => {
-    const key = `nat/${routerKey}/${type}/${externalIp}/${logicalIp}`
+    const key = rowKeys.nat(routerKey, type, externalIp, logicalIp)
     rows.push({
       table: 'NAT',
       key,

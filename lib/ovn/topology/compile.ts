@@ -1,14 +1,20 @@
 import * as v from 'valibot'
-import { linkLocalSlots } from './addresses.ts'
-import { DnsNameConflict, InvalidTopologySpec } from './errors.ts'
-import { type Draft, groupParts } from './parts.ts'
+import { groupContext } from './context.ts'
+import { dnsGuardRows, hostDnsRows } from './dns.ts'
+import { InvalidTopologySpec } from './errors.ts'
+import { gatewayRows } from './gateway.ts'
+import { compileInto, type GroupParts } from './incremental.ts'
+import { natRows } from './nat.ts'
 import { policyRows } from './policies.ts'
+import { relayRows } from './relay.ts'
+import { edgePolicyRows, guardRows, routerRows } from './router.ts'
 import {
   type GroupMember,
   GroupMemberSchema,
   type GroupTopologySpec,
   GroupTopologySpecSchema,
 } from './spec.ts'
+import { hostPortRows, switchRows } from './switch.ts'
 
 export { transitAddresses } from './addresses.ts'
 export {
@@ -24,34 +30,29 @@ export {
   type TopologyTable,
 } from './rows.ts'
 
-import {
-  type CompileMemo,
-  type Fragment,
-  GroupCompile,
-  type HostEntry,
-  rowId,
-  sameMember,
-  uniqueIds,
-} from './memo.ts'
-import type { DesiredRow, DesiredRows, TopologyProblem } from './rows.ts'
+import { type CompileMemo, GroupCompile } from './memo.ts'
+import type { DesiredRows } from './rows.ts'
 
 export { CompileMemo, rowId } from './memo.ts'
 
-export { REROUTE_POLICY_PRIORITY } from './parts.ts'
+export { REROUTE_POLICY_PRIORITY } from './nat.ts'
 
 /**
  * Compiles a group's desired state into the NB rows of its user-defined network topology.
- * Pure: same spec, same rows.
+ * Pure: same spec, same rows. Each part is its own module, composed here in order:
+ * `router.ts` (the guard, the distributed router), `switch.ts` (the switch, host ports),
+ * `dns.ts`, `gateway.ts` and `nat.ts` (per DPU), `relay.ts`, `policies.ts` (`groupParts`);
+ * `incremental.ts` decides which parts a compile through a memo must build again.
  *
- * - distributed: switch `hz-<g>-ls` (host ports, DHCP relay ports) and router `hz-<g>-lr`
+ * - distributed: switch `hz/<g>/ls` (host ports, DHCP relay ports) and router `hz/<g>/lr`
  *   with the gateway IP and each routed extra subnet's gateway, a default route per DPU
  *   (ECMP) and, per DPU, one reroute policy to its gateway router matching an
  *   `Address_Set` of that DPU's routed IPv4 hosts (with two routed IPv4 subnets or more,
  *   traffic between them is allowed first), so an attach or detach changes the set and
  *   never the router; and the group's guard, an `Address_Set` no match names, whose
  *   `external_ids` carry the generation every apply bumps (`diff.ts`);
- * - per DPU `d`: transit switch `hz-<g>-<d>-ts`, gateway router `hz-<g>-<d>-gw` pinned to
- *   chassis `d`, public switch `hz-<g>-<d>-pub` with a localnet port; a route back and an
+ * - per DPU `d`: transit switch `hz/<g>/dpu/<d>/ts`, gateway router `hz/<g>/dpu/<d>/gw` pinned to
+ *   chassis `d`, public switch `hz/<g>/dpu/<d>/pub` with a localnet port; a route back and an
  *   SNAT to the DPU's NAT IP per routed IPv4 subnet (the SNAT also makes the gateway
  *   router answer ARP for the NAT IP); FabricAccess: `dnat_and_snat` NAT IP ↔ host;
  *   PublicAccess: `dnat_and_snat` public IP ↔ host (the host's egress leaves as its
@@ -112,7 +113,12 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
   const state = previous ?? new GroupCompile(head)
   const after = previous?.serial
   try {
-    const { result, built, dropped } = compileInto(spec, g, state, !checkedWhole)
+    // Only new and changed members still need checking when the whole spec was not.
+    const checkMember = (m: GroupMember) => {
+      if (!checkedWhole && !v.is(GroupMemberSchema, m)) validate(spec)
+    }
+    const parts = groupParts(spec)
+    const { result, built, dropped } = compileInto(spec, g, state, parts, checkMember)
     if (memo) {
       memo.remember(g, state)
       memo.noteChanges(result, {
@@ -132,236 +138,32 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
 }
 
 /**
- * Brings `s` (the group's last compile, or a new one) to `spec`: rebuilds the parts of
- * hosts that are new or changed, of DPUs whose hosts or link slot changed, and DNS records
- * whose host or name clash changed; drops the parts of hosts and DPUs that are gone. A
- * pass over the members compares each with its last compile's (no rows built, nothing
- * allocated for an unchanged host); the rest costs what changed.
+ * The parts of `spec`'s compile, each its module's pure function, in the order their rows
+ * come: the head (the guard, the distributed switch and router, the DNS guard, the edge
+ * policies), each host's port and DNS records, the relays, the policies, and per DPU its
+ * gateway then its NAT.
+ *
+ * @throws InvalidTopologySpec when the group's subnets overlap
  */
-function compileInto(
-  spec: GroupTopologySpec,
-  g: string,
-  s: GroupCompile,
-  /** Whether new and changed members still need checking (the whole spec was not). */
-  checkMembers: boolean,
-): { result: DesiredRows; built: DesiredRow[]; dropped: DesiredRow[] } {
-  const c = groupParts(spec)
-  const stamp = ++s.stamp
-  /** Parts this compile built, and parts it stopped using. */
-  const built: Fragment[] = []
-  const retired: Fragment[] = []
-  const build = (make: (draft: Draft) => void): Fragment => {
-    const draft: Draft = { rows: [], problems: [], omitted: false }
-    make(draft)
-    const part = { ...draft, ids: draft.rows.map(rowId) }
-    built.push(part)
-    return part
-  }
-  s.headPart ??= build(({ rows }) => c.headRows(rows))
-
-  const dirtyDpus = new Set<string>()
-  const dirtyNames = new Set<string>()
-  /** Hosts whose DNS records must be decided again (new or changed). */
-  const renamed: HostEntry[] = []
-  /**
-   * A host joins (or leaves) the holders of its DNS name and, when placed, its DPU's
-   * hosts; both are marked for the steps below.
-   */
-  const join = (entry: HostEntry, joined: boolean) => {
-    const { member } = entry
-    if (spec.dns) {
-      const name = dnsNameOf(member)
-      let holders = s.dnsNames.get(name)
-      if (joined) {
-        if (!holders) {
-          holders = new Set()
-          s.dnsNames.set(name, holders)
-        }
-        holders.add(member.hostName)
-      } else {
-        holders?.delete(member.hostName)
-        if (holders?.size === 0) s.dnsNames.delete(name)
-      }
-      dirtyNames.add(name)
-    }
-    if (entry.own.omitted) return
-    const id = member.dpu.id
-    let dpu = s.dpus.get(id)
-    if (joined) {
-      if (!dpu) {
-        dpu = { hosts: new Set(), own: undefined, slot: -1 }
-        s.dpus.set(id, dpu)
-      }
-      dpu.hosts.add(member.hostName)
-    } else dpu?.hosts.delete(member.hostName)
-    dirtyDpus.add(id)
-  }
-  const leave = (entry: HostEntry) => {
-    join(entry, false)
-    retired.push(entry.own)
-    if (entry.dns) retired.push(entry.dns)
-  }
-
-  // Members: an unchanged one keeps its part; a new or changed one gets a new part.
-  let lastIndex = -1
-  let reordered = false
-  const members = spec.members
-  for (let i = 0; i < members.length; i++) {
-    const m = members[i] as GroupMember
-    const entry = s.hosts.get(m?.hostName)
-    if (entry?.stamp === stamp) throw new InvalidTopologySpec(g, `duplicate member ${m.hostName}`)
-    // An unchanged member was valid at its last compile and is the same now.
-    if (entry && sameMember(entry.member, m)) {
-      if (entry.index < lastIndex) reordered = true
-      lastIndex = entry.index
-      entry.index = i
-      entry.stamp = stamp
-      continue
-    }
-    if (checkMembers && !v.is(GroupMemberSchema, m)) validate(spec)
-    if (entry) leave(entry)
-    const next: HostEntry = {
-      member: m,
-      own: build((draft) => c.memberRows(draft, m)),
-      dns: undefined,
-      index: i,
-      stamp,
-    }
-    s.hosts.set(m.hostName, next)
-    join(next, true)
-    renamed.push(next)
-  }
-  if (s.hosts.size > members.length) {
-    for (const [name, entry] of s.hosts) {
-      if (entry.stamp === stamp) continue
-      leave(entry)
-      s.hosts.delete(name)
-    }
-  }
-
-  // DNS: a placed host whose name no other member has gets its records.
-  if (spec.dns) {
-    const decide = new Set<HostEntry>(renamed)
-    for (const name of dirtyNames) {
-      const holders = s.dnsNames.get(name)
-      if (holders && holders.size >= 2) s.clashes.add(name)
-      else s.clashes.delete(name)
-      for (const host of holders ?? []) {
-        const entry = s.hosts.get(host)
-        if (entry) decide.add(entry)
-      }
-    }
-    for (const entry of decide) {
-      const wanted = !entry.own.omitted && !s.clashes.has(dnsNameOf(entry.member))
-      if (wanted && !entry.dns) entry.dns = build((draft) => c.dnsRows(draft, entry.member))
-      else if (!wanted && entry.dns) {
-        retired.push(entry.dns)
-        entry.dns = undefined
-      }
-    }
-  }
-
-  // Per DPU: transit switch, gateway router, public switch, NAT. Rebuilt when its hosts
-  // or their parts changed, or its link slot did (DPUs joining or leaving may move it).
-  let dpuSetChanged = false
-  for (const id of dirtyDpus) {
-    const dpu = s.dpus.get(id)
-    if (dpu?.hosts.size === 0) {
-      if (dpu.own) retired.push(dpu.own)
-      s.dpus.delete(id)
-      dpuSetChanged = true
-    } else if (dpu && dpu.slot === -1) dpuSetChanged = true
-  }
-  if (dpuSetChanged) {
-    const slots = linkLocalSlots([...s.dpus.keys()])
-    for (const [id, dpu] of s.dpus) {
-      const slot = slots.get(id) ?? 0
-      if (slot !== dpu.slot) dirtyDpus.add(id)
-      dpu.slot = slot
-    }
-    s.dpuOrder = [...s.dpus.keys()].sort()
-  }
-  for (const id of reordered ? s.dpus.keys() : dirtyDpus) {
-    const dpu = s.dpus.get(id)
-    if (!dpu) continue
-    const hosts = [...dpu.hosts]
-      .flatMap((h) => s.hosts.get(h) ?? [])
-      .sort((a, b) => a.index - b.index)
-      .map((e) => e.member)
-    if (dpu.own) retired.push(dpu.own)
-    dpu.own = build((draft) => c.dpuRows(draft, id, dpu.slot, hosts))
-  }
-
-  // Loose rows, built on every compile: relays and policies.
-  const relays: Draft = { rows: [], problems: [], omitted: false }
-  for (const r of spec.dhcpRelayPorts ?? []) c.relayRows(relays, r)
-  const rules = spec.policies ?? []
-  const policies = policyRows(
-    g,
-    rules,
-    rules.length === 0 ? [] : members.filter((m) => s.hosts.get(m.hostName)?.own.omitted === false),
-  )
-  const loose = [...relays.rows, ...policies.rows]
-  const dropped = uniqueIds(g, s, built, retired, loose)
-
-  // The parts in the order the rows come in: head, each host (and its DNS records) in
-  // the spec's order, then the DPUs by id.
-  const hostParts: Fragment[] = [s.headPart]
-  for (const m of members) {
-    const entry = s.hosts.get(m.hostName) as HostEntry
-    hostParts.push(entry.own)
-    if (entry.dns) hostParts.push(entry.dns)
-  }
-  const dpuParts = s.dpuOrder.flatMap((id) => s.dpus.get(id)?.own ?? [])
-  let rows: DesiredRow[] | undefined
-  const problems: TopologyProblem[] = []
-  for (const part of hostParts) if (part.problems.length > 0) problems.push(...part.problems)
-  for (const part of dpuParts) if (part.problems.length > 0) problems.push(...part.problems)
-  problems.push(...relays.problems)
-  problems.push(...dnsClashProblems(g, s))
-  const result: DesiredRows = {
-    group: g,
-    owner: c.owner,
-    // Built when asked for: an apply that compares only what changed never asks.
-    get rows(): readonly DesiredRow[] {
-      rows ??= [
-        ...hostParts.flatMap((p) => p.rows),
-        ...relays.rows,
-        ...policies.rows,
-        ...dpuParts.flatMap((p) => p.rows),
-      ]
-      return rows
+function groupParts(spec: GroupTopologySpec): GroupParts {
+  const c = groupContext(spec)
+  return {
+    owner: c.b.owner,
+    head: ({ rows }) => {
+      rows.push(...guardRows(c), ...switchRows(c), ...routerRows(c))
+      rows.push(...dnsGuardRows(c), ...edgePolicyRows(c))
     },
-    problems,
-    ...(policies.status.rules > 0 ? { policies: policies.status } : {}),
+    host: (draft, m) => hostPortRows(c, draft, m),
+    hostDns: (draft, m) => hostDnsRows(c, draft, m),
+    dpu: (draft, dpu, slot, hosts) => {
+      gatewayRows(c, draft, dpu, slot, hosts)
+      natRows(c, draft, dpu, slot, hosts)
+    },
+    relays: (draft) => {
+      for (const r of spec.dhcpRelayPorts ?? []) relayRows(c, draft, r)
+    },
+    policies: (members) => policyRows(c.g, spec.policies ?? [], members),
   }
-  return { result, built: [...built.flatMap((f) => f.rows), ...loose], dropped }
-}
-
-/** The problems of DNS names more than one member has: none of them gets a record. */
-function dnsClashProblems(g: string, s: GroupCompile): TopologyProblem[] {
-  if (s.clashes.size === 0) return []
-  const indexOf = (host: string) => s.hosts.get(host)?.index ?? 0
-  const clashes = [...s.clashes].map((name) => ({
-    name,
-    hosts: [...(s.dnsNames.get(name) ?? [])].sort((a, b) => indexOf(a) - indexOf(b)),
-  }))
-  // In the order the spec first names each.
-  clashes.sort((a, b) => indexOf(a.hosts[0] ?? '') - indexOf(b.hosts[0] ?? ''))
-  const problems: TopologyProblem[] = []
-  for (const { name, hosts } of clashes) {
-    for (const host of hosts) {
-      const others = hosts.filter((h) => h !== host)
-      const { code, message } = new DnsNameConflict(g, host, name, others)
-      problems.push({ code, message, host })
-    }
-  }
-  return problems
-}
-
-/** A member's name in its group's DNS. */
-function dnsNameOf(m: GroupMember): string {
-  return m.dnsName ?? m.hostName
 }
 
 /**

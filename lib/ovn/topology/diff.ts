@@ -16,7 +16,7 @@ import {
   type ParentRef,
   rowId,
 } from './compile.ts'
-import { GUARD_KEY, OWNER_KEY, ROW_KEY } from './names.ts'
+import { GENERATION_KEY, GUARD_ID, GUARD_KEY, OWNER_KEY, ROW_KEY } from './names.ts'
 import {
   type ActualIndex,
   type ActualRow,
@@ -43,10 +43,7 @@ function idOf(row: DesiredRow | ParentRef): string {
 }
 const ids = new WeakMap<DesiredRow | ParentRef, string>()
 
-/** `external_ids` key on the group's guard row bumped by every apply. */
-export const GENERATION_KEY = 'hydrazine:generation'
-/** The id of the group's guard row (an `Address_Set` no match names). */
-export const GUARD_ID = `Address_Set/${GUARD_KEY}`
+export { GENERATION_KEY, GUARD_ID } from './names.ts'
 
 /**
  * The operations that turn `actual` into `desired`: `guards`, `writes` (empty when

@@ -3,9 +3,19 @@
  * from the group's switch's `dns_records`): each host is `<name>.<group>.<zone>` — and
  * `<name>` alone — inside its own group, with a PTR record for its address. OVN answers a
  * query for one of these names when it crosses the group's switch (`ls_in_dns_lookup`),
- * whatever address it was sent to; any other query goes on unanswered by OVN. Pure.
+ * whatever address it was sent to; any other query goes on unanswered by OVN. Here too: a
+ * host's `DNS` row (`hostDnsRows`) and the ACL keeping queries from outside off them
+ * (`dnsGuardRows`). Pure.
  */
 import { formatIp, parseIp, toHex } from '../../ipam/address.ts'
+import { inSubnet } from './addresses.ts'
+import type { GroupContext, PartDraft } from './context.ts'
+import { HOST_KEY, topologyNames as names, rowKeys } from './names.ts'
+import type { DesiredRow } from './rows.ts'
+import type { GroupMember } from './spec.ts'
+
+/** Priority of the drop ACL that keeps DNS queries from outside off the group's records. */
+const DNS_GUARD_PRIORITY = 1000
 
 /**
  * The domain a group's hosts are named in: `<group>.<zone>`, what a host puts in its
@@ -57,4 +67,35 @@ export function reverseName(ip: string): string {
   }
   // toHex: the address's 32 nibbles, most significant first.
   return `${[...toHex(address)].reverse().join('.')}.ip6.arpa`
+}
+
+/**
+ * OVN's DNS responder answers any query crossing the switch, from outside too (one that
+ * reached a host through its NAT): with DNS on, UDP 53 from the router port is dropped
+ * unless it comes from one of the group's own subnets. Nothing without DNS.
+ */
+export function dnsGuardRows({ g, b, spec, lsKey, cidrsOf }: GroupContext): DesiredRow[] {
+  const rows: DesiredRow[] = []
+  if (!spec.dns) return rows
+  const inside = (version: 4 | 6, family: 'ip4' | 'ip6') => {
+    const cidrs = cidrsOf(version)
+    return cidrs.length > 0 ? `(${family} && ${family}.src != {${cidrs.join(', ')}})` : family
+  }
+  b.dropAcl(rows, lsKey, rowKeys.dnsGuardAcl, {
+    direction: 'from-lport',
+    priority: DNS_GUARD_PRIORITY,
+    match: `inport == ${JSON.stringify(names.switchRouterPort(g))} && udp.dst == 53 && (${inside(4, 'ip4')} || ${inside(6, 'ip6')})`,
+  })
+  return rows
+}
+
+/** A built host's DNS records, answered on the group's switch only. */
+export function hostDnsRows({ g, b, spec, lsKey }: GroupContext, draft: PartDraft, m: GroupMember) {
+  if (!spec.dns) return
+  const ips = [
+    m.ip,
+    ...(m.ip6 && spec.network6 && inSubnet(m.ip6, spec.network6.cidr) ? [m.ip6] : []),
+  ]
+  const records = hostDnsRecords(m.dnsName ?? m.hostName, dnsDomain(g, spec.dns.zone), ...ips)
+  b.dns(draft.rows, lsKey, rowKeys.hostDns(m.hostName), records, { [HOST_KEY]: m.hostName })
 }

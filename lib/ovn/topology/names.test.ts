@@ -1,5 +1,16 @@
 import t from 'tap'
-import { topologyNames as names, parseTopologyName } from './names.ts'
+import { compileGroupTopology, rowId } from './compile.ts'
+import { base } from './fixtures/specs.ts'
+import {
+  EXTERNAL_ID_KEYS,
+  GUARD_ID,
+  topologyNames as names,
+  OWNER_KEY,
+  parseTopologyName,
+  ROW_KEY,
+  rowKeys,
+  switchPortRowId,
+} from './names.ts'
 
 t.test('every name topologyNames makes reads back as what it is for', async (t) => {
   const g = 'group-a'
@@ -40,3 +51,27 @@ t.test('names that are not ours, or not of that sort, read as nothing', async (t
   for (const [name, as] of cases)
     t.equal(parseTopologyName(name, as), undefined, `${name} as ${as}`)
 })
+
+t.test(
+  'the registry: one key per meaning, and the row keys and ids the compile uses',
+  async (t) => {
+    const keys = Object.values(EXTERNAL_ID_KEYS)
+    t.equal(new Set(keys).size, keys.length, 'no two meanings share a key')
+    t.ok(
+      keys.every((k) => k.startsWith('hydrazine:')),
+      'every key is in the hydrazine: namespace',
+    )
+    const { rows } = compileGroupTopology(base)
+    const ids = new Set(rows.map(rowId))
+    const port = base.members[0]?.logicalPort ?? ''
+    t.ok(ids.has(switchPortRowId(port)), "a host port's row id")
+    t.ok(ids.has(GUARD_ID), "the guard's row id")
+    for (const key of [rowKeys.switch, rowKeys.router, rowKeys.gatewayRouter('dpu-1')]) {
+      t.ok(
+        rows.some((r) => r.key === key && r.row.external_ids[ROW_KEY] === key),
+        key,
+      )
+    }
+    t.ok(rows.every((r) => r.row.external_ids[OWNER_KEY] === 'group/alpha'))
+  },
+)

@@ -1,21 +1,127 @@
 /**
- * Every name and `external_ids` key Hydrazine gives the NB rows of a group. They are
- * lib/ovn's alone: callers ask for a name here instead of spelling it (libovsdb's
- * `db_object_ids.go` is the model), so changing a naming scheme changes one file.
+ * The one registry of what Hydrazine writes into NB: every `external_ids` key, every row
+ * key, and every name it gives a row. They are lib/ovn's alone: callers ask for a name or
+ * key here instead of spelling it (libovsdb's `db_object_ids.go` is the model), so
+ * changing a naming scheme changes this file only.
+ *
+ * `external_ids` keys (`EXTERNAL_ID_KEYS`):
+ * - `hydrazine:owner` (`OWNER_KEY`): on every row Hydrazine writes, whose it is:
+ *   `group/<name>` (`ownerOf`). Cleanup and reconcile touch only rows carrying it.
+ * - `hydrazine:key` (`ROW_KEY`): the row's identity within its group (`rowKeys`), stable
+ *   whatever its name; the diff pairs desired and actual rows by it.
+ * - `hydrazine:group` (`GROUP_KEY`): the group's name, for people reading NB.
+ * - `hydrazine:host` (`HOST_KEY`): the host a row is for (its port, NAT, DNS records).
+ * - `hydrazine:dpu` (`DPU_KEY`): the DPU a row is for (its gateway's rows, a host's port).
+ * - `hydrazine:role` (`ROLE_KEY`): what a port that is not a host's is for (`ROLES`).
+ * - `hydrazine:policy` (`POLICY_KEY`): the security-policy rule a port group or ACL is for.
+ * - `hydrazine:generation` (`GENERATION_KEY`): on the group's guard row only, bumped by
+ *   every apply so two applies of one group cannot interleave (`diff.ts`).
+ * - `hydrazine:store-epoch` (`STORE_EPOCH_KEY`): on `NB_Global` only, the epoch of the
+ *   store whose rows the NB holds (`store-epoch.ts`).
+ *
+ * Names: `topologyNames` (switches, routers, their ports: `hz/<group>/…`), `policyNames`
+ * and `addressSetNames` (port groups and address sets: `hz_<hex>_…`, as OVN matches can
+ * name them).
  */
 import { createHash } from 'node:crypto'
 
+/** Every `external_ids` key Hydrazine writes into NB (what each means: above). */
+export const EXTERNAL_ID_KEYS = {
+  owner: 'hydrazine:owner',
+  row: 'hydrazine:key',
+  group: 'hydrazine:group',
+  host: 'hydrazine:host',
+  dpu: 'hydrazine:dpu',
+  role: 'hydrazine:role',
+  policy: 'hydrazine:policy',
+  generation: 'hydrazine:generation',
+  storeEpoch: 'hydrazine:store-epoch',
+} as const
+
 /** `external_ids` key naming the owner of every row Hydrazine writes (`group/<name>`). */
-export const OWNER_KEY = 'hydrazine:owner'
+export const OWNER_KEY = EXTERNAL_ID_KEYS.owner
 /** `external_ids` key: the row's identity within its group (stable across renames). */
-export const ROW_KEY = 'hydrazine:key'
+export const ROW_KEY = EXTERNAL_ID_KEYS.row
 /** `external_ids` keys describing what a row is for. */
-export const GROUP_KEY = 'hydrazine:group'
-export const HOST_KEY = 'hydrazine:host'
-export const DPU_KEY = 'hydrazine:dpu'
-export const ROLE_KEY = 'hydrazine:role'
+export const GROUP_KEY = EXTERNAL_ID_KEYS.group
+export const HOST_KEY = EXTERNAL_ID_KEYS.host
+export const DPU_KEY = EXTERNAL_ID_KEYS.dpu
+export const ROLE_KEY = EXTERNAL_ID_KEYS.role
+/** `external_ids` key: the security-policy rule a port group or ACL is for. */
+export const POLICY_KEY = EXTERNAL_ID_KEYS.policy
+/** `external_ids` key on the group's guard row bumped by every apply. */
+export const GENERATION_KEY = EXTERNAL_ID_KEYS.generation
+/** `NB_Global` `external_ids` key holding the epoch of the store that owns the NB's rows. */
+export const STORE_EPOCH_KEY = EXTERNAL_ID_KEYS.storeEpoch
+
+/** Values of `ROLE_KEY`: what a port that is not a host's is for. */
+export const ROLES = {
+  /** A DHCP relay's port on the group's switch (`relay.ts`). */
+  dhcpRelay: 'dhcp-relay',
+} as const
 /** Row key (`ROW_KEY`) of a group's guard row, whose `external_ids` hold its generation. */
 export const GUARD_KEY = 'guard'
+
+/**
+ * Row keys (`ROW_KEY` values): each row's identity within its group, what a child's
+ * `parent` names and the diff pairs rows by. A row's id in its group is
+ * `<table>/<row key>` (`rowId`).
+ */
+export const rowKeys = {
+  /** The group's distributed switch. */
+  switch: 'ls',
+  /** The group's distributed router. */
+  router: 'lr',
+  /** The group's guard (`GUARD_KEY`). */
+  guard: GUARD_KEY,
+  /** Per DPU: its transit switch. */
+  transitSwitch: (dpu: string) => `ts/${dpu}`,
+  /** Per DPU: its gateway router. */
+  gatewayRouter: (dpu: string) => `gw/${dpu}`,
+  /** Per DPU: its public switch. */
+  publicSwitch: (dpu: string) => `pub/${dpu}`,
+  /** A logical switch port, by its name. */
+  switchPort: (name: string) => `lsp/${name}`,
+  /** A logical router port, by its name. */
+  routerPort: (name: string) => `lrp/${name}`,
+  /** A static route on a router: one per prefix and DPU (a new next hop updates it). */
+  route: (routerKey: string, prefix: string, dpu: string) => `route/${routerKey}/${prefix}/${dpu}`,
+  /** A NAT rule on a router. */
+  nat: (routerKey: string, type: string, externalIp: string, logicalIp: string) =>
+    `nat/${routerKey}/${type}/${externalIp}/${logicalIp}`,
+  /** The distributed router's policy letting traffic to a routed subnet through. */
+  internalPolicy: (cidr: string) => `policy/internal/${cidr}`,
+  /** The distributed router's drop of a family's traffic that would leave untranslated. */
+  edgePolicy: (family: 'ip4' | 'ip6') => `policy/edge/${family}`,
+  /** The distributed router's reroute of a DPU's leaving hosts to its gateway router. */
+  reroutePolicy: (dpu: string, family: 'ip4' | 'ip6') => `policy/${dpu}/${family}`,
+  /** The address set of a DPU's leaving hosts of one family. */
+  dpuHosts: (dpu: string, family: 'ip4' | 'ip6') => `as/${dpu}/${family}`,
+  /** A host's DNS records. */
+  hostDns: (host: string) => `dns/${host}`,
+  /** The switch's drop of DNS queries from outside the group. */
+  dnsGuardAcl: 'acl/ls/dns-from-outside',
+  /** A public switch's drop of what the fabric sends to the group's own addresses. */
+  fabricGuardAcl: (dpu: string, family: 'ip4' | 'ip6') => `acl/pub/${dpu}/${family}`,
+  /** The port group of every host of the group. */
+  allHosts: 'pg/all',
+  /** The allow-related ACL under every rule. */
+  baselineAcl: 'acl/pg/all/baseline',
+  /** A rule's target hosts' port group. */
+  ruleTargets: (rule: string) => `pg/t/${rule}`,
+  /** A rule's peer hosts' port group. */
+  rulePeers: (rule: string) => `pg/p/${rule}`,
+  /** A rule's ACL, on its targets' port group. */
+  ruleAcl: (portGroupKey: string, rule: string) => `acl/${portGroupKey}/${rule}`,
+} as const
+
+/** The row id (`<table>/<row key>`) of the group's guard row (an `Address_Set` no match names). */
+export const GUARD_ID = `Address_Set/${GUARD_KEY}`
+
+/** The row id (`<table>/<row key>`) of logical switch port `name`: a host's, a relay's. */
+export function switchPortRowId(name: string): string {
+  return `Logical_Switch_Port/${rowKeys.switchPort(name)}`
+}
 
 /**
  * Host names a group's own ports already use (`hz/<group>/lr-ls`, `hz/<group>/ls-lr`): a
@@ -23,15 +129,18 @@ export const GUARD_KEY = 'guard'
  */
 export const RESERVED_HOST_NAMES: ReadonlySet<string> = new Set(['lr-ls', 'ls-lr'])
 
+/** What every owner value (`OWNER_KEY`) of a group's rows starts with. */
+const OWNER_PREFIX = 'group/'
+
 /** The owner value of a group's rows. */
 export function ownerOf(group: string): string {
-  return `group/${group}`
+  return `${OWNER_PREFIX}${group}`
 }
 
 /** The group a row belongs to, from its `external_ids`; undefined for rows not ours. */
 export function groupOfRow(externalIds: Readonly<Record<string, string>>): string | undefined {
   const owner = externalIds[OWNER_KEY]
-  return owner?.startsWith('group/') ? owner.slice('group/'.length) : undefined
+  return owner?.startsWith(OWNER_PREFIX) ? owner.slice(OWNER_PREFIX.length) : undefined
 }
 
 /**
@@ -128,9 +237,6 @@ export function parseTopologyName(name: string, as: 'datapath' | 'port'): Topolo
   }
   return undefined
 }
-
-/** `external_ids` key: the security-policy rule a port group or ACL is for. */
-export const POLICY_KEY = 'hydrazine:policy'
 
 /**
  * The names of a group's security-policy port groups. ACL matches name a port group as

@@ -9,7 +9,7 @@ import type { OvsdbClient } from '../client.ts'
 import { Database } from '../database.ts'
 import { type NbTables, nbSchema } from '../schema/nb.generated.ts'
 import { TOPOLOGY_TABLES, type TopologyTable } from './compile.ts'
-import { groupOfRow, OWNER_KEY, ROW_KEY } from './names.ts'
+import { groupOfRow, OWNER_KEY, ROW_KEY, rowKeys } from './names.ts'
 
 const nb = new Database<NbTables>(nbSchema)
 
@@ -113,7 +113,7 @@ export async function groupsInNb(client: OvsdbClient): Promise<string[]> {
   const [routers] = await client.transact(nb.name, [
     nb.select(
       'Logical_Router',
-      [['external_ids', 'includes', { [ROW_KEY]: 'lr' }]],
+      [['external_ids', 'includes', { [ROW_KEY]: rowKeys.router }]],
       ['external_ids'],
     ),
   ])
@@ -124,7 +124,7 @@ export async function groupsInNb(client: OvsdbClient): Promise<string[]> {
   return [...new Set(groups)].sort()
 }
 
-/** A row's key (`hydrazine:row` in its `external_ids`), if it has one. */
+/** A row's key (`ROW_KEY` in its `external_ids`), if it has one. */
 export function keyOf(row: ActualRow): string | undefined {
   const ids = row.external_ids as Record<string, string> | undefined
   return ids?.[ROW_KEY]

@@ -22,7 +22,7 @@
  * none of its targets or peers is, it has no ACL. Either way `PolicyStatus` names it.
  */
 import { rowBuilders } from './builders.ts'
-import { POLICY_KEY, policyNames } from './names.ts'
+import { POLICY_KEY, policyNames, rowKeys, switchPortRowId } from './names.ts'
 import type { GroupPolicyRule, PolicyStatus, UnresolvedRule } from './policy-rules.ts'
 import type { DesiredRow, ParentRef } from './rows.ts'
 import type { GroupMember } from './spec.ts'
@@ -60,7 +60,7 @@ export function policyRows(
       key,
       row: { name, external_ids: ids(key, rule === undefined ? {} : { [POLICY_KEY]: rule }) },
       // Each host's port by its row id, as `rowBuilders(g).lsp` keys it.
-      links: { column: 'ports', ids: hosts.map((m) => `Logical_Switch_Port/lsp/${m.logicalPort}`) },
+      links: { column: 'ports', ids: hosts.map((m) => switchPortRowId(m.logicalPort)) },
     })
   const acl = (
     pgKey: string,
@@ -80,8 +80,8 @@ export function policyRows(
   }
 
   const all = policyNames.all(group)
-  portGroup('pg/all', all, members)
-  acl('pg/all', 'acl/pg/all/baseline', {
+  portGroup(rowKeys.allHosts, all, members)
+  acl(rowKeys.allHosts, rowKeys.baselineAcl, {
     direction: 'to-lport',
     priority: BASELINE_PRIORITY,
     match: `outport == @${all} && ip`,
@@ -103,21 +103,21 @@ export function policyRows(
       unresolved.push({ rule: rule.name, hosts: [...new Set(missing)], inert })
     }
     if (inert) continue
-    let target = { key: 'pg/all', name: all }
+    let target: { key: string; name: string } = { key: rowKeys.allHosts, name: all }
     if (rule.hosts) {
-      target = { key: `pg/t/${rule.name}`, name: policyNames.targets(group, rule.name) }
+      target = { key: rowKeys.ruleTargets(rule.name), name: policyNames.targets(group, rule.name) }
       portGroup(target.key, target.name, targets, rule.name)
     }
     let peer = rule.peer && 'cidr' in rule.peer ? cidrMatch(rule.peer.cidr, rule) : 'ip'
     if (peers) {
       const name = policyNames.peers(group, rule.name)
-      portGroup(`pg/p/${rule.name}`, name, peers, rule.name)
+      portGroup(rowKeys.rulePeers(rule.name), name, peers, rule.name)
       peer = hostsMatch(name, peers, rule)
     }
     const ingress = rule.direction === 'ingress'
     acl(
       target.key,
-      `acl/${target.key}/${rule.name}`,
+      rowKeys.ruleAcl(target.key, rule.name),
       {
         direction: ingress ? 'to-lport' : 'from-lport',
         priority: RULE_PRIORITY_TOP - rank,

@@ -1,36 +1,22 @@
 /**
- * One address family's way out of a group through one DPU: the routes between the
- * distributed and the DPU's gateway router, the reroute of the DPU's leaving hosts, and
- * the NAT. Part of a DPU's rows (`parts.ts`). Pure.
+ * A DPU's NAT: per address family, its way out of the group — the routes between the
+ * distributed and the DPU's gateway router, the default route to the fabric, the reroute
+ * of the DPU's leaving hosts to it, and the SNAT/DNAT rows. Part of a DPU's rows, after
+ * its gateway's (`gateway.ts`). Pure.
  */
-import type { HydrazineError } from '../../errors.ts'
-import type { rowBuilders } from './builders.ts'
+import { transitAddresses, transitAddresses6 } from './addresses.ts'
+import type { GroupContext, PartDraft } from './context.ts'
 import { NatConflict } from './errors.ts'
-import { addressSetNames, DPU_KEY, HOST_KEY } from './names.ts'
-import type { DesiredRow, TopologyProblem } from './rows.ts'
+import { addressSetNames, DPU_KEY, HOST_KEY, rowKeys } from './names.ts'
 import type { GroupMember, GroupSubnet } from './spec.ts'
 
 /** Priority of the per-DPU reroute policies on the distributed router. */
 export const REROUTE_POLICY_PRIORITY = 1000
 
-/** The rows one part of a group's compile builds, and what it could not build. */
-export interface PartDraft {
-  readonly rows: DesiredRow[]
-  readonly problems: TopologyProblem[]
-}
-
-/** What a part of the group's compile shares with the family rows it builds. */
-export interface EgressContext {
-  readonly g: string
-  readonly b: ReturnType<typeof rowBuilders>
-  readonly lrKey: string
-  readonly problem: (draft: PartDraft, error: HydrazineError, host?: string) => void
-}
-
 /** One address family as it leaves the group through a DPU. */
 export interface FamilyEgress {
   readonly family: 'ip4' | 'ip6'
-  readonly routed: GroupSubnet[]
+  readonly routed: readonly GroupSubnet[]
   readonly lrSide: string
   readonly gwSide: string
   readonly fabricGateway: string | undefined
@@ -50,7 +36,7 @@ export interface FamilyEgress {
  * no subnet of the family is routed out.
  */
 export function familyRows(
-  { g, b, lrKey, problem }: EgressContext,
+  { g, b, lrKey, problem }: GroupContext,
   draft: PartDraft,
   dpu: string,
   members: GroupMember[],
@@ -59,7 +45,7 @@ export function familyRows(
   if (f.routed.length === 0) return
   const { rows } = draft
   const dpuIds = { [DPU_KEY]: dpu }
-  const gwKey = `gw/${dpu}`
+  const gwKey = rowKeys.gatewayRouter(dpu)
   const v6 = f.family === 'ip6'
   const any = v6 ? '::/0' : '0.0.0.0/0'
   const natIps = new Set(members.flatMap((m) => f.natIpOf(m) ?? []))
@@ -101,11 +87,11 @@ export function familyRows(
   const leaving = members.flatMap((m) => f.hostIpOf(m) ?? [])
   if (leaving.length > 0) {
     const set = addressSetNames.dpuHosts(g, dpu, f.family)
-    b.addressSet(rows, `as/${dpu}/${f.family}`, set, leaving.sort(), dpuIds)
+    b.addressSet(rows, rowKeys.dpuHosts(dpu, f.family), set, leaving.sort(), dpuIds)
     b.policy(
       rows,
       lrKey,
-      `policy/${dpu}/${f.family}`,
+      rowKeys.reroutePolicy(dpu, f.family),
       {
         priority: REROUTE_POLICY_PRIORITY,
         match: `${f.family}.src == $${set}`,
@@ -128,4 +114,42 @@ export function familyRows(
     if (publicIp) inbound('dnat_and_snat', publicIp, m, hostIp)
     inbound('dnat', natIp, m, hostIp)
   }
+}
+
+/**
+ * The NAT of DPU `dpu` (link slot `slot`) for its `members`: IPv4's, then IPv6's
+ * (`familyRows`).
+ *
+ * @throws NatConflict when two members claim one external address or the DPU two NAT addresses
+ */
+export function natRows(
+  ctx: GroupContext,
+  draft: PartDraft,
+  dpu: string,
+  slot: number,
+  members: GroupMember[],
+): void {
+  const { spec } = ctx
+  const { lrSide, gwSide } = transitAddresses(slot)
+  const { lrSide: lrSide6, gwSide: gwSide6 } = transitAddresses6(slot)
+  familyRows(ctx, draft, dpu, members, {
+    family: 'ip4',
+    routed: ctx.routedV4,
+    lrSide,
+    gwSide,
+    fabricGateway: spec.fabricGatewayIp,
+    natIpOf: (m) => m.dpu.natIp,
+    hostIpOf: (m) => (ctx.leavesGroup(m.ip) ? m.ip : undefined),
+    publicIpOf: (m) => m.publicIp,
+  })
+  familyRows(ctx, draft, dpu, members, {
+    family: 'ip6',
+    routed: ctx.routedV6,
+    lrSide: lrSide6,
+    gwSide: gwSide6,
+    fabricGateway: spec.fabricGatewayIp6,
+    natIpOf: (m) => m.dpu.natIp6,
+    hostIpOf: ctx.leavingIp6,
+    publicIpOf: (m) => m.publicIp6,
+  })
 }
