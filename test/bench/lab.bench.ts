@@ -15,6 +15,9 @@
  * - `lab_ready_before_traffic`: hosts reported Ready more than 50 ms before their first
  *   reply (or Ready and never answered). Target 0: Ready must not lie.
  * - `lab_isolate_p95_ms`: DELETE → the host's last echo reply (pings running at 10 ms).
+ * - `lab_step_<step>_p50_ms` / `_p95_ms`: where an attach's time goes, step by step (API,
+ *   NB commit, northd, the agent's port, SB bind, flows installed, ack, Ready), from what
+ *   the system records: see `ATTACH_STEPS` in `lab-steps.ts`.
  *
  * Scale by environment: `HYDRAZINE_BENCH_LAB_DPUS` (default 20, at most 49: the lab's
  * fabric /24 with one relay address per DPU), `_HOSTS_PER_DPU` (default 6, at most 6: the
@@ -31,6 +34,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { maxLabDpus } from '../../infra/lab/addresses.ts'
 import { labPrefix, SIM_HOST_PORTS } from '../../infra/lab/dpu.ts'
 import {
@@ -43,6 +47,7 @@ import {
 import { netnsExec } from '../../infra/lab/probes.ts'
 import { attachHost, phaseIs } from '../lab/api.ts'
 import { GatewayProbe, now, offered, pollReady, sleep, until } from './lab-probes.ts'
+import { type AttachMoments, AttachWatch, stepDurations } from './lab-steps.ts'
 import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
 const SUITE = 'lab'
@@ -112,6 +117,7 @@ export default async function labBench(): Promise<void> {
   const probes = new Set<GatewayProbe>()
   const prefix = labPrefix()
   let lab: Lab | undefined
+  let watch: AttachWatch | undefined
   // Handled every time: a second signal (tsx passes on the one its process group got too)
   // must not cut the stop short.
   let stopping = false
@@ -120,6 +126,7 @@ export default async function labBench(): Promise<void> {
     stopping = true
     void (async () => {
       for (const p of probes) await p.stop()
+      await watch?.stop()
       // A lab still starting is no `lab` yet: what it made so far carries its prefix.
       await (lab ? lab.stop() : removeLabLeftovers(prefix))
       await rm(dataDir, { recursive: true, force: true })
@@ -148,6 +155,8 @@ export default async function labBench(): Promise<void> {
     if (put.status >= 300) throw new Error(`PUT group → ${put.status} ${JSON.stringify(put.body)}`)
     if (!(await phaseIs(l, `/v1/resource-groups/${GROUP}`, 'Ready')))
       throw new Error(`group ${GROUP} never became Ready`)
+    watch = await AttachWatch.start(l, GROUP)
+    const w = watch
 
     // Hosts interleaved across DPUs in request order: h<d>-<k> is host k of DPU d.
     // Each host's ping starts now, paused: no process is started while attaches are timed.
@@ -176,6 +185,10 @@ export default async function labBench(): Promise<void> {
     process.stderr.write(`bench lab: ${hosts.length} hosts, attaching at ${rate}/s\n`)
 
     const samples: AttachSample[] = []
+    const moments: AttachMoments[] = []
+    // How late this process may hear of what the monitors report.
+    const loopDelay = monitorEventLoopDelay({ resolution: 10 })
+    loopDelay.enable()
     const isolate: (number | undefined)[] = []
     for (let round = 1; round <= rounds; round++) {
       const readyAt = new Map<string, number>()
@@ -186,12 +199,14 @@ export default async function labBench(): Promise<void> {
           const t0 = probe.resume()
           try {
             const answer = await attachHost(l, host, GROUP, ip)
+            const accepted = now()
             if (answer.status >= 300)
               throw new Error(`PUT ${host.name} → ${answer.status} ${JSON.stringify(answer.body)}`)
             await until(
               () => readyAt.has(host.name) && probe.firstAfter(t0) !== undefined,
               HOST_TIMEOUT_MS,
             )
+            moments.push(await w.moments(host, t0, accepted))
             const ready = readyAt.get(host.name)
             const firstReply = probe.firstAfter(t0)
             return {
@@ -298,10 +313,26 @@ export default async function labBench(): Promise<void> {
       unit: 'ms',
       note: `DELETE -> last echo reply (ping every 10 ms); ${sized}${missing('went quiet', isolated.length)}`,
     })
+    loopDelay.disable()
+    const heard = `monitored moments heard up to ${Math.round(loopDelay.percentile(99) / 1e6)} ms late (this process's event-loop delay p99)`
+    for (const step of stepDurations(moments)) {
+      for (const [q, value] of [
+        ['p50', step.p50],
+        ['p95', step.p95],
+      ] as const)
+        report({
+          suite: SUITE,
+          metric: `lab_step_${step.name}_${q}_ms`,
+          value,
+          unit: 'ms',
+          note: `${step.what}; ${step.whose}'s; ${sized}; ${heard}${missing('showed this step', step.durations.length)}`,
+        })
+    }
   } finally {
     process.off('SIGINT', stopOnSignal)
     process.off('SIGTERM', stopOnSignal)
     for (const p of probes) await p.stop()
+    await watch?.stop()
     await lab?.stop()
     await rm(dataDir, { recursive: true, force: true })
   }
