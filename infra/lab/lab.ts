@@ -20,7 +20,7 @@
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { requireBinary } from '../../lib/process/daemon.ts'
-import { redactRedisUrl } from '../../lib/redis/connection.ts'
+import { type RedisEndpoint, redactRedisUrl } from '../../lib/redis/connection.ts'
 import { labDpuAddresses, RESERVED_IP6, ROUTER_IP6 } from './addresses.ts'
 import { type DhcpEntry, dhcpServer } from './dhcp-server.ts'
 import { createDpu, createFabric, type Fabric, run, type SimDpu, type SimHost } from './dpu.ts'
@@ -109,6 +109,11 @@ export interface Lab {
   readonly token: string
   /** What the DPUs' agents connect to: `rediss://` Redis. */
   readonly redisScheme: string
+  /**
+   * The controller's Redis as its default user (every key): for a tool that reads the
+   * queues, as the benchmark reads the agents' jobs. Secret: never print its URL.
+   */
+  readonly redis: RedisEndpoint
   /** Where Hydrazine keeps the groups' OVN centrals, one directory each. */
   readonly centralsDir: string
   /** The DHCP server's address on the fabric (give it as a group's `dhcpServer`). */
@@ -287,6 +292,7 @@ export async function startLab(opts: {
       url,
       token: hydrazine.token,
       redisScheme: new URL(hydrazine.redisUrl).protocol,
+      redis: { url: hydrazine.redisUrl, caFile: hydrazine.caFile },
       centralsDir,
       dhcpServerIp: fabric.gatewayIp,
       dhcpLog: dhcp.log,

@@ -8,11 +8,16 @@
  *   `configsSynced` at its spec version (one list of every host polled every ~10 ms; a host
  *   counts as Ready at the start of the poll that saw it).
  * - `lab_first_packet_p95_ms`: PUT → the first echo reply from the group's gateway, seen by
- *   `ping -i 0.01` run inside the host's namespace from just before the PUT (its ARP
+ *   `ping -i 0.01` inside the host's namespace, resumed just before the PUT (its ARP
  *   retried every 10 ms, not every second, so a reply follows the data path within ~10 ms).
+ *   Each host's ping is started before the rounds and paused between measurements
+ *   (`GatewayProbe`): a process started during a round stalled this one.
  * - `lab_ready_before_traffic`: hosts reported Ready more than 50 ms before their first
  *   reply (or Ready and never answered). Target 0: Ready must not lie.
  * - `lab_isolate_p95_ms`: DELETE → the host's last echo reply (pings running at 10 ms).
+ * - `lab_step_<step>_p50_ms` / `_p95_ms`: where an attach's time goes, step by step (API,
+ *   NB commit, northd, the agent's port, SB bind, flows installed, ack, Ready), from what
+ *   the system records: see `ATTACH_STEPS` in `lab-steps.ts`.
  *
  * Scale by environment: `HYDRAZINE_BENCH_LAB_DPUS` (default 20, at most 49: the lab's
  * fabric /24 with one relay address per DPU), `_HOSTS_PER_DPU` (default 6, at most 6: the
@@ -26,10 +31,10 @@
  * Needs root and the lab's binaries (skipped without root when it cannot start); the lab
  * is stopped even when a step fails.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { maxLabDpus } from '../../infra/lab/addresses.ts'
 import { labPrefix, SIM_HOST_PORTS } from '../../infra/lab/dpu.ts'
 import {
@@ -41,6 +46,8 @@ import {
 } from '../../infra/lab/lab.ts'
 import { netnsExec } from '../../infra/lab/probes.ts'
 import { attachHost, phaseIs } from '../lab/api.ts'
+import { GatewayProbe, now, offered, pollReady, sleep, until } from './lab-probes.ts'
+import { type AttachMoments, AttachWatch, stepDurations } from './lab-steps.ts'
 import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
 const SUITE = 'lab'
@@ -53,106 +60,12 @@ const READY_SLACK_MS = 50
 /** With pings every 10 ms, this long without a reply means the host is cut off. */
 const QUIET_MS = 1500
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
-/** Wall-clock milliseconds with sub-millisecond precision (ping -D prints the same clock). */
-const now = () => performance.timeOrigin + performance.now()
-
 function envInt(name: string, fallback: number, max = Number.POSITIVE_INFINITY): number {
   const raw = process.env[name]
   const n = raw === undefined ? fallback : Number(raw)
   if (!Number.isInteger(n) || n < 1 || n > max)
     throw new Error(`${name} must be an integer from 1 to ${max}, not ${raw}`)
   return n
-}
-
-/**
- * `ping -i 0.01` to the gateway from inside a host's namespace, recording when each reply
- * arrived (wall clock, from `-D`).
- */
-class GatewayProbe {
-  readonly replies: number[] = []
-  private readonly child: ChildProcess
-  private readonly exited: Promise<void>
-
-  constructor(netns: string) {
-    this.child = spawn(
-      'ip',
-      ['netns', 'exec', netns, 'ping', '-n', '-D', '-i', '0.01', '-W', '1', NETWORK.gateway],
-      { stdio: ['ignore', 'pipe', 'ignore'] },
-    )
-    this.exited = new Promise((r) => this.child.once('exit', () => r()))
-    let buffered = ''
-    this.child.stdout?.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString()
-      const lines = buffered.split('\n')
-      buffered = lines.pop() ?? ''
-      for (const line of lines) {
-        const m = /^\[(\d+\.\d+)\] \d+ bytes from /.exec(line)
-        if (m) this.replies.push(Number(m[1]) * 1000)
-      }
-    })
-  }
-
-  /** The first reply at or after `since`, if any. */
-  firstAfter(since: number): number | undefined {
-    return this.replies.find((t) => t >= since)
-  }
-
-  last(): number | undefined {
-    return this.replies.at(-1)
-  }
-
-  async stop(): Promise<void> {
-    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL')
-    await this.exited
-  }
-}
-
-interface HostItem {
-  name?: string
-  specVersion?: number
-  status?: { phase?: string; observedVersion?: number; configsSynced?: boolean }
-}
-
-/**
- * Polls the host list every ~10 ms and records, per host name, the start of the first poll
- * that saw it Ready with its configuration synced at its spec version.
- */
-function pollReady(lab: Lab, readyAt: Map<string, number>): { stop(): Promise<void> } {
-  let running = true
-  const loop = (async () => {
-    while (running) {
-      const began = now()
-      const answer = await lab.api('GET', '/v1/managed-resources?limit=1000').catch(() => undefined)
-      const items = (answer?.body as { items?: HostItem[] } | undefined)?.items ?? []
-      for (const h of items) {
-        if (!h.name || readyAt.has(h.name)) continue
-        if (
-          h.status?.phase === 'Ready' &&
-          h.status.configsSynced === true &&
-          h.status.observedVersion === h.specVersion
-        )
-          readyAt.set(h.name, began)
-      }
-      await sleep(Math.max(0, 10 - (now() - began)))
-    }
-  })()
-  return {
-    async stop() {
-      running = false
-      await loop
-    },
-  }
-}
-
-/** Resolves once `check` holds (polled every 10 ms), or false after `timeoutMs`. */
-async function until(check: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = now() + timeoutMs
-  while (!check()) {
-    if (now() > deadline) return false
-    await sleep(10)
-  }
-  return true
 }
 
 /** Resolves true once the lab's Hydrazine lists no host (polled every 100 ms, up to 60 s). */
@@ -167,20 +80,16 @@ async function waitGone(lab: Lab): Promise<boolean> {
   return false
 }
 
-/** Runs `task(i)` for i in 0..count-1, starting one every 1000/rate ms; awaits them all. */
-async function offered<T>(count: number, rate: number, task: (i: number) => Promise<T>) {
-  const first = now()
-  const running: Promise<T>[] = []
-  for (let i = 0; i < count; i++) {
-    const wait = first + (i * 1000) / rate - now()
-    if (wait > 0) await sleep(wait)
-    running.push(task(i))
-  }
-  return Promise.all(running)
+/** A host of the bench, its address and the ping that watches it. */
+interface Watched {
+  readonly host: LabHost
+  readonly ip: string
+  readonly probe: GatewayProbe
 }
 
 interface AttachSample {
   readonly host: string
+  readonly round: number
   readonly put: number
   readonly ready?: number
   readonly firstReply?: number
@@ -208,6 +117,7 @@ export default async function labBench(): Promise<void> {
   const probes = new Set<GatewayProbe>()
   const prefix = labPrefix()
   let lab: Lab | undefined
+  let watch: AttachWatch | undefined
   // Handled every time: a second signal (tsx passes on the one its process group got too)
   // must not cut the stop short.
   let stopping = false
@@ -216,6 +126,7 @@ export default async function labBench(): Promise<void> {
     stopping = true
     void (async () => {
       for (const p of probes) await p.stop()
+      await watch?.stop()
       // A lab still starting is no `lab` yet: what it made so far carries its prefix.
       await (lab ? lab.stop() : removeLabLeftovers(prefix))
       await rm(dataDir, { recursive: true, force: true })
@@ -244,9 +155,12 @@ export default async function labBench(): Promise<void> {
     if (put.status >= 300) throw new Error(`PUT group → ${put.status} ${JSON.stringify(put.body)}`)
     if (!(await phaseIs(l, `/v1/resource-groups/${GROUP}`, 'Ready')))
       throw new Error(`group ${GROUP} never became Ready`)
+    watch = await AttachWatch.start(l, GROUP)
+    const w = watch
 
     // Hosts interleaved across DPUs in request order: h<d>-<k> is host k of DPU d.
-    const hosts: { host: LabHost; ip: string }[] = []
+    // Each host's ping starts now, paused: no process is started while attaches are timed.
+    const hosts: Watched[] = []
     for (let k = 0; k < perDpu; k++) {
       for (let d = 1; d <= dpuCount; d++) {
         const name = `h${d}-${k}`
@@ -263,41 +177,47 @@ export default async function labBench(): Promise<void> {
           ['mcast_solicit', '100'],
         ])
           await netnsExec(host.netns, 'sysctl', '-qw', `net.ipv4.neigh.eth0.${key}=${value}`)
-        hosts.push({ host, ip })
+        const probe = new GatewayProbe(host.netns, NETWORK.gateway)
+        probes.add(probe)
+        hosts.push({ host, ip, probe })
       }
     }
     process.stderr.write(`bench lab: ${hosts.length} hosts, attaching at ${rate}/s\n`)
 
     const samples: AttachSample[] = []
+    const moments: AttachMoments[] = []
+    // How late this process may hear of what the monitors report.
+    const loopDelay = monitorEventLoopDelay({ resolution: 10 })
+    loopDelay.enable()
     const isolate: (number | undefined)[] = []
     for (let round = 1; round <= rounds; round++) {
       const readyAt = new Map<string, number>()
       const poller = pollReady(l, readyAt)
       try {
         const attached = await offered(hosts.length, rate, async (i) => {
-          const { host, ip } = hosts[i] as { host: LabHost; ip: string }
-          const probe = new GatewayProbe(host.netns)
-          probes.add(probe)
+          const { host, ip, probe } = hosts[i] as Watched
+          const t0 = probe.resume()
           try {
-            const t0 = now()
             const answer = await attachHost(l, host, GROUP, ip)
+            const accepted = now()
             if (answer.status >= 300)
               throw new Error(`PUT ${host.name} → ${answer.status} ${JSON.stringify(answer.body)}`)
             await until(
               () => readyAt.has(host.name) && probe.firstAfter(t0) !== undefined,
               HOST_TIMEOUT_MS,
             )
+            moments.push(await w.moments(host, t0, accepted))
             const ready = readyAt.get(host.name)
             const firstReply = probe.firstAfter(t0)
             return {
               host: host.name,
+              round,
               put: t0,
               ...(ready === undefined ? {} : { ready }),
               ...(firstReply === undefined ? {} : { firstReply }),
             }
           } finally {
-            await probe.stop()
-            probes.delete(probe)
+            probe.pause()
           }
         })
         samples.push(...attached)
@@ -306,20 +226,19 @@ export default async function labBench(): Promise<void> {
       }
 
       const isolated = await offered(hosts.length, rate, async (i) => {
-        const { host } = hosts[i] as { host: LabHost }
-        const probe = new GatewayProbe(host.netns)
-        probes.add(probe)
+        const { host, probe } = hosts[i] as Watched
+        const resumed = probe.resume()
+        const last = () => probe.lastAfter(resumed)
         try {
-          if (!(await until(() => probe.last() !== undefined, 10_000))) return undefined
+          if (!(await until(() => last() !== undefined, 10_000))) return undefined
           const t0 = now()
           const answer = await l.api('DELETE', `/v1/managed-resources/${host.name}`)
           if (answer.status >= 300) throw new Error(`DELETE ${host.name} → ${answer.status}`)
-          const quiet = await until(() => now() - (probe.last() ?? 0) > QUIET_MS, HOST_TIMEOUT_MS)
+          const quiet = await until(() => now() - (last() ?? 0) > QUIET_MS, HOST_TIMEOUT_MS)
           if (!quiet) return undefined
-          return Math.max(0, (probe.last() ?? t0) - t0)
+          return Math.max(0, (last() ?? t0) - t0)
         } finally {
-          await probe.stop()
-          probes.delete(probe)
+          probe.pause()
         }
       })
       isolate.push(...isolated)
@@ -382,7 +301,7 @@ export default async function labBench(): Promise<void> {
               .slice(0, 5)
               .map(
                 (s) =>
-                  `${s.host} by ${s.firstReply === undefined ? 'inf' : Math.round(s.firstReply - (s.ready ?? 0))} ms`,
+                  `${s.host} (round ${s.round}) by ${s.firstReply === undefined ? 'inf' : Math.round(s.firstReply - (s.ready ?? 0))} ms`,
               )
               .join(', ')}`
           : ''),
@@ -394,10 +313,26 @@ export default async function labBench(): Promise<void> {
       unit: 'ms',
       note: `DELETE -> last echo reply (ping every 10 ms); ${sized}${missing('went quiet', isolated.length)}`,
     })
+    loopDelay.disable()
+    const heard = `monitored moments heard up to ${Math.round(loopDelay.percentile(99) / 1e6)} ms late (this process's event-loop delay p99)`
+    for (const step of stepDurations(moments)) {
+      for (const [q, value] of [
+        ['p50', step.p50],
+        ['p95', step.p95],
+      ] as const)
+        report({
+          suite: SUITE,
+          metric: `lab_step_${step.name}_${q}_ms`,
+          value,
+          unit: 'ms',
+          note: `${step.what}; ${step.whose}'s; ${sized}; ${heard}${missing('showed this step', step.durations.length)}`,
+        })
+    }
   } finally {
     process.off('SIGINT', stopOnSignal)
     process.off('SIGTERM', stopOnSignal)
     for (const p of probes) await p.stop()
+    await watch?.stop()
     await lab?.stop()
     await rm(dataDir, { recursive: true, force: true })
   }
