@@ -92,6 +92,7 @@ export class OvsdbClient {
     this.monitors = new Monitors(
       (method, params) => this.request(method, params),
       (error) => opts.onEvent?.({ type: 'monitor-error', remote, error }),
+      () => this.connection.connected,
     )
   }
 

@@ -54,11 +54,12 @@ export class Monitors {
 
   /**
    * `request` sends a JSON-RPC request on the client; `onError` hears what a handler
-   * threw while handling an update.
+   * threw while handling an update; `connected` says whether the client is connected now.
    */
   constructor(
     private readonly request: (method: string, params: readonly unknown[]) => Promise<unknown>,
     private readonly onError: (error: unknown) => void,
+    private readonly connected: () => boolean = () => true,
   ) {}
 
   async start(
@@ -111,6 +112,10 @@ export class Monitors {
   private canceller(id: string): () => Promise<void> {
     return async () => {
       if (!this.active.delete(id)) return
+      // A monitor lives on its connection: with none, there is nothing to cancel on the
+      // server (and asking would wait for a reconnect that may never come — its central
+      // gone); a new connection does not start it again, it is no longer active.
+      if (!this.connected()) return
       await this.request('monitor_cancel', [id])
     }
   }

@@ -189,6 +189,35 @@ t.test('reconnects after the server restarts, and re-monitors', async (t) => {
   t.ok(events.includes('disconnected') && events.lastIndexOf('connected') > 0)
 })
 
+t.test('a monitor cancelled while the server is gone ends at once and stays ended', async (t) => {
+  const server = await startOvsdb(t)
+  // A request to a lost server waits up to this long for it to come back.
+  const client = await OvsdbClient.connect(server.tcp, {
+    backoff: { initialMs: 20, maxMs: 200 },
+    requestTimeoutMs: 60_000,
+  })
+  t.teardown(() => client.close())
+  const resets: number[] = []
+  const monitor = await client.monitor(
+    NB,
+    { Logical_Switch: { columns: ['name'] } },
+    (_u, reset) => {
+      if (reset) resets.push(1)
+    },
+  )
+  await server.stop()
+  await sleep(300) // the client has seen the connection drop and keeps trying
+  const cancelled = await Promise.race([
+    monitor.cancel().then(() => 'cancelled'),
+    sleep(10_000).then(() => 'still waiting after 10 s'),
+  ])
+  t.equal(cancelled, 'cancelled', 'cancel does not wait for the server to come back')
+  await server.restart()
+  await client.transact(NB, [nb.insert('Logical_Switch', { name: 'after' })])
+  await sleep(200)
+  t.same(resets, [1], 'the new connection does not start the cancelled monitor again')
+})
+
 t.test('in-flight requests fail with a retryable error when the connection drops', async (t) => {
   const server = await startOvsdb(t)
   const client = await OvsdbClient.connect(server.unix, { reconnect: false })
