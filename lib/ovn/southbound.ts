@@ -71,8 +71,7 @@ class PortBindingWatch {
 
   /**
    * Answers every waiter false. The monitor is not cancelled: it ends with its connection,
-   * which the pool closes next — and asking a server that is gone (its central was just
-   * released) to cancel would wait out the request timeout for nothing.
+   * which the pool closes next (often right after its central was released).
    */
   end(): void {
     for (const w of this.#waiters) w.done(false)
