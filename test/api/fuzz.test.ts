@@ -1,15 +1,15 @@
 /**
- * Fuzzes the HTTP `/v1` PUT routes with malformed and hostile bodies against a real
- * pipeline: every one must be refused with a 4xx JSON error and change nothing.
+ * Fuzzes the HTTP `/v1` PUT routes with malformed and hostile bodies against the API on a
+ * real Redis (`contract.ts`): every one must be refused with a 4xx JSON error and change
+ * nothing — no object, public IP or job.
  *
  * The cases come from a seeded PRNG, so a failure is reproducible: the seed is printed,
  * and `HZ_FUZZ_SEED=<n> npx tap test/api/fuzz.test.ts` replays another run.
  */
 import t from 'tap'
-import { createApp } from '../../api/http/app.ts'
 import { HydrazineClient, MAX_ISSUES, ValidationError } from '../../app/index.ts'
-import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
-import { groupsSettled } from '../pipeline/scenarios.ts'
+import { groupSpec, hostSpec } from '../helpers/requests.ts'
+import { startContract } from './contract.ts'
 
 const OPERATOR = 'operator-token-0123456789abcdef'
 const SEED = Number(process.env.HZ_FUZZ_SEED ?? 0x5eed)
@@ -367,26 +367,9 @@ function* cases(seed: number, count: number): Generator<Case> {
   }
 }
 
-/** Everything a refused request must leave alone. */
-async function snapshot(p: Pipeline) {
-  await groupsSettled(p)
-  return {
-    groups: await p.controller.store.groups.list(),
-    hosts: await p.controller.store.hosts.list(),
-    publicIps: await p.controller.ipam.listPublicIps(),
-    jobs: await p.controller.queue.getJobCounts(),
-  }
-}
-
 t.test(`${CASES} hostile PUT bodies are refused and change nothing (seed ${SEED})`, async (t) => {
-  const p = await startPipeline(t)
-  await p.agent('dpu-1')
-  const internal: string[] = []
-  const app = createApp({
-    readiness: {},
-    logError: (error) => internal.push(String(error)),
-    v1: { client: p.client, tokens: { operator: [OPERATOR], tenants: {} } },
-  })
+  const contract = await startContract(t)
+  const { app, internal } = contract.app({ operator: [OPERATOR], tenants: {} })
   // A real group, so that host bodies get past "group does not exist" to their fields.
   const put = await app.request(`/v1/resource-groups/${GROUP}`, {
     method: 'PUT',
@@ -394,15 +377,8 @@ t.test(`${CASES} hostile PUT bodies are refused and change nothing (seed ${SEED}
     body: JSON.stringify(baseGroup()),
   })
   t.equal(put.status, 202, 'the group is accepted')
-  await until(
-    async () => (await p.controller.store.groups.get(GROUP))?.status.phase,
-    (phase) => phase === 'Ready',
-  )
-  await until(
-    async () => (await p.controller.queue.getJobCounts()).active,
-    (active) => active === 0,
-  )
-  const before = await snapshot(p)
+  t.equal((await contract.queue.getJobCounts()).waiting, 1, 'its job is enqueued')
+  const before = await contract.snapshot()
 
   const failures: string[] = []
   const statuses = new Map<number, number>()
@@ -434,7 +410,7 @@ t.test(`${CASES} hostile PUT bodies are refused and change nothing (seed ${SEED}
 
   const health = await app.request('/healthz')
   t.equal(health.status, 200, 'the process still answers')
-  t.same(await snapshot(p), before, 'no job enqueued, store and public IPs unchanged')
+  t.same(await contract.snapshot(), before, 'no job enqueued, store and public IPs unchanged')
   t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype is not polluted')
   t.equal(Object.hasOwn(Object.prototype, 'isAdmin'), false)
 })

@@ -1,6 +1,6 @@
 /**
  * Every list is paged, over HTTP (`?limit=`, `?continue=` → `{items, continue?}`) and gRPC
- * (`page_size`, `page_token` → `next_page_token`), against a running pipeline: paging
+ * (`page_size`, `page_token` → `next_page_token`), on a real Redis (`contract.ts`): paging
  * shows every visible item exactly once, in order, keeps a tenant to its own objects
  * whatever token it sends, stays correct while objects are added, and refuses a bad
  * limit or token naming the parameter.
@@ -10,14 +10,16 @@ import t from 'tap'
 import { createHydrazineClient } from '../../api/grpc/protocol.ts'
 import { createGrpcServer } from '../../api/grpc/server.ts'
 import { createApp } from '../../api/http/app.ts'
+import type { HydrazineClient } from '../../app/index.ts'
+import { groupSpec, hostSpec } from '../helpers/requests.ts'
 import type { Teardown } from '../helpers/stack.ts'
 import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
-import { groupSpec, hostSpec, type Pipeline, startPipeline } from '../pipeline/fixtures.ts'
+import { startContract } from './contract.ts'
 
 // biome-ignore lint/suspicious/noExplicitAny: response bodies are inspected loosely in tests
 type Json = any
 
-function http(p: Pipeline) {
+function http(p: { client: HydrazineClient }) {
   const app = createApp({ readiness: {}, v1: { client: p.client, tokens: TEST_TOKENS } })
   return async (path: string, token = OPERATOR) => {
     const res = await app.request(path, { headers: { authorization: `Bearer ${token}` } })
@@ -35,7 +37,7 @@ const LIST_FIELD: Record<ListMethod, string> = {
   listDpus: 'dpus',
 }
 
-async function grpcLists(t: Teardown, p: Pipeline) {
+async function grpcLists(t: Teardown, p: { client: HydrazineClient }) {
   const ingress = createGrpcServer({ client: p.client, tokens: TEST_TOKENS })
   const port = await ingress.bind('127.0.0.1:0')
   t.teardown(() => ingress.close())
@@ -100,7 +102,7 @@ const byName = (item: Json) => item.name as string
 const sizes = (pages: string[][]) => pages.map((p) => p.length)
 
 t.test('lists are paged over HTTP and gRPC', async (t) => {
-  const p = await startPipeline(t)
+  const p = await startContract(t)
   const get = http(p)
   const call = await grpcLists(t, p)
 
@@ -290,7 +292,7 @@ t.test('lists are paged over HTTP and gRPC', async (t) => {
   t.test('the default page is 500', async (t) => {
     // Stored directly (no jobs): only the listing is under test.
     for (let i = 0; i < 500; i++) {
-      await p.controller.store.groups.put(
+      await p.store.groups.put(
         `bulk-${String(i).padStart(3, '0')}`,
         groupSpec('tenant-c', `10.200.${i % 250}.0/24`, `10.200.${i % 250}.1`),
       )
