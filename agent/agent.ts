@@ -42,10 +42,10 @@ import {
 } from './ovs.ts'
 import {
   parseRemotes,
-  portInstalled,
   releasedEverywhere,
   southboundsToAsk,
   waitFor,
+  waitInstalled,
 } from './port-binding.ts'
 import { type Claim, claimPort, granted, type Refusal } from './port-claims.ts'
 import { relayPlan, relaySpecOf, removeRelay } from './relay-ports.ts'
@@ -260,7 +260,9 @@ export class Agent {
     // Bound again: an isolate of this logical port that was still waiting is over.
     await this.ovs.removeChassisIds([releasingKey(host.logicalPort)])
 
-    const installed = await waitFor(() => portInstalled(this.ovs, hostPort), c.installTimeoutMs)
+    // Acked only once ovn-controller says the port's flows are in: Ready never comes
+    // before the host's traffic flows.
+    const installed = await waitInstalled(this.ovs, hostPort, host.logicalPort, c.installTimeoutMs)
     if (!installed) throw new PortNotInstalled(c.dpuId, hostPort, c.installTimeoutMs)
     const observed = await this.observe()
     return {
