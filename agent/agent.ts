@@ -394,14 +394,19 @@ export class Agent {
 
   /** What is on the DPU now: heartbeats, acks and gRPC `GetStatus` report this. */
   async observe(): Promise<ObservedState> {
-    const snap = await this.ovs.snapshot()
+    // Asked side by side: a busy ovn-controller answers its control socket late, and the
+    // configure ack waits for both.
+    const [snap, connected] = await Promise.all([
+      this.ovs.snapshot(),
+      this.ovnController.connected(),
+    ])
     return {
       chassis: snap.systemId ?? this.config.systemId,
       bridges: [...snap.bridges],
       ovnRemote: snap.ovnRemote,
       ovnController: {
         running: this.ovnController.running,
-        connected: await this.ovnController.connected(),
+        connected,
       },
       boundPorts: snap.owned
         .filter((p) => p.role === 'host')
