@@ -42,10 +42,10 @@ import {
 } from './ovs.ts'
 import {
   parseRemotes,
-  portInstalled,
   releasedEverywhere,
   southboundsToAsk,
   waitFor,
+  waitInstalled,
 } from './port-binding.ts'
 import { type Claim, claimPort, granted, type Refusal } from './port-claims.ts'
 import { relayPlan, relaySpecOf, removeRelay } from './relay-ports.ts'
@@ -260,7 +260,9 @@ export class Agent {
     // Bound again: an isolate of this logical port that was still waiting is over.
     await this.ovs.removeChassisIds([releasingKey(host.logicalPort)])
 
-    const installed = await waitFor(() => portInstalled(this.ovs, hostPort), c.installTimeoutMs)
+    // Acked only once ovn-controller says the port's flows are in: Ready never comes
+    // before the host's traffic flows.
+    const installed = await waitInstalled(this.ovs, hostPort, host.logicalPort, c.installTimeoutMs)
     if (!installed) throw new PortNotInstalled(c.dpuId, hostPort, c.installTimeoutMs)
     const observed = await this.observe()
     return {
@@ -392,14 +394,19 @@ export class Agent {
 
   /** What is on the DPU now: heartbeats, acks and gRPC `GetStatus` report this. */
   async observe(): Promise<ObservedState> {
-    const snap = await this.ovs.snapshot()
+    // Asked side by side: a busy ovn-controller answers its control socket late, and the
+    // configure ack waits for both.
+    const [snap, connected] = await Promise.all([
+      this.ovs.snapshot(),
+      this.ovnController.connected(),
+    ])
     return {
       chassis: snap.systemId ?? this.config.systemId,
       bridges: [...snap.bridges],
       ovnRemote: snap.ovnRemote,
       ovnController: {
         running: this.ovnController.running,
-        connected: await this.ovnController.connected(),
+        connected,
       },
       boundPorts: snap.owned
         .filter((p) => p.role === 'host')

@@ -72,6 +72,11 @@ export function sbCaKeyOf(remote: string): string {
 export type PortRole = 'host' | 'dhcp-relay' | 'dhcp-relay-uplink'
 const ROLES: readonly string[] = ['host', 'dhcp-relay', 'dhcp-relay-uplink'] satisfies PortRole[]
 
+/** True when `role` (an interface's `hydrazine:role`) is one of the agent's own ports. */
+export function isOwnedRole(role: string | undefined): role is PortRole {
+  return role !== undefined && ROLES.includes(role)
+}
+
 /** One agent-owned port (host and relay ports on br-int, relay uplinks on the uplink bridge). */
 export interface OwnedPort {
   readonly name: string
@@ -185,11 +190,11 @@ export class LocalOvs {
     const owned: OwnedPort[] = []
     for (const i of ifaceRows) {
       const role = i.external_ids[Key.role]
-      if (!role || !ROLES.includes(role)) continue
+      if (!isOwnedRole(role)) continue
       owned.push({
         name: i.name,
         bridge: all.get(i.name)?.bridge ?? null,
-        role: role as PortRole,
+        role,
         group: i.external_ids[Key.group] ?? '',
         logicalPort: i.external_ids[Key.ifaceId] ?? '',
         ovnInstalled: i.external_ids[Key.ovnInstalled] === 'true',

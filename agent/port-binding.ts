@@ -1,16 +1,27 @@
 /**
  * Whether ovn-controller has acted on a port: installed the local port (OVS marks it
  * `ovn-installed`), or released the logical port's Southbound `Port_Binding` from this
- * chassis; and waiting, within a time limit, until it has.
+ * chassis; and waiting, within a time limit, until it has. The install is heard through a
+ * monitor of the local OVS database (pushed when ovn-controller commits it); the release
+ * is asked of the Southbound until it says so.
  */
 import {
   Database,
+  type MonitorHandle,
   OvsdbClient,
   type OvsdbClientOptions,
   type SbTables,
   sbSchema,
 } from '../lib/ovn/index.ts'
-import { Key, type LocalOvs, type OvsSnapshot, type OwnedPort, releasingKey } from './ovs.ts'
+import {
+  isOwnedRole,
+  Key,
+  type LocalOvs,
+  OVS,
+  type OvsSnapshot,
+  type OwnedPort,
+  releasingKey,
+} from './ovs.ts'
 import type { OvsdbTls } from './tls.ts'
 
 const SB = new Database<SbTables>(sbSchema)
@@ -26,9 +37,55 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs: number):
   }
 }
 
-/** True when the agent-owned port `name` exists and ovn-controller marked it installed. */
-export async function portInstalled(ovs: LocalOvs, name: string): Promise<boolean> {
-  return (await ovs.snapshot()).owned.find((p) => p.name === name)?.ovnInstalled === true
+/**
+ * Resolves true once ovn-controller has marked the agent-owned port `name`, bound to
+ * `logicalPort`, `ovn-installed` — its flows are in — and false when `timeoutMs` passes
+ * first. It follows the local Interface table through an OVSDB monitor, which OVS updates
+ * the moment ovn-controller commits the mark: the answer comes a round trip after the
+ * mark, not a poll interval. A mark already there answers at once (the monitor's initial
+ * rows). The monitor is cancelled either way; a monitor that cannot start throws.
+ */
+export async function waitInstalled(
+  ovs: LocalOvs,
+  name: string,
+  logicalPort: string,
+  timeoutMs: number,
+): Promise<boolean> {
+  let settle: (installed: boolean) => void = () => {}
+  const outcome = new Promise<boolean>((resolve) => {
+    settle = resolve
+  })
+  const timer = setTimeout(() => settle(false), timeoutMs)
+  /** The port's interface rows (one, unless it was replaced meanwhile), by UUID. */
+  const rows = new Map<string, Readonly<Record<string, string>>>()
+  let monitor: MonitorHandle | undefined
+  try {
+    monitor = await ovs.client.monitor(
+      OVS.name,
+      { Interface: { columns: ['name', 'external_ids'] } },
+      (updates, reset) => {
+        // After a reconnect the monitor starts over with the whole table.
+        if (reset) rows.clear()
+        for (const [uuid, change] of Object.entries(updates.Interface ?? {})) {
+          const row = change.new ? OVS.decodeRow('Interface', change.new) : undefined
+          if (row?.name === name) rows.set(uuid, row.external_ids)
+          else rows.delete(uuid)
+        }
+        for (const ids of rows.values()) {
+          if (
+            isOwnedRole(ids[Key.role]) &&
+            ids[Key.ifaceId] === logicalPort &&
+            ids[Key.ovnInstalled] === 'true'
+          )
+            settle(true)
+        }
+      },
+    )
+    return await outcome
+  } finally {
+    clearTimeout(timer)
+    await monitor?.cancel().catch(() => undefined)
+  }
 }
 
 /** `OvsdbClient.connect`'s options with `tls`, the material for `ssl:` remotes. */

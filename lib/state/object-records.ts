@@ -128,8 +128,10 @@ export class ObjectRecords {
   ): Promise<V | undefined> {
     const key = this.#keys.object(kind, name)
     for (;;) {
-      const rev = (await this.#redis.hget(key, `${field}Rev`)) ?? '0'
-      const current = await this.get<StoredObject<unknown, S>>(kind, name)
+      // One read: the revision and the object it guards come from the same hash.
+      const hash = await this.#redis.hgetall(key)
+      const rev = hash[`${field}Rev`] ?? '0'
+      const current = decode<StoredObject<unknown, S>>(name, hash)
       if (current === undefined) return undefined
       const next = update(current)
       if (next === undefined) return undefined

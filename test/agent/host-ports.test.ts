@@ -17,6 +17,7 @@ import {
   relayPortName,
 } from '../../lib/agent-protocol/index.ts'
 import { processesMentioning } from '../helpers/processes.ts'
+import { until } from '../pipeline/fixtures.ts'
 import { type AgentLab, dpuState, HOST_MAC, RELAY_MAC, startAgentLab } from './fixture.ts'
 
 type Outcome =
@@ -282,5 +283,34 @@ t.test('a DPU binds only its own host ports, and never moves or rebinds one', as
     t.equal(runtime.agent.relays.list().length, 1, 'one relay')
     t.equal(runtime.agent.relays.list()[0]?.port, renamed)
     t.match(await run('ip', ['-n', `${dpu.netns}-${renamed}`, 'link', 'show', renamed]), RELAY_MAC)
+  })
+
+  await t.test('a configure is acked only once ovn-controller installed its port', async (t) => {
+    const relay = lab.input.group.relay
+    if (!relay) throw new Error('the lab group has a relay')
+    const group = lab.input.group.name
+    const h3 = `${group}-h3`
+    const mac = '0a:00:00:00:01:03'
+    const extra = await dpu.addHost({ name: 'h3', mac })
+    const job = await lab.queue.add(
+      'configure',
+      buildConfigurePayload('2.0', {
+        ...withPort(extra.hostPort, { name: 'h3', logicalPort: h3, mac }),
+        specVersion: 3,
+        group: { ...lab.input.group, relay: { ...relay, portName: 'hzr0000002b' } },
+      }),
+      { jobId: `configure-${jobs++}`, attempts: 1 },
+    )
+    const ids = () => dpu.vsctl('--if-exists', 'get', 'Interface', extra.hostPort, 'external_ids')
+    // Its logical port is not in the NB yet: ovn-controller can neither bind nor install it.
+    await until(ids, (found) => found.includes(h3))
+    await new Promise((r) => setTimeout(r, 1000))
+    t.notMatch(await ids(), /ovn-installed/, 'the port is not installed')
+    t.equal(await job.getState(), 'active', 'so the job is not acked: it waits')
+    await lab.nbctl('lsp-add', group, h3, '--', 'lsp-set-addresses', h3, `${mac} 10.10.10.4`)
+    const ack = (await job.waitUntilFinished(lab.events, 20_000)) as ConfigureAck
+    t.match(ack, { hostPort: extra.hostPort, ovnInstalled: true }, 'acked once installed')
+    t.match(await ids(), /ovn-installed="?true/, 'ovn-installed is set')
+    t.equal(await lab.boundChassis(h3), lab.dpuId, 'bound here')
   })
 })

@@ -1,6 +1,7 @@
 /**
  * What the lab bench watches a host with: a ping to its gateway from inside its namespace
- * (`GatewayProbe`), the host list polled for Ready (`pollReady`), and its clock and waits.
+ * (`GatewayProbe`), the host list polled to learn a host is Ready (`pollReady`; its
+ * moment is read from the host's events), and its clock and waits.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import type { Lab } from '../../infra/lab/lab.ts'
@@ -81,10 +82,14 @@ interface HostItem {
 }
 
 /**
- * Polls the host list every ~10 ms and records, per host name, the start of the first poll
- * that saw it Ready with its configuration synced at its spec version.
+ * Polls the host list every ~`intervalMs` and records, per host name, the start of the
+ * first poll that saw it Ready with its configuration synced at its spec version.
  */
-export function pollReady(lab: Lab, readyAt: Map<string, number>): { stop(): Promise<void> } {
+export function pollReady(
+  lab: Lab,
+  readyAt: Map<string, number>,
+  intervalMs = 10,
+): { stop(): Promise<void> } {
   let running = true
   const loop = (async () => {
     while (running) {
@@ -100,7 +105,7 @@ export function pollReady(lab: Lab, readyAt: Map<string, number>): { stop(): Pro
         )
           readyAt.set(h.name, began)
       }
-      await sleep(Math.max(0, 10 - (now() - began)))
+      await sleep(Math.max(0, intervalMs - (now() - began)))
     }
   })()
   return {

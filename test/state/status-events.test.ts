@@ -57,3 +57,63 @@ t.test('every status a reader sees has its events', async (t) => {
     'the last two changes, newest first',
   )
 })
+
+t.test(
+  'status writes from two writers at once lose no update, reading each try once',
+  async (t) => {
+    const stack = await withStack(t)
+    const url = stack.redis?.url ?? ''
+    const clients = [new Redis(url), new Redis(url)]
+    const watcher = new Redis(url)
+    t.teardown(() => {
+      for (const c of [...clients, watcher]) c.disconnect()
+    })
+    const stores = clients.map((c) => new StateStore(c))
+    const [first] = stores
+    if (!first) throw new Error('no store')
+    await first.groups.put('group-a', storedGroup('group-a').spec)
+    const countOf = (conditions: readonly { type: string; message: string }[]) =>
+      Number(conditions.find((c) => c.type === 'Count')?.message ?? '0')
+
+    // What the writers ask the server (not what its scripts do): each try reads the object
+    // once, then runs the compare-and-set script.
+    const commands: string[] = []
+    const monitor = await watcher.monitor()
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      const [name, ...rest] = args
+      if (source === 'lua' || !name || !rest.some((a) => a.includes('group-a'))) return
+      commands.push(name.toLowerCase())
+    })
+    const perWriter = 100
+    await Promise.all(
+      stores.map(async (store) => {
+        for (let i = 0; i < perWriter; i++) {
+          await store.groups.updateStatus('group-a', (g) => ({
+            ...g.status,
+            conditions: [
+              {
+                type: 'Count',
+                status: 'True',
+                reason: 'Counted',
+                message: String(countOf(g.status.conditions) + 1),
+                lastTransitionTime: new Date().toISOString(),
+              },
+            ],
+          }))
+        }
+      }),
+    )
+    // The monitor hears of commands after they ran: this one tells it has heard them all.
+    await clients[0]?.echo('group-a: done')
+    while (!commands.includes('echo')) await new Promise((r) => setTimeout(r, 10))
+    monitor.disconnect()
+    const group = await first.groups.get('group-a')
+    t.equal(countOf(group?.status.conditions ?? []), 2 * perWriter, 'every increment is there')
+    const reads = commands.filter((c) => c === 'hgetall').length
+    const scripts = commands.filter((c) => c === 'evalsha' || c === 'eval').length
+    t.equal(commands.filter((c) => c === 'hget').length, 0, 'no separate read of the revision')
+    t.ok(reads >= 2 * perWriter, `${reads} tries for ${2 * perWriter} writes`)
+    // A script the server does not know yet is sent again: at most one more per writer.
+    t.ok(scripts >= reads && scripts <= reads + stores.length, `one script per read (${scripts})`)
+  },
+)
