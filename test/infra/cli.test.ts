@@ -1,6 +1,8 @@
 /**
- * `hz`, the real binary (`infra/cli/bin.mjs`, as `npx hz` runs it), against a running
- * system: the pipeline with an agent, behind the HTTP API on a free port.
+ * `hz` against a running system: the pipeline with an agent, behind the HTTP API on a free
+ * port. The first and a failing call run the real binary (`infra/cli/bin.mjs`, as `npx hz`
+ * runs it: its output and exit code); the others run the same `runCli` in this process,
+ * sparing a Node and tsx start each.
  */
 import { execFile } from 'node:child_process'
 import { writeFile } from 'node:fs/promises'
@@ -11,6 +13,7 @@ import { serve } from '@hono/node-server'
 import t from 'tap'
 import { createGrpcServer } from '../../api/grpc/server.ts'
 import { createApp } from '../../api/http/app.ts'
+import { runCli } from '../../infra/cli/main.ts'
 import { tempDir } from '../helpers/stack.ts'
 import { groupSpec, hostSpec, startPipeline, until } from '../pipeline/fixtures.ts'
 
@@ -48,15 +51,32 @@ t.test('hz against a running Hydrazine', async (t) => {
   const tokenFile = join(dir, 'token')
   await writeFile(tokenFile, `${OPERATOR}\n`)
 
-  const hz = (args: string[], env: Record<string, string> = {}) =>
+  const environment = (env: Record<string, string>) => ({
+    ...process.env,
+    HYDRAZINE_URL: url,
+    HYDRAZINE_TOKEN_FILE: tokenFile,
+    ...env,
+  })
+  const binary = (args: string[], env: Record<string, string> = {}) =>
     new Promise<Run>((resolve) => {
-      execFile(
-        process.execPath,
-        [bin, ...args],
-        { env: { ...process.env, HYDRAZINE_URL: url, HYDRAZINE_TOKEN_FILE: tokenFile, ...env } },
-        (error, out, err) => resolve({ code: error ? Number(error.code ?? 1) : 0, out, err }),
+      execFile(process.execPath, [bin, ...args], { env: environment(env) }, (error, out, err) =>
+        resolve({ code: error ? Number(error.code ?? 1) : 0, out, err }),
       )
     })
+  const hz = async (args: string[], env: Record<string, string> = {}): Promise<Run> => {
+    let out = ''
+    let err = ''
+    const code = await runCli(args, {
+      env: environment(env),
+      out: (text) => {
+        out += `${text}\n`
+      },
+      err: (text) => {
+        err += `${text}\n`
+      },
+    })
+    return { code, out, err }
+  }
   const json = async (args: string[]) => {
     const r = await hz([...args, '--json'])
     if (r.code !== 0) throw new Error(`hz ${args.join(' ')}: ${r.err}`)
@@ -78,7 +98,7 @@ t.test('hz against a running Hydrazine', async (t) => {
     groupOnly,
     JSON.stringify({ kind: 'ResourceGroup', name: 'cli-group', spec: groupSpec('tenant-a') }),
   )
-  const planned = await hz(['plan', '-f', groupOnly])
+  const planned = await binary(['plan', '-f', groupOnly])
   t.equal(planned.code, 0, planned.err)
   t.match(
     planned.out,
@@ -166,7 +186,9 @@ t.test('hz against a running Hydrazine', async (t) => {
   const stranger = await hz(['get', 'host', 'cli-host'], { HYDRAZINE_TOKEN: TENANT_B })
   t.equal(stranger.code, 1, "another tenant's token cannot read the host")
   t.match((await hz(['list', 'hosts'], { HYDRAZINE_TOKEN: TENANT_B })).out.trim(), /^NAME[^\n]*$/)
-  const wrong = await hz(['list', 'groups'], { HYDRAZINE_TOKEN: 'not-a-token-0123456789abcdef' })
+  const wrong = await binary(['list', 'groups'], {
+    HYDRAZINE_TOKEN: 'not-a-token-0123456789abcdef',
+  })
   t.equal(wrong.code, 1)
   t.match(wrong.err, /UNAUTHENTICATED/)
   t.equal((await hz(['list', 'groups'], { HYDRAZINE_URL: 'http://127.0.0.1:1' })).code, 1)
