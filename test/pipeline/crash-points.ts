@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import t from 'tap'
+import type { Test } from 'tap'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
 import { groupsSettled, startWorkerProcess, stopProcess as stop } from './scenarios.ts'
@@ -56,21 +56,29 @@ async function deleteScenario(p: Pipeline) {
   )
 }
 
-/** A pipeline whose in-test workers are paused: the worker processes do the work. */
-async function crashPipeline(t: Teardown) {
+/**
+ * A pipeline whose in-test worker is stopped, so that worker processes do the work; with
+ * `attached`, its worker first runs the attach scenario (the start of a teardown).
+ */
+async function crashPipeline(t: Teardown, options: { attached?: boolean } = {}) {
   const p = await startPipeline(t)
-  await p.controller.worker.close()
   await p.agent('dpu-1')
   await p.agent('dpu-2')
+  if (options.attached) await attachScenario(p)
+  await p.controller.worker.close()
   return p
 }
 
-t.test('crash safety: SIGKILL inside host.attach and group.delete', async (t) => {
+/**
+ * SIGKILLs a worker process at each checkpoint of `phase` (host.attach, or group.delete
+ * of an attached group), lets a new one finish the work, and asserts the end state is a
+ * clean run's. `CRASH_ONLY=<checkpoint>` runs one point.
+ */
+export async function crashPoints(t: Test, phase: 'attach' | 'delete'): Promise<void> {
   // The clean run: what every crashed run must end up as.
-  const clean = await crashPipeline(t)
-  const w = startWorkerProcess(clean)
-  t.teardown(() => stop(w.child))
-  await w.ready
+  const clean = await startPipeline(t)
+  await clean.agent('dpu-1')
+  await clean.agent('dpu-2')
   await attachScenario(clean)
   const attached = await observe(clean)
   await deleteScenario(clean)
@@ -91,18 +99,12 @@ t.test('crash safety: SIGKILL inside host.attach and group.delete', async (t) =>
     ['delete', 'delete:topology-deleted'],
     ['delete', 'delete:network-deleted'],
   ] as const
-  for (const [phase, point] of points) {
+  for (const [pointPhase, point] of points) {
+    if (pointPhase !== phase) continue
     if (process.env.CRASH_ONLY && process.env.CRASH_ONLY !== point) continue
     await t.test(`killed at ${point}`, async (t) => {
-      const p = await crashPipeline(t)
+      const p = await crashPipeline(t, { attached: phase === 'delete' })
       const mark = join(await tempDir(t), 'crashed')
-      if (phase === 'delete') {
-        const steady = startWorkerProcess(p)
-        await steady.ready
-        await attachScenario(p)
-        stop(steady.child)
-        await steady.exited
-      }
       const doomed = startWorkerProcess(p, { CRASH_AT: point, CRASH_MARK: mark })
       t.teardown(() => stop(doomed.child))
       await doomed.ready
@@ -119,4 +121,4 @@ t.test('crash safety: SIGKILL inside host.attach and group.delete', async (t) =>
       t.same(after, phase === 'attach' ? attached : deleted, 'same end state as a clean run')
     })
   }
-})
+}
