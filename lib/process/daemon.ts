@@ -147,7 +147,14 @@ export async function startDaemon(spec: DaemonSpec): Promise<Daemon> {
       if (!running) return
       signalGroup(pid, 'SIGTERM')
       const timeout = spec.stopTimeoutMs ?? 5000
-      const done = await Promise.race([exited.then(() => true), sleep(timeout).then(() => false)])
+      // Cleared once the process is gone: a pending timer would keep Node alive after it.
+      let timer: NodeJS.Timeout | undefined
+      const done = await Promise.race([
+        exited.then(() => true),
+        new Promise<false>((resolve) => {
+          timer = setTimeout(() => resolve(false), timeout)
+        }),
+      ]).finally(() => clearTimeout(timer))
       if (!done) {
         signalGroup(pid, 'SIGKILL')
         await exited

@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process'
-import { chmod, stat } from 'node:fs/promises'
+import { chmod, stat, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -156,6 +156,32 @@ t.test('a missing binary is an error naming the Debian package', async (t) => {
   t.type(error, MissingBinaryError)
   t.match((error as Error).message, /redis-server is not installed: apt-get install redis-server/)
 })
+
+t.test(
+  'a process that stopped its daemons exits at once, not after the stop timeout',
+  async (t) => {
+    const dir = await tempDir(t)
+    const script = join(dir, 'stop.mts')
+    const daemonModule = new URL('../../lib/process/daemon.ts', import.meta.url).pathname
+    await writeFile(
+      script,
+      `import { startDaemon } from '${daemonModule}'
+const d = await startDaemon({ name: 'sleeper', command: 'sleep', args: ['60'], stopTimeoutMs: 30000 })
+await d.stop()
+process.stdout.write(String(Date.now()))
+`,
+    )
+    const started = Date.now()
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', script], { timeout: 60_000 })
+    const stopped = Number(stdout)
+    const lingered = Date.now() - stopped
+    t.ok(stopped > started, 'the daemon was started and stopped')
+    t.ok(
+      lingered < 10_000,
+      `Node exited ${lingered} ms after the stop, not the 30 s stop timeout later`,
+    )
+  },
+)
 
 t.test('a daemon that dies while starting is reported with its log', async (t) => {
   const dir = await tempDir(t)
