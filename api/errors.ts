@@ -3,7 +3,9 @@
  * request refused on one is refused the same way on the other. Each ingress maps the
  * class to its own status (HTTP 400/403/404/409, gRPC INVALID_ARGUMENT/…); anything
  * without a class here is unexpected and answered without details. A full quota is its
- * own class: HTTP says 403 (the tenant may not have more), gRPC RESOURCE_EXHAUSTED; so is
+ * own class: HTTP says 403 (the tenant may not have more), gRPC RESOURCE_EXHAUSTED; a full
+ * site (every central the operator allows running) another: HTTP 503, gRPC
+ * RESOURCE_EXHAUSTED; so is
  * a watch's resource version the change log no longer keeps (gRPC OUT_OF_RANGE), and so
  * is a part of the system that cannot answer now (HTTP 503, gRPC UNAVAILABLE).
  */
@@ -15,6 +17,7 @@ export type ErrorClass =
   | 'not-found'
   | 'conflict'
   | 'quota'
+  | 'capacity'
   | 'expired'
   | 'unavailable'
 
@@ -31,6 +34,7 @@ export const ERROR_CLASS_BY_CODE: Readonly<Record<string, ErrorClass>> = {
   OVERLAP: 'conflict',
   POOL_EXHAUSTED: 'conflict',
   QUOTA_EXCEEDED: 'quota',
+  CENTRALS_EXHAUSTED: 'capacity',
   RESOURCE_VERSION_TOO_OLD: 'expired',
   TRACE_UNKNOWN_HOST: 'not-found',
   TRACE_UNKNOWN_ADDRESS: 'not-found',

@@ -83,7 +83,7 @@ export class GroupRequests {
     const { store, queue, policy } = this.#deps
     const { name, spec } = prepared
     const { limits } = quotaOf(policy, spec.tenantId)
-    const { changed, object } = await store.groups.put(name, spec, limits)
+    const { changed, object } = await store.groups.put(name, spec, limits, policy.maxCentrals)
     if (!changed) {
       if (object.status.phase !== 'Failed') return { object }
       const jobs = { store, jobs: queue.jobs }

@@ -9,6 +9,11 @@ export interface ClientPolicy {
    * `DEFAULT_QUOTAS`). They hold for an operator's request too: the quota is the tenant's.
    */
   readonly quotas?: Quotas
+  /**
+   * How many resource groups the site may have when each runs an OVN central of its own
+   * (`HYDRAZINE_MAX_CENTRALS`); undefined when groups share a central (no limit).
+   */
+  readonly maxCentrals?: number
   /** The fabric has IPv6 (`HYDRAZINE_FABRIC_DUMMY_IP6`): IPv6-only hosts may have access. */
   readonly fabric6?: boolean
 }

@@ -50,6 +50,8 @@ export interface ControllerOptions {
   readonly dhcpServers?: readonly string[]
   /** Per-tenant limits on groups, hosts and public IPs (default `DEFAULT_QUOTAS`). */
   readonly quotas?: Quotas
+  /** How many groups the site may have, each with a central of its own (default no limit). */
+  readonly maxCentrals?: number
   /** Jobs handled at once by this process (default `WORKER_CONCURRENCY`). */
   readonly concurrency?: number
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
@@ -169,6 +171,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
     policy: {
       dhcpServers: options.dhcpServers ?? [],
       ...(options.quotas ? { quotas: options.quotas } : {}),
+      ...(options.maxCentrals !== undefined ? { maxCentrals: options.maxCentrals } : {}),
       fabric6: options.fabric.dummyIp6 !== undefined,
     },
     planner: createPlanner({

@@ -25,6 +25,7 @@ const STATUS_BY_CLASS: Readonly<Record<ErrorClass, grpc.status>> = {
   'not-found': grpc.status.NOT_FOUND,
   conflict: grpc.status.FAILED_PRECONDITION,
   quota: grpc.status.RESOURCE_EXHAUSTED,
+  capacity: grpc.status.RESOURCE_EXHAUSTED,
   expired: grpc.status.OUT_OF_RANGE,
   unavailable: grpc.status.UNAVAILABLE,
 }

@@ -36,6 +36,8 @@ const STATUS_BY_CLASS: Readonly<Record<ErrorClass, ContentfulStatusCode>> = {
   conflict: 409,
   // Not 429: waiting does not help; it takes a deletion or a higher quota.
   quota: 403,
+  // The site is full, not the tenant: it may succeed later, once a group is gone.
+  capacity: 503,
   // Kubernetes' answer to a watch from a resource version no longer kept.
   expired: 410,
   unavailable: 503,

@@ -24,6 +24,7 @@ const ERROR_TEXT: Record<number, string> = {
   409: 'conflicts with stored state',
   413: 'body over 64 KiB',
   415: 'body is not application/json',
+  503: 'a new resource group past the OVN centrals the site may run (CENTRALS_EXHAUSTED, naming HYDRAZINE_MAX_CENTRALS)',
 }
 const name = { name: 'name', in: 'path', required: true, schema: { type: 'string' } }
 const force = { name: 'force', in: 'query', schema: { type: 'boolean' } }
@@ -164,7 +165,7 @@ export function objectPaths(
         responses: {
           ...unchanged(object),
           ...accepted(object),
-          ...errors(400, 401, 403, 404, 409, 413, 415),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 503),
         },
       },
       get: {

@@ -171,6 +171,14 @@ const EnvSchema = v.object({
     '',
   ),
   HYDRAZINE_QUOTAS: QuotasVariable,
+  HYDRAZINE_MAX_CENTRALS: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d+$/, 'must be a whole number of OVN centrals'),
+      v.transform(Number),
+      v.check((n) => n >= 1 && n <= 100_000, 'must be between 1 and 100000'),
+    ),
+  ),
   HYDRAZINE_DNS_ZONE: DnsZoneVariable,
   HYDRAZINE_METRICS_LISTEN: MetricsListenVariable,
   HYDRAZINE_METRICS_TOKEN: MetricsTokenVariable,
@@ -254,6 +262,13 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       `names external centrals: only with HYDRAZINE_OVN_CENTRAL=external, not ${ovnCentral}`,
     )
   }
+  const runsCentrals = ovnCentral === 'per-group' || ovnCentral === 'kubernetes'
+  if (c.HYDRAZINE_MAX_CENTRALS !== undefined && !runsCentrals) {
+    invalid(
+      'HYDRAZINE_MAX_CENTRALS',
+      `bounds the centrals Hydrazine runs, one per group: only with HYDRAZINE_OVN_CENTRAL=per-group or kubernetes, not ${ovnCentral}`,
+    )
+  }
   const kubernetes = kubernetesConfig(ovnCentral, c)
   if (!kubernetes.ok) invalid(kubernetes.path, kubernetes.message)
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
@@ -314,10 +329,17 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     },
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
     quotas: c.HYDRAZINE_QUOTAS,
+    ...(runsCentrals ? { maxCentrals: c.HYDRAZINE_MAX_CENTRALS ?? DEFAULT_MAX_CENTRALS } : {}),
     ...(c.HYDRAZINE_DNS_ZONE ? { dnsZone: c.HYDRAZINE_DNS_ZONE } : {}),
     ...(metrics.metrics ? { metrics: metrics.metrics } : {}),
   }
 }
+
+/**
+ * How many groups — each with an OVN central of its own: three processes, ~30 MB idle — a
+ * site may have unless `HYDRAZINE_MAX_CENTRALS` says otherwise.
+ */
+export const DEFAULT_MAX_CENTRALS = 200
 
 /** An external OVN_NB_DB is shared; a centrals file names external ones; else per group. */
 function defaultCentral(c: {

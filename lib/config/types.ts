@@ -33,6 +33,12 @@ export interface Config {
    */
   readonly ovnCentral: 'shared' | 'per-group' | 'external' | 'kubernetes'
   /**
+   * `HYDRAZINE_MAX_CENTRALS` (only with `per-group` or `kubernetes`; default
+   * `DEFAULT_MAX_CENTRALS`): how many resource groups, each running its own central, the
+   * site may have; a new group past it is refused (CENTRALS_EXHAUSTED, HTTP 503).
+   */
+  readonly maxCentrals?: number
+  /**
    * `HYDRAZINE_OVN_INSTALL` (default `system`) and `HYDRAZINE_DEBIAN_MIRROR`: the OVN the
    * embedded centrals run: the system's (Debian 12, OVN 23.03), `debian-13` (OVN 25.03
    * from a root made once under the data dir) or an install root (lib/config/ovn-install.ts).

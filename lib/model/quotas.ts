@@ -66,6 +66,22 @@ export class QuotaExceeded extends HydrazineError {
   }
 }
 
+/**
+ * The site already runs as many OVN centrals — one per resource group — as the operator
+ * allows (`HYDRAZINE_MAX_CENTRALS`): a new group is refused (HTTP 503
+ * `CENTRALS_EXHAUSTED`, gRPC RESOURCE_EXHAUSTED) whoever asks, so that no tenant's groups
+ * can take every process and every megabyte the centrals need. The request changed
+ * nothing; it can succeed once a group is deleted or the limit raised.
+ */
+export class CentralsExhausted extends HydrazineError {
+  constructor(readonly limit: number) {
+    super(
+      'CENTRALS_EXHAUSTED',
+      `the site runs its maximum of ${limit} OVN centrals, one per resource group (HYDRAZINE_MAX_CENTRALS); a new group can be created once a group is deleted or the operator raises HYDRAZINE_MAX_CENTRALS`,
+    )
+  }
+}
+
 /** The tenant a write counts against and the limits that hold for it. */
 export interface TenantQuota {
   readonly tenant: string

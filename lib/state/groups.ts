@@ -47,14 +47,16 @@ export class GroupRepository {
 
   /**
    * Stores a group's spec. A new group counts against its tenant's `groups` quota
-   * (QuotaExceeded, nothing written, when it is full); without `limits`, no limit.
+   * (QuotaExceeded, nothing written, when it is full; without `limits`, no limit) and,
+   * with `maxCentrals`, against the site's groups (CentralsExhausted).
    */
   async put(
     name: string,
     spec: ResourceGroupSpec,
     limits?: QuotaLimits,
+    maxCentrals?: number,
   ): Promise<PutResult<ResourceGroup>> {
-    const put = await this.#specs.group(name, spec, limits)
+    const put = await this.#specs.group(name, spec, limits, maxCentrals)
     if (put.changed) await this.#events.specStored('rg', put.object.name, put.object.specVersion)
     return put
   }

@@ -7,7 +7,12 @@
  * creations racing for a tenant's last slot cannot both pass.
  */
 
-import { QuotaExceeded, type QuotaName, type TenantQuota } from '../model/quotas.ts'
+import {
+  CentralsExhausted,
+  QuotaExceeded,
+  type QuotaName,
+  type TenantQuota,
+} from '../model/quotas.ts'
 import type { RedisClient } from '../redis/connection.ts'
 
 /** A put-spec guard holding a new member of a tenant's set to its quota. */
@@ -18,6 +23,17 @@ export interface QuotaGuard {
   readonly fewerThan: number
   readonly quota: QuotaName
   readonly tenant: string
+}
+
+/**
+ * A put-spec guard holding the site's groups (each with a central of its own) to the
+ * operator's `HYDRAZINE_MAX_CENTRALS`, whatever tenant writes.
+ */
+export interface CentralsGuard {
+  /** The index of every group. */
+  readonly key: string
+  readonly fewerThan: number
+  readonly centrals: true
 }
 
 /**
@@ -72,9 +88,12 @@ export function hostQuotaSets(prefix: string, tenant: string): string[] {
 export function quotaFailure(
   guards: readonly { readonly key: string }[],
   key: string,
-): QuotaExceeded {
-  const guard = guards.find((g): g is QuotaGuard => 'fewerThan' in g && g.key === key)
+): QuotaExceeded | CentralsExhausted {
+  const guard = guards.find(
+    (g): g is QuotaGuard | CentralsGuard => 'fewerThan' in g && g.key === key,
+  )
   if (!guard) throw new Error(`put-spec reported a quota for a key it was not given: ${key}`)
+  if ('centrals' in guard) return new CentralsExhausted(guard.fewerThan)
   return new QuotaExceeded(guard.quota, guard.tenant, guard.fewerThan)
 }
 

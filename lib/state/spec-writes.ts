@@ -24,6 +24,7 @@ import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { ObjectRecords } from './object-records.ts'
 import {
+  type CentralsGuard,
   checkQuotas,
   checkQuotasTogether,
   hostQuotaWrite,
@@ -66,6 +67,7 @@ interface SpecWrite {
     | { key: string; live: true }
     | { key: string; field: string; equals: string }
     | QuotaGuard
+    | CentralsGuard
   )[]
   /** Sets the name leaves when the spec changes. */
   readonly leaves?: string[]
@@ -92,11 +94,15 @@ export class SpecWrites {
     this.#records = records
   }
 
-  /** A group's spec; a new group counts against its tenant's `groups` quota. */
+  /**
+   * A group's spec; a new group counts against its tenant's `groups` quota and, with
+   * `maxCentrals`, against the site's number of groups (each runs a central).
+   */
   async group(
     name: string,
     spec: ResourceGroupSpec,
     limits?: QuotaLimits,
+    maxCentrals?: number,
   ): Promise<PutResult<ResourceGroup>> {
     const initial: ResourceGroupStatus = {
       phase: 'Provisioning',
@@ -116,7 +122,12 @@ export class SpecWrites {
       immutable,
       indexes: [keys.index('rg'), keys.tenantGroups(spec.tenantId)],
       claims: [],
-      guards: limits ? quotaGuards(keys.prefix, { tenant: spec.tenantId, limits }, ['groups']) : [],
+      guards: [
+        ...(limits ? quotaGuards(keys.prefix, { tenant: spec.tenantId, limits }, ['groups']) : []),
+        ...(maxCentrals === undefined
+          ? []
+          : [{ key: keys.index('rg'), fewerThan: maxCentrals, centrals: true as const }]),
+      ],
       immutableMessage: `the network, tenant and implementation of resource group ${name} cannot change`,
     })
     return { changed, object: await this.#records.mustGet('rg', name) }
