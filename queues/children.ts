@@ -88,6 +88,10 @@ export function bullChildJobs(
       const waits = Number((job.data as { waits?: unknown }).waits ?? 0) || 0
       await job.updateData({ ...(job.data as object), waits: waits + 1 })
       await job.moveToDelayed(Date.now() + Math.min(maxMs, minMs * 2 ** waits), token)
+      // A child that finished after the look above, before the parent was delayed, found it
+      // still running: the watcher's promotion was refused, and nothing else would wake it
+      // before its timer (up to `maxMs`). Parked now, it promotes itself.
+      if (!(await pending(refs))) await job.promote().catch(() => {})
       throw new DelayedError()
     },
   }

@@ -125,6 +125,55 @@ t.test(
   },
 )
 
+t.test('a child that finishes while its parent is parking still wakes it', async (t) => {
+  const prefix = 'hzt-window'
+  const { connection, queueFor, keys, children } = await wakeRig(t, prefix)
+  const watcher = new ChildWatcher({ connection, keys, queueFor })
+  t.teardown(() => watcher.stop())
+
+  const ref: ChildRef = { queue: 'children', jobId: 'child-p' }
+  /** Runs the child to its end, as a fast agent does, and waits until it has. */
+  const finishChild = async () => {
+    const finisher = new Worker('children', async () => 'done', {
+      connection: connection(),
+      prefix,
+    })
+    await until(async () => (await children.outcome(ref)).state === 'completed')
+    // The watcher reads the event at once and finds the parent still running: its
+    // promotion is refused, as it is for any parent not parked yet.
+    await new Promise((r) => setTimeout(r, 300))
+    await finisher.close()
+  }
+  let runs = 0
+  const parents = new Worker(
+    'parents',
+    async (job: Job, token?: string) => {
+      runs++
+      if (runs === 1) {
+        await children.add(ref.queue, 'child', {}, ref)
+        // The child finishes after the parent's last look, before it is delayed.
+        const parking: Job = Object.create(job)
+        parking.moveToDelayed = async (timestamp: number, lockToken?: string) => {
+          await finishChild()
+          return job.moveToDelayed(timestamp, lockToken)
+        }
+        await children.park(parking, token, [ref])
+      }
+      return (await children.outcome(ref)).state
+    },
+    { connection: connection(), prefix },
+  )
+  t.teardown(() => parents.close())
+  let result: unknown
+  parents.on('completed', (_job, value) => {
+    result = value
+  })
+  await queueFor('parents').add('parent', {}, { jobId: 'p' })
+  await until(async () => result !== undefined, 15_000)
+  t.equal(result, 'completed', 'the parent ran again and read its child done (its timer: an hour)')
+  t.equal(runs, 2)
+})
+
 /** Polls `check` every 20 ms for up to `ms` (30 s). */
 async function until(check: () => Promise<boolean>, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms
