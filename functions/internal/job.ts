@@ -76,6 +76,8 @@ export async function stillWaiting(
     await job.updateData({ ...(job.data as object), step: 'converge' })
     throw new NotReady(`a child of ${job.name} ${job.id} vanished; converging again`)
   }
+  // Woken because they finished (the common case): no second look before reading them.
+  if (outcomes.every((o) => o.state !== 'pending')) return
   await children.park(job, token, refs)
 }
 
