@@ -104,6 +104,7 @@ export class HydrazineClient {
       queue,
       heartbeats: deps.heartbeats,
       credentials: deps.credentials,
+      policy,
     })
     this.publicIps = new PublicIpRequests(ipam)
     const { hosts, groups, publicIps } = this

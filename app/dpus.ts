@@ -11,9 +11,17 @@ import { redriveHost } from '../lib/jobs/redrive.ts'
 import { DpuId } from '../lib/model/labels.ts'
 import { type Dpu, DpuSpec, Rfc1123Label } from '../lib/model/objects.ts'
 import type { Caller } from '../lib/model/placement.ts'
+import { admittedNatIpMessage, natIpsAdmitted } from '../lib/model/southbound-admission.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import type { ControllerQueue } from '../queues/producer.ts'
-import { CredentialsUnavailable, ForbiddenError, NotFoundError, validate } from './errors.ts'
+import {
+  CredentialsUnavailable,
+  ForbiddenError,
+  NotFoundError,
+  ValidationError,
+  validate,
+} from './errors.ts'
+import type { ClientPolicy } from './policy.ts'
 
 /** A DPU request that passed every check: what `apply` stores. */
 export interface PreparedDpu {
@@ -26,6 +34,8 @@ export interface DpuDeps {
   readonly queue: ControllerQueue
   readonly heartbeats: Pick<Heartbeats, 'forget'>
   readonly credentials?: DpuCredentialIssuer | undefined
+  /** The operator's rules a DPU's addresses must follow (`southboundCidrs`). */
+  readonly policy?: Pick<ClientPolicy, 'southboundCidrs'>
 }
 
 export class DpuRequests {
@@ -39,7 +49,14 @@ export class DpuRequests {
   prepare(caller: Caller, id: string, spec: unknown): PreparedDpu {
     if (caller.kind !== 'operator') throw new ForbiddenError()
     validate(DpuId, id, 'id')
-    return { id, spec: validate(DpuSpec, spec) }
+    const valid = validate(DpuSpec, spec)
+    const admitted = natIpsAdmitted(valid, this.#deps.policy?.southboundCidrs ?? [])
+    if (admitted.length > 0) {
+      throw new ValidationError(
+        admitted.map((a) => ({ path: a.field, message: admittedNatIpMessage(a) })),
+      )
+    }
+    return { id, spec: valid }
   }
 
   /** The prepared entry stored; `changed` false when the inventory held it already. */

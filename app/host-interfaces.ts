@@ -101,7 +101,7 @@ async function checkInterface(
     throw new StoreConflict(`${port.name} is already in use`, 'Claimed')
   }
   const dpu = await deps.reads.dpu(request.dpu.id)
-  const placed = placeHost(request, group, dpu, caller)
+  const placed = placeHost(request, group, dpu, caller, deps.policy)
   if (!placed.ok) throw new ValidationError(placed.issues)
   const spec = { ...placed.spec, interfaceOf: name }
   await deps.store.hosts.check(port.name, spec, { existing })

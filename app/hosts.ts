@@ -79,7 +79,7 @@ export class HostRequests {
     await refuseInterfaceChange(reads.host, before, name, 'change')
     const ports = interfacesOf(name, request)
     const dpu = await reads.dpu(request.dpu.id)
-    const placed = placeHost(request, group, dpu, caller)
+    const placed = placeHost(request, group, dpu, caller, policy)
     if (!placed.ok) throw new ValidationError(placed.issues)
     const host: PlacedHost = {
       name,
@@ -181,7 +181,7 @@ export class HostRequests {
 
   /** `port` placed against the DPU as it is now. */
   #placeAgain(prepared: PreparedHost, port: PlacedHost, dpu: Dpu | undefined): PlacedHost {
-    const found = placeHost(port.request, port.group, dpu, prepared.caller)
+    const found = placeHost(port.request, port.group, dpu, prepared.caller, this.#deps.policy)
     if (!found.ok) throw new ValidationError(found.issues)
     const interfaceOf = port.spec.interfaceOf
     return {

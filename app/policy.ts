@@ -14,6 +14,11 @@ export interface ClientPolicy {
    * (`HYDRAZINE_MAX_CENTRALS`); undefined when groups share a central (no limit).
    */
   readonly maxCentrals?: number
+  /**
+   * The CIDRs every group's Southbound admits by address (`HYDRAZINE_K8S_DPU_CIDRS`): a
+   * DPU whose NAT address lies inside is refused (`lib/model/southbound-admission.ts`).
+   */
+  readonly southboundCidrs?: readonly string[]
   /** The fabric has IPv6 (`HYDRAZINE_FABRIC_DUMMY_IP6`): IPv6-only hosts may have access. */
   readonly fabric6?: boolean
 }

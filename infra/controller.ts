@@ -52,6 +52,8 @@ export interface ControllerOptions {
   readonly quotas?: Quotas
   /** How many groups the site may have, each with a central of its own (default no limit). */
   readonly maxCentrals?: number
+  /** The CIDRs every group's Southbound admits by address: no DPU's NAT address inside. */
+  readonly southboundCidrs?: readonly string[]
   /** Jobs handled at once by this process (default `WORKER_CONCURRENCY`). */
   readonly concurrency?: number
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
@@ -172,6 +174,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       dhcpServers: options.dhcpServers ?? [],
       ...(options.quotas ? { quotas: options.quotas } : {}),
       ...(options.maxCentrals !== undefined ? { maxCentrals: options.maxCentrals } : {}),
+      ...(options.southboundCidrs ? { southboundCidrs: options.southboundCidrs } : {}),
       fabric6: options.fabric.dummyIp6 !== undefined,
     },
     planner: createPlanner({

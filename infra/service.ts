@@ -14,6 +14,7 @@ import { RedisSessions } from '../api/http/ui/session.ts'
 import { createFrrSync } from '../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../functions/internal/announcements.ts'
 import type { Config } from '../lib/config/index.ts'
+import { ConfigError } from '../lib/errors.ts'
 import { writeFileAtomic } from '../lib/files/index.ts'
 import {
   type BgpSettings,
@@ -23,10 +24,12 @@ import {
   type Vty,
 } from '../lib/frr/index.ts'
 import { type MetricsServer, serveMetrics } from '../lib/metrics/server.ts'
+import { natIpsAdmitted } from '../lib/model/southbound-admission.ts'
 import type { OvnCentralProvider } from '../lib/ovn/central.ts'
 import type { CertificateAuthority } from '../lib/pki/index.ts'
 import { canConnect, isLoopback } from '../lib/process/ports.ts'
 import { controllerHolderId, type Leadership } from '../lib/state/leases.ts'
+import type { StateStore } from '../lib/state/store.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
 import type { CentralDatabases } from './centrals/local.ts'
 import { bullConnection, startController } from './controller.ts'
@@ -100,6 +103,7 @@ export async function startService(
     dhcpServers: config.dhcpServers,
     quotas: config.quotas,
     ...(config.maxCentrals !== undefined ? { maxCentrals: config.maxCentrals } : {}),
+    ...(config.kubernetes?.dpuCidrs ? { southboundCidrs: config.kubernetes.dpuCidrs } : {}),
     dpuHealthEveryMs: config.dpuHealthEveryMs,
     lockDurationMs: config.jobLockMs,
     logger,
@@ -107,6 +111,14 @@ export async function startService(
     ...(registry ? { metrics: registry } : {}),
   })
   const { client } = controller
+  if (config.kubernetes?.dpuCidrs) {
+    await refuseAdmittedNatIps(controller.store, config.kubernetes.dpuCidrs).catch(
+      async (error: unknown) => {
+        await controller.close()
+        throw error
+      },
+    )
+  }
   // This process among the replicas on the same Redis (`replicas.ts`).
   const holder = controllerHolderId(config.dataDir)
   const releaseCentral = endpoints.embeddedCentral
@@ -305,4 +317,26 @@ function canConnectRemote(remote: string): Promise<boolean> {
   const match = /^(?:tcp|ssl):\[?([^\]]+?)\]?:(\d+)$/.exec(remote)
   if (!match?.[1] || !match[2]) return Promise.resolve(false)
   return canConnect({ host: match[1], port: Number(match[2]) })
+}
+
+/**
+ * Refuses to start when a DPU of the inventory has a NAT address inside
+ * `HYDRAZINE_K8S_DPU_CIDRS`: its tenant hosts would reach every group's Southbound
+ * (`lib/model/southbound-admission.ts`). Requests refuse such a DPU; this finds one stored
+ * before the CIDRs were set or widened.
+ */
+export async function refuseAdmittedNatIps(
+  store: Pick<StateStore, 'dpus'>,
+  cidrs: readonly string[],
+): Promise<void> {
+  const found = (await store.dpus.list()).flatMap((dpu) =>
+    natIpsAdmitted(dpu.spec, cidrs).map(
+      (a) => `DPU ${dpu.name}'s NAT address ${a.ip} (in ${a.cidr})`,
+    ),
+  )
+  if (found.length === 0) return
+  throw new ConfigError(
+    `HYDRAZINE_K8S_DPU_CIDRS admits ${found.join(', ')} to every group's Southbound: the tenant hosts behind those DPUs leave from their NAT addresses and would reach it; narrow HYDRAZINE_K8S_DPU_CIDRS to the DPUs' encap addresses, or give those DPUs NAT addresses outside it`,
+    [{ path: 'HYDRAZINE_K8S_DPU_CIDRS', message: 'contains NAT addresses of the inventory' }],
+  )
 }

@@ -11,6 +11,7 @@ import type {
   ManagedResourceSpec,
   ResourceGroup,
 } from './objects.ts'
+import { admittedNatIpMessage, natIpsAdmitted } from './southbound-admission.ts'
 
 /** Who asks: an operator (or a trusted queue producer) or one tenant. */
 export type Caller =
@@ -20,6 +21,12 @@ export type Caller =
 export interface PlacementIssue {
   readonly path: string
   readonly message: string
+}
+
+/** The operator's rules a DPU the request teaches the inventory must follow. */
+export interface PlacementRules {
+  /** The CIDRs groups' Southbounds admit by address: no NAT address may be inside. */
+  readonly southboundCidrs?: readonly string[]
 }
 
 export type Placement =
@@ -54,6 +61,7 @@ export function placeHost(
   group: ResourceGroup,
   dpu: Dpu | undefined,
   caller: Caller,
+  rules: PlacementRules = {},
 ): Placement {
   const issues: PlacementIssue[] = []
   const id = request.dpu.id
@@ -97,6 +105,10 @@ export function placeHost(
       hostPorts: request.identifier ? [request.identifier] : [],
     }
     dpuChange = inventory
+    for (const admitted of natIpsAdmitted(inventory, rules.southboundCidrs ?? [])) {
+      const path = admitted.field === 'natIp6' ? 'dpu.natIp6' : 'dpu.ips[1]'
+      issues.push({ path, message: admittedNatIpMessage(admitted) })
+    }
   } else {
     if (inventory.tenantId !== undefined && inventory.tenantId !== tenant) {
       issues.push({
