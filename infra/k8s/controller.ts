@@ -118,6 +118,7 @@ function controllerEnv(o: ManifestOptions): IEnvVar[] {
     ...(centrals.sbTlsSecret
       ? [value('HYDRAZINE_K8S_CENTRAL_TLS_SECRET', centrals.sbTlsSecret)]
       : []),
+    ...(centrals.plaintextSouthbound ? [value('HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB', 'true')] : []),
     value('HYDRAZINE_K8S_CLUSTER_DOMAIN', centrals.clusterDomain),
     value('HYDRAZINE_K8S_CONTROLLER_CIDRS', centrals.controllerCidrs.join(',')),
     ...(centrals.dpuCidrs ? [value('HYDRAZINE_K8S_DPU_CIDRS', centrals.dpuCidrs.join(','))] : []),

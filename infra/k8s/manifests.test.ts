@@ -28,7 +28,11 @@ const dpus = [
   { id: 'BF3_dpu.2', node: 'worker-2.dpu', fabricIps: ['172.18.0.12'], hostPorts: ['pf0hpf'] },
 ]
 /** The least the options take: who may reach the centrals. */
-const centrals = { controllerCidrs: ['10.0.0.0/24'], dpuCidrs: ['172.18.0.0/24'] }
+const centrals = {
+  controllerCidrs: ['10.0.0.0/24'],
+  dpuCidrs: ['172.18.0.0/24'],
+  plaintextSouthbound: true,
+}
 const minimal: ManifestOptionsInput = { centrals }
 const full: ManifestOptionsInput = {
   namespace: 'net',
@@ -263,8 +267,16 @@ t.test('options: defaults, and every bad field named', async (t) => {
       /centrals\.dpuCidrs\.0: must be a CIDR/,
     ],
     [
-      { centrals: { controllerCidrs: ['10.0.0.0/24'] } },
+      { centrals: { controllerCidrs: ['10.0.0.0/24'], plaintextSouthbound: true } },
       /centrals\.dpuCidrs: required without sbTlsSecret/,
+    ],
+    [
+      { centrals: { controllerCidrs: ['10.0.0.0/24'], dpuCidrs: ['172.18.0.0/24'] } },
+      /centrals\.sbTlsSecret: required unless plaintextSouthbound is true/,
+    ],
+    [
+      { centrals: { ...centrals, sbTlsSecret: 'ovn-sb-tls' } },
+      /centrals\.sbTlsSecret: required unless plaintextSouthbound is true, and not with it/,
     ],
     [
       { ...minimal, dpus: [{ ...dpus[1], fabricIps: ['fd00::1'] }] as never },

@@ -1,12 +1,13 @@
 /**
  * What the generated manifests are made from: one typed object, every field with a
  * default, validated (valibot) before anything is built. `npm run k8s -- --config FILE`
- * reads it as JSON; any part may be left out but `centrals.controllerCidrs` (and
- * `centrals.dpuCidrs` without `centrals.sbTlsSecret`): who may reach the groups' centrals.
+ * reads it as JSON; any part may be left out but `centrals.controllerCidrs`, and
+ * `centrals.sbTlsSecret` or `centrals.plaintextSouthbound: true` (then `centrals.dpuCidrs`
+ * too): who may reach the groups' centrals, and how.
  *
  * @example
  * parseManifestOptions({ image: 'registry.example/hydrazine:0.1.0',
- *   centrals: { controllerCidrs: ['10.0.0.0/24'], dpuCidrs: ['172.18.0.0/24'] },
+ *   centrals: { controllerCidrs: ['10.0.0.0/24'], sbTlsSecret: 'hydrazine-ovn-sb-tls' },
  *   dpus: [{ id: 'dpu-1', node: 'dpu-1.example', fabricIps: ['172.18.0.11'], hostPorts: ['pf0hpf'] }] })
  */
 import { isIPv4 } from 'node:net'
@@ -142,9 +143,22 @@ export const ManifestOptionsSchema = v.object(
            * every address (each DPU proves itself by its certificate).
            */
           dpuCidrs: v.optional(cidrs),
+          /**
+           * `HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB`: true runs each SB as plaintext `tcp:` (no
+           * RBAC) without `sbTlsSecret`; it must be said, not left to a missing Secret.
+           */
+          plaintextSouthbound: v.optional(v.boolean()),
         },
         (issue) =>
           issue.expected === '"controllerCidrs"' ? `required: ${CONTROLLER_CIDRS}` : issue.message,
+      ),
+      v.forward(
+        v.check(
+          (c) => (c.sbTlsSecret !== undefined) !== (c.plaintextSouthbound === true),
+          "required unless plaintextSouthbound is true, and not with it: without it each group's " +
+            'SB is plaintext tcp: with no RBAC, which must be asked for explicitly',
+        ),
+        ['sbTlsSecret'],
       ),
       v.forward(
         v.check(

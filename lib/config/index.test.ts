@@ -543,6 +543,7 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
     HYDRAZINE_K8S_CENTRAL_IMAGE: image,
     HYDRAZINE_K8S_CONTROLLER_CIDRS: '10.0.0.0/24',
     HYDRAZINE_K8S_DPU_CIDRS: '172.18.0.0/24',
+    HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB: 'true',
   })
   t.equal(defaults.ovnCentral, 'kubernetes')
   t.same(defaults.kubernetes, {
@@ -584,7 +585,9 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
     HYDRAZINE_K8S_CENTRAL_IMAGE: image,
     HYDRAZINE_K8S_CONTROLLER_CIDRS: '10.0.0.0/24',
     HYDRAZINE_K8S_DPU_CIDRS: '172.18.0.0/24',
+    HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB: 'true',
   }
+  const { HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB: _p, ...notSaidPlaintext } = k8s
   const { HYDRAZINE_K8S_CONTROLLER_CIDRS: _c, ...noControllerCidrs } = k8s
   const { HYDRAZINE_K8S_DPU_CIDRS: _d, ...noDpuCidrs } = k8s
   const many = Array.from({ length: 33 }, (_, i) => `10.1.${i}.0/24`).join(',')
@@ -600,6 +603,18 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
       noControllerCidrs,
       'HYDRAZINE_K8S_CONTROLLER_CIDRS',
       /required with HYDRAZINE_OVN_CENTRAL=kubernetes: .*hostNetwork.*cannot be selected by pod labels/,
+    ],
+    [
+      'a plaintext SB not asked for',
+      notSaidPlaintext,
+      'HYDRAZINE_K8S_CENTRAL_TLS_SECRET',
+      /required with HYDRAZINE_OVN_CENTRAL=kubernetes: without it each group's SB is plaintext tcp: with no RBAC.*HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB=true/,
+    ],
+    [
+      'plaintext and a TLS Secret',
+      { ...k8s, HYDRAZINE_K8S_CENTRAL_TLS_SECRET: 'ovn-sb-tls' },
+      'HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB',
+      /true only without HYDRAZINE_K8S_CENTRAL_TLS_SECRET/,
     ],
     [
       'no DPU CIDRs and no TLS Secret',

@@ -13,7 +13,8 @@
  *   cluster's): each replica's volume;
  * - `HYDRAZINE_K8S_CENTRAL_TLS_SECRET`: a Secret (`tls.crt`, `tls.key`, `ca.crt`) whose
  *   certificate the SB serves to DPUs over `ssl:` with OVN's `ovn-controller` RBAC role;
- *   unset, the SB is plaintext `tcp:`;
+ *   required unless `HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB=true` says, explicitly, that the
+ *   SB is to be plaintext `tcp:` (no RBAC: every peer it admits reads every chassis row);
  * - `HYDRAZINE_K8S_CLUSTER_DOMAIN` (default cluster.local): remotes are fully qualified,
  *   as OVS resolves names without the pod's search domains;
  * - `HYDRAZINE_K8S_CONTROLLER_CIDRS` (required): comma-separated CIDRs (IPv4 or IPv6, no
@@ -133,6 +134,9 @@ export const KubernetesVariables = {
   ),
   HYDRAZINE_K8S_CONTROLLER_CIDRS: CidrList,
   HYDRAZINE_K8S_DPU_CIDRS: CidrList,
+  HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB: v.optional(
+    v.picklist(['true', 'false'], 'must be true or false'),
+  ),
 }
 
 type Variables = {
@@ -212,6 +216,24 @@ export function kubernetesConfig(
         'runs on. The controller Deployment uses hostNetwork (its FRR sidecar speaks BGP as ' +
         'the node), so its connections come from node IPs and cannot be selected by pod ' +
         "labels: only these CIDRs reach each central's NB and the controller's SB port",
+    }
+  }
+  const plaintext = c.HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB === 'true'
+  if (c.HYDRAZINE_K8S_CENTRAL_TLS_SECRET === undefined && !plaintext) {
+    return {
+      ok: false,
+      path: 'HYDRAZINE_K8S_CENTRAL_TLS_SECRET',
+      message:
+        "required with HYDRAZINE_OVN_CENTRAL=kubernetes: without it each group's SB is " +
+        'plaintext tcp: with no RBAC, where any peer it admits reads and writes every ' +
+        'chassis row; set HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB=true to run it so anyway',
+    }
+  }
+  if (c.HYDRAZINE_K8S_CENTRAL_TLS_SECRET !== undefined && plaintext) {
+    return {
+      ok: false,
+      path: 'HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB',
+      message: 'true only without HYDRAZINE_K8S_CENTRAL_TLS_SECRET: with it the SB serves TLS',
     }
   }
   if (c.HYDRAZINE_K8S_DPU_CIDRS === undefined && c.HYDRAZINE_K8S_CENTRAL_TLS_SECRET === undefined) {

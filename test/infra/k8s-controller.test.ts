@@ -27,7 +27,11 @@ t.test(
     for (const sub of ['template', 'etc', 'run']) await mkdir(join(dir, sub))
     const options = parseManifestOptions({
       bgp: { asn: 65001, peers: [{ address: '192.0.2.1', remoteAs: 65000 }] },
-      centrals: { controllerCidrs: ['192.0.2.0/24'], dpuCidrs: ['198.51.100.0/24'] },
+      centrals: {
+        controllerCidrs: ['192.0.2.0/24'],
+        dpuCidrs: ['198.51.100.0/24'],
+        plaintextSouthbound: true,
+      },
     })
     await writeFile(
       join(dir, 'template', 'bgpd.conf'),
