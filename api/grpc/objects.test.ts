@@ -131,6 +131,7 @@ t.test("a DPU's spec carries its IPv6 NAT address when it has one", async (t) =>
     fabricIps: ['172.18.0.11', '172.18.0.111'],
     natIp6: 'fd00:fab::105',
     hostPorts: ['pf0hpf'],
+    hostMacs: {},
   })
   t.notOk('natIp6' in (dpuMessage(dpu()).spec ?? {}), 'unset without one')
 })

@@ -207,6 +207,7 @@ export function dpuMessage(dpu: DpuView): Dpu {
         fabricIps: dpu.spec.fabricIps,
         ...ifSet('natIp6', dpu.spec.natIp6),
         hostPorts: dpu.spec.hostPorts,
+        hostMacs: dpu.spec.hostMacs ?? {},
       },
     ),
     specVersion: dpu.specVersion ?? 0,
