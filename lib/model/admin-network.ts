@@ -127,13 +127,64 @@ export interface AdminPortsPlan {
 }
 
 /**
- * The admin network's ports, decided from the inventory and every host:
+ * Which network each of a DPU's host ports is on, from the hosts on it (its admin ports
+ * included), and the admin port each free port should have:
  *
- * - a DPU any tenant host holds (in any phase, being detached too: until its DPU confirmed
- *   isolation) has no admin port: those it has leave;
- * - every other DPU has one admin port per host port whose MAC the inventory knows
- *   (`hostMacs`); a port without one stays on no network, saying so;
- * - an admin port of a port that left the inventory leaves.
+ * - a port a tenant host holds is on the tenant's network;
+ * - while any tenant host is on the DPU (in any phase, being detached too: until its DPU
+ *   confirmed isolation), its other ports are on none: a DPU serves one group at a time;
+ * - otherwise a port whose MAC the inventory knows (`hostMacs`) is on the admin network;
+ *   one without, or any without an admin network, is on none, saying why.
+ */
+export function portNetworksOf(
+  admin: AdminNetwork | undefined,
+  dpu: Dpu,
+  hosts: readonly ManagedResource[],
+): { ports: PortNetwork[]; wanted: { name: string; spec: ManagedResourceSpec }[] } {
+  const tenants = hosts.filter((h) => h.spec.resourceGroup !== admin?.group)
+  const groups = [...new Set(tenants.map((h) => h.spec.resourceGroup))].sort()
+  const ports: PortNetwork[] = []
+  const wanted: { name: string; spec: ManagedResourceSpec }[] = []
+  for (const port of dpu.spec.hostPorts) {
+    const holder = tenants.find((h) => h.spec.identifier === port)
+    if (holder) {
+      const { resourceGroup: group } = holder.spec
+      ports.push({ port, network: 'tenant', group, host: holder.name, phase: holder.status.phase })
+      continue
+    }
+    const none = (reason: string) => ports.push({ port, network: 'none', reason })
+    if (!admin) {
+      none('no admin network is configured (HYDRAZINE_ADMIN_NETWORK): it stays isolated')
+      continue
+    }
+    if (tenants.length > 0) {
+      none(`DPU ${dpu.name} serves group ${groups.join(', ')}: a DPU serves one group at a time`)
+      continue
+    }
+    const mac = dpu.spec.hostMacs?.[port]
+    if (!mac) {
+      none(`the inventory has no MAC for port ${port} (hostMacs): it stays isolated`)
+      continue
+    }
+    const name = adminPortName(admin.group, dpu.name, port)
+    wanted.push({ name, spec: adminPortSpec(admin, dpu, port, mac) })
+    const current = hosts.find((h) => h.name === name)
+    ports.push({
+      port,
+      network: 'admin',
+      group: admin.group,
+      host: name,
+      ...(current ? { phase: current.status.phase } : {}),
+    })
+  }
+  return { ports, wanted }
+}
+
+/**
+ * The admin network's ports, decided from the inventory and every host (`portNetworksOf`
+ * per DPU): an admin port joins where a port should have one and has none (or one of
+ * another spec); one leaves when its port should have none (a tenant host was placed on
+ * its DPU, its port or DPU left the inventory).
  */
 export function planAdminPorts(
   admin: AdminNetwork,
@@ -151,48 +202,15 @@ export function planAdminPorts(
   const ports = new Map<string, PortNetwork[]>()
   for (const dpu of dpus) {
     const on = byDpu.get(dpu.name) ?? []
-    const tenants = on.filter((h) => h.spec.resourceGroup !== admin.group)
-    const tenantGroups = [...new Set(tenants.map((h) => h.spec.resourceGroup))].sort()
-    const list: PortNetwork[] = []
-    for (const port of dpu.spec.hostPorts) {
-      const holder = tenants.find((h) => h.spec.identifier === port)
-      if (holder) {
-        list.push({
-          port,
-          network: 'tenant',
-          group: holder.spec.resourceGroup,
-          host: holder.name,
-          phase: holder.status.phase,
-        })
-        continue
-      }
-      if (tenants.length > 0) {
-        const reason = `DPU ${dpu.name} serves group ${tenantGroups.join(', ')}: a DPU serves one group at a time`
-        list.push({ port, network: 'none', reason })
-        continue
-      }
-      const mac = dpu.spec.hostMacs?.[port]
-      if (!mac) {
-        const reason = `the inventory has no MAC for port ${port} (hostMacs): it stays isolated`
-        list.push({ port, network: 'none', reason })
-        continue
-      }
-      const name = adminPortName(admin.group, dpu.name, port)
+    const networks = portNetworksOf(admin, dpu, on)
+    ports.set(dpu.name, networks.ports)
+    for (const { name, spec } of networks.wanted) {
       wanted.add(name)
-      const spec = adminPortSpec(admin, dpu, port, mac)
       const current = on.find((h) => h.name === name)
       if (!current || (!current.deletion && !sameAdminPort(current.spec, spec))) {
         join.push({ name, spec, dpuVersion: dpu.specVersion })
       }
-      list.push({
-        port,
-        network: 'admin',
-        group: admin.group,
-        host: name,
-        ...(current ? { phase: current.status.phase } : {}),
-      })
     }
-    ports.set(dpu.name, list)
   }
   const leave = hosts
     .filter((h) => h.spec.resourceGroup === admin.group && !h.deletion && !wanted.has(h.name))
