@@ -202,7 +202,9 @@ export class HydrazineClient {
   /** Which network each of a DPU's host ports is on (`portNetworksOf`). */
   async dpuPorts(dpu: Dpu): Promise<PortNetwork[]> {
     const hosts = await this.store.hosts.onDpu(dpu.name)
-    return portNetworksOf(this.adminNetwork, dpu, hosts).ports
+    // A force-detached host its DPU has not confirmed isolated holds its ports off too.
+    const unconfirmed = (await this.store.dpus.needsIsolation(dpu.name)).map((s) => s.host)
+    return portNetworksOf(this.adminNetwork, dpu, hosts, unconfirmed).ports
   }
 
   /**

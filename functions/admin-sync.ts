@@ -14,9 +14,10 @@ import {
 import type { Dpu, ManagedResource } from '../lib/model/objects.ts'
 import type { TenantQuota } from '../lib/model/quotas.ts'
 import { StoreConflict } from '../lib/state/store.ts'
+import { clearIsolatedStaleBindings } from './internal/agent-jobs.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 
-export type AdminSyncDeps = Pick<HandlerDeps, 'store' | 'jobs'> & {
+export type AdminSyncDeps = Pick<HandlerDeps, 'store' | 'jobs' | 'children'> & {
   readonly admin: AdminNetwork
 }
 
@@ -44,8 +45,8 @@ const ADMIN_QUOTA: TenantQuota = {
  *
  * 1. the admin network's group is stored (and `group.create` enqueued) when it is missing
  *    or its spec (the operator's `HYDRAZINE_ADMIN_NETWORK`) changed;
- * 2. each host port that joins (`planAdminPorts`: its DPU serves no tenant host, the
- *    inventory knows its MAC) gets its admin port stored and `host.attach` enqueued;
+ * 2. each host port that joins (`planAdminPorts`: its DPU serves no tenant host and has
+ *    confirmed every force-detached one isolated, the inventory knows its MAC) gets its admin port stored and `host.attach` enqueued;
  * 3. each admin port that leaves (a tenant host was placed on its DPU, its port left the
  *    inventory) is marked for deletion and `host.detach` enqueued: isolated by its DPU
  *    before it is gone, and only then may the tenant host's attach go on
@@ -59,7 +60,7 @@ export function createAdminSync(deps: AdminSyncDeps) {
     const group = await ensureGroup(deps)
     const dpus = await store.dpus.list()
     const hosts = await hostsOf(deps, dpus)
-    const plan = planAdminPorts(admin, dpus, hosts)
+    const plan = planAdminPorts(admin, dpus, hosts, await unconfirmedOf(deps, dpus))
     const joined: string[] = []
     const failed: { port: string; error: string }[] = []
     // Ports join only once the group can take them: its attach waits for it otherwise.
@@ -126,6 +127,24 @@ async function hostsOf(deps: AdminSyncDeps, dpus: readonly Dpu[]): Promise<Manag
   }
   for (const host of await store.hosts.inGroup(admin.group)) seen.set(host.name, host)
   return [...seen.values()]
+}
+
+/**
+ * Per DPU, the force-detached hosts it has not confirmed isolated yet; those it has (its
+ * agent acked their `isolate`) are cleared first.
+ */
+async function unconfirmedOf(
+  deps: AdminSyncDeps,
+  dpus: readonly Dpu[],
+): Promise<Map<string, string[]>> {
+  const unconfirmed = new Map<string, string[]>()
+  for (const dpu of dpus) {
+    if ((await deps.store.dpus.needsIsolation(dpu.name)).length === 0) continue
+    await clearIsolatedStaleBindings(deps, dpu.name)
+    const left = (await deps.store.dpus.needsIsolation(dpu.name)).map((s) => s.host)
+    if (left.length > 0) unconfirmed.set(dpu.name, left)
+  }
+  return unconfirmed
 }
 
 /** Why an admin port leaves, from what its DPU's ports are on now. */

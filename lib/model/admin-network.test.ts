@@ -165,3 +165,28 @@ t.test('an admin port joins locked to its MAC, placed on the inventory version',
     },
   ])
 })
+
+t.test(
+  'a DPU that has not confirmed a force-detached host isolated keeps its ports off',
+  async (t) => {
+    const dpus = [dpu('dpu1', ['pf0hpf'], MAC)]
+    const waiting = planAdminPorts(admin, dpus, [], new Map([['dpu1', ['h1']]]))
+    t.same(waiting.join, [], 'no admin port yet')
+    t.match(waiting.ports.get('dpu1'), [
+      { port: 'pf0hpf', network: 'none', reason: /has not confirmed h1 isolated/ },
+    ])
+    const name = 'admin-dpu1-pf0hpf'
+    const stale = planAdminPorts(
+      admin,
+      dpus,
+      [host(name, 'admin', 'dpu1', 'pf0hpf')],
+      new Map([['dpu1', ['h1']]]),
+    )
+    t.same(stale.leave, [name], 'an admin port already there leaves')
+    t.same(
+      planAdminPorts(admin, dpus, []).join.map((j) => j.name),
+      [name],
+      'confirmed: it joins',
+    )
+  },
+)

@@ -133,6 +133,8 @@ export interface AdminPortsPlan {
  * - a port a tenant host holds is on the tenant's network;
  * - while any tenant host is on the DPU (in any phase, being detached too: until its DPU
  *   confirmed isolation), its other ports are on none: a DPU serves one group at a time;
+ * - while the DPU has not confirmed a force-detached host isolated (`unconfirmed`, the
+ *   hosts it was marked for), none of its ports is on the admin network either;
  * - otherwise a port whose MAC the inventory knows (`hostMacs`) is on the admin network;
  *   one without, or any without an admin network, is on none, saying why.
  */
@@ -140,6 +142,7 @@ export function portNetworksOf(
   admin: AdminNetwork | undefined,
   dpu: Dpu,
   hosts: readonly ManagedResource[],
+  unconfirmed: readonly string[] = [],
 ): { ports: PortNetwork[]; wanted: { name: string; spec: ManagedResourceSpec }[] } {
   const tenants = hosts.filter((h) => h.spec.resourceGroup !== admin?.group)
   const groups = [...new Set(tenants.map((h) => h.spec.resourceGroup))].sort()
@@ -159,6 +162,13 @@ export function portNetworksOf(
     }
     if (tenants.length > 0) {
       none(`DPU ${dpu.name} serves group ${groups.join(', ')}: a DPU serves one group at a time`)
+      continue
+    }
+    if (unconfirmed.length > 0) {
+      const names = [...unconfirmed].sort().join(', ')
+      none(
+        `DPU ${dpu.name} has not confirmed ${names} isolated (a forced detach): its ports join the admin network once it has`,
+      )
       continue
     }
     const mac = dpu.spec.hostMacs?.[port]
@@ -181,8 +191,8 @@ export function portNetworksOf(
 }
 
 /**
- * The admin network's ports, decided from the inventory and every host (`portNetworksOf`
- * per DPU): an admin port joins where a port should have one and has none (or one of
+ * The admin network's ports, decided from the inventory, every host and, per DPU, the
+ * force-detached hosts it has not confirmed isolated (`portNetworksOf` per DPU): an admin port joins where a port should have one and has none (or one of
  * another spec); one leaves when its port should have none (a tenant host was placed on
  * its DPU, its port or DPU left the inventory).
  */
@@ -190,6 +200,7 @@ export function planAdminPorts(
   admin: AdminNetwork,
   dpus: readonly Dpu[],
   hosts: readonly ManagedResource[],
+  unconfirmed: ReadonlyMap<string, readonly string[]> = new Map(),
 ): AdminPortsPlan {
   const byDpu = new Map<string, ManagedResource[]>()
   for (const host of hosts) {
@@ -202,7 +213,7 @@ export function planAdminPorts(
   const ports = new Map<string, PortNetwork[]>()
   for (const dpu of dpus) {
     const on = byDpu.get(dpu.name) ?? []
-    const networks = portNetworksOf(admin, dpu, on)
+    const networks = portNetworksOf(admin, dpu, on, unconfirmed.get(dpu.name))
     ports.set(dpu.name, networks.ports)
     for (const { name, spec } of networks.wanted) {
       wanted.add(name)

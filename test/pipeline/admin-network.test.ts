@@ -162,6 +162,51 @@ t.test(
   },
 )
 
+t.test(
+  'after a forced detach, the port rejoins only once its DPU confirmed isolation',
+  async (t) => {
+    const p = await startPipeline(t, { adminNetwork: ADMIN })
+    const agent = await p.agent('dpu-1')
+    await p.client.applyDpu('dpu-1', {
+      fabricIps: dpuFabricIps('dpu-1'),
+      hostPorts: ['pf0hpf'],
+      hostMacs: { pf0hpf: MAC },
+    })
+    await until(phaseOf(p, ADMIN_PORT), (phase) => phase === 'Ready')
+    await p.client.applyGroup('group-a', groupSpec())
+    await p.client.applyHost('h1', {
+      ...hostSpec('group-a', 'dpu-1', 1),
+      hostMAC: MAC,
+      identifier: 'pf0hpf',
+    })
+    await until(phaseOf(p, 'h1'), (phase) => phase === 'Ready', 30_000)
+
+    // The agent away, h1 is deleted by force: gone at once, its DPU marked to isolate it.
+    await agent.close()
+    await p.client.deleteHost('h1', { force: true })
+    await until(phaseOf(p, 'h1'), (phase) => phase === 'gone')
+    const waiting = await until(
+      () => portsOf(p),
+      (ports) => /has not confirmed h1 isolated/.test(ports[0]?.reason ?? ''),
+    )
+    t.match(waiting, [{ port: 'pf0hpf', network: 'none', reason: /has not confirmed h1 isolated/ }])
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    t.equal(await phaseOf(p, ADMIN_PORT)(), 'gone', 'no admin port while the DPU has not confirmed')
+
+    // The agent back: it isolates h1, and only then does the port rejoin.
+    const back = await p.agent('dpu-1')
+    await until(phaseOf(p, ADMIN_PORT), (phase) => phase === 'Ready', 30_000)
+    const isolated = jobFor(back.jobs, 'isolate', 'h1')
+    const rejoined = jobFor(back.jobs, 'configure', ADMIN_PORT)
+    t.ok(isolated && rejoined, 'the DPU isolated h1 and configured the admin port')
+    t.ok(
+      (isolated?.finishedOn ?? Number.POSITIVE_INFINITY) <= (rejoined?.processedOn ?? 0),
+      'the admin port was configured only after h1 was isolated',
+    )
+    t.match(await portsOf(p), [{ port: 'pf0hpf', network: 'admin', host: ADMIN_PORT }])
+  },
+)
+
 t.test('a DPU serving a tenant keeps its other ports off the admin network', async (t) => {
   const p = await startPipeline(t, { adminNetwork: ADMIN })
   await p.agent('dpu-2')
