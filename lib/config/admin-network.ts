@@ -54,3 +54,12 @@ export const AdminNetworkVariable = v.optional(
     }),
   ),
 )
+
+/** Why the admin network's `dhcpServer` cannot be relayed to: not one of `HYDRAZINE_DHCP_SERVERS`. */
+export function adminRelayIssue(
+  admin: AdminNetwork | undefined,
+  dhcpServers: readonly string[],
+): string | undefined {
+  if (admin?.dhcpServer === undefined || dhcpServers.includes(admin.dhcpServer)) return undefined
+  return `dhcpServer: ${admin.dhcpServer} must be one of HYDRAZINE_DHCP_SERVERS (${dhcpServers.join(', ') || 'none set'})`
+}

@@ -5,7 +5,7 @@ import { resolve } from 'node:path'
 import * as v from 'valibot'
 import { ConfigError } from '../errors.ts'
 import { isLoopback } from '../process/ports.ts'
-import { AdminNetworkVariable } from './admin-network.ts'
+import { AdminNetworkVariable, adminRelayIssue } from './admin-network.ts'
 import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
 import { DnsZoneVariable } from './dns.ts'
 import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
@@ -290,12 +290,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   const metrics = metricsConfig(c.HYDRAZINE_METRICS_LISTEN, c.HYDRAZINE_METRICS_TOKEN, !!tls)
   if (!metrics.ok) invalid(metrics.path, metrics.message)
   const admin = c.HYDRAZINE_ADMIN_NETWORK
-  if (admin?.dhcpServer !== undefined && !c.HYDRAZINE_DHCP_SERVERS.includes(admin.dhcpServer)) {
-    invalid(
-      'HYDRAZINE_ADMIN_NETWORK',
-      `dhcpServer: ${admin.dhcpServer} must be one of HYDRAZINE_DHCP_SERVERS (${c.HYDRAZINE_DHCP_SERVERS.join(', ') || 'none set'})`,
-    )
-  }
+  const relayed = adminRelayIssue(admin, c.HYDRAZINE_DHCP_SERVERS)
+  if (relayed) invalid('HYDRAZINE_ADMIN_NETWORK', relayed)
   if (c.REDIS_CA !== undefined) {
     if (!c.REDIS_URL?.startsWith('rediss')) {
       invalid('REDIS_CA', 'needs a rediss:// (TLS) REDIS_URL')
