@@ -17,6 +17,7 @@ import {
   type NetworkUsage,
   type PublicIpStatus,
 } from '../lib/ipam/index.ts'
+import { type AdminNetwork, type PortNetwork, portNetworksOf } from '../lib/model/admin-network.ts'
 import type { EventKind, ObjectEvent } from '../lib/model/events.ts'
 import {
   type Dpu,
@@ -67,6 +68,7 @@ export class HydrazineClient {
   private readonly heartbeats: Heartbeats
   private readonly changes: ChangeFeed
   private readonly tracer: Tracer | undefined
+  private readonly adminNetwork: AdminNetwork | undefined
   /** Host requests: prepare, then apply or plan. */
   readonly hosts: HostRequests
   /** Group requests: prepare, then apply or plan. */
@@ -97,6 +99,7 @@ export class HydrazineClient {
     this.heartbeats = deps.heartbeats
     this.changes = deps.changes
     this.tracer = deps.tracer
+    this.adminNetwork = policy.adminNetwork
     this.hosts = new HostRequests({ store, queue, policy, planner })
     this.groups = new GroupRequests({ store, queue, policy, addresses: ipam, planner })
     this.dpus = new DpuRequests({
@@ -194,6 +197,14 @@ export class HydrazineClient {
   /** The live hosts a DPU serves. */
   dpuHostNames(id: string): Promise<string[]> {
     return this.store.dpus.hostNames(id)
+  }
+
+  /** Which network each of a DPU's host ports is on (`portNetworksOf`). */
+  async dpuPorts(dpu: Dpu): Promise<PortNetwork[]> {
+    const hosts = await this.store.hosts.onDpu(dpu.name)
+    // A force-detached host its DPU has not confirmed isolated holds its ports off too.
+    const unconfirmed = (await this.store.dpus.needsIsolation(dpu.name)).map((s) => s.host)
+    return portNetworksOf(this.adminNetwork, dpu, hosts, unconfirmed).ports
   }
 
   /**

@@ -21,6 +21,7 @@ import type { Caller } from '../lib/model/placement.ts'
 import type { ChangePlan, Planner } from '../lib/model/plans.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import type { ControllerQueue } from '../queues/producer.ts'
+import { refuseAdminGroup } from './admin-network.ts'
 import {
   AddressesHeld,
   ForbiddenError,
@@ -62,6 +63,8 @@ export class GroupRequests {
    */
   async prepare(caller: Caller, name: string, spec: unknown): Promise<PreparedGroup> {
     if (caller.kind === 'tenant') await this.#refuseForeign(caller.tenant, name, spec)
+    const existing = await this.#deps.store.groups.get(name)
+    refuseAdminGroup(this.#deps.policy, caller, name, existing, spec)
     const valid = validGroupSpec(name, spec, this.#deps.policy)
     // IPAM's commit refuses the same atomically (the group Failed): this answers at once.
     await refuseOrphans(this.#deps.addresses, name, valid)
@@ -105,6 +108,8 @@ export class GroupRequests {
   /** The group marked for deletion and `group.delete` enqueued. */
   async delete(name: string, options: { force?: boolean } = {}): Promise<Accepted<ResourceGroup>> {
     validate(Rfc1123Label, name, 'name')
+    const existing = await this.#deps.store.groups.get(name)
+    refuseAdminGroup(this.#deps.policy, { kind: 'operator' }, name, existing)
     const force = options.force ?? false
     const object = (await this.#deps.store.objects.requestDeletion('rg', name, force)) as
       | ResourceGroup

@@ -10,6 +10,7 @@ import { ManagedResourceRequest, type ResourceGroup, Rfc1123Label } from '../lib
 import type { Caller } from '../lib/model/placement.ts'
 import { RESERVED_HOST_NAMES } from '../lib/ovn/index.ts'
 import { StoreConflict } from '../lib/state/store.ts'
+import { refuseAdminPort } from './admin-network.ts'
 import { NameTaken, ValidationError, validate } from './errors.ts'
 import type { ClientPolicy } from './policy.ts'
 import type { RequestReads } from './reads.ts'
@@ -72,6 +73,7 @@ export async function hostRequestOf(
   const request = validate(ManagedResourceRequest, spec)
   const group = await visibleGroup(reads, caller, request.resourceGroup)
   if (!group) throw noSuchGroup(request.resourceGroup)
+  refuseAdminPort(group, undefined)
   if (group.deletion) {
     throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
   }

@@ -14,6 +14,7 @@ import type { ChangePlan, Planner } from '../lib/model/plans.ts'
 import type { TenantQuota } from '../lib/model/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
 import type { ControllerQueue } from '../queues/producer.ts'
+import { refuseAdminPort } from './admin-network.ts'
 import { NotFoundError, ValidationError, validate } from './errors.ts'
 import {
   checkInterfaces,
@@ -76,6 +77,7 @@ export class HostRequests {
     await refuseForeignHost(reads, caller, name, spec)
     const { request, group } = await hostRequestOf(reads, name, spec, caller, policy)
     const before = await reads.host(name)
+    if (before) refuseAdminPort(undefined, before, await reads.group(before.spec.resourceGroup))
     await refuseInterfaceChange(reads.host, before, name, 'change')
     const ports = interfacesOf(name, request)
     const dpu = await reads.dpu(request.dpu.id)
@@ -236,6 +238,8 @@ export class HostRequests {
     validate(Rfc1123Label, name, 'name')
     const force = options.force ?? false
     const host = await this.#deps.store.hosts.get(name)
+    if (host)
+      refuseAdminPort(undefined, host, await this.#deps.store.groups.get(host.spec.resourceGroup))
     await refuseInterfaceChange((n) => this.#deps.store.hosts.get(n), host, name, 'delete')
     const accepted = await this.#delete(name, force)
     for (const port of interfaceNames(host)) await this.#deleteInterface(port, name, force)

@@ -18,6 +18,7 @@ import { type DpuState, dpuStateOf } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import { parseIp, toHex } from '../lib/ipam/address.ts'
 import type { NetworkUsage, PublicIpStatus } from '../lib/ipam/index.ts'
+import type { PortNetwork } from '../lib/model/admin-network.ts'
 import type { ObjectEvent } from '../lib/model/events.ts'
 import type { Dpu, DpuSpec, ManagedResource, ResourceGroup } from '../lib/model/objects.ts'
 import type { Caller } from '../lib/model/placement.ts'
@@ -51,6 +52,7 @@ export interface OperationsDeps {
     | 'listHeartbeats'
     | 'heartbeatOf'
     | 'dpuHostNames'
+    | 'dpuPorts'
     | 'issueDpuCredentials'
     | 'events'
     | 'trace'
@@ -78,6 +80,11 @@ export interface DpuView {
   readonly lastHeartbeat?: string
   /** The live hosts it serves. */
   readonly hosts: readonly string[]
+  /**
+   * Each of its host ports and the network it is on: a tenant's (the host holding it),
+   * the admin network, or none (and why); absent for a DPU not in the inventory.
+   */
+  readonly ports?: readonly PortNetwork[]
   readonly agent?: {
     readonly version: string
     readonly protocolVersions: readonly string[]
@@ -169,6 +176,7 @@ export function createOperations(deps: OperationsDeps): (caller: Caller) => Oper
     state: beat ? dpuStateOf(beat) : 'Unknown',
     ...(beat ? { lastHeartbeat: beat.at } : {}),
     hosts: (await client.dpuHostNames(id)).sort(),
+    ...(dpu ? { ports: await client.dpuPorts(dpu) } : {}),
     ...(beat
       ? {
           agent: {

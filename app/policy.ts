@@ -1,4 +1,5 @@
 /** The operator's rules every request is held to, and the quota a tenant's write counts against. */
+import type { AdminNetwork } from '../lib/model/admin-network.ts'
 import { DEFAULT_QUOTAS, limitsOf, type Quotas, type TenantQuota } from '../lib/model/quotas.ts'
 
 export interface ClientPolicy {
@@ -19,6 +20,11 @@ export interface ClientPolicy {
    * DPU whose NAT address lies inside is refused (`lib/model/southbound-admission.ts`).
    */
   readonly southboundCidrs?: readonly string[]
+  /**
+   * The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`): Hydrazine alone writes its
+   * group and its ports; a request for either is refused.
+   */
+  readonly adminNetwork?: AdminNetwork
   /** The fabric has IPv6 (`HYDRAZINE_FABRIC_DUMMY_IP6`): IPv6-only hosts may have access. */
   readonly fabric6?: boolean
 }

@@ -20,6 +20,7 @@ import {
 } from '../lib/agent-protocol/index.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
 import { FRR_QUEUE } from '../lib/jobs/frr.ts'
+import type { AdminNetwork } from '../lib/model/admin-network.ts'
 import type { Quotas } from '../lib/model/quotas.ts'
 import {
   createOvnTrace,
@@ -54,6 +55,10 @@ export interface ControllerOptions {
   readonly maxCentrals?: number
   /** The CIDRs every group's Southbound admits by address: no DPU's NAT address inside. */
   readonly southboundCidrs?: readonly string[]
+  /** The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`; default none). */
+  readonly adminNetwork?: AdminNetwork
+  /** How often `admin.sync` runs with an admin network, in ms (default 1000). */
+  readonly adminSyncEveryMs?: number
   /** Jobs handled at once by this process (default `WORKER_CONCURRENCY`). */
   readonly concurrency?: number
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
@@ -150,6 +155,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       agents,
       fabric: options.fabric,
       ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
+      ...(options.adminNetwork ? { admin: options.adminNetwork } : {}),
       ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
     },
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
@@ -158,6 +164,9 @@ export async function startController(options: ControllerOptions): Promise<Contr
       : {}),
     ...(options.dpuHealthEveryMs !== undefined
       ? { dpuHealthEveryMs: options.dpuHealthEveryMs }
+      : {}),
+    ...(options.adminSyncEveryMs !== undefined
+      ? { adminSyncEveryMs: options.adminSyncEveryMs }
       : {}),
     ...(options.prefix !== undefined ? { prefix: options.prefix } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
@@ -175,6 +184,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       ...(options.quotas ? { quotas: options.quotas } : {}),
       ...(options.maxCentrals !== undefined ? { maxCentrals: options.maxCentrals } : {}),
       ...(options.southboundCidrs ? { southboundCidrs: options.southboundCidrs } : {}),
+      ...(options.adminNetwork ? { adminNetwork: options.adminNetwork } : {}),
       fabric6: options.fabric.dummyIp6 !== undefined,
     },
     planner: createPlanner({

@@ -104,6 +104,7 @@ export async function startService(
     quotas: config.quotas,
     ...(config.maxCentrals !== undefined ? { maxCentrals: config.maxCentrals } : {}),
     ...(config.kubernetes?.dpuCidrs ? { southboundCidrs: config.kubernetes.dpuCidrs } : {}),
+    ...(config.adminNetwork ? { adminNetwork: config.adminNetwork } : {}),
     dpuHealthEveryMs: config.dpuHealthEveryMs,
     lockDurationMs: config.jobLockMs,
     logger,

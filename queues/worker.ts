@@ -6,6 +6,7 @@
 
 import { DelayedError, type Job, Queue, UnrecoverableError, Worker } from 'bullmq'
 import type { Logger } from 'pino'
+import { createAdminSync } from '../functions/admin-sync.ts'
 import { createDpuHealth } from '../functions/dpu-health.ts'
 import { createGroupCreate } from '../functions/group-create.ts'
 import { createGroupDelete } from '../functions/group-delete.ts'
@@ -66,6 +67,11 @@ export interface WorkerOptions {
    * agent's hosts to show it within 3 intervals.
    */
   readonly dpuHealthEveryMs?: number
+  /**
+   * How often `admin.sync` puts free host ports on the admin network and takes them off
+   * it, in ms (default 1000; 0 = never). Only with an admin network (`deps.admin`).
+   */
+  readonly adminSyncEveryMs?: number
   /** BullMQ key prefix (default `bull`); tests use their own. */
   readonly prefix?: string
   readonly logger?: Logger
@@ -149,6 +155,9 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     'publicip.release': createPublicIpRelease(deps),
     reconcile,
     'dpu.health': dpuHealth,
+    'admin.sync': deps.admin
+      ? createAdminSync({ ...deps, admin: deps.admin })
+      : async () => ({ skipped: 'no admin network (HYDRAZINE_ADMIN_NETWORK)' }),
   }
   for (const name of Object.keys(handlers) as JobName[]) {
     handlers[name] = timed(name, handlers[name], observers)
@@ -217,6 +226,21 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
         name: 'dpu.health',
         data: {},
         // Runs every few seconds: keep a few results to read, no history.
+        opts: { removeOnComplete: { count: 10 }, removeOnFail: { count: 10 } },
+      },
+    )
+  }
+
+  const adminSyncEveryMs = deps.admin ? (options.adminSyncEveryMs ?? 1000) : 0
+  if (adminSyncEveryMs <= 0) {
+    await queue.removeJobScheduler('admin.sync')
+  } else {
+    await queue.upsertJobScheduler(
+      'admin.sync',
+      { every: adminSyncEveryMs },
+      {
+        name: 'admin.sync',
+        data: {},
         opts: { removeOnComplete: { count: 10 }, removeOnFail: { count: 10 } },
       },
     )

@@ -2,8 +2,8 @@
  * HTTP and gRPC share one model: every field of each valibot spec and status schema
  * (`lib/model/objects.ts`, `statuses.ts`, the agent's `ObservedState`) has its proto
  * counterpart in `proto/hydrazine/v1/resources.proto` — camelCase ⇄ snake_case, of a
- * matching kind (string, bool, number, timestamp, list, message, enum with the same values,
- * optional where the schema's field is) — and the proto has no field the schema lacks.
+ * matching kind (string, bool, number, timestamp, list, record ⇄ map, message, enum with the
+ * same values, optional where the schema's field is) — and the proto has no field the schema lacks.
  * The OpenAPI document's spec schemas list the same fields. A host's spec is read back as
  * stored, with what Hydrazine fills in (`STORED_ONLY`: the host an interface's own
  * ManagedResource belongs to; `STORED_DPU_ONLY`, from the inventory: none today): such
@@ -35,6 +35,8 @@ import { HYDRAZINE_PROTO } from './protocol.ts'
 type Schema = v.GenericSchema & {
   readonly wrapped?: Schema
   readonly item?: Schema
+  /** A record's values. */
+  readonly value?: Schema
   readonly entries?: Readonly<Record<string, Schema>>
   readonly options?: readonly string[]
   readonly pipe?: readonly { readonly type: string }[]
@@ -103,6 +105,15 @@ function drift(
 
 function fieldDrift(entry: Schema, field: protobuf.Field, at: string): string[] {
   const { schema: outer, optional } = unwrap(entry)
+  if (outer.type === 'record' || field.map) {
+    // A record of strings ⇄ a `map<string, V>`: the values' kinds match.
+    if (outer.type !== 'record' || !field.map) {
+      return [`${at}: ${field.map ? 'not a record' : 'a record'} in the schema, not in the proto`]
+    }
+    const value = outer.value ? kindOf(unwrap(outer.value).schema) : 'unknown'
+    const protoValue = protoKindOf(field)
+    return value === protoValue ? [] : [`${at}: a record of ${value}, a map of ${protoValue}`]
+  }
   const list = outer.type === 'array' && outer.item
   if (Boolean(list) !== field.repeated) {
     return [`${at}: ${list ? 'a list' : 'not a list'} in the schema, not in the proto`]

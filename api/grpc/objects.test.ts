@@ -131,6 +131,33 @@ t.test("a DPU's spec carries its IPv6 NAT address when it has one", async (t) =>
     fabricIps: ['172.18.0.11', '172.18.0.111'],
     natIp6: 'fd00:fab::105',
     hostPorts: ['pf0hpf'],
+    hostMacs: {},
   })
   t.notOk('natIp6' in (dpuMessage(dpu()).spec ?? {}), 'unset without one')
+})
+
+t.test("a DPU's host ports and their networks, as proto enum values", async (t) => {
+  const view: DpuView = {
+    id: 'dpu-1',
+    spec: { fabricIps: ['172.18.0.11'], hostPorts: ['pf0hpf', 'pf1hpf'] },
+    specVersion: 1,
+    state: 'Online',
+    hosts: ['h1'],
+    ports: [
+      { port: 'pf0hpf', network: 'tenant', group: 'group-a', host: 'h1', phase: 'Ready' },
+      { port: 'pf1hpf', network: 'none', reason: 'no MAC' },
+    ],
+  }
+  t.same(dpuMessage(view).ports, [
+    {
+      port: 'pf0hpf',
+      network: 'DPU_PORT_NETWORK_TENANT',
+      group: 'group-a',
+      host: 'h1',
+      phase: 'Ready',
+    },
+    { port: 'pf1hpf', network: 'DPU_PORT_NETWORK_NONE', reason: 'no MAC' },
+  ])
+  const { ports: _ports, ...outside } = view
+  t.same(dpuMessage(outside).ports, [], 'a DPU not in the inventory: an empty list')
 })

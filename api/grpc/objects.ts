@@ -20,6 +20,7 @@ import type { Condition } from '../../proto/gen/hydrazine/v1/Condition.ts'
 import { ConditionStatus as ConditionStatusProto } from '../../proto/gen/hydrazine/v1/ConditionStatus.ts'
 import type { Dpu } from '../../proto/gen/hydrazine/v1/Dpu.ts'
 import type { DpuCredentials } from '../../proto/gen/hydrazine/v1/DpuCredentials.ts'
+import { DpuPortNetwork } from '../../proto/gen/hydrazine/v1/DpuPortNetwork.ts'
 import { DpuState } from '../../proto/gen/hydrazine/v1/DpuState.ts'
 import type { ManagedResource } from '../../proto/gen/hydrazine/v1/ManagedResource.ts'
 import { ManagedResourcePhase } from '../../proto/gen/hydrazine/v1/ManagedResourcePhase.ts'
@@ -54,6 +55,13 @@ export const DPU_STATE = protoEnum(DpuState, 'DPU_STATE', [
   'Lost',
   'Unknown',
 ] as const satisfies readonly DpuView['state'][])
+
+/** The network a DPU's host port is on (`PortNetwork.network`). */
+export const DPU_PORT_NETWORK = protoEnum(DpuPortNetwork, 'DPU_PORT_NETWORK', [
+  'admin',
+  'tenant',
+  'none',
+] as const satisfies readonly NonNullable<DpuView['ports']>[number]['network'][])
 
 /** `{[key]: value}` when the model has it, `{}` when it does not. */
 const ifSet = <K extends string, V>(key: K, value: V | undefined) =>
@@ -207,12 +215,21 @@ export function dpuMessage(dpu: DpuView): Dpu {
         fabricIps: dpu.spec.fabricIps,
         ...ifSet('natIp6', dpu.spec.natIp6),
         hostPorts: dpu.spec.hostPorts,
+        hostMacs: dpu.spec.hostMacs ?? {},
       },
     ),
     specVersion: dpu.specVersion ?? 0,
     state: DPU_STATE.toProto(dpu.state),
     ...ifSet('lastHeartbeat', dpu.lastHeartbeat ? timestampOf(dpu.lastHeartbeat) : undefined),
     hosts: [...dpu.hosts],
+    ports: (dpu.ports ?? []).map((p) => ({
+      port: p.port,
+      network: DPU_PORT_NETWORK.toProto(p.network),
+      ...ifSet('group', p.group),
+      ...ifSet('host', p.host),
+      ...ifSet('phase', p.phase),
+      ...ifSet('reason', p.reason),
+    })),
     ...ifSet(
       'agent',
       dpu.agent && {

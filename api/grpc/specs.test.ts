@@ -14,13 +14,22 @@ import { requestFieldPath } from './fields.ts'
 import { dpuSpecInput, hostSpecInput } from './specs.ts'
 
 t.test('a DpuSpec message: nat_ip6 as natIp6 when set', async (t) => {
-  const spec: DpuSpec__Output = { fabricIps: ['172.18.0.11'], hostPorts: [] }
+  const spec: DpuSpec__Output = { fabricIps: ['172.18.0.11'], hostPorts: [], hostMacs: {} }
   t.same(dpuSpecInput({ ...spec, natIp6: 'FD00:FAB::105' }), {
     fabricIps: ['172.18.0.11'],
     natIp6: 'FD00:FAB::105',
     hostPorts: [],
   })
   t.notOk('natIp6' in dpuSpecInput(spec), 'left out when unset')
+  t.notOk('hostMacs' in dpuSpecInput(spec), 'no host MACs: left out')
+  t.same(
+    dpuSpecInput({ ...spec, hostPorts: ['pf0hpf'], hostMacs: { pf0hpf: '0a:00:00:00:0a:01' } }),
+    {
+      fabricIps: ['172.18.0.11'],
+      hostPorts: ['pf0hpf'],
+      hostMacs: { pf0hpf: '0a:00:00:00:0a:01' },
+    },
+  )
 })
 
 t.test('a ManagedResourceSpec message: dpu.nat_ip6 passes through', async (t) => {

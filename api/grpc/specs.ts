@@ -126,6 +126,7 @@ export function dpuSpecInput(spec: DpuSpec__Output | null): Input {
     fabricIps: spec.fabricIps,
     ...ifSet('natIp6', spec.natIp6),
     hostPorts: spec.hostPorts,
+    ...(Object.keys(spec.hostMacs ?? {}).length > 0 ? { hostMacs: spec.hostMacs } : {}),
   }
 }
 

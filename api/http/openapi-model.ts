@@ -14,6 +14,7 @@ import * as v from 'valibot'
 import type { DpuView } from '../../app/index.ts'
 import { ObservedState } from '../../lib/agent-protocol/index.ts'
 import type { PublicIpStatus as PublicIpAnswer } from '../../lib/ipam/index.ts'
+import type { PortNetwork } from '../../lib/model/admin-network.ts'
 import {
   DpuSpec,
   HostInterface,
@@ -82,6 +83,23 @@ const DpuAgent = v.object({
   observed: ObservedState,
 } satisfies Record<keyof NonNullable<DpuView['agent']>, v.GenericSchema>)
 
+/** A DPU's host port and the network it is on (`PortNetwork`). */
+const DpuPort = v.object({
+  port: v.string(),
+  network: v.pipe(
+    v.picklist(['admin', 'tenant', 'none']),
+    v.description(
+      "admin: the admin network's port holds it; tenant: a tenant's host holds it; none: nothing does (reason says why)",
+    ),
+  ),
+  group: v.optional(v.pipe(v.string(), v.description('the group of the host that holds it'))),
+  host: v.optional(v.pipe(v.string(), v.description('the host (or admin port) that holds it'))),
+  phase: v.optional(
+    v.pipe(v.string(), v.description("that host's phase: the port is on its network once Ready")),
+  ),
+  reason: v.optional(v.string()),
+} satisfies Record<keyof PortNetwork, v.GenericSchema>)
+
 /** A DPU as the API answers it (`DpuView`). */
 const Dpu = v.object({
   id: v.string(),
@@ -97,6 +115,14 @@ const Dpu = v.object({
     v.pipe(IsoTime, v.description('when its agent last beat; kept after it went silent')),
   ),
   hosts: DpuStatus.entries.hosts,
+  ports: v.optional(
+    v.pipe(
+      v.array(DpuPort),
+      v.description(
+        "each host port and the network it is on: a tenant's (the host holding it), the admin network (HYDRAZINE_ADMIN_NETWORK), or none and why",
+      ),
+    ),
+  ),
   agent: v.optional(DpuAgent),
 } satisfies Record<keyof DpuView, v.GenericSchema>)
 

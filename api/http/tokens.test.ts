@@ -31,6 +31,11 @@ t.test('a bad tokens file is a ConfigError naming the fields', async (t) => {
     ['not JSON', '{nope', []],
     ['short token', JSON.stringify({ operator: ['short'] }), ['operator.0']],
     ['bad tenant id', JSON.stringify({ tenants: { Bad_Tenant: [TENANT] } }), ['tenants']],
+    [
+      "the admin network's reserved tenant",
+      JSON.stringify({ tenants: { 'hydrazine-admin': [TENANT] } }),
+      ['tenants'],
+    ],
     ['unknown key', JSON.stringify({ operators: [OPERATOR] }), ['operators']],
   ]
   for (const [name, text, paths] of cases) {

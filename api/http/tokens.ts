@@ -14,6 +14,7 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import * as v from 'valibot'
 import { ConfigError } from '../../lib/errors.ts'
+import { ADMIN_TENANT } from '../../lib/model/admin-network.ts'
 import { Rfc1123Label } from '../../lib/model/objects.ts'
 
 export interface Tokens {
@@ -30,7 +31,16 @@ const Token = v.pipe(v.string(), v.minLength(16, 'a token must have at least 16 
 
 export const TokensFile = v.strictObject({
   operator: v.optional(v.array(Token), []),
-  tenants: v.optional(v.record(Rfc1123Label, v.array(Token)), {}),
+  tenants: v.optional(
+    v.record(
+      v.pipe(
+        Rfc1123Label,
+        v.check((t) => t !== ADMIN_TENANT, `${ADMIN_TENANT} is reserved for the admin network`),
+      ),
+      v.array(Token),
+    ),
+    {},
+  ),
 })
 
 /** Parses a tokens document; a ConfigError names every bad field. */

@@ -6,6 +6,7 @@ import type { Job } from 'bullmq'
 import type { ProtocolVersion } from '../../lib/agent-protocol/index.ts'
 import type { Ipam } from '../../lib/ipam/index.ts'
 import type { ControllerJobs } from '../../lib/jobs/redrive.ts'
+import type { AdminNetwork } from '../../lib/model/admin-network.ts'
 import type {
   ApplyResult,
   NbConnection,
@@ -133,6 +134,11 @@ export interface HandlerDeps {
    * `<hostname>.<group>.<zone>` inside it. Absent: no group has DNS records.
    */
   readonly dnsZone?: string
+  /**
+   * The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`): its group holds every host
+   * port no tenant host holds (`admin-sync.ts`). Absent: there is none.
+   */
+  readonly admin?: AdminNetwork
   /**
    * Called, and awaited, at each named step a handler reaches (e.g.
    * `attach:topology-applied`). A no-op in production; crash-safety tests kill the worker

@@ -18,23 +18,35 @@ import { type HostAttempt, setHostStatus } from './status.ts'
  * A host for another group than the DPU's other hosts waits (retried, saying why) until
  * those hosts are detached. A host holds the DPU once it is past `Attaching`; of two
  * still attaching, the one whose name sorts first goes ahead (so two requests at once
- * never wait for each other).
+ * never wait for each other). The admin network always gives way, whatever the phases:
+ * a tenant host waits until every admin port of its DPU was isolated and removed, and an
+ * admin port waits while any tenant host is on its DPU (`admin-sync.ts` removes it).
  */
 export async function dpuFollowsOneGroup(
-  deps: Pick<HandlerDeps, 'store'>,
+  deps: Pick<HandlerDeps, 'store' | 'admin'>,
   host: HostAttempt,
 ): Promise<void> {
   const { resourceGroup: group, dpu } = host.spec
+  const admin = deps.admin?.group
   for (const holder of await deps.store.hosts.onDpu(dpu.id)) {
     const { name } = holder
     const other = holder.spec.resourceGroup
     if (name === host.name || other === group) continue
-    if (holder.status.phase === 'Attaching' && name > host.name) continue
-    const message = `DPU ${dpu.id} serves ${name} in group ${other}; a DPU serves one group at a time`
+    const adminPorts = admin !== undefined && (other === admin || group === admin)
+    if (!adminPorts && holder.status.phase === 'Attaching' && name > host.name) continue
+    const onAdmin = other === admin
+    const message = onAdmin
+      ? `DPU ${dpu.id}'s port ${holder.spec.identifier ?? '(default)'} is on the admin network ${admin} (${name}): it is isolated and leaves it first`
+      : `DPU ${dpu.id} serves ${name} in group ${other}; a DPU serves one group at a time`
     await setHostStatus(deps, host, {
       attempt: host.attempt,
       phase: 'Attaching',
-      condition: { type: 'Attached', status: 'False', reason: 'DpuServesAnotherGroup', message },
+      condition: {
+        type: 'Attached',
+        status: 'False',
+        reason: onAdmin ? 'AdminNetworkLeaving' : 'DpuServesAnotherGroup',
+        message,
+      },
     })
     throw new NotReady(message)
   }

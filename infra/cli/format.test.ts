@@ -3,7 +3,7 @@
  * by their first, a large one's as runs, reservations only when there are some.
  */
 import t from 'tap'
-import { COLUMNS, ipamText, table } from './format.ts'
+import { COLUMNS, ipamText, summary, table } from './format.ts'
 
 const subnet = (fields: Record<string, unknown>) => ({
   dhcp: false,
@@ -90,4 +90,31 @@ t.test("groups' NETWORK column: the IPv4 network, or an IPv6-only group's networ
   const [, g4, g6] = out.trim().split('\n')
   t.match(g4, /^g4\s+t\s+10\.0\.0\.0\/24\s/)
   t.match(g6, /^g6\s+t\s+fd00:6::\/64\s/)
+})
+
+t.test("a DPU's host ports: by network in the list, one by one in its summary", async (t) => {
+  const dpu = {
+    id: 'dpu1',
+    state: 'Online',
+    hosts: ['h1'],
+    ports: [
+      { port: 'pf0hpf', network: 'tenant', group: 'group-a', host: 'h1', phase: 'Ready' },
+      {
+        port: 'pf1hpf',
+        network: 'admin',
+        group: 'admin',
+        host: 'admin-dpu1-pf1hpf',
+        phase: 'Ready',
+      },
+      { port: 'pf0vf0', network: 'none', reason: 'no MAC' },
+    ],
+  }
+  const [, row] = table([dpu], COLUMNS.dpus ?? [])
+    .trim()
+    .split('\n')
+  t.match(row, /^dpu1\s+Online\s+-?\s*1\s+1 admin, 1 tenant, 1 none\s/)
+  const text = summary(dpu)
+  t.match(text, /ports:\n\s+PORT\s+NETWORK\s+GROUP\s+HELD BY\s+PHASE\s+WHY\n/)
+  t.match(text, /pf1hpf\s+admin\s+admin\s+admin-dpu1-pf1hpf\s+Ready/)
+  t.match(text, /pf0vf0\s+none\s.*no MAC/)
 })

@@ -75,6 +75,7 @@ export const COLUMNS: Readonly<Record<string, Columns>> = {
     ['STATE', 'state'],
     ['TENANT', 'spec.tenantId'],
     ['HOSTS', (r) => (Array.isArray(r.hosts) ? r.hosts.length : undefined)],
+    ['PORTS', (r) => portsByNetwork(r.ports)],
     ['LAST HEARTBEAT', 'lastHeartbeat'],
   ],
   'public-ips': [
@@ -88,6 +89,23 @@ export const COLUMNS: Readonly<Record<string, Columns>> = {
     ['REASON', 'reason'],
     ['MESSAGE', 'message'],
   ],
+}
+
+/**
+ * A DPU's host ports counted by the network they are on (`2 admin, 1 tenant, 3 none`);
+ * undefined for a DPU that reports none.
+ */
+function portsByNetwork(ports: unknown): string | undefined {
+  if (!Array.isArray(ports) || ports.length === 0) return undefined
+  const counts = new Map<string, number>()
+  for (const p of ports) {
+    const network = text(at(p, 'network'))
+    counts.set(network, (counts.get(network) ?? 0) + 1)
+  }
+  return ['admin', 'tenant', 'none']
+    .filter((n) => counts.has(n))
+    .map((n) => `${counts.get(n)} ${n}`)
+    .join(', ')
 }
 
 /** One object: its identity, phase and conditions, then the rest as indented JSON. */
@@ -108,6 +126,21 @@ export function summary(object: unknown): string {
         ['STATUS', 'status'],
         ['REASON', 'reason'],
         ['MESSAGE', 'message'],
+      ]),
+    )
+  }
+  const ports = object.ports
+  if (Array.isArray(ports) && ports.length > 0) {
+    // A DPU's host ports: which network each is on.
+    lines.push('ports:')
+    lines.push(
+      table(ports, [
+        ['  PORT', (p) => `  ${text(p.port)}`],
+        ['NETWORK', 'network'],
+        ['GROUP', 'group'],
+        ['HELD BY', 'host'],
+        ['PHASE', 'phase'],
+        ['WHY', 'reason'],
       ]),
     )
   }

@@ -71,6 +71,11 @@ export async function startHydrazine(opts: {
   /** `HYDRAZINE_FABRIC_DUMMY_IP6`: the same in IPv6. */
   dummyIp6: string
   router: { ip: string; ip6: string; asn: number }
+  /**
+   * `HYDRAZINE_ADMIN_NETWORK`: the admin network's group `admin` on this network, relaying
+   * DHCP to the lab's DHCP server. Absent: none.
+   */
+  adminNetwork?: { cidr: string; gateway: string }
   started: (daemon: Daemon) => void
 }): Promise<LabHydrazine> {
   const { dataDir, fabric, router } = opts
@@ -102,6 +107,15 @@ export async function startHydrazine(opts: {
         HYDRAZINE_PHYSICAL_NETWORK: 'physnet',
         // dnsmasq on the fabric, standing in for Carbide's DHCP server.
         HYDRAZINE_DHCP_SERVERS: fabric.gatewayIp,
+        ...(opts.adminNetwork
+          ? {
+              HYDRAZINE_ADMIN_NETWORK: JSON.stringify({
+                group: 'admin',
+                network: opts.adminNetwork,
+                dhcpServer: fabric.gatewayIp,
+              }),
+            }
+          : {}),
         LOG_LEVEL: 'info',
         // The agents beat every second: look at their beats four times as often.
         HYDRAZINE_DPU_HEALTH_MS: '250',

@@ -161,6 +161,8 @@ export async function startLab(opts: {
   dpus?: number
   /** DHCP relay uplink addresses per DPU: how many groups each may relay for (default 4). */
   relaysPerDpu?: number
+  /** The admin network's subnet (`HYDRAZINE_ADMIN_NETWORK`, group `admin`); default none. */
+  adminNetwork?: { cidr: string; gateway: string }
   log?: (line: string) => void
 }): Promise<Lab> {
   const log = opts.log ?? (() => {})
@@ -218,6 +220,7 @@ export async function startLab(opts: {
       dummyIp: `${base}.250/24`,
       dummyIp6: RESERVED_IP6,
       router: { ip: router.ip, ip6: router.ip6, asn: FABRIC_ROUTER_ASN },
+      ...(opts.adminNetwork ? { adminNetwork: opts.adminNetwork } : {}),
       started,
     })
     const { url, tokenFile, centralsDir } = hydrazine

@@ -5,6 +5,7 @@ import { resolve } from 'node:path'
 import * as v from 'valibot'
 import { ConfigError } from '../errors.ts'
 import { isLoopback } from '../process/ports.ts'
+import { AdminNetworkVariable, adminRelayIssue } from './admin-network.ts'
 import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
 import { DnsZoneVariable } from './dns.ts'
 import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
@@ -179,6 +180,7 @@ const EnvSchema = v.object({
       v.check((n) => n >= 1 && n <= 100_000, 'must be between 1 and 100000'),
     ),
   ),
+  HYDRAZINE_ADMIN_NETWORK: AdminNetworkVariable,
   HYDRAZINE_DNS_ZONE: DnsZoneVariable,
   HYDRAZINE_METRICS_LISTEN: MetricsListenVariable,
   HYDRAZINE_METRICS_TOKEN: MetricsTokenVariable,
@@ -287,6 +289,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   }
   const metrics = metricsConfig(c.HYDRAZINE_METRICS_LISTEN, c.HYDRAZINE_METRICS_TOKEN, !!tls)
   if (!metrics.ok) invalid(metrics.path, metrics.message)
+  const admin = c.HYDRAZINE_ADMIN_NETWORK
+  const relayed = adminRelayIssue(admin, c.HYDRAZINE_DHCP_SERVERS)
+  if (relayed) invalid('HYDRAZINE_ADMIN_NETWORK', relayed)
   if (c.REDIS_CA !== undefined) {
     if (!c.REDIS_URL?.startsWith('rediss')) {
       invalid('REDIS_CA', 'needs a rediss:// (TLS) REDIS_URL')
@@ -330,6 +335,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
     quotas: c.HYDRAZINE_QUOTAS,
     ...(runsCentrals ? { maxCentrals: c.HYDRAZINE_MAX_CENTRALS ?? DEFAULT_MAX_CENTRALS } : {}),
+    ...(admin ? { adminNetwork: admin } : {}),
     ...(c.HYDRAZINE_DNS_ZONE ? { dnsZone: c.HYDRAZINE_DNS_ZONE } : {}),
     ...(metrics.metrics ? { metrics: metrics.metrics } : {}),
   }

@@ -3,6 +3,7 @@
  * and validates it).
  */
 
+import type { AdminNetwork } from '../model/admin-network.ts'
 import type { Quotas } from '../model/quotas.ts'
 import type { OvnInstallChoice } from '../ovn/install.ts'
 import type { KubernetesCentralsConfig } from './kubernetes.ts'
@@ -113,6 +114,12 @@ export interface Config {
    * {"<tenant>": {…}}}`; unset, 100 groups, 10,000 hosts and 1,000 public IPs per tenant.
    */
   readonly quotas: Quotas
+  /**
+   * `HYDRAZINE_ADMIN_NETWORK` (JSON, lib/config/admin-network.ts; unset: none): the group
+   * Hydrazine creates and owns as the provider's admin network, `{"group", "network":
+   * {"cidr", "gateway"}, "dhcpServer"?}`; every host port no tenant host holds sits on it.
+   */
+  readonly adminNetwork?: AdminNetwork
   /**
    * `HYDRAZINE_DNS_ZONE` (default `hydrazine.internal`; `off`: absent): the zone group DNS
    * domains live in, each host resolving as `<hostname>.<group>.<zone>` in its group only

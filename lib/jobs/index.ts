@@ -64,6 +64,8 @@ export const PublicIpReleaseJob = v.strictObject({
 export const ReconcileJob = v.strictObject({})
 /** `dpu.health` (repeatable): the DPUs' heartbeats against their hosts' status. */
 export const DpuHealthJob = v.strictObject({})
+/** `admin.sync` (repeatable): the admin network's ports against the inventory and its hosts. */
+export const AdminSyncJob = v.strictObject({})
 
 export const JobSchemas = {
   'group.create': GroupJob,
@@ -74,6 +76,7 @@ export const JobSchemas = {
   'publicip.release': PublicIpReleaseJob,
   reconcile: ReconcileJob,
   'dpu.health': DpuHealthJob,
+  'admin.sync': AdminSyncJob,
 } as const
 
 export type JobName = keyof typeof JobSchemas

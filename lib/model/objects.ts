@@ -216,6 +216,15 @@ export const DpuSpec = v.strictObject({
     ),
     [],
   ),
+  hostMacs: v.optional(
+    v.pipe(
+      v.record(InterfaceName, Mac),
+      v.check((macs) => Object.keys(macs).length <= 256, 'at most 256 host MACs'),
+      v.description(
+        'the MAC of the host NIC behind each host port (by port name): a port with one joins the admin network (HYDRAZINE_ADMIN_NETWORK) while no tenant host holds its DPU, locked to that MAC',
+      ),
+    ),
+  ),
 })
 export type DpuSpec = v.InferOutput<typeof DpuSpec>
 

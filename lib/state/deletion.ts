@@ -65,9 +65,10 @@ export class ObjectDeletion {
         keys.index('mr'),
         keys.members(group),
         keys.dpuHosts(dpuId),
+        keys.dpuAdminPorts(dpuId),
         ...counted,
       ],
-      [name, 3 + counted.length],
+      [name, 4 + counted.length],
     )
     await this.#events.remove('mr', name)
     await this.#retireVersion('mr', name)

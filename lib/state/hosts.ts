@@ -49,15 +49,17 @@ export class HostRepository {
    * spec was resolved against: if the DPU changed since, nothing is written ('Changed').
    * The host claims its DPU port and, when its access uses it, the DPU's NAT IP. A new host
    * counts against its group's tenant's `hosts` quota, a PublicAccess one against
-   * `publicIps` too (QuotaExceeded, nothing written, when it would not fit).
+   * `publicIps` too (QuotaExceeded, nothing written, when it would not fit). `adminPort`:
+   * a port of the admin network, which claims no DPU port (`SpecWrites.host`).
    */
   async put(
     name: string,
     spec: ManagedResourceSpec,
     dpuVersion: number,
     quota: TenantQuota,
+    options: { readonly adminPort?: boolean } = {},
   ): Promise<PutResult<ManagedResource>> {
-    const put = await this.#specs.host(name, spec, dpuVersion, quota)
+    const put = await this.#specs.host(name, spec, dpuVersion, quota, options)
     if (put.changed) await this.#events.specStored('mr', put.object.name, put.object.specVersion)
     return put
   }
@@ -114,9 +116,14 @@ export class HostRepository {
     return this.#readKept(`rg:${group}`, await this.#redis.smembers(this.#keys.members(group)))
   }
 
-  /** The hosts a DPU serves, kept and read again as `inGroup` does (read-only objects). */
+  /**
+   * The hosts a DPU serves, its admin network ports included, kept and read again as
+   * `inGroup` does (read-only objects).
+   */
   async onDpu(id: string): Promise<ManagedResource[]> {
-    return this.#readKept(`dpu:${id}`, await this.#redis.smembers(this.#keys.dpuHosts(id)))
+    const keys = this.#keys
+    const names = await this.#redis.sunion(keys.dpuHosts(id), keys.dpuAdminPorts(id))
+    return this.#readKept(`dpu:${id}`, names)
   }
 
   /** `ObjectWrites.updateStatus` of a host. */

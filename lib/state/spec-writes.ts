@@ -136,13 +136,18 @@ export class SpecWrites {
   /**
    * A host's resolved spec, placed against version `dpuVersion` of its DPU; it claims its
    * DPU port and, when its access uses it, the DPU's NAT IP, and counts against quotas.
+   * An admin port (`adminPort`, the admin network's port of a host port no tenant host
+   * holds) claims no DPU port and is not one of the DPU's hosts (`dpuHosts`): a tenant
+   * host may be placed there, and the DPU's inventory entry changes, while it is on.
    */
   async host(
     name: string,
     spec: ManagedResourceSpec,
     dpuVersion: number,
     quota: TenantQuota,
+    options: { readonly adminPort?: boolean } = {},
   ): Promise<PutResult<ManagedResource>> {
+    const adminPort = options.adminPort ?? false
     const initial: ManagedResourceStatus = {
       phase: 'Attaching',
       conditions: [],
@@ -160,11 +165,11 @@ export class SpecWrites {
       indexes: [
         keys.index('mr'),
         keys.members(spec.resourceGroup),
-        keys.dpuHosts(spec.dpu.id),
+        adminPort ? keys.dpuAdminPorts(spec.dpu.id) : keys.dpuHosts(spec.dpu.id),
         ...counted.guards.map((g) => g.key),
       ],
       leaves: counted.leaves,
-      claims: this.#hostClaims(name, spec),
+      claims: this.#hostClaims(name, spec, adminPort),
       guards: [
         { key: keys.object('dpu', spec.dpu.id), field: 'specVersion', equals: String(dpuVersion) },
         // The group is read before this write: a host must not join one that was deleted
@@ -181,11 +186,12 @@ export class SpecWrites {
    * The claims a host makes: its DPU port, its name in its group's DNS (`<hostname>.<group>`)
    * and, when its access uses it, the DPU's NAT IP.
    */
-  #hostClaims(name: string, spec: ManagedResourceSpec): string[] {
+  #hostClaims(name: string, spec: ManagedResourceSpec, adminPort = false): string[] {
     const natIps = spec.hostAccess !== 'None' ? [spec.dpu.ips[1], spec.dpu.natIp6] : []
+    const port = spec.identifier && !adminPort ? spec.identifier : undefined
     return [
       ...natIps.flatMap((ip) => (ip ? [this.#keys.claim(`natip:${ip}`)] : [])),
-      ...(spec.identifier ? [this.#keys.claim(`dpuport:${spec.dpu.id}/${spec.identifier}`)] : []),
+      ...(port ? [this.#keys.claim(`dpuport:${spec.dpu.id}/${port}`)] : []),
       this.#keys.claim(`dnsname:${spec.hostname ?? name}.${spec.resourceGroup}`),
     ]
   }

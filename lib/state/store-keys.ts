@@ -44,6 +44,11 @@ export class StoreKeys {
   dpuHosts(dpuId: string): string {
     return `${this.prefix}dpu:${dpuId}:hosts`
   }
+
+  /** The admin network's ports on a DPU (`lib/model/admin-network.ts`): not its tenant hosts. */
+  dpuAdminPorts(dpuId: string): string {
+    return `${this.prefix}dpu:${dpuId}:admin-ports`
+  }
   /** The group whose own central a DPU's chassis follows. */
   dpuCentral(dpuId: string): string {
     return `${this.prefix}dpu:${dpuId}:central`

@@ -23,6 +23,7 @@ import type { Dpu as _hydrazine_v1_Dpu, Dpu__Output as _hydrazine_v1_Dpu__Output
 import type { DpuAgent as _hydrazine_v1_DpuAgent, DpuAgent__Output as _hydrazine_v1_DpuAgent__Output } from './hydrazine/v1/DpuAgent.ts';
 import type { DpuCredentials as _hydrazine_v1_DpuCredentials, DpuCredentials__Output as _hydrazine_v1_DpuCredentials__Output } from './hydrazine/v1/DpuCredentials.ts';
 import type { DpuPlacement as _hydrazine_v1_DpuPlacement, DpuPlacement__Output as _hydrazine_v1_DpuPlacement__Output } from './hydrazine/v1/DpuPlacement.ts';
+import type { DpuPort as _hydrazine_v1_DpuPort, DpuPort__Output as _hydrazine_v1_DpuPort__Output } from './hydrazine/v1/DpuPort.ts';
 import type { DpuSpec as _hydrazine_v1_DpuSpec, DpuSpec__Output as _hydrazine_v1_DpuSpec__Output } from './hydrazine/v1/DpuSpec.ts';
 import type { GetDpuRequest as _hydrazine_v1_GetDpuRequest, GetDpuRequest__Output as _hydrazine_v1_GetDpuRequest__Output } from './hydrazine/v1/GetDpuRequest.ts';
 import type { GetDpuResponse as _hydrazine_v1_GetDpuResponse, GetDpuResponse__Output as _hydrazine_v1_GetDpuResponse__Output } from './hydrazine/v1/GetDpuResponse.ts';
@@ -116,6 +117,8 @@ export interface ProtoGrpcType {
       DpuAgent: MessageTypeDefinition<_hydrazine_v1_DpuAgent, _hydrazine_v1_DpuAgent__Output>
       DpuCredentials: MessageTypeDefinition<_hydrazine_v1_DpuCredentials, _hydrazine_v1_DpuCredentials__Output>
       DpuPlacement: MessageTypeDefinition<_hydrazine_v1_DpuPlacement, _hydrazine_v1_DpuPlacement__Output>
+      DpuPort: MessageTypeDefinition<_hydrazine_v1_DpuPort, _hydrazine_v1_DpuPort__Output>
+      DpuPortNetwork: EnumTypeDefinition
       DpuSpec: MessageTypeDefinition<_hydrazine_v1_DpuSpec, _hydrazine_v1_DpuSpec__Output>
       DpuState: EnumTypeDefinition
       GetDpuRequest: MessageTypeDefinition<_hydrazine_v1_GetDpuRequest, _hydrazine_v1_GetDpuRequest__Output>

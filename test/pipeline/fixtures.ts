@@ -6,6 +6,7 @@ import type { HydrazineClient } from '../../app/index.ts'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals/local.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
 import type { ConfigureAck, IsolateAck } from '../../lib/agent-protocol/index.ts'
+import type { AdminNetwork } from '../../lib/model/admin-network.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 import { FakeChassis } from '../helpers/fake-chassis.ts'
@@ -105,6 +106,8 @@ export async function startPipeline(
     fabric6?: boolean
     /** The controller's logger (default none). */
     logger?: Logger
+    /** The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`), synced every 200 ms. */
+    adminNetwork?: AdminNetwork
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
@@ -157,6 +160,7 @@ export async function startPipeline(
     ...(options.metrics ? { metrics: options.metrics } : {}),
     ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.adminNetwork ? { adminNetwork: options.adminNetwork, adminSyncEveryMs: 200 } : {}),
     ...(options.tls
       ? {
           certificates: async (dpuId: string) => ({

@@ -1,7 +1,8 @@
 /**
  * `/ui/dpus` and `/ui/dpus/:id` (operators only): every DPU the system knows — its
- * inventory entry, heartbeat state and last beat, agent version, the hosts it serves and
- * the ports its agent reports bound — and one DPU's events.
+ * inventory entry, heartbeat state and last beat, agent version, the hosts it serves, the
+ * network each of its host ports is on (a tenant's, the admin network, none) and the ports
+ * its agent reports bound — and one DPU's events.
  */
 
 import type { DpuView } from '../../../../app/index.ts'
@@ -76,6 +77,8 @@ export function DpuPage(props: { frame: Frame; dpu: DpuView; events: readonly Ob
           ))}
         </ul>
       )}
+      <h2 id="networks">Host ports and their networks</h2>
+      <PortNetworks ports={dpu.ports} />
       <h2 id="ports">Bound ports</h2>
       {observed && observed.boundPorts.length > 0 ? (
         <table aria-labelledby="ports">
@@ -130,4 +133,49 @@ export function DpuPage(props: { frame: Frame; dpu: DpuView; events: readonly Ob
       <EventsTable events={props.events} label={`Events of DPU ${dpu.id}`} />
     </Layout>
   )
+}
+
+/** Each host port of the DPU and the network it is on: a tenant's, the admin network, or none and why. */
+function PortNetworks(props: { ports: DpuView['ports'] }) {
+  const ports = props.ports ?? []
+  if (ports.length === 0) return <p>No host ports in the inventory.</p>
+  return (
+    <table aria-labelledby="networks">
+      <thead>
+        <tr>
+          <th scope="col">Port</th>
+          <th scope="col">Network</th>
+          <th scope="col">Held by</th>
+          <th scope="col">Phase</th>
+          <th scope="col">Why</th>
+        </tr>
+      </thead>
+      <tbody>
+        {ports.map((p) => (
+          <tr data-port={p.port} data-network={p.network}>
+            <th scope="row">{p.port}</th>
+            <td>{NETWORK_LABELS[p.network](p.group)}</td>
+            <td>
+              {p.host && p.network === 'tenant' ? (
+                <a href={`/ui/hosts/${encodeURIComponent(p.host)}`}>{p.host}</a>
+              ) : (
+                (p.host ?? '')
+              )}
+            </td>
+            <td>{p.phase ? <Phase phase={p.phase} object={`host/${p.host}`} /> : ''}</td>
+            <td>{p.reason ?? ''}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  )
+}
+
+const NETWORK_LABELS: Record<
+  NonNullable<DpuView['ports']>[number]['network'],
+  (group?: string) => string
+> = {
+  admin: (group) => `admin network (${group ?? ''})`,
+  tenant: (group) => `tenant group ${group ?? ''}`,
+  none: () => 'none (isolated)',
 }

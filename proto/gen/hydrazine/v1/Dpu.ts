@@ -5,6 +5,7 @@ import type { DpuSpec as _hydrazine_v1_DpuSpec, DpuSpec__Output as _hydrazine_v1
 import type { DpuState as _hydrazine_v1_DpuState, DpuState__Output as _hydrazine_v1_DpuState__Output } from '../../hydrazine/v1/DpuState.ts';
 import type { Timestamp as _google_protobuf_Timestamp, Timestamp__Output as _google_protobuf_Timestamp__Output } from '../../google/protobuf/Timestamp.ts';
 import type { DpuAgent as _hydrazine_v1_DpuAgent, DpuAgent__Output as _hydrazine_v1_DpuAgent__Output } from '../../hydrazine/v1/DpuAgent.ts';
+import type { DpuPort as _hydrazine_v1_DpuPort, DpuPort__Output as _hydrazine_v1_DpuPort__Output } from '../../hydrazine/v1/DpuPort.ts';
 import type { Long } from '@grpc/proto-loader';
 
 export interface Dpu {
@@ -15,6 +16,7 @@ export interface Dpu {
   'lastHeartbeat'?: (_google_protobuf_Timestamp | null);
   'hosts'?: (string)[];
   'agent'?: (_hydrazine_v1_DpuAgent | null);
+  'ports'?: (_hydrazine_v1_DpuPort)[];
 }
 
 export interface Dpu__Output {
@@ -25,4 +27,5 @@ export interface Dpu__Output {
   'lastHeartbeat': (_google_protobuf_Timestamp__Output | null);
   'hosts': (string)[];
   'agent': (_hydrazine_v1_DpuAgent__Output | null);
+  'ports': (_hydrazine_v1_DpuPort__Output)[];
 }

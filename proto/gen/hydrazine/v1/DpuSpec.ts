@@ -7,6 +7,7 @@ export interface DpuSpec {
   'fabricIps'?: (string)[];
   'hostPorts'?: (string)[];
   'natIp6'?: (string);
+  'hostMacs'?: ({[key: string]: string});
   '_tenantId'?: "tenantId";
   '_natIp6'?: "natIp6";
 }
@@ -16,6 +17,7 @@ export interface DpuSpec__Output {
   'fabricIps': (string)[];
   'hostPorts': (string)[];
   'natIp6'?: (string);
+  'hostMacs': ({[key: string]: string});
   '_tenantId'?: "tenantId";
   '_natIp6'?: "natIp6";
 }
