@@ -1,4 +1,4 @@
-import { createPrivateKey, X509Certificate } from 'node:crypto'
+import { X509Certificate } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
@@ -8,6 +8,7 @@ import { isLoopback } from '../process/ports.ts'
 import { AdminNetworkVariable, adminRelayIssue } from './admin-network.ts'
 import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
 import { DnsZoneVariable } from './dns.ts'
+import { invalid, pemFile, tlsFiles } from './files.ts'
 import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
 import { DebianMirrorVariable, OvnInstallVariable, ovnInstallConfig } from './ovn-install.ts'
@@ -388,11 +389,6 @@ function checkExternalCentrals(nb: string | undefined, file: string | undefined)
   }
 }
 
-/** The ConfigError of one variable: `invalid configuration: <variable>: <message>`. */
-function invalid(path: string, message: string): never {
-  throw new ConfigError(`invalid configuration: ${path}: ${message}`, [{ path, message }])
-}
-
 /** A centrals file's error as loadConfig reports it: every issue under the variable's name. */
 const prefixed = (error: ConfigError) =>
   new ConfigError(
@@ -402,44 +398,6 @@ const prefixed = (error: ConfigError) =>
       message: i.path ? `${i.path}: ${i.message}` : i.message,
     })),
   )
-
-/** Reads and parses one PEM file, or throws ConfigError naming `variable`. */
-function pemFile<T>(variable: string, path: string, parse: (pem: string) => T, what: string): T {
-  let pem = ''
-  try {
-    pem = readFileSync(path, 'utf8')
-  } catch (error) {
-    invalid(variable, `cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`)
-  }
-  try {
-    return parse(pem)
-  } catch {
-    return invalid(variable, `${path} is not ${what}`)
-  }
-}
-
-/** `HYDRAZINE_TLS_CERT` and `_KEY`: both or neither, readable, and the key the cert's. */
-function tlsFiles(
-  certFile: string | undefined,
-  keyFile: string | undefined,
-): { certFile: string; keyFile: string } | undefined {
-  if (certFile === undefined && keyFile === undefined) return undefined
-  if (certFile === undefined || keyFile === undefined) {
-    const missing = certFile === undefined ? 'HYDRAZINE_TLS_CERT' : 'HYDRAZINE_TLS_KEY'
-    invalid(missing, 'required when the other of HYDRAZINE_TLS_CERT / HYDRAZINE_TLS_KEY is set')
-  }
-  const cert = pemFile(
-    'HYDRAZINE_TLS_CERT',
-    certFile,
-    (pem) => new X509Certificate(pem),
-    'a PEM certificate',
-  )
-  const key = pemFile('HYDRAZINE_TLS_KEY', keyFile, (pem) => createPrivateKey(pem), 'a PEM key')
-  if (!cert.checkPrivateKey(key)) {
-    invalid('HYDRAZINE_TLS_KEY', `${keyFile} is not the key of ${certFile}`)
-  }
-  return { certFile: resolve(certFile), keyFile: resolve(keyFile) }
-}
 
 function readConfigFile(path: string): Partial<Record<EnvKey, string>> {
   let data: unknown
