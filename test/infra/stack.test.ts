@@ -201,7 +201,17 @@ t.test('a daemon that crashes while the stack is up is reported', async (t) => {
   const dataDir = await tempDir(t)
   const stack = await startLocalStack({ dataDir, redis: false, frr: false })
   t.teardown(() => stack.stop())
-  await run('ovs-appctl', ['-t', join(dataDir, 'ovn', 'northd.ctl'), 'exit']).catch(() => {})
+  // Until northd answers on its control socket (on a busy machine it may not have made it
+  // yet when the stack is up): a missed `exit` would leave nothing to wait for.
+  const told = await eventually(
+    () =>
+      run('ovs-appctl', ['-t', join(dataDir, 'ovn', 'northd.ctl'), 'exit']).then(
+        () => true,
+        () => false,
+      ),
+    15_000,
+  )
+  t.ok(told, 'northd was told to exit')
   const exit = await stack.crashed
   t.match(exit.name, /northd/)
 })
