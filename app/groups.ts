@@ -13,6 +13,7 @@ import { deletionVersion } from '../lib/jobs/index.ts'
 import { redriveGroup } from '../lib/jobs/redrive.ts'
 import {
   cidrContains,
+  implementationOf,
   type ResourceGroup,
   ResourceGroupSpec,
   Rfc1123Label,
@@ -61,21 +62,19 @@ export class GroupRequests {
    * the new network would leave behind (409).
    */
   async prepare(caller: Caller, name: string, spec: unknown): Promise<PreparedGroup> {
-    if (caller.kind === 'tenant') await this.#refuseForeign(caller.tenant, name, spec)
+    if (caller.kind === 'tenant') refuseForeign(caller.tenant, spec)
+    const existing = await this.#deps.store.groups.get(name)
+    if (caller.kind === 'tenant' && existing && existing.spec.tenantId !== caller.tenant) {
+      throw new NameTaken('resource group', name)
+    }
     const valid = validGroupSpec(name, spec, this.#deps.policy)
+    // Left out: the group's own (a PUT of an existing group), else the operator's default.
+    const type =
+      valid.networkImplementationType ??
+      (existing ? implementationOf(existing.spec) : this.#deps.policy.defaultNetworkImplementation)
     // IPAM's commit refuses the same atomically (the group Failed): this answers at once.
     await refuseOrphans(this.#deps.addresses, name, valid)
-    return { name, spec: valid }
-  }
-
-  async #refuseForeign(tenant: string, name: string, spec: unknown): Promise<void> {
-    const asked =
-      typeof spec === 'object' && spec !== null ? Reflect.get(spec, 'tenantId') : undefined
-    if (typeof asked === 'string' && asked !== tenant) {
-      throw new ForbiddenError(`a ${tenant} token cannot write for ${asked}`)
-    }
-    const existing = await this.#deps.store.groups.get(name)
-    if (existing && existing.spec.tenantId !== tenant) throw new NameTaken('resource group', name)
+    return { name, spec: { ...valid, networkImplementationType: type ?? 'Overlay' } }
   }
 
   /** The prepared spec stored; `group.create` enqueued when it changed or is tried again. */
@@ -124,6 +123,15 @@ export class GroupRequests {
     const plan = await plannerOf(this.#deps).groupDeletion(name)
     if (!plan) throw new NotFoundError('resource group', name)
     return plan
+  }
+}
+
+/** A tenant's token writes only for its own tenant (403). */
+function refuseForeign(tenant: string, spec: unknown): void {
+  const asked =
+    typeof spec === 'object' && spec !== null ? Reflect.get(spec, 'tenantId') : undefined
+  if (typeof asked === 'string' && asked !== tenant) {
+    throw new ForbiddenError(`a ${tenant} token cannot write for ${asked}`)
   }
 }
 

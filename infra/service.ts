@@ -99,6 +99,7 @@ export async function startService(
     ...(config.dnsZone ? { dnsZone: config.dnsZone } : {}),
     dhcpServers: config.dhcpServers,
     quotas: config.quotas,
+    networkImplementation: config.networkImplementation,
     dpuHealthEveryMs: config.dpuHealthEveryMs,
     lockDurationMs: config.jobLockMs,
     logger,

@@ -9,6 +9,7 @@ import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts
 import { DnsZoneVariable } from './dns.ts'
 import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
+import { NetworkTypeVariables, networkTypeConfig } from './network-implementation.ts'
 import { DebianMirrorVariable, OvnInstallVariable, ovnInstallConfig } from './ovn-install.ts'
 import { QuotasVariable } from './quotas.ts'
 import { RedisUrlVariable } from './redis.ts'
@@ -152,6 +153,7 @@ const EnvSchema = v.object({
     v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a bridge-mapping name')),
     'physnet',
   ),
+  ...NetworkTypeVariables,
   HYDRAZINE_DHCP_SERVERS: v.optional(
     v.pipe(
       v.string(),
@@ -312,6 +314,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       ...(c.HYDRAZINE_FABRIC_GATEWAY6 ? { gateway6: c.HYDRAZINE_FABRIC_GATEWAY6 } : {}),
       physicalNetwork: c.HYDRAZINE_PHYSICAL_NETWORK,
     },
+    networkImplementation: networkTypeConfig(c),
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
     quotas: c.HYDRAZINE_QUOTAS,
     ...(c.HYDRAZINE_DNS_ZONE ? { dnsZone: c.HYDRAZINE_DNS_ZONE } : {}),

@@ -1,0 +1,80 @@
+/**
+ * `group.create` for a Fabric group, as far as this version goes: the group takes its VNI
+ * and VLAN id from the operator's pools (held until the group is deleted) and then says,
+ * as a Failed status that retrying cannot change, that Fabric mode's DPU side is not
+ * available. No OVN central, no IPAM network and no DPU is touched: nothing pretends the
+ * group works.
+ */
+import type { FabricIds } from '../../lib/ipam/index.ts'
+import { type ResourceGroup, setCondition } from '../../lib/model/objects.ts'
+import type { HandlerDeps } from './deps.ts'
+import { failOrRetry } from './errors.ts'
+import { groupFailed, setGroupStatus } from './status.ts'
+
+/** The failure reason of a Fabric group: a spec this version cannot build (never retried). */
+export const FABRIC_NOT_AVAILABLE = 'FABRIC_NOT_AVAILABLE'
+
+/** What one run did for a Fabric group. */
+export interface FabricGroupResult {
+  readonly group: string
+  readonly observedVersion: number
+  readonly ovnChanged: false
+  readonly fabric: FabricIds
+}
+
+/**
+ * Takes the group's identifiers (the same ones on a re-run) and reports the group Failed,
+ * `FabricConfigured=False`, with them in `status.fabric`. A pool with none free fails the
+ * group naming the setting that widens it (`FabricAllocated=False`, retried later).
+ */
+export async function provisionFabricGroup(
+  deps: Pick<HandlerDeps, 'store' | 'ipam' | 'checkpoint'>,
+  group: ResourceGroup,
+  attempt: number,
+): Promise<FabricGroupResult> {
+  const { name, specVersion } = group
+  await deps.checkpoint('create:fabric-ids')
+  const fabric = await deps.ipam.allocateFabricIds(name).catch((error: unknown) =>
+    failOrRetry(error, (e) =>
+      setGroupStatus(
+        deps,
+        name,
+        (current) =>
+          groupFailed(current, {
+            type: 'FabricAllocated',
+            status: 'False',
+            reason: e.code,
+            message: e.message,
+          }),
+        specVersion,
+        attempt,
+      ),
+    ),
+  )
+  await setGroupStatus(
+    deps,
+    name,
+    (current) => {
+      const failed = groupFailed(current, {
+        type: 'FabricConfigured',
+        status: 'False',
+        reason: FABRIC_NOT_AVAILABLE,
+        message: `Fabric mode's DPU side is not available in this version of Hydrazine: ${name} holds VNI ${fabric.vni} and VLAN ${fabric.vlan}, but no DPU is configured for it and no host can attach to it; delete it, or use an Overlay group`,
+      })
+      return {
+        ...failed,
+        conditions: setCondition(failed.conditions, {
+          type: 'FabricAllocated',
+          status: 'True',
+          reason: 'IdentifiersHeld',
+          message: `VNI ${fabric.vni} and VLAN ${fabric.vlan} are held for ${name}`,
+        }),
+        fabric,
+        observedVersion: specVersion,
+      }
+    },
+    specVersion,
+    attempt,
+  )
+  return { group: name, observedVersion: specVersion, ovnChanged: false, fabric }
+}
