@@ -25,6 +25,7 @@ import type { ControllerQueue } from '../queues/producer.ts'
 import {
   AddressesHeld,
   ForbiddenError,
+  ImmutableField,
   NameTaken,
   NotFoundError,
   ValidationError,
@@ -72,6 +73,15 @@ export class GroupRequests {
     const type =
       valid.networkImplementationType ??
       (existing ? implementationOf(existing.spec) : this.#deps.policy.defaultNetworkImplementation)
+    // The store refuses it too, atomically: this names the field before anything is read.
+    if (existing && type !== undefined && type !== implementationOf(existing.spec)) {
+      throw new ImmutableField([
+        {
+          path: 'networkImplementationType',
+          message: `resource group ${name} is ${implementationOf(existing.spec)}: it cannot become ${type}; delete it and create it again`,
+        },
+      ])
+    }
     // IPAM's commit refuses the same atomically (the group Failed): this answers at once.
     await refuseOrphans(this.#deps.addresses, name, valid)
     return { name, spec: { ...valid, networkImplementationType: type ?? 'Overlay' } }

@@ -6,6 +6,7 @@ import type { HydrazineClient } from '../../app/index.ts'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals/local.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
 import type { ConfigureAck, IsolateAck } from '../../lib/agent-protocol/index.ts'
+import type { NetworkImplementationConfig } from '../../lib/config/network-implementation.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
 import { FakeChassis } from '../helpers/fake-chassis.ts'
@@ -105,6 +106,8 @@ export async function startPipeline(
     fabric6?: boolean
     /** The controller's logger (default none). */
     logger?: Logger
+    /** The default network implementation and the Fabric pools (default Overlay, defaults). */
+    networkImplementation?: NetworkImplementationConfig
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
@@ -157,6 +160,9 @@ export async function startPipeline(
     ...(options.metrics ? { metrics: options.metrics } : {}),
     ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.networkImplementation
+      ? { networkImplementation: options.networkImplementation }
+      : {}),
     ...(options.tls
       ? {
           certificates: async (dpuId: string) => ({
