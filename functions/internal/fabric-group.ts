@@ -7,6 +7,7 @@
  */
 import type { FabricIds } from '../../lib/ipam/index.ts'
 import { type ResourceGroup, setCondition } from '../../lib/model/objects.ts'
+import type { ChangePlan } from '../../lib/model/plans.ts'
 import type { HandlerDeps } from './deps.ts'
 import { failOrRetry } from './errors.ts'
 import { groupFailed, setGroupStatus } from './status.ts'
@@ -77,4 +78,24 @@ export async function provisionFabricGroup(
     attempt,
   )
   return { group: name, observedVersion: specVersion, ovnChanged: false, fabric }
+}
+
+/**
+ * A dry run of a Fabric group's spec: nothing in OVN, no agent job; what it would hold
+ * (its VNI and VLAN id, the ones it holds already) and how it would end, as notes.
+ */
+export function fabricGroupPlan(name: string, held: FabricIds | undefined): ChangePlan {
+  const ids = held
+    ? `it keeps VNI ${held.vni} and VLAN ${held.vlan}`
+    : "it would take a VNI and a VLAN id from the operator's pools"
+  return {
+    dryRun: true,
+    nb: { central: null, insert: [], update: [], delete: [] },
+    frr: { announce: [], withdraw: [] },
+    agentJobs: [],
+    addresses: { allocate: [], release: [] },
+    notes: [
+      `${name} is a Fabric group: ${ids}, and would report Failed (Fabric mode's DPU side is not available in this version of Hydrazine); nothing is written to OVN`,
+    ],
+  }
 }

@@ -9,7 +9,7 @@ import { createApp } from '../../api/http/app.ts'
 import type { ResourceGroupSpec } from '../../lib/model/objects.ts'
 import { jsonCaller } from '../helpers/http.ts'
 import { OPERATOR, TEST_TOKENS } from '../helpers/tokens.ts'
-import { groupSpec, type Pipeline, startPipeline } from '../pipeline/fixtures.ts'
+import { groupSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
 
 const RANGES = {
   vnis: { first: 10000, last: 19999, setting: 'HYDRAZINE_FABRIC_VNIS' },
@@ -54,6 +54,25 @@ t.test('operator default Overlay', async (t) => {
       t.equal(kept.json.object.spec.networkImplementationType, 'Fabric', 'still Fabric')
     },
   )
+
+  t.test('a dry run of a Fabric group: nothing in OVN, what it would hold', async (t) => {
+    const body = { ...groupSpec('tenant-a'), networkImplementationType: 'Fabric' }
+    const fresh = await call('PUT', '/v1/resource-groups/group-d?dryRun=true', body)
+    t.equal(fresh.status, 200)
+    t.match(fresh.json, {
+      dryRun: true,
+      nb: { central: null, insert: [], update: [], delete: [] },
+      agentJobs: [],
+      notes: [/group-d is a Fabric group: it would take a VNI and a VLAN id.*report Failed/],
+    })
+    t.equal((await call('GET', '/v1/resource-groups/group-d')).status, 404, 'nothing stored')
+    const held = await until(
+      () => p.controller.ipam.fabricIdsOf('group-b'),
+      (ids) => ids !== undefined,
+    )
+    const kept = await call('PUT', '/v1/resource-groups/group-b?dryRun=true', body)
+    t.match(kept.json.notes, [new RegExp(`it keeps VNI ${held?.vni} and VLAN ${held?.vlan}`)])
+  })
 
   t.test('immutable: a change is 409 naming the field, nothing stored', async (t) => {
     const before = (await call('GET', '/v1/resource-groups/group-a')).json
