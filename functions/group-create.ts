@@ -1,5 +1,6 @@
 import type { Job } from 'bullmq'
 import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
+import type { FabricIds } from '../lib/ipam/index.ts'
 import { GroupJob } from '../lib/jobs/index.ts'
 import { redriveHost } from '../lib/jobs/redrive.ts'
 import { attemptOf } from '../lib/model/attempts.ts'
@@ -12,7 +13,7 @@ import {
 import { CentralUnavailableError, topologyNames } from '../lib/ovn/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
-import { type FabricGroupResult, provisionFabricGroup } from './internal/fabric-group.ts'
+import { provisionFabricGroup } from './internal/fabric-group.ts'
 import { statusFromHosts } from './internal/group-hosts.ts'
 import type { GroupState } from './internal/group-state.ts'
 import { parsePayload } from './internal/job.ts'
@@ -27,7 +28,7 @@ export interface GroupCreateResult {
   readonly reconfigured?: readonly string[]
   readonly skipped?: string
   /** A Fabric group: the VNI and VLAN id it holds (`internal/fabric-group.ts`). */
-  readonly fabric?: FabricGroupResult['fabric']
+  readonly fabric?: FabricIds
 }
 
 type GroupCreateDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'groups' | 'jobs' | 'checkpoint'> &

@@ -16,12 +16,19 @@ import { groupFailed, setGroupStatus } from './status.ts'
 export const FABRIC_NOT_AVAILABLE = 'FABRIC_NOT_AVAILABLE'
 
 /** What one run did for a Fabric group. */
-export interface FabricGroupResult {
-  readonly group: string
-  readonly observedVersion: number
-  readonly ovnChanged: false
-  readonly fabric: FabricIds
-}
+export type FabricGroupResult =
+  | {
+      readonly group: string
+      readonly observedVersion: number
+      readonly ovnChanged: false
+      readonly fabric: FabricIds
+    }
+  | {
+      readonly group: string
+      readonly observedVersion: 0
+      readonly ovnChanged: false
+      readonly skipped: string
+    }
 
 /**
  * Takes the group's identifiers (the same ones on a re-run) and reports the group Failed,
@@ -52,6 +59,12 @@ export async function provisionFabricGroup(
       ),
     ),
   )
+  // A delete that ran while the ids were taken released nothing: give them back here.
+  const now = await deps.store.groups.get(name)
+  if (!now || now.deletion) {
+    await deps.ipam.releaseFabricIds(name)
+    return { group: name, observedVersion: 0, ovnChanged: false, skipped: 'being deleted' }
+  }
   await setGroupStatus(
     deps,
     name,

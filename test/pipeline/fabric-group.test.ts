@@ -134,3 +134,30 @@ t.test('Fabric groups on a running pipeline', async (t) => {
     t.same(await p.ownedRows(), [], 'and nothing in NB')
   })
 })
+
+t.test('a group deleted while its create takes its identifiers leaves none held', async (t) => {
+  let p: Pipeline | undefined
+  let raced = false
+  p = await startPipeline(t, {
+    networkImplementation: { defaultType: 'Fabric', fabricRanges: RANGES },
+    checkpoint: async (point) => {
+      if (point !== 'create:fabric-ids' || raced || !p) return
+      raced = true
+      // The whole delete runs (release, purge) before the create takes the ids.
+      await p.client.deleteGroup('fab-r')
+      await gone(p, 'fab-r')
+    },
+  })
+  await p.client.applyGroup('fab-r', groupSpec('tenant-r'))
+  const create = await until(
+    async () => {
+      const jobs = await p?.controller.queue.getJobs(['completed', 'failed'])
+      return jobs?.find((j) => j.name === 'group.create' && j.data.group === 'fab-r')
+    },
+    (job) => job !== undefined,
+  )
+  t.ok(raced, 'the delete ran inside the create')
+  t.match(create?.returnvalue, { skipped: 'being deleted' }, 'the create gave them back')
+  t.equal(await p.controller.store.groups.get('fab-r'), undefined, 'the group is gone')
+  t.same(await p.controller.ipam.fabricIdsUsage(), { held: 0, size: 2 }, 'and holds nothing')
+})
