@@ -1,7 +1,7 @@
 /**
  * A group request, decided once: `prepare` settles tenancy (a tenant writes only its own
  * tenant's groups, and a name another tenant holds is taken), validation (the DHCP server
- * one the operator relays to) and the addresses its hosts hold; `apply` stores it and
+ * one the operator relays to), its network implementation and the addresses its hosts hold; `apply` stores it and
  * enqueues `group.create` (the same spec applied again to a Failed group starts a new
  * attempt; a new group past its tenant's `groups` quota is refused as it is stored);
  * `plan` answers a dry run from the same prepared request. Deleting a group marks it and
@@ -59,8 +59,10 @@ export class GroupRequests {
   /**
    * Everything a group write decides, refused (nothing stored) at the first check it
    * fails: a tenant writing for another tenant (403) or to a name another tenant holds
-   * (409), a malformed spec, a DHCP server the operator does not relay to, a held address
-   * the new network would leave behind (409).
+   * (409), a malformed spec, a DHCP server the operator does not relay to, a changed
+   * `networkImplementationType` (409), a held address the new network would leave behind
+   * (409). A spec without `networkImplementationType` gets the group's own, else the
+   * operator's default: the prepared spec always has one.
    */
   async prepare(caller: Caller, name: string, spec: unknown): Promise<PreparedGroup> {
     if (caller.kind === 'tenant') refuseForeign(caller.tenant, spec)
@@ -73,7 +75,7 @@ export class GroupRequests {
     const type =
       valid.networkImplementationType ??
       (existing ? implementationOf(existing.spec) : this.#deps.policy.defaultNetworkImplementation)
-    // The store refuses it too, atomically: this names the field before anything is read.
+    // The store refuses it too, atomically: this names the field before anything is stored.
     if (existing && type !== undefined && type !== implementationOf(existing.spec)) {
       throw new ImmutableField([
         {
