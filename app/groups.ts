@@ -1,11 +1,11 @@
 /**
  * A group request, decided once: `prepare` settles tenancy (a tenant writes only its own
  * tenant's groups, and a name another tenant holds is taken), validation (the DHCP server
- * one the operator relays to), its network implementation and the addresses its hosts hold; `apply` stores it and
- * enqueues `group.create` (the same spec applied again to a Failed group starts a new
- * attempt; a new group past its tenant's `groups` quota is refused as it is stored);
- * `plan` answers a dry run from the same prepared request. Deleting a group marks it and
- * enqueues `group.delete`.
+ * one the operator relays to), its network implementation and the addresses its hosts
+ * hold; `apply` stores it and enqueues `group.create` (the same spec applied again to a
+ * Failed group starts a new attempt; a new group past its tenant's `groups` quota is
+ * refused as it is stored); `plan` answers a dry run from the same prepared request.
+ * Deleting a group marks it and enqueues `group.delete`.
  */
 import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
@@ -65,12 +65,9 @@ export class GroupRequests {
    * operator's default: the prepared spec always has one.
    */
   async prepare(caller: Caller, name: string, spec: unknown): Promise<PreparedGroup> {
-    if (caller.kind === 'tenant') refuseForeign(caller.tenant, spec)
-    const existing = await this.#deps.store.groups.get(name)
-    if (caller.kind === 'tenant' && existing && existing.spec.tenantId !== caller.tenant) {
-      throw new NameTaken('resource group', name)
-    }
+    if (caller.kind === 'tenant') await this.#refuseForeign(caller.tenant, name, spec)
     const valid = validGroupSpec(name, spec, this.#deps.policy)
+    const existing = await this.#deps.store.groups.get(name)
     // Left out: the group's own (a PUT of an existing group), else the operator's default.
     const type =
       valid.networkImplementationType ??
@@ -87,6 +84,16 @@ export class GroupRequests {
     // IPAM's commit refuses the same atomically (the group Failed): this answers at once.
     await refuseOrphans(this.#deps.addresses, name, valid)
     return { name, spec: { ...valid, networkImplementationType: type ?? 'Overlay' } }
+  }
+
+  async #refuseForeign(tenant: string, name: string, spec: unknown): Promise<void> {
+    const asked =
+      typeof spec === 'object' && spec !== null ? Reflect.get(spec, 'tenantId') : undefined
+    if (typeof asked === 'string' && asked !== tenant) {
+      throw new ForbiddenError(`a ${tenant} token cannot write for ${asked}`)
+    }
+    const existing = await this.#deps.store.groups.get(name)
+    if (existing && existing.spec.tenantId !== tenant) throw new NameTaken('resource group', name)
   }
 
   /** The prepared spec stored; `group.create` enqueued when it changed or is tried again. */
@@ -135,15 +142,6 @@ export class GroupRequests {
     const plan = await plannerOf(this.#deps).groupDeletion(name)
     if (!plan) throw new NotFoundError('resource group', name)
     return plan
-  }
-}
-
-/** A tenant's token writes only for its own tenant (403). */
-function refuseForeign(tenant: string, spec: unknown): void {
-  const asked =
-    typeof spec === 'object' && spec !== null ? Reflect.get(spec, 'tenantId') : undefined
-  if (typeof asked === 'string' && asked !== tenant) {
-    throw new ForbiddenError(`a ${tenant} token cannot write for ${asked}`)
   }
 }
 
