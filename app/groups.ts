@@ -178,9 +178,16 @@ export async function refuseOrphans(
   )
 }
 
+/** The refusal of the retired `implementation` field (it had one value, and nothing read it). */
+const RETIRED_IMPLEMENTATION =
+  'is retired: a group says how it is built with networkImplementationType (Overlay or Fabric); a SharedCentral group is an Overlay group'
+
 /** A group's spec validated, its DHCP server one the operator relays to. */
 export function validGroupSpec(name: string, spec: unknown, policy: ClientPolicy) {
   validate(Rfc1123Label, name, 'name')
+  if (typeof spec === 'object' && spec !== null && 'implementation' in spec) {
+    throw new ValidationError([{ path: 'implementation', message: RETIRED_IMPLEMENTATION }])
+  }
   const valid = validate(ResourceGroupSpec, spec)
   if (valid.dhcpServer !== undefined && !policy.dhcpServers.includes(valid.dhcpServer)) {
     throw new ValidationError([

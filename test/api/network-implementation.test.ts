@@ -124,6 +124,9 @@ t.test('operator default Overlay', async (t) => {
       t.equal(refused.status, 400)
       t.equal(refused.json.error.code, 'INVALID')
       t.same(paths(refused.json), [path])
+      const expected =
+        path === 'implementation' ? /retired.*networkImplementationType/ : /Overlay or Fabric/
+      t.match(refused.json.error.issues[0].message, expected)
     }
     t.equal((await call('GET', '/v1/resource-groups/group-c')).status, 404, 'nothing stored')
   })
