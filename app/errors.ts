@@ -27,6 +27,13 @@ export class AddressesHeld extends HydrazineError {
   }
 }
 
+/** A change of a field that never changes once the object exists: HTTP 409, naming it. */
+export class ImmutableField extends HydrazineError {
+  constructor(readonly issues: readonly { path: string; message: string }[]) {
+    super('CONFLICT', `immutable: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`)
+  }
+}
+
 /** This Hydrazine issues no DPU credentials (its Redis is not one it manages). */
 export class CredentialsUnavailable extends HydrazineError {
   constructor() {

@@ -1,11 +1,11 @@
 /**
  * A group request, decided once: `prepare` settles tenancy (a tenant writes only its own
  * tenant's groups, and a name another tenant holds is taken), validation (the DHCP server
- * one the operator relays to) and the addresses its hosts hold; `apply` stores it and
- * enqueues `group.create` (the same spec applied again to a Failed group starts a new
- * attempt; a new group past its tenant's `groups` quota is refused as it is stored);
- * `plan` answers a dry run from the same prepared request. Deleting a group marks it and
- * enqueues `group.delete`.
+ * one the operator relays to), its network implementation and the addresses its hosts
+ * hold; `apply` stores it and enqueues `group.create` (the same spec applied again to a
+ * Failed group starts a new attempt; a new group past its tenant's `groups` quota is
+ * refused as it is stored); `plan` answers a dry run from the same prepared request.
+ * Deleting a group marks it and enqueues `group.delete`.
  */
 import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
@@ -13,6 +13,7 @@ import { deletionVersion } from '../lib/jobs/index.ts'
 import { redriveGroup } from '../lib/jobs/redrive.ts'
 import {
   cidrContains,
+  implementationOf,
   type ResourceGroup,
   ResourceGroupSpec,
   Rfc1123Label,
@@ -25,6 +26,7 @@ import { refuseAdminGroup } from './admin-network.ts'
 import {
   AddressesHeld,
   ForbiddenError,
+  ImmutableField,
   NameTaken,
   NotFoundError,
   ValidationError,
@@ -58,27 +60,32 @@ export class GroupRequests {
   /**
    * Everything a group write decides, refused (nothing stored) at the first check it
    * fails: a tenant writing for another tenant (403) or to a name another tenant holds
-   * (409), a malformed spec, a DHCP server the operator does not relay to, a held address
-   * the new network would leave behind (409).
+   * (409), a malformed spec, a DHCP server the operator does not relay to, a changed
+   * `networkImplementationType` (409), a held address the new network would leave behind
+   * (409). A spec without `networkImplementationType` gets the group's own, else the
+   * operator's default: the prepared spec always has one.
    */
   async prepare(caller: Caller, name: string, spec: unknown): Promise<PreparedGroup> {
-    if (caller.kind === 'tenant') await this.#refuseForeign(caller.tenant, name, spec)
     const existing = await this.#deps.store.groups.get(name)
+    if (caller.kind === 'tenant') refuseForeign(caller.tenant, name, spec, existing)
     refuseAdminGroup(this.#deps.policy, caller, name, existing, spec)
     const valid = validGroupSpec(name, spec, this.#deps.policy)
+    // Left out: the group's own (a PUT of an existing group), else the operator's default.
+    const type =
+      valid.networkImplementationType ??
+      (existing ? implementationOf(existing.spec) : this.#deps.policy.defaultNetworkImplementation)
+    // The store refuses it too, atomically: this names the field before anything is stored.
+    if (existing && type !== undefined && type !== implementationOf(existing.spec)) {
+      throw new ImmutableField([
+        {
+          path: 'networkImplementationType',
+          message: `resource group ${name} is ${implementationOf(existing.spec)}: it cannot become ${type}; delete it and create it again`,
+        },
+      ])
+    }
     // IPAM's commit refuses the same atomically (the group Failed): this answers at once.
     await refuseOrphans(this.#deps.addresses, name, valid)
-    return { name, spec: valid }
-  }
-
-  async #refuseForeign(tenant: string, name: string, spec: unknown): Promise<void> {
-    const asked =
-      typeof spec === 'object' && spec !== null ? Reflect.get(spec, 'tenantId') : undefined
-    if (typeof asked === 'string' && asked !== tenant) {
-      throw new ForbiddenError(`a ${tenant} token cannot write for ${asked}`)
-    }
-    const existing = await this.#deps.store.groups.get(name)
-    if (existing && existing.spec.tenantId !== tenant) throw new NameTaken('resource group', name)
+    return { name, spec: { ...valid, networkImplementationType: type ?? 'Overlay' } }
   }
 
   /** The prepared spec stored; `group.create` enqueued when it changed or is tried again. */
@@ -165,9 +172,16 @@ export async function refuseOrphans(
   )
 }
 
+/** The refusal of the retired `implementation` field (it had one value, and nothing read it). */
+const RETIRED_IMPLEMENTATION =
+  'is retired: a group says how it is built with networkImplementationType (Overlay or Fabric); a SharedCentral group is an Overlay group'
+
 /** A group's spec validated, its DHCP server one the operator relays to. */
 export function validGroupSpec(name: string, spec: unknown, policy: ClientPolicy) {
   validate(Rfc1123Label, name, 'name')
+  if (typeof spec === 'object' && spec !== null && 'implementation' in spec) {
+    throw new ValidationError([{ path: 'implementation', message: RETIRED_IMPLEMENTATION }])
+  }
   const valid = validate(ResourceGroupSpec, spec)
   if (valid.dhcpServer !== undefined && !policy.dhcpServers.includes(valid.dhcpServer)) {
     throw new ValidationError([
@@ -181,4 +195,19 @@ export function validGroupSpec(name: string, spec: unknown, policy: ClientPolicy
     ])
   }
   return valid
+}
+
+/** A tenant writes only for itself, and only to a name no other tenant's group holds. */
+function refuseForeign(
+  tenant: string,
+  name: string,
+  spec: unknown,
+  existing: ResourceGroup | undefined,
+): void {
+  const asked =
+    typeof spec === 'object' && spec !== null ? Reflect.get(spec, 'tenantId') : undefined
+  if (typeof asked === 'string' && asked !== tenant) {
+    throw new ForbiddenError(`a ${tenant} token cannot write for ${asked}`)
+  }
+  if (existing && existing.spec.tenantId !== tenant) throw new NameTaken('resource group', name)
 }

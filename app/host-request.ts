@@ -1,12 +1,17 @@
 /**
  * A host request as the caller may make it: the name not another tenant's, the request
- * well formed, its group one the caller may see and not being deleted, its addresses in
- * the group's subnets. Reads through the request's own reads (`reads.ts`), so a host
+ * well formed, its group one the caller may see, not being deleted and not a Fabric group
+ * (no DPU side for Fabric mode yet), its addresses in the group's subnets. Reads through the request's own reads (`reads.ts`), so a host
  * and its group are read once however many checks ask.
  */
 
 import { hostAddressIssues } from '../lib/model/group-network.ts'
-import { ManagedResourceRequest, type ResourceGroup, Rfc1123Label } from '../lib/model/objects.ts'
+import {
+  implementationOf,
+  ManagedResourceRequest,
+  type ResourceGroup,
+  Rfc1123Label,
+} from '../lib/model/objects.ts'
 import type { Caller } from '../lib/model/placement.ts'
 import { RESERVED_HOST_NAMES } from '../lib/ovn/index.ts'
 import { StoreConflict } from '../lib/state/store.ts'
@@ -19,6 +24,16 @@ import type { RequestReads } from './reads.ts'
 function noSuchGroup(name: unknown): ValidationError {
   return new ValidationError([
     { path: 'resourceGroup', message: `resource group ${String(name)} does not exist` },
+  ])
+}
+
+/** Hosts cannot join a Fabric group: this version has no DPU side for Fabric mode. */
+function fabricHostsUnavailable(group: string): ValidationError {
+  return new ValidationError([
+    {
+      path: 'resourceGroup',
+      message: `resource group ${group} is a Fabric group, and Fabric mode's DPU side is not available in this version of Hydrazine: no host can attach to it (attach it to an Overlay group)`,
+    },
   ])
 }
 
@@ -77,6 +92,7 @@ export async function hostRequestOf(
   if (group.deletion) {
     throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
   }
+  if (implementationOf(group.spec) === 'Fabric') throw fabricHostsUnavailable(group.name)
   const issues = hostAddressIssues(
     request,
     { ...group.spec, name: group.name },

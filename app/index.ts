@@ -18,6 +18,7 @@ export {
   CredentialsUnavailable,
   DryRunUnavailable,
   ForbiddenError,
+  ImmutableField,
   MAX_ISSUES,
   NameTaken,
   NotFoundError,

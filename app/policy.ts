@@ -1,5 +1,6 @@
 /** The operator's rules every request is held to, and the quota a tenant's write counts against. */
 import type { AdminNetwork } from '../lib/model/admin-network.ts'
+import type { NetworkImplementationType } from '../lib/model/objects.ts'
 import { DEFAULT_QUOTAS, limitsOf, type Quotas, type TenantQuota } from '../lib/model/quotas.ts'
 
 export interface ClientPolicy {
@@ -27,6 +28,11 @@ export interface ClientPolicy {
   readonly adminNetwork?: AdminNetwork
   /** The fabric has IPv6 (`HYDRAZINE_FABRIC_DUMMY_IP6`): IPv6-only hosts may have access. */
   readonly fabric6?: boolean
+  /**
+   * A new group's `networkImplementationType` when its request gives none
+   * (`HYDRAZINE_DEFAULT_NETWORK_IMPLEMENTATION`; default Overlay).
+   */
+  readonly defaultNetworkImplementation?: NetworkImplementationType
 }
 
 /** The quota a write for `tenant` counts against. */

@@ -1,12 +1,19 @@
 import type { Job } from 'bullmq'
 import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
+import type { FabricIds } from '../lib/ipam/index.ts'
 import { GroupJob } from '../lib/jobs/index.ts'
 import { redriveHost } from '../lib/jobs/redrive.ts'
 import { attemptOf } from '../lib/model/attempts.ts'
-import { type ResourceGroup, type ResourceGroupStatus, setCondition } from '../lib/model/objects.ts'
+import {
+  implementationOf,
+  type ResourceGroup,
+  type ResourceGroupStatus,
+  setCondition,
+} from '../lib/model/objects.ts'
 import { CentralUnavailableError, topologyNames } from '../lib/ovn/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
+import { provisionFabricGroup } from './internal/fabric-group.ts'
 import { statusFromHosts } from './internal/group-hosts.ts'
 import type { GroupState } from './internal/group-state.ts'
 import { parsePayload } from './internal/job.ts'
@@ -20,6 +27,8 @@ export interface GroupCreateResult {
   /** Hosts whose `host.attach` was started again for this version (their DPUs reconfigured). */
   readonly reconfigured?: readonly string[]
   readonly skipped?: string
+  /** A Fabric group: the VNI and VLAN id it holds (`internal/fabric-group.ts`). */
+  readonly fabric?: FabricIds
 }
 
 type GroupCreateDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'groups' | 'jobs' | 'checkpoint'> &
@@ -29,14 +38,15 @@ type GroupCreateDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'groups' | 'jobs' | 
 export const NORTHD_WAIT_MS = 15_000
 
 /**
- * `group.create`: makes the group's network exist — its OVN central (via the provider),
+ * `group.create`: makes an Overlay group's network exist — its OVN central (via the provider),
  * its IPAM network, and its distributed switch and router in NB — and reports it Ready
  * once its ovn-northd has made them into the SB (or Configuring while a host's change is
  * on its way: `group-hosts.ts`).
  * Also the handler for a changed group spec: it converges, whatever was there. A new
  * spec of a group already provisioned (its `dhcpServer` or `extraSubnets` changed) also
  * starts a new attempt of each member's `host.attach`, so that the DPUs serving the group
- * get its new relay settings.
+ * get its new relay settings. A Fabric group only takes its VNI and VLAN id, and reports
+ * Failed: this version has no DPU side for it (`internal/fabric-group.ts`).
  */
 export function createGroupCreate(deps: GroupCreateDeps) {
   return async function groupCreate(job: Job): Promise<GroupCreateResult> {
@@ -50,6 +60,7 @@ export function createGroupCreate(deps: GroupCreateDeps) {
       const skipped = `superseded by attempt ${attemptOf(group.status)}`
       return { group: name, observedVersion: 0, ovnChanged: false, skipped }
     }
+    if (implementationOf(group.spec) === 'Fabric') return provisionFabricGroup(deps, group, attempt)
 
     await deps.checkpoint('create:defining-network')
     // A moved or removed network6 takes its hosts' SLAAC addresses back in the same step

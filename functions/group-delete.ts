@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
 import { CONTROLLER_QUEUE, GroupDeleteJob, jobId } from '../lib/jobs/index.ts'
-import { setCondition } from '../lib/model/objects.ts'
+import { implementationOf, setCondition } from '../lib/model/objects.ts'
 import { deleteGroupTopology } from '../lib/ovn/index.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { failOrRetry, NotReady } from './internal/errors.ts'
@@ -19,7 +19,7 @@ export interface GroupDeleteResult {
  * `group.delete` (teardown, hosts first, the network last): reports the group
  * `Terminating`, detaches every host as a child job and waits until each is isolated; only
  * then removes the group's rows from NB, its IPAM network, its central and the object
- * itself.
+ * itself (a Fabric group: its IPAM network, its VNI and VLAN id, and the object).
  */
 export function createGroupDelete(deps: HandlerDeps) {
   return async function groupDelete(job: Job, token?: string): Promise<GroupDeleteResult> {
@@ -52,24 +52,41 @@ export function createGroupDelete(deps: HandlerDeps) {
     if (remaining.length > 0) {
       throw new NotReady(`hosts of ${name} are not isolated yet: ${remaining.join(', ')}`)
     }
-    const endpoints = await deps.ovn.ensure(name)
-    const { client, cache } = await deps.nb.get(endpoints.nb)
-    await deleteGroupTopology(client, name, { cache })
-    await deps.checkpoint('delete:topology-deleted')
-    await deps.ipam.deleteNetwork(name).catch((error: unknown) => {
-      if ((error as { code?: unknown }).code !== 'NOT_FOUND') throw error
-    })
-    await deps.checkpoint('delete:network-deleted')
-    await deps.ovn.release(name)
-    // The group's own central is gone: so are the connections to it (a shared one stays).
-    if (!(await deps.ovn.list()).some((central) => central.nb === endpoints.nb)) {
-      await deps.nb.drop(endpoints.nb)
-      await deps.southbound.drop(endpoints.sbController)
+    if (implementationOf(group.spec) === 'Fabric') {
+      // No OVN central: its VNI and VLAN id go back to the pools, before the purge (a run
+      // cut short after it would never come back to release them).
+      await deleteIpamNetwork(deps, name)
+      await deps.ipam.releaseFabricIds(name)
+    } else {
+      await deleteOverlayNetwork(deps, name)
     }
     const isolated = ((job.data as { awaiting?: unknown[] }).awaiting ?? []).length
     await deps.store.groups.purge(name, group.spec.tenantId)
     return { group: name, deleted: true, hostsIsolated: isolated }
   }
+}
+
+/** An Overlay group's rows removed from NB, its IPAM network, and its central released. */
+async function deleteOverlayNetwork(deps: HandlerDeps, name: string): Promise<void> {
+  const endpoints = await deps.ovn.ensure(name)
+  const { client, cache } = await deps.nb.get(endpoints.nb)
+  await deleteGroupTopology(client, name, { cache })
+  await deps.checkpoint('delete:topology-deleted')
+  await deleteIpamNetwork(deps, name)
+  await deps.ovn.release(name)
+  // The group's own central is gone: so are the connections to it (a shared one stays).
+  if (!(await deps.ovn.list()).some((central) => central.nb === endpoints.nb)) {
+    await deps.nb.drop(endpoints.nb)
+    await deps.southbound.drop(endpoints.sbController)
+  }
+}
+
+/** The group's IPAM network deleted (already gone is fine). */
+async function deleteIpamNetwork(deps: HandlerDeps, name: string): Promise<void> {
+  await deps.ipam.deleteNetwork(name).catch((error: unknown) => {
+    if ((error as { code?: unknown }).code !== 'NOT_FOUND') throw error
+  })
+  await deps.checkpoint('delete:network-deleted')
 }
 
 /**

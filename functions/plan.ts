@@ -10,7 +10,12 @@ import { HydrazineError } from '../lib/errors.ts'
 import { eui64Address, formatIp, parseIp } from '../lib/ipam/address.ts'
 import { ipv6OwnerOf } from '../lib/ipam/group-network.ts'
 import { DEFAULT_POOL } from '../lib/model/group-network.ts'
-import type { ManagedResource, ResourceGroup, ResourceGroupSpec } from '../lib/model/objects.ts'
+import {
+  implementationOf,
+  type ManagedResource,
+  type ResourceGroup,
+  type ResourceGroupSpec,
+} from '../lib/model/objects.ts'
 import type {
   ChangePlan,
   PlannedAddress,
@@ -28,6 +33,7 @@ import {
   planTopology,
 } from '../lib/ovn/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
+import { fabricGroupPlan } from './internal/fabric-group.ts'
 import {
   type GroupState,
   type MemberState,
@@ -117,6 +123,9 @@ export function createPlanner(deps: PlannerDeps): Planner {
 
   return {
     async group(name, spec) {
+      if (implementationOf(spec) === 'Fabric') {
+        return fabricGroupPlan(name, await deps.ipam.fabricIdsOf(name))
+      }
       const existing = await deps.store.groups.get(name)
       const read = existing ? await readGroupState(deps, name) : undefined
       const now = new Date().toISOString()

@@ -115,7 +115,7 @@ function depsFor(
 ): Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs'> {
   const never = new Promise<never>(() => {})
   const stored = [
-    ...Object.keys(c.groups).map((name) => ({ name, status: { observedVersion: 1 } })),
+    ...Object.keys(c.groups).map((name) => ({ name, spec: {}, status: { observedVersion: 1 } })),
     ...(c.deleting ?? []).map((name) => ({
       name,
       deletion: { requestedAt: '' },

@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq'
 import { ConfigError } from '../lib/errors.ts'
-import type { ResourceGroup } from '../lib/model/objects.ts'
+import { implementationOf, type ResourceGroup } from '../lib/model/objects.ts'
 import type { OvnCentralEndpoints } from '../lib/ovn/index.ts'
 import { eachAtMost, withDeadline } from './internal/bounded-work.ts'
 import type { HandlerDeps } from './internal/deps.ts'
@@ -133,7 +133,7 @@ interface RunBounds {
 }
 
 /**
- * Applies every group that is neither being deleted nor waiting for its first apply,
+ * Applies every Overlay group that is neither being deleted nor waiting for its first apply,
  * each within the run's bound; returns how each fared and the centrals they answered
  * from (by NB remote).
  */
@@ -148,7 +148,12 @@ async function applyEveryGroup(
   const failed: GroupFailure[] = []
   const centrals = new Map<string, OvnCentralEndpoints>()
   await eachAtMost(concurrency, groups, async (group) => {
-    if (group.deletion || group.status.observedVersion === 0) {
+    // A Fabric group has no OVN topology to compare.
+    if (
+      group.deletion ||
+      group.status.observedVersion === 0 ||
+      implementationOf(group.spec) === 'Fabric'
+    ) {
       skipped.push(group.name)
       return
     }

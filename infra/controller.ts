@@ -18,6 +18,7 @@ import {
   PROTOCOL_VERSIONS,
   pickProtocolVersion,
 } from '../lib/agent-protocol/index.ts'
+import type { NetworkImplementationConfig } from '../lib/config/network-implementation.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
 import { FRR_QUEUE } from '../lib/jobs/frr.ts'
 import type { AdminNetwork } from '../lib/model/admin-network.ts'
@@ -59,6 +60,12 @@ export interface ControllerOptions {
   readonly adminNetwork?: AdminNetwork
   /** How often `admin.sync` runs with an admin network, in ms (default 1000). */
   readonly adminSyncEveryMs?: number
+  /**
+   * A new group's default network implementation and the Fabric groups' VNI and VLAN
+   * ranges (`HYDRAZINE_DEFAULT_NETWORK_IMPLEMENTATION`, `HYDRAZINE_FABRIC_VNIS`,
+   * `HYDRAZINE_FABRIC_VLANS`; default Overlay, `DEFAULT_FABRIC_RANGES`).
+   */
+  readonly networkImplementation?: NetworkImplementationConfig
   /** Jobs handled at once by this process (default `WORKER_CONCURRENCY`). */
   readonly concurrency?: number
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
@@ -115,7 +122,10 @@ export async function startController(options: ControllerOptions): Promise<Contr
   redis.on('error', (error) => options.logger?.debug({ err: error }, 'redis connection error'))
   const store = new StateStore(redis)
   await store.quotas.countStoredHosts()
-  const ipam = createIpam(redis)
+  const ipam = createIpam(
+    redis,
+    options.networkImplementation ? { fabric: options.networkImplementation.fabricRanges } : {},
+  )
   const heartbeats = new Heartbeats(redis)
   const instruments = options.metrics ? controllerInstruments(options.metrics) : undefined
   const nb = new NbPool(instruments ? { onTransaction: instruments.onTransaction } : {})
@@ -186,6 +196,9 @@ export async function startController(options: ControllerOptions): Promise<Contr
       ...(options.southboundCidrs ? { southboundCidrs: options.southboundCidrs } : {}),
       ...(options.adminNetwork ? { adminNetwork: options.adminNetwork } : {}),
       fabric6: options.fabric.dummyIp6 !== undefined,
+      ...(options.networkImplementation
+        ? { defaultNetworkImplementation: options.networkImplementation.defaultType }
+        : {}),
     },
     planner: createPlanner({
       store,

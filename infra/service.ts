@@ -105,6 +105,7 @@ export async function startService(
     ...(config.maxCentrals !== undefined ? { maxCentrals: config.maxCentrals } : {}),
     ...(config.kubernetes?.dpuCidrs ? { southboundCidrs: config.kubernetes.dpuCidrs } : {}),
     ...(config.adminNetwork ? { adminNetwork: config.adminNetwork } : {}),
+    networkImplementation: config.networkImplementation,
     dpuHealthEveryMs: config.dpuHealthEveryMs,
     lockDurationMs: config.jobLockMs,
     logger,

@@ -212,11 +212,11 @@ t.test('the check finds a drift in either direction, naming the field', async (t
   ])
   t.same(
     drift(
-      { ...spec, implementation: v.picklist(['SharedCentral', 'Other']) },
+      { ...spec, networkImplementationType: v.picklist(['Overlay', 'Fabric', 'Other']) },
       message('ResourceGroupSpec'),
     ),
     [
-      "ResourceGroupSpec.implementation: enum GroupImplementation is [GROUP_IMPLEMENTATION_UNSPECIFIED,GROUP_IMPLEMENTATION_SHARED_CENTRAL], the schema's [GROUP_IMPLEMENTATION_UNSPECIFIED,GROUP_IMPLEMENTATION_SHARED_CENTRAL,GROUP_IMPLEMENTATION_OTHER]",
+      "ResourceGroupSpec.network_implementation_type: enum NetworkImplementationType is [NETWORK_IMPLEMENTATION_TYPE_UNSPECIFIED,NETWORK_IMPLEMENTATION_TYPE_OVERLAY,NETWORK_IMPLEMENTATION_TYPE_FABRIC], the schema's [NETWORK_IMPLEMENTATION_TYPE_UNSPECIFIED,NETWORK_IMPLEMENTATION_TYPE_OVERLAY,NETWORK_IMPLEMENTATION_TYPE_FABRIC,NETWORK_IMPLEMENTATION_TYPE_OTHER]",
     ],
   )
   const network = v.object({ cidr: v.string(), gateway: v.array(v.string()) })

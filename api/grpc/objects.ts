@@ -8,12 +8,13 @@ import type { DpuView } from '../../app/index.ts'
 import type { DpuCredentials as DomainCredentials } from '../../lib/agent-protocol/credentials.ts'
 import type { ObservedState as DomainObserved } from '../../lib/agent-protocol/index.ts'
 import type { PublicIpStatus } from '../../lib/ipam/index.ts'
-import type {
-  Condition as DomainCondition,
-  ResourceGroup as DomainGroup,
-  ManagedResource as DomainHost,
-  HostInterface,
-  StoredObject,
+import {
+  type Condition as DomainCondition,
+  type ResourceGroup as DomainGroup,
+  type ManagedResource as DomainHost,
+  type HostInterface,
+  implementationOf,
+  type StoredObject,
 } from '../../lib/model/objects.ts'
 import { ConditionStatus, GroupPhase, HostPhase } from '../../lib/model/statuses.ts'
 import type { Condition } from '../../proto/gen/hydrazine/v1/Condition.ts'
@@ -31,7 +32,7 @@ import { ResourceGroupPhase } from '../../proto/gen/hydrazine/v1/ResourceGroupPh
 import { timestampOf } from '../../proto/load.ts'
 import { protoEnum } from './fields.ts'
 import { policyMessages } from './policies.ts'
-import { GROUP_IMPLEMENTATION, HOST_ACCESS, RESOURCE_TYPE } from './specs.ts'
+import { HOST_ACCESS, NETWORK_IMPLEMENTATION_TYPE, RESOURCE_TYPE } from './specs.ts'
 
 export const RESOURCE_GROUP_PHASE = protoEnum(
   ResourceGroupPhase,
@@ -114,7 +115,7 @@ export function resourceGroupMessage(group: DomainGroup): ResourceGroup {
         spec.network6 && { cidr: spec.network6.cidr, gateway: spec.network6.gateway },
       ),
       ...ifSet('dhcpServer', spec.dhcpServer),
-      implementation: GROUP_IMPLEMENTATION.toProto(spec.implementation),
+      networkImplementationType: NETWORK_IMPLEMENTATION_TYPE.toProto(implementationOf(spec)),
       policies: policyMessages(spec.policies),
       ...ifSet('dns', spec.dns && ifSet('enabled', spec.dns.enabled)),
       pools: (spec.pools ?? []).map((p) => ({ name: p.name, start: p.start, end: p.end })),
@@ -131,6 +132,7 @@ export function resourceGroupMessage(group: DomainGroup): ResourceGroup {
       ...ifSet('softwareNetworkConfiguration', status.softwareNetworkConfiguration),
       ...ifSet('ovnCentral', status.ovnCentral),
       ...ifSet('dhcpCircuitId', status.dhcpCircuitId),
+      ...ifSet('fabric', status.fabric),
       observedVersion: status.observedVersion ?? 0,
       ...ifSet('attempt', status.attempt),
       configsSynced: status.configsSynced ?? false,

@@ -9,21 +9,21 @@
  */
 
 import { ValidationError } from '../../app/index.ts'
-import { GroupImplementation, HostAccess, ResourceType } from '../../lib/model/objects.ts'
+import { HostAccess, NETWORK_IMPLEMENTATION_TYPES, ResourceType } from '../../lib/model/objects.ts'
 import type { DpuSpec__Output } from '../../proto/gen/hydrazine/v1/DpuSpec.ts'
-import { GroupImplementation as GroupImplementationProto } from '../../proto/gen/hydrazine/v1/GroupImplementation.ts'
 import { HostAccess as HostAccessProto } from '../../proto/gen/hydrazine/v1/HostAccess.ts'
 import type { HostInterface__Output } from '../../proto/gen/hydrazine/v1/HostInterface.ts'
 import type { ManagedResourceSpec__Output } from '../../proto/gen/hydrazine/v1/ManagedResourceSpec.ts'
+import { NetworkImplementationType as NetworkImplementationTypeProto } from '../../proto/gen/hydrazine/v1/NetworkImplementationType.ts'
 import type { ResourceGroupSpec__Output } from '../../proto/gen/hydrazine/v1/ResourceGroupSpec.ts'
 import { ResourceType as ResourceTypeProto } from '../../proto/gen/hydrazine/v1/ResourceType.ts'
 import { type ProtoEnum, protoEnum, requestFieldPath } from './fields.ts'
 import { policiesInput } from './policies.ts'
 
-export const GROUP_IMPLEMENTATION = protoEnum(
-  GroupImplementationProto,
-  'GROUP_IMPLEMENTATION',
-  GroupImplementation.options,
+export const NETWORK_IMPLEMENTATION_TYPE = protoEnum(
+  NetworkImplementationTypeProto,
+  'NETWORK_IMPLEMENTATION_TYPE',
+  NETWORK_IMPLEMENTATION_TYPES,
 )
 export const RESOURCE_TYPE = protoEnum(ResourceTypeProto, 'RESOURCE_TYPE', ResourceType.options)
 export const HOST_ACCESS = protoEnum(HostAccessProto, 'HOST_ACCESS', HostAccess.options)
@@ -69,7 +69,11 @@ export function groupSpecInput(spec: ResourceGroupSpec__Output | null): Input {
       spec.network6 ? { cidr: spec.network6.cidr, gateway: spec.network6.gateway } : undefined,
     ),
     ...ifSet('dhcpServer', spec.dhcpServer),
-    ...enumField('implementation', GROUP_IMPLEMENTATION, spec.implementation),
+    ...enumField(
+      'networkImplementationType',
+      NETWORK_IMPLEMENTATION_TYPE,
+      spec.networkImplementationType,
+    ),
     ...ifAny('policies', policiesInput(spec.policies)),
     ...ifSet('dns', spec.dns ? ifSet('enabled', spec.dns.enabled) : undefined),
     ...ifAny(

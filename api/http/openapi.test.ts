@@ -84,7 +84,7 @@ const BODIES: [string, v.GenericSchema, [string, unknown, Verdict][]][] = [
           network6: { cidr: 'fd00:10::/64', gateway: 'fd00:10::1' },
           extraSubnets: [{ cidr: '10.0.1.0/24', gateway: '10.0.1.1', dhcp: false }],
           dhcpServer: '192.0.2.53',
-          implementation: 'SharedCentral',
+          networkImplementationType: 'Overlay',
           dns: { enabled: false },
           pools: [{ name: 'vms', start: '10.0.0.100', end: '10.0.0.199' }],
           reservations: [{ start: '10.0.0.2', end: '10.0.0.9' }, { start: '10.0.0.250' }],

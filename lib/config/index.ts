@@ -11,6 +11,7 @@ import { DnsZoneVariable } from './dns.ts'
 import { invalid, pemFile, tlsFiles } from './files.ts'
 import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
+import { NetworkTypeVariables, networkTypeConfig } from './network-implementation.ts'
 import { DebianMirrorVariable, OvnInstallVariable, ovnInstallConfig } from './ovn-install.ts'
 import { QuotasVariable } from './quotas.ts'
 import { RedisUrlVariable } from './redis.ts'
@@ -154,6 +155,7 @@ const EnvSchema = v.object({
     v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a bridge-mapping name')),
     'physnet',
   ),
+  ...NetworkTypeVariables,
   HYDRAZINE_DHCP_SERVERS: v.optional(
     v.pipe(
       v.string(),
@@ -333,6 +335,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       ...(c.HYDRAZINE_FABRIC_GATEWAY6 ? { gateway6: c.HYDRAZINE_FABRIC_GATEWAY6 } : {}),
       physicalNetwork: c.HYDRAZINE_PHYSICAL_NETWORK,
     },
+    networkImplementation: networkTypeConfig(c),
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
     quotas: c.HYDRAZINE_QUOTAS,
     ...(runsCentrals ? { maxCentrals: c.HYDRAZINE_MAX_CENTRALS ?? DEFAULT_MAX_CENTRALS } : {}),

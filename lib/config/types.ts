@@ -8,6 +8,7 @@ import type { Quotas } from '../model/quotas.ts'
 import type { OvnInstallChoice } from '../ovn/install.ts'
 import type { KubernetesCentralsConfig } from './kubernetes.ts'
 import type { MetricsConfig } from './metrics.ts'
+import type { NetworkImplementationConfig } from './network-implementation.ts'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
@@ -103,6 +104,12 @@ export interface Config {
    */
   readonly jobLockMs: number
   readonly fabric: FabricConfig
+  /**
+   * `HYDRAZINE_DEFAULT_NETWORK_IMPLEMENTATION` (default Overlay), `HYDRAZINE_FABRIC_VNIS`
+   * and `HYDRAZINE_FABRIC_VLANS`: a new group's default type and the Fabric groups' pools
+   * (lib/config/network-implementation.ts).
+   */
+  readonly networkImplementation: NetworkImplementationConfig
   /**
    * `HYDRAZINE_DHCP_SERVERS`: comma-separated IPv4 addresses of the DHCP servers a group
    * may relay to (`dhcpServer`); empty = groups relay to none.

@@ -34,6 +34,24 @@ export class PublicPoolEmpty extends PoolExhausted {
   }
 }
 
+/**
+ * Every id of an operator's fabric pool (VNIs or VLAN ids) is held by a Fabric group: it
+ * names the setting that widens the pool.
+ */
+export class FabricPoolExhausted extends PoolExhausted {
+  constructor(
+    readonly kind: string,
+    readonly range: { readonly first: number; readonly last: number; readonly setting: string },
+    held: number,
+  ) {
+    super(
+      'fabric',
+      range.setting,
+      `no ${kind} is free for a Fabric group: all of ${range.setting} (${range.first}-${range.last}) is held (${held} Fabric groups); widen ${range.setting}, or delete a Fabric group`,
+    )
+  }
+}
+
 /** Every registered public IP of a family is held by a host. */
 export function publicPoolExhausted(family: 4 | 6, registered: number): PoolExhausted {
   const pool = family === 6 ? 'public-ips-ipv6' : 'public-ips'

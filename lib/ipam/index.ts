@@ -6,13 +6,20 @@
  * out one address twice. Allocation is keyed by owner: asking again for the same owner
  * returns the same address, so a retried handler never takes a second one.
  *
- * `Ipam` is made of four parts, each in its own file: network definition changes
+ * `Ipam` is made of five parts, each in its own file: network definition changes
  * (`networks.ts`), addresses handed to owners (`allocations.ts`), the usage map and the
- * dry run of a definition change (`usage.ts`) and public IPs (`public-ips.ts`). The first
+ * dry run of a definition change (`usage.ts`), public IPs (`public-ips.ts`) and Fabric
+ * groups' VNIs and VLAN ids (`fabric-ids.ts`). The first
  * three share one cache of network layouts (`layout-cache.ts`).
  */
 import type { RedisClient } from '../redis/connection.ts'
 import { type Allocations, createAllocations } from './allocations.ts'
+import {
+  createFabricIds,
+  DEFAULT_FABRIC_RANGES,
+  type FabricIdPools,
+  type FabricRanges,
+} from './fabric-ids.ts'
 import { LayoutCache } from './layout-cache.ts'
 import { createNetworks, type Networks } from './networks.ts'
 import { createPublicIps, type PublicIps } from './public-ips.ts'
@@ -31,6 +38,7 @@ export type {
 export {
   AddressInUse,
   Conflict,
+  FabricPoolExhausted,
   InvalidRequest,
   NotFound,
   NotInSubnet,
@@ -38,6 +46,8 @@ export {
   PoolExhausted,
   PublicPoolEmpty,
 } from './errors.ts'
+export type { FabricIds, FabricRanges, IdRange } from './fabric-ids.ts'
+export { DEFAULT_FABRIC_RANGES } from './fabric-ids.ts'
 export type { DefineOptions, Released, SubnetChange } from './networks.ts'
 export type { PublicIpStatus } from './public-ips.ts'
 export type { NetworkUsage, Orphan, PoolUsage, SubnetUsage } from './usage.ts'
@@ -48,10 +58,12 @@ export interface IpamOptions {
    * network lives in one Redis Cluster slot. Default `hz:ipam:`.
    */
   prefix?: string
+  /** The VNI and VLAN ranges Fabric groups take theirs from; default `DEFAULT_FABRIC_RANGES`. */
+  fabric?: FabricRanges
 }
 
 /** Every IPAM operation, on one object (`createIpam`). */
-export interface Ipam extends Networks, Allocations, PublicIps, Usage {
+export interface Ipam extends Networks, Allocations, PublicIps, Usage, FabricIdPools {
   /** Loads every script into the server now, instead of on first use. */
   load(): Promise<void>
 }
@@ -77,6 +89,7 @@ export function createIpam(redis: RedisClient, options: IpamOptions = {}): Ipam 
     ...createAllocations(layouts),
     ...createUsage(layouts),
     ...createPublicIps(redis, prefix),
+    ...createFabricIds(redis, prefix, options.fabric ?? DEFAULT_FABRIC_RANGES),
     load: () => loadScripts(redis),
   }
 }

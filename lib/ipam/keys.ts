@@ -65,3 +65,18 @@ export function publicIpKeys(prefix: string, family: 4 | 6 = 4): PublicIpKeys {
   const base = `${prefix}{public-ip${family === 6 ? '6' : ''}}`
   return { registry: `${base}:registry`, free: `${base}:free`, owners: `${base}:owners` }
 }
+
+export interface FabricIdKeys {
+  /** Bitmap (bit N set: id N held) and hash owner → id, of VNIs and of VLAN ids. */
+  readonly vni: { readonly busy: string; readonly owners: string }
+  readonly vlan: { readonly busy: string; readonly owners: string }
+}
+
+/** The fabric-identifier pools, all in `{fabric-ids}` so that one script takes from both. */
+export function fabricIdKeys(prefix: string): FabricIdKeys {
+  const base = `${prefix}{fabric-ids}`
+  return {
+    vni: { busy: `${base}:vni:busy`, owners: `${base}:vni:owners` },
+    vlan: { busy: `${base}:vlan:busy`, owners: `${base}:vlan:owners` },
+  }
+}

@@ -18,6 +18,8 @@ export const scripts = {
   publicIpUnregister: script('public-ip-unregister'),
   publicIpAllocate: script('public-ip-allocate'),
   publicIpRelease: script('public-ip-release'),
+  fabricIdsAllocate: script('fabric-ids-allocate'),
+  fabricIdsRelease: script('fabric-ids-release'),
 } as const
 
 /** Loads every script into the server (every master of a cluster) now, instead of on first use. */

@@ -18,6 +18,8 @@ export const SPEC_FAILURES: ReadonlySet<string> = new Set([
   'OVERLAP',
   'TOPOLOGY_SPEC_INVALID',
   'TOPOLOGY_NAT_CONFLICT',
+  // A Fabric group: this version has no DPU side for Fabric mode.
+  'FABRIC_NOT_AVAILABLE',
 ])
 
 /** The first automatic retry waits this long; each next one twice as long. */

@@ -15,6 +15,7 @@ import { notPublic } from '../ipam/public-ranges.ts'
 import { Cidr, IpAddress, Ipv4, Ipv6, Mac } from './address-schemas.ts'
 import { addressPlanIssues, GroupPools, type PlanIssue, Reservations } from './group-network.ts'
 import { DpuId, Rfc1123Label } from './labels.ts'
+import { NetworkImplementationType } from './network-implementation.ts'
 import { Policies } from './policies.ts'
 import type {
   Condition,
@@ -24,6 +25,12 @@ import type {
 } from './statuses.ts'
 
 export { Cidr, IpAddress, Ipv4, Ipv6, Mac, MIN_PREFIX } from './address-schemas.ts'
+export {
+  FabricIdentifiers,
+  implementationOf,
+  NETWORK_IMPLEMENTATION_TYPES,
+  NetworkImplementationType,
+} from './network-implementation.ts'
 export {
   Condition,
   DpuStatus,
@@ -95,9 +102,6 @@ export const GroupDns = v.pipe(
   ),
 )
 
-/** How a group is built: `SharedCentral`, the operator's shared OVN central. */
-export const GroupImplementation = v.picklist(['SharedCentral'], 'must be SharedCentral')
-
 export const ResourceGroupSpec = v.pipe(
   v.strictObject({
     tenantId: Rfc1123Label,
@@ -116,7 +120,7 @@ export const ResourceGroupSpec = v.pipe(
     extraSubnets: v.optional(v.pipe(v.array(Subnet), v.maxLength(16, 'at most 16 extra subnets'))),
     network6: v.optional(Network6),
     dhcpServer: v.optional(Ipv4),
-    implementation: v.optional(GroupImplementation),
+    networkImplementationType: v.optional(NetworkImplementationType),
     /** Security policies between the group's hosts and with CIDRs (`policies.ts`). */
     policies: v.optional(Policies),
     dns: v.optional(GroupDns),

@@ -8,6 +8,7 @@
  * `google.protobuf.Timestamp` in gRPC).
  */
 import * as v from 'valibot'
+import { FabricIdentifiers } from './network-implementation.ts'
 
 const readonlyArray = <T extends v.GenericSchema>(item: T) => v.pipe(v.array(item), v.readonly())
 
@@ -68,6 +69,8 @@ export const ResourceGroupStatus = v.object({
    * DHCP relays put in every request they forward, for the server to tell groups apart.
    */
   dhcpCircuitId: v.exactOptional(v.string()),
+  /** A Fabric group: its VNI and VLAN id, from the operator's pools. */
+  fabric: v.exactOptional(FabricIdentifiers),
   observedVersion: v.number(),
   /** Which attempt at this spec version the status reports (absent: the first). */
   attempt: v.exactOptional(v.number()),

@@ -8,6 +8,7 @@
  */
 
 import { HydrazineError } from '../errors.ts'
+import { implementationOf } from '../model/network-implementation.ts'
 import type {
   Dpu,
   DpuSpec,
@@ -71,7 +72,8 @@ interface SpecWrite {
   )[]
   /** Sets the name leaves when the spec changes. */
   readonly leaves?: string[]
-  readonly immutableMessage: string
+  /** The refusal of a change of the immutable parts, given the stored fingerprint. */
+  readonly immutableMessage: string | ((stored: string) => string)
   readonly inUseMessage?: string
 }
 
@@ -113,7 +115,7 @@ export class SpecWrites {
       configsSynced: false,
     }
     const keys = this.#keys
-    const immutable = JSON.stringify([spec.tenantId, spec.network, spec.implementation ?? null])
+    const immutable = await this.#groupFingerprint(name, spec)
     const changed = await this.#put({
       kind: 'rg',
       name,
@@ -128,9 +130,24 @@ export class SpecWrites {
           ? []
           : [{ key: keys.index('rg'), fewerThan: maxCentrals, centrals: true as const }]),
       ],
-      immutableMessage: `the network, tenant and implementation of resource group ${name} cannot change`,
+      immutableMessage: (stored) => groupImmutableMessage(name, stored, immutable),
     })
     return { changed, object: await this.#records.mustGet('rg', name) }
+  }
+
+  /**
+   * A group's immutable parts: `[tenantId, network, 'Fabric' | null]` (null: Overlay, as
+   * groups stored before `networkImplementationType` are). A group stored with the
+   * retired `implementation: SharedCentral` (an Overlay group: no code read it) keeps its
+   * stored fingerprint while it stays Overlay.
+   */
+  async #groupFingerprint(name: string, spec: ResourceGroupSpec): Promise<string> {
+    const fabric = implementationOf(spec) === 'Fabric' ? 'Fabric' : null
+    const fingerprint = JSON.stringify([spec.tenantId, spec.network, fabric])
+    if (fabric) return fingerprint
+    const legacy = JSON.stringify([spec.tenantId, spec.network, 'SharedCentral'])
+    const stored = await this.#redis.hget(this.#keys.object('rg', name), 'immutable')
+    return stored === legacy ? legacy : fingerprint
   }
 
   /**
@@ -326,8 +343,13 @@ export class SpecWrites {
         return Number(reply[1]) === 1
       case 'terminating':
         throw new StoreConflict(`${put.name} is being deleted; it cannot change`, 'Terminating')
-      case 'immutable':
-        throw new StoreConflict(put.immutableMessage, 'Immutable')
+      case 'immutable': {
+        const message = put.immutableMessage
+        throw new StoreConflict(
+          typeof message === 'string' ? message : message(String(reply[1])),
+          'Immutable',
+        )
+      }
       case 'claimed':
         throw this.#claimed(String(reply[1]))
       case 'quota':
@@ -355,6 +377,22 @@ export class SpecWrites {
         throw new Error(`unexpected put-spec reply ${JSON.stringify(reply)}`)
     }
   }
+}
+
+/** The refusal of a group change, naming each immutable field the change differs in. */
+function groupImmutableMessage(name: string, stored: string, asked: string): string {
+  const fields = ['tenantId', 'network', 'networkImplementationType']
+  const was = parseFingerprint(stored)
+  const now = parseFingerprint(asked)
+  const differ = fields.filter((_, i) => JSON.stringify(was[i]) !== JSON.stringify(now[i]))
+  const named = differ.length > 0 ? differ : fields
+  return `${named.join(', ')} of resource group ${name} cannot change (${fields.join(', ')} are immutable); delete the group and create it again`
+}
+
+/** A stored group fingerprint's parts; `SharedCentral` (retired) and null read as Overlay. */
+function parseFingerprint(fingerprint: string): unknown[] {
+  const parts = JSON.parse(fingerprint) as unknown[]
+  return [parts[0], parts[1], parts[2] === 'Fabric' ? 'Fabric' : 'Overlay']
 }
 
 /** The parts of a host's spec that never change: its group, DPU and host port. */

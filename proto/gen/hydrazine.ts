@@ -25,6 +25,7 @@ import type { DpuCredentials as _hydrazine_v1_DpuCredentials, DpuCredentials__Ou
 import type { DpuPlacement as _hydrazine_v1_DpuPlacement, DpuPlacement__Output as _hydrazine_v1_DpuPlacement__Output } from './hydrazine/v1/DpuPlacement.ts';
 import type { DpuPort as _hydrazine_v1_DpuPort, DpuPort__Output as _hydrazine_v1_DpuPort__Output } from './hydrazine/v1/DpuPort.ts';
 import type { DpuSpec as _hydrazine_v1_DpuSpec, DpuSpec__Output as _hydrazine_v1_DpuSpec__Output } from './hydrazine/v1/DpuSpec.ts';
+import type { FabricIdentifiers as _hydrazine_v1_FabricIdentifiers, FabricIdentifiers__Output as _hydrazine_v1_FabricIdentifiers__Output } from './hydrazine/v1/FabricIdentifiers.ts';
 import type { GetDpuRequest as _hydrazine_v1_GetDpuRequest, GetDpuRequest__Output as _hydrazine_v1_GetDpuRequest__Output } from './hydrazine/v1/GetDpuRequest.ts';
 import type { GetDpuResponse as _hydrazine_v1_GetDpuResponse, GetDpuResponse__Output as _hydrazine_v1_GetDpuResponse__Output } from './hydrazine/v1/GetDpuResponse.ts';
 import type { GetManagedResourceRequest as _hydrazine_v1_GetManagedResourceRequest, GetManagedResourceRequest__Output as _hydrazine_v1_GetManagedResourceRequest__Output } from './hydrazine/v1/GetManagedResourceRequest.ts';
@@ -121,6 +122,7 @@ export interface ProtoGrpcType {
       DpuPortNetwork: EnumTypeDefinition
       DpuSpec: MessageTypeDefinition<_hydrazine_v1_DpuSpec, _hydrazine_v1_DpuSpec__Output>
       DpuState: EnumTypeDefinition
+      FabricIdentifiers: MessageTypeDefinition<_hydrazine_v1_FabricIdentifiers, _hydrazine_v1_FabricIdentifiers__Output>
       GetDpuRequest: MessageTypeDefinition<_hydrazine_v1_GetDpuRequest, _hydrazine_v1_GetDpuRequest__Output>
       GetDpuResponse: MessageTypeDefinition<_hydrazine_v1_GetDpuResponse, _hydrazine_v1_GetDpuResponse__Output>
       GetManagedResourceRequest: MessageTypeDefinition<_hydrazine_v1_GetManagedResourceRequest, _hydrazine_v1_GetManagedResourceRequest__Output>
@@ -132,7 +134,6 @@ export interface ProtoGrpcType {
       GetResourceGroupRequest: MessageTypeDefinition<_hydrazine_v1_GetResourceGroupRequest, _hydrazine_v1_GetResourceGroupRequest__Output>
       GetResourceGroupResponse: MessageTypeDefinition<_hydrazine_v1_GetResourceGroupResponse, _hydrazine_v1_GetResourceGroupResponse__Output>
       GroupDns: MessageTypeDefinition<_hydrazine_v1_GroupDns, _hydrazine_v1_GroupDns__Output>
-      GroupImplementation: EnumTypeDefinition
       GroupPool: MessageTypeDefinition<_hydrazine_v1_GroupPool, _hydrazine_v1_GroupPool__Output>
       HostAccess: EnumTypeDefinition
       HostAccessIps: MessageTypeDefinition<_hydrazine_v1_HostAccessIps, _hydrazine_v1_HostAccessIps__Output>
@@ -159,6 +160,7 @@ export interface ProtoGrpcType {
       ManagedResourceSpec: MessageTypeDefinition<_hydrazine_v1_ManagedResourceSpec, _hydrazine_v1_ManagedResourceSpec__Output>
       ManagedResourceStatus: MessageTypeDefinition<_hydrazine_v1_ManagedResourceStatus, _hydrazine_v1_ManagedResourceStatus__Output>
       Network: MessageTypeDefinition<_hydrazine_v1_Network, _hydrazine_v1_Network__Output>
+      NetworkImplementationType: EnumTypeDefinition
       ObjectKind: EnumTypeDefinition
       ObservedState: MessageTypeDefinition<_hydrazine_v1_ObservedState, _hydrazine_v1_ObservedState__Output>
       OvnCentral: MessageTypeDefinition<_hydrazine_v1_OvnCentral, _hydrazine_v1_OvnCentral__Output>

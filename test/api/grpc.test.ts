@@ -44,7 +44,7 @@ t.test('gRPC ingress against a running pipeline', async (t) => {
         spec: {
           tenantId: 'tenant-a',
           network: { cidr: '10.10.10.0/24', gateway: '10.10.10.1' },
-          implementation: 'GROUP_IMPLEMENTATION_UNSPECIFIED',
+          networkImplementationType: 'NETWORK_IMPLEMENTATION_TYPE_OVERLAY',
         },
         status: { phase: 'RESOURCE_GROUP_PHASE_PROVISIONING' },
         createdAt: { seconds: /^\d+$/ },

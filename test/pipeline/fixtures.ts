@@ -6,6 +6,7 @@ import type { HydrazineClient } from '../../app/index.ts'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals/local.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
 import type { ConfigureAck, IsolateAck } from '../../lib/agent-protocol/index.ts'
+import type { NetworkImplementationConfig } from '../../lib/config/network-implementation.ts'
 import type { AdminNetwork } from '../../lib/model/admin-network.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
@@ -108,6 +109,8 @@ export async function startPipeline(
     logger?: Logger
     /** The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`), synced every 200 ms. */
     adminNetwork?: AdminNetwork
+    /** The default network implementation and the Fabric pools (default Overlay, defaults). */
+    networkImplementation?: NetworkImplementationConfig
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
@@ -161,6 +164,9 @@ export async function startPipeline(
     ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.adminNetwork ? { adminNetwork: options.adminNetwork, adminSyncEveryMs: 200 } : {}),
+    ...(options.networkImplementation
+      ? { networkImplementation: options.networkImplementation }
+      : {}),
     ...(options.tls
       ? {
           certificates: async (dpuId: string) => ({

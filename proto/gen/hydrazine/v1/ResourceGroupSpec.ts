@@ -3,23 +3,23 @@
 
 import type { Network as _hydrazine_v1_Network, Network__Output as _hydrazine_v1_Network__Output } from '../../hydrazine/v1/Network.ts';
 import type { Subnet as _hydrazine_v1_Subnet, Subnet__Output as _hydrazine_v1_Subnet__Output } from '../../hydrazine/v1/Subnet.ts';
-import type { GroupImplementation as _hydrazine_v1_GroupImplementation, GroupImplementation__Output as _hydrazine_v1_GroupImplementation__Output } from '../../hydrazine/v1/GroupImplementation.ts';
 import type { Policy as _hydrazine_v1_Policy, Policy__Output as _hydrazine_v1_Policy__Output } from '../../hydrazine/v1/Policy.ts';
 import type { GroupDns as _hydrazine_v1_GroupDns, GroupDns__Output as _hydrazine_v1_GroupDns__Output } from '../../hydrazine/v1/GroupDns.ts';
 import type { GroupPool as _hydrazine_v1_GroupPool, GroupPool__Output as _hydrazine_v1_GroupPool__Output } from '../../hydrazine/v1/GroupPool.ts';
 import type { Reservation as _hydrazine_v1_Reservation, Reservation__Output as _hydrazine_v1_Reservation__Output } from '../../hydrazine/v1/Reservation.ts';
+import type { NetworkImplementationType as _hydrazine_v1_NetworkImplementationType, NetworkImplementationType__Output as _hydrazine_v1_NetworkImplementationType__Output } from '../../hydrazine/v1/NetworkImplementationType.ts';
 
 export interface ResourceGroupSpec {
   'tenantId'?: (string);
   'network'?: (_hydrazine_v1_Network | null);
   'extraSubnets'?: (_hydrazine_v1_Subnet)[];
   'dhcpServer'?: (string);
-  'implementation'?: (_hydrazine_v1_GroupImplementation);
   'policies'?: (_hydrazine_v1_Policy)[];
   'dns'?: (_hydrazine_v1_GroupDns | null);
   'pools'?: (_hydrazine_v1_GroupPool)[];
   'reservations'?: (_hydrazine_v1_Reservation)[];
   'network6'?: (_hydrazine_v1_Network | null);
+  'networkImplementationType'?: (_hydrazine_v1_NetworkImplementationType);
   '_dhcpServer'?: "dhcpServer";
 }
 
@@ -28,11 +28,11 @@ export interface ResourceGroupSpec__Output {
   'network': (_hydrazine_v1_Network__Output | null);
   'extraSubnets': (_hydrazine_v1_Subnet__Output)[];
   'dhcpServer'?: (string);
-  'implementation': (_hydrazine_v1_GroupImplementation__Output);
   'policies': (_hydrazine_v1_Policy__Output)[];
   'dns': (_hydrazine_v1_GroupDns__Output | null);
   'pools': (_hydrazine_v1_GroupPool__Output)[];
   'reservations': (_hydrazine_v1_Reservation__Output)[];
   'network6': (_hydrazine_v1_Network__Output | null);
+  'networkImplementationType': (_hydrazine_v1_NetworkImplementationType__Output);
   '_dhcpServer'?: "dhcpServer";
 }

@@ -5,6 +5,7 @@ import type { ResourceGroupPhase as _hydrazine_v1_ResourceGroupPhase, ResourceGr
 import type { Condition as _hydrazine_v1_Condition, Condition__Output as _hydrazine_v1_Condition__Output } from '../../hydrazine/v1/Condition.ts';
 import type { SoftwareNetworkConfiguration as _hydrazine_v1_SoftwareNetworkConfiguration, SoftwareNetworkConfiguration__Output as _hydrazine_v1_SoftwareNetworkConfiguration__Output } from '../../hydrazine/v1/SoftwareNetworkConfiguration.ts';
 import type { OvnCentral as _hydrazine_v1_OvnCentral, OvnCentral__Output as _hydrazine_v1_OvnCentral__Output } from '../../hydrazine/v1/OvnCentral.ts';
+import type { FabricIdentifiers as _hydrazine_v1_FabricIdentifiers, FabricIdentifiers__Output as _hydrazine_v1_FabricIdentifiers__Output } from '../../hydrazine/v1/FabricIdentifiers.ts';
 import type { Long } from '@grpc/proto-loader';
 
 export interface ResourceGroupStatus {
@@ -18,6 +19,7 @@ export interface ResourceGroupStatus {
   'observedVersion'?: (number | string | Long);
   'attempt'?: (number);
   'configsSynced'?: (boolean);
+  'fabric'?: (_hydrazine_v1_FabricIdentifiers | null);
   '_dhcpCircuitId'?: "dhcpCircuitId";
   '_attempt'?: "attempt";
 }
@@ -33,6 +35,7 @@ export interface ResourceGroupStatus__Output {
   'observedVersion': (string);
   'attempt'?: (number);
   'configsSynced': (boolean);
+  'fabric': (_hydrazine_v1_FabricIdentifiers__Output | null);
   '_dhcpCircuitId'?: "dhcpCircuitId";
   '_attempt'?: "attempt";
 }
