@@ -42,6 +42,13 @@ export interface ControllerOptions {
   readonly redisUrl: string
   /** PEM file of the CA that signed a `rediss://` server's certificate (a private CA). */
   readonly redisCaFile?: string
+  /**
+   * The agents' Redis: the DPUs' queues, heartbeats and Redis users, apart from the
+   * control plane's store, so that what a DPU writes costs the store nothing. Absent: the
+   * store's Redis holds them too (a shortcut for tests and development only: a DPU can
+   * then fill the store; `npm start` always runs two).
+   */
+  readonly agentsRedis?: RedisEndpoint
   readonly ovn: OvnCentralProvider
   readonly fabric: FabricSettings
   /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); absent: no group DNS. */
@@ -81,8 +88,10 @@ export interface Controller {
   readonly store: StateStore
   readonly ipam: Ipam
   readonly heartbeats: Heartbeats
-  /** The controller's own Redis connection (not a BullMQ one). */
+  /** The controller's own Redis connection (not a BullMQ one): the store's Redis. */
   readonly redis: RedisClient
+  /** Its connection to the agents' Redis (the same as `redis` without `agentsRedis`). */
+  readonly agentsRedis: RedisClient
   /**
    * Every queue the controller feeds, as it is now: its own, FRR's and the agent queue of
    * each DPU in the inventory or ever heard from (for the dashboard and the metrics).
@@ -104,10 +113,19 @@ export async function startController(options: ControllerOptions): Promise<Contr
   }
   const redis = createRedis(endpoint, { maxRetriesPerRequest: 3 })
   redis.on('error', (error) => options.logger?.debug({ err: error }, 'redis connection error'))
+  const agentsEndpoint = options.agentsRedis
+  const agentsRedis = agentsEndpoint
+    ? createRedis(agentsEndpoint, { maxRetriesPerRequest: 3 })
+    : redis
+  if (agentsRedis !== redis) {
+    agentsRedis.on('error', (error) =>
+      options.logger?.debug({ err: error }, "agents' redis connection error"),
+    )
+  }
   const store = new StateStore(redis)
   await store.quotas.countStoredHosts()
   const ipam = createIpam(redis)
-  const heartbeats = new Heartbeats(redis)
+  const heartbeats = new Heartbeats(agentsRedis)
   const instruments = options.metrics ? controllerInstruments(options.metrics) : undefined
   const nb = new NbPool(instruments ? { onTransaction: instruments.onTransaction } : {})
   const southbound = new SbPool()
@@ -125,7 +143,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
     },
   }
   const credentials = createCredentialIssuer({
-    redis,
+    redis: agentsRedis,
     ...(options.prefix ? { queuePrefix: options.prefix } : {}),
     ...(options.certificates ? { certificates: options.certificates } : {}),
   })
@@ -137,6 +155,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
   }
   const workers = await startWorkers({
     connection: () => bullConnection(endpoint),
+    ...(agentsEndpoint ? { agentConnection: () => bullConnection(agentsEndpoint) } : {}),
     deps: {
       store,
       ipam,
@@ -226,6 +245,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
     ipam,
     heartbeats,
     redis,
+    agentsRedis,
     queues,
     async close() {
       changes.close()
@@ -233,6 +253,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       await nb.close()
       await southbound.close()
       redis.disconnect()
+      if (agentsRedis !== redis) agentsRedis.disconnect()
     },
   }
 }

@@ -26,6 +26,7 @@ import { type MetricsServer, serveMetrics } from '../lib/metrics/server.ts'
 import type { OvnCentralProvider } from '../lib/ovn/central.ts'
 import type { CertificateAuthority } from '../lib/pki/index.ts'
 import { canConnect, isLoopback } from '../lib/process/ports.ts'
+import type { RedisEndpoint } from '../lib/redis/connection.ts'
 import { controllerHolderId, type Leadership } from '../lib/state/leases.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
 import type { CentralDatabases } from './centrals/local.ts'
@@ -43,6 +44,12 @@ export interface Endpoints {
   readonly redisUrl: string
   /** PEM file of the CA that signed a `rediss://` server's certificate. */
   readonly redisCaFile?: string
+  /**
+   * The agents' Redis (the DPUs' queues, heartbeats and Redis users), apart from the
+   * store's so that no DPU can make the store or the API refuse a write. Absent: the
+   * store's Redis holds them too (an external `REDIS_URL` without `AGENTS_REDIS_URL`).
+   */
+  readonly agentsRedis?: RedisEndpoint
   /** Where each group's OVN central is: one shared, or one per group. */
   readonly ovn: OvnCentralProvider
   readonly frrVtyDir?: string
@@ -94,6 +101,7 @@ export async function startService(
   const controller = await startController({
     redisUrl: endpoints.redisUrl,
     ...(endpoints.redisCaFile ? { redisCaFile: endpoints.redisCaFile } : {}),
+    ...(endpoints.agentsRedis ? { agentsRedis: endpoints.agentsRedis } : {}),
     ovn: endpoints.ovn,
     fabric: config.fabric,
     ...(config.dnsZone ? { dnsZone: config.dnsZone } : {}),
@@ -166,6 +174,7 @@ export async function startService(
   // What `/readyz` and the gRPC health service report.
   const readiness = {
     redis: async () => (await controller.redis.ping()) === 'PONG',
+    agentsRedis: async () => (await controller.agentsRedis.ping()) === 'PONG',
     // The shared central, when there is one; a group's own central is reported in the
     // group's status instead (a probe must not open a connection per group).
     ovnNb: async () => {

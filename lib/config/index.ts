@@ -11,7 +11,7 @@ import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
 import { DebianMirrorVariable, OvnInstallVariable, ovnInstallConfig } from './ovn-install.ts'
 import { QuotasVariable } from './quotas.ts'
-import { RedisUrlVariable } from './redis.ts'
+import { AgentsRedisVariables, agentsRedisConfig, RedisUrlVariable } from './redis.ts'
 import { type Config, LOG_LEVELS } from './types.ts'
 
 export type { KubernetesCentralsConfig } from './kubernetes.ts'
@@ -66,6 +66,7 @@ const peers = v.pipe(
 const EnvSchema = v.object({
   REDIS_URL: RedisUrlVariable,
   REDIS_CA: v.optional(v.pipe(v.string(), v.minLength(1))),
+  ...AgentsRedisVariables,
   HYDRAZINE_TLS_CERT: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_TLS_KEY: v.optional(v.pipe(v.string(), v.minLength(1))),
   OVN_NB_DB: v.optional(ovsdbRemote),
@@ -278,9 +279,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     }
     pemFile('REDIS_CA', c.REDIS_CA, (pem) => new X509Certificate(pem), 'a PEM certificate')
   }
+  const agents = agentsRedisConfig(c)
+  if (!agents.ok) invalid(agents.path, agents.message)
   return {
     ...(c.REDIS_URL ? { redisUrl: c.REDIS_URL } : {}),
     ...(c.REDIS_CA ? { redisCaFile: resolve(c.REDIS_CA) } : {}),
+    ...(agents.agentsRedis ? { agentsRedis: agents.agentsRedis } : {}),
     ...(tls ? { tls } : {}),
     ...(c.OVN_NB_DB && c.OVN_SB_DB ? { ovn: { nb: c.OVN_NB_DB, sb: c.OVN_SB_DB } } : {}),
     ovnCentral,

@@ -7,6 +7,7 @@ import type { Quotas } from '../model/quotas.ts'
 import type { OvnInstallChoice } from '../ovn/install.ts'
 import type { KubernetesCentralsConfig } from './kubernetes.ts'
 import type { MetricsConfig } from './metrics.ts'
+import type { AgentsRedisConfig } from './redis.ts'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
@@ -21,6 +22,12 @@ export interface Config {
   readonly redisUrl?: string
   /** `REDIS_CA`: PEM file of the CA that signed a `rediss://` server's certificate. */
   readonly redisCaFile?: string
+  /**
+   * `AGENTS_REDIS_URL` (with `AGENTS_REDIS_CA`, `AGENTS_REDIS_CERT`, `AGENTS_REDIS_KEY`): the
+   * Redis of the DPU agents' queues and heartbeats; absent = an embedded one, always apart
+   * from the store's.
+   */
+  readonly agentsRedis?: AgentsRedisConfig
   /** `OVN_NB_DB` / `OVN_SB_DB` (both or neither); absent = embedded OVN central(s). */
   readonly ovn?: { readonly nb: string; readonly sb: string }
   /**

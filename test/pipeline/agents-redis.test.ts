@@ -1,0 +1,105 @@
+/**
+ * The agents' Redis apart from the store: DPU queues, heartbeats and DPU users live on a
+ * second private Redis (as `npm start` runs it), and a DPU that fills everything its user
+ * may write there leaves the control plane's store, and the API, taking writes.
+ */
+import { Redis } from 'ioredis'
+import t from 'tap'
+import { createApp } from '../../api/http/app.ts'
+import { heartbeatKeyOf } from '../../lib/agent-protocol/credentials.ts'
+import { agentQueueName } from '../../lib/agent-protocol/index.ts'
+import { jsonCaller } from '../helpers/http.ts'
+import { asUser, groupSpec, startPipeline, until } from './fixtures.ts'
+
+const OPERATOR = 'operator-token-0123456789abcdef'
+const TENANT = 'tenant-token-0123456789abcdef'
+
+t.test("a DPU filling the agents' Redis costs the store nothing", async (t) => {
+  const p = await startPipeline(t, { agentsRedis: true })
+  t.not(p.agentsRedisUrl, p.redisUrl, "the agents' Redis is not the store's")
+  const app = createApp({
+    readiness: {},
+    v1: {
+      client: p.client,
+      tokens: { operator: [OPERATOR], tenants: { 'tenant-a': [TENANT] } },
+    },
+  })
+  const answer = jsonCaller(app)
+  const call = (method: string, path: string, token: string, body?: unknown) =>
+    answer(method, path, body, token)
+  const store = new Redis(p.redisUrl, { maxRetriesPerRequest: 1 })
+  const agents = new Redis(p.agentsRedisUrl, { maxRetriesPerRequest: 1 })
+  t.teardown(() => {
+    store.disconnect()
+    agents.disconnect()
+  })
+
+  t.equal((await call('PUT', '/v1/resource-groups/net-a', TENANT, groupSpec())).status, 202)
+  await call('PUT', '/v1/dpus/dpu-x', OPERATOR, {
+    tenantId: 'tenant-a',
+    fabricIps: ['172.18.0.31', '172.18.0.131'],
+    hostPorts: ['pf0hpf'],
+  })
+  const creds = await call('POST', '/v1/dpus/dpu-x/credentials', OPERATOR)
+  t.equal(creds.status, 201, 'the operator issues DPU credentials')
+  const user = creds.json.redis as { username: string; password: string }
+  t.ok(await agents.call('ACL', 'GETUSER', user.username), "the DPU's user is on the agents' Redis")
+  t.equal(await store.call('ACL', 'GETUSER', user.username), null, "and not on the store's")
+
+  // A DPU's agent with them: jobs in, acks out, its heartbeat read, all on the agents' Redis.
+  await p.agent('dpu-x', { redis: user, protocolVersions: ['1.0', '2.0'] })
+  const put = await call('PUT', '/v1/managed-resources/host-x', TENANT, {
+    resourceGroup: 'net-a',
+    hostMAC: '52:54:00:00:ab:01',
+    dpu: { id: 'dpu-x' },
+  })
+  t.equal(put.status, 202)
+  const ready = await until(
+    () => p.client.getHost('host-x'),
+    (h) => h?.status.phase === 'Ready',
+  )
+  t.equal(ready?.status.phase, 'Ready', "a host turns Ready from its DPU's acks")
+  const dpus = await call('GET', '/v1/dpus', OPERATOR)
+  t.match(dpus.json.items, [{ id: 'dpu-x', state: 'Online' }], 'its heartbeat is read')
+  const queueKeys = `${p.prefix}:${agentQueueName('dpu-x')}:*`
+  t.ok((await agents.keys(queueKeys)).length > 0, "its queue is on the agents' Redis")
+  t.same(await store.keys(queueKeys), [], "and nothing of it on the store's")
+  t.equal(await store.exists(heartbeatKeyOf('dpu-x')), 0, 'nor its heartbeat')
+
+  // The DPU, compromised, writes all it may: one value is bounded (proto-max-bulk-len)…
+  const dpu = new Redis(asUser(p.agentsRedisUrl, user), { maxRetriesPerRequest: 1 })
+  t.teardown(() => dpu.disconnect())
+  const own = `${p.prefix}:${agentQueueName('dpu-x')}:filler`
+  await t.rejects(
+    dpu.setrange(own, 70 * 1024 * 1024, 'x'),
+    /maximum allowed size/,
+    'a 70 MB SETRANGE is refused',
+  )
+  // …and then many values fill the agents' Redis up to its bound (lowered here to 32 MB so
+  // the test does not take half a gigabyte).
+  await agents.call('CONFIG', 'SET', 'maxmemory', '32mb')
+  const chunk = 'x'.repeat(512 * 1024)
+  let full: unknown
+  for (let i = 0; i < 256 && !full; i++) {
+    full = await dpu.set(`${own}-${i}`, chunk).then(
+      () => undefined,
+      (error: unknown) => error,
+    )
+  }
+  t.match(String(full), /OOM/, "the agents' Redis is full")
+
+  // The control plane keeps taking writes: a tenant's group, and the store itself.
+  const second = await call(
+    'PUT',
+    '/v1/resource-groups/net-b',
+    TENANT,
+    groupSpec('tenant-a', '10.20.0.0/24', '10.20.0.1'),
+  )
+  t.equal(second.status, 202, "a tenant's group PUT is accepted")
+  const net = await until(
+    () => p.client.getGroup('net-b'),
+    (g) => g?.status.phase === 'Ready',
+  )
+  t.equal(net?.status.phase, 'Ready', 'and the group turns Ready')
+  t.equal(await store.set('hz:probe', 'ok'), 'OK', 'the store takes writes')
+})
