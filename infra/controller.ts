@@ -33,7 +33,11 @@ import { createRedis, duplicateClient, type RedisEndpoint } from '../lib/redis/c
 import { ChangeFeed } from '../lib/state/changes.ts'
 import { StateStore } from '../lib/state/store.ts'
 import { startWorkers } from '../queues/worker.ts'
-import { type CredentialIssuerOptions, createCredentialIssuer } from './credentials.ts'
+import {
+  type CredentialIssuerOptions,
+  createCredentialIssuer,
+  removeDpuUsers,
+} from './credentials.ts'
 import { controllerCollectors, controllerInstruments } from './metrics/controller.ts'
 import { sharedRead } from './metrics/shared-read.ts'
 
@@ -149,9 +153,18 @@ export async function startController(options: ControllerOptions): Promise<Contr
   })
   // Users issued by an older version may name keys this one renamed (queue names, the
   // heartbeat key): their agents would be refused. Point them at today's keys.
-  const refreshed = await credentials.refreshKeys((await store.dpus.list()).map((d) => d.name))
+  const dpuIds = (await store.dpus.list()).map((d) => d.name)
+  const refreshed = await credentials.refreshKeys(dpuIds)
   if (refreshed.length > 0) {
     options.logger?.info({ dpus: refreshed }, "DPU users now reach this version's keys")
+  }
+  // Users an older version issued on the store's Redis would let those DPUs write it still.
+  const removed = agentsRedis === redis ? [] : await removeDpuUsers(redis, dpuIds)
+  if (removed.length > 0) {
+    options.logger?.warn(
+      { dpus: removed },
+      "DPU users removed from the store's Redis: issue these DPUs' credentials again, for the agents' Redis",
+    )
   }
   const workers = await startWorkers({
     connection: () => bullConnection(endpoint),
