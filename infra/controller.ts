@@ -67,6 +67,12 @@ export interface ControllerOptions {
   readonly reconcileEveryMs?: number
   /** How often `dpu.health` checks the DPUs' heartbeats, in ms (default 0 = never). */
   readonly dpuHealthEveryMs?: number
+  /**
+   * The most bytes one DPU may hold in the agents' Redis (its queue's keys and heartbeat),
+   * measured by `dpu.health` every `everyMs` (default 30 s); over it, its credentials are
+   * revoked. Absent: not measured.
+   */
+  readonly dpuRedisBound?: { readonly limitBytes: number; readonly everyMs?: number }
   /** BullMQ key prefix (default `bull`); tests use their own. */
   readonly prefix?: string
   readonly logger?: Logger
@@ -191,6 +197,15 @@ export async function startController(options: ControllerOptions): Promise<Contr
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
     ...(options.lockDurationMs !== undefined ? { lockDurationMs: options.lockDurationMs } : {}),
     ...(instruments ? { observers: instruments.observers } : {}),
+    ...(options.dpuRedisBound
+      ? {
+          dpuUsage: {
+            limitBytes: options.dpuRedisBound.limitBytes,
+            everyMs: options.dpuRedisBound.everyMs ?? 30_000,
+            revoke: (dpuId: string) => credentials.revoke(dpuId),
+          },
+        }
+      : {}),
   })
   const client = new HydrazineClient({
     store,

@@ -108,6 +108,9 @@ export async function startService(
     dhcpServers: config.dhcpServers,
     quotas: config.quotas,
     dpuHealthEveryMs: config.dpuHealthEveryMs,
+    ...(config.dpuRedisMaxBytes > 0
+      ? { dpuRedisBound: { limitBytes: config.dpuRedisMaxBytes } }
+      : {}),
     lockDurationMs: config.jobLockMs,
     logger,
     ...(endpoints.pki ? { certificates: dpuCertificates(endpoints.pki) } : {}),

@@ -19,6 +19,7 @@ import { createPublicIpRelease } from '../functions/publicip-release.ts'
 import { createReconcile } from '../functions/reconcile.ts'
 import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import { isAgentQueueName } from '../lib/agent-protocol/index.ts'
+import { measureDpuUsage } from '../lib/agent-protocol/usage.ts'
 import { CONTROLLER_QUEUE, type JobName } from '../lib/jobs/index.ts'
 import { queueJobs } from '../lib/jobs/redrive.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
@@ -81,6 +82,15 @@ export interface WorkerOptions {
    * another worker takes it over (default 30 s).
    */
   readonly lockDurationMs?: number
+  /**
+   * Each DPU's bytes in the agents' Redis, measured by `dpu.health` at most every `everyMs`:
+   * over `limitBytes`, `revoke` takes its credentials (default: not measured).
+   */
+  readonly dpuUsage?: {
+    readonly limitBytes: number
+    readonly everyMs: number
+    revoke(dpuId: string): Promise<void>
+  }
   /** Told of each handler run, repair and host turning Ready (the metrics; default none). */
   readonly observers?: WorkerObservers
 }
@@ -145,9 +155,18 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       ...deps,
       heartbeats: new Heartbeats(agentsConnection),
       records: deps.store.dpuHealth,
+      ...(options.dpuUsage
+        ? {
+            usage: {
+              ...options.dpuUsage,
+              measure: () => measureDpuUsage(agentsConnection, options.prefix),
+            },
+          }
+        : {}),
     }),
     (result) => {
       for (const kind of dpuRepairs(result)) observers.dpuRepaired?.(kind)
+      for (const { dpu } of result.revoked ?? []) observers.dpuRevoked?.(dpu)
     },
   )
   const handlers: Record<JobName, (job: Job, token?: string) => Promise<unknown>> = {

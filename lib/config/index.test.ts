@@ -44,6 +44,12 @@ t.test('fabric, gRPC and paths from env; an empty variable is unset', async (t) 
   t.equal(config.frrVtyDir, resolve('run/frr'), 'paths are made absolute')
   t.equal(config.tokensFile, resolve('tokens.json'))
   t.equal(config.redisUrl, undefined, 'empty REDIS_URL: embedded Redis')
+  t.equal(config.dpuRedisMaxBytes, 64 * 1024 * 1024, "a DPU may hold 64 MB in the agents' Redis")
+  t.equal(loadConfig({ HYDRAZINE_DPU_REDIS_MAX_MB: '0' }).dpuRedisMaxBytes, 0, '0: not measured')
+  t.throws(
+    () => loadConfig({ HYDRAZINE_DPU_REDIS_MAX_MB: '1e3' }),
+    /HYDRAZINE_DPU_REDIS_MAX_MB: must be a number of megabytes/,
+  )
 })
 
 t.test('external services and BGP peers from env', async (t) => {

@@ -308,6 +308,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(c.HYDRAZINE_WEBHOOK_SECRET ? { webhookSecret: c.HYDRAZINE_WEBHOOK_SECRET } : {}),
     logLevel: c.LOG_LEVEL,
     dpuHealthEveryMs: c.HYDRAZINE_DPU_HEALTH_MS,
+    dpuRedisMaxBytes: c.HYDRAZINE_DPU_REDIS_MAX_MB * 1024 * 1024,
     jobLockMs: c.HYDRAZINE_JOB_LOCK_MS,
     fabric: {
       dummyIp: c.HYDRAZINE_FABRIC_DUMMY_IP,

@@ -43,6 +43,19 @@ export const AgentsRedisVariables = {
   AGENTS_REDIS_CA: v.optional(v.pipe(v.string(), v.minLength(1))),
   AGENTS_REDIS_CERT: v.optional(v.pipe(v.string(), v.minLength(1))),
   AGENTS_REDIS_KEY: v.optional(v.pipe(v.string(), v.minLength(1))),
+  /**
+   * The most one DPU may hold in the agents' Redis (its queue's keys and heartbeat), in MB;
+   * over it, `dpu.health` revokes its credentials. 0 = not measured.
+   */
+  HYDRAZINE_DPU_REDIS_MAX_MB: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d+$/, 'must be a number of megabytes (0 = off)'),
+      v.transform(Number),
+      v.maxValue(1_048_576, 'must be at most 1048576 (1 TB)'),
+    ),
+    '64',
+  ),
 }
 
 /** The agents' Redis as the configuration holds it (`Config.agentsRedis`). */

@@ -97,6 +97,12 @@ export interface Config {
    */
   readonly dpuHealthEveryMs: number
   /**
+   * `HYDRAZINE_DPU_REDIS_MAX_MB` (default 64; 0 = off), in bytes: the most one DPU may hold
+   * in the agents' Redis; `dpu.health` measures it every 30 s and revokes the credentials
+   * of a DPU over it (`DpuHealthy=False CredentialsRevoked`).
+   */
+  readonly dpuRedisMaxBytes: number
+  /**
    * `HYDRAZINE_JOB_LOCK_MS` (default 30000): how long a job stays locked to a controller
    * that stopped renewing it (it died) before another worker, or this controller after a
    * restart, takes it over. Shorter: faster recovery, more lock renewals.

@@ -109,6 +109,8 @@ export async function startPipeline(
      * them (default: on the store's Redis, the controller's shortcut for tests).
      */
     agentsRedis?: boolean
+    /** Each DPU's bytes in the agents' Redis bounded (`ControllerOptions.dpuRedisBound`). */
+    dpuRedisBound?: { limitBytes: number; everyMs?: number }
     /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); default none: no DNS. */
     dnsZone?: string
     /** An IPv6 fabric (`FABRIC6`): hosts' IPv6 leaves their group through NAT66. */
@@ -168,6 +170,7 @@ export async function startPipeline(
     lockDurationMs: 2000,
     ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
+    ...(options.dpuRedisBound ? { dpuRedisBound: options.dpuRedisBound } : {}),
     ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.tls
