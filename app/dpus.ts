@@ -89,6 +89,8 @@ export class DpuRequests {
     if (!(await store.dpus.get(id))) throw new NotFoundError('DPU', id)
     if (!credentials) throw new CredentialsUnavailable()
     const issued = await credentials.issue(id)
+    // Revoked for what it held in the agents' Redis: its hosts are healthy again once it beats.
+    await store.dpuHealth.clearRevoked(id)
     if (issued.tls) {
       // Public: kept so that each group's own central can certify the DPU's key for its SB.
       await store.dpus.setIdentity(id, issued.tls.cert)

@@ -16,6 +16,7 @@ import {
   strayOwner,
   strayPorts,
 } from './internal/dpu-observed.ts'
+import { type DpuRevoked, type DpuUsageBound, revokeOverBound } from './internal/dpu-usage.ts'
 
 export type DpuHealthDeps = Pick<
   HandlerDeps,
@@ -23,6 +24,8 @@ export type DpuHealthDeps = Pick<
 > & {
   readonly heartbeats: Pick<Heartbeats, 'list'>
   readonly records: Pick<DpuHealthRecords, 'readAll' | 'write'>
+  /** Each DPU's bytes in the agents' Redis, bounded (absent: not measured). */
+  readonly usage?: DpuUsageBound
 }
 
 export interface DpuHealthOptions {
@@ -57,6 +60,8 @@ export interface DpuHealthResult {
   /** Hosts whose `DpuHealthy` condition this run wrote. */
   readonly conditions: readonly HealthWritten[]
   readonly repairs: readonly DpuRepair[]
+  /** DPUs whose credentials this run revoked (over their bound in the agents' Redis). */
+  readonly revoked?: readonly DpuRevoked[]
   /** What this run could not do, per DPU: each DPU (and each stray port) on its own. */
   readonly failed: readonly { readonly dpu: string; readonly error: string }[]
   /** Set when the run did nothing because another was still running in this process. */
@@ -92,6 +97,7 @@ const STATE_EVENTS: Record<DpuState, { type: 'Normal' | 'Warning'; reason: strin
 export function createDpuHealth(deps: DpuHealthDeps, options: DpuHealthOptions = {}) {
   const clock = options.now ?? (() => new Date())
   let running = false
+  let measured = Number.NEGATIVE_INFINITY
 
   return async function dpuHealth(_job?: Job): Promise<DpuHealthResult> {
     if (running) {
@@ -99,15 +105,18 @@ export function createDpuHealth(deps: DpuHealthDeps, options: DpuHealthOptions =
     }
     running = true
     try {
-      return await runOnce(deps, clock())
+      const now = clock()
+      const measure = deps.usage !== undefined && now.getTime() - measured >= deps.usage.everyMs
+      if (measure) measured = now.getTime()
+      return await runOnce(deps, now, measure)
     } finally {
       running = false
     }
   }
 }
 
-async function runOnce(deps: DpuHealthDeps, now: Date): Promise<DpuHealthResult> {
-  const [beats, hosts, records, inventory] = await Promise.all([
+async function runOnce(deps: DpuHealthDeps, now: Date, measure: boolean): Promise<DpuHealthResult> {
+  const [beats, hosts, read, inventory] = await Promise.all([
     deps.heartbeats.list(),
     deps.store.hosts.list(),
     deps.records.readAll(),
@@ -118,6 +127,19 @@ async function runOnce(deps: DpuHealthDeps, now: Date): Promise<DpuHealthResult>
   const conditions: HealthWritten[] = []
   const repairs: DpuRepair[] = []
   const failed: { dpu: string; error: string }[] = []
+  let records = read
+  let revoked: DpuRevoked[] = []
+  if (measure && deps.usage) {
+    const bounded = await revokeOverBound(deps, deps.usage, read, now).catch((error) => {
+      failed.push({ dpu: '*', error: `measuring the DPUs' keys failed: ${String(error)}` })
+      return undefined
+    })
+    if (bounded) {
+      records = bounded.records
+      revoked = bounded.revoked
+      failed.push(...bounded.failed)
+    }
+  }
   for (const reported of beats) {
     const { held, ignored } = portsItMayHold(reported, hostPortsOf.get(reported.dpuId))
     const beat = { ...reported, observed: { ...reported.observed, boundPorts: held } }
@@ -142,7 +164,7 @@ async function runOnce(deps: DpuHealthDeps, now: Date): Promise<DpuHealthResult>
       })
     }
   }
-  return { dpus, conditions, repairs, failed }
+  return { dpus, conditions, repairs, ...(revoked.length > 0 ? { revoked } : {}), failed }
 }
 
 /**
@@ -171,17 +193,23 @@ async function checkDpu(
     const conditions: HealthWritten[] = []
     for (const host of hosts) {
       if (host.spec.dpu.id !== id || host.status.phase === 'Isolated') continue
-      const written = await writeDpuHealthy(deps, host, beat, state, now)
+      const written = await writeDpuHealthy(deps, host, beat, state, now, before.revoked)
       if (written) conditions.push({ host: host.name, ...written })
     }
-    if (state !== 'Online') return { conditions, repairs: [], errors: [] }
+    // A DPU whose credentials were revoked is repaired no more: it could not take the jobs.
+    if (state !== 'Online' || before.revoked) return { conditions, repairs: [], errors: [] }
     const repairs = await repairLostPorts(deps, beat, hosts)
     const isolated = await repairStrays(deps, beat, hosts, before.strays, now)
     strays = isolated.strays
     return { conditions, repairs: [...repairs, ...isolated.repairs], errors: isolated.errors }
   } finally {
-    const after: DpuHealthRecord = { state, strays }
-    if (JSON.stringify(after) !== JSON.stringify({ state: before.state, strays: before.strays })) {
+    const after: DpuHealthRecord = {
+      state,
+      strays,
+      ...(before.revoked ? { revoked: before.revoked } : {}),
+    }
+    const was = { state: before.state, strays: before.strays, revoked: before.revoked }
+    if (JSON.stringify(after) !== JSON.stringify(was)) {
       await deps.records.write(id, after)
     }
   }
@@ -194,6 +222,7 @@ async function writeDpuHealthy(
   beat: Heartbeat,
   state: DpuState,
   now: Date,
+  revoked: DpuHealthRecord['revoked'],
 ): Promise<{ status: string; reason: string } | undefined> {
   const of = (conditions: ManagedResource['status']['conditions']) =>
     dpuHealthyCondition(
@@ -201,6 +230,7 @@ async function writeDpuHealthy(
       beat.dpuId,
       beat,
       state,
+      revoked,
     )
   // Read again under the write: another writer may have changed the host meanwhile.
   if (!of(host.status.conditions)) return undefined

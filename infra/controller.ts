@@ -35,7 +35,11 @@ import { createRedis, duplicateClient, type RedisEndpoint } from '../lib/redis/c
 import { ChangeFeed } from '../lib/state/changes.ts'
 import { StateStore } from '../lib/state/store.ts'
 import { startWorkers } from '../queues/worker.ts'
-import { type CredentialIssuerOptions, createCredentialIssuer } from './credentials.ts'
+import {
+  type CredentialIssuerOptions,
+  createCredentialIssuer,
+  removeDpuUsers,
+} from './credentials.ts'
 import { controllerCollectors, controllerInstruments } from './metrics/controller.ts'
 import { sharedRead } from './metrics/shared-read.ts'
 
@@ -44,6 +48,13 @@ export interface ControllerOptions {
   readonly redisUrl: string
   /** PEM file of the CA that signed a `rediss://` server's certificate (a private CA). */
   readonly redisCaFile?: string
+  /**
+   * The agents' Redis: the DPUs' queues, heartbeats and Redis users, apart from the
+   * control plane's store, so that what a DPU writes costs the store nothing. Absent: the
+   * store's Redis holds them too (a shortcut for tests and development only: a DPU can
+   * then fill the store; `npm start` always runs two).
+   */
+  readonly agentsRedis?: RedisEndpoint
   readonly ovn: OvnCentralProvider
   readonly fabric: FabricSettings
   /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); absent: no group DNS. */
@@ -72,6 +83,12 @@ export interface ControllerOptions {
   readonly reconcileEveryMs?: number
   /** How often `dpu.health` checks the DPUs' heartbeats, in ms (default 0 = never). */
   readonly dpuHealthEveryMs?: number
+  /**
+   * The most bytes one DPU may hold in the agents' Redis (its queue's keys and heartbeat),
+   * measured by `dpu.health` every `everyMs` (default 30 s); over it, its credentials are
+   * revoked. Absent: not measured.
+   */
+  readonly dpuRedisBound?: { readonly limitBytes: number; readonly everyMs?: number }
   /** BullMQ key prefix (default `bull`); tests use their own. */
   readonly prefix?: string
   readonly logger?: Logger
@@ -97,8 +114,10 @@ export interface Controller {
   readonly store: StateStore
   readonly ipam: Ipam
   readonly heartbeats: Heartbeats
-  /** The controller's own Redis connection (not a BullMQ one). */
+  /** The controller's own Redis connection (not a BullMQ one): the store's Redis. */
   readonly redis: RedisClient
+  /** Its connection to the agents' Redis (the same as `redis` without `agentsRedis`). */
+  readonly agentsRedis: RedisClient
   /**
    * Every queue the controller feeds, as it is now: its own, FRR's and the agent queue of
    * each DPU in the inventory or ever heard from (for the dashboard and the metrics).
@@ -120,13 +139,22 @@ export async function startController(options: ControllerOptions): Promise<Contr
   }
   const redis = createRedis(endpoint, { maxRetriesPerRequest: 3 })
   redis.on('error', (error) => options.logger?.debug({ err: error }, 'redis connection error'))
+  const agentsEndpoint = options.agentsRedis
+  const agentsRedis = agentsEndpoint
+    ? createRedis(agentsEndpoint, { maxRetriesPerRequest: 3 })
+    : redis
+  if (agentsRedis !== redis) {
+    agentsRedis.on('error', (error) =>
+      options.logger?.debug({ err: error }, "agents' redis connection error"),
+    )
+  }
   const store = new StateStore(redis)
   await store.quotas.countStoredHosts()
   const ipam = createIpam(
     redis,
     options.networkImplementation ? { fabric: options.networkImplementation.fabricRanges } : {},
   )
-  const heartbeats = new Heartbeats(redis)
+  const heartbeats = new Heartbeats(agentsRedis)
   const instruments = options.metrics ? controllerInstruments(options.metrics) : undefined
   const nb = new NbPool(instruments ? { onTransaction: instruments.onTransaction } : {})
   const southbound = new SbPool()
@@ -144,18 +172,28 @@ export async function startController(options: ControllerOptions): Promise<Contr
     },
   }
   const credentials = createCredentialIssuer({
-    redis,
+    redis: agentsRedis,
     ...(options.prefix ? { queuePrefix: options.prefix } : {}),
     ...(options.certificates ? { certificates: options.certificates } : {}),
   })
   // Users issued by an older version may name keys this one renamed (queue names, the
   // heartbeat key): their agents would be refused. Point them at today's keys.
-  const refreshed = await credentials.refreshKeys((await store.dpus.list()).map((d) => d.name))
+  const dpuIds = (await store.dpus.list()).map((d) => d.name)
+  const refreshed = await credentials.refreshKeys(dpuIds)
   if (refreshed.length > 0) {
     options.logger?.info({ dpus: refreshed }, "DPU users now reach this version's keys")
   }
+  // Users an older version issued on the store's Redis would let those DPUs write it still.
+  const removed = agentsRedis === redis ? [] : await removeDpuUsers(redis, dpuIds)
+  if (removed.length > 0) {
+    options.logger?.warn(
+      { dpus: removed },
+      "DPU users removed from the store's Redis: issue these DPUs' credentials again, for the agents' Redis",
+    )
+  }
   const workers = await startWorkers({
     connection: () => bullConnection(endpoint),
+    ...(agentsEndpoint ? { agentConnection: () => bullConnection(agentsEndpoint) } : {}),
     deps: {
       store,
       ipam,
@@ -182,6 +220,15 @@ export async function startController(options: ControllerOptions): Promise<Contr
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
     ...(options.lockDurationMs !== undefined ? { lockDurationMs: options.lockDurationMs } : {}),
     ...(instruments ? { observers: instruments.observers } : {}),
+    ...(options.dpuRedisBound
+      ? {
+          dpuUsage: {
+            limitBytes: options.dpuRedisBound.limitBytes,
+            everyMs: options.dpuRedisBound.everyMs ?? 30_000,
+            revoke: (dpuId: string) => credentials.revoke(dpuId),
+          },
+        }
+      : {}),
   })
   const client = new HydrazineClient({
     store,
@@ -255,6 +302,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
     ipam,
     heartbeats,
     redis,
+    agentsRedis,
     queues,
     async close() {
       changes.close()
@@ -262,6 +310,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       await nb.close()
       await southbound.close()
       redis.disconnect()
+      if (agentsRedis !== redis) agentsRedis.disconnect()
     },
   }
 }

@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import {
+  DPU_REDIS_COMMANDS,
   type DpuCredentialIssuer,
   type DpuCredentials,
   dpuRedisAclRules,
@@ -76,7 +77,10 @@ export function createCredentialIssuer(options: CredentialIssuerOptions): DpuCre
           redis,
           async (node) => {
             if ((await node.call('ACL', 'GETUSER', username)) === null) return
-            await node.call('ACL', 'SETUSER', username, 'resetkeys', ...patterns)
+            // This version's keys and commands: a user issued with the older deny-list
+            // (every command but the dangerous ones) now has the allow-list.
+            const commands = ['-@all', ...DPU_REDIS_COMMANDS.map((c) => `+${c}`)]
+            await node.call('ACL', 'SETUSER', username, 'resetkeys', ...patterns, ...commands)
             refreshed.add(dpuId)
           },
           'all',
@@ -86,4 +90,33 @@ export function createCredentialIssuer(options: CredentialIssuerOptions): DpuCre
       return [...refreshed].sort()
     },
   }
+}
+
+/**
+ * Deletes the users of these DPUs from `redis` and closes their connections, where any
+ * is left: an older version issued them on the store's Redis, which DPUs no longer reach
+ * now that their queues live on the agents' Redis. Returns the DPUs whose user it deleted.
+ */
+export async function removeDpuUsers(
+  redis: RedisClient,
+  dpuIds: readonly string[],
+): Promise<string[]> {
+  const removed = new Set<string>()
+  for (const dpuId of dpuIds) {
+    const username = dpuRedisUser(dpuId)
+    await onEveryNode(
+      redis,
+      async (node) => {
+        if ((await node.call('ACL', 'GETUSER', username)) === null) return
+        await node.call('ACL', 'DELUSER', username)
+        await node.call('CLIENT', 'KILL', 'USER', username).catch(() => {})
+        removed.add(dpuId)
+      },
+      'all',
+    )
+  }
+  if (removed.size > 0) {
+    await onEveryNode(redis, (node) => node.call('ACL', 'SAVE').catch(() => {}), 'all')
+  }
+  return [...removed].sort()
 }

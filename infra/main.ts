@@ -62,6 +62,10 @@ try {
       )
     : undefined
   const embedRedis = !config.redisUrl
+  // The agents' Redis is never the embedded store's: a second one is started beside it. An
+  // external store without AGENTS_REDIS_URL is shared with the agents (every replica must
+  // reach the same agents' Redis): a shortcut that lets a DPU fill the store, warned of.
+  const embedAgentsRedis = !config.agentsRedis && embedRedis
   const embedOvn = !config.ovn && !external && !kubernetes
   const perGroup = embedOvn && config.ovnCentral === 'per-group'
   const embedFrr = !config.frrVtyDir
@@ -73,11 +77,12 @@ try {
       })
     : undefined
   if (ovnInstall && ovnInstall !== SYSTEM_OVN) logger.info(`OVN centrals run ${ovnInstall.label}`)
-  if (embedRedis || embedOvn || embedFrr) {
+  if (embedRedis || embedAgentsRedis || embedOvn || embedFrr) {
     stack = await startLocalStack({
       dataDir: config.dataDir,
       // Plaintext on loopback; TLS (from the stack's PKI) on any other address.
       redis: embedRedis ? { listenAddress: config.embeddedListen, port: 16379 } : false,
+      agentsRedis: embedAgentsRedis ? { listenAddress: config.embeddedListen, port: 16380 } : false,
       ovn:
         embedOvn && !perGroup
           ? {
@@ -109,6 +114,7 @@ try {
   }
   const redisUrl = config.redisUrl ?? stack?.redis?.url
   const redisCaFile = config.redisUrl ? config.redisCaFile : stack?.redis?.caFile
+  const agentsRedis = config.agentsRedis ?? stack?.agentsRedis
   if (perGroup && stack) {
     centrals = await startPerGroupCentrals({
       dataDir: config.dataDir,
@@ -132,12 +138,27 @@ try {
     external ?? kubernetes ?? centrals ?? (shared ? sharedCentralProvider(shared) : undefined)
   const frrVtyDir = config.frrVtyDir ?? stack?.frr?.vtyDir
   if (!redisUrl || !ovn) throw new Error('no Redis or OVN central available')
+  if (!agentsRedis) {
+    logger.warn(
+      "AGENTS_REDIS_URL is unset: the DPU agents' queues and heartbeats share the store's Redis (REDIS_URL), which a DPU can then fill; give them a Redis of their own",
+    )
+  }
 
   const service = await startService(
     config,
     {
       redisUrl,
       ...(redisCaFile ? { redisCaFile } : {}),
+      ...(agentsRedis
+        ? {
+            agentsRedis: {
+              url: agentsRedis.url,
+              ...(agentsRedis.caFile ? { caFile: agentsRedis.caFile } : {}),
+              ...(agentsRedis.certFile ? { certFile: agentsRedis.certFile } : {}),
+              ...(agentsRedis.keyFile ? { keyFile: agentsRedis.keyFile } : {}),
+            },
+          }
+        : {}),
       ovn,
       ...(frrVtyDir ? { frrVtyDir, frrSaveConfig: embedFrr || config.frrSaveConfig } : {}),
       ...(stack?.pki ? { pki: stack.pki } : {}),
@@ -171,6 +192,10 @@ try {
         : `  tokens:          ${config.tokensFile}`,
       `  Redis:           ${redactRedisUrl(redisUrl)}${redisCaFile ? ` (CA ${redisCaFile})` : ''}`,
       ...(stack?.redis ? [`  Redis password:  ${stack.redis.passwordFile}`] : []),
+      agentsRedis
+        ? `  agents' Redis:   ${redactRedisUrl(agentsRedis.url)}${agentsRedis.caFile ? ` (CA ${agentsRedis.caFile})` : ''}`
+        : "  agents' Redis:   the store's (AGENTS_REDIS_URL unset: a DPU can fill it)",
+      ...(stack?.agentsRedis ? [`  its password:    ${stack.agentsRedis.passwordFile}`] : []),
       external
         ? `  OVN centrals:    named per group in ${external.file}`
         : config.kubernetes

@@ -28,6 +28,7 @@ import { natIpsAdmitted } from '../lib/model/southbound-admission.ts'
 import type { OvnCentralProvider } from '../lib/ovn/central.ts'
 import type { CertificateAuthority } from '../lib/pki/index.ts'
 import { canConnect, isLoopback } from '../lib/process/ports.ts'
+import type { RedisEndpoint } from '../lib/redis/connection.ts'
 import { controllerHolderId, type Leadership } from '../lib/state/leases.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
@@ -46,6 +47,12 @@ export interface Endpoints {
   readonly redisUrl: string
   /** PEM file of the CA that signed a `rediss://` server's certificate. */
   readonly redisCaFile?: string
+  /**
+   * The agents' Redis (the DPUs' queues, heartbeats and Redis users), apart from the
+   * store's so that no DPU can make the store or the API refuse a write. Absent: the
+   * store's Redis holds them too (an external `REDIS_URL` without `AGENTS_REDIS_URL`).
+   */
+  readonly agentsRedis?: RedisEndpoint
   /** Where each group's OVN central is: one shared, or one per group. */
   readonly ovn: OvnCentralProvider
   readonly frrVtyDir?: string
@@ -97,6 +104,7 @@ export async function startService(
   const controller = await startController({
     redisUrl: endpoints.redisUrl,
     ...(endpoints.redisCaFile ? { redisCaFile: endpoints.redisCaFile } : {}),
+    ...(endpoints.agentsRedis ? { agentsRedis: endpoints.agentsRedis } : {}),
     ovn: endpoints.ovn,
     fabric: config.fabric,
     ...(config.dnsZone ? { dnsZone: config.dnsZone } : {}),
@@ -107,6 +115,9 @@ export async function startService(
     ...(config.adminNetwork ? { adminNetwork: config.adminNetwork } : {}),
     networkImplementation: config.networkImplementation,
     dpuHealthEveryMs: config.dpuHealthEveryMs,
+    ...(config.dpuRedisMaxBytes > 0
+      ? { dpuRedisBound: { limitBytes: config.dpuRedisMaxBytes } }
+      : {}),
     lockDurationMs: config.jobLockMs,
     logger,
     ...(endpoints.pki ? { certificates: dpuCertificates(endpoints.pki) } : {}),
@@ -181,6 +192,7 @@ export async function startService(
   // What `/readyz` and the gRPC health service report.
   const readiness = {
     redis: async () => (await controller.redis.ping()) === 'PONG',
+    agentsRedis: async () => (await controller.agentsRedis.ping()) === 'PONG',
     // The shared central, when there is one; a group's own central is reported in the
     // group's status instead (a probe must not open a connection per group).
     ovnNb: async () => {

@@ -44,16 +44,19 @@ export function waiterKeys(prefix = 'bull'): WaiterKeys {
 
 /**
  * `ChildJobs` on BullMQ. `queueFor` gives the (shared) Queue of a name; `redis` is a
- * plain connection for the waiter sets; `park` says how long a parked parent sleeps
- * before it wakes on its own (the first time, doubling up to the max).
+ * plain connection for the waiter sets, or the connection to the Redis a queue lives on
+ * (the agents' queues may live on their own Redis: a child's waiters are kept next to
+ * it, where its queue's `ChildWatcher` reads them); `park` says how long a parked parent
+ * sleeps before it wakes on its own (the first time, doubling up to the max).
  */
 export function bullChildJobs(
   queueFor: (name: string) => Queue,
-  redis: RedisClient,
+  redis: RedisClient | ((queue: string) => RedisClient),
   keys: WaiterKeys,
   park: { readonly minMs?: number; readonly maxMs?: number } = {},
 ): ChildJobs {
   const { minMs = PARK_MIN_MS, maxMs = PARK_MAX_MS } = park
+  const redisFor = typeof redis === 'function' ? redis : () => redis
   const outcome = async (ref: ChildRef): Promise<ChildOutcome> => {
     const job = await queueFor(ref.queue).getJob(ref.jobId)
     if (!job) return { state: 'missing' }
@@ -79,9 +82,14 @@ export function bullChildJobs(
       if (!job.id || !token) throw new Error(`job ${job.name} cannot wait without its lock`)
       const me = JSON.stringify({ queue: job.queueName, id: job.id })
       // One command per key: on a Redis Cluster each child's waiters live in its queue's slot.
+      const watched = new Map<RedisClient, Set<string>>()
+      for (const ref of refs) {
+        const on = redisFor(ref.queue)
+        watched.set(on, (watched.get(on) ?? new Set()).add(ref.queue))
+      }
       await Promise.all([
-        ...refs.map((ref) => redis.sadd(keys.waiters(ref), me)),
-        redis.sadd(keys.watched, ...new Set(refs.map((ref) => ref.queue))),
+        ...refs.map((ref) => redisFor(ref.queue).sadd(keys.waiters(ref), me)),
+        ...[...watched].map(([on, queues]) => on.sadd(keys.watched, ...queues)),
       ])
       // A child that finished between the first look and the registration woke nobody.
       if (!(await pending(refs))) return

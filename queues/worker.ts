@@ -19,6 +19,8 @@ import { createPublicIpAllocate } from '../functions/publicip-allocate.ts'
 import { createPublicIpRelease } from '../functions/publicip-release.ts'
 import { createReconcile } from '../functions/reconcile.ts'
 import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
+import { isAgentQueueName } from '../lib/agent-protocol/index.ts'
+import { measureDpuUsage } from '../lib/agent-protocol/usage.ts'
 import { CONTROLLER_QUEUE, type JobName } from '../lib/jobs/index.ts'
 import { queueJobs } from '../lib/jobs/redrive.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
@@ -56,6 +58,12 @@ export const WORKER_CONCURRENCY = 256
 export interface WorkerOptions {
   /** A new connection for BullMQ (`maxRetriesPerRequest: null`); called once per use. */
   readonly connection: () => RedisClient
+  /**
+   * A new connection, likewise, to the agents' Redis: the DPUs' queues (`isAgentQueueName`)
+   * and heartbeats. Absent: they share `connection`'s Redis (tests' shortcut; a DPU can
+   * then fill the store).
+   */
+  readonly agentConnection?: () => RedisClient
   readonly deps: WorkerDeps
   /** Jobs handled at once by this process (default `WORKER_CONCURRENCY`). */
   readonly concurrency?: number
@@ -80,6 +88,15 @@ export interface WorkerOptions {
    * another worker takes it over (default 30 s).
    */
   readonly lockDurationMs?: number
+  /**
+   * Each DPU's bytes in the agents' Redis, measured by `dpu.health` at most every `everyMs`:
+   * over `limitBytes`, `revoke` takes its credentials (default: not measured).
+   */
+  readonly dpuUsage?: {
+    readonly limitBytes: number
+    readonly everyMs: number
+    revoke(dpuId: string): Promise<void>
+  }
   /** Told of each handler run, repair and host turning Ready (the metrics; default none). */
   readonly observers?: WorkerObservers
 }
@@ -95,13 +112,16 @@ export interface Workers {
 
 export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const connection = options.connection()
+  const agentsConnection = options.agentConnection ? options.agentConnection() : connection
+  /** The Redis a queue lives on: the agents' for a DPU's queue, the store's for the rest. */
+  const redisFor = (name: string) => (isAgentQueueName(name) ? agentsConnection : connection)
   const prefix = options.prefix ? { prefix: options.prefix } : {}
   const queue = new Queue(CONTROLLER_QUEUE, { connection, ...prefix })
   const queues = new Map<string, Queue>([[CONTROLLER_QUEUE, queue]])
   const queueFor = (name: string) => {
     let target = queues.get(name)
     if (!target) {
-      target = new Queue(name, { connection, ...prefix })
+      target = new Queue(name, { connection: redisFor(name), ...prefix })
       queues.set(name, target)
     }
     return target
@@ -116,7 +136,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       options.deps,
       observers.groupCommitted ? { onCommit: observers.groupCommitted } : {},
     ),
-    children: bullChildJobs(queueFor, connection, keys),
+    children: bullChildJobs(queueFor, redisFor, keys),
     jobs: queueJobs(queue),
     ...(observers.hostReady ? { onHostReady: observers.hostReady } : {}),
     groupHosts: new GroupHostsStatus(options.deps, {
@@ -139,11 +159,20 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const dpuHealth = reporting(
     createDpuHealth({
       ...deps,
-      heartbeats: new Heartbeats(connection),
+      heartbeats: new Heartbeats(agentsConnection),
       records: deps.store.dpuHealth,
+      ...(options.dpuUsage
+        ? {
+            usage: {
+              ...options.dpuUsage,
+              measure: () => measureDpuUsage(agentsConnection, options.prefix),
+            },
+          }
+        : {}),
     }),
     (result) => {
       for (const kind of dpuRepairs(result)) observers.dpuRepaired?.(kind)
+      for (const { dpu } of result.revoked ?? []) observers.dpuRevoked?.(dpu)
     },
   )
   const handlers: Record<JobName, (job: Job, token?: string) => Promise<unknown>> = {
@@ -191,12 +220,19 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   )
   worker.on('error', (error) => options.logger?.warn({ err: error.message }, 'worker error'))
   await worker.waitUntilReady()
-  const watcher = new ChildWatcher({
-    connection: options.connection,
-    keys,
-    queueFor,
-    onError: (error) => options.logger?.warn({ err: error }, 'child watcher error'),
-  })
+  // One watcher per Redis children live on: the store's (FRR's queue, the controller's
+  // own) and the agents'. Each wakes parents on the store, through `queueFor`.
+  const watchers = [options.connection, options.agentConnection]
+    .filter((c): c is () => RedisClient => c !== undefined)
+    .map(
+      (connect) =>
+        new ChildWatcher({
+          connection: connect,
+          keys,
+          queueFor,
+          onError: (error) => options.logger?.warn({ err: error }, 'child watcher error'),
+        }),
+    )
 
   if ((options.reconcileEveryMs ?? 30_000) > 0) {
     await queue.upsertJobScheduler(
@@ -251,11 +287,12 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     queue,
     queueNamed: queueFor,
     async close() {
-      await watcher.stop()
+      await Promise.all(watchers.map((watcher) => watcher.stop()))
       await worker.close()
       await Promise.all([...queues.values()].map((q) => q.close()))
       workerConnection.disconnect()
       connection.disconnect()
+      if (agentsConnection !== connection) agentsConnection.disconnect()
     },
   }
 }

@@ -119,6 +119,25 @@ t.test('DpuHealthy follows the DPU state, written only when it changes', async (
     if (expected === undefined) t.equal(next, undefined, what)
     else t.match(next, { type: 'DpuHealthy', ...expected }, what)
   }
+  const revoked = { at: '2024-01-01T00:00:00.000Z', bytes: 2_000_000 }
+  for (const state of ['Online', 'Stale', 'Lost'] as const) {
+    t.match(
+      dpuHealthyCondition(resumed, 'dpu-1', b, state, revoked),
+      { status: 'False', reason: 'CredentialsRevoked', message: /held 2000000 bytes/ },
+      `${state} with its credentials revoked: False CredentialsRevoked`,
+    )
+  }
+  const said = dpuHealthyCondition(undefined, 'dpu-1', b, 'Lost', revoked)
+  t.equal(
+    dpuHealthyCondition(said, 'dpu-1', b, 'Lost', revoked),
+    undefined,
+    'said already: nothing to write (a lost heartbeat does not hide it)',
+  )
+  t.match(
+    dpuHealthyCondition(said, 'dpu-1', b, 'Online'),
+    resumed,
+    'issued again and beating: True HeartbeatResumed',
+  )
 })
 
 t.test('a host whose port the DPU lost, and only such a host', async (t) => {

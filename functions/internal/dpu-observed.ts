@@ -11,6 +11,8 @@ import { topologyNames } from '../../lib/ovn/index.ts'
 import type { ConditionChange } from './status.ts'
 
 export const DPU_HEALTHY = 'DpuHealthy'
+/** `DpuHealthy=False` of a DPU whose credentials were revoked (`functions/dpu-usage.ts`). */
+export const CREDENTIALS_REVOKED = 'CredentialsRevoked'
 
 /**
  * A repair waits this many of the DPU's heartbeat intervals: after a host's last change
@@ -58,15 +60,25 @@ export function portsItMayHold(
  * - `Online` after a False or Unknown one: True, `HeartbeatResumed`. A host that never
  *   had one gets none (no condition means the DPU was never seen unhealthy).
  * - `Stale`: unchanged (one late beat is not worth a status write on every host).
+ * - whatever the state, while its credentials are `revoked` (it held more than its bound
+ *   in the agents' Redis): False, `CredentialsRevoked`, until they are issued again.
  */
 export function dpuHealthyCondition(
   current: Pick<Condition, 'status' | 'reason' | 'message'> | undefined,
   dpuId: string,
   beat: Pick<Heartbeat, 'at' | 'intervalMs'>,
   state: DpuState,
+  revoked?: { readonly at: string; readonly bytes: number },
 ): ConditionChange | undefined {
   let next: ConditionChange | undefined
-  if (state === 'Lost') {
+  if (revoked) {
+    next = {
+      type: DPU_HEALTHY,
+      status: 'False',
+      reason: CREDENTIALS_REVOKED,
+      message: `the credentials of DPU ${dpuId} were revoked at ${revoked.at}: it held ${revoked.bytes} bytes in the agents' Redis, over its bound; issue them again once its agent is fixed`,
+    }
+  } else if (state === 'Lost') {
     next = {
       type: DPU_HEALTHY,
       status: 'False',

@@ -92,6 +92,8 @@ function controllerEnv(o: ManifestOptions): IEnvVar[] {
   return [
     secret('REDIS_URL', secrets.redis, 'url'),
     ...(secrets.redisCa ? [value('REDIS_CA', `${REDIS_CA_DIR}/ca.crt`)] : []),
+    secret('AGENTS_REDIS_URL', secrets.agentsRedis, 'url'),
+    ...(secrets.redisCa ? [value('AGENTS_REDIS_CA', `${REDIS_CA_DIR}/ca.crt`)] : []),
     value('HYDRAZINE_HTTP_HOST', '0.0.0.0'),
     value('HYDRAZINE_HTTP_PORT', c.httpPort),
     value('HYDRAZINE_GRPC_PORT', c.grpcPort),

@@ -120,6 +120,11 @@ t.test('the controller: replicas, probes, selectors, FRR beside it', async (t) =
   const env = Object.fromEntries((controller?.env ?? []).map((e) => [e.name, e]))
   t.equal(env.HYDRAZINE_HTTP_PORT?.value, '8080', 'it listens where the probes ask')
   t.match(env.REDIS_URL?.valueFrom?.secretKeyRef, { name: 'hydrazine-redis', key: 'url' })
+  t.match(
+    env.AGENTS_REDIS_URL?.valueFrom?.secretKeyRef,
+    { name: 'hydrazine-agents-redis', key: 'url' },
+    "the agents' Redis is a Redis of its own",
+  )
   t.equal(env.HYDRAZINE_OVN_CENTRAL?.value, 'kubernetes')
 
   const podLabels = deployment.spec?.template.metadata?.labels ?? {}

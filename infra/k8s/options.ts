@@ -89,6 +89,11 @@ export const ManifestOptionsSchema = v.object(
       v.object({
         /** Key `url`: `REDIS_URL` (`rediss://…` or `redis+cluster://…`). */
         redis: v.optional(dnsSubdomain, 'hydrazine-redis'),
+        /**
+         * Key `url`: `AGENTS_REDIS_URL`, the DPU agents' Redis, never the store's (with
+         * `redisCa`, its certificate is from that CA too).
+         */
+        agentsRedis: v.optional(dnsSubdomain, 'hydrazine-agents-redis'),
         /** Key `ca.crt`: the CA of a `rediss://` server with a private CA; unset: none. */
         redisCa: v.optional(dnsSubdomain),
         /** A `kubernetes.io/tls` Secret: the API's (HTTPS, gRPC, metrics) certificate. */

@@ -28,10 +28,13 @@ export interface LabHydrazine {
   readonly token: string
   readonly tokenFile: string
   /**
-   * Redis for agents: `rediss://default:PASSWORD@<fabric gateway>:PORT` (TLS only off
-   * loopback). Secret: give it to an agent through its environment, never as a flag.
+   * The agents' Redis: `rediss://default:PASSWORD@<fabric gateway>:PORT` (TLS only off
+   * loopback, a client certificate required). Secret: give it to an agent through its
+   * environment, never as a flag.
    */
   readonly redisUrl: string
+  /** The controller's client certificate and key at the agents' Redis (admin reads). */
+  readonly redisClient: { readonly certFile: string; readonly keyFile: string }
   /** The CA of Hydrazine's PKI: Redis's and the SB's server certificates chain to it. */
   readonly caFile: string
   /** Where the groups' OVN centrals live: one directory each (`LabCentral.dir`). */
@@ -133,8 +136,10 @@ export async function startHydrazine(opts: {
   )
   const hzOut = await readFile(hzLog, 'utf8')
   const redis =
-    /redis-server listening on (rediss?):\/\/([0-9.]+):(\d+) \(password in ([^)\s]+)\)/.exec(hzOut)
-  if (!redis) throw new Error(`cannot find Redis's endpoint in ${hzLog}`)
+    /agents' redis-server listening on (rediss?):\/\/([0-9.]+):(\d+) \(password in ([^)\s]+)\)/.exec(
+      hzOut,
+    )
+  if (!redis) throw new Error(`cannot find the agents' Redis's endpoint in ${hzLog}`)
   const password = (await readFile(redis[4] ?? '', 'utf8')).trim()
   const pkiDir = join(hzDir, 'pki')
   const tokenFile = join(hzDir, 'operator-token')
@@ -173,6 +178,10 @@ export async function startHydrazine(opts: {
     tokenFile,
     redisUrl: `${redis[1]}://default:${password}@${redis[2]}:${redis[3]}`,
     caFile: join(pkiDir, 'ca.crt'),
+    redisClient: {
+      certFile: join(pkiDir, 'agents-redis-client.crt'),
+      keyFile: join(pkiDir, 'agents-redis-client.key'),
+    },
     centralsDir: centralsRoot(hzDir),
     api,
     central,

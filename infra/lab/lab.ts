@@ -110,8 +110,9 @@ export interface Lab {
   /** What the DPUs' agents connect to: `rediss://` Redis. */
   readonly redisScheme: string
   /**
-   * The controller's Redis as its default user (every key): for a tool that reads the
-   * queues, as the benchmark reads the agents' jobs. Secret: never print its URL.
+   * The agents' Redis as its default user (every key), with the controller's client
+   * certificate: for a tool that reads the agents' queues, as the benchmark reads their
+   * jobs. Secret: never print its URL.
    */
   readonly redis: RedisEndpoint
   /** Where Hydrazine keeps the groups' OVN centrals, one directory each. */
@@ -227,7 +228,7 @@ export async function startLab(opts: {
     state = { ...state, url, tokenFile, centralsDir }
     await writeState()
     log(
-      `Hydrazine ${url} (Redis ${redactRedisUrl(hydrazine.redisUrl)}, ` +
+      `Hydrazine ${url} (agents' Redis ${redactRedisUrl(hydrazine.redisUrl)}, ` +
         `an OVN central per group in ${centralsDir})`,
     )
 
@@ -295,7 +296,7 @@ export async function startLab(opts: {
       url,
       token: hydrazine.token,
       redisScheme: new URL(hydrazine.redisUrl).protocol,
-      redis: { url: hydrazine.redisUrl, caFile: hydrazine.caFile },
+      redis: { url: hydrazine.redisUrl, caFile: hydrazine.caFile, ...hydrazine.redisClient },
       centralsDir,
       dhcpServerIp: fabric.gatewayIp,
       dhcpLog: dhcp.log,

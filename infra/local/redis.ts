@@ -1,7 +1,10 @@
 /**
- * The embedded Redis: a private `redis-server` under `<dataDir>/redis`, password-protected,
- * durable (append-only file synced before each answer) and bounded, on loopback in
- * plaintext or on another address with TLS from the stack's PKI.
+ * The embedded Redises: private `redis-server`s, password-protected, durable (append-only
+ * file synced before each answer) and bounded, on loopback in plaintext or on another
+ * address with TLS from the stack's PKI. The control plane's store lives in one
+ * (`<dataDir>/redis`); the DPU agents' queues and heartbeats in the other
+ * (`<dataDir>/agents-redis`), with its own memory bound and a bound on any one value, so
+ * that what a DPU writes there can never make the store refuse a write.
  */
 import { createHash, randomBytes } from 'node:crypto'
 import { chmod, mkdir, readFile } from 'node:fs/promises'
@@ -16,14 +19,34 @@ import type { LocalRedis } from './types.ts'
 /** The embedded Redis's memory bound (`maxmemory`), far above what 10,000 hosts use. */
 export const REDIS_MAXMEMORY = '2gb'
 
+/**
+ * The agents' Redis's memory bound: every DPU's queue and heartbeat (a few KB per host
+ * job kept, ~1 KB per beat), far below the store's so that both fit one machine.
+ */
+export const AGENTS_REDIS_MAXMEMORY = '512mb'
+
+/**
+ * The longest value (bulk string) the agents' Redis takes, whole or grown by `SETRANGE` /
+ * `APPEND`: a job's payload or ack and a beat are tens of KB; 1 MB is Redis's least.
+ */
+export const AGENTS_REDIS_MAX_BULK = '1mb'
+
+/** The controller's client certificate's CN at the agents' Redis. */
+const CONTROLLER_CLIENT = 'hydrazine-controller'
+
+/** Which of the two embedded Redises. */
+export type RedisRole = 'store' | 'agents'
+
 export async function startRedis(
   dataDir: string,
   opts: { port?: number; listenAddress?: string; tls?: boolean },
   pki: CertificateAuthority,
   keep: (spec: DaemonSpec) => Promise<void>,
   log: (l: string) => void,
+  role: RedisRole = 'store',
 ): Promise<LocalRedis> {
-  const dir = join(dataDir, 'redis')
+  const agents = role === 'agents'
+  const dir = join(dataDir, agents ? 'agents-redis' : 'redis')
   await mkdir(dir, { recursive: true, mode: 0o700 })
   await chmod(dir, 0o700)
   const host = opts.listenAddress ?? '127.0.0.1'
@@ -34,10 +57,19 @@ export async function startRedis(
   await writeDefaultUser(aclFile, password)
   const server = tls
     ? await pki.writeIssued(
-        'redis',
+        agents ? 'agents-redis' : 'redis',
         await pki.issueServer({ ips: serverIps(host), dnsNames: ['localhost'] }),
       )
     : undefined
+  // The agents' Redis over TLS takes only clients with a certificate from the stack's CA:
+  // DPUs show their identity, the controller this one.
+  const client =
+    server && agents
+      ? await pki.writeIssued(
+          'agents-redis-client',
+          await pki.issueClient({ commonName: CONTROLLER_CLIENT }),
+        )
+      : undefined
   return withPortRetry(async (attempt) => {
     const port = await pickPort(attempt === 1 ? opts.port : undefined, log, 'redis')
     const scheme = tls ? 'rediss' : 'redis'
@@ -57,9 +89,10 @@ export async function startRedis(
               server.keyFile,
               '--tls-ca-cert-file',
               server.caFile,
-              // Clients prove who they are with the password; a certificate is welcome.
+              // The store's clients prove who they are with the password (a certificate is
+              // welcome); the agents' Redis, which DPUs reach, requires a certificate too.
               '--tls-auth-clients',
-              'optional',
+              agents ? 'yes' : 'optional',
             ]
           : ['--port', String(port)]),
         '--bind',
@@ -80,9 +113,11 @@ export async function startRedis(
         '',
         // Full, Redis refuses writes (the API answers 503) instead of growing until killed.
         '--maxmemory',
-        REDIS_MAXMEMORY,
+        agents ? AGENTS_REDIS_MAXMEMORY : REDIS_MAXMEMORY,
         '--maxmemory-policy',
         'noeviction',
+        // No one value grows past this, whoever writes it (a DPU may write its own keys).
+        ...(agents ? ['--proto-max-bulk-len', AGENTS_REDIS_MAX_BULK] : []),
         '--daemonize',
         'no',
         '--logfile',
@@ -90,11 +125,23 @@ export async function startRedis(
       ],
       umask: 0o077,
       logFile: join(dir, 'redis.log'),
-      ready: () => redisPing({ host, port, password, ...(server ? { ca: pki.caCert } : {}) }),
+      ready: async () =>
+        redisPing({
+          host,
+          port,
+          password,
+          ...(server ? { ca: pki.caCert } : {}),
+          ...(client
+            ? {
+                cert: await readFile(client.certFile, 'utf8'),
+                key: await readFile(client.keyFile, 'utf8'),
+              }
+            : {}),
+        }),
     }
     await keep(spec)
     log(
-      `redis-server listening on ${scheme}://${hostPart(host)}:${port} (password in ${passwordFile})`,
+      `${agents ? "agents' " : ''}redis-server listening on ${scheme}://${hostPart(host)}:${port} (password in ${passwordFile})`,
     )
     return {
       url: `${scheme}://default:${password}@${hostPart(host)}:${port}`,
@@ -102,6 +149,7 @@ export async function startRedis(
       port,
       tls,
       ...(server ? { caFile: server.caFile } : {}),
+      ...(client ? { certFile: client.certFile, keyFile: client.keyFile } : {}),
       passwordFile,
       aclFile,
     }
@@ -138,11 +186,24 @@ async function writeDefaultUser(aclFile: string, password: string): Promise<void
  * AUTH + PING (over TLS when `ca` is given); true on +PONG, false on anything else,
  * -LOADING while the AOF is replayed included.
  */
-function redisPing(target: { host: string; port: number; password: string; ca?: string }) {
+function redisPing(target: {
+  host: string
+  port: number
+  password: string
+  ca?: string
+  cert?: string
+  key?: string
+}) {
   return new Promise<boolean>((res) => {
-    const { host, port, password, ca } = target
+    const { host, port, password, ca, cert, key } = target
     const socket: Socket = ca
-      ? tlsConnect({ host, port, ca, ...(isIpAddress(host) ? {} : { servername: host }) })
+      ? tlsConnect({
+          host,
+          port,
+          ca,
+          ...(cert && key ? { cert, key } : {}),
+          ...(isIpAddress(host) ? {} : { servername: host }),
+        })
       : connect({ port, host })
     let reply = ''
     const done = (ok: boolean) => {

@@ -12,7 +12,7 @@ import { startRedis } from './redis.ts'
 import type { DaemonExit, FrrInstance, LocalStack } from './types.ts'
 
 export { PlaintextRefusedError } from './net.ts'
-export { REDIS_MAXMEMORY } from './redis.ts'
+export { AGENTS_REDIS_MAX_BULK, AGENTS_REDIS_MAXMEMORY, REDIS_MAXMEMORY } from './redis.ts'
 export type { DaemonExit, FrrInstance, LocalRedis, LocalStack, OvnCentral } from './types.ts'
 
 export interface LocalStackOptions {
@@ -24,6 +24,15 @@ export interface LocalStackOptions {
    * TLS only; plaintext off loopback is refused (PlaintextRefusedError).
    */
   readonly redis?:
+    | boolean
+    | { readonly port?: number; readonly listenAddress?: string; readonly tls?: boolean }
+  /**
+   * Start a second private Redis for the DPU agents' queues and heartbeats (default false;
+   * `npm start` always does): its own memory bound (`AGENTS_REDIS_MAXMEMORY`), values
+   * bounded (`AGENTS_REDIS_MAX_BULK`), and with TLS a client certificate required (the
+   * controller's is issued from the stack's CA). Options as for `redis`.
+   */
+  readonly agentsRedis?:
     | boolean
     | { readonly port?: number; readonly listenAddress?: string; readonly tls?: boolean }
   /**
@@ -160,6 +169,17 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     const redis = redisOpt
       ? await startRedis(dataDir, typeof redisOpt === 'object' ? redisOpt : {}, pki, keep, log)
       : undefined
+    const agentsOpt = options.agentsRedis ?? false
+    const agentsRedis = agentsOpt
+      ? await startRedis(
+          dataDir,
+          typeof agentsOpt === 'object' ? agentsOpt : {},
+          pki,
+          keep,
+          log,
+          'agents',
+        )
+      : undefined
     const ovnOpt = options.ovn ?? true
     const ovn = ovnOpt
       ? await startOvnCentral({
@@ -180,6 +200,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       dataDir,
       pki,
       ...(redis ? { redis } : {}),
+      ...(agentsRedis ? { agentsRedis } : {}),
       ...(ovn ? { ovn } : {}),
       ...(frr ? { frr } : {}),
       stop,

@@ -13,8 +13,10 @@ export interface LocalStack {
    * server certificates; issue DPU client certificates from it (CN = the chassis name).
    */
   readonly pki: CertificateAuthority
-  /** Present when Redis was started. */
+  /** Present when Redis was started: the control plane's store. */
   readonly redis?: LocalRedis
+  /** Present when the agents' Redis was started: the DPU agents' queues and heartbeats. */
+  readonly agentsRedis?: LocalRedis
   /** Present when an OVN central (NB + SB ovsdb-server and ovn-northd) was started. */
   readonly ovn?: OvnCentral
   /** Present when FRR (zebra, bgpd, staticd) was started. */
@@ -43,6 +45,12 @@ export interface LocalRedis extends RedisEndpoint {
   readonly tls: boolean
   /** With `tls`: the CA file clients must trust (the stack's `pki.caFile`). */
   readonly caFile?: string
+  /**
+   * The agents' Redis with `tls` requires a client certificate: the controller's, from the
+   * stack's CA (CN `hydrazine-controller`).
+   */
+  readonly certFile?: string
+  readonly keyFile?: string
   /** The `default` user's password, mode 0600, reused on every start. */
   readonly passwordFile: string
   /** Redis's `aclfile`: users added with `ACL SETUSER` + `ACL SAVE` survive restarts. */

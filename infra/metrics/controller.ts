@@ -82,6 +82,11 @@ export function controllerInstruments(registry: Registry): ControllerInstruments
     labelNames: ['kind'] as const,
     registers,
   })
+  const revoked = new Counter({
+    name: 'hydrazine_dpu_credentials_revoked_total',
+    help: "DPUs whose credentials dpu.health revoked for holding more than their bound in the agents' Redis",
+    registers,
+  })
   const nb = new Histogram({
     name: 'hydrazine_nb_transaction_duration_seconds',
     help: 'OVSDB transactions with an OVN Northbound, by central (its NB remote) and outcome',
@@ -115,6 +120,7 @@ export function controllerInstruments(registry: Registry): ControllerInstruments
       hostReady: (seconds) => ready.observe(seconds),
       reconcileRepaired: (kind, count) => repairs.inc({ kind }, count),
       dpuRepaired: (kind) => dpuRepairs.inc({ kind }),
+      dpuRevoked: () => revoked.inc(),
     },
     onTransaction({ remote, seconds, ok }) {
       nb.observe({ central: remote, outcome: ok ? 'ok' : 'error' }, seconds)

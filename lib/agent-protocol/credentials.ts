@@ -1,8 +1,9 @@
 /**
- * What a DPU agent may do in Redis: its own queue's keys and its own heartbeat, through
- * the commands a BullMQ worker needs — nothing of the controller's queues, the desired
- * state, other DPUs' queues, and no command that lists, dumps or reconfigures the server.
- * Redis 7 checks key permissions inside Lua scripts too, so EVAL stays confined.
+ * What a DPU agent may do in Redis (the agents' Redis): its own queue's keys and its own
+ * heartbeat, through exactly the commands its BullMQ worker and its heartbeat send — an
+ * allow-list (`DPU_REDIS_COMMANDS`), so that a command Redis adds, or one nobody thought
+ * of (`CLIENT TRACKING`, `DEBUG`, `OBJECT`, `KEYS`, `CONFIG`, …), is refused. Redis 7 checks
+ * commands and keys inside Lua scripts too, so EVAL stays confined to both.
  */
 import { agentQueueName } from './index.ts'
 
@@ -24,24 +25,92 @@ export function dpuRedisAclRules(dpuId: string, password: string, queuePrefix = 
     `>${password}`,
     ...dpuRedisKeyPatterns(dpuId, queuePrefix),
     'resetchannels',
-    '+@all',
-    '-@dangerous',
-    '-@admin',
-    // BullMQ reads the server version and names its connections.
-    '+info',
-    '+client|setname',
-    '+client|getname',
-    '+client|id',
-    // Key names of others are none of its business, nor are other databases.
-    '-scan',
-    '-randomkey',
-    '-select',
-    // Nor are the server's scripts and functions, which every client shares.
-    '-script|flush',
-    '-script|kill',
-    '-function',
+    '-@all',
+    ...DPU_REDIS_COMMANDS.map((command) => `+${command}`),
   ]
 }
+
+/**
+ * Every command a DPU's agent may send, as ACL names (`client|setname` a subcommand):
+ *
+ * - its connection: ioredis's `AUTH` (always allowed), its ready check (`INFO`, which
+ *   BullMQ reads the server version from too), naming the connection, `PING`, `QUIT`;
+ *   on a Redis Cluster the slot map (`CLUSTER SLOTS`), `CLUSTER INFO` and `ASKING`;
+ * - BullMQ's worker: its scripts (`EVALSHA`, then `EVAL` when the server lost them), its
+ *   pipelines (`MULTI`/`EXEC`), the blocking wait for a job (`BZPOPMIN` on the queue's
+ *   marker) and what the scripts it runs call (`moveToActive`, `moveToFinished`,
+ *   `moveToDelayed`, `retryJob`, `extendLock(s)`, `moveStalledJobsToWait`,
+ *   `moveJobFromActiveToWait`, `releaseLock`, `updateProgress`, `updateData`, `addLog`,
+ *   `saveStacktrace`, `getRateLimitTtl`, `isMaxed`: `credentials.test.ts` reads them from
+ *   BullMQ's Lua, so an upgrade that needs another command fails there) and the queue
+ *   metadata it reads directly;
+ * - its heartbeat: `SET … PX`, and `DEL` when it stops.
+ */
+export const DPU_REDIS_COMMANDS: readonly string[] = [
+  // The connection.
+  'info',
+  'ping',
+  'quit',
+  'client|setname',
+  'client|getname',
+  'client|id',
+  // A Redis Cluster's map, ready check and redirects (ioredis's `Cluster`).
+  'cluster|slots',
+  'cluster|info',
+  'asking',
+  // BullMQ's scripts, pipelines and blocking wait.
+  'evalsha',
+  'eval',
+  'multi',
+  'exec',
+  'discard',
+  'bzpopmin',
+  // Strings (job locks, counters, the heartbeat).
+  'get',
+  'set',
+  'del',
+  'exists',
+  'incr',
+  'pexpire',
+  'pttl',
+  // Hashes (jobs, queue metadata).
+  'hget',
+  'hmget',
+  'hgetall',
+  'hset',
+  'hmset',
+  'hdel',
+  'hexists',
+  'hincrby',
+  // Lists (wait, active, paused; job logs).
+  'llen',
+  'lrange',
+  'lpush',
+  'rpush',
+  'lrem',
+  'ltrim',
+  'rpoplpush',
+  // Sets (stalled jobs).
+  'sadd',
+  'srem',
+  'scard',
+  'smembers',
+  // Sorted sets (delayed, completed, failed, prioritized, the marker).
+  'zadd',
+  'zrem',
+  'zcard',
+  'zscore',
+  'zrange',
+  'zrangebyscore',
+  'zrevrange',
+  'zrevrangebyscore',
+  'zremrangebyrank',
+  'zremrangebyscore',
+  'zpopmin',
+  // The queue's event stream.
+  'xadd',
+  'xtrim',
+]
 
 /** The keys a DPU's agent may touch, as ACL key patterns: its queue's and its heartbeat. */
 export function dpuRedisKeyPatterns(dpuId: string, queuePrefix = 'bull'): string[] {
@@ -85,9 +154,10 @@ export interface DpuCredentialIssuer {
   /** The DPU's credentials stop working (it left the inventory). */
   revoke(dpuId: string): Promise<void>
   /**
-   * Makes the existing users of these DPUs reach the keys this version names (their
-   * passwords untouched): after an upgrade renamed a queue or key, their agents keep
-   * working. Returns the DPUs whose user it updated.
+   * Makes the existing users of these DPUs reach the keys, through the commands, this
+   * version names (their passwords untouched): after an upgrade renamed a queue or key, or
+   * changed the command list, their agents keep working with no more than it allows.
+   * Returns the DPUs whose user it updated.
    */
   refreshKeys(dpuIds: readonly string[]): Promise<string[]>
 }

@@ -11,6 +11,7 @@ import {
   ConfigurePayloadV1,
   Heartbeat,
   InvalidAgentPayload,
+  isAgentQueueName,
   parseAgentJob,
   pickProtocolVersion,
   relayPortName,
@@ -102,6 +103,10 @@ t.test('names: queue, job id, relay port', async (t) => {
     Array.from({ length: 200 }, (_, i) => hashTagOf(agentQueueName(`dpu-${i}`))),
   )
   t.equal(shards.size, AGENT_SHARDS, '200 DPUs use every shard')
+  t.ok(isAgentQueueName(agentQueueName('dpu-1')), "a DPU's queue is an agent queue")
+  for (const other of ['hydrazine', 'frr', 'agent-dpu-1', '{hz-agents-x}agent-dpu-1']) {
+    t.notOk(isAgentQueueName(other), `${other} is not`)
+  }
   t.equal(
     agentJobId('configure', buildConfigurePayload('1.0', input)),
     'agent-configure-dpu-1-host-a-v3',

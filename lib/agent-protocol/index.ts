@@ -43,6 +43,15 @@ export function agentQueueName(dpuId: string): string {
 }
 
 /**
+ * True for the name of a DPU's queue (`agentQueueName`): those live on the agents' Redis.
+ *
+ * @example isAgentQueueName(agentQueueName('dpu-1')) // true
+ */
+export function isAgentQueueName(name: string): boolean {
+  return /^\{hz-agents-\d+\}agent-/.test(name)
+}
+
+/**
  * A job id that makes duplicates harmless: one job per (action, host, spec version,
  * attempt). A new attempt at the same spec version (a re-driven host, a repair) is a
  * new job, which the agent runs again.

@@ -44,6 +44,12 @@ t.test('fabric, gRPC and paths from env; an empty variable is unset', async (t) 
   t.equal(config.frrVtyDir, resolve('run/frr'), 'paths are made absolute')
   t.equal(config.tokensFile, resolve('tokens.json'))
   t.equal(config.redisUrl, undefined, 'empty REDIS_URL: embedded Redis')
+  t.equal(config.dpuRedisMaxBytes, 64 * 1024 * 1024, "a DPU may hold 64 MB in the agents' Redis")
+  t.equal(loadConfig({ HYDRAZINE_DPU_REDIS_MAX_MB: '0' }).dpuRedisMaxBytes, 0, '0: not measured')
+  t.throws(
+    () => loadConfig({ HYDRAZINE_DPU_REDIS_MAX_MB: '1e3' }),
+    /HYDRAZINE_DPU_REDIS_MAX_MB: must be a number of megabytes/,
+  )
 })
 
 t.test('external services and BGP peers from env', async (t) => {
@@ -225,6 +231,24 @@ t.test('TLS files, REDIS_CA and the plaintext-only-on-loopback rule', async (t) 
   })
   t.same(good.tls, { certFile: api.certFile, keyFile: api.keyFile }, 'cert and key paths')
   t.equal(good.redisCaFile, ca.caFile)
+  t.equal(good.agentsRedis, undefined, "no AGENTS_REDIS_URL: an embedded agents' Redis")
+  const client = await ca.writeIssued('ctl', await ca.issueClient({ commonName: 'ctl' }))
+  const agents = loadConfig({
+    AGENTS_REDIS_URL: 'rediss://default:pw@10.0.0.8:6380',
+    AGENTS_REDIS_CA: ca.caFile,
+    AGENTS_REDIS_CERT: client.certFile,
+    AGENTS_REDIS_KEY: client.keyFile,
+  })
+  t.same(
+    agents.agentsRedis,
+    {
+      url: 'rediss://default:pw@10.0.0.8:6380',
+      caFile: ca.caFile,
+      certFile: client.certFile,
+      keyFile: client.keyFile,
+    },
+    "the agents' Redis, its CA and the controller's client certificate",
+  )
   t.equal(loadConfig({ HYDRAZINE_HTTP_HOST: '::1' }).tls, undefined, 'loopback needs no TLS')
 
   const cases: [string, Record<string, string>, RegExp][] = [
@@ -262,6 +286,44 @@ t.test('TLS files, REDIS_CA and the plaintext-only-on-loopback rule', async (t) 
       'a Redis CA for a plaintext Redis',
       { REDIS_URL: 'redis://10.0.0.7:6379', REDIS_CA: ca.caFile },
       /REDIS_CA: needs a rediss:\/\/ \(TLS\) REDIS_URL/,
+    ],
+    [
+      "an agents' Redis URL that is not one",
+      { AGENTS_REDIS_URL: 'http://10.0.0.8' },
+      /AGENTS_REDIS_URL: must be a redis:\/\//,
+    ],
+    [
+      "a client certificate for a plaintext agents' Redis",
+      {
+        AGENTS_REDIS_URL: 'redis://10.0.0.8:6379',
+        AGENTS_REDIS_CERT: client.certFile,
+        AGENTS_REDIS_KEY: client.keyFile,
+      },
+      /AGENTS_REDIS_CERT: needs a rediss:\/\/ \(TLS\) AGENTS_REDIS_URL/,
+    ],
+    [
+      "an agents' Redis certificate without its key",
+      { AGENTS_REDIS_URL: 'rediss://10.0.0.8:6379', AGENTS_REDIS_CERT: client.certFile },
+      /AGENTS_REDIS_KEY: required when the other/,
+    ],
+    [
+      "an agents' Redis key of another certificate",
+      {
+        AGENTS_REDIS_URL: 'rediss://10.0.0.8:6379',
+        AGENTS_REDIS_CERT: client.certFile,
+        AGENTS_REDIS_KEY: other.keyFile,
+      },
+      /AGENTS_REDIS_KEY: .*other\.key is not the key of .*ctl\.crt/,
+    ],
+    [
+      "an agents' Redis CA that is not a certificate",
+      { AGENTS_REDIS_URL: 'rediss://10.0.0.8:6379', AGENTS_REDIS_CA: notPem },
+      /AGENTS_REDIS_CA: .*not\.pem is not a PEM certificate/,
+    ],
+    [
+      "an unreadable agents' Redis CA",
+      { AGENTS_REDIS_URL: 'rediss://10.0.0.8:6379', AGENTS_REDIS_CA: join(dir, 'nope.pem') },
+      /AGENTS_REDIS_CA: cannot read .*nope\.pem: ENOENT/,
     ],
     [
       'a Redis CA that is not a certificate',

@@ -14,7 +14,7 @@ import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './me
 import { NetworkTypeVariables, networkTypeConfig } from './network-implementation.ts'
 import { DebianMirrorVariable, OvnInstallVariable, ovnInstallConfig } from './ovn-install.ts'
 import { QuotasVariable } from './quotas.ts'
-import { RedisUrlVariable } from './redis.ts'
+import { AgentsRedisVariables, agentsRedisConfig, RedisUrlVariable } from './redis.ts'
 import { type Config, LOG_LEVELS } from './types.ts'
 
 export type { KubernetesCentralsConfig } from './kubernetes.ts'
@@ -69,6 +69,7 @@ const peers = v.pipe(
 const EnvSchema = v.object({
   REDIS_URL: RedisUrlVariable,
   REDIS_CA: v.optional(v.pipe(v.string(), v.minLength(1))),
+  ...AgentsRedisVariables,
   HYDRAZINE_TLS_CERT: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_TLS_KEY: v.optional(v.pipe(v.string(), v.minLength(1))),
   OVN_NB_DB: v.optional(ovsdbRemote),
@@ -301,9 +302,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     }
     pemFile('REDIS_CA', c.REDIS_CA, (pem) => new X509Certificate(pem), 'a PEM certificate')
   }
+  const agents = agentsRedisConfig(c)
+  if (!agents.ok) invalid(agents.path, agents.message)
   return {
     ...(c.REDIS_URL ? { redisUrl: c.REDIS_URL } : {}),
     ...(c.REDIS_CA ? { redisCaFile: resolve(c.REDIS_CA) } : {}),
+    ...(agents.agentsRedis ? { agentsRedis: agents.agentsRedis } : {}),
     ...(tls ? { tls } : {}),
     ...(c.OVN_NB_DB && c.OVN_SB_DB ? { ovn: { nb: c.OVN_NB_DB, sb: c.OVN_SB_DB } } : {}),
     ovnCentral,
@@ -327,6 +331,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(c.HYDRAZINE_WEBHOOK_SECRET ? { webhookSecret: c.HYDRAZINE_WEBHOOK_SECRET } : {}),
     logLevel: c.LOG_LEVEL,
     dpuHealthEveryMs: c.HYDRAZINE_DPU_HEALTH_MS,
+    dpuRedisMaxBytes: c.HYDRAZINE_DPU_REDIS_MAX_MB * 1024 * 1024,
     jobLockMs: c.HYDRAZINE_JOB_LOCK_MS,
     fabric: {
       dummyIp: c.HYDRAZINE_FABRIC_DUMMY_IP,

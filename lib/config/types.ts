@@ -9,6 +9,7 @@ import type { OvnInstallChoice } from '../ovn/install.ts'
 import type { KubernetesCentralsConfig } from './kubernetes.ts'
 import type { MetricsConfig } from './metrics.ts'
 import type { NetworkImplementationConfig } from './network-implementation.ts'
+import type { AgentsRedisConfig } from './redis.ts'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
@@ -23,6 +24,12 @@ export interface Config {
   readonly redisUrl?: string
   /** `REDIS_CA`: PEM file of the CA that signed a `rediss://` server's certificate. */
   readonly redisCaFile?: string
+  /**
+   * `AGENTS_REDIS_URL` (with `AGENTS_REDIS_CA`, `AGENTS_REDIS_CERT`, `AGENTS_REDIS_KEY`): the
+   * Redis of the DPU agents' queues and heartbeats; absent = an embedded one, always apart
+   * from the store's.
+   */
+  readonly agentsRedis?: AgentsRedisConfig
   /** `OVN_NB_DB` / `OVN_SB_DB` (both or neither); absent = embedded OVN central(s). */
   readonly ovn?: { readonly nb: string; readonly sb: string }
   /**
@@ -97,6 +104,12 @@ export interface Config {
    * the DPUs' heartbeats against their hosts (`dpu.health`).
    */
   readonly dpuHealthEveryMs: number
+  /**
+   * `HYDRAZINE_DPU_REDIS_MAX_MB` (default 64; 0 = off), in bytes: the most one DPU may hold
+   * in the agents' Redis; `dpu.health` measures it every 30 s and revokes the credentials
+   * of a DPU over it (`DpuHealthy=False CredentialsRevoked`).
+   */
+  readonly dpuRedisMaxBytes: number
   /**
    * `HYDRAZINE_JOB_LOCK_MS` (default 30000): how long a job stays locked to a controller
    * that stopped renewing it (it died) before another worker, or this controller after a

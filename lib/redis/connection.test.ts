@@ -84,3 +84,22 @@ t.test('hash tags and display names', async (t) => {
   t.equal(displayQueueName('{hz-agents-3}agent-dpu-1'), 'agent-dpu-1')
   t.equal(displayQueueName('plain'), 'plain')
 })
+
+t.test(
+  'a client certificate for a Redis that requires one: rediss:// only, with its key',
+  async (t) => {
+    const dir = t.testdir({ 'c.pem': 'CERT', 'k.pem': 'KEY' })
+    const files = { certFile: `${dir}/c.pem`, keyFile: `${dir}/k.pem` }
+    const options = redisOptions({ url: 'rediss://h:1', ...files })
+    t.match(options.tls, { cert: 'CERT', key: 'KEY' }, 'read into the TLS options')
+    t.throws(() => redisOptions({ url: 'redis://h:1', ...files }), /not rediss/)
+    t.throws(
+      () => redisOptions({ url: 'rediss://h:1', certFile: files.certFile }),
+      /both its certificate and its key/,
+    )
+    t.throws(
+      () => redisOptions({ url: 'rediss://h:1', certFile: `${dir}/no`, keyFile: files.keyFile }),
+      /cannot read the Redis client certificate/,
+    )
+  },
+)

@@ -25,6 +25,12 @@ export interface RedisEndpoint {
   readonly url: string
   /** PEM file of the CA that signed the server's certificate (`rediss://` only). */
   readonly caFile?: string
+  /**
+   * The client's certificate and key (PEM files, `rediss://` only), for a Redis that
+   * requires one (`tls-auth-clients yes`, as the agents' Redis does).
+   */
+  readonly certFile?: string
+  readonly keyFile?: string
 }
 
 /**
@@ -49,6 +55,12 @@ export function redisOptions(endpoint: RedisEndpoint, extra: ClientOptions = {})
   if (endpoint.caFile && !tls) {
     throw new ConfigError('a Redis CA is given but the URL is not rediss:// (TLS)')
   }
+  if ((endpoint.certFile || endpoint.keyFile) && !tls) {
+    throw new ConfigError('a Redis client certificate is given but the URL is not rediss:// (TLS)')
+  }
+  if (!endpoint.certFile !== !endpoint.keyFile) {
+    throw new ConfigError('a Redis client certificate needs both its certificate and its key')
+  }
   const host = url.hostname.replace(/^\[|\]$/g, '')
   const db = url.pathname.length > 1 ? Number(url.pathname.slice(1)) : 0
   if (!Number.isInteger(db) || db < 0) {
@@ -62,7 +74,19 @@ export function redisOptions(endpoint: RedisEndpoint, extra: ClientOptions = {})
     ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
     ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
     db,
-    ...(tls ? { tls: endpoint.caFile ? { ca: readCa(endpoint.caFile) } : {} } : {}),
+    ...(tls
+      ? {
+          tls: {
+            ...(endpoint.caFile ? { ca: readPem(endpoint.caFile, 'CA') } : {}),
+            ...(endpoint.certFile && endpoint.keyFile
+              ? {
+                  cert: readPem(endpoint.certFile, 'client certificate'),
+                  key: readPem(endpoint.keyFile, 'client key'),
+                }
+              : {}),
+          },
+        }
+      : {}),
     ...extra,
   }
 }
@@ -162,11 +186,11 @@ export function redactRedisUrl(url: string): string {
   return url.replace(/^(rediss?(?:\+cluster)?:\/\/[^:@/]*:)[^@/]*@/, '$1***@')
 }
 
-function readCa(file: string): string {
+function readPem(file: string, what: string): string {
   try {
     return readFileSync(file, 'utf8')
   } catch (error) {
-    throw new ConfigError(`cannot read the Redis CA ${file}: ${(error as Error).message}`)
+    throw new ConfigError(`cannot read the Redis ${what} ${file}: ${(error as Error).message}`)
   }
 }
 

@@ -24,6 +24,11 @@ export interface DpuHealthRecord {
   readonly state?: DpuState
   /** Stray ports by logical port. */
   readonly strays: Readonly<Record<string, Stray>>
+  /**
+   * Set when the DPU's credentials were revoked for holding more than its bound in the
+   * agents' Redis: when, and how many bytes it held. Cleared when they are issued again.
+   */
+  readonly revoked?: { readonly at: string; readonly bytes: number }
 }
 
 const EMPTY: DpuHealthRecord = { strays: {} }
@@ -35,11 +40,14 @@ const EMPTY: DpuHealthRecord = { strays: {} }
  * await records.write('dpu-1', { state: 'Lost', strays: {} })
  */
 export class DpuHealthRecords {
-  readonly #redis: Pick<RedisClient, 'hgetall' | 'hset' | 'hdel'>
+  readonly #redis: Pick<RedisClient, 'hgetall' | 'hget' | 'hset' | 'hdel'>
   readonly #key: string
 
   /** @param prefix the store's key prefix (default `hz:{store}:`). */
-  constructor(redis: Pick<RedisClient, 'hgetall' | 'hset' | 'hdel'>, prefix = 'hz:{store}:') {
+  constructor(
+    redis: Pick<RedisClient, 'hgetall' | 'hget' | 'hset' | 'hdel'>,
+    prefix = 'hz:{store}:',
+  ) {
     this.#redis = redis
     this.#key = `${prefix}dpu-health`
   }
@@ -53,6 +61,7 @@ export class DpuHealthRecords {
         records.set(id, {
           ...(parsed.state ? { state: parsed.state } : {}),
           strays: parsed.strays ?? {},
+          ...(parsed.revoked ? { revoked: parsed.revoked } : {}),
         })
       } catch {
         records.set(id, EMPTY)
@@ -63,6 +72,18 @@ export class DpuHealthRecords {
 
   async write(dpuId: string, record: DpuHealthRecord): Promise<void> {
     await this.#redis.hset(this.#key, dpuId, JSON.stringify(record))
+  }
+
+  /** Forgets that a DPU's credentials were revoked (new ones were issued). */
+  async clearRevoked(dpuId: string): Promise<void> {
+    const raw = await this.#redis.hget(this.#key, dpuId)
+    if (!raw) return
+    try {
+      const { revoked: _gone, ...rest } = JSON.parse(raw) as DpuHealthRecord
+      if (_gone) await this.#redis.hset(this.#key, dpuId, JSON.stringify(rest))
+    } catch {
+      // An unreadable record reads as empty already.
+    }
   }
 
   /** Forgets a DPU (it left the inventory and its agent is gone). */

@@ -313,7 +313,9 @@ t.test('the operator inventory decides where hosts go', async (t) => {
     t.equal(ready?.status.phase, 'Ready', 'a host on that DPU turns Ready from its acks')
 
     // What a compromised DPU tries with them.
-    const dpu = new Redis(asUser(p.redisUrl, { username, password }), { maxRetriesPerRequest: 1 })
+    const dpu = new Redis(asUser(p.agentsRedisUrl, { username, password }), {
+      maxRetriesPerRequest: 1,
+    })
     t.teardown(() => dpu.disconnect())
     const attempts: [string, () => Promise<unknown>][] = [
       ['read the desired state', () => dpu.hgetall('hz:{store}:mr:victim-1')],
@@ -334,16 +336,34 @@ t.test('the operator inventory decides where hosts go', async (t) => {
       ['read IPAM', () => dpu.call('HGETALL', 'hz:ipam:{public-ip}:registry')],
       ["flush everyone's scripts", () => dpu.call('SCRIPT', 'FLUSH')],
       ['replace server functions', () => dpu.call('FUNCTION', 'FLUSH')],
+      // Commands no agent sends are refused, whatever their category.
+      ['learn every key written', () => dpu.call('CLIENT', 'TRACKING', 'on', 'BCAST')],
+      ['list the clients', () => dpu.call('CLIENT', 'LIST')],
+      ['wake blocked clients', () => dpu.call('CLIENT', 'UNBLOCK', '1')],
+      ['inspect its own key', () => dpu.call('OBJECT', 'ENCODING', heartbeatKeyOf('dpu-w'))],
+      ['read the configuration', () => dpu.call('CONFIG', 'GET', 'maxmemory')],
+      ['watch every command', () => dpu.call('MONITOR')],
+      ['grow its own value', () => dpu.call('SETRANGE', heartbeatKeyOf('dpu-w'), '1', 'x')],
+      ['subscribe to key events', () => dpu.call('PSUBSCRIBE', '__key*__:*')],
+      ['read the slow log', () => dpu.call('SLOWLOG', 'GET')],
     ]
     for (const [what, attempt] of attempts) {
       await t.rejects(attempt(), /NOPERM|no permissions/, `cannot ${what}`)
     }
+    // DEBUG is off on the server as well: ask the ACL itself.
+    const admin = new Redis(p.agentsRedisUrl, { maxRetriesPerRequest: 1 })
+    t.teardown(() => admin.disconnect())
+    t.match(
+      await admin.call('ACL', 'DRYRUN', username, 'DEBUG', 'SLEEP', '0'),
+      /no permissions to run the 'debug' command/,
+      'cannot debug the server, even where DEBUG is on',
+    )
     t.ok(await dpu.set(heartbeatKeyOf('dpu-w'), '{}', 'PX', 1000), 'may beat for itself')
     // Issuing again replaces them: the old password stops working.
     await agentW.close()
     await call('POST', '/v1/dpus/dpu-w/credentials', OPERATOR)
     // (It also closed the connections that held them.)
-    const probe = new Redis(p.redisUrl, { maxRetriesPerRequest: 1 })
+    const probe = new Redis(p.agentsRedisUrl, { maxRetriesPerRequest: 1 })
     t.teardown(() => probe.disconnect())
     await t.rejects(
       probe.call('AUTH', username, password),

@@ -67,7 +67,10 @@ t.test('npm start: embedded stack, /readyz 200, Ctrl-C leaves no daemon', async 
   t.equal(health.status, 200)
   const readyz = await fetch(`http://127.0.0.1:${port}/readyz`)
   t.equal(readyz.status, 200)
-  t.same(await readyz.json(), { status: 'ready', checks: { redis: 'ok', ovnNb: 'ok' } })
+  t.same(await readyz.json(), {
+    status: 'ready',
+    checks: { redis: 'ok', agentsRedis: 'ok', ovnNb: 'ok' },
+  })
   t.ok((await processesMentioning(dataDir)).length >= 7, 'its daemons run')
 
   const api = `http://127.0.0.1:${port}/v1/resource-groups/group-a`

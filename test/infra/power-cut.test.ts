@@ -243,7 +243,7 @@ interface Stack {
   readonly agents: { close(): void }
 }
 
-/** `npm start`'s process on `dataDir`, up; then stand-in agents for every DPU on its Redis. */
+/** `npm start`'s process on `dataDir`, up; then stand-in agents for every DPU on its agents' Redis. */
 async function startStack(env: NodeJS.ProcessEnv, dataDir: string): Promise<Stack> {
   const child = spawn(process.execPath, ['--import', 'tsx', main], {
     env,
@@ -265,8 +265,9 @@ async function startStack(env: NodeJS.ProcessEnv, dataDir: string): Promise<Stac
     child.kill('SIGKILL')
     throw new Error(`it did not start:\n${output}`)
   }
-  const redisPort = /Redis:\s+redis:\/\/default:\*\*\*@127\.0\.0\.1:(\d+)/.exec(output)?.[1]
-  const password = (await readFile(join(dataDir, 'redis', 'password'), 'utf8')).trim()
+  // The agents' queues are on the agents' Redis, the stack's second one.
+  const redisPort = /agents' Redis:\s+redis:\/\/default:\*\*\*@127\.0\.0\.1:(\d+)/.exec(output)?.[1]
+  const password = (await readFile(join(dataDir, 'agents-redis', 'password'), 'utf8')).trim()
   const agents = startAgents(`redis://default:${password}@127.0.0.1:${redisPort}`)
   return { child, exited, agents }
 }

@@ -48,7 +48,12 @@ t.test(
 
     const password = (await readFile(join(dataDir, 'redis', 'password'), 'utf8')).trim()
     const token = (await readFile(join(dataDir, 'operator-token'), 'utf8')).trim()
+    const agentsPassword = (
+      await readFile(join(dataDir, 'agents-redis', 'password'), 'utf8')
+    ).trim()
     t.match(password, /^[0-9a-f]{64}$/)
+    t.match(agentsPassword, /^[0-9a-f]{64}$/)
+    t.not(agentsPassword, password, "the agents' Redis has a password of its own")
     t.match(
       output,
       /Redis:\s+redis:\/\/default:\*\*\*@127\.0\.0\.1:\d+/,
@@ -89,6 +94,7 @@ t.test(
     t.ok(output.split('\n').length > 10, `${output.split('\n').length} lines captured`)
     for (const [name, secret] of [
       ['the Redis password', password],
+      ["the agents' Redis password", agentsPassword],
       ['the operator token', token],
     ] as const) {
       t.notOk(output.includes(secret), `${name} is in no line of Hydrazine's output`)

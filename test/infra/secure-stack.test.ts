@@ -146,6 +146,44 @@ t.test('TLS Redis: no plaintext port, clients trust the stack CA, BullMQ works',
   untrusting.disconnect()
 })
 
+t.test(
+  "the agents' Redis: its own, bounded, and over TLS a client certificate required",
+  async (t) => {
+    const stack = await stackIn(t, await tempDir(t), {
+      redis: true,
+      agentsRedis: { tls: true },
+      ovn: false,
+      frr: false,
+    })
+    const agents = stack.agentsRedis
+    if (!agents?.certFile || !agents.keyFile) throw new Error("no agents' Redis client certificate")
+    t.not(agents.port, redisOf(stack).port, "the agents' Redis is a server of its own")
+    t.equal(agents.tls, true)
+    const client = createRedis(agents)
+    t.teardown(() => client.disconnect())
+    t.equal(await client.ping(), 'PONG', "the controller's certificate from the stack CA is taken")
+    const config = async (name: string) =>
+      ((await client.call('CONFIG', 'GET', name)) as string[])[1]
+    t.equal(await config('maxmemory'), String(512 * 1024 * 1024), 'its own memory bound')
+    t.equal(await config('maxmemory-policy'), 'noeviction')
+    t.equal(await config('proto-max-bulk-len'), String(1024 * 1024), 'one value at most 1 MB')
+    t.equal(await config('tls-auth-clients'), 'yes', 'a client certificate required')
+    const { certFile: _c, keyFile: _k, ...withoutCert } = agents
+    const anonymous = new Redis({
+      ...redisOptions(withoutCert),
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      lazyConnect: true,
+    })
+    anonymous.on('error', () => {})
+    await t.rejects(
+      anonymous.connect().then(() => anonymous.ping()),
+      'a client with the password but no certificate is refused',
+    )
+    anonymous.disconnect()
+  },
+)
+
 t.test('off loopback: TLS Redis and pssl SB by default; plaintext is refused', async (t) => {
   const address = await dummyAddress(t)
   const dataDir = await tempDir(t)

@@ -27,6 +27,11 @@ export interface Pipeline {
   /** With `perGroup`: the controller's per-group centrals. */
   readonly centrals?: PerGroupCentrals
   readonly redisUrl: string
+  /**
+   * The agents' Redis (DPU queues, heartbeats, DPU users): its own with `agentsRedis`,
+   * else `redisUrl` (the controller's single-Redis shortcut).
+   */
+  readonly agentsRedisUrl: string
   /** With `redisCluster`: the private Redis Cluster the pipeline runs on. */
   readonly redisCluster?: LocalRedisCluster
   readonly prefix: string
@@ -101,6 +106,13 @@ export async function startPipeline(
     metrics?: Registry
     /** A private 3-master Redis Cluster instead of the embedded Redis. */
     redisCluster?: boolean
+    /**
+     * The agents' queues and heartbeats on a second private Redis, as `npm start` runs
+     * them (default: on the store's Redis, the controller's shortcut for tests).
+     */
+    agentsRedis?: boolean
+    /** Each DPU's bytes in the agents' Redis bounded (`ControllerOptions.dpuRedisBound`). */
+    dpuRedisBound?: { limitBytes: number; everyMs?: number }
     /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); default none: no DNS. */
     dnsZone?: string
     /** An IPv6 fabric (`FABRIC6`): hosts' IPv6 leaves their group through NAT66. */
@@ -117,11 +129,13 @@ export async function startPipeline(
   const cluster = options.redisCluster ? await withRedisCluster(t) : undefined
   const stack = await withStack(t, {
     redis: !cluster,
+    agentsRedis: options.agentsRedis ?? false,
     ovn: !perGroup && !options.ovn,
     frr: options.frr ?? false,
   })
   const redisUrl = cluster?.url ?? stack.redis?.url
   if (!redisUrl) throw new Error('stack without redis')
+  const agentsRedisUrl = stack.agentsRedis?.url ?? redisUrl
   const prefix = 'hzt'
   let centrals: PerGroupCentrals | undefined
   let ovn: OvnCentralProvider
@@ -148,6 +162,7 @@ export async function startPipeline(
   const controller = await startController({
     dhcpServers: [DHCP_SERVER],
     redisUrl,
+    ...(stack.agentsRedis ? { agentsRedis: { url: stack.agentsRedis.url } } : {}),
     ovn,
     fabric: {
       dummyIp: '172.18.0.254/24',
@@ -161,6 +176,7 @@ export async function startPipeline(
     lockDurationMs: 2000,
     ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
+    ...(options.dpuRedisBound ? { dpuRedisBound: options.dpuRedisBound } : {}),
     ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.adminNetwork ? { adminNetwork: options.adminNetwork, adminSyncEveryMs: 200 } : {}),
@@ -190,6 +206,7 @@ export async function startPipeline(
     sb: stack.ovn?.sb.remote ?? '',
     ...(centrals ? { centrals } : {}),
     redisUrl,
+    agentsRedisUrl,
     ...(cluster ? { redisCluster: cluster } : {}),
     prefix,
     ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
@@ -205,7 +222,7 @@ export async function startPipeline(
       } = {},
     ) {
       return startStandInAgent(t, {
-        redisUrl: credentials ? asUser(redisUrl, credentials) : redisUrl,
+        redisUrl: credentials ? asUser(agentsRedisUrl, credentials) : agentsRedisUrl,
         prefix,
         dpuId,
         ...(protocolVersions ? { protocolVersions } : {}),
