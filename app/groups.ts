@@ -66,10 +66,19 @@ export class GroupRequests {
    * operator's default: the prepared spec always has one.
    */
   async prepare(caller: Caller, name: string, spec: unknown): Promise<PreparedGroup> {
-    const existing = await this.#deps.store.groups.get(name)
-    if (caller.kind === 'tenant') refuseForeign(caller.tenant, name, spec, existing)
-    refuseAdminGroup(this.#deps.policy, caller, name, existing, spec)
+    const read = () => this.#deps.store.groups.get(name)
+    // A tenant's tenancy is decided before its body is; an operator's body before any read.
+    let existing: ResourceGroup | undefined
+    if (caller.kind === 'tenant') {
+      existing = await read()
+      refuseForeign(caller.tenant, name, spec, existing)
+      refuseAdminGroup(this.#deps.policy, caller, name, existing, spec)
+    }
     const valid = validGroupSpec(name, spec, this.#deps.policy)
+    if (caller.kind !== 'tenant') {
+      existing = await read()
+      refuseAdminGroup(this.#deps.policy, caller, name, existing, spec)
+    }
     // Left out: the group's own (a PUT of an existing group), else the operator's default.
     const type =
       valid.networkImplementationType ??
