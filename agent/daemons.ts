@@ -207,6 +207,8 @@ export function relayUplinkPortName(port: string): string {
  */
 export class DhcpRelays {
   private readonly relays = new Map<string, RunningRelay>()
+  /** Per group, the end of the last start or stop asked for: one runs at a time. */
+  private readonly busy = new Map<string, Promise<unknown>>()
 
   constructor(private readonly place: DaemonPlace) {}
 
@@ -286,8 +288,26 @@ export class DhcpRelays {
     await inNs('link', 'set', 'dev', spec.port, 'address', spec.mac)
   }
 
+  /**
+   * Runs `work` once every start or stop of `group`'s relay asked for before it has ended:
+   * two at once would each find no relay running and start one, and only one is known.
+   */
+  private serial<T>(group: string, work: () => Promise<T>): Promise<T> {
+    const run = (this.busy.get(group) ?? Promise.resolve()).then(work, work)
+    const settled = run.catch(() => undefined)
+    this.busy.set(group, settled)
+    void settled.then(() => {
+      if (this.busy.get(group) === settled) this.busy.delete(group)
+    })
+    return run
+  }
+
   /** Runs the group's relay with exactly `spec`, restarting it if it differs or died. */
-  async ensure(spec: RelaySpec): Promise<void> {
+  ensure(spec: RelaySpec): Promise<void> {
+    return this.serial(spec.group, () => this.ensureNow(spec))
+  }
+
+  private async ensureNow(spec: RelaySpec): Promise<void> {
     const current = this.relays.get(spec.group)
     if (
       current?.daemon.running &&
@@ -298,7 +318,7 @@ export class DhcpRelays {
     ) {
       return
     }
-    if (current) await this.stop(spec.group)
+    if (current) await this.stopNow(spec.group)
     await this.plumb(spec)
     const ns = this.namespaceOf(spec.port)
     const setAddress = async (dev: string, address: string | undefined) => {
@@ -349,7 +369,11 @@ export class DhcpRelays {
   }
 
   /** Stops the group's relay (if this agent runs it). */
-  async stop(group: string): Promise<boolean> {
+  stop(group: string): Promise<boolean> {
+    return this.serial(group, () => this.stopNow(group))
+  }
+
+  private async stopNow(group: string): Promise<boolean> {
     const relay = this.relays.get(group)
     if (!relay) return false
     this.relays.delete(group)

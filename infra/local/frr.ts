@@ -28,6 +28,13 @@ export interface FrrDaemonsOptions {
   readonly pathspace: string
   /** Extra arguments for one daemon, e.g. bgpd's `-p PORT -l ADDRESS -n`. */
   readonly extraArgs?: Partial<Record<FrrDaemonName, readonly string[]>>
+  /**
+   * Where a daemon listens once it is up (bgpd's BGP port): it answers only when that
+   * accepts too, so one that could not bind it (and exits for it) is not taken as up.
+   */
+  readonly listening?: Partial<
+    Record<FrrDaemonName, { readonly host: string; readonly port: number }>
+  >
   readonly netns?: string
   /** Each started daemon, as soon as it answers (a supervisor tracks it). */
   readonly started?: (daemon: Daemon) => void
@@ -90,7 +97,11 @@ async function frrDaemonSpecs(options: FrrDaemonsOptions): Promise<DaemonSpec[]>
     ...(options.netns ? { netns: options.netns } : {}),
     logFile: join(dir, `${name}.out`),
     tailFiles: [join(dir, `${name}.log`)],
-    ready: () => canConnect({ path: join(dir, `${name}.vty`) }),
+    ready: async () => {
+      if (!(await canConnect({ path: join(dir, `${name}.vty`) }))) return false
+      const listening = options.listening?.[name]
+      return listening === undefined || canConnect(listening)
+    },
     // bgpd restarts from the file it last saved (`write file`), in an order it announces
     // from at once.
     ...(name === 'bgpd'

@@ -58,6 +58,16 @@ export function stopProcess(child: ChildProcess) {
  */
 export async function refusalSnapshot(p: Pipeline) {
   await groupsSettled(p)
+  // No handler of an earlier request still running or about to: one would add its
+  // children meanwhile (parked ones wait for children that may never finish: not waited for).
+  await until(
+    async () =>
+      (await p.controller.queue.getJobs(['active', 'waiting', 'prioritized'])).filter(
+        (job) => job && !job.repeatJobKey,
+      ).length,
+    (busy) => busy === 0,
+    10_000,
+  )
   const jobs = await p.controller.queue.getJobs([
     'active',
     'completed',
@@ -71,7 +81,11 @@ export async function refusalSnapshot(p: Pipeline) {
     groups: await p.controller.store.groups.list(),
     hosts: await p.controller.store.hosts.list(),
     publicIps: await p.controller.ipam.listPublicIps(),
-    jobs: jobs.filter((job) => job && !job.repeatJobKey).length,
+    // Named, so that a difference says which job a refused request would have added.
+    jobs: jobs
+      .filter((job) => job && !job.repeatJobKey)
+      .map((job) => `${job.name} ${job.id}`)
+      .sort(),
   }
 }
 
