@@ -168,6 +168,14 @@ export class ChildWatcher {
   }
 }
 
+/**
+ * How long one XREAD blocks before it is sent again. A queue watched for the first time
+ * (a DPU's first child) joins the next XREAD, not the one blocking now: this bounds how
+ * late that child's parent wakes (at 1 s, one host in ten of the lab's attaches waited up
+ * to a second between its DPU's ack and Ready). An idle reader costs 10 XREADs a second.
+ */
+const READ_BLOCK_MS = 100
+
 /** How long `stop()` waits for a loop's command in flight. */
 const STOP_WAIT_MS = 1000
 
@@ -275,7 +283,7 @@ class ShardReader {
           'COUNT',
           1000,
           'BLOCK',
-          1000,
+          READ_BLOCK_MS,
           'STREAMS',
           ...queues.map((q) => keys.events(q)),
           ...queues.map((q) => this.#cursor.get(q) ?? '$'),
