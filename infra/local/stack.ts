@@ -268,13 +268,12 @@ async function startFrr(
     const port = opts.netns
       ? (opts.bgpPort ?? 179)
       : await pickPort(attempt === 1 ? opts.bgpPort : undefined, log, 'bgpd')
-    const bgpdConfig = opts.bgpdConfig ?? common.configs.bgpd
     await startFrrDaemons({
       ...common,
       daemons: ['bgpd'],
       // Up once the port is bound too: a port taken meanwhile makes bgpd exit a moment
       // after its vty answers.
-      ...(listen && /^router bgp /m.test(bgpdConfig)
+      ...(listen && /^router bgp /m.test(common.configs.bgpd)
         ? { listening: { bgpd: { host: listen, port } } }
         : {}),
       extraArgs: {

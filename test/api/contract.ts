@@ -14,6 +14,7 @@ import { HydrazineClient } from '../../app/index.ts'
 import type { ClientPolicy } from '../../app/policy.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import { createIpam, type Ipam } from '../../lib/ipam/index.ts'
+import type { Planner } from '../../lib/model/plans.ts'
 import { ChangeFeed } from '../../lib/state/changes.ts'
 import { StateStore } from '../../lib/state/store.ts'
 import { type Teardown, withStack } from '../helpers/stack.ts'
@@ -34,7 +35,7 @@ export interface Contract {
 /** A client and its app on a private Redis, closed when the test ends. */
 export async function startContract(
   t: Teardown,
-  options: { policy?: ClientPolicy } = {},
+  options: { policy?: ClientPolicy; planner?: Planner } = {},
 ): Promise<Contract> {
   const stack = await withStack(t)
   const url = stack.redis?.url
@@ -59,6 +60,7 @@ export async function startContract(
     heartbeats,
     changes,
     ...(options.policy ? { policy: options.policy } : {}),
+    ...(options.planner ? { planner: options.planner } : {}),
   })
   return {
     store,

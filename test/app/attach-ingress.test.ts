@@ -4,19 +4,15 @@
  * once each (as Redis itself sees the commands, by MONITOR), and a dry run and the write
  * take the same decision from the same prepared request.
  */
-import { Queue } from 'bullmq'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import t from 'tap'
 import type { HostRequests, PreparedHost } from '../../app/hosts.ts'
-import { HydrazineClient, ValidationError } from '../../app/index.ts'
-import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
-import { createIpam } from '../../lib/ipam/index.ts'
+import { ValidationError } from '../../app/index.ts'
 import type { ManagedResourceSpec } from '../../lib/model/objects.ts'
 import type { ChangePlan, Planner } from '../../lib/model/plans.ts'
 import { DEFAULT_QUOTAS } from '../../lib/model/quotas.ts'
-import { ChangeFeed } from '../../lib/state/changes.ts'
-import { StateStore } from '../../lib/state/store.ts'
-import { type Teardown, withStack } from '../helpers/stack.ts'
+import { startContract } from '../api/contract.ts'
+import type { Teardown } from '../helpers/stack.ts'
 
 const TENANT = { kind: 'tenant', tenant: 'tenant-a' } as const
 const HOST_KEY = 'hz:{store}:mr:host-1'
@@ -48,28 +44,10 @@ function specPlanner(): Planner & { readonly planned: ManagedResourceSpec[] } {
 
 /** A client on a private Redis with group-a and dpu-1 (tenant-a's) in its store. */
 async function setUp(t: Teardown) {
-  const stack = await withStack(t)
-  const url = stack.redis?.url ?? ''
-  const redis = new Redis(url)
-  const queueRedis = new Redis(url, { maxRetriesPerRequest: null })
-  const watcher = new Redis(url)
-  const store = new StateStore(redis)
-  const queue = new Queue('controller', { connection: queueRedis })
-  const changes = new ChangeFeed(() => redis.duplicate(), store.changeLog)
   const planner = specPlanner()
-  t.teardown(async () => {
-    await changes.close()
-    await queue.close()
-    for (const r of [redis, queueRedis, watcher]) r.disconnect()
-  })
-  const client = new HydrazineClient({
-    store,
-    queue,
-    ipam: createIpam(redis),
-    heartbeats: new Heartbeats(redis),
-    changes,
-    planner,
-  })
+  const { client, redis, store } = await startContract(t, { planner })
+  const watcher = redis.duplicate()
+  t.teardown(() => watcher.disconnect())
   await store.groups.put(
     'group-a',
     { tenantId: 'tenant-a', network: { cidr: '10.10.10.0/24', gateway: '10.10.10.1' } },
