@@ -8,6 +8,7 @@ import type { Job } from 'bullmq'
 import t from 'tap'
 import type { AdminNetwork } from '../../lib/model/admin-network.ts'
 import type { ManagedResource } from '../../lib/model/objects.ts'
+import type { Teardown } from '../helpers/stack.ts'
 import {
   dpuFabricIps,
   groupSpec,
@@ -43,16 +44,22 @@ function jobFor(jobs: readonly Job[], name: string, host: string): Job | undefin
   )
 }
 
+/** A pipeline with the admin network and dpu-1 (one host port, its MAC known) answering. */
+async function withDpu1(t: Teardown) {
+  const p = await startPipeline(t, { adminNetwork: ADMIN })
+  const agent = await p.agent('dpu-1')
+  await p.client.applyDpu('dpu-1', {
+    fabricIps: dpuFabricIps('dpu-1'),
+    hostPorts: ['pf0hpf'],
+    hostMacs: { pf0hpf: MAC },
+  })
+  return { p, agent }
+}
+
 t.test(
   'a free host port sits on the admin network, and gives it up to a tenant host',
   async (t) => {
-    const p = await startPipeline(t, { adminNetwork: ADMIN })
-    const agent = await p.agent('dpu-1')
-    await p.client.applyDpu('dpu-1', {
-      fabricIps: dpuFabricIps('dpu-1'),
-      hostPorts: ['pf0hpf'],
-      hostMacs: { pf0hpf: MAC },
-    })
+    const { p, agent } = await withDpu1(t)
 
     // 1. No tenant host: the port joins the admin network, locked to the inventory's MAC.
     await until(phaseOf(p, ADMIN_PORT), (phase) => phase === 'Ready')
@@ -165,13 +172,7 @@ t.test(
 t.test(
   'after a forced detach, the port rejoins only once its DPU confirmed isolation',
   async (t) => {
-    const p = await startPipeline(t, { adminNetwork: ADMIN })
-    const agent = await p.agent('dpu-1')
-    await p.client.applyDpu('dpu-1', {
-      fabricIps: dpuFabricIps('dpu-1'),
-      hostPorts: ['pf0hpf'],
-      hostMacs: { pf0hpf: MAC },
-    })
+    const { p, agent } = await withDpu1(t)
     await until(phaseOf(p, ADMIN_PORT), (phase) => phase === 'Ready')
     await p.client.applyGroup('group-a', groupSpec())
     await p.client.applyHost('h1', {
@@ -234,13 +235,7 @@ t.test('a DPU serving a tenant keeps its other ports off the admin network', asy
 })
 
 t.test('no request writes the admin network or its ports', async (t) => {
-  const p = await startPipeline(t, { adminNetwork: ADMIN })
-  await p.agent('dpu-1')
-  await p.client.applyDpu('dpu-1', {
-    fabricIps: dpuFabricIps('dpu-1'),
-    hostPorts: ['pf0hpf'],
-    hostMacs: { pf0hpf: MAC },
-  })
+  const { p } = await withDpu1(t)
   await until(phaseOf(p, ADMIN_PORT), (phase) => phase === 'Ready')
   const owned = /is the admin network \(HYDRAZINE_ADMIN_NETWORK\)|is a port of the admin network/
   await t.rejects(p.client.applyGroup('admin', groupSpec()), { code: 'FORBIDDEN', message: owned })
