@@ -64,6 +64,13 @@ export class ResourceVersionTooOld extends HydrazineError {
 }
 
 /** The store's change log (one Redis stream, `key`). */
+/** A change as the log's stream entry holds it. */
+function changeFields(kind: Kind, name: string, removed?: { tenant?: string }): string[] {
+  const fields = ['kind', kind, 'name', name]
+  if (removed) fields.push('removed', '1', ...(removed.tenant ? ['tenant', removed.tenant] : []))
+  return fields
+}
+
 export class ChangeLog {
   readonly #redis: RedisClient
   readonly key: string
@@ -77,10 +84,18 @@ export class ChangeLog {
 
   /** Records a change (`removed`: the object is gone for good); resolves to its version. */
   async append(kind: Kind, name: string, removed?: { tenant?: string }): Promise<string> {
-    const fields = ['kind', kind, 'name', name]
-    if (removed) fields.push('removed', '1', ...(removed.tenant ? ['tenant', removed.tenant] : []))
+    const fields = changeFields(kind, name, removed)
     const id = await this.#redis.xadd(this.key, 'MAXLEN', '~', this.#keep, '*', ...fields)
     return id ?? VERSION_ZERO
+  }
+
+  /**
+   * What a script that removes an object passes to append its removal in the same step:
+   * the log's key, its length bound and the change's fields.
+   */
+  removal(kind: Kind, name: string, tenant: string | undefined) {
+    const removed = tenant === undefined ? {} : { tenant }
+    return { key: this.key, keep: this.#keep, fields: changeFields(kind, name, removed) }
   }
 
   /** The version of the newest change (`VERSION_ZERO` when there is none). */

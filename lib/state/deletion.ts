@@ -58,6 +58,7 @@ export class ObjectDeletion {
     // Its group outlives it; had the group gone first, purgeGroup uncounted the host.
     const tenant = (await this.#records.get<ResourceGroup>('rg', group))?.spec.tenantId
     const counted = tenant === undefined ? [] : hostQuotaSets(keys.prefix, tenant)
+    const log = this.#records.log.removal('mr', name, tenant)
     const reply = await purgeScript.run(
       this.#redis,
       [
@@ -67,28 +68,28 @@ export class ObjectDeletion {
         keys.dpuHosts(dpuId),
         keys.dpuAdminPorts(dpuId),
         ...counted,
+        log.key,
       ],
-      [name, 4 + counted.length],
+      [name, 4 + counted.length, 'log', log.keep, ...log.fields],
     )
     await this.#events.remove('mr', name)
     await this.#retireVersion('mr', name)
-    await this.#records.changed('mr', name, tenant === undefined ? {} : { tenant })
     return Number(reply) === 1
   }
 
   /** Removes a group for good; `members` are its hosts, uncounted from its tenant. */
   async purgeGroup(name: string, tenant: string, members: () => Promise<string[]>) {
     const keys = this.#keys
+    const log = this.#records.log.removal('rg', name, tenant)
     const reply = await purgeScript.run(
       this.#redis,
-      [keys.object('rg', name), keys.index('rg'), keys.tenantGroups(tenant)],
-      [name, 2],
+      [keys.object('rg', name), keys.index('rg'), keys.tenantGroups(tenant), log.key],
+      [name, 2, 'log', log.keep, ...log.fields],
     )
     await uncountHosts(this.#redis, keys.prefix, tenant, await members())
     await this.#redis.del(keys.members(name))
     await this.#events.remove('rg', name)
     await this.#retireVersion('rg', name)
-    await this.#records.changed('rg', name, { tenant })
     return Number(reply) === 1
   }
 

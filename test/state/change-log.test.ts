@@ -14,6 +14,7 @@ import {
   ResourceVersionTooOld,
   VERSION_ZERO,
 } from '../../lib/state/changes.ts'
+import { StateStore } from '../../lib/state/store.ts'
 import { withStack } from '../helpers/stack.ts'
 import { until } from '../pipeline/fixtures.ts'
 
@@ -72,3 +73,47 @@ t.test('change log: since, trimming, and the live feed', async (t) => {
     'from a version still kept: everything after it',
   )
 })
+
+t.test(
+  'a purge and its change-log entry are one step: nobody finds it gone but unlogged',
+  async (t) => {
+    const stack = await withStack(t)
+    if (!stack.redis) throw new Error('stack without redis')
+    const redis = new Redis(stack.redis.url)
+    const reader = new Redis(stack.redis.url)
+    t.teardown(() => {
+      redis.disconnect()
+      reader.disconnect()
+    })
+    const store = new StateStore(redis)
+    const keys = { group: 'hz:{store}:rg:group-a', changes: store.changeLog.key }
+    await store.groups.put('group-a', {
+      tenantId: 'tenant-a',
+      network: { cidr: '10.10.10.0/24', gateway: '10.10.10.1' },
+    })
+    // A reader asking, over and over in one MULTI each, "is it gone, and does the log say so?"
+    let purged = false
+    const unlogged: string[] = []
+    const watch = (async () => {
+      while (!purged) {
+        const [[, exists], [, newest]] = (await reader
+          .multi()
+          .exists(keys.group)
+          .xrevrange(keys.changes, '+', '-', 'COUNT', 1)
+          .exec()) as [[null, number], [null, [string, string[]][]]]
+        const fields = newest[0]?.[1] ?? []
+        if (exists === 0 && !(fields.includes('group-a') && fields.includes('removed'))) {
+          unlogged.push(newest[0]?.[0] ?? 'none')
+        }
+      }
+    })()
+    await new Promise((r) => setTimeout(r, 50))
+    await store.groups.purge('group-a', 'tenant-a')
+    await new Promise((r) => setTimeout(r, 50))
+    purged = true
+    await watch
+    t.same(unlogged, [], 'never gone without its removal in the log')
+    const [last] = await store.changeLog.since(VERSION_ZERO, 100).then((c) => c.slice(-1))
+    t.match(last, { kind: 'rg', name: 'group-a', removed: { tenant: 'tenant-a' } })
+  },
+)
