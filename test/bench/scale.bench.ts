@@ -8,6 +8,12 @@
  * through FakeChassis; every round on a fresh stack:
  * - `scale_10k_rate_per_s`: 10,000 attaches requested at once, per-group centrals
  *   (target ≥ 100/s).
+ * - `scale_10k_vs_shared_ratio`: that rate over the same burst's with one shared central
+ *   for every group (target ≥ 1).
+ * - `scale_10k_commit_ports_mean`: ports per group NB commit in the steady per-group round
+ *   (commits are paced by each central's ovn-northd; the note has their count, p95 and
+ *   northd's lag). Every round also prints its commits and the CPU each of its processes
+ *   used (`ovn-northd`, `ovsdb-server`, `redis-server`, `node`) on stderr.
  * - `scale_10k_ready_p50_ms` / `_p95_ms` / `_p99_ms`: request → host.attach completion
  *   of 10,000 attaches offered at 100/s with per-group centrals; baseline = the same with
  *   one shared central for every group (target p95 < 2,000 ms).
@@ -75,9 +81,12 @@ import {
   attachRound,
   type BenchPipeline,
   type CentralLayout,
+  type CommitStats,
+  describeCommits,
   startBenchPipeline,
   startPrivateNb,
 } from './fixtures.ts'
+import { describeCpu, measureProcessCpu } from './process-cpu.ts'
 import { benchScale, quantile, report, scaled } from './report.ts'
 
 const run = promisify(execFile)
@@ -286,7 +295,26 @@ async function controllerFigures(scale: number, newer?: OvnInstall): Promise<voi
     note: `${sized}; requested at once, per-group centrals; completions / (last completion - first request)${incomplete(burst, burstDeadlineMs)}; target >= 100`,
   })
 
+  const sharedBurst = (
+    await round('shared', 'shared-burst', Number.POSITIVE_INFINITY, burstDeadlineMs)
+  ).result
+  report({
+    suite: SUITE,
+    metric: 'scale_10k_vs_shared_ratio',
+    value: burst.rate / sharedBurst.rate,
+    unit: '1',
+    baseline: sharedBurst.rate,
+    note: `${sized}; requested at once: attaches/s with per-group centrals (${burst.rate.toFixed(1)}/s) / with one shared central for every group (baseline, ${sharedBurst.rate.toFixed(1)}/s${incomplete(sharedBurst, burstDeadlineMs)}); target >= 1`,
+  })
+
   const steady = await round('per-group', 'steady', OFFERED_RATE, steadyDeadlineMs)
+  report({
+    suite: SUITE,
+    metric: 'scale_10k_commit_ports_mean',
+    value: steady.commits.meanPorts,
+    unit: '1',
+    note: `${sized}; the steady per-group round's NB commits that added or removed ports (paced by each central's ovn-northd): ${describeCommits(steady.commits)}`,
+  })
   if (steady.loadedRss !== undefined) {
     report({
       suite: SUITE,
@@ -359,7 +387,7 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
   tag: string,
   round: (p: BenchPipeline) => Promise<T>,
   install?: OvnInstall,
-): Promise<T> {
+): Promise<T & { commits: CommitStats; cpu: Map<string, number> }> {
   const began = performance.now()
   const p = await startBenchPipeline({
     centrals,
@@ -368,7 +396,12 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
     ...(install ? { install } : {}),
   })
   try {
+    const cpu = await measureProcessCpu(process.pid, await ticksPerSecond())
+    const roundBegan = performance.now()
     const out = await round(p)
+    const roundSeconds = (performance.now() - roundBegan) / 1000
+    const used = await cpu.stop()
+    const commits = await p.commits()
     const phases = new Map<string, number>()
     for (const h of await p.controller.store.hosts.list())
       phases.set(h.status.phase, (phases.get(h.status.phase) ?? 0) + 1)
@@ -378,9 +411,10 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
       `scale ${tag} (${centrals}): ${latencies.length}/${requested} completed, ${rate.toFixed(1)}/s, ` +
         `${((performance.now() - began) / 1000).toFixed(0)} s with start; hosts by phase ` +
         `${[...phases].map(([k, v]) => `${k}=${v}`).join(' ')}; failures: ` +
-        `${failures.map(([m, n]) => `${n}x ${m}`).join(' | ') || 'none'}\n`,
+        `${failures.map(([m, n]) => `${n}x ${m}`).join(' | ') || 'none'}\n` +
+        `scale ${tag}: ${describeCommits(commits)}; CPU over the round's ${roundSeconds.toFixed(0)} s: ${describeCpu(used, roundSeconds)}\n`,
     )
-    return out
+    return { ...out, commits, cpu: used }
   } finally {
     await p.close()
   }

@@ -113,6 +113,8 @@ const suites: readonly {
       'northd_cpu_ms_per_attach',
       'northd_recomputes_per_attach',
       'scale_10k_rate_per_s',
+      'scale_10k_vs_shared_ratio',
+      'scale_10k_commit_ports_mean',
       'central_rss_loaded_mb',
       'scale_10k_ready_p50_ms',
       'scale_10k_ready_p95_ms',
