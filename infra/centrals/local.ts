@@ -23,6 +23,7 @@
  */
 import { createHash } from 'node:crypto'
 import { chmod, mkdir, readdir, readFile, rm } from 'node:fs/promises'
+import { availableParallelism } from 'node:os'
 import { join, resolve } from 'node:path'
 import { ConfigError } from '../../lib/errors.ts'
 import { CentralUnavailableError, type OvnCentralProvider } from '../../lib/ovn/central.ts'
@@ -54,6 +55,12 @@ export interface PerGroupCentralsOptions {
   readonly install?: OvnInstall
   /** Where progress and crash lines go (default: nowhere). */
   readonly log?: (line: string) => void
+  /**
+   * How many CPU cores the centrals' ovn-northd processes share (default: half of this
+   * machine's, at least 1): several busy centrals' commits are paced to ask for about that
+   * much together (`OvnCentralProvider.northdCpus`).
+   */
+  readonly northdCpus?: number
 }
 
 /** What became of the centrals' databases since the provider started (its metrics). */
@@ -156,6 +163,8 @@ export async function startPerGroupCentrals(
   const { launch, halt, gone } = supervisor
 
   const provider: PerGroupCentrals = {
+    northdCpus: options.northdCpus ?? Math.max(1, availableParallelism() / 2),
+
     async ensure(group) {
       if (closed)
         throw new CentralUnavailableError(group, 'the provider is closed', { retryable: true })

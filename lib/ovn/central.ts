@@ -36,6 +36,14 @@ export interface OvnCentralProvider {
    * after a crash); idempotent. Throws a retryable error while it cannot answer yet.
    */
   ensure(group: string): Promise<OvnCentralEndpoints>
+  /**
+   * How many CPU cores the ovn-northd processes of this provider's centrals share, when
+   * they share them (the embedded per-group centrals, all on this machine): the commits of
+   * several busy centrals are paced so that together they ask for about that much CPU.
+   * Undefined when each central's northd has CPU of its own (a shared or external central,
+   * a Kubernetes pod per central).
+   */
+  readonly northdCpus?: number | undefined
   /** The group is gone; its central may go too (stopped, its files removed). Idempotent. */
   release(group: string): Promise<void>
   /** Every central the provider runs now (reconcile looks for orphan rows in each). */

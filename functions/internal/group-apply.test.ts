@@ -1,0 +1,41 @@
+import t from 'tap'
+import { COMMIT_PACE, commitDelayMs } from './group-apply.ts'
+
+const pace = { floorMs: 20, ceilingMs: 3000, northdShare: 0.25 }
+
+t.test(
+  'a central alone waits lag / northdShare after its commit, within floor and ceiling',
+  async (t) => {
+    t.equal(commitDelayMs(pace, 100), 400)
+    t.equal(commitDelayMs(pace, 1), 20, 'the floor')
+    t.equal(commitDelayMs(pace, 5000), 3000, 'the ceiling')
+    t.equal(commitDelayMs(COMMIT_PACE, 100), 100 / COMMIT_PACE.northdShare)
+  },
+)
+
+t.test(
+  'busy centrals sharing northd cores wait in proportion to how many share them',
+  async (t) => {
+    t.equal(
+      commitDelayMs(pace, 50, { busyCentrals: 10, northdCpus: 1 }),
+      2000,
+      'ten busy centrals on one core: each asks for a tenth of it',
+    )
+    t.equal(commitDelayMs(pace, 50, { busyCentrals: 10, northdCpus: 2 }), 1000)
+    t.equal(
+      commitDelayMs(pace, 50, { busyCentrals: 2, northdCpus: 4 }),
+      200,
+      'fewer busy centrals than cores: as if alone',
+    )
+    t.equal(
+      commitDelayMs(pace, 200, { busyCentrals: 10, northdCpus: 1 }),
+      3000,
+      'still the ceiling',
+    )
+  },
+)
+
+t.test('centrals with CPU of their own are paced as if alone', async (t) => {
+  t.equal(commitDelayMs(pace, 50, { busyCentrals: 10 }), 200)
+  t.equal(commitDelayMs(pace, 50, { busyCentrals: 10, northdCpus: 0 }), 200)
+})
