@@ -4,6 +4,7 @@ import {
   applyDesiredRows,
   CentralUnavailableError,
   compileGroupTopology,
+  deleteGroupTopology,
   ownerOf,
   type PolicyStatus,
 } from '../../lib/ovn/index.ts'
@@ -290,13 +291,24 @@ export class GroupApplier implements GroupApplies {
       const read = async () => {
         state = await readGroupState(deps, name)
         if (!state) throw new GroupGone(name)
+        if (state.group.deletion && state.members.length === 0) throw new LastHostLeft(name)
         const topology = topologyOf(state, deps.fabric, deps.dnsZone)
         const desired = compileGroupTopology(topology, cache.compiled)
         problems = desired.problems ?? []
         policies = desired.policies
         return desired
       }
-      const result = await applyDesiredRows(client, read, { cache, group: name })
+      const result = await applyDesiredRows(client, read, { cache, group: name }).catch(
+        async (error: unknown) => {
+          if (!(error instanceof LastHostLeft)) throw error
+          // A group being deleted whose hosts have all left keeps no row: the last host's
+          // port goes (even when its DPU could not isolate it), and an apply that comes late
+          // (a detach's, queued behind the pace) writes no base rows back after group.delete
+          // removed them.
+          await deleteGroupTopology(client, name, { cache })
+          throw new GroupGone(name)
+        },
+      )
       if (result.changed) this.#follow(name, endpoints.sbController, result)
       if (!state) throw new GroupGone(name)
       // Relays of DPUs without members are gone from NB now: their addresses go back to the
@@ -352,7 +364,19 @@ async function reportFailed(
   })
 }
 
-/** The group was deleted before its topology could be applied; retrying cannot help. */
+/**
+ * A group being deleted has no host left: its rows are removed, not applied (`#applyOnce`).
+ */
+class LastHostLeft extends Error {
+  constructor(readonly group: string) {
+    super(`resource group ${group} is being deleted and has no host left`)
+  }
+}
+
+/**
+ * The group was deleted before its topology could be applied, or is being deleted and has
+ * no host left (its rows removed); retrying cannot help.
+ */
 export class GroupGone extends HydrazineError {
   constructor(readonly group: string) {
     super('GROUP_GONE', `resource group ${group} no longer exists`)

@@ -1,10 +1,12 @@
 /**
  * Work on one object runs one step at a time: an attach and a detach of the same host
  * that arrive together never leave it bound after its isolate, nor an address held after
- * its release.
+ * its release; an apply that comes late to a deleting group leaves its rows removed.
  */
 import t from 'tap'
+import { deleteGroupTopology, OvsdbClient } from '../../lib/ovn/index.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+import { pacedApplier } from './scenarios.ts'
 
 t.test(
   'a DELETE that arrives while the attach is under way waits for it: isolated, nothing held',
@@ -58,5 +60,28 @@ t.test(
       30_000,
     )
     t.pass('the group is not wedged in Terminating')
+  },
+)
+
+t.test(
+  "an apply that runs after a deleting group's last host left and its rows were removed writes nothing back",
+  async (t) => {
+    const p: Pipeline = await startPipeline(t)
+    await p.client.applyGroup('group-late', groupSpec())
+    await until(
+      () => p.controller.store.groups.get('group-late'),
+      (g) => g?.status.phase === 'Ready',
+    )
+    t.not(await p.ownedRows(), [], 'the Ready group has its base rows in NB')
+    // What group.delete does once its hosts are gone: marks the group, removes its rows.
+    await p.controller.store.objects.requestDeletion('rg', 'group-late', false)
+    const nb = await OvsdbClient.connect(p.nb)
+    t.teardown(() => nb.close())
+    await deleteGroupTopology(nb, 'group-late')
+    t.same(await p.ownedRows(), [], 'group.delete removed every row of the group')
+    // A detach's apply of the group, queued before and running late.
+    const groups = pacedApplier(t, p, 1000)
+    await t.rejects(groups.apply('group-late'), { code: 'GROUP_GONE' })
+    t.same(await p.ownedRows(), [], 'no row of the deleting group came back')
   },
 )
