@@ -16,7 +16,7 @@ import { failOrRetry } from './internal/errors.ts'
 import { provisionFabricGroup } from './internal/fabric-group.ts'
 import { statusFromHosts } from './internal/group-hosts.ts'
 import type { GroupState } from './internal/group-state.ts'
-import { parsePayload } from './internal/job.ts'
+import { oneAtATime, parsePayload } from './internal/job.ts'
 import { memberSettingsOf, relayPortNameOf } from './internal/network.ts'
 import { groupFailed, setGroupStatus } from './internal/status.ts'
 
@@ -46,10 +46,11 @@ export const NORTHD_WAIT_MS = 15_000
  * spec of a group already provisioned (its `dhcpServer` or `extraSubnets` changed) also
  * starts a new attempt of each member's `host.attach`, so that the DPUs serving the group
  * get its new relay settings. A Fabric group only takes its VNI and VLAN id, and reports
- * Failed: this version has no DPU side for it (`internal/fabric-group.ts`).
+ * Failed: this version has no DPU side for it (`internal/fabric-group.ts`). It runs while
+ * no other step of the group does (`oneAtATime`): a `group.delete` waits for it.
  */
 export function createGroupCreate(deps: GroupCreateDeps) {
-  return async function groupCreate(job: Job): Promise<GroupCreateResult> {
+  const groupCreate = async (job: Job): Promise<GroupCreateResult> => {
     const { group: name, attempt = 1 } = parsePayload(GroupJob, job)
     const group = await deps.store.groups.get(name)
     if (!group) return { group: name, observedVersion: 0, ovnChanged: false, skipped: 'not found' }
@@ -159,6 +160,11 @@ export function createGroupCreate(deps: GroupCreateDeps) {
       ...(reconfigured.length > 0 ? { reconfigured } : {}),
     }
   }
+  // One step at a time per group: a DELETE arriving meanwhile waits for this one to end.
+  return (job: Job, token?: string): Promise<GroupCreateResult> =>
+    oneAtATime(deps.store, { job, token }, 'rg', parsePayload(GroupJob, job).group, () =>
+      groupCreate(job),
+    )
 }
 
 /**

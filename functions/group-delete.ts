@@ -5,7 +5,7 @@ import { implementationOf, setCondition } from '../lib/model/objects.ts'
 import { deleteGroupTopology } from '../lib/ovn/index.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { failOrRetry, NotReady } from './internal/errors.ts'
-import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
+import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import { setGroupStatus } from './internal/status.ts'
 
 export interface GroupDeleteResult {
@@ -24,46 +24,60 @@ export interface GroupDeleteResult {
 export function createGroupDelete(deps: HandlerDeps) {
   return async function groupDelete(job: Job, token?: string): Promise<GroupDeleteResult> {
     const { group: name, force } = parsePayload(GroupDeleteJob, job)
-    const group = await deps.store.groups.get(name)
-    if (!group) return { group: name, deleted: true, hostsIsolated: 0, skipped: 'not found' }
-
-    if (stepOf(job) === 'converge') {
-      await setGroupStatus(deps, name, (current) => ({
-        ...current,
-        phase: 'Terminating',
-        configsSynced: false,
-        conditions: setCondition(current.conditions, {
-          type: 'Terminating',
-          status: 'True',
-          reason: 'IsolatingHosts',
-          message: `isolating the hosts of ${name} before removing its network`,
-        }),
-      }))
-      await deps.checkpoint('delete:terminating')
-      const detaching = await detachEveryHost(deps, name, force)
-      await deps.checkpoint('delete:children-added')
-      await waitForChildren(job, token, deps.children, detaching)
-    } else {
-      await stillWaiting(job, token, deps.children)
-    }
-
-    await failIfAHostCannotBeIsolated(deps, job, name)
-    const remaining = await deps.store.groups.memberNames(name)
-    if (remaining.length > 0) {
-      throw new NotReady(`hosts of ${name} are not isolated yet: ${remaining.join(', ')}`)
-    }
-    if (implementationOf(group.spec) === 'Fabric') {
-      // No OVN central: its VNI and VLAN id go back to the pools, before the purge (a run
-      // cut short after it would never come back to release them).
-      await deleteIpamNetwork(deps, name)
-      await deps.ipam.releaseFabricIds(name)
-    } else {
-      await deleteOverlayNetwork(deps, name)
-    }
-    const isolated = ((job.data as { awaiting?: unknown[] }).awaiting ?? []).length
-    await deps.store.groups.purge(name, group.spec.tenantId)
-    return { group: name, deleted: true, hostsIsolated: isolated }
+    // One step at a time per group: a group.create under way ends before this one starts.
+    return oneAtATime(deps.store, { job, token }, 'rg', name, () =>
+      deleteGroup(deps, job, token, name, force),
+    )
   }
+}
+
+/** The delete of one group, run while no other step (its create) works on it. */
+async function deleteGroup(
+  deps: HandlerDeps,
+  job: Job,
+  token: string | undefined,
+  name: string,
+  force: boolean,
+): Promise<GroupDeleteResult> {
+  const group = await deps.store.groups.get(name)
+  if (!group) return { group: name, deleted: true, hostsIsolated: 0, skipped: 'not found' }
+
+  if (stepOf(job) === 'converge') {
+    await setGroupStatus(deps, name, (current) => ({
+      ...current,
+      phase: 'Terminating',
+      configsSynced: false,
+      conditions: setCondition(current.conditions, {
+        type: 'Terminating',
+        status: 'True',
+        reason: 'IsolatingHosts',
+        message: `isolating the hosts of ${name} before removing its network`,
+      }),
+    }))
+    await deps.checkpoint('delete:terminating')
+    const detaching = await detachEveryHost(deps, name, force)
+    await deps.checkpoint('delete:children-added')
+    await waitForChildren(job, token, deps.children, detaching)
+  } else {
+    await stillWaiting(job, token, deps.children)
+  }
+
+  await failIfAHostCannotBeIsolated(deps, job, name)
+  const remaining = await deps.store.groups.memberNames(name)
+  if (remaining.length > 0) {
+    throw new NotReady(`hosts of ${name} are not isolated yet: ${remaining.join(', ')}`)
+  }
+  if (implementationOf(group.spec) === 'Fabric') {
+    // No OVN central: its VNI and VLAN id go back to the pools, before the purge (a run
+    // cut short after it would never come back to release them).
+    await deleteIpamNetwork(deps, name)
+    await deps.ipam.releaseFabricIds(name)
+  } else {
+    await deleteOverlayNetwork(deps, name)
+  }
+  const isolated = ((job.data as { awaiting?: unknown[] }).awaiting ?? []).length
+  await deps.store.groups.purge(name, group.spec.tenantId)
+  return { group: name, deleted: true, hostsIsolated: isolated }
 }
 
 /** An Overlay group's rows removed from NB, its IPAM network, and its central released. */

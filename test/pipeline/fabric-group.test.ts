@@ -135,29 +135,29 @@ t.test('Fabric groups on a running pipeline', async (t) => {
   })
 })
 
-t.test('a group deleted while its create takes its identifiers leaves none held', async (t) => {
-  let p: Pipeline | undefined
-  let raced = false
-  p = await startPipeline(t, {
-    networkImplementation: { defaultType: 'Fabric', fabricRanges: RANGES },
-    checkpoint: async (point) => {
-      if (point !== 'create:fabric-ids' || raced || !p) return
-      raced = true
-      // The whole delete runs (release, purge) before the create takes the ids.
-      await p.client.deleteGroup('fab-r')
-      await gone(p, 'fab-r')
-    },
-  })
-  await p.client.applyGroup('fab-r', groupSpec('tenant-r'))
-  const create = await until(
-    async () => {
-      const jobs = await p?.controller.queue.getJobs(['completed', 'failed'])
-      return jobs?.find((j) => j.name === 'group.create' && j.data.group === 'fab-r')
-    },
-    (job) => job !== undefined,
-  )
-  t.ok(raced, 'the delete ran inside the create')
-  t.match(create?.returnvalue, { skipped: 'being deleted' }, 'the create gave them back')
-  t.equal(await p.controller.store.groups.get('fab-r'), undefined, 'the group is gone')
-  t.same(await p.controller.ipam.fabricIdsUsage(), { held: 0, size: 2 }, 'and holds nothing')
-})
+t.test(
+  'a group deleted while its create takes its identifiers waits for it, and leaves none held',
+  async (t) => {
+    let p: Pipeline | undefined
+    let raced = false
+    let waited = false
+    p = await startPipeline(t, {
+      networkImplementation: { defaultType: 'Fabric', fabricRanges: RANGES },
+      checkpoint: async (point) => {
+        if (point !== 'create:fabric-ids' || raced || !p) return
+        raced = true
+        // The DELETE arrives while the create is about to take the ids; for a second the
+        // delete gets its chance to run inside the create (it must wait instead).
+        await p.client.deleteGroup('fab-r')
+        await new Promise((r) => setTimeout(r, 1000))
+        waited = (await p.controller.store.groups.get('fab-r')) !== undefined
+      },
+    })
+    await p.client.applyGroup('fab-r', groupSpec('tenant-r'))
+    await gone(p, 'fab-r')
+    t.ok(raced, 'the DELETE arrived inside the create')
+    t.ok(waited, 'the delete waited for the create to end')
+    t.equal(await p.controller.store.groups.get('fab-r'), undefined, 'the group is gone')
+    t.same(await p.controller.ipam.fabricIdsUsage(), { held: 0, size: 2 }, 'and holds nothing')
+  },
+)

@@ -85,3 +85,31 @@ t.test(
     t.same(await p.ownedRows(), [], 'no row of the deleting group came back')
   },
 )
+
+t.test(
+  "a DELETE that arrives while the group's create is under way waits for it: nothing of the group is left",
+  async (t) => {
+    // Armed, group.create is held at `create:defining-network` (before the group's IPAM
+    // network and its rows are made) while the DELETE arrives, for up to 3 s or until the
+    // delete has removed the group (it should not get that far).
+    let armed = true
+    const p: Pipeline = await startPipeline(t, {
+      checkpoint: async (point) => {
+        if (!armed || point !== 'create:defining-network') return
+        armed = false
+        await p.client.deleteGroup('group-racing')
+        const deadline = Date.now() + 3000
+        while (Date.now() < deadline && (await p.controller.store.groups.get('group-racing')))
+          await new Promise((r) => setTimeout(r, 20))
+      },
+    })
+    await p.client.applyGroup('group-racing', groupSpec())
+    await until(
+      () => p.controller.store.groups.get('group-racing'),
+      (g) => g === undefined,
+      30_000,
+    )
+    t.equal(await p.controller.ipam.getNetwork('group-racing'), undefined, 'no IPAM network left')
+    t.same(await p.ownedRows(), [], 'no NB row left')
+  },
+)
