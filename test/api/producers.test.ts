@@ -245,15 +245,40 @@ t.test("a producer's Redis user reaches its own queue and nothing else", async (
   await t.rejects(redis.get('hz:groups'), /NOPERM/, 'the desired state is refused')
   await t.rejects(redis.call('KEYS', '*'), /NOPERM/, 'listing keys is refused')
 
+  /** The users of the connections open now, as Redis lists them. */
+  const connectedUsers = async () =>
+    [...String(await c.redis.call('CLIENT', 'LIST')).matchAll(/ user=(\S+)/g)].map((m) => m[1])
+  /** Signs in as producer-ci-a with `secret`; resolves with why it was refused, if it was. */
+  const signIn = async (secret: string) => {
+    const client = new Redis(asUser(c.redisUrl, { username: 'producer-ci-a', password: secret }), {
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    })
+    const errors: string[] = []
+    client.on('error', (error: Error) => errors.push(error.message))
+    try {
+      await client.ping()
+      return undefined
+    } catch {
+      return errors.join('\n')
+    } finally {
+      client.disconnect()
+    }
+  }
+  t.ok((await connectedUsers()).includes('producer-ci-a'), 'it is connected')
+
+  // A new password in the file: the old one stops working, and so do its connections.
+  redis.on('error', () => {})
+  const rotated = randomBytes(16).toString('hex')
+  const renewed = producers.map((p) =>
+    p.id === 'ci-a' ? { ...p, passwordSha256: sha256(rotated) } : p,
+  )
+  t.same(await syncProducerUsers(c.redis, renewed, PREFIX), [], 'nothing removed')
+  t.notOk((await connectedUsers()).includes('producer-ci-a'), 'its connection was closed')
+  t.match(await signIn(password), /WRONGPASS/, 'the old password is refused')
+  t.equal(await signIn(rotated), undefined, 'the new one signs in')
+
   // Taken out of the file: its user goes, its connections with it.
-  t.same(await syncProducerUsers(c.redis, producers.slice(1), PREFIX), ['ci-a'])
-  const again = new Redis(asUser(c.redisUrl, { username: 'producer-ci-a', password }), {
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  })
-  const errors: string[] = []
-  again.on('error', (error: Error) => errors.push(error.message))
-  t.teardown(() => again.disconnect())
-  await t.rejects(again.ping(), 'it cannot sign in')
-  t.match(errors.join('\n'), /WRONGPASS/, 'its password is refused')
+  t.same(await syncProducerUsers(c.redis, renewed.slice(1), PREFIX), ['ci-a'])
+  t.match(await signIn(rotated), /WRONGPASS/, 'it cannot sign in')
 })
