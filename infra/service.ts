@@ -298,7 +298,7 @@ export async function startService(
  * The producers of `file`: their Redis users made exactly these (others removed), then a
  * worker on each one's queue making its requests as its principal.
  */
-async function startProducers(
+export async function startProducers(
   file: string,
   controller: Controller,
   logger: Logger,
