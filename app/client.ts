@@ -18,7 +18,7 @@ import {
   type PublicIpStatus,
 } from '../lib/ipam/index.ts'
 import { type AdminNetwork, type PortNetwork, portNetworksOf } from '../lib/model/admin-network.ts'
-import type { EventKind, ObjectEvent } from '../lib/model/events.ts'
+import { dpuEventVisibleTo, type EventKind, type ObjectEvent } from '../lib/model/events.ts'
 import {
   type Dpu,
   type ManagedResource,
@@ -317,8 +317,25 @@ export class HydrazineClient {
     return this.store.pages.hosts(filter, page)
   }
   /** An object's recent transitions and repairs, newest first. */
-  events(kind: EventKind, name: string, limit?: number): Promise<ObjectEvent[]> {
-    return this.store.events.list(kind, name, limit)
+  /**
+   * An object's events, newest first. With `tenant`, a DPU's events are those that tenant
+   * may read (`dpuEventVisibleTo`: the ones of its time holding the DPU); whose each is
+   * stays in the store.
+   */
+  async events(
+    kind: EventKind,
+    name: string,
+    limit?: number,
+    options: { tenant?: string } = {},
+  ): Promise<ObjectEvent[]> {
+    const { tenant } = options
+    const stored =
+      tenant === undefined || kind !== 'dpu'
+        ? await this.store.events.list(kind, name, limit)
+        : (await this.store.events.list(kind, name))
+            .filter((event) => dpuEventVisibleTo(event, tenant))
+            .slice(0, limit)
+    return stored.map(({ tenant: _whose, ...event }) => event)
   }
 
   /**

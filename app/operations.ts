@@ -331,7 +331,8 @@ export function createOperations(deps: OperationsDeps): (caller: Caller) => Oper
       },
       async dpuEvents(id, limit) {
         await visibleDpu(id)
-        return client.events('dpu', id, limit)
+        // A tenant reads only the events of its own time holding the DPU.
+        return client.events('dpu', id, limit, tenant === undefined ? {} : { tenant })
       },
       async applyDpu(id, spec) {
         operatorOnly()

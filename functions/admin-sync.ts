@@ -16,6 +16,7 @@ import type { TenantQuota } from '../lib/model/quotas.ts'
 import { StoreConflict } from '../lib/state/store.ts'
 import { clearIsolatedStaleBindings } from './internal/agent-jobs.ts'
 import type { HandlerDeps } from './internal/deps.ts'
+import { recordDpuEvent } from './internal/dpu-events.ts'
 
 export type AdminSyncDeps = Pick<HandlerDeps, 'store' | 'jobs' | 'children'> & {
   readonly admin: AdminNetwork
@@ -76,7 +77,7 @@ export function createAdminSync(deps: AdminSyncDeps) {
           { host: port.name, specVersion },
           jobId('host.attach', port.name, specVersion),
         )
-        await store.events.record('dpu', port.spec.dpu.id, {
+        await recordDpuEvent(store, port.spec.dpu.id, {
           type: 'Normal',
           reason: 'PortJoiningAdminNetwork',
           message: `port ${port.spec.identifier} joins the admin network ${admin.group} as ${port.name}: no tenant host holds DPU ${port.spec.dpu.id}`,
@@ -101,7 +102,7 @@ export function createAdminSync(deps: AdminSyncDeps) {
         jobId('host.detach', name, deletionVersion(marked.specVersion, false)),
       )
       const why = leaveReason(plan.ports.get(host.spec.dpu.id), host)
-      await store.events.record('dpu', host.spec.dpu.id, {
+      await recordDpuEvent(store, host.spec.dpu.id, {
         type: 'Normal',
         reason: 'PortLeavingAdminNetwork',
         message: `port ${host.spec.identifier ?? '(default)'} leaves the admin network ${admin.group} (${name} is isolated first): ${why}`,

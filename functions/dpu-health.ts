@@ -6,6 +6,7 @@ import { type ManagedResource, setCondition } from '../lib/model/objects.ts'
 import type { DpuHealthRecord, DpuHealthRecords, Stray } from '../lib/state/dpu-health.ts'
 import { addIsolate } from './internal/agent-jobs.ts'
 import type { HandlerDeps } from './internal/deps.ts'
+import { recordDpuEvent } from './internal/dpu-events.ts'
 import {
   type BoundPort,
   DPU_HEALTHY,
@@ -182,7 +183,7 @@ async function checkDpu(
   const id = beat.dpuId
   if (before.state !== state) {
     const event = STATE_EVENTS[state]
-    await deps.store.events.record('dpu', id, {
+    await recordDpuEvent(deps.store, id, {
       ...event,
       reason: before.state === undefined && state === 'Online' ? 'HeartbeatStarted' : event.reason,
       message: `DPU ${id} is ${state}: last heartbeat ${beat.at}, one expected every ${beat.intervalMs} ms`,
@@ -261,7 +262,7 @@ async function repairLostPorts(
       'Configuring',
     )
     if (!jobId) continue
-    await deps.store.events.record('dpu', beat.dpuId, {
+    await recordDpuEvent(deps.store, beat.dpuId, {
       type: 'Warning',
       reason: 'PortLost',
       message: `${host}: ${message}`,
@@ -338,7 +339,8 @@ async function isolateStray(
   )
   const message = `DPU ${dpuId} holds ${port.port} bound to ${port.logicalPort}, which nothing wants there: isolating it (${ref.jobId})`
   const event = { type: 'Warning', reason: 'StrayPortIsolated', message } as const
-  await deps.store.events.record('dpu', dpuId, event)
+  // It names the port's group and host: that group's tenant's, whoever holds the DPU now.
+  await recordDpuEvent(deps.store, dpuId, event, { group: port.group })
   if (owner.known) await deps.store.events.record('mr', owner.name, event)
   return {
     dpu: dpuId,

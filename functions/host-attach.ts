@@ -251,19 +251,16 @@ async function signalPublicIp(
   const natIp6 = natIp6Of(deps, host.spec, addresses.hostIpv6)
   if (host.spec.hostAccess === 'PublicAccess') {
     const public6 = await publicIpv6Via(deps, natIp, natIp6)
-    const nat = { ...(natIp ? { natIp } : {}), ...(public6 ? { natIp6: public6 } : {}) }
+    const families = [...(natIp ? [4 as const] : []), ...(public6 ? [6 as const] : [])]
     const allocate =
-      natIp || public6
-        ? [await addPublicIpAllocate(deps, host.name, host.specVersion, nat, host.attempt)]
+      families.length > 0
+        ? [await addPublicIpAllocate(deps, host.name, host.specVersion, families, host.attempt)]
         : []
     // IPv6 no longer leaves (the fabric or the group lost it): its public IPv6 goes.
-    const dropped = public6 ? [] : await releaseHeldPublicIps(deps, host, {}, [6])
+    const dropped = public6 ? [] : await releaseHeldPublicIps(deps, host, [6])
     return [...allocate, ...dropped]
   }
-  return releaseHeldPublicIps(deps, host, {
-    ...(natIp ? { natIp } : {}),
-    ...(natIp6 ? { natIp6 } : {}),
-  })
+  return releaseHeldPublicIps(deps, host)
 }
 
 /**

@@ -169,12 +169,7 @@ async function isolate(deps: HandlerDeps, host: ManagedResource, force: boolean)
 }
 
 async function withdrawPublicIp(deps: HandlerDeps, host: ManagedResource): Promise<ChildRef[]> {
-  const { ips, natIp6 } = host.spec.dpu
-  const natIp = ips[1]
-  return releaseHeldPublicIps(deps, host, {
-    ...(natIp ? { natIp } : {}),
-    ...(natIp6 ? { natIp6 } : {}),
-  })
+  return releaseHeldPublicIps(deps, host)
 }
 
 /** The await step: addresses go last, once the host can no longer use them. */

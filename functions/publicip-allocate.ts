@@ -5,28 +5,29 @@ import type { HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck } from './internal/errors.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
-import { addFrrChange, frrAck, natMismatch } from './internal/public-ip-jobs.ts'
+import { addFrrChange, frrAck, natAddressesOf } from './internal/public-ip-jobs.ts'
 
 /**
  * `publicip.allocate`: takes a public IP from the operator's pool for a host (owner-keyed:
  * a retry gets the same one), adds its `dnat_and_snat` to the group topology, and has FRR
  * announce `PublicIP/32` via the host's DPU NAT IP (a child job on the FRR queue; its
- * result is the ack that FRR's BGP table shows the prefix). With `natIp6` (the host's
+ * result is the ack that FRR's BGP table shows the prefix). With family 6 (the host's
  * IPv6 leaves its group), the same for a public IPv6 address: its NAT66 rule, and
- * `PublicIPv6/128` announced via `natIp6`.
+ * `PublicIPv6/128` announced via the DPU's IPv6 NAT address. Both addresses are the host's
+ * DPU's as the store has them, whatever the payload says (it names the host only).
  */
 export function createPublicIpAllocate(deps: HandlerDeps) {
   return async function publicIpAllocate(job: Job, token?: string): Promise<PublicIpResult> {
-    const { host: name, specVersion, natIp, natIp6, attempt } = parsePayload(PublicIpJob, job)
+    const { host: name, specVersion, families, attempt } = parsePayload(PublicIpJob, job)
     const none: PublicIpResult = { host: name, publicIp: null, announced: false }
+    const v4 = families.includes(4)
+    const v6 = families.includes(6)
     if (stepOf(job) === 'converge') {
       const host = await deps.store.hosts.get(name)
       if (!host || host.deletion) return none
-      const mismatch = natMismatch(host, {
-        ...(natIp ? { natIp } : {}),
-        ...(natIp6 ? { natIp6 } : {}),
-      })
-      if (mismatch) throw new UnrecoverableError(`publicip.allocate refused: ${mismatch}`)
+      const nat = natAddressesOf(host, families)
+      if (typeof nat === 'string') throw new UnrecoverableError(`publicip.allocate refused: ${nat}`)
+      const { natIp, natIp6 } = nat
       const publicIp = natIp ? await deps.ipam.allocatePublicIp(name) : undefined
       const publicIp6 = natIp6 ? await deps.ipam.allocatePublicIp(name, 6) : undefined
       const applied = await deps.groups
@@ -52,10 +53,10 @@ export function createPublicIpAllocate(deps: HandlerDeps) {
       await stillWaiting(job, token, deps.children)
     }
     const [publicIp, publicIp6] = await Promise.all([
-      natIp ? deps.ipam.publicIpOf(name) : undefined,
-      natIp6 ? deps.ipam.publicIpOf(name, 6) : undefined,
+      v4 ? deps.ipam.publicIpOf(name) : undefined,
+      v6 ? deps.ipam.publicIpOf(name, 6) : undefined,
     ])
-    if ((natIp && !publicIp) || (natIp6 && !publicIp6)) return none
+    if ((v4 && !publicIp) || (v6 && !publicIp6)) return none
     const announced = async (ip: string) => {
       const ack = await frrAck(
         deps,

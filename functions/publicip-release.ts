@@ -4,28 +4,23 @@ import { PublicIpReleaseJob, type PublicIpResult } from '../lib/jobs/index.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck } from './internal/errors.ts'
 import { parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
-import { addFrrChange, frrAck, natMismatch } from './internal/public-ip-jobs.ts'
+import { addFrrChange, frrAck } from './internal/public-ip-jobs.ts'
 
 /**
  * `publicip.release`: has FRR withdraw the host's `PublicIP/32` and `PublicIPv6/128` (or
- * those of the payload's `families`)
- * (child jobs; their results are the acks that the prefixes left the BGP table), then
+ * those of the payload's `families`) (child jobs; their results are the acks that the prefixes left the BGP table), then
  * returns the addresses to their pools. The NAT rules go with the host's topology
  * (host.detach applies the group without them).
  */
 export function createPublicIpRelease(deps: Pick<HandlerDeps, 'ipam' | 'children' | 'store'>) {
   return async function publicIpRelease(job: Job, token?: string): Promise<PublicIpResult> {
-    const payload = parsePayload(PublicIpReleaseJob, job)
-    const { host: name, specVersion, natIp, natIp6, families = [4, 6] } = payload
-    // A host still on record withdraws via its own DPU's addresses only (once it is gone,
-    // only what it held is withdrawn: its public IPs, by owner).
+    const { host: name, specVersion, families = [4, 6] } = parsePayload(PublicIpReleaseJob, job)
+    // The next hops a withdrawal names (informational: FRR withdraws the prefix whatever
+    // it went via) are the host's DPU's as the store has them; once the host is gone, none.
     const host = await deps.store.hosts.get(name)
-    const mismatch =
-      host && natMismatch(host, { ...(natIp ? { natIp } : {}), ...(natIp6 ? { natIp6 } : {}) })
-    if (mismatch) throw new UnrecoverableError(`publicip.release refused: ${mismatch}`)
     const held = [
-      { ip: await deps.ipam.publicIpOf(name), nextHop: natIp, family: 4 },
-      { ip: await deps.ipam.publicIpOf(name, 6), nextHop: natIp6, family: 6 },
+      { ip: await deps.ipam.publicIpOf(name), nextHop: host?.spec.dpu.ips[1], family: 4 },
+      { ip: await deps.ipam.publicIpOf(name, 6), nextHop: host?.spec.dpu.natIp6, family: 6 },
     ].flatMap(({ ip, nextHop, family }) =>
       ip && families.includes(family as 4 | 6) ? [{ ip, nextHop }] : [],
     )

@@ -119,6 +119,11 @@ export interface Controller {
   /** Its connection to the agents' Redis (the same as `redis` without `agentsRedis`). */
   readonly agentsRedis: RedisClient
   /**
+   * A new BullMQ connection to the agents' Redis, where what other systems write lives:
+   * the DPUs' queues and the queue producers' (`api/producers/`).
+   */
+  agentsConnection(): RedisClient
+  /**
    * Every queue the controller feeds, as it is now: its own, FRR's and the agent queue of
    * each DPU in the inventory or ever heard from (for the dashboard and the metrics).
    */
@@ -303,6 +308,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
     heartbeats,
     redis,
     agentsRedis,
+    agentsConnection: () => bullConnection(agentsEndpoint ?? endpoint),
     queues,
     async close() {
       changes.close()

@@ -12,6 +12,7 @@ import {
   dpuRedisKeyPatterns,
   dpuRedisUser,
 } from '../lib/agent-protocol/credentials.ts'
+import { type Producer, producerRedisAclRules, producerRedisUser } from '../lib/jobs/producers.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
 import { onEveryNode } from '../lib/redis/slots.ts'
 
@@ -119,4 +120,52 @@ export async function removeDpuUsers(
     await onEveryNode(redis, (node) => node.call('ACL', 'SAVE').catch(() => {}), 'all')
   }
   return [...removed].sort()
+}
+
+/**
+ * Makes the producers' Redis users exactly the configured producers: each one's user set
+ * to its queue's keys, its commands and its password's SHA-256 (`producerRedisAclRules`),
+ * and any other `producer-*` user deleted with its connections (a producer taken out of
+ * the file can write nothing more). Returns the ids of the producers it removed.
+ */
+export async function syncProducerUsers(
+  redis: RedisClient,
+  producers: readonly Producer[],
+  queuePrefix?: string,
+): Promise<string[]> {
+  const wanted = new Set(producers.map((p) => producerRedisUser(p.id)))
+  const removed = new Set<string>()
+  await onEveryNode(
+    redis,
+    async (node) => {
+      for (const producer of producers) {
+        const user = producerRedisUser(producer.id)
+        const before = await passwordsOf(node, user)
+        await node.call('ACL', 'SETUSER', user, ...producerRedisAclRules(producer, queuePrefix))
+        // A new password: connections opened with the old one end too.
+        if (before && !before.includes(producer.passwordSha256)) {
+          await node.call('CLIENT', 'KILL', 'USER', user).catch(() => {})
+        }
+      }
+      const users = (await node.call('ACL', 'USERS')) as string[]
+      for (const user of users) {
+        if (!user.startsWith('producer-') || wanted.has(user)) continue
+        await node.call('ACL', 'DELUSER', user)
+        await node.call('CLIENT', 'KILL', 'USER', user).catch(() => {})
+        removed.add(user.slice('producer-'.length))
+      }
+      await node.call('ACL', 'SAVE').catch(() => {})
+    },
+    'all',
+  )
+  return [...removed].sort()
+}
+
+/** The SHA-256s of a user's passwords, or undefined when there is no such user. */
+async function passwordsOf(node: RedisClient, user: string): Promise<string[] | undefined> {
+  const reply = (await node.call('ACL', 'GETUSER', user)) as unknown[] | null
+  if (reply === null) return undefined
+  const at = reply.indexOf('passwords')
+  const list = at >= 0 ? reply[at + 1] : []
+  return Array.isArray(list) ? list.map(String) : []
 }

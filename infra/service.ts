@@ -11,6 +11,9 @@ import { createGrpcServer } from '../api/grpc/server.ts'
 import { createApp } from '../api/http/app.ts'
 import { loadTokens } from '../api/http/tokens.ts'
 import { RedisSessions } from '../api/http/ui/session.ts'
+import { type ProducerIngress, startProducerIngress } from '../api/producers/ingress.ts'
+import { loadProducers } from '../api/producers/producers-file.ts'
+import { createOperations } from '../app/index.ts'
 import { createFrrSync } from '../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../functions/internal/announcements.ts'
 import type { Config } from '../lib/config/index.ts'
@@ -33,7 +36,8 @@ import { controllerHolderId, type Leadership } from '../lib/state/leases.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import { type FrrConsumer, startFrrConsumer } from '../queues/frr.ts'
 import type { CentralDatabases } from './centrals/local.ts'
-import { bullConnection, startController } from './controller.ts'
+import { bullConnection, type Controller, startController } from './controller.ts'
+import { syncProducerUsers } from './credentials.ts'
 import {
   announcedCollector,
   centralDatabasesCollector,
@@ -189,6 +193,18 @@ export async function startService(
     dataDir: config.dataDir,
     ...(config.tokensFile ? { tokensFile: config.tokensFile } : {}),
   })
+  // Queue producers: each on its own queue in the agents' Redis, as its own Redis user,
+  // making its requests as the principal the producers file gives it.
+  const producerIngress = config.producersFile
+    ? await startProducers(config.producersFile, controller, logger).catch(
+        async (error: unknown) => {
+          await frrLeadership?.stop()
+          await releaseCentral?.()
+          await controller.close()
+          throw error
+        },
+      )
+    : undefined
   // What `/readyz` and the gRPC health service report.
   const readiness = {
     redis: async () => (await controller.redis.ping()) === 'PONG',
@@ -269,12 +285,37 @@ export async function startService(
       uiClosing.abort()
       await new Promise<void>((r) => server.close(() => r()))
       await grpcIngress?.close()
+      await producerIngress?.close()
       await frrLeadership?.stop()
       frrVty?.close()
       await releaseCentral?.()
       await controller.close()
     },
   }
+}
+
+/**
+ * The producers of `file`: their Redis users made exactly these (others removed), then a
+ * worker on each one's queue making its requests as its principal.
+ */
+export async function startProducers(
+  file: string,
+  controller: Controller,
+  logger: Logger,
+): Promise<ProducerIngress> {
+  const producers = await loadProducers(file)
+  const removed = await syncProducerUsers(controller.agentsRedis, producers)
+  if (removed.length > 0) logger.warn({ producers: removed }, 'producer users removed')
+  const operations = createOperations({ client: controller.client })
+  const ingress = await startProducerIngress({
+    producers,
+    connection: () => controller.agentsConnection(),
+    operations,
+    onFailed: (producer, job, reason) =>
+      logger.info({ producer, job, reason }, 'producer request refused or failed'),
+  })
+  logger.info({ producers: producers.map((p) => p.id) }, "consuming the producers' queues")
+  return ingress
 }
 
 /**

@@ -8,6 +8,7 @@
  */
 import type { DpuHealthRecord, DpuHealthRecords } from '../../lib/state/dpu-health.ts'
 import type { HandlerDeps } from './deps.ts'
+import { recordDpuEvent } from './dpu-events.ts'
 import { CREDENTIALS_REVOKED } from './dpu-observed.ts'
 
 /** How `dpu.health` bounds each DPU's bytes in the agents' Redis. */
@@ -54,7 +55,7 @@ export async function revokeOverBound(
       const record: DpuHealthRecord = { ...before, revoked: { at: now.toISOString(), bytes } }
       await deps.records.write(dpu, record)
       after.set(dpu, record)
-      await deps.store.events.record('dpu', dpu, {
+      await recordDpuEvent(deps.store, dpu, {
         type: 'Warning',
         reason: CREDENTIALS_REVOKED,
         message: `DPU ${dpu} holds ${bytes} bytes in the agents' Redis, over its bound of ${bound.limitBytes}: its credentials are revoked until they are issued again`,

@@ -44,26 +44,24 @@ export async function publicIpv6Via(
 }
 
 /**
- * Why a public IP job's NAT addresses are not the host's own, or undefined when they are:
- * a job names the host, and the next hops its public IPs are announced via must be its
- * DPU's (its NAT IP, its IPv6 NAT address), whoever put the job on the queue — else a
- * forged job could have FRR send a tenant's public IP anywhere.
+ * The DPU NAT addresses a host's public IPs of `families` go via: its DPU's NAT IP (4) and
+ * IPv6 NAT address (6), as the store has them — a job names the host, never an address —
+ * or why the host has none for a family it asks for.
  */
-export function natMismatch(
+export function natAddressesOf(
   host: { readonly name: string; readonly spec: Pick<ManagedResourceSpec, 'dpu'> },
-  nat: NatAddresses,
-): string | undefined {
-  const [, dpuNatIp] = host.spec.dpu.ips
-  const named = [
-    ['natIp', nat.natIp, dpuNatIp],
-    ['natIp6', nat.natIp6, host.spec.dpu.natIp6],
-  ] as const
-  for (const [field, asked, own] of named) {
-    if (asked !== undefined && asked !== own) {
-      return `${field} ${asked} is not host ${host.name}'s: its DPU ${host.spec.dpu.id} has ${own ?? 'none'}`
-    }
+  families: readonly (4 | 6)[],
+): NatAddresses | string {
+  const { id, ips, natIp6 } = host.spec.dpu
+  const natIp = ips[1]
+  if (families.includes(4) && !natIp) return `host ${host.name}'s DPU ${id} has no NAT IP`
+  if (families.includes(6) && !natIp6) {
+    return `host ${host.name}'s DPU ${id} has no IPv6 NAT address`
   }
-  return undefined
+  return {
+    ...(families.includes(4) && natIp ? { natIp } : {}),
+    ...(families.includes(6) && natIp6 ? { natIp6 } : {}),
+  }
 }
 
 /** The DPU NAT addresses a host's public IPs are announced via. */
@@ -74,26 +72,20 @@ export interface NatAddresses {
 }
 
 /**
- * Has the host's public IPv4 allocated and announced via `natIp`, its public IPv6 via
- * `natIp6`: each when set.
+ * Has the host's public IPs of `families` allocated and announced: its IPv4 (4) via its
+ * DPU's NAT IP, its IPv6 (6) via its DPU's IPv6 NAT address (the handler reads both).
  */
 export function addPublicIpAllocate(
   deps: Pick<HandlerDeps, 'children'>,
   host: string,
   specVersion: number,
-  nat: NatAddresses,
+  families: readonly (4 | 6)[],
   attempt = 1,
 ): Promise<ChildRef> {
   return deps.children.add(
     CONTROLLER_QUEUE,
     'publicip.allocate',
-    {
-      host,
-      specVersion,
-      ...(nat.natIp ? { natIp: nat.natIp } : {}),
-      ...(nat.natIp6 ? { natIp6: nat.natIp6 } : {}),
-      ...(attempt > 1 ? { attempt } : {}),
-    },
+    { host, specVersion, families, ...(attempt > 1 ? { attempt } : {}) },
     { jobId: jobId('publicip.allocate', host, specVersion, attempt) },
   )
 }
@@ -103,19 +95,12 @@ export function addPublicIpRelease(
   deps: Pick<HandlerDeps, 'children'>,
   host: string,
   specVersion: number,
-  nat: NatAddresses,
   families?: readonly (4 | 6)[],
 ): Promise<ChildRef> {
   return deps.children.add(
     CONTROLLER_QUEUE,
     'publicip.release',
-    {
-      host,
-      specVersion,
-      ...(nat.natIp ? { natIp: nat.natIp } : {}),
-      ...(nat.natIp6 ? { natIp6: nat.natIp6 } : {}),
-      ...(families ? { families } : {}),
-    },
+    { host, specVersion, ...(families ? { families } : {}) },
     { jobId: releaseJobId(host, specVersion, families) },
   )
 }
@@ -131,19 +116,17 @@ function releaseJobId(host: string, specVersion: number, families?: readonly (4 
 
 /**
  * `publicip.release` when the host holds a public IP of one of `families` (default both),
- * else nothing: its addresses go back to their pools once FRR has withdrawn them
- * (announced via `nat`).
+ * else nothing: its addresses go back to their pools once FRR has withdrawn them.
  */
 export async function releaseHeldPublicIps(
   deps: Pick<HandlerDeps, 'children' | 'ipam'>,
   host: { readonly name: string; readonly specVersion: number },
-  nat: NatAddresses,
   families: readonly (4 | 6)[] = [4, 6],
 ): Promise<ChildRef[]> {
   const held = await Promise.all(families.map((f) => deps.ipam.publicIpOf(host.name, f)))
   if (held.every((ip) => ip === undefined)) return []
   const only = families.length < 2 ? families : undefined
-  return [await addPublicIpRelease(deps, host.name, host.specVersion, nat, only)]
+  return [await addPublicIpRelease(deps, host.name, host.specVersion, only)]
 }
 
 /** The `publicip.allocate` result for the host at this spec version and attempt. */

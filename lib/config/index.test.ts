@@ -18,6 +18,7 @@ t.test('defaults: everything embedded', async (t) => {
   t.equal(config.embeddedListen, '127.0.0.1')
   t.same(config.fabric, { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' })
   t.equal(config.tokensFile, undefined)
+  t.equal(config.producersFile, undefined, 'no producers')
   t.equal(config.webhookSecret, undefined)
 })
 
@@ -31,6 +32,7 @@ t.test('fabric, gRPC and paths from env; an empty variable is unset', async (t) 
     HYDRAZINE_GRPC_PORT: '0',
     HYDRAZINE_FRR_VTY_DIR: 'run/frr',
     HYDRAZINE_TOKENS_FILE: 'tokens.json',
+    HYDRAZINE_PRODUCERS_FILE: 'producers.json',
     REDIS_URL: '',
   })
   t.same(config.fabric, {
@@ -43,6 +45,7 @@ t.test('fabric, gRPC and paths from env; an empty variable is unset', async (t) 
   t.equal(config.grpcPort, 0, 'gRPC off')
   t.equal(config.frrVtyDir, resolve('run/frr'), 'paths are made absolute')
   t.equal(config.tokensFile, resolve('tokens.json'))
+  t.equal(config.producersFile, resolve('producers.json'))
   t.equal(config.redisUrl, undefined, 'empty REDIS_URL: embedded Redis')
   t.equal(config.dpuRedisMaxBytes, 64 * 1024 * 1024, "a DPU may hold 64 MB in the agents' Redis")
   t.equal(loadConfig({ HYDRAZINE_DPU_REDIS_MAX_MB: '0' }).dpuRedisMaxBytes, 0, '0: not measured')

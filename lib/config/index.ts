@@ -109,6 +109,7 @@ const EnvSchema = v.object({
   HYDRAZINE_DATA_DIR: v.optional(v.pipe(v.string(), v.minLength(1)), './.hydrazine'),
   HYDRAZINE_EMBEDDED_LISTEN: v.optional(ipAddress, '127.0.0.1'),
   HYDRAZINE_TOKENS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
+  HYDRAZINE_PRODUCERS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_WEBHOOK_SECRET: v.optional(
     v.pipe(v.string(), v.minLength(32, 'must be at least 32 characters')),
   ),
@@ -328,6 +329,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     dataDir: resolve(c.HYDRAZINE_DATA_DIR),
     embeddedListen: c.HYDRAZINE_EMBEDDED_LISTEN,
     ...(c.HYDRAZINE_TOKENS_FILE ? { tokensFile: resolve(c.HYDRAZINE_TOKENS_FILE) } : {}),
+    ...(c.HYDRAZINE_PRODUCERS_FILE ? { producersFile: resolve(c.HYDRAZINE_PRODUCERS_FILE) } : {}),
     ...(c.HYDRAZINE_WEBHOOK_SECRET ? { webhookSecret: c.HYDRAZINE_WEBHOOK_SECRET } : {}),
     logLevel: c.LOG_LEVEL,
     dpuHealthEveryMs: c.HYDRAZINE_DPU_HEALTH_MS,

@@ -95,6 +95,11 @@ export interface Config {
   readonly embeddedListen: string
   /** `HYDRAZINE_TOKENS_FILE`: API bearer tokens; absent = an operator token in the data dir. */
   readonly tokensFile?: string
+  /**
+   * `HYDRAZINE_PRODUCERS_FILE`: the queue producers, each with whom it acts as (a tenant or
+   * the operator) and its Redis password's SHA-256; absent = no producer queue is consumed.
+   */
+  readonly producersFile?: string
   /** `HYDRAZINE_WEBHOOK_SECRET`: HMAC key for Carbide webhooks; absent = webhooks refused. */
   readonly webhookSecret?: string
   /** `LOG_LEVEL` (default info). */

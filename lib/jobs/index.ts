@@ -32,35 +32,55 @@ export const HostDetachJob = v.strictObject({
   specVersion,
   force: v.optional(v.boolean(), false),
 })
+/** Which of a host's public IPs a job is about: its IPv4 (4), its IPv6 (6), or both. */
+const Families = v.pipe(
+  v.array(v.picklist([4, 6])),
+  v.minLength(1, 'families names at least one of 4 and 6'),
+  v.maxLength(2),
+)
 /**
- * `natIp` set: a public IPv4 address is taken and announced via it; `natIp6` set (the
- * host's IPv6 leaves its group): a public IPv6 address via that. At least one is set.
+ * Jobs name objects, never facts their handler can read itself: the DPU NAT addresses a
+ * host's public IPs go via are read from the store, never taken from a payload. An
+ * earlier version put them in the payload (`natIp`, `natIp6`); a job of it still queued
+ * at an upgrade is accepted, its addresses ignored but for the family each stands for.
+ */
+const LegacyNat = { natIp: v.optional(Ipv4), natIp6: v.optional(Ipv6) }
+const legacyFamilies = (job: {
+  natIp?: string | undefined
+  natIp6?: string | undefined
+}): (4 | 6)[] => [
+  ...(job.natIp !== undefined ? [4 as const] : []),
+  ...(job.natIp6 !== undefined ? [6 as const] : []),
+]
+/**
+ * `publicip.allocate`: the host's public IPv4 (4) is taken and announced via its DPU's
+ * NAT IP; its public IPv6 (6, when its IPv6 leaves its group) via its DPU's IPv6 NAT address.
  */
 export const PublicIpJob = v.pipe(
   v.strictObject({
     host: Rfc1123Label,
     specVersion,
-    natIp: v.optional(Ipv4),
-    natIp6: v.optional(Ipv6),
+    families: v.optional(Families),
+    ...LegacyNat,
     attempt,
   }),
   v.forward(
     v.check(
-      (job) => job.natIp !== undefined || job.natIp6 !== undefined,
-      'natIp or natIp6 is required',
+      (job) => job.families !== undefined || legacyFamilies(job).length > 0,
+      'families is required',
     ),
-    ['natIp'],
+    ['families'],
   ),
+  v.transform(({ natIp, natIp6, families, ...job }) => ({
+    ...job,
+    families: families ?? legacyFamilies({ natIp, natIp6 }),
+  })),
 )
-/** `natIp` is absent when the host no longer has one (its access was lowered to None). */
-export const PublicIpReleaseJob = v.strictObject({
-  host: Rfc1123Label,
-  specVersion,
-  natIp: v.optional(Ipv4),
-  natIp6: v.optional(Ipv6),
-  /** The families whose public IP goes (default both): 6 alone when IPv6 no longer leaves. */
-  families: v.optional(v.array(v.picklist([4, 6]))),
-})
+/** `publicip.release`: the host's public IPs of `families` (default both) withdrawn and given back. */
+export const PublicIpReleaseJob = v.pipe(
+  v.strictObject({ host: Rfc1123Label, specVersion, families: v.optional(Families), ...LegacyNat }),
+  v.transform(({ natIp: _natIp, natIp6: _natIp6, ...job }) => job),
+)
 export const ReconcileJob = v.strictObject({})
 /** `dpu.health` (repeatable): the DPUs' heartbeats against their hosts' status. */
 export const DpuHealthJob = v.strictObject({})

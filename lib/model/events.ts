@@ -17,6 +17,23 @@ export interface ObjectEvent {
   readonly message: string
 }
 
+/**
+ * A DPU's event as the store keeps it: with whose it is. A DPU serves one tenant at a time,
+ * and its events name that tenant's groups, hosts and ports, so each belongs to the tenant
+ * it is about — the one holding the DPU when it happened, or the tenant of the group a port
+ * it names is of — and only that tenant reads it; `null`: operators only (a port of a group
+ * gone). Absent (written by an earlier version, which cleared a DPU's history when it
+ * changed tenant): the DPU's current tenant's.
+ */
+export interface StoredDpuEvent extends ObjectEvent {
+  readonly tenant?: string | null
+}
+
+/** Whether `tenant` may read this DPU event (operators read them all). */
+export function dpuEventVisibleTo(event: StoredDpuEvent, tenant: string): boolean {
+  return event.tenant === undefined || event.tenant === tenant
+}
+
 interface Observed {
   readonly phase: string
   readonly conditions: readonly Condition[]

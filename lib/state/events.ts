@@ -4,7 +4,7 @@
  * kept bounded in Redis (one capped list per object).
  */
 
-import type { EventKind, ObjectEvent } from '../model/events.ts'
+import type { EventKind, StoredDpuEvent } from '../model/events.ts'
 import type { RedisClient } from '../redis/connection.ts'
 
 /** Events as written together with the status change that made them (`EventLog.batch`). */
@@ -50,7 +50,7 @@ export class EventLog {
   async record(
     kind: EventKind,
     name: string,
-    ...events: readonly Omit<ObjectEvent, 'at'>[]
+    ...events: readonly Omit<StoredDpuEvent, 'at'>[]
   ): Promise<void> {
     const batch = this.batch(kind, name, events)
     if (!batch) return
@@ -69,13 +69,13 @@ export class EventLog {
   batch(
     kind: EventKind,
     name: string,
-    events: readonly Omit<ObjectEvent, 'at'>[],
+    events: readonly Omit<StoredDpuEvent, 'at'>[],
   ): EventBatch | undefined {
     if (events.length === 0) return undefined
     const at = new Date().toISOString()
     return {
       key: this.#key(kind, name),
-      entries: events.map((event) => JSON.stringify({ at, ...event } satisfies ObjectEvent)),
+      entries: events.map((event) => JSON.stringify({ at, ...event } satisfies StoredDpuEvent)),
       kept: this.#kept,
     }
   }
@@ -91,12 +91,15 @@ export class EventLog {
     )
   }
 
-  /** The object's events, newest first (at most `limit`). */
-  async list(kind: EventKind, name: string, limit = this.#kept): Promise<ObjectEvent[]> {
+  /**
+   * The object's events, newest first (at most `limit`); a DPU's with whose each is
+   * (`StoredDpuEvent.tenant`), which the API does not show.
+   */
+  async list(kind: EventKind, name: string, limit = this.#kept): Promise<StoredDpuEvent[]> {
     const raw = await this.#redis.lrange(this.#key(kind, name), 0, Math.max(0, limit - 1))
     return raw.flatMap((line) => {
       try {
-        return [JSON.parse(line) as ObjectEvent]
+        return [JSON.parse(line) as StoredDpuEvent]
       } catch {
         return []
       }

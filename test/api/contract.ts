@@ -25,6 +25,8 @@ export interface Contract {
   readonly ipam: Ipam
   readonly heartbeats: Heartbeats
   readonly redis: Redis
+  /** The private Redis's URL, with the admin's credentials. */
+  readonly redisUrl: string
   readonly client: HydrazineClient
   /** The HTTP app over `client`; `internal` collects the errors it answered 500 for. */
   app(tokens: Tokens): { readonly app: ReturnType<typeof createApp>; readonly internal: string[] }
@@ -68,6 +70,7 @@ export async function startContract(
     ipam,
     heartbeats,
     redis,
+    redisUrl: url,
     client,
     app: (tokens) => {
       const internal: string[] = []

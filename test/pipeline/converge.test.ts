@@ -1,5 +1,6 @@
 import t from 'tap'
 import { GroupApplier, type GroupCommitted } from '../../functions/internal/group-apply.ts'
+import { FRR_QUEUE, FrrJobName, frrJobId } from '../../lib/jobs/frr.ts'
 import { NbPool, SbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
 import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
 import { northdControl, pacedApplier, readyFabricHost, startPipelineFrr } from './scenarios.ts'
@@ -107,7 +108,7 @@ t.test('PublicAccess: FRR announces PublicIP/32 via the NAT IP; detach withdraws
 })
 
 t.test(
-  "a publicip job naming another next hop than the host's DPU is refused: FRR keeps its route",
+  "a publicip job naming another next hop than the host's DPU cannot move its public IP",
   async (t) => {
     const p = await startPipeline(t, { frr: true })
     await p.agent('dpu-1')
@@ -124,28 +125,29 @@ t.test(
     )
     t.equal((await frr.table()).get('203.0.113.7/32'), '172.18.0.111', 'announced via its NAT IP')
 
-    // Anyone who can write the controller's queue, naming the host with a next hop of theirs.
-    const forged = async (name: 'publicip.allocate' | 'publicip.release', id: string) => {
-      await p.controller.queue.add(
-        name,
-        { host: 'host-f', specVersion: 1, natIp: '198.51.100.66' },
-        { jobId: id, attempts: 1 },
-      )
-      return until(
-        () => p.controller.queue.getJob(id),
-        (job) => job?.failedReason !== undefined,
-      )
-    }
-    const allocate = await forged('publicip.allocate', 'forged-allocate')
-    t.match(
-      allocate?.failedReason,
-      /publicip\.allocate refused: natIp 198\.51\.100\.66 is not host host-f's: its DPU dpu-1 has 172\.18\.0\.111/,
+    // A payload of the earlier contract, naming a next hop of the writer's, at a spec
+    // version of its own (its announce is a new FRR job): the address is ignored, the
+    // public IP announced via the NAT IP the store gives host-f's DPU.
+    await p.controller.queue.add(
+      'publicip.allocate',
+      { host: 'host-f', specVersion: 7, natIp: '198.51.100.66' },
+      { jobId: 'forged-allocate', attempts: 1 },
     )
-    const release = await forged('publicip.release', 'forged-release')
-    t.match(
-      release?.failedReason,
-      /publicip\.release refused: natIp 198\.51\.100\.66 is not host host-f's/,
+    const allocate = await until(
+      () => p.controller.queue.getJob('forged-allocate'),
+      (job) => job?.finishedOn !== undefined,
     )
+    t.equal(allocate?.failedReason, undefined, 'the old payload is accepted')
+    t.same(
+      allocate?.returnvalue,
+      { host: 'host-f', publicIp: '203.0.113.7', announced: true },
+      'its own public IP, announced',
+    )
+    const frrQueue = (await p.controller.queues()).find((q) => q.name === FRR_QUEUE)
+    const announce = await frrQueue?.getJob(
+      frrJobId(FrrJobName.announce, { publicIp: '203.0.113.7', owner: 'host-f', specVersion: 7 }),
+    )
+    t.equal(announce?.data.nextHop, '172.18.0.111', "FRR was asked for the DPU's NAT IP")
     t.equal(
       (await frr.table()).get('203.0.113.7/32'),
       '172.18.0.111',

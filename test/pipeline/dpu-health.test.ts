@@ -418,3 +418,73 @@ t.test('the controller runs dpu.health when asked, keeping few of its results', 
     'a run reports what it did',
   )
 })
+
+t.test("a DPU's events belong to the tenant who held it when they happened", async (t) => {
+  const p = await startPipeline(t)
+  const agent = await p.agent('dpu-1')
+  const dpu = new SimulatedDpu(agent)
+  const redis = new Redis(p.redisUrl)
+  t.teardown(() => redis.disconnect())
+  const heart = beating(redis, dpu)
+  t.teardown(() => heart.stop())
+  await heart.start()
+  await p.client.applyGroup('group-a', groupSpec('tenant-a'))
+  const ready = await readyHost(p, 'host-1', 1)
+  const lp = ready?.status.logicalPortReference?.logicalPort ?? ''
+  t.equal(lp, 'hz/group-a/host-1')
+  await startHealth(p)
+  const tokens = {
+    operator: [OPERATOR],
+    tenants: {
+      'tenant-a': ['tenant-a-token-0123456789'],
+      'tenant-b': ['tenant-b-token-0123456789'],
+    },
+  }
+  const app = createApp({ readiness: {}, v1: { client: p.client, tokens } })
+  const eventsAs = async (token: string) => {
+    const answer = await app.request('/v1/dpus/dpu-1/events', {
+      headers: { authorization: `Bearer ${token}` },
+    })
+    return { status: answer.status, body: JSON.stringify(await answer.json()) }
+  }
+
+  // tenant-a's host leaves, but the DPU keeps its port bound (it ignores the isolate).
+  dpu.sync()
+  dpu.stubborn.add(lp)
+  await p.client.deleteHost('host-1')
+  await until(
+    () => p.controller.store.hosts.get('host-1'),
+    (h) => h === undefined,
+  )
+  // At once, before dpu.health's grace for a stray port: the DPU goes to tenant-b.
+  const held = await p.client.getDpu('dpu-1')
+  if (!held) throw new Error('dpu-1 is not in the inventory')
+  t.equal(held.spec.tenantId, 'tenant-a')
+  await p.client.applyDpu('dpu-1', { ...held.spec, tenantId: 'tenant-b' })
+  const moved = Date.now()
+
+  // After the move, dpu.health finds tenant-a's port still bound and isolates it: an
+  // event naming tenant-a's group and host, recorded while tenant-b holds the DPU.
+  const events = await until(
+    () => p.client.events('dpu', 'dpu-1'),
+    (list) =>
+      list.some(
+        (e) =>
+          e.reason === 'StrayPortIsolated' && e.message.includes(lp) && Date.parse(e.at) >= moved,
+      ),
+    15_000,
+  )
+  t.ok(
+    events.some((e) => e.reason === 'StrayPortIsolated' && e.message.includes(lp)),
+    'the operator reads it',
+  )
+  const asB = await eventsAs('tenant-b-token-0123456789')
+  t.equal(asB.status, 200, 'tenant-b reads its DPU')
+  t.notMatch(asB.body, /group-a|host-1/, "none of tenant-a's groups or hosts in what it reads")
+  t.equal((await eventsAs('tenant-a-token-0123456789')).status, 404, 'nor does tenant-a, now')
+  t.notMatch(
+    JSON.stringify(await p.client.events('dpu', 'dpu-1')),
+    /"tenant"/,
+    'whose an event is stays in the store',
+  )
+})
