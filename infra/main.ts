@@ -121,6 +121,7 @@ try {
       listenAddress: config.embeddedListen,
       pki: stack.pki,
       ...(ovnInstall ? { install: ovnInstall } : {}),
+      ...(config.centralsNorthdCpus !== undefined ? { northdCpus: config.centralsNorthdCpus } : {}),
       log: (line) => logger.info(line),
     })
   }

@@ -185,6 +185,14 @@ const EnvSchema = v.object({
       v.check((n) => n >= 1 && n <= 100_000, 'must be between 1 and 100000'),
     ),
   ),
+  HYDRAZINE_CENTRALS_NORTHD_CPUS: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d+(\.\d+)?$/, 'must be a number of CPU cores, like 1 or 1.5'),
+      v.transform(Number),
+      v.check((n) => n > 0 && n <= 4096, 'must be more than 0 and at most 4096'),
+    ),
+  ),
   HYDRAZINE_ADMIN_NETWORK: AdminNetworkVariable,
   HYDRAZINE_DNS_ZONE: DnsZoneVariable,
   HYDRAZINE_METRICS_LISTEN: MetricsListenVariable,
@@ -276,6 +284,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       `bounds the centrals Hydrazine runs, one per group: only with HYDRAZINE_OVN_CENTRAL=per-group or kubernetes, not ${ovnCentral}`,
     )
   }
+  if (c.HYDRAZINE_CENTRALS_NORTHD_CPUS !== undefined && ovnCentral !== 'per-group') {
+    invalid(
+      'HYDRAZINE_CENTRALS_NORTHD_CPUS',
+      `paces the embedded centrals that share this machine: only with HYDRAZINE_OVN_CENTRAL=per-group, not ${ovnCentral}`,
+    )
+  }
   const kubernetes = kubernetesConfig(ovnCentral, c)
   if (!kubernetes.ok) invalid(kubernetes.path, kubernetes.message)
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
@@ -346,6 +360,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
     quotas: c.HYDRAZINE_QUOTAS,
     ...(runsCentrals ? { maxCentrals: c.HYDRAZINE_MAX_CENTRALS ?? DEFAULT_MAX_CENTRALS } : {}),
+    ...(c.HYDRAZINE_CENTRALS_NORTHD_CPUS !== undefined
+      ? { centralsNorthdCpus: c.HYDRAZINE_CENTRALS_NORTHD_CPUS }
+      : {}),
     ...(admin ? { adminNetwork: admin } : {}),
     ...(c.HYDRAZINE_DNS_ZONE ? { dnsZone: c.HYDRAZINE_DNS_ZONE } : {}),
     ...(metrics.metrics ? { metrics: metrics.metrics } : {}),

@@ -48,6 +48,12 @@ export interface Config {
    */
   readonly maxCentrals?: number
   /**
+   * `HYDRAZINE_CENTRALS_NORTHD_CPUS` (only with `per-group`; default half of the machine's
+   * cores, at least 1): how many cores the embedded centrals' ovn-northd processes share;
+   * the commits of several busy centrals are paced to ask for about that much together.
+   */
+  readonly centralsNorthdCpus?: number
+  /**
    * `HYDRAZINE_OVN_INSTALL` (default `system`) and `HYDRAZINE_DEBIAN_MIRROR`: the OVN the
    * embedded centrals run: the system's (Debian 12, OVN 23.03), `debian-13` (OVN 25.03
    * from a root made once under the data dir) or an install root (lib/config/ovn-install.ts).
