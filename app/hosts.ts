@@ -7,8 +7,12 @@
  */
 import { deletionVersion } from '../lib/jobs/index.ts'
 import { type ControllerJobs, redriveHost } from '../lib/jobs/redrive.ts'
-import type { Dpu, ManagedResource } from '../lib/model/objects.ts'
-import { Rfc1123Label } from '../lib/model/objects.ts'
+import {
+  type Dpu,
+  implementationOf,
+  type ManagedResource,
+  Rfc1123Label,
+} from '../lib/model/objects.ts'
 import { type Caller, placeHost } from '../lib/model/placement.ts'
 import type { ChangePlan, Planner } from '../lib/model/plans.ts'
 import type { TenantQuota } from '../lib/model/quotas.ts'
@@ -203,8 +207,20 @@ export class HostRequests {
     dpu: Dpu,
     quota: TenantQuota,
   ): Promise<Accepted<ManagedResource>> {
-    const { store, queue } = this.#deps
-    const { changed, object } = await store.hosts.put(name, placed.spec, dpu.specVersion, quota)
+    const { store, queue, policy } = this.#deps
+    // Centrals on demand: the group's first host takes its central's slot, or is refused.
+    const { maxCentrals } = policy
+    const central =
+      maxCentrals !== undefined && implementationOf(placed.group.spec) === 'Overlay'
+        ? { maxCentrals }
+        : {}
+    const { changed, object } = await store.hosts.put(
+      name,
+      placed.spec,
+      dpu.specVersion,
+      quota,
+      central,
+    )
     if (!changed) {
       if (object.status.phase !== 'Failed') return { object }
       const id = await redriveHost(this.#jobs(), name, sameSpecAgain('Attached'))

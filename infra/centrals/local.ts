@@ -111,6 +111,7 @@ export function centralsRoot(dataDir: string): string {
  * @example
  * const centrals = await startPerGroupCentrals({ dataDir: '.hydrazine', pki, log })
  * const { nb, sb } = await centrals.ensure('tenant-a') // nb: unix socket, sb: for DPUs
+ * await centrals.stop('tenant-a') // no hosts: stopped, files kept for the next ensure
  * await centrals.release('tenant-a') // stopped, files gone
  * await centrals.close()
  */
@@ -143,6 +144,8 @@ export async function startPerGroupCentrals(
 
   const centrals = new Map<string, Central>()
   const releasing = new Map<string, Promise<void>>()
+  /** Stops under way (`stop`): an ensure meanwhile waits, then starts the central again. */
+  const stopping = new Map<string, Promise<void>>()
   let closed = false
   const supervisor = centralSupervisor({
     pki: options.pki,
@@ -160,7 +163,7 @@ export async function startPerGroupCentrals(
       if (closed)
         throw new CentralUnavailableError(group, 'the provider is closed', { retryable: true })
       // No await before the entry exists: a release called right after must see it.
-      const released = releasing.get(group)
+      const released = releasing.get(group) ?? stopping.get(group)
       if (released) {
         await released
         return provider.ensure(group)
@@ -197,10 +200,25 @@ export async function startPerGroupCentrals(
       }
     },
 
+    async stop(group) {
+      const earlier = stopping.get(group) ?? releasing.get(group)
+      if (earlier) return earlier
+      const c = centrals.get(group)
+      if (!c) return
+      // Out of the map at once: the next ensure makes a new one (after this stop ends).
+      centrals.delete(group)
+      const done = halt(c)
+        .then(() => log(`central of group ${group} stopped (no hosts)`))
+        .finally(() => stopping.delete(group))
+      stopping.set(group, done)
+      return done
+    },
+
     async release(group) {
       const earlier = releasing.get(group)
       if (earlier) return earlier
       const done = (async () => {
+        await stopping.get(group)
         const c = centrals.get(group)
         if (c) await halt(c)
         await rm(centralDir(options.dataDir, group), { recursive: true, force: true })
@@ -251,7 +269,7 @@ export async function startPerGroupCentrals(
 
     async close() {
       closed = true
-      await Promise.all([...releasing.values()].map((p) => p.catch(() => {})))
+      await Promise.all([...releasing.values(), ...stopping.values()].map((p) => p.catch(() => {})))
       await Promise.all([...centrals.values()].map(halt))
       centrals.clear()
     },
