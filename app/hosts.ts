@@ -169,6 +169,9 @@ export class HostRequests {
       // request that loses a race for the tenant's last slot may have added its DPU).
       if (!fresh) await store.hosts.checkQuotas(port.name, placed.spec, prepared.quota)
       fresh = false
+      const { maxCentrals } = this.#deps.policy
+      if (maxCentrals !== undefined && implementationOf(port.group.spec) === 'Overlay')
+        await store.centrals.check(port.group.name, maxCentrals)
       let dpu = placed.dpu
       if (placed.dpuChange) {
         dpu = (await store.dpus.put(id, placed.dpuChange)).object
@@ -207,9 +210,9 @@ export class HostRequests {
     dpu: Dpu,
     quota: TenantQuota,
   ): Promise<Accepted<ManagedResource>> {
-    const { store, queue, policy } = this.#deps
+    const { store, queue } = this.#deps
     // Centrals on demand: the group's first host takes its central's slot, or is refused.
-    const { maxCentrals } = policy
+    const { maxCentrals } = this.#deps.policy
     const central =
       maxCentrals !== undefined && implementationOf(placed.group.spec) === 'Overlay'
         ? { maxCentrals }

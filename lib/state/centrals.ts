@@ -11,6 +11,7 @@
  * await store.centrals.idleSince('group-a', Date.now())
  * await store.centrals.releaseIfIdle('group-a', Date.now(), 30_000) // 'released' → stop it
  */
+import { CentralsExhausted } from '../model/quotas.ts'
 import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 import type { StoreKeys } from './store-keys.ts'
@@ -32,6 +33,19 @@ export class CentralSlots {
   /** Whether the group holds a slot: its central runs, starts, or is in its grace period. */
   async holds(group: string): Promise<boolean> {
     return (await this.#redis.sismember(this.#keys.centrals, group)) === 1
+  }
+
+  /**
+   * Refuses (`CentralsExhausted`) the first host of a group holding no slot when all
+   * `max` are taken, writing nothing: checked before a request's other writes (its DPU's
+   * inventory entry). The host's spec write checks again, atomically.
+   */
+  async check(group: string, max: number): Promise<void> {
+    const [held, taken] = await Promise.all([
+      this.#redis.sismember(this.#keys.centrals, group),
+      this.#redis.scard(this.#keys.centrals),
+    ])
+    if (held === 0 && taken >= max) throw new CentralsExhausted(max)
   }
 
   /** The groups holding a slot, sorted. */
