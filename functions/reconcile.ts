@@ -163,12 +163,17 @@ async function applyEveryGroup(
     }
     // Centrals on demand: a group without hosts runs no central, and none is started to
     // compare it; one whose stop was never scheduled (a crash after its last detach) gets it.
+    // A group with hosts but no slot (stored by a version that started every group's
+    // central with the group) takes its slot, past the cap: its hosts are attached already.
     if (onDemand(deps)) {
+      const hosts = await deps.store.groups.memberNames(group.name)
       if (!(await deps.store.centrals.holds(group.name))) {
-        skipped.push(group.name)
-        return
-      }
-      await centralMayStop(deps, group.name, { keepMark: true })
+        if (hosts.length === 0) {
+          skipped.push(group.name)
+          return
+        }
+        await deps.store.centrals.hold(group.name)
+      } else if (hosts.length === 0) await centralMayStop(deps, group.name, { keepMark: true })
     }
     try {
       const applied = await withDeadline(`group ${group.name}`, timeoutMs, () =>

@@ -11,6 +11,7 @@ import t from 'tap'
 import { centralDir } from '../../infra/centrals/local.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+import { runReconcile } from './scenarios.ts'
 
 const run = promisify(execFile)
 const GRACE_MS = 1500
@@ -202,3 +203,42 @@ t.test('the cap counts running centrals', async (t) => {
   t.equal(b?.status.phase, 'Ready', "once group-a's central stopped, group-b's starts")
   t.equal((await daemonsOf(p, 'group-b')).length, 3)
 })
+
+t.test(
+  'reconcile: starts no central of an empty group, and finishes what a crash left',
+  async (t) => {
+    const p = await startPipeline(t, { perGroup: true, onDemand: { idleMs: 500 } })
+    await p.agent('dpu-1')
+    await p.client.applyGroup('empty', groupSpec('tenant-a'))
+    await p.client.applyGroup('busy', groupSpec('tenant-a', '10.20.0.0/24', '10.20.0.1'))
+    await until(
+      () => p.client.getGroup('busy'),
+      (g) => g?.status.phase === 'Ready',
+    )
+    await readyHost(p, 'host-1', 'busy', 'dpu-1', 1)
+
+    // An upgrade from a version whose groups all held a central: no slot recorded.
+    await p.controller.store.centrals.forget('busy')
+    const first = await runReconcile(p, 'reconcile-1')
+    t.ok(first.skipped.includes('empty'), 'the empty group is skipped')
+    t.ok(first.inSync.includes('busy') || first.repaired.includes('busy'), 'the busy one compared')
+    t.same(await daemonsOf(p, 'empty'), [], 'no central started for the empty group')
+    t.same(
+      await p.controller.store.centrals.list(),
+      ['busy'],
+      'the busy group holds its slot again',
+    )
+
+    // A crash between the last host's purge and its central's stop being scheduled.
+    const dpu = (await p.client.getHost('host-1'))?.spec.dpu.id ?? ''
+    t.ok(await p.controller.store.hosts.purge('host-1', 'busy', dpu), 'host-1 purged, no stop')
+    await runReconcile(p, 'reconcile-2')
+    const stopped = await until(
+      () => daemonsOf(p, 'busy'),
+      (pids) => pids.length === 0,
+      20_000,
+    )
+    t.same(stopped, [], 'reconcile scheduled the stop: the central stopped after the grace')
+    t.same(await p.controller.store.centrals.list(), [], 'and its slot is free')
+  },
+)
