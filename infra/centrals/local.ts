@@ -68,6 +68,8 @@ export interface CentralDatabases {
 export interface PerGroupCentrals extends OvnCentralProvider {
   chassisCertificate: NonNullable<OvnCentralProvider['chassisCertificate']>
   southboundCa: NonNullable<OvnCentralProvider['southboundCa']>
+  /** Stops a group's central (no hosts), keeping its files for the next `ensure`. */
+  stop: NonNullable<OvnCentralProvider['stop']>
   /** The damaged and remade databases (`hydrazine_ovn_central_*_databases` metrics). */
   databases(): CentralDatabases
   /** Stops every central (their files stay, for the next start); no restarts after it. */
