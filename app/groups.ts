@@ -102,7 +102,7 @@ export class GroupRequests {
     const { store, queue, policy } = this.#deps
     const { name, spec } = prepared
     const { limits } = quotaOf(policy, spec.tenantId)
-    const { changed, object } = await store.groups.put(name, spec, limits, policy.maxCentrals)
+    const { changed, object } = await store.groups.put(name, spec, limits)
     if (!changed) {
       if (object.status.phase !== 'Failed') return { object }
       const jobs = { store, jobs: queue.jobs }

@@ -7,8 +7,12 @@
  */
 import { deletionVersion } from '../lib/jobs/index.ts'
 import { type ControllerJobs, redriveHost } from '../lib/jobs/redrive.ts'
-import type { Dpu, ManagedResource } from '../lib/model/objects.ts'
-import { Rfc1123Label } from '../lib/model/objects.ts'
+import {
+  type Dpu,
+  implementationOf,
+  type ManagedResource,
+  Rfc1123Label,
+} from '../lib/model/objects.ts'
 import { type Caller, placeHost } from '../lib/model/placement.ts'
 import type { ChangePlan, Planner } from '../lib/model/plans.ts'
 import type { TenantQuota } from '../lib/model/quotas.ts'
@@ -165,6 +169,9 @@ export class HostRequests {
       // request that loses a race for the tenant's last slot may have added its DPU).
       if (!fresh) await store.hosts.checkQuotas(port.name, placed.spec, prepared.quota)
       fresh = false
+      const { maxCentrals } = this.#deps.policy
+      if (maxCentrals !== undefined && implementationOf(port.group.spec) === 'Overlay')
+        await store.centrals.check(port.group.name, maxCentrals)
       let dpu = placed.dpu
       if (placed.dpuChange) {
         dpu = (await store.dpus.put(id, placed.dpuChange)).object
@@ -204,7 +211,19 @@ export class HostRequests {
     quota: TenantQuota,
   ): Promise<Accepted<ManagedResource>> {
     const { store, queue } = this.#deps
-    const { changed, object } = await store.hosts.put(name, placed.spec, dpu.specVersion, quota)
+    // Centrals on demand: the group's first host takes its central's slot, or is refused.
+    const { maxCentrals } = this.#deps.policy
+    const central =
+      maxCentrals !== undefined && implementationOf(placed.group.spec) === 'Overlay'
+        ? { maxCentrals }
+        : {}
+    const { changed, object } = await store.hosts.put(
+      name,
+      placed.spec,
+      dpu.specVersion,
+      quota,
+      central,
+    )
     if (!changed) {
       if (object.status.phase !== 'Failed') return { object }
       const id = await redriveHost(this.#jobs(), name, sameSpecAgain('Attached'))

@@ -12,8 +12,10 @@ export interface ClientPolicy {
    */
   readonly quotas?: Quotas
   /**
-   * How many resource groups the site may have when each runs an OVN central of its own
-   * (`HYDRAZINE_MAX_CENTRALS`); undefined when groups share a central (no limit).
+   * How many OVN centrals the site may run at once when each group runs its own, on demand
+   * (`HYDRAZINE_MAX_CENTRALS`): a group holds one while it has hosts, so the first host of
+   * a group holding none is refused past it (CENTRALS_EXHAUSTED). Undefined when groups
+   * share a central, or centrals run from group creation on (no limit).
    */
   readonly maxCentrals?: number
   /**

@@ -11,6 +11,7 @@ import {
   setCondition,
 } from '../lib/model/objects.ts'
 import { CentralUnavailableError, topologyNames } from '../lib/ovn/index.ts'
+import { centralWanted, noCentralStatus } from './internal/central-demand.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
 import { provisionFabricGroup } from './internal/fabric-group.ts'
@@ -31,8 +32,11 @@ export interface GroupCreateResult {
   readonly fabric?: FabricIds
 }
 
-type GroupCreateDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'groups' | 'jobs' | 'checkpoint'> &
-  Partial<Pick<HandlerDeps, 'southbound'>>
+type GroupCreateDeps = Pick<
+  HandlerDeps,
+  'store' | 'ipam' | 'groups' | 'jobs' | 'checkpoint' | 'ovn'
+> &
+  Partial<Pick<HandlerDeps, 'southbound' | 'centralsOnDemand'>>
 
 /** How long a group stays Provisioning waiting for its ovn-northd before its job is retried. */
 export const NORTHD_WAIT_MS = 15_000
@@ -48,6 +52,9 @@ export const NORTHD_WAIT_MS = 15_000
  * get its new relay settings. A Fabric group only takes its VNI and VLAN id, and reports
  * Failed: this version has no DPU side for it (`internal/fabric-group.ts`). It runs while
  * no other step of the group does (`oneAtATime`): a `group.delete` waits for it.
+ * With centrals on demand, a group without hosts starts no central: it is Ready with
+ * `CentralRunning=False NoHosts`, and its first host's attach starts the central and
+ * writes its topology (`internal/central-demand.ts`).
  */
 export function createGroupCreate(deps: GroupCreateDeps) {
   const groupCreate = async (job: Job): Promise<GroupCreateResult> => {
@@ -95,6 +102,10 @@ export function createGroupCreate(deps: GroupCreateDeps) {
         reason: 'AddressesReleased',
         message: `network6 no longer holds ${released.map((r) => `${r.ip} (${r.owner})`).join(', ')}: given back`,
       })
+    }
+    if (!(await centralWanted(deps, name))) {
+      await provisionedWithoutCentral(deps, group, attempt)
+      return { group: name, observedVersion: group.specVersion, ovnChanged: false }
     }
     const { endpoints, state, result } = await deps.groups
       .apply(name)
@@ -165,6 +176,36 @@ export function createGroupCreate(deps: GroupCreateDeps) {
     oneAtATime(deps.store, { job, token }, 'rg', parsePayload(GroupJob, job).group, () =>
       groupCreate(job),
     )
+}
+
+/**
+ * An Overlay group with no host, its central on demand: its network is defined, no central
+ * runs, and the group is Ready (`CentralRunning=False NoHosts`). Its member settings are
+ * remembered as they are now: it has no member to send them to.
+ */
+async function provisionedWithoutCentral(
+  deps: GroupCreateDeps,
+  group: ResourceGroup,
+  attempt: number,
+): Promise<void> {
+  await deps.store.groups.rememberMemberSettings(group.name, memberSettingsOf(group.spec))
+  const relayId = group.spec.dhcpServer ? await deps.store.groups.relayIdOf(group.name) : undefined
+  await setGroupStatus(
+    deps,
+    group.name,
+    ({ dhcpCircuitId: _previous, ...current }) => {
+      const ready: ResourceGroupStatus = {
+        ...current,
+        phase: 'Ready',
+        ...(relayId !== undefined ? { dhcpCircuitId: relayPortNameOf(relayId) } : {}),
+        observedVersion: group.specVersion,
+        configsSynced: true,
+      }
+      return noCentralStatus(ready, group.name) ?? ready
+    },
+    group.specVersion,
+    attempt,
+  )
 }
 
 /**

@@ -3,6 +3,7 @@ import { HydrazineError } from '../lib/errors.ts'
 import { CONTROLLER_QUEUE, GroupDeleteJob, jobId } from '../lib/jobs/index.ts'
 import { implementationOf, setCondition } from '../lib/model/objects.ts'
 import { deleteGroupTopology } from '../lib/ovn/index.ts'
+import { onDemand } from './internal/central-demand.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { failOrRetry, NotReady } from './internal/errors.ts'
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
@@ -80,8 +81,24 @@ async function deleteGroup(
   return { group: name, deleted: true, hostsIsolated: isolated }
 }
 
-/** An Overlay group's rows removed from NB, its IPAM network, and its central released. */
+/**
+ * An Overlay group's rows removed from NB, its IPAM network, and its central released.
+ * With centrals on demand the central is the group's own: releasing it removes its
+ * databases with its rows, so none is started (an empty group's is not running) to
+ * delete them first, and the group gives its central slot back.
+ */
 async function deleteOverlayNetwork(deps: HandlerDeps, name: string): Promise<void> {
+  if (onDemand(deps)) {
+    const running = (await deps.ovn.list()).find((central) => central.group === name)
+    await deleteIpamNetwork(deps, name)
+    await deps.store.centrals.forget(name)
+    await deps.ovn.release(name)
+    if (running) {
+      await deps.nb.drop(running.nb)
+      await deps.southbound.drop(running.sbController)
+    }
+    return
+  }
   const endpoints = await deps.ovn.ensure(name)
   const { client, cache } = await deps.nb.get(endpoints.nb)
   await deleteGroupTopology(client, name, { cache })

@@ -17,6 +17,7 @@ import {
   configureAck,
   isolateStaleBindings,
 } from './internal/agent-jobs.ts'
+import { holdCentral } from './internal/central-demand.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import {
   chassisCertificateFor,
@@ -49,6 +50,7 @@ export interface HostAttachResult {
  * `host.attach`: puts a host on its group's network.
  *
  * 1. converge — allocate its addresses (owner-keyed, so a retry takes no second one),
+ *    start the group's central if it does not run (centrals on demand: its first host),
  *    apply the group's whole topology to NB, report `Configuring`, then signal its DPU
  *    agent (`configure`) and, for PublicAccess, FRR (`publicip.allocate`), and wait;
  * 2. await — read the acks and report the host Ready with `configsSynced`.
@@ -88,6 +90,8 @@ async function attach(
     const group = await groupReadyFor(deps, job, token, host)
     await deps.checkpoint('attach:group-read')
     await dpuFollowsOneGroup(deps, host)
+    // Centrals on demand: the group's first host starts its central (the ensure below).
+    await holdCentral(deps, group.name)
     // Before anything is written for the host: a DPU its group's northd is too new for.
     await controllerKeepsUpWithNorthd(
       deps,

@@ -5,6 +5,7 @@ import { deletionVersion, HostDetachJob, jobId } from '../lib/jobs/index.ts'
 import type { ManagedResource } from '../lib/model/objects.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import { addIsolate, boundOnDpu, isolateAck } from './internal/agent-jobs.ts'
+import { centralMayStop } from './internal/central-demand.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck, failOrRetry } from './internal/errors.ts'
 import { GroupGone } from './internal/group-apply.ts'
@@ -30,7 +31,8 @@ export interface HostDetachResult {
  *    without it), ask its DPU agent to `isolate` it and FRR to withdraw its public IP,
  *    and wait for both acks;
  * 2. await — only once the agent acked that the port is unbound: release its addresses
- *    (last) and remove the object. The host is reported `Isolated` in the job result.
+ *    (last) and remove the object. The host is reported `Isolated` in the job result. The
+ *    group's last host schedules its central's stop (centrals on demand).
  *
  * `force` does not wait for an agent that is gone: the DPU is marked as needing
  * isolation before it may serve another tenant.
@@ -235,5 +237,7 @@ async function releaseWhenIsolated(
   await deps.checkpoint('detach:released')
   await deps.store.hosts.purge(host.name, spec.resourceGroup, spec.dpu.id)
   void deps.groupHosts?.touch(spec.resourceGroup)
+  // Its group's last host: the central stops after the grace period (centrals on demand).
+  await centralMayStop(deps, spec.resourceGroup)
   return { host: host.name, phase: 'Isolated', agentAcked: acked, releasedIp }
 }

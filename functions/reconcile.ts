@@ -3,6 +3,7 @@ import { ConfigError } from '../lib/errors.ts'
 import { implementationOf, type ResourceGroup } from '../lib/model/objects.ts'
 import type { OvnCentralEndpoints } from '../lib/ovn/index.ts'
 import { eachAtMost, withDeadline } from './internal/bounded-work.ts'
+import { centralMayStop, onDemand } from './internal/central-demand.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { findOrphanCentrals, removeOrphanRows } from './internal/orphans.ts'
@@ -61,7 +62,8 @@ export interface ReconcileOptions {
  * const { repaired, failed } = await reconcile(job)
  */
 export function createReconcile(
-  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs' | 'groupHosts'>,
+  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs' | 'groupHosts'> &
+    Partial<Pick<HandlerDeps, 'centralsOnDemand'>>,
   {
     timeoutMs = 10_000,
     concurrency = 8,
@@ -133,12 +135,14 @@ interface RunBounds {
 }
 
 /**
- * Applies every Overlay group that is neither being deleted nor waiting for its first apply,
+ * Applies every Overlay group that is neither being deleted nor waiting for its first apply
+ * (nor, with centrals on demand, without a running central),
  * each within the run's bound; returns how each fared and the centrals they answered
  * from (by NB remote).
  */
 async function applyEveryGroup(
-  deps: Pick<HandlerDeps, 'groups' | 'store' | 'groupHosts'>,
+  deps: Pick<HandlerDeps, 'groups' | 'store' | 'groupHosts' | 'ovn' | 'jobs'> &
+    Partial<Pick<HandlerDeps, 'centralsOnDemand'>>,
   groups: readonly ResourceGroup[],
   { timeoutMs, concurrency, log }: RunBounds,
 ) {
@@ -156,6 +160,20 @@ async function applyEveryGroup(
     ) {
       skipped.push(group.name)
       return
+    }
+    // Centrals on demand: a group without hosts runs no central, and none is started to
+    // compare it; one whose stop was never scheduled (a crash after its last detach) gets it.
+    // A group with hosts but no slot (stored by a version that started every group's
+    // central with the group) takes its slot, past the cap: its hosts are attached already.
+    if (onDemand(deps)) {
+      const hosts = await deps.store.groups.memberNames(group.name)
+      if (!(await deps.store.centrals.holds(group.name))) {
+        if (hosts.length === 0) {
+          skipped.push(group.name)
+          return
+        }
+        await deps.store.centrals.hold(group.name)
+      } else if (hosts.length === 0) await centralMayStop(deps, group.name, { keepMark: true })
     }
     try {
       const applied = await withDeadline(`group ${group.name}`, timeoutMs, () =>

@@ -63,8 +63,17 @@ export interface ControllerOptions {
   readonly dhcpServers?: readonly string[]
   /** Per-tenant limits on groups, hosts and public IPs (default `DEFAULT_QUOTAS`). */
   readonly quotas?: Quotas
-  /** How many groups the site may have, each with a central of its own (default no limit). */
+  /**
+   * How many OVN centrals the site may run at once, with `centralsOnDemand` (default no
+   * limit): the first host of a group whose central does not run is refused past it.
+   */
   readonly maxCentrals?: number
+  /**
+   * Each group's central starts with its first host and stops `idleMs` after its last one
+   * left (`HYDRAZINE_CENTRAL_IDLE_MS`); only with a provider that can stop a central
+   * (per-group, Kubernetes). Absent: every group's central runs from its creation on.
+   */
+  readonly centralsOnDemand?: { readonly idleMs: number }
   /** The CIDRs every group's Southbound admits by address: no DPU's NAT address inside. */
   readonly southboundCidrs?: readonly string[]
   /** The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`; default none). */
@@ -210,6 +219,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
       ...(options.adminNetwork ? { admin: options.adminNetwork } : {}),
       ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
+      ...(options.centralsOnDemand ? { centralsOnDemand: options.centralsOnDemand } : {}),
     },
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.reconcileEveryMs !== undefined

@@ -115,6 +115,9 @@ export async function startService(
     dhcpServers: config.dhcpServers,
     quotas: config.quotas,
     ...(config.maxCentrals !== undefined ? { maxCentrals: config.maxCentrals } : {}),
+    ...(config.centralIdleMs !== undefined
+      ? { centralsOnDemand: { idleMs: config.centralIdleMs } }
+      : {}),
     ...(config.kubernetes?.dpuCidrs ? { southboundCidrs: config.kubernetes.dpuCidrs } : {}),
     ...(config.adminNetwork ? { adminNetwork: config.adminNetwork } : {}),
     networkImplementation: config.networkImplementation,

@@ -7,6 +7,7 @@
 import { DelayedError, type Job, Queue, UnrecoverableError, Worker } from 'bullmq'
 import type { Logger } from 'pino'
 import { createAdminSync } from '../functions/admin-sync.ts'
+import { createCentralStop } from '../functions/central-stop.ts'
 import { createDpuHealth } from '../functions/dpu-health.ts'
 import { createGroupCreate } from '../functions/group-create.ts'
 import { createGroupDelete } from '../functions/group-delete.ts'
@@ -192,6 +193,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     'admin.sync': deps.admin
       ? createAdminSync({ ...deps, admin: deps.admin })
       : async () => ({ skipped: 'no admin network (HYDRAZINE_ADMIN_NETWORK)' }),
+    'central.stop': createCentralStop(deps),
   }
   for (const name of Object.keys(handlers) as JobName[]) {
     handlers[name] = timed(name, handlers[name], observers)

@@ -24,7 +24,7 @@ const ERROR_TEXT: Record<number, string> = {
   409: 'conflicts with stored state',
   413: 'body over 64 KiB',
   415: 'body is not application/json',
-  503: 'a new resource group past the OVN centrals the site may run (CENTRALS_EXHAUSTED, naming HYDRAZINE_MAX_CENTRALS)',
+  503: "a group's first host past the OVN centrals the site may run at once (CENTRALS_EXHAUSTED, naming HYDRAZINE_MAX_CENTRALS)",
 }
 const name = { name: 'name', in: 'path', required: true, schema: { type: 'string' } }
 const force = { name: 'force', in: 'query', schema: { type: 'boolean' } }

@@ -151,6 +151,12 @@ export interface HandlerDeps {
    * request → Ready latency, for metrics. Absent: nobody is told.
    */
   readonly onHostReady?: (seconds: number) => void
+  /**
+   * Centrals on demand (with a provider that can `stop`): a group's central starts with
+   * its first host and stops `idleMs` after its last one left (`central-demand.ts`).
+   * Absent: every group's central runs from its creation on.
+   */
+  readonly centralsOnDemand?: { readonly idleMs: number }
   /** Keeps each group's status in line with its hosts (`group-hosts.ts`); told of every host status write. */
   readonly groupHosts?: {
     touch(group: string): Promise<void>

@@ -10,6 +10,7 @@
  */
 import { type OvnCentralEndpoints, OvnControllerTooOld } from '../../lib/ovn/central.ts'
 import { compareOvnReleases } from '../../lib/ovn/install.ts'
+import { centralWanted } from './central-demand.ts'
 import type { HandlerDeps } from './deps.ts'
 import { NotReady } from './errors.ts'
 import { type HostAttempt, setHostStatus } from './status.ts'
@@ -58,14 +59,20 @@ export async function dpuFollowsOneGroup(
  * recorded only once the old one let go: a removal that failed is tried again.
  */
 export async function leavePreviousCentral(
-  deps: Pick<HandlerDeps, 'ovn' | 'store' | 'southbound'>,
+  deps: Pick<HandlerDeps, 'ovn' | 'store' | 'southbound'> &
+    Partial<Pick<HandlerDeps, 'centralsOnDemand'>>,
   dpuId: string,
   group: string,
 ): Promise<void> {
   if (!(await deps.ovn.ensure(group)).group) return
   const previous = await deps.store.dpus.central(dpuId)
   if (previous === group) return
-  if (previous && (await deps.ovn.groups()).includes(previous)) {
+  // A previous group's central that is stopped (no hosts, on demand) is not started for it.
+  if (
+    previous &&
+    (await deps.ovn.groups()).includes(previous) &&
+    (await centralWanted(deps, previous))
+  ) {
     const central = await deps.ovn.ensure(previous)
     await deps.southbound.removeChassis(central.sbController, dpuId)
   }

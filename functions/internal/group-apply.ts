@@ -1,13 +1,16 @@
 import { HydrazineError } from '../../lib/errors.ts'
+import type { ResourceGroup } from '../../lib/model/objects.ts'
 import {
   type ApplyResult,
   applyDesiredRows,
   CentralUnavailableError,
   compileGroupTopology,
   deleteGroupTopology,
+  type OvnCentralEndpoints,
   ownerOf,
   type PolicyStatus,
 } from '../../lib/ovn/index.ts'
+import { centralRunningStatus, onDemand } from './central-demand.ts'
 import type { GroupApplied, GroupApplies, HandlerDeps } from './deps.ts'
 import { isPermanent } from './errors.ts'
 import {
@@ -28,7 +31,7 @@ interface InFlight {
 }
 
 type ApplierDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'> &
-  Partial<Pick<HandlerDeps, 'southbound'>>
+  Partial<Pick<HandlerDeps, 'southbound' | 'centralsOnDemand'>>
 
 /**
  * How long an apply queued behind another waits after it when nothing tells when
@@ -315,6 +318,7 @@ export class GroupApplier implements GroupApplies {
       // pool (so that the network can be deleted).
       for (const owner of state.staleRelayOwners) await deps.ipam.release(name, owner)
       await reportApplied(deps, state, problems, endpoints.service, policies)
+      if (onDemand(deps)) await reportCentralRunning(deps, state.group, endpoints)
       return { endpoints, state, result, problems }
     } catch (error) {
       if (error instanceof GroupGone) this.#centralOf.delete(name)
@@ -339,6 +343,21 @@ async function reportApplied(
   if (!appliedStatus(state.group, members, problems, ovnService, policies)) return
   await deps.store.groups.updateStatus(state.group.name, (group) =>
     group.deletion ? undefined : appliedStatus(group, members, problems, ovnService, policies),
+  )
+}
+
+/**
+ * Centrals on demand: an apply ran against the group's central, so it runs; the group says
+ * so, and where it is (written only when that is new: its first apply after a start).
+ */
+async function reportCentralRunning(
+  deps: Pick<HandlerDeps, 'store'>,
+  read: Pick<ResourceGroup, 'name' | 'status'>,
+  endpoints: OvnCentralEndpoints,
+): Promise<void> {
+  if (!centralRunningStatus(read.status, endpoints)) return
+  await deps.store.groups.updateStatus(read.name, (group) =>
+    group.deletion ? undefined : centralRunningStatus(group.status, endpoints),
   )
 }
 

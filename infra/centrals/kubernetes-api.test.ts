@@ -19,7 +19,12 @@ t.test('the Role grants exactly what the provider calls', async (t) => {
       verbs: r.verbs,
     })),
   )
-  // Every path: create, wait, answer, list, release, release again, reconcile, re-create.
+  // Every path: create, wait, answer, stop (no hosts), start again, list, release, release
+  // again, reconcile, re-create.
+  await refusal(centrals.ensure('tenant-a'))
+  ready('tenant-a')
+  await centrals.ensure('tenant-a')
+  await centrals.stop?.('tenant-a')
   await refusal(centrals.ensure('tenant-a'))
   ready('tenant-a')
   await centrals.ensure('tenant-a')

@@ -33,6 +33,11 @@ export interface CentralsApi {
   listStatefulSets(namespace: string, labelSelector: string): Promise<IStatefulSet[]>
   /** Foreground: the StatefulSet stays (being deleted) until its pods are gone. */
   deleteStatefulSet(namespace: string, name: string): Promise<void>
+  /**
+   * Sets the StatefulSet's replicas through its `scale` subresource (0: its pods stop, its
+   * volumes stay; a group without hosts).
+   */
+  scaleStatefulSet(namespace: string, name: string, replicas: number): Promise<void>
   createService(namespace: string, body: IService): Promise<void>
   deleteService(namespace: string, name: string): Promise<void>
   listPersistentVolumeClaims(
@@ -61,6 +66,7 @@ export interface CentralsApi {
 /** What `CentralsApi` needs of RBAC: the controller's Role (infra/k8s/controller.ts). */
 export const CENTRALS_RBAC_RULES = [
   { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['create', 'get', 'list', 'delete'] },
+  { apiGroups: ['apps'], resources: ['statefulsets/scale'], verbs: ['update'] },
   { apiGroups: [''], resources: ['services'], verbs: ['create', 'delete'] },
   { apiGroups: [''], resources: ['persistentvolumeclaims'], verbs: ['list', 'delete'] },
   { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
@@ -96,6 +102,13 @@ export function kubernetesCentralsApi(kc: KubeConfig): CentralsApi {
     },
     async deleteStatefulSet(namespace, name) {
       await apps.deleteNamespacedStatefulSet({ namespace, name, propagationPolicy: 'Foreground' })
+    },
+    async scaleStatefulSet(namespace, name, replicas) {
+      await apps.replaceNamespacedStatefulSetScale({
+        namespace,
+        name,
+        body: { metadata: { name, namespace }, spec: { replicas } },
+      })
     },
     async createService(namespace, body) {
       await core.createNamespacedService({

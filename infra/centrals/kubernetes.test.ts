@@ -3,7 +3,7 @@ import type { IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
 import type { INetworkPolicySpec } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicySpec'
 import t from 'tap'
 import type { Rule } from '../../test/helpers/k8s/fake-api.ts'
-import { NS, refusal, settings, setup } from '../../test/helpers/k8s/fake-centrals.ts'
+import { NS, podsOf, refusal, settings, setup } from '../../test/helpers/k8s/fake-centrals.ts'
 import { centralName, centralObjects } from '../k8s/ovn-central.ts'
 import type { KubernetesCentralsOptions } from './kubernetes.ts'
 import { CENTRALS_RBAC_RULES } from './kubernetes-api.ts'
@@ -245,4 +245,40 @@ t.test('API failures: retryable, unless the API refused the request itself', asy
     t.equal(error?.retryable, retryable, `HTTP ${status}: retryable ${retryable}`)
     t.match(error?.message, new RegExp(`HTTP ${status}`))
   }
+})
+
+t.test('stop scales the central to 0, keeping its volumes; ensure scales it back', async (t) => {
+  const rules = CENTRALS_RBAC_RULES as readonly Rule[]
+  const { api, centrals, ready } = setup({ replicas: 3 }, rules)
+  const name = centralName('tenant-a')
+  await refusal(centrals.ensure('tenant-a'))
+  ready('tenant-a', 3)
+  t.ok(await centrals.ensure('tenant-a'), 'running')
+
+  await centrals.stop?.('tenant-a')
+  const stopped = await api.readStatefulSet(NS, name)
+  t.equal(stopped.spec?.replicas, 0, 'scaled to 0 through the scale subresource')
+  t.ok(api.used.has('statefulsets/scale/update'), 'as RBAC grants it')
+  api.settle()
+  t.same(podsOf(api, 'tenant-a'), { pods: 0, terminating: 0 }, 'no pod runs')
+  t.equal(api.names('persistentvolumeclaims').length, 3, 'its volumes stay (its databases)')
+  t.same(api.names('networkpolicies'), [name], 'and its policy')
+  t.same(await centrals.list(), [], 'no running central is listed')
+  t.same(await centrals.groups(), ['tenant-a'], 'the group still has its central')
+
+  const again = await refusal(centrals.ensure('tenant-a'))
+  t.ok(again?.retryable, 'ensure: starting again, retryable')
+  t.match(again?.message, /starting again/)
+  t.equal((await api.readStatefulSet(NS, name)).spec?.replicas, 3, 'scaled back to 3')
+  t.match(
+    (await refusal(centrals.ensure('tenant-a')))?.message,
+    /0 of 3 replicas ready, 2 needed/,
+    'answers once a quorum is ready',
+  )
+  ready('tenant-a', 2)
+  t.ok(await centrals.ensure('tenant-a'), 'running again')
+
+  await centrals.release('tenant-a')
+  await centrals.stop?.('tenant-a')
+  t.pass('stopping a released central is no error (404)')
 })

@@ -68,6 +68,9 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
  *   Answers its endpoints once a quorum of replicas is ready (one of one, two of three);
  *   until then, or while it is being deleted, throws a retryable CentralUnavailableError.
  *   A StatefulSet of that name that is not this group's is refused, not retried.
+ * - `stop(group)` (the group has no host): scales its StatefulSet to 0 replicas; its
+ *   volumes, Services and policy stay, and the next `ensure` scales it back to `replicas`
+ *   (throwing a retryable CentralUnavailableError until a quorum is ready again).
  * - `release(group)`: marks the NetworkPolicy released, deletes the StatefulSet, the
  *   Services and the volumes (404: gone already), waits (bounded) for the pods to be gone
  *   and only then deletes the policy. Pods still stopping when the wait ends keep it.
@@ -147,6 +150,15 @@ export function kubernetesCentrals({
       if (statefulSet.metadata?.deletionTimestamp !== undefined) {
         throw unavailable(group, `StatefulSet ${name} is being deleted`)
       }
+      if (statefulSet.spec?.replicas === 0) {
+        // Stopped while its group had no host: its volumes kept its databases.
+        await call(group, async () => {
+          await policies.apply(group)
+          await api.scaleStatefulSet(namespace, name, options.replicas)
+        })
+        log(`central of group ${group}: StatefulSet ${name} scaled to ${options.replicas}`)
+        throw unavailable(group, `StatefulSet ${name}: starting again (scaled from 0)`)
+      }
       const ready = statefulSet.status?.readyReplicas ?? 0
       // Its policy, unless created just now: read once per process, and on every job
       // while the central is not ready (its pods are starting).
@@ -162,6 +174,12 @@ export function kubernetesCentrals({
         )
       }
       return centralEndpoints(group, options)
+    },
+
+    async stop(group) {
+      const name = centralName(group)
+      const stopped = await call(group, () => ignore(404, api.scaleStatefulSet(namespace, name, 0)))
+      if (stopped) log(`central of group ${group}: StatefulSet ${name} scaled to 0 (no hosts)`)
     },
 
     async release(group) {

@@ -75,6 +75,8 @@ export interface CentralDatabases {
 export interface PerGroupCentrals extends OvnCentralProvider {
   chassisCertificate: NonNullable<OvnCentralProvider['chassisCertificate']>
   southboundCa: NonNullable<OvnCentralProvider['southboundCa']>
+  /** Stops a group's central (no hosts), keeping its files for the next `ensure`. */
+  stop: NonNullable<OvnCentralProvider['stop']>
   /** The damaged and remade databases (`hydrazine_ovn_central_*_databases` metrics). */
   databases(): CentralDatabases
   /** Stops every central (their files stay, for the next start); no restarts after it. */
@@ -118,6 +120,7 @@ export function centralsRoot(dataDir: string): string {
  * @example
  * const centrals = await startPerGroupCentrals({ dataDir: '.hydrazine', pki, log })
  * const { nb, sb } = await centrals.ensure('tenant-a') // nb: unix socket, sb: for DPUs
+ * await centrals.stop('tenant-a') // no hosts: stopped, files kept for the next ensure
  * await centrals.release('tenant-a') // stopped, files gone
  * await centrals.close()
  */
@@ -150,6 +153,8 @@ export async function startPerGroupCentrals(
 
   const centrals = new Map<string, Central>()
   const releasing = new Map<string, Promise<void>>()
+  /** Stops under way (`stop`): an ensure meanwhile waits, then starts the central again. */
+  const stopping = new Map<string, Promise<void>>()
   let closed = false
   const supervisor = centralSupervisor({
     pki: options.pki,
@@ -169,7 +174,7 @@ export async function startPerGroupCentrals(
       if (closed)
         throw new CentralUnavailableError(group, 'the provider is closed', { retryable: true })
       // No await before the entry exists: a release called right after must see it.
-      const released = releasing.get(group)
+      const released = releasing.get(group) ?? stopping.get(group)
       if (released) {
         await released
         return provider.ensure(group)
@@ -206,10 +211,25 @@ export async function startPerGroupCentrals(
       }
     },
 
+    async stop(group) {
+      const earlier = stopping.get(group) ?? releasing.get(group)
+      if (earlier) return earlier
+      const c = centrals.get(group)
+      if (!c) return
+      // Out of the map at once: the next ensure makes a new one (after this stop ends).
+      centrals.delete(group)
+      const done = halt(c)
+        .then(() => log(`central of group ${group} stopped (no hosts)`))
+        .finally(() => stopping.delete(group))
+      stopping.set(group, done)
+      return done
+    },
+
     async release(group) {
       const earlier = releasing.get(group)
       if (earlier) return earlier
       const done = (async () => {
+        await stopping.get(group)
         const c = centrals.get(group)
         if (c) await halt(c)
         await rm(centralDir(options.dataDir, group), { recursive: true, force: true })
@@ -260,7 +280,7 @@ export async function startPerGroupCentrals(
 
     async close() {
       closed = true
-      await Promise.all([...releasing.values()].map((p) => p.catch(() => {})))
+      await Promise.all([...releasing.values(), ...stopping.values()].map((p) => p.catch(() => {})))
       await Promise.all([...centrals.values()].map(halt))
       centrals.clear()
     },

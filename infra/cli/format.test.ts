@@ -118,3 +118,24 @@ t.test("a DPU's host ports: by network in the list, one by one in its summary", 
   t.match(text, /pf1hpf\s+admin\s+admin\s+admin-dpu1-pf1hpf\s+Ready/)
   t.match(text, /pf0vf0\s+none\s.*no MAC/)
 })
+
+t.test("groups' CENTRAL column: whether its central runs (centrals on demand)", async (t) => {
+  const group = (name: string, conditions: object[]) => ({
+    name,
+    spec: { tenantId: 't', network: { cidr: '10.0.0.0/24' } },
+    status: { phase: 'Ready', managedResourceCount: 0, conditions },
+  })
+  const out = table(
+    [
+      group('idle', [{ type: 'CentralRunning', status: 'False', reason: 'NoHosts' }]),
+      group('busy', [{ type: 'CentralRunning', status: 'True', reason: 'HasHosts' }]),
+      group('always', []),
+    ],
+    COLUMNS['resource-groups'] ?? [],
+  )
+  const [header, idle, busy, always] = out.trim().split('\n')
+  t.match(header, /HOSTS\s+CENTRAL\s+VERSION/)
+  t.match(idle, /\sstopped\s/)
+  t.match(busy, /\srunning\s/)
+  t.notMatch(always, /running|stopped/)
+})

@@ -49,6 +49,21 @@ export function table(rows: readonly unknown[], columns: Columns): string {
   return [line(columns.map(([header]) => header)), ...cells.map(line)].join('\n')
 }
 
+/**
+ * Whether a group's own OVN central runs, as its `CentralRunning` condition says (centrals
+ * on demand): `running`, `stopped` (no hosts), or empty where centrals always run.
+ */
+function centralOf(group: unknown): string {
+  const conditions = at(group, 'status.conditions')
+  const found = Array.isArray(conditions)
+    ? (conditions as { type?: unknown; status?: unknown }[]).find(
+        (c) => c.type === 'CentralRunning',
+      )
+    : undefined
+  if (!found) return ''
+  return found.status === 'True' ? 'running' : 'stopped'
+}
+
 /** The columns each list shows. */
 export const COLUMNS: Readonly<Record<string, Columns>> = {
   'resource-groups': [
@@ -58,6 +73,7 @@ export const COLUMNS: Readonly<Record<string, Columns>> = {
     ['NETWORK', (r) => text(at(r, 'spec.network.cidr') ?? at(r, 'spec.network6.cidr'))],
     ['PHASE', 'status.phase'],
     ['HOSTS', 'status.managedResourceCount'],
+    ['CENTRAL', centralOf],
     ['VERSION', (r) => `${text(at(r, 'status.observedVersion'))}/${text(at(r, 'specVersion'))}`],
   ],
   'managed-resources': [

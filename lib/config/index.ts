@@ -193,6 +193,14 @@ const EnvSchema = v.object({
       v.check((n) => n > 0 && n <= 4096, 'must be more than 0 and at most 4096'),
     ),
   ),
+  HYDRAZINE_CENTRAL_IDLE_MS: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d+$/, 'must be a whole number of milliseconds'),
+      v.transform(Number),
+      v.check((n) => n <= 86_400_000, 'must be at most 86400000 (a day)'),
+    ),
+  ),
   HYDRAZINE_ADMIN_NETWORK: AdminNetworkVariable,
   HYDRAZINE_DNS_ZONE: DnsZoneVariable,
   HYDRAZINE_METRICS_LISTEN: MetricsListenVariable,
@@ -290,6 +298,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
       `paces the embedded centrals that share this machine: only with HYDRAZINE_OVN_CENTRAL=per-group, not ${ovnCentral}`,
     )
   }
+  if (c.HYDRAZINE_CENTRAL_IDLE_MS !== undefined && !runsCentrals) {
+    invalid(
+      'HYDRAZINE_CENTRAL_IDLE_MS',
+      `is how long a group's own central outlives its last host: only with HYDRAZINE_OVN_CENTRAL=per-group or kubernetes, not ${ovnCentral}`,
+    )
+  }
   const kubernetes = kubernetesConfig(ovnCentral, c)
   if (!kubernetes.ok) invalid(kubernetes.path, kubernetes.message)
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
@@ -359,7 +373,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     networkImplementation: networkTypeConfig(c),
     dhcpServers: c.HYDRAZINE_DHCP_SERVERS,
     quotas: c.HYDRAZINE_QUOTAS,
-    ...(runsCentrals ? { maxCentrals: c.HYDRAZINE_MAX_CENTRALS ?? DEFAULT_MAX_CENTRALS } : {}),
+    ...(runsCentrals
+      ? {
+          maxCentrals: c.HYDRAZINE_MAX_CENTRALS ?? DEFAULT_MAX_CENTRALS,
+          centralIdleMs: c.HYDRAZINE_CENTRAL_IDLE_MS ?? DEFAULT_CENTRAL_IDLE_MS,
+        }
+      : {}),
     ...(c.HYDRAZINE_CENTRALS_NORTHD_CPUS !== undefined
       ? { centralsNorthdCpus: c.HYDRAZINE_CENTRALS_NORTHD_CPUS }
       : {}),
@@ -370,10 +389,17 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
 }
 
 /**
- * How many groups — each with an OVN central of its own: three processes, ~30 MB idle — a
- * site may have unless `HYDRAZINE_MAX_CENTRALS` says otherwise.
+ * How many OVN centrals — three processes, ~30 MB idle each; a group runs one while it has
+ * hosts — a site may run at once unless `HYDRAZINE_MAX_CENTRALS` says otherwise.
  */
 export const DEFAULT_MAX_CENTRALS = 200
+
+/**
+ * How long a group's own central outlives its last host unless `HYDRAZINE_CENTRAL_IDLE_MS`
+ * says otherwise: a detach followed by an attach within it (a host re-imaged, moved to
+ * another port) does not stop and start the central (about 150 ms and a full northd pass).
+ */
+export const DEFAULT_CENTRAL_IDLE_MS = 30_000
 
 /** An external OVN_NB_DB is shared; a centrals file names external ones; else per group. */
 function defaultCentral(c: {

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { ConfigError } from '../errors.ts'
-import { DEFAULT_MAX_CENTRALS, loadConfig } from './index.ts'
+import { DEFAULT_CENTRAL_IDLE_MS, DEFAULT_MAX_CENTRALS, loadConfig } from './index.ts'
 
 t.test('HYDRAZINE_MAX_CENTRALS bounds the centrals Hydrazine runs', async (t) => {
   t.equal(loadConfig({}).maxCentrals, DEFAULT_MAX_CENTRALS, 'per-group (embedded): a default')
@@ -34,3 +34,33 @@ t.test('HYDRAZINE_MAX_CENTRALS bounds the centrals Hydrazine runs', async (t) =>
     'set where Hydrazine runs no central: refused, not ignored',
   )
 })
+
+t.test(
+  "HYDRAZINE_CENTRAL_IDLE_MS: how long a group's central outlives its last host",
+  async (t) => {
+    t.equal(
+      loadConfig({}).centralIdleMs,
+      DEFAULT_CENTRAL_IDLE_MS,
+      'per-group (embedded): a default',
+    )
+    t.equal(loadConfig({ HYDRAZINE_CENTRAL_IDLE_MS: '0' }).centralIdleMs, 0, 'at once')
+    t.equal(loadConfig({ HYDRAZINE_CENTRAL_IDLE_MS: '120000' }).centralIdleMs, 120_000)
+    t.equal(
+      loadConfig({ HYDRAZINE_OVN_CENTRAL: 'shared' }).centralIdleMs,
+      undefined,
+      'shared: none',
+    )
+    for (const [value, message] of [
+      ['-1', /HYDRAZINE_CENTRAL_IDLE_MS: must be a whole number of milliseconds/],
+      ['30s', /HYDRAZINE_CENTRAL_IDLE_MS: must be a whole number of milliseconds/],
+      ['86400001', /HYDRAZINE_CENTRAL_IDLE_MS: must be at most 86400000/],
+    ] as const) {
+      t.throws(() => loadConfig({ HYDRAZINE_CENTRAL_IDLE_MS: value }), message, value)
+    }
+    t.throws(
+      () => loadConfig({ HYDRAZINE_CENTRAL_IDLE_MS: '1000', HYDRAZINE_OVN_CENTRAL: 'shared' }),
+      /HYDRAZINE_CENTRAL_IDLE_MS: is how long a group's own central outlives its last host: only with HYDRAZINE_OVN_CENTRAL=per-group or kubernetes, not shared/,
+      'set where Hydrazine runs no central of its own: refused, not ignored',
+    )
+  },
+)

@@ -43,8 +43,9 @@ export interface Config {
   readonly ovnCentral: 'shared' | 'per-group' | 'external' | 'kubernetes'
   /**
    * `HYDRAZINE_MAX_CENTRALS` (only with `per-group` or `kubernetes`; default
-   * `DEFAULT_MAX_CENTRALS`): how many resource groups, each running its own central, the
-   * site may have; a new group past it is refused (CENTRALS_EXHAUSTED, HTTP 503).
+   * `DEFAULT_MAX_CENTRALS`): how many OVN centrals the site may run at once. A group runs
+   * one from its first host until `centralIdleMs` after its last; an empty group holds
+   * none. The first host of a group past it is refused (CENTRALS_EXHAUSTED, HTTP 503).
    */
   readonly maxCentrals?: number
   /**
@@ -53,6 +54,12 @@ export interface Config {
    * the commits of several busy centrals are paced to ask for about that much together.
    */
   readonly centralsNorthdCpus?: number
+  /**
+   * `HYDRAZINE_CENTRAL_IDLE_MS` (only with `per-group` or `kubernetes`; default
+   * `DEFAULT_CENTRAL_IDLE_MS`): how long a group's central keeps running after its last
+   * host left; an attach within it keeps the central.
+   */
+  readonly centralIdleMs?: number
   /**
    * `HYDRAZINE_OVN_INSTALL` (default `system`) and `HYDRAZINE_DEBIAN_MIRROR`: the OVN the
    * embedded centrals run: the system's (Debian 12, OVN 23.03), `debian-13` (OVN 25.03

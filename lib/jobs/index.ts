@@ -86,6 +86,14 @@ export const ReconcileJob = v.strictObject({})
 export const DpuHealthJob = v.strictObject({})
 /** `admin.sync` (repeatable): the admin network's ports against the inventory and its hosts. */
 export const AdminSyncJob = v.strictObject({})
+/**
+ * `central.stop`: the group's last host left (`since`, ms); its central stops once it
+ * has had none for the grace period (centrals on demand).
+ */
+export const CentralStopJob = v.strictObject({
+  group: Rfc1123Label,
+  since: v.pipe(v.number(), v.integer(), v.minValue(0)),
+})
 
 export const JobSchemas = {
   'group.create': GroupJob,
@@ -97,6 +105,7 @@ export const JobSchemas = {
   reconcile: ReconcileJob,
   'dpu.health': DpuHealthJob,
   'admin.sync': AdminSyncJob,
+  'central.stop': CentralStopJob,
 } as const
 
 export type JobName = keyof typeof JobSchemas

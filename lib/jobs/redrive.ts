@@ -18,8 +18,8 @@ import { JOB_OPTIONS, type JobName, JobSchemas, jobId } from './index.ts'
 
 /** The controller's own queue, as a handler or a write adds a job to it. */
 export interface ControllerJobs {
-  /** Adds a job unless one with this id exists already. */
-  add(name: JobName, data: object, jobId: string): Promise<void>
+  /** Adds a job unless one with this id exists already; `delayMs`: it runs no sooner. */
+  add(name: JobName, data: object, jobId: string, options?: { delayMs?: number }): Promise<void>
 }
 
 /** The condition a new attempt starts with. */
@@ -30,8 +30,9 @@ export function queueJobs(queue: {
   add(name: string, data: object, opts: object): Promise<unknown>
 }): ControllerJobs {
   return {
-    async add(name, data, id) {
-      await queue.add(name, data, { ...JOB_OPTIONS, jobId: id })
+    async add(name, data, id, options) {
+      const delay = options?.delayMs ? { delay: options.delayMs } : {}
+      await queue.add(name, data, { ...JOB_OPTIONS, jobId: id, ...delay })
     },
   }
 }

@@ -5,8 +5,15 @@
  */
 import type { Condition } from './objects.ts'
 
-/** Conditions that report the world, not an attempt: a new attempt keeps them. */
-export const HEALTH_CONDITIONS: ReadonlySet<string> = new Set(['DpuHealthy'])
+/**
+ * Conditions that report the world, not an attempt: a new attempt keeps them, and a Ready
+ * object may show them False (a DPU's heartbeat; a group whose OVN central does not run
+ * because it has no hosts).
+ */
+export const HEALTH_CONDITIONS: ReadonlySet<string> = new Set(['DpuHealthy', 'CentralRunning'])
+
+/** Conditions whose False is a fact, not a fault: its event is Normal, not a Warning. */
+export const INFORMATIONAL_CONDITIONS: ReadonlySet<string> = new Set(['CentralRunning'])
 
 /**
  * Failure reasons retrying cannot cure: the spec itself is refused. Every other reason

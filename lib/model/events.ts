@@ -2,6 +2,7 @@
  * Each object's history as the API shows it (`GET /v1/{kind}/{name}/events`): its events,
  * and the events a status change makes. The store keeps them (`lib/state/events.ts`).
  */
+import { INFORMATIONAL_CONDITIONS } from './attempts.ts'
 import type { Condition } from './objects.ts'
 
 /** The kinds of object that have events (the store's own kind names). */
@@ -61,7 +62,7 @@ export function transitionEvents(
   for (const c of after.conditions) {
     if (sameCondition(before, c)) continue
     events.push({
-      type: c.status === 'False' ? 'Warning' : 'Normal',
+      type: c.status === 'False' && !INFORMATIONAL_CONDITIONS.has(c.type) ? 'Warning' : 'Normal',
       reason: c.reason,
       message: `${c.type}=${c.status}${c.message ? `: ${c.message}` : ''}`,
     })

@@ -67,17 +67,19 @@ export class QuotaExceeded extends HydrazineError {
 }
 
 /**
- * The site already runs as many OVN centrals — one per resource group — as the operator
- * allows (`HYDRAZINE_MAX_CENTRALS`): a new group is refused (HTTP 503
- * `CENTRALS_EXHAUSTED`, gRPC RESOURCE_EXHAUSTED) whoever asks, so that no tenant's groups
- * can take every process and every megabyte the centrals need. The request changed
- * nothing; it can succeed once a group is deleted or the limit raised.
+ * The site already runs as many OVN centrals as the operator allows
+ * (`HYDRAZINE_MAX_CENTRALS`): a group's central runs while it has hosts (and for a short
+ * grace after its last one leaves), so the first host of a group without one is refused
+ * (HTTP 503 `CENTRALS_EXHAUSTED`, gRPC RESOURCE_EXHAUSTED) whoever asks, so that no tenant
+ * can take every process and every megabyte the centrals need. An empty group holds no
+ * central and is not refused. The request changed nothing; it can succeed once another
+ * group's last host is detached (and its grace ends) or the limit is raised.
  */
 export class CentralsExhausted extends HydrazineError {
   constructor(readonly limit: number) {
     super(
       'CENTRALS_EXHAUSTED',
-      `the site runs its maximum of ${limit} OVN centrals, one per resource group (HYDRAZINE_MAX_CENTRALS); a new group can be created once a group is deleted or the operator raises HYDRAZINE_MAX_CENTRALS`,
+      `the site runs its maximum of ${limit} OVN centrals (HYDRAZINE_MAX_CENTRALS); a group's central runs while it has hosts, and this group has none running: its first host can attach once another group's last host is detached or the operator raises HYDRAZINE_MAX_CENTRALS`,
     )
   }
 }

@@ -46,6 +46,13 @@ export interface OvnCentralProvider {
   readonly northdCpus?: number | undefined
   /** The group is gone; its central may go too (stopped, its files removed). Idempotent. */
   release(group: string): Promise<void>
+  /**
+   * The group has no host: its central stops, keeping its databases (and, embedded, its
+   * SB port and chassis CA), and the next `ensure` starts it again as it was. Idempotent.
+   * Optional: a provider without it runs a group's central for as long as the group
+   * exists (a shared central, the operator's).
+   */
+  stop?(group: string): Promise<void>
   /** Every central the provider runs now (reconcile looks for orphan rows in each). */
   list(): Promise<OvnCentralEndpoints[]>
   /**

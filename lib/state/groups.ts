@@ -47,16 +47,15 @@ export class GroupRepository {
 
   /**
    * Stores a group's spec. A new group counts against its tenant's `groups` quota
-   * (QuotaExceeded, nothing written, when it is full; without `limits`, no limit) and,
-   * with `maxCentrals`, against the site's groups (CentralsExhausted).
+   * (QuotaExceeded, nothing written, when it is full; without `limits`, no limit). It takes
+   * no OVN central slot: its first host does (`HostRepository.put`'s `maxCentrals`).
    */
   async put(
     name: string,
     spec: ResourceGroupSpec,
     limits?: QuotaLimits,
-    maxCentrals?: number,
   ): Promise<PutResult<ResourceGroup>> {
-    const put = await this.#specs.group(name, spec, limits, maxCentrals)
+    const put = await this.#specs.group(name, spec, limits)
     if (put.changed) await this.#events.specStored('rg', put.object.name, put.object.specVersion)
     return put
   }

@@ -51,13 +51,15 @@ export class HostRepository {
    * counts against its group's tenant's `hosts` quota, a PublicAccess one against
    * `publicIps` too (QuotaExceeded, nothing written, when it would not fit). `adminPort`:
    * a port of the admin network, which claims no DPU port (`SpecWrites.host`).
+   * `maxCentrals` (centrals run on demand): the host's group takes an OVN central slot
+   * unless it holds one (CentralsExhausted, nothing written, when none is free).
    */
   async put(
     name: string,
     spec: ManagedResourceSpec,
     dpuVersion: number,
     quota: TenantQuota,
-    options: { readonly adminPort?: boolean } = {},
+    options: { readonly adminPort?: boolean; readonly maxCentrals?: number } = {},
   ): Promise<PutResult<ManagedResource>> {
     const put = await this.#specs.host(name, spec, dpuVersion, quota, options)
     if (put.changed) await this.#events.specStored('mr', put.object.name, put.object.specVersion)

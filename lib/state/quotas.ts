@@ -26,13 +26,17 @@ export interface QuotaGuard {
 }
 
 /**
- * A put-spec guard holding the site's groups (each with a central of its own) to the
- * operator's `HYDRAZINE_MAX_CENTRALS`, whatever tenant writes.
+ * A put-spec guard holding the site's running OVN centrals to the operator's
+ * `HYDRAZINE_MAX_CENTRALS`, whatever tenant writes: a host of a group that holds no
+ * central slot yet takes one (`member`, its group, joins the set) when fewer than
+ * `fewerThan` are taken (`centrals.ts`).
  */
 export interface CentralsGuard {
-  /** The index of every group. */
+  /** The set of groups holding a slot (`StoreKeys.centrals`). */
   readonly key: string
   readonly fewerThan: number
+  /** The group whose slot the write takes. */
+  readonly member: string
   readonly centrals: true
 }
 

@@ -97,14 +97,13 @@ export class SpecWrites {
   }
 
   /**
-   * A group's spec; a new group counts against its tenant's `groups` quota and, with
-   * `maxCentrals`, against the site's number of groups (each runs a central).
+   * A group's spec; a new group counts against its tenant's `groups` quota. It takes no
+   * OVN central slot: its first host does (`host`'s `central`).
    */
   async group(
     name: string,
     spec: ResourceGroupSpec,
     limits?: QuotaLimits,
-    maxCentrals?: number,
   ): Promise<PutResult<ResourceGroup>> {
     const initial: ResourceGroupStatus = {
       phase: 'Provisioning',
@@ -124,12 +123,7 @@ export class SpecWrites {
       immutable,
       indexes: [keys.index('rg'), keys.tenantGroups(spec.tenantId)],
       claims: [],
-      guards: [
-        ...(limits ? quotaGuards(keys.prefix, { tenant: spec.tenantId, limits }, ['groups']) : []),
-        ...(maxCentrals === undefined
-          ? []
-          : [{ key: keys.index('rg'), fewerThan: maxCentrals, centrals: true as const }]),
-      ],
+      guards: limits ? quotaGuards(keys.prefix, { tenant: spec.tenantId, limits }, ['groups']) : [],
       immutableMessage: (stored) => groupImmutableMessage(name, stored, immutable),
     })
     return { changed, object: await this.#records.mustGet('rg', name) }
@@ -156,13 +150,16 @@ export class SpecWrites {
    * An admin port (`adminPort`, the admin network's port of a host port no tenant host
    * holds) claims no DPU port and is not one of the DPU's hosts (`dpuHosts`): a tenant
    * host may be placed there, and the DPU's inventory entry changes, while it is on.
+   * `maxCentrals` (centrals run on demand, an Overlay group): the host's group takes one
+   * of the site's OVN central slots unless it holds one already, refused
+   * (`CentralsExhausted`, nothing written) when all are taken.
    */
   async host(
     name: string,
     spec: ManagedResourceSpec,
     dpuVersion: number,
     quota: TenantQuota,
-    options: { readonly adminPort?: boolean } = {},
+    options: { readonly adminPort?: boolean; readonly maxCentrals?: number } = {},
   ): Promise<PutResult<ManagedResource>> {
     const adminPort = options.adminPort ?? false
     const initial: ManagedResourceStatus = {
@@ -193,6 +190,16 @@ export class SpecWrites {
         // meanwhile (its name could be another tenant's group next).
         { key: keys.object('rg', spec.resourceGroup), live: true },
         ...counted.guards,
+        ...(options.maxCentrals === undefined
+          ? []
+          : [
+              {
+                key: keys.centrals,
+                fewerThan: options.maxCentrals,
+                member: spec.resourceGroup,
+                centrals: true as const,
+              },
+            ]),
       ],
       immutableMessage: hostImmutableMessage(name),
     })

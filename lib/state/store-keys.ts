@@ -68,6 +68,17 @@ export class StoreKeys {
   claim(what: string): string {
     return `${this.prefix}claim:${what}`
   }
+  /**
+   * The groups holding one of the site's OVN central slots (`centrals.ts`): a running,
+   * starting or idle central each, when centrals run on demand.
+   */
+  get centrals(): string {
+    return `${this.prefix}centrals`
+  }
+  /** Per group holding a slot: since when (ms) it has had no host. */
+  get centralsIdle(): string {
+    return `${this.prefix}centrals:idle`
+  }
   /** A webhook delivery id seen recently. */
   delivery(id: string): string {
     return `${this.prefix}delivery:${id}`

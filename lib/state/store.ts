@@ -20,6 +20,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { RedisClient } from '../redis/connection.ts'
+import { CentralSlots } from './centrals.ts'
 import type { ChangeLog } from './changes.ts'
 import { ObjectDeletion } from './deletion.ts'
 import { DeliveryRepository } from './deliveries.ts'
@@ -39,6 +40,7 @@ import { QuotaCounts } from './quota-counts.ts'
 import { SpecWrites } from './spec-writes.ts'
 import { StoreKeys } from './store-keys.ts'
 
+export type { CentralRelease } from './centrals.ts'
 export type { StaleBinding } from './dpus.ts'
 export { type PutResult, StoreConflict } from './spec-writes.ts'
 export type { Kind } from './store-keys.ts'
@@ -55,6 +57,8 @@ export class StateStore {
   readonly dpus: DpuRepository
   /** The quota counts kept beside the objects. */
   readonly quotas: QuotaCounts
+  /** The groups holding an OVN central slot, when centrals run on demand. */
+  readonly centrals: CentralSlots
   /** Webhook deliveries already applied (redeliveries are ignored). */
   readonly deliveries: DeliveryRepository
   /** Status and deletion requests, for any kind of object. */
@@ -91,6 +95,7 @@ export class StateStore {
     this.dpus = new DpuRepository(parts)
     this.quotas = new QuotaCounts(redis, keys, this.groups, this.hosts)
     this.deliveries = new DeliveryRepository(redis, keys)
+    this.centrals = new CentralSlots(redis, keys)
     this.locks = new ObjectLocks(redis, prefix)
     this.leases = new Leases(redis, prefix)
     this.dpuHealth = new DpuHealthRecords(redis, prefix)

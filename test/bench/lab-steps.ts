@@ -18,6 +18,7 @@
  */
 import { Job, Queue } from 'bullmq'
 import * as v from 'valibot'
+import type { LabCentral } from '../../infra/lab/hydrazine.ts'
 import type { Lab, LabHost } from '../../infra/lab/lab.ts'
 import { agentJobId, agentQueueName } from '../../lib/agent-protocol/index.ts'
 import {
@@ -194,6 +195,9 @@ export class AttachWatch {
   readonly #monitors: MonitorHandle[] = []
   readonly #queues = new Map<string, Queue>()
   #redis: RedisClient | undefined
+  /** Following the group's NB and SB, from when its central runs (`#followCentral`). */
+  #central: Promise<void> | undefined
+  #stopped = false
 
   private constructor(
     private readonly lab: Lab,
@@ -203,22 +207,6 @@ export class AttachWatch {
   static async start(lab: Lab, group: string): Promise<AttachWatch> {
     const watch = new AttachWatch(lab, group)
     try {
-      const central = await lab.central(group)
-      await watch.#follow(
-        central.nb,
-        NB.name,
-        { Logical_Switch_Port: { columns: ['name'] } },
-        (u) => watch.#nb(u),
-      )
-      await watch.#follow(
-        `unix:${central.dir}/sb.sock`,
-        SB.name,
-        {
-          Chassis: { columns: ['name'] },
-          Port_Binding: { columns: ['logical_port', 'chassis'] },
-        },
-        watch.#sb(),
-      )
       for (const dpu of lab.dpus) {
         await watch.#follow(
           dpu.sim.ovsDb,
@@ -231,7 +219,35 @@ export class AttachWatch {
       await watch.stop()
       throw error
     }
+    // The group's central starts with its first host (centrals on demand): its NB and SB
+    // are followed from the moment it answers. Rows already there arrive as the monitor's
+    // first update, so the first hosts' `committed` and `northd` are at most one look late.
+    watch.#central = watch.#followCentral()
     return watch
+  }
+
+  /** Follows the group's NB and SB once its central runs (looks every 20 ms, up to 120 s). */
+  async #followCentral(): Promise<void> {
+    let central: LabCentral | undefined
+    for (const began = Date.now(); !central && !this.#stopped; ) {
+      central = await this.lab.central(this.group).catch(() => undefined)
+      if (central) break
+      if (Date.now() - began > 120_000) throw new Error(`group ${this.group} runs no central`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    if (!central || this.#stopped) return
+    await this.#follow(central.nb, NB.name, { Logical_Switch_Port: { columns: ['name'] } }, (u) =>
+      this.#nb(u),
+    )
+    await this.#follow(
+      `unix:${central.dir}/sb.sock`,
+      SB.name,
+      {
+        Chassis: { columns: ['name'] },
+        Port_Binding: { columns: ['logical_port', 'chassis'] },
+      },
+      this.#sb(),
+    )
   }
 
   async #follow(
@@ -344,6 +360,8 @@ export class AttachWatch {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true
+    await this.#central?.catch(() => undefined)
     for (const m of this.#monitors.splice(0)) await m.cancel().catch(() => undefined)
     for (const c of this.#clients.splice(0)) await c.close().catch(() => undefined)
     for (const q of this.#queues.values()) await q.close().catch(() => undefined)

@@ -300,3 +300,32 @@ t.test('a damaged database of a central that served is never replaced', async (t
   t.same(await switches(again.nb), [], 'a new, empty NB, for the next apply to fill')
   t.same(centrals.databases(), { damaged: [], remade: 0 }, 'nothing damaged any more')
 })
+
+t.test('stop: the daemons go, the files stay; the next ensure starts it as it was', async (t) => {
+  const { centrals, dataDir } = await centralsIn(t)
+  const dir = centralDir(dataDir, 'tenant-a')
+  const before = await centrals.ensure('tenant-a')
+  await nbctl(before.nb, 'ls-add', 'kept')
+  t.equal((await daemonsUnder(dir)).length, 3, 'NB, SB and northd run')
+
+  // An ensure arriving while the stop runs waits for it, then starts the central again.
+  const stopping = centrals.stop('tenant-a')
+  const during = centrals.ensure('tenant-a')
+  await stopping
+  const again = await during
+  t.same(again, before, 'the same NB and SB (its SB port kept: DPUs stay pointed at it)')
+  t.same(await switches(again.nb), ['kept'], 'on the same databases')
+
+  await centrals.stop('tenant-a')
+  await centrals.stop('tenant-a')
+  t.same(await daemonsUnder(dir), [], 'stopped (twice is no error): no daemon runs')
+  t.same(await centrals.list(), [], 'and none is listed')
+  t.same(await centrals.groups(), ['tenant-a'], 'the group still has its central')
+  t.ok(await exists(join(dir, 'nb.db')), 'its databases stay')
+  t.same(await centrals.ensure('tenant-a'), before, 'started again as it was')
+  t.same(await switches(before.nb), ['kept'])
+
+  await centrals.stop('tenant-a')
+  await centrals.release('tenant-a')
+  t.notOk(await exists(dir), 'a stopped central released: its files are gone')
+})

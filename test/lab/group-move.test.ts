@@ -93,9 +93,9 @@ await labTest('a host moved to another group on the same DPU follows its central
   }
   t.ok(await phaseIs(l, '/v1/resource-groups/group-a', 'Ready'), 'group A is Ready')
   t.ok(await phaseIs(l, '/v1/resource-groups/group-b', 'Ready'), 'group B is Ready')
-  const centralA = await l.central('group-a')
-  const centralB = await l.central('group-b')
-  t.not(centralA.sb, centralB.sb, 'two centrals: two SBs')
+  // A group's central starts with its first host (centrals on demand): read once it has one.
+  let centralA = undefined as unknown as LabCentral
+  let centralB = undefined as unknown as LabCentral
 
   const h = await l.addHost({ dpu: 1, name: 'h', mac: '0a:00:00:02:00:01' })
   const portA = topologyNames.hostPort('group-a', 'h')
@@ -111,6 +111,7 @@ await labTest('a host moved to another group on the same DPU follows its central
     const answer = await attachHost(l, h, 'group-a', '10.40.1.11')
     t.ok(answer.status < 300, `attach h to group A → ${answer.status}`)
     t.ok(await hostReady(l, 'h'), 'h is Ready')
+    centralA = await l.central('group-a')
     t.equal(await boundChassis(centralA, portA), dpu.id, `A's SB binds ${portA} to ${dpu.id}`)
     t.equal(await ovnRemote(), centralA.sb, "the DPU's ovn-remote is A's SB")
     // What the move must take away again (a Geneve encap: one Encap row).
@@ -141,6 +142,8 @@ await labTest('a host moved to another group on the same DPU follows its central
     t.ok(answer.status < 300, `attach h to group B → ${answer.status}`)
     t.ok(await hostReady(l, 'h'), 'h is Ready')
     t.comment(`attached to B and Ready in ${Date.now() - moved} ms`)
+    centralB = await l.central('group-b')
+    t.not(centralA.sb, centralB.sb, 'two centrals: two SBs')
 
     t.equal(await boundChassis(centralB, portB), dpu.id, `B's SB binds ${portB} to ${dpu.id}`)
     t.equal(await ovnRemote(), centralB.sb, "the DPU's ovn-remote is B's SB")

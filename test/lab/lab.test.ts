@@ -74,12 +74,6 @@ await labTest('Hydrazine on a simulated data centre', async (t) => {
   await put('/v1/resource-groups/group-b', { tenantId: 'tenant-b', network })
   t.ok(await phaseIs(l, '/v1/resource-groups/group-a', 'Ready'), 'group A is Ready')
   t.ok(await phaseIs(l, '/v1/resource-groups/group-b', 'Ready'), 'group B is Ready')
-  const centralA = await l.central('group-a')
-  const centralB = await l.central('group-b')
-  t.match(centralA.sb, /^ssl:/, "on the fabric a group's SB is ssl: (chassis certificates, RBAC)")
-  t.match(centralB.sb, /^ssl:/, 'for every group')
-  t.not(centralA.sb, centralB.sb, 'each group has its own central: two SBs')
-  t.not(centralA.nb, centralB.nb, 'and two NBs')
 
   const route = (h: LabHost) =>
     h.exec('ip', 'route', 'replace', 'default', 'via', network.gateway, 'dev', 'eth0')
@@ -113,6 +107,13 @@ await labTest('Hydrazine on a simulated data centre', async (t) => {
   await attach(b1, 'group-b', '10.10.10.11')
   await attach(b2, 'group-b', '10.10.10.12')
   for (const h of ['a1', 'a2', 'b1', 'b2']) await ready(h)
+  // A group's central runs once it has hosts (centrals on demand).
+  const centralA = await l.central('group-a')
+  const centralB = await l.central('group-b')
+  t.match(centralA.sb, /^ssl:/, "on the fabric a group's SB is ssl: (chassis certificates, RBAC)")
+  t.match(centralB.sb, /^ssl:/, 'for every group')
+  t.not(centralA.sb, centralB.sb, 'each group has its own central: two SBs')
+  t.not(centralA.nb, centralB.nb, 'and two NBs')
 
   await t.test(
     'group A: hosts on two DPUs reach each other over Geneve and the gateway',

@@ -26,6 +26,8 @@ export interface Pipeline {
   readonly sb: string
   /** With `perGroup`: the controller's per-group centrals. */
   readonly centrals?: PerGroupCentrals
+  /** The stack's data dir (per-group centrals live under `<dataDir>/centrals/`). */
+  readonly dataDir: string
   readonly redisUrl: string
   /**
    * The agents' Redis (DPU queues, heartbeats, DPU users): its own with `agentsRedis`,
@@ -98,6 +100,11 @@ export async function startPipeline(
      * credentials carry a certificate from the stack's CA.
      */
     tls?: boolean
+    /**
+     * With `perGroup`: each group's central starts with its first host and stops `idleMs`
+     * after its last (`HYDRAZINE_CENTRAL_IDLE_MS`), at most `maxCentrals` at once.
+     */
+    onDemand?: { idleMs: number; maxCentrals?: number }
     /** The test's own central provider (the stack then runs no OVN central). */
     ovn?: OvnCentralProvider
     /** Called at each named step a handler reaches (`attach:allocated`, …). */
@@ -171,6 +178,10 @@ export async function startPipeline(
       ...(options.fabric6 ? FABRIC6 : {}),
     },
     reconcileEveryMs: 0,
+    ...(options.onDemand ? { centralsOnDemand: { idleMs: options.onDemand.idleMs } } : {}),
+    ...(options.onDemand?.maxCentrals !== undefined
+      ? { maxCentrals: options.onDemand.maxCentrals }
+      : {}),
     prefix,
     // Tests kill worker processes: take their jobs over quickly.
     lockDurationMs: 2000,
@@ -205,6 +216,7 @@ export async function startPipeline(
     nb,
     sb: stack.ovn?.sb.remote ?? '',
     ...(centrals ? { centrals } : {}),
+    dataDir: stack.dataDir,
     redisUrl,
     agentsRedisUrl,
     ...(cluster ? { redisCluster: cluster } : {}),

@@ -28,7 +28,10 @@
   ARGV[9]  guards (JSON array, one per guard key): {"absent": true} — the key must not
            exist; {"live": true} — the object hash must exist with no deletion requested;
            {"field": F, "equals": V} — the hash field F must equal V;
-           {"fewerThan": N} — the set holds the name already, or fewer than N members
+           {"fewerThan": N} — the set holds the name already, or fewer than N members;
+           {"fewerThan": N, "member": M} — the same for M instead of the name, and M
+           joins the set once every check passed (a host taking its group's central
+           slot), even when the spec is unchanged
   ARGV[10] r, the number of sets to remove the name from (default 0)
 
   Returns {'ok', changed (0|1), specVersion}
@@ -58,7 +61,7 @@ for i, guard in ipairs(guards) do
       return {'guard', key}
     end
   elseif guard.fewerThan then
-    if redis.call('SISMEMBER', key, ARGV[1]) == 0
+    if redis.call('SISMEMBER', key, guard.member or ARGV[1]) == 0
        and redis.call('SCARD', key) >= guard.fewerThan then
       return {'quota', key}
     end
@@ -70,6 +73,10 @@ end
 for i = n + 3, n + c + 2 do
   local holder = redis.call('GET', KEYS[i])
   if holder and holder ~= ARGV[1] then return {'claimed', KEYS[i], holder} end
+end
+
+for i, guard in ipairs(guards) do
+  if guard.member then redis.call('SADD', KEYS[n + c + 2 + i], guard.member) end
 end
 
 if existing[1] == ARGV[2] then

@@ -25,7 +25,13 @@ export interface Rule {
   readonly verbs: readonly string[]
 }
 
-type Resource = 'statefulsets' | 'services' | 'persistentvolumeclaims' | 'networkpolicies' | 'pods'
+type Resource =
+  | 'statefulsets'
+  | 'statefulsets/scale'
+  | 'services'
+  | 'persistentvolumeclaims'
+  | 'networkpolicies'
+  | 'pods'
 interface Stored {
   metadata?: {
     name?: string
@@ -42,6 +48,7 @@ interface Stored {
 
 const API_GROUP: Record<Resource, string> = {
   statefulsets: 'apps',
+  'statefulsets/scale': 'apps',
   services: '',
   persistentvolumeclaims: '',
   networkpolicies: 'networking.k8s.io',
@@ -53,6 +60,7 @@ const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/
 export class FakeKubernetes implements CentralsApi {
   readonly objects: Record<Resource, Map<string, Stored>> = {
     statefulsets: new Map(),
+    'statefulsets/scale': new Map(),
     services: new Map(),
     persistentvolumeclaims: new Map(),
     networkpolicies: new Map(),
@@ -118,6 +126,38 @@ export class FakeKubernetes implements CentralsApi {
       )
       if (owned && key.startsWith(`${namespace}/`))
         this.markDeleted('pods', namespace, pod.metadata?.name ?? '')
+    }
+  }
+
+  /**
+   * The `scale` subresource: the StatefulSet's replicas change, its pods beyond them
+   * terminate and those missing are made (not ready); its volumes stay.
+   */
+  async scaleStatefulSet(namespace: string, name: string, replicas: number): Promise<void> {
+    this.authorize('statefulsets/scale', 'update')
+    if (!(Number.isInteger(replicas) && replicas >= 0))
+      throw new ApiException(422, `invalid replicas ${replicas}`, {}, {})
+    const found = this.find('statefulsets', namespace, name)
+    const spec = found.spec as { replicas?: number; template?: { metadata?: { labels?: object } } }
+    spec.replicas = replicas
+    found.metadata = { ...(found.metadata ?? {}), resourceVersion: `${++this.version}` }
+    const ready = (found.status as { readyReplicas?: number } | undefined)?.readyReplicas ?? 0
+    found.status = { replicas, readyReplicas: Math.min(ready, replicas) }
+    for (let i = 0; ; i++) {
+      const pod = `${name}-${i}`
+      const exists = this.objects.pods.has(`${namespace}/${pod}`)
+      if (i >= replicas) {
+        if (!exists) break
+        this.markDeleted('pods', namespace, pod)
+      } else if (!exists) {
+        this.store('pods', namespace, {
+          metadata: {
+            name: pod,
+            labels: { ...(spec.template?.metadata?.labels as Record<string, string>) },
+            ownerReferences: [{ kind: 'StatefulSet', name }],
+          },
+        })
+      }
     }
   }
 

@@ -58,7 +58,15 @@ export function GroupPage(props: { frame: Frame; data: GroupData }) {
             ],
             ['Configs synced', group.status.configsSynced ? 'yes' : 'no'],
             ['SNAT IPs', group.status.snatIPs.join(', ')],
-            ['OVN central', group.status.ovnCentral?.nb],
+            [
+              'OVN central',
+              group.status.ovnCentral?.nb ??
+                (group.status.conditions.some(
+                  (c) => c.type === 'CentralRunning' && c.status === 'False',
+                )
+                  ? 'not running (no hosts; its first host starts it)'
+                  : undefined),
+            ],
             [
               'Deletion',
               group.deletion
