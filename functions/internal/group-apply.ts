@@ -10,7 +10,7 @@ import {
   ownerOf,
   type PolicyStatus,
 } from '../../lib/ovn/index.ts'
-import { centralRunningStatus, onDemand } from './central-demand.ts'
+import { centralRunningStatus, centralWanted, onDemand } from './central-demand.ts'
 import type { GroupApplied, GroupApplies, HandlerDeps } from './deps.ts'
 import { isPermanent } from './errors.ts'
 import {
@@ -281,6 +281,10 @@ export class GroupApplier implements GroupApplies {
   async #applyOnce(name: string, compareAll: boolean): Promise<GroupApplied> {
     const deps = this.#deps
     try {
+      // On demand, a group that gave its central slot back (no host for the grace period,
+      // or deleted) has nothing to apply: an apply that comes late must not start its
+      // central again.
+      if (!(await centralWanted(deps, name))) throw new GroupGone(name)
       const endpoints = await deps.ovn.ensure(name)
       this.#centralOf.set(name, endpoints.sbController)
       const { client, cache } = await deps.nb.get(endpoints.nb)
