@@ -32,7 +32,7 @@ import type { CertificateAuthority } from '../../lib/pki/index.ts'
 import { requireBinary } from '../../lib/process/daemon.ts'
 import { wantsTls } from '../local/net.ts'
 import { ovnNorthdVersion } from '../local/ovn-central.ts'
-import { chassisCertificates } from './local-chassis-certs.ts'
+import { CHASSIS_CERT_MS, chassisCertificates, chassisRenewalsDue } from './local-chassis-certs.ts'
 import { type Central, centralSupervisor, newCentral } from './local-supervisor.ts'
 
 /** What `startPerGroupCentrals` needs; checked when it is called. */
@@ -61,6 +61,11 @@ export interface PerGroupCentralsOptions {
    * much together (`OvnCentralProvider.northdCpus`).
    */
   readonly northdCpus?: number
+  /**
+   * How long a chassis certificate is valid, in ms (default a day,
+   * `HYDRAZINE_CHASSIS_CERT_HOURS`); it is renewed once less than half is left.
+   */
+  readonly chassisCertMs?: number
 }
 
 /** What became of the centrals' databases since the provider started (its metrics). */
@@ -75,6 +80,8 @@ export interface CentralDatabases {
 export interface PerGroupCentrals extends OvnCentralProvider {
   chassisCertificate: NonNullable<OvnCentralProvider['chassisCertificate']>
   southboundCa: NonNullable<OvnCentralProvider['southboundCa']>
+  leaveChassis: NonNullable<OvnCentralProvider['leaveChassis']>
+  chassisRenewalsDue: NonNullable<OvnCentralProvider['chassisRenewalsDue']>
   /** The damaged and remade databases (`hydrazine_ovn_central_*_databases` metrics). */
   databases(): CentralDatabases
   /** Stops every central (their files stay, for the next start); no restarts after it. */
@@ -129,6 +136,11 @@ export async function startPerGroupCentrals(
   const listenAddress = options.listenAddress ?? '127.0.0.1'
   const tls = wantsTls('ovsdb-server(sb)', listenAddress, options.tls)
   const install = options.install ?? SYSTEM_OVN
+  const chassisCertMs = options.chassisCertMs ?? CHASSIS_CERT_MS
+  if (!(Number.isFinite(chassisCertMs) && chassisCertMs >= 10_000))
+    throw new ConfigError(
+      `chassis certificates must be valid for at least 10 s (10000 ms), not ${chassisCertMs}`,
+    )
   for (const tool of [
     'ovsdb-server',
     'ovsdb-tool',
@@ -160,7 +172,7 @@ export async function startPerGroupCentrals(
     log,
     closed: () => closed,
   })
-  const { launch, halt, gone } = supervisor
+  const { launch, halt, rotate, gone } = supervisor
 
   const provider: PerGroupCentrals = {
     northdCpus: options.northdCpus ?? Math.max(1, availableParallelism() / 2),
@@ -223,11 +235,36 @@ export async function startPerGroupCentrals(
     chassisCertificate: chassisCertificates({
       tls,
       pki: options.pki,
+      validityMs: chassisCertMs,
       central: async (group) => {
         await provider.ensure(group)
         return centrals.get(group)
       },
     }),
+
+    async leaveChassis(group, dpuId) {
+      if (!tls || !(await provider.groups()).includes(group)) return
+      await provider.ensure(group)
+      const c = centrals.get(group)
+      if (!c) return
+      log(`central of group ${group}: DPU ${dpuId} left`)
+      await rotate(c)
+    },
+
+    async chassisRenewalsDue() {
+      if (!tls) return []
+      const due = await Promise.all(
+        [...centrals.values()]
+          .filter((c) => c.running && !c.stopped)
+          .map(async (c) =>
+            (await chassisRenewalsDue(c, chassisCertMs)).map((dpuId) => ({
+              group: c.group,
+              dpuId,
+            })),
+          ),
+      )
+      return due.flat()
+    },
 
     async southboundCa(group) {
       if (!tls) return undefined

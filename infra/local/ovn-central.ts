@@ -363,6 +363,41 @@ export async function ovnNorthdVersion(install: OvnInstall = SYSTEM_OVN): Promis
   return version
 }
 
+/** What `renewSouthboundTls` needs: a running central's directory and how it runs. */
+export interface SouthboundTlsRenewal {
+  /** The central's directory (`startOvnCentral`'s `dir`, with `certDir` the same). */
+  readonly dir: string
+  /** Issue the SB's server certificate anew from this CA (unset: keep the one it has). */
+  readonly serverCa?: CertificateAuthority | undefined
+  readonly listenAddress?: string
+  readonly install?: OvnInstall
+}
+
+/**
+ * Makes a running TLS SB take what changed on disk, and drops every client session:
+ * writes a new server certificate (from `serverCa`, when given) where its SSL row points,
+ * then `ovsdb-server/reconnect`. The SB reads its key, certificate and CA files again on
+ * the next turn of its main loop (OVS re-reads a file whose mtime changed, and replaces
+ * its trust store with the CA file's certificates), which runs before any client can
+ * reconnect: a client that reconnects is checked against the files as they are now. Its
+ * ovn-controllers keep their flows while they reconnect.
+ */
+export async function renewSouthboundTls(options: SouthboundTlsRenewal): Promise<void> {
+  const { dir } = options
+  const install = options.install ?? SYSTEM_OVN
+  if (options.serverCa) {
+    const issued = await options.serverCa.issueServer({
+      ips: serverIps(options.listenAddress ?? '127.0.0.1'),
+      dnsNames: ['localhost'],
+    })
+    await writeServerCert(dir, issued, options.serverCa.caFile)
+  }
+  const { command, args } = install.command('ovn-appctl')
+  await run(command, [...args, '-t', join(dir, 'sb.ctl'), 'ovsdb-server/reconnect'], {
+    timeout: 10_000,
+  })
+}
+
 /** Writes the SB server's certificate and key (0600) into `dir`. */
 async function writeServerCert(
   dir: string,

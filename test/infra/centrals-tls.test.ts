@@ -3,7 +3,9 @@
  * (`ovn-sbctl`): each group's SB admits only the DPUs certified for that group, and
  * presents a server certificate of the group's own CA, which its DPUs trust alone.
  */
+import { spawn } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
+import { once } from 'node:events'
 import { readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t from 'tap'
@@ -203,3 +205,127 @@ t.test('plaintext centrals certify nothing: the identity is enough', async (t) =
   )
   t.equal(await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: null }), undefined)
 })
+
+/**
+ * A client holding a session open on an SB, as a DPU's ovn-controller does:
+ * `ovsdb-client monitor`, which exits when the SB drops its session.
+ */
+async function openSession(
+  t: Teardown,
+  sb: string,
+  files: { key: string; cert: string; ca: string },
+) {
+  const child = spawn(
+    'ovsdb-client',
+    [
+      `--private-key=${files.key}`,
+      `--certificate=${files.cert}`,
+      `--ca-cert=${files.ca}`,
+      'monitor',
+      sb,
+      'OVN_Southbound',
+      'SB_Global',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  const closed = once(child, 'exit').then(() => true)
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill()
+  })
+  let out = ''
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString()
+  })
+  // Open once the SB answered its first monitor reply (the rows it holds, `initial`).
+  const deadline = Date.now() + 5000
+  while (!/ initial /.test(out) && child.exitCode === null && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 50))
+  return {
+    open: child.exitCode === null && / initial /.test(out),
+    closedWithin: (ms: number) =>
+      Promise.race([closed, new Promise<boolean>((r) => setTimeout(() => r(false), ms))]),
+  }
+}
+
+t.test(
+  "a DPU that leaves a group loses that group's SB; the others get new certificates",
+  async (t) => {
+    const { centrals, dataDir, pki } = await centralsIn(t, undefined, { tls: true })
+    const { sb } = await centrals.ensure('group-a')
+    const dpu = async (id: string) => {
+      const identity = await pki.issueIdentity({ commonName: id })
+      const files = await pki.writeIssued(id, identity)
+      const certify = async (name: string) => {
+        const pem = await centrals.chassisCertificate('group-a', { id, identity: identity.cert })
+        const file = join(dataDir, `${id}-${name}.crt`)
+        await writeFile(file, pem ?? '')
+        return { pem, file }
+      }
+      return { id, files, certify }
+    }
+    const caFile = async (name: string) => {
+      const file = join(dataDir, `group-a-${name}-ca.crt`)
+      await writeFile(file, (await centrals.southboundCa('group-a')) ?? '')
+      return file
+    }
+    const leaver = await dpu('dpu-1')
+    const stayer = await dpu('dpu-2')
+    const before = {
+      leaver: await leaver.certify('before'),
+      stayer: await stayer.certify('before'),
+    }
+    const caBefore = await caFile('before')
+    const as = (d: typeof leaver, cert: string, ca: string) => ({ key: d.files.keyFile, cert, ca })
+    const session = await openSession(t, sb, as(leaver, before.leaver.file, caBefore))
+    t.ok(session.open, "dpu-1 holds a session open on group-a's SB")
+    t.equal(
+      (await southboundAnswer(sb, as(stayer, before.stayer.file, caBefore))).state,
+      'admitted',
+    )
+
+    await centrals.leaveChassis('group-a', 'dpu-1')
+
+    t.ok(await session.closedWithin(5000), "dpu-1's open session is closed")
+    const caAfter = await caFile('after')
+    t.not(
+      await readFile(caAfter, 'utf8'),
+      await readFile(caBefore, 'utf8'),
+      'the group has a new CA',
+    )
+    for (const ca of [caBefore, caAfter]) {
+      t.equal(
+        (await southboundAnswer(sb, as(leaver, before.leaver.file, ca))).state,
+        'refused',
+        "dpu-1's certificate no longer opens group-a's SB",
+      )
+    }
+    t.equal(
+      (await southboundAnswer(sb, as(stayer, before.stayer.file, caAfter))).state,
+      'refused',
+      "dpu-2's old certificate neither: it was signed by the replaced CA",
+    )
+    const after = await stayer.certify('after')
+    t.not(after.pem, before.stayer.pem, 'dpu-2 is certified anew')
+    t.equal(
+      (await southboundAnswer(sb, as(stayer, after.file, caAfter))).state,
+      'admitted',
+      "with its new certificate and the group's new CA, dpu-2 reads group-a's SB",
+    )
+    t.equal(
+      (await southboundAnswer(sb, as(stayer, after.file, caBefore))).state,
+      'refused',
+      'the SB presents a server certificate of the new CA (the old one no longer vouches for it)',
+    )
+
+    // The rotation outlives a restart: the new CA is the one on disk.
+    await centrals.close()
+    const again = await centralsIn(t, dataDir, { tls: true })
+    const second = await again.centrals.ensure('group-a')
+    t.equal((await southboundAnswer(second.sb, as(stayer, after.file, caAfter))).state, 'admitted')
+    t.equal(
+      (await southboundAnswer(second.sb, as(leaver, before.leaver.file, caBefore))).state,
+      'refused',
+      'restarted, the leaver is still refused',
+    )
+  },
+)
