@@ -29,8 +29,8 @@ const DAY_MS = 24 * 60 * 60 * 1000
  * is worth a day at most.
  */
 export const CHASSIS_CERT_MS = DAY_MS
-/** A renewal that would add less than this to a certificate's life is not worth a reconnect. */
-const MIN_GAIN_MS = 60_000
+/** How much longer than the setting a certificate may seem to last (clocks, rounding). */
+const SLACK_MS = 60_000
 
 /** The certificate a DPU was last given for a group's SB, and the identity it certifies. */
 export interface ChassisCert {
@@ -133,7 +133,7 @@ export function chassisCertificates({
  * A chassis certificate is kept while it is valid, was issued for no longer than
  * `validityMs` (one an earlier version issued for a year is replaced), and a new one would
  * not last much longer: more than half of `validityMs` left, or its identity's end (past
- * which none is issued) about its own.
+ * which none is issued) less than a quarter of `validityMs` beyond its own.
  */
 function lastsEnough(
   c: { readonly ends: number; readonly identityEnds: number },
@@ -141,8 +141,9 @@ function lastsEnough(
   now = Date.now(),
 ): boolean {
   const left = c.ends - now
-  if (left <= 0 || left > validityMs + MIN_GAIN_MS) return false
-  return left > validityMs / 2 || Math.min(now + validityMs, c.identityEnds) - c.ends < MIN_GAIN_MS
+  if (left <= 0 || left > validityMs + SLACK_MS) return false
+  const gain = Math.min(now + validityMs, c.identityEnds) - c.ends
+  return left > validityMs / 2 || gain < validityMs / 4
 }
 
 /** The DPUs a chassis certificate was issued to, by their files in the chassis CA's dir. */

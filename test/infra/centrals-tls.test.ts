@@ -15,7 +15,11 @@ import { southboundAnswer } from '../helpers/southbound.ts'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
 
 /** A provider on `dataDir` (a fresh temp dir by default), closed when the test ends. */
-async function centralsIn(t: Teardown, dataDir?: string, extra: { tls?: boolean } = {}) {
+async function centralsIn(
+  t: Teardown,
+  dataDir?: string,
+  extra: { tls?: boolean; chassisCertMs?: number } = {},
+) {
   const dir = dataDir ?? (await tempDir(t))
   const pki = await openCertificateAuthority(join(dir, 'pki'))
   const centrals = await startPerGroupCentrals({ dataDir: dir, pki, ...extra })
@@ -326,6 +330,99 @@ t.test(
       (await southboundAnswer(second.sb, as(leaver, before.leaver.file, caBefore))).state,
       'refused',
       'restarted, the leaver is still refused',
+    )
+  },
+)
+
+t.test(
+  'a chassis certificate past half its life is due, and its renewal opens the SB',
+  async (t) => {
+    const { centrals, dataDir, pki } = await centralsIn(t, undefined, {
+      tls: true,
+      chassisCertMs: 12_000,
+    })
+    const { sb } = await centrals.ensure('group-a')
+    const identity = await pki.issueIdentity({ commonName: 'dpu-1' })
+    const files = await pki.writeIssued('dpu-1', identity)
+    const certify = () =>
+      centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity.cert })
+    const first = (await certify()) ?? ''
+    const life = Date.parse(new X509Certificate(first).validTo) - Date.now()
+    t.ok(life > 5_000 && life <= 12_000, `valid for the setting, 12 s (${life} ms left)`)
+    t.same(await centrals.chassisRenewalsDue(), [], 'fresh: not due')
+    t.equal(await certify(), first, 'and kept')
+
+    await new Promise((r) => setTimeout(r, 6_500))
+    t.same(
+      await centrals.chassisRenewalsDue(),
+      [{ group: 'group-a', dpuId: 'dpu-1' }],
+      'past half its life: due for renewal',
+    )
+    const renewed = (await certify()) ?? ''
+    t.not(renewed, first, 'asked again: a new one')
+    t.ok(
+      Date.parse(new X509Certificate(renewed).validTo) >
+        Date.parse(new X509Certificate(first).validTo),
+      'lasting longer',
+    )
+    t.same(await centrals.chassisRenewalsDue(), [], 'no longer due')
+    const file = join(dataDir, 'renewed.crt')
+    const ca = join(dataDir, 'ca.crt')
+    await writeFile(file, renewed)
+    await writeFile(ca, (await centrals.southboundCa('group-a')) ?? '')
+    t.equal(
+      (await southboundAnswer(sb, { key: files.keyFile, cert: file, ca })).state,
+      'admitted',
+      'the renewed certificate opens the SB (the same CA: no other DPU is touched)',
+    )
+  },
+)
+
+t.test(
+  'upgrading: chassis certificates an earlier version issued for a year keep their DPUs connected, and are renewed short',
+  async (t) => {
+    const { centrals, dataDir, pki } = await centralsIn(t, undefined, { tls: true })
+    await centrals.ensure('group-a')
+    const identity = await pki.issueIdentity({ commonName: 'dpu-1' })
+    const files = await pki.writeIssued('dpu-1', identity)
+    const ca = join(dataDir, 'ca.crt')
+    await writeFile(ca, (await centrals.southboundCa('group-a')) ?? '')
+    await centrals.close()
+    // What the earlier version left: the group's chassis CA, and dpu-1's certificate from
+    // it for a year, which dpu-1's ovn-controller presents.
+    const chassisCa = await openCertificateAuthority(
+      join(centralDir(dataDir, 'group-a'), 'chassis-ca'),
+    )
+    const yearLong = await chassisCa.certifyKeyOf(identity.cert, 365)
+    await writeFile(join(chassisCa.dir, 'chassis-dpu-1.crt'), yearLong)
+    const yearFile = join(dataDir, 'year.crt')
+    await writeFile(yearFile, yearLong)
+
+    const again = await centralsIn(t, dataDir, { tls: true })
+    const { sb } = await again.centrals.ensure('group-a')
+    const session = await openSession(t, sb, { key: files.keyFile, cert: yearFile, ca })
+    t.ok(session.open, 'after the upgrade, dpu-1 reconnects with the certificate it holds')
+    t.same(
+      await again.centrals.chassisRenewalsDue(),
+      [{ group: 'group-a', dpuId: 'dpu-1' }],
+      'a certificate longer than the setting allows is due at once',
+    )
+    const renewed =
+      (await again.centrals.chassisCertificate('group-a', {
+        id: 'dpu-1',
+        identity: identity.cert,
+      })) ?? ''
+    t.ok(
+      Date.parse(new X509Certificate(renewed).validTo) - Date.now() <= 24 * 60 * 60 * 1000,
+      'its renewal lasts a day',
+    )
+    t.notOk(await session.closedWithin(1500), 'and the renewal closes no session')
+    const renewedFile = join(dataDir, 'renewed.crt')
+    await writeFile(renewedFile, renewed)
+    t.equal(
+      (await southboundAnswer(sb, { key: files.keyFile, cert: renewedFile, ca })).state,
+      'admitted',
+      'the renewed certificate opens the SB',
     )
   },
 )
