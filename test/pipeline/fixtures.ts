@@ -98,6 +98,8 @@ export async function startPipeline(
      * credentials carry a certificate from the stack's CA.
      */
     tls?: boolean
+    /** With `perGroup` and `tls`: how long chassis certificates last (default a day). */
+    chassisCertMs?: number
     /** The test's own central provider (the stack then runs no OVN central). */
     ovn?: OvnCentralProvider
     /** Called at each named step a handler reaches (`attach:allocated`, …). */
@@ -154,6 +156,7 @@ export async function startPipeline(
       pki: stack.pki,
       log: () => {},
       ...(options.tls ? { tls: true } : {}),
+      ...(options.chassisCertMs ? { chassisCertMs: options.chassisCertMs } : {}),
     })
     const started = centrals
     t.teardown(() => started.close())
