@@ -15,7 +15,9 @@
  * the TLS handshake and reads nothing. The SB's server certificate comes from that CA too,
  * and a DPU trusts that CA alone for its group's SB (`southboundCa`): another group's SB,
  * or a DPU posing as one, fails its handshake. Releasing the group removes its CA with its
- * files.
+ * files. When a DPU leaves the group (`leaveChassis`) the CA is replaced and every SB
+ * session dropped, so the leaver's certificate opens nothing; chassis certificates last
+ * `chassisCertMs` and are listed for renewal past half of it (`chassisRenewalsDue`).
  *
  * This file holds the provider (ensure, release, list, close); its daemons' start, watch
  * and restart are in infra/centrals/local-supervisor.ts, the chassis certificates in
