@@ -40,7 +40,7 @@ export async function leaveGroupSouthbound(
     (h) => h.name !== leaving,
   )
   if (others.some((h) => h.spec.dpu.id === dpuId)) return []
-  await deps.ovn.leaveChassis(group, dpuId)
+  if (!(await deps.ovn.leaveChassis(group, dpuId))) return []
   const dpus = new Set(others.map((h) => h.spec.dpu.id))
   const reason = `DPU ${dpuId} left group ${group}: its Southbound has a new chassis CA`
   const sent: CredentialsSent[] = []

@@ -97,9 +97,10 @@ export interface CentralSupervisor {
    * Replaces the central's chassis CA (TLS only) and drops every session of its SB: no
    * chassis certificate issued before opens it again; a DPU still serving the group needs
    * a new one (`chassisCertificate`). When the SB's server certificate came from the old
-   * CA, it gets one from the new. One rotation at a time per central.
+   * CA, it gets one from the new. One rotation at a time per central. False when there
+   * was nothing to replace (plaintext, stopped).
    */
-  rotate(c: Central): Promise<void>
+  rotate(c: Central): Promise<boolean>
   /** Why a stopped central answers nothing: released (not retried) or closed (retried). */
   gone(c: Central): CentralUnavailableError
   /** Databases made again since the provider started (a cut stopped their creation). */
@@ -249,12 +250,12 @@ export function centralSupervisor(options: CentralSupervisorOptions): CentralSup
     if (run) await stopAll(run.daemons)
   }
 
-  const rotations = new Map<Central, Promise<void>>()
-  const rotateNow = async (c: Central) => {
+  const rotations = new Map<Central, Promise<boolean>>()
+  const rotateNow = async (c: Central): Promise<boolean> => {
     // A start under way opens the CA as the disk holds it: let it finish first.
     await c.pending?.catch(() => {})
     const old = c.chassisCa
-    if (!tls || !old || c.stopped) return
+    if (!tls || !old || c.stopped) return false
     const ca = await rotateChassisCaDir(c.dir)
     const ownServer = c.serverCa === old
     c.chassisCa = ca
@@ -270,6 +271,7 @@ export function centralSupervisor(options: CentralSupervisorOptions): CentralSup
       })
     }
     log(`central of group ${c.group}: chassis CA replaced, SB sessions dropped`)
+    return true
   }
   const rotate = (c: Central) => {
     const done = (rotations.get(c) ?? Promise.resolve()).catch(() => {}).then(() => rotateNow(c))

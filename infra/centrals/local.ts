@@ -245,12 +245,12 @@ export async function startPerGroupCentrals(
     }),
 
     async leaveChassis(group, dpuId) {
-      if (!tls || !(await provider.groups()).includes(group)) return
+      if (!tls || !(await provider.groups()).includes(group)) return false
       await provider.ensure(group)
       const c = centrals.get(group)
-      if (!c) return
+      if (!c) return false
       log(`central of group ${group}: DPU ${dpuId} left`)
-      await rotate(c)
+      return rotate(c)
     },
 
     async chassisRenewalsDue() {

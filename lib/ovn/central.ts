@@ -80,9 +80,10 @@ export interface OvnCentralProvider {
    * The DPU `dpuId` no longer serves the group: its SB stops admitting it. An embedded
    * per-group central over TLS replaces the group's chassis CA and drops every session of
    * its SB; the DPUs still serving the group need a new `chassisCertificate` (their next
-   * `configure`) and reconnect with it. Nothing to do elsewhere. Optional.
+   * `configure`) and reconnect with it: true then. False when nothing changed (a plaintext
+   * central, a group without a central). Optional.
    */
-  leaveChassis?(group: string, dpuId: string): Promise<void>
+  leaveChassis?(group: string, dpuId: string): Promise<boolean>
   /**
    * The DPUs whose chassis certificate for a group is due for renewal (less than half of
    * its validity left): each needs a `configure` with a new `chassisCertificate`. The

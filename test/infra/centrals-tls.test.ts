@@ -208,6 +208,11 @@ t.test('plaintext centrals certify nothing: the identity is enough', async (t) =
     undefined,
   )
   t.equal(await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: null }), undefined)
+  t.equal(
+    await centrals.leaveChassis('group-a', 'dpu-1'),
+    false,
+    'a DPU leaving changes nothing there (no DPU needs new credentials)',
+  )
 })
 
 /**
@@ -287,7 +292,11 @@ t.test(
       'admitted',
     )
 
-    await centrals.leaveChassis('group-a', 'dpu-1')
+    t.equal(
+      await centrals.leaveChassis('group-a', 'dpu-1'),
+      true,
+      'the group has DPUs to certify anew',
+    )
 
     t.ok(await session.closedWithin(5000), "dpu-1's open session is closed")
     const caAfter = await caFile('after')
