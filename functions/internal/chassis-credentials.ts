@@ -25,8 +25,8 @@ export interface CredentialsSent {
  * The DPU `dpuId` serves no host of `group` but `leaving` (the host being detached): the
  * group's SB stops admitting it (`leaveChassis`: a new chassis CA, every session dropped),
  * and every other DPU of the group is sent a new certificate. Nothing while another host
- * of the group, detaching or not, is still on the DPU; nothing for a central that takes a
- * DPU's identity as it is. Safe to run again.
+ * of the group, detaching or not, is still on the DPU; nothing for a group being deleted
+ * or a central that takes a DPU's identity as it is. Safe to run again.
  *
  * @example
  * await leaveGroupSouthbound(deps, { dpuId: 'dpu-1', group: 'tenant-a', leaving: 'host-1' })
@@ -36,11 +36,14 @@ export async function leaveGroupSouthbound(
   { dpuId, group, leaving }: { dpuId: string; group: string; leaving: string },
 ): Promise<CredentialsSent[]> {
   if (!deps.ovn.leaveChassis) return []
-  const others = (await deps.store.hosts.list({ resourceGroup: group })).filter(
-    (h) => h.name !== leaving,
-  )
-  if (others.some((h) => h.spec.dpu.id === dpuId)) return []
+  // The DPU's own hosts first (a few), the group's (maybe thousands) only when it leaves.
+  const onDpu = await deps.store.hosts.onDpu(dpuId)
+  if (onDpu.some((h) => h.name !== leaving && h.spec.resourceGroup === group)) return []
+  // A group being deleted takes its central, and its CA, with it.
+  const held = await deps.store.groups.get(group)
+  if (!held || held.deletion) return []
   if (!(await deps.ovn.leaveChassis(group, dpuId))) return []
+  const others = (await deps.store.hosts.inGroup(group)).filter((h) => h.name !== leaving)
   const dpus = new Set(others.map((h) => h.spec.dpu.id))
   const reason = `DPU ${dpuId} left group ${group}: its Southbound has a new chassis CA`
   const sent: CredentialsSent[] = []
@@ -64,7 +67,7 @@ export async function renewChassisCertificates(deps: CredentialsDeps): Promise<C
   for (const { group, dpuId } of due) {
     let hosts = byGroup.get(group)
     if (!hosts) {
-      hosts = await deps.store.hosts.list({ resourceGroup: group })
+      hosts = await deps.store.hosts.inGroup(group)
       byGroup.set(group, hosts)
     }
     const reason = `DPU ${dpuId}'s chassis certificate for group ${group} is renewed`

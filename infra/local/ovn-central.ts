@@ -10,7 +10,7 @@
  * is never replaced: the start fails with `CentralDatabaseDamaged`.
  */
 import { execFile } from 'node:child_process'
-import { chmod, mkdir, readFile, rm, stat } from 'node:fs/promises'
+import { chmod, mkdir, readFile, rm, stat, utimes } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { HydrazineError } from '../../lib/errors.ts'
@@ -390,7 +390,14 @@ export async function renewSouthboundTls(options: SouthboundTlsRenewal): Promise
       ips: serverIps(options.listenAddress ?? '127.0.0.1'),
       dnsNames: ['localhost'],
     })
-    await writeServerCert(dir, issued, options.serverCa.caFile)
+    const files = await writeServerCert(dir, issued, options.serverCa.caFile)
+    // OVS re-reads its key and certificate together, when their mtimes change: touched
+    // again once both are whole, so that a turn of its loop between the two writes
+    // (reading a new key beside the old certificate) is followed by one reading both.
+    await new Promise((r) => setTimeout(r, 20))
+    const now = new Date()
+    await utimes(files.keyFile, now, now)
+    await utimes(files.certFile, now, now)
   }
   const { command, args } = install.command('ovn-appctl')
   await run(command, [...args, '-t', join(dir, 'sb.ctl'), 'ovsdb-server/reconnect'], {

@@ -54,7 +54,8 @@ async function dpuWithCredentials(p: Pipeline, dir: string, id: string) {
       const ca = join(dir, `${id}-${n}-ca.crt`)
       await writeFile(cert, sent.sbCertificate)
       await writeFile(ca, sent.sbCa)
-      return (await southboundAnswer(sb, { key, cert, ca })).state
+      const answer = await southboundAnswer(sb, { key, cert, ca })
+      return answer.state === 'error' ? `error: ${answer.said}` : answer.state
     },
   }
 }
