@@ -51,6 +51,14 @@ import { type Claim, claimPort, granted, type Refusal } from './port-claims.ts'
 import { relayPlan, relaySpecOf, removeRelay } from './relay-ports.ts'
 import { type AgentTls, SouthboundCertificate } from './tls.ts'
 
+/**
+ * The Open_vSwitch key telling a starting ovn-controller how long to keep the flows it
+ * finds before clearing them (OVN's `ovn-ofctrl-wait-before-clear`), and how long a
+ * restart for a new Southbound certificate sets: time to reconnect to the SB and compute
+ * the flows again (a DPU's few hosts take well under a second).
+ */
+const WAIT_BEFORE_CLEAR = 'ovn-ofctrl-wait-before-clear'
+const RESTART_WAIT_BEFORE_CLEAR_MS = 3000
 /** Who holds a port the agent may not take, in words for an error. */
 function holderOf(claim: Refusal): string {
   const { existing } = claim
@@ -235,10 +243,17 @@ export class Agent {
       ...presented,
     })
     // ovn-controller reads its certificate and CA when it starts: new ones need a new start
-    // (also when an earlier try of this job wrote it and failed before restarting).
+    // (also when an earlier try of this job wrote it and failed before restarting). Told
+    // to wait before it clears the flows it finds, the restarted one keeps the hosts'
+    // traffic flowing until it has computed its own from the SB (a renewed or rotated
+    // chassis certificate costs no traffic); a first start has no flows to keep and does
+    // not wait.
     if (this.ovnController.stale) {
-      this.log('southbound certificate changed: restarting ovn-controller')
+      this.log('southbound certificate changed: restarting ovn-controller, keeping its flows')
+      await this.ovs.setChassisIds({ [WAIT_BEFORE_CLEAR]: String(RESTART_WAIT_BEFORE_CLEAR_MS) })
       await this.ovnController.stop()
+    } else if (!this.ovnController.running) {
+      await this.ovs.removeChassisIds([WAIT_BEFORE_CLEAR])
     }
     await this.ovnController.ensure()
 

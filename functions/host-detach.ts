@@ -6,6 +6,7 @@ import type { ManagedResource } from '../lib/model/objects.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import { addIsolate, boundOnDpu, isolateAck } from './internal/agent-jobs.ts'
 import { centralMayStop } from './internal/central-demand.ts'
+import { leaveGroupSouthbound } from './internal/chassis-credentials.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck, failOrRetry } from './internal/errors.ts'
 import { GroupGone } from './internal/group-apply.ts'
@@ -32,7 +33,9 @@ export interface HostDetachResult {
  *    and wait for both acks;
  * 2. await — only once the agent acked that the port is unbound: release its addresses
  *    (last) and remove the object. The host is reported `Isolated` in the job result. The
- *    group's last host schedules its central's stop (centrals on demand).
+ *    group's last host schedules its central's stop (centrals on demand). When it was its
+ *    DPU's last host of the group, the group's SB stops admitting that DPU
+ *    (`leaveGroupSouthbound`).
  *
  * `force` does not wait for an agent that is gone: the DPU is marked as needing
  * isolation before it may serve another tenant.
@@ -235,6 +238,13 @@ async function releaseWhenIsolated(
   const releasedIp = (await deps.ipam.release(spec.resourceGroup, host.name)) ?? null
   await deps.ipam.release(spec.resourceGroup, ipv6OwnerOf(host.name))
   await deps.checkpoint('detach:released')
+  // Its DPU's last host of the group: the group's SB stops admitting the DPU. Before the
+  // purge, so that a run cut in between does it again.
+  await leaveGroupSouthbound(deps, {
+    dpuId: spec.dpu.id,
+    group: spec.resourceGroup,
+    leaving: host.name,
+  })
   await deps.store.hosts.purge(host.name, spec.resourceGroup, spec.dpu.id)
   void deps.groupHosts?.touch(spec.resourceGroup)
   // Its group's last host: the central stops after the grace period (centrals on demand).

@@ -4,6 +4,7 @@ import { implementationOf, type ResourceGroup } from '../lib/model/objects.ts'
 import type { OvnCentralEndpoints } from '../lib/ovn/index.ts'
 import { eachAtMost, withDeadline } from './internal/bounded-work.ts'
 import { centralMayStop, onDemand } from './internal/central-demand.ts'
+import { renewChassisCertificates } from './internal/chassis-credentials.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { findOrphanCentrals, removeOrphanRows } from './internal/orphans.ts'
@@ -109,6 +110,13 @@ export function createReconcile(
       return []
     })
     for (const r of retried) log(`reconcile: ${r.kind} ${r.name}: ${r.action}: ${r.message}`)
+    const chassisRenewed = await renewChassisCertificates(deps).catch((error: unknown) => {
+      const { code, message } = failureOf(error)
+      log(`reconcile: renewing chassis certificates did not finish: ${code}: ${message}`)
+      return []
+    })
+    for (const r of chassisRenewed)
+      log(`reconcile: DPU ${r.dpuId}: a new chassis certificate for ${r.group} (host ${r.host})`)
     const byGroup = (a: GroupFailure, b: GroupFailure) => a.group.localeCompare(b.group)
     const byNb = (a: CentralFailure, b: CentralFailure) => a.nb.localeCompare(b.nb)
     return {
@@ -121,6 +129,7 @@ export function createReconcile(
       unreachableCentrals: orphans.unreachable.sort(byNb),
       orphanCentrals,
       retried,
+      ...(chassisRenewed.length > 0 ? { chassisRenewed } : {}),
       checkedGroups: groups.length,
       at: new Date().toISOString(),
     }

@@ -120,6 +120,7 @@ try {
       dataDir: config.dataDir,
       listenAddress: config.embeddedListen,
       pki: stack.pki,
+      chassisCertMs: config.chassisCertMs,
       ...(ovnInstall ? { install: ovnInstall } : {}),
       ...(config.centralsNorthdCpus !== undefined ? { northdCpus: config.centralsNorthdCpus } : {}),
       log: (line) => logger.info(line),

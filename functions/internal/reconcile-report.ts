@@ -3,7 +3,9 @@
  * sync, skipped or could not apply, the orphan rows it removed or held back, the centrals
  * it could not search, and what it retried; and why a piece failed, as a stable code.
  */
+
 import { HydrazineError } from '../../lib/errors.ts'
+import type { CredentialsSent } from './chassis-credentials.ts'
 import type { Retried } from './retries.ts'
 
 /** Why a group or a central was left out of one run, as the report and the log give it. */
@@ -75,6 +77,11 @@ export interface ReconcileReport {
    * converging ones whose job gave up (`RetriesExhausted`, now Failed) or stalled.
    */
   readonly retried: Retried[]
+  /**
+   * DPUs sent a new chassis certificate for their group's SB (less than half of the old
+   * one's life was left), each through a `configure` of the host named.
+   */
+  readonly chassisRenewed?: CredentialsSent[]
   readonly checkedGroups: number
   readonly at: string
 }

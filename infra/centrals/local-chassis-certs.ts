@@ -4,9 +4,15 @@
  * (`chassis-ca/` in its directory), never Hydrazine's CA: a DPU serving the group presents
  * its identity's key certified by that CA (`chassisCertificate`, sent with its
  * `configure`), and a DPU of another group fails the TLS handshake.
+ *
+ * A chassis certificate is short-lived (`validityMs`, a day by default) and issued anew
+ * once less than half of it is left (`chassisRenewalsDue` names the DPUs whose turn it is;
+ * the controller's reconcile sends them a `configure` with the new one). When a DPU stops
+ * serving the group, the group's chassis CA is replaced (`rotateChassisCaDir`): every
+ * certificate the old one signed, the leaver's included, stops opening the SB.
  */
 import { X509Certificate } from 'node:crypto'
-import { readFile } from 'node:fs/promises'
+import { readdir, readFile, rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { writeFileAtomic } from '../../lib/files/index.ts'
 import {
@@ -14,12 +20,17 @@ import {
   ChassisIdentityRefused,
   type OvnCentralProvider,
 } from '../../lib/ovn/central.ts'
-import type { CertificateAuthority } from '../../lib/pki/index.ts'
+import { type CertificateAuthority, openCertificateAuthority } from '../../lib/pki/index.ts'
 
-/** Validity of a chassis certificate; one with less than `RENEW_MS` left is issued anew. */
-const CHASSIS_CERT_DAYS = 365
 const DAY_MS = 24 * 60 * 60 * 1000
-const RENEW_MS = 30 * DAY_MS
+/**
+ * Default validity of a chassis certificate (`HYDRAZINE_CHASSIS_CERT_HOURS`): a DPU that
+ * kept one past its group's CA rotation could not use it anyway, and one copied off a DPU
+ * is worth a day at most.
+ */
+export const CHASSIS_CERT_MS = DAY_MS
+/** How much longer than the setting a certificate may seem to last (clocks, rounding). */
+const SLACK_MS = 60_000
 
 /** The certificate a DPU was last given for a group's SB, and the identity it certifies. */
 export interface ChassisCert {
@@ -44,6 +55,8 @@ export interface ChassisCertificatesOptions {
   readonly tls: boolean
   /** Hydrazine's CA, which issued each DPU's identity. */
   readonly pki: CertificateAuthority
+  /** How long a chassis certificate is valid (ms); renewed once less than half is left. */
+  readonly validityMs: number
   /** The group's central once it runs (undefined: released meanwhile). */
   readonly central: (group: string) => Promise<CentralChassis | undefined>
 }
@@ -58,6 +71,7 @@ export interface ChassisCertificatesOptions {
 export function chassisCertificates({
   tls,
   pki,
+  validityMs,
   central,
 }: ChassisCertificatesOptions): NonNullable<OvnCentralProvider['chassisCertificate']> {
   const certify = async (
@@ -74,7 +88,7 @@ export function chassisCertificates({
     // the same certificate on every configure and has no reason to reconnect. An attach
     // for a DPU certified already costs a lookup, no file and no signature check.
     const known = c.chassisCerts.get(id)
-    if (known?.identity === identity && lastsEnough(known)) return known.cert
+    if (known?.identity === identity && lastsEnough(known, validityMs)) return known.cert
     if (!pki.issued(identity)) {
       throw refuse("its certificate is not a valid one of Hydrazine's CA")
     }
@@ -85,12 +99,18 @@ export function chassisCertificates({
     const kept = await readFile(file, 'utf8').catch(() => undefined)
     const keptEnds = kept && ca.issued(kept) && sameKey(kept, holder) ? endOf(kept) : undefined
     let cert: string
-    if (kept && keptEnds !== undefined && lastsEnough({ ends: keptEnds, identityEnds })) {
+    if (
+      kept &&
+      keptEnds !== undefined &&
+      lastsEnough({ ends: keptEnds, identityEnds }, validityMs)
+    ) {
       cert = kept
     } else {
-      cert = await ca.certifyKeyOf(identity, CHASSIS_CERT_DAYS)
+      cert = await ca.certifyKeyOf(identity, validityMs / DAY_MS)
       await writeFileAtomic(file, cert)
     }
+    // The group's CA was replaced meanwhile (a DPU left): certify with the new one.
+    if (c.chassisCa !== ca) return certify(group, { id, identity })
     c.chassisCerts.set(id, { identity, cert, ends: endOf(cert), identityEnds })
     return cert
   }
@@ -110,13 +130,103 @@ export function chassisCertificates({
 }
 
 /**
- * A chassis certificate is kept while it is valid and a new one would not last much
- * longer: more than `RENEW_MS` left, or its identity's end (past which none is issued)
- * less than a day beyond its own.
+ * A chassis certificate is kept while it is valid, was issued for no longer than
+ * `validityMs` (one an earlier version issued for a year is replaced), and a new one would
+ * not last much longer: more than half of `validityMs` left, or its identity's end (past
+ * which none is issued) less than a quarter of `validityMs` beyond its own.
  */
-function lastsEnough(c: { readonly ends: number; readonly identityEnds: number }): boolean {
-  const now = Date.now()
-  return c.ends > now && (c.ends - now > RENEW_MS || c.identityEnds - c.ends < DAY_MS)
+function lastsEnough(
+  c: { readonly ends: number; readonly identityEnds: number },
+  validityMs: number,
+  now = Date.now(),
+): boolean {
+  const left = c.ends - now
+  if (left <= 0 || left > validityMs + SLACK_MS) return false
+  const gain = Math.min(now + validityMs, c.identityEnds) - c.ends
+  return left > validityMs / 2 || gain < validityMs / 4
+}
+
+/** The DPUs a chassis certificate was issued to, by their files in the chassis CA's dir. */
+async function certifiedDpus(ca: CertificateAuthority): Promise<string[]> {
+  const files = await readdir(ca.dir).catch(() => [] as string[])
+  return files.flatMap((f) => {
+    const id = /^chassis-(.+)\.crt$/.exec(f)?.[1]
+    return id === undefined ? [] : [id]
+  })
+}
+
+/**
+ * The DPUs whose certificate for this central is due for renewal: of this CA, and not
+ * one `lastsEnough` keeps. Read from the files (they outlive a controller's restart); a DPU
+ * whose identity is not known since the start is due when its certificate is past half
+ * its life, and known afterwards. A certificate the current CA did not sign (its DPU
+ * left, or the CA was replaced) is none of them: that DPU gets a new one when it is
+ * configured for the group again.
+ */
+export async function chassisRenewalsDue(
+  c: CentralChassis,
+  validityMs: number,
+  now = Date.now(),
+): Promise<string[]> {
+  const ca = c.chassisCa
+  if (!ca) return []
+  const due: string[] = []
+  for (const id of await certifiedDpus(ca)) {
+    const pem = await readFile(join(ca.dir, `chassis-${id}.crt`), 'utf8').catch(() => undefined)
+    if (pem === undefined || !ca.issued(pem, new Date(now))) continue
+    const known = c.chassisCerts.get(id)
+    const identityEnds = known?.cert === pem ? known.identityEnds : Number.POSITIVE_INFINITY
+    if (!lastsEnough({ ends: endOf(pem), identityEnds }, validityMs, now)) due.push(id)
+  }
+  return due.sort()
+}
+
+/** The chassis CA's directory in a central's, and where its successor is made. */
+export const CHASSIS_CA_DIR = 'chassis-ca'
+const NEXT_CA_DIR = 'chassis-ca.next'
+const OLD_CA_DIR = 'chassis-ca.old'
+
+/**
+ * Replaces a central's chassis CA with a new one (a new key, nothing it signed kept) and
+ * returns it. The new CA is made beside the old and renamed into its place, so the path
+ * the SB reads (`chassis-ca/ca.crt`) holds one CA or the other, never none; a cut between
+ * the renames is finished by `settleChassisCaDir` at the next start.
+ */
+export async function rotateChassisCaDir(centralDir: string): Promise<CertificateAuthority> {
+  const next = join(centralDir, NEXT_CA_DIR)
+  const old = join(centralDir, OLD_CA_DIR)
+  await rm(next, { recursive: true, force: true })
+  await openCertificateAuthority(next)
+  await rm(old, { recursive: true, force: true })
+  await rename(join(centralDir, CHASSIS_CA_DIR), old).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== 'ENOENT') throw error
+  })
+  await rename(next, join(centralDir, CHASSIS_CA_DIR))
+  await rm(old, { recursive: true, force: true })
+  return openCertificateAuthority(join(centralDir, CHASSIS_CA_DIR))
+}
+
+/**
+ * Finishes a rotation a cut stopped between its renames: the new CA, made whole, takes
+ * the place the old one left. Anything else left beside it goes.
+ */
+export async function settleChassisCaDir(centralDir: string): Promise<void> {
+  const current = join(centralDir, CHASSIS_CA_DIR)
+  const next = join(centralDir, NEXT_CA_DIR)
+  const hasCurrent = await readFile(join(current, 'ca.crt')).then(
+    () => true,
+    () => false,
+  )
+  const nextWhole = await readFile(join(next, 'ca.crt')).then(
+    () => true,
+    () => false,
+  )
+  if (!hasCurrent && nextWhole) {
+    await rm(current, { recursive: true, force: true })
+    await rename(next, current)
+  }
+  await rm(next, { recursive: true, force: true })
+  await rm(join(centralDir, OLD_CA_DIR), { recursive: true, force: true })
 }
 
 /** When a certificate (PEM) stops being valid (ms). */

@@ -15,8 +15,17 @@ import type { Daemon, DaemonExit } from '../../lib/process/daemon.ts'
 import { MissingBinaryError } from '../../lib/process/errors.ts'
 import { canConnect } from '../../lib/process/ports.ts'
 import { PlaintextRefusedError } from '../local/net.ts'
-import { CentralDatabaseDamaged, startOvnCentral } from '../local/ovn-central.ts'
-import type { CentralChassis } from './local-chassis-certs.ts'
+import {
+  CentralDatabaseDamaged,
+  renewSouthboundTls,
+  startOvnCentral,
+} from '../local/ovn-central.ts'
+import {
+  type CentralChassis,
+  CHASSIS_CA_DIR,
+  rotateChassisCaDir,
+  settleChassisCaDir,
+} from './local-chassis-certs.ts'
 
 /**
  * Centrals one provider starts at once (ovsdb-servers and ovn-northd starting, databases
@@ -84,6 +93,14 @@ export interface CentralSupervisor {
   launch(c: Central): Promise<OvnCentralEndpoints>
   /** Stops a central for good (release, close); its files stay. */
   halt(c: Central): Promise<void>
+  /**
+   * Replaces the central's chassis CA (TLS only) and drops every session of its SB: no
+   * chassis certificate issued before opens it again; a DPU still serving the group needs
+   * a new one (`chassisCertificate`). When the SB's server certificate came from the old
+   * CA, it gets one from the new. One rotation at a time per central. False when there
+   * was nothing to replace (plaintext, stopped).
+   */
+  rotate(c: Central): Promise<boolean>
   /** Why a stopped central answers nothing: released (not retried) or closed (retried). */
   gone(c: Central): CentralUnavailableError
   /** Databases made again since the provider started (a cut stopped their creation). */
@@ -125,7 +142,8 @@ export function centralSupervisor(options: CentralSupervisorOptions): CentralSup
     // Opened on every start: a CA removed with the central's files is made anew (its DPUs
     // then need new certificates, which their next configure brings).
     if (tls) {
-      c.chassisCa = await openCertificateAuthority(join(c.dir, 'chassis-ca'))
+      await settleChassisCaDir(c.dir)
+      c.chassisCa = await openCertificateAuthority(join(c.dir, CHASSIS_CA_DIR))
       c.chassisCerts.clear()
       c.serverCa = await serverCaOf(c.dir, pki, c.chassisCa)
     }
@@ -232,7 +250,41 @@ export function centralSupervisor(options: CentralSupervisorOptions): CentralSup
     if (run) await stopAll(run.daemons)
   }
 
-  return { launch, halt, gone, remade: () => remade }
+  const rotations = new Map<Central, Promise<boolean>>()
+  const rotateNow = async (c: Central): Promise<boolean> => {
+    // A start under way opens the CA as the disk holds it: let it finish first.
+    await c.pending?.catch(() => {})
+    const old = c.chassisCa
+    if (!tls || !old || c.stopped) return false
+    const ca = await rotateChassisCaDir(c.dir)
+    const ownServer = c.serverCa === old
+    c.chassisCa = ca
+    c.chassisCerts.clear()
+    if (ownServer) c.serverCa = ca
+    // Not running: its next start reads the new CA and issues its server certificate.
+    if (c.running) {
+      await renewSouthboundTls({
+        dir: c.dir,
+        serverCa: ownServer ? ca : undefined,
+        listenAddress,
+        install,
+      })
+    }
+    log(`central of group ${c.group}: chassis CA replaced, SB sessions dropped`)
+    return true
+  }
+  const rotate = (c: Central) => {
+    const done = (rotations.get(c) ?? Promise.resolve()).catch(() => {}).then(() => rotateNow(c))
+    rotations.set(c, done)
+    void done
+      .finally(() => {
+        if (rotations.get(c) === done) rotations.delete(c)
+      })
+      .catch(() => {})
+    return done
+  }
+
+  return { launch, halt, rotate, gone, remade: () => remade }
 }
 
 /**

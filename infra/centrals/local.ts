@@ -15,7 +15,9 @@
  * the TLS handshake and reads nothing. The SB's server certificate comes from that CA too,
  * and a DPU trusts that CA alone for its group's SB (`southboundCa`): another group's SB,
  * or a DPU posing as one, fails its handshake. Releasing the group removes its CA with its
- * files.
+ * files. When a DPU leaves the group (`leaveChassis`) the CA is replaced and every SB
+ * session dropped, so the leaver's certificate opens nothing; chassis certificates last
+ * `chassisCertMs` and are listed for renewal past half of it (`chassisRenewalsDue`).
  *
  * This file holds the provider (ensure, release, list, close); its daemons' start, watch
  * and restart are in infra/centrals/local-supervisor.ts, the chassis certificates in
@@ -32,7 +34,7 @@ import type { CertificateAuthority } from '../../lib/pki/index.ts'
 import { requireBinary } from '../../lib/process/daemon.ts'
 import { wantsTls } from '../local/net.ts'
 import { ovnNorthdVersion } from '../local/ovn-central.ts'
-import { chassisCertificates } from './local-chassis-certs.ts'
+import { CHASSIS_CERT_MS, chassisCertificates, chassisRenewalsDue } from './local-chassis-certs.ts'
 import { type Central, centralSupervisor, newCentral } from './local-supervisor.ts'
 
 /** What `startPerGroupCentrals` needs; checked when it is called. */
@@ -61,6 +63,11 @@ export interface PerGroupCentralsOptions {
    * much together (`OvnCentralProvider.northdCpus`).
    */
   readonly northdCpus?: number
+  /**
+   * How long a chassis certificate is valid, in ms (default a day,
+   * `HYDRAZINE_CHASSIS_CERT_HOURS`); it is renewed once less than half is left.
+   */
+  readonly chassisCertMs?: number
 }
 
 /** What became of the centrals' databases since the provider started (its metrics). */
@@ -77,6 +84,8 @@ export interface PerGroupCentrals extends OvnCentralProvider {
   southboundCa: NonNullable<OvnCentralProvider['southboundCa']>
   /** Stops a group's central (no hosts), keeping its files for the next `ensure`. */
   stop: NonNullable<OvnCentralProvider['stop']>
+  leaveChassis: NonNullable<OvnCentralProvider['leaveChassis']>
+  chassisRenewalsDue: NonNullable<OvnCentralProvider['chassisRenewalsDue']>
   /** The damaged and remade databases (`hydrazine_ovn_central_*_databases` metrics). */
   databases(): CentralDatabases
   /** Stops every central (their files stay, for the next start); no restarts after it. */
@@ -132,6 +141,11 @@ export async function startPerGroupCentrals(
   const listenAddress = options.listenAddress ?? '127.0.0.1'
   const tls = wantsTls('ovsdb-server(sb)', listenAddress, options.tls)
   const install = options.install ?? SYSTEM_OVN
+  const chassisCertMs = options.chassisCertMs ?? CHASSIS_CERT_MS
+  if (!(Number.isFinite(chassisCertMs) && chassisCertMs >= 10_000))
+    throw new ConfigError(
+      `chassis certificates must be valid for at least 10 s (10000 ms), not ${chassisCertMs}`,
+    )
   for (const tool of [
     'ovsdb-server',
     'ovsdb-tool',
@@ -165,7 +179,7 @@ export async function startPerGroupCentrals(
     log,
     closed: () => closed,
   })
-  const { launch, halt, gone } = supervisor
+  const { launch, halt, rotate, gone } = supervisor
 
   const provider: PerGroupCentrals = {
     northdCpus: options.northdCpus ?? Math.max(1, availableParallelism() / 2),
@@ -243,11 +257,36 @@ export async function startPerGroupCentrals(
     chassisCertificate: chassisCertificates({
       tls,
       pki: options.pki,
+      validityMs: chassisCertMs,
       central: async (group) => {
         await provider.ensure(group)
         return centrals.get(group)
       },
     }),
+
+    async leaveChassis(group, dpuId) {
+      if (!tls || !(await provider.groups()).includes(group)) return false
+      await provider.ensure(group)
+      const c = centrals.get(group)
+      if (!c) return false
+      log(`central of group ${group}: DPU ${dpuId} left`)
+      return rotate(c)
+    },
+
+    async chassisRenewalsDue() {
+      if (!tls) return []
+      const due = await Promise.all(
+        [...centrals.values()]
+          .filter((c) => c.running && !c.stopped)
+          .map(async (c) =>
+            (await chassisRenewalsDue(c, chassisCertMs)).map((dpuId) => ({
+              group: c.group,
+              dpuId,
+            })),
+          ),
+      )
+      return due.flat()
+    },
 
     async southboundCa(group) {
       if (!tls) return undefined

@@ -10,7 +10,7 @@
  * is never replaced: the start fails with `CentralDatabaseDamaged`.
  */
 import { execFile } from 'node:child_process'
-import { chmod, mkdir, readFile, rm, stat } from 'node:fs/promises'
+import { chmod, mkdir, readFile, rm, stat, utimes } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { HydrazineError } from '../../lib/errors.ts'
@@ -361,6 +361,48 @@ export async function ovnNorthdVersion(install: OvnInstall = SYSTEM_OVN): Promis
   const version = ovnVersionIn(stdout)
   if (version === undefined) throw new Error(`ovn-northd of ${install.label} printed no version`)
   return version
+}
+
+/** What `renewSouthboundTls` needs: a running central's directory and how it runs. */
+export interface SouthboundTlsRenewal {
+  /** The central's directory (`startOvnCentral`'s `dir`, with `certDir` the same). */
+  readonly dir: string
+  /** Issue the SB's server certificate anew from this CA (unset: keep the one it has). */
+  readonly serverCa?: CertificateAuthority | undefined
+  readonly listenAddress?: string
+  readonly install?: OvnInstall
+}
+
+/**
+ * Makes a running TLS SB take what changed on disk, and drops every client session:
+ * writes a new server certificate (from `serverCa`, when given) where its SSL row points,
+ * then `ovsdb-server/reconnect`. The SB reads its key, certificate and CA files again on
+ * the next turn of its main loop (OVS re-reads a file whose mtime changed, and replaces
+ * its trust store with the CA file's certificates), which runs before any client can
+ * reconnect: a client that reconnects is checked against the files as they are now. Its
+ * ovn-controllers keep their flows while they reconnect.
+ */
+export async function renewSouthboundTls(options: SouthboundTlsRenewal): Promise<void> {
+  const { dir } = options
+  const install = options.install ?? SYSTEM_OVN
+  if (options.serverCa) {
+    const issued = await options.serverCa.issueServer({
+      ips: serverIps(options.listenAddress ?? '127.0.0.1'),
+      dnsNames: ['localhost'],
+    })
+    const files = await writeServerCert(dir, issued, options.serverCa.caFile)
+    // OVS re-reads its key and certificate together, when their mtimes change: touched
+    // again once both are whole, so that a turn of its loop between the two writes
+    // (reading a new key beside the old certificate) is followed by one reading both.
+    await new Promise((r) => setTimeout(r, 20))
+    const now = new Date()
+    await utimes(files.keyFile, now, now)
+    await utimes(files.certFile, now, now)
+  }
+  const { command, args } = install.command('ovn-appctl')
+  await run(command, [...args, '-t', join(dir, 'sb.ctl'), 'ovsdb-server/reconnect'], {
+    timeout: 10_000,
+  })
 }
 
 /** Writes the SB server's certificate and key (0600) into `dir`. */

@@ -442,6 +442,22 @@ t.test('HYDRAZINE_DPU_HEALTH_MS: how often DPU heartbeats are checked', async (t
   }
 })
 
+t.test('HYDRAZINE_CHASSIS_CERT_HOURS: how long a chassis certificate lasts', async (t) => {
+  const cases: [string | undefined, number | RegExp][] = [
+    [undefined, 24 * 3_600_000],
+    ['1', 3_600_000],
+    ['720', 720 * 3_600_000],
+    ['0', /HYDRAZINE_CHASSIS_CERT_HOURS: must be 1\.\.720/],
+    ['721', /HYDRAZINE_CHASSIS_CERT_HOURS: must be 1\.\.720/],
+    ['1.5', /HYDRAZINE_CHASSIS_CERT_HOURS: must be a whole number of hours/],
+  ]
+  for (const [value, expected] of cases) {
+    const env = value === undefined ? {} : { HYDRAZINE_CHASSIS_CERT_HOURS: value }
+    if (typeof expected === 'number') t.equal(loadConfig(env).chassisCertMs, expected, `${value}`)
+    else t.throws(() => loadConfig(env), expected, `${value}`)
+  }
+})
+
 t.test('HYDRAZINE_JOB_LOCK_MS: how long a dead controller holds its jobs', async (t) => {
   const cases: [string | undefined, number | RegExp][] = [
     [undefined, 30_000],

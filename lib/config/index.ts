@@ -215,6 +215,16 @@ const EnvSchema = v.object({
     ),
     '2000',
   ),
+  HYDRAZINE_CHASSIS_CERT_HOURS: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d+$/, 'must be a whole number of hours'),
+      v.transform(Number),
+      v.minValue(1, 'must be 1..720'),
+      v.maxValue(720, 'must be 1..720'),
+    ),
+    '24',
+  ),
   HYDRAZINE_JOB_LOCK_MS: v.optional(
     v.pipe(
       v.string(),
@@ -363,6 +373,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     dpuHealthEveryMs: c.HYDRAZINE_DPU_HEALTH_MS,
     dpuRedisMaxBytes: c.HYDRAZINE_DPU_REDIS_MAX_MB * 1024 * 1024,
     jobLockMs: c.HYDRAZINE_JOB_LOCK_MS,
+    chassisCertMs: c.HYDRAZINE_CHASSIS_CERT_HOURS * 60 * 60 * 1000,
     fabric: {
       dummyIp: c.HYDRAZINE_FABRIC_DUMMY_IP,
       ...(c.HYDRAZINE_FABRIC_GATEWAY ? { gateway: c.HYDRAZINE_FABRIC_GATEWAY } : {}),

@@ -123,6 +123,12 @@ export interface Config {
    */
   readonly dpuHealthEveryMs: number
   /**
+   * `HYDRAZINE_CHASSIS_CERT_HOURS` (default 24; 1..720), in ms: how long a DPU's chassis
+   * certificate for its group's embedded SB is valid; reconcile renews it once less than
+   * half is left.
+   */
+  readonly chassisCertMs: number
+  /**
    * `HYDRAZINE_DPU_REDIS_MAX_MB` (default 64; 0 = off), in bytes: the most one DPU may hold
    * in the agents' Redis; `dpu.health` measures it every 30 s and revokes the credentials
    * of a DPU over it (`DpuHealthy=False CredentialsRevoked`).

@@ -84,6 +84,20 @@ export interface OvnCentralProvider {
    */
   southboundCa?(group: string): Promise<string | undefined>
   /**
+   * The DPU `dpuId` no longer serves the group: its SB stops admitting it. An embedded
+   * per-group central over TLS replaces the group's chassis CA and drops every session of
+   * its SB; the DPUs still serving the group need a new `chassisCertificate` (their next
+   * `configure`) and reconnect with it: true then. False when nothing changed (a plaintext
+   * central, a group without a central). Optional.
+   */
+  leaveChassis?(group: string, dpuId: string): Promise<boolean>
+  /**
+   * The DPUs whose chassis certificate for a group is due for renewal (less than half of
+   * its validity left): each needs a `configure` with a new `chassisCertificate`. The
+   * controller's reconcile asks. Optional.
+   */
+  chassisRenewalsDue?(): Promise<readonly { readonly group: string; readonly dpuId: string }[]>
+  /**
    * Finishes what earlier releases could not (the Kubernetes provider: a NetworkPolicy kept
    * while its central's pods were stopping). Reconcile calls it; optional.
    */

@@ -426,6 +426,11 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       t.equal(await readFile(presented, 'utf8'), certified, 'ovn-controller presents it')
       t.not((await readFile(pidFile, 'utf8')).trim(), pidBefore, 'from a new start')
       t.equal(
+        JSON.parse(await ovsId('ovn-ofctrl-wait-before-clear')),
+        '3000',
+        'which keeps the flows it finds until it computed its own (the hosts keep their traffic)',
+      )
+      t.equal(
         JSON.parse(await ovsId('hydrazine:sb-certificate')),
         certified,
         'kept in the OVS database too',

@@ -3,7 +3,9 @@
  * (`ovn-sbctl`): each group's SB admits only the DPUs certified for that group, and
  * presents a server certificate of the group's own CA, which its DPUs trust alone.
  */
+import { spawn } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
+import { once } from 'node:events'
 import { readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t from 'tap'
@@ -13,7 +15,11 @@ import { southboundAnswer } from '../helpers/southbound.ts'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
 
 /** A provider on `dataDir` (a fresh temp dir by default), closed when the test ends. */
-async function centralsIn(t: Teardown, dataDir?: string, extra: { tls?: boolean } = {}) {
+async function centralsIn(
+  t: Teardown,
+  dataDir?: string,
+  extra: { tls?: boolean; chassisCertMs?: number } = {},
+) {
   const dir = dataDir ?? (await tempDir(t))
   const pki = await openCertificateAuthority(join(dir, 'pki'))
   const centrals = await startPerGroupCentrals({ dataDir: dir, pki, ...extra })
@@ -202,4 +208,230 @@ t.test('plaintext centrals certify nothing: the identity is enough', async (t) =
     undefined,
   )
   t.equal(await centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: null }), undefined)
+  t.equal(
+    await centrals.leaveChassis('group-a', 'dpu-1'),
+    false,
+    'a DPU leaving changes nothing there (no DPU needs new credentials)',
+  )
 })
+
+/**
+ * A client holding a session open on an SB, as a DPU's ovn-controller does:
+ * `ovsdb-client monitor`, which exits when the SB drops its session.
+ */
+async function openSession(
+  t: Teardown,
+  sb: string,
+  files: { key: string; cert: string; ca: string },
+) {
+  const child = spawn(
+    'ovsdb-client',
+    [
+      `--private-key=${files.key}`,
+      `--certificate=${files.cert}`,
+      `--ca-cert=${files.ca}`,
+      'monitor',
+      sb,
+      'OVN_Southbound',
+      'SB_Global',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  const closed = once(child, 'exit').then(() => true)
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill()
+  })
+  let out = ''
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString()
+  })
+  // Open once the SB answered its first monitor reply (the rows it holds, `initial`).
+  const deadline = Date.now() + 5000
+  while (!/ initial /.test(out) && child.exitCode === null && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 50))
+  return {
+    open: child.exitCode === null && / initial /.test(out),
+    closedWithin: (ms: number) =>
+      Promise.race([closed, new Promise<boolean>((r) => setTimeout(() => r(false), ms))]),
+  }
+}
+
+t.test(
+  "a DPU that leaves a group loses that group's SB; the others get new certificates",
+  async (t) => {
+    const { centrals, dataDir, pki } = await centralsIn(t, undefined, { tls: true })
+    const { sb } = await centrals.ensure('group-a')
+    const dpu = async (id: string) => {
+      const identity = await pki.issueIdentity({ commonName: id })
+      const files = await pki.writeIssued(id, identity)
+      const certify = async (name: string) => {
+        const pem = await centrals.chassisCertificate('group-a', { id, identity: identity.cert })
+        const file = join(dataDir, `${id}-${name}.crt`)
+        await writeFile(file, pem ?? '')
+        return { pem, file }
+      }
+      return { id, files, certify }
+    }
+    const caFile = async (name: string) => {
+      const file = join(dataDir, `group-a-${name}-ca.crt`)
+      await writeFile(file, (await centrals.southboundCa('group-a')) ?? '')
+      return file
+    }
+    const leaver = await dpu('dpu-1')
+    const stayer = await dpu('dpu-2')
+    const before = {
+      leaver: await leaver.certify('before'),
+      stayer: await stayer.certify('before'),
+    }
+    const caBefore = await caFile('before')
+    const as = (d: typeof leaver, cert: string, ca: string) => ({ key: d.files.keyFile, cert, ca })
+    const session = await openSession(t, sb, as(leaver, before.leaver.file, caBefore))
+    t.ok(session.open, "dpu-1 holds a session open on group-a's SB")
+    t.equal(
+      (await southboundAnswer(sb, as(stayer, before.stayer.file, caBefore))).state,
+      'admitted',
+    )
+
+    t.equal(
+      await centrals.leaveChassis('group-a', 'dpu-1'),
+      true,
+      'the group has DPUs to certify anew',
+    )
+
+    t.ok(await session.closedWithin(5000), "dpu-1's open session is closed")
+    const caAfter = await caFile('after')
+    t.not(
+      await readFile(caAfter, 'utf8'),
+      await readFile(caBefore, 'utf8'),
+      'the group has a new CA',
+    )
+    for (const ca of [caBefore, caAfter]) {
+      t.equal(
+        (await southboundAnswer(sb, as(leaver, before.leaver.file, ca))).state,
+        'refused',
+        "dpu-1's certificate no longer opens group-a's SB",
+      )
+    }
+    t.equal(
+      (await southboundAnswer(sb, as(stayer, before.stayer.file, caAfter))).state,
+      'refused',
+      "dpu-2's old certificate neither: it was signed by the replaced CA",
+    )
+    const after = await stayer.certify('after')
+    t.not(after.pem, before.stayer.pem, 'dpu-2 is certified anew')
+    t.equal(
+      (await southboundAnswer(sb, as(stayer, after.file, caAfter))).state,
+      'admitted',
+      "with its new certificate and the group's new CA, dpu-2 reads group-a's SB",
+    )
+    t.equal(
+      (await southboundAnswer(sb, as(stayer, after.file, caBefore))).state,
+      'refused',
+      'the SB presents a server certificate of the new CA (the old one no longer vouches for it)',
+    )
+
+    // The rotation outlives a restart: the new CA is the one on disk.
+    await centrals.close()
+    const again = await centralsIn(t, dataDir, { tls: true })
+    const second = await again.centrals.ensure('group-a')
+    t.equal((await southboundAnswer(second.sb, as(stayer, after.file, caAfter))).state, 'admitted')
+    t.equal(
+      (await southboundAnswer(second.sb, as(leaver, before.leaver.file, caBefore))).state,
+      'refused',
+      'restarted, the leaver is still refused',
+    )
+  },
+)
+
+t.test(
+  'a chassis certificate past half its life is due, and its renewal opens the SB',
+  async (t) => {
+    const { centrals, dataDir, pki } = await centralsIn(t, undefined, {
+      tls: true,
+      chassisCertMs: 12_000,
+    })
+    const { sb } = await centrals.ensure('group-a')
+    const identity = await pki.issueIdentity({ commonName: 'dpu-1' })
+    const files = await pki.writeIssued('dpu-1', identity)
+    const certify = () =>
+      centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: identity.cert })
+    const first = (await certify()) ?? ''
+    const life = Date.parse(new X509Certificate(first).validTo) - Date.now()
+    t.ok(life > 5_000 && life <= 12_000, `valid for the setting, 12 s (${life} ms left)`)
+    t.same(await centrals.chassisRenewalsDue(), [], 'fresh: not due')
+    t.equal(await certify(), first, 'and kept')
+
+    await new Promise((r) => setTimeout(r, 6_500))
+    t.same(
+      await centrals.chassisRenewalsDue(),
+      [{ group: 'group-a', dpuId: 'dpu-1' }],
+      'past half its life: due for renewal',
+    )
+    const renewed = (await certify()) ?? ''
+    t.not(renewed, first, 'asked again: a new one')
+    t.ok(
+      Date.parse(new X509Certificate(renewed).validTo) >
+        Date.parse(new X509Certificate(first).validTo),
+      'lasting longer',
+    )
+    t.same(await centrals.chassisRenewalsDue(), [], 'no longer due')
+    const file = join(dataDir, 'renewed.crt')
+    const ca = join(dataDir, 'ca.crt')
+    await writeFile(file, renewed)
+    await writeFile(ca, (await centrals.southboundCa('group-a')) ?? '')
+    t.equal(
+      (await southboundAnswer(sb, { key: files.keyFile, cert: file, ca })).state,
+      'admitted',
+      'the renewed certificate opens the SB (the same CA: no other DPU is touched)',
+    )
+  },
+)
+
+t.test(
+  'upgrading: chassis certificates an earlier version issued for a year keep their DPUs connected, and are renewed short',
+  async (t) => {
+    const { centrals, dataDir, pki } = await centralsIn(t, undefined, { tls: true })
+    await centrals.ensure('group-a')
+    const identity = await pki.issueIdentity({ commonName: 'dpu-1' })
+    const files = await pki.writeIssued('dpu-1', identity)
+    const ca = join(dataDir, 'ca.crt')
+    await writeFile(ca, (await centrals.southboundCa('group-a')) ?? '')
+    await centrals.close()
+    // What the earlier version left: the group's chassis CA, and dpu-1's certificate from
+    // it for a year, which dpu-1's ovn-controller presents.
+    const chassisCa = await openCertificateAuthority(
+      join(centralDir(dataDir, 'group-a'), 'chassis-ca'),
+    )
+    const yearLong = await chassisCa.certifyKeyOf(identity.cert, 365)
+    await writeFile(join(chassisCa.dir, 'chassis-dpu-1.crt'), yearLong)
+    const yearFile = join(dataDir, 'year.crt')
+    await writeFile(yearFile, yearLong)
+
+    const again = await centralsIn(t, dataDir, { tls: true })
+    const { sb } = await again.centrals.ensure('group-a')
+    const session = await openSession(t, sb, { key: files.keyFile, cert: yearFile, ca })
+    t.ok(session.open, 'after the upgrade, dpu-1 reconnects with the certificate it holds')
+    t.same(
+      await again.centrals.chassisRenewalsDue(),
+      [{ group: 'group-a', dpuId: 'dpu-1' }],
+      'a certificate longer than the setting allows is due at once',
+    )
+    const renewed =
+      (await again.centrals.chassisCertificate('group-a', {
+        id: 'dpu-1',
+        identity: identity.cert,
+      })) ?? ''
+    t.ok(
+      Date.parse(new X509Certificate(renewed).validTo) - Date.now() <= 24 * 60 * 60 * 1000,
+      'its renewal lasts a day',
+    )
+    t.notOk(await session.closedWithin(1500), 'and the renewal closes no session')
+    const renewedFile = join(dataDir, 'renewed.crt')
+    await writeFile(renewedFile, renewed)
+    t.equal(
+      (await southboundAnswer(sb, { key: files.keyFile, cert: renewedFile, ca })).state,
+      'admitted',
+      'the renewed certificate opens the SB',
+    )
+  },
+)

@@ -105,6 +105,8 @@ export async function startPipeline(
      * after its last (`HYDRAZINE_CENTRAL_IDLE_MS`), at most `maxCentrals` at once.
      */
     onDemand?: { idleMs: number; maxCentrals?: number }
+    /** With `perGroup` and `tls`: how long chassis certificates last (default a day). */
+    chassisCertMs?: number
     /** The test's own central provider (the stack then runs no OVN central). */
     ovn?: OvnCentralProvider
     /** Called at each named step a handler reaches (`attach:allocated`, …). */
@@ -161,6 +163,7 @@ export async function startPipeline(
       pki: stack.pki,
       log: () => {},
       ...(options.tls ? { tls: true } : {}),
+      ...(options.chassisCertMs ? { chassisCertMs: options.chassisCertMs } : {}),
     })
     const started = centrals
     t.teardown(() => started.close())

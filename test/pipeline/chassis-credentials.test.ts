@@ -1,0 +1,167 @@
+/**
+ * Chassis credentials for per-group SBs over TLS, through the controller: a DPU whose
+ * last host of a group is detached loses that group's SB while the group's other DPUs are
+ * configured with new certificates, and reconcile renews a certificate past half its life.
+ * Real Redis, per-group centrals and OVS's TLS client; stand-in agents record each
+ * `configure` they are sent.
+ */
+import { X509Certificate } from 'node:crypto'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { southboundAnswer } from '../helpers/southbound.ts'
+import type { Teardown } from '../helpers/stack.ts'
+import {
+  dpuFabricIps,
+  groupSpec,
+  hostSpec,
+  type Pipeline,
+  startPipeline,
+  until,
+} from './fixtures.ts'
+import { runReconcile } from './scenarios.ts'
+
+/** What a `configure` carried for the group's SB. */
+interface SbCredentials {
+  readonly sbCertificate: string
+  readonly sbCa: string
+}
+
+type Agent = Awaited<ReturnType<Pipeline['agent']>>
+
+/** Every `configure` the agent was sent, its SB credentials, oldest first. */
+function credentialsSent(agent: Agent): SbCredentials[] {
+  return agent.jobs
+    .filter((job) => job.name === 'configure')
+    .map((job) => (job.data as { group: SbCredentials }).group)
+}
+
+/** A DPU with credentials and a stand-in agent, and a way to ask an SB as it. */
+async function dpuWithCredentials(p: Pipeline, dir: string, id: string) {
+  const issued = await p.client.issueDpuCredentials(id)
+  if (!issued.tls) throw new Error('the pipeline issues certificates')
+  const key = join(dir, `${id}.key`)
+  await writeFile(key, issued.tls.key, { mode: 0o600 })
+  const agent = await p.agent(id, { noSouthbound: true })
+  let n = 0
+  return {
+    agent,
+    /** How the SB at `sb` answers this DPU presenting `sent`'s certificate, trusting its CA. */
+    async answer(sb: string, sent: SbCredentials) {
+      n++
+      const cert = join(dir, `${id}-${n}.crt`)
+      const ca = join(dir, `${id}-${n}-ca.crt`)
+      await writeFile(cert, sent.sbCertificate)
+      await writeFile(ca, sent.sbCa)
+      const answer = await southboundAnswer(sb, { key, cert, ca })
+      return answer.state === 'error' ? `error: ${answer.said}` : answer.state
+    },
+  }
+}
+
+async function groupSb(p: Pipeline, name: string): Promise<string> {
+  await p.client.applyGroup(name, groupSpec('tenant-a', '10.10.10.0/24', '10.10.10.1'))
+  const group = await until(
+    () => p.client.getGroup(name),
+    (g) => g?.status.phase === 'Ready',
+  )
+  const sb = group?.status.ovnCentral?.sb
+  if (!sb) throw new Error(`${name} has no SB`)
+  return sb
+}
+
+async function tempDir(t: Teardown) {
+  const dir = await mkdtemp(join(tmpdir(), 'hz-chassis-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  return dir
+}
+
+t.test(
+  "a DPU whose last host of a group is detached loses the group's SB; the others are configured anew",
+  async (t) => {
+    const p = await startPipeline(t, { perGroup: true, tls: true })
+    const dir = await tempDir(t)
+    for (const id of ['dpu-1', 'dpu-2'])
+      await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
+    const one = await dpuWithCredentials(p, dir, 'dpu-1')
+    const two = await dpuWithCredentials(p, dir, 'dpu-2')
+    const sb = await groupSb(p, 'group-a')
+    await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
+    await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
+    const [held1] = await until(
+      async () => credentialsSent(one.agent),
+      (c) => c.length > 0,
+    )
+    const [held2] = await until(
+      async () => credentialsSent(two.agent),
+      (c) => c.length > 0,
+    )
+    if (!held1 || !held2) throw new Error('no configure sent')
+    t.equal(await one.answer(sb, held1), 'admitted', "dpu-1 reads group-a's SB")
+    t.equal(await two.answer(sb, held2), 'admitted', "dpu-2 reads group-a's SB")
+
+    await p.client.deleteHost('host-1')
+    await until(
+      () => p.client.getHost('host-1'),
+      (h) => h === undefined,
+    )
+    const sent = await until(
+      async () => credentialsSent(two.agent),
+      (c) => c.length > 1,
+    )
+    const fresh = sent.at(-1)
+    if (!fresh) throw new Error('dpu-2 was sent nothing new')
+    t.not(fresh.sbCa, held2.sbCa, "dpu-2 is configured with the group's new CA")
+    t.not(fresh.sbCertificate, held2.sbCertificate, 'and a new certificate')
+    t.equal(new X509Certificate(fresh.sbCertificate).subject, 'CN=dpu-2', 'for its own name')
+    t.equal(await two.answer(sb, fresh), 'admitted', "with them, dpu-2 reads group-a's SB")
+    t.equal(await one.answer(sb, held1), 'refused', "dpu-1's certificate no longer opens it")
+    t.equal(
+      await one.answer(sb, { ...held1, sbCa: fresh.sbCa }),
+      'refused',
+      "nor trusting the group's new CA",
+    )
+    t.equal(credentialsSent(one.agent).length, 1, 'dpu-1 was sent nothing for the group')
+    const last = two.agent.jobs.filter((job) => job.name === 'configure').at(-1)
+    t.match(last?.data, { host: { name: 'host-2' } }, "through host-2's configure")
+  },
+)
+
+t.test('reconcile renews a chassis certificate past half its life', async (t) => {
+  const p = await startPipeline(t, { perGroup: true, tls: true, chassisCertMs: 12_000 })
+  const dir = await tempDir(t)
+  await p.client.applyDpu('dpu-1', { fabricIps: dpuFabricIps('dpu-1') })
+  const one = await dpuWithCredentials(p, dir, 'dpu-1')
+  const sb = await groupSb(p, 'group-a')
+  await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
+  const [held] = await until(
+    async () => credentialsSent(one.agent),
+    (c) => c.length > 0,
+  )
+  if (!held) throw new Error('no configure sent')
+  const early = await runReconcile(p, 'reconcile-early')
+  t.notOk(early.chassisRenewed, 'a fresh certificate is left alone')
+
+  const halfLife = Date.parse(new X509Certificate(held.sbCertificate).validTo) - 6_000
+  await new Promise((r) => setTimeout(r, Math.max(0, halfLife - Date.now()) + 500))
+  const report = await runReconcile(p, 'reconcile-late')
+  t.same(
+    report.chassisRenewed,
+    [{ group: 'group-a', dpuId: 'dpu-1', host: 'host-1' }],
+    'past half its life: reconcile renews it, through host-1',
+  )
+  const sent = await until(
+    async () => credentialsSent(one.agent),
+    (c) => c.length > 1,
+  )
+  const renewed = sent.at(-1)
+  if (!renewed) throw new Error('nothing renewed')
+  t.equal(renewed.sbCa, held.sbCa, 'the same CA: the group keeps its other DPUs as they are')
+  t.ok(
+    Date.parse(new X509Certificate(renewed.sbCertificate).validTo) >
+      Date.parse(new X509Certificate(held.sbCertificate).validTo),
+    'a certificate lasting longer reaches the DPU',
+  )
+  t.equal(await one.answer(sb, renewed), 'admitted', 'and opens the SB')
+})
