@@ -26,6 +26,8 @@ export interface EvpnPlace {
   readonly netns?: string | undefined
   /** The netns backend's directory, zebra's `/run/netns`; absent: kernel VRF devices. */
   readonly netnsDir?: string | undefined
+  /** The DPU's VTEP: the next hop of the routes it originates. */
+  readonly vtep: string
   readonly log: (line: string) => void
 }
 
@@ -136,7 +138,12 @@ export class EvpnSpeaker {
         : []
     for (const name of ['zebra', 'bgpd'] as const) {
       const conf = join(dir, `${name}.conf`)
-      await writeFile(conf, `hostname ${pathspace}\n`)
+      // zebra holds EVPN devices protodown for a startup delay (180 s by default) meant for
+      // multihoming; a DPU has no Ethernet segment to protect, and its VRFs come later.
+      await writeFile(
+        conf,
+        `hostname ${pathspace}\n${name === 'zebra' ? 'evpn mh startup-delay 0\n' : ''}`,
+      )
       const pidFile = join(dir, `${name}.pid`)
       if (await stopLeftover(pidFile, `/usr/lib/frr/${name}`)) log(`stopped a leftover ${name}`)
       const argv = [
@@ -209,33 +216,54 @@ export class EvpnSpeaker {
     return active
   }
 
-  /** The prefixes the VRF's BGP table holds from its own kernel routes (what it announces). */
-  async announced(vni: number): Promise<string[]> {
+  /**
+   * The host prefixes this DPU announces as EVPN type-5 routes of the VRF: self-originated,
+   * with the group's route target (`ASN:VNI`).
+   */
+  async announced(vni: number, routeTarget?: string): Promise<string[]> {
     if (!this.running) return []
-    const { vrf } = vrfNames(vni)
-    const prefixes: string[] = []
-    for (const family of ['ipv4', 'ipv6']) {
-      const out = await this.vtysh
-        .show(`show bgp vrf ${vrf} ${family} unicast json`)
-        .catch(() => '{}')
-      try {
-        const parsed = JSON.parse(out) as {
-          routes?: Record<string, { origin?: string; nexthops?: unknown }[]>
-        }
-        for (const [prefix, paths] of Object.entries(parsed.routes ?? {})) {
-          // Its own: redistributed ("incomplete" origin, the local kernel route).
-          if (paths.some((p) => (p as { path?: string; peerId?: string }).peerId === '(unspec)')) {
-            prefixes.push(prefix)
-          }
-        }
-      } catch {}
-    }
-    return prefixes
+    const out = await this.vtysh
+      .show('show bgp l2vpn evpn route type prefix json')
+      .catch(() => '{}')
+    return selfOriginatedType5(out, routeTarget ?? `:${vni}`, this.place.vtep)
   }
 
   async stop(): Promise<void> {
     for (const d of this.daemons.splice(0).reverse()) await d.stop().catch(() => {})
   }
+}
+
+/**
+ * The prefixes of `show bgp l2vpn evpn route … json` this DPU originates (next hop its
+ * VTEP) whose route target is `rt` (`65001:7`, or `:7` for any AS). Pure.
+ */
+export function selfOriginatedType5(json: string, rt: string, vtep: string): string[] {
+  const prefixes = new Set<string>()
+  let parsed: Record<string, unknown>
+  try {
+    parsed = JSON.parse(json) as Record<string, unknown>
+  } catch {
+    return []
+  }
+  for (const rd of Object.values(parsed)) {
+    if (typeof rd !== 'object' || rd === null) continue
+    for (const [key, entry] of Object.entries(rd as Record<string, unknown>)) {
+      const m = /^\[5\]:\[\d+\]:\[(\d+)\]:\[([^\]]+)\]$/.exec(key)
+      if (!m) continue
+      const paths = (
+        ((entry as { paths?: unknown[][] }).paths ?? []).flat() as {
+          extendedCommunity?: { string?: string }
+          nexthops?: { ip?: string }[]
+        }[]
+      ).filter((p) => p.nexthops?.some((h) => h.ip === vtep))
+      const rts = paths.flatMap((p) =>
+        [...(p.extendedCommunity?.string ?? '').matchAll(/RT:(\S+)/g)].map((r) => r[1] ?? ''),
+      )
+      if (rts.some((r) => r === rt || (rt.startsWith(':') && r.endsWith(rt))))
+        prefixes.add(`${m[2]}/${m[1]}`)
+    }
+  }
+  return [...prefixes]
 }
 
 async function vtyGroupId(): Promise<number | undefined> {

@@ -60,6 +60,7 @@ export class FabricAgent {
         pathspace: `hz${config.dpuId}`.replace(/[^A-Za-z0-9]/g, '').slice(0, 30),
         netns: config.netns,
         netnsDir: config.vrfBackend === 'netns' ? netnsDir : undefined,
+        vtep: config.vtepIp ?? config.fabricIps[0] ?? '',
         log,
       },
       config.evpnPeers ?? [],
@@ -111,7 +112,7 @@ export class FabricAgent {
     const wanted = host.addresses.map(prefixOf)
     let announced: string[] = []
     const all = await waitUntil(async () => {
-      announced = await this.speaker.announced(group.vni)
+      announced = await this.speaker.announced(group.vni, group.routeTarget)
       return wanted.every((p) => announced.includes(p))
     }, c.installTimeoutMs)
     if (!all)

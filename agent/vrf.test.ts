@@ -30,6 +30,7 @@ t.test('the kernel backend: a host port in and out of the VRF', async (t) => {
     mtu: 9000,
   }
   t.same(argv(kernelPlan.attach(port)), [
+    'ip link set hzx10001 protodown off',
     'ip link set pf0vf0 master hzv10001',
     'ip link set pf0vf0 mtu 9000',
     'ip link set pf0vf0 up',

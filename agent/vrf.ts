@@ -146,8 +146,10 @@ export const kernelPlan = {
     ]
   },
   attach({ vni, port, gateways, addresses, mtu }: PortInVrf): Command[] {
-    const { vrf } = vrfNames(vni)
+    const { vrf, vxlan } = vrfNames(vni)
     return [
+      // zebra may leave a VXLAN device it found mid-set-up protodown: the L3VNI is then down.
+      { argv: ['ip', 'link', 'set', vxlan, 'protodown', 'off'] },
       { argv: ['ip', 'link', 'set', port, 'master', vrf] },
       ...(mtu ? [{ argv: ['ip', 'link', 'set', port, 'mtu', String(mtu)] }] : []),
       { argv: ['ip', 'link', 'set', port, 'up'] },
@@ -282,6 +284,8 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
       const ns = nsOf(vni)
       const n = (...argv: string[]) => ['ip', '-n', ns, ...argv]
       return [
+        // zebra may leave a VXLAN device it found mid-set-up protodown: the L3VNI is then down.
+        { argv: n('link', 'set', vrfNames(vni).vxlan, 'protodown', 'off') },
         {
           argv: [
             'sh',
