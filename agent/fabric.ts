@@ -35,6 +35,7 @@ export class FabricAgent {
   private asn: number | undefined
 
   constructor(
+    private readonly log: (line: string) => void,
     private readonly config: AgentConfig,
     readonly backend: VrfBackend,
     readonly speaker: EvpnSpeaker,
@@ -65,7 +66,7 @@ export class FabricAgent {
       },
       config.evpnPeers ?? [],
     )
-    return new FabricAgent(config, backend, speaker, boundInOvs)
+    return new FabricAgent(log, config, backend, speaker, boundInOvs)
   }
 
   private hostPortOf(host: { hostPort?: string | undefined }): string {
@@ -148,10 +149,15 @@ export class FabricAgent {
       if (!withdrawn) throw new PortNotReleased(c.dpuId, gone.join(', '), c.installTimeoutMs)
       const after = (await this.backend.list()).find((v) => v.vni === vni)
       if (after && after.ports.length === 0) {
-        if (this.asn !== undefined && this.speaker.running) {
-          await this.speaker.removeVrf(vni, this.asn).catch(() => {})
+        // The host is isolated already: a VRF left behind is tidied by the next isolate.
+        try {
+          if (this.asn !== undefined && this.speaker.running) {
+            await this.speaker.removeVrf(vni, this.asn)
+          }
+          await this.backend.removeVrf(vni)
+        } catch (error) {
+          this.log(`VRF ${after.vrf} is empty but stays: ${String(error)}`)
         }
-        await this.backend.removeVrf(vni)
       }
     }
     return {

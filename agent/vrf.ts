@@ -328,8 +328,9 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
     },
     removeVrf(vni: number): Command[] {
       return [
-        { argv: ['sh', '-c', `! mountpoint -q ${view(vni)} || umount ${view(vni)}`] },
-        { argv: ['rm', '-f', view(vni)] },
+        // Lazily: zebra still holds the namespace it is letting go of.
+        { argv: ['sh', '-c', `! mountpoint -q ${view(vni)} || umount -l ${view(vni)}`] },
+        { argv: ['rm', '-f', view(vni)], done: /busy/ },
         { argv: ['ip', 'netns', 'del', nsOf(vni)], done: gone },
       ]
     },

@@ -170,7 +170,7 @@ export async function createDpu(opts: {
     for (const n of relayNamespaces) await quietly(ip('netns', 'del', n))
     // Fabric groups' VRF namespaces (`<DPU netns>-v<VNI>`) and the directory the agent
     // bound them into for its zebra (a mount of its own).
-    await quietly(run('umount', ['-R', join(dir, 'vrfs')]))
+    await quietly(run('umount', ['-R', '-l', join(dir, 'vrfs')]))
     const vrfNamespaces = (await ip('netns', 'list').catch(() => ''))
       .split('\n')
       .map((l) => l.split(' ')[0] ?? '')

@@ -17,7 +17,7 @@
  * Run as root it must work (a lab that cannot start fails, saying why); without root it
  * is skipped, saying why (`lab-test.ts`).
  */
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { labPrefix } from '../../infra/lab/dpu.ts'
@@ -157,7 +157,11 @@ await labTest(
 
     // Detach: a2's /32 is withdrawn from the reflector, and a1 no longer reaches it.
     t.equal((await l.api('DELETE', '/v1/managed-resources/a2')).status, 202, 'detach a2')
-    if (!t.ok(await isGone(l, '/v1/managed-resources/a2'), 'a2 is gone')) t.comment(await why('a2'))
+    if (!t.ok(await isGone(l, '/v1/managed-resources/a2'), 'a2 is gone')) {
+      t.comment(await why('a2'))
+      const log = await readFile(join(dpu2.sim.dataDir, 'agent.log'), 'utf8').catch(() => '')
+      t.comment(log.split('\n').slice(-15).join('\n'))
+    }
     t.ok(
       await eventually(async () => {
         const routes = await l.router.evpnRoutes()
