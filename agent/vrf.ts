@@ -356,6 +356,8 @@ export function netnsVrfBackend(opts: { underlay?: string | undefined; dir: stri
         const ns = plan.nsOf(vni)
         const { bridge, vxlan } = vrfNames(vni)
         const links = parseLinks(await output(['ip', '-n', ns, '-j', 'link', 'show']))
+        // Bound here, but its namespace is gone (a removal cut short): no VRF.
+        if (links.length === 0) continue
         states.push({
           vrf,
           vni,

@@ -32,6 +32,11 @@ const network = { cidr: '10.10.0.0/24', gateway: '10.10.0.1' }
 interface GroupView {
   status?: { fabric?: { vni: number; vlan: number } }
 }
+interface DpuView {
+  agent?: {
+    observed?: { vrfs?: { group: string; vrf: string; ports: string[]; announced: string[] }[] }
+  }
+}
 interface HostView {
   status?: { agent?: { vrf?: string; announced?: string[] } }
 }
@@ -100,6 +105,22 @@ await labTest(
       a1View.status?.agent,
       { vrf: `hzv${vniOf['fab-a']}`, announced: ['10.10.0.11/32'] },
       "a1's status names its VRF and the /32 its DPU announces",
+    )
+
+    /** The VRFs the DPU's agent reports in its heartbeat. */
+    const vrfsOf = async (dpu: string) =>
+      ((await l.api('GET', `/v1/dpus/${dpu}`)).body as DpuView).agent?.observed?.vrfs ?? []
+    t.ok(
+      await eventually(async () =>
+        (await vrfsOf('dpu1')).some(
+          (v) =>
+            v.group === 'fab-a' &&
+            v.vrf === `hzv${vniOf['fab-a']}` &&
+            v.ports.join() === a1.hostPort &&
+            v.announced.join() === '10.10.0.11/32',
+        ),
+      ),
+      "dpu1's heartbeat reports fab-a's VRF, a1's port in it and the /32 it announces",
     )
 
     // The reflector: each host's /32 under its group's RT, next hop its DPU's VTEP.
@@ -175,5 +196,37 @@ await labTest(
     )
     t.notOk(await pings(a1.netns, '10.10.0.12', 3), 'a1 no longer reaches a2')
     t.ok(await pings(b1.netns, '10.10.0.11'), 'fab-b is untouched')
+    const noFabA = await eventually(
+      async () => !(await vrfsOf('dpu2')).some((v) => v.group === 'fab-a'),
+    )
+    if (!t.ok(noFabA, 'dpu2 holds no VRF of fab-a any more (a2 was its last host there)')) {
+      t.comment(JSON.stringify(await vrfsOf('dpu2')))
+      const log = await readFile(join(dpu2.sim.dataDir, 'agent.log'), 'utf8').catch(() => '')
+      t.comment(log.split('\n').slice(-8).join('\n'))
+    }
+    t.ok(
+      (await vrfsOf('dpu2')).some((v) => v.group === 'fab-b'),
+      "fab-b's VRF stays on dpu2",
+    )
+
+    // Deleting a Fabric group detaches its hosts, withdraws them and gives its VNI back.
+    t.equal((await l.api('DELETE', '/v1/resource-groups/fab-b')).status, 202, 'delete fab-b')
+    t.ok(await isGone(l, '/v1/resource-groups/fab-b', 90_000), 'fab-b is gone')
+    t.ok(
+      await eventually(async () => {
+        const routes = await l.router.evpnRoutes()
+        return [...routes.keys()].every((k) => !k.startsWith(`${rt('fab-b')}|`))
+      }, 10_000),
+      "the reflector holds no route of fab-b's",
+    )
+    const again = await l.api('PUT', '/v1/resource-groups/fab-c', {
+      tenantId: 'tenant-c',
+      network,
+      networkImplementationType: 'Fabric',
+    })
+    t.equal(again.status, 202, 'a new Fabric group fab-c')
+    t.ok(await phaseIs(l, '/v1/resource-groups/fab-c', 'Ready'), 'fab-c is Ready')
+    const fabC = (await l.api('GET', '/v1/resource-groups/fab-c')).body as GroupView
+    t.equal(fabC.status?.fabric?.vni, vniOf['fab-b'], "fab-c takes fab-b's VNI, given back")
   },
 )
