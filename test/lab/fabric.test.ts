@@ -12,7 +12,10 @@
  *   other, and neither reaches a host of fab-a (a1 sees no echo of theirs);
  * - the reflector holds each host's /32 under its group's route target ASN:VNI with its
  *   DPU's VTEP as next hop, and loses a2's when a2 is detached (a1 no longer reaches it);
- * - o1 (dpu1) and o2 (dpu2) in the Overlay group reach each other and no Fabric host.
+ * - o1 (dpu1) and o2 (dpu2) in the Overlay group reach each other and no Fabric host;
+ * - each DPU's heartbeat reports its VRFs (port, announced /32); a DPU drops a group's VRF
+ *   when its last host of the group leaves;
+ * - deleting fab-b withdraws all its routes and gives its VNI back (fab-c takes it).
  *
  * Run as root it must work (a lab that cannot start fails, saying why); without root it
  * is skipped, saying why (`lab-test.ts`).
