@@ -12,6 +12,10 @@ import { mkdir } from 'node:fs/promises'
 import type {
   ConfigureAck,
   ConfigureRequest,
+  FabricConfigureAck,
+  FabricConfigurePayload,
+  FabricIsolateAck,
+  FabricIsolatePayload,
   IsolateAck,
   IsolateRequest,
   ObservedState,
@@ -19,6 +23,7 @@ import type {
 import type { AgentConfig } from './config.ts'
 import { DhcpRelays, OvnController } from './daemons.ts'
 import {
+  FabricNotConfigured,
   HostPortBound,
   HostPortNotAllowed,
   HostPortNotOurs,
@@ -29,6 +34,7 @@ import {
   SouthboundNeedsTls,
   WrongDpu,
 } from './errors.ts'
+import { FabricAgent } from './fabric.ts'
 import {
   claimOf,
   Key,
@@ -81,6 +87,8 @@ export class Agent {
     private readonly log: (line: string) => void,
     /** What it presents to `ssl:` Southbounds, when it has a TLS identity. */
     private readonly sbCertificate: SouthboundCertificate | undefined,
+    /** Fabric groups' VRFs and the DPU's FRR, when it has EVPN peers (`fabric.ts`). */
+    readonly fabric?: FabricAgent,
   ) {}
 
   /**
@@ -124,6 +132,16 @@ export class Agent {
       new DhcpRelays(place),
       log,
       sbCertificate,
+      (config.evpnPeers?.length ?? 0) > 0
+        ? FabricAgent.create(
+            config,
+            async () =>
+              new Set(
+                (await ovs.snapshot()).owned.filter((p) => p.role === 'host').map((p) => p.name),
+              ),
+            log,
+          )
+        : undefined,
     )
     try {
       await agent.resume()
@@ -204,6 +222,8 @@ export class Agent {
       owner: [Key.ifaceId],
     }
     this.mustClaimHostPort(claimPort(before.ports.get(hostPort), claimOf(hostSpec)), job)
+    const inVrf = (await this.fabric?.backend.list())?.find((v) => v.ports.includes(hostPort))
+    if (inVrf) throw new HostPortBound(c.dpuId, hostPort, `VRF ${inVrf.vrf}`, host.logicalPort)
     const relay = relayPlan(c, job, before)
     if (relay) {
       for (const spec of [relay.port, relay.uplink]) {
@@ -407,13 +427,26 @@ export class Agent {
     if (stale.length > 0) await this.ovs.removeChassisIds(stale)
   }
 
+  /** `configure` of a Fabric group's host (protocol 3): its port in the group's VRF. */
+  async configureFabric(job: FabricConfigurePayload): Promise<FabricConfigureAck> {
+    if (!this.fabric) throw new FabricNotConfigured(this.config.dpuId)
+    return this.fabric.configure(job)
+  }
+
+  /** `isolate` of a Fabric group's host: its routes withdrawn, its port out of the VRF. */
+  async isolateFabric(job: FabricIsolatePayload): Promise<FabricIsolateAck> {
+    if (!this.fabric) throw new FabricNotConfigured(this.config.dpuId)
+    return this.fabric.isolate(job)
+  }
+
   /** What is on the DPU now: heartbeats, acks and gRPC `GetStatus` report this. */
   async observe(): Promise<ObservedState> {
     // Asked side by side: a busy ovn-controller answers its control socket late, and the
     // configure ack waits for both.
-    const [snap, connected] = await Promise.all([
+    const [snap, connected, vrfs] = await Promise.all([
       this.ovs.snapshot(),
       this.ovnController.connected(),
+      this.fabric?.observe(),
     ])
     return {
       chassis: snap.systemId ?? this.config.systemId,
@@ -439,12 +472,14 @@ export class Agent {
           dhcpServer: p.externalIds[Key.dhcpServer] ?? '',
           running: this.relays.isRunning(p.group),
         })),
+      ...(vrfs ? { vrfs } : {}),
     }
   }
 
   /** Stops the daemons and closes the database connection. */
   async close(): Promise<void> {
     await this.relays.stopAll()
+    await this.fabric?.close()
     await this.ovnController.stop()
     await this.ovs.close()
   }

@@ -84,6 +84,21 @@ export interface AgentConfig {
   readonly metricsListen?: string
   /** Scrapers must send `Authorization: Bearer <token>` (secret: give it by environment). */
   readonly metricsToken?: string
+  /**
+   * The fabric's EVPN route reflectors (or leaves) the DPU's own FRR peers with, iBGP in
+   * the fabric's AS. Given, the agent takes Fabric groups' hosts (it advertises protocol
+   * 3.0) and runs zebra + bgpd; absent, it takes Overlay hosts only.
+   */
+  readonly evpnPeers?: readonly string[]
+  /** How a Fabric group's VRF is built: a kernel VRF device, or a network namespace (the lab). */
+  readonly vrfBackend?: 'kernel' | 'netns'
+  /**
+   * The netns backend: the directory the VRF namespaces are bound into, the only ones the
+   * DPU's zebra (`-n`) sees as its `/run/netns` (default `<run-dir>/vrfs`).
+   */
+  readonly vrfNetnsDir?: string
+  /** The DPU's VTEP address: the next hop of its type-5 routes (default the first fabric IP). */
+  readonly vtepIp?: string
 }
 
 export interface Option {
@@ -248,6 +263,31 @@ export const OPTIONS: readonly Option[] = [
     env: 'HZ_PROTOCOL_VERSIONS',
     help: 'protocol versions spoken (testing skew)',
     default: PROTOCOL_VERSIONS.join(','),
+  },
+  {
+    key: 'evpnPeers',
+    flag: 'evpn-peers',
+    env: 'HZ_EVPN_PEERS',
+    help: "comma-separated EVPN peers (the fabric's route reflectors); given, Fabric groups' hosts are taken",
+  },
+  {
+    key: 'vrfBackend',
+    flag: 'vrf-backend',
+    env: 'HZ_VRF_BACKEND',
+    help: "a Fabric group's VRF: kernel (a VRF device) or netns (a namespace, the lab)",
+    default: 'kernel',
+  },
+  {
+    key: 'vrfNetnsDir',
+    flag: 'vrf-netns-dir',
+    env: 'HZ_VRF_NETNS_DIR',
+    help: 'netns backend: the directory zebra sees as /run/netns [<run-dir>/vrfs]',
+  },
+  {
+    key: 'vtepIp',
+    flag: 'vtep-ip',
+    env: 'HZ_VTEP_IP',
+    help: 'the VTEP address of the VRFs (default: the first fabric IP)',
   },
   {
     key: 'queuePrefix',

@@ -10,10 +10,15 @@
  * (`describeConfig`, `redactingLog` in `log-redaction.ts`).
  */
 import { isIP, isIPv4 } from 'node:net'
-import { resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import * as v from 'valibot'
-import { DpuId, InterfaceName } from '../lib/agent-protocol/index.ts'
+import {
+  AGENT_PROTOCOL_VERSIONS,
+  DpuId,
+  InterfaceName,
+  PROTOCOL_VERSIONS,
+} from '../lib/agent-protocol/index.ts'
 import { ConfigError } from '../lib/errors.ts'
 import { parseMetricsListen } from '../lib/metrics/listen.ts'
 import { clusterNodes, isClusterUrl } from '../lib/redis/connection.ts'
@@ -102,6 +107,12 @@ const fields = {
   lockMs: ms,
   protocolVersions: list(v.pipe(v.string(), v.regex(/^\d+\.\d+$/)), "must be like '1.0,2.0'"),
   queuePrefix: v.optional(text),
+  evpnPeers: v.optional(
+    list(v.pipe(v.string(), v.check(isIPv4, 'must be IPv4 addresses')), 'must be IPv4 addresses'),
+  ),
+  vrfBackend: v.picklist(['kernel', 'netns'], 'must be kernel or netns'),
+  vrfNetnsDir: v.optional(text),
+  vtepIp: v.optional(v.pipe(v.string(), v.check(isIPv4, 'must be an IPv4 address'))),
   metricsListen: v.optional(
     v.pipe(
       v.string(),
@@ -270,10 +281,20 @@ export function parseAgentConfig(
   }
   const c = result.output
   const hostPorts = [...new Set(c.hostPorts)]
+  const evpnPeers = c.evpnPeers ?? []
+  const runDir = resolve(c.runDir)
   return {
     ...c,
+    evpnPeers,
+    // Fabric jobs (3.x) only when the DPU has a fabric to announce them to.
+    protocolVersions:
+      evpnPeers.length > 0 && raw.protocolVersions === PROTOCOL_VERSIONS.join(',')
+        ? [...AGENT_PROTOCOL_VERSIONS]
+        : c.protocolVersions,
+    vrfNetnsDir: resolve(c.vrfNetnsDir ?? join(runDir, 'vrfs')),
+    vtepIp: c.vtepIp ?? c.fabricIps.find((ip) => isIPv4(ip)) ?? '',
     systemId: c.systemId ?? c.dpuId,
-    runDir: resolve(c.runDir),
+    runDir,
     bridgeMappings: c.bridgeMappings ?? `physnet:${c.uplinkBridge}`,
     relayUplinkIps: c.relayUplinkIps ?? [],
     hostPorts,

@@ -188,3 +188,14 @@ export class WrongDpu extends HydrazineError {
     })
   }
 }
+
+/** A Fabric job reached an agent with no fabric to announce to (no `--evpn-peers`). */
+export class FabricNotConfigured extends HydrazineError {
+  constructor(readonly dpuId: string) {
+    super(
+      'AGENT_FABRIC_NOT_CONFIGURED',
+      `DPU ${dpuId} takes no Fabric groups' hosts: its agent runs without --evpn-peers`,
+      { retryable: false },
+    )
+  }
+}

@@ -22,6 +22,8 @@ import { HEARTBEAT_TTL_INTERVALS, Heartbeats } from '../lib/agent-protocol/heart
 import {
   agentQueueName,
   type ConfigureAck,
+  type FabricConfigureAck,
+  type FabricIsolateAck,
   type Heartbeat,
   type IsolateAck,
   parseAgentJob,
@@ -196,7 +198,9 @@ export async function startAgentRuntime(
     cleanups.push(() => new Promise<void>((resolve) => server.tryShutdown(() => resolve())))
     const host = config.grpcListen.slice(0, config.grpcListen.lastIndexOf(':'))
 
-    const process = async (job: Job): Promise<ConfigureAck | IsolateAck> => {
+    const process = async (
+      job: Job,
+    ): Promise<ConfigureAck | IsolateAck | FabricConfigureAck | FabricIsolateAck> => {
       const started = performance.now()
       const done = (outcome: 'completed' | 'failed') =>
         metrics.jobDone(jobLabel(job.name), outcome, (performance.now() - started) / 1000)
@@ -206,7 +210,11 @@ export async function startAgentRuntime(
         const ack =
           parsed.name === 'configure'
             ? await agent.configure(parsed.payload)
-            : await agent.isolate(parsed.payload)
+            : parsed.name === 'isolate'
+              ? await agent.isolate(parsed.payload)
+              : parsed.name === 'fabric-configure'
+                ? await agent.configureFabric(parsed.payload)
+                : await agent.isolateFabric(parsed.payload)
         done('completed')
         return ack
       } catch (err) {

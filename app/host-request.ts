@@ -1,7 +1,9 @@
 /**
  * A host request as the caller may make it: the name not another tenant's, the request
  * well formed, its group one the caller may see, not being deleted and not a Fabric group
- * (no DPU side for Fabric mode yet), its addresses in the group's subnets. Reads through the request's own reads (`reads.ts`), so a host
+ * the controller cannot build (no `HYDRAZINE_FABRIC_ASN`), a Fabric group's host with
+ * `hostAccess: None` (the only level Fabric mode builds), its addresses in the group's
+ * subnets. Reads through the request's own reads (`reads.ts`), so a host
  * and its group are read once however many checks ask.
  */
 
@@ -27,14 +29,31 @@ function noSuchGroup(name: unknown): ValidationError {
   ])
 }
 
-/** Hosts cannot join a Fabric group: this version has no DPU side for Fabric mode. */
+/** Hosts cannot join a Fabric group the controller cannot build (no fabric AS configured). */
 function fabricHostsUnavailable(group: string): ValidationError {
   return new ValidationError([
     {
       path: 'resourceGroup',
-      message: `resource group ${group} is a Fabric group, and Fabric mode's DPU side is not available in this version of Hydrazine: no host can attach to it (attach it to an Overlay group)`,
+      message: `resource group ${group} is a Fabric group, and Fabric mode is not available here (the operator has not set HYDRAZINE_FABRIC_ASN): no host can attach to it (attach it to an Overlay group)`,
     },
   ])
+}
+
+/** A Fabric group's hosts reach their own group only: no route leaking is built. */
+function fabricAccessUnavailable(group: string, access: string): ValidationError {
+  return new ValidationError([
+    {
+      path: 'hostAccess',
+      message: `${access} is not available in Fabric group ${group}: its hosts reach only each other (route leaking at the fabric's border is not built); use None, or an Overlay group`,
+    },
+  ])
+}
+
+/** Whether the controller reported the Fabric group cannot be built here. */
+function fabricUnavailable(group: ResourceGroup): boolean {
+  return group.status.conditions.some(
+    (c) => c.type === 'FabricConfigured' && c.reason === 'FABRIC_NOT_AVAILABLE',
+  )
 }
 
 /** The group as `caller` may see it: undefined when missing or another tenant's. */
@@ -92,7 +111,10 @@ export async function hostRequestOf(
   if (group.deletion) {
     throw new StoreConflict(`resource group ${group.name} is being deleted`, 'Terminating')
   }
-  if (implementationOf(group.spec) === 'Fabric') throw fabricHostsUnavailable(group.name)
+  if (implementationOf(group.spec) === 'Fabric') {
+    if (fabricUnavailable(group)) throw fabricHostsUnavailable(group.name)
+    if (request.hostAccess !== 'None') throw fabricAccessUnavailable(group.name, request.hostAccess)
+  }
   const issues = hostAddressIssues(
     request,
     { ...group.spec, name: group.name },

@@ -8,6 +8,7 @@ import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
 import { CONTROLLER_QUEUE, HostJob, jobId } from '../lib/jobs/index.ts'
 import { attemptOf } from '../lib/model/attempts.ts'
+import { implementationOf } from '../lib/model/network-implementation.ts'
 import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/model/objects.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
 import {
@@ -27,6 +28,7 @@ import {
   southboundCaFor,
 } from './internal/dpu-central.ts'
 import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
+import { convergeFabricHost, reportFabricAttached } from './internal/fabric-host.ts'
 import { allocateAddresses, sameMemberSettings } from './internal/host-addresses.ts'
 import { agentConfigured, configureRequestOf } from './internal/host-configure.ts'
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
@@ -85,6 +87,7 @@ async function attach(
     return { host: name, phase: found.status.phase, observedVersion: 0, skipped }
   }
   const host: HostAttempt = { ...found, attempt }
+  if (await inFabricGroup(deps, host)) return attachToFabric(deps, job, token, host)
 
   if (stepOf(job) === 'converge') {
     const group = await groupReadyFor(deps, job, token, host)
@@ -119,6 +122,35 @@ async function attach(
     await stillWaiting(job, token, deps.children)
   }
   return reportAttached(deps, host)
+}
+
+/** Whether the host's group is a Fabric group (`internal/fabric-host.ts`). */
+async function inFabricGroup(deps: HandlerDeps, host: ManagedResource): Promise<boolean> {
+  const group = await deps.store.groups.get(host.spec.resourceGroup)
+  return group !== undefined && implementationOf(group.spec) === 'Fabric'
+}
+
+/**
+ * The attach of a Fabric group's host: no OVN, no central; `configure` on its DPU puts it
+ * in the group's VRF and announces its prefixes, and the host is Ready on that ack.
+ */
+async function attachToFabric(
+  deps: HandlerDeps,
+  job: Job,
+  token: string | undefined,
+  host: HostAttempt,
+): Promise<HostAttachResult> {
+  if (stepOf(job) === 'converge') {
+    const group = await groupReadyFor(deps, job, token, host)
+    await deps.checkpoint('attach:group-read')
+    const configure = await convergeFabricHost(deps, host, group)
+    await deps.checkpoint('attach:children-added')
+    await waitForChildren(job, token, deps.children, [configure])
+  } else {
+    await stillWaiting(job, token, deps.children)
+  }
+  const phase = await reportFabricAttached(deps, host)
+  return { host: host.name, phase, observedVersion: host.specVersion }
 }
 
 /**

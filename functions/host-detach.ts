@@ -2,13 +2,15 @@ import type { Job } from 'bullmq'
 import { HydrazineError } from '../lib/errors.ts'
 import { ipv6OwnerOf } from '../lib/ipam/group-network.ts'
 import { deletionVersion, HostDetachJob, jobId } from '../lib/jobs/index.ts'
+import { implementationOf } from '../lib/model/network-implementation.ts'
 import type { ManagedResource } from '../lib/model/objects.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
-import { addIsolate, boundOnDpu, isolateAck } from './internal/agent-jobs.ts'
+import { addIsolate, boundOnDpu, fabricIsolateAck, isolateAck } from './internal/agent-jobs.ts'
 import { centralMayStop } from './internal/central-demand.ts'
 import { leaveGroupSouthbound } from './internal/chassis-credentials.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { AwaitingAck, failOrRetry } from './internal/errors.ts'
+import { isolateFabricHost } from './internal/fabric-host.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { optionalHostPort } from './internal/host-port.ts'
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
@@ -67,12 +69,17 @@ async function detach(
       skipped: 'not found',
     }
   }
+  const group = await deps.store.groups.get(host.spec.resourceGroup)
+  const fabric = group !== undefined && implementationOf(group.spec) === 'Fabric'
   if (stepOf(job) === 'converge') {
     await reportDetaching(deps, host, force)
     await detachInterfaces(deps, host, force)
-    await leaveTopology(deps, host, force)
-    const isolating = await isolate(deps, host, force)
-    const withdrawing = await withdrawPublicIp(deps, host)
+    if (fabric) await deps.store.objects.requestDeletion('mr', host.name, force)
+    else await leaveTopology(deps, host, force)
+    const isolating = fabric
+      ? await isolateFabricHost(deps, host)
+      : await isolate(deps, host, force)
+    const withdrawing = fabric ? [] : await withdrawPublicIp(deps, host)
     await deps.checkpoint('detach:children-added')
     // Forced: the isolate is sent, but nobody waits for an agent that may be gone.
     await waitForChildren(job, token, deps.children, [
@@ -82,7 +89,7 @@ async function detach(
   } else {
     await stillWaiting(job, token, deps.children)
   }
-  return releaseWhenIsolated(deps, host, force)
+  return releaseWhenIsolated(deps, host, force, fabric)
 }
 
 /**
@@ -182,24 +189,25 @@ async function releaseWhenIsolated(
   deps: HandlerDeps,
   host: ManagedResource,
   force: boolean,
+  fabric: boolean,
 ): Promise<HostDetachResult> {
   const { spec } = host
-  const ack = await isolateAck(deps, {
-    dpuId: spec.dpu.id,
-    host: host.name,
-    specVersion: host.specVersion,
-  })
+  const key = { dpuId: spec.dpu.id, host: host.name, specVersion: host.specVersion }
   const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
+  // A Fabric host: its prefixes withdrawn and its port out of the VRF, as its DPU says.
+  const ack = fabric ? await fabricIsolateAck(deps, key) : await isolateAck(deps, key)
   // An "unbound" ack counts only when the Southbound agrees.
   const acked =
     ack.state === 'acked' &&
-    ack.value.unbound &&
-    !(await boundOnDpu(deps, spec.resourceGroup, logicalPort, spec.dpu.id).catch(
-      (error: unknown) => {
-        if (force) return false
-        throw error
-      },
-    ))
+    ('withdrawn' in ack.value
+      ? ack.value.withdrawn
+      : ack.value.unbound &&
+        !(await boundOnDpu(deps, spec.resourceGroup, logicalPort, spec.dpu.id).catch(
+          (error: unknown) => {
+            if (force) return false
+            throw error
+          },
+        )))
   if (!force && ack.state === 'failed') {
     // The host cannot be shown isolated: it stays Detaching, saying why; a forced delete
     // finishes it (and its DPU isolates it before its next use).

@@ -51,7 +51,10 @@ import { natIp6Of, publicIpv6Via } from './internal/public-ip-jobs.ts'
 
 export type { Planner }
 
-export type PlannerDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'>
+export type PlannerDeps = Pick<
+  HandlerDeps,
+  'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone' | 'fabricAsn'
+>
 
 interface Parts {
   readonly state: GroupState | undefined
@@ -124,7 +127,7 @@ export function createPlanner(deps: PlannerDeps): Planner {
   return {
     async group(name, spec) {
       if (implementationOf(spec) === 'Fabric') {
-        return fabricGroupPlan(name, await deps.ipam.fabricIdsOf(name))
+        return fabricGroupPlan(name, await deps.ipam.fabricIdsOf(name), deps.fabricAsn)
       }
       const existing = await deps.store.groups.get(name)
       const read = existing ? await readGroupState(deps, name) : undefined

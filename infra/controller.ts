@@ -17,6 +17,7 @@ import {
   agentQueueName,
   PROTOCOL_VERSIONS,
   pickProtocolVersion,
+  speaksFabric,
 } from '../lib/agent-protocol/index.ts'
 import type { NetworkImplementationConfig } from '../lib/config/network-implementation.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
@@ -181,6 +182,10 @@ export async function startController(options: ControllerOptions): Promise<Contr
       // Unknown agent: speak the oldest version every shipped agent understands.
       return beat ? pickProtocolVersion(beat.protocolVersions) : PROTOCOL_VERSIONS[0]
     },
+    async speaksFabric(dpuId) {
+      const beat = await heartbeats.read(dpuId)
+      return beat ? speaksFabric(beat.protocolVersions) : false
+    },
     async ovnVersionOf(dpuId) {
       return (await heartbeats.read(dpuId))?.ovnVersion
     },
@@ -216,6 +221,9 @@ export async function startController(options: ControllerOptions): Promise<Contr
       southbound,
       agents,
       fabric: options.fabric,
+      ...(options.networkImplementation?.fabricAsn !== undefined
+        ? { fabricAsn: options.networkImplementation.fabricAsn }
+        : {}),
       ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
       ...(options.adminNetwork ? { admin: options.adminNetwork } : {}),
       ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
@@ -268,6 +276,9 @@ export async function startController(options: ControllerOptions): Promise<Contr
       ovn: options.ovn,
       nb,
       fabric: options.fabric,
+      ...(options.networkImplementation?.fabricAsn !== undefined
+        ? { fabricAsn: options.networkImplementation.fabricAsn }
+        : {}),
       ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
     }),
     // Reads a group's central over the same NB and SB connections the workers use.

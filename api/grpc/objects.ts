@@ -204,6 +204,7 @@ function observedMessage(o: DomainObserved): ObservedState {
     ovnController: o.ovnController,
     boundPorts: o.boundPorts,
     relays: o.relays,
+    vrfs: (o.vrfs ?? []).map((vrf) => ({ ...vrf, vni: String(vrf.vni) })),
   }
 }
 

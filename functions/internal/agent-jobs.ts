@@ -9,9 +9,15 @@ import {
   agentJobId,
   agentQueueName,
   buildConfigurePayload,
+  buildFabricConfigurePayload,
+  buildFabricIsolatePayload,
   buildIsolatePayload,
   ConfigureAck,
   type ConfigureInput,
+  FabricConfigureAck,
+  type FabricConfigureInput,
+  FabricIsolateAck,
+  type FabricIsolateInput,
   IsolateAck,
   type IsolatePayloadV1,
 } from '../../lib/agent-protocol/index.ts'
@@ -49,6 +55,49 @@ export async function addIsolate(
   return deps.children.add(agentQueueName(input.dpuId), AgentJobName.isolate, payload, {
     jobId: agentJobId('isolate', payload, attempt),
   })
+}
+
+/** Asks the DPU of a Fabric group's host to put it in the group's VRF (`configure`, protocol 3). */
+export async function addFabricConfigure(
+  deps: Pick<HandlerDeps, 'children'>,
+  input: FabricConfigureInput,
+  attempt = 1,
+): Promise<ChildRef> {
+  const payload = buildFabricConfigurePayload(input)
+  return deps.children.add(agentQueueName(input.dpuId), AgentJobName.configure, payload, {
+    jobId: agentJobId('configure', payload, attempt),
+  })
+}
+
+/** Asks the DPU of a Fabric group's host to withdraw it and take it out of the VRF (`isolate`). */
+export async function addFabricIsolate(
+  deps: Pick<HandlerDeps, 'children'>,
+  input: FabricIsolateInput,
+  attempt = 1,
+): Promise<ChildRef> {
+  const payload = buildFabricIsolatePayload(input)
+  return deps.children.add(agentQueueName(input.dpuId), AgentJobName.isolate, payload, {
+    jobId: agentJobId('isolate', payload, attempt),
+  })
+}
+
+/** The DPU's `configure` ack for a Fabric group's host at this spec version. */
+export async function fabricConfigureAck(
+  deps: Pick<HandlerDeps, 'children'>,
+  key: AckKey,
+): Promise<Ack<FabricConfigureAck>> {
+  return fromItsDpu(
+    key,
+    await readAck(deps.children, FabricConfigureAck, agentRef('configure', key)),
+  )
+}
+
+/** The DPU's `isolate` ack for a Fabric group's host at this spec version. */
+export async function fabricIsolateAck(
+  deps: Pick<HandlerDeps, 'children'>,
+  key: AckKey,
+): Promise<Ack<FabricIsolateAck>> {
+  return fromItsDpu(key, await readAck(deps.children, FabricIsolateAck, agentRef('isolate', key)))
 }
 
 /** The DPU's `configure` ack for the host at this spec version. */

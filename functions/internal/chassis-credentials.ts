@@ -9,7 +9,7 @@
  * flows stay in place meanwhile.
  */
 import { redriveHost } from '../../lib/jobs/redrive.ts'
-import type { ManagedResource } from '../../lib/model/objects.ts'
+import { implementationOf, type ManagedResource } from '../../lib/model/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 
 type CredentialsDeps = Pick<HandlerDeps, 'ovn' | 'store' | 'jobs'>
@@ -39,9 +39,9 @@ export async function leaveGroupSouthbound(
   // The DPU's own hosts first (a few), the group's (maybe thousands) only when it leaves.
   const onDpu = await deps.store.hosts.onDpu(dpuId)
   if (onDpu.some((h) => h.name !== leaving && h.spec.resourceGroup === group)) return []
-  // A group being deleted takes its central, and its CA, with it.
+  // A group being deleted takes its central, and its CA, with it; a Fabric group has none.
   const held = await deps.store.groups.get(group)
-  if (!held || held.deletion) return []
+  if (!held || held.deletion || implementationOf(held.spec) === 'Fabric') return []
   if (!(await deps.ovn.leaveChassis(group, dpuId))) return []
   const others = (await deps.store.hosts.inGroup(group)).filter((h) => h.name !== leaving)
   const dpus = new Set(others.map((h) => h.spec.dpu.id))

@@ -94,6 +94,8 @@ export interface AgentDirectory {
   protocolFor(dpuId: string): Promise<ProtocolVersion>
   /** The version of the DPU's ovn-controller, as its agent last reported it; undefined if not. */
   ovnVersionOf(dpuId: string): Promise<string | undefined>
+  /** Whether the DPU's agent takes Fabric jobs (it advertises protocol 3.x). */
+  speaksFabric(dpuId: string): Promise<boolean>
 }
 
 /** A group's topology as one apply committed it (`GroupApplier`, group-apply.ts). */
@@ -129,6 +131,11 @@ export interface HandlerDeps {
   readonly jobs: ControllerJobs
   readonly agents: AgentDirectory
   readonly fabric: FabricSettings
+  /**
+   * The fabric's AS number (`HYDRAZINE_FABRIC_ASN`), which Fabric groups' VRFs speak EVPN
+   * in. Absent: no DPU is configured for a Fabric group (it reports Failed).
+   */
+  readonly fabricAsn?: number
   /**
    * The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`): a group's hosts resolve as
    * `<hostname>.<group>.<zone>` inside it. Absent: no group has DNS records.

@@ -1,5 +1,6 @@
 /**
- * Which group a DPU serves. A DPU serves one group at a time (`dpuFollowsOneGroup`),
+ * Which group a DPU serves. A DPU serves one Overlay group at a time (`dpuFollowsOneGroup`;
+ * a Fabric group's hosts, each in its group's VRF, do not count),
  * whatever the central: its one NAT IP is its group's gateway router's (two groups'
  * gateway routers on one DPU would both answer ARP for it, and one group's replies could
  * be taken in by the other's DNAT), and with a central per group its ovn-controller
@@ -8,6 +9,7 @@
  * a group's SB that admits only its own chassis gets the DPU's certificate for it
  * (`chassisCertificateFor`).
  */
+import { implementationOf } from '../../lib/model/network-implementation.ts'
 import { type OvnCentralEndpoints, OvnControllerTooOld } from '../../lib/ovn/central.ts'
 import { compareOvnReleases } from '../../lib/ovn/install.ts'
 import { centralWanted } from './central-demand.ts'
@@ -33,6 +35,8 @@ export async function dpuFollowsOneGroup(
     const { name } = holder
     const other = holder.spec.resourceGroup
     if (name === host.name || other === group) continue
+    // A Fabric group's host holds a VRF on the DPU, neither its NAT IP nor its chassis.
+    if (await inFabricGroup(deps, other)) continue
     const adminPorts = admin !== undefined && (other === admin || group === admin)
     if (!adminPorts && holder.status.phase === 'Attaching' && name > host.name) continue
     const onAdmin = other === admin
@@ -51,6 +55,11 @@ export async function dpuFollowsOneGroup(
     })
     throw new NotReady(message)
   }
+}
+
+async function inFabricGroup(deps: Pick<HandlerDeps, 'store'>, group: string): Promise<boolean> {
+  const found = await deps.store.groups.get(group)
+  return found !== undefined && implementationOf(found.spec) === 'Fabric'
 }
 
 /**

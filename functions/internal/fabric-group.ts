@@ -1,10 +1,12 @@
 /**
- * `group.create` for a Fabric group, as far as this version goes: the group takes its VNI
- * and VLAN id from the operator's pools (held until the group is deleted) and then says,
- * as a Failed status that retrying cannot change, that Fabric mode's DPU side is not
- * available. No OVN central, no IPAM network and no DPU is touched: nothing pretends the
- * group works.
+ * `group.create` for a Fabric group: the group takes its VNI and VLAN id from the
+ * operator's pools (held until the group is deleted) and its IPAM network, and is Ready:
+ * no OVN central, nothing on any DPU until a host attaches (its DPU then builds the
+ * group's VRF, `fabric-host.ts`). Without the fabric's AS number (`HYDRAZINE_FABRIC_ASN`)
+ * no DPU can be configured for it: the group says so as a Failed status that retrying
+ * cannot change.
  */
+import { networkSpecOf } from '../../lib/ipam/group-network.ts'
 import type { FabricIds } from '../../lib/ipam/index.ts'
 import { type ResourceGroup, setCondition } from '../../lib/model/objects.ts'
 import type { ChangePlan } from '../../lib/model/plans.ts'
@@ -14,6 +16,11 @@ import { groupFailed, setGroupStatus } from './status.ts'
 
 /** The failure reason of a Fabric group: a spec this version cannot build (never retried). */
 export const FABRIC_NOT_AVAILABLE = 'FABRIC_NOT_AVAILABLE'
+
+/** A Fabric group's route target: `ASN:VNI`. */
+export function routeTargetOf(asn: number, vni: number): string {
+  return `${asn}:${vni}`
+}
 
 /** What one run did for a Fabric group. */
 export type FabricGroupResult =
@@ -31,12 +38,15 @@ export type FabricGroupResult =
     }
 
 /**
- * Takes the group's identifiers (the same ones on a re-run) and reports the group Failed,
- * `FabricConfigured=False`, with them in `status.fabric`. A pool with none free fails the
- * group naming the setting that widens it (`FabricAllocated=False`, retried later).
+ * Takes the group's identifiers (the same ones on a re-run) and its IPAM network, and
+ * reports the group Ready, `FabricConfigured=True`, with them in `status.fabric`. A pool
+ * with none free fails the group naming the setting that widens it
+ * (`FabricAllocated=False`, retried later); a network IPAM refuses fails it for good
+ * (`NetworkAllocated=False`); without `HYDRAZINE_FABRIC_ASN` it is Failed,
+ * `FabricConfigured=False` (`FABRIC_NOT_AVAILABLE`).
  */
 export async function provisionFabricGroup(
-  deps: Pick<HandlerDeps, 'store' | 'ipam' | 'checkpoint'>,
+  deps: Pick<HandlerDeps, 'store' | 'ipam' | 'checkpoint' | 'fabricAsn'>,
   group: ResourceGroup,
   attempt: number,
 ): Promise<FabricGroupResult> {
@@ -65,28 +75,69 @@ export async function provisionFabricGroup(
     await deps.ipam.releaseFabricIds(name)
     return { group: name, observedVersion: 0, ovnChanged: false, skipped: 'being deleted' }
   }
+  const held = {
+    type: 'FabricAllocated',
+    status: 'True',
+    reason: 'IdentifiersHeld',
+    message: `VNI ${fabric.vni} and VLAN ${fabric.vlan} are held for ${name}`,
+  } as const
+  const asn = deps.fabricAsn
+  if (asn === undefined) {
+    await setGroupStatus(
+      deps,
+      name,
+      (current) => {
+        const failed = groupFailed(current, {
+          type: 'FabricConfigured',
+          status: 'False',
+          reason: FABRIC_NOT_AVAILABLE,
+          message: `the fabric's AS number is not configured (HYDRAZINE_FABRIC_ASN): ${name} holds VNI ${fabric.vni} and VLAN ${fabric.vlan}, but no DPU can be configured for it and no host can attach to it; delete it, or use an Overlay group`,
+        })
+        return {
+          ...failed,
+          conditions: setCondition(failed.conditions, held),
+          fabric,
+          observedVersion: specVersion,
+        }
+      },
+      specVersion,
+      attempt,
+    )
+    return { group: name, observedVersion: specVersion, ovnChanged: false, fabric }
+  }
+  await deps.checkpoint('create:defining-network')
+  await deps.ipam.defineNetwork(name, networkSpecOf(group)).catch((error: unknown) =>
+    failOrRetry(error, (e) =>
+      setGroupStatus(
+        deps,
+        name,
+        (current) =>
+          groupFailed(current, {
+            type: 'NetworkAllocated',
+            status: 'False',
+            reason: e.code,
+            message: e.message,
+          }),
+        specVersion,
+        attempt,
+      ),
+    ),
+  )
   await setGroupStatus(
     deps,
     name,
-    (current) => {
-      const failed = groupFailed(current, {
+    (current) => ({
+      ...current,
+      phase: 'Ready',
+      conditions: setCondition(setCondition(current.conditions, held), {
         type: 'FabricConfigured',
-        status: 'False',
-        reason: FABRIC_NOT_AVAILABLE,
-        message: `Fabric mode's DPU side is not available in this version of Hydrazine: ${name} holds VNI ${fabric.vni} and VLAN ${fabric.vlan}, but no DPU is configured for it and no host can attach to it; delete it, or use an Overlay group`,
-      })
-      return {
-        ...failed,
-        conditions: setCondition(failed.conditions, {
-          type: 'FabricAllocated',
-          status: 'True',
-          reason: 'IdentifiersHeld',
-          message: `VNI ${fabric.vni} and VLAN ${fabric.vlan} are held for ${name}`,
-        }),
-        fabric,
-        observedVersion: specVersion,
-      }
-    },
+        status: 'True',
+        reason: 'VrfDefined',
+        message: `${name} is VRF VNI ${fabric.vni} (route target ${routeTargetOf(asn, fabric.vni)}) on the fabric; each DPU with a host of it builds the VRF when the host attaches`,
+      }),
+      fabric,
+      observedVersion: specVersion,
+    }),
     specVersion,
     attempt,
   )
@@ -97,7 +148,11 @@ export async function provisionFabricGroup(
  * A dry run of a Fabric group's spec: nothing in OVN, no agent job; what it would hold
  * (its VNI and VLAN id, the ones it holds already) and how it would end, as notes.
  */
-export function fabricGroupPlan(name: string, held: FabricIds | undefined): ChangePlan {
+export function fabricGroupPlan(
+  name: string,
+  held: FabricIds | undefined,
+  asn: number | undefined,
+): ChangePlan {
   const ids = held
     ? `it keeps VNI ${held.vni} and VLAN ${held.vlan}`
     : "it would take a VNI and a VLAN id from the operator's pools"
@@ -108,7 +163,9 @@ export function fabricGroupPlan(name: string, held: FabricIds | undefined): Chan
     agentJobs: [],
     addresses: { allocate: [], release: [] },
     notes: [
-      `${name} is a Fabric group: ${ids}, and would report Failed (Fabric mode's DPU side is not available in this version of Hydrazine); nothing is written to OVN`,
+      asn === undefined
+        ? `${name} is a Fabric group: ${ids}, and would report Failed (the fabric's AS number, HYDRAZINE_FABRIC_ASN, is not configured); nothing is written to OVN`
+        : `${name} is a Fabric group: ${ids} (route target ${asn}:VNI); its hosts' DPUs build its VRF as they attach; nothing is written to OVN`,
     ],
   }
 }

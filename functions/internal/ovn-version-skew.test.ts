@@ -14,6 +14,7 @@ const agents = (ovnVersion?: string) => ({
   agents: {
     protocolFor: async () => '2.0' as const,
     ovnVersionOf: async () => ovnVersion,
+    speaksFabric: async () => false,
   },
 })
 

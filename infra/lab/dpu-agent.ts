@@ -40,6 +40,8 @@ export async function startDpuAgent(opts: {
   natIp6: string
   /** Fabric addresses (with prefix length) for this DPU's DHCP relays, one per group. */
   relayUplinkIps: readonly string[]
+  /** The fabric's EVPN route reflectors: given, the agent takes Fabric groups' hosts. */
+  evpnPeers?: readonly string[]
   hydrazine: Pick<LabHydrazine, 'redisUrl' | 'caFile' | 'api'>
 }): Promise<Daemon> {
   const { id, sim, hydrazine } = opts
@@ -89,6 +91,14 @@ export async function startDpuAgent(opts: {
     ['bridge-mappings', `physnet:${sim.uplinkBridge}`],
     ['host-ports', sim.hostPorts.join(',')],
     ['relay-uplink-ips', opts.relayUplinkIps.join(',')],
+    ...(opts.evpnPeers?.length
+      ? ([
+          ['evpn-peers', opts.evpnPeers.join(',')],
+          // No VRF device on this kernel: each Fabric group's VRF is a namespace.
+          ['vrf-backend', 'netns'],
+          ['vrf-netns-dir', join(sim.dataDir, 'vrfs')],
+        ] as [string, string][])
+      : []),
     ['heartbeat-ms', '1000'],
     ['install-timeout-ms', '30000'],
     ['lock-ms', '10000'],

@@ -168,6 +168,14 @@ export async function createDpu(opts: {
       .map((l) => l.split(' ')[0] ?? '')
       .filter((n) => n.startsWith(`${netns}-hzr`))
     for (const n of relayNamespaces) await quietly(ip('netns', 'del', n))
+    // Fabric groups' VRF namespaces (`<DPU netns>-v<VNI>`) and the directory the agent
+    // bound them into for its zebra (a mount of its own).
+    await quietly(run('umount', ['-R', '-l', join(dir, 'vrfs')]))
+    const vrfNamespaces = (await ip('netns', 'list').catch(() => ''))
+      .split('\n')
+      .map((l) => l.split(' ')[0] ?? '')
+      .filter((n) => /-v\d+$/.test(n) && n.startsWith(`${netns}-v`))
+    for (const n of vrfNamespaces) await quietly(ip('netns', 'del', n))
     await quietly(ip('netns', 'del', netns))
     await quietly(ip('link', 'del', `${tag}u`))
   }

@@ -2,6 +2,8 @@
  * The lab's fabric router: a network namespace on the fabric bridge running FRR (zebra +
  * bgpd) that peers with Hydrazine's FRR over BGP and holds an "internet" address
  * (`INTERNET_IP`) behind it, so that announced public IPs can be reached from outside.
+ * It is also the fabric's EVPN route reflector: any DPU on the fabric's /24 may peer with
+ * it (iBGP, its AS, `l2vpn evpn`), as the DPUs' own FRR do for Fabric groups.
  */
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -28,6 +30,11 @@ export interface FabricRouter {
   bgpRoutes(): Promise<Map<string, string>>
   /** IPv6 BGP routes the router installed: prefix → next hop. */
   bgpRoutes6(): Promise<Map<string, string>>
+  /**
+   * The EVPN type-5 routes the reflector holds: `<RT>|<prefix>` (`65001:10001|10.10.0.5/32`)
+   * → the next hops (the announcing DPUs' VTEPs).
+   */
+  evpnRoutes(): Promise<Map<string, string[]>>
   exec(...command: string[]): Promise<string>
 }
 
@@ -94,6 +101,18 @@ export async function startFabricRouter(opts: {
         ` neighbor ${peer.ip} timers 1 3`,
         ` neighbor ${peer.ip} timers connect 1`,
         ` neighbor ${peer.ip} disable-connected-check`,
+        // The fabric's EVPN route reflector for every DPU on the fabric.
+        ' neighbor DPUS peer-group',
+        ` neighbor DPUS remote-as ${FABRIC_ROUTER_ASN}`,
+        ' neighbor DPUS timers 1 3',
+        ` bgp listen range ${fabricSubnetOf(fabric)} peer-group DPUS`,
+        ' address-family ipv4 unicast',
+        '  no neighbor DPUS activate',
+        ' exit-address-family',
+        ' address-family l2vpn evpn',
+        '  neighbor DPUS activate',
+        '  neighbor DPUS route-reflector-client',
+        ' exit-address-family',
         ' address-family ipv6 unicast',
         `  neighbor ${peer.ip} activate`,
         `  neighbor ${peer.ip} route-map FROM-HYDRAZINE-V6 in`,
@@ -131,5 +150,36 @@ export async function startFabricRouter(opts: {
     exec: (...command) => netnsExec(routerNs, ...command),
     bgpRoutes: () => bgpRib('show ip route json'),
     bgpRoutes6: () => bgpRib('show ipv6 route json'),
+    evpnRoutes: async () => evpnType5(await vtysh('show bgp l2vpn evpn route type prefix json')),
   }
+}
+
+/** The fabric's /24 (the DPUs' addresses), e.g. `100.70.3.0/24`. */
+function fabricSubnetOf(fabric: Fabric): string {
+  return `${fabric.gatewayIp.split('.').slice(0, 3).join('.')}.0/${fabric.prefixLength}`
+}
+
+/** `show bgp l2vpn evpn route type prefix json` as `<RT>|<prefix>` → next hops. */
+export function evpnType5(json: string): Map<string, string[]> {
+  const routes = new Map<string, string[]>()
+  const parsed = JSON.parse(json) as Record<string, unknown>
+  for (const rd of Object.values(parsed)) {
+    if (typeof rd !== 'object' || rd === null) continue
+    for (const [key, entry] of Object.entries(rd as Record<string, unknown>)) {
+      const m = /^\[5\]:\[\d+\]:\[(\d+)\]:\[([^\]]+)\]$/.exec(key)
+      if (!m) continue
+      const paths = ((entry as { paths?: unknown[][] }).paths ?? []).flat() as {
+        extendedCommunity?: { string?: string }
+        nexthops?: { ip?: string }[]
+      }[]
+      for (const path of paths) {
+        const rt = /RT:(\d+:\d+)/.exec(path.extendedCommunity?.string ?? '')?.[1] ?? '?'
+        const id = `${rt}|${m[2]}/${m[1]}`
+        const hops = routes.get(id) ?? []
+        for (const h of path.nexthops ?? []) if (h.ip && !hops.includes(h.ip)) hops.push(h.ip)
+        routes.set(id, hops)
+      }
+    }
+  }
+  return routes
 }

@@ -108,6 +108,8 @@ export async function startHydrazine(opts: {
         HYDRAZINE_FABRIC_DUMMY_IP6: opts.dummyIp6,
         HYDRAZINE_FABRIC_GATEWAY6: router.ip6,
         HYDRAZINE_PHYSICAL_NETWORK: 'physnet',
+        // Fabric groups: the DPUs' FRR speak EVPN in the fabric router's AS.
+        HYDRAZINE_FABRIC_ASN: String(router.asn),
         // dnsmasq on the fabric, standing in for Carbide's DHCP server.
         HYDRAZINE_DHCP_SERVERS: fabric.gatewayIp,
         ...(opts.adminNetwork

@@ -250,6 +250,7 @@ export async function startLab(opts: {
           natIp,
           natIp6,
           relayUplinkIps: [...relayUplinkIps],
+          evpnPeers: [router.ip],
           hydrazine,
         }),
       )

@@ -57,7 +57,10 @@ t.test(
     t.equal(newAgent.name, 'configure')
     t.equal(newAgent.name === 'configure' && newAgent.payload.host.mtu, 9000)
     const oldAgentGetsV1 = parseAgentJob('configure', v1, ['1.0'])
-    t.equal(oldAgentGetsV1.payload.host.logicalPort, 'tenant-a-net-host-a')
+    t.equal(
+      oldAgentGetsV1.name === 'configure' && oldAgentGetsV1.payload.host.logicalPort,
+      'tenant-a-net-host-a',
+    )
   },
 )
 

@@ -15,10 +15,21 @@ import { createHash } from 'node:crypto'
 import { isIPv4 } from 'node:net'
 import * as v from 'valibot'
 import { HydrazineError } from '../errors.ts'
+import { FabricConfigurePayload, FabricIsolatePayload, ObservedVrf } from './fabric.ts'
 
-/** Every protocol version this code has shipped, oldest first. */
+export * from './fabric.ts'
+
+/**
+ * The protocol versions of Overlay jobs this code has shipped, oldest first. The controller
+ * picks one of these for an Overlay host (`pickProtocolVersion`).
+ */
 export const PROTOCOL_VERSIONS = ['1.0', '2.0'] as const
 export type ProtocolVersion = (typeof PROTOCOL_VERSIONS)[number]
+/**
+ * Every version an agent may speak: the Overlay ones and `3.0`, the Fabric jobs
+ * (`./fabric.ts`). An agent advertises `3.0` only when it can build Fabric groups' VRFs.
+ */
+export const AGENT_PROTOCOL_VERSIONS = [...PROTOCOL_VERSIONS, '3.0'] as const
 
 export const AgentJobName = { configure: 'configure', isolate: 'isolate' } as const
 export type AgentJobName = (typeof AgentJobName)[keyof typeof AgentJobName]
@@ -249,6 +260,11 @@ export const ObservedState = v.object({
     }),
     MAX_REPORTED_PORTS,
   ),
+  /**
+   * The Fabric groups' VRFs on the DPU (`./fabric.ts`). Added with protocol 3.0: absent
+   * from agents that take no Fabric jobs.
+   */
+  vrfs: v.optional(reportedList(ObservedVrf, MAX_REPORTED_PORTS)),
 })
 export type ObservedState = v.InferOutput<typeof ObservedState>
 
@@ -394,17 +410,24 @@ export function buildIsolatePayload(
 export type ConfigureRequest = ConfigurePayloadV2
 export type IsolateRequest = IsolatePayloadV2
 
+/** A job as the agent handles it, whichever protocol it came in. */
+export type AgentJob =
+  | { name: 'configure'; payload: ConfigureRequest }
+  | { name: 'isolate'; payload: IsolateRequest }
+  | { name: 'fabric-configure'; payload: FabricConfigurePayload }
+  | { name: 'fabric-isolate'; payload: FabricIsolatePayload }
+
 /**
  * Validates a job's payload for an agent that speaks `supported`. Throws
  * `UnsupportedProtocolVersion` for a major the agent does not know and
  * `InvalidAgentPayload` for a payload that does not match that major's schema; neither
- * is worth retrying.
+ * is worth retrying. Major 3 is a Fabric group's host (`./fabric.ts`).
  */
 export function parseAgentJob(
   job: string,
   data: unknown,
-  supported: readonly string[] = PROTOCOL_VERSIONS,
-): { name: 'configure'; payload: ConfigureRequest } | { name: 'isolate'; payload: IsolateRequest } {
+  supported: readonly string[] = AGENT_PROTOCOL_VERSIONS,
+): AgentJob {
   const requested =
     typeof data === 'object' && data !== null && 'protocolVersion' in data
       ? String(data.protocolVersion)
@@ -413,13 +436,18 @@ export function parseAgentJob(
   if (!supported.some((s) => majorOf(s) === major)) {
     throw new UnsupportedProtocolVersion(requested, supported)
   }
+  const fabric = major === 3
   const schema =
     job === AgentJobName.configure
-      ? major === 1
-        ? ConfigurePayloadV1
-        : ConfigurePayloadV2
+      ? fabric
+        ? FabricConfigurePayload
+        : major === 1
+          ? ConfigurePayloadV1
+          : ConfigurePayloadV2
       : job === AgentJobName.isolate
-        ? IsolatePayloadV1
+        ? fabric
+          ? FabricIsolatePayload
+          : IsolatePayloadV1
         : undefined
   if (!schema) throw new InvalidAgentPayload(job, [`unknown job name ${job}`])
   const result = v.safeParse(schema, data)
@@ -429,7 +457,12 @@ export function parseAgentJob(
       result.issues.map((i) => `${v.getDotPath(i) ?? '(root)'}: ${i.message}`),
     )
   }
-  return job === AgentJobName.configure
-    ? { name: 'configure', payload: result.output as ConfigureRequest }
+  if (job === AgentJobName.configure) {
+    return fabric
+      ? { name: 'fabric-configure', payload: result.output as FabricConfigurePayload }
+      : { name: 'configure', payload: result.output as ConfigureRequest }
+  }
+  return fabric
+    ? { name: 'fabric-isolate', payload: result.output as FabricIsolatePayload }
     : { name: 'isolate', payload: result.output as IsolateRequest }
 }

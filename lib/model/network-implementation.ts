@@ -13,7 +13,7 @@ export const NETWORK_IMPLEMENTATION_TYPES = ['Overlay', 'Fabric'] as const
 export const NetworkImplementationType = v.pipe(
   v.picklist(NETWORK_IMPLEMENTATION_TYPES, 'must be Overlay or Fabric'),
   v.description(
-    "how the group's network is built (immutable): Overlay (its own OVN switch and router, NAT to the fabric) or Fabric (a VRF the data-centre fabric carries, a VNI and VLAN id from the operator's pools; its DPU side is not available in this version: a Fabric group reserves its identifiers and reports Failed, and hosts cannot attach to it); default the operator's HYDRAZINE_DEFAULT_NETWORK_IMPLEMENTATION",
+    "how the group's network is built (immutable): Overlay (its own OVN switch and router, NAT to the fabric) or Fabric (a VRF the data-centre fabric carries: a VNI and VLAN id from the operator's pools, no OVN central, no NAT; each host's DPU puts it in the group's VRF and announces its /32 as an EVPN type-5 route; hosts reach only their own group, hostAccess None; without the operator's HYDRAZINE_FABRIC_ASN the group reports Failed and takes no hosts); default the operator's HYDRAZINE_DEFAULT_NETWORK_IMPLEMENTATION",
   ),
 )
 export type NetworkImplementationType = v.InferOutput<typeof NetworkImplementationType>

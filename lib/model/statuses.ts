@@ -122,6 +122,10 @@ export const ManagedResourceStatus = v.object({
       relayPort: v.exactOptional(v.string()),
       ovnInstalled: v.boolean(),
       specVersion: v.number(),
+      /** A Fabric group's host: the VRF its port is in on the DPU. */
+      vrf: v.exactOptional(v.string()),
+      /** A Fabric group's host: the prefixes its DPU announces for it (EVPN type-5). */
+      announced: v.exactOptional(v.array(v.string())),
     }),
   ),
   observedVersion: v.number(),

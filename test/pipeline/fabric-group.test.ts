@@ -1,7 +1,7 @@
 /**
  * A Fabric group's life as far as this version goes, on real Redis and OVN: it takes a
  * VNI and a VLAN id from the operator's pools and shows them (`status.fabric`), reports
- * Failed saying Fabric mode's DPU side is not available (and is not retried), builds
+ * Failed saying the fabric's AS number is not configured (and is not retried), builds
  * nothing in OVN, refuses hosts, and gives both ids back when it is deleted. An exhausted
  * pool fails the next Fabric group naming the setting that widens it. An Overlay group
  * beside it is Ready as ever.
@@ -53,7 +53,7 @@ t.test('Fabric groups on a running pipeline', async (t) => {
     t.equal(group.status.configsSynced, false)
     const why = condition(group, 'FabricConfigured')
     t.match(why, { status: 'False', reason: 'FABRIC_NOT_AVAILABLE' })
-    t.match(why?.message, /Fabric mode's DPU side is not available in this version/)
+    t.match(why?.message, /the fabric's AS number is not configured \(HYDRAZINE_FABRIC_ASN\)/)
     t.match(condition(group, 'FabricAllocated'), { status: 'True' })
     t.equal(group.status.ovnCentral, undefined, 'no OVN central')
     t.same(await p.ownedRows(), [], 'no NB row for it')
@@ -89,7 +89,7 @@ t.test('Fabric groups on a running pipeline', async (t) => {
       .catch((e: unknown) => e)
     t.ok(refused instanceof ValidationError)
     t.match((refused as ValidationError).issues, [
-      { path: 'resourceGroup', message: /is a Fabric group.*not available in this version/ },
+      { path: 'resourceGroup', message: /is a Fabric group.*HYDRAZINE_FABRIC_ASN/ },
     ])
     t.equal(await p.controller.store.hosts.get('host-f1'), undefined, 'nothing stored')
   })

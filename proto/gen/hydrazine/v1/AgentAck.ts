@@ -8,7 +8,10 @@ export interface AgentAck {
   'relayPort'?: (string);
   'ovnInstalled'?: (boolean);
   'specVersion'?: (number | string | Long);
+  'vrf'?: (string);
+  'announced'?: (string)[];
   '_relayPort'?: "relayPort";
+  '_vrf'?: "vrf";
 }
 
 export interface AgentAck__Output {
@@ -16,5 +19,8 @@ export interface AgentAck__Output {
   'relayPort'?: (string);
   'ovnInstalled': (boolean);
   'specVersion': (string);
+  'vrf'?: (string);
+  'announced': (string)[];
   '_relayPort'?: "relayPort";
+  '_vrf'?: "vrf";
 }

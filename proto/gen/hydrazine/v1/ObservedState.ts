@@ -4,6 +4,7 @@
 import type { OvnController as _hydrazine_v1_OvnController, OvnController__Output as _hydrazine_v1_OvnController__Output } from '../../hydrazine/v1/OvnController.ts';
 import type { BoundPort as _hydrazine_v1_BoundPort, BoundPort__Output as _hydrazine_v1_BoundPort__Output } from '../../hydrazine/v1/BoundPort.ts';
 import type { Relay as _hydrazine_v1_Relay, Relay__Output as _hydrazine_v1_Relay__Output } from '../../hydrazine/v1/Relay.ts';
+import type { Vrf as _hydrazine_v1_Vrf, Vrf__Output as _hydrazine_v1_Vrf__Output } from '../../hydrazine/v1/Vrf.ts';
 
 export interface ObservedState {
   'chassis'?: (string);
@@ -12,6 +13,7 @@ export interface ObservedState {
   'ovnController'?: (_hydrazine_v1_OvnController | null);
   'boundPorts'?: (_hydrazine_v1_BoundPort)[];
   'relays'?: (_hydrazine_v1_Relay)[];
+  'vrfs'?: (_hydrazine_v1_Vrf)[];
   '_ovnRemote'?: "ovnRemote";
 }
 
@@ -22,5 +24,6 @@ export interface ObservedState__Output {
   'ovnController': (_hydrazine_v1_OvnController__Output | null);
   'boundPorts': (_hydrazine_v1_BoundPort__Output)[];
   'relays': (_hydrazine_v1_Relay__Output)[];
+  'vrfs': (_hydrazine_v1_Vrf__Output)[];
   '_ovnRemote'?: "ovnRemote";
 }

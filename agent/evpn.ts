@@ -1,0 +1,284 @@
+/**
+ * The DPU's own FRR for Fabric groups: one zebra and one bgpd, started by the agent on
+ * the first Fabric job and kept while it runs. The default instance peers (iBGP, the
+ * fabric's AS) with the fabric's EVPN route reflectors and advertises every VNI; each
+ * group's VRF `hzv<VNI>` has `router bgp ASN vrf hzv<VNI>` that redistributes its kernel
+ * host routes (only /32 and /128) as EVPN type-5 routes in the group's L3VNI, route
+ * target ASN:VNI, with the DPU's VTEP as next hop. The configuration is the same for the
+ * kernel and the netns VRF backends; only zebra's start differs: with the netns backend,
+ * zebra runs with `-n` in a private mount namespace whose `/run/netns` is the backend's
+ * directory (`vrf.ts`), so it takes the DPU's VRF namespaces, and only those, as VRFs.
+ */
+import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { createVtysh, type Vtysh } from '../lib/frr/vtysh.ts'
+import { type Daemon, startDaemon } from '../lib/process/daemon.ts'
+import { canConnect } from '../lib/process/ports.ts'
+import { stopLeftover } from './daemons.ts'
+import { vrfNames } from './vrf.ts'
+
+export interface EvpnPlace {
+  /** Where the daemons keep configs, pid files, vty sockets and logs. */
+  readonly dir: string
+  /** FRR pathspace (`-N`): unique on the machine. */
+  readonly pathspace: string
+  /** The DPU's underlay namespace (the lab); absent: the agent's own. */
+  readonly netns?: string | undefined
+  /** The netns backend's directory, zebra's `/run/netns`; absent: kernel VRF devices. */
+  readonly netnsDir?: string | undefined
+  /** The DPU's VTEP: the next hop of the routes it originates. */
+  readonly vtep: string
+  readonly log: (line: string) => void
+}
+
+export interface EvpnVrf {
+  readonly vni: number
+  readonly asn: number
+  readonly routeTarget: string
+  readonly vtep: string
+}
+
+/** The default instance's lines: iBGP EVPN with the fabric's route reflectors. Pure. */
+export function evpnBaseConfig(asn: number, vtep: string, peers: readonly string[]): string[] {
+  return [
+    'ip prefix-list HZ-HOSTS4 seq 5 permit 0.0.0.0/0 ge 32',
+    'ipv6 prefix-list HZ-HOSTS6 seq 5 permit ::/0 ge 128',
+    'route-map HZ-HOSTS4 permit 10',
+    ' match ip address prefix-list HZ-HOSTS4',
+    'exit',
+    'route-map HZ-HOSTS6 permit 10',
+    ' match ipv6 address prefix-list HZ-HOSTS6',
+    'exit',
+    `router bgp ${asn}`,
+    ` bgp router-id ${vtep}`,
+    ' no bgp default ipv4-unicast',
+    ...peers.flatMap((p) => [
+      ` neighbor ${p} remote-as ${asn}`,
+      ` neighbor ${p} timers 1 3`,
+      ` neighbor ${p} timers connect 1`,
+    ]),
+    ' address-family l2vpn evpn',
+    ...peers.map((p) => `  neighbor ${p} activate`),
+    '  advertise-all-vni',
+    ' exit-address-family',
+    'exit',
+  ]
+}
+
+/** A group's VRF: its L3VNI in zebra, its BGP instance announcing its host routes. Pure. */
+export function evpnVrfConfig({ vni, asn, routeTarget, vtep }: EvpnVrf): string[] {
+  const { vrf } = vrfNames(vni)
+  return [
+    `vrf ${vrf}`,
+    ` vni ${vni}`,
+    'exit-vrf',
+    `router bgp ${asn} vrf ${vrf}`,
+    ` bgp router-id ${vtep}`,
+    ' address-family ipv4 unicast',
+    '  redistribute kernel route-map HZ-HOSTS4',
+    ' exit-address-family',
+    ' address-family ipv6 unicast',
+    '  redistribute kernel route-map HZ-HOSTS6',
+    ' exit-address-family',
+    ' address-family l2vpn evpn',
+    '  advertise ipv4 unicast',
+    '  advertise ipv6 unicast',
+    `  route-target import ${routeTarget}`,
+    `  route-target export ${routeTarget}`,
+    ' exit-address-family',
+    'exit',
+  ]
+}
+
+/** Undoes `evpnVrfConfig`: the VRF's routes are withdrawn with its instance. Pure. */
+export function evpnVrfRemoval(vni: number, asn: number): string[] {
+  const { vrf } = vrfNames(vni)
+  return [`no router bgp ${asn} vrf ${vrf}`, `vrf ${vrf}`, ` no vni ${vni}`, 'exit-vrf']
+}
+
+/** zebra and bgpd of the DPU, and what they announce. */
+export class EvpnSpeaker {
+  private daemons: Daemon[] = []
+  private starting: Promise<void> | undefined
+  readonly vtysh: Vtysh
+
+  constructor(
+    private readonly place: EvpnPlace,
+    private readonly peers: readonly string[],
+  ) {
+    this.vtysh = createVtysh({ vtyDir: place.dir, timeoutMs: 20_000 })
+  }
+
+  get running(): boolean {
+    return this.daemons.length === 2 && this.daemons.every((d) => d.running)
+  }
+
+  /** Starts zebra and bgpd unless they run, and configures the default instance. */
+  async ensure(asn: number, vtep: string): Promise<void> {
+    if (!this.running) {
+      this.starting ??= this.start().finally(() => {
+        this.starting = undefined
+      })
+      await this.starting
+    }
+    await this.vtysh.configure(evpnBaseConfig(asn, vtep, this.peers))
+  }
+
+  private async start(): Promise<void> {
+    const { dir, pathspace, netns, netnsDir, log } = this.place
+    await this.stop()
+    await mkdir(dir, { recursive: true })
+    // FRR running as root still wants its run directory group-writable by its vty group.
+    const vtyGroup = await vtyGroupId()
+    if (vtyGroup !== undefined) await chown(dir, 0, vtyGroup).catch(() => {})
+    await chmod(dir, 0o775)
+    const identity =
+      process.getuid?.() === 0
+        ? ['-u', 'root', '-g', vtyGroup !== undefined ? 'frrvty' : 'root']
+        : []
+    for (const name of ['zebra', 'bgpd'] as const) {
+      const conf = join(dir, `${name}.conf`)
+      // zebra holds EVPN devices protodown for a startup delay (180 s by default) meant for
+      // multihoming; a DPU has no Ethernet segment to protect, and its VRFs come later.
+      await writeFile(
+        conf,
+        `hostname ${pathspace}\n${name === 'zebra' ? 'evpn mh startup-delay 0\n' : ''}`,
+      )
+      const pidFile = join(dir, `${name}.pid`)
+      if (await stopLeftover(pidFile, `/usr/lib/frr/${name}`)) log(`stopped a leftover ${name}`)
+      const argv = [
+        `/usr/lib/frr/${name}`,
+        ...(name === 'zebra' && netnsDir ? ['-n'] : []),
+        '-N',
+        pathspace,
+        ...identity,
+        '-f',
+        conf,
+        '-i',
+        pidFile,
+        '-z',
+        join(dir, 'zserv.api'),
+        '--vty_socket',
+        dir,
+        '--log',
+        `file:${join(dir, `${name}.log`)}`,
+      ]
+      // zebra -n takes every file of /run/netns as a VRF: it sees the backend's only.
+      const command = netnsDir
+        ? [
+            'unshare',
+            '--mount',
+            '--propagation',
+            'slave',
+            '--',
+            'sh',
+            '-c',
+            `mount --rbind ${netnsDir} /run/netns && exec "$@"`,
+            'sh',
+            ...argv,
+          ]
+        : argv
+      const [file = '', ...args] = command
+      const daemon = await startDaemon({
+        name: `${name}(evpn)`,
+        command: file,
+        args,
+        ...(netns ? { netns } : {}),
+        logFile: join(dir, `${name}.out`),
+        tailFiles: [join(dir, `${name}.log`)],
+        ready: () => canConnect({ path: join(dir, `${name}.vty`) }),
+        readyTimeoutMs: 20_000,
+      })
+      this.daemons.push(daemon)
+      log(`${name} for Fabric groups started (reaper pid ${daemon.pid})`)
+    }
+  }
+
+  /** Configures a group's VRF once zebra has it (a namespace or device it just learnt of). */
+  async addVrf(vrf: EvpnVrf): Promise<void> {
+    const { vrf: name } = vrfNames(vrf.vni)
+    await waitUntil(async () => (await this.activeVrfs()).has(name), 10_000)
+    await this.vtysh.configure(evpnVrfConfig(vrf))
+  }
+
+  async removeVrf(vni: number, asn: number): Promise<void> {
+    await this.vtysh.configure(evpnVrfRemoval(vni, asn))
+  }
+
+  /** The VRFs zebra knows and has active. */
+  async activeVrfs(): Promise<Set<string>> {
+    const out = await this.vtysh.show('show vrf').catch(() => '')
+    const active = new Set<string>()
+    for (const line of out.split('\n')) {
+      const m = /^vrf (\S+) (\S+)/.exec(line.trim())
+      if (m?.[1] && !/inactive/.test(line)) active.add(m[1])
+    }
+    return active
+  }
+
+  /**
+   * The host prefixes this DPU announces as EVPN type-5 routes of the VRF: self-originated,
+   * with the group's route target (`ASN:VNI`).
+   */
+  async announced(vni: number, routeTarget?: string): Promise<string[]> {
+    if (!this.running) return []
+    const out = await this.vtysh
+      .show('show bgp l2vpn evpn route type prefix json')
+      .catch(() => '{}')
+    return selfOriginatedType5(out, routeTarget ?? `:${vni}`, this.place.vtep)
+  }
+
+  async stop(): Promise<void> {
+    for (const d of this.daemons.splice(0).reverse()) await d.stop().catch(() => {})
+  }
+}
+
+/**
+ * The prefixes of `show bgp l2vpn evpn route … json` this DPU originates (next hop its
+ * VTEP) whose route target is `rt` (`65001:7`, or `:7` for any AS). Pure.
+ */
+export function selfOriginatedType5(json: string, rt: string, vtep: string): string[] {
+  const prefixes = new Set<string>()
+  let parsed: Record<string, unknown>
+  try {
+    parsed = JSON.parse(json) as Record<string, unknown>
+  } catch {
+    return []
+  }
+  for (const rd of Object.values(parsed)) {
+    if (typeof rd !== 'object' || rd === null) continue
+    for (const [key, entry] of Object.entries(rd as Record<string, unknown>)) {
+      const m = /^\[5\]:\[\d+\]:\[(\d+)\]:\[([^\]]+)\]$/.exec(key)
+      if (!m) continue
+      const paths = (
+        ((entry as { paths?: unknown[][] }).paths ?? []).flat() as {
+          extendedCommunity?: { string?: string }
+          nexthops?: { ip?: string }[]
+        }[]
+      ).filter((p) => p.nexthops?.some((h) => h.ip === vtep))
+      const rts = paths.flatMap((p) =>
+        [...(p.extendedCommunity?.string ?? '').matchAll(/RT:(\S+)/g)].map((r) => r[1] ?? ''),
+      )
+      if (rts.some((r) => r === rt || (rt.startsWith(':') && r.endsWith(rt))))
+        prefixes.add(`${m[2]}/${m[1]}`)
+    }
+  }
+  return [...prefixes]
+}
+
+async function vtyGroupId(): Promise<number | undefined> {
+  const groups = await readFile('/etc/group', 'utf8').catch(() => '')
+  const line = groups.split('\n').find((l) => l.startsWith('frrvty:'))
+  const gid = Number(line?.split(':')[2])
+  return Number.isInteger(gid) ? gid : undefined
+}
+
+/** Polls `check` until true or `ms` pass; true when it became true. */
+export async function waitUntil(check: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const until = Date.now() + ms
+  for (;;) {
+    if (await check()) return true
+    if (Date.now() > until) return false
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}

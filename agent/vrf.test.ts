@@ -1,0 +1,84 @@
+import t from 'tap'
+import { evpnBaseConfig, evpnVrfConfig } from './evpn.ts'
+import { kernelPlan, netnsPlan } from './vrf.ts'
+
+const argv = (commands: { argv: readonly string[] }[]) => commands.map((c) => c.argv.join(' '))
+
+t.test('the kernel backend: a VRF device with the L3VNI bridge and VXLAN', async (t) => {
+  t.same(argv(kernelPlan.ensureVrf({ vni: 10001, group: 'g', vtep: '192.0.2.1' })), [
+    'ip link add hzv10001 type vrf table 1010001',
+    'ip link set hzv10001 up',
+    'ip link add hzb10001 type bridge stp_state 0',
+    'ip link set hzb10001 alias g',
+    'ip link set hzb10001 master hzv10001',
+    'ip link set hzb10001 up',
+    'ip link add hzx10001 type vxlan id 10001 local 192.0.2.1 dstport 4789 nolearning',
+    'ip link set hzx10001 master hzb10001',
+    'ip link set hzx10001 up',
+  ])
+})
+
+t.test('the kernel backend: a host port in and out of the VRF', async (t) => {
+  const port = {
+    vni: 10001,
+    port: 'pf0vf0',
+    gateways: [
+      { address: '10.10.0.1', prefixLength: 24 },
+      { address: 'fd00:10::1', prefixLength: 64 },
+    ],
+    addresses: ['10.10.0.5', 'fd00:10::5'],
+    mtu: 9000,
+  }
+  t.same(argv(kernelPlan.attach(port)), [
+    'ip link set hzx10001 protodown off',
+    'ip link set pf0vf0 master hzv10001',
+    'ip link set pf0vf0 mtu 9000',
+    'ip link set pf0vf0 up',
+    'ip addr add 10.10.0.1/32 dev pf0vf0',
+    'ip addr add fd00:10::1/128 dev pf0vf0',
+    'sysctl -qw net.ipv4.conf.pf0vf0.proxy_arp=1',
+    'ip route replace 10.10.0.5/32 dev pf0vf0 vrf hzv10001',
+    'ip route replace fd00:10::5/128 dev pf0vf0 vrf hzv10001',
+  ])
+  t.same(argv(kernelPlan.detach(port)), [
+    'ip route del 10.10.0.5/32 vrf hzv10001',
+    'ip route del fd00:10::5/128 vrf hzv10001',
+    'ip addr flush dev pf0vf0',
+    'ip link set pf0vf0 nomaster',
+  ])
+  t.same(argv(kernelPlan.removeVrf(10001)), [
+    'ip link del hzx10001',
+    'ip link del hzb10001',
+    'ip link del hzv10001',
+  ])
+})
+
+t.test(
+  'the netns backend names the VRF namespace after its DPU and binds it as hzv<VNI>',
+  async (t) => {
+    const plan = netnsPlan({ underlay: 'lab-dpu1', dir: '/run/hz/vrfs' })
+    t.equal(plan.nsOf(7), 'lab-dpu1-v7')
+    const lines = argv(plan.ensureVrf({ vni: 7, group: 'g', vtep: '192.0.2.1' }))
+    t.ok(lines.includes('ip netns add lab-dpu1-v7'))
+    t.ok(lines.some((l) => l.includes('mount --bind /run/netns/lab-dpu1-v7 /run/hz/vrfs/hzv7')))
+    t.ok(
+      lines.some((l) =>
+        l.includes(
+          'ip -n lab-dpu1 link add hzx7 type vxlan id 7 local 192.0.2.1 dstport 4789 nolearning',
+        ),
+      ),
+      'the VXLAN device is made in the underlay',
+    )
+  },
+)
+
+t.test('one FRR configuration for both backends', async (t) => {
+  const vrf = evpnVrfConfig({ vni: 7, asn: 65001, routeTarget: '65001:7', vtep: '192.0.2.1' })
+  t.same(vrf.slice(0, 4), ['vrf hzv7', ' vni 7', 'exit-vrf', 'router bgp 65001 vrf hzv7'])
+  t.ok(vrf.includes('  redistribute kernel route-map HZ-HOSTS4'))
+  t.ok(vrf.includes('  advertise ipv4 unicast'))
+  t.ok(vrf.includes('  route-target export 65001:7'))
+  const base = evpnBaseConfig(65001, '192.0.2.1', ['192.0.2.254'])
+  t.ok(base.includes(' neighbor 192.0.2.254 remote-as 65001'), 'iBGP with the reflector')
+  t.ok(base.includes('  advertise-all-vni'))
+})

@@ -1,0 +1,264 @@
+/**
+ * A Fabric group's host on its DPU: what `host.attach` and `host.detach` do instead of
+ * OVN writes when the host's group is a Fabric group. A Fabric group has no central: the
+ * attach allocates the host's addresses, sends `configure` (protocol 3: the group's VNI,
+ * gateway(s), route target and the host's addresses) and turns Ready on the agent's ack
+ * that the host's prefixes are announced; the detach sends `isolate` first and releases
+ * the addresses only once the agent acked them withdrawn.
+ */
+import { isIPv4 } from 'node:net'
+import type { FabricConfigureAck, FabricConfigureInput } from '../../lib/agent-protocol/index.ts'
+import { HydrazineError } from '../../lib/errors.ts'
+import type { FabricIds } from '../../lib/ipam/index.ts'
+import type { ManagedResource, ResourceGroup } from '../../lib/model/objects.ts'
+import { addFabricConfigure, addFabricIsolate, fabricConfigureAck } from './agent-jobs.ts'
+import type { ChildRef, HandlerDeps } from './deps.ts'
+import { AwaitingAck, failOrRetry } from './errors.ts'
+import { routeTargetOf } from './fabric-group.ts'
+import { allocateAddresses } from './host-addresses.ts'
+import { optionalHostPort } from './host-port.ts'
+import { type HostAttempt, setHostStatus } from './status.ts'
+
+/** The host's DPU takes no Fabric jobs (its agent does not speak protocol 3). */
+export class DpuCannotDoFabric extends HydrazineError {
+  constructor(readonly dpuId: string) {
+    super(
+      'DPU_CANNOT_DO_FABRIC',
+      `DPU ${dpuId} cannot build Fabric groups' VRFs: its agent does not advertise protocol 3.0 (it needs --evpn-peers); attach the host through another DPU, or put it in an Overlay group`,
+    )
+  }
+}
+
+/** The host asks for an access level Fabric mode does not build. */
+export class FabricAccessNotAvailable extends HydrazineError {
+  constructor(
+    readonly host: string,
+    readonly access: string,
+  ) {
+    super(
+      'FABRIC_ACCESS_NOT_AVAILABLE',
+      `host ${host} asks for ${access}: a Fabric group's hosts reach only their own group (route leaking to the fabric's border is not built); use hostAccess None, or an Overlay group`,
+    )
+  }
+}
+
+/** A Fabric group without its identifiers or the fabric's AS: it was never made Ready. */
+class FabricGroupNotReady extends HydrazineError {
+  constructor(group: string) {
+    super('FABRIC_GROUP_NOT_READY', `Fabric group ${group} holds no VNI or no AS is configured`, {
+      retryable: true,
+    })
+  }
+}
+
+/** The address and prefix length of each of the group's gateways (IPv4 first). */
+export function gatewaysOf(group: ResourceGroup): { address: string; prefixLength: number }[] {
+  const { network, network6 } = group.spec
+  return [network, network6].flatMap((n) =>
+    n ? [{ address: n.gateway, prefixLength: Number(n.cidr.split('/')[1]) }] : [],
+  )
+}
+
+/** The prefix a host address is announced as: a /32 or a /128. */
+export function hostPrefixOf(address: string): string {
+  return `${address}/${isIPv4(address) ? 32 : 128}`
+}
+
+/** The `configure` request for a Fabric group's host. Pure. */
+export function fabricConfigureRequestOf(
+  host: ManagedResource,
+  group: ResourceGroup,
+  ids: FabricIds,
+  asn: number,
+  addresses: readonly string[],
+): FabricConfigureInput {
+  return {
+    dpuId: host.spec.dpu.id,
+    specVersion: host.specVersion,
+    group: {
+      name: group.name,
+      vni: ids.vni,
+      vlan: ids.vlan,
+      asn,
+      routeTarget: routeTargetOf(asn, ids.vni),
+      gateways: gatewaysOf(group),
+      ...(group.spec.dhcpServer ? { dhcpServer: group.spec.dhcpServer } : {}),
+    },
+    host: {
+      name: host.name,
+      mac: host.spec.hostMAC,
+      ...optionalHostPort(host.spec),
+      addresses: [...addresses],
+    },
+  }
+}
+
+/** The group's identifiers and the fabric's AS, or a retry later. */
+async function fabricOf(
+  deps: Pick<HandlerDeps, 'ipam' | 'fabricAsn'>,
+  group: string,
+): Promise<{ ids: FabricIds; asn: number }> {
+  const ids = await deps.ipam.fabricIdsOf(group)
+  if (!ids || deps.fabricAsn === undefined) throw new FabricGroupNotReady(group)
+  return { ids, asn: deps.fabricAsn }
+}
+
+/**
+ * The converge step of a Fabric host's attach: refuses what Fabric mode cannot build (a
+ * DPU whose agent takes no Fabric jobs, an access level beyond None), allocates the
+ * host's addresses, reports Configuring and sends `configure`. Returns the child to wait
+ * for.
+ */
+export async function convergeFabricHost(
+  deps: HandlerDeps,
+  host: HostAttempt,
+  group: ResourceGroup,
+): Promise<ChildRef> {
+  const { spec } = host
+  const dpuId = spec.dpu.id
+  const refuse = (error: HydrazineError, reason: string) =>
+    failOrRetry(error, (e) =>
+      setHostStatus(deps, host, {
+        attempt: host.attempt,
+        phase: 'Failed',
+        condition: { type: 'AgentConfigured', status: 'False', reason, message: e.message },
+      }),
+    )
+  if (spec.hostAccess !== 'None') {
+    await refuse(new FabricAccessNotAvailable(host.name, spec.hostAccess), 'AccessNotAvailable')
+  }
+  if (!(await deps.agents.speaksFabric(dpuId))) {
+    await refuse(new DpuCannotDoFabric(dpuId), 'DpuCannotDoFabric')
+  }
+  const { ids, asn } = await fabricOf(deps, group.name)
+  // The gateway is the DPU's: no relay address is taken from the group.
+  const { dhcpServer: _relayedOnTheGateway, ...withoutRelay } = group.spec
+  const addresses = await allocateAddresses(deps, host, { ...group, spec: withoutRelay })
+  await deps.checkpoint('attach:allocated')
+  const list = [addresses.hostIp, ...(addresses.hostIpv6 ? [addresses.hostIpv6] : [])]
+  await setHostStatus(deps, host, {
+    attempt: host.attempt,
+    phase: 'Configuring',
+    hostAccessIPs: {
+      hostIP: addresses.hostIp,
+      ...(addresses.hostIpv6 ? { hostIPv6: addresses.hostIpv6 } : {}),
+    },
+    condition: {
+      type: 'AgentConfigured',
+      status: 'False',
+      reason: 'AwaitingAgent',
+      message: `waiting for DPU ${dpuId} to put the host in VRF VNI ${ids.vni} and announce ${list.map(hostPrefixOf).join(', ')} (spec version ${host.specVersion})`,
+    },
+  })
+  await deps.checkpoint('attach:status-configuring')
+  return addFabricConfigure(
+    deps,
+    fabricConfigureRequestOf(host, group, ids, asn, [...new Set(list)]),
+    host.attempt,
+  )
+}
+
+/**
+ * The await step of a Fabric host's attach: Ready with `configsSynced` once its DPU acked
+ * this spec version with every address of the host announced; Failed when the agent
+ * failed for good.
+ */
+export async function reportFabricAttached(
+  deps: HandlerDeps,
+  host: HostAttempt,
+): Promise<'Ready' | 'Configuring'> {
+  const dpuId = host.spec.dpu.id
+  const configured = await fabricConfigureAck(deps, {
+    dpuId,
+    host: host.name,
+    specVersion: host.specVersion,
+    attempt: host.attempt,
+  })
+  if (configured.state === 'failed') {
+    return failOrRetry(new FabricConfigureFailed(dpuId, configured.reason), async (error) =>
+      setHostStatus(deps, host, {
+        attempt: host.attempt,
+        phase: 'Failed',
+        condition: {
+          type: 'Attached',
+          status: 'False',
+          reason: 'AgentFailed',
+          message: error.message,
+        },
+      }),
+    )
+  }
+  if (configured.state === 'pending') {
+    throw new AwaitingAck(`no configure ack from DPU ${dpuId} for ${host.name} yet`)
+  }
+  const ack = configured.value
+  await deps.checkpoint('attach:acked')
+  const current = await deps.store.hosts.get(host.name)
+  const ips = current?.status.hostAccessIPs
+  const wanted = [ips?.hostIP, ips?.hostIPv6].flatMap((a) => (a ? [hostPrefixOf(a)] : []))
+  const announced = wanted.every((p) => ack.announced.includes(p))
+  const synced = current?.specVersion === host.specVersion && announced
+  await setHostStatus(deps, host, {
+    attempt: host.attempt,
+    phase: synced ? 'Ready' : 'Configuring',
+    configsSynced: synced,
+    agent: {
+      hostPort: ack.hostPort,
+      ...(ack.relay ? { relayPort: ack.relay.port } : {}),
+      ovnInstalled: false,
+      specVersion: ack.specVersion,
+      vrf: ack.vrf,
+      announced: [...ack.announced],
+    },
+    condition: fabricConfigured(ack, announced, dpuId),
+  })
+  return synced ? 'Ready' : 'Configuring'
+}
+
+function fabricConfigured(ack: FabricConfigureAck, announced: boolean, dpuId: string) {
+  const relay = ack.relay ? `, relaying DHCP with circuit id ${ack.relay.circuitId}` : ''
+  return announced
+    ? ({
+        type: 'AgentConfigured',
+        status: 'True',
+        reason: 'RoutesAnnounced',
+        message: `DPU ${dpuId} put ${ack.hostPort} in VRF ${ack.vrf} and announces ${ack.announced.join(', ')}${relay}`,
+      } as const)
+    : ({
+        type: 'AgentConfigured',
+        status: 'False',
+        reason: 'RoutesNotAnnounced',
+        message: `DPU ${dpuId} put ${ack.hostPort} in VRF ${ack.vrf} but announces only ${ack.announced.join(', ') || 'nothing'}`,
+      } as const)
+}
+
+/** The agent could not configure a Fabric host (its `configure` failed for good). */
+class FabricConfigureFailed extends HydrazineError {
+  constructor(dpuId: string, why: string) {
+    super('CHILD_FAILED', `DPU ${dpuId} could not put the host in its group's VRF: ${why}`)
+  }
+}
+
+/**
+ * `isolate` of a Fabric group's host on its DPU: its prefixes withdrawn and its port out
+ * of the group's VRF. Its addresses go with it (still in status when the detach starts).
+ */
+export async function isolateFabricHost(
+  deps: Pick<HandlerDeps, 'children' | 'ipam'>,
+  host: ManagedResource,
+): Promise<ChildRef> {
+  const { spec } = host
+  const ids = await deps.ipam.fabricIdsOf(spec.resourceGroup)
+  const ips = host.status.hostAccessIPs
+  return addFabricIsolate(deps, {
+    dpuId: spec.dpu.id,
+    specVersion: host.specVersion,
+    // A group that never got its VNI built no VRF: the agent finds none to leave.
+    group: { name: spec.resourceGroup, vni: ids?.vni ?? 1 },
+    host: {
+      name: host.name,
+      ...optionalHostPort(spec),
+      addresses: [ips?.hostIP, ips?.hostIPv6].flatMap((a) => (a ? [a] : [])),
+    },
+  })
+}

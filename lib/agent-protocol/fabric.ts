@@ -1,0 +1,179 @@
+/**
+ * The job contract for a host of a Fabric group on its DPU (protocol major 3): the same
+ * `configure` / `isolate` job names as an Overlay host, with payloads that carry no OVN
+ * at all. The group is a VRF on the DPU, its L3VNI towards the fabric (RT = ASN:VNI);
+ * the host's port goes into it with the group's anycast gateway address(es), and the
+ * host's /32 (/128) is announced from the DPU's own FRR as an EVPN type-5 route.
+ *
+ * Only an agent that advertises `3.0` is sent these: an older agent cannot mistake one for
+ * an Overlay job, since it refuses a major it does not know.
+ */
+import { isIP, isIPv4 } from 'node:net'
+import * as v from 'valibot'
+
+/** The protocol version of every Fabric job. */
+export const FABRIC_PROTOCOL_VERSION = '3.0'
+
+/** True when an agent that advertises `versions` takes Fabric jobs. */
+export function speaksFabric(versions: readonly string[]): boolean {
+  return versions.some((version) => Number(version.split('.')[0]) === 3)
+}
+
+const name = v.pipe(v.string(), v.minLength(1, 'must not be empty'), v.maxLength(253))
+const ipAddress = v.pipe(
+  v.string(),
+  v.check((s) => isIP(s) !== 0, 'must be an IPv4 or IPv6 address'),
+)
+const mac = v.pipe(
+  v.string(),
+  v.regex(/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/, 'must be a lower-case MAC like 0a:00:00:00:00:01'),
+)
+const interfaceName = v.pipe(
+  v.string(),
+  v.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$/, 'must be a Linux interface name (max 15 chars)'),
+)
+const protocolVersion = v.pipe(
+  v.string(),
+  v.maxLength(16),
+  v.regex(/^3\.\d+$/, "must be '3.MINOR'"),
+)
+const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
+const dpuId = v.pipe(
+  v.string(),
+  v.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'must be 1-63 of A-Z a-z 0-9 . _ - (no ":")'),
+)
+export const Vni = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(16_777_215))
+const asn = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(4_294_967_295))
+
+/** An address with the prefix length of its subnet: the gateway is an anycast `/32` on the port. */
+const Gateway = v.pipe(
+  v.object({
+    address: ipAddress,
+    prefixLength: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(128)),
+  }),
+  v.check(
+    (g) => g.prefixLength <= (isIPv4(g.address) ? 32 : 128),
+    'prefixLength must fit the address family',
+  ),
+)
+
+/** One address per family at most, both in the group's subnets (the controller allocated them). */
+const addresses = v.pipe(
+  v.array(ipAddress),
+  v.minLength(1, 'must hold the host address'),
+  v.maxLength(2, 'must hold at most one address per family'),
+  v.check(
+    (list) => new Set(list.map((a) => isIP(a))).size === list.length,
+    'must hold at most one address per family',
+  ),
+)
+
+export const FabricGroup = v.pipe(
+  v.object({
+    name,
+    /** The group's L3VNI on the fabric. */
+    vni: Vni,
+    /** The group's VLAN id (the host side; the DHCP relay's circuit id is `vlan<N>`). */
+    vlan: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(4094)),
+    /** The fabric's (and the DPU's) BGP AS number. */
+    asn,
+    /** `ASN:VNI`: what the group's type-5 routes carry and import. */
+    routeTarget: v.pipe(v.string(), v.regex(/^\d+:\d+$/, "must be 'ASN:VNI'")),
+    /** The group's gateway address per family, answered on every host port of it. */
+    gateways: v.pipe(
+      v.array(Gateway),
+      v.minLength(1, 'must hold the IPv4 or IPv6 gateway'),
+      v.maxLength(2),
+    ),
+    /** The group's DHCP server: the agent relays the hosts' requests to it. */
+    dhcpServer: v.optional(v.pipe(v.string(), v.check(isIPv4, 'must be an IPv4 address'))),
+  }),
+  v.check((g) => g.routeTarget === `${g.asn}:${g.vni}`, 'routeTarget must be ASN:VNI'),
+)
+export type FabricGroup = v.InferOutput<typeof FabricGroup>
+
+export const FabricConfigurePayload = v.object({
+  protocolVersion,
+  dpuId,
+  specVersion,
+  group: FabricGroup,
+  host: v.object({
+    name,
+    mac,
+    /** The DPU-side interface of the host (a representor; a veth end in the lab). */
+    hostPort: v.optional(interfaceName),
+    mtu: v.optional(v.pipe(v.number(), v.integer(), v.minValue(576), v.maxValue(9216))),
+    /** The host's addresses: each announced as a /32 (/128) in the group's VRF. */
+    addresses,
+  }),
+})
+export type FabricConfigurePayload = v.InferOutput<typeof FabricConfigurePayload>
+
+export const FabricIsolatePayload = v.object({
+  protocolVersion,
+  dpuId,
+  specVersion,
+  group: v.object({ name, vni: Vni }),
+  host: v.object({
+    name,
+    hostPort: v.optional(interfaceName),
+    /** What the host held: withdrawn whatever the DPU shows. */
+    addresses: v.pipe(v.array(ipAddress), v.maxLength(2)),
+  }),
+})
+export type FabricIsolatePayload = v.InferOutput<typeof FabricIsolatePayload>
+
+const reported = v.pipe(v.string(), v.maxLength(253))
+const reportedList = <T extends v.GenericSchema>(item: T, max: number) =>
+  v.pipe(v.array(item), v.maxLength(max, `must list at most ${max}`))
+
+/** One Fabric group's VRF on a DPU, as the agent sees it (in acks and heartbeats). */
+export const ObservedVrf = v.object({
+  group: reported,
+  vrf: reported,
+  vni: v.number(),
+  ports: reportedList(reported, 256),
+  /** The host prefixes its FRR announces from this VRF (`10.0.0.5/32`). */
+  announced: reportedList(reported, 512),
+})
+export type ObservedVrf = v.InferOutput<typeof ObservedVrf>
+
+/** What `configure` of a Fabric host answers: the port is in the VRF, its prefixes announced. */
+export const FabricConfigureAck = v.object({
+  dpuId: reported,
+  specVersion,
+  protocolVersion: reported,
+  hostPort: reported,
+  vrf: reported,
+  /** The host prefixes FRR has in the group's VRF RIB for EVPN (`10.0.0.5/32`). */
+  announced: reportedList(reported, 4),
+  /** The group's relay on the host port, with the circuit id it sends (`vlan<N>`). */
+  relay: v.optional(v.object({ port: reported, circuitId: reported })),
+  chassis: reported,
+})
+export type FabricConfigureAck = v.InferOutput<typeof FabricConfigureAck>
+
+/** What `isolate` of a Fabric host answers: its prefixes withdrawn, the port out of the VRF. */
+export const FabricIsolateAck = v.object({
+  dpuId: reported,
+  specVersion,
+  protocolVersion: reported,
+  hostPort: reported,
+  withdrawn: v.boolean(),
+  chassis: reported,
+})
+export type FabricIsolateAck = v.InferOutput<typeof FabricIsolateAck>
+
+/** What the controller knows about a Fabric host on one DPU. */
+export type FabricConfigureInput = Omit<FabricConfigurePayload, 'protocolVersion'>
+export type FabricIsolateInput = Omit<FabricIsolatePayload, 'protocolVersion'>
+
+/** Builds (and validates) a Fabric host's `configure` payload. */
+export function buildFabricConfigurePayload(input: FabricConfigureInput): FabricConfigurePayload {
+  return v.parse(FabricConfigurePayload, { ...input, protocolVersion: FABRIC_PROTOCOL_VERSION })
+}
+
+/** Builds (and validates) a Fabric host's `isolate` payload. */
+export function buildFabricIsolatePayload(input: FabricIsolateInput): FabricIsolatePayload {
+  return v.parse(FabricIsolatePayload, { ...input, protocolVersion: FABRIC_PROTOCOL_VERSION })
+}
