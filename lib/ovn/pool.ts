@@ -5,12 +5,14 @@ import { NbTopologyCache } from './topology/cache.ts'
  * One long-lived connection per OVSDB remote, opened on first use and shared by every
  * caller: a controller talks to one central per group (or one shared central), never
  * opening a second connection to the same database. A connection that failed to open is
- * forgotten, so the next caller tries again.
+ * forgotten, so the next caller tries again. Once closed, it opens none: a caller still at
+ * work then gets `PoolClosed`, not a connection nobody would ever close.
  */
 export class RemotePool<T> {
   readonly #connections = new Map<string, Promise<T>>()
   readonly #open: (remote: string) => Promise<T>
   readonly #shut: (connection: T) => Promise<void>
+  #closed = false
 
   constructor(open: (remote: string) => Promise<T>, shut: (connection: T) => Promise<void>) {
     this.#open = open
@@ -18,6 +20,7 @@ export class RemotePool<T> {
   }
 
   get(remote: string): Promise<T> {
+    if (this.#closed) return Promise.reject(new PoolClosed(remote))
     let connection = this.#connections.get(remote)
     if (!connection) {
       connection = this.#open(remote)
@@ -35,7 +38,15 @@ export class RemotePool<T> {
   }
 
   async close(): Promise<void> {
+    this.#closed = true
     await Promise.all([...this.#connections.keys()].map((remote) => this.drop(remote)))
+  }
+}
+
+/** A `RemotePool` asked for a connection after it was closed. */
+export class PoolClosed extends Error {
+  constructor(readonly remote: string) {
+    super(`no connection to ${remote}: the pool is closed`)
   }
 }
 
