@@ -145,9 +145,13 @@ await labTest(
       await eventually(() => pings(a1.netns, '10.10.0.12'), 20_000),
       'a1 (dpu1) reaches a2 (dpu2) over the fabric',
     )
-    t.ok(await pings(b1.netns, '10.10.0.11'), 'b1 (dpu1) reaches b2 (dpu2) at 10.10.0.11')
+    // The reflector having a route is not yet the other DPU's VRF having imported it.
+    t.ok(
+      await eventually(() => pings(b1.netns, '10.10.0.11'), 20_000),
+      'b1 (dpu1) reaches b2 (dpu2) at 10.10.0.11',
+    )
     const a1Echos = await icmpInEchos(a1.netns)
-    t.ok(await pings(b2.netns, '10.10.0.13'), 'b2 reaches b1')
+    t.ok(await eventually(() => pings(b2.netns, '10.10.0.13'), 20_000), 'b2 reaches b1')
     t.notOk(await pings(b1.netns, '10.10.0.12', 3), "b1 does not reach a2's address (fab-a's)")
     t.equal(
       await icmpInEchos(a1.netns),
