@@ -42,8 +42,12 @@ export async function leaveGroupSouthbound(
   // A group being deleted takes its central, and its CA, with it; a Fabric group has none.
   const held = await deps.store.groups.get(group)
   if (!held || held.deletion || implementationOf(held.spec) === 'Fabric') return []
-  if (!(await deps.ovn.leaveChassis(group, dpuId))) return []
   const others = (await deps.store.hosts.inGroup(group)).filter((h) => h.name !== leaving)
+  // Not while a host on another DPU is being detached: its isolate still has to show the
+  // SB its port released, with the chassis certificate a new CA would refuse (concurrent
+  // detaches on several DPUs then never finished). The last of them replaces the CA.
+  if (others.some((h) => h.deletion && h.spec.dpu.id !== dpuId)) return []
+  if (!(await deps.ovn.leaveChassis(group, dpuId))) return []
   const dpus = new Set(others.map((h) => h.spec.dpu.id))
   const reason = `DPU ${dpuId} left group ${group}: its Southbound has a new chassis CA`
   const sent: CredentialsSent[] = []
