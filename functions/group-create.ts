@@ -57,8 +57,7 @@ export const NORTHD_WAIT_MS = 15_000
  * writes its topology (`internal/central-demand.ts`).
  */
 export function createGroupCreate(deps: GroupCreateDeps) {
-  const groupCreate = async (job: Job): Promise<GroupCreateResult> => {
-    const { group: name, attempt = 1 } = parsePayload(GroupJob, job)
+  const groupCreate = async (name: string, attempt: number): Promise<GroupCreateResult> => {
     const group = await deps.store.groups.get(name)
     if (!group) return { group: name, observedVersion: 0, ovnChanged: false, skipped: 'not found' }
     if (group.deletion) {
@@ -172,10 +171,10 @@ export function createGroupCreate(deps: GroupCreateDeps) {
     }
   }
   // One step at a time per group: a DELETE arriving meanwhile waits for this one to end.
-  return (job: Job, token?: string): Promise<GroupCreateResult> =>
-    oneAtATime(deps.store, { job, token }, 'rg', parsePayload(GroupJob, job).group, () =>
-      groupCreate(job),
-    )
+  return (job: Job, token?: string): Promise<GroupCreateResult> => {
+    const { group, attempt = 1 } = parsePayload(GroupJob, job)
+    return oneAtATime(deps.store, { job, token }, 'rg', group, () => groupCreate(group, attempt))
+  }
 }
 
 /**
