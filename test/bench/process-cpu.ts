@@ -1,11 +1,14 @@
 /**
  * Where a bench round's CPU went: user + system time of this process and every process it
  * started (its descendants), summed by command name (`ovn-northd`, `ovsdb-server`,
- * `redis-server`, `node` — the controller, its in-process agents and the bench itself).
+ * `redis-server`, `node` — the controller, its in-process agents and the bench itself; a
+ * program run through the dynamic loader under its own name).
  * Read from `/proc`, so other work on the machine is left out.
  */
 
+import { execFile } from 'node:child_process'
 import { readdir, readFile } from 'node:fs/promises'
+import { promisify } from 'node:util'
 
 interface ProcStat {
   readonly pid: number
@@ -15,17 +18,44 @@ interface ProcStat {
   readonly ticks: number
 }
 
+let clockTicks: Promise<number> | undefined
+/** CPU ticks per second (`getconf CLK_TCK`). */
+export function ticksPerSecond(): Promise<number> {
+  clockTicks ??= promisify(execFile)('getconf', ['CLK_TCK']).then(
+    ({ stdout }) => Number(stdout.trim()) || 100,
+  )
+  return clockTicks
+}
+
+/** User + system CPU ticks of process `pid` so far (throws when it is gone). */
+export async function processTicks(pid: number): Promise<number> {
+  const stat = await readStat(pid)
+  if (!stat) throw new Error(`no process ${pid}`)
+  return stat.ticks
+}
+
+/**
+ * The program a process runs through the dynamic loader (a newer OVN's root runs as
+ * `ld-linux… --library-path <dirs> <program> …`, `lib/ovn/install.ts`): its file name.
+ */
+async function loadedProgram(pid: number): Promise<string | undefined> {
+  const args = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0')
+  const at = args[1] === '--library-path' ? 3 : 1
+  return args[at]?.split('/').at(-1) || undefined
+}
+
 async function readStat(pid: number): Promise<ProcStat | undefined> {
   const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
   if (!text) return undefined
   const open = text.indexOf('(')
   const close = text.lastIndexOf(')')
+  const comm = text.slice(open + 1, close)
   // After "pid (comm) ": state is field 3, ppid 4, utime 14, stime 15 (1-based).
   const fields = text.slice(close + 2).split(' ')
   return {
     pid,
     ppid: Number(fields[1]),
-    comm: text.slice(open + 1, close),
+    comm: comm.startsWith('ld-linux') ? ((await loadedProgram(pid)) ?? comm) : comm,
     ticks: Number(fields[11]) + Number(fields[12]),
   }
 }
@@ -60,8 +90,8 @@ export async function processTreeCpu(
  */
 export async function measureProcessCpu(
   root: number = process.pid,
-  ticksPerSecond = 100,
 ): Promise<{ stop: () => Promise<Map<string, number>> }> {
+  const perSecond = await ticksPerSecond()
   const before = await processTreeCpu(root)
   return {
     stop: async () => {
@@ -69,7 +99,7 @@ export async function measureProcessCpu(
       const used = new Map<string, number>()
       for (const s of after.byPid.values()) {
         const was = before.byPid.get(s.pid)?.ticks ?? 0
-        used.set(s.comm, (used.get(s.comm) ?? 0) + (s.ticks - was) / ticksPerSecond)
+        used.set(s.comm, (used.get(s.comm) ?? 0) + (s.ticks - was) / perSecond)
       }
       return used
     },

@@ -86,7 +86,7 @@ import {
   startBenchPipeline,
   startPrivateNb,
 } from './fixtures.ts'
-import { describeCpu, measureProcessCpu } from './process-cpu.ts'
+import { describeCpu, measureProcessCpu, processTicks, ticksPerSecond } from './process-cpu.ts'
 import { benchScale, quantile, report, scaled } from './report.ts'
 
 const run = promisify(execFile)
@@ -387,7 +387,7 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
   tag: string,
   round: (p: BenchPipeline) => Promise<T>,
   install?: OvnInstall,
-): Promise<T & { commits: CommitStats; cpu: Map<string, number> }> {
+): Promise<T & { commits: CommitStats }> {
   const began = performance.now()
   const p = await startBenchPipeline({
     centrals,
@@ -396,7 +396,7 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
     ...(install ? { install } : {}),
   })
   try {
-    const cpu = await measureProcessCpu(process.pid, await ticksPerSecond())
+    const cpu = await measureProcessCpu(process.pid)
     const roundBegan = performance.now()
     const out = await round(p)
     const roundSeconds = (performance.now() - roundBegan) / 1000
@@ -414,7 +414,7 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
         `${failures.map(([m, n]) => `${n}x ${m}`).join(' | ') || 'none'}\n` +
         `scale ${tag}: ${describeCommits(commits)}; CPU over the round's ${roundSeconds.toFixed(0)} s: ${describeCpu(used, roundSeconds)}\n`,
     )
-    return { ...out, commits, cpu: used }
+    return { ...out, commits }
   } finally {
     await p.close()
   }
@@ -677,20 +677,8 @@ async function centralRssMb(dir: string): Promise<number> {
 /** User + system CPU ticks the processes named by these pid files have used so far. */
 async function cpuTicks(pidFiles: readonly string[]): Promise<number> {
   let ticks = 0
-  for (const file of pidFiles) {
-    const stat = await readFile(`/proc/${await pidOf(file)}/stat`, 'utf8')
-    // Fields after "pid (comm) ": state is the 3rd field, utime the 14th, stime the 15th.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    ticks += Number(fields[11]) + Number(fields[12])
-  }
+  for (const file of pidFiles) ticks += await processTicks(await pidOf(file))
   return ticks
-}
-
-let clockTicks: Promise<number> | undefined
-/** CPU ticks per second (`getconf CLK_TCK`). */
-function ticksPerSecond(): Promise<number> {
-  clockTicks ??= run('getconf', ['CLK_TCK']).then(({ stdout }) => Number(stdout.trim()) || 100)
-  return clockTicks
 }
 
 const hex = (n: number) => n.toString(16).padStart(2, '0')
