@@ -47,6 +47,7 @@ export class RemotePool<T> {
 export class PoolClosed extends Error {
   constructor(readonly remote: string) {
     super(`no connection to ${remote}: the pool is closed`)
+    this.name = 'PoolClosed'
   }
 }
 
