@@ -167,6 +167,9 @@ async function applyEveryGroup(
   const idle: string[] = []
   const failed: GroupFailure[] = []
   const centrals = new Map<string, OvnCentralEndpoints>()
+  // Centrals on demand: the groups holding a slot, read once for the run (a slot taken or
+  // given back meanwhile: `hold` and `centralMayStop` are safe either way).
+  const slots = onDemand(deps) ? new Set(await deps.store.centrals.list()) : undefined
   await eachAtMost(concurrency, groups, async (group) => {
     // A Fabric group has no OVN topology to compare.
     if (
@@ -181,16 +184,16 @@ async function applyEveryGroup(
     // compare it; one whose stop was never scheduled (a crash after its last detach) gets it.
     // A group with hosts but no slot (stored by a version that started every group's
     // central with the group) takes its slot, past the cap: its hosts are attached already.
-    if (onDemand(deps)) {
-      const hosts = await deps.store.groups.memberNames(group.name)
-      if (!(await deps.store.centrals.holds(group.name))) {
-        if (hosts.length === 0) {
+    if (slots) {
+      const hosts = await deps.store.groups.memberCount(group.name)
+      if (!slots.has(group.name)) {
+        if (hosts === 0) {
           skipped.push(group.name)
           idle.push(group.name)
           return
         }
         await deps.store.centrals.hold(group.name)
-      } else if (hosts.length === 0) await centralMayStop(deps, group.name, { keepMark: true })
+      } else if (hosts === 0) await centralMayStop(deps, group.name, { keepMark: true })
     }
     try {
       const applied = await withDeadline(`group ${group.name}`, timeoutMs, () =>

@@ -55,7 +55,7 @@ export async function centralMayStop(
   const demand = deps.centralsOnDemand
   if (!demand || !onDemand(deps)) return
   if (!(await deps.store.centrals.holds(group))) return
-  if ((await deps.store.groups.memberNames(group)).length > 0) return
+  if ((await deps.store.groups.memberCount(group)) > 0) return
   const now = Date.now()
   let since = now
   if (options.keepMark) since = await deps.store.centrals.markIdle(group, now)
