@@ -169,9 +169,8 @@ export class HostRequests {
       // request that loses a race for the tenant's last slot may have added its DPU).
       if (!fresh) await store.hosts.checkQuotas(port.name, placed.spec, prepared.quota)
       fresh = false
-      const { maxCentrals } = this.#deps.policy
-      if (maxCentrals !== undefined && implementationOf(port.group.spec) === 'Overlay')
-        await store.centrals.check(port.group.name, maxCentrals)
+      const maxCentrals = this.#centralsCap(port.group)
+      if (maxCentrals !== undefined) await store.centrals.check(port.group.name, maxCentrals)
       let dpu = placed.dpu
       if (placed.dpuChange) {
         dpu = (await store.dpus.put(id, placed.dpuChange)).object
@@ -186,6 +185,15 @@ export class HostRequests {
       }
       placed = this.#placeAgain(prepared, port, await store.dpus.get(id))
     }
+  }
+
+  /**
+   * The site's cap on running OVN centrals a host of `group` counts against: an Overlay
+   * group's first host takes its central's slot (`HYDRAZINE_MAX_CENTRALS`); none else.
+   */
+  #centralsCap(group: PlacedHost['group']): number | undefined {
+    const { maxCentrals } = this.#deps.policy
+    return implementationOf(group.spec) === 'Overlay' ? maxCentrals : undefined
   }
 
   /** `port` placed against the DPU as it is now. */
@@ -212,11 +220,8 @@ export class HostRequests {
   ): Promise<Accepted<ManagedResource>> {
     const { store, queue } = this.#deps
     // Centrals on demand: the group's first host takes its central's slot, or is refused.
-    const { maxCentrals } = this.#deps.policy
-    const central =
-      maxCentrals !== undefined && implementationOf(placed.group.spec) === 'Overlay'
-        ? { maxCentrals }
-        : {}
+    const maxCentrals = this.#centralsCap(placed.group)
+    const central = maxCentrals === undefined ? {} : { maxCentrals }
     const { changed, object } = await store.hosts.put(
       name,
       placed.spec,

@@ -1,13 +1,13 @@
 import type { Job } from 'bullmq'
 import { CentralStopJob } from '../lib/jobs/index.ts'
 import type { CentralRelease } from '../lib/state/store.ts'
-import { noCentralStatus, onDemand } from './internal/central-demand.ts'
+import { onDemand, stopUnwantedCentral } from './internal/central-demand.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { parsePayload } from './internal/job.ts'
 
 export interface CentralStopResult {
   readonly group: string
-  /** True when this run stopped the group's central. */
+  /** True when this run stopped the group's central (false: a host took its slot again). */
   readonly stopped: boolean
   /** Why it did not: the group has hosts again (`busy`), a later stop decides (`recent`), … */
   readonly skipped?: CentralRelease | 'not on demand'
@@ -22,29 +22,18 @@ type CentralStopDeps = Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'southbound'> 
  * host writes: a host arriving a moment later takes a slot again) and stops its central,
  * keeping its databases; the group reports `CentralRunning=False NoHosts`. A host that
  * arrived within the grace period kept the central: nothing stops. A host arriving while
- * it stops waits in its attach's `ensure`, which starts the central again.
+ * it stops gets it started again (`stopUnwantedCentral`).
  */
 export function createCentralStop(deps: CentralStopDeps) {
   return async function centralStop(job: Job): Promise<CentralStopResult> {
     const { group } = parsePayload(CentralStopJob, job)
     const demand = deps.centralsOnDemand
-    const stop = deps.ovn.stop?.bind(deps.ovn)
-    if (!demand || !stop || !onDemand(deps)) {
+    if (!demand || !onDemand(deps)) {
       return { group, stopped: false, skipped: 'not on demand' }
     }
     const released = await deps.store.centrals.releaseIfIdle(group, Date.now(), demand.idleMs)
     if (released !== 'released') return { group, stopped: false, skipped: released }
     const running = (await deps.ovn.list()).find((c) => c.group === group)
-    await stop(group)
-    if (await deps.store.centrals.holds(group)) return { group, stopped: true }
-    // Nobody needs it now: the controller's connections to it go too.
-    if (running) {
-      await deps.nb.drop(running.nb)
-      await deps.southbound.drop(running.sbController)
-    }
-    await deps.store.groups.updateStatus(group, (current) =>
-      current.deletion ? undefined : noCentralStatus(current.status, group),
-    )
-    return { group, stopped: true }
+    return { group, stopped: await stopUnwantedCentral(deps, group, running) }
   }
 }

@@ -3,7 +3,7 @@ import { ConfigError } from '../lib/errors.ts'
 import { implementationOf, type ResourceGroup } from '../lib/model/objects.ts'
 import type { OvnCentralEndpoints } from '../lib/ovn/index.ts'
 import { eachAtMost, withDeadline } from './internal/bounded-work.ts'
-import { centralMayStop, onDemand } from './internal/central-demand.ts'
+import { centralMayStop, onDemand, stopUnwantedCentral } from './internal/central-demand.ts'
 import { renewChassisCertificates } from './internal/chassis-credentials.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { GroupGone } from './internal/group-apply.ts'
@@ -64,7 +64,7 @@ export interface ReconcileOptions {
  */
 export function createReconcile(
   deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs' | 'groupHosts'> &
-    Partial<Pick<HandlerDeps, 'centralsOnDemand'>>,
+    Partial<Pick<HandlerDeps, 'centralsOnDemand' | 'southbound'>>,
   {
     timeoutMs = 10_000,
     concurrency = 8,
@@ -83,7 +83,11 @@ export function createReconcile(
     const groups = await deps.store.groups.list()
     const applied = await applyEveryGroup(deps, groups, bounds)
     const { centrals } = applied
-    for (const central of await deps.ovn.list()) centrals.set(central.nb, central)
+    const running = await deps.ovn.list()
+    const stopped = await stopIdleCentrals(deps, running, applied.idle, log)
+    for (const central of running) {
+      if (!central.group || !stopped.includes(central.group)) centrals.set(central.nb, central)
+    }
     const known = new Set(groups.map((g) => g.name))
     const orphans = await searchEveryCentral(deps, centrals, known, maxOrphanDeletions, bounds)
 
@@ -130,6 +134,7 @@ export function createReconcile(
       orphanCentrals,
       retried,
       ...(chassisRenewed.length > 0 ? { chassisRenewed } : {}),
+      ...(stopped.length > 0 ? { centralsStopped: stopped } : {}),
       checkedGroups: groups.length,
       at: new Date().toISOString(),
     }
@@ -158,8 +163,13 @@ async function applyEveryGroup(
   const repaired: string[] = []
   const inSync: string[] = []
   const skipped: string[] = []
+  /** Groups without hosts holding no central slot (on demand): their central should not run. */
+  const idle: string[] = []
   const failed: GroupFailure[] = []
   const centrals = new Map<string, OvnCentralEndpoints>()
+  // Centrals on demand: the groups holding a slot, read once for the run (a slot taken or
+  // given back meanwhile: `hold` and `centralMayStop` are safe either way).
+  const slots = onDemand(deps) ? new Set(await deps.store.centrals.list()) : undefined
   await eachAtMost(concurrency, groups, async (group) => {
     // A Fabric group has no OVN topology to compare.
     if (
@@ -174,15 +184,16 @@ async function applyEveryGroup(
     // compare it; one whose stop was never scheduled (a crash after its last detach) gets it.
     // A group with hosts but no slot (stored by a version that started every group's
     // central with the group) takes its slot, past the cap: its hosts are attached already.
-    if (onDemand(deps)) {
-      const hosts = await deps.store.groups.memberNames(group.name)
-      if (!(await deps.store.centrals.holds(group.name))) {
-        if (hosts.length === 0) {
+    if (slots) {
+      const hosts = await deps.store.groups.memberCount(group.name)
+      if (!slots.has(group.name)) {
+        if (hosts === 0) {
           skipped.push(group.name)
+          idle.push(group.name)
           return
         }
         await deps.store.centrals.hold(group.name)
-      } else if (hosts.length === 0) await centralMayStop(deps, group.name, { keepMark: true })
+      } else if (hosts === 0) await centralMayStop(deps, group.name, { keepMark: true })
     }
     try {
       const applied = await withDeadline(`group ${group.name}`, timeoutMs, () =>
@@ -208,7 +219,33 @@ async function applyEveryGroup(
       log(`reconcile: group ${group.name} not applied: ${failure.code}: ${failure.message}`)
     }
   })
-  return { repaired, inSync, skipped, failed, centrals }
+  return { repaired, inSync, skipped, failed, centrals, idle }
+}
+
+/**
+ * Centrals on demand: stops the running centrals of groups that hold no slot and have no
+ * host (`idle`), the ones an apply started just as `central.stop` gave the slot back (it
+ * checked the slot a moment before): nothing else would stop them, and the cap does not
+ * count them. Returns the groups whose central it stopped.
+ */
+async function stopIdleCentrals(
+  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb'> & Partial<Pick<HandlerDeps, 'southbound'>>,
+  running: readonly OvnCentralEndpoints[],
+  idle: readonly string[],
+  log: (line: string) => void,
+): Promise<string[]> {
+  const stopped: string[] = []
+  for (const central of running) {
+    const group = central.group
+    if (group === undefined || !idle.includes(group)) continue
+    try {
+      if (await stopUnwantedCentral(deps, group, central)) stopped.push(group)
+    } catch (error) {
+      const { code, message } = failureOf(error)
+      log(`reconcile: the central of ${group} (no host, no slot) not stopped: ${code}: ${message}`)
+    }
+  }
+  return stopped.sort()
 }
 
 /**

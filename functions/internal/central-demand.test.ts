@@ -1,16 +1,10 @@
 import t from 'tap'
 import type { ResourceGroupStatus } from '../../lib/model/objects.ts'
 import type { OvnCentralEndpoints } from '../../lib/ovn/index.ts'
+import { storedGroup } from '../../test/helpers/objects.ts'
 import { CENTRAL_RUNNING, centralRunningStatus, noCentralStatus } from './central-demand.ts'
 
-const ready: ResourceGroupStatus = {
-  phase: 'Ready',
-  conditions: [],
-  snatIPs: [],
-  managedResourceCount: 0,
-  observedVersion: 1,
-  configsSynced: true,
-}
+const ready: ResourceGroupStatus = storedGroup('g').status
 const endpoints: OvnCentralEndpoints = {
   nb: 'unix:/d/nb.sock',
   sb: 'tcp:127.0.0.1:6642',

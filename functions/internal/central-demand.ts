@@ -8,7 +8,7 @@
  */
 import { jobId } from '../../lib/jobs/index.ts'
 import { type ResourceGroupStatus, setCondition } from '../../lib/model/objects.ts'
-import type { OvnCentralEndpoints } from '../../lib/ovn/index.ts'
+import { CentralUnavailableError, type OvnCentralEndpoints } from '../../lib/ovn/index.ts'
 import type { HandlerDeps } from './deps.ts'
 
 type DemandDeps = Pick<HandlerDeps, 'ovn'> & Partial<Pick<HandlerDeps, 'centralsOnDemand'>>
@@ -55,7 +55,7 @@ export async function centralMayStop(
   const demand = deps.centralsOnDemand
   if (!demand || !onDemand(deps)) return
   if (!(await deps.store.centrals.holds(group))) return
-  if ((await deps.store.groups.memberNames(group)).length > 0) return
+  if ((await deps.store.groups.memberCount(group)) > 0) return
   const now = Date.now()
   let since = now
   if (options.keepMark) since = await deps.store.centrals.markIdle(group, now)
@@ -63,6 +63,38 @@ export async function centralMayStop(
   await deps.jobs.add('central.stop', { group, since }, jobId('central.stop', group, since), {
     delayMs: Math.max(0, since + demand.idleMs - now),
   })
+}
+
+/**
+ * Stops the central of a group that holds no slot (`central.stop` gave it back, or the
+ * central was started by an apply that checked the slot a moment before it went). A host
+ * that takes the slot while it stops may have found the central running just before (its
+ * attach's `ensure` then answered the old one): the central is started again for it. Once
+ * stopped for good, the controller's connections to it go (`running`: where it ran, when
+ * known) and the group reports `CentralRunning=False NoHosts`. True when it stays stopped.
+ */
+export async function stopUnwantedCentral(
+  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb'> & Partial<Pick<HandlerDeps, 'southbound'>>,
+  group: string,
+  running: OvnCentralEndpoints | undefined,
+): Promise<boolean> {
+  if (!deps.ovn.stop || (await deps.store.centrals.holds(group))) return false
+  await deps.ovn.stop(group)
+  if (await deps.store.centrals.holds(group)) {
+    // Starting (retryable) is what the host's attach waits for anyway.
+    await deps.ovn.ensure(group).catch((error: unknown) => {
+      if (!(error instanceof CentralUnavailableError && error.retryable)) throw error
+    })
+    return false
+  }
+  if (running) {
+    await deps.nb.drop(running.nb)
+    await deps.southbound?.drop(running.sbController)
+  }
+  await deps.store.groups.updateStatus(group, (current) =>
+    current.deletion ? undefined : noCentralStatus(current.status, group),
+  )
+  return true
 }
 
 /** The group's status while its central runs: where it is, and `CentralRunning=True`. */

@@ -82,6 +82,11 @@ export interface ReconcileReport {
    * one's life was left), each through a `configure` of the host named.
    */
   readonly chassisRenewed?: CredentialsSent[]
+  /**
+   * Centrals on demand: groups with no host and no central slot whose central ran anyway
+   * (an apply started it as its stop gave the slot back), stopped by this run.
+   */
+  readonly centralsStopped?: string[]
   readonly checkedGroups: number
   readonly at: string
 }

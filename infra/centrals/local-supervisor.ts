@@ -60,8 +60,13 @@ export interface Central extends CentralChassis {
   running?: Running | undefined
   /** The start under way (or the restart waiting for its backoff); ensure waits for it. */
   pending?: Promise<OvnCentralEndpoints> | undefined
-  /** Released or closed: never (re)start again. */
+  /** Released, closed or stopped (`idle`): never (re)start again. */
   stopped: boolean
+  /**
+   * Stopped because its group has no host (`stop`), not released: its files stay, the next
+   * ensure makes it anew, and an ensure its stop cut short is told to ask again.
+   */
+  idle?: true
   backoffMs: number
   /** Ends a backoff wait early (release, close). */
   wake?: (() => void) | undefined
@@ -101,7 +106,10 @@ export interface CentralSupervisor {
    * was nothing to replace (plaintext, stopped).
    */
   rotate(c: Central): Promise<boolean>
-  /** Why a stopped central answers nothing: released (not retried) or closed (retried). */
+  /**
+   * Why a stopped central answers nothing: released (not retried), closed or stopped for
+   * want of hosts (retried).
+   */
   gone(c: Central): CentralUnavailableError
   /** Databases made again since the provider started (a cut stopped their creation). */
   remade(): number
@@ -121,10 +129,18 @@ export function centralSupervisor(options: CentralSupervisorOptions): CentralSup
   const starting = pLimit(CENTRAL_STARTS_AT_ONCE)
   let remade = 0
 
-  const gone = (c: Central) =>
-    new CentralUnavailableError(c.group, closed() ? 'the provider is closed' : 'it was released', {
-      retryable: closed(),
-    })
+  const gone = (c: Central) => {
+    if (c.idle && !closed()) {
+      return new CentralUnavailableError(c.group, 'it was stopped (its group has no host)', {
+        retryable: true,
+      })
+    }
+    return new CentralUnavailableError(
+      c.group,
+      closed() ? 'the provider is closed' : 'it was released',
+      { retryable: closed() },
+    )
+  }
 
   const launch = async (c: Central): Promise<OvnCentralEndpoints> => {
     if (c.stopped) throw gone(c)

@@ -232,6 +232,7 @@ export async function startPerGroupCentrals(
       if (!c) return
       // Out of the map at once: the next ensure makes a new one (after this stop ends).
       centrals.delete(group)
+      c.idle = true
       const done = halt(c)
         .then(() => log(`central of group ${group} stopped (no hosts)`))
         .finally(() => stopping.delete(group))

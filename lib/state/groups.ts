@@ -81,6 +81,11 @@ export class GroupRepository {
     return this.#redis.smembers(this.#keys.members(group))
   }
 
+  /** How many hosts belong to a group (without reading their names). */
+  memberCount(group: string): Promise<number> {
+    return this.#redis.scard(this.#keys.members(group))
+  }
+
   /** `ObjectWrites.updateStatus` of a group. */
   updateStatus(
     name: string,

@@ -329,3 +329,18 @@ t.test('stop: the daemons go, the files stay; the next ensure starts it as it wa
   await centrals.release('tenant-a')
   t.notOk(await exists(dir), 'a stopped central released: its files are gone')
 })
+
+t.test('an ensure whose start a stop cut short is told to ask again', async (t) => {
+  const { centrals, dataDir } = await centralsIn(t)
+  const dir = centralDir(dataDir, 'tenant-a')
+  // The start is under way when the stop comes (its group lost its slot meanwhile).
+  const starting = centrals.ensure('tenant-a')
+  await centrals.stop('tenant-a')
+  await t.rejects(
+    starting,
+    { code: 'OVN_CENTRAL_UNAVAILABLE', retryable: true, message: /stopped/ },
+    'retryable: the central was stopped, not released',
+  )
+  t.same(await daemonsUnder(dir), [], 'no daemon runs')
+  t.equal((await centrals.ensure('tenant-a')).group, 'tenant-a', 'asked again: it starts')
+})

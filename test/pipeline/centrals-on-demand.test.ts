@@ -240,5 +240,15 @@ t.test(
     )
     t.same(stopped, [], 'reconcile scheduled the stop: the central stopped after the grace')
     t.same(await p.controller.store.centrals.list(), [], 'and its slot is free')
+
+    // An apply that checked the slot just before central.stop gave it back, and started
+    // the central again after the stop: it runs with no host and no slot.
+    await p.centrals?.ensure('busy')
+    t.equal((await daemonsOf(p, 'busy')).length, 3, 'a central running without a slot')
+    const third = await runReconcile(p, 'reconcile-3')
+    t.same(third.centralsStopped, ['busy'], 'reconcile reports it stopped')
+    t.same(await daemonsOf(p, 'busy'), [], 'its daemons are gone')
+    t.match(await centralRunning(p, 'busy'), { status: 'False', reason: 'NoHosts' })
+    t.same(await p.controller.store.centrals.list(), [], 'and it took no slot')
   },
 )
