@@ -15,10 +15,9 @@ import type {
   FabricIsolatePayload,
   ObservedVrf,
 } from '../lib/agent-protocol/index.ts'
-import type { AgentConfig } from './config.ts'
+import { type AgentConfig, hostPortOf } from './config.ts'
 import {
   HostPortBound,
-  HostPortNotAllowed,
   PortNotInstalled,
   PortNotReleased,
   WrongDpu,
@@ -69,18 +68,10 @@ export class FabricAgent {
     return new FabricAgent(log, config, backend, speaker, boundInOvs)
   }
 
-  private hostPortOf(host: { hostPort?: string | undefined }): string {
-    const port = host.hostPort ?? this.config.defaultHostPort
-    if (!this.config.hostPorts.includes(port)) {
-      throw new HostPortNotAllowed(this.config.dpuId, port, this.config.hostPorts)
-    }
-    return port
-  }
-
   async configure(job: FabricConfigurePayload): Promise<FabricConfigureAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
-    const port = this.hostPortOf(job.host)
+    const port = hostPortOf(this.config, job.host)
     const { group, host } = job
     const { vrf } = vrfNames(group.vni)
     // Refused before anything changes: the port in another group's VRF, or OVS's.
@@ -136,7 +127,7 @@ export class FabricAgent {
   async isolate(job: FabricIsolatePayload): Promise<FabricIsolateAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
-    const port = this.hostPortOf(job.host)
+    const port = hostPortOf(this.config, job.host)
     const vni = job.group.vni
     const state = (await this.backend.list()).find((v) => v.vni === vni)
     if (state) {
