@@ -16,12 +16,7 @@ import type {
   ObservedVrf,
 } from '../lib/agent-protocol/index.ts'
 import { type AgentConfig, hostPortOf } from './config.ts'
-import {
-  HostPortBound,
-  PortNotInstalled,
-  PortNotReleased,
-  WrongDpu,
-} from './errors.ts'
+import { HostPortBound, PortNotInstalled, PortNotReleased, WrongDpu } from './errors.ts'
 import { EvpnSpeaker, waitUntil } from './evpn.ts'
 import { kernelVrfBackend, netnsVrfBackend, type VrfBackend, vrfNames } from './vrf.ts'
 
