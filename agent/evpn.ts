@@ -222,11 +222,19 @@ export class EvpnSpeaker {
    * with the group's route target (`ASN:VNI`).
    */
   async announced(vni: number, routeTarget?: string): Promise<string[]> {
-    if (!this.running) return []
-    const out = await this.vtysh
-      .show('show bgp l2vpn evpn route type prefix json')
-      .catch(() => '{}')
+    const out = await this.type5Json()
     return selfOriginatedType5(out, routeTarget ?? `:${vni}`, this.place.vtep)
+  }
+
+  /** `announced` of each VRF, from one read of bgpd (a heartbeat's, for every VRF). */
+  async announcedIn(vnis: readonly number[]): Promise<Map<number, string[]>> {
+    const out = vnis.length > 0 ? await this.type5Json() : '{}'
+    return new Map(vnis.map((vni) => [vni, selfOriginatedType5(out, `:${vni}`, this.place.vtep)]))
+  }
+
+  private async type5Json(): Promise<string> {
+    if (!this.running) return '{}'
+    return this.vtysh.show('show bgp l2vpn evpn route type prefix json').catch(() => '{}')
   }
 
   async stop(): Promise<void> {

@@ -161,15 +161,14 @@ export class FabricAgent {
   /** The VRFs on the DPU, their ports and what FRR announces from each. */
   async observe(): Promise<ObservedVrf[]> {
     const vrfs = await this.backend.list()
-    return Promise.all(
-      vrfs.map(async (v) => ({
-        group: v.group,
-        vrf: v.vrf,
-        vni: v.vni,
-        ports: [...v.ports],
-        announced: await this.speaker.announced(v.vni),
-      })),
-    )
+    const announced = await this.speaker.announcedIn(vrfs.map((v) => v.vni))
+    return vrfs.map((v) => ({
+      group: v.group,
+      vrf: v.vrf,
+      vni: v.vni,
+      ports: [...v.ports],
+      announced: announced.get(v.vni) ?? [],
+    }))
   }
 
   async close(): Promise<void> {
