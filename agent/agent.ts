@@ -20,12 +20,11 @@ import type {
   IsolateRequest,
   ObservedState,
 } from '../lib/agent-protocol/index.ts'
-import type { AgentConfig } from './config.ts'
+import { type AgentConfig, hostPortOf } from './config.ts'
 import { DhcpRelays, OvnController } from './daemons.ts'
 import {
   FabricNotConfigured,
   HostPortBound,
-  HostPortNotAllowed,
   HostPortNotOurs,
   PortNotInstalled,
   PortNotReleased,
@@ -161,15 +160,6 @@ export class Agent {
     }
   }
 
-  /** The job's host port (or the default), when it is one of this DPU's host ports. */
-  private hostPortOf(host: { hostPort?: string | undefined }): string {
-    const port = host.hostPort ?? this.config.defaultHostPort
-    if (!this.config.hostPorts.includes(port)) {
-      throw new HostPortNotAllowed(this.config.dpuId, port, this.config.hostPorts)
-    }
-    return port
-  }
-
   /**
    * Binds the job's host on this DPU: bridges, chassis settings, ovn-controller, the
    * group's relay, the host port; then waits until ovn-controller installed the port.
@@ -184,7 +174,7 @@ export class Agent {
   async configure(job: ConfigureRequest): Promise<ConfigureAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
-    const hostPort = this.hostPortOf(job.host)
+    const hostPort = hostPortOf(this.config, job.host)
     const { group, host } = job
     if (group.sbRemote.startsWith('ssl:') && !this.sbCertificate) {
       throw new SouthboundNeedsTls(c.dpuId, group.sbRemote)
@@ -342,7 +332,7 @@ export class Agent {
   async isolate(job: IsolateRequest): Promise<IsolateAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
-    const named = this.hostPortOf(job.host)
+    const named = hostPortOf(this.config, job.host)
     const snap = await this.ovs.snapshot()
     const targets = snap.owned.filter(
       (p) => p.role === 'host' && p.logicalPort === job.host.logicalPort,

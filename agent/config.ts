@@ -23,6 +23,7 @@ import { ConfigError } from '../lib/errors.ts'
 import { parseMetricsListen } from '../lib/metrics/listen.ts'
 import { clusterNodes, isClusterUrl } from '../lib/redis/connection.ts'
 import { type AgentConfig, OPTIONS, type Option } from './config-options.ts'
+import { HostPortNotAllowed } from './errors.ts'
 
 export { type AgentConfig, OPTIONS, usage } from './config-options.ts'
 export { describeConfig, redactingLog, redactUrl } from './log-redaction.ts'
@@ -300,4 +301,16 @@ export function parseAgentConfig(
     hostPorts,
     defaultHostPort: c.defaultHostPort ?? hostPorts[0],
   } as AgentConfig
+}
+
+/** A job's host port (or the DPU's default), when it is one of the DPU's `--host-ports`. */
+export function hostPortOf(
+  config: Pick<AgentConfig, 'dpuId' | 'defaultHostPort' | 'hostPorts'>,
+  host: { hostPort?: string | undefined },
+): string {
+  const port = host.hostPort ?? config.defaultHostPort
+  if (!config.hostPorts.includes(port)) {
+    throw new HostPortNotAllowed(config.dpuId, port, config.hostPorts)
+  }
+  return port
 }

@@ -11,6 +11,7 @@
  */
 import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { type5Paths } from '../lib/frr/evpn-routes.ts'
 import { createVtysh, type Vtysh } from '../lib/frr/vtysh.ts'
 import { type Daemon, startDaemon } from '../lib/process/daemon.ts'
 import { canConnect } from '../lib/process/ports.ts'
@@ -221,11 +222,19 @@ export class EvpnSpeaker {
    * with the group's route target (`ASN:VNI`).
    */
   async announced(vni: number, routeTarget?: string): Promise<string[]> {
-    if (!this.running) return []
-    const out = await this.vtysh
-      .show('show bgp l2vpn evpn route type prefix json')
-      .catch(() => '{}')
+    const out = await this.type5Json()
     return selfOriginatedType5(out, routeTarget ?? `:${vni}`, this.place.vtep)
+  }
+
+  /** `announced` of each VRF, from one read of bgpd (a heartbeat's, for every VRF). */
+  async announcedIn(vnis: readonly number[]): Promise<Map<number, string[]>> {
+    const out = vnis.length > 0 ? await this.type5Json() : '{}'
+    return new Map(vnis.map((vni) => [vni, selfOriginatedType5(out, `:${vni}`, this.place.vtep)]))
+  }
+
+  private async type5Json(): Promise<string> {
+    if (!this.running) return '{}'
+    return this.vtysh.show('show bgp l2vpn evpn route type prefix json').catch(() => '{}')
   }
 
   async stop(): Promise<void> {
@@ -239,28 +248,10 @@ export class EvpnSpeaker {
  */
 export function selfOriginatedType5(json: string, rt: string, vtep: string): string[] {
   const prefixes = new Set<string>()
-  let parsed: Record<string, unknown>
-  try {
-    parsed = JSON.parse(json) as Record<string, unknown>
-  } catch {
-    return []
-  }
-  for (const rd of Object.values(parsed)) {
-    if (typeof rd !== 'object' || rd === null) continue
-    for (const [key, entry] of Object.entries(rd as Record<string, unknown>)) {
-      const m = /^\[5\]:\[\d+\]:\[(\d+)\]:\[([^\]]+)\]$/.exec(key)
-      if (!m) continue
-      const paths = (
-        ((entry as { paths?: unknown[][] }).paths ?? []).flat() as {
-          extendedCommunity?: { string?: string }
-          nexthops?: { ip?: string }[]
-        }[]
-      ).filter((p) => p.nexthops?.some((h) => h.ip === vtep))
-      const rts = paths.flatMap((p) =>
-        [...(p.extendedCommunity?.string ?? '').matchAll(/RT:(\S+)/g)].map((r) => r[1] ?? ''),
-      )
-      if (rts.some((r) => r === rt || (rt.startsWith(':') && r.endsWith(rt))))
-        prefixes.add(`${m[2]}/${m[1]}`)
+  for (const path of type5Paths(json)) {
+    if (!path.nextHops.includes(vtep)) continue
+    if (path.routeTargets.some((r) => r === rt || (rt.startsWith(':') && r.endsWith(rt)))) {
+      prefixes.add(path.prefix)
     }
   }
   return [...prefixes]

@@ -15,14 +15,8 @@ import type {
   FabricIsolatePayload,
   ObservedVrf,
 } from '../lib/agent-protocol/index.ts'
-import type { AgentConfig } from './config.ts'
-import {
-  HostPortBound,
-  HostPortNotAllowed,
-  PortNotInstalled,
-  PortNotReleased,
-  WrongDpu,
-} from './errors.ts'
+import { type AgentConfig, hostPortOf } from './config.ts'
+import { HostPortBound, PortNotInstalled, PortNotReleased, WrongDpu } from './errors.ts'
 import { EvpnSpeaker, waitUntil } from './evpn.ts'
 import { kernelVrfBackend, netnsVrfBackend, type VrfBackend, vrfNames } from './vrf.ts'
 
@@ -69,18 +63,10 @@ export class FabricAgent {
     return new FabricAgent(log, config, backend, speaker, boundInOvs)
   }
 
-  private hostPortOf(host: { hostPort?: string | undefined }): string {
-    const port = host.hostPort ?? this.config.defaultHostPort
-    if (!this.config.hostPorts.includes(port)) {
-      throw new HostPortNotAllowed(this.config.dpuId, port, this.config.hostPorts)
-    }
-    return port
-  }
-
   async configure(job: FabricConfigurePayload): Promise<FabricConfigureAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
-    const port = this.hostPortOf(job.host)
+    const port = hostPortOf(this.config, job.host)
     const { group, host } = job
     const { vrf } = vrfNames(group.vni)
     // Refused before anything changes: the port in another group's VRF, or OVS's.
@@ -136,7 +122,7 @@ export class FabricAgent {
   async isolate(job: FabricIsolatePayload): Promise<FabricIsolateAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
-    const port = this.hostPortOf(job.host)
+    const port = hostPortOf(this.config, job.host)
     const vni = job.group.vni
     const state = (await this.backend.list()).find((v) => v.vni === vni)
     if (state) {
@@ -175,15 +161,14 @@ export class FabricAgent {
   /** The VRFs on the DPU, their ports and what FRR announces from each. */
   async observe(): Promise<ObservedVrf[]> {
     const vrfs = await this.backend.list()
-    return Promise.all(
-      vrfs.map(async (v) => ({
-        group: v.group,
-        vrf: v.vrf,
-        vni: v.vni,
-        ports: [...v.ports],
-        announced: await this.speaker.announced(v.vni),
-      })),
-    )
+    const announced = await this.speaker.announcedIn(vrfs.map((v) => v.vni))
+    return vrfs.map((v) => ({
+      group: v.group,
+      vrf: v.vrf,
+      vni: v.vni,
+      ports: [...v.ports],
+      announced: announced.get(v.vni) ?? [],
+    }))
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { evpnBaseConfig, evpnVrfConfig } from './evpn.ts'
+import { evpnBaseConfig, evpnVrfConfig, selfOriginatedType5 } from './evpn.ts'
 import { kernelPlan, netnsPlan } from './vrf.ts'
 
 const argv = (commands: { argv: readonly string[] }[]) => commands.map((c) => c.argv.join(' '))
@@ -82,3 +82,28 @@ t.test('one FRR configuration for both backends', async (t) => {
   t.ok(base.includes(' neighbor 192.0.2.254 remote-as 65001'), 'iBGP with the reflector')
   t.ok(base.includes('  advertise-all-vni'))
 })
+
+t.test(
+  "a DPU counts as announced only its own type-5 routes of the VRF's route target",
+  async (t) => {
+    const path = (rts: string, hop: string) => [
+      { extendedCommunity: { string: `${rts} ET:8` }, nexthops: [{ ip: hop }] },
+    ]
+    const shown = JSON.stringify({
+      '192.0.2.1:2': {
+        '[5]:[0]:[32]:[10.10.0.11]': { paths: [path('RT:65001:7', '192.0.2.1')] },
+        '[5]:[0]:[32]:[10.10.0.12]': { paths: [path('RT:65001:8', '192.0.2.1')] },
+      },
+      '192.0.2.2:2': {
+        // Another DPU's host of the same group, reflected back: not this DPU's.
+        '[5]:[0]:[32]:[10.10.0.13]': { paths: [path('RT:65001:7', '192.0.2.2')] },
+      },
+      numPrefix: 3,
+    })
+    t.same(selfOriginatedType5(shown, '65001:7', '192.0.2.1'), ['10.10.0.11/32'])
+    t.same(selfOriginatedType5(shown, ':7', '192.0.2.1'), ['10.10.0.11/32'], 'any AS')
+    t.same(selfOriginatedType5(shown, ':8', '192.0.2.1'), ['10.10.0.12/32'])
+    t.same(selfOriginatedType5(shown, '65001:7', '192.0.2.3'), [], 'nothing of another VTEP')
+    t.same(selfOriginatedType5('not json', '65001:7', '192.0.2.1'), [])
+  },
+)

@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq'
-import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
+import { IPV6_OWNERS } from '../lib/ipam/group-network.ts'
 import type { FabricIds } from '../lib/ipam/index.ts'
 import { GroupJob } from '../lib/jobs/index.ts'
 import { redriveHost } from '../lib/jobs/redrive.ts'
@@ -16,10 +16,11 @@ import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
 import { provisionFabricGroup } from './internal/fabric-group.ts'
 import { statusFromHosts } from './internal/group-hosts.ts'
+import { defineGroupNetwork } from './internal/group-network.ts'
 import type { GroupState } from './internal/group-state.ts'
 import { oneAtATime, parsePayload } from './internal/job.ts'
 import { memberSettingsOf, relayPortNameOf } from './internal/network.ts'
-import { groupFailed, setGroupStatus } from './internal/status.ts'
+import { setGroupStatus } from './internal/status.ts'
 
 export interface GroupCreateResult {
   readonly group: string
@@ -72,29 +73,10 @@ export function createGroupCreate(deps: GroupCreateDeps) {
     await deps.checkpoint('create:defining-network')
     // A moved or removed network6 takes its hosts' SLAAC addresses back in the same step
     // (an attach still working from the old spec cannot take one again in between); each
-    // member takes its new one when its attach runs again (`reconfigureMembers`). A network
-    // IPAM refuses (an overlapping or invalid extra subnet, one removed while a host holds
-    // an address in it) will not be accepted on a retry either: the group is Failed, with
-    // the reason.
-    const released = await deps.ipam
-      .defineNetwork(name, networkSpecOf(group), { releaseDropped: IPV6_OWNERS })
-      .catch((error: unknown) =>
-        failOrRetry(error, (e) =>
-          setGroupStatus(
-            deps,
-            name,
-            (current) =>
-              groupFailed(current, {
-                type: 'NetworkAllocated',
-                status: 'False',
-                reason: e.code,
-                message: e.message,
-              }),
-            group.specVersion,
-            attempt,
-          ),
-        ),
-      )
+    // member takes its new one when its attach runs again (`reconfigureMembers`).
+    const released = await defineGroupNetwork(deps, group, attempt, {
+      releaseDropped: IPV6_OWNERS,
+    })
     if (released.length > 0) {
       await deps.store.events.record('rg', name, {
         type: 'Normal',

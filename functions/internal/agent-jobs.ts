@@ -33,6 +33,18 @@ interface AckKey {
   readonly attempt?: number
 }
 
+/** A job on its DPU's queue, its id from the payload and the attempt (the same on a re-run). */
+function addAgentJob(
+  deps: Pick<HandlerDeps, 'children'>,
+  name: AgentJobName,
+  payload: { dpuId: string; host: { name: string }; specVersion: number },
+  attempt: number,
+): Promise<ChildRef> {
+  return deps.children.add(agentQueueName(payload.dpuId), name, payload, {
+    jobId: agentJobId(name, payload, attempt),
+  })
+}
+
 /** Asks the host's DPU to bind it (`configure`). */
 export async function addConfigure(
   deps: Pick<HandlerDeps, 'children' | 'agents'>,
@@ -40,9 +52,7 @@ export async function addConfigure(
   attempt = 1,
 ): Promise<ChildRef> {
   const payload = buildConfigurePayload(await deps.agents.protocolFor(input.dpuId), input)
-  return deps.children.add(agentQueueName(input.dpuId), AgentJobName.configure, payload, {
-    jobId: agentJobId('configure', payload, attempt),
-  })
+  return addAgentJob(deps, AgentJobName.configure, payload, attempt)
 }
 
 /** Asks a DPU to unbind a host (`isolate`). */
@@ -52,9 +62,7 @@ export async function addIsolate(
   attempt = 1,
 ): Promise<ChildRef> {
   const payload = buildIsolatePayload(await deps.agents.protocolFor(input.dpuId), input)
-  return deps.children.add(agentQueueName(input.dpuId), AgentJobName.isolate, payload, {
-    jobId: agentJobId('isolate', payload, attempt),
-  })
+  return addAgentJob(deps, AgentJobName.isolate, payload, attempt)
 }
 
 /** Asks the DPU of a Fabric group's host to put it in the group's VRF (`configure`, protocol 3). */
@@ -64,9 +72,7 @@ export async function addFabricConfigure(
   attempt = 1,
 ): Promise<ChildRef> {
   const payload = buildFabricConfigurePayload(input)
-  return deps.children.add(agentQueueName(input.dpuId), AgentJobName.configure, payload, {
-    jobId: agentJobId('configure', payload, attempt),
-  })
+  return addAgentJob(deps, AgentJobName.configure, payload, attempt)
 }
 
 /** Asks the DPU of a Fabric group's host to withdraw it and take it out of the VRF (`isolate`). */
@@ -76,9 +82,7 @@ export async function addFabricIsolate(
   attempt = 1,
 ): Promise<ChildRef> {
   const payload = buildFabricIsolatePayload(input)
-  return deps.children.add(agentQueueName(input.dpuId), AgentJobName.isolate, payload, {
-    jobId: agentJobId('isolate', payload, attempt),
-  })
+  return addAgentJob(deps, AgentJobName.isolate, payload, attempt)
 }
 
 /** The DPU's `configure` ack for a Fabric group's host at this spec version. */

@@ -6,12 +6,11 @@
  * no DPU can be configured for it: the group says so as a Failed status that retrying
  * cannot change.
  */
-import { networkSpecOf } from '../../lib/ipam/group-network.ts'
 import type { FabricIds } from '../../lib/ipam/index.ts'
 import { type ResourceGroup, setCondition } from '../../lib/model/objects.ts'
 import type { ChangePlan } from '../../lib/model/plans.ts'
 import type { HandlerDeps } from './deps.ts'
-import { failOrRetry } from './errors.ts'
+import { defineGroupNetwork, groupFailsOn } from './group-network.ts'
 import { groupFailed, setGroupStatus } from './status.ts'
 
 /** The failure reason of a Fabric group: a spec this version cannot build (never retried). */
@@ -52,23 +51,9 @@ export async function provisionFabricGroup(
 ): Promise<FabricGroupResult> {
   const { name, specVersion } = group
   await deps.checkpoint('create:fabric-ids')
-  const fabric = await deps.ipam.allocateFabricIds(name).catch((error: unknown) =>
-    failOrRetry(error, (e) =>
-      setGroupStatus(
-        deps,
-        name,
-        (current) =>
-          groupFailed(current, {
-            type: 'FabricAllocated',
-            status: 'False',
-            reason: e.code,
-            message: e.message,
-          }),
-        specVersion,
-        attempt,
-      ),
-    ),
-  )
+  const fabric = await deps.ipam
+    .allocateFabricIds(name)
+    .catch(groupFailsOn(deps, group, attempt, 'FabricAllocated'))
   // A delete that ran while the ids were taken released nothing: give them back here.
   const now = await deps.store.groups.get(name)
   if (!now || now.deletion) {
@@ -106,23 +91,7 @@ export async function provisionFabricGroup(
     return { group: name, observedVersion: specVersion, ovnChanged: false, fabric }
   }
   await deps.checkpoint('create:defining-network')
-  await deps.ipam.defineNetwork(name, networkSpecOf(group)).catch((error: unknown) =>
-    failOrRetry(error, (e) =>
-      setGroupStatus(
-        deps,
-        name,
-        (current) =>
-          groupFailed(current, {
-            type: 'NetworkAllocated',
-            status: 'False',
-            reason: e.code,
-            message: e.message,
-          }),
-        specVersion,
-        attempt,
-      ),
-    ),
-  )
+  await defineGroupNetwork(deps, group, attempt)
   await setGroupStatus(
     deps,
     name,

@@ -7,6 +7,7 @@
  */
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
+import { type5Paths } from '../../lib/frr/evpn-routes.ts'
 import type { Daemon } from '../../lib/process/daemon.ts'
 import { startFrrDaemons } from '../local/frr.ts'
 import { type Fabric, run } from './dpu.ts'
@@ -162,24 +163,11 @@ function fabricSubnetOf(fabric: Fabric): string {
 /** `show bgp l2vpn evpn route type prefix json` as `<RT>|<prefix>` → next hops. */
 export function evpnType5(json: string): Map<string, string[]> {
   const routes = new Map<string, string[]>()
-  const parsed = JSON.parse(json) as Record<string, unknown>
-  for (const rd of Object.values(parsed)) {
-    if (typeof rd !== 'object' || rd === null) continue
-    for (const [key, entry] of Object.entries(rd as Record<string, unknown>)) {
-      const m = /^\[5\]:\[\d+\]:\[(\d+)\]:\[([^\]]+)\]$/.exec(key)
-      if (!m) continue
-      const paths = ((entry as { paths?: unknown[][] }).paths ?? []).flat() as {
-        extendedCommunity?: { string?: string }
-        nexthops?: { ip?: string }[]
-      }[]
-      for (const path of paths) {
-        const rt = /RT:(\d+:\d+)/.exec(path.extendedCommunity?.string ?? '')?.[1] ?? '?'
-        const id = `${rt}|${m[2]}/${m[1]}`
-        const hops = routes.get(id) ?? []
-        for (const h of path.nexthops ?? []) if (h.ip && !hops.includes(h.ip)) hops.push(h.ip)
-        routes.set(id, hops)
-      }
-    }
+  for (const path of type5Paths(json)) {
+    const id = `${path.routeTargets[0] ?? '?'}|${path.prefix}`
+    const hops = routes.get(id) ?? []
+    for (const h of path.nextHops) if (!hops.includes(h)) hops.push(h)
+    routes.set(id, hops)
   }
   return routes
 }

@@ -10,6 +10,16 @@
  */
 import { isIP, isIPv4 } from 'node:net'
 import * as v from 'valibot'
+import {
+  DpuId,
+  InterfaceName,
+  MAX_REPORTED_PORTS,
+  mac,
+  name,
+  reported,
+  reportedList,
+  specVersion,
+} from './fields.ts'
 
 /** The protocol version of every Fabric job. */
 export const FABRIC_PROTOCOL_VERSION = '3.0'
@@ -19,28 +29,14 @@ export function speaksFabric(versions: readonly string[]): boolean {
   return versions.some((version) => Number(version.split('.')[0]) === 3)
 }
 
-const name = v.pipe(v.string(), v.minLength(1, 'must not be empty'), v.maxLength(253))
 const ipAddress = v.pipe(
   v.string(),
   v.check((s) => isIP(s) !== 0, 'must be an IPv4 or IPv6 address'),
-)
-const mac = v.pipe(
-  v.string(),
-  v.regex(/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/, 'must be a lower-case MAC like 0a:00:00:00:00:01'),
-)
-const interfaceName = v.pipe(
-  v.string(),
-  v.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$/, 'must be a Linux interface name (max 15 chars)'),
 )
 const protocolVersion = v.pipe(
   v.string(),
   v.maxLength(16),
   v.regex(/^3\.\d+$/, "must be '3.MINOR'"),
-)
-const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
-const dpuId = v.pipe(
-  v.string(),
-  v.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'must be 1-63 of A-Z a-z 0-9 . _ - (no ":")'),
 )
 export const Vni = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(16_777_215))
 const asn = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(4_294_967_295))
@@ -94,14 +90,14 @@ export type FabricGroup = v.InferOutput<typeof FabricGroup>
 
 export const FabricConfigurePayload = v.object({
   protocolVersion,
-  dpuId,
+  dpuId: DpuId,
   specVersion,
   group: FabricGroup,
   host: v.object({
     name,
     mac,
     /** The DPU-side interface of the host (a representor; a veth end in the lab). */
-    hostPort: v.optional(interfaceName),
+    hostPort: v.optional(InterfaceName),
     mtu: v.optional(v.pipe(v.number(), v.integer(), v.minValue(576), v.maxValue(9216))),
     /** The host's addresses: each announced as a /32 (/128) in the group's VRF. */
     addresses,
@@ -111,28 +107,24 @@ export type FabricConfigurePayload = v.InferOutput<typeof FabricConfigurePayload
 
 export const FabricIsolatePayload = v.object({
   protocolVersion,
-  dpuId,
+  dpuId: DpuId,
   specVersion,
   group: v.object({ name, vni: Vni }),
   host: v.object({
     name,
-    hostPort: v.optional(interfaceName),
+    hostPort: v.optional(InterfaceName),
     /** What the host held: withdrawn whatever the DPU shows. */
     addresses: v.pipe(v.array(ipAddress), v.maxLength(2)),
   }),
 })
 export type FabricIsolatePayload = v.InferOutput<typeof FabricIsolatePayload>
 
-const reported = v.pipe(v.string(), v.maxLength(253))
-const reportedList = <T extends v.GenericSchema>(item: T, max: number) =>
-  v.pipe(v.array(item), v.maxLength(max, `must list at most ${max}`))
-
 /** One Fabric group's VRF on a DPU, as the agent sees it (in acks and heartbeats). */
 export const ObservedVrf = v.object({
   group: reported,
   vrf: reported,
   vni: v.number(),
-  ports: reportedList(reported, 256),
+  ports: reportedList(reported, MAX_REPORTED_PORTS),
   /** The host prefixes its FRR announces from this VRF (`10.0.0.5/32`). */
   announced: reportedList(reported, 512),
 })

@@ -16,8 +16,19 @@ import { isIPv4 } from 'node:net'
 import * as v from 'valibot'
 import { HydrazineError } from '../errors.ts'
 import { FabricConfigurePayload, FabricIsolatePayload, ObservedVrf } from './fabric.ts'
+import {
+  DpuId,
+  InterfaceName,
+  MAX_REPORTED_PORTS,
+  mac,
+  name,
+  reported,
+  reportedList,
+  specVersion,
+} from './fields.ts'
 
 export * from './fabric.ts'
+export { DpuId, InterfaceName, MAX_REPORTED_PORTS } from './fields.ts'
 
 /**
  * The protocol versions of Overlay jobs this code has shipped, oldest first. The controller
@@ -96,28 +107,13 @@ export function relayPortName(group: string): string {
 
 // ---------------------------------------------------------------- schemas
 
-const name = v.pipe(v.string(), v.minLength(1, 'must not be empty'), v.maxLength(253))
-/** DPU ids end up in queue names, Redis keys and OVS `system-id`. */
-export const DpuId = v.pipe(
-  v.string(),
-  v.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'must be 1-63 of A-Z a-z 0-9 . _ - (no ":")'),
-)
 const ipv4 = v.pipe(v.string(), v.check(isIPv4, 'must be an IPv4 address'))
-const mac = v.pipe(
-  v.string(),
-  v.regex(/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/, 'must be a lower-case MAC like 0a:00:00:00:00:01'),
-)
 const ovsdbRemote = v.pipe(
   v.string(),
   v.regex(
     /^(unix:\/.+|(tcp|ssl):(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5})$/,
     'must be an OVSDB remote: unix:/path, tcp:HOST:PORT or ssl:HOST:PORT',
   ),
-)
-/** A Linux interface name: at most 15 characters, no '/', ':' or spaces. */
-export const InterfaceName = v.pipe(
-  v.string(),
-  v.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$/, 'must be a Linux interface name (max 15 chars)'),
 )
 /**
  * A relay port name as the controller allocates them: `hzr` + 8 lower-case hex digits
@@ -136,7 +132,6 @@ const certificatePem = v.pipe(
     'must be one PEM certificate (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----)',
   ),
 )
-const specVersion = v.pipe(v.number(), v.integer(), v.minValue(0))
 const protocolVersion = v.pipe(
   v.string(),
   v.maxLength(16),
@@ -225,15 +220,6 @@ export type IsolatePayloadV1 = v.InferOutput<typeof IsolatePayloadV1>
 /** `isolate` did not change in v2. */
 export const IsolatePayloadV2 = IsolatePayloadV1
 export type IsolatePayloadV2 = IsolatePayloadV1
-
-/**
- * What an agent reports is its own to choose and the controller reads it: every string and
- * list of it is bounded. A DPU holds at most 256 host ports (the inventory's bound).
- */
-const reported = v.pipe(v.string(), v.maxLength(253))
-const reportedList = <T extends v.GenericSchema>(item: T, max: number) =>
-  v.pipe(v.array(item), v.maxLength(max, `must list at most ${max}`))
-export const MAX_REPORTED_PORTS = 256
 
 /** What the agent saw on its DPU: reported in acks, heartbeats and gRPC `GetStatus`. */
 export const ObservedState = v.object({
