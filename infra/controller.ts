@@ -29,6 +29,7 @@ import {
   NbPool,
   type OvnCentralProvider,
   SbPool,
+  setGeneveIpsec,
   TraceFacts,
 } from '../lib/ovn/index.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
@@ -60,6 +61,11 @@ export interface ControllerOptions {
   readonly fabric: FabricSettings
   /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); absent: no group DNS. */
   readonly dnsZone?: string
+  /**
+   * `HYDRAZINE_GENEVE_IPSEC`: every central it connects to gets `NB_Global.ipsec` set to it
+   * (unset: false), and every `configure` asks the DPU for IPsec on its tunnels.
+   */
+  readonly geneveIpsec?: boolean
   /** The DHCP servers a group may relay to (default none). */
   readonly dhcpServers?: readonly string[]
   /** Per-tenant limits on groups, hosts and public IPs (default `DEFAULT_QUOTAS`). */
@@ -171,7 +177,10 @@ export async function startController(options: ControllerOptions): Promise<Contr
   )
   const heartbeats = new Heartbeats(agentsRedis)
   const instruments = options.metrics ? controllerInstruments(options.metrics) : undefined
-  const nb = new NbPool(instruments ? { onTransaction: instruments.onTransaction } : {})
+  const geneveIpsec = options.geneveIpsec ?? false
+  const nb = new NbPool(instruments ? { onTransaction: instruments.onTransaction } : {}, (client) =>
+    setGeneveIpsec(client, geneveIpsec),
+  )
   const southbound = new SbPool()
   const changes = new ChangeFeed(() => duplicateClient(redis), store.changeLog)
   changes.onError((error) => options.logger?.debug({ err: error }, 'change feed error'))
@@ -225,6 +234,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
         ? { fabricAsn: options.networkImplementation.fabricAsn }
         : {}),
       ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
+      ...(geneveIpsec ? { geneveIpsec } : {}),
       ...(options.adminNetwork ? { admin: options.adminNetwork } : {}),
       ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
       ...(options.centralsOnDemand ? { centralsOnDemand: options.centralsOnDemand } : {}),
