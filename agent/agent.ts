@@ -9,6 +9,7 @@
  * the ports of a group's DHCP relay, in `relay-ports.ts`.
  */
 import { mkdir } from 'node:fs/promises'
+import { join } from 'node:path'
 import type {
   ConfigureAck,
   ConfigureRequest,
@@ -24,6 +25,7 @@ import { type AgentConfig, hostPortOf } from './config.ts'
 import { DhcpRelays, OvnController } from './daemons.ts'
 import {
   FabricNotConfigured,
+  GeneveIpsecNeedsTls,
   HostPortBound,
   HostPortNotOurs,
   PortNotInstalled,
@@ -34,6 +36,7 @@ import {
   WrongDpu,
 } from './errors.ts'
 import { FabricAgent } from './fabric.ts'
+import { GeneveIpsec } from './geneve-ipsec.ts'
 import {
   claimOf,
   Key,
@@ -88,6 +91,8 @@ export class Agent {
     private readonly sbCertificate: SouthboundCertificate | undefined,
     /** Fabric groups' VRFs and the DPU's FRR, when it has EVPN peers (`fabric.ts`). */
     readonly fabric?: FabricAgent,
+    /** OVS's IPsec PKI for the Geneve tunnels, when it has a TLS identity. */
+    private readonly ipsec?: GeneveIpsec,
   ) {}
 
   /**
@@ -141,6 +146,7 @@ export class Agent {
             log,
           )
         : undefined,
+      tls ? new GeneveIpsec(join(config.runDir, 'ipsec'), tls) : undefined,
     )
     try {
       await agent.resume()
@@ -179,6 +185,8 @@ export class Agent {
     if (group.sbRemote.startsWith('ssl:') && !this.sbCertificate) {
       throw new SouthboundNeedsTls(c.dpuId, group.sbRemote)
     }
+    const geneveIpsec = group.geneveIpsec === true
+    if (geneveIpsec && !(this.ipsec && this.sbCertificate)) throw new GeneveIpsecNeedsTls(c.dpuId)
 
     const before = await this.ovs.snapshot()
     const other = before.owned.find(
@@ -252,6 +260,12 @@ export class Agent {
       'ovn-bridge-datapath-type': c.datapathType,
       ...presented,
     })
+    // IPsec on the tunnels: OVS gets the certificate that authenticates this chassis to its
+    // group's other chassis (before ovn-controller names them on the tunnel ports).
+    if (geneveIpsec && this.ipsec && this.sbCertificate) {
+      const { current, currentCa } = this.sbCertificate
+      await this.ipsec.use(this.ovs, { cert: current, ca: currentCa })
+    } else await this.ipsec?.stop(this.ovs)
     // ovn-controller reads its certificate and CA when it starts: new ones need a new start
     // (also when an earlier try of this job wrote it and failed before restarting). Told
     // to wait before it clears the flows it finds, the restarted one keeps the hosts'
@@ -297,6 +311,7 @@ export class Agent {
       hostPort,
       ...(relay ? { relayPort: relay.spec.port } : {}),
       ovnInstalled: installed,
+      ...(geneveIpsec ? { geneveIpsec: (await this.ipsec?.inUse(this.ovs)) === true } : {}),
       chassis: observed.chassis,
       observed,
     }

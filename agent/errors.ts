@@ -128,6 +128,21 @@ export class SouthboundNeedsTls extends HydrazineError {
 }
 
 /**
+ * `configure` asked for IPsec on the DPU's Geneve tunnels (`group.geneveIpsec`) but this
+ * agent was started without its TLS identity: it has no certificate to authenticate them.
+ */
+export class GeneveIpsecNeedsTls extends HydrazineError {
+  constructor(readonly dpuId: string) {
+    super(
+      'AGENT_IPSEC_NEEDS_TLS',
+      `DPU ${dpuId}: IPsec on its Geneve tunnels needs a certificate; start the agent with ` +
+        '--tls-cert, --tls-key and --tls-ca',
+      { retryable: false },
+    )
+  }
+}
+
+/**
  * The certificate `configure` gave for the group's Southbound is not this DPU's: another
  * CN, another key, or not valid now. Nothing is changed.
  */

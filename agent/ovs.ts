@@ -279,6 +279,39 @@ export class LocalOvs {
     return true
   }
 
+  /** The Open_vSwitch row's other_config (where `ovs-monitor-ipsec` reads its PKI). */
+  async otherConfig(): Promise<Readonly<Record<string, string>>> {
+    const [result] = await this.client.transact(OVS.name, [
+      OVS.select('Open_vSwitch', [], ['other_config']),
+    ])
+    return OVS.decodeRows('Open_vSwitch', result?.rows)[0]?.other_config ?? {}
+  }
+
+  /**
+   * Makes the Open_vSwitch row's other_config hold `set` and not `remove` (other keys are
+   * kept), in one transaction; true when anything changed.
+   */
+  async setOtherConfig(
+    set: Readonly<Record<string, string>>,
+    remove: readonly string[] = [],
+  ): Promise<boolean> {
+    const now = await this.otherConfig()
+    const changed = Object.entries(set).filter(([k, v]) => now[k] !== v)
+    const gone = remove.filter((k) => k in now && !(k in set))
+    if (changed.length === 0 && gone.length === 0) return false
+    await this.commit([
+      OVS.mutate(
+        'Open_vSwitch',
+        [],
+        [
+          ['other_config', 'delete', [...changed.map(([k]) => k), ...gone]],
+          ['other_config', 'insert', Object.fromEntries(changed)],
+        ],
+      ),
+    ])
+    return true
+  }
+
   /**
    * Makes port `name` exist on `bridge` with the given interface settings, when
    * `claimPort` grants it: a port that does not exist is created; one that is already the

@@ -266,6 +266,7 @@ async function signalAgent(
     sbCa,
     relayIp,
     relayId,
+    geneveIpsec: deps.geneveIpsec,
   })
   const configure = await addConfigure(deps, request, host.attempt)
   return [...stale, configure]
@@ -349,9 +350,11 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
   const bound = ack.ovnInstalled && (await boundOnDpu(deps, spec.resourceGroup, logicalPort, dpuId))
   // Before Ready: a host Ready in its new group leaves no chassis in the old one's SB.
   if (bound) await leavePreviousCentral(deps, dpuId, spec.resourceGroup)
+  const geneveIpsec = deps.geneveIpsec === true
   const synced =
     current?.specVersion === host.specVersion &&
     bound &&
+    (!geneveIpsec || ack.geneveIpsec === true) &&
     (spec.hostAccess !== 'PublicAccess' || announced?.announced === true)
   await setHostStatus(deps, host, {
     attempt: host.attempt,
@@ -367,7 +370,7 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
     ...(publicIp6 !== undefined ? { publicIp6 } : {}),
     ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
     ...(announced?.announced && !announced.publicIp6 ? { clearPublicIp6: true } : {}),
-    condition: agentConfigured(ack, bound, dpuId, logicalPort),
+    condition: agentConfigured(ack, bound, dpuId, logicalPort, geneveIpsec),
   })
   if (ack.ovnInstalled && !bound) {
     throw new AwaitingAck(`the Southbound does not bind ${logicalPort} to chassis ${dpuId} yet`)

@@ -11,6 +11,7 @@ import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
 import { createTracer, HydrazineClient } from '../app/index.ts'
 import type { AgentDirectory, FabricSettings } from '../functions/internal/deps.ts'
+import { reconfigureForGeneveIpsec } from '../functions/internal/geneve-ipsec.ts'
 import { createPlanner } from '../functions/plan.ts'
 import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import {
@@ -22,13 +23,16 @@ import {
 import type { NetworkImplementationConfig } from '../lib/config/network-implementation.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
 import { FRR_QUEUE } from '../lib/jobs/frr.ts'
+import { queueJobs } from '../lib/jobs/redrive.ts'
 import type { AdminNetwork } from '../lib/model/admin-network.ts'
 import type { Quotas } from '../lib/model/quotas.ts'
 import {
   createOvnTrace,
+  groupsInNb,
   NbPool,
   type OvnCentralProvider,
   SbPool,
+  setGeneveIpsec,
   TraceFacts,
 } from '../lib/ovn/index.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
@@ -60,6 +64,11 @@ export interface ControllerOptions {
   readonly fabric: FabricSettings
   /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); absent: no group DNS. */
   readonly dnsZone?: string
+  /**
+   * `HYDRAZINE_GENEVE_IPSEC`: every central it connects to gets `NB_Global.ipsec` set to it
+   * (unset: false), and every `configure` asks the DPU for IPsec on its tunnels.
+   */
+  readonly geneveIpsec?: boolean
   /** The DHCP servers a group may relay to (default none). */
   readonly dhcpServers?: readonly string[]
   /** Per-tenant limits on groups, hosts and public IPs (default `DEFAULT_QUOTAS`). */
@@ -171,7 +180,17 @@ export async function startController(options: ControllerOptions): Promise<Contr
   )
   const heartbeats = new Heartbeats(agentsRedis)
   const instruments = options.metrics ? controllerInstruments(options.metrics) : undefined
-  const nb = new NbPool(instruments ? { onTransaction: instruments.onTransaction } : {})
+  const geneveIpsec = options.geneveIpsec ?? false
+  // A central whose NB_Global.ipsec this start changed: its DPUs are configured again
+  // (once the workers, whose queue that takes, exist: every NB connection opens after).
+  let ipsecChanged: ((groups: string[]) => Promise<unknown>) | undefined
+  const nb = new NbPool(
+    instruments ? { onTransaction: instruments.onTransaction } : {},
+    async (client) => {
+      if (!(await setGeneveIpsec(client, geneveIpsec))) return
+      await ipsecChanged?.(await groupsInNb(client))
+    },
+  )
   const southbound = new SbPool()
   const changes = new ChangeFeed(() => duplicateClient(redis), store.changeLog)
   changes.onError((error) => options.logger?.debug({ err: error }, 'change feed error'))
@@ -225,6 +244,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
         ? { fabricAsn: options.networkImplementation.fabricAsn }
         : {}),
       ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
+      ...(geneveIpsec ? { geneveIpsec } : {}),
       ...(options.adminNetwork ? { admin: options.adminNetwork } : {}),
       ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
       ...(options.centralsOnDemand ? { centralsOnDemand: options.centralsOnDemand } : {}),
@@ -253,6 +273,19 @@ export async function startController(options: ControllerOptions): Promise<Contr
         }
       : {}),
   })
+  ipsecChanged = async (groups) => {
+    const hosts = await reconfigureForGeneveIpsec(
+      { store, jobs: queueJobs(workers.queue) },
+      groups,
+      geneveIpsec,
+    )
+    if (hosts.length > 0) {
+      options.logger?.info(
+        { groups, hosts, geneveIpsec },
+        "a central's Geneve IPsec changed: its DPUs are configured again",
+      )
+    }
+  }
   const client = new HydrazineClient({
     store,
     queue: workers.queue,

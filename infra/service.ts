@@ -112,6 +112,7 @@ export async function startService(
     ovn: endpoints.ovn,
     fabric: config.fabric,
     ...(config.dnsZone ? { dnsZone: config.dnsZone } : {}),
+    geneveIpsec: config.geneveIpsec,
     dhcpServers: config.dhcpServers,
     quotas: config.quotas,
     ...(config.maxCentrals !== undefined ? { maxCentrals: config.maxCentrals } : {}),

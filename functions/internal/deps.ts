@@ -142,6 +142,11 @@ export interface HandlerDeps {
    */
   readonly dnsZone?: string
   /**
+   * The Geneve tunnels between DPUs are IPsec (`HYDRAZINE_GENEVE_IPSEC`): every `configure`
+   * asks the DPU's agent to give OVS its IPsec certificate. Absent: cleartext Geneve.
+   */
+  readonly geneveIpsec?: boolean
+  /**
    * The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`): its group holds every host
    * port no tenant host holds (`admin-sync.ts`). Absent: there is none.
    */

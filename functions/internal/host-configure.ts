@@ -24,13 +24,15 @@ export interface ConfigureContext {
   readonly relayIp: string | undefined
   /** The group's relay id (`StateStore.groups.relayIdOf`), when it relays DHCP. */
   readonly relayId: number | undefined
+  /** The DPU runs IPsec on its Geneve tunnels (`HYDRAZINE_GENEVE_IPSEC`). */
+  readonly geneveIpsec?: boolean | undefined
 }
 
 /** The `configure` request for the host at its current spec version. */
 export function configureRequestOf(
   host: ManagedResource,
   group: ResourceGroup,
-  { sbRemote, sbCertificate, sbCa, relayIp, relayId }: ConfigureContext,
+  { sbRemote, sbCertificate, sbCa, relayIp, relayId, geneveIpsec }: ConfigureContext,
 ): ConfigureInput {
   const { spec } = host
   const dpuId = spec.dpu.id
@@ -42,6 +44,7 @@ export function configureRequestOf(
       sbRemote,
       ...(sbCertificate ? { sbCertificate } : {}),
       ...(sbCa ? { sbCa } : {}),
+      ...(geneveIpsec ? { geneveIpsec: true } : {}),
       ...(group.spec.dhcpServer
         ? {
             dhcpServer: group.spec.dhcpServer,
@@ -69,14 +72,28 @@ export function configureRequestOf(
   }
 }
 
-/** The `AgentConfigured` condition: the DPU's ack, as far as the Southbound bears it out. */
+/**
+ * The `AgentConfigured` condition: the DPU's ack, as far as the Southbound bears it out;
+ * with `geneveIpsec` (the DPU was asked for IPsec on its tunnels), False until the ack
+ * says OVS has its IPsec certificate (an older agent never does: its tunnels would stay
+ * cleartext, or carry nothing to peers that take only IPsec).
+ */
 export function agentConfigured(
-  ack: Pick<ConfigureAck, 'ovnInstalled' | 'hostPort' | 'relayPort'>,
+  ack: Pick<ConfigureAck, 'ovnInstalled' | 'hostPort' | 'relayPort' | 'geneveIpsec'>,
   bound: boolean,
   dpuId: string,
   logicalPort: string,
+  geneveIpsec = false,
 ) {
   const relay = ack.relayPort ? ` and relay ${ack.relayPort}` : ''
+  if (geneveIpsec && ack.geneveIpsec !== true) {
+    return {
+      type: 'AgentConfigured',
+      status: 'False',
+      reason: 'GeneveIpsecNotConfigured',
+      message: `DPU ${dpuId} was asked for IPsec on its Geneve tunnels and did not configure it (an agent older than HYDRAZINE_GENEVE_IPSEC?)`,
+    } as const
+  }
   if (!ack.ovnInstalled) {
     return {
       type: 'AgentConfigured',

@@ -118,6 +118,8 @@ export interface SimDpu {
   readonly uplinkBridge: string
   /** The uplink veth end inside the DPU namespace (a port of `uplinkBridge`). */
   readonly uplinkInterface: string
+  /** The uplink veth's other end: the fabric bridge's port this DPU is plugged into. */
+  readonly fabricPort: string
   /** The DPU's fabric/encap address (on `uplinkBridge`). */
   readonly encapIp: string
   /** The interfaces hosts are attached to (the agent's `--host-ports`), `SIM_HOST_PORTS`. */
@@ -271,6 +273,7 @@ export async function createDpu(opts: {
       ovsRunDir: dir,
       uplinkBridge,
       uplinkInterface,
+      fabricPort: `${tag}u`,
       encapIp,
       hostPorts: SIM_HOST_PORTS,
       vsctl,

@@ -79,6 +79,8 @@ export async function startHydrazine(opts: {
    * DHCP to the lab's DHCP server. Absent: none.
    */
   adminNetwork?: { cidr: string; gateway: string }
+  /** `HYDRAZINE_GENEVE_IPSEC=true`: the Geneve tunnels between DPUs are IPsec. */
+  geneveIpsec?: boolean
   started: (daemon: Daemon) => void
 }): Promise<LabHydrazine> {
   const { dataDir, fabric, router } = opts
@@ -121,6 +123,7 @@ export async function startHydrazine(opts: {
               }),
             }
           : {}),
+        ...(opts.geneveIpsec ? { HYDRAZINE_GENEVE_IPSEC: 'true' } : {}),
         LOG_LEVEL: 'info',
         // The agents beat every second: look at their beats four times as often.
         HYDRAZINE_DPU_HEALTH_MS: '250',

@@ -25,6 +25,7 @@ import { labDpuAddresses, RESERVED_IP6, ROUTER_IP6 } from './addresses.ts'
 import { type DhcpEntry, dhcpServer } from './dhcp-server.ts'
 import { createDpu, createFabric, type Fabric, run, type SimDpu, type SimHost } from './dpu.ts'
 import { startDpuAgent } from './dpu-agent.ts'
+import { guardFabric, unguardFabric } from './fabric-guard.ts'
 import { FABRIC_ROUTER_ASN, type FabricRouter, startFabricRouter } from './fabric-router.ts'
 import { type ApiAnswer, HYDRAZINE_ASN, type LabCentral, startHydrazine } from './hydrazine.ts'
 import { netnsExec, noIpv6 } from './probes.ts'
@@ -148,6 +149,12 @@ export interface Lab {
   configureDhcp(entries: readonly DhcpEntry[]): Promise<void>
   /** `ovn-nbctl` against `group`'s NB: to observe, never to configure. */
   nbctl(group: string, ...args: string[]): Promise<string>
+  /**
+   * Turns the fabric's source guard on or off (`fabric-guard.ts`): with it, a DPU's encap
+   * address is taken as a source only from the bridge port of that DPU's uplink, as a
+   * data-centre switch's IP source guard would.
+   */
+  guardFabric(on: boolean): Promise<void>
   writeState(): Promise<void>
   stop(): Promise<void>
 }
@@ -164,6 +171,8 @@ export async function startLab(opts: {
   relaysPerDpu?: number
   /** The admin network's subnet (`HYDRAZINE_ADMIN_NETWORK`, group `admin`); default none. */
   adminNetwork?: { cidr: string; gateway: string }
+  /** `HYDRAZINE_GENEVE_IPSEC=true` for the lab's Hydrazine (default off). */
+  geneveIpsec?: boolean
   log?: (line: string) => void
 }): Promise<Lab> {
   const log = opts.log ?? (() => {})
@@ -222,6 +231,7 @@ export async function startLab(opts: {
       dummyIp6: RESERVED_IP6,
       router: { ip: router.ip, ip6: router.ip6, asn: FABRIC_ROUTER_ASN },
       ...(opts.adminNetwork ? { adminNetwork: opts.adminNetwork } : {}),
+      ...(opts.geneveIpsec ? { geneveIpsec: true } : {}),
       started,
     })
     const { url, tokenFile, centralsDir } = hydrazine
@@ -309,6 +319,13 @@ export async function startLab(opts: {
         const { nb } = await hydrazine.central(group)
         return run('ovn-nbctl', [`--db=${nb}`, '--timeout=10', ...args])
       },
+      guardFabric: async (on) => {
+        const table = `${prefix}guard`
+        if (!on) return unguardFabric(table)
+        undo(() => unguardFabric(table))
+        const guarded = dpus.map((d) => ({ port: d.sim.fabricPort, encapIp: d.encapIp }))
+        await guardFabric(table, fabric.bridge, guarded)
+      },
       writeState,
       stop,
     }
@@ -333,4 +350,5 @@ export async function removeLabLeftovers(prefix: string): Promise<void> {
     .map((l) => /^\d+: ([^:@]+)/.exec(l)?.[1] ?? '')
     .filter((n) => n.startsWith(prefix))
   for (const link of links) await quietly(run('ip', ['link', 'del', link]))
+  await quietly(unguardFabric(`${prefix}guard`))
 }

@@ -157,6 +157,15 @@ const GroupV1 = v.object({
    * certificate is not from).
    */
   sbCa: v.optional(certificatePem),
+  /**
+   * True: the Geneve tunnels of this group's chassis are IPsec (the controller's
+   * `HYDRAZINE_GENEVE_IPSEC`; its central's `NB_Global.ipsec`). The agent gives OVS the
+   * certificate, key and CA `ovs-monitor-ipsec` authenticates the DPU's tunnels with
+   * (`Open_vSwitch` `other_config`), and acks `geneveIpsec`. Added in 1.x/2.x as an
+   * optional field: an older agent drops it and does not ack it (its hosts stay
+   * `Configuring`, `GeneveIpsecNotConfigured`).
+   */
+  geneveIpsec: v.optional(v.boolean()),
   /** The group's DHCP server; with `relay`, the agent runs a relay towards it. */
   dhcpServer: v.optional(ipv4),
   relay: v.optional(
@@ -261,6 +270,11 @@ export const ConfigureAck = v.object({
   hostPort: reported,
   relayPort: v.optional(reported),
   ovnInstalled: v.boolean(),
+  /**
+   * True when the job asked for IPsec (`group.geneveIpsec`) and OVS has the DPU's IPsec
+   * certificate, key and CA. Absent from older agents.
+   */
+  geneveIpsec: v.optional(v.boolean()),
   chassis: reported,
   observed: ObservedState,
 })

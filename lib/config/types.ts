@@ -171,6 +171,13 @@ export interface Config {
    */
   readonly dnsZone?: string
   /**
+   * `HYDRAZINE_GENEVE_IPSEC` (true/false, default false): the Geneve tunnels between DPUs
+   * are IPsec. Every central the controller connects to gets `NB_Global.ipsec` set to it
+   * (lib/ovn/geneve-ipsec.ts), and every `configure` asks the DPU's agent to give OVS its
+   * IPsec certificate (`group.geneveIpsec`); see docs/security.md.
+   */
+  readonly geneveIpsec: boolean
+  /**
    * `HYDRAZINE_METRICS_LISTEN` (default 127.0.0.1:9464; `off`: absent) and
    * `HYDRAZINE_METRICS_TOKEN`: the Prometheus listener (`GET /metrics`), apart from the
    * API. Off loopback it requires the token and `tls` (lib/config/metrics.ts).

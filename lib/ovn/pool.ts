@@ -58,20 +58,30 @@ export interface NbConnection {
 }
 
 /**
- * NB connections, one per remote, each with its monitor-fed cache.
+ * NB connections, one per remote, each with its monitor-fed cache. `prepare` runs once on
+ * each new connection before anyone gets it (e.g. `setGeneveIpsec`); a connection it
+ * fails is closed, and the next `get` opens another.
  *
  * @example
- * const pool = new NbPool()
+ * const pool = new NbPool({}, (client) => setGeneveIpsec(client, true))
  * const { client, cache } = await pool.get('unix:/run/ovn/nb.sock')
  */
 export class NbPool extends RemotePool<NbConnection> {
-  constructor(options: OvsdbClientOptions = {}) {
+  constructor(
+    options: OvsdbClientOptions = {},
+    prepare?: (client: OvsdbClient) => Promise<unknown>,
+  ) {
     super(
       (remote) =>
-        OvsdbClient.connect(remote, options).then(async (client) => ({
-          client,
-          cache: await NbTopologyCache.start(client),
-        })),
+        OvsdbClient.connect(remote, options).then(async (client) => {
+          try {
+            await prepare?.(client)
+            return { client, cache: await NbTopologyCache.start(client) }
+          } catch (error) {
+            await client.close()
+            throw error
+          }
+        }),
       (connection) => connection.client.close(),
     )
   }

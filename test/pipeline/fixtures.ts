@@ -124,6 +124,8 @@ export async function startPipeline(
     dpuRedisBound?: { limitBytes: number; everyMs?: number }
     /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); default none: no DNS. */
     dnsZone?: string
+    /** `HYDRAZINE_GENEVE_IPSEC`: the DPUs' Geneve tunnels are IPsec (default off). */
+    geneveIpsec?: boolean
     /** An IPv6 fabric (`FABRIC6`): hosts' IPv6 leaves their group through NAT66. */
     fabric6?: boolean
     /** The controller's logger (default none). */
@@ -192,6 +194,7 @@ export async function startPipeline(
     ...(options.metrics ? { metrics: options.metrics } : {}),
     ...(options.dpuRedisBound ? { dpuRedisBound: options.dpuRedisBound } : {}),
     ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
+    ...(options.geneveIpsec ? { geneveIpsec: true } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.adminNetwork ? { adminNetwork: options.adminNetwork, adminSyncEveryMs: 200 } : {}),
     ...(options.networkImplementation
