@@ -20,6 +20,7 @@ import { defineGroupNetwork } from './internal/group-network.ts'
 import type { GroupState } from './internal/group-state.ts'
 import { oneAtATime, parsePayload } from './internal/job.ts'
 import { memberSettingsOf, relayPortNameOf } from './internal/network.ts'
+import { withPoliciesOfEmptyGroup } from './internal/policies.ts'
 import { setGroupStatus } from './internal/status.ts'
 
 export interface GroupCreateResult {
@@ -161,8 +162,9 @@ export function createGroupCreate(deps: GroupCreateDeps) {
 
 /**
  * An Overlay group with no host, its central on demand: its network is defined, no central
- * runs, and the group is Ready (`CentralRunning=False NoHosts`). Its member settings are
- * remembered as they are now: it has no member to send them to.
+ * runs, and the group is Ready (`CentralRunning=False NoHosts`; its rules, if any, apply to
+ * no one yet: `PoliciesApplied`). Its member settings are remembered as they are now: it
+ * has no member to send them to.
  */
 async function provisionedWithoutCentral(
   deps: GroupCreateDeps,
@@ -176,7 +178,7 @@ async function provisionedWithoutCentral(
     group.name,
     ({ dhcpCircuitId: _previous, ...current }) => {
       const ready: ResourceGroupStatus = {
-        ...current,
+        ...withPoliciesOfEmptyGroup(current, group.name, group.spec.policies),
         phase: 'Ready',
         ...(relayId !== undefined ? { dhcpCircuitId: relayPortNameOf(relayId) } : {}),
         observedVersion: group.specVersion,

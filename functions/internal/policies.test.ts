@@ -1,7 +1,13 @@
 import t from 'tap'
 import type { ResourceGroupStatus } from '../../lib/model/objects.ts'
+import type { Policy } from '../../lib/model/policies.ts'
 import { appliedStatus } from './group-state.ts'
-import { POLICIES_APPLIED, topologyPolicies, withPoliciesApplied } from './policies.ts'
+import {
+  POLICIES_APPLIED,
+  topologyPolicies,
+  withPoliciesApplied,
+  withPoliciesOfEmptyGroup,
+} from './policies.ts'
 
 const status = (conditions: ResourceGroupStatus['conditions'] = []): ResourceGroupStatus => ({
   phase: 'Ready',
@@ -99,4 +105,44 @@ t.test('an apply writes PoliciesApplied with the rest of its status', async (t) 
     undefined,
     'nothing new to write the second time',
   )
+})
+
+t.test('a group with no host: rules that name hosts apply to no one yet', async (t) => {
+  const deny = {
+    name: 'deny-a',
+    direction: 'ingress' as const,
+    action: 'deny' as const,
+    hosts: ['a'],
+    protocol: 'any' as const,
+  }
+  const all = {
+    name: 'allow-web',
+    direction: 'ingress' as const,
+    action: 'allow' as const,
+    protocol: 'tcp' as const,
+    ports: '80',
+  }
+  const cases: [string, Policy[] | undefined, { reason: string; message: string } | undefined][] = [
+    ['no rules', undefined, undefined],
+    [
+      'a rule for every host',
+      [all],
+      { reason: 'RulesApplied', message: 'the 1 rule of the group is applied' },
+    ],
+    [
+      'a rule naming a host',
+      [all, deny],
+      {
+        reason: 'HostsNotInGroup',
+        message:
+          "the 2 rules of the group are applied; rule deny-a names a, not (yet) on the group's network: it applies to no one",
+      },
+    ],
+  ]
+  for (const [name, policies, want] of cases) {
+    const got = withPoliciesOfEmptyGroup(status(), 'g', policies)
+    const condition = got.conditions.find((c) => c.type === POLICIES_APPLIED)
+    if (want) t.match(condition, { status: 'True', ...want }, name)
+    else t.equal(condition, undefined, name)
+  }
 })

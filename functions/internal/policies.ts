@@ -6,7 +6,7 @@
 
 import { type ResourceGroupStatus, setCondition } from '../../lib/model/objects.ts'
 import { DEFAULT_POLICY_PRIORITY, type Policy, parsePorts } from '../../lib/model/policies.ts'
-import type { GroupPolicyRule, PolicyStatus } from '../../lib/ovn/index.ts'
+import { type GroupPolicyRule, type PolicyStatus, policyRows } from '../../lib/ovn/index.ts'
 
 /** The group's rules as the topology compiles them, in the group's order. */
 export function topologyPolicies(policies: readonly Policy[]): GroupPolicyRule[] {
@@ -90,4 +90,19 @@ function policiesCondition(policies: PolicyStatus) {
     reason: 'HostsNotInGroup',
     message: `${applied}; ${listed.join('; ')}${more > 0 ? `; and ${more} more` : ''}`,
   } as const
+}
+
+/**
+ * `status` with the `PoliciesApplied` condition of a group that has no host (and so runs
+ * no central): its rules are what the group holds, and those that name hosts apply to no
+ * one yet — as an apply with no member reports them. Its first host's attach starts the
+ * central and writes them to NB before the host is Ready.
+ */
+export function withPoliciesOfEmptyGroup(
+  status: ResourceGroupStatus,
+  group: string,
+  policies: readonly Policy[] | undefined,
+): ResourceGroupStatus {
+  const rules = topologyPolicies(policies ?? [])
+  return withPoliciesApplied(status, policyRows(group, rules, []).status)
 }

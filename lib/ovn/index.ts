@@ -70,6 +70,7 @@ export {
   BASELINE_PRIORITY,
   type GroupPolicyRule,
   type PolicyStatus,
+  policyRows,
   RULE_PRIORITY_TOP,
   type UnresolvedRule,
 } from './topology/policies.ts'

@@ -49,19 +49,20 @@ t.test('each group gets its own central, holding only its own rows', async (t) =
   const p = await startPipeline(t, { perGroup: true })
   await p.agent('dpu-1')
   await p.agent('dpu-2')
-  const a = await readyGroup(p, 'group-a', '10.10.10.0/24', '10.10.10.1')
-  const b = await readyGroup(p, 'group-b', '10.10.10.0/24', '10.10.10.1')
-  const centralA = a?.status.ovnCentral
-  const centralB = b?.status.ovnCentral
-  t.ok(centralA && centralB, 'each group says where its central is')
-  t.not(centralA?.nb, centralB?.nb, 'two NBs')
-  t.not(centralA?.sb, centralB?.sb, 'two SBs')
-  t.match(centralA?.sb, /^tcp:127\.0\.0\.1:\d+$/, 'its SB is reachable for DPUs')
+  const empty = await readyGroup(p, 'group-a', '10.10.10.0/24', '10.10.10.1')
+  await readyGroup(p, 'group-b', '10.10.10.0/24', '10.10.10.1')
+  t.equal(empty?.status.ovnCentral, undefined, 'a group without hosts runs no central')
 
   const hostA = await readyHost(p, 'host-a', 'group-a', 'dpu-1', 1)
   const hostB = await readyHost(p, 'host-b', 'group-b', 'dpu-2', 2)
   t.equal(hostA?.status.phase, 'Ready')
   t.equal(hostB?.status.phase, 'Ready', 'overlapping CIDRs in two centrals')
+  const centralA = (await p.client.getGroup('group-a'))?.status.ovnCentral
+  const centralB = (await p.client.getGroup('group-b'))?.status.ovnCentral
+  t.ok(centralA && centralB, 'each group with hosts says where its central is')
+  t.not(centralA?.nb, centralB?.nb, 'two NBs')
+  t.not(centralA?.sb, centralB?.sb, 'two SBs')
+  t.match(centralA?.sb, /^tcp:127\.0\.0\.1:\d+$/, 'its SB is reachable for DPUs')
 
   const switchesA = await ctl('ovn-nbctl', centralA?.nb ?? '', 'ls-list')
   const switchesB = await ctl('ovn-nbctl', centralB?.nb ?? '', 'ls-list')
@@ -236,14 +237,17 @@ t.test(
     // Stand-ins that bind nothing: the SB admits a chassis only over TLS, under its own name.
     const agent1 = await p.agent('dpu-1', { noSouthbound: true })
     const agent2 = await p.agent('dpu-2', { noSouthbound: true })
-    const a = await readyGroup(p, 'group-a', '10.10.10.0/24', '10.10.10.1')
-    const b = await readyGroup(p, 'group-b', '10.20.0.0/24', '10.20.0.1')
-    t.match(a?.status.ovnCentral?.sb, /^ssl:127\.0\.0\.1:\d+$/, "group-a's SB speaks TLS")
+    await readyGroup(p, 'group-a', '10.10.10.0/24', '10.10.10.1')
+    await readyGroup(p, 'group-b', '10.20.0.0/24', '10.20.0.1')
     await p.client.applyHost('host-a', hostSpec('group-a', 'dpu-1', 1))
     const configure = await until(
       async () => agent1.jobs.find((job) => job.name === 'configure'),
       (job) => job !== undefined,
     )
+    // host-a started group-a's central; group-b's runs as its first host would start it.
+    const sbA = (await p.client.getGroup('group-a'))?.status.ovnCentral?.sb
+    const sbB = (await p.centrals?.ensure('group-b'))?.sb
+    t.match(sbA, /^ssl:127\.0\.0\.1:\d+$/, "group-a's SB speaks TLS")
     const sbCertificate: unknown = configure?.data?.group?.sbCertificate
     if (typeof sbCertificate !== 'string') throw new Error('configure carries no sbCertificate')
     const sbCa: unknown = configure?.data?.group?.sbCa
@@ -271,7 +275,6 @@ t.test(
     await writeFile(files.caA, sbCa)
     const answer = async (sb: string | undefined, cert: string, ca = files.caA) =>
       (await southboundAnswer(sb ?? '', { key: files.key, cert, ca })).state
-    const [sbA, sbB] = [a?.status.ovnCentral?.sb, b?.status.ovnCentral?.sb]
     t.equal(await answer(sbA, files.inA), 'admitted', "with it, dpu-1 reads group-a's SB")
     t.equal(
       await answer(sbA, files.inA, files.ca),

@@ -66,7 +66,9 @@ async function groupSb(p: Pipeline, name: string): Promise<string> {
     () => p.client.getGroup(name),
     (g) => g?.status.phase === 'Ready',
   )
-  const sb = group?.status.ovnCentral?.sb
+  if (group?.status.phase !== 'Ready') throw new Error(`${name} is not Ready`)
+  // Its central runs from its first host on: started here as that host's attach would.
+  const sb = (await p.centrals?.ensure(name))?.sb
   if (!sb) throw new Error(`${name} has no SB`)
   return sb
 }

@@ -102,9 +102,11 @@ export async function startPipeline(
     tls?: boolean
     /**
      * With `perGroup`: each group's central starts with its first host and stops `idleMs`
-     * after its last (`HYDRAZINE_CENTRAL_IDLE_MS`), at most `maxCentrals` at once.
+     * after its last (`HYDRAZINE_CENTRAL_IDLE_MS`), at most `maxCentrals` at once. By
+     * default as `npm start` runs them (30 s after the last host, no cap); `false` keeps
+     * every group's central running from its create to its delete.
      */
-    onDemand?: { idleMs: number; maxCentrals?: number }
+    onDemand?: { idleMs: number; maxCentrals?: number } | false
     /** With `perGroup` and `tls`: how long chassis certificates last (default a day). */
     chassisCertMs?: number
     /** The test's own central provider (the stack then runs no OVN central). */
@@ -137,6 +139,8 @@ export async function startPipeline(
   } = {},
 ): Promise<Pipeline> {
   const perGroup = options.perGroup ?? false
+  const onDemand =
+    perGroup && options.onDemand !== false ? (options.onDemand ?? { idleMs: 30_000 }) : undefined
   const cluster = options.redisCluster ? await withRedisCluster(t) : undefined
   const stack = await withStack(t, {
     redis: !cluster,
@@ -183,10 +187,8 @@ export async function startPipeline(
       ...(options.fabric6 ? FABRIC6 : {}),
     },
     reconcileEveryMs: 0,
-    ...(options.onDemand ? { centralsOnDemand: { idleMs: options.onDemand.idleMs } } : {}),
-    ...(options.onDemand?.maxCentrals !== undefined
-      ? { maxCentrals: options.onDemand.maxCentrals }
-      : {}),
+    ...(onDemand ? { centralsOnDemand: { idleMs: onDemand.idleMs } } : {}),
+    ...(onDemand?.maxCentrals !== undefined ? { maxCentrals: onDemand.maxCentrals } : {}),
     prefix,
     // Tests kill worker processes: take their jobs over quickly.
     lockDurationMs: 2000,

@@ -15,11 +15,10 @@ t.test("a DPU whose ovn-controller is older than its group's ovn-northd is refus
   await p.agent('dpu-1', { protocolVersions, ovnVersion: '22.03.0' })
   await p.agent('dpu-2', { protocolVersions, ovnVersion: '23.03.1' })
   await p.client.applyGroup('group-a', groupSpec('tenant-a', '10.10.10.0/24', '10.10.10.1'))
-  const group = await until(
+  await until(
     () => p.client.getGroup('group-a'),
     (g) => g?.status.phase === 'Ready',
   )
-  const nb = group?.status.ovnCentral?.nb ?? ''
 
   await p.client.applyHost('old', hostSpec('group-a', 'dpu-1', 1))
   await p.client.applyHost('current', hostSpec('group-a', 'dpu-2', 2))
@@ -39,6 +38,8 @@ t.test("a DPU whose ovn-controller is older than its group's ovn-northd is refus
     (h) => h?.status.phase === 'Ready',
   )
   t.equal(current?.status.phase, 'Ready', 'a DPU of the same release is served')
+  // The group's central runs from its first host on.
+  const nb = (await p.client.getGroup('group-a'))?.status.ovnCentral?.nb ?? ''
   const { stdout: ports } = await promisify(execFile)('ovn-nbctl', [
     `--db=${nb}`,
     'lsp-list',

@@ -10,7 +10,7 @@ import t from 'tap'
 import type { ReconcileReport } from '../../functions/reconcile.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import type { Teardown } from '../helpers/stack.ts'
-import { groupSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
+import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
 
 const run = promisify(execFile)
 
@@ -18,18 +18,21 @@ async function nbctl(nb: string, ...args: string[]) {
   return (await run('ovn-nbctl', [`--db=${nb}`, '--timeout=5', ...args])).stdout
 }
 
-/** Two Ready groups, each in its own central; their NB remotes. */
+/** Two Ready groups, each with a Ready host and so its own central; their NB remotes. */
 async function twoGroups(p: Pipeline): Promise<{ nbA: string; nbB: string }> {
   const nbs: string[] = []
-  for (const [name, cidr, gateway] of [
-    ['group-a', '10.10.10.0/24', '10.10.10.1'],
-    ['group-b', '10.20.20.0/24', '10.20.20.1'],
+  for (const [n, name, cidr, gateway] of [
+    [1, 'group-a', '10.10.10.0/24', '10.10.10.1'],
+    [2, 'group-b', '10.20.20.0/24', '10.20.20.1'],
   ] as const) {
+    await p.agent(`dpu-${n}`)
     await p.client.applyGroup(name, groupSpec('tenant-a', cidr, gateway))
-    const ready = await until(
-      () => p.client.getGroup(name),
-      (g) => g?.status.phase === 'Ready',
+    await p.client.applyHost(`host-${n}`, hostSpec(name, `dpu-${n}`, n))
+    await until(
+      () => p.client.getHost(`host-${n}`),
+      (h) => h?.status.phase === 'Ready',
     )
+    const ready = await p.client.getGroup(name)
     nbs.push(ready?.status.ovnCentral?.nb ?? '')
   }
   const [nbA = '', nbB = ''] = nbs
