@@ -40,6 +40,8 @@ export type RepairKind =
   | 'retries_exhausted'
   /** A deletion whose job never reached the queue was queued. */
   | 'deletion_resumed'
+  /** A group's chassis CA was replaced: it still certified DPUs that had left the group. */
+  | 'chassis_ca_rotated'
 
 /** What `dpu.health` repaired on a DPU. */
 export type DpuRepairKind = 'port_lost' | 'stray_port_isolated'
@@ -99,7 +101,7 @@ export function failureLogLevel(
 
 /** The repairs a reconcile report lists, by kind (kinds with none left out). */
 export function reconcileRepairs(
-  report: Pick<ReconcileReport, 'repaired' | 'orphansRemoved' | 'retried'>,
+  report: Pick<ReconcileReport, 'repaired' | 'orphansRemoved' | 'retried' | 'chassisCaRotated'>,
 ): Map<RepairKind, number> {
   const counts = new Map<RepairKind, number>()
   const add = (kind: RepairKind, n: number) => {
@@ -108,6 +110,7 @@ export function reconcileRepairs(
   add('nb_drift', report.repaired.length)
   add('orphan_rows', report.orphansRemoved.length)
   for (const { action } of report.retried) add(RETRY_KINDS[action], 1)
+  add('chassis_ca_rotated', report.chassisCaRotated?.length ?? 0)
   return counts
 }
 

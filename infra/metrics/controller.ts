@@ -72,7 +72,7 @@ export function controllerInstruments(registry: Registry): ControllerInstruments
   })
   const repairs = new Counter({
     name: 'hydrazine_reconcile_repairs_total',
-    help: 'What reconcile repaired, by kind (nb_drift, orphan_rows, retrying, stalled, retries_exhausted, deletion_resumed)',
+    help: 'What reconcile repaired, by kind (nb_drift, orphan_rows, retrying, stalled, retries_exhausted, deletion_resumed, chassis_ca_rotated)',
     labelNames: ['kind'] as const,
     registers,
   })
