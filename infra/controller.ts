@@ -28,6 +28,7 @@ import {
   createOvnTrace,
   NbPool,
   type OvnCentralProvider,
+  type OvsdbTlsOptions,
   SbPool,
   TraceFacts,
 } from '../lib/ovn/index.ts'
@@ -75,6 +76,12 @@ export interface ControllerOptions {
    * (per-group, Kubernetes). Absent: every group's central runs from its creation on.
    */
   readonly centralsOnDemand?: { readonly idleMs: number }
+  /**
+   * The controller's certificate, key and the CA it trusts for `ssl:` NB remotes (the
+   * Kubernetes centrals' with `HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET`): PEM file paths, read
+   * again on every reconnect. Absent: an `ssl:` NB cannot be reached.
+   */
+  readonly nbTls?: OvsdbTlsOptions
   /** The CIDRs every group's Southbound admits by address: no DPU's NAT address inside. */
   readonly southboundCidrs?: readonly string[]
   /** The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`; default none). */
@@ -171,7 +178,10 @@ export async function startController(options: ControllerOptions): Promise<Contr
   )
   const heartbeats = new Heartbeats(agentsRedis)
   const instruments = options.metrics ? controllerInstruments(options.metrics) : undefined
-  const nb = new NbPool(instruments ? { onTransaction: instruments.onTransaction } : {})
+  const nb = new NbPool({
+    ...(instruments ? { onTransaction: instruments.onTransaction } : {}),
+    ...(options.nbTls ? { tls: options.nbTls } : {}),
+  })
   const southbound = new SbPool()
   const changes = new ChangeFeed(() => duplicateClient(redis), store.changeLog)
   changes.onError((error) => options.logger?.debug({ err: error }, 'change feed error'))

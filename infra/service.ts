@@ -119,6 +119,7 @@ export async function startService(
       ? { centralsOnDemand: { idleMs: config.centralIdleMs } }
       : {}),
     ...(config.kubernetes?.dpuCidrs ? { southboundCidrs: config.kubernetes.dpuCidrs } : {}),
+    ...(config.kubernetes?.nbClientTls ? { nbTls: config.kubernetes.nbClientTls } : {}),
     ...(config.adminNetwork ? { adminNetwork: config.adminNetwork } : {}),
     networkImplementation: config.networkImplementation,
     dpuHealthEveryMs: config.dpuHealthEveryMs,

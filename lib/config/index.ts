@@ -9,7 +9,7 @@ import { AdminNetworkVariable, adminRelayIssue } from './admin-network.ts'
 import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
 import { DnsZoneVariable } from './dns.ts'
 import { invalid, pemFile, tlsFiles } from './files.ts'
-import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
+import { checkNbClientTls, KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
 import { NetworkTypeVariables, networkTypeConfig } from './network-implementation.ts'
 import { DebianMirrorVariable, OvnInstallVariable, ovnInstallConfig } from './ovn-install.ts'
@@ -316,6 +316,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   }
   const kubernetes = kubernetesConfig(ovnCentral, c)
   if (!kubernetes.ok) invalid(kubernetes.path, kubernetes.message)
+  const nbClientTls = kubernetes.kubernetes?.nbClientTls
+  const nbClientProblem = nbClientTls ? checkNbClientTls(nbClientTls) : undefined
+  if (nbClientProblem) invalid(nbClientProblem.path, nbClientProblem.message)
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
   if (!tls && !isLoopback(c.HYDRAZINE_HTTP_HOST)) {
     invalid(
