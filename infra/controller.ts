@@ -22,6 +22,7 @@ import {
 import type { NetworkImplementationConfig } from '../lib/config/network-implementation.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
 import { FRR_QUEUE } from '../lib/jobs/frr.ts'
+import { type Producer, producerQueueName } from '../lib/jobs/producers.ts'
 import type { AdminNetwork } from '../lib/model/admin-network.ts'
 import type { Quotas } from '../lib/model/quotas.ts'
 import {
@@ -41,6 +42,7 @@ import {
   type CredentialIssuerOptions,
   createCredentialIssuer,
   removeDpuUsers,
+  revokeProducerUser,
 } from './credentials.ts'
 import { controllerCollectors, controllerInstruments } from './metrics/controller.ts'
 import { sharedRead } from './metrics/shared-read.ts'
@@ -106,6 +108,18 @@ export interface ControllerOptions {
    * revoked. Absent: not measured.
    */
   readonly dpuRedisBound?: { readonly limitBytes: number; readonly everyMs?: number }
+  /**
+   * The queue producers (`HYDRAZINE_PRODUCERS_FILE`): their queues are among `queues()` (the
+   * dashboard, the metrics). Their users and the workers on their queues are the front
+   * door's (infra/service.ts `startProducers`).
+   */
+  readonly producers?: readonly Producer[]
+  /**
+   * The most bytes one queue producer may hold in the agents' Redis (its queue's keys),
+   * measured by `dpu.health` every `everyMs` (default 30 s); over it, its Redis user is
+   * deleted. Absent: not measured.
+   */
+  readonly producerRedisBound?: { readonly limitBytes: number; readonly everyMs?: number }
   /** BullMQ key prefix (default `bull`); tests use their own. */
   readonly prefix?: string
   readonly logger?: Logger
@@ -133,6 +147,8 @@ export interface Controller {
   readonly heartbeats: Heartbeats
   /** The controller's own Redis connection (not a BullMQ one): the store's Redis. */
   readonly redis: RedisClient
+  /** The BullMQ key prefix of its queues, and of the queue producers' (`bull` unless a test's). */
+  readonly prefix: string
   /** Its connection to the agents' Redis (the same as `redis` without `agentsRedis`). */
   readonly agentsRedis: RedisClient
   /**
@@ -141,8 +157,9 @@ export interface Controller {
    */
   agentsConnection(): RedisClient
   /**
-   * Every queue the controller feeds, as it is now: its own, FRR's and the agent queue of
-   * each DPU in the inventory or ever heard from (for the dashboard and the metrics).
+   * Every queue the controller feeds or takes requests from, as it is now: its own, FRR's,
+   * the agent queue of each DPU in the inventory or ever heard from, and each queue
+   * producer's (for the dashboard and the metrics).
    */
   queues(): Promise<Queue[]>
   close(): Promise<void>
@@ -262,6 +279,15 @@ export async function startController(options: ControllerOptions): Promise<Contr
           },
         }
       : {}),
+    ...(options.producerRedisBound
+      ? {
+          producerUsage: {
+            limitBytes: options.producerRedisBound.limitBytes,
+            everyMs: options.producerRedisBound.everyMs ?? 30_000,
+            revoke: (producer: string) => revokeProducerUser(agentsRedis, producer),
+          },
+        }
+      : {}),
   })
   const client = new HydrazineClient({
     store,
@@ -311,11 +337,15 @@ export async function startController(options: ControllerOptions): Promise<Contr
    * scans Redis for the live beats).
    */
   const beats = sharedRead(() => heartbeats.list())
-  /** Every queue the controller feeds: its own, FRR's, and the agent queue of each DPU known. */
+  /**
+   * Every queue the controller feeds or takes requests from: its own, FRR's, the agent
+   * queue of each DPU known, and each queue producer's (on the agents' Redis).
+   */
+  const producerQueues = (options.producers ?? []).map((p) => producerQueueName(p.id)).sort()
   const queues = async () => {
     const dpus = new Set((await store.dpus.list()).map((d) => d.name))
     for (const beat of await beats()) dpus.add(beat.dpuId)
-    const others = [FRR_QUEUE, ...[...dpus].sort().map(agentQueueName)]
+    const others = [FRR_QUEUE, ...[...dpus].sort().map(agentQueueName), ...producerQueues]
     return [workers.queue, ...others.map((name) => workers.queueNamed(name))]
   }
   if (options.metrics) {
@@ -340,6 +370,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
     redis,
     agentsRedis,
     agentsConnection: () => bullConnection(agentsEndpoint ?? endpoint),
+    prefix: options.prefix ?? 'bull',
     queues,
     async close() {
       changes.close()

@@ -55,6 +55,8 @@ export interface WorkerObservers {
   readonly dpuRepaired?: (kind: DpuRepairKind) => void
   /** A `dpu.health` run revoked a DPU's credentials (over its bound in the agents' Redis). */
   readonly dpuRevoked?: (dpu: string) => void
+  /** A `dpu.health` run revoked a queue producer's Redis user (over its bound there). */
+  readonly producerRevoked?: (producer: string) => void
   /** A host turned Ready, `seconds` after its spec was accepted. */
   readonly hostReady?: (seconds: number) => void
   /** A group's NB commit that added or removed ports, once ovn-northd processed it. */

@@ -49,6 +49,15 @@ t.test('fabric, gRPC and paths from env; an empty variable is unset', async (t) 
   t.equal(config.redisUrl, undefined, 'empty REDIS_URL: embedded Redis')
   t.equal(config.dpuRedisMaxBytes, 64 * 1024 * 1024, "a DPU may hold 64 MB in the agents' Redis")
   t.equal(loadConfig({ HYDRAZINE_DPU_REDIS_MAX_MB: '0' }).dpuRedisMaxBytes, 0, '0: not measured')
+  t.equal(config.producerRedisMaxBytes, 64 * 1024 * 1024, 'a queue producer, 64 MB too')
+  t.equal(
+    loadConfig({ HYDRAZINE_PRODUCER_REDIS_MAX_MB: '8' }).producerRedisMaxBytes,
+    8 * 1024 * 1024,
+  )
+  t.throws(
+    () => loadConfig({ HYDRAZINE_PRODUCER_REDIS_MAX_MB: '-1' }),
+    /HYDRAZINE_PRODUCER_REDIS_MAX_MB: must be a number of megabytes/,
+  )
   t.throws(
     () => loadConfig({ HYDRAZINE_DPU_REDIS_MAX_MB: '1e3' }),
     /HYDRAZINE_DPU_REDIS_MAX_MB: must be a number of megabytes/,

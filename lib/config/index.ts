@@ -375,6 +375,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     logLevel: c.LOG_LEVEL,
     dpuHealthEveryMs: c.HYDRAZINE_DPU_HEALTH_MS,
     dpuRedisMaxBytes: c.HYDRAZINE_DPU_REDIS_MAX_MB * 1024 * 1024,
+    producerRedisMaxBytes: c.HYDRAZINE_PRODUCER_REDIS_MAX_MB * 1024 * 1024,
     jobLockMs: c.HYDRAZINE_JOB_LOCK_MS,
     chassisCertMs: c.HYDRAZINE_CHASSIS_CERT_HOURS * 60 * 60 * 1000,
     fabric: {
