@@ -18,6 +18,11 @@ import {
   strayPorts,
 } from './internal/dpu-observed.ts'
 import { type DpuRevoked, type DpuUsageBound, revokeOverBound } from './internal/dpu-usage.ts'
+import {
+  type ProducerRevoked,
+  type ProducerUsageBound,
+  revokeProducersOverBound,
+} from './internal/producer-usage.ts'
 
 export type DpuHealthDeps = Pick<
   HandlerDeps,
@@ -27,6 +32,8 @@ export type DpuHealthDeps = Pick<
   readonly records: Pick<DpuHealthRecords, 'readAll' | 'write'>
   /** Each DPU's bytes in the agents' Redis, bounded (absent: not measured). */
   readonly usage?: DpuUsageBound
+  /** Each queue producer's bytes in the agents' Redis, bounded (absent: not measured). */
+  readonly producerUsage?: ProducerUsageBound
 }
 
 export interface DpuHealthOptions {
@@ -63,7 +70,12 @@ export interface DpuHealthResult {
   readonly repairs: readonly DpuRepair[]
   /** DPUs whose credentials this run revoked (over their bound in the agents' Redis). */
   readonly revoked?: readonly DpuRevoked[]
-  /** What this run could not do, per DPU: each DPU (and each stray port) on its own. */
+  /** Queue producers whose Redis user this run revoked (over their bound there). */
+  readonly producersRevoked?: readonly ProducerRevoked[]
+  /**
+   * What this run could not do, per DPU: each DPU (and each stray port) on its own; `*`
+   * for what concerns none in particular (a measure, a producer's revocation).
+   */
   readonly failed: readonly { readonly dpu: string; readonly error: string }[]
   /** Set when the run did nothing because another was still running in this process. */
   readonly skipped?: string
@@ -93,12 +105,17 @@ const STATE_EVENTS: Record<DpuState, { type: 'Normal' | 'Warning'; reason: strin
  *    acked, and a stray's last `isolate` must have finished, and the grace
  *    (`REPAIR_GRACE_INTERVALS`) passed, before the next.
  *
+ * With bounds (`usage`, `producerUsage`), at most once per their `everyMs` it also measures
+ * what each DPU and each queue producer holds in the agents' Redis and revokes the
+ * credentials of those over their bound (`revoked`, `producersRevoked`).
+ *
  * Runs in one process do not overlap (a run still going makes the next one skip).
  */
 export function createDpuHealth(deps: DpuHealthDeps, options: DpuHealthOptions = {}) {
   const clock = options.now ?? (() => new Date())
   let running = false
   let measured = Number.NEGATIVE_INFINITY
+  let producersMeasured = Number.NEGATIVE_INFINITY
 
   return async function dpuHealth(_job?: Job): Promise<DpuHealthResult> {
     if (running) {
@@ -109,10 +126,38 @@ export function createDpuHealth(deps: DpuHealthDeps, options: DpuHealthOptions =
       const now = clock()
       const measure = deps.usage !== undefined && now.getTime() - measured >= deps.usage.everyMs
       if (measure) measured = now.getTime()
-      return await runOnce(deps, now, measure)
+      const producers = deps.producerUsage
+      const measureProducers =
+        producers !== undefined && now.getTime() - producersMeasured >= producers.everyMs
+      if (measureProducers) producersMeasured = now.getTime()
+      const result = await runOnce(deps, now, measure)
+      if (!measureProducers || !producers) return result
+      return { ...result, ...(await boundProducers(producers, result.failed)) }
     } finally {
       running = false
     }
+  }
+}
+
+/**
+ * Revokes the producers over their bound; what failed joins `failed` (as `*`: no DPU's).
+ * Returns the result's `producersRevoked`, when any was.
+ */
+async function boundProducers(
+  bound: ProducerUsageBound,
+  failed: DpuHealthResult['failed'],
+): Promise<Pick<DpuHealthResult, 'producersRevoked' | 'failed'>> {
+  const done = await revokeProducersOverBound(bound).catch((error: unknown) => ({
+    revoked: [],
+    failed: [{ producer: '*', error: `measuring the producers' keys failed: ${String(error)}` }],
+  }))
+  const more = done.failed.map(({ producer, error }) => ({
+    dpu: '*',
+    error: producer === '*' ? error : `producer ${producer}: ${error}`,
+  }))
+  return {
+    failed: [...failed, ...more],
+    ...(done.revoked.length > 0 ? { producersRevoked: done.revoked } : {}),
   }
 }
 

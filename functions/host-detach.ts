@@ -253,6 +253,7 @@ async function releaseWhenIsolated(
     group: spec.resourceGroup,
     leaving: host.name,
   })
+  await deps.checkpoint('detach:left-southbound')
   await deps.store.hosts.purge(host.name, spec.resourceGroup, spec.dpu.id)
   void deps.groupHosts?.touch(spec.resourceGroup)
   // Its group's last host: the central stops after the grace period (centrals on demand).

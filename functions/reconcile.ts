@@ -4,7 +4,7 @@ import { implementationOf, type ResourceGroup } from '../lib/model/objects.ts'
 import type { OvnCentralEndpoints } from '../lib/ovn/index.ts'
 import { eachAtMost, withDeadline } from './internal/bounded-work.ts'
 import { centralMayStop, onDemand, stopUnwantedCentral } from './internal/central-demand.ts'
-import { renewChassisCertificates } from './internal/chassis-credentials.ts'
+import { renewChassisCertificates, rotateForLeavers } from './internal/chassis-credentials.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { findOrphanCentrals, removeOrphanRows } from './internal/orphans.ts'
@@ -114,6 +114,22 @@ export function createReconcile(
       return []
     })
     for (const r of retried) log(`reconcile: ${r.kind} ${r.name}: ${r.action}: ${r.message}`)
+    // Leavers first: a renewal's certificate from a CA about to be replaced is wasted.
+    const leavers = await rotateForLeavers(deps).catch((error: unknown) => ({
+      rotated: [],
+      failed: [{ group: '*', error }],
+    }))
+    for (const { group, error } of leavers.failed) {
+      const { code, message } = failureOf(error)
+      log(
+        `reconcile: the chassis CA of ${group} not replaced for DPUs that left: ${code}: ${message}`,
+      )
+    }
+    const chassisCaRotated = leavers.rotated
+    for (const r of chassisCaRotated)
+      log(
+        `reconcile: group ${r.group}: chassis CA replaced, DPUs ${r.left.join(', ')} serve none of its hosts; sent new certificates to ${r.sent.map((s) => s.dpuId).join(', ') || 'no DPU'}`,
+      )
     const chassisRenewed = await renewChassisCertificates(deps).catch((error: unknown) => {
       const { code, message } = failureOf(error)
       log(`reconcile: renewing chassis certificates did not finish: ${code}: ${message}`)
@@ -134,6 +150,7 @@ export function createReconcile(
       orphanCentrals,
       retried,
       ...(chassisRenewed.length > 0 ? { chassisRenewed } : {}),
+      ...(chassisCaRotated.length > 0 ? { chassisCaRotated } : {}),
       ...(stopped.length > 0 ? { centralsStopped: stopped } : {}),
       checkedGroups: groups.length,
       at: new Date().toISOString(),

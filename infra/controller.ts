@@ -23,6 +23,7 @@ import {
 import type { NetworkImplementationConfig } from '../lib/config/network-implementation.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
 import { FRR_QUEUE } from '../lib/jobs/frr.ts'
+import { type Producer, producerQueueName } from '../lib/jobs/producers.ts'
 import { queueJobs } from '../lib/jobs/redrive.ts'
 import type { AdminNetwork } from '../lib/model/admin-network.ts'
 import type { Quotas } from '../lib/model/quotas.ts'
@@ -31,6 +32,7 @@ import {
   groupsInNb,
   NbPool,
   type OvnCentralProvider,
+  type OvsdbTlsOptions,
   SbPool,
   setGeneveIpsec,
   TraceFacts,
@@ -44,6 +46,7 @@ import {
   type CredentialIssuerOptions,
   createCredentialIssuer,
   removeDpuUsers,
+  revokeProducerUser,
 } from './credentials.ts'
 import { controllerCollectors, controllerInstruments } from './metrics/controller.ts'
 import { sharedRead } from './metrics/shared-read.ts'
@@ -84,6 +87,12 @@ export interface ControllerOptions {
    * (per-group, Kubernetes). Absent: every group's central runs from its creation on.
    */
   readonly centralsOnDemand?: { readonly idleMs: number }
+  /**
+   * The controller's certificate, key and the CA it trusts for `ssl:` NB remotes (the
+   * Kubernetes centrals' with `HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET`): PEM file paths, read
+   * again on every reconnect. Absent: an `ssl:` NB cannot be reached.
+   */
+  readonly nbTls?: OvsdbTlsOptions
   /** The CIDRs every group's Southbound admits by address: no DPU's NAT address inside. */
   readonly southboundCidrs?: readonly string[]
   /** The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`; default none). */
@@ -108,6 +117,18 @@ export interface ControllerOptions {
    * revoked. Absent: not measured.
    */
   readonly dpuRedisBound?: { readonly limitBytes: number; readonly everyMs?: number }
+  /**
+   * The queue producers (`HYDRAZINE_PRODUCERS_FILE`): their queues are among `queues()` (the
+   * dashboard, the metrics). Their users and the workers on their queues are the front
+   * door's (infra/service.ts `startProducers`).
+   */
+  readonly producers?: readonly Producer[]
+  /**
+   * The most bytes one queue producer may hold in the agents' Redis (its queue's keys),
+   * measured by `dpu.health` every `everyMs` (default 30 s); over it, its Redis user is
+   * deleted. Absent: not measured.
+   */
+  readonly producerRedisBound?: { readonly limitBytes: number; readonly everyMs?: number }
   /** BullMQ key prefix (default `bull`); tests use their own. */
   readonly prefix?: string
   readonly logger?: Logger
@@ -135,6 +156,8 @@ export interface Controller {
   readonly heartbeats: Heartbeats
   /** The controller's own Redis connection (not a BullMQ one): the store's Redis. */
   readonly redis: RedisClient
+  /** The BullMQ key prefix of its queues, and of the queue producers' (`bull` unless a test's). */
+  readonly prefix: string
   /** Its connection to the agents' Redis (the same as `redis` without `agentsRedis`). */
   readonly agentsRedis: RedisClient
   /**
@@ -143,8 +166,9 @@ export interface Controller {
    */
   agentsConnection(): RedisClient
   /**
-   * Every queue the controller feeds, as it is now: its own, FRR's and the agent queue of
-   * each DPU in the inventory or ever heard from (for the dashboard and the metrics).
+   * Every queue the controller feeds or takes requests from, as it is now: its own, FRR's,
+   * the agent queue of each DPU in the inventory or ever heard from, and each queue
+   * producer's (for the dashboard and the metrics).
    */
   queues(): Promise<Queue[]>
   close(): Promise<void>
@@ -185,7 +209,10 @@ export async function startController(options: ControllerOptions): Promise<Contr
   // (once the workers, whose queue that takes, exist: every NB connection opens after).
   let ipsecChanged: ((groups: string[]) => Promise<unknown>) | undefined
   const nb = new NbPool(
-    instruments ? { onTransaction: instruments.onTransaction } : {},
+    {
+      ...(instruments ? { onTransaction: instruments.onTransaction } : {}),
+      ...(options.nbTls ? { tls: options.nbTls } : {}),
+    },
     async (client) => {
       if (!(await setGeneveIpsec(client, geneveIpsec))) return
       await ipsecChanged?.(await groupsInNb(client))
@@ -272,6 +299,15 @@ export async function startController(options: ControllerOptions): Promise<Contr
           },
         }
       : {}),
+    ...(options.producerRedisBound
+      ? {
+          producerUsage: {
+            limitBytes: options.producerRedisBound.limitBytes,
+            everyMs: options.producerRedisBound.everyMs ?? 30_000,
+            revoke: (producer: string) => revokeProducerUser(agentsRedis, producer),
+          },
+        }
+      : {}),
   })
   ipsecChanged = async (groups) => {
     const hosts = await reconfigureForGeneveIpsec(
@@ -334,11 +370,15 @@ export async function startController(options: ControllerOptions): Promise<Contr
    * scans Redis for the live beats).
    */
   const beats = sharedRead(() => heartbeats.list())
-  /** Every queue the controller feeds: its own, FRR's, and the agent queue of each DPU known. */
+  /**
+   * Every queue the controller feeds or takes requests from: its own, FRR's, the agent
+   * queue of each DPU known, and each queue producer's (on the agents' Redis).
+   */
+  const producerQueues = (options.producers ?? []).map((p) => producerQueueName(p.id)).sort()
   const queues = async () => {
     const dpus = new Set((await store.dpus.list()).map((d) => d.name))
     for (const beat of await beats()) dpus.add(beat.dpuId)
-    const others = [FRR_QUEUE, ...[...dpus].sort().map(agentQueueName)]
+    const others = [FRR_QUEUE, ...[...dpus].sort().map(agentQueueName), ...producerQueues]
     return [workers.queue, ...others.map((name) => workers.queueNamed(name))]
   }
   if (options.metrics) {
@@ -363,6 +403,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
     redis,
     agentsRedis,
     agentsConnection: () => bullConnection(agentsEndpoint ?? endpoint),
+    prefix: options.prefix ?? 'bull',
     queues,
     async close() {
       changes.close()

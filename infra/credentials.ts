@@ -161,6 +161,28 @@ export async function syncProducerUsers(
   return [...removed].sort()
 }
 
+/**
+ * Deletes a producer's Redis user and closes its connections (it held more than its bound
+ * in the agents' Redis), on every node that has it. Returns whether any had: false when it
+ * was revoked already or never made. The producers file still names it, so the
+ * controller's next start makes it again (`syncProducerUsers`).
+ */
+export async function revokeProducerUser(redis: RedisClient, producer: string): Promise<boolean> {
+  const user = producerRedisUser(producer)
+  const had = await onEveryNode(
+    redis,
+    async (node) => {
+      if ((await node.call('ACL', 'GETUSER', user)) === null) return false
+      await node.call('ACL', 'DELUSER', user)
+      await node.call('CLIENT', 'KILL', 'USER', user).catch(() => {})
+      await node.call('ACL', 'SAVE').catch(() => {})
+      return true
+    },
+    'all',
+  )
+  return had.some(Boolean)
+}
+
 /** The SHA-256s of a user's passwords, or undefined when there is no such user. */
 async function passwordsOf(node: RedisClient, user: string): Promise<string[] | undefined> {
   const reply = (await node.call('ACL', 'GETUSER', user)) as unknown[] | null

@@ -26,6 +26,7 @@ import {
   parseBgpSettings,
   type Vty,
 } from '../lib/frr/index.ts'
+import type { Producer } from '../lib/jobs/producers.ts'
 import { type MetricsServer, serveMetrics } from '../lib/metrics/server.ts'
 import { natIpsAdmitted } from '../lib/model/southbound-admission.ts'
 import type { OvnCentralProvider } from '../lib/ovn/central.ts'
@@ -105,6 +106,8 @@ export async function startService(
     centralDatabasesCollector(registry, endpoints.centralDatabases)
   }
 
+  // Read before the controller starts: it bounds their keys and shows their queues.
+  const producers = config.producersFile ? await loadProducers(config.producersFile) : undefined
   const controller = await startController({
     redisUrl: endpoints.redisUrl,
     ...(endpoints.redisCaFile ? { redisCaFile: endpoints.redisCaFile } : {}),
@@ -120,11 +123,16 @@ export async function startService(
       ? { centralsOnDemand: { idleMs: config.centralIdleMs } }
       : {}),
     ...(config.kubernetes?.dpuCidrs ? { southboundCidrs: config.kubernetes.dpuCidrs } : {}),
+    ...(config.kubernetes?.nbClientTls ? { nbTls: config.kubernetes.nbClientTls } : {}),
     ...(config.adminNetwork ? { adminNetwork: config.adminNetwork } : {}),
     networkImplementation: config.networkImplementation,
     dpuHealthEveryMs: config.dpuHealthEveryMs,
     ...(config.dpuRedisMaxBytes > 0
       ? { dpuRedisBound: { limitBytes: config.dpuRedisMaxBytes } }
+      : {}),
+    ...(producers ? { producers } : {}),
+    ...(producers && config.producerRedisMaxBytes > 0
+      ? { producerRedisBound: { limitBytes: config.producerRedisMaxBytes } }
       : {}),
     lockDurationMs: config.jobLockMs,
     logger,
@@ -199,15 +207,13 @@ export async function startService(
   })
   // Queue producers: each on its own queue in the agents' Redis, as its own Redis user,
   // making its requests as the principal the producers file gives it.
-  const producerIngress = config.producersFile
-    ? await startProducers(config.producersFile, controller, logger).catch(
-        async (error: unknown) => {
-          await frrLeadership?.stop()
-          await releaseCentral?.()
-          await controller.close()
-          throw error
-        },
-      )
+  const producerIngress = producers
+    ? await startProducers(producers, controller, logger).catch(async (error: unknown) => {
+        await frrLeadership?.stop()
+        await releaseCentral?.()
+        await controller.close()
+        throw error
+      })
     : undefined
   // What `/readyz` and the gRPC health service report.
   const readiness = {
@@ -299,21 +305,23 @@ export async function startService(
 }
 
 /**
- * The producers of `file`: their Redis users made exactly these (others removed), then a
- * worker on each one's queue making its requests as its principal.
+ * The producers (of the producers file, or read from `file`): their Redis users made
+ * exactly these (others removed), then a worker on each one's queue making its requests
+ * as its principal.
  */
 export async function startProducers(
-  file: string,
+  from: string | readonly Producer[],
   controller: Controller,
   logger: Logger,
 ): Promise<ProducerIngress> {
-  const producers = await loadProducers(file)
-  const removed = await syncProducerUsers(controller.agentsRedis, producers)
+  const producers = typeof from === 'string' ? await loadProducers(from) : from
+  const removed = await syncProducerUsers(controller.agentsRedis, producers, controller.prefix)
   if (removed.length > 0) logger.warn({ producers: removed }, 'producer users removed')
   const operations = createOperations({ client: controller.client })
   const ingress = await startProducerIngress({
     producers,
     connection: () => controller.agentsConnection(),
+    prefix: controller.prefix,
     operations,
     onFailed: (producer, job, reason) =>
       logger.info({ producer, job, reason }, 'producer request refused or failed'),

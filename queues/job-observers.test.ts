@@ -69,6 +69,7 @@ t.test("reconcile's repairs by kind, kinds with none left out", async (t) => {
           retried('RetriesExhausted'),
           retried('DeletionResumed'),
         ],
+        chassisCaRotated: [{ group: 'group-a', left: ['dpu-1', 'dpu-2'], sent: [] }],
       }),
     ),
     {
@@ -78,6 +79,7 @@ t.test("reconcile's repairs by kind, kinds with none left out", async (t) => {
       stalled: 1,
       retries_exhausted: 1,
       deletion_resumed: 1,
+      chassis_ca_rotated: 1,
     },
   )
   const repair = (action: 'PortLost' | 'StrayPortIsolated') => ({

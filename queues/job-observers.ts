@@ -40,6 +40,8 @@ export type RepairKind =
   | 'retries_exhausted'
   /** A deletion whose job never reached the queue was queued. */
   | 'deletion_resumed'
+  /** A group's chassis CA was replaced: it still certified DPUs that had left the group. */
+  | 'chassis_ca_rotated'
 
 /** What `dpu.health` repaired on a DPU. */
 export type DpuRepairKind = 'port_lost' | 'stray_port_isolated'
@@ -53,6 +55,8 @@ export interface WorkerObservers {
   readonly dpuRepaired?: (kind: DpuRepairKind) => void
   /** A `dpu.health` run revoked a DPU's credentials (over its bound in the agents' Redis). */
   readonly dpuRevoked?: (dpu: string) => void
+  /** A `dpu.health` run revoked a queue producer's Redis user (over its bound there). */
+  readonly producerRevoked?: (producer: string) => void
   /** A host turned Ready, `seconds` after its spec was accepted. */
   readonly hostReady?: (seconds: number) => void
   /** A group's NB commit that added or removed ports, once ovn-northd processed it. */
@@ -99,7 +103,7 @@ export function failureLogLevel(
 
 /** The repairs a reconcile report lists, by kind (kinds with none left out). */
 export function reconcileRepairs(
-  report: Pick<ReconcileReport, 'repaired' | 'orphansRemoved' | 'retried'>,
+  report: Pick<ReconcileReport, 'repaired' | 'orphansRemoved' | 'retried' | 'chassisCaRotated'>,
 ): Map<RepairKind, number> {
   const counts = new Map<RepairKind, number>()
   const add = (kind: RepairKind, n: number) => {
@@ -108,6 +112,7 @@ export function reconcileRepairs(
   add('nb_drift', report.repaired.length)
   add('orphan_rows', report.orphansRemoved.length)
   for (const { action } of report.retried) add(RETRY_KINDS[action], 1)
+  add('chassis_ca_rotated', report.chassisCaRotated?.length ?? 0)
   return counts
 }
 

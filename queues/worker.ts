@@ -23,6 +23,8 @@ import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import { isAgentQueueName } from '../lib/agent-protocol/index.ts'
 import { measureDpuUsage } from '../lib/agent-protocol/usage.ts'
 import { CONTROLLER_QUEUE, type JobName } from '../lib/jobs/index.ts'
+import { measureProducerUsage } from '../lib/jobs/producer-usage.ts'
+import { isProducerQueueName } from '../lib/jobs/producers.ts'
 import { queueJobs } from '../lib/jobs/redrive.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
 import type { Leases } from '../lib/state/leases.ts'
@@ -68,8 +70,8 @@ export interface WorkerOptions {
   readonly connection: () => RedisClient
   /**
    * A new connection, likewise, to the agents' Redis: the DPUs' queues (`isAgentQueueName`)
-   * and heartbeats. Absent: they share `connection`'s Redis (tests' shortcut; a DPU can
-   * then fill the store).
+   * and heartbeats, and the queue producers' queues (`isProducerQueueName`). Absent: they
+   * share `connection`'s Redis (tests' shortcut; a DPU can then fill the store).
    */
   readonly agentConnection?: () => RedisClient
   readonly deps: WorkerDeps
@@ -105,6 +107,15 @@ export interface WorkerOptions {
     readonly everyMs: number
     revoke(dpuId: string): Promise<void>
   }
+  /**
+   * Each queue producer's bytes in the agents' Redis, measured by `dpu.health` at most every
+   * `everyMs`: over `limitBytes`, `revoke` deletes its Redis user (default: not measured).
+   */
+  readonly producerUsage?: {
+    readonly limitBytes: number
+    readonly everyMs: number
+    revoke(producer: string): Promise<boolean>
+  }
   /** Told of each handler run, repair and host turning Ready (the metrics; default none). */
   readonly observers?: WorkerObservers
 }
@@ -121,8 +132,12 @@ export interface Workers {
 export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const connection = options.connection()
   const agentsConnection = options.agentConnection ? options.agentConnection() : connection
-  /** The Redis a queue lives on: the agents' for a DPU's queue, the store's for the rest. */
-  const redisFor = (name: string) => (isAgentQueueName(name) ? agentsConnection : connection)
+  /**
+   * The Redis a queue lives on: the agents' for a DPU's or a producer's queue, the store's
+   * for the rest.
+   */
+  const redisFor = (name: string) =>
+    isAgentQueueName(name) || isProducerQueueName(name) ? agentsConnection : connection
   const prefix = options.prefix ? { prefix: options.prefix } : {}
   const queue = new Queue(CONTROLLER_QUEUE, { connection, ...prefix })
   const queues = new Map<string, Queue>([[CONTROLLER_QUEUE, queue]])
@@ -177,10 +192,25 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
             },
           }
         : {}),
+      ...(options.producerUsage
+        ? {
+            producerUsage: {
+              ...options.producerUsage,
+              measure: () => measureProducerUsage(agentsConnection, options.prefix),
+            },
+          }
+        : {}),
     }),
     (result) => {
       for (const kind of dpuRepairs(result)) observers.dpuRepaired?.(kind)
       for (const { dpu } of result.revoked ?? []) observers.dpuRevoked?.(dpu)
+      for (const { producer, bytes } of result.producersRevoked ?? []) {
+        observers.producerRevoked?.(producer)
+        options.logger?.warn(
+          { producer, bytes, limitBytes: options.producerUsage?.limitBytes },
+          `queue producer ${producer} holds ${bytes} bytes in the agents' Redis, over its bound: its Redis user is revoked`,
+        )
+      }
     },
   )
   const handlers: Record<JobName, (job: Job, token?: string) => Promise<unknown>> = {

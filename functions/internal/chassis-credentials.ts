@@ -45,14 +45,76 @@ export async function leaveGroupSouthbound(
   const others = (await deps.store.hosts.inGroup(group)).filter((h) => h.name !== leaving)
   // Not while a host on another DPU is being detached: its isolate still has to show the
   // SB its port released, with the chassis certificate a new CA would refuse (concurrent
-  // detaches on several DPUs then never finished). The last of them replaces the CA.
+  // detaches on several DPUs then never finished). The last of them replaces the CA; when
+  // each of them leaves it to another, reconcile does (`rotateForLeavers`).
   if (others.some((h) => h.deletion && h.spec.dpu.id !== dpuId)) return []
   if (!(await deps.ovn.leaveChassis(group, dpuId))) return []
-  const dpus = new Set(others.map((h) => h.spec.dpu.id))
-  const reason = `DPU ${dpuId} left group ${group}: its Southbound has a new chassis CA`
+  return recertifyGroup(deps, group, `DPU ${dpuId} left group ${group}`)
+}
+
+/** A group whose chassis CA reconcile replaced for DPUs that had left it. */
+export interface ChassisCaRotated {
+  readonly group: string
+  /** The DPUs the replaced CA had certified that serve no host of the group. */
+  readonly left: readonly string[]
+  /** The DPUs still serving the group, sent their new credentials. */
+  readonly sent: readonly CredentialsSent[]
+}
+
+/**
+ * Replaces the chassis CA of every group that still certifies a DPU serving none of its
+ * hosts (`chassisCertified`): one whose detach left the rotation to another detach, which
+ * did the same (two DPUs' last hosts detached at once), or whose detach was cut before it.
+ * Its certificate would open the group's SB until it expires. The group's other DPUs are
+ * sent new certificates, as when a detach rotates. A group with a host being detached is
+ * left to the next run: that detach's isolate still needs the SB with the current CA.
+ * Reconcile runs it; each group on its own (`failed` names those that could not be).
+ *
+ * @example
+ * const { rotated } = await rotateForLeavers(deps) // [{ group: 'g', left: ['dpu-1', 'dpu-2'], sent }]
+ */
+export async function rotateForLeavers(deps: CredentialsDeps): Promise<{
+  rotated: ChassisCaRotated[]
+  failed: { group: string; error: unknown }[]
+}> {
+  const rotated: ChassisCaRotated[] = []
+  const failed: { group: string; error: unknown }[] = []
+  if (!deps.ovn.leaveChassis || !deps.ovn.chassisCertified) return { rotated, failed }
+  for (const { group, dpuIds } of await deps.ovn.chassisCertified()) {
+    try {
+      const held = await deps.store.groups.get(group)
+      if (!held || held.deletion || implementationOf(held.spec) === 'Fabric') continue
+      const hosts = await deps.store.hosts.inGroup(group)
+      if (hosts.some((h) => h.deletion)) continue
+      const serving = new Set(hosts.map((h) => h.spec.dpu.id))
+      const left = dpuIds.filter((dpu) => !serving.has(dpu))
+      if (left.length === 0) continue
+      if (!(await deps.ovn.leaveChassis(group, left))) continue
+      const which = left.length === 1 ? `DPU ${left[0]}` : `DPUs ${left.join(', ')}`
+      const sent = await recertifyGroup(deps, group, `${which} left group ${group}`)
+      rotated.push({ group, left, sent })
+    } catch (error) {
+      failed.push({ group, error })
+    }
+  }
+  return { rotated, failed }
+}
+
+/**
+ * After the group's chassis CA was replaced: every DPU serving a host of the group (read
+ * now, so a host attached meanwhile counts) is sent a new certificate through one of them.
+ */
+async function recertifyGroup(
+  deps: CredentialsDeps,
+  group: string,
+  why: string,
+): Promise<CredentialsSent[]> {
+  const hosts = await deps.store.hosts.inGroup(group)
+  const dpus = new Set(hosts.filter((h) => !h.deletion).map((h) => h.spec.dpu.id))
+  const reason = `${why}: its Southbound has a new chassis CA`
   const sent: CredentialsSent[] = []
   for (const dpu of [...dpus].sort()) {
-    const host = await reconfigure(deps, others, dpu, 'ChassisCaRotated', reason)
+    const host = await reconfigure(deps, hosts, dpu, 'ChassisCaRotated', reason)
     if (host) sent.push({ group, dpuId: dpu, host })
   }
   return sent

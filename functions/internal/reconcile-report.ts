@@ -5,7 +5,7 @@
  */
 
 import { HydrazineError } from '../../lib/errors.ts'
-import type { CredentialsSent } from './chassis-credentials.ts'
+import type { ChassisCaRotated, CredentialsSent } from './chassis-credentials.ts'
 import type { Retried } from './retries.ts'
 
 /** Why a group or a central was left out of one run, as the report and the log give it. */
@@ -82,6 +82,12 @@ export interface ReconcileReport {
    * one's life was left), each through a `configure` of the host named.
    */
   readonly chassisRenewed?: CredentialsSent[]
+  /**
+   * Groups whose chassis CA this run replaced because it still certified DPUs serving
+   * none of their hosts (`left`): their certificates open the group's SB no more, and the
+   * group's other DPUs were sent new ones (`sent`).
+   */
+  readonly chassisCaRotated?: ChassisCaRotated[]
   /**
    * Centrals on demand: groups with no host and no central slot whose central ran anyway
    * (an apply started it as its stop gave the slot back), stopped by this run.

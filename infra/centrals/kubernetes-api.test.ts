@@ -8,7 +8,9 @@ import { CENTRALS_RBAC_RULES, fromJson, toJson } from './kubernetes-api.ts'
 
 t.test('the Role grants exactly what the provider calls', async (t) => {
   const role = controllerRole(
-    parseManifestOptions({ centrals: { controllerCidrs: ['10.0.0.0/24'], sbTlsSecret: 'tls' } }),
+    parseManifestOptions({
+      centrals: { controllerCidrs: ['10.0.0.0/24'], sbTlsSecret: 'tls', nbTlsSecret: 'nb-tls' },
+    }),
   )
   const rules = role.rules ?? []
   const { api, centrals, ready } = setup(

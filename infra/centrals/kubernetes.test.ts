@@ -216,6 +216,55 @@ t.test('an SB with a TLS Secret: ssl: for DPUs, plaintext for the controller', a
   t.match(sts.spec?.template.spec?.volumes, [{}, { secret: { secretName: 'ovn-sb-tls' } }])
 })
 
+t.test(
+  'an NB with a TLS Secret: ssl: for the controller, the Secret in the NB container only',
+  async (t) => {
+    const { api, centrals, ready } = setup({ nbTlsSecret: 'ovn-nb-tls', sbTlsSecret: 'ovn-sb-tls' })
+    await refusal(centrals.ensure('tenant-a'))
+    ready('tenant-a')
+    const host = `${centralName('tenant-a')}.${NS}.svc.cluster.local`
+    t.match(await centrals.ensure('tenant-a'), {
+      nb: `ssl:${host}:6641`,
+      sb: `ssl:${host}:6642`,
+      sbController: `tcp:${host}:6645`,
+    })
+    const sts = await api.readStatefulSet(NS, centralName('tenant-a'))
+    const spec = sts.spec?.template.spec
+    const secretOf = (volume: string) =>
+      spec?.volumes?.find((v) => v.name === volume)?.secret?.secretName
+    t.same(
+      spec?.containers.map((c) => [
+        c.name,
+        (c.volumeMounts ?? []).flatMap((m) => secretOf(m.name) ?? []),
+      ]),
+      [
+        ['nb', ['ovn-nb-tls']],
+        ['sb', ['ovn-sb-tls']],
+        ['northd', []],
+      ],
+      'each database mounts its own Secret, northd none',
+    )
+  },
+)
+
+t.test(
+  'a central serving its NB otherwise than the settings say is refused, naming the fix',
+  async (t) => {
+    const { api, centrals, ready } = setup()
+    await refusal(centrals.ensure('tenant-a'))
+    ready('tenant-a')
+    t.match((await centrals.ensure('tenant-a')).nb, /^tcp:/, 'made with a plaintext NB')
+    // The settings now ask for TLS: the existing central would answer plaintext.
+    const withTls = setup({ nbTlsSecret: 'ovn-nb-tls' }, undefined, api).centrals
+    const refused = await refusal(withTls.ensure('tenant-a'))
+    t.equal(refused?.retryable, false, 'not retried: only deleting the StatefulSet helps')
+    t.match(
+      refused?.message,
+      /serves its NB in plaintext, and HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET asks for TLS: delete the StatefulSet/,
+    )
+  },
+)
+
 t.test('a StatefulSet of that name that is not ours is refused for good', async (t) => {
   const { api, centrals } = setup()
   const { statefulSet } = centralObjects('tenant-a', settings)

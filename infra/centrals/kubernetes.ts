@@ -30,6 +30,7 @@ import {
   centralPodSelector,
   centralSelector,
   quorum,
+  servesNorthboundTls,
 } from '../k8s/ovn-central.ts'
 import {
   absentOn404,
@@ -149,6 +150,19 @@ export function kubernetesCentrals({
       }
       if (statefulSet.metadata?.deletionTimestamp !== undefined) {
         throw unavailable(group, `StatefulSet ${name} is being deleted`)
+      }
+      const nbTls = options.nbTlsSecret !== undefined
+      if (servesNorthboundTls(statefulSet) !== nbTls) {
+        // Its pods serve the NB the other way; spoken to as the settings say, it never
+        // answers, and answering it in plaintext would be what the settings refuse.
+        throw new CentralUnavailableError(
+          group,
+          `StatefulSet ${namespace}/${name} serves its NB ${nbTls ? 'in plaintext' : 'over TLS'}, ` +
+            `and HYDRAZINE_K8S_CENTRAL_${nbTls ? 'NB_TLS_SECRET asks for TLS' : 'PLAINTEXT_NB for plaintext'}: ` +
+            'delete the StatefulSet; the next job of the group makes it again as the settings ' +
+            'say, and its topology is written again from the store',
+          { retryable: false },
+        )
       }
       if (statefulSet.spec?.replicas === 0) {
         // Stopped while its group had no host: its volumes kept its databases.

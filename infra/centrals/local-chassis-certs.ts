@@ -9,7 +9,9 @@
  * once less than half of it is left (`chassisRenewalsDue` names the DPUs whose turn it is;
  * the controller's reconcile sends them a `configure` with the new one). When a DPU stops
  * serving the group, the group's chassis CA is replaced (`rotateChassisCaDir`): every
- * certificate the old one signed, the leaver's included, stops opening the SB.
+ * certificate the old one signed, the leaver's included, stops opening the SB. Which DPUs
+ * the current CA certified is kept beside it (`chassisCertifiedIn`), so that a leaver
+ * whose detach left the rotation to another (`leaveGroupSouthbound`) is found later.
  */
 import { X509Certificate } from 'node:crypto'
 import { readdir, readFile, rename, rm } from 'node:fs/promises'
@@ -147,12 +149,40 @@ function lastsEnough(
 }
 
 /** The DPUs a chassis certificate was issued to, by their files in the chassis CA's dir. */
-async function certifiedDpus(ca: CertificateAuthority): Promise<string[]> {
-  const files = await readdir(ca.dir).catch(() => [] as string[])
+async function certifiedDpus(caDir: string): Promise<string[]> {
+  const files = await readdir(caDir).catch(() => [] as string[])
   return files.flatMap((f) => {
     const id = /^chassis-(.+)\.crt$/.exec(f)?.[1]
     return id === undefined ? [] : [id]
   })
+}
+
+/**
+ * The DPUs the chassis CA in `caDir` certified, by the record it keeps (the last
+ * certificate each was given, `chassis-<id>.crt`), whose certificate that CA signed and
+ * is valid at `now`: each could open the group's SB. A CA replaced since signed none of
+ * the new one's files, so a rotation empties the record. Nothing when `caDir` holds no CA.
+ * Read from the files alone: it answers for a central that does not run too.
+ *
+ * @example await chassisCertifiedIn(join(centralDir, CHASSIS_CA_DIR)) // ['dpu-1', 'dpu-2']
+ */
+export async function chassisCertifiedIn(caDir: string, now = new Date()): Promise<string[]> {
+  const caPem = await readFile(join(caDir, 'ca.crt'), 'utf8').catch(() => undefined)
+  const ca = caPem === undefined ? undefined : certificateOf(caPem)
+  if (!ca) return []
+  const certified: string[] = []
+  for (const id of await certifiedDpus(caDir)) {
+    const pem = await readFile(join(caDir, `chassis-${id}.crt`), 'utf8').catch(() => undefined)
+    const cert = pem === undefined ? undefined : certificateOf(pem)
+    if (
+      cert?.checkIssued(ca) &&
+      cert.verify(ca.publicKey) &&
+      Date.parse(cert.validFrom) <= now.getTime() &&
+      now.getTime() <= Date.parse(cert.validTo)
+    )
+      certified.push(id)
+  }
+  return certified.sort()
 }
 
 /**
@@ -171,7 +201,7 @@ export async function chassisRenewalsDue(
   const ca = c.chassisCa
   if (!ca) return []
   const due: string[] = []
-  for (const id of await certifiedDpus(ca)) {
+  for (const id of await certifiedDpus(ca.dir)) {
     const pem = await readFile(join(ca.dir, `chassis-${id}.crt`), 'utf8').catch(() => undefined)
     if (pem === undefined || !ca.issued(pem, new Date(now))) continue
     const known = c.chassisCerts.get(id)
@@ -227,6 +257,15 @@ export async function settleChassisCaDir(centralDir: string): Promise<void> {
   }
   await rm(next, { recursive: true, force: true })
   await rm(join(centralDir, OLD_CA_DIR), { recursive: true, force: true })
+}
+
+/** The certificate of a PEM text, or undefined when it is none. */
+function certificateOf(pem: string): X509Certificate | undefined {
+  try {
+    return new X509Certificate(pem)
+  } catch {
+    return undefined
+  }
 }
 
 /** When a certificate (PEM) stops being valid (ms). */

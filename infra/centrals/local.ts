@@ -16,8 +16,11 @@
  * and a DPU trusts that CA alone for its group's SB (`southboundCa`): another group's SB,
  * or a DPU posing as one, fails its handshake. Releasing the group removes its CA with its
  * files. When a DPU leaves the group (`leaveChassis`) the CA is replaced and every SB
- * session dropped, so the leaver's certificate opens nothing; chassis certificates last
- * `chassisCertMs` and are listed for renewal past half of it (`chassisRenewalsDue`).
+ * session dropped, so the leaver's certificate opens nothing (a central that does not
+ * run has its CA replaced on disk, and starts with the new one); which DPUs the current CA
+ * certified is listed (`chassisCertified`) for reconcile to find leavers a detach left
+ * there; chassis certificates last `chassisCertMs` and are listed for renewal past half of
+ * it (`chassisRenewalsDue`).
  *
  * This file holds the provider (ensure, release, list, close); its daemons' start, watch
  * and restart are in infra/centrals/local-supervisor.ts, the chassis certificates in
@@ -34,7 +37,14 @@ import type { CertificateAuthority } from '../../lib/pki/index.ts'
 import { requireBinary } from '../../lib/process/daemon.ts'
 import { wantsTls } from '../local/net.ts'
 import { ovnNorthdVersion } from '../local/ovn-central.ts'
-import { CHASSIS_CERT_MS, chassisCertificates, chassisRenewalsDue } from './local-chassis-certs.ts'
+import {
+  CHASSIS_CA_DIR,
+  CHASSIS_CERT_MS,
+  chassisCertificates,
+  chassisCertifiedIn,
+  chassisRenewalsDue,
+  rotateChassisCaDir,
+} from './local-chassis-certs.ts'
 import { type Central, centralSupervisor, newCentral } from './local-supervisor.ts'
 
 /** What `startPerGroupCentrals` needs; checked when it is called. */
@@ -85,6 +95,7 @@ export interface PerGroupCentrals extends OvnCentralProvider {
   /** Stops a group's central (no hosts), keeping its files for the next `ensure`. */
   stop: NonNullable<OvnCentralProvider['stop']>
   leaveChassis: NonNullable<OvnCentralProvider['leaveChassis']>
+  chassisCertified: NonNullable<OvnCentralProvider['chassisCertified']>
   chassisRenewalsDue: NonNullable<OvnCentralProvider['chassisRenewalsDue']>
   /** The damaged and remade databases (`hydrazine_ovn_central_*_databases` metrics). */
   databases(): CentralDatabases
@@ -169,6 +180,11 @@ export async function startPerGroupCentrals(
   const releasing = new Map<string, Promise<void>>()
   /** Stops under way (`stop`): an ensure meanwhile waits, then starts the central again. */
   const stopping = new Map<string, Promise<void>>()
+  /**
+   * Chassis CAs replaced on disk for centrals that do not run (`leaveChassis`): an ensure
+   * or release meanwhile waits, so that no start reads a CA half renamed.
+   */
+  const rotatingIdle = new Map<string, Promise<boolean>>()
   let closed = false
   const supervisor = centralSupervisor({
     pki: options.pki,
@@ -189,8 +205,10 @@ export async function startPerGroupCentrals(
         throw new CentralUnavailableError(group, 'the provider is closed', { retryable: true })
       // No await before the entry exists: a release called right after must see it.
       const released = releasing.get(group) ?? stopping.get(group)
-      if (released) {
+      const rotating = rotatingIdle.get(group)
+      if (released || rotating) {
         await released
+        await rotating?.catch(() => {})
         return provider.ensure(group)
       }
       let c = centrals.get(group)
@@ -245,6 +263,7 @@ export async function startPerGroupCentrals(
       if (earlier) return earlier
       const done = (async () => {
         await stopping.get(group)
+        await rotatingIdle.get(group)?.catch(() => {})
         const c = centrals.get(group)
         if (c) await halt(c)
         await rm(centralDir(options.dataDir, group), { recursive: true, force: true })
@@ -265,13 +284,45 @@ export async function startPerGroupCentrals(
       },
     }),
 
-    async leaveChassis(group, dpuId) {
+    async leaveChassis(group, dpuIds) {
       if (!tls || !(await provider.groups()).includes(group)) return false
-      await provider.ensure(group)
+      const who = typeof dpuIds === 'string' ? `DPU ${dpuIds}` : `DPUs ${dpuIds.join(', ')}`
+      // No await from here until the rotation is registered: an ensure meanwhile either
+      // made its entry already (then it is rotated as it runs) or waits for this one.
       const c = centrals.get(group)
-      if (!c) return false
-      log(`central of group ${group}: DPU ${dpuId} left`)
-      return rotate(c)
+      if (c) {
+        log(`central of group ${group}: ${who} left`)
+        return rotate(c)
+      }
+      // It does not run (stopped for want of hosts, or not started since this process
+      // began): its CA is replaced on disk, and its next start serves the new one. Nothing
+      // is started for it.
+      const earlier: Promise<unknown> | undefined =
+        rotatingIdle.get(group) ?? releasing.get(group) ?? stopping.get(group)
+      if (earlier) {
+        await earlier.catch(() => {})
+        return provider.leaveChassis(group, dpuIds)
+      }
+      const done = (async () => {
+        await rotateChassisCaDir(centralDir(options.dataDir, group))
+        log(`central of group ${group}: ${who} left; chassis CA replaced (not running)`)
+        return true
+      })().finally(() => rotatingIdle.delete(group))
+      rotatingIdle.set(group, done)
+      return done
+    },
+
+    async chassisCertified() {
+      if (!tls) return []
+      const certified = await Promise.all(
+        (await provider.groups()).map(async (group) => ({
+          group,
+          dpuIds: await chassisCertifiedIn(
+            join(centralDir(options.dataDir, group), CHASSIS_CA_DIR),
+          ),
+        })),
+      )
+      return certified.filter((c) => c.dpuIds.length > 0)
     },
 
     async chassisRenewalsDue() {

@@ -32,6 +32,7 @@ export const CONTROLLER_SELECTOR = { 'app.kubernetes.io/name': CONTROLLER } as c
 const TLS_DIR = '/etc/hydrazine/tls'
 const TOKENS_DIR = '/etc/hydrazine/tokens'
 const REDIS_CA_DIR = '/etc/hydrazine/redis-ca'
+const NB_CLIENT_DIR = '/etc/hydrazine/nb-client'
 const FRR_TEMPLATE_DIR = '/etc/hydrazine/frr'
 const FRR_VTY_DIR = '/var/run/frr'
 
@@ -121,6 +122,15 @@ function controllerEnv(o: ManifestOptions): IEnvVar[] {
       ? [value('HYDRAZINE_K8S_CENTRAL_TLS_SECRET', centrals.sbTlsSecret)]
       : []),
     ...(centrals.plaintextSouthbound ? [value('HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB', 'true')] : []),
+    ...(centrals.nbTlsSecret
+      ? [
+          value('HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET', centrals.nbTlsSecret),
+          value('HYDRAZINE_K8S_NB_CLIENT_CERT', `${NB_CLIENT_DIR}/tls.crt`),
+          value('HYDRAZINE_K8S_NB_CLIENT_KEY', `${NB_CLIENT_DIR}/tls.key`),
+          value('HYDRAZINE_K8S_NB_CA', `${NB_CLIENT_DIR}/ca.crt`),
+        ]
+      : []),
+    ...(centrals.plaintextNorthbound ? [value('HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB', 'true')] : []),
     value('HYDRAZINE_K8S_CLUSTER_DOMAIN', centrals.clusterDomain),
     value('HYDRAZINE_K8S_CONTROLLER_CIDRS', centrals.controllerCidrs.join(',')),
     ...(centrals.dpuCidrs ? [value('HYDRAZINE_K8S_DPU_CIDRS', centrals.dpuCidrs.join(','))] : []),
@@ -148,6 +158,7 @@ exec /usr/lib/frr/bgpd -S -Z -n -p 0 -P 0 -f "$conf" --vty_socket ${FRR_VTY_DIR}
 
 export function controllerDeployment(o: ManifestOptions): Deployment {
   const { controller: c, secrets } = o
+  const nbClient = o.centrals.nbTlsSecret !== undefined
   const labels = componentLabels(CONTROLLER)
   const probe = (path: string) => ({
     httpGet: { path, port: 'http', scheme: 'HTTPS' as const },
@@ -158,6 +169,7 @@ export function controllerDeployment(o: ManifestOptions): Deployment {
     { name: 'tls', mountPath: TLS_DIR, readOnly: true },
     { name: 'tokens', mountPath: TOKENS_DIR, readOnly: true },
     ...(secrets.redisCa ? [{ name: 'redis-ca', mountPath: REDIS_CA_DIR, readOnly: true }] : []),
+    ...(nbClient ? [{ name: 'nb-client', mountPath: NB_CLIENT_DIR, readOnly: true }] : []),
     { name: 'frr-run', mountPath: FRR_VTY_DIR },
     { name: 'data', mountPath: '/var/lib/hydrazine' },
     { name: 'tmp', mountPath: '/tmp' },
@@ -167,6 +179,9 @@ export function controllerDeployment(o: ManifestOptions): Deployment {
     { name: 'tokens', secret: { secretName: secrets.tokens, defaultMode: 0o440 } },
     ...(secrets.redisCa
       ? [{ name: 'redis-ca', secret: { secretName: secrets.redisCa, defaultMode: 0o444 } }]
+      : []),
+    ...(nbClient
+      ? [{ name: 'nb-client', secret: { secretName: secrets.nbClient, defaultMode: 0o440 } }]
       : []),
     { name: 'frr-template', configMap: { name: `${CONTROLLER}-frr` } },
     { name: 'frr-run', emptyDir: {} },

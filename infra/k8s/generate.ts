@@ -1,8 +1,9 @@
 /**
  * `npm run k8s -- --config options.json [--out DIR]`: Hydrazine's Kubernetes manifests
  * (infra/k8s/README.md). Builds every object from the options (infra/k8s/options.ts: all
- * have defaults but `centrals.controllerCidrs`, and `centrals.sbTlsSecret` or
- * `centrals.plaintextSouthbound: true`: without a file it refuses), validates each against the
+ * have defaults but `centrals.controllerCidrs`, `centrals.sbTlsSecret` or
+ * `centrals.plaintextSouthbound: true`, and `centrals.nbTlsSecret` or
+ * `centrals.plaintextNorthbound: true`: without a file it refuses), validates each against the
  * Kubernetes schemas, and writes one multi-document YAML stream: to `DIR/hydrazine.yaml`,
  * or to stdout. Exit code 0 written, 1 an object did not validate, 2 bad options or usage.
  */

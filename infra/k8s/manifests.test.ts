@@ -32,6 +32,7 @@ const centrals = {
   controllerCidrs: ['10.0.0.0/24'],
   dpuCidrs: ['172.18.0.0/24'],
   plaintextSouthbound: true,
+  plaintextNorthbound: true,
 }
 const minimal: ManifestOptionsInput = { centrals }
 const full: ManifestOptionsInput = {
@@ -43,6 +44,7 @@ const full: ManifestOptionsInput = {
   centrals: {
     replicas: 3,
     sbTlsSecret: 'ovn-sb-tls',
+    nbTlsSecret: 'ovn-nb-tls',
     storageClassName: 'fast',
     controllerCidrs: ['10.0.0.11/32', '10.0.0.12/32', 'fd00:10::/64'],
   },
@@ -75,6 +77,7 @@ t.test('every generated object validates against the Kubernetes schemas', async 
       storage: '1Gi',
       clusterDomain: 'cluster.local',
       sbTlsSecret: 'tls',
+      nbTlsSecret: 'nb-tls',
       controllerCidrs: ['10.0.0.0/24'],
     })
     for (const o of [...services, statefulSet, networkPolicy])
@@ -159,8 +162,8 @@ t.test('the controller: replicas, probes, selectors, FRR beside it', async (t) =
 
 t.test("the controller's central settings parse back to what the options say", async (t) => {
   const cases: [string, ManifestOptionsInput][] = [
-    ['plaintext SB', minimal],
-    ['TLS SB', full],
+    ['plaintext SB and NB', minimal],
+    ['TLS SB and NB', full],
   ]
   for (const [name, input] of cases) {
     const o = parseManifestOptions(input)
@@ -173,7 +176,30 @@ t.test("the controller's central settings parse back to what the options say", a
     t.same(parsed.kubernetes?.controllerCidrs, o.centrals.controllerCidrs, `${name}: controller`)
     t.same(parsed.kubernetes?.dpuCidrs, o.centrals.dpuCidrs, `${name}: DPUs`)
     t.same(parsed.kubernetes?.sbTlsSecret, o.centrals.sbTlsSecret, `${name}: TLS Secret`)
+    t.same(parsed.kubernetes?.nbTlsSecret, o.centrals.nbTlsSecret, `${name}: NB TLS Secret`)
   }
+})
+
+t.test('with an NB TLS Secret the controller mounts its NB client certificate', async (t) => {
+  const [deployment] = ofKind<IDeployment>(build(full), 'Deployment')
+  if (!deployment) throw new Error('no Deployment')
+  const controller = container(deployment, 'controller')
+  const env = Object.fromEntries((controller?.env ?? []).map((e) => [e.name, e.value]))
+  const volume = podSpec(deployment)?.volumes?.find(
+    (v) => v.secret?.secretName === 'hydrazine-ovn-nb-client',
+  )
+  t.ok(volume, 'the client Secret is a volume of the pod')
+  const dir = controller?.volumeMounts?.find((m) => m.name === volume?.name)?.mountPath
+  t.ok(dir, 'mounted in the controller')
+  t.same(
+    [env.HYDRAZINE_K8S_NB_CLIENT_CERT, env.HYDRAZINE_K8S_NB_CLIENT_KEY, env.HYDRAZINE_K8S_NB_CA],
+    [`${dir}/tls.crt`, `${dir}/tls.key`, `${dir}/ca.crt`],
+    'and its files named for the NB connections',
+  )
+  t.equal(env.HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET, 'ovn-nb-tls')
+  t.notOk(env.HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB)
+  const [plain] = ofKind<IDeployment>(build(minimal), 'Deployment')
+  t.notOk(JSON.stringify(plain).includes('nb-client'), 'a plaintext NB: no client Secret')
 })
 
 t.test('bgpd starts from the configuration the embedded FRR would have', async (t) => {
@@ -254,7 +280,11 @@ t.test('options: defaults, and every bad field named', async (t) => {
   t.equal(o.namespace, 'hydrazine')
   t.equal(o.controller.replicas, 2)
   t.equal(o.centrals.replicas, 1)
-  const tls = { controllerCidrs: ['10.0.0.0/24'], sbTlsSecret: 'ovn-sb-tls' }
+  const tls = {
+    controllerCidrs: ['10.0.0.0/24'],
+    sbTlsSecret: 'ovn-sb-tls',
+    nbTlsSecret: 'ovn-nb-tls',
+  }
   t.equal(parseManifestOptions({ centrals: tls }).centrals.dpuCidrs, undefined, 'TLS: no DPU CIDRs')
   const cases: [ManifestOptionsInput, RegExp][] = [
     [{ ...minimal, controller: { replicas: 1 } }, /controller\.replicas/],
@@ -282,6 +312,14 @@ t.test('options: defaults, and every bad field named', async (t) => {
     [
       { centrals: { ...centrals, sbTlsSecret: 'ovn-sb-tls' } },
       /centrals\.sbTlsSecret: required unless plaintextSouthbound is true, and not with it/,
+    ],
+    [
+      { centrals: { ...centrals, plaintextNorthbound: undefined as never } },
+      /centrals\.nbTlsSecret: required unless plaintextNorthbound is true/,
+    ],
+    [
+      { centrals: { ...centrals, nbTlsSecret: 'ovn-nb-tls' } },
+      /centrals\.nbTlsSecret: required unless plaintextNorthbound is true, and not with it/,
     ],
     [
       { ...minimal, dpus: [{ ...dpus[1], fabricIps: ['fd00::1'] }] as never },

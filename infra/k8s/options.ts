@@ -1,13 +1,15 @@
 /**
  * What the generated manifests are made from: one typed object, every field with a
  * default, validated (valibot) before anything is built. `npm run k8s -- --config FILE`
- * reads it as JSON; any part may be left out but `centrals.controllerCidrs`, and
+ * reads it as JSON; any part may be left out but `centrals.controllerCidrs`,
  * `centrals.sbTlsSecret` or `centrals.plaintextSouthbound: true` (then `centrals.dpuCidrs`
- * too): who may reach the groups' centrals, and how.
+ * too), and `centrals.nbTlsSecret` or `centrals.plaintextNorthbound: true`: who may reach
+ * the groups' centrals, and how.
  *
  * @example
  * parseManifestOptions({ image: 'registry.example/hydrazine:0.1.0',
- *   centrals: { controllerCidrs: ['10.0.0.0/24'], sbTlsSecret: 'hydrazine-ovn-sb-tls' },
+ *   centrals: { controllerCidrs: ['10.0.0.0/24'], sbTlsSecret: 'hydrazine-ovn-sb-tls',
+ *     nbTlsSecret: 'hydrazine-ovn-nb-tls' },
  *   dpus: [{ id: 'dpu-1', node: 'dpu-1.example', fabricIps: ['172.18.0.11'], hostPorts: ['pf0hpf'] }] })
  */
 import { isIPv4 } from 'node:net'
@@ -104,6 +106,12 @@ export const ManifestOptionsSchema = v.object(
         metrics: v.optional(dnsSubdomain, 'hydrazine-metrics'),
         /** Key `secret`: `HYDRAZINE_WEBHOOK_SECRET` (optional: no Secret, no webhooks). */
         webhook: v.optional(dnsSubdomain, 'hydrazine-webhook'),
+        /**
+         * With `centrals.nbTlsSecret`: keys `tls.crt`, `tls.key` (the controller's client
+         * certificate for the centrals' NBs) and `ca.crt` (the CA of their server
+         * certificates).
+         */
+        nbClient: v.optional(dnsSubdomain, 'hydrazine-ovn-nb-client'),
       }),
       {},
     ),
@@ -153,6 +161,18 @@ export const ManifestOptionsSchema = v.object(
            * RBAC) without `sbTlsSecret`; it must be said, not left to a missing Secret.
            */
           plaintextSouthbound: v.optional(v.boolean()),
+          /**
+           * `HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET`: each NB serves `ssl:` with this Secret's
+           * certificate (`tls.crt`, `tls.key`; its DNS names must cover
+           * `*.<namespace>.svc.<clusterDomain>`) to client certificates of its `ca.crt`
+           * only: the controller's (`secrets.nbClient`).
+           */
+          nbTlsSecret: v.optional(dnsSubdomain),
+          /**
+           * `HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB`: true runs each NB as plaintext `tcp:`
+           * without `nbTlsSecret`; it must be said, not left to a missing Secret.
+           */
+          plaintextNorthbound: v.optional(v.boolean()),
         },
         (issue) =>
           issue.expected === '"controllerCidrs"' ? `required: ${CONTROLLER_CIDRS}` : issue.message,
@@ -164,6 +184,15 @@ export const ManifestOptionsSchema = v.object(
             'SB is plaintext tcp: with no RBAC, which must be asked for explicitly',
         ),
         ['sbTlsSecret'],
+      ),
+      v.forward(
+        v.check(
+          (c) => (c.nbTlsSecret !== undefined) !== (c.plaintextNorthbound === true),
+          "required unless plaintextNorthbound is true, and not with it: without it each group's " +
+            "NB, which writes the tenant's whole topology, is plaintext tcp:, which must be " +
+            'asked for explicitly',
+        ),
+        ['nbTlsSecret'],
       ),
       v.forward(
         v.check(

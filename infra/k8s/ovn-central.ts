@@ -5,15 +5,16 @@
  * replica with its own volume, plus two Services:
  *
  * - `<name>` (ClusterIP, ready pods only): what the controller and the DPUs connect to —
- *   NB 6641, SB 6642 (`pssl:` with OVN's `ovn-controller` RBAC role when the SB has a TLS
- *   Secret, and then the controller's own plaintext SB on 6645);
+ *   NB 6641 (`pssl:` when the NB has a TLS Secret: the controller's client certificate),
+ *   SB 6642 (`pssl:` with OVN's `ovn-controller` RBAC role when the SB has a TLS Secret,
+ *   and then the controller's own plaintext SB on 6645);
  * - `<name>-peers` (headless, the StatefulSet's governing Service, not-ready pods too):
  *   stable pod names for raft (NB 6643, SB 6644) when there are three replicas;
  *
  * and a NetworkPolicy `<name>` (created first and deleted once the pods are gone, so that
- * no pod of the central ever runs open), because the NB and the controller's SB port are
- * plaintext with full write access to the tenant's topology. The pods take connections
- * only:
+ * no pod of the central ever runs open), because the NB and the controller's SB port have
+ * full write access to the tenant's topology (the latter, and a plaintext NB, with no
+ * certificate asked). The pods take connections only:
  *
  * - on raft's ports, from the same central's pods;
  * - on the NB (and the controller's SB: 6645 beside a TLS SB, else 6642), from the
@@ -26,7 +27,7 @@
  * admits the pod's own node whatever the policy says.
  */
 
-import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
+import { type IStatefulSet, StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { INetworkPolicyIngressRule } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicyIngressRule'
 import type { IContainer } from 'kubernetes-models/v1/Container'
@@ -98,7 +99,10 @@ export function centralName(group: string): string {
 /** Where a group's central answers, given the provider's settings. */
 export function centralEndpoints(
   group: string,
-  settings: Pick<KubernetesCentralsConfig, 'namespace' | 'clusterDomain' | 'sbTlsSecret'>,
+  settings: Pick<
+    KubernetesCentralsConfig,
+    'namespace' | 'clusterDomain' | 'sbTlsSecret' | 'nbTlsSecret'
+  >,
 ): OvnCentralEndpoints {
   const name = centralName(group)
   // Fully qualified: OVS resolves remotes itself (unbound), without resolv.conf's search list.
@@ -106,12 +110,22 @@ export function centralEndpoints(
   const tls = settings.sbTlsSecret !== undefined
   const sb = `${tls ? 'ssl' : 'tcp'}:${host}:${CENTRAL_PORTS.sb}`
   return {
-    nb: `tcp:${host}:${CENTRAL_PORTS.nb}`,
+    nb: `${settings.nbTlsSecret !== undefined ? 'ssl' : 'tcp'}:${host}:${CENTRAL_PORTS.nb}`,
     sb,
     sbController: tls ? `tcp:${host}:${CENTRAL_PORTS.sbController}` : sb,
     service: name,
     group,
   }
+}
+
+/**
+ * Whether the pods of a central's StatefulSet serve their NB over TLS (`ssl:`, as one
+ * built with `nbTlsSecret`), read from its NB container's environment: a central created
+ * before its settings asked for TLS (or the other way round) answers the other way.
+ */
+export function servesNorthboundTls(statefulSet: IStatefulSet): boolean {
+  const nb = statefulSet.spec?.template.spec?.containers.find((c) => c.name === 'nb')
+  return nb?.env?.some((e) => e.name === 'NB_TLS_DIR') ?? false
 }
 
 /** How many ready replicas answer: one of one, or a raft majority. */
@@ -138,6 +152,7 @@ export function centralObjects(
     labels,
   })
   const tls = settings.sbTlsSecret !== undefined
+  const nbTls = settings.nbTlsSecret !== undefined
   const port = (portName: string, number: number) => ({
     name: portName,
     port: number,
@@ -182,18 +197,21 @@ export function centralObjects(
       value: String(value),
     })),
     ...(tls ? [{ name: 'SB_TLS_DIR', value: TLS_DIR }] : []),
+    ...(nbTls ? [{ name: 'NB_TLS_DIR', value: NB_TLS_DIR }] : []),
   ]
-  const mounts = [
+  // Each database's container mounts its own Secret only.
+  const mounts = (db: 'nb' | 'sb' | 'northd') => [
     { name: 'data', mountPath: DATA_DIR },
     { name: 'run', mountPath: RUN_DIR },
-    ...(tls ? [{ name: 'sb-tls', mountPath: TLS_DIR, readOnly: true }] : []),
+    ...(tls && db === 'sb' ? [{ name: 'sb-tls', mountPath: TLS_DIR, readOnly: true }] : []),
+    ...(nbTls && db === 'nb' ? [{ name: 'nb-tls', mountPath: NB_TLS_DIR, readOnly: true }] : []),
   ]
   const container = (db: 'nb' | 'sb' | 'northd', probe: string[]): IContainer => ({
     name: db,
     image: settings.image,
     command: ['/bin/sh', '-c', db === 'northd' ? NORTHD_SCRIPT : DATABASE_SCRIPT, db, db],
     env,
-    volumeMounts: mounts,
+    volumeMounts: mounts(db),
     ...(db === 'northd' ? {} : { lifecycle: { postStart: { exec: { command: postStart(db) } } } }),
     readinessProbe: { exec: { command: probe }, periodSeconds: 5, timeoutSeconds: 5 },
     livenessProbe: {
@@ -238,6 +256,14 @@ export function centralObjects(
                   {
                     name: 'sb-tls',
                     secret: { secretName: settings.sbTlsSecret, defaultMode: 0o440 },
+                  },
+                ]
+              : []),
+            ...(nbTls
+              ? [
+                  {
+                    name: 'nb-tls',
+                    secret: { secretName: settings.nbTlsSecret, defaultMode: 0o440 },
                   },
                 ]
               : []),
@@ -306,6 +332,7 @@ function centralIngress(
 const DATA_DIR = '/var/lib/ovn'
 const RUN_DIR = '/var/run/ovn'
 const TLS_DIR = '/etc/ovn/sb-tls'
+const NB_TLS_DIR = '/etc/ovn/nb-tls'
 
 /** A database answers (a raft member: has joined its cluster). */
 function dbReady(db: 'nb' | 'sb'): string[] {
@@ -346,6 +373,9 @@ if [ "$db" = sb ] && [ -n "\${SB_TLS_DIR:-}" ]; then
   set -- "$@" --remote=db:OVN_Southbound,SB_Global,connections \\
     "--private-key=$SB_TLS_DIR/tls.key" "--certificate=$SB_TLS_DIR/tls.crt" \\
     "--ca-cert=$SB_TLS_DIR/ca.crt" "--remote=ptcp:$SB_CONTROLLER_PORT"
+elif [ "$db" = nb ] && [ -n "\${NB_TLS_DIR:-}" ]; then
+  set -- "$@" "--private-key=$NB_TLS_DIR/tls.key" "--certificate=$NB_TLS_DIR/tls.crt" \\
+    "--ca-cert=$NB_TLS_DIR/ca.crt" "--remote=pssl:$port"
 else
   set -- "$@" "--remote=ptcp:$port"
 fi

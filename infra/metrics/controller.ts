@@ -23,7 +23,10 @@ export interface ControllerMetricSources {
   heldAddresses(network: string): Promise<number>
   publicIps(): Promise<PublicIpStatus[]>
   heartbeats(): Promise<Heartbeat[]>
-  /** Every queue the controller feeds: its own, FRR's and each known DPU's agent queue. */
+  /**
+   * Every queue the controller feeds or takes requests from: its own, FRR's, each known
+   * DPU's agent queue and each queue producer's.
+   */
   queues(): Promise<Queue[]>
   /** Sees a failed read; the gauge it fed is left empty for that scrape. */
   onError?(what: string, error: unknown): void
@@ -72,7 +75,7 @@ export function controllerInstruments(registry: Registry): ControllerInstruments
   })
   const repairs = new Counter({
     name: 'hydrazine_reconcile_repairs_total',
-    help: 'What reconcile repaired, by kind (nb_drift, orphan_rows, retrying, stalled, retries_exhausted, deletion_resumed)',
+    help: 'What reconcile repaired, by kind (nb_drift, orphan_rows, retrying, stalled, retries_exhausted, deletion_resumed, chassis_ca_rotated)',
     labelNames: ['kind'] as const,
     registers,
   })
@@ -85,6 +88,12 @@ export function controllerInstruments(registry: Registry): ControllerInstruments
   const revoked = new Counter({
     name: 'hydrazine_dpu_credentials_revoked_total',
     help: "DPUs whose credentials dpu.health revoked for holding more than their bound in the agents' Redis",
+    registers,
+  })
+  const producersRevoked = new Counter({
+    name: 'hydrazine_producer_credentials_revoked_total',
+    help: "Queue producers whose Redis user dpu.health revoked for holding more than their bound in the agents' Redis, by producer",
+    labelNames: ['producer'] as const,
     registers,
   })
   const nb = new Histogram({
@@ -121,6 +130,7 @@ export function controllerInstruments(registry: Registry): ControllerInstruments
       reconcileRepaired: (kind, count) => repairs.inc({ kind }, count),
       dpuRepaired: (kind) => dpuRepairs.inc({ kind }),
       dpuRevoked: () => revoked.inc(),
+      producerRevoked: (producer) => producersRevoked.inc({ producer }),
     },
     onTransaction({ remote, seconds, ok }) {
       nb.observe({ central: remote, outcome: ok ? 'ok' : 'error' }, seconds)
@@ -141,7 +151,7 @@ export function controllerCollectors(registry: Registry, sources: ControllerMetr
 
   const queueJobs: Gauge<'queue' | 'state'> = new Gauge({
     name: 'hydrazine_queue_jobs',
-    help: 'Jobs in each queue (the controller, FRR, each DPU agent), by state',
+    help: 'Jobs in each queue (the controller, FRR, each DPU agent, each queue producer), by state',
     labelNames: ['queue', 'state'] as const,
     registers,
     async collect() {

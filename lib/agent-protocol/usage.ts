@@ -5,11 +5,8 @@
  * DPU fills the agents' Redis for every other.
  */
 import type { RedisClient } from '../redis/connection.ts'
-import { scanKeys } from '../redis/slots.ts'
+import { bytesByOwner, globEscape, regexEscape } from '../redis/key-usage.ts'
 import { heartbeatKeyOf } from './credentials.ts'
-
-/** How many `MEMORY USAGE` are in flight at once. */
-const AT_ONCE = 256
 
 /**
  * Bytes held per DPU id, for every DPU with a key: one SCAN of the agent queues' keys
@@ -28,32 +25,9 @@ export async function measureDpuUsage(
   const beatKey = new RegExp(
     `^${regexEscape(before)}([A-Za-z0-9][A-Za-z0-9._-]{0,62})${regexEscape(after)}$`,
   )
-  const [queueKeys, beatKeys] = await Promise.all([
-    scanKeys(redis, `${globEscape(queuePrefix)}:{hz-agents-*}agent-*`),
-    scanKeys(redis, heartbeatKeyOf('*')),
-  ])
-  const owned: [string, string][] = []
-  for (const key of queueKeys) {
-    const dpu = queueKey.exec(key)?.[1]
-    if (dpu) owned.push([dpu, key])
-  }
-  for (const key of beatKeys) {
-    const dpu = beatKey.exec(key)?.[1]
-    if (dpu) owned.push([dpu, key])
-  }
-  const usage = new Map<string, number>()
-  for (let i = 0; i < owned.length; i += AT_ONCE) {
-    const batch = owned.slice(i, i + AT_ONCE)
-    const sizes = await Promise.all(
-      batch.map(([, key]) => redis.memory('USAGE', key).catch(() => null)),
-    )
-    batch.forEach(([dpu], j) => {
-      usage.set(dpu, (usage.get(dpu) ?? 0) + Number(sizes[j] ?? 0))
-    })
-  }
-  return usage
+  return bytesByOwner(
+    redis,
+    [`${globEscape(queuePrefix)}:{hz-agents-*}agent-*`, heartbeatKeyOf('*')],
+    (key) => queueKey.exec(key)?.[1] ?? beatKey.exec(key)?.[1],
+  )
 }
-
-const regexEscape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-/** `text` matched literally by a SCAN pattern. */
-const globEscape = (text: string) => text.replace(/[*?[\]\\]/g, '\\$&')

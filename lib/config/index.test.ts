@@ -49,6 +49,15 @@ t.test('fabric, gRPC and paths from env; an empty variable is unset', async (t) 
   t.equal(config.redisUrl, undefined, 'empty REDIS_URL: embedded Redis')
   t.equal(config.dpuRedisMaxBytes, 64 * 1024 * 1024, "a DPU may hold 64 MB in the agents' Redis")
   t.equal(loadConfig({ HYDRAZINE_DPU_REDIS_MAX_MB: '0' }).dpuRedisMaxBytes, 0, '0: not measured')
+  t.equal(config.producerRedisMaxBytes, 64 * 1024 * 1024, 'a queue producer, 64 MB too')
+  t.equal(
+    loadConfig({ HYDRAZINE_PRODUCER_REDIS_MAX_MB: '8' }).producerRedisMaxBytes,
+    8 * 1024 * 1024,
+  )
+  t.throws(
+    () => loadConfig({ HYDRAZINE_PRODUCER_REDIS_MAX_MB: '-1' }),
+    /HYDRAZINE_PRODUCER_REDIS_MAX_MB: must be a number of megabytes/,
+  )
   t.throws(
     () => loadConfig({ HYDRAZINE_DPU_REDIS_MAX_MB: '1e3' }),
     /HYDRAZINE_DPU_REDIS_MAX_MB: must be a number of megabytes/,
@@ -625,6 +634,7 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
     HYDRAZINE_K8S_CONTROLLER_CIDRS: '10.0.0.0/24',
     HYDRAZINE_K8S_DPU_CIDRS: '172.18.0.0/24',
     HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB: 'true',
+    HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB: 'true',
   })
   t.equal(defaults.ovnCentral, 'kubernetes')
   t.same(defaults.kubernetes, {
@@ -638,7 +648,26 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
   })
   t.equal(loadConfig({}).kubernetes, undefined, 'no Kubernetes settings for other centrals')
 
+  // The controller's client certificate for the NBs, and the CA of theirs.
+  const { openCertificateAuthority } = await import('../pki/index.ts')
+  const dir = t.testdir({})
+  const ca = await openCertificateAuthority(join(dir, 'pki'))
+  const client = await ca.writeIssued(
+    'controller',
+    await ca.issueClient({ commonName: 'hydrazine-controller' }),
+  )
+  const other = await ca.writeIssued('other', await ca.issueClient({ commonName: 'other' }))
+  const notPem = join(dir, 'not.pem')
+  await writeFile(notPem, 'hello')
+  const nbTls = {
+    HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET: 'ovn-nb-tls',
+    HYDRAZINE_K8S_NB_CLIENT_CERT: client.certFile,
+    HYDRAZINE_K8S_NB_CLIENT_KEY: client.keyFile,
+    HYDRAZINE_K8S_NB_CA: ca.caFile,
+  }
+  const { HYDRAZINE_K8S_NB_CLIENT_CERT: _cert, ...nbTlsWithoutCert } = nbTls
   const every = loadConfig({
+    ...nbTls,
     HYDRAZINE_OVN_CENTRAL: 'kubernetes',
     HYDRAZINE_K8S_CENTRAL_IMAGE: image,
     HYDRAZINE_K8S_NAMESPACE: 'net-system',
@@ -656,6 +685,8 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
     storage: '512Mi',
     storageClassName: 'fast-ssd',
     sbTlsSecret: 'ovn-sb-tls',
+    nbTlsSecret: 'ovn-nb-tls',
+    nbClientTls: { cert: client.certFile, key: client.keyFile, ca: ca.caFile },
     clusterDomain: 'k8s.example',
     controllerCidrs: ['10.0.0.11/32', '10.0.0.12/32', 'fd00:10::/64'],
   })
@@ -667,8 +698,10 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
     HYDRAZINE_K8S_CONTROLLER_CIDRS: '10.0.0.0/24',
     HYDRAZINE_K8S_DPU_CIDRS: '172.18.0.0/24',
     HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB: 'true',
+    HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB: 'true',
   }
   const { HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB: _p, ...notSaidPlaintext } = k8s
+  const { HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB: _n, ...notSaidPlaintextNb } = k8s
   const { HYDRAZINE_K8S_CONTROLLER_CIDRS: _c, ...noControllerCidrs } = k8s
   const { HYDRAZINE_K8S_DPU_CIDRS: _d, ...noDpuCidrs } = k8s
   const many = Array.from({ length: 33 }, (_, i) => `10.1.${i}.0/24`).join(',')
@@ -696,6 +729,48 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
       { ...k8s, HYDRAZINE_K8S_CENTRAL_TLS_SECRET: 'ovn-sb-tls' },
       'HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB',
       /true only without HYDRAZINE_K8S_CENTRAL_TLS_SECRET/,
+    ],
+    [
+      'a plaintext NB not asked for',
+      notSaidPlaintextNb,
+      'HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET',
+      /required with HYDRAZINE_OVN_CENTRAL=kubernetes: without it each group's NB.*plaintext tcp:.*HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB=true/,
+    ],
+    [
+      'a plaintext NB and an NB TLS Secret',
+      { ...k8s, ...nbTls },
+      'HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB',
+      /true only without HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET/,
+    ],
+    [
+      "an NB TLS Secret without the controller's certificate",
+      { ...notSaidPlaintextNb, ...nbTlsWithoutCert },
+      'HYDRAZINE_K8S_NB_CLIENT_CERT',
+      /required with HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET/,
+    ],
+    [
+      'a client certificate for a plaintext NB',
+      { ...k8s, HYDRAZINE_K8S_NB_CA: ca.caFile },
+      'HYDRAZINE_K8S_NB_CA',
+      /only with HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET/,
+    ],
+    [
+      'an NB CA that is not a certificate',
+      { ...notSaidPlaintextNb, ...nbTls, HYDRAZINE_K8S_NB_CA: notPem },
+      'HYDRAZINE_K8S_NB_CA',
+      /not\.pem is not a PEM certificate/,
+    ],
+    [
+      'an unreadable client key',
+      { ...notSaidPlaintextNb, ...nbTls, HYDRAZINE_K8S_NB_CLIENT_KEY: join(dir, 'missing.key') },
+      'HYDRAZINE_K8S_NB_CLIENT_KEY',
+      /cannot read .*missing\.key: ENOENT/,
+    ],
+    [
+      "another certificate's key",
+      { ...notSaidPlaintextNb, ...nbTls, HYDRAZINE_K8S_NB_CLIENT_KEY: other.keyFile },
+      'HYDRAZINE_K8S_NB_CLIENT_KEY',
+      /is not the key of/,
     ],
     [
       'no DPU CIDRs and no TLS Secret',

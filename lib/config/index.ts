@@ -9,7 +9,7 @@ import { AdminNetworkVariable, adminRelayIssue } from './admin-network.ts'
 import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
 import { DnsZoneVariable } from './dns.ts'
 import { invalid, pemFile, tlsFiles } from './files.ts'
-import { KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
+import { checkNbClientTls, KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
 import { NetworkTypeVariables, networkTypeConfig } from './network-implementation.ts'
 import { DebianMirrorVariable, OvnInstallVariable, ovnInstallConfig } from './ovn-install.ts'
@@ -317,6 +317,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   }
   const kubernetes = kubernetesConfig(ovnCentral, c)
   if (!kubernetes.ok) invalid(kubernetes.path, kubernetes.message)
+  const nbClientTls = kubernetes.kubernetes?.nbClientTls
+  const nbClientProblem = nbClientTls ? checkNbClientTls(nbClientTls) : undefined
+  if (nbClientProblem) invalid(nbClientProblem.path, nbClientProblem.message)
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
   if (!tls && !isLoopback(c.HYDRAZINE_HTTP_HOST)) {
     invalid(
@@ -373,6 +376,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     logLevel: c.LOG_LEVEL,
     dpuHealthEveryMs: c.HYDRAZINE_DPU_HEALTH_MS,
     dpuRedisMaxBytes: c.HYDRAZINE_DPU_REDIS_MAX_MB * 1024 * 1024,
+    producerRedisMaxBytes: c.HYDRAZINE_PRODUCER_REDIS_MAX_MB * 1024 * 1024,
     jobLockMs: c.HYDRAZINE_JOB_LOCK_MS,
     chassisCertMs: c.HYDRAZINE_CHASSIS_CERT_HOURS * 60 * 60 * 1000,
     fabric: {

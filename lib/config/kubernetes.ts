@@ -15,12 +15,20 @@
  *   certificate the SB serves to DPUs over `ssl:` with OVN's `ovn-controller` RBAC role;
  *   required unless `HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB=true` says, explicitly, that the
  *   SB is to be plaintext `tcp:` (no RBAC: every peer it admits reads every chassis row);
+ * - `HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET`: a Secret (`tls.crt`, `tls.key`, `ca.crt`) whose
+ *   certificate each central's NB serves over `ssl:`, admitting only client certificates
+ *   of its `ca.crt` (the controller's; the SB's Secret may serve, but then every DPU
+ *   certificate of that CA passes the NB's TLS, and only the NetworkPolicy keeps DPUs
+ *   out); required unless `HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB=true` says, explicitly,
+ *   that the NB (full write access to the tenant's topology) is to be plaintext `tcp:`.
+ *   With it, the controller presents `HYDRAZINE_K8S_NB_CLIENT_CERT` / `_KEY` and trusts
+ *   `HYDRAZINE_K8S_NB_CA` (files, read again on every reconnect) for the NBs;
  * - `HYDRAZINE_K8S_CLUSTER_DOMAIN` (default cluster.local): remotes are fully qualified,
  *   as OVS resolves names without the pod's search domains;
  * - `HYDRAZINE_K8S_CONTROLLER_CIDRS` (required): comma-separated CIDRs (IPv4 or IPv6, no
  *   host bits, at most 32) of the nodes the controller runs on. Each central's
- *   NetworkPolicy lets only these reach its NB and the controller's SB port (plaintext,
- *   full write access to the tenant's topology). The controller runs on the host network
+ *   NetworkPolicy lets only these reach its NB and the controller's SB port (full write
+ *   access to the tenant's topology; the controller's SB port plaintext). The controller runs on the host network
  *   (its FRR sidecar speaks BGP as the node), so its connections come from node addresses
  *   that no pod selector can name;
  * - `HYDRAZINE_K8S_DPU_CIDRS`: the DPUs' fabric addresses, the only ones the SB (6642)
@@ -30,10 +38,15 @@
  *
  * @example
  * HYDRAZINE_OVN_CENTRAL=kubernetes HYDRAZINE_K8S_CENTRAL_IMAGE=registry.example/hydrazine:0.1.0 \
- *   HYDRAZINE_K8S_CONTROLLER_CIDRS=10.0.0.11/32,10.0.0.12/32 HYDRAZINE_K8S_DPU_CIDRS=172.18.0.0/24
+ *   HYDRAZINE_K8S_CONTROLLER_CIDRS=10.0.0.11/32,10.0.0.12/32 HYDRAZINE_K8S_DPU_CIDRS=172.18.0.0/24 \
+ *   HYDRAZINE_K8S_CENTRAL_TLS_SECRET=ovn-sb-tls HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET=ovn-nb-tls \
+ *   HYDRAZINE_K8S_NB_CLIENT_CERT=/etc/hydrazine/nb-client/tls.crt \
+ *   HYDRAZINE_K8S_NB_CLIENT_KEY=/etc/hydrazine/nb-client/tls.key HYDRAZINE_K8S_NB_CA=/etc/hydrazine/nb-client/ca.crt
  */
+import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
+import { resolve } from 'node:path'
 import IPCIDR from 'ip-cidr'
 import * as v from 'valibot'
 
@@ -137,7 +150,23 @@ export const KubernetesVariables = {
   HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB: v.optional(
     v.picklist(['true', 'false'], 'must be true or false'),
   ),
+  HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET: v.optional(
+    v.pipe(v.string(), v.regex(DNS_SUBDOMAIN, 'must be a Secret name')),
+  ),
+  HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB: v.optional(
+    v.picklist(['true', 'false'], 'must be true or false'),
+  ),
+  HYDRAZINE_K8S_NB_CLIENT_CERT: v.optional(v.pipe(v.string(), v.minLength(1))),
+  HYDRAZINE_K8S_NB_CLIENT_KEY: v.optional(v.pipe(v.string(), v.minLength(1))),
+  HYDRAZINE_K8S_NB_CA: v.optional(v.pipe(v.string(), v.minLength(1))),
 }
+
+/** The variables naming the controller's files for an `ssl:` NB, as `checkNbClientTls` reads them. */
+const NB_CLIENT_FILES = {
+  cert: 'HYDRAZINE_K8S_NB_CLIENT_CERT',
+  key: 'HYDRAZINE_K8S_NB_CLIENT_KEY',
+  ca: 'HYDRAZINE_K8S_NB_CA',
+} as const
 
 type Variables = {
   readonly [K in keyof typeof KubernetesVariables]?: string | undefined
@@ -154,6 +183,16 @@ export interface KubernetesCentralsConfig {
   readonly storageClassName?: string
   /** Secret with `tls.crt`, `tls.key`, `ca.crt`: the SB serves `ssl:` to DPUs. */
   readonly sbTlsSecret?: string
+  /**
+   * Secret with `tls.crt`, `tls.key`, `ca.crt`: the NB serves `ssl:`, to client
+   * certificates of that `ca.crt` only. Absent only when a plaintext NB was asked for.
+   */
+  readonly nbTlsSecret?: string
+  /**
+   * The controller's certificate and key for the NBs, and the CA their server certificates
+   * chain to (absolute paths): set exactly when `nbTlsSecret` is.
+   */
+  readonly nbClientTls?: { readonly cert: string; readonly key: string; readonly ca: string }
   readonly clusterDomain: string
   /**
    * The controller nodes' networks: the only peers of the NB and the controller's SB port
@@ -236,6 +275,8 @@ export function kubernetesConfig(
       message: 'true only without HYDRAZINE_K8S_CENTRAL_TLS_SECRET: with it the SB serves TLS',
     }
   }
+  const nb = northboundTls(c)
+  if (!nb.ok) return nb
   if (c.HYDRAZINE_K8S_DPU_CIDRS === undefined && c.HYDRAZINE_K8S_CENTRAL_TLS_SECRET === undefined) {
     return {
       ok: false,
@@ -258,11 +299,111 @@ export function kubernetesConfig(
       ...(c.HYDRAZINE_K8S_CENTRAL_TLS_SECRET
         ? { sbTlsSecret: c.HYDRAZINE_K8S_CENTRAL_TLS_SECRET }
         : {}),
+      ...(nb.tls ? { nbTlsSecret: nb.tls.secret, nbClientTls: nb.tls.client } : {}),
       clusterDomain: c.HYDRAZINE_K8S_CLUSTER_DOMAIN ?? 'cluster.local',
       controllerCidrs: splitCidrs(c.HYDRAZINE_K8S_CONTROLLER_CIDRS),
       ...(c.HYDRAZINE_K8S_DPU_CIDRS ? { dpuCidrs: splitCidrs(c.HYDRAZINE_K8S_DPU_CIDRS) } : {}),
     },
   }
+}
+
+/**
+ * The NB's TLS: its Secret, or a plaintext NB said explicitly (not both), and with the
+ * Secret the controller's three files, all of them (their contents: `checkNbClientTls`).
+ */
+function northboundTls(c: Variables):
+  | {
+      ok: true
+      tls?: { secret: string; client: NonNullable<KubernetesCentralsConfig['nbClientTls']> }
+    }
+  | { ok: false; path: string; message: string } {
+  const plaintext = c.HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB === 'true'
+  const secret = c.HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET
+  if (secret === undefined && !plaintext) {
+    return {
+      ok: false,
+      path: 'HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET',
+      message:
+        "required with HYDRAZINE_OVN_CENTRAL=kubernetes: without it each group's NB, which " +
+        "writes the tenant's whole topology, is plaintext tcp: that anyone reaching it may " +
+        'rewrite; set HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB=true to run it so anyway',
+    }
+  }
+  if (secret !== undefined && plaintext) {
+    return {
+      ok: false,
+      path: 'HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB',
+      message: 'true only without HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET: with it the NB serves TLS',
+    }
+  }
+  if (secret === undefined) {
+    const stray = Object.values(NB_CLIENT_FILES).find((name) => c[name] !== undefined)
+    return stray === undefined
+      ? { ok: true }
+      : {
+          ok: false,
+          path: stray,
+          message:
+            'only with HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET: a plaintext NB takes no certificate',
+        }
+  }
+  const client: Partial<Record<keyof typeof NB_CLIENT_FILES, string>> = {}
+  for (const [part, name] of Object.entries(NB_CLIENT_FILES) as [
+    keyof typeof NB_CLIENT_FILES,
+    (typeof NB_CLIENT_FILES)[keyof typeof NB_CLIENT_FILES],
+  ][]) {
+    const file = c[name]
+    if (file === undefined) {
+      return {
+        ok: false,
+        path: name,
+        message:
+          'required with HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET: the NB admits a client ' +
+          "certificate of its Secret's CA only, and the controller checks the NB's",
+      }
+    }
+    client[part] = resolve(file)
+  }
+  const { cert = '', key = '', ca = '' } = client
+  return { ok: true, tls: { secret, client: { cert, key, ca } } }
+}
+
+/**
+ * Reads the controller's files for the NBs (`nbClientTls`): each a PEM of its kind, the
+ * key the certificate's. Undefined when they are fine, else the variable that is wrong
+ * and why. Done once at start-up; the connections read them again on every reconnect.
+ */
+export function checkNbClientTls(
+  tls: NonNullable<KubernetesCentralsConfig['nbClientTls']>,
+): { path: string; message: string } | undefined {
+  const parts: [keyof typeof NB_CLIENT_FILES, string, (pem: string) => unknown][] = [
+    ['ca', 'a PEM certificate', (pem) => new X509Certificate(pem)],
+    ['cert', 'a PEM certificate', (pem) => new X509Certificate(pem)],
+    ['key', 'a PEM key', (pem) => createPrivateKey(pem)],
+  ]
+  const parsed = new Map<string, unknown>()
+  for (const [part, what, parse] of parts) {
+    const file = tls[part]
+    const path = NB_CLIENT_FILES[part]
+    let pem: string
+    try {
+      pem = readFileSync(file, 'utf8')
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? 'error'
+      return { path, message: `cannot read ${file}: ${code}` }
+    }
+    try {
+      parsed.set(part, parse(pem))
+    } catch {
+      return { path, message: `${file} is not ${what}` }
+    }
+  }
+  const cert = parsed.get('cert') as X509Certificate
+  const key = parsed.get('key') as KeyObject
+  if (!cert.checkPrivateKey(key)) {
+    return { path: NB_CLIENT_FILES.key, message: `${tls.key} is not the key of ${tls.cert}` }
+  }
+  return undefined
 }
 
 /** The namespace of the pod this process runs in, when it runs in one with a service account. */

@@ -56,6 +56,19 @@ export const AgentsRedisVariables = {
     ),
     '64',
   ),
+  /**
+   * The most one queue producer may hold in the agents' Redis (its queue's keys), in MB;
+   * over it, `dpu.health` revokes its Redis user. 0 = not measured.
+   */
+  HYDRAZINE_PRODUCER_REDIS_MAX_MB: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d+$/, 'must be a number of megabytes (0 = off)'),
+      v.transform(Number),
+      v.maxValue(1_048_576, 'must be at most 1048576 (1 TB)'),
+    ),
+    '64',
+  ),
 }
 
 /** The agents' Redis as the configuration holds it (`Config.agentsRedis`). */

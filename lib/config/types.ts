@@ -135,6 +135,12 @@ export interface Config {
    */
   readonly dpuRedisMaxBytes: number
   /**
+   * `HYDRAZINE_PRODUCER_REDIS_MAX_MB` (default 64; 0 = off), in bytes: the most one queue
+   * producer may hold in the agents' Redis (its queue's keys); `dpu.health` measures it
+   * every 30 s and deletes the Redis user of a producer over it.
+   */
+  readonly producerRedisMaxBytes: number
+  /**
    * `HYDRAZINE_JOB_LOCK_MS` (default 30000): how long a job stays locked to a controller
    * that stopped renewing it (it died) before another worker, or this controller after a
    * restart, takes it over. Shorter: faster recovery, more lock renewals.

@@ -33,6 +33,12 @@ export function producerQueueName(producer: string): string {
   return `{hz-producers}producer-${producer}`
 }
 
+/** True for a producer's queue name (`producerQueueName`): it lives on the agents' Redis. */
+export function isProducerQueueName(name: string): boolean {
+  const [before = ''] = producerQueueName('\n').split('\n')
+  return name.startsWith(before) && v.is(ProducerId, name.slice(before.length))
+}
+
 /** The Redis user a producer connects as. */
 export function producerRedisUser(producer: string): string {
   return `producer-${producer}`

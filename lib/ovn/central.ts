@@ -84,13 +84,23 @@ export interface OvnCentralProvider {
    */
   southboundCa?(group: string): Promise<string | undefined>
   /**
-   * The DPU `dpuId` no longer serves the group: its SB stops admitting it. An embedded
-   * per-group central over TLS replaces the group's chassis CA and drops every session of
-   * its SB; the DPUs still serving the group need a new `chassisCertificate` (their next
-   * `configure`) and reconnect with it: true then. False when nothing changed (a plaintext
-   * central, a group without a central). Optional.
+   * The DPU `dpuId` (or each of several) no longer serves the group: its SB stops
+   * admitting it. An embedded per-group central over TLS replaces the group's chassis CA
+   * (on disk when the central does not run, without starting it) and drops every session
+   * of its SB; the DPUs still serving the group need a new `chassisCertificate` (their
+   * next `configure`) and reconnect with it: true then. False when nothing changed (a
+   * plaintext central, a group without a central). Optional.
    */
-  leaveChassis?(group: string, dpuId: string): Promise<boolean>
+  leaveChassis?(group: string, dpuId: string | readonly string[]): Promise<boolean>
+  /**
+   * Per group whose SB admits only its own chassis (an embedded per-group central over
+   * TLS, running or not): the DPUs its current chassis CA certified whose certificate is
+   * still valid, each of which could open the SB now. Reconcile has those that serve no
+   * host of the group leave it (`leaveChassis`). Optional.
+   */
+  chassisCertified?(): Promise<
+    readonly { readonly group: string; readonly dpuIds: readonly string[] }[]
+  >
   /**
    * The DPUs whose chassis certificate for a group is due for renewal (less than half of
    * its validity left): each needs a `configure` with a new `chassisCertificate`. The

@@ -435,3 +435,56 @@ t.test(
     )
   },
 )
+
+t.test(
+  'the DPUs the chassis CA certified are listed, and a central that does not run has its CA replaced without starting',
+  async (t) => {
+    const { centrals, dataDir, pki } = await centralsIn(t, undefined, { tls: true })
+    await centrals.ensure('group-a')
+    const dpu = async (id: string) => {
+      const identity = await pki.issueIdentity({ commonName: id })
+      const files = await pki.writeIssued(id, identity)
+      const pem = await centrals.chassisCertificate('group-a', { id, identity: identity.cert })
+      const file = join(dataDir, `${id}-in-a.crt`)
+      await writeFile(file, pem ?? '')
+      return { key: files.keyFile, cert: file }
+    }
+    const one = await dpu('dpu-1')
+    const two = await dpu('dpu-2')
+    t.same(
+      await centrals.chassisCertified(),
+      [{ group: 'group-a', dpuIds: ['dpu-1', 'dpu-2'] }],
+      'both DPUs certified by the current CA',
+    )
+    const ca = join(dataDir, 'group-a-ca.crt')
+    await writeFile(ca, (await centrals.southboundCa('group-a')) ?? '')
+
+    // The group's hosts are gone: its central stops, its CA kept for the next start.
+    await centrals.stop('group-a')
+    t.same(
+      await centrals.chassisCertified(),
+      [{ group: 'group-a', dpuIds: ['dpu-1', 'dpu-2'] }],
+      'read from disk while the central does not run',
+    )
+    t.equal(await centrals.leaveChassis('group-a', ['dpu-1', 'dpu-2']), true, 'both leave')
+    t.same(await centrals.list(), [], 'nothing was started for it')
+    t.same(await centrals.chassisCertified(), [], 'the new CA certified no one')
+
+    const { sb } = await centrals.ensure('group-a')
+    const caAfter = join(dataDir, 'group-a-ca-after.crt')
+    await writeFile(caAfter, (await centrals.southboundCa('group-a')) ?? '')
+    t.not(await readFile(caAfter, 'utf8'), await readFile(ca, 'utf8'), 'started with a new CA')
+    for (const [name, d] of [
+      ['dpu-1', one],
+      ['dpu-2', two],
+    ] as const) {
+      for (const trusted of [ca, caAfter]) {
+        t.equal(
+          (await southboundAnswer(sb, { ...d, ca: trusted })).state,
+          'refused',
+          `${name}'s certificate opens the restarted SB no more`,
+        )
+      }
+    }
+  },
+)

@@ -31,6 +31,7 @@ t.test(
         controllerCidrs: ['192.0.2.0/24'],
         dpuCidrs: ['198.51.100.0/24'],
         plaintextSouthbound: true,
+        plaintextNorthbound: true,
       },
     })
     await writeFile(

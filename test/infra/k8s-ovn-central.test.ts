@@ -15,6 +15,7 @@ import type { IContainer } from 'kubernetes-models/v1/Container'
 import t, { type Test } from 'tap'
 import { CENTRAL_PORTS, centralObjects } from '../../infra/k8s/ovn-central.ts'
 import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
+import { OvsdbClient } from '../../lib/ovn/client.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { freePort } from '../../lib/process/ports.ts'
 import { admits, type Source } from '../helpers/k8s/fake-network-plugin.ts'
@@ -136,6 +137,28 @@ t.test('the NetworkPolicy: which port answers whom', async (t) => {
       ],
     },
     {
+      name: 'TLS NB and SB: the NB still from the controller only',
+      settings: {
+        sbTlsSecret: 'ovn-sb-tls',
+        nbTlsSecret: 'ovn-nb-tls',
+        dpuCidrs: ['172.18.0.0/24'],
+      },
+      rules: [
+        [[nbRaft, sbRaft], ['central pods']],
+        [
+          [nb, sbController],
+          ['10.0.0.0/24', 'fd00:10::/64'],
+        ],
+        [[sb], ['172.18.0.0/24']],
+      ],
+      reaches: [
+        ['the controller', controller, [nb, sbController]],
+        ['a DPU', dpu, [sb]],
+        ["another tenant's pod", tenantPod, []],
+        ['a pod of the central', pod, [nbRaft, sbRaft]],
+      ],
+    },
+    {
       name: 'no controller CIDRs: no one reaches the NB',
       settings: { controllerCidrs: [], dpuCidrs: ['172.18.0.0/24'] },
       rules: [
@@ -190,7 +213,7 @@ interface Pod {
 }
 
 async function pod(t: Test, settings: Partial<KubernetesCentralsConfig>): Promise<Pod> {
-  const dir = t.testdir({ db: {}, run: {}, tls: {} })
+  const dir = t.testdir({ db: {}, run: {}, tls: {}, 'nb-tls': {} })
   const { statefulSet } = centralObjects('tenant-a', {
     namespace: 'hydrazine',
     image: 'local',
@@ -221,6 +244,7 @@ async function pod(t: Test, settings: Partial<KubernetesCentralsConfig>): Promis
       OVN_RUN_DIR: join(dir, 'run'),
       ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
       ...(settings.sbTlsSecret ? { SB_TLS_DIR: join(dir, 'tls') } : {}),
+      ...(settings.nbTlsSecret ? { NB_TLS_DIR: join(dir, 'nb-tls') } : {}),
     }
   }
   const find = (name: string) => {
@@ -377,5 +401,65 @@ t.test(
       'Connection',
     ])
     t.equal(role.trim(), 'ovn-controller', "DPUs get OVN's ovn-controller RBAC role")
+  },
+)
+
+t.test(
+  "an NB with TLS: the controller's client certificate gets in over ssl:, nothing else does",
+  { skip: !hasOvn && 'OVN is not installed' },
+  async (t) => {
+    const p = await pod(t, { nbTlsSecret: 'ovn-nb-tls' })
+    const ca = await openCertificateAuthority(join(p.dir, 'pki'))
+    const server = await ca.issueServer({ ips: ['127.0.0.1'], dnsNames: ['localhost'] })
+    // What the NB Secret's volume holds: its certificate, and the CA of its clients.
+    await writeFile(join(p.dir, 'nb-tls', 'tls.crt'), server.cert)
+    await writeFile(join(p.dir, 'nb-tls', 'tls.key'), server.key)
+    await writeFile(join(p.dir, 'nb-tls', 'ca.crt'), ca.caCert)
+    const controller = await ca.writeIssued(
+      'controller',
+      await ca.issueClient({ commonName: 'hydrazine-controller' }),
+    )
+    const stranger = await openCertificateAuthority(join(p.dir, 'stranger'))
+    const forged = await stranger.writeIssued(
+      'forged',
+      await stranger.issueClient({ commonName: 'hydrazine-controller' }),
+    )
+    p.start('nb')
+    await eventually(() =>
+      run('ovsdb-client', ['--timeout=3', 'list-dbs', `unix:${p.dir}/run/nb.sock`]),
+    )
+    const remote = `ssl:127.0.0.1:${p.ports.NB_PORT}`
+    // As the controller's NB connections do (infra/controller.ts: NbPool with `nbTls`).
+    const listDbs = async (target: string, tls?: { ca: string; cert: string; key: string }) => {
+      const client = await OvsdbClient.connect(target, {
+        ...(tls ? { tls } : {}),
+        reconnect: false,
+        connectTimeoutMs: 3000,
+        requestTimeoutMs: 3000,
+      })
+      try {
+        return await client.request('list_dbs', [])
+      } finally {
+        await client.close()
+      }
+    }
+    const asController = { ca: ca.caFile, cert: controller.certFile, key: controller.keyFile }
+    t.same(
+      await eventually(() => listDbs(remote, asController)),
+      ['OVN_Northbound', '_Server'],
+      "the controller's client certificate reads the NB over ssl:",
+    )
+    await t.rejects(
+      listDbs(remote, { ...asController, cert: forged.certFile, key: forged.keyFile }),
+      'a client certificate of another CA is refused',
+    )
+    await t.rejects(
+      listDbs(`tcp:127.0.0.1:${p.ports.NB_PORT}`),
+      'plaintext gets no answer: the NB speaks TLS only',
+    )
+    await t.rejects(
+      listDbs(remote, { ...asController, ca: stranger.caFile }),
+      'and the controller refuses an NB whose certificate its CA did not sign',
+    )
   },
 )

@@ -167,3 +167,95 @@ t.test('reconcile renews a chassis certificate past half its life', async (t) =>
   )
   t.equal(await one.answer(sb, renewed), 'admitted', 'and opens the SB')
 })
+
+t.test(
+  'two DPUs whose last hosts are detached at once both leave the rotation to the other; reconcile replaces the CA',
+  async (t) => {
+    // Both detaches reach the step before their DPU leaves the group's SB, and go on only
+    // once both are there; neither removes its host before both have decided: each sees
+    // the other's host still being detached.
+    const barrier = () => {
+      let arrived = 0
+      let open = () => {}
+      const opened = new Promise<void>((resolve) => {
+        open = resolve
+      })
+      return {
+        arrived: () => arrived,
+        async pass() {
+          if (++arrived === 2) open()
+          await opened
+        },
+      }
+    }
+    const barriers = new Map([
+      ['detach:released', barrier()],
+      ['detach:left-southbound', barrier()],
+    ])
+    const p = await startPipeline(t, {
+      perGroup: true,
+      tls: true,
+      checkpoint: (point) => barriers.get(point)?.pass(),
+    })
+    const dir = await tempDir(t)
+    const ids = ['dpu-1', 'dpu-2', 'dpu-3'] as const
+    for (const id of ids) await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
+    const dpus = new Map<string, Awaited<ReturnType<typeof dpuWithCredentials>>>()
+    for (const id of ids) dpus.set(id, await dpuWithCredentials(p, dir, id))
+    const dpu = (id: string) => dpus.get(id) as Awaited<ReturnType<typeof dpuWithCredentials>>
+    const sb = await groupSb(p, 'group-a')
+    for (const [n, id] of ids.entries())
+      await p.client.applyHost(`host-${n + 1}`, hostSpec('group-a', id, n + 1))
+    const held = new Map<string, SbCredentials>()
+    for (const id of ids) {
+      const [first] = await until(
+        async () => credentialsSent(dpu(id).agent),
+        (c) => c.length > 0,
+      )
+      if (!first) throw new Error(`${id} was sent no configure`)
+      held.set(id, first)
+      t.equal(await dpu(id).answer(sb, first), 'admitted', `${id} reads group-a's SB`)
+    }
+    const heldBy = (id: string) => held.get(id) as SbCredentials
+
+    await Promise.all([p.client.deleteHost('host-1'), p.client.deleteHost('host-2')])
+    for (const host of ['host-1', 'host-2']) {
+      const gone = await until(
+        () => p.client.getHost(host),
+        (h) => h === undefined,
+      )
+      t.equal(gone, undefined, `${host} is detached`)
+    }
+    t.equal(barriers.get('detach:released')?.arrived(), 2, 'both detaches waited for each other')
+    // What the race leaves: neither detach replaced the CA.
+    t.equal(
+      await dpu('dpu-1').answer(sb, heldBy('dpu-1')),
+      'admitted',
+      "after the detaches, dpu-1's certificate still opens the SB",
+    )
+    t.equal(credentialsSent(dpu('dpu-3').agent).length, 1, 'and dpu-3 was sent nothing new')
+
+    const report = await runReconcile(p, 'reconcile-leavers')
+    t.match(
+      report.chassisCaRotated,
+      [{ group: 'group-a', left: ['dpu-1', 'dpu-2'], sent: [{ dpuId: 'dpu-3', host: 'host-3' }] }],
+      'reconcile finds the CA certifying two DPUs serving no host of the group, and replaces it',
+    )
+    for (const id of ['dpu-1', 'dpu-2'])
+      t.equal(
+        await dpu(id).answer(sb, heldBy(id)),
+        'refused',
+        `${id}'s certificate no longer opens group-a's SB`,
+      )
+    const sent = await until(
+      async () => credentialsSent(dpu('dpu-3').agent),
+      (c) => c.length > 1,
+    )
+    const fresh = sent.at(-1)
+    if (!fresh) throw new Error('dpu-3 was sent nothing new')
+    t.not(fresh.sbCa, heldBy('dpu-3').sbCa, "dpu-3 is configured with the group's new CA")
+    t.equal(await dpu('dpu-3').answer(sb, fresh), 'admitted', 'and reads the SB with it')
+    const again = await runReconcile(p, 'reconcile-leavers-again')
+    t.notOk(again.chassisCaRotated, 'the next run finds nothing to replace')
+  },
+)

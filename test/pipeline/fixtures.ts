@@ -7,6 +7,7 @@ import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centra
 import { type Controller, startController } from '../../infra/controller.ts'
 import type { ConfigureAck, IsolateAck } from '../../lib/agent-protocol/index.ts'
 import type { NetworkImplementationConfig } from '../../lib/config/network-implementation.ts'
+import type { Producer } from '../../lib/jobs/producers.ts'
 import type { AdminNetwork } from '../../lib/model/admin-network.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
@@ -124,6 +125,10 @@ export async function startPipeline(
     agentsRedis?: boolean
     /** Each DPU's bytes in the agents' Redis bounded (`ControllerOptions.dpuRedisBound`). */
     dpuRedisBound?: { limitBytes: number; everyMs?: number }
+    /** The queue producers the controller knows (`ControllerOptions.producers`). */
+    producers?: readonly Producer[]
+    /** Each producer's bytes bounded (`ControllerOptions.producerRedisBound`). */
+    producerRedisBound?: { limitBytes: number; everyMs?: number }
     /** The zone group DNS domains live in (`HYDRAZINE_DNS_ZONE`); default none: no DNS. */
     dnsZone?: string
     /** `HYDRAZINE_GENEVE_IPSEC`: the DPUs' Geneve tunnels are IPsec (default off). */
@@ -195,6 +200,8 @@ export async function startPipeline(
     ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
     ...(options.dpuRedisBound ? { dpuRedisBound: options.dpuRedisBound } : {}),
+    ...(options.producers ? { producers: options.producers } : {}),
+    ...(options.producerRedisBound ? { producerRedisBound: options.producerRedisBound } : {}),
     ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
     ...(options.geneveIpsec ? { geneveIpsec: true } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
