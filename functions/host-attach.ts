@@ -91,7 +91,7 @@ async function attach(
 
   if (stepOf(job) === 'converge') {
     const group = await groupReadyFor(deps, job, token, host)
-    await deps.checkpoint('attach:group-read')
+    await deps.checkpoint('attach:group-read', host.name)
     await dpuFollowsOneGroup(deps, host)
     // Centrals on demand: the group's first host starts its central (the ensure below).
     await holdCentral(deps, group.name)
@@ -103,20 +103,20 @@ async function attach(
       host.spec.dpu.id,
     ).catch(refuseDpu(deps, host))
     const addresses = await allocateAddresses(deps, host, group)
-    await deps.checkpoint('attach:allocated')
+    await deps.checkpoint('attach:allocated', host.name)
     const { endpoints, state } = await deps.groups.apply(group.name)
     // Settings changed since the group was read (a moved network6, whose old addresses the
     // group's change gave back): this run's addresses and configure would be stale. The
     // apply read the group after the allocation, so its read tells.
     sameMemberSettings(group, state.group)
-    await deps.checkpoint('attach:topology-applied')
+    await deps.checkpoint('attach:topology-applied', host.name)
     await reportConfiguring(deps, host, addresses)
-    await deps.checkpoint('attach:status-configuring')
+    await deps.checkpoint('attach:status-configuring', host.name)
     const children = [
       ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
       ...(await signalPublicIp(deps, host, addresses)),
     ]
-    await deps.checkpoint('attach:children-added')
+    await deps.checkpoint('attach:children-added', host.name)
     await waitForChildren(job, token, deps.children, children)
   } else {
     await stillWaiting(job, token, deps.children)
@@ -142,9 +142,9 @@ async function attachToFabric(
 ): Promise<HostAttachResult> {
   if (stepOf(job) === 'converge') {
     const group = await groupReadyFor(deps, job, token, host)
-    await deps.checkpoint('attach:group-read')
+    await deps.checkpoint('attach:group-read', host.name)
     const configure = await convergeFabricHost(deps, host, group)
-    await deps.checkpoint('attach:children-added')
+    await deps.checkpoint('attach:children-added', host.name)
     await waitForChildren(job, token, deps.children, [configure])
   } else {
     await stillWaiting(job, token, deps.children)
@@ -342,7 +342,7 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
   const publicIp = announced?.announced ? (announced.publicIp ?? undefined) : undefined
   const publicIp6 = announced?.announced ? (announced.publicIp6 ?? undefined) : undefined
   await clearIsolatedStaleBindings(deps, dpuId)
-  await deps.checkpoint('attach:acked')
+  await deps.checkpoint('attach:acked', host.name)
 
   const current = await deps.store.hosts.get(host.name)
   const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
