@@ -87,10 +87,14 @@ async function attach(
     return { host: name, phase: found.status.phase, observedVersion: 0, skipped }
   }
   const host: HostAttempt = { ...found, attempt }
-  if (await inFabricGroup(deps, host)) return attachToFabric(deps, job, token, host)
+  // The host's group, read once for this run: its kind, and whether it is ready.
+  const read = await deps.store.groups.get(host.spec.resourceGroup)
+  if (read && implementationOf(read.spec) === 'Fabric') {
+    return attachToFabric(deps, job, token, host, read)
+  }
 
   if (stepOf(job) === 'converge') {
-    const group = await groupReadyFor(deps, job, token, host)
+    const group = await groupReadyFor(deps, job, token, host, read)
     await deps.checkpoint('attach:group-read', host.name)
     await dpuFollowsOneGroup(deps, host)
     // Centrals on demand: the group's first host starts its central (the ensure below).
@@ -124,24 +128,20 @@ async function attach(
   return reportAttached(deps, host)
 }
 
-/** Whether the host's group is a Fabric group (`internal/fabric-host.ts`). */
-async function inFabricGroup(deps: HandlerDeps, host: ManagedResource): Promise<boolean> {
-  const group = await deps.store.groups.get(host.spec.resourceGroup)
-  return group !== undefined && implementationOf(group.spec) === 'Fabric'
-}
-
 /**
- * The attach of a Fabric group's host: no OVN, no central; `configure` on its DPU puts it
- * in the group's VRF and announces its prefixes, and the host is Ready on that ack.
+ * The attach of a Fabric group's host (`internal/fabric-host.ts`): no OVN, no central;
+ * `configure` on its DPU puts it in the group's VRF and announces its prefixes, and the
+ * host is Ready on that ack.
  */
 async function attachToFabric(
   deps: HandlerDeps,
   job: Job,
   token: string | undefined,
   host: HostAttempt,
+  read: ResourceGroup,
 ): Promise<HostAttachResult> {
   if (stepOf(job) === 'converge') {
-    const group = await groupReadyFor(deps, job, token, host)
+    const group = await groupReadyFor(deps, job, token, host, read)
     await deps.checkpoint('attach:group-read', host.name)
     const configure = await convergeFabricHost(deps, host, group)
     await deps.checkpoint('attach:children-added', host.name)
@@ -154,19 +154,19 @@ async function attachToFabric(
 }
 
 /**
- * The host's group, once it exists and is provisioned; Failed or retry later otherwise.
- * While the group's first `group.create` runs, the attach parks as that job's waiter: it
- * resumes the moment the group turns Ready, not when a retry's backoff ends (seconds
- * later, for a group whose central is being made).
+ * The host's group (`group`: as this run read it), once it exists and is provisioned;
+ * Failed or retry later otherwise. While the group's first `group.create` runs, the attach
+ * parks as that job's waiter: it resumes the moment the group turns Ready, not when a
+ * retry's backoff ends (seconds later, for a group whose central is being made).
  */
 async function groupReadyFor(
   deps: HandlerDeps,
   job: Job,
   token: string | undefined,
   host: HostAttempt,
+  group: ResourceGroup | undefined,
 ): Promise<ResourceGroup> {
   const name = host.spec.resourceGroup
-  const group = await deps.store.groups.get(name)
   if (!group || group.deletion) {
     return failOrRetry(new GroupUnavailable(name), (error) =>
       setHostStatus(deps, host, {
@@ -344,33 +344,36 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
   await clearIsolatedStaleBindings(deps, dpuId)
   await deps.checkpoint('attach:acked', host.name)
 
-  const current = await deps.store.hosts.get(host.name)
   const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
   // The DPU's word is checked against the Southbound: its chassis must hold the binding.
   const bound = ack.ovnInstalled && (await boundOnDpu(deps, spec.resourceGroup, logicalPort, dpuId))
   // Before Ready: a host Ready in its new group leaves no chassis in the old one's SB.
   if (bound) await leavePreviousCentral(deps, dpuId, spec.resourceGroup)
   const geneveIpsec = deps.geneveIpsec === true
-  const synced =
-    current?.specVersion === host.specVersion &&
+  const inPlace =
     bound &&
     (!geneveIpsec || ack.geneveIpsec === true) &&
     (spec.hostAccess !== 'PublicAccess' || announced?.announced === true)
-  await setHostStatus(deps, host, {
-    attempt: host.attempt,
-    phase: synced ? 'Ready' : 'Configuring',
-    configsSynced: synced,
-    agent: {
-      hostPort: ack.hostPort,
-      ...(ack.relayPort ? { relayPort: ack.relayPort } : {}),
-      ovnInstalled: ack.ovnInstalled,
-      specVersion: ack.specVersion,
-    },
-    ...(publicIp !== undefined ? { publicIp } : {}),
-    ...(publicIp6 !== undefined ? { publicIp6 } : {}),
-    ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
-    ...(announced?.announced && !announced.publicIp6 ? { clearPublicIp6: true } : {}),
-    condition: agentConfigured(ack, bound, dpuId, logicalPort, geneveIpsec),
+  // Synced only while no newer spec exists: judged on the host as the status write reads it.
+  let synced = false
+  await setHostStatus(deps, host, (current) => {
+    synced = inPlace && current.specVersion === host.specVersion
+    return {
+      attempt: host.attempt,
+      phase: synced ? 'Ready' : 'Configuring',
+      configsSynced: synced,
+      agent: {
+        hostPort: ack.hostPort,
+        ...(ack.relayPort ? { relayPort: ack.relayPort } : {}),
+        ovnInstalled: ack.ovnInstalled,
+        specVersion: ack.specVersion,
+      },
+      ...(publicIp !== undefined ? { publicIp } : {}),
+      ...(publicIp6 !== undefined ? { publicIp6 } : {}),
+      ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
+      ...(announced?.announced && !announced.publicIp6 ? { clearPublicIp6: true } : {}),
+      condition: agentConfigured(ack, bound, dpuId, logicalPort, geneveIpsec),
+    }
   })
   if (ack.ovnInstalled && !bound) {
     throw new AwaitingAck(`the Southbound does not bind ${logicalPort} to chassis ${dpuId} yet`)

@@ -10,11 +10,15 @@ import {
   type ManagedResource,
   type ManagedResourceStatus,
   type ResourceGroupStatus,
+  type StoredObject,
   setCondition,
 } from '../../lib/model/objects.ts'
 import type { HandlerDeps } from './deps.ts'
 
 export type ConditionChange = Omit<Condition, 'lastTransitionTime'>
+
+/** A host as a status write reads it. */
+export type StoredHost = StoredObject<unknown, ManagedResourceStatus>
 
 /** A host as a job works on it: its stored object and the attempt the job is. */
 export type HostAttempt = ManagedResource & { readonly attempt: number }
@@ -39,18 +43,20 @@ export interface HostStatusChange {
 /**
  * Writes a host's status for `specVersion`, never over a newer version's status. A write
  * that turns the host Ready tells `onHostReady` how long it took since its spec was
- * accepted.
+ * accepted. `change` may depend on the host as the write finds it (its current spec
+ * version, say): a function of it, called with each read the write makes.
  */
 export async function setHostStatus(
   deps: Pick<HandlerDeps, 'store' | 'onHostReady' | 'groupHosts'>,
   host: Pick<ManagedResource, 'name' | 'specVersion' | 'spec'>,
-  change: HostStatusChange,
+  changeOf: HostStatusChange | ((current: StoredHost) => HostStatusChange),
 ): Promise<void> {
   const { name, specVersion } = host
   /** When the spec this write turns Ready was accepted (ms), if it does. */
   let acceptedAt: number | undefined
   const written = await deps.store.hosts.updateStatus(name, (current) => {
     const previous = current.status
+    const change = typeof changeOf === 'function' ? changeOf(current) : changeOf
     acceptedAt = undefined
     if (previous.observedVersion > specVersion) return undefined
     if (attemptOf(previous) > (change.attempt ?? 1)) return undefined

@@ -128,6 +128,26 @@ export class HostRepository {
     return this.#readKept(`dpu:${id}`, names)
   }
 
+  /**
+   * The hosts a DPU serves, its admin network ports included, that are not members of
+   * `group` (fresh reads). The names come from the store's sets in one round trip, and
+   * only those hosts are read: usually none, where `onDpu` would check every host of the DPU.
+   */
+  async onDpuOutside(id: string, group: string): Promise<ManagedResource[]> {
+    const keys = this.#keys
+    const replies =
+      (await this.#redis
+        .pipeline()
+        .sdiff(keys.dpuHosts(id), keys.members(group))
+        .sdiff(keys.dpuAdminPorts(id), keys.members(group))
+        .exec()) ?? []
+    const names = replies.flatMap(([error, found]) => {
+      if (error) throw error
+      return found as string[]
+    })
+    return names.length > 0 ? this.#records.getMany('mr', names) : []
+  }
+
   /** `ObjectWrites.updateStatus` of a host. */
   updateStatus(
     name: string,
