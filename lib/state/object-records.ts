@@ -116,8 +116,9 @@ export class ObjectRecords {
    * `update` gets the current object and returns the field's new value, or undefined to
    * leave it; so does a missing object, or one the script refuses to change.
    *
-   * `eventsOf` (optional) names the events the change makes (`EventLog.batch`): they are
-   * written in the same script as the value, never one without the other.
+   * The change log's entry for the change, and the events it makes (`eventsOf`, optional:
+   * `EventLog.batch`), are written in the same script as the value, never one without the
+   * other.
    */
   async casField<S, V>(
     kind: Kind,
@@ -136,19 +137,23 @@ export class ObjectRecords {
       const next = update(current)
       if (next === undefined) return undefined
       const events = eventsOf?.(current, next)
+      const log = this.log.change(kind, name)
       const written = Number(
         await casFieldScript.run(
           this.#redis,
-          events ? [key, events.key] : [key],
-          events
-            ? [field, rev, JSON.stringify(next), String(events.kept), ...events.entries]
-            : [field, rev, JSON.stringify(next)],
+          events ? [key, log.key, events.key] : [key, log.key],
+          [
+            field,
+            rev,
+            JSON.stringify(next),
+            log.keep,
+            log.fields.length,
+            ...log.fields,
+            ...(events ? [String(events.kept), ...events.entries] : []),
+          ],
         ),
       )
-      if (written === 1) {
-        await this.changed(kind, name)
-        return next
-      }
+      if (written === 1) return next
       if (written === -1) return undefined
     }
   }
