@@ -66,8 +66,12 @@ export function bullChildJobs(
     if (state === 'unknown') return { state: 'missing' }
     return { state: 'pending' }
   }
+  // Whether a child is still to finish needs its state alone, not the job itself: a job
+  // that is gone reads as `unknown`, as `outcome` calls it missing.
   const pending = async (refs: readonly ChildRef[]) =>
-    (await Promise.all(refs.map(outcome))).some((o) => o.state === 'pending')
+    (await Promise.all(refs.map((ref) => queueFor(ref.queue).getJobState(ref.jobId)))).some(
+      (state) => state !== 'completed' && state !== 'failed' && state !== 'unknown',
+    )
 
   return {
     async add(queueName, name, data, opts) {
