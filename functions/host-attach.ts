@@ -31,7 +31,14 @@ import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
 import { convergeFabricHost, reportFabricAttached } from './internal/fabric-host.ts'
 import { allocateAddresses, sameMemberSettings } from './internal/host-addresses.ts'
 import { agentConfigured, configureRequestOf } from './internal/host-configure.ts'
-import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
+import {
+  oneAtATime,
+  parsePayload,
+  readFinishedOnce,
+  stepOf,
+  stillWaiting,
+  waitForChildren,
+} from './internal/job.ts'
 import {
   addPublicIpAllocate,
   natIp6Of,
@@ -63,8 +70,10 @@ export interface HostAttachResult {
 export function createHostAttach(deps: HandlerDeps) {
   return async function hostAttach(job: Job, token?: string): Promise<HostAttachResult> {
     const { host: name, attempt = 1 } = parsePayload(HostJob, job)
+    // The await step reads its finished children once: its look at them and their acks.
+    const run = { ...deps, children: readFinishedOnce(deps.children) }
     return oneAtATime(deps.store, { job, token }, 'mr', name, () =>
-      attach(deps, job, token, name, attempt),
+      attach(run, job, token, name, attempt),
     )
   }
 }
