@@ -11,6 +11,7 @@ import { attemptOf } from '../lib/model/attempts.ts'
 import { implementationOf } from '../lib/model/network-implementation.ts'
 import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/model/objects.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
+import type { KeptObject } from '../lib/state/object-records.ts'
 import {
   addConfigure,
   boundOnDpu,
@@ -86,8 +87,10 @@ async function attach(
   name: string,
   attempt: number,
 ): Promise<HostAttachResult> {
-  const found = await deps.store.hosts.get(name)
-  if (!found) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
+  // Read once for this run, with its revision: its status writes start from this read.
+  const stored = await deps.store.hosts.getKept(name)
+  if (!stored) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
+  const found = stored.object
   if (found.deletion) {
     return { host: name, phase: 'Detaching', observedVersion: 0, skipped: 'being detached' }
   }
@@ -123,7 +126,7 @@ async function attach(
     // apply read the group after the allocation, so its read tells.
     sameMemberSettings(group, state.group)
     await deps.checkpoint('attach:topology-applied', host.name)
-    await reportConfiguring(deps, host, addresses)
+    await reportConfiguring(deps, host, addresses, stored)
     await deps.checkpoint('attach:status-configuring', host.name)
     const children = [
       ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
@@ -134,7 +137,7 @@ async function attach(
   } else {
     await stillWaiting(job, token, deps.children)
   }
-  return reportAttached(deps, host)
+  return reportAttached(deps, host, stored)
 }
 
 /**
@@ -198,34 +201,41 @@ async function groupReadyFor(
   return group
 }
 
+/** `stored`: the host as this run read it (`setHostStatus`' `read`). */
 async function reportConfiguring(
   deps: HandlerDeps,
   host: HostAttempt,
   addresses: { readonly hostIp: string; readonly hostIpv6?: string },
+  stored: KeptObject<ManagedResource>,
 ): Promise<void> {
   const { spec } = host
   const natIp = natIpOf(host)
   const natIp6 = natIp6Of(deps, host.spec, addresses.hostIpv6)
-  await setHostStatus(deps, host, {
-    attempt: host.attempt,
-    phase: 'Configuring',
-    hostAccessIPs: {
-      hostIP: addresses.hostIp,
-      ...(addresses.hostIpv6 ? { hostIPv6: addresses.hostIpv6 } : {}),
-      ...(natIp ? { fabricIP: natIp } : {}),
-      ...(natIp6 ? { fabricIPv6: natIp6 } : {}),
+  await setHostStatus(
+    deps,
+    host,
+    {
+      attempt: host.attempt,
+      phase: 'Configuring',
+      hostAccessIPs: {
+        hostIP: addresses.hostIp,
+        ...(addresses.hostIpv6 ? { hostIPv6: addresses.hostIpv6 } : {}),
+        ...(natIp ? { fabricIP: natIp } : {}),
+        ...(natIp6 ? { fabricIPv6: natIp6 } : {}),
+      },
+      logicalPortReference: {
+        logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
+        dpu: spec.dpu.id,
+      },
+      condition: {
+        type: 'AgentConfigured',
+        status: 'False',
+        reason: 'AwaitingAgent',
+        message: `waiting for DPU ${spec.dpu.id} to ack configure of spec version ${host.specVersion}`,
+      },
     },
-    logicalPortReference: {
-      logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
-      dpu: spec.dpu.id,
-    },
-    condition: {
-      type: 'AgentConfigured',
-      status: 'False',
-      reason: 'AwaitingAgent',
-      message: `waiting for DPU ${spec.dpu.id} to ack configure of spec version ${host.specVersion}`,
-    },
-  })
+    stored,
+  )
 }
 
 /** Why a DPU cannot be configured for its group, as the host's condition says it. */
@@ -314,7 +324,11 @@ async function signalPublicIp(
  * (port installed) and, for PublicAccess, FRR (the /32 announced) all reflect this spec
  * version and no newer one exists; else still `Configuring`.
  */
-async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<HostAttachResult> {
+async function reportAttached(
+  deps: HandlerDeps,
+  host: HostAttempt,
+  stored: KeptObject<ManagedResource>,
+): Promise<HostAttachResult> {
   const { spec } = host
   const dpuId = spec.dpu.id
   const configured = await configureAck(deps, {
@@ -365,25 +379,30 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
     (spec.hostAccess !== 'PublicAccess' || announced?.announced === true)
   // Synced only while no newer spec exists: judged on the host as the status write reads it.
   let synced = false
-  await setHostStatus(deps, host, (current) => {
-    synced = inPlace && current.specVersion === host.specVersion
-    return {
-      attempt: host.attempt,
-      phase: synced ? 'Ready' : 'Configuring',
-      configsSynced: synced,
-      agent: {
-        hostPort: ack.hostPort,
-        ...(ack.relayPort ? { relayPort: ack.relayPort } : {}),
-        ovnInstalled: ack.ovnInstalled,
-        specVersion: ack.specVersion,
-      },
-      ...(publicIp !== undefined ? { publicIp } : {}),
-      ...(publicIp6 !== undefined ? { publicIp6 } : {}),
-      ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
-      ...(announced?.announced && !announced.publicIp6 ? { clearPublicIp6: true } : {}),
-      condition: agentConfigured(ack, bound, dpuId, logicalPort, geneveIpsec),
-    }
-  })
+  await setHostStatus(
+    deps,
+    host,
+    (current) => {
+      synced = inPlace && current.specVersion === host.specVersion
+      return {
+        attempt: host.attempt,
+        phase: synced ? 'Ready' : 'Configuring',
+        configsSynced: synced,
+        agent: {
+          hostPort: ack.hostPort,
+          ...(ack.relayPort ? { relayPort: ack.relayPort } : {}),
+          ovnInstalled: ack.ovnInstalled,
+          specVersion: ack.specVersion,
+        },
+        ...(publicIp !== undefined ? { publicIp } : {}),
+        ...(publicIp6 !== undefined ? { publicIp6 } : {}),
+        ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
+        ...(announced?.announced && !announced.publicIp6 ? { clearPublicIp6: true } : {}),
+        condition: agentConfigured(ack, bound, dpuId, logicalPort, geneveIpsec),
+      }
+    },
+    stored,
+  )
   if (ack.ovnInstalled && !bound) {
     throw new AwaitingAck(`the Southbound does not bind ${logicalPort} to chassis ${dpuId} yet`)
   }
