@@ -11,6 +11,7 @@ import { attemptOf } from '../lib/model/attempts.ts'
 import { implementationOf } from '../lib/model/network-implementation.ts'
 import type { ManagedResource, ManagedResourceStatus, ResourceGroup } from '../lib/model/objects.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
+import type { KeptObject } from '../lib/state/object-records.ts'
 import {
   addConfigure,
   boundOnDpu,
@@ -31,7 +32,14 @@ import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
 import { convergeFabricHost, reportFabricAttached } from './internal/fabric-host.ts'
 import { allocateAddresses, sameMemberSettings } from './internal/host-addresses.ts'
 import { agentConfigured, configureRequestOf } from './internal/host-configure.ts'
-import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
+import {
+  oneAtATime,
+  parsePayload,
+  readFinishedOnce,
+  stepOf,
+  stillWaiting,
+  waitForChildren,
+} from './internal/job.ts'
 import {
   addPublicIpAllocate,
   natIp6Of,
@@ -63,8 +71,10 @@ export interface HostAttachResult {
 export function createHostAttach(deps: HandlerDeps) {
   return async function hostAttach(job: Job, token?: string): Promise<HostAttachResult> {
     const { host: name, attempt = 1 } = parsePayload(HostJob, job)
+    // The await step reads its finished children once: its look at them and their acks.
+    const run = { ...deps, children: readFinishedOnce(deps.children) }
     return oneAtATime(deps.store, { job, token }, 'mr', name, () =>
-      attach(deps, job, token, name, attempt),
+      attach(run, job, token, name, attempt),
     )
   }
 }
@@ -77,8 +87,10 @@ async function attach(
   name: string,
   attempt: number,
 ): Promise<HostAttachResult> {
-  const found = await deps.store.hosts.get(name)
-  if (!found) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
+  // Read once for this run, with its revision: its status writes start from this read.
+  const stored = await deps.store.hosts.getKept(name)
+  if (!stored) return { host: name, phase: 'Failed', observedVersion: 0, skipped: 'not found' }
+  const found = stored.object
   if (found.deletion) {
     return { host: name, phase: 'Detaching', observedVersion: 0, skipped: 'being detached' }
   }
@@ -87,11 +99,15 @@ async function attach(
     return { host: name, phase: found.status.phase, observedVersion: 0, skipped }
   }
   const host: HostAttempt = { ...found, attempt }
-  if (await inFabricGroup(deps, host)) return attachToFabric(deps, job, token, host)
+  // The host's group, read once for this run: its kind, and whether it is ready.
+  const read = await deps.store.groups.get(host.spec.resourceGroup)
+  if (read && implementationOf(read.spec) === 'Fabric') {
+    return attachToFabric(deps, job, token, host, read)
+  }
 
   if (stepOf(job) === 'converge') {
-    const group = await groupReadyFor(deps, job, token, host)
-    await deps.checkpoint('attach:group-read')
+    const group = await groupReadyFor(deps, job, token, host, read)
+    await deps.checkpoint('attach:group-read', host.name)
     await dpuFollowsOneGroup(deps, host)
     // Centrals on demand: the group's first host starts its central (the ensure below).
     await holdCentral(deps, group.name)
@@ -103,48 +119,44 @@ async function attach(
       host.spec.dpu.id,
     ).catch(refuseDpu(deps, host))
     const addresses = await allocateAddresses(deps, host, group)
-    await deps.checkpoint('attach:allocated')
+    await deps.checkpoint('attach:allocated', host.name)
     const { endpoints, state } = await deps.groups.apply(group.name)
     // Settings changed since the group was read (a moved network6, whose old addresses the
     // group's change gave back): this run's addresses and configure would be stale. The
     // apply read the group after the allocation, so its read tells.
     sameMemberSettings(group, state.group)
-    await deps.checkpoint('attach:topology-applied')
-    await reportConfiguring(deps, host, addresses)
-    await deps.checkpoint('attach:status-configuring')
+    await deps.checkpoint('attach:topology-applied', host.name)
+    await reportConfiguring(deps, host, addresses, stored)
+    await deps.checkpoint('attach:status-configuring', host.name)
     const children = [
       ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
       ...(await signalPublicIp(deps, host, addresses)),
     ]
-    await deps.checkpoint('attach:children-added')
+    await deps.checkpoint('attach:children-added', host.name)
     await waitForChildren(job, token, deps.children, children)
   } else {
     await stillWaiting(job, token, deps.children)
   }
-  return reportAttached(deps, host)
-}
-
-/** Whether the host's group is a Fabric group (`internal/fabric-host.ts`). */
-async function inFabricGroup(deps: HandlerDeps, host: ManagedResource): Promise<boolean> {
-  const group = await deps.store.groups.get(host.spec.resourceGroup)
-  return group !== undefined && implementationOf(group.spec) === 'Fabric'
+  return reportAttached(deps, host, stored)
 }
 
 /**
- * The attach of a Fabric group's host: no OVN, no central; `configure` on its DPU puts it
- * in the group's VRF and announces its prefixes, and the host is Ready on that ack.
+ * The attach of a Fabric group's host (`internal/fabric-host.ts`): no OVN, no central;
+ * `configure` on its DPU puts it in the group's VRF and announces its prefixes, and the
+ * host is Ready on that ack.
  */
 async function attachToFabric(
   deps: HandlerDeps,
   job: Job,
   token: string | undefined,
   host: HostAttempt,
+  read: ResourceGroup,
 ): Promise<HostAttachResult> {
   if (stepOf(job) === 'converge') {
-    const group = await groupReadyFor(deps, job, token, host)
-    await deps.checkpoint('attach:group-read')
+    const group = await groupReadyFor(deps, job, token, host, read)
+    await deps.checkpoint('attach:group-read', host.name)
     const configure = await convergeFabricHost(deps, host, group)
-    await deps.checkpoint('attach:children-added')
+    await deps.checkpoint('attach:children-added', host.name)
     await waitForChildren(job, token, deps.children, [configure])
   } else {
     await stillWaiting(job, token, deps.children)
@@ -154,19 +166,19 @@ async function attachToFabric(
 }
 
 /**
- * The host's group, once it exists and is provisioned; Failed or retry later otherwise.
- * While the group's first `group.create` runs, the attach parks as that job's waiter: it
- * resumes the moment the group turns Ready, not when a retry's backoff ends (seconds
- * later, for a group whose central is being made).
+ * The host's group (`group`: as this run read it), once it exists and is provisioned;
+ * Failed or retry later otherwise. While the group's first `group.create` runs, the attach
+ * parks as that job's waiter: it resumes the moment the group turns Ready, not when a
+ * retry's backoff ends (seconds later, for a group whose central is being made).
  */
 async function groupReadyFor(
   deps: HandlerDeps,
   job: Job,
   token: string | undefined,
   host: HostAttempt,
+  group: ResourceGroup | undefined,
 ): Promise<ResourceGroup> {
   const name = host.spec.resourceGroup
-  const group = await deps.store.groups.get(name)
   if (!group || group.deletion) {
     return failOrRetry(new GroupUnavailable(name), (error) =>
       setHostStatus(deps, host, {
@@ -189,34 +201,41 @@ async function groupReadyFor(
   return group
 }
 
+/** `stored`: the host as this run read it (`setHostStatus`' `read`). */
 async function reportConfiguring(
   deps: HandlerDeps,
   host: HostAttempt,
   addresses: { readonly hostIp: string; readonly hostIpv6?: string },
+  stored: KeptObject<ManagedResource>,
 ): Promise<void> {
   const { spec } = host
   const natIp = natIpOf(host)
   const natIp6 = natIp6Of(deps, host.spec, addresses.hostIpv6)
-  await setHostStatus(deps, host, {
-    attempt: host.attempt,
-    phase: 'Configuring',
-    hostAccessIPs: {
-      hostIP: addresses.hostIp,
-      ...(addresses.hostIpv6 ? { hostIPv6: addresses.hostIpv6 } : {}),
-      ...(natIp ? { fabricIP: natIp } : {}),
-      ...(natIp6 ? { fabricIPv6: natIp6 } : {}),
+  await setHostStatus(
+    deps,
+    host,
+    {
+      attempt: host.attempt,
+      phase: 'Configuring',
+      hostAccessIPs: {
+        hostIP: addresses.hostIp,
+        ...(addresses.hostIpv6 ? { hostIPv6: addresses.hostIpv6 } : {}),
+        ...(natIp ? { fabricIP: natIp } : {}),
+        ...(natIp6 ? { fabricIPv6: natIp6 } : {}),
+      },
+      logicalPortReference: {
+        logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
+        dpu: spec.dpu.id,
+      },
+      condition: {
+        type: 'AgentConfigured',
+        status: 'False',
+        reason: 'AwaitingAgent',
+        message: `waiting for DPU ${spec.dpu.id} to ack configure of spec version ${host.specVersion}`,
+      },
     },
-    logicalPortReference: {
-      logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
-      dpu: spec.dpu.id,
-    },
-    condition: {
-      type: 'AgentConfigured',
-      status: 'False',
-      reason: 'AwaitingAgent',
-      message: `waiting for DPU ${spec.dpu.id} to ack configure of spec version ${host.specVersion}`,
-    },
-  })
+    stored,
+  )
 }
 
 /** Why a DPU cannot be configured for its group, as the host's condition says it. */
@@ -305,7 +324,11 @@ async function signalPublicIp(
  * (port installed) and, for PublicAccess, FRR (the /32 announced) all reflect this spec
  * version and no newer one exists; else still `Configuring`.
  */
-async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<HostAttachResult> {
+async function reportAttached(
+  deps: HandlerDeps,
+  host: HostAttempt,
+  stored: KeptObject<ManagedResource>,
+): Promise<HostAttachResult> {
   const { spec } = host
   const dpuId = spec.dpu.id
   const configured = await configureAck(deps, {
@@ -342,36 +365,44 @@ async function reportAttached(deps: HandlerDeps, host: HostAttempt): Promise<Hos
   const publicIp = announced?.announced ? (announced.publicIp ?? undefined) : undefined
   const publicIp6 = announced?.announced ? (announced.publicIp6 ?? undefined) : undefined
   await clearIsolatedStaleBindings(deps, dpuId)
-  await deps.checkpoint('attach:acked')
+  await deps.checkpoint('attach:acked', host.name)
 
-  const current = await deps.store.hosts.get(host.name)
   const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)
   // The DPU's word is checked against the Southbound: its chassis must hold the binding.
   const bound = ack.ovnInstalled && (await boundOnDpu(deps, spec.resourceGroup, logicalPort, dpuId))
   // Before Ready: a host Ready in its new group leaves no chassis in the old one's SB.
   if (bound) await leavePreviousCentral(deps, dpuId, spec.resourceGroup)
   const geneveIpsec = deps.geneveIpsec === true
-  const synced =
-    current?.specVersion === host.specVersion &&
+  const inPlace =
     bound &&
     (!geneveIpsec || ack.geneveIpsec === true) &&
     (spec.hostAccess !== 'PublicAccess' || announced?.announced === true)
-  await setHostStatus(deps, host, {
-    attempt: host.attempt,
-    phase: synced ? 'Ready' : 'Configuring',
-    configsSynced: synced,
-    agent: {
-      hostPort: ack.hostPort,
-      ...(ack.relayPort ? { relayPort: ack.relayPort } : {}),
-      ovnInstalled: ack.ovnInstalled,
-      specVersion: ack.specVersion,
+  // Synced only while no newer spec exists: judged on the host as the status write reads it.
+  let synced = false
+  await setHostStatus(
+    deps,
+    host,
+    (current) => {
+      synced = inPlace && current.specVersion === host.specVersion
+      return {
+        attempt: host.attempt,
+        phase: synced ? 'Ready' : 'Configuring',
+        configsSynced: synced,
+        agent: {
+          hostPort: ack.hostPort,
+          ...(ack.relayPort ? { relayPort: ack.relayPort } : {}),
+          ovnInstalled: ack.ovnInstalled,
+          specVersion: ack.specVersion,
+        },
+        ...(publicIp !== undefined ? { publicIp } : {}),
+        ...(publicIp6 !== undefined ? { publicIp6 } : {}),
+        ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
+        ...(announced?.announced && !announced.publicIp6 ? { clearPublicIp6: true } : {}),
+        condition: agentConfigured(ack, bound, dpuId, logicalPort, geneveIpsec),
+      }
     },
-    ...(publicIp !== undefined ? { publicIp } : {}),
-    ...(publicIp6 !== undefined ? { publicIp6 } : {}),
-    ...(spec.hostAccess !== 'PublicAccess' ? { clearPublicIp: true } : {}),
-    ...(announced?.announced && !announced.publicIp6 ? { clearPublicIp6: true } : {}),
-    condition: agentConfigured(ack, bound, dpuId, logicalPort, geneveIpsec),
-  })
+    stored,
+  )
   if (ack.ovnInstalled && !bound) {
     throw new AwaitingAck(`the Southbound does not bind ${logicalPort} to chassis ${dpuId} yet`)
   }

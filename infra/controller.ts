@@ -136,8 +136,11 @@ export interface ControllerOptions {
   readonly lockDurationMs?: number
   /** Issues a DPU's certificate (CN = its id) when Hydrazine runs a PKI. */
   readonly certificates?: CredentialIssuerOptions['certificates']
-  /** Called at each named step of a handler; tests kill the process at one. */
-  readonly checkpoint?: (point: string) => void | Promise<void>
+  /**
+   * Called at each named step of a handler, with the object it works on where it names it;
+   * tests kill the process at one, benches time them.
+   */
+  readonly checkpoint?: (point: string, object?: string) => void | Promise<void>
   /**
    * The composition root's metrics registry: the controller registers its job, repair,
    * host-Ready and NB transaction metrics there, and the gauges read on each scrape

@@ -153,10 +153,11 @@ export interface HandlerDeps {
   readonly admin?: AdminNetwork
   /**
    * Called, and awaited, at each named step a handler reaches (e.g.
-   * `attach:topology-applied`). A no-op in production; crash-safety tests kill the worker
-   * process at a chosen one, and race tests hold a step there.
+   * `attach:topology-applied`), with the object it works on where the handler names it (a
+   * host's attach: the host). A no-op in production; crash-safety tests kill the worker
+   * process at a chosen one, race tests hold a step there, and the attach bench times them.
    */
-  readonly checkpoint: (point: string) => void | Promise<void>
+  readonly checkpoint: (point: string, object?: string) => void | Promise<void>
   /**
    * Called when a host turns Ready, with the seconds from its spec's acceptance (the
    * stored `updatedAt` of its current spec version) to the Ready status write: the

@@ -31,7 +31,8 @@ export async function dpuFollowsOneGroup(
 ): Promise<void> {
   const { resourceGroup: group, dpu } = host.spec
   const admin = deps.admin?.group
-  for (const holder of await deps.store.hosts.onDpu(dpu.id)) {
+  // Hosts of the same group share the DPU: only the others are read.
+  for (const holder of await deps.store.hosts.onDpuOutside(dpu.id, group)) {
     const { name } = holder
     const other = holder.spec.resourceGroup
     if (name === host.name || other === group) continue

@@ -5,7 +5,7 @@
 import { DelayedError, type Job, UnrecoverableError } from 'bullmq'
 import * as v from 'valibot'
 import type { StateStore } from '../../lib/state/store.ts'
-import type { ChildJobs, ChildRef } from './deps.ts'
+import type { ChildJobs, ChildOutcome, ChildRef } from './deps.ts'
 import { NotReady } from './errors.ts'
 
 /** The steps a handler that waits on children records in `job.data.step`. */
@@ -91,6 +91,27 @@ function awaitingOf(job: Job): ChildRef[] {
       typeof (r as ChildRef).queue === 'string' &&
       typeof (r as ChildRef).jobId === 'string',
   )
+}
+
+/**
+ * `children` for one run of a handler: a child that has finished (completed or failed, for
+ * good) is read once, so that the await step's look at its children (`stillWaiting`) and
+ * its reading of their acks share that read.
+ */
+export function readFinishedOnce(children: ChildJobs): ChildJobs {
+  const finished = new Map<string, ChildOutcome>()
+  return {
+    add: (queue, name, data, opts) => children.add(queue, name, data, opts),
+    park: (job, token, refs) => children.park(job, token, refs),
+    async outcome(ref) {
+      const key = `${ref.queue}/${ref.jobId}`
+      const known = finished.get(key)
+      if (known) return known
+      const outcome = await children.outcome(ref)
+      if (outcome.state === 'completed' || outcome.state === 'failed') finished.set(key, outcome)
+      return outcome
+    },
+  }
 }
 
 /**

@@ -10,11 +10,16 @@ import {
   type ManagedResource,
   type ManagedResourceStatus,
   type ResourceGroupStatus,
+  type StoredObject,
   setCondition,
 } from '../../lib/model/objects.ts'
+import type { KeptObject } from '../../lib/state/object-records.ts'
 import type { HandlerDeps } from './deps.ts'
 
 export type ConditionChange = Omit<Condition, 'lastTransitionTime'>
+
+/** A host as a status write reads it. */
+export type StoredHost = StoredObject<unknown, ManagedResourceStatus>
 
 /** A host as a job works on it: its stored object and the attempt the job is. */
 export type HostAttempt = ManagedResource & { readonly attempt: number }
@@ -39,57 +44,68 @@ export interface HostStatusChange {
 /**
  * Writes a host's status for `specVersion`, never over a newer version's status. A write
  * that turns the host Ready tells `onHostReady` how long it took since its spec was
- * accepted.
+ * accepted. `change` may depend on the host as the write finds it (its current spec
+ * version, say): a function of it, called with each read the write makes. `read`: the
+ * host as the job read it (`hosts.getKept`), which the write starts from instead of
+ * reading it again, unless it changed since.
  */
 export async function setHostStatus(
   deps: Pick<HandlerDeps, 'store' | 'onHostReady' | 'groupHosts'>,
   host: Pick<ManagedResource, 'name' | 'specVersion' | 'spec'>,
-  change: HostStatusChange,
+  changeOf: HostStatusChange | ((current: StoredHost) => HostStatusChange),
+  read?: KeptObject<ManagedResource>,
 ): Promise<void> {
   const { name, specVersion } = host
   /** When the spec this write turns Ready was accepted (ms), if it does. */
   let acceptedAt: number | undefined
-  const written = await deps.store.hosts.updateStatus(name, (current) => {
-    const previous = current.status
-    acceptedAt = undefined
-    if (previous.observedVersion > specVersion) return undefined
-    if (attemptOf(previous) > (change.attempt ?? 1)) return undefined
-    if (change.phase === 'Ready' && previous.phase !== 'Ready') {
-      acceptedAt = Date.parse(current.updatedAt)
-    }
-    const {
-      publicIP: previousPublicIp,
-      publicIPv6: previousPublicIp6,
-      ...kept
-    } = previous.hostAccessIPs ?? {}
-    const hostAccessIPs = {
-      // New host and fabric IPs replace the old ones as a whole (a lowered access drops
-      // the fabric IP); the public IP stays until it is released.
-      ...(change.hostAccessIPs ? {} : kept),
-      ...(previousPublicIp && !change.clearPublicIp ? { publicIP: previousPublicIp } : {}),
-      ...(previousPublicIp6 && !change.clearPublicIp && !change.clearPublicIp6
-        ? { publicIPv6: previousPublicIp6 }
-        : {}),
-      ...change.hostAccessIPs,
-      ...(change.publicIp ? { publicIP: change.publicIp } : {}),
-      ...(change.publicIp6 ? { publicIPv6: change.publicIp6 } : {}),
-    }
-    // What the new phase makes meaningless goes first; the change's own condition stays.
-    const conditions = setCondition(
-      conditionsOnEntering(change.phase, previous.conditions),
-      change.condition,
-    )
-    return {
-      ...previous,
-      phase: change.phase,
-      conditions: change.phase === 'Ready' ? withoutFailures(conditions) : conditions,
-      ...(Object.keys(hostAccessIPs).length > 0 ? { hostAccessIPs } : {}),
-      ...(change.logicalPortReference ? { logicalPortReference: change.logicalPortReference } : {}),
-      ...(change.agent ? { agent: change.agent } : {}),
-      observedVersion: change.configsSynced ? specVersion : previous.observedVersion,
-      configsSynced: change.configsSynced ?? false,
-    }
-  })
+  const written = await deps.store.hosts.updateStatus(
+    name,
+    (current) => {
+      const previous = current.status
+      const change = typeof changeOf === 'function' ? changeOf(current) : changeOf
+      acceptedAt = undefined
+      if (previous.observedVersion > specVersion) return undefined
+      if (attemptOf(previous) > (change.attempt ?? 1)) return undefined
+      if (change.phase === 'Ready' && previous.phase !== 'Ready') {
+        acceptedAt = Date.parse(current.updatedAt)
+      }
+      const {
+        publicIP: previousPublicIp,
+        publicIPv6: previousPublicIp6,
+        ...kept
+      } = previous.hostAccessIPs ?? {}
+      const hostAccessIPs = {
+        // New host and fabric IPs replace the old ones as a whole (a lowered access drops
+        // the fabric IP); the public IP stays until it is released.
+        ...(change.hostAccessIPs ? {} : kept),
+        ...(previousPublicIp && !change.clearPublicIp ? { publicIP: previousPublicIp } : {}),
+        ...(previousPublicIp6 && !change.clearPublicIp && !change.clearPublicIp6
+          ? { publicIPv6: previousPublicIp6 }
+          : {}),
+        ...change.hostAccessIPs,
+        ...(change.publicIp ? { publicIP: change.publicIp } : {}),
+        ...(change.publicIp6 ? { publicIPv6: change.publicIp6 } : {}),
+      }
+      // What the new phase makes meaningless goes first; the change's own condition stays.
+      const conditions = setCondition(
+        conditionsOnEntering(change.phase, previous.conditions),
+        change.condition,
+      )
+      return {
+        ...previous,
+        phase: change.phase,
+        conditions: change.phase === 'Ready' ? withoutFailures(conditions) : conditions,
+        ...(Object.keys(hostAccessIPs).length > 0 ? { hostAccessIPs } : {}),
+        ...(change.logicalPortReference
+          ? { logicalPortReference: change.logicalPortReference }
+          : {}),
+        ...(change.agent ? { agent: change.agent } : {}),
+        observedVersion: change.configsSynced ? specVersion : previous.observedVersion,
+        configsSynced: change.configsSynced ?? false,
+      }
+    },
+    read,
+  )
   // The group's status follows shortly; the host's job does not wait for it.
   if (written) void deps.groupHosts?.touch(host.spec.resourceGroup)
   if (written && acceptedAt !== undefined && Number.isFinite(acceptedAt)) {

@@ -7,8 +7,9 @@
  * back that far (`ResourceVersionTooOld`) and list again. `ChangeFeed` follows the log
  * live for any number of listeners through one blocking connection.
  *
- * A change is appended after the write it announces: a process that dies in between
- * leaves that change unannounced (the next change of the object announces it again).
+ * A status or deletion change is appended by the script that writes it (`cas-field.lua`);
+ * a spec change after the write it announces: a process that dies in between leaves that
+ * change unannounced (the next change of the object announces it again).
  */
 
 import { HydrazineError } from '../errors.ts'
@@ -96,6 +97,11 @@ export class ChangeLog {
   removal(kind: Kind, name: string, tenant: string | undefined) {
     const removed = tenant === undefined ? {} : { tenant }
     return { key: this.key, keep: this.#keep, fields: changeFields(kind, name, removed) }
+  }
+
+  /** The same for a script that changes an object (`cas-field.lua`): its change's entry. */
+  change(kind: Kind, name: string) {
+    return { key: this.key, keep: this.#keep, fields: changeFields(kind, name) }
   }
 
   /** The version of the newest change (`VERSION_ZERO` when there is none). */

@@ -95,6 +95,11 @@ export class HostRepository {
     return this.#records.get('mr', name)
   }
 
+  /** The host with the revision it was read at, for a status write to start from (`updateStatus`). */
+  getKept(name: string): Promise<KeptObject<ManagedResource> | undefined> {
+    return this.#records.getKept('mr', name)
+  }
+
   /** The hosts of these names that exist, sorted by name, in one round trip. */
   getMany(names: readonly string[]): Promise<ManagedResource[]> {
     return this.#records.getMany('mr', [...names])
@@ -128,12 +133,36 @@ export class HostRepository {
     return this.#readKept(`dpu:${id}`, names)
   }
 
-  /** `ObjectWrites.updateStatus` of a host. */
+  /**
+   * The hosts a DPU serves, its admin network ports included, that are not members of
+   * `group` (fresh reads). The names come from the store's sets in one round trip, and
+   * only those hosts are read: usually none, where `onDpu` would check every host of the DPU.
+   */
+  async onDpuOutside(id: string, group: string): Promise<ManagedResource[]> {
+    const keys = this.#keys
+    const replies =
+      (await this.#redis
+        .pipeline()
+        .sdiff(keys.dpuHosts(id), keys.members(group))
+        .sdiff(keys.dpuAdminPorts(id), keys.members(group))
+        .exec()) ?? []
+    const names = replies.flatMap(([error, found]) => {
+      if (error) throw error
+      return found as string[]
+    })
+    return names.length > 0 ? this.#records.getMany('mr', names) : []
+  }
+
+  /**
+   * `ObjectWrites.updateStatus` of a host; `known`: the host as the caller read it
+   * (`getKept`), read again only if it changed since.
+   */
   updateStatus(
     name: string,
     update: (h: StoredObject<unknown, ManagedResourceStatus>) => ManagedResourceStatus | undefined,
+    known?: KeptObject<ManagedResource>,
   ): Promise<ManagedResourceStatus | undefined> {
-    return this.#writes.updateStatus('mr', name, update)
+    return this.#writes.updateStatus('mr', name, update, known)
   }
 
   /** Removes a host for good (after it was isolated), releasing its claims and quota. */

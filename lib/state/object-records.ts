@@ -44,6 +44,16 @@ export class ObjectRecords {
     return decode<T>(name, await this.#redis.hgetall(this.#keys.object(kind, name)))
   }
 
+  /**
+   * The object with the revision it was read at: a write that starts from it
+   * (`casField`'s `known`) need not read it again while it has not changed.
+   */
+  async getKept<T>(kind: Kind, name: string): Promise<KeptObject<T> | undefined> {
+    const hash = await this.#redis.hgetall(this.#keys.object(kind, name))
+    const object = decode<T>(name, hash)
+    return object === undefined ? undefined : { object, revision: revisionOf(hash) }
+  }
+
   /** The object just written: it must be there. */
   async mustGet<T>(kind: Kind, name: string): Promise<T> {
     const object = await this.get<T>(kind, name)
@@ -116,8 +126,14 @@ export class ObjectRecords {
    * `update` gets the current object and returns the field's new value, or undefined to
    * leave it; so does a missing object, or one the script refuses to change.
    *
-   * `eventsOf` (optional) names the events the change makes (`EventLog.batch`): they are
-   * written in the same script as the value, never one without the other.
+   * The write is guarded by the object's whole revision: the value is written only if the
+   * object is still exactly what `update` was given. `known` (optional): the object as the
+   * caller read it (`getKept`), which the first try starts from instead of reading it
+   * again; if it changed since, the write reads it and tries again as usual.
+   *
+   * The change log's entry for the change, and the events it makes (`eventsOf`, optional:
+   * `EventLog.batch`), are written in the same script as the value, never one without the
+   * other.
    */
   async casField<S, V>(
     kind: Kind,
@@ -125,30 +141,36 @@ export class ObjectRecords {
     field: 'status' | 'deletion',
     update: (current: StoredObject<unknown, S>) => V | undefined,
     eventsOf?: (current: StoredObject<unknown, S>, next: V) => EventBatch | undefined,
+    known?: KeptObject<StoredObject<unknown, S>>,
   ): Promise<V | undefined> {
     const key = this.#keys.object(kind, name)
+    let start = known
     for (;;) {
       // One read: the revision and the object it guards come from the same hash.
-      const hash = await this.#redis.hgetall(key)
-      const rev = hash[`${field}Rev`] ?? '0'
-      const current = decode<StoredObject<unknown, S>>(name, hash)
-      if (current === undefined) return undefined
+      const read = start ?? (await this.getKept<StoredObject<unknown, S>>(kind, name))
+      start = undefined
+      if (read === undefined) return undefined
+      const { object: current, revision } = read
       const next = update(current)
       if (next === undefined) return undefined
       const events = eventsOf?.(current, next)
+      const log = this.log.change(kind, name)
       const written = Number(
         await casFieldScript.run(
           this.#redis,
-          events ? [key, events.key] : [key],
-          events
-            ? [field, rev, JSON.stringify(next), String(events.kept), ...events.entries]
-            : [field, rev, JSON.stringify(next)],
+          events ? [key, log.key, events.key] : [key, log.key],
+          [
+            field,
+            revision,
+            JSON.stringify(next),
+            log.keep,
+            log.fields.length,
+            ...log.fields,
+            ...(events ? [String(events.kept), ...events.entries] : []),
+          ],
         ),
       )
-      if (written === 1) {
-        await this.changed(kind, name)
-        return next
-      }
+      if (written === 1) return next
       if (written === -1) return undefined
     }
   }

@@ -7,7 +7,7 @@ import { isObserved, transitionEvents } from '../model/events.ts'
 import type { StoredObject } from '../model/objects.ts'
 import type { ObjectDeletion } from './deletion.ts'
 import type { EventLog } from './events.ts'
-import type { ObjectRecords } from './object-records.ts'
+import type { KeptObject, ObjectRecords } from './object-records.ts'
 import type { Kind } from './store-keys.ts'
 
 export class ObjectWrites {
@@ -24,22 +24,31 @@ export class ObjectWrites {
   /**
    * Read-modify-write of an object's status, retried on concurrent writes. `update`
    * gets the current object and returns the new status, or undefined to leave it.
+   * `known`: the object as the caller read it (`casField`), so that it is not read again
+   * unless it changed.
    */
   async updateStatus<S>(
     kind: Kind,
     name: string,
     update: (current: StoredObject<unknown, S>) => S | undefined,
+    known?: KeptObject<StoredObject<unknown, S>>,
   ): Promise<S | undefined> {
     // The events a change makes are written with it: whoever sees the new status (or
     // hears of it in the change log) finds its events there too.
-    return this.#records.casField<S, S>(kind, name, 'status', update, (current, next) =>
-      isObserved(next)
-        ? this.#events.batch(
-            kind,
-            name,
-            transitionEvents(isObserved(current.status) ? current.status : undefined, next),
-          )
-        : undefined,
+    return this.#records.casField<S, S>(
+      kind,
+      name,
+      'status',
+      update,
+      (current, next) =>
+        isObserved(next)
+          ? this.#events.batch(
+              kind,
+              name,
+              transitionEvents(isObserved(current.status) ? current.status : undefined, next),
+            )
+          : undefined,
+      known,
     )
   }
 

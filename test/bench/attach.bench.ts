@@ -10,6 +10,15 @@
  *
  * rate_per_s (target ≥ 100), ready_p50_ms / ready_p95_ms (target < 1,000) / ready_p99_ms.
  *
+ * Of the steady round, also: where the time went, step by step (`step_<name>_p50_ms` /
+ * `_p95_ms`, `attach-steps.ts`: API, queue, converge, apply, northd, signal, agent job, SB
+ * bind, wake, Ready),
+ * and what an attach cost — `attach_redis_commands_per_attach` (every command Redis ran
+ * over the round, those of Lua scripts included, per attach; the note names the largest)
+ * and `attach_node_cpu_ms_per_attach` (this process's CPU per attach: the controller, the
+ * in-process agents, FakeChassis; the note adds Redis', the ovsdb-servers' and northd's).
+ * Stderr has the same in one line.
+ *
  * Then the same on a private 3-master Redis Cluster (`redis+cluster://`), each figure as
  * `cluster_<metric>` with the single-Redis figure of this run as its baseline: ratio =
  * cluster rate / single rate, and single latency / cluster latency (target ≥ 0.8).
@@ -17,7 +26,10 @@
  * `HYDRAZINE_BENCH_SCALE` scales the groups (and with them the DPUs) and the hosts per
  * group (0.01: one group of 2 hosts per round); the offered rate stays.
  */
-import { attachRound, startBenchPipeline } from './fixtures.ts'
+import { type AttachMoments, CentralWatch, describeSteps, stepDurations } from './attach-steps.ts'
+import { attachRound, type CommitStats, describeCommits, startBenchPipeline } from './fixtures.ts'
+import { describeCpu, measureProcessCpu } from './process-cpu.ts'
+import { countCommands, describeCommands } from './redis-commands.ts'
 import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
 const GROUPS = 20
@@ -30,6 +42,15 @@ interface AttachFigures {
   readonly p50: number
   readonly p95: number
   readonly p99: number
+  /** The steady round's moments per host (`attach-steps.ts`). */
+  readonly moments: readonly AttachMoments[]
+  /** The steady round's Redis commands (every command the server ran, in scripts too). */
+  readonly commands: { readonly total: number; readonly byCommand: [string, number][] }
+  /** The steady round's CPU seconds by process command name (`node`: this process). */
+  readonly cpu: Map<string, number>
+  readonly steadySeconds: number
+  /** The group NB commits of both rounds (`BenchPipeline.commits`). */
+  readonly commits: CommitStats
 }
 
 /**
@@ -68,12 +89,30 @@ async function measure(
         },
       })
     const burst = await round('burst', Number.POSITIVE_INFINITY, 0)
-    const { latencies } = await round('steady', OFFERED_RATE, groups)
-    return {
-      rate: burst.rate,
-      p50: quantile(latencies, 0.5),
-      p95: quantile(latencies, 0.95),
-      p99: quantile(latencies, 0.99),
+    const watch = p.central ? await CentralWatch.start(p.central) : undefined
+    try {
+      // One Redis only: a cluster's INFO would answer for one of its nodes.
+      const commands = redisCluster ? undefined : await countCommands(p.redisUrl)
+      const cpu = await measureProcessCpu(process.pid)
+      const began = performance.now()
+      const steady = await round('steady', OFFERED_RATE, groups)
+      const steadySeconds = (performance.now() - began) / 1000
+      const used = await cpu.stop()
+      const counted = (await commands?.stop()) ?? { total: 0, byCommand: [] }
+      const { latencies } = steady
+      return {
+        rate: burst.rate,
+        p50: quantile(latencies, 0.5),
+        p95: quantile(latencies, 0.95),
+        p99: quantile(latencies, 0.99),
+        moments: watch ? steady.moments.map((m) => watch.moments(m, p)) : [],
+        commands: counted,
+        cpu: used,
+        steadySeconds,
+        commits: await p.commits(),
+      }
+    } finally {
+      await watch?.stop()
     }
   } finally {
     await p.close()
@@ -114,6 +153,38 @@ export default async function attachBench(): Promise<void> {
     value: single.p99,
     unit: 'ms',
     note: steadyNote,
+  })
+  const attaches = groups * hosts
+  const steps = stepDurations(single.moments)
+  process.stderr.write(
+    `attach: ${describeCommits(single.commits)} (both rounds); steady round: steps ${describeSteps(steps)}; Redis ${(single.commands.total / attaches).toFixed(0)} commands per attach (${describeCommands(single.commands.byCommand, attaches)}); CPU over the round's ${single.steadySeconds.toFixed(0)} s: ${describeCpu(single.cpu, single.steadySeconds)}\n`,
+  )
+  for (const step of steps) {
+    for (const [q, value] of [
+      ['p50', step.p50],
+      ['p95', step.p95],
+    ] as const)
+      report({
+        suite: 'attach',
+        metric: `step_${step.name}_${q}_ms`,
+        value,
+        unit: 'ms',
+        note: `${step.what}; ${steadyNote}${step.durations.length < attaches ? `; ${attaches - step.durations.length} attaches did not show this step` : ''}`,
+      })
+  }
+  report({
+    suite: 'attach',
+    metric: 'attach_redis_commands_per_attach',
+    value: single.commands.total / attaches,
+    unit: '1',
+    note: `every command Redis ran over the steady round (INFO commandstats; commands run by Lua scripts included; the controller's, its queues' and the ${2 * groups} in-process agents' workers'), per attach: ${describeCommands(single.commands.byCommand, attaches, 12)}; ${steadyNote}`,
+  })
+  report({
+    suite: 'attach',
+    metric: 'attach_node_cpu_ms_per_attach',
+    value: ((single.cpu.get('node') ?? 0) * 1000) / attaches,
+    unit: 'ms',
+    note: `user + system CPU (/proc) of this node process over the steady round (controller, in-process agents, FakeChassis, the bench), per attach; redis-server ${(((single.cpu.get('redis-server') ?? 0) * 1000) / attaches).toFixed(2)} ms, ovsdb-server ${(((single.cpu.get('ovsdb-server') ?? 0) * 1000) / attaches).toFixed(2)} ms, ovn-northd ${(((single.cpu.get('ovn-northd') ?? 0) * 1000) / attaches).toFixed(2)} ms; ${steadyNote}`,
   })
 
   const cluster = await measure(true, groups, hosts)

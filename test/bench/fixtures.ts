@@ -77,8 +77,29 @@ async function commitStats(registry: Registry): Promise<CommitStats> {
   }
 }
 
+/**
+ * When an in-process agent worked on a host's `configure` (`performance.now()` ms): took
+ * the job, saw its port bound in the SB (FakeChassis), and returned its ack.
+ */
+export interface AgentMoments {
+  readonly took: number
+  bound?: number
+  acked?: number
+}
+
 export interface BenchPipeline {
   readonly controller: Controller
+  /** The Redis the controller, its queues and the agents use (single Redis or the cluster). */
+  readonly redisUrl: string
+  /** With `shared`: the central's NB and SB (unix sockets), for a bench to follow. */
+  readonly central?: { readonly nb: string; readonly sb: string }
+  /** Per logical port: its latest `configure` as the in-process agents handled it. */
+  readonly agentMoments: ReadonlyMap<string, AgentMoments>
+  /**
+   * Per host: when its host.attach first reached each of its checkpoints
+   * (`HandlerDeps.checkpoint`, e.g. `attach:allocated`), `performance.now()` ms.
+   */
+  readonly checkpoints: ReadonlyMap<string, ReadonlyMap<string, number>>
   /** Events of the controller's queue (`completed` carries the job id). */
   readonly events: QueueEvents
   /** The stack's data directory (per-group centrals live in `<dataDir>/centrals/`). */
@@ -179,6 +200,7 @@ export async function startBenchPipeline(options: {
     // What each DPU's ovn-controller would write to the SB, which the controller checks.
     const chassis = new FakeChassis()
     cleanups.push(['FakeChassis', () => chassis.close()])
+    const agentMoments = new Map<string, AgentMoments>()
     const agentConnection = createRedis({ url: redisUrl }, { maxRetriesPerRequest: null })
     cleanups.push(["the agents' connection", async () => agentConnection.disconnect()])
     for (const dpuId of options.dpus) {
@@ -191,7 +213,10 @@ export async function startBenchPipeline(options: {
             host: { logicalPort: string }
             group: { sbRemote: string }
           }
+          const moments: AgentMoments = { took: performance.now() }
+          agentMoments.set(data.host.logicalPort, moments)
           await chassis.bind(data.group.sbRemote, dpuId, data.host.logicalPort)
+          moments.bound = performance.now()
           const observed = {
             chassis: dpuId,
             bridges: ['br-int'],
@@ -200,6 +225,7 @@ export async function startBenchPipeline(options: {
             boundPorts: [],
             relays: [],
           }
+          moments.acked = performance.now()
           return {
             dpuId,
             specVersion: data.specVersion,
@@ -215,8 +241,15 @@ export async function startBenchPipeline(options: {
       agent.on('failed', (_job, error) => failed(`agent: ${error.message}`))
       cleanups.push([`agent ${dpuId}`, () => agent.close()])
     }
+    const checkpoints = new Map<string, Map<string, number>>()
     const metrics = new Registry()
     const controller = await startController({
+      checkpoint: (point, object) => {
+        if (object === undefined) return
+        const seen = checkpoints.get(object) ?? new Map<string, number>()
+        checkpoints.set(object, seen)
+        if (!seen.has(point)) seen.set(point, performance.now())
+      },
       metrics,
       redisUrl,
       ovn,
@@ -253,6 +286,10 @@ export async function startBenchPipeline(options: {
     await events.waitUntilReady()
     return {
       controller,
+      redisUrl,
+      ...(stack.ovn ? { central: { nb: stack.ovn.nb.unix, sb: stack.ovn.sb.unix } } : {}),
+      agentMoments,
+      checkpoints,
       events,
       dataDir,
       ...(centrals ? { centrals } : {}),
@@ -289,10 +326,26 @@ export interface AttachRoundOptions {
   readonly groupTag?: string
 }
 
+/** When one host's attach reached each point the round sees (`performance.now()` ms). */
+export interface RoundMoments {
+  readonly host: string
+  readonly group: string
+  /** The bench asked the client to apply it. */
+  readonly put: number
+  /** The client answered: its spec stored and its host.attach queued. */
+  accepted?: number
+  /** A worker first took its host.attach job (the converge step). */
+  started?: number
+  /** Its host.attach job completed: its status is Ready. */
+  ready?: number
+}
+
 export interface AttachRoundResult {
   readonly requested: number
   /** Request → host.attach completion, ms, of each host whose job completed in time. */
   readonly latencies: number[]
+  /** Each requested host's moments, in request order. */
+  readonly moments: readonly RoundMoments[]
   /** Completions per second, first request to last completion. */
   readonly rate: number
   /** Hosts whose job had not completed by the deadline. */
@@ -323,16 +376,23 @@ export async function attachRound(
     async () => (await store.groups.list()).every((g) => g.status.phase === 'Ready'),
     options.groupsReadyMs,
   )
-  const requested = new Map<string, number>()
+  const requested = new Map<string, RoundMoments>()
+  const moments: RoundMoments[] = []
   const latencies: number[] = []
   let last = 0
   let onCompleted: (event: { jobId: string }) => void = () => {}
+  const onActive = ({ jobId }: { jobId: string }) => {
+    const host = requested.get(jobId)
+    if (host && host.started === undefined) host.started = performance.now()
+  }
+  p.events.on('active', onActive)
   const done = new Promise<void>((resolve) => {
     onCompleted = ({ jobId }) => {
-      const started = requested.get(jobId)
-      if (started === undefined) return
+      const host = requested.get(jobId)
+      if (host === undefined) return
       const now = performance.now()
-      latencies.push(now - started)
+      host.ready = now
+      latencies.push(now - host.put)
       last = now
       requested.delete(jobId)
       if (latencies.length === total) resolve()
@@ -356,11 +416,13 @@ export async function attachRound(
         const wait = due - performance.now()
         if (wait > 0) await new Promise((r) => setTimeout(r, wait))
         const name = `${tag}-g${g}-h${h}`
-        requested.set(`host.attach-${name}-v1`, performance.now())
+        const group = `${groupTag}-group-${g}`
+        const host: RoundMoments = { host: name, group, put: performance.now() }
+        moments.push(host)
+        requested.set(`host.attach-${name}-v1`, host)
         requests.push(
-          client.applyHost(name, {
-            resourceGroup: `${groupTag}-group-${g}`,
-            ...options.host(g, h),
+          client.applyHost(name, { resourceGroup: group, ...options.host(g, h) }).then(() => {
+            host.accepted = performance.now()
           }),
         )
       }
@@ -370,10 +432,12 @@ export async function attachRound(
   } finally {
     clearTimeout(timer)
     p.events.off('completed', onCompleted)
+    p.events.off('active', onActive)
   }
   return {
     requested: total,
     latencies,
+    moments,
     rate: latencies.length > 0 ? latencies.length / ((last - first) / 1000) : 0,
     timedOut: total - latencies.length,
   }

@@ -87,6 +87,7 @@ import {
   startPrivateNb,
 } from './fixtures.ts'
 import { describeCpu, measureProcessCpu, processTicks, ticksPerSecond } from './process-cpu.ts'
+import { countCommands, describeCommands } from './redis-commands.ts'
 import { benchScale, quantile, report, scaled } from './report.ts'
 
 const run = promisify(execFile)
@@ -396,11 +397,13 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
     ...(install ? { install } : {}),
   })
   try {
+    const commands = await countCommands(p.redisUrl)
     const cpu = await measureProcessCpu(process.pid)
     const roundBegan = performance.now()
     const out = await round(p)
     const roundSeconds = (performance.now() - roundBegan) / 1000
     const used = await cpu.stop()
+    const counted = await commands.stop()
     const commits = await p.commits()
     const phases = new Map<string, number>()
     for (const h of await p.controller.store.hosts.list())
@@ -412,7 +415,8 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
         `${((performance.now() - began) / 1000).toFixed(0)} s with start; hosts by phase ` +
         `${[...phases].map(([k, v]) => `${k}=${v}`).join(' ')}; failures: ` +
         `${failures.map(([m, n]) => `${n}x ${m}`).join(' | ') || 'none'}\n` +
-        `scale ${tag}: ${describeCommits(commits)}; CPU over the round's ${roundSeconds.toFixed(0)} s: ${describeCpu(used, roundSeconds)}\n`,
+        `scale ${tag}: ${describeCommits(commits)}; CPU over the round's ${roundSeconds.toFixed(0)} s: ${describeCpu(used, roundSeconds)}; ` +
+        `Redis ${(counted.total / Math.max(1, latencies.length)).toFixed(0)} commands per attach done (${describeCommands(counted.byCommand, Math.max(1, latencies.length))})\n`,
     )
     return { ...out, commits }
   } finally {

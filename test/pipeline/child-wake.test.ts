@@ -174,6 +174,54 @@ t.test('a child that finishes while its parent is parking still wakes it', async
   t.equal(runs, 2)
 })
 
+t.test('a parent woken by its child goes before the jobs queued while it was parked', async (t) => {
+  const prefix = 'hzt-first'
+  const { connection, queueFor, keys, children } = await wakeRig(t, prefix)
+  const watcher = new ChildWatcher({ connection, keys, queueFor })
+  t.teardown(() => watcher.stop())
+
+  const ref: ChildRef = { queue: 'children', jobId: 'child-p' }
+  let release: () => void = () => {}
+  const held = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  /** The order in which the one worker slot took jobs (the parent: `p` each run). */
+  const taken: string[] = []
+  const parents = new Worker(
+    'parents',
+    async (job: Job, token?: string) => {
+      taken.push(job.id ?? '')
+      if (job.id === 'busy') return held
+      if (job.id !== 'p') return 'done'
+      if (!(job.data as { parked?: boolean }).parked) {
+        await children.add(ref.queue, 'child', {}, ref)
+        await job.updateData({ parked: true })
+      }
+      await children.park(job, token, [ref])
+      return (await children.outcome(ref)).state
+    },
+    { connection: connection(), prefix, concurrency: 1 },
+  )
+  t.teardown(() => parents.close())
+  await queueFor('parents').add('parent', {}, { jobId: 'p' })
+  await until(async () => (await queueFor('parents').getDelayedCount()) === 1)
+  // The only slot is taken, and work queues behind it while the parent is parked.
+  await queueFor('parents').add('busy', {}, { jobId: 'busy' })
+  await until(async () => taken.includes('busy'))
+  for (let i = 0; i < 5; i++) await queueFor('parents').add('later', {}, { jobId: `later-${i}` })
+  const finisher = new Worker('children', async () => 'done', { connection: connection(), prefix })
+  t.teardown(() => finisher.close())
+  await until(async () => (await queueFor('parents').getDelayedCount()) === 0)
+  t.equal(await queueFor('parents').getWaitingCount(), 6, 'woken: waiting with the 5 queued jobs')
+  release()
+  await until(async () => taken.length === 8)
+  t.same(
+    taken,
+    ['p', 'busy', 'p', 'later-0', 'later-1', 'later-2', 'later-3', 'later-4'],
+    'the woken parent ran first once the slot was free',
+  )
+})
+
 /** Polls `check` every 20 ms for up to `ms` (30 s). */
 async function until(check: () => Promise<boolean>, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms

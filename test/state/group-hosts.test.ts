@@ -2,7 +2,8 @@
  * `hosts.inGroup` (and `hosts.onDpu`) keep a group's (a DPU's) hosts decoded between reads and
  * read again only those that changed: whatever changes a host — its spec, its status, a
  * deletion, a purge, a new object under the same name — another store answers exactly
- * what reading every host answers, at once.
+ * what reading every host answers, at once. `hosts.onDpuOutside` answers the DPU's hosts
+ * of other groups, as reading every host of the DPU would.
  */
 import { Redis } from 'ioredis'
 import t from 'tap'
@@ -44,6 +45,13 @@ t.test('a kept group reads as fresh as reading every host', async (t) => {
     const names = (await reader.dpus.hostNames('dpu-1')).sort()
     const served = await Promise.all(names.map((n) => reader.hosts.get(n)))
     t.same(await reader.hosts.onDpu('dpu-1'), served, `${what}: dpu-1's hosts as read one by one`)
+    for (const group of ['group-a', 'group-b']) {
+      t.same(
+        await reader.hosts.onDpuOutside('dpu-1', group),
+        served.filter((h) => h?.spec.resourceGroup !== group),
+        `${what}: dpu-1's hosts outside ${group}`,
+      )
+    }
   }
 
   await same('no hosts')
@@ -84,6 +92,20 @@ t.test('a kept group reads as fresh as reading every host', async (t) => {
     (await reader.hosts.inGroup('group-b')).map((h) => h.name),
     ['h-04'],
     "each group's own hosts",
+  )
+
+  // An admin network's port is not one of the DPU's hosts, but it is on the DPU.
+  const admin = storedHost('a-05', { resourceGroup: 'group-b', hostMAC: '52:54:00:00:00:05' })
+  await writer.hosts.put('a-05', admin.spec, dpu.object.specVersion, quota, { adminPort: true })
+  t.same(
+    (await reader.hosts.onDpuOutside('dpu-1', 'group-a')).map((h) => h.name),
+    ['a-05', 'h-04'],
+    "outside group-a: the other group's host and the admin port",
+  )
+  t.same(
+    (await reader.hosts.onDpuOutside('dpu-1', 'group-b')).map((h) => h.name),
+    ['h-01', 'h-02', 'h-03'],
+    "outside group-b: group-a's hosts",
   )
 })
 
