@@ -143,9 +143,9 @@ async function attachToFabric(
   if (stepOf(job) === 'converge') {
     const group = await groupReadyFor(deps, job, token, host)
     await deps.checkpoint('attach:group-read')
-    const configure = await convergeFabricHost(deps, host, group)
+    const children = await convergeFabricHost(deps, host, group)
     await deps.checkpoint('attach:children-added')
-    await waitForChildren(job, token, deps.children, [configure])
+    await waitForChildren(job, token, deps.children, children)
   } else {
     await stillWaiting(job, token, deps.children)
   }
