@@ -1,5 +1,5 @@
 import t from 'tap'
-import { evpnBaseConfig, evpnVrfConfig, selfOriginatedType5 } from './evpn.ts'
+import { evpnBaseConfig, evpnVrfConfig, evpnVrfRemoval, selfOriginatedType5 } from './evpn.ts'
 import { kernelPlan, netnsPlan } from './vrf.ts'
 
 const argv = (commands: { argv: readonly string[] }[]) => commands.map((c) => c.argv.join(' '))
@@ -106,6 +106,11 @@ t.test('one FRR configuration for both backends', async (t) => {
   const base = evpnBaseConfig(65001, '192.0.2.1', ['192.0.2.254'])
   t.ok(base.includes(' neighbor 192.0.2.254 remote-as 65001'), 'iBGP with the reflector')
   t.ok(base.includes('  advertise-all-vni'))
+  t.same(
+    evpnVrfRemoval(7, 65001),
+    ['vrf hzv7', ' no vni 7', 'exit-vrf', 'no router bgp 65001 vrf hzv7'],
+    'the L3VNI goes before the instance (bgpd refuses the other order)',
+  )
 })
 
 t.test(

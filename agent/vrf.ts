@@ -97,7 +97,8 @@ export function gatewayMacOf(vni: number): string {
   return ['02', '68', '7b', ...bytes.map((b) => b.toString(16).padStart(2, '0'))].join(':')
 }
 
-const exists = /File exists|already exists/
+// A newer kernel says an address a device holds is "already assigned".
+const exists = /File exists|already exists|already assigned/
 const gone = /Cannot find device|No such process|does not exist|No such file|not found/i
 const hostPrefix = (a: string) => `${a}/${isIPv4(a) ? 32 : 128}`
 const gatewayPrefix = (a: string) => `${a}/${isIPv4(a) ? 32 : 128}`
