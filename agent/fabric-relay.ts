@@ -16,8 +16,8 @@ import type { AgentConfig } from './config.ts'
 import type { DhcpRelays, RelaySpec } from './daemons.ts'
 import { relayUplinkPortName } from './daemons.ts'
 import { RelayPortConflict } from './errors.ts'
-import { Key, type LocalOvs, type OwnedPort, type PortSpec } from './ovs.ts'
-import { granted } from './port-claims.ts'
+import { claimOf, Key, type LocalOvs, type OwnedPort, type PortSpec } from './ovs.ts'
+import { claimPort, granted } from './port-claims.ts'
 import { relayUplinkFor } from './relay-ports.ts'
 import { groupInterfaceOf, type VrfBackend, vrfNames } from './vrf.ts'
 
@@ -88,6 +88,16 @@ export async function ensureFabricRelay(
 ): Promise<{ port: string; circuitId: string }> {
   const { config: c, ovs, relays, backend } = place
   const port = groupInterfaceOf(wanted.vlan)
+  const name = relayUplinkPortName(port)
+  // The relay of a group gone from this DPU that had this VLAN id (a removal cut short)
+  // goes first; any other holder of the uplink's name is refused before anything is written.
+  const held = (await ovs.snapshot()).owned.find((p) => p.name === name)
+  const heldVni = Number(held?.externalIds[RELAY_VNI_KEY])
+  if (held && held.group !== wanted.group && heldVni > 0) {
+    if (!(await backend.list()).some((v) => v.vni === heldVni)) {
+      await removeFabricRelay(place, held.group)
+    }
+  }
   const before = await ovs.snapshot()
   const spec: RelaySpec = {
     group: wanted.group,
@@ -100,7 +110,7 @@ export async function ensureFabricRelay(
   }
   const uplink: PortSpec = {
     bridge: c.uplinkBridge,
-    name: relayUplinkPortName(port),
+    name,
     type: '',
     externalIds: {
       [Key.role]: 'dhcp-relay-uplink',
@@ -113,6 +123,14 @@ export async function ensureFabricRelay(
     },
     owner: [Key.group],
   }
+  const claim = claimPort(before.ports.get(name), claimOf(uplink))
+  if (!granted(claim)) {
+    const holder =
+      claim.verdict === 'other-owner'
+        ? `${claim.key}=${claim.holder}`
+        : `a port of ${claim.existing.bridge ?? 'no bridge'}`
+    throw new RelayPortConflict(c.dpuId, name, wanted.group, holder)
+  }
   await ovs.ensureBridges([
     {
       name: c.uplinkBridge,
@@ -124,13 +142,8 @@ export async function ensureFabricRelay(
   // running on a veth made again (its VRF was made again) listens on nothing: restarted.
   if (await relays.plumb(spec)) await relays.stop(spec.group)
   await backend.joinRelayLink({ vni: wanted.vni, vlan: wanted.vlan })
-  const claim = await ovs.ensurePort(uplink)
-  if (!granted(claim)) {
-    const holder =
-      claim.verdict === 'other-owner'
-        ? `${claim.key}=${claim.holder}`
-        : `a port of ${claim.existing.bridge ?? 'no bridge'}`
-    throw new RelayPortConflict(c.dpuId, uplink.name, wanted.group, holder)
+  if (!granted(await ovs.ensurePort(uplink))) {
+    throw new RelayPortConflict(c.dpuId, uplink.name, wanted.group, 'another port (meanwhile)')
   }
   await relays.ensure(spec)
   return { port, circuitId: port }
