@@ -353,6 +353,22 @@ export class AttachWatch {
     }
   }
 
+  /**
+   * When the agent took the host's current `configure` job and acked it (any group's host:
+   * the Fabric rounds read their agent's share of an attach from it).
+   */
+  async agentJob(host: LabHost): Promise<{ took?: number; acked?: number }> {
+    const found = v.safeParse(
+      Host,
+      (await this.lab.api('GET', `/v1/managed-resources/${host.name}`)).body,
+    )
+    const job = found.success ? await this.#configureJob(host.name, found.output) : undefined
+    return {
+      ...(job?.processedOn ? { took: job.processedOn } : {}),
+      ...(job?.finishedOn ? { acked: job.finishedOn } : {}),
+    }
+  }
+
   /** The host's `configure` job on its DPU's queue, at its spec version and attempt. */
   async #configureJob(host: string, found: v.InferOutput<typeof Host>): Promise<Job | undefined> {
     const dpuId = found.spec.dpu.id

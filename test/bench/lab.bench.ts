@@ -25,6 +25,8 @@
  *   once the Overlay rounds are done, the same hosts are attached to it and detached again,
  *   as many rounds at the same rate. Its gateway is the DPU's VRF (the group interface), its
  *   Ready the agent's ack that the host's /32 is in the DPU's FRR as an EVPN type-5 route.
+ *   `lab_fabric_step_agent_job_*` (PUT -> the agent takes its `configure`) and
+ *   `lab_fabric_step_agent_configure_*` (-> its ack) say where a Fabric attach's time goes.
  *
  * Scale by environment: `HYDRAZINE_BENCH_LAB_DPUS` (default 20, at most 49: the lab's
  * fabric /24 with one relay address per DPU), `_HOSTS_PER_DPU` (default 6, at most 6: the
@@ -369,9 +371,15 @@ export default async function labBench(): Promise<void> {
     process.stderr.write(`bench lab: the same hosts in Fabric group ${FABRIC_GROUP}\n`)
     // The gateway's MAC is another one there: each host forgets the Overlay one (untimed).
     for (const { host } of hosts) await netnsExec(host.netns, 'ip', 'neigh', 'flush', 'dev', 'eth0')
-    const fabric = await attachRounds(l, hosts, FABRIC_GROUP, rounds, rate, (h, t0) =>
-      readyEventAt(l, h.name, t0),
-    )
+    // Where a Fabric attach's time goes: until its agent takes the job, the agent's work.
+    const agentWait: number[] = []
+    const agentWork: number[] = []
+    const fabric = await attachRounds(l, hosts, FABRIC_GROUP, rounds, rate, async (h, t0) => {
+      const { took, acked } = await w.agentJob(h)
+      if (took !== undefined) agentWait.push(took - t0)
+      if (took !== undefined && acked !== undefined) agentWork.push(acked - took)
+      return readyEventAt(l, h.name, t0)
+    })
 
     const sized = (what: string, n: number) =>
       `${dpuCount} DPUs x ${perDpu} hosts x ${rounds} rounds = ${n} attaches ` +
@@ -387,6 +395,26 @@ export default async function labBench(): Promise<void> {
     )
     const missing = (what: string, n: number) =>
       n < samples.length ? `; ${samples.length - n} attaches never ${what} within 60 s` : ''
+    for (const [metric, values, what] of [
+      ['lab_fabric_step_agent_job', agentWait, 'PUT -> the agent takes its configure job'],
+      [
+        'lab_fabric_step_agent_configure',
+        agentWork,
+        'the agent takes the job -> its ack (VRF, port, FRR, /32 originated)',
+      ],
+    ] as const) {
+      for (const [q, p] of [
+        ['p50', 0.5],
+        ['p95', 0.95],
+      ] as const)
+        report({
+          suite: SUITE,
+          metric: `${metric}_${q}_ms`,
+          value: quantile(values, p),
+          unit: 'ms',
+          note: `${what}; ${sized('Fabric', fabric.samples.length)}`,
+        })
+    }
     loopDelay.disable()
     const heard = `monitored moments heard up to ${Math.round(loopDelay.percentile(99) / 1e6)} ms late (this process's event-loop delay p99)`
     for (const step of stepDurations(moments)) {
