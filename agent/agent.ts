@@ -97,7 +97,8 @@ export class Agent {
 
   /**
    * Connects to the local OVS database and brings back what it describes: if a
-   * previous run configured the chassis, ovn-controller; each relay port's relay.
+   * previous run configured the chassis, ovn-controller; each relay port's relay; the
+   * Fabric groups' VRFs in the DPU's FRR (`FabricAgent.resume`).
    * `tls` is the DPU's identity (`loadAgentTls`), for `ssl:` Southbound remotes.
    */
   static async create(
@@ -114,6 +115,7 @@ export class Agent {
       ...(config.netns ? { netns: config.netns } : {}),
     }
     const { chassisIds } = await ovs.snapshot()
+    const relays = new DhcpRelays(place)
     const sbCertificate = tls
       ? await SouthboundCertificate.open(
           tls,
@@ -133,18 +135,11 @@ export class Agent {
             () => `${sbCertificate.current}${sbCertificate.currentCa}`,
           )
         : new OvnController(place, config.ovsDb),
-      new DhcpRelays(place),
+      relays,
       log,
       sbCertificate,
       (config.evpnPeers?.length ?? 0) > 0
-        ? FabricAgent.create(
-            config,
-            async () =>
-              new Set(
-                (await ovs.snapshot()).owned.filter((p) => p.role === 'host').map((p) => p.name),
-              ),
-            log,
-          )
+        ? FabricAgent.create(config, ovs, relays, log)
         : undefined,
       tls ? new GeneveIpsec(join(config.runDir, 'ipsec'), tls) : undefined,
     )
@@ -164,6 +159,11 @@ export class Agent {
       const spec = relaySpecOf(p)
       if (spec) await this.relays.ensure(spec)
     }
+    // Fabric groups' VRFs announced again: what fails is logged, and the controller, seeing
+    // it missing from the heartbeat, sends `configure` again.
+    await this.fabric
+      ?.resume()
+      .catch((error: unknown) => this.log(`Fabric VRFs not resumed: ${String(error)}`))
   }
 
   /**

@@ -168,6 +168,13 @@ export interface RelaySpec {
   readonly address?: string
   /** The relay's fabric address, `ip/len`: its giaddr, where the server answers. */
   readonly uplinkAddress: string
+  /**
+   * The far end of the downstream veth, when it is not a port of br-int named `port` in
+   * the DPU's namespace: a Fabric group's relay link `hzd<VNI>` in the group's VRF. The
+   * relay's address is then the group's anycast gateway, which the VRF answers ARP for:
+   * the relay never does.
+   */
+  readonly downstream?: { readonly name: string; readonly netns?: string | undefined }
 }
 
 interface RunningRelay {
@@ -229,8 +236,7 @@ export class DhcpRelays {
     return [...this.relays.values()].map((r) => r.spec)
   }
 
-  private ip(args: readonly string[]): Promise<unknown> {
-    const { netns } = this.place
+  private ip(args: readonly string[], netns = this.place.netns): Promise<unknown> {
     return exec('ip', [...(netns ? ['-n', netns] : []), ...args], { timeout: 10_000 }).catch(
       (err: unknown) => {
         const stderr = (err as { stderr?: string }).stderr ?? String(err)
@@ -239,8 +245,10 @@ export class DhcpRelays {
     )
   }
 
-  private async linkExists(name: string): Promise<boolean> {
-    return this.ip(['link', 'show', 'dev', name]).then(
+  private async linkExists(name: string, netns = this.place.netns): Promise<boolean> {
+    return exec('ip', [...(netns ? ['-n', netns] : []), 'link', 'show', 'dev', name], {
+      timeout: 10_000,
+    }).then(
       () => true,
       () => false,
     )
@@ -248,9 +256,11 @@ export class DhcpRelays {
 
   /**
    * Makes the relay's namespace and both veths exist (before OVS is asked to add their
-   * DPU-side ends to bridges). Idempotent: what exists is kept.
+   * DPU-side ends to bridges). Idempotent: what exists is kept. True when a veth had to be
+   * made (again): a relay running on the old one must be started again.
    */
-  async plumb(spec: Pick<RelaySpec, 'port' | 'mac'>): Promise<void> {
+  async plumb(spec: Pick<RelaySpec, 'port' | 'mac' | 'downstream'>): Promise<boolean> {
+    let made = false
     const ns = this.namespaceOf(spec.port)
     const nsList = await exec('ip', ['netns', 'list'], { timeout: 10_000 })
     if (!nsList.stdout.split('\n').some((l) => l.split(' ')[0] === ns)) {
@@ -259,33 +269,47 @@ export class DhcpRelays {
     const inNs = (...args: string[]) => exec('ip', ['-n', ns, ...args], { timeout: 10_000 })
     await relayNamespaceGuards(ns)
     await inNs('link', 'set', 'lo', 'up')
-    for (const [outside, inside] of [
-      [spec.port, spec.port],
-      [relayUplinkPortName(spec.port), RELAY_UPLINK],
+    const down = spec.downstream ?? { name: spec.port, netns: this.place.netns }
+    for (const [outside, outsideNs, inside] of [
+      [down.name, down.netns, spec.port],
+      [relayUplinkPortName(spec.port), this.place.netns, RELAY_UPLINK],
     ] as const) {
+      const inOutside = (...args: string[]) => this.ip(args, outsideNs)
       const insideExists = () =>
         inNs('link', 'show', 'dev', inside).then(
           () => true,
           () => false,
         )
       for (let tries = 1; ; tries++) {
-        if ((await this.linkExists(outside)) && (await insideExists())) break
+        if ((await this.linkExists(outside, outsideNs)) && (await insideExists())) break
         if (tries > 5) throw new Error(`relay veth ${outside} / ${ns} ${inside} could not be made`)
+        made = true
         // A half-made pair: one end lost, or its namespace deleted a moment ago (the kernel
         // destroys the old namespace's veths after `ip netns del` returns, the outside end
         // last). Start again from nothing, a few times while the old pair goes.
         await inNs('link', 'del', inside).catch(() => undefined)
-        await this.ip(['link', 'del', outside]).catch(() => undefined)
+        await inOutside('link', 'del', outside).catch(() => undefined)
         const add = ['link', 'add', outside, 'type', 'veth', 'peer', 'name', inside, 'netns', ns]
-        await this.ip(add).catch(() => new Promise((resolve) => setTimeout(resolve, 100 * tries)))
+        await inOutside(...add).catch(
+          () => new Promise((resolve) => setTimeout(resolve, 100 * tries)),
+        )
       }
-      await this.ip(['link', 'set', 'dev', outside, 'up'])
+      await inOutside('link', 'set', 'dev', outside, 'up')
       await inNs('link', 'set', 'dev', inside, 'up')
       // Checksum offload off on both ends: the userspace datapath does not complete them.
-      await txOff(outside, this.place.netns)
+      await txOff(outside, outsideNs)
       await txOff(inside, ns)
     }
     await inNs('link', 'set', 'dev', spec.port, 'address', spec.mac)
+    if (spec.downstream) {
+      // Its address is the group's anycast gateway, answered by the VRF: never by the relay.
+      await exec(
+        'ip',
+        ['netns', 'exec', ns, 'sysctl', '-qw', `net.ipv4.conf.${spec.port}.arp_ignore=8`],
+        { timeout: 10_000 },
+      )
+    }
+    return made
   }
 
   /**
@@ -314,7 +338,8 @@ export class DhcpRelays {
       current.spec.port === spec.port &&
       current.spec.dhcpServer === spec.dhcpServer &&
       current.spec.address === spec.address &&
-      current.spec.uplinkAddress === spec.uplinkAddress
+      current.spec.uplinkAddress === spec.uplinkAddress &&
+      JSON.stringify(current.spec.downstream) === JSON.stringify(spec.downstream)
     ) {
       return
     }

@@ -91,10 +91,13 @@ export function evpnVrfConfig({ vni, asn, routeTarget, vtep }: EvpnVrf): string[
   ]
 }
 
-/** Undoes `evpnVrfConfig`: the VRF's routes are withdrawn with its instance. Pure. */
+/**
+ * Undoes `evpnVrfConfig`: the VRF's routes are withdrawn with its instance. The L3VNI goes
+ * first: bgpd refuses to remove an instance whose VRF still has one. Pure.
+ */
 export function evpnVrfRemoval(vni: number, asn: number): string[] {
   const { vrf } = vrfNames(vni)
-  return [`no router bgp ${asn} vrf ${vrf}`, `vrf ${vrf}`, ` no vni ${vni}`, 'exit-vrf']
+  return [`vrf ${vrf}`, ` no vni ${vni}`, 'exit-vrf', `no router bgp ${asn} vrf ${vrf}`]
 }
 
 /** zebra and bgpd of the DPU, and what they announce. */

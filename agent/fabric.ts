@@ -1,13 +1,22 @@
 /**
  * The agent's Fabric side: `configure` and `isolate` of a Fabric group's host (protocol
  * 3). Configure builds the group's VRF (`vrf.ts`) if this DPU has none yet, puts the host
- * port in it with the group's gateway(s) and the host's /32 (/128), configures the VRF in
- * the DPU's FRR (`evpn.ts`) and acks once FRR holds the host's prefixes for EVPN. Isolate
- * deletes the host's routes (FRR withdraws them), waits until FRR no longer announces
- * them, takes the port out of the VRF, and removes the VRF when no port is left in it.
+ * port on its group interface `vlan<N>` with the group's gateway(s) and the host's /32
+ * (/128), runs the group's DHCP relay there when the group has a DHCP server
+ * (`fabric-relay.ts`), configures the VRF in the DPU's FRR (`evpn.ts`) and acks once FRR
+ * holds the host's prefixes for EVPN. Isolate deletes the host's routes (FRR withdraws
+ * them), waits until FRR no longer announces them, takes the port out of the VRF, and
+ * removes the VRF (and its relay) when no port is left in it.
+ *
+ * The DPU's FRR dies with the agent; the VRFs, their ports and host routes stay in the
+ * kernel. A restarted agent (`resume`) starts FRR again and configures every VRF it finds
+ * (the fabric's AS is kept in the OVS database, `FABRIC_ASN_KEY`), so that each host route
+ * is announced again, and brings each group's relay back.
  *
  * A host port holds one host: a port in another VRF, or bound in OVS, is refused.
  */
+
+import { isIPv4 } from 'node:net'
 import type {
   FabricConfigureAck,
   FabricConfigurePayload,
@@ -16,11 +25,23 @@ import type {
   ObservedVrf,
 } from '../lib/agent-protocol/index.ts'
 import { type AgentConfig, hostPortOf } from './config.ts'
+import type { DhcpRelays } from './daemons.ts'
 import { HostPortBound, PortNotInstalled, PortNotReleased, WrongDpu } from './errors.ts'
 import { EvpnSpeaker, waitUntil } from './evpn.ts'
-import { kernelVrfBackend, netnsVrfBackend, type VrfBackend, vrfNames } from './vrf.ts'
+import { ensureFabricRelay, fabricRelaySpecOf, removeFabricRelay } from './fabric-relay.ts'
+import type { LocalOvs } from './ovs.ts'
+import {
+  kernelVrfBackend,
+  netnsVrfBackend,
+  type VrfBackend,
+  type VrfState,
+  vrfNames,
+} from './vrf.ts'
 
 const prefixOf = (a: string) => `${a}/${a.includes(':') ? 128 : 32}`
+
+/** The Open_vSwitch row's key holding the fabric's AS the DPU's VRFs were configured in. */
+export const FABRIC_ASN_KEY = 'hydrazine:fabric-asn'
 
 export class FabricAgent {
   private prepared = false
@@ -30,18 +51,21 @@ export class FabricAgent {
 
   constructor(
     private readonly log: (line: string) => void,
-    private readonly config: AgentConfig,
+    readonly config: AgentConfig,
     readonly backend: VrfBackend,
     readonly speaker: EvpnSpeaker,
-    /** Host ports OVS holds: a Fabric host may not take one. */
-    private readonly boundInOvs: () => Promise<ReadonlySet<string>>,
+    /** The DPU's OVS: the host ports it holds (a Fabric host may not take one), relay uplinks. */
+    readonly ovs: LocalOvs,
+    /** The DPU's DHCP relays, Overlay and Fabric groups' alike. */
+    readonly relays: DhcpRelays,
   ) {
     this.vtep = config.vtepIp ?? config.fabricIps[0] ?? ''
   }
 
   static create(
     config: AgentConfig,
-    boundInOvs: () => Promise<ReadonlySet<string>>,
+    ovs: LocalOvs,
+    relays: DhcpRelays,
     log: (line: string) => void,
   ): FabricAgent {
     const netnsDir = config.vrfNetnsDir ?? `${config.runDir}/vrfs`
@@ -60,7 +84,56 @@ export class FabricAgent {
       },
       config.evpnPeers ?? [],
     )
-    return new FabricAgent(log, config, backend, speaker, boundInOvs)
+    return new FabricAgent(log, config, backend, speaker, ovs, relays)
+  }
+
+  /** Host ports OVS holds bound: a Fabric host may not take one. */
+  private async boundInOvs(): Promise<ReadonlySet<string>> {
+    const { owned } = await this.ovs.snapshot()
+    return new Set(owned.filter((p) => p.role === 'host').map((p) => p.name))
+  }
+
+  /**
+   * After a restart: FRR again, every VRF the kernel still holds configured in it (its
+   * host routes are then announced again), every Fabric relay running again. What cannot
+   * be brought back is logged: the controller sees it missing and sends `configure` again.
+   */
+  async resume(): Promise<void> {
+    const vrfs = await this.backend.list()
+    const snap = await this.ovs.snapshot()
+    const asn = Number(snap.chassisIds[FABRIC_ASN_KEY])
+    if (vrfs.length > 0 && Number.isInteger(asn) && asn > 0) {
+      await this.backend.prepare()
+      this.prepared = true
+      await this.speaker.ensure(asn, this.vtep)
+      this.asn = asn
+      for (const v of vrfs) {
+        await this.speaker
+          .addVrf({ vni: v.vni, asn, routeTarget: `${asn}:${v.vni}`, vtep: this.vtep })
+          .then(() => this.log(`VRF ${v.vrf} of ${v.group} configured in FRR again`))
+          .catch((error: unknown) => this.log(`VRF ${v.vrf} not restored: ${String(error)}`))
+      }
+      // Before the first heartbeat: a beat taken while FRR still learns the routes would
+      // show them missing, and the controller would send each host's configure again.
+      const announcedAgain = await waitUntil(async () => {
+        const announced = await this.speaker.announcedIn(vrfs.map((v) => v.vni))
+        return vrfs.every((v) => v.hostRoutes.every((r) => announced.get(v.vni)?.includes(r)))
+      }, this.config.installTimeoutMs)
+      if (!announcedAgain) this.log('not every host route was announced again in time')
+    } else if (vrfs.length > 0) {
+      this.log(
+        `${vrfs.length} VRF(s) found, but no fabric AS recorded: not announced until configured`,
+      )
+    }
+    for (const p of snap.owned) {
+      const spec = fabricRelaySpecOf(p, (vni) => this.backend.namespaceOf(vni))
+      if (!spec) continue
+      await this.relays
+        .ensure(spec)
+        .catch((error: unknown) =>
+          this.log(`relay of ${spec.group} not restored: ${String(error)}`),
+        )
+    }
   }
 
   async configure(job: FabricConfigurePayload): Promise<FabricConfigureAck> {
@@ -82,7 +155,13 @@ export class FabricAgent {
     }
     await this.speaker.ensure(group.asn, this.vtep)
     this.asn = group.asn
-    await this.backend.ensureVrf({ vni: group.vni, group: group.name, vtep: this.vtep })
+    await this.ovs.setChassisIds({ [FABRIC_ASN_KEY]: String(group.asn) })
+    await this.backend.ensureVrf({
+      vni: group.vni,
+      vlan: group.vlan,
+      group: group.name,
+      vtep: this.vtep,
+    })
     await this.speaker.addVrf({
       vni: group.vni,
       asn: group.asn,
@@ -91,11 +170,25 @@ export class FabricAgent {
     })
     await this.backend.attach({
       vni: group.vni,
+      vlan: group.vlan,
       port,
       gateways: group.gateways,
       addresses: host.addresses,
       mtu: host.mtu,
     })
+    const gateway4 = group.gateways.find((g) => isIPv4(g.address))?.address
+    const relay =
+      group.dhcpServer && gateway4
+        ? await ensureFabricRelay(this, {
+            group: group.name,
+            vni: group.vni,
+            vlan: group.vlan,
+            dhcpServer: group.dhcpServer,
+            gateway: gateway4,
+          })
+        : undefined
+    // The group relays no DHCP (any more): a relay it had here goes.
+    if (!relay) await removeFabricRelay(this, group.name)
     const wanted = host.addresses.map(prefixOf)
     let announced: string[] = []
     const all = await waitUntil(async () => {
@@ -115,6 +208,7 @@ export class FabricAgent {
       hostPort: port,
       vrf,
       announced: wanted,
+      ...(relay ? { relay } : {}),
       chassis: c.systemId,
     }
   }
@@ -126,7 +220,11 @@ export class FabricAgent {
     const vni = job.group.vni
     const state = (await this.backend.list()).find((v) => v.vni === vni)
     if (state) {
-      await this.backend.detach({ vni, port, gateways: [], addresses: job.host.addresses })
+      // Only a port of this VRF leaves it; a port elsewhere (another host's, an empty VRF's
+      // isolate naming any port) is left where it is, and only the routes named go.
+      if (state.ports.includes(port)) {
+        await this.backend.detach({ vni, port, addresses: job.host.addresses })
+      } else await this.backend.withdraw({ vni, addresses: job.host.addresses })
       const gone = job.host.addresses.map(prefixOf)
       const withdrawn = await waitUntil(async () => {
         const announced = await this.speaker.announced(vni)
@@ -134,19 +232,7 @@ export class FabricAgent {
       }, c.installTimeoutMs)
       if (!withdrawn) throw new PortNotReleased(c.dpuId, gone.join(', '), c.installTimeoutMs)
       const after = (await this.backend.list()).find((v) => v.vni === vni)
-      if (after && after.ports.length === 0) {
-        // The host is isolated already: what cannot be tidied is logged, not a failed job.
-        if (this.asn !== undefined && this.speaker.running) {
-          await this.speaker
-            .removeVrf(vni, this.asn)
-            .catch((error: unknown) => this.log(`FRR keeps VRF ${after.vrf}: ${String(error)}`))
-        }
-        await this.backend
-          .removeVrf(vni)
-          .catch((error: unknown) =>
-            this.log(`VRF ${after.vrf} is empty but stays: ${String(error)}`),
-          )
-      }
+      if (after && after.ports.length === 0) await this.removeEmptyVrf(after)
     }
     return {
       dpuId: c.dpuId,
@@ -158,17 +244,48 @@ export class FabricAgent {
     }
   }
 
-  /** The VRFs on the DPU, their ports and what FRR announces from each. */
+  /**
+   * An empty VRF goes, with its relay: the host is isolated already, so what cannot be
+   * tidied is logged, not a failed job.
+   */
+  private async removeEmptyVrf(vrf: VrfState): Promise<void> {
+    await removeFabricRelay(this, vrf.group).catch((error: unknown) =>
+      this.log(`the relay of ${vrf.group} stays: ${String(error)}`),
+    )
+    if (this.asn !== undefined && this.speaker.running) {
+      await this.speaker
+        .removeVrf(vrf.vni, this.asn)
+        .catch((error: unknown) => this.log(`FRR keeps VRF ${vrf.vrf}: ${String(error)}`))
+    }
+    await this.backend
+      .removeVrf({ vni: vrf.vni, vlan: vrf.vlan })
+      .catch((error: unknown) => this.log(`VRF ${vrf.vrf} is empty but stays: ${String(error)}`))
+  }
+
+  /** The VRFs on the DPU, their ports, what FRR announces from each, and their relays. */
   async observe(): Promise<ObservedVrf[]> {
     const vrfs = await this.backend.list()
     const announced = await this.speaker.announcedIn(vrfs.map((v) => v.vni))
-    return vrfs.map((v) => ({
-      group: v.group,
-      vrf: v.vrf,
-      vni: v.vni,
-      ports: [...v.ports],
-      announced: announced.get(v.vni) ?? [],
-    }))
+    const relays = this.relays.list()
+    return vrfs.map((v) => {
+      const relay = relays.find((r) => r.group === v.group && r.downstream)
+      return {
+        group: v.group,
+        vrf: v.vrf,
+        vni: v.vni,
+        ports: [...v.ports],
+        announced: announced.get(v.vni) ?? [],
+        ...(relay
+          ? {
+              relay: {
+                circuitId: relay.port,
+                dhcpServer: relay.dhcpServer,
+                running: this.relays.isRunning(v.group),
+              },
+            }
+          : {}),
+      }
+    })
   }
 
   async close(): Promise<void> {

@@ -86,10 +86,14 @@ export function relayPlan(
 
 /**
  * The fabric address of the group's relay uplink: the one it has, else the first of
- * `--relay-uplink-ips` no other group's relay holds.
+ * `--relay-uplink-ips` no other group's relay holds (an Overlay relay's port records its
+ * address, a Fabric relay's uplink port its own: `fabric-relay.ts`).
  */
-function relayUplinkFor(c: AgentConfig, group: string, owned: readonly OwnedPort[]): string {
-  const relays = owned.filter((p) => p.role === 'dhcp-relay')
+export function relayUplinkFor(c: AgentConfig, group: string, owned: readonly OwnedPort[]): string {
+  const relays = owned.filter(
+    (p) =>
+      (p.role === 'dhcp-relay' || p.role === 'dhcp-relay-uplink') && p.externalIds[Key.relayUplink],
+  )
   const held = relays.find((p) => p.group === group)?.externalIds[Key.relayUplink]
   if (held && c.relayUplinkIps.includes(held)) return held
   const taken = new Set(relays.map((p) => p.externalIds[Key.relayUplink]))

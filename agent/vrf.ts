@@ -10,10 +10,13 @@
  *   socket stays in the underlay); a host port is moved into the namespace.
  *
  * Either way FRR sees a VRF named `hzv<VNI>` with the bridge as its L3VNI SVI, and the
- * same configuration serves both (`evpn.ts`). In the VRF, the host port carries the
- * group's gateway as a /32 (/128) and answers ARP for the group's other addresses
- * (proxy ARP), and the host's own /32 (/128) is a kernel route on the port: the route
- * FRR redistributes as the EVPN type-5 route.
+ * same configuration serves both (`evpn.ts`). In the VRF, the group's interface
+ * `vlan<N>` (N its VLAN id) is a bridge holding the group's host ports on this DPU, as a
+ * VLAN's SVI does: it carries the group's gateway as a /32 (/128) and answers ARP for the
+ * group's other addresses (proxy ARP), and each host's own /32 (/128) is a kernel route
+ * on it: the route FRR redistributes as the EVPN type-5 route. The group's DHCP relay
+ * hangs off it too (`fabric-relay.ts`), so that requests reach the relay on `vlan<N>`,
+ * the circuit id Carbide reads.
  *
  * Each step is planned as a list of commands (pure, `plan…`), then run; a command that
  * finds its work done (a device that exists, a route already gone) is not an error, so a
@@ -33,14 +36,24 @@ export interface Command {
 
 export interface VrfSpec {
   readonly vni: number
+  /** The group's VLAN id: its interface in the VRF is `vlan<N>`. */
+  readonly vlan: number
   /** The group the VRF belongs to (kept as the bridge's alias, for reports). */
   readonly group: string
   /** The DPU's VTEP address: the VXLAN device's source. */
   readonly vtep: string
 }
 
+/** A host port leaving its VRF, with the host's routes. */
+export interface PortOutOfVrf {
+  readonly vni: number
+  readonly port: string
+  readonly addresses: readonly string[]
+}
+
 export interface PortInVrf {
   readonly vni: number
+  readonly vlan: number
   readonly port: string
   readonly gateways: readonly { address: string; prefixLength: number }[]
   readonly addresses: readonly string[]
@@ -51,9 +64,12 @@ export interface PortInVrf {
 export interface VrfState {
   readonly vrf: string
   readonly vni: number
+  /** The VLAN id of its group interface `vlan<N>` (undefined: it has none). */
+  readonly vlan: number | undefined
   readonly group: string
+  /** The host ports in it (on its group interface, or in its namespace). */
   readonly ports: readonly string[]
-  /** Host routes on its ports (`10.0.0.5/32`). */
+  /** Host routes on its group interface (`10.0.0.5/32`). */
   readonly hostRoutes: readonly string[]
 }
 
@@ -62,9 +78,27 @@ export const vrfNames = (vni: number) => ({
   vrf: `hzv${vni}`,
   bridge: `hzb${vni}`,
   vxlan: `hzx${vni}`,
+  /** The VRF's end of the DHCP relay's link, a member of the group interface. */
+  relayLink: `hzd${vni}`,
 })
 
-const exists = /File exists|already exists/
+/** The group's interface in its VRF: `vlan<N>`, also the DHCP relay's circuit id. */
+export const groupInterfaceOf = (vlan: number) => `vlan${vlan}`
+
+/**
+ * The group interface's MAC, the gateway's (the anycast gateway MAC): from the VNI, the
+ * same on every DPU and every time the VRF is made, so that a host's ARP entry for its
+ * gateway stays right when its VRF is made again or it moves to another DPU. Pure.
+ *
+ * @example gatewayMacOf(10000) // '02:68:7b:00:27:10'
+ */
+export function gatewayMacOf(vni: number): string {
+  const bytes = [(vni >> 16) & 255, (vni >> 8) & 255, vni & 255]
+  return ['02', '68', '7b', ...bytes.map((b) => b.toString(16).padStart(2, '0'))].join(':')
+}
+
+// A newer kernel says an address a device holds is "already assigned".
+const exists = /File exists|already exists|already assigned/
 const gone = /Cannot find device|No such process|does not exist|No such file|not found/i
 const hostPrefix = (a: string) => `${a}/${isIPv4(a) ? 32 : 128}`
 const gatewayPrefix = (a: string) => `${a}/${isIPv4(a) ? 32 : 128}`
@@ -76,11 +110,17 @@ export interface VrfBackend {
   ensureVrf(spec: VrfSpec): Promise<void>
   attach(port: PortInVrf): Promise<void>
   /** Withdraws the host's routes and takes the port out of the VRF. */
-  detach(port: PortInVrf): Promise<void>
-  removeVrf(vni: number): Promise<void>
+  detach(port: PortOutOfVrf): Promise<void>
+  /** Withdraws routes only (a port not in the VRF, or none). */
+  withdraw(route: { vni: number; addresses: readonly string[] }): Promise<void>
+  /** Puts the DHCP relay's link (`relayLink`, made in the VRF) on the group interface. */
+  joinRelayLink(vrf: { vni: number; vlan: number }): Promise<void>
+  removeVrf(vrf: { vni: number; vlan?: number | undefined }): Promise<void>
   list(): Promise<VrfState[]>
-  /** `ip …` argv prefix that runs inside the VRF (for a daemon in it: the DHCP relay). */
+  /** `ip …` argv prefix that runs inside the VRF. */
   inVrf(vni: number): readonly string[]
+  /** The network namespace holding the VRF's devices (undefined: the agent's own). */
+  namespaceOf(vni: number): string | undefined
 }
 
 /** Runs planned commands in order; one whose work is done already is skipped. */
@@ -111,8 +151,9 @@ export const vrfTable = (vni: number) => 1_000_000 + vni
 
 /** The kernel backend's commands: pure, so that a test can read what a real DPU would run. */
 export const kernelPlan = {
-  ensureVrf({ vni, group, vtep }: VrfSpec): Command[] {
+  ensureVrf({ vni, vlan, group, vtep }: VrfSpec): Command[] {
     const { vrf, bridge, vxlan } = vrfNames(vni)
+    const svi = groupInterfaceOf(vlan)
     return [
       {
         argv: ['ip', 'link', 'add', vrf, 'type', 'vrf', 'table', String(vrfTable(vni))],
@@ -143,40 +184,59 @@ export const kernelPlan = {
       },
       { argv: ['ip', 'link', 'set', vxlan, 'master', bridge] },
       { argv: ['ip', 'link', 'set', vxlan, 'up'] },
+      { argv: ['ip', 'link', 'add', svi, 'type', 'bridge', 'stp_state', '0'], done: exists },
+      { argv: ['ip', 'link', 'set', svi, 'address', gatewayMacOf(vni)] },
+      { argv: ['ip', 'link', 'set', svi, 'master', vrf] },
+      { argv: ['ip', 'link', 'set', svi, 'up'] },
+      { argv: ['sysctl', '-qw', `net.ipv4.conf.${svi}.proxy_arp=1`] },
     ]
   },
-  attach({ vni, port, gateways, addresses, mtu }: PortInVrf): Command[] {
+  attach({ vni, vlan, port, gateways, addresses, mtu }: PortInVrf): Command[] {
     const { vrf, vxlan } = vrfNames(vni)
+    const svi = groupInterfaceOf(vlan)
     return [
       // zebra may leave a VXLAN device it found mid-set-up protodown: the L3VNI is then down.
       { argv: ['ip', 'link', 'set', vxlan, 'protodown', 'off'] },
-      { argv: ['ip', 'link', 'set', port, 'master', vrf] },
+      { argv: ['ip', 'link', 'set', port, 'master', svi] },
       ...(mtu ? [{ argv: ['ip', 'link', 'set', port, 'mtu', String(mtu)] }] : []),
       { argv: ['ip', 'link', 'set', port, 'up'] },
       ...gateways.map((g) => ({
-        argv: ['ip', 'addr', 'add', gatewayPrefix(g.address), 'dev', port],
+        argv: ['ip', 'addr', 'add', gatewayPrefix(g.address), 'dev', svi],
         done: exists,
       })),
-      { argv: ['sysctl', '-qw', `net.ipv4.conf.${port}.proxy_arp=1`] },
       ...addresses.map((a) => ({
-        argv: ['ip', 'route', 'replace', hostPrefix(a), 'dev', port, 'vrf', vrf],
+        argv: ['ip', 'route', 'replace', hostPrefix(a), 'dev', svi, 'vrf', vrf],
       })),
     ]
   },
-  detach({ vni, port, addresses }: PortInVrf): Command[] {
+  withdraw({ vni, addresses }: { vni: number; addresses: readonly string[] }): Command[] {
     const { vrf } = vrfNames(vni)
+    return addresses.map((a) => ({
+      argv: ['ip', 'route', 'del', hostPrefix(a), 'vrf', vrf],
+      done: gone,
+    }))
+  },
+  detach({ vni, port, addresses }: PortOutOfVrf): Command[] {
     return [
-      ...addresses.map((a) => ({
-        argv: ['ip', 'route', 'del', hostPrefix(a), 'vrf', vrf],
-        done: gone,
-      })),
-      { argv: ['ip', 'addr', 'flush', 'dev', port], done: gone },
+      ...kernelPlan.withdraw({ vni, addresses }),
+      // Only a port of this group's interface is asked to leave (`fabric.ts` checks).
       { argv: ['ip', 'link', 'set', port, 'nomaster'], done: gone },
     ]
   },
-  removeVrf(vni: number): Command[] {
+  joinRelayLink({ vni, vlan }: { vni: number; vlan: number }): Command[] {
+    const { relayLink } = vrfNames(vni)
+    return [
+      { argv: ['ip', 'link', 'set', relayLink, 'master', groupInterfaceOf(vlan)] },
+      { argv: ['ip', 'link', 'set', relayLink, 'up'] },
+    ]
+  },
+  removeVrf({ vni, vlan }: { vni: number; vlan?: number | undefined }): Command[] {
     const { vrf, bridge, vxlan } = vrfNames(vni)
-    return [vxlan, bridge, vrf].map((dev) => ({ argv: ['ip', 'link', 'del', dev], done: gone }))
+    const svi = vlan === undefined ? [] : [groupInterfaceOf(vlan)]
+    return [vxlan, bridge, ...svi, vrf].map((dev) => ({
+      argv: ['ip', 'link', 'del', dev],
+      done: gone,
+    }))
   },
 }
 
@@ -188,21 +248,30 @@ export function kernelVrfBackend(): VrfBackend {
     ensureVrf: (spec) => runPlan(kernelPlan.ensureVrf(spec)),
     attach: (port) => runPlan(kernelPlan.attach(port)),
     detach: (port) => runPlan(kernelPlan.detach(port)),
-    removeVrf: (vni) => runPlan(kernelPlan.removeVrf(vni)),
+    withdraw: (route) => runPlan(kernelPlan.withdraw(route)),
+    joinRelayLink: (vrf) => runPlan(kernelPlan.joinRelayLink(vrf)),
+    removeVrf: (vrf) => runPlan(kernelPlan.removeVrf(vrf)),
     async list() {
       const links = parseLinks(await output(['ip', '-j', '-d', 'link', 'show', 'type', 'vrf']))
       const states: VrfState[] = []
       for (const l of links) {
         const vni = vniOf(l.ifname)
         if (vni === undefined) continue
-        const { bridge, vxlan } = vrfNames(vni)
-        const members = parseLinks(await output(['ip', '-j', 'link', 'show', 'master', l.ifname]))
-        const aliases = parseLinks(await output(['ip', '-j', 'link', 'show', bridge]))
+        const { bridge } = vrfNames(vni)
+        const slaves = parseLinks(await output(['ip', '-j', 'link', 'show', 'master', l.ifname]))
+        const vlan = vlanOf(slaves)
+        const members =
+          vlan === undefined
+            ? []
+            : parseLinks(
+                await output(['ip', '-j', 'link', 'show', 'master', groupInterfaceOf(vlan)]),
+              )
         states.push({
           vrf: l.ifname,
           vni,
-          group: aliases[0]?.ifalias ?? '',
-          ports: members.map((m) => m.ifname).filter((n) => n !== bridge && n !== vxlan),
+          vlan,
+          group: slaves.find((s) => s.ifname === bridge)?.ifalias ?? '',
+          ports: hostPortsOf(vni, [...slaves, ...members]),
           hostRoutes: hostRoutesOf(
             await output(['ip', '-j', 'route', 'show', 'vrf', l.ifname]),
             await output(['ip', '-6', '-j', 'route', 'show', 'vrf', l.ifname]),
@@ -212,6 +281,7 @@ export function kernelVrfBackend(): VrfBackend {
       return states
     },
     inVrf: (vni) => ['ip', 'vrf', 'exec', vrfNames(vni).vrf],
+    namespaceOf: () => undefined,
   }
 }
 
@@ -223,6 +293,11 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
   const inUnderlay = (...argv: string[]) => (u ? ['ip', '-n', u, ...argv] : ['ip', ...argv])
   const nsOf = (vni: number) => `${u ?? 'hz'}-v${vni}`
   const view = (vni: number) => `${opts.dir}/${vrfNames(vni).vrf}`
+  const inNs =
+    (vni: number) =>
+    (...argv: string[]) => ['ip', '-n', nsOf(vni), ...argv]
+  const withdraw = ({ vni, addresses }: { vni: number; addresses: readonly string[] }) =>
+    addresses.map((a) => ({ argv: inNs(vni)('route', 'del', hostPrefix(a)), done: gone }))
   return {
     nsOf,
     prepare(): Command[] {
@@ -234,10 +309,11 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
         { argv: ['mount', '--make-shared', d] },
       ]
     },
-    ensureVrf({ vni, group, vtep }: VrfSpec): Command[] {
+    ensureVrf({ vni, vlan, group, vtep }: VrfSpec): Command[] {
       const ns = nsOf(vni)
       const { bridge, vxlan } = vrfNames(vni)
-      const n = (...argv: string[]) => ['ip', '-n', ns, ...argv]
+      const svi = groupInterfaceOf(vlan)
+      const n = inNs(vni)
       return [
         { argv: ['ip', 'netns', 'add', ns], done: exists },
         {
@@ -278,11 +354,16 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
         },
         { argv: n('link', 'set', vxlan, 'master', bridge) },
         { argv: n('link', 'set', vxlan, 'up') },
+        { argv: n('link', 'add', svi, 'type', 'bridge', 'stp_state', '0'), done: exists },
+        { argv: n('link', 'set', svi, 'address', gatewayMacOf(vni)) },
+        { argv: n('link', 'set', svi, 'up') },
+        { argv: ['ip', 'netns', 'exec', ns, 'sysctl', '-qw', `net.ipv4.conf.${svi}.proxy_arp=1`] },
       ]
     },
-    attach({ vni, port, gateways, addresses, mtu }: PortInVrf): Command[] {
+    attach({ vni, vlan, port, gateways, addresses, mtu }: PortInVrf): Command[] {
       const ns = nsOf(vni)
-      const n = (...argv: string[]) => ['ip', '-n', ns, ...argv]
+      const n = inNs(vni)
+      const svi = groupInterfaceOf(vlan)
       return [
         // zebra may leave a VXLAN device it found mid-set-up protodown: the L3VNI is then down.
         { argv: n('link', 'set', vrfNames(vni).vxlan, 'protodown', 'off') },
@@ -293,6 +374,7 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
             `ip -n ${ns} link show ${port} >/dev/null 2>&1 || ${inUnderlay('link', 'set', port, 'netns', ns).join(' ')}`,
           ],
         },
+        { argv: n('link', 'set', port, 'master', svi) },
         ...(mtu ? [{ argv: n('link', 'set', port, 'mtu', String(mtu)) }] : []),
         { argv: n('link', 'set', port, 'up') },
         ...gateways.map((g) => ({
@@ -301,32 +383,38 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
             'add',
             gatewayPrefix(g.address),
             'dev',
-            port,
+            svi,
             ...(isIPv4(g.address) ? [] : ['nodad']),
           ),
           done: exists,
         })),
-        { argv: ['ip', 'netns', 'exec', ns, 'sysctl', '-qw', `net.ipv4.conf.${port}.proxy_arp=1`] },
-        ...addresses.map((a) => ({ argv: n('route', 'replace', hostPrefix(a), 'dev', port) })),
+        ...addresses.map((a) => ({ argv: n('route', 'replace', hostPrefix(a), 'dev', svi) })),
       ]
     },
-    detach({ vni, port, addresses }: PortInVrf): Command[] {
+    withdraw,
+    detach({ vni, port, addresses }: PortOutOfVrf): Command[] {
       const ns = nsOf(vni)
-      const n = (...argv: string[]) => ['ip', '-n', ns, ...argv]
       return [
-        ...addresses.map((a) => ({ argv: n('route', 'del', hostPrefix(a)), done: gone })),
-        { argv: n('addr', 'flush', 'dev', port), done: gone },
+        ...withdraw({ vni, addresses }),
         // Back to the underlay, where a host port waits for its next job.
         {
           argv: [
             'sh',
             '-c',
-            `! ip -n ${ns} link show ${port} >/dev/null 2>&1 || { ip -n ${ns} link set ${port} netns ${u ?? '1'} && ${inUnderlay('link', 'set', port, 'up').join(' ')}; }`,
+            `! ip -n ${ns} link show ${port} >/dev/null 2>&1 || { ip -n ${ns} link set ${port} nomaster && ip -n ${ns} link set ${port} netns ${u ?? '1'} && ${inUnderlay('link', 'set', port, 'up').join(' ')}; }`,
           ],
         },
       ]
     },
-    removeVrf(vni: number): Command[] {
+    joinRelayLink({ vni, vlan }: { vni: number; vlan: number }): Command[] {
+      const n = inNs(vni)
+      const { relayLink } = vrfNames(vni)
+      return [
+        { argv: n('link', 'set', relayLink, 'master', groupInterfaceOf(vlan)) },
+        { argv: n('link', 'set', relayLink, 'up') },
+      ]
+    },
+    removeVrf({ vni }: { vni: number }): Command[] {
       return [
         // Lazily: zebra still holds the namespace it is letting go of.
         { argv: ['sh', '-c', `! mountpoint -q ${view(vni)} || umount -l ${view(vni)}`] },
@@ -346,7 +434,9 @@ export function netnsVrfBackend(opts: { underlay?: string | undefined; dir: stri
     ensureVrf: (spec) => runPlan(plan.ensureVrf(spec)),
     attach: (port) => runPlan(plan.attach(port)),
     detach: (port) => runPlan(plan.detach(port)),
-    removeVrf: (vni) => runPlan(plan.removeVrf(vni)),
+    withdraw: (route) => runPlan(plan.withdraw(route)),
+    joinRelayLink: (vrf) => runPlan(plan.joinRelayLink(vrf)),
+    removeVrf: (vrf) => runPlan(plan.removeVrf(vrf)),
     async list() {
       const names = (await output(['ls', opts.dir])).split('\n').filter(Boolean)
       const states: VrfState[] = []
@@ -354,17 +444,19 @@ export function netnsVrfBackend(opts: { underlay?: string | undefined; dir: stri
         const vni = vniOf(vrf)
         if (vni === undefined) continue
         const ns = plan.nsOf(vni)
-        const { bridge, vxlan } = vrfNames(vni)
+        const { bridge } = vrfNames(vni)
         const links = parseLinks(await output(['ip', '-n', ns, '-j', 'link', 'show']))
         // Bound here, but its namespace is gone (a removal cut short): no VRF.
         if (links.length === 0) continue
+        const vlan = vlanOf(links)
         states.push({
           vrf,
           vni,
+          vlan,
           group: links.find((l) => l.ifname === bridge)?.ifalias ?? '',
-          ports: links
-            .map((l) => l.ifname)
-            .filter((n) => n !== 'lo' && n !== bridge && n !== vxlan),
+          // Every port moved into the namespace, on the group interface or not (one left
+          // off it by a configure cut short): removing the namespace would destroy it.
+          ports: hostPortsOf(vni, links),
           hostRoutes: hostRoutesOf(
             await output(['ip', '-n', ns, '-j', 'route', 'show']),
             await output(['ip', '-n', ns, '-6', '-j', 'route', 'show']),
@@ -374,6 +466,7 @@ export function netnsVrfBackend(opts: { underlay?: string | undefined; dir: stri
       return states
     },
     inVrf: (vni) => ['ip', 'netns', 'exec', plan.nsOf(vni)],
+    namespaceOf: (vni) => plan.nsOf(vni),
   }
 }
 
@@ -384,20 +477,40 @@ function vniOf(vrf: string): number | undefined {
   return m ? Number(m[1]) : undefined
 }
 
-function parseLinks(json: string): { ifname: string; ifalias?: string }[] {
+interface Link {
+  ifname: string
+  ifalias?: string
+  master?: string
+}
+
+function parseLinks(json: string): Link[] {
   try {
     const parsed = JSON.parse(json || '[]') as unknown
     return Array.isArray(parsed)
-      ? parsed.filter(
-          (l): l is { ifname: string; ifalias?: string } => typeof l?.ifname === 'string',
-        )
+      ? parsed.filter((l): l is Link => typeof l?.ifname === 'string')
       : []
   } catch {
     return []
   }
 }
 
-/** The /32 and /128 routes out of a port (the hosts'), from `ip -j route`. */
+/** The VLAN id of the group interface (`vlan<N>`) among a VRF's links. */
+function vlanOf(links: readonly Link[]): number | undefined {
+  for (const l of links) {
+    const m = /^vlan(\d+)$/.exec(l.ifname)
+    if (m) return Number(m[1])
+  }
+  return undefined
+}
+
+/** The host ports among a VRF's links: not its own devices, nor the relay's link. */
+function hostPortsOf(vni: number, links: readonly Link[]): string[] {
+  const { bridge, vxlan, relayLink } = vrfNames(vni)
+  const own = new Set(['lo', bridge, vxlan, relayLink])
+  return links.map((l) => l.ifname).filter((n) => !own.has(n) && !/^vlan\d+$/.test(n))
+}
+
+/** The /32 and /128 routes on the group interface (the hosts'), from `ip -j route`. */
 function hostRoutesOf(v4: string, v6: string): string[] {
   const routes: string[] = []
   for (const [json, full] of [
@@ -408,7 +521,7 @@ function hostRoutesOf(v4: string, v6: string): string[] {
       const parsed = JSON.parse(json || '[]') as { dst?: string; dev?: string; gateway?: string }[]
       for (const r of parsed) {
         if (!r.dst || r.gateway || r.dst.includes('/')) continue
-        if (r.dev?.startsWith('hzb')) continue
+        if (!r.dev?.startsWith('vlan')) continue
         routes.push(`${r.dst}/${full}`)
       }
     } catch {}

@@ -4,7 +4,7 @@ import { agentQueueName, type Heartbeat } from '../lib/agent-protocol/index.ts'
 import { redriveHost } from '../lib/jobs/redrive.ts'
 import { type ManagedResource, setCondition } from '../lib/model/objects.ts'
 import type { DpuHealthRecord, DpuHealthRecords, Stray } from '../lib/state/dpu-health.ts'
-import { addIsolate } from './internal/agent-jobs.ts'
+import { addFabricIsolate, addIsolate } from './internal/agent-jobs.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { recordDpuEvent } from './internal/dpu-events.ts'
 import {
@@ -18,6 +18,7 @@ import {
   strayPorts,
 } from './internal/dpu-observed.ts'
 import { type DpuRevoked, type DpuUsageBound, revokeOverBound } from './internal/dpu-usage.ts'
+import { type FabricStray, fabricHostsMissing, strayFabric } from './internal/fabric-observed.ts'
 import {
   type ProducerRevoked,
   type ProducerUsageBound,
@@ -44,8 +45,13 @@ export interface DpuHealthOptions {
 /** A repair one run made. */
 export interface DpuRepair {
   readonly dpu: string
-  /** `PortLost`: the host was re-driven; `StrayPortIsolated`: an `isolate` was sent. */
-  readonly action: 'PortLost' | 'StrayPortIsolated'
+  /**
+   * `PortLost` (an Overlay host's port) and `RouteLost` (a Fabric host's VRF, port or
+   * announced prefix): the host was re-driven; `StrayPortIsolated` (an Overlay port) and
+   * `StrayVrfIsolated` (a Fabric VRF's port, or a VRF no host wants): an `isolate` was sent.
+   */
+  readonly action: 'PortLost' | 'StrayPortIsolated' | 'RouteLost' | 'StrayVrfIsolated'
+  /** What was repaired: the logical port (Overlay), `<vrf>` or `<vrf>/<port>` (Fabric). */
   readonly logicalPort: string
   readonly host?: string
   /** The job that carries the repair. */
@@ -103,7 +109,10 @@ const STATE_EVENTS: Record<DpuState, { type: 'Normal' | 'Warning'; reason: strin
  *    carries a repair number (the send time), so BullMQ never takes it for an earlier one.
  *    Neither is repeated while it is in flight: a re-driven host is Configuring until
  *    acked, and a stray's last `isolate` must have finished, and the grace
- *    (`REPAIR_GRACE_INTERVALS`) passed, before the next.
+ *    (`REPAIR_GRACE_INTERVALS`) passed, before the next. Its Fabric groups' VRFs
+ *    (`observed.vrfs`) likewise (`fabric-observed.ts`): a Ready Fabric host whose VRF,
+ *    port or announced prefix is gone is re-driven (`RouteLost`); a VRF port, or an empty
+ *    VRF, no live host wants gets a Fabric `isolate` (`StrayVrfIsolated`).
  *
  * With bounds (`usage`, `producerUsage`), at most once per their `everyMs` it also measures
  * what each DPU and each queue producer holds in the agents' Redis and revokes the
@@ -245,9 +254,15 @@ async function checkDpu(
     // A DPU whose credentials were revoked is repaired no more: it could not take the jobs.
     if (state !== 'Online' || before.revoked) return { conditions, repairs: [], errors: [] }
     const repairs = await repairLostPorts(deps, beat, hosts)
+    const rerouted = await repairLostRoutes(deps, beat, hosts)
     const isolated = await repairStrays(deps, beat, hosts, before.strays, now)
-    strays = isolated.strays
-    return { conditions, repairs: [...repairs, ...isolated.repairs], errors: isolated.errors }
+    const vrfs = await repairStrayVrfs(deps, beat, hosts, before.strays, now)
+    strays = { ...isolated.strays, ...vrfs.strays }
+    return {
+      conditions,
+      repairs: [...repairs, ...rerouted, ...isolated.repairs, ...vrfs.repairs],
+      errors: [...isolated.errors, ...vrfs.errors],
+    }
   } finally {
     const after: DpuHealthRecord = {
       state,
@@ -317,6 +332,122 @@ async function repairLostPorts(
   return repairs
 }
 
+/** Re-drives each Fabric host whose VRF, port or announced prefix the DPU no longer shows. */
+async function repairLostRoutes(
+  deps: DpuHealthDeps,
+  beat: Heartbeat,
+  hosts: readonly ManagedResource[],
+): Promise<DpuRepair[]> {
+  const repairs: DpuRepair[] = []
+  for (const { host, vrf, missing } of fabricHostsMissing(beat.dpuId, beat, hosts)) {
+    const message = `DPU ${beat.dpuId}'s heartbeat at ${beat.at} shows no ${missing}: configuring it again`
+    const jobId = await redriveHost(
+      deps,
+      host,
+      { type: 'AgentConfigured', status: 'False', reason: 'RouteLost', message },
+      'Configuring',
+    )
+    if (!jobId) continue
+    await recordDpuEvent(deps.store, beat.dpuId, {
+      type: 'Warning',
+      reason: 'RouteLost',
+      message: `${host}: ${message}`,
+    })
+    repairs.push({ dpu: beat.dpuId, action: 'RouteLost', host, logicalPort: vrf, jobId })
+  }
+  return repairs
+}
+
+/** Whether a repair of this stray may be sent now: grace passed, none in flight. */
+async function repairDue(
+  deps: DpuHealthDeps,
+  dpuId: string,
+  stray: Stray,
+  graceMs: number,
+  now: Date,
+): Promise<boolean> {
+  if (now.getTime() - Date.parse(stray.since) < graceMs) return false
+  if (stray.lastSentAt && now.getTime() - Date.parse(stray.lastSentAt) < graceMs) return false
+  if (stray.lastJobId) {
+    const ref = { queue: agentQueueName(dpuId), jobId: stray.lastJobId }
+    if ((await deps.children.outcome(ref)).state === 'pending') return false
+  }
+  return true
+}
+
+/**
+ * Sends a Fabric `isolate` for each VRF port, or empty VRF, no live host wants that
+ * outlasted the grace and has no repair in flight (as `repairStrays` for Overlay ports);
+ * returns them as they now stand, under their `fabric:` keys.
+ */
+async function repairStrayVrfs(
+  deps: DpuHealthDeps,
+  beat: Heartbeat,
+  hosts: readonly ManagedResource[],
+  known: Readonly<Record<string, Stray>>,
+  now: Date,
+): Promise<{ strays: Record<string, Stray>; repairs: DpuRepair[]; errors: string[] }> {
+  const dpuId = beat.dpuId
+  const strays: Record<string, Stray> = {}
+  const repairs: DpuRepair[] = []
+  const errors: string[] = []
+  for (const found of strayFabric(dpuId, beat, hosts)) {
+    const stray = known[found.key] ?? { since: now.toISOString(), repairs: 0 }
+    strays[found.key] = stray
+    if (!(await repairDue(deps, dpuId, stray, repairGraceMs(beat), now))) continue
+    let sent: DpuRepair
+    try {
+      sent = await isolateStrayVrf(deps, dpuId, found, now)
+    } catch (error) {
+      strays[found.key] = { ...stray, lastSentAt: now.toISOString() }
+      errors.push(`${found.key}: ${error instanceof Error ? error.message : String(error)}`)
+      continue
+    }
+    strays[found.key] = {
+      ...stray,
+      repairs: stray.repairs + 1,
+      lastJobId: sent.jobId,
+      lastSentAt: now.toISOString(),
+    }
+    repairs.push(sent)
+  }
+  return { strays, repairs, errors }
+}
+
+async function isolateStrayVrf(
+  deps: DpuHealthDeps,
+  dpuId: string,
+  stray: FabricStray,
+  now: Date,
+): Promise<DpuRepair> {
+  const what = stray.port ? `${stray.vrf}/${stray.port}` : stray.vrf
+  // A repair number of its own: the job is never a duplicate of an earlier isolate. A VRF
+  // with no port names none: the agent takes no port out, withdraws and removes the VRF.
+  const ref = await addFabricIsolate(
+    deps,
+    {
+      dpuId,
+      specVersion: 0,
+      group: { name: stray.group, vni: stray.vni },
+      host: {
+        name: `stray-${what.replace('/', '-')}`,
+        ...(stray.port ? { hostPort: stray.port } : {}),
+        addresses: [...stray.addresses],
+      },
+    },
+    now.getTime(),
+  )
+  const holds = stray.port ? `holds ${stray.port} in VRF ${stray.vrf}` : `holds VRF ${stray.vrf}`
+  const message = `DPU ${dpuId} ${holds} of group ${stray.group}, which nothing wants there: isolating it (${ref.jobId})`
+  await recordDpuEvent(
+    deps.store,
+    dpuId,
+    { type: 'Warning', reason: 'StrayVrfIsolated', message },
+    { group: stray.group },
+  )
+  return { dpu: dpuId, action: 'StrayVrfIsolated', logicalPort: what, jobId: ref.jobId }
+}
+
 /**
  * Sends `isolate` for each stray port that outlasted the grace and has no repair in
  * flight; returns the strays as they now stand (ones no longer bound are forgotten).
@@ -336,12 +467,7 @@ async function repairStrays(
   for (const port of strayPorts(dpuId, beat, hosts)) {
     const stray = known[port.logicalPort] ?? { since: now.toISOString(), repairs: 0 }
     strays[port.logicalPort] = stray
-    if (now.getTime() - Date.parse(stray.since) < graceMs) continue
-    if (stray.lastSentAt && now.getTime() - Date.parse(stray.lastSentAt) < graceMs) continue
-    if (stray.lastJobId) {
-      const ref = { queue: agentQueueName(dpuId), jobId: stray.lastJobId }
-      if ((await deps.children.outcome(ref)).state === 'pending') continue
-    }
+    if (!(await repairDue(deps, dpuId, stray, graceMs, now))) continue
     let sent: DpuRepair
     try {
       sent = await isolateStray(deps, dpuId, port, hosts, now)

@@ -2,7 +2,6 @@ import type { Job } from 'bullmq'
 import { IPV6_OWNERS } from '../lib/ipam/group-network.ts'
 import type { FabricIds } from '../lib/ipam/index.ts'
 import { GroupJob } from '../lib/jobs/index.ts'
-import { redriveHost } from '../lib/jobs/redrive.ts'
 import { attemptOf } from '../lib/model/attempts.ts'
 import {
   implementationOf,
@@ -16,8 +15,8 @@ import type { HandlerDeps } from './internal/deps.ts'
 import { failOrRetry } from './internal/errors.ts'
 import { provisionFabricGroup } from './internal/fabric-group.ts'
 import { statusFromHosts } from './internal/group-hosts.ts'
+import { reconfigureMembers } from './internal/group-members.ts'
 import { defineGroupNetwork } from './internal/group-network.ts'
-import type { GroupState } from './internal/group-state.ts'
 import { oneAtATime, parsePayload } from './internal/job.ts'
 import { memberSettingsOf, relayPortNameOf } from './internal/network.ts'
 import { withPoliciesOfEmptyGroup } from './internal/policies.ts'
@@ -51,8 +50,8 @@ export const NORTHD_WAIT_MS = 15_000
  * Also the handler for a changed group spec: it converges, whatever was there. A new
  * spec of a group already provisioned (its `dhcpServer` or `extraSubnets` changed) also
  * starts a new attempt of each member's `host.attach`, so that the DPUs serving the group
- * get its new relay settings. A Fabric group only takes its VNI and VLAN id, and reports
- * Failed: this version has no DPU side for it (`internal/fabric-group.ts`). It runs while
+ * get its new relay settings. A Fabric group takes its VNI and VLAN id and its IPAM network,
+ * and its hosts' DPUs build its VRF (`internal/fabric-group.ts`). It runs while
  * no other step of the group does (`oneAtATime`): a `group.delete` waits for it.
  * With centrals on demand, a group without hosts starts no central: it is Ready with
  * `CentralRunning=False NoHosts`, and its first host's attach starts the central and
@@ -109,7 +108,11 @@ export function createGroupCreate(deps: GroupCreateDeps) {
         )
       })
       .catch((error: unknown) => notApplied(deps, group, attempt, error))
-    const reconfigured = await reconfigureMembers(deps, group, state)
+    const reconfigured = await reconfigureMembers(
+      deps,
+      group,
+      state.members.map((m) => m.host),
+    )
     const relayId = group.spec.dhcpServer ? await deps.store.groups.relayIdOf(name) : undefined
     // Ready once no change is on its way to a host (`group-hosts.ts`); until then Configuring.
     const hosts = await deps.store.hosts.inGroup(name)
@@ -189,46 +192,6 @@ async function provisionedWithoutCentral(
     group.specVersion,
     attempt,
   )
-}
-
-/**
- * A new spec of a group its hosts already joined that changed what they are sent
- * (`memberSettingsOf`): each member's `host.attach` runs again (a new attempt, so its
- * `configure` is a new job for the DPU agent), and the agents get the group's settings as
- * they are now. A spec that changed only NB's part (a policy, DNS) reconfigures no one.
- * The settings are remembered once every member's new attempt started: a run cut short
- * starts them all again, which only re-sends the same settings.
- */
-async function reconfigureMembers(
-  deps: GroupCreateDeps,
-  group: ResourceGroup,
-  state: GroupState,
-): Promise<string[]> {
-  const observed = group.status.observedVersion
-  const settings = memberSettingsOf(group.spec)
-  if (observed >= group.specVersion) return []
-  if (observed === 0 || (await deps.store.groups.memberSettingsOf(group.name)) === settings) {
-    await deps.store.groups.rememberMemberSettings(group.name, settings)
-    return []
-  }
-  const started: string[] = []
-  for (const { host } of state.members) {
-    const phase = ['Ready', 'Configuring'].includes(host.status.phase) ? 'Configuring' : 'Attaching'
-    const id = await redriveHost(
-      deps,
-      host.name,
-      {
-        type: 'AgentConfigured',
-        status: 'Unknown',
-        reason: 'GroupChanged',
-        message: `resource group ${group.name} changed (spec version ${group.specVersion}): DPU ${host.spec.dpu.id} is sent its settings again`,
-      },
-      phase,
-    )
-    if (id) started.push(host.name)
-  }
-  await deps.store.groups.rememberMemberSettings(group.name, settings)
-  return started
 }
 
 /**

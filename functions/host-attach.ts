@@ -155,9 +155,9 @@ async function attachToFabric(
   if (stepOf(job) === 'converge') {
     const group = await groupReadyFor(deps, job, token, host, read)
     await deps.checkpoint('attach:group-read', host.name)
-    const configure = await convergeFabricHost(deps, host, group)
+    const children = await convergeFabricHost(deps, host, group)
     await deps.checkpoint('attach:children-added', host.name)
-    await waitForChildren(job, token, deps.children, [configure])
+    await waitForChildren(job, token, deps.children, children)
   } else {
     await stillWaiting(job, token, deps.children)
   }

@@ -40,7 +40,8 @@ export interface HostDetachResult {
  *    (`leaveGroupSouthbound`).
  *
  * `force` does not wait for an agent that is gone: the DPU is marked as needing
- * isolation before it may serve another tenant.
+ * isolation before it may serve another tenant (a Fabric host's: its port out of its
+ * group's VRF and its prefixes withdrawn).
  */
 export function createHostDetach(deps: HandlerDeps) {
   return async function hostDetach(job: Job, token?: string): Promise<HostDetachResult> {
@@ -77,7 +78,7 @@ async function detach(
     if (fabric) await deps.store.objects.requestDeletion('mr', host.name, force)
     else await leaveTopology(deps, host, force)
     const isolating = fabric
-      ? await isolateFabricHost(deps, host)
+      ? await isolateFabricHost(deps, host, force)
       : await isolate(deps, host, force)
     const withdrawing = fabric ? [] : await withdrawPublicIp(deps, host)
     await deps.checkpoint('detach:children-added')

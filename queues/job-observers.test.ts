@@ -82,15 +82,23 @@ t.test("reconcile's repairs by kind, kinds with none left out", async (t) => {
       chassis_ca_rotated: 1,
     },
   )
-  const repair = (action: 'PortLost' | 'StrayPortIsolated') => ({
+  const repair = (action: 'PortLost' | 'StrayPortIsolated' | 'RouteLost' | 'StrayVrfIsolated') => ({
     dpu: 'd',
     action,
     logicalPort: 'lp',
     jobId: 'j',
   })
-  t.same(dpuRepairs({ repairs: [repair('PortLost'), repair('StrayPortIsolated')] }), [
+  const repairs = [
+    repair('PortLost'),
+    repair('StrayPortIsolated'),
+    repair('RouteLost'),
+    repair('StrayVrfIsolated'),
+  ]
+  t.same(dpuRepairs({ repairs }), [
     'port_lost',
     'stray_port_isolated',
+    'fabric_route_lost',
+    'fabric_stray_isolated',
   ])
 })
 

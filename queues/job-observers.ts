@@ -43,8 +43,12 @@ export type RepairKind =
   /** A group's chassis CA was replaced: it still certified DPUs that had left the group. */
   | 'chassis_ca_rotated'
 
-/** What `dpu.health` repaired on a DPU. */
-export type DpuRepairKind = 'port_lost' | 'stray_port_isolated'
+/** What `dpu.health` repaired on a DPU (the last two: Fabric groups' VRFs). */
+export type DpuRepairKind =
+  | 'port_lost'
+  | 'stray_port_isolated'
+  | 'fabric_route_lost'
+  | 'fabric_stray_isolated'
 
 export interface WorkerObservers {
   /** One handler run ended. */
@@ -125,8 +129,15 @@ const RETRY_KINDS = {
 
 /** The repairs a `dpu.health` run made, one kind per repair. */
 export function dpuRepairs(result: Pick<DpuHealthResult, 'repairs'>): DpuRepairKind[] {
-  return result.repairs.map((r) => (r.action === 'PortLost' ? 'port_lost' : 'stray_port_isolated'))
+  return result.repairs.map((r) => DPU_REPAIR_KINDS[r.action])
 }
+
+const DPU_REPAIR_KINDS = {
+  PortLost: 'port_lost',
+  StrayPortIsolated: 'stray_port_isolated',
+  RouteLost: 'fabric_route_lost',
+  StrayVrfIsolated: 'fabric_stray_isolated',
+} as const satisfies Record<DpuHealthResult['repairs'][number]['action'], DpuRepairKind>
 
 /**
  * Wraps a handler so that each run is reported to `observers.jobRun` with its outcome and

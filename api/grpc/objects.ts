@@ -204,7 +204,11 @@ function observedMessage(o: DomainObserved): ObservedState {
     ovnController: o.ovnController,
     boundPorts: o.boundPorts,
     relays: o.relays,
-    vrfs: (o.vrfs ?? []).map((vrf) => ({ ...vrf, vni: String(vrf.vni) })),
+    vrfs: (o.vrfs ?? []).map(({ relay, ...vrf }) => ({
+      ...vrf,
+      vni: String(vrf.vni),
+      ...ifSet('relay', relay),
+    })),
   }
 }
 

@@ -170,7 +170,8 @@ function agentRef(name: 'configure' | 'isolate', key: AckKey): ChildRef {
 
 /**
  * Isolation before reuse: hosts force-detached from this DPU while its agent was away may
- * still be bound there; the agent unbinds them before it serves `except`.
+ * still be bound there (an Overlay host) or in their group's VRF (a Fabric host's port and
+ * announced prefixes); the agent unbinds them before it serves `except`.
  */
 export async function isolateStaleBindings(
   deps: Pick<HandlerDeps, 'children' | 'agents' | 'store'>,
@@ -180,31 +181,36 @@ export async function isolateStaleBindings(
   const refs: ChildRef[] = []
   for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
     if (stale.host === except) continue
+    const hostPort = stale.hostPort ? { hostPort: stale.hostPort } : {}
     refs.push(
-      await addIsolate(deps, {
-        dpuId,
-        specVersion: stale.specVersion,
-        group: { name: stale.group },
-        host: {
-          name: stale.host,
-          logicalPort: stale.logicalPort,
-          ...(stale.hostPort ? { hostPort: stale.hostPort } : {}),
-        },
-      }),
+      stale.fabric
+        ? await addFabricIsolate(deps, {
+            dpuId,
+            specVersion: stale.specVersion,
+            group: { name: stale.group, vni: stale.fabric.vni },
+            host: { name: stale.host, ...hostPort, addresses: [...stale.fabric.addresses] },
+          })
+        : await addIsolate(deps, {
+            dpuId,
+            specVersion: stale.specVersion,
+            group: { name: stale.group },
+            host: { name: stale.host, logicalPort: stale.logicalPort, ...hostPort },
+          }),
     )
   }
   return refs
 }
 
-/** Stale bindings this DPU's agent acked as unbound no longer need isolation. */
+/** Stale bindings this DPU's agent acked as unbound (withdrawn) no longer need isolation. */
 export async function clearIsolatedStaleBindings(
   deps: Pick<HandlerDeps, 'children' | 'store'>,
   dpuId: string,
 ): Promise<void> {
   for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
-    const ack = await isolateAck(deps, { dpuId, host: stale.host, specVersion: stale.specVersion })
-    if (ack.state === 'acked' && ack.value.unbound) {
-      await deps.store.dpus.clearNeedsIsolation(dpuId, stale.host)
-    }
+    const key = { dpuId, host: stale.host, specVersion: stale.specVersion }
+    const done = stale.fabric
+      ? await fabricIsolateAck(deps, key).then((a) => a.state === 'acked' && a.value.withdrawn)
+      : await isolateAck(deps, key).then((a) => a.state === 'acked' && a.value.unbound)
+    if (done) await deps.store.dpus.clearNeedsIsolation(dpuId, stale.host)
   }
 }

@@ -10,6 +10,7 @@ import type { FabricIds } from '../../lib/ipam/index.ts'
 import { type ResourceGroup, setCondition } from '../../lib/model/objects.ts'
 import type { ChangePlan } from '../../lib/model/plans.ts'
 import type { HandlerDeps } from './deps.ts'
+import { reconfigureMembers } from './group-members.ts'
 import { defineGroupNetwork, groupFailsOn } from './group-network.ts'
 import { groupFailed, setGroupStatus } from './status.ts'
 
@@ -21,6 +22,14 @@ export function routeTargetOf(asn: number, vni: number): string {
   return `${asn}:${vni}`
 }
 
+/**
+ * The circuit id a Fabric group's DHCP relays send (option 82): the name of the group's
+ * interface on each DPU, `vlan<N>` with N its VLAN id, as Carbide reads it.
+ */
+export function fabricCircuitIdOf(vlan: number): string {
+  return `vlan${vlan}`
+}
+
 /** What one run did for a Fabric group. */
 export type FabricGroupResult =
   | {
@@ -28,6 +37,8 @@ export type FabricGroupResult =
       readonly observedVersion: number
       readonly ovnChanged: false
       readonly fabric: FabricIds
+      /** Hosts whose `host.attach` was started again for this version (a new DHCP server). */
+      readonly reconfigured?: readonly string[]
     }
   | {
       readonly group: string
@@ -42,10 +53,11 @@ export type FabricGroupResult =
  * with none free fails the group naming the setting that widens it
  * (`FabricAllocated=False`, retried later); a network IPAM refuses fails it for good
  * (`NetworkAllocated=False`); without `HYDRAZINE_FABRIC_ASN` it is Failed,
- * `FabricConfigured=False` (`FABRIC_NOT_AVAILABLE`).
+ * `FabricConfigured=False` (`FABRIC_NOT_AVAILABLE`). A new spec that changed what its hosts'
+ * DPUs are sent (its DHCP server) starts each host's `host.attach` again.
  */
 export async function provisionFabricGroup(
-  deps: Pick<HandlerDeps, 'store' | 'ipam' | 'checkpoint' | 'fabricAsn'>,
+  deps: Pick<HandlerDeps, 'store' | 'ipam' | 'checkpoint' | 'fabricAsn' | 'jobs'>,
   group: ResourceGroup,
   attempt: number,
 ): Promise<FabricGroupResult> {
@@ -95,7 +107,7 @@ export async function provisionFabricGroup(
   await setGroupStatus(
     deps,
     name,
-    (current) => ({
+    ({ dhcpCircuitId: _previous, ...current }) => ({
       ...current,
       phase: 'Ready',
       conditions: setCondition(setCondition(current.conditions, held), {
@@ -105,12 +117,22 @@ export async function provisionFabricGroup(
         message: `${name} is VRF VNI ${fabric.vni} (route target ${routeTargetOf(asn, fabric.vni)}) on the fabric; each DPU with a host of it builds the VRF when the host attaches`,
       }),
       fabric,
+      // The relays' circuit id while the group relays DHCP; gone with its dhcpServer.
+      ...(group.spec.dhcpServer ? { dhcpCircuitId: fabricCircuitIdOf(fabric.vlan) } : {}),
       observedVersion: specVersion,
     }),
     specVersion,
     attempt,
   )
-  return { group: name, observedVersion: specVersion, ovnChanged: false, fabric }
+  // What the DPUs are sent changed (its DHCP server, its networks): each host's DPU anew.
+  const reconfigured = await reconfigureMembers(deps, group, await deps.store.hosts.inGroup(name))
+  return {
+    group: name,
+    observedVersion: specVersion,
+    ovnChanged: false,
+    fabric,
+    ...(reconfigured.length > 0 ? { reconfigured } : {}),
+  }
 }
 
 /**

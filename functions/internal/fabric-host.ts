@@ -11,7 +11,14 @@ import type { FabricConfigureAck, FabricConfigureInput } from '../../lib/agent-p
 import { HydrazineError } from '../../lib/errors.ts'
 import type { FabricIds } from '../../lib/ipam/index.ts'
 import type { ManagedResource, ResourceGroup } from '../../lib/model/objects.ts'
-import { addFabricConfigure, addFabricIsolate, fabricConfigureAck } from './agent-jobs.ts'
+import { topologyNames } from '../../lib/ovn/index.ts'
+import {
+  addFabricConfigure,
+  addFabricIsolate,
+  clearIsolatedStaleBindings,
+  fabricConfigureAck,
+  isolateStaleBindings,
+} from './agent-jobs.ts'
 import type { ChildRef, HandlerDeps } from './deps.ts'
 import { AwaitingAck, failOrRetry } from './errors.ts'
 import { routeTargetOf } from './fabric-group.ts'
@@ -106,14 +113,14 @@ async function fabricOf(
 /**
  * The converge step of a Fabric host's attach: refuses what Fabric mode cannot build (a
  * DPU whose agent takes no Fabric jobs, an access level beyond None), allocates the
- * host's addresses, reports Configuring and sends `configure`. Returns the child to wait
- * for.
+ * host's addresses, reports Configuring and sends `configure`, after an `isolate` of each
+ * host a forced detach left on the DPU. Returns the children to wait for.
  */
 export async function convergeFabricHost(
   deps: HandlerDeps,
   host: HostAttempt,
   group: ResourceGroup,
-): Promise<ChildRef> {
+): Promise<ChildRef[]> {
   const { spec } = host
   const dpuId = spec.dpu.id
   const refuse = (error: HydrazineError, reason: string) =>
@@ -151,11 +158,14 @@ export async function convergeFabricHost(
     },
   })
   await deps.checkpoint('attach:status-configuring')
-  return addFabricConfigure(
+  // What a forced detach left on the DPU is isolated first (queued before the configure).
+  const stale = await isolateStaleBindings(deps, dpuId, host.name)
+  const configure = await addFabricConfigure(
     deps,
     fabricConfigureRequestOf(host, group, ids, asn, [...new Set(list)]),
     host.attempt,
   )
+  return [...stale, configure]
 }
 
 /**
@@ -192,6 +202,7 @@ export async function reportFabricAttached(
     throw new AwaitingAck(`no configure ack from DPU ${dpuId} for ${host.name} yet`)
   }
   const ack = configured.value
+  await clearIsolatedStaleBindings(deps, dpuId)
   await deps.checkpoint('attach:acked')
   const current = await deps.store.hosts.get(host.name)
   const ips = current?.status.hostAccessIPs
@@ -242,23 +253,34 @@ class FabricConfigureFailed extends HydrazineError {
 /**
  * `isolate` of a Fabric group's host on its DPU: its prefixes withdrawn and its port out
  * of the group's VRF. Its addresses go with it (still in status when the detach starts).
+ * Forced, the DPU is also marked: until its agent acks the isolate, it must isolate the
+ * host before it serves anyone else (`isolateStaleBindings`).
  */
 export async function isolateFabricHost(
-  deps: Pick<HandlerDeps, 'children' | 'ipam'>,
+  deps: Pick<HandlerDeps, 'children' | 'ipam' | 'store'>,
   host: ManagedResource,
+  force = false,
 ): Promise<ChildRef> {
   const { spec } = host
   const ids = await deps.ipam.fabricIdsOf(spec.resourceGroup)
   const ips = host.status.hostAccessIPs
+  // A group that never got its VNI built no VRF: the agent finds none to leave.
+  const vni = ids?.vni ?? 1
+  const addresses = [ips?.hostIP, ips?.hostIPv6].flatMap((a) => (a ? [a] : []))
+  if (force) {
+    await deps.store.dpus.markNeedsIsolation(spec.dpu.id, {
+      group: spec.resourceGroup,
+      host: host.name,
+      logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
+      ...optionalHostPort(spec),
+      specVersion: host.specVersion,
+      fabric: { vni, addresses },
+    })
+  }
   return addFabricIsolate(deps, {
     dpuId: spec.dpu.id,
     specVersion: host.specVersion,
-    // A group that never got its VNI built no VRF: the agent finds none to leave.
-    group: { name: spec.resourceGroup, vni: ids?.vni ?? 1 },
-    host: {
-      name: host.name,
-      ...optionalHostPort(spec),
-      addresses: [ips?.hostIP, ips?.hostIPv6].flatMap((a) => (a ? [a] : [])),
-    },
+    group: { name: spec.resourceGroup, vni },
+    host: { name: host.name, ...optionalHostPort(spec), addresses },
   })
 }

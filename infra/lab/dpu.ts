@@ -164,11 +164,12 @@ export async function createDpu(opts: {
     destroyed = true
     for (const d of daemons.reverse()) await d.stop().catch(() => {})
     for (const h of hosts) await quietly(ip('netns', 'del', h))
-    // The agent's relay namespaces are named `<DPU netns>-<relay port>`.
+    // The agent's relay namespaces are named `<DPU netns>-<relay port>`: `hzr…` for an
+    // Overlay group's, `vlan<N>` for a Fabric group's.
     const relayNamespaces = (await ip('netns', 'list').catch(() => ''))
       .split('\n')
       .map((l) => l.split(' ')[0] ?? '')
-      .filter((n) => n.startsWith(`${netns}-hzr`))
+      .filter((n) => n.startsWith(`${netns}-hzr`) || n.startsWith(`${netns}-vlan`))
     for (const n of relayNamespaces) await quietly(ip('netns', 'del', n))
     // Fabric groups' VRF namespaces (`<DPU netns>-v<VNI>`) and the directory the agent
     // bound them into for its zebra (a mount of its own).

@@ -81,7 +81,7 @@ export function controllerInstruments(registry: Registry): ControllerInstruments
   })
   const dpuRepairs = new Counter({
     name: 'hydrazine_dpu_repairs_total',
-    help: 'What dpu.health repaired on DPUs, by kind (port_lost, stray_port_isolated)',
+    help: 'What dpu.health repaired on DPUs, by kind (port_lost, stray_port_isolated, fabric_route_lost, fabric_stray_isolated)',
     labelNames: ['kind'] as const,
     registers,
   })

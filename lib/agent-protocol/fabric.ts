@@ -127,6 +127,8 @@ export const ObservedVrf = v.object({
   ports: reportedList(reported, MAX_REPORTED_PORTS),
   /** The host prefixes its FRR announces from this VRF (`10.0.0.5/32`). */
   announced: reportedList(reported, 512),
+  /** The group's DHCP relay on its interface: the circuit id it sends (`vlan<N>`). */
+  relay: v.optional(v.object({ circuitId: reported, dhcpServer: reported, running: v.boolean() })),
 })
 export type ObservedVrf = v.InferOutput<typeof ObservedVrf>
 

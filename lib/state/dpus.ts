@@ -23,6 +23,11 @@ export interface StaleBinding {
   readonly logicalPort: string
   readonly hostPort?: string
   readonly specVersion: number
+  /**
+   * A Fabric group's host: its port may still be in the group's VRF (VNI `vni`) and its
+   * addresses announced from there.
+   */
+  readonly fabric?: { readonly vni: number; readonly addresses: readonly string[] }
 }
 
 export class DpuRepository {

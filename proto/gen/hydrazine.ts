@@ -83,6 +83,7 @@ import type { TraceRun as _hydrazine_v1_TraceRun, TraceRun__Output as _hydrazine
 import type { UnregisterPublicIpRequest as _hydrazine_v1_UnregisterPublicIpRequest, UnregisterPublicIpRequest__Output as _hydrazine_v1_UnregisterPublicIpRequest__Output } from './hydrazine/v1/UnregisterPublicIpRequest.ts';
 import type { UnregisterPublicIpResponse as _hydrazine_v1_UnregisterPublicIpResponse, UnregisterPublicIpResponse__Output as _hydrazine_v1_UnregisterPublicIpResponse__Output } from './hydrazine/v1/UnregisterPublicIpResponse.ts';
 import type { Vrf as _hydrazine_v1_Vrf, Vrf__Output as _hydrazine_v1_Vrf__Output } from './hydrazine/v1/Vrf.ts';
+import type { VrfRelay as _hydrazine_v1_VrfRelay, VrfRelay__Output as _hydrazine_v1_VrfRelay__Output } from './hydrazine/v1/VrfRelay.ts';
 import type { WatchRequest as _hydrazine_v1_WatchRequest, WatchRequest__Output as _hydrazine_v1_WatchRequest__Output } from './hydrazine/v1/WatchRequest.ts';
 import type { WatchResponse as _hydrazine_v1_WatchResponse, WatchResponse__Output as _hydrazine_v1_WatchResponse__Output } from './hydrazine/v1/WatchResponse.ts';
 
@@ -193,6 +194,7 @@ export interface ProtoGrpcType {
       UnregisterPublicIpRequest: MessageTypeDefinition<_hydrazine_v1_UnregisterPublicIpRequest, _hydrazine_v1_UnregisterPublicIpRequest__Output>
       UnregisterPublicIpResponse: MessageTypeDefinition<_hydrazine_v1_UnregisterPublicIpResponse, _hydrazine_v1_UnregisterPublicIpResponse__Output>
       Vrf: MessageTypeDefinition<_hydrazine_v1_Vrf, _hydrazine_v1_Vrf__Output>
+      VrfRelay: MessageTypeDefinition<_hydrazine_v1_VrfRelay, _hydrazine_v1_VrfRelay__Output>
       WatchEventType: EnumTypeDefinition
       WatchRequest: MessageTypeDefinition<_hydrazine_v1_WatchRequest, _hydrazine_v1_WatchRequest__Output>
       WatchResponse: MessageTypeDefinition<_hydrazine_v1_WatchResponse, _hydrazine_v1_WatchResponse__Output>

@@ -42,6 +42,25 @@ const NB = new Database<NbTables>(nbSchema)
 const SB = new Database<SbTables>(sbSchema)
 const OVS = new Database<OvsTables>(ovsSchema)
 
+/**
+ * When the controller wrote host `name` Ready (its `Ready` event) after `put`, the last
+ * such write; undefined when none is recorded.
+ */
+export async function readyEventAt(
+  lab: Pick<Lab, 'api'>,
+  name: string,
+  put: number,
+): Promise<number | undefined> {
+  const events = v.safeParse(
+    Events,
+    (await lab.api('GET', `/v1/managed-resources/${name}/events`)).body,
+  )
+  return (events.success ? events.output.items : [])
+    .map((e) => ({ reason: e.reason, at: Date.parse(e.at) }))
+    .filter((e) => e.reason === 'Ready' && e.at >= Math.floor(put))
+    .at(-1)?.at
+}
+
 /** When one host's attach reached each point (wall-clock ms); undefined when never seen. */
 export interface AttachMoments {
   readonly host: string
@@ -318,14 +337,7 @@ export class AttachWatch {
       (await this.lab.api('GET', `/v1/managed-resources/${host.name}`)).body,
     )
     const job = found.success ? await this.#configureJob(host.name, found.output) : undefined
-    const events = v.safeParse(
-      Events,
-      (await this.lab.api('GET', `/v1/managed-resources/${host.name}/events`)).body,
-    )
-    const readyEvent = (events.success ? events.output.items : [])
-      .map((e) => ({ reason: e.reason, at: Date.parse(e.at) }))
-      .filter((e) => e.reason === 'Ready' && e.at >= Math.floor(put))
-      .at(-1)?.at
+    const readyEvent = await readyEventAt(this.lab, host.name, put)
     return {
       host: host.name,
       put,
@@ -338,6 +350,22 @@ export class AttachWatch {
       installed: this.#installed.firstAfter(port, put),
       acked: job?.finishedOn,
       ready: readyEvent,
+    }
+  }
+
+  /**
+   * When the agent took the host's current `configure` job and acked it (any group's host:
+   * the Fabric rounds read their agent's share of an attach from it).
+   */
+  async agentJob(host: LabHost): Promise<{ took?: number; acked?: number }> {
+    const found = v.safeParse(
+      Host,
+      (await this.lab.api('GET', `/v1/managed-resources/${host.name}`)).body,
+    )
+    const job = found.success ? await this.#configureJob(host.name, found.output) : undefined
+    return {
+      ...(job?.processedOn ? { took: job.processedOn } : {}),
+      ...(job?.finishedOn ? { acked: job.finishedOn } : {}),
     }
   }
 

@@ -19,6 +19,14 @@
  * - `lab_step_<step>_p50_ms` / `_p95_ms`: where an attach's time goes, step by step (API,
  *   NB commit, northd, the agent's port, SB bind, flows installed, ack, Ready), from what
  *   the system records: see `ATTACH_STEPS` in `lab-steps.ts`.
+ * - `lab_fabric_ready_p50_ms` / `_p95_ms`, `lab_fabric_first_packet_p50_ms` / `_p95_ms`,
+ *   `lab_fabric_ready_before_traffic`, `lab_fabric_isolate_p95_ms`: the same, measured the
+ *   same way, for a Fabric group (`networkImplementationType: Fabric`, the same network):
+ *   once the Overlay rounds are done, the same hosts are attached to it and detached again,
+ *   as many rounds at the same rate. Its gateway is the DPU's VRF (the group interface), its
+ *   Ready the agent's ack that the host's /32 is in the DPU's FRR as an EVPN type-5 route.
+ *   `lab_fabric_step_agent_job_*` (PUT -> the agent takes its `configure`) and
+ *   `lab_fabric_step_agent_configure_*` (-> its ack) say where a Fabric attach's time goes.
  *
  * Scale by environment: `HYDRAZINE_BENCH_LAB_DPUS` (default 20, at most 49: the lab's
  * fabric /24 with one relay address per DPU), `_HOSTS_PER_DPU` (default 6, at most 6: the
@@ -48,11 +56,12 @@ import {
 import { netnsExec } from '../../infra/lab/probes.ts'
 import { attachHost, phaseIs } from '../lab/api.ts'
 import { GatewayProbe, now, offered, pollReady, sleep, until } from './lab-probes.ts'
-import { type AttachMoments, AttachWatch, stepDurations } from './lab-steps.ts'
+import { type AttachMoments, AttachWatch, readyEventAt, stepDurations } from './lab-steps.ts'
 import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
 const SUITE = 'lab'
 const GROUP = 'bench-lab'
+const FABRIC_GROUP = 'bench-fabric'
 const NETWORK = { cidr: '10.20.0.0/16', gateway: '10.20.0.1' }
 /** How long one host may take to become Ready and answer, or to stop answering. */
 const HOST_TIMEOUT_MS = 60_000
@@ -94,6 +103,155 @@ interface AttachSample {
   readonly put: number
   readonly ready?: number
   readonly firstReply?: number
+}
+
+/**
+ * Attaches every host to `group` at `rate` per second and detaches them again, `rounds`
+ * times: per attach when it went Ready (`readyOf`: the controller's write) and answered,
+ * per detach how long it kept answering.
+ */
+async function attachRounds(
+  l: Lab,
+  hosts: readonly Watched[],
+  group: string,
+  rounds: number,
+  rate: number,
+  readyOf: (host: LabHost, put: number, accepted: number) => Promise<number | undefined>,
+): Promise<{ samples: AttachSample[]; isolate: (number | undefined)[] }> {
+  const samples: AttachSample[] = []
+  const isolate: (number | undefined)[] = []
+  for (let round = 1; round <= rounds; round++) {
+    const readyAt = new Map<string, number>()
+    const poller = pollReady(l, readyAt, 50)
+    try {
+      const attached = await offered(hosts.length, rate, async (i) => {
+        const { host, ip, probe } = hosts[i] as Watched
+        const t0 = probe.resume()
+        try {
+          const answer = await attachHost(l, host, group, ip)
+          const accepted = now()
+          if (answer.status >= 300)
+            throw new Error(`PUT ${host.name} → ${answer.status} ${JSON.stringify(answer.body)}`)
+          await until(
+            () => readyAt.has(host.name) && probe.firstAfter(t0) !== undefined,
+            HOST_TIMEOUT_MS,
+          )
+          // When the controller wrote Ready (its event), not when the poll saw it.
+          const ready = await readyOf(host, t0, accepted)
+          const firstReply = probe.firstAfter(t0)
+          return {
+            host: host.name,
+            round,
+            put: t0,
+            ...(ready === undefined ? {} : { ready }),
+            ...(firstReply === undefined ? {} : { firstReply }),
+          }
+        } finally {
+          probe.pause()
+        }
+      })
+      samples.push(...attached)
+    } finally {
+      await poller.stop()
+    }
+
+    const isolated = await offered(hosts.length, rate, async (i) => {
+      const { host, probe } = hosts[i] as Watched
+      const resumed = probe.resume()
+      const last = () => probe.lastAfter(resumed)
+      try {
+        if (!(await until(() => last() !== undefined, 10_000))) return undefined
+        const t0 = now()
+        const answer = await l.api('DELETE', `/v1/managed-resources/${host.name}`)
+        if (answer.status >= 300) throw new Error(`DELETE ${host.name} → ${answer.status}`)
+        const quiet = await until(() => now() - (last() ?? 0) > QUIET_MS, HOST_TIMEOUT_MS)
+        if (!quiet) return undefined
+        return Math.max(0, (last() ?? t0) - t0)
+      } finally {
+        probe.pause()
+      }
+    })
+    isolate.push(...isolated)
+    // The next round attaches the same hosts again once every one is gone.
+    const gone = await waitGone(l)
+    if (!gone) throw new Error(`round ${round}: hosts still exist 60 s after their DELETE`)
+  }
+  return { samples, isolate }
+}
+
+/**
+ * The attach figures of one group's rounds as `<prefix>_ready_p50_ms` …: Ready and first
+ * reply after the PUT, Ready reported before traffic, the last reply after the DELETE.
+ */
+function reportAttaches(
+  prefix: 'lab' | 'lab_fabric',
+  samples: readonly AttachSample[],
+  isolate: readonly (number | undefined)[],
+  sized: string,
+  scale: number,
+): void {
+  const ready = samples.flatMap((s) => (s.ready === undefined ? [] : [s.ready - s.put]))
+  const firstPacket = samples.flatMap((s) =>
+    s.firstReply === undefined ? [] : [s.firstReply - s.put],
+  )
+  const lies = samples.filter(
+    (s) =>
+      s.ready !== undefined &&
+      (s.firstReply === undefined || s.ready + READY_SLACK_MS < s.firstReply),
+  )
+  const isolated = isolate.flatMap((v) => (v === undefined ? [] : [v]))
+  const missing = (what: string, n: number) =>
+    n < samples.length ? `; ${samples.length - n} attaches never ${what} within 60 s` : ''
+  for (const [metric, q] of [
+    [`${prefix}_ready_p50_ms`, 0.5],
+    [`${prefix}_ready_p95_ms`, 0.95],
+    [`${prefix}_ready_p99_ms`, 0.99],
+  ] as const)
+    report({
+      suite: SUITE,
+      metric,
+      value: quantile(ready, q),
+      unit: 'ms',
+      note: `PUT -> the host's Ready event (Ready+configsSynced, when the controller wrote it); ${sized}${missing('became Ready', ready.length)}`,
+    })
+  report({
+    suite: SUITE,
+    metric: `${prefix}_first_packet_p50_ms`,
+    value: quantile(firstPacket, 0.5),
+    unit: 'ms',
+    note: `PUT -> first echo reply from the gateway (ping every 10 ms); ${sized}`,
+  })
+  report({
+    suite: SUITE,
+    metric: `${prefix}_first_packet_p95_ms`,
+    value: quantile(firstPacket, 0.95),
+    unit: 'ms',
+    note: `PUT -> first echo reply from the gateway (ping every 10 ms); ${sized}${missing('answered', firstPacket.length)}`,
+  })
+  report({
+    suite: SUITE,
+    metric: `${prefix}_ready_before_traffic`,
+    value: lies.length,
+    unit: 'hosts',
+    note:
+      `Ready > ${READY_SLACK_MS} ms before the first reply (or never answered); target 0${scaleNote(scale)}` +
+      (lies.length > 0
+        ? `; ${lies
+            .slice(0, 5)
+            .map(
+              (s) =>
+                `${s.host} (round ${s.round}) by ${s.firstReply === undefined ? 'inf' : Math.round(s.firstReply - (s.ready ?? 0))} ms`,
+            )
+            .join(', ')}`
+        : ''),
+  })
+  report({
+    suite: SUITE,
+    metric: `${prefix}_isolate_p95_ms`,
+    value: quantile(isolated, 0.95),
+    unit: 'ms',
+    note: `DELETE -> last echo reply (ping every 10 ms); ${sized}${missing('went quiet', isolated.length)}`,
+  })
 }
 
 export default async function labBench(): Promise<void> {
@@ -185,137 +343,78 @@ export default async function labBench(): Promise<void> {
     }
     process.stderr.write(`bench lab: ${hosts.length} hosts, attaching at ${rate}/s\n`)
 
-    const samples: AttachSample[] = []
-    const moments: AttachMoments[] = []
     // How late this process may hear of what the monitors report.
     const loopDelay = monitorEventLoopDelay({ resolution: 10 })
     loopDelay.enable()
-    const isolate: (number | undefined)[] = []
-    for (let round = 1; round <= rounds; round++) {
-      const readyAt = new Map<string, number>()
-      const poller = pollReady(l, readyAt, 50)
-      try {
-        const attached = await offered(hosts.length, rate, async (i) => {
-          const { host, ip, probe } = hosts[i] as Watched
-          const t0 = probe.resume()
-          try {
-            const answer = await attachHost(l, host, GROUP, ip)
-            const accepted = now()
-            if (answer.status >= 300)
-              throw new Error(`PUT ${host.name} → ${answer.status} ${JSON.stringify(answer.body)}`)
-            await until(
-              () => readyAt.has(host.name) && probe.firstAfter(t0) !== undefined,
-              HOST_TIMEOUT_MS,
-            )
-            const moment = await w.moments(host, t0, accepted)
-            moments.push(moment)
-            // When the controller wrote Ready (its event), not when the poll saw it.
-            const ready = moment.ready
-            const firstReply = probe.firstAfter(t0)
-            return {
-              host: host.name,
-              round,
-              put: t0,
-              ...(ready === undefined ? {} : { ready }),
-              ...(firstReply === undefined ? {} : { firstReply }),
-            }
-          } finally {
-            probe.pause()
-          }
-        })
-        samples.push(...attached)
-      } finally {
-        await poller.stop()
-      }
-
-      const isolated = await offered(hosts.length, rate, async (i) => {
-        const { host, probe } = hosts[i] as Watched
-        const resumed = probe.resume()
-        const last = () => probe.lastAfter(resumed)
-        try {
-          if (!(await until(() => last() !== undefined, 10_000))) return undefined
-          const t0 = now()
-          const answer = await l.api('DELETE', `/v1/managed-resources/${host.name}`)
-          if (answer.status >= 300) throw new Error(`DELETE ${host.name} → ${answer.status}`)
-          const quiet = await until(() => now() - (last() ?? 0) > QUIET_MS, HOST_TIMEOUT_MS)
-          if (!quiet) return undefined
-          return Math.max(0, (last() ?? t0) - t0)
-        } finally {
-          probe.pause()
-        }
-      })
-      isolate.push(...isolated)
-      // The next round attaches the same hosts again once every one is gone.
-      const gone = await waitGone(l)
-      if (!gone) throw new Error(`round ${round}: hosts still exist 60 s after their DELETE`)
-    }
-
-    const ready = samples.flatMap((s) => (s.ready === undefined ? [] : [s.ready - s.put]))
-    const firstPacket = samples.flatMap((s) =>
-      s.firstReply === undefined ? [] : [s.firstReply - s.put],
+    const moments: AttachMoments[] = []
+    const { samples, isolate } = await attachRounds(
+      l,
+      hosts,
+      GROUP,
+      rounds,
+      rate,
+      async (h, t0, accepted) => {
+        const moment = await w.moments(h, t0, accepted)
+        moments.push(moment)
+        return moment.ready
+      },
     )
-    const lies = samples.filter(
-      (s) =>
-        s.ready !== undefined &&
-        (s.firstReply === undefined || s.ready + READY_SLACK_MS < s.firstReply),
-    )
-    const isolated = isolate.flatMap((v) => (v === undefined ? [] : [v]))
-    const sized =
-      `${dpuCount} DPUs x ${perDpu} hosts x ${rounds} rounds = ${samples.length} attaches ` +
+    const fabricPut = await l.api('PUT', `/v1/resource-groups/${FABRIC_GROUP}`, {
+      tenantId: 'bench',
+      network: NETWORK,
+      networkImplementationType: 'Fabric',
+    })
+    if (fabricPut.status >= 300)
+      throw new Error(`PUT Fabric group → ${fabricPut.status} ${JSON.stringify(fabricPut.body)}`)
+    if (!(await phaseIs(l, `/v1/resource-groups/${FABRIC_GROUP}`, 'Ready')))
+      throw new Error(`group ${FABRIC_GROUP} never became Ready`)
+    process.stderr.write(`bench lab: the same hosts in Fabric group ${FABRIC_GROUP}\n`)
+    // The gateway's MAC is another one there: each host forgets the Overlay one (untimed).
+    for (const { host } of hosts) await netnsExec(host.netns, 'ip', 'neigh', 'flush', 'dev', 'eth0')
+    // Where a Fabric attach's time goes: until its agent takes the job, the agent's work.
+    const agentWait: number[] = []
+    const agentWork: number[] = []
+    const fabric = await attachRounds(l, hosts, FABRIC_GROUP, rounds, rate, async (h, t0) => {
+      const { took, acked } = await w.agentJob(h)
+      if (took !== undefined) agentWait.push(took - t0)
+      if (took !== undefined && acked !== undefined) agentWork.push(acked - took)
+      return readyEventAt(l, h.name, t0)
+    })
+
+    const sized = (what: string, n: number) =>
+      `${dpuCount} DPUs x ${perDpu} hosts x ${rounds} rounds = ${n} attaches ` +
       `offered at ${rate}/s, ` +
-      `one group; figures are noisy on a shared 2-core machine${scaleNote(scale)}`
+      `one ${what} group; figures are noisy on a shared 2-core machine${scaleNote(scale)}`
+    reportAttaches('lab', samples, isolate, sized('Overlay', samples.length), scale)
+    reportAttaches(
+      'lab_fabric',
+      fabric.samples,
+      fabric.isolate,
+      sized('Fabric', fabric.samples.length),
+      scale,
+    )
     const missing = (what: string, n: number) =>
       n < samples.length ? `; ${samples.length - n} attaches never ${what} within 60 s` : ''
-    for (const [metric, q] of [
-      ['lab_ready_p50_ms', 0.5],
-      ['lab_ready_p95_ms', 0.95],
-      ['lab_ready_p99_ms', 0.99],
-    ] as const)
-      report({
-        suite: SUITE,
-        metric,
-        value: quantile(ready, q),
-        unit: 'ms',
-        note: `PUT -> the host's Ready event (Ready+configsSynced, when the controller wrote it); ${sized}${missing('became Ready', ready.length)}`,
-      })
-    report({
-      suite: SUITE,
-      metric: 'lab_first_packet_p50_ms',
-      value: quantile(firstPacket, 0.5),
-      unit: 'ms',
-      note: `PUT -> first echo reply from the gateway (ping every 10 ms); ${sized}`,
-    })
-    report({
-      suite: SUITE,
-      metric: 'lab_first_packet_p95_ms',
-      value: quantile(firstPacket, 0.95),
-      unit: 'ms',
-      note: `PUT -> first echo reply from the gateway (ping every 10 ms); ${sized}${missing('answered', firstPacket.length)}`,
-    })
-    report({
-      suite: SUITE,
-      metric: 'lab_ready_before_traffic',
-      value: lies.length,
-      unit: 'hosts',
-      note:
-        `Ready > ${READY_SLACK_MS} ms before the first reply (or never answered); target 0${scaleNote(scale)}` +
-        (lies.length > 0
-          ? `; ${lies
-              .slice(0, 5)
-              .map(
-                (s) =>
-                  `${s.host} (round ${s.round}) by ${s.firstReply === undefined ? 'inf' : Math.round(s.firstReply - (s.ready ?? 0))} ms`,
-              )
-              .join(', ')}`
-          : ''),
-    })
-    report({
-      suite: SUITE,
-      metric: 'lab_isolate_p95_ms',
-      value: quantile(isolated, 0.95),
-      unit: 'ms',
-      note: `DELETE -> last echo reply (ping every 10 ms); ${sized}${missing('went quiet', isolated.length)}`,
-    })
+    for (const [metric, values, what] of [
+      ['lab_fabric_step_agent_job', agentWait, 'PUT -> the agent takes its configure job'],
+      [
+        'lab_fabric_step_agent_configure',
+        agentWork,
+        'the agent takes the job -> its ack (VRF, port, FRR, /32 originated)',
+      ],
+    ] as const) {
+      for (const [q, p] of [
+        ['p50', 0.5],
+        ['p95', 0.95],
+      ] as const)
+        report({
+          suite: SUITE,
+          metric: `${metric}_${q}_ms`,
+          value: quantile(values, p),
+          unit: 'ms',
+          note: `${what}; ${sized('Fabric', fabric.samples.length)}`,
+        })
+    }
     loopDelay.disable()
     const heard = `monitored moments heard up to ${Math.round(loopDelay.percentile(99) / 1e6)} ms late (this process's event-loop delay p99)`
     for (const step of stepDurations(moments)) {
@@ -328,7 +427,7 @@ export default async function labBench(): Promise<void> {
           metric: `lab_step_${step.name}_${q}_ms`,
           value,
           unit: 'ms',
-          note: `${step.what}; ${step.whose}'s; ${sized}; ${heard}${missing('showed this step', step.durations.length)}`,
+          note: `${step.what}; ${step.whose}'s; ${sized('Overlay', samples.length)}; ${heard}${missing('showed this step', step.durations.length)}`,
         })
     }
   } finally {

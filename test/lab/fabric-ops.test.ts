@@ -1,0 +1,387 @@
+/**
+ * A Fabric group's life beyond attach and detach, on the simulated data centre with real
+ * packets, real BGP EVPN and real DHCP (dnsmasq standing in for Carbide's server):
+ *
+ * - DHCP: fab-d has a `dhcpServer`; hosts d1 (dpu1) and d2 (dpu2) get the addresses IPAM
+ *   chose by DHCP, through the relay on the group's interface in each DPU's VRF, and the
+ *   server logs option 82 with circuit id `vlan<N>` (N the group's VLAN id);
+ * - drift: d1's /32 deleted by hand in its VRF, and d2's VRF removed behind dpu2's agent's
+ *   back: the controller sees them missing from the heartbeats, configures the hosts
+ *   again (a `RouteLost` event), and the reflector holds both /32s again; a VRF of a group
+ *   the controller does not know (a `configure` put straight on dpu1's queue) is isolated
+ *   and removed (`StrayVrfIsolated`);
+ * - agent restart: dpu1's agent SIGKILLed (its FRR and relay die with it, the reflector
+ *   loses d1's /32) and started again announces d1's /32 again by itself (no repair:
+ *   d1 keeps its attempt), and d1 reaches d2 again;
+ * - forced detach: dpu2's agent frozen (SIGSTOP; its FRR still announces d2), d2 deleted
+ *   with `?force=true` is gone at once, and dpu2 is marked: its ports say it has not
+ *   confirmed d2 isolated; the agent thawed isolates d2 (the reflector loses its /32, the
+ *   VRF goes), and the next host on dpu2 clears the mark.
+ *
+ * Run as root it must work (a lab that cannot start fails, saying why); without root it
+ * is skipped, saying why (`lab-test.ts`).
+ */
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Queue } from 'bullmq'
+import { labPrefix, run } from '../../infra/lab/dpu.ts'
+import { FABRIC_ROUTER_ASN } from '../../infra/lab/fabric-router.ts'
+import { type Lab, type LabDpu, type LabHost, startLab } from '../../infra/lab/lab.ts'
+import { eventually, netnsExec, pings } from '../../infra/lab/probes.ts'
+import { agentQueueName, buildFabricConfigurePayload } from '../../lib/agent-protocol/index.ts'
+import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
+import { createRedis } from '../../lib/redis/connection.ts'
+import { processesMentioning } from '../helpers/processes.ts'
+import { attachHost, hostReady, isGone } from './api.ts'
+import { labTest } from './lab-test.ts'
+
+const repo = fileURLToPath(new URL('../..', import.meta.url))
+const network = { cidr: '10.30.0.0/24', gateway: '10.30.0.1' }
+
+interface HostView {
+  status?: {
+    phase?: string
+    attempt?: number
+    hostAccessIPs?: { hostIP?: string }
+    conditions?: { type: string; reason: string; message: string }[]
+  }
+}
+interface ObservedVrf {
+  group: string
+  vrf: string
+  ports: string[]
+  announced: string[]
+  relay?: { circuitId: string; running: boolean }
+}
+interface DpuView {
+  state?: string
+  ports?: { port: string; reason?: string }[]
+  agent?: { observed?: { vrfs?: ObservedVrf[] } }
+}
+interface Events {
+  items?: { reason: string; message: string }[]
+}
+
+/** The DPU's agent process (not its reaper): its pid, argv and `REDIS_URL`. */
+async function agentProcess(dpu: LabDpu) {
+  const lines = (await processesMentioning(join(dpu.sim.dataDir, 'agent'))).filter(
+    (l) => l.includes('agent/main.ts') && !l.includes('reaper.sh'),
+  )
+  const pid = Number(lines[0]?.split(/\s+/)[0])
+  if (lines.length !== 1 || !(pid > 0)) throw new Error(`one agent of ${dpu.id} expected: ${lines}`)
+  const argv = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').filter((a) => a)
+  const environ = (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0')
+  const redisUrl = environ.find((e) => e.startsWith('REDIS_URL='))?.slice('REDIS_URL='.length)
+  if (!redisUrl) throw new Error(`the agent of ${dpu.id} has no REDIS_URL`)
+  return { pid, argv, redisUrl }
+}
+
+/** dnsmasq's hex of option 82's circuit id sub-option: `01:<len>:<bytes>`. */
+function circuitIdHex(circuitId: string): string {
+  const hex = [...Buffer.from(circuitId)].map((b) => b.toString(16).padStart(2, '0'))
+  return ['01', circuitId.length.toString(16).padStart(2, '0'), ...hex].join(':')
+}
+
+await labTest(
+  'Fabric groups: DHCP with circuit id vlan<N>, drift repaired, agent restart, forced detach',
+  async (t) => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'hz-lab-fabric-ops-'))
+    let lab: Lab | undefined
+    const restarted: Daemon[] = []
+    const frozen: number[] = []
+    const dhclients: (() => Promise<unknown>)[] = []
+    t.teardown(async () => {
+      for (const pid of frozen) {
+        try {
+          process.kill(pid, 'SIGCONT')
+        } catch {}
+      }
+      for (const stop of dhclients) await stop().catch(() => {})
+      for (const d of restarted) await d.stop().catch(() => {})
+      await lab?.stop()
+      await rm(dataDir, { recursive: true, force: true })
+    })
+    // An admin network makes the DPUs' port list say what a forced detach left unconfirmed.
+    lab = await startLab({
+      dataDir,
+      prefix: labPrefix(),
+      dpus: 2,
+      adminNetwork: { cidr: '10.99.99.0/24', gateway: '10.99.99.1' },
+    })
+    const l = lab
+    const [dpu1, dpu2] = l.dpus
+    if (!dpu1 || !dpu2) throw new Error('the lab has two DPUs')
+
+    const put = await l.api('PUT', '/v1/resource-groups/fab-d', {
+      tenantId: 'tenant-d',
+      network,
+      dhcpServer: l.dhcpServerIp,
+      networkImplementationType: 'Fabric',
+    })
+    t.equal(put.status, 202, 'fab-d: a Fabric group with a DHCP server')
+    let group: {
+      status?: { phase?: string; dhcpCircuitId?: string; fabric?: { vni: number; vlan: number } }
+    } = {}
+    t.ok(
+      await eventually(async () => {
+        group = (await l.api('GET', '/v1/resource-groups/fab-d')).body as typeof group
+        return group.status?.phase === 'Ready'
+      }),
+      'fab-d is Ready',
+    )
+    const vni = group.status?.fabric?.vni ?? 0
+    const vlan = group.status?.fabric?.vlan ?? 0
+    const circuitId = `vlan${vlan}`
+    t.equal(group.status?.dhcpCircuitId, circuitId, `its relays' circuit id is ${circuitId}`)
+    const rt = `${FABRIC_ROUTER_ASN}:${vni}`
+
+    const hostView = async (name: string) =>
+      (await l.api('GET', `/v1/managed-resources/${name}`)).body as HostView
+    const dpuView = async (id: string) => (await l.api('GET', `/v1/dpus/${id}`)).body as DpuView
+    const vrfOf = async (id: string) =>
+      (await dpuView(id)).agent?.observed?.vrfs?.find((v) => v.group === 'fab-d')
+    const routes = () => l.router.evpnRoutes()
+
+    const add = async (tt: typeof t, name: string, dpu: number, i: number) => {
+      const host = await l.addHost({ dpu, name, mac: `0a:00:00:00:0d:0${i}` })
+      const answer = await attachHost(l, host, 'fab-d', undefined)
+      tt.ok(answer.status < 300, `attach ${name} to fab-d on dpu${dpu}, its address from IPAM`)
+      return host
+    }
+    const d1 = await add(t, 'd1', 1, 1)
+    const d2 = await add(t, 'd2', 2, 2)
+    for (const name of ['d1', 'd2']) {
+      if (!t.ok(await hostReady(l, name, 90_000), `${name} is Ready`)) {
+        t.comment(JSON.stringify(await hostView(name)))
+      }
+    }
+    const ipOf = async (name: string) => (await hostView(name)).status?.hostAccessIPs?.hostIP ?? ''
+    const ip1 = await ipOf('d1')
+    const ip2 = await ipOf('d2')
+    t.match(
+      (await hostView('d1')).status?.conditions?.find((c) => c.type === 'AgentConfigured'),
+      { reason: 'RoutesAnnounced', message: new RegExp(`circuit id ${circuitId}`) },
+      "d1's status says its DPU relays DHCP with the group's circuit id",
+    )
+
+    await t.test('DHCP through the relay on the group interface, circuit id vlan<N>', async (t) => {
+      await l.configureDhcp([
+        {
+          circuitId,
+          ...network,
+          leases: [
+            { mac: d1.mac, ip: ip1 },
+            { mac: d2.mac, ip: ip2 },
+          ],
+        },
+      ])
+      const lease = async (h: LabHost) => {
+        const pid = join(dataDir, `${h.name}.pid`)
+        dhclients.push(() => h.exec('dhclient', '-x', '-pf', pid))
+        return h
+          .exec(
+            'timeout',
+            '25',
+            'dhclient',
+            '-1',
+            '-v',
+            '-pf',
+            pid,
+            '-lf',
+            join(dataDir, `${h.name}.leases`),
+            'eth0',
+          )
+          .then(() => true)
+          .catch((error: unknown) => {
+            t.comment(String(error))
+            return false
+          })
+      }
+      for (const [h, ip] of [
+        [d1, ip1],
+        [d2, ip2],
+      ] as const) {
+        t.ok(await lease(h), `${h.name}: dhclient got a lease`)
+        t.match(
+          await h.exec('ip', '-4', 'addr', 'show', 'eth0'),
+          new RegExp(`inet ${ip.replaceAll('.', '\\.')}/24`),
+          `${h.name}: the address IPAM chose (${ip})`,
+        )
+      }
+      const log = await readFile(l.dhcpLog, 'utf8')
+      t.match(log, circuitIdHex(circuitId), `the server saw circuit id ${circuitId} (option 82)`)
+      t.match(log, new RegExp(`DHCPACK\\(\\S+\\) ${ip1.replaceAll('.', '\\.')} ${d1.mac}`))
+      t.match(log, new RegExp(`DHCPACK\\(\\S+\\) ${ip2.replaceAll('.', '\\.')} ${d2.mac}`))
+      t.ok(
+        await eventually(() => pings(d1.netns, ip2), 20_000),
+        'd1 reaches d2 over the fabric on the leased addresses',
+      )
+      t.match(
+        await vrfOf('dpu1'),
+        { relay: { circuitId, running: true } },
+        "dpu1's heartbeat reports the group's relay",
+      )
+    })
+
+    await t.test("a host's /32 deleted behind the agent's back is announced again", async (t) => {
+      const before = (await hostView('d1')).status?.attempt ?? 1
+      await netnsExec(`${dpu1.sim.netns}-v${vni}`, 'ip', 'route', 'del', `${ip1}/32`)
+      const repaired = await eventually(async () => {
+        const h = await hostView('d1')
+        const back = (await routes()).get(`${rt}|${ip1}/32`)?.join() === dpu1.encapIp
+        return h.status?.phase === 'Ready' && (h.status.attempt ?? 1) > before && back
+      }, 60_000)
+      t.ok(repaired, 'd1 configured again (a new attempt), its /32 on the reflector again')
+      const events = (await l.api('GET', '/v1/managed-resources/d1/events')).body as Events
+      t.ok(
+        events.items?.some((e) => e.reason === 'RouteLost' && e.message.includes(`${ip1}/32`)),
+        `the repair is in d1's events: ${events.items?.map((e) => e.reason).join(', ')}`,
+      )
+      t.ok(await eventually(() => pings(d1.netns, ip2), 20_000), 'd1 reaches d2 again')
+    })
+
+    await t.test("a VRF removed behind the agent's back is built again", async (t) => {
+      const before = (await hostView('d2')).status?.attempt ?? 1
+      // As its removal would: the port back to the underlay, then the VRF's namespace.
+      const ns = `${dpu2.sim.netns}-v${vni}`
+      const view = join(dpu2.sim.dataDir, 'vrfs', `hzv${vni}`)
+      await netnsExec(ns, 'ip', 'link', 'set', d2.hostPort, 'nomaster')
+      await netnsExec(ns, 'ip', 'link', 'set', d2.hostPort, 'netns', dpu2.sim.netns)
+      await run('sh', ['-c', `umount -l ${view}; rm -f ${view}; ip netns del ${ns}`])
+      t.ok(
+        await eventually(async () => !(await routes()).has(`${rt}|${ip2}/32`), 20_000),
+        "the reflector lost d2's /32 with the VRF",
+      )
+      const repaired = await eventually(async () => {
+        const h = await hostView('d2')
+        const back = (await routes()).get(`${rt}|${ip2}/32`)?.join() === dpu2.encapIp
+        return h.status?.phase === 'Ready' && (h.status.attempt ?? 1) > before && back
+      }, 90_000)
+      if (!t.ok(repaired, 'd2 configured again, its VRF built again, its /32 announced again')) {
+        t.comment(JSON.stringify(await hostView('d2')))
+      }
+      t.ok(await eventually(() => pings(d2.netns, ip1), 20_000), 'd2 reaches d1 again')
+    })
+
+    await t.test('a VRF of a group the controller does not know is removed', async (t) => {
+      const x1 = await l.addHost({ dpu: 1, name: 'x1', mac: '0a:00:00:00:0d:09' })
+      const redis = createRedis(l.redis, { maxRetriesPerRequest: null })
+      const queue = new Queue(agentQueueName('dpu1'), { connection: redis })
+      t.teardown(async () => {
+        await queue.close()
+        redis.disconnect()
+      })
+      const ghostVni = 19_999
+      const payload = buildFabricConfigurePayload({
+        dpuId: 'dpu1',
+        specVersion: 1,
+        group: {
+          name: 'ghost',
+          vni: ghostVni,
+          vlan: 4000,
+          asn: FABRIC_ROUTER_ASN,
+          routeTarget: `${FABRIC_ROUTER_ASN}:${ghostVni}`,
+          gateways: [{ address: '10.98.0.1', prefixLength: 24 }],
+        },
+        host: { name: 'x1', mac: x1.mac, hostPort: x1.hostPort, addresses: ['10.98.0.5'] },
+      })
+      await queue.add('configure', payload, { jobId: 'ghost-configure-1' })
+      const built = await eventually(async () => {
+        const job = await queue.getJob('ghost-configure-1')
+        return (await job?.getState()) === 'completed'
+      }, 60_000)
+      t.ok(built, "dpu1's agent built VRF hzv19999 for it")
+      const removed = await eventually(async () => {
+        const vrfs = (await dpuView('dpu1')).agent?.observed?.vrfs ?? []
+        return !vrfs.some((v) => v.vrf === `hzv${ghostVni}`)
+      }, 60_000)
+      t.ok(removed, "dpu1's heartbeat no longer shows it")
+      t.notOk(
+        (await routes()).has(`${FABRIC_ROUTER_ASN}:${ghostVni}|10.98.0.5/32`),
+        'the reflector holds none of its routes',
+      )
+      const events = (await l.api('GET', '/v1/dpus/dpu1/events')).body as Events
+      t.ok(
+        events.items?.some(
+          (e) => e.reason === 'StrayVrfIsolated' && e.message.includes(`hzv${ghostVni}`),
+        ),
+        "the repair is in dpu1's events",
+      )
+      t.ok(await pings(d1.netns, ip2), 'fab-d is untouched')
+    })
+
+    await t.test('a restarted agent announces its hosts again by itself', async (t) => {
+      const before = (await hostView('d1')).status?.attempt ?? 1
+      const agent = await agentProcess(dpu1)
+      process.kill(agent.pid, 'SIGKILL')
+      t.ok(
+        await eventually(async () => !(await routes()).has(`${rt}|${ip1}/32`), 20_000),
+        "its FRR died with it: the reflector lost d1's /32",
+      )
+      const [command, ...args] = agent.argv
+      restarted.push(
+        await startDaemon({
+          name: 'agent(dpu1) again',
+          command: command ?? process.execPath,
+          args,
+          cwd: repo,
+          env: { REDIS_URL: agent.redisUrl },
+          netns: dpu1.sim.netns,
+          logFile: join(dpu1.sim.dataDir, 'agent-restarted.log'),
+          ready: async () => (await dpuView('dpu1')).state === 'Online',
+          readyTimeoutMs: 60_000,
+        }),
+      )
+      t.ok(
+        await eventually(
+          async () => (await routes()).get(`${rt}|${ip1}/32`)?.join() === dpu1.encapIp,
+          30_000,
+        ),
+        "d1's /32 is on the reflector again",
+      )
+      t.ok(await eventually(() => pings(d1.netns, ip2), 20_000), 'd1 reaches d2 again')
+      t.equal((await hostView('d1')).status?.attempt ?? 1, before, 'by the agent itself: no repair')
+      t.ok(
+        await eventually(async () => (await vrfOf('dpu1'))?.relay?.running === true),
+        'its relay runs again',
+      )
+    })
+
+    await t.test('a forced detach marks the DPU, which isolates the host', async (t) => {
+      const agent = await agentProcess(dpu2)
+      process.kill(agent.pid, 'SIGSTOP')
+      frozen.push(agent.pid)
+      t.ok(
+        await eventually(async () => (await dpuView('dpu2')).state === 'Lost', 20_000),
+        "dpu2's agent is silent",
+      )
+      const deleted = await l.api('DELETE', '/v1/managed-resources/d2?force=true')
+      t.equal(deleted.status, 202, 'DELETE d2 ?force=true')
+      t.ok(await isGone(l, '/v1/managed-resources/d2', 30_000), 'd2 is gone without its DPU')
+      t.ok((await routes()).has(`${rt}|${ip2}/32`), "dpu2's FRR still announces d2: not isolated")
+      const port = (await dpuView('dpu2')).ports?.find((p) => p.port === d2.hostPort)
+      t.match(port?.reason, /has not confirmed d2 isolated/, `dpu2 is marked: ${port?.reason}`)
+
+      process.kill(agent.pid, 'SIGCONT')
+      frozen.splice(frozen.indexOf(agent.pid), 1)
+      t.ok(
+        await eventually(async () => !(await routes()).has(`${rt}|${ip2}/32`), 30_000),
+        "back, dpu2's agent isolated d2: its /32 is withdrawn",
+      )
+      t.ok(
+        await eventually(async () => (await vrfOf('dpu2')) === undefined, 30_000),
+        "and fab-d's VRF left dpu2 (d2 was its last host there)",
+      )
+      let reason: string | undefined
+      const cleared = await eventually(async () => {
+        reason = (await dpuView('dpu2')).ports?.find((p) => p.port === d2.hostPort)?.reason
+        return reason !== undefined && !/has not confirmed/.test(reason)
+      }, 30_000)
+      t.ok(cleared, `its isolate acked, the mark is cleared: ${reason}`)
+      await add(t, 'd3', 2, 3)
+      t.ok(await hostReady(l, 'd3', 90_000), 'dpu2 serves a new host of fab-d: d3 is Ready')
+    })
+  },
+)
