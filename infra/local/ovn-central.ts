@@ -147,6 +147,8 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
   const env = { OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVN_RUNDIR: dir, OVN_LOGDIR: dir }
   const daemons: Daemon[] = []
   const servedMark = join(dir, SERVED_MARK)
+  // A mark a cut stopped half-written is no mark: its temporary file goes.
+  await removeLeftovers(servedMark)
   const served = await exists(servedMark)
 
   /** Starts one database's server on its unix socket plus `remotes`; resolves the socket. */

@@ -250,6 +250,8 @@ t.test('a database a cut left unfinished is made again; none is left half-made',
   // …and its small files' temporary copies, cut before their rename.
   await writeFile(join(dir, 'sb.port.4242.0badf00d.tmp'), '66')
   await writeFile(join(dir, 'group.4242.0badf00d.tmp'), 'grou')
+  // …and the mark of a first start, cut before its rename: the central never served.
+  await writeFile(join(dir, 'served.4242.0badf00d.tmp'), '2026-')
   const { centrals, lines } = await centralsIn(t, dataDir)
   const a = await centrals.ensure('group-a')
   await nbctl(a.nb, 'ls-add', 'x')
