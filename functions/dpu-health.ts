@@ -380,30 +380,59 @@ async function repairDue(
  * outlasted the grace and has no repair in flight (as `repairStrays` for Overlay ports);
  * returns them as they now stand, under their `fabric:` keys.
  */
-async function repairStrayVrfs(
+function repairStrayVrfs(
   deps: DpuHealthDeps,
   beat: Heartbeat,
   hosts: readonly ManagedResource[],
   known: Readonly<Record<string, Stray>>,
   now: Date,
 ): Promise<{ strays: Record<string, Stray>; repairs: DpuRepair[]; errors: string[] }> {
-  const dpuId = beat.dpuId
+  const found = strayFabric(beat.dpuId, beat, hosts)
+  return repairEach(
+    deps,
+    beat,
+    known,
+    now,
+    found,
+    (f) => f.key,
+    (f) => isolateStrayVrf(deps, beat.dpuId, f, now),
+  )
+}
+
+/**
+ * The repair loop of every kind of stray: for each one found (keyed by `keyOf`), sends
+ * `isolate` once it outlasted the grace and has no repair in flight, and counts it; one
+ * that cannot be sent is tried again after the grace, not on every run. Returns the strays
+ * as they now stand (ones no longer found are forgotten).
+ */
+async function repairEach<T>(
+  deps: DpuHealthDeps,
+  beat: Heartbeat,
+  known: Readonly<Record<string, Stray>>,
+  now: Date,
+  found: readonly T[],
+  keyOf: (found: T) => string,
+  isolate: (found: T) => Promise<DpuRepair>,
+): Promise<{ strays: Record<string, Stray>; repairs: DpuRepair[]; errors: string[] }> {
+  const graceMs = repairGraceMs(beat)
   const strays: Record<string, Stray> = {}
   const repairs: DpuRepair[] = []
   const errors: string[] = []
-  for (const found of strayFabric(dpuId, beat, hosts)) {
-    const stray = known[found.key] ?? { since: now.toISOString(), repairs: 0 }
-    strays[found.key] = stray
-    if (!(await repairDue(deps, dpuId, stray, repairGraceMs(beat), now))) continue
+  for (const one of found) {
+    const key = keyOf(one)
+    const stray = known[key] ?? { since: now.toISOString(), repairs: 0 }
+    strays[key] = stray
+    if (!(await repairDue(deps, beat.dpuId, stray, graceMs, now))) continue
     let sent: DpuRepair
     try {
-      sent = await isolateStrayVrf(deps, dpuId, found, now)
+      sent = await isolate(one)
     } catch (error) {
-      strays[found.key] = { ...stray, lastSentAt: now.toISOString() }
-      errors.push(`${found.key}: ${error instanceof Error ? error.message : String(error)}`)
+      // E.g. a report no valid `isolate` can follow (a port name no agent would send).
+      strays[key] = { ...stray, lastSentAt: now.toISOString() }
+      errors.push(`${key}: ${error instanceof Error ? error.message : String(error)}`)
       continue
     }
-    strays[found.key] = {
+    strays[key] = {
       ...stray,
       repairs: stray.repairs + 1,
       lastJobId: sent.jobId,
@@ -452,41 +481,23 @@ async function isolateStrayVrf(
  * Sends `isolate` for each stray port that outlasted the grace and has no repair in
  * flight; returns the strays as they now stand (ones no longer bound are forgotten).
  */
-async function repairStrays(
+function repairStrays(
   deps: DpuHealthDeps,
   beat: Heartbeat,
   hosts: readonly ManagedResource[],
   known: Readonly<Record<string, Stray>>,
   now: Date,
 ): Promise<{ strays: Record<string, Stray>; repairs: DpuRepair[]; errors: string[] }> {
-  const dpuId = beat.dpuId
-  const graceMs = repairGraceMs(beat)
-  const strays: Record<string, Stray> = {}
-  const repairs: DpuRepair[] = []
-  const errors: string[] = []
-  for (const port of strayPorts(dpuId, beat, hosts)) {
-    const stray = known[port.logicalPort] ?? { since: now.toISOString(), repairs: 0 }
-    strays[port.logicalPort] = stray
-    if (!(await repairDue(deps, dpuId, stray, graceMs, now))) continue
-    let sent: DpuRepair
-    try {
-      sent = await isolateStray(deps, dpuId, port, hosts, now)
-    } catch (error) {
-      // E.g. a report no valid `isolate` can follow (a port name no agent would send):
-      // tried again after the grace, not on every run.
-      strays[port.logicalPort] = { ...stray, lastSentAt: now.toISOString() }
-      errors.push(`${port.logicalPort}: ${error instanceof Error ? error.message : String(error)}`)
-      continue
-    }
-    strays[port.logicalPort] = {
-      ...stray,
-      repairs: stray.repairs + 1,
-      lastJobId: sent.jobId,
-      lastSentAt: now.toISOString(),
-    }
-    repairs.push(sent)
-  }
-  return { strays, repairs, errors }
+  const found = strayPorts(beat.dpuId, beat, hosts)
+  return repairEach(
+    deps,
+    beat,
+    known,
+    now,
+    found,
+    (p) => p.logicalPort,
+    (p) => isolateStray(deps, beat.dpuId, p, hosts, now),
+  )
 }
 
 async function isolateStray(
