@@ -33,6 +33,17 @@ function namesNodes(url: string): boolean {
   }
 }
 
+/** A bound in MB on what one party holds in the agents' Redis: 0 = off, default 64. */
+const MegabytesBound = v.optional(
+  v.pipe(
+    v.string(),
+    v.regex(/^\d+$/, 'must be a number of megabytes (0 = off)'),
+    v.transform(Number),
+    v.maxValue(1_048_576, 'must be at most 1048576 (1 TB)'),
+  ),
+  '64',
+)
+
 /**
  * `AGENTS_REDIS_URL` (absent: an embedded one) and, for a `rediss://` one, `AGENTS_REDIS_CA`
  * and the controller's client certificate `AGENTS_REDIS_CERT` / `AGENTS_REDIS_KEY`: the Redis
@@ -47,28 +58,12 @@ export const AgentsRedisVariables = {
    * The most one DPU may hold in the agents' Redis (its queue's keys and heartbeat), in MB;
    * over it, `dpu.health` revokes its credentials. 0 = not measured.
    */
-  HYDRAZINE_DPU_REDIS_MAX_MB: v.optional(
-    v.pipe(
-      v.string(),
-      v.regex(/^\d+$/, 'must be a number of megabytes (0 = off)'),
-      v.transform(Number),
-      v.maxValue(1_048_576, 'must be at most 1048576 (1 TB)'),
-    ),
-    '64',
-  ),
+  HYDRAZINE_DPU_REDIS_MAX_MB: MegabytesBound,
   /**
    * The most one queue producer may hold in the agents' Redis (its queue's keys), in MB;
    * over it, `dpu.health` revokes its Redis user. 0 = not measured.
    */
-  HYDRAZINE_PRODUCER_REDIS_MAX_MB: v.optional(
-    v.pipe(
-      v.string(),
-      v.regex(/^\d+$/, 'must be a number of megabytes (0 = off)'),
-      v.transform(Number),
-      v.maxValue(1_048_576, 'must be at most 1048576 (1 TB)'),
-    ),
-    '64',
-  ),
+  HYDRAZINE_PRODUCER_REDIS_MAX_MB: MegabytesBound,
 }
 
 /** The agents' Redis as the configuration holds it (`Config.agentsRedis`). */
