@@ -56,19 +56,21 @@ export async function pings(netns: string, target: string, count = 2): Promise<b
 
 /**
  * Captures the first packet matching `filter` on `netns`'s interfaces, started before
- * `act` runs; resolves with tcpdump's line (or '' after `timeoutMs`).
+ * `act` runs; resolves with tcpdump's line (or '' after `timeoutMs`). `netns` may be
+ * `{ ifname }` instead: one interface of the root namespace (a fabric bridge port).
  */
 export async function capture(
-  netns: string,
+  netns: string | { readonly ifname: string },
   filter: string,
   act: () => Promise<unknown>,
   timeoutMs = 10_000,
 ): Promise<string> {
-  const child = spawn(
-    'ip',
-    ['netns', 'exec', netns, 'tcpdump', '-l', '-n', '-c', '1', '-i', 'any', ...filter.split(' ')],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  )
+  const tcpdump = ['tcpdump', '-l', '-n', '-c', '1', '-i']
+  const [command = 'tcpdump', ...args] =
+    typeof netns === 'string'
+      ? ['ip', 'netns', 'exec', netns, ...tcpdump, 'any', ...filter.split(' ')]
+      : [...tcpdump, netns.ifname, ...filter.split(' ')]
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   let err = ''
   child.stdout.on('data', (c: Buffer) => {

@@ -57,36 +57,6 @@ async function sbValue(central: LabCentral, column: string, table: string, match
   return (await sbctl(central, '--bare', `--columns=${column}`, 'find', table, match)).trim()
 }
 
-/**
- * The first packet matching `filter` on root-namespace interface `ifname` (a fabric
- * bridge port), tcpdump started before `act`; '' after `timeoutMs`.
- */
-async function captureOnFabric(
-  ifname: string,
-  filter: string,
-  act: () => Promise<unknown>,
-  timeoutMs = 5000,
-): Promise<string> {
-  const child = spawn('tcpdump', ['-l', '-n', '-c', '1', '-i', ifname, ...filter.split(' ')], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let out = ''
-  let err = ''
-  child.stdout.on('data', (c: Buffer) => {
-    out += c.toString()
-  })
-  child.stderr.on('data', (c: Buffer) => {
-    err += c.toString()
-  })
-  const done = new Promise<void>((r) => child.once('exit', () => r()))
-  await eventually(async () => err.includes('listening on'), 5000, 100)
-  await act()
-  await Promise.race([done, sleep(timeoutMs)])
-  if (child.exitCode === null) child.kill('SIGKILL')
-  await done
-  return out.trim()
-}
-
 interface Setup {
   readonly lab: Lab
   readonly dpu1: LabDpu
@@ -214,8 +184,11 @@ async function guarded(t: Test, s: Setup): Promise<void> {
  * 1's from it: its own tunnel traffic to DPU 1 goes to the forger from then on.
  */
 async function unguarded(t: Test, s: Setup): Promise<void> {
-  const seen = await captureOnFabric(s.dpu2.sim.fabricPort, 'udp port 6081', () =>
-    pings(s.h1.netns, H2.ip, 1),
+  const seen = await capture(
+    { ifname: s.dpu2.sim.fabricPort },
+    'udp port 6081',
+    () => pings(s.h1.netns, H2.ip, 1),
+    5000,
   )
   t.match(seen, /Geneve/, `the fabric sees the hosts' traffic as cleartext Geneve: ${seen}`)
   const { sent, arrived } = await forge(s, 'hz-forged')
