@@ -57,14 +57,21 @@ export function bullChildJobs(
 ): ChildJobs {
   const { minMs = PARK_MIN_MS, maxMs = PARK_MAX_MS } = park
   const redisFor = typeof redis === 'function' ? redis : () => redis
+  // The state first, the job after: a job read first and found finished by the state read
+  // that follows may have finished in between, and its read holds no return value yet. A
+  // job's result is written with its move to completed (or failed), so a job read after
+  // the state said so has it; a finished job does not run again.
   const outcome = async (ref: ChildRef): Promise<ChildOutcome> => {
-    const job = await queueFor(ref.queue).getJob(ref.jobId)
+    const queue = queueFor(ref.queue)
+    const state = await queue.getJobState(ref.jobId)
+    if (state !== 'completed' && state !== 'failed') {
+      return state === 'unknown' ? { state: 'missing' } : { state: 'pending' }
+    }
+    const job = await queue.getJob(ref.jobId)
+    // Removed since (its queue keeps finished jobs for a while only).
     if (!job) return { state: 'missing' }
-    const state = await job.getState()
     if (state === 'completed') return { state: 'completed', value: job.returnvalue }
-    if (state === 'failed') return { state: 'failed', reason: job.failedReason ?? 'failed' }
-    if (state === 'unknown') return { state: 'missing' }
-    return { state: 'pending' }
+    return { state: 'failed', reason: job.failedReason ?? 'failed' }
   }
   // Whether a child is still to finish needs its state alone, not the job itself: a job
   // that is gone reads as `unknown`, as `outcome` calls it missing.

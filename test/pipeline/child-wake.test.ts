@@ -223,6 +223,67 @@ t.test('a parent woken by its child goes before the jobs queued while it was par
 })
 
 /** Polls `check` every 20 ms for up to `ms` (30 s). */
+t.test(
+  'a child that finishes between two reads is never read as done without its result',
+  async (t) => {
+    const prefix = 'hzt-outcome'
+    const { connection, queueFor } = await wakeRig(t, prefix)
+    let release: () => void = () => {}
+    const running = new Promise<void>((r) => {
+      release = r
+    })
+    const worker = new Worker(
+      'children',
+      async () => {
+        await running
+        return { publicIp: '203.0.113.7' }
+      },
+      { connection: connection(), prefix },
+    )
+    t.teardown(() => worker.close())
+    const ref: ChildRef = { queue: 'children', jobId: 'child-1' }
+    await queueFor('children').add('child', {}, { jobId: ref.jobId })
+    await until(async () => (await queueFor('children').getJobState(ref.jobId)) === 'active')
+
+    // The child finishes right after the first read of it, before any second one.
+    let armed = true
+    const finishNow = async () => {
+      if (!armed) return
+      armed = false
+      release()
+      await until(async () => (await queueFor('children').getJobState(ref.jobId)) === 'completed')
+    }
+    const racing = (name: string): Queue => {
+      const queue = queueFor(name)
+      if (name !== 'children') return queue
+      return new Proxy(queue, {
+        get(target, key, receiver) {
+          const value = Reflect.get(target, key, receiver)
+          if ((key !== 'getJob' && key !== 'getJobState') || typeof value !== 'function')
+            return value
+          return async (...args: unknown[]) => {
+            const answer = await value.apply(target, args)
+            await finishNow()
+            return answer
+          }
+        },
+      })
+    }
+    const children = bullChildJobs(racing, connection(), waiterKeys(prefix))
+    const first = await children.outcome(ref)
+    t.not(
+      first.state === 'completed' && first.value === null,
+      true,
+      `read while it finished: ${JSON.stringify(first)} (never "completed" with no result)`,
+    )
+    t.same(
+      await children.outcome(ref),
+      { state: 'completed', value: { publicIp: '203.0.113.7' } },
+      'read again: done, with its result',
+    )
+  },
+)
+
 async function until(check: () => Promise<boolean>, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms
   while (!(await check()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
