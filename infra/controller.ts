@@ -93,6 +93,11 @@ export interface ControllerOptions {
    * again on every reconnect. Absent: an `ssl:` NB cannot be reached.
    */
   readonly nbTls?: OvsdbTlsOptions
+  /**
+   * The controller's certificate for `ssl:` SBs it follows (the operator's centrals:
+   * `HYDRAZINE_OVN_CLIENT_*`). Absent: an `ssl:` controller SB remote cannot be reached.
+   */
+  readonly sbTls?: OvsdbTlsOptions
   /** The CIDRs every group's Southbound admits by address: no DPU's NAT address inside. */
   readonly southboundCidrs?: readonly string[]
   /** The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`; default none). */
@@ -221,7 +226,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       await ipsecChanged?.(await groupsInNb(client))
     },
   )
-  const southbound = new SbPool()
+  const southbound = new SbPool(options.sbTls ? { tls: options.sbTls } : {})
   const changes = new ChangeFeed(() => duplicateClient(redis), store.changeLog)
   changes.onError((error) => options.logger?.debug({ err: error }, 'change feed error'))
 
@@ -363,7 +368,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
           nb: (await nb.get(central.nb)).client,
           sb: await southbound.get(central.sbController),
         }),
-      ovnTrace: createOvnTrace(),
+      ovnTrace: createOvnTrace(options.sbTls ? { tls: options.sbTls } : {}),
     }),
     credentials,
   })

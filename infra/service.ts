@@ -124,6 +124,7 @@ export async function startService(
       : {}),
     ...(config.kubernetes?.dpuCidrs ? { southboundCidrs: config.kubernetes.dpuCidrs } : {}),
     ...(config.kubernetes?.nbClientTls ? { nbTls: config.kubernetes.nbClientTls } : {}),
+    ...(config.ovnClientTls ? { nbTls: config.ovnClientTls, sbTls: config.ovnClientTls } : {}),
     ...(config.adminNetwork ? { adminNetwork: config.adminNetwork } : {}),
     networkImplementation: config.networkImplementation,
     dpuHealthEveryMs: config.dpuHealthEveryMs,

@@ -68,12 +68,12 @@ t.test('external services and BGP peers from env', async (t) => {
   const config = loadConfig({
     REDIS_URL: 'redis://10.0.0.5:6379/2',
     OVN_NB_DB: 'tcp:10.0.0.6:6641',
-    OVN_SB_DB: 'ssl:[fd00::6]:6642',
+    OVN_SB_DB: 'tcp:[fd00::6]:6642',
     HYDRAZINE_BGP_PEERS: '172.18.0.1:65001, [fd00::1]:65002',
     HYDRAZINE_HTTP_PORT: '9090',
   })
   t.equal(config.redisUrl, 'redis://10.0.0.5:6379/2')
-  t.same(config.ovn, { nb: 'tcp:10.0.0.6:6641', sb: 'ssl:[fd00::6]:6642' })
+  t.same(config.ovn, { nb: 'tcp:10.0.0.6:6641', sb: 'tcp:[fd00::6]:6642' })
   t.equal(config.ovnCentral, 'shared', 'an external central is shared by every group')
   t.same(config.bgp.peers, [
     { address: '172.18.0.1', remoteAs: 65001 },
@@ -356,7 +356,7 @@ t.test('TLS files, REDIS_CA and the plaintext-only-on-loopback rule', async (t) 
 t.test('external centrals: named per group in a file checked at start-up', async (t) => {
   const dir = t.testdir({
     'centrals.json': JSON.stringify({
-      'tenant-a': { nb: 'ssl:10.0.0.5:6641', sb: 'ssl:10.0.0.5:6642' },
+      'tenant-a': { nb: 'tcp:10.0.0.5:6641', sb: 'tcp:10.0.0.5:6642' },
     }),
     'bad.json': JSON.stringify({ 'tenant-a': { nb: 'ssl:10.0.0.5:6641', sb: 'ssl:10.0.0.5' } }),
   })

@@ -7,6 +7,12 @@ import { ConfigError } from '../errors.ts'
 import { isLoopback } from '../process/ports.ts'
 import { AdminNetworkVariable, adminRelayIssue } from './admin-network.ts'
 import { centralsFileError, ovsdbRemote, parseCentralsFile } from './centrals.ts'
+import {
+  checkClientTls,
+  OvnClientTlsVariables,
+  ovnClientFiles,
+  ovnClientTlsConfig,
+} from './client-tls.ts'
 import { DnsZoneVariable } from './dns.ts'
 import { invalid, pemFile, tlsFiles } from './files.ts'
 import { checkNbClientTls, KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
@@ -81,6 +87,7 @@ const EnvSchema = v.object({
     ),
   ),
   HYDRAZINE_OVN_CENTRALS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
+  ...OvnClientTlsVariables,
   HYDRAZINE_OVN_INSTALL: OvnInstallVariable,
   HYDRAZINE_DEBIAN_MIRROR: DebianMirrorVariable,
   ...KubernetesVariables,
@@ -289,8 +296,20 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
         : `HYDRAZINE_OVN_CENTRAL=${ovnCentral} runs none`,
   })
   if (!ovnInstall.ok) invalid(ovnInstall.path, ovnInstall.message)
-  if (ovnCentral === 'external') checkExternalCentrals(c.OVN_NB_DB, c.HYDRAZINE_OVN_CENTRALS_FILE)
-  else if (c.HYDRAZINE_OVN_CENTRALS_FILE !== undefined) {
+  const externalRemotes =
+    ovnCentral === 'external'
+      ? checkExternalCentrals(c.OVN_NB_DB, c.HYDRAZINE_OVN_CENTRALS_FILE)
+      : [c.OVN_NB_DB, c.OVN_SB_DB].filter((r) => r !== undefined)
+  const ovnClient = ovnClientTlsConfig(
+    c,
+    externalRemotes,
+    ovnCentral === 'external' || (ovnCentral === 'shared' && c.OVN_NB_DB !== undefined),
+    ovnCentral === 'shared' ? 'an embedded shared central' : `HYDRAZINE_OVN_CENTRAL=${ovnCentral}`,
+  )
+  if (!ovnClient.ok) invalid(ovnClient.path, ovnClient.message)
+  const ovnClientProblem = ovnClient.tls ? checkClientTls(ovnClient.tls, ovnClientFiles) : undefined
+  if (ovnClientProblem) invalid(ovnClientProblem.path, ovnClientProblem.message)
+  if (ovnCentral !== 'external' && c.HYDRAZINE_OVN_CENTRALS_FILE !== undefined) {
     invalid(
       'HYDRAZINE_OVN_CENTRALS_FILE',
       `names external centrals: only with HYDRAZINE_OVN_CENTRAL=external, not ${ovnCentral}`,
@@ -353,6 +372,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(agents.agentsRedis ? { agentsRedis: agents.agentsRedis } : {}),
     ...(tls ? { tls } : {}),
     ...(c.OVN_NB_DB && c.OVN_SB_DB ? { ovn: { nb: c.OVN_NB_DB, sb: c.OVN_SB_DB } } : {}),
+    ...(ovnClient.tls ? { ovnClientTls: ovnClient.tls } : {}),
     ovnCentral,
     ovnInstall: ovnInstall.choice,
     ...(ovnCentral === 'external' && c.HYDRAZINE_OVN_CENTRALS_FILE
@@ -429,9 +449,10 @@ function defaultCentral(c: {
 
 /**
  * `external`: no OVN_NB_DB (that is one central every group shares), and a
- * `HYDRAZINE_OVN_CENTRALS_FILE` that is readable and valid now.
+ * `HYDRAZINE_OVN_CENTRALS_FILE` that is readable and valid now. Returns the remotes the
+ * controller connects to (each central's NB and its controller SB remote).
  */
-function checkExternalCentrals(nb: string | undefined, file: string | undefined): void {
+function checkExternalCentrals(nb: string | undefined, file: string | undefined): string[] {
   if (nb !== undefined) {
     invalid(
       'HYDRAZINE_OVN_CENTRAL',
@@ -453,7 +474,7 @@ function checkExternalCentrals(nb: string | undefined, file: string | undefined)
     throw prefixed(centralsFileError(file, [{ path: '', message: `cannot read: ${code}` }]))
   }
   try {
-    parseCentralsFile(text, file)
+    return [...parseCentralsFile(text, file).values()].flatMap((c) => [c.nb, c.sbController])
   } catch (error) {
     throw error instanceof ConfigError ? prefixed(error) : error
   }

@@ -43,12 +43,12 @@
  *   HYDRAZINE_K8S_NB_CLIENT_CERT=/etc/hydrazine/nb-client/tls.crt \
  *   HYDRAZINE_K8S_NB_CLIENT_KEY=/etc/hydrazine/nb-client/tls.key HYDRAZINE_K8S_NB_CA=/etc/hydrazine/nb-client/ca.crt
  */
-import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import IPCIDR from 'ip-cidr'
 import * as v from 'valibot'
+import { checkClientTls } from './client-tls.ts'
 
 /** Where a pod finds its own namespace (the service account's projected volume). */
 export const SERVICE_ACCOUNT_NAMESPACE_FILE =
@@ -161,7 +161,7 @@ export const KubernetesVariables = {
   HYDRAZINE_K8S_NB_CA: v.optional(v.pipe(v.string(), v.minLength(1))),
 }
 
-/** The variables naming the controller's files for an `ssl:` NB, as `checkNbClientTls` reads them. */
+/** The variables naming the controller's files for an `ssl:` NB, as `checkClientTls` reads them. */
 const NB_CLIENT_FILES = {
   cert: 'HYDRAZINE_K8S_NB_CLIENT_CERT',
   key: 'HYDRAZINE_K8S_NB_CLIENT_KEY',
@@ -368,42 +368,11 @@ function northboundTls(c: Variables):
   return { ok: true, tls: { secret, client: { cert, key, ca } } }
 }
 
-/**
- * Reads the controller's files for the NBs (`nbClientTls`): each a PEM of its kind, the
- * key the certificate's. Undefined when they are fine, else the variable that is wrong
- * and why. Done once at start-up; the connections read them again on every reconnect.
- */
+/** The controller's files for the NBs (`nbClientTls`), checked as `checkClientTls` does. */
 export function checkNbClientTls(
   tls: NonNullable<KubernetesCentralsConfig['nbClientTls']>,
 ): { path: string; message: string } | undefined {
-  const parts: [keyof typeof NB_CLIENT_FILES, string, (pem: string) => unknown][] = [
-    ['ca', 'a PEM certificate', (pem) => new X509Certificate(pem)],
-    ['cert', 'a PEM certificate', (pem) => new X509Certificate(pem)],
-    ['key', 'a PEM key', (pem) => createPrivateKey(pem)],
-  ]
-  const parsed = new Map<string, unknown>()
-  for (const [part, what, parse] of parts) {
-    const file = tls[part]
-    const path = NB_CLIENT_FILES[part]
-    let pem: string
-    try {
-      pem = readFileSync(file, 'utf8')
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code ?? 'error'
-      return { path, message: `cannot read ${file}: ${code}` }
-    }
-    try {
-      parsed.set(part, parse(pem))
-    } catch {
-      return { path, message: `${file} is not ${what}` }
-    }
-  }
-  const cert = parsed.get('cert') as X509Certificate
-  const key = parsed.get('key') as KeyObject
-  if (!cert.checkPrivateKey(key)) {
-    return { path: NB_CLIENT_FILES.key, message: `${tls.key} is not the key of ${tls.cert}` }
-  }
-  return undefined
+  return checkClientTls(tls, NB_CLIENT_FILES)
 }
 
 /** The namespace of the pod this process runs in, when it runs in one with a service account. */

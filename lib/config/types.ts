@@ -6,6 +6,7 @@
 import type { AdminNetwork } from '../model/admin-network.ts'
 import type { Quotas } from '../model/quotas.ts'
 import type { OvnInstallChoice } from '../ovn/install.ts'
+import type { OvnClientTls } from './client-tls.ts'
 import type { KubernetesCentralsConfig } from './kubernetes.ts'
 import type { MetricsConfig } from './metrics.ts'
 import type { NetworkImplementationConfig } from './network-implementation.ts'
@@ -32,6 +33,12 @@ export interface Config {
   readonly agentsRedis?: AgentsRedisConfig
   /** `OVN_NB_DB` / `OVN_SB_DB` (both or neither); absent = embedded OVN central(s). */
   readonly ovn?: { readonly nb: string; readonly sb: string }
+  /**
+   * `HYDRAZINE_OVN_CLIENT_CERT`, `_KEY`, `HYDRAZINE_OVN_CA` (`_TLS_VERIFY_HOSTNAME`): the
+   * controller's client certificate for the `ssl:` NBs and SBs of centrals the operator
+   * runs (`OVN_NB_DB`, `HYDRAZINE_OVN_CENTRALS_FILE`); see lib/config/client-tls.ts.
+   */
+  readonly ovnClientTls?: OvnClientTls
   /**
    * `HYDRAZINE_OVN_CENTRAL`: `per-group` (the default when embedded) runs one OVN central
    * (NB, SB, northd) per resource group; `shared` runs one for every group, and is the

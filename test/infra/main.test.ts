@@ -9,29 +9,11 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { canConnect, freePort } from '../../lib/process/ports.ts'
-import { eventually, processesMentioning } from '../helpers/processes.ts'
+import { eventually, processesMentioning, startMain } from '../helpers/processes.ts'
 import { tempDir } from '../helpers/stack.ts'
 
-const main = fileURLToPath(new URL('../../infra/main.ts', import.meta.url))
 const repo = fileURLToPath(new URL('../..', import.meta.url))
 const run = promisify(execFile)
-
-function startMain(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', main], {
-    // Metrics off unless a test turns them on: parallel runs would share the default port.
-    env: { ...process.env, LOG_LEVEL: 'warn', HYDRAZINE_METRICS_LISTEN: 'off', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let output = ''
-  child.stdout.on('data', (c: Buffer) => {
-    output += c.toString()
-  })
-  child.stderr.on('data', (c: Buffer) => {
-    output += c.toString()
-  })
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)))
-  return { child, exited, output: () => output }
-}
 
 t.test('npm start: embedded stack, /readyz 200, Ctrl-C leaves no daemon', async (t) => {
   const dataDir = await tempDir(t)
