@@ -11,6 +11,7 @@ import { IPV6_OWNERS, networkSpecOf } from '../lib/ipam/group-network.ts'
 import type { Ipam } from '../lib/ipam/index.ts'
 import { deletionVersion } from '../lib/jobs/index.ts'
 import { redriveGroup } from '../lib/jobs/redrive.ts'
+import { attemptOf } from '../lib/model/attempts.ts'
 import {
   cidrContains,
   implementationOf,
@@ -104,6 +105,15 @@ export class GroupRequests {
     const { limits } = quotaOf(policy, spec.tenantId)
     const { changed, object } = await store.groups.put(name, spec, limits)
     if (!changed) {
+      if (object.status.phase === 'Provisioning' && attemptOf(object.status) === 1) {
+        // Stored by an earlier request that failed before its job was queued (Redis went
+        // away between the two), and this is its client trying again: queued now.
+        const id = await queue.convergeIfMissing('group.create', name, object.specVersion, {
+          group: name,
+          specVersion: object.specVersion,
+        })
+        return { object, ...(id ? { jobId: id } : {}) }
+      }
       if (object.status.phase !== 'Failed') return { object }
       const jobs = { store, jobs: queue.jobs }
       const id = await redriveGroup(jobs, name, sameSpecAgain('OvnConfigured'))

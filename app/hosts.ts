@@ -7,6 +7,7 @@
  */
 import { deletionVersion } from '../lib/jobs/index.ts'
 import { type ControllerJobs, redriveHost } from '../lib/jobs/redrive.ts'
+import { attemptOf } from '../lib/model/attempts.ts'
 import {
   type Dpu,
   implementationOf,
@@ -230,6 +231,15 @@ export class HostRequests {
       central,
     )
     if (!changed) {
+      if (object.status.phase === 'Attaching' && attemptOf(object.status) === 1) {
+        // Stored by an earlier request that failed before its job was queued (Redis went
+        // away between the two), and this is its client trying again: queued now.
+        const id = await queue.convergeIfMissing('host.attach', name, object.specVersion, {
+          host: name,
+          specVersion: object.specVersion,
+        })
+        return { object, ...(id ? { jobId: id } : {}) }
+      }
       if (object.status.phase !== 'Failed') return { object }
       const id = await redriveHost(this.#jobs(), name, sameSpecAgain('Attached'))
       const current = (await store.hosts.get(name)) ?? object

@@ -17,6 +17,17 @@ export interface ControllerQueue {
   /** Adds `name` for `object` at `version` unless that job exists; resolves to its id. */
   converge(name: JobName, object: string, version: number | string, data: object): Promise<string>
   /**
+   * Adds `name` for `object` at `version` when no job of that id exists at all (waiting,
+   * running or finished): resolves to its id then, else undefined. For a spec stored whose
+   * job may never have been queued (the request failed between the two).
+   */
+  convergeIfMissing(
+    name: JobName,
+    object: string,
+    version: number | string,
+    data: object,
+  ): Promise<string | undefined>
+  /**
    * Adds a deletion's job; when that job already failed for good (a re-DELETE after the
    * cause went away), the failed job is removed and the work runs again.
    */
@@ -45,6 +56,10 @@ export function controllerQueue(queue: Queue): ControllerQueue {
   return {
     jobs: queueJobs(queue),
     converge,
+    async convergeIfMissing(name, object, version, data) {
+      if ((await queue.getJobState(jobId(name, object, version))) !== 'unknown') return undefined
+      return converge(name, object, version, data)
+    },
     async deletion(name, object, version, data) {
       const id = jobId(name, object, version)
       if ((await queue.getJobState(id)) === 'failed') await queue.remove(id)

@@ -357,3 +357,50 @@ t.test(
     )
   },
 )
+
+t.test(
+  'a spec stored whose job was never queued is queued when its client tries again',
+  async (t) => {
+    const p = await startPipeline(t)
+    await p.agent('dpu-1')
+    // Redis goes away after the spec write and before the job's add (the queue's add fails
+    // once): the request fails, as its client sees it, with the spec stored.
+    const queue = p.controller.queue
+    const add = queue.add.bind(queue)
+    const failOnce = () => {
+      queue.add = (async () => {
+        queue.add = add
+        throw new Error('Connection is closed.')
+      }) as typeof queue.add
+    }
+    failOnce()
+    await t.rejects(p.client.applyGroup('group-a', groupSpec()), /Connection is closed/)
+    t.equal((await p.controller.store.groups.get('group-a'))?.status.phase, 'Provisioning')
+    const again = await p.client.applyGroup('group-a', groupSpec())
+    t.ok(again.jobId, "the client's retry queues the group's create")
+    const group = await until(
+      () => p.controller.store.groups.get('group-a'),
+      (g) => g?.status.phase === 'Ready',
+    )
+    t.equal(group?.status.phase, 'Ready')
+
+    failOnce()
+    await t.rejects(
+      p.client.applyHost('h1', hostSpec('group-a', 'dpu-1', 1)),
+      /Connection is closed/,
+    )
+    t.equal((await p.controller.store.hosts.get('h1'))?.status.phase, 'Attaching', 'stored')
+    const retried = await p.client.applyHost('h1', hostSpec('group-a', 'dpu-1', 1))
+    t.ok(retried.jobId, "the client's retry queues the host's attach")
+    const host = await until(
+      () => p.controller.store.hosts.get('h1'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    t.equal(host?.status.phase, 'Ready', 'and the host is attached')
+    t.equal(
+      (await p.client.applyHost('h1', hostSpec('group-a', 'dpu-1', 1))).jobId,
+      undefined,
+      'once it is, the same spec again queues nothing',
+    )
+  },
+)
