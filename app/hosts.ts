@@ -27,7 +27,7 @@ import {
   type PlacedHost,
   refuseInterfaceChange,
 } from './host-interfaces.ts'
-import { hostRequestOf, refuseForeignHost } from './host-request.ts'
+import { hostRequestOf, refuseForeignHost, refuseTakenLeak } from './host-request.ts'
 import { type Accepted, plannerOf, sameSpecAgain } from './outcomes.ts'
 import { type ClientPolicy, quotaOf } from './policy.ts'
 import { requestReads } from './reads.ts'
@@ -80,6 +80,7 @@ export class HostRequests {
     const reads = requestReads(store)
     await refuseForeignHost(reads, caller, name, spec)
     const { request, group } = await hostRequestOf(reads, name, spec, caller, policy)
+    await refuseTakenLeak(store.fabricLeaks, name, request, group)
     const before = await reads.host(name)
     if (before) refuseAdminPort(undefined, before, await reads.group(before.spec.resourceGroup))
     await refuseInterfaceChange(reads.host, before, name, 'change')
