@@ -125,14 +125,12 @@ const hostPrefix = (a: string) => `${a}/${isIPv4(a) ? 32 : 128}`
 const gatewayPrefix = (a: string) => `${a}/${isIPv4(a) ? 32 : 128}`
 
 /**
- * The metric of a leaking host route, which the DPU's FRR turns into the border's marking
- * (`evpn.ts`): `fabric` the host's own address (FabricAccess, PublicAccess), `public` its
- * public IP. A route of a `None` host has the kernel's default metric.
+ * The metric of each host route on a group interface, which the DPU's FRR turns into the
+ * border's marking (`evpn.ts`): `fabric` a leaking host's own address (FabricAccess,
+ * PublicAccess), `public` its public IP, `none` any other host route (unmarked). Never 0:
+ * the kernel takes metric 0 in a delete as "any metric".
  */
-export const LEAK_METRIC = { fabric: 4201, public: 4202 } as const
-
-/** The kernel's metric of a route added without one: 0 for IPv4, 1024 for IPv6. */
-const plainMetric = (a: string) => (isIPv4(a) ? 0 : 1024)
+export const LEAK_METRIC = { none: 4200, fabric: 4201, public: 4202 } as const
 
 /** `ip rule` preferences on the group interface: leaking sources, then everyone else. */
 export const RULE_PREF = { leak: 500, group: 510, refuse: 511 } as const
@@ -148,7 +146,7 @@ export function hostRoutesWanted(port: {
     ...port.addresses.map((a) => ({
       address: a,
       prefix: hostPrefix(a),
-      metric: leaks ? LEAK_METRIC.fabric : plainMetric(a),
+      metric: leaks ? LEAK_METRIC.fabric : LEAK_METRIC.none,
     })),
     ...(port.publicIp && port.access === 'PublicAccess'
       ? [{ address: port.publicIp, prefix: hostPrefix(port.publicIp), metric: LEAK_METRIC.public }]
@@ -157,9 +155,10 @@ export function hostRoutesWanted(port: {
 }
 
 /**
- * The commands that make `address`'s route on `svi` have exactly `metric`: replaced with
- * it, then the other metrics it may have had deleted (an access level changed). `ip` is
- * the `ip …` prefix of the VRF, `table` its arguments naming the VRF's table.
+ * The commands that make `route`'s prefix have exactly one route on `svi`, with its
+ * metric: kept when it is there already (no flap), else every route of the prefix goes
+ * (one of another access level, or one an older agent made with metric 0) and the route
+ * is added. `ip` is the `ip …` prefix of the VRF, `table` the arguments naming its table.
  */
 function routeCommands(
   ip: (...argv: string[]) => string[],
@@ -167,39 +166,38 @@ function routeCommands(
   route: { prefix: string; metric: number; address: string },
   table: readonly string[],
 ): Command[] {
-  const metrics = [plainMetric(route.address), LEAK_METRIC.fabric, LEAK_METRIC.public]
+  const on = [route.prefix, 'dev', svi, ...table]
+  const show = ip('-j', 'route', 'show', ...on).join(' ')
+  const add = ip('route', 'add', ...on, 'metric', String(route.metric)).join(' ')
   return [
     {
-      argv: ip(
-        'route',
-        'replace',
-        route.prefix,
-        'dev',
-        svi,
-        ...table,
-        'metric',
-        String(route.metric),
-      ),
+      argv: [
+        'sh',
+        '-c',
+        `${show} | grep -q '"metric":${route.metric}[,}]' || { ${routeRemovalLoop(ip, on)}; ${add}; }`,
+      ],
     },
-    ...metrics
+    ...Object.values(LEAK_METRIC)
       .filter((m) => m !== route.metric)
       .map((m) => ({
-        argv: ip('route', 'del', route.prefix, 'dev', svi, ...table, 'metric', String(m)),
+        argv: ip('route', 'del', ...on, 'metric', String(m)),
         done: gone,
       })),
   ]
 }
 
-/** Every route `address` may have in the VRF, whatever its metric, deleted. */
+/** Shell: deletes every route matching `on`, whatever its metric. */
+function routeRemovalLoop(ip: (...argv: string[]) => string[], on: readonly string[]): string {
+  return `while ${ip('route', 'del', ...on).join(' ')} 2>/dev/null; do :; done`
+}
+
+/** Every route `address` has in the VRF, whatever its metric, deleted. */
 function routeRemoval(
   ip: (...argv: string[]) => string[],
   address: string,
   table: readonly string[],
 ): Command[] {
-  return [plainMetric(address), LEAK_METRIC.fabric, LEAK_METRIC.public].map((m) => ({
-    argv: ip('route', 'del', hostPrefix(address), ...table, 'metric', String(m)),
-    done: gone,
-  }))
+  return [{ argv: ['sh', '-c', routeRemovalLoop(ip, [hostPrefix(address), ...table])] }]
 }
 
 const family = (a: string) => (isIPv4(a) ? '-4' : '-6')

@@ -74,9 +74,15 @@ await labTest(
 
     const hosts: Record<string, LabHost> = {}
     const add = async (name: string, dpu: number, ip: string, access: HostAccess, i: number) => {
-      const host = await l.addHost({ dpu, name, mac: `0a:00:00:00:0e:${i.toString(16)}` })
+      const host = await l.addHost({
+        dpu,
+        name,
+        mac: `0a:00:00:00:0e:${i.toString(16).padStart(2, '0')}`,
+      })
       const put = await attachHost(l, host, 'fab-a', ip, access)
-      t.equal(put.status, 202, `attach ${name} (${ip}, ${access}) on dpu${dpu}`)
+      if (!t.equal(put.status, 202, `attach ${name} (${ip}, ${access}) on dpu${dpu}`)) {
+        t.comment(JSON.stringify(put.body))
+      }
       hosts[name] = host
       return host
     }
