@@ -369,6 +369,14 @@ async function makeBorderVrf(opts: {
     ' exit-address-family',
     'exit',
   ])
+  // vtysh -f goes on past a line bgpd refuses: the session must come up, or say why not.
+  const upBy = Date.now() + 20_000
+  while (!/Established/.test(await vtysh.show(`show bgp neighbor ${linkIp}`).catch(() => ''))) {
+    if (Date.now() > upBy) {
+      throw new Error(`the border's VRF ${vrf} did not peer with the global table (${linkIp})`)
+    }
+    await new Promise((r) => setTimeout(r, 200))
+  }
   return { vni, netns: ns, linkIp }
 }
 

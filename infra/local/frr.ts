@@ -38,8 +38,8 @@ export interface FrrDaemonsOptions {
   readonly netns?: string
   /**
    * zebra's VRFs are network namespaces (`-n`), and only those bound into this directory:
-   * zebra runs in a mount namespace of its own whose `/run/netns` is it (FRR's netns VRF
-   * backend takes every namespace there as a VRF). The directory must be a shared mount
+   * zebra and bgpd run in mount namespaces of their own whose `/run/netns` is it (FRR's
+   * netns VRF backend takes every namespace there as a VRF). The directory must be a shared mount
    * (`mount --make-shared`), so that a namespace bound into it later reaches zebra.
    */
   readonly vrfNetnsDir?: string
@@ -121,14 +121,17 @@ async function frrDaemonSpecs(options: FrrDaemonsOptions): Promise<DaemonSpec[]>
   }))
 }
 
-/** The daemon's command: zebra with `-n` seeing only `vrfNetnsDir` as `/run/netns`. */
+/**
+ * The daemon's command: seeing only `vrfNetnsDir` as `/run/netns`, zebra with `-n` (bgpd
+ * too sees it: a VRF instance with a neighbour opens its socket in the VRF's namespace).
+ */
 function inVrfView(
   name: FrrDaemonName,
   vrfNetnsDir: string | undefined,
   args: readonly string[],
 ): { command: string; args: string[] } {
   const binary = `/usr/lib/frr/${name}`
-  if (name !== 'zebra' || vrfNetnsDir === undefined) return { command: binary, args: [...args] }
+  if (vrfNetnsDir === undefined) return { command: binary, args: [...args] }
   return {
     command: 'unshare',
     args: [
@@ -141,7 +144,7 @@ function inVrfView(
       `mount --rbind ${vrfNetnsDir} /run/netns && exec "$@"`,
       'sh',
       binary,
-      '-n',
+      ...(name === 'zebra' ? ['-n'] : []),
       ...args,
     ],
   }
