@@ -339,10 +339,9 @@ async function makeBorderVrf(opts: {
     await new Promise((r) => setTimeout(r, 200))
   }
   const asn = FABRIC_ROUTER_ASN
+  // The VRF's instance before its L3VNI: bgpd makes an instance in the default's AS for an
+  // L3VNI it learns of with none, and would then refuse one in BORDER_VRF_ASN.
   await vtysh.configure([
-    `vrf ${vrf}`,
-    ` vni ${vni}`,
-    'exit-vrf',
     `router bgp ${BORDER_VRF_ASN} vrf ${vrf}`,
     ` bgp router-id ${linkIp}`,
     ' no bgp ebgp-requires-policy',
@@ -368,6 +367,9 @@ async function makeBorderVrf(opts: {
     `  neighbor ${linkIp} route-map HZ-NOTHING out`,
     ' exit-address-family',
     'exit',
+    `vrf ${vrf}`,
+    ` vni ${vni}`,
+    'exit-vrf',
   ])
   // vtysh -f goes on past a line bgpd refuses: the session must come up, or say why not.
   const upBy = Date.now() + 20_000
