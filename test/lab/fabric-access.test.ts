@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { labPrefix } from '../../infra/lab/dpu.ts'
 import { type Lab, type LabHost, startLab } from '../../infra/lab/lab.ts'
-import { eventually, pings } from '../../infra/lab/probes.ts'
+import { capture, eventually, pings } from '../../infra/lab/probes.ts'
 import { attachHost, type HostAccess, hostReady, isGone, phaseIs } from './api.ts'
 import { labTest } from './lab-test.ts'
 
@@ -124,7 +124,15 @@ await labTest(
     )
     t.ok(await eventually(() => pings(n1.netns, '10.10.0.11'), 20_000), 'n1 reaches f1 (its group)')
     t.notOk(await routerReaches(l, l.router.ip, '10.10.0.12'), 'the router does not reach n1')
-    t.notOk(await pings(n1.netns, l.router.ip), 'n1 (None) does not reach out')
+    // Not only no answer (the border has no route back): its packets never leave its DPU.
+    const border = await l.router.border(vniOf['fab-a'] ?? 0)
+    const escaped = await capture(
+      border.netns,
+      'icmp and src host 10.10.0.12',
+      () => pings(n1.netns, l.router.ip),
+      5_000,
+    )
+    t.equal(escaped, '', 'n1 (None) does not reach out: none of its packets reach the border')
     t.notOk(await pings(n1.netns, l.router.internetIp), 'nor the internet side')
 
     // fab-b: the same network; its FabricAccess host at f1's address is refused.
