@@ -63,7 +63,11 @@ t.test('Fabric access levels on a running pipeline', async (t) => {
         message: /10\.10\.10\.20 is leaked at the fabric's border by another host/,
       },
     ])
-    t.notMatch((refused as Error).message, /\bother\b/, "never naming the holder (another tenant's?)")
+    t.notMatch(
+      (refused as Error).message,
+      /\bother\b/,
+      "never naming the holder (another tenant's?)",
+    )
     t.equal(await p.controller.store.hosts.get('leak-1'), undefined, 'nothing stored')
     const publicToo = await p.client
       .applyHost('leak-2', leaking(2, 'PublicAccess', '10.10.10.20'))
