@@ -104,7 +104,10 @@ export class HostRequests {
         ? await checkInterfaces({ reads, store, policy, quota }, host, ports, caller)
         : []
     await store.hosts.checkQuotas(name, host.spec, quota)
-    await store.hosts.check(name, host.spec, { existing: before })
+    await store.hosts.check(name, host.spec, {
+      existing: before,
+      fabric: implementationOf(group.spec) === 'Fabric',
+    })
     return { caller, host, interfaces, before, quota }
   }
 
@@ -223,13 +226,12 @@ export class HostRequests {
     // Centrals on demand: the group's first host takes its central's slot, or is refused.
     const maxCentrals = this.#centralsCap(placed.group)
     const central = maxCentrals === undefined ? {} : { maxCentrals }
-    const { changed, object } = await store.hosts.put(
-      name,
-      placed.spec,
-      dpu.specVersion,
-      quota,
-      central,
-    )
+    // A Fabric group's host has no NAT: it claims no NAT IP.
+    const fabric = implementationOf(placed.group.spec) === 'Fabric'
+    const { changed, object } = await store.hosts.put(name, placed.spec, dpu.specVersion, quota, {
+      ...central,
+      fabric,
+    })
     if (!changed) {
       if (object.status.phase !== 'Failed') return { object }
       const id = await redriveHost(this.#jobs(), name, sameSpecAgain('Attached'))

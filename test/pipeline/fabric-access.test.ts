@@ -6,6 +6,7 @@
  */
 import t from 'tap'
 import { LeakedAddressTaken } from '../../app/index.ts'
+import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
 import type { ResourceGroup } from '../../lib/model/objects.ts'
 import { groupSpec, hostSpec, startPipeline, until } from './fixtures.ts'
 
@@ -79,5 +80,24 @@ t.test('Fabric access levels on a running pipeline', async (t) => {
     const free = await p.client.applyHost('leak-3', leaking(4, 'FabricAccess', '10.10.10.21'))
     t.ok(free.jobId, 'a FabricAccess host at a free address is accepted (no longer 400)')
     await leaks.release('other')
+  })
+
+  t.test("a Fabric host's public IP is its DPU's to announce, never Hydrazine's FRR", async (t) => {
+    await p.controller.ipam.registerPublicIp('203.0.113.60')
+    const host = 'pub-1'
+    const second = await p.client.applyHost(
+      host,
+      hostSpec('fab-x', 'dpu-1', 5, { hostAccess: 'PublicAccess' }),
+    )
+    t.ok(second.jobId, 'a second leaking host on dpu-1: a Fabric host claims no NAT IP')
+    // As the attach does it: the host takes a public IP from the pool.
+    const ip = await p.controller.ipam.allocatePublicIp(host)
+    t.equal(ip, '203.0.113.60', 'the pool lent it')
+    const desired = await storeAnnouncementSource(p.controller.store, p.controller.ipam).desired()
+    t.notOk(
+      desired.some((a) => a.prefix === '203.0.113.60/32'),
+      'the FRR resync does not announce it via the DPU NAT IP',
+    )
+    await p.controller.ipam.releasePublicIp(host)
   })
 })
