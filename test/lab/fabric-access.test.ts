@@ -9,7 +9,8 @@
  * - n1 (dpu2, 10.10.0.12, None): no /32 at the border, the router does not reach it, it
  *   does not reach out (its DPU refuses it the default route), yet reaches f1 in its group;
  * - q1 (dpu2, 10.10.0.13, PublicAccess): its public IP from the pool, shown in its status,
- *   routed to it by its DPU and leaked: the "internet" side reaches it there.
+ *   routed to it by its DPU and leaked: the "internet" side reaches it there;
+ * - f2 (dpu2, 10.10.0.14, FabricAccess): a second leaking host on one DPU, reached too.
  *
  * fab-b has the same network: its FabricAccess host at 10.10.0.11 is refused (409 naming
  * hostIP) and exists nowhere. Detaching f1 and q1 removes their /32s from the border, and
@@ -89,6 +90,8 @@ await labTest(
     const f1 = await add('f1', 1, '10.10.0.11', 'FabricAccess', 1)
     const n1 = await add('n1', 2, '10.10.0.12', 'None', 2)
     const q1 = await add('q1', 2, '10.10.0.13', 'PublicAccess', 3)
+    // A second leaking host on dpu2: a Fabric host holds no NAT IP of its DPU.
+    await add('f2', 2, '10.10.0.14', 'FabricAccess', 4)
     for (const [name, host] of Object.entries(hosts)) {
       if (!t.ok(await hostReady(l, name, 90_000), `${name} is Ready`)) t.comment(await why(name))
       const ip = ((await l.api('GET', `/v1/managed-resources/${name}`)).body as HostView).status
@@ -118,6 +121,10 @@ await labTest(
       'the data centre (the router) reaches f1 by its own address',
     )
     t.ok(await eventually(() => pings(f1.netns, l.router.ip), 20_000), 'f1 reaches out')
+    t.ok(
+      await eventually(() => routerReaches(l, l.router.ip, '10.10.0.14'), 20_000),
+      'and f2, a second leaking host on dpu2',
+    )
     t.ok(
       await eventually(() => routerReaches(l, l.router.internetIp, PUBLIC_IP), 20_000),
       'the internet side reaches q1 at its public IP',
