@@ -1,6 +1,7 @@
 /**
  * The DPU's own FRR for Fabric groups: one zebra and one bgpd, started by the agent on
- * the first Fabric job and kept while it runs. The default instance peers (iBGP, the
+ * the first Fabric job and kept while it runs. A leaking host's route is marked with a
+ * large community for the fabric's border (`hostRouteMaps`). The default instance peers (iBGP, the
  * fabric's AS) with the fabric's EVPN route reflectors and advertises every VNI; each
  * group's VRF `hzv<VNI>` has `router bgp ASN vrf hzv<VNI>` that redistributes its kernel
  * host routes (only /32 and /128) as EVPN type-5 routes in the group's L3VNI, route
@@ -11,12 +12,13 @@
  */
 import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { leakCommunityOf } from '../lib/agent-protocol/index.ts'
 import { type5Paths } from '../lib/frr/evpn-routes.ts'
 import { createVtysh, type Vtysh } from '../lib/frr/vtysh.ts'
 import { type Daemon, startDaemon } from '../lib/process/daemon.ts'
 import { canConnect } from '../lib/process/ports.ts'
 import { stopLeftover } from './daemons.ts'
-import { vrfNames } from './vrf.ts'
+import { LEAK_METRIC, vrfNames } from './vrf.ts'
 
 export interface EvpnPlace {
   /** Where the daemons keep configs, pid files, vty sockets and logs. */
@@ -39,17 +41,42 @@ export interface EvpnVrf {
   readonly vtep: string
 }
 
+/**
+ * The route-map a VRF redistributes its kernel host routes through, per family: a leaking
+ * host's route (its metric, `LEAK_METRIC`) gets the border's marking, the large community
+ * `ASN:1:1` (its own address) or `ASN:1:2` (its public IP); any other /32 (/128) goes
+ * unmarked. Pure.
+ */
+export function hostRouteMaps(asn: number): string[] {
+  const marks = [
+    [5, LEAK_METRIC.fabric, leakCommunityOf(asn, 'fabric')],
+    [6, LEAK_METRIC.public, leakCommunityOf(asn, 'public')],
+  ] as const
+  return (
+    [
+      ['HZ-HOSTS4', 'ip'],
+      ['HZ-HOSTS6', 'ipv6'],
+    ] as const
+  ).flatMap(([map, family]) => [
+    ...marks.flatMap(([seq, metric, community]) => [
+      `route-map ${map} permit ${seq}`,
+      ` match ${family} address prefix-list ${map}`,
+      ` match metric ${metric}`,
+      ` set large-community ${community}`,
+      'exit',
+    ]),
+    `route-map ${map} permit 10`,
+    ` match ${family} address prefix-list ${map}`,
+    'exit',
+  ])
+}
+
 /** The default instance's lines: iBGP EVPN with the fabric's route reflectors. Pure. */
 export function evpnBaseConfig(asn: number, vtep: string, peers: readonly string[]): string[] {
   return [
     'ip prefix-list HZ-HOSTS4 seq 5 permit 0.0.0.0/0 ge 32',
     'ipv6 prefix-list HZ-HOSTS6 seq 5 permit ::/0 ge 128',
-    'route-map HZ-HOSTS4 permit 10',
-    ' match ip address prefix-list HZ-HOSTS4',
-    'exit',
-    'route-map HZ-HOSTS6 permit 10',
-    ' match ipv6 address prefix-list HZ-HOSTS6',
-    'exit',
+    ...hostRouteMaps(asn),
     `router bgp ${asn}`,
     ` bgp router-id ${vtep}`,
     ' no bgp default ipv4-unicast',

@@ -4,9 +4,11 @@
  * port on its group interface `vlan<N>` with the group's gateway(s) and the host's /32
  * (/128), runs the group's DHCP relay there when the group has a DHCP server
  * (`fabric-relay.ts`), configures the VRF in the DPU's FRR (`evpn.ts`) and acks once FRR
- * holds the host's prefixes for EVPN. Isolate deletes the host's routes (FRR withdraws
- * them), waits until FRR no longer announces them, takes the port out of the VRF, and
- * removes the VRF (and its relay) when no port is left in it.
+ * holds the host's prefixes for EVPN. A leaking host's routes are marked for the fabric's
+ * border and its source let out of the group (`vrf.ts`). Isolate deletes the host's
+ * routes, its public IP's too (FRR withdraws them), waits until FRR no longer announces
+ * them, takes the port out of the VRF, and removes the VRF (and its relay) when no port
+ * is left in it.
  *
  * The DPU's FRR dies with the agent; the VRFs, their ports and host routes stay in the
  * kernel. A restarted agent (`resume`) starts FRR again and configures every VRF it finds
@@ -175,6 +177,8 @@ export class FabricAgent {
       gateways: group.gateways,
       addresses: host.addresses,
       mtu: host.mtu,
+      access: host.access,
+      publicIp: host.publicIp,
     })
     const gateway4 = group.gateways.find((g) => isIPv4(g.address))?.address
     const relay =
@@ -189,7 +193,7 @@ export class FabricAgent {
         : undefined
     // The group relays no DHCP (any more): a relay it had here goes.
     if (!relay) await removeFabricRelay(this, group.name)
-    const wanted = host.addresses.map(prefixOf)
+    const wanted = [...host.addresses, ...(host.publicIp ? [host.publicIp] : [])].map(prefixOf)
     let announced: string[] = []
     const all = await waitUntil(async () => {
       announced = await this.speaker.announced(group.vni, group.routeTarget)
@@ -222,10 +226,12 @@ export class FabricAgent {
     if (state) {
       // Only a port of this VRF leaves it; a port elsewhere (another host's, an empty VRF's
       // isolate naming any port) is left where it is, and only the routes named go.
+      const addresses = [...job.host.addresses, ...(job.host.publicIp ? [job.host.publicIp] : [])]
+      const vlan = state.vlan
       if (state.ports.includes(port)) {
-        await this.backend.detach({ vni, port, addresses: job.host.addresses })
-      } else await this.backend.withdraw({ vni, addresses: job.host.addresses })
-      const gone = job.host.addresses.map(prefixOf)
+        await this.backend.detach({ vni, port, addresses, vlan })
+      } else await this.backend.withdraw({ vni, addresses, vlan })
+      const gone = addresses.map(prefixOf)
       const withdrawn = await waitUntil(async () => {
         const announced = await this.speaker.announced(vni)
         return !gone.some((p) => announced.includes(p))

@@ -22,6 +22,10 @@ t.test(
       'ip link set vlan101 master hzv10001',
       'ip link set vlan101 up',
       'sysctl -qw net.ipv4.conf.vlan101.proxy_arp=1',
+      'ip -4 rule add pref 510 iif vlan101 lookup 1010001 suppress_prefixlength 0',
+      'ip -4 rule add pref 511 iif vlan101 prohibit',
+      'ip -6 rule add pref 510 iif vlan101 lookup 1010001 suppress_prefixlength 0',
+      'ip -6 rule add pref 511 iif vlan101 prohibit',
     ])
   },
 )
@@ -45,12 +49,20 @@ t.test('the kernel backend: a host port on the group interface and off it', asyn
     'ip link set pf0vf0 up',
     'ip addr add 10.10.0.1/32 dev vlan101',
     'ip addr add fd00:10::1/128 dev vlan101',
-    'ip route replace 10.10.0.5/32 dev vlan101 vrf hzv10001',
-    'ip route replace fd00:10::5/128 dev vlan101 vrf hzv10001',
+    `sh -c ip -j route show 10.10.0.5/32 dev vlan101 vrf hzv10001 | grep -q '"metric":4200[,}]' || { while ip route del 10.10.0.5/32 dev vlan101 vrf hzv10001 2>/dev/null; do :; done; ip route add 10.10.0.5/32 dev vlan101 vrf hzv10001 metric 4200; }`,
+    'ip route del 10.10.0.5/32 dev vlan101 vrf hzv10001 metric 4201',
+    'ip route del 10.10.0.5/32 dev vlan101 vrf hzv10001 metric 4202',
+    `sh -c ip -j route show fd00:10::5/128 dev vlan101 vrf hzv10001 | grep -q '"metric":4200[,}]' || { while ip route del fd00:10::5/128 dev vlan101 vrf hzv10001 2>/dev/null; do :; done; ip route add fd00:10::5/128 dev vlan101 vrf hzv10001 metric 4200; }`,
+    'ip route del fd00:10::5/128 dev vlan101 vrf hzv10001 metric 4201',
+    'ip route del fd00:10::5/128 dev vlan101 vrf hzv10001 metric 4202',
+    'ip -4 rule del pref 500 iif vlan101 from 10.10.0.5/32 lookup 1010001',
+    'ip -6 rule del pref 500 iif vlan101 from fd00:10::5/128 lookup 1010001',
   ])
   t.same(argv(kernelPlan.detach(port)), [
-    'ip route del 10.10.0.5/32 vrf hzv10001',
-    'ip route del fd00:10::5/128 vrf hzv10001',
+    'sh -c while ip route del 10.10.0.5/32 vrf hzv10001 2>/dev/null; do :; done',
+    'ip -4 rule del pref 500 iif vlan101 from 10.10.0.5/32 lookup 1010001',
+    'sh -c while ip route del fd00:10::5/128 vrf hzv10001 2>/dev/null; do :; done',
+    'ip -6 rule del pref 500 iif vlan101 from fd00:10::5/128 lookup 1010001',
     'ip link set pf0vf0 nomaster',
   ])
   t.same(argv(kernelPlan.joinRelayLink({ vni: 10001, vlan: 101 })), [
@@ -62,7 +74,87 @@ t.test('the kernel backend: a host port on the group interface and off it', asyn
     'ip link del hzb10001',
     'ip link del vlan101',
     'ip link del hzv10001',
+    'ip -4 rule del pref 510 iif vlan101',
+    'ip -4 rule del pref 511 iif vlan101',
+    'ip -6 rule del pref 510 iif vlan101',
+    'ip -6 rule del pref 511 iif vlan101',
   ])
+})
+
+t.test('access levels: a leaking host is marked by metric and let out by its source', async (t) => {
+  const plan = netnsPlan({ underlay: 'lab-dpu1', dir: '/run/hz/vrfs' })
+  const host = {
+    vni: 7,
+    vlan: 100,
+    port: 'h1',
+    gateways: [{ address: '10.10.0.1', prefixLength: 24 }],
+    addresses: ['10.10.0.5'],
+  }
+  const n = 'ip -n lab-dpu1-v7'
+  const group = argv(plan.ensureVrf({ vni: 7, vlan: 100, group: 'g', vtep: '192.0.2.1' }))
+  t.ok(
+    group.includes(`${n} -4 rule add pref 510 iif vlan100 lookup main suppress_prefixlength 0`) &&
+      group.includes(`${n} -4 rule add pref 511 iif vlan100 prohibit`),
+    'every source on vlan100: the VRF without its default route, then refused',
+  )
+  const cases = [
+    {
+      access: 'None' as const,
+      has: [`${n} route add 10.10.0.5/32 dev vlan100 metric 4200`],
+      hasNot: [`${n} -4 rule add pref 500 iif vlan100 from 10.10.0.5/32 lookup main`],
+    },
+    {
+      access: 'FabricAccess' as const,
+      has: [
+        `${n} route add 10.10.0.5/32 dev vlan100 metric 4201`,
+        `${n} route del 10.10.0.5/32 dev vlan100 metric 4200`,
+        `${n} -4 rule add pref 500 iif vlan100 from 10.10.0.5/32 lookup main`,
+      ],
+      hasNot: [],
+    },
+    {
+      access: 'PublicAccess' as const,
+      publicIp: '203.0.113.9',
+      has: [
+        `${n} route add 10.10.0.5/32 dev vlan100 metric 4201`,
+        `${n} route add 203.0.113.9/32 dev vlan100 metric 4202`,
+        `${n} -4 rule add pref 500 iif vlan100 from 203.0.113.9/32 lookup main`,
+      ],
+      hasNot: [],
+    },
+  ]
+  for (const c of cases) {
+    const lines = argv(plan.attach({ ...host, access: c.access, publicIp: c.publicIp }))
+    // A route is added inside a shell command that first keeps one already right.
+    const planned = (l: string) => lines.some((line) => line === l || line.includes(`; ${l}; }`))
+    for (const l of c.has) t.ok(planned(l), `${c.access}: ${l}`)
+    for (const l of c.hasNot) t.notOk(planned(l), `${c.access}: not ${l}`)
+  }
+  const isolate = argv(
+    plan.withdraw({ vni: 7, vlan: 100, addresses: ['10.10.0.5', '203.0.113.9'] }),
+  )
+  t.ok(
+    isolate.includes(`sh -c while ${n} route del 203.0.113.9/32 2>/dev/null; do :; done`),
+    'the public /32 goes, whatever its metric',
+  )
+  t.ok(
+    isolate.includes(`${n} -4 rule del pref 500 iif vlan100 from 203.0.113.9/32 lookup main`),
+    'and its rule',
+  )
+})
+
+t.test('the DPU marks leaking routes for the border by metric', async (t) => {
+  const base = evpnBaseConfig(65001, '192.0.2.1', [])
+  const at = base.indexOf('route-map HZ-HOSTS4 permit 5')
+  t.same(base.slice(at, at + 5), [
+    'route-map HZ-HOSTS4 permit 5',
+    ' match ip address prefix-list HZ-HOSTS4',
+    ' match metric 4201',
+    ' set large-community 65001:1:1',
+    'exit',
+  ])
+  t.ok(base.includes(' set large-community 65001:1:2'), 'a public IP: ASN:1:2')
+  t.ok(base.includes('route-map HZ-HOSTS6 permit 10'), 'any other host route: unmarked')
 })
 
 t.test(
@@ -93,7 +185,12 @@ t.test(
     )
     t.ok(attach.includes('ip -n lab-dpu1-v7 link set h1 master vlan100'), 'the port joins vlan100')
     t.ok(attach.includes('ip -n lab-dpu1-v7 addr add 10.10.0.1/32 dev vlan100'), 'the gateway')
-    t.ok(attach.includes('ip -n lab-dpu1-v7 route replace 10.10.0.5/32 dev vlan100'), 'the /32')
+    t.ok(
+      attach.some((l) =>
+        l.includes('ip -n lab-dpu1-v7 route add 10.10.0.5/32 dev vlan100 metric 4200'),
+      ),
+      'the /32',
+    )
   },
 )
 

@@ -18,6 +18,13 @@
  * hangs off it too (`fabric-relay.ts`), so that requests reach the relay on `vlan<N>`,
  * the circuit id Carbide reads.
  *
+ * Access levels (protocol 3.1): a leaking host's route carries a metric the DPU's FRR turns
+ * into the border's marking (`LEAK_METRIC`, `evpn.ts`): its own address FabricAccess, its
+ * public IP PublicAccess. Everything else the group interface receives stays inside the
+ * group: `ip rule`s on `vlan<N>` let a leaking host's source use the whole VRF table, and
+ * any other source only its routes longer than /0 (the border's default route is not
+ * theirs); what is left is refused (`prohibit`).
+ *
  * Each step is planned as a list of commands (pure, `plan…`), then run; a command that
  * finds its work done (a device that exists, a route already gone) is not an error, so a
  * step may run twice.
@@ -25,6 +32,7 @@
 import { execFile } from 'node:child_process'
 import { isIPv4 } from 'node:net'
 import { promisify } from 'node:util'
+import type { FabricAccess } from '../lib/agent-protocol/index.ts'
 
 const exec = promisify(execFile)
 
@@ -49,6 +57,15 @@ export interface PortOutOfVrf {
   readonly vni: number
   readonly port: string
   readonly addresses: readonly string[]
+  /** The group's VLAN id (its leak rules are on `vlan<N>`); unknown: none removed. */
+  readonly vlan?: number | undefined
+}
+
+/** The host routes of a VRF to withdraw, with the leak rules of their sources. */
+export interface RoutesOut {
+  readonly vni: number
+  readonly addresses: readonly string[]
+  readonly vlan?: number | undefined
 }
 
 export interface PortInVrf {
@@ -58,6 +75,10 @@ export interface PortInVrf {
   readonly gateways: readonly { address: string; prefixLength: number }[]
   readonly addresses: readonly string[]
   readonly mtu?: number | undefined
+  /** What the host may reach and be reached from (absent: None). */
+  readonly access?: FabricAccess | undefined
+  /** Its public IP (PublicAccess): routed on the group interface, marked public. */
+  readonly publicIp?: string | undefined
 }
 
 /** What a VRF holds, as the backend reads it back. */
@@ -103,6 +124,169 @@ const gone = /Cannot find device|No such process|does not exist|No such file|not
 const hostPrefix = (a: string) => `${a}/${isIPv4(a) ? 32 : 128}`
 const gatewayPrefix = (a: string) => `${a}/${isIPv4(a) ? 32 : 128}`
 
+/**
+ * The metric of each host route on a group interface, which the DPU's FRR turns into the
+ * border's marking (`evpn.ts`): `fabric` a leaking host's own address (FabricAccess,
+ * PublicAccess), `public` its public IP, `none` any other host route (unmarked). Never 0:
+ * the kernel takes metric 0 in a delete as "any metric".
+ */
+export const LEAK_METRIC = { none: 4200, fabric: 4201, public: 4202 } as const
+
+/** `ip rule` preferences on the group interface: leaking sources, then everyone else. */
+export const RULE_PREF = { leak: 500, group: 510, refuse: 511 } as const
+
+/** What each route of a host looks like on its group interface: prefix and metric. */
+export function hostRoutesWanted(port: {
+  addresses: readonly string[]
+  access?: FabricAccess | undefined
+  publicIp?: string | undefined
+}): { prefix: string; metric: number; address: string }[] {
+  const leaks = port.access === 'FabricAccess' || port.access === 'PublicAccess'
+  return [
+    ...port.addresses.map((a) => ({
+      address: a,
+      prefix: hostPrefix(a),
+      metric: leaks ? LEAK_METRIC.fabric : LEAK_METRIC.none,
+    })),
+    ...(port.publicIp && port.access === 'PublicAccess'
+      ? [{ address: port.publicIp, prefix: hostPrefix(port.publicIp), metric: LEAK_METRIC.public }]
+      : []),
+  ]
+}
+
+/**
+ * The commands that make `route`'s prefix have exactly one route on `svi`, with its
+ * metric: kept when it is there already (no flap), else every route of the prefix goes
+ * (one of another access level, or one an older agent made with metric 0) and the route
+ * is added. `ip` is the `ip …` prefix of the VRF, `table` the arguments naming its table.
+ */
+function routeCommands(
+  ip: (...argv: string[]) => string[],
+  svi: string,
+  route: { prefix: string; metric: number; address: string },
+  table: readonly string[],
+): Command[] {
+  const on = [route.prefix, 'dev', svi, ...table]
+  const show = ip('-j', 'route', 'show', ...on).join(' ')
+  const add = ip('route', 'add', ...on, 'metric', String(route.metric)).join(' ')
+  return [
+    {
+      argv: [
+        'sh',
+        '-c',
+        `${show} | grep -q '"metric":${route.metric}[,}]' || { ${routeRemovalLoop(ip, on)}; ${add}; }`,
+      ],
+    },
+    ...Object.values(LEAK_METRIC)
+      .filter((m) => m !== route.metric)
+      .map((m) => ({
+        argv: ip('route', 'del', ...on, 'metric', String(m)),
+        done: gone,
+      })),
+  ]
+}
+
+/** Shell: deletes every route matching `on`, whatever its metric. */
+function routeRemovalLoop(ip: (...argv: string[]) => string[], on: readonly string[]): string {
+  return `while ${ip('route', 'del', ...on).join(' ')} 2>/dev/null; do :; done`
+}
+
+/** Every route `address` has in the VRF, whatever its metric, deleted. */
+function routeRemoval(
+  ip: (...argv: string[]) => string[],
+  address: string,
+  table: readonly string[],
+): Command[] {
+  return [{ argv: ['sh', '-c', routeRemovalLoop(ip, [hostPrefix(address), ...table])] }]
+}
+
+const family = (a: string) => (isIPv4(a) ? '-4' : '-6')
+
+/**
+ * The group interface's own rules, per family: a source the VRF's routes longer than /0
+ * only, then refused. `lookup` names the VRF's table.
+ */
+function groupRules(ip: (...argv: string[]) => string[], svi: string, lookup: string): Command[] {
+  return ['-4', '-6'].flatMap((f) => [
+    {
+      argv: ip(
+        f,
+        'rule',
+        'add',
+        'pref',
+        String(RULE_PREF.group),
+        'iif',
+        svi,
+        'lookup',
+        lookup,
+        'suppress_prefixlength',
+        '0',
+      ),
+      done: exists,
+    },
+    {
+      argv: ip(f, 'rule', 'add', 'pref', String(RULE_PREF.refuse), 'iif', svi, 'prohibit'),
+      done: exists,
+    },
+  ])
+}
+
+/** A leaking source's rule: the whole VRF table (the border's default route too). */
+function leakRule(
+  ip: (...argv: string[]) => string[],
+  svi: string,
+  address: string,
+  lookup: string,
+  add: boolean,
+): Command {
+  return {
+    argv: ip(
+      family(address),
+      'rule',
+      add ? 'add' : 'del',
+      'pref',
+      String(RULE_PREF.leak),
+      'iif',
+      svi,
+      'from',
+      hostPrefix(address),
+      'lookup',
+      lookup,
+    ),
+    done: add ? exists : gone,
+  }
+}
+
+/** A host's routes and leak rules as its access level wants them. */
+function hostCommands(
+  ip: (...argv: string[]) => string[],
+  svi: string,
+  port: PortInVrf,
+  table: readonly string[],
+  lookup: string,
+): Command[] {
+  const routes = hostRoutesWanted(port)
+  const leaks = port.access === 'FabricAccess' || port.access === 'PublicAccess'
+  return [
+    ...routes.flatMap((r) => routeCommands(ip, svi, r, table)),
+    ...routes.map((r) => leakRule(ip, svi, r.address, lookup, leaks)),
+  ]
+}
+
+/** A host's routes and leak rules gone. */
+function hostRemoval(
+  ip: (...argv: string[]) => string[],
+  route: RoutesOut,
+  table: readonly string[],
+  lookup: string,
+): Command[] {
+  const svi = route.vlan === undefined ? undefined : groupInterfaceOf(route.vlan)
+  return route.addresses.flatMap((a) => [
+    ...routeRemoval(ip, a, table),
+    ...(svi ? [leakRule(ip, svi, a, lookup, false)] : []),
+  ])
+}
+
 export interface VrfBackend {
   readonly kind: 'kernel' | 'netns'
   /** Once, before the first VRF: what the backend needs on the DPU. */
@@ -112,7 +296,7 @@ export interface VrfBackend {
   /** Withdraws the host's routes and takes the port out of the VRF. */
   detach(port: PortOutOfVrf): Promise<void>
   /** Withdraws routes only (a port not in the VRF, or none). */
-  withdraw(route: { vni: number; addresses: readonly string[] }): Promise<void>
+  withdraw(route: RoutesOut): Promise<void>
   /** Puts the DHCP relay's link (`relayLink`, made in the VRF) on the group interface. */
   joinRelayLink(vrf: { vni: number; vlan: number }): Promise<void>
   removeVrf(vrf: { vni: number; vlan?: number | undefined }): Promise<void>
@@ -148,6 +332,8 @@ async function output(argv: readonly string[]): Promise<string> {
 
 /** The kernel VRF backend's table of VNI `vni`: above the kernel's own tables. */
 export const vrfTable = (vni: number) => 1_000_000 + vni
+
+const ip = (...argv: string[]) => ['ip', ...argv]
 
 /** The kernel backend's commands: pure, so that a test can read what a real DPU would run. */
 export const kernelPlan = {
@@ -189,36 +375,33 @@ export const kernelPlan = {
       { argv: ['ip', 'link', 'set', svi, 'master', vrf] },
       { argv: ['ip', 'link', 'set', svi, 'up'] },
       { argv: ['sysctl', '-qw', `net.ipv4.conf.${svi}.proxy_arp=1`] },
+      ...groupRules(ip, svi, String(vrfTable(vni))),
     ]
   },
-  attach({ vni, vlan, port, gateways, addresses, mtu }: PortInVrf): Command[] {
+  attach(port: PortInVrf): Command[] {
+    const { vni, vlan, gateways, mtu } = port
     const { vrf, vxlan } = vrfNames(vni)
     const svi = groupInterfaceOf(vlan)
     return [
       // zebra may leave a VXLAN device it found mid-set-up protodown: the L3VNI is then down.
       { argv: ['ip', 'link', 'set', vxlan, 'protodown', 'off'] },
-      { argv: ['ip', 'link', 'set', port, 'master', svi] },
-      ...(mtu ? [{ argv: ['ip', 'link', 'set', port, 'mtu', String(mtu)] }] : []),
-      { argv: ['ip', 'link', 'set', port, 'up'] },
+      { argv: ['ip', 'link', 'set', port.port, 'master', svi] },
+      ...(mtu ? [{ argv: ['ip', 'link', 'set', port.port, 'mtu', String(mtu)] }] : []),
+      { argv: ['ip', 'link', 'set', port.port, 'up'] },
       ...gateways.map((g) => ({
         argv: ['ip', 'addr', 'add', gatewayPrefix(g.address), 'dev', svi],
         done: exists,
       })),
-      ...addresses.map((a) => ({
-        argv: ['ip', 'route', 'replace', hostPrefix(a), 'dev', svi, 'vrf', vrf],
-      })),
+      ...hostCommands(ip, svi, port, ['vrf', vrf], String(vrfTable(vni))),
     ]
   },
-  withdraw({ vni, addresses }: { vni: number; addresses: readonly string[] }): Command[] {
-    const { vrf } = vrfNames(vni)
-    return addresses.map((a) => ({
-      argv: ['ip', 'route', 'del', hostPrefix(a), 'vrf', vrf],
-      done: gone,
-    }))
+  withdraw(route: RoutesOut): Command[] {
+    const { vrf } = vrfNames(route.vni)
+    return hostRemoval(ip, route, ['vrf', vrf], String(vrfTable(route.vni)))
   },
-  detach({ vni, port, addresses }: PortOutOfVrf): Command[] {
+  detach({ vni, port, addresses, vlan }: PortOutOfVrf): Command[] {
     return [
-      ...kernelPlan.withdraw({ vni, addresses }),
+      ...kernelPlan.withdraw({ vni, addresses, vlan }),
       // Only a port of this group's interface is asked to leave (`fabric.ts` checks).
       { argv: ['ip', 'link', 'set', port, 'nomaster'], done: gone },
     ]
@@ -233,10 +416,22 @@ export const kernelPlan = {
   removeVrf({ vni, vlan }: { vni: number; vlan?: number | undefined }): Command[] {
     const { vrf, bridge, vxlan } = vrfNames(vni)
     const svi = vlan === undefined ? [] : [groupInterfaceOf(vlan)]
-    return [vxlan, bridge, ...svi, vrf].map((dev) => ({
-      argv: ['ip', 'link', 'del', dev],
-      done: gone,
-    }))
+    // The group interface's rules outlive its device: they go with it.
+    const rules = svi.flatMap((dev) =>
+      ['-4', '-6'].flatMap((f) =>
+        [RULE_PREF.group, RULE_PREF.refuse].map((pref) => ({
+          argv: ip(f, 'rule', 'del', 'pref', String(pref), 'iif', dev),
+          done: gone,
+        })),
+      ),
+    )
+    return [
+      ...[vxlan, bridge, ...svi, vrf].map((dev) => ({
+        argv: ['ip', 'link', 'del', dev],
+        done: gone,
+      })),
+      ...rules,
+    ]
   },
 }
 
@@ -296,8 +491,7 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
   const inNs =
     (vni: number) =>
     (...argv: string[]) => ['ip', '-n', nsOf(vni), ...argv]
-  const withdraw = ({ vni, addresses }: { vni: number; addresses: readonly string[] }) =>
-    addresses.map((a) => ({ argv: inNs(vni)('route', 'del', hostPrefix(a)), done: gone }))
+  const withdraw = (route: RoutesOut) => hostRemoval(inNs(route.vni), route, [], 'main')
   return {
     nsOf,
     prepare(): Command[] {
@@ -358,9 +552,11 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
         { argv: n('link', 'set', svi, 'address', gatewayMacOf(vni)) },
         { argv: n('link', 'set', svi, 'up') },
         { argv: ['ip', 'netns', 'exec', ns, 'sysctl', '-qw', `net.ipv4.conf.${svi}.proxy_arp=1`] },
+        ...groupRules(n, svi, 'main'),
       ]
     },
-    attach({ vni, vlan, port, gateways, addresses, mtu }: PortInVrf): Command[] {
+    attach(host: PortInVrf): Command[] {
+      const { vni, vlan, port, gateways, mtu } = host
       const ns = nsOf(vni)
       const n = inNs(vni)
       const svi = groupInterfaceOf(vlan)
@@ -388,14 +584,14 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
           ),
           done: exists,
         })),
-        ...addresses.map((a) => ({ argv: n('route', 'replace', hostPrefix(a), 'dev', svi) })),
+        ...hostCommands(n, svi, host, [], 'main'),
       ]
     },
     withdraw,
-    detach({ vni, port, addresses }: PortOutOfVrf): Command[] {
+    detach({ vni, port, addresses, vlan }: PortOutOfVrf): Command[] {
       const ns = nsOf(vni)
       return [
-        ...withdraw({ vni, addresses }),
+        ...withdraw({ vni, addresses, vlan }),
         // Back to the underlay, where a host port waits for its next job.
         {
           argv: [

@@ -27,6 +27,16 @@ export class AddressesHeld extends HydrazineError {
   }
 }
 
+/**
+ * A Fabric host would leak, at the fabric's border, an address another host leaks already
+ * (groups' CIDRs may overlap; the border's table may not): HTTP 409, naming the field.
+ */
+export class LeakedAddressTaken extends HydrazineError {
+  constructor(readonly issues: readonly { path: string; message: string }[]) {
+    super('CONFLICT', `address taken: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`)
+  }
+}
+
 /** A change of a field that never changes once the object exists: HTTP 409, naming it. */
 export class ImmutableField extends HydrazineError {
   constructor(readonly issues: readonly { path: string; message: string }[]) {

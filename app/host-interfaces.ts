@@ -11,7 +11,7 @@ import type {
   ManagedResourceSpec,
   ResourceGroup,
 } from '../lib/model/objects.ts'
-import { Rfc1123Label } from '../lib/model/objects.ts'
+import { implementationOf, Rfc1123Label } from '../lib/model/objects.ts'
 import { type Caller, placeHost } from '../lib/model/placement.ts'
 import type { TenantQuota } from '../lib/model/quotas.ts'
 import { type StateStore, StoreConflict } from '../lib/state/store.ts'
@@ -104,7 +104,10 @@ async function checkInterface(
   const placed = placeHost(request, group, dpu, caller, deps.policy)
   if (!placed.ok) throw new ValidationError(placed.issues)
   const spec = { ...placed.spec, interfaceOf: name }
-  await deps.store.hosts.check(port.name, spec, { existing })
+  await deps.store.hosts.check(port.name, spec, {
+    existing,
+    fabric: implementationOf(group.spec) === 'Fabric',
+  })
   return {
     name: port.name,
     request,

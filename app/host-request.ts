@@ -1,12 +1,13 @@
 /**
  * A host request as the caller may make it: the name not another tenant's, the request
  * well formed, its group one the caller may see, not being deleted and not a Fabric group
- * the controller cannot build (no `HYDRAZINE_FABRIC_ASN`), a Fabric group's host with
- * `hostAccess: None` (the only level Fabric mode builds), its addresses in the group's
- * subnets. Reads through the request's own reads (`reads.ts`), so a host
+ * the controller cannot build (no `HYDRAZINE_FABRIC_ASN`), a Fabric group's leaking host
+ * (FabricAccess, PublicAccess) not at an address another host leaks already, its
+ * addresses in the group's subnets. Reads through the request's own reads (`reads.ts`), so a host
  * and its group are read once however many checks ask.
  */
 
+import { formatIp, parseIp } from '../lib/ipam/address.ts'
 import { hostAddressIssues } from '../lib/model/group-network.ts'
 import {
   implementationOf,
@@ -16,9 +17,10 @@ import {
 } from '../lib/model/objects.ts'
 import type { Caller } from '../lib/model/placement.ts'
 import { RESERVED_HOST_NAMES } from '../lib/ovn/index.ts'
+import type { FabricLeaks } from '../lib/state/fabric-leaks.ts'
 import { StoreConflict } from '../lib/state/store.ts'
 import { refuseAdminPort } from './admin-network.ts'
-import { NameTaken, ValidationError, validate } from './errors.ts'
+import { LeakedAddressTaken, NameTaken, ValidationError, validate } from './errors.ts'
 import type { ClientPolicy } from './policy.ts'
 import type { RequestReads } from './reads.ts'
 
@@ -39,14 +41,35 @@ function fabricHostsUnavailable(group: string): ValidationError {
   ])
 }
 
-/** A Fabric group's hosts reach their own group only: no route leaking is built. */
-function fabricAccessUnavailable(group: string, access: string): ValidationError {
-  return new ValidationError([
+/**
+ * A Fabric host leaking an address another host leaks already: the fabric's border holds
+ * every leaked address in one table, so each must be unique (HTTP 409, naming the field).
+ * The holder is not named: it may be another tenant's.
+ */
+export function leakedAddressTaken(field: string, address: string): LeakedAddressTaken {
+  return new LeakedAddressTaken([
     {
-      path: 'hostAccess',
-      message: `${access} is not available in Fabric group ${group}: its hosts reach only each other (route leaking at the fabric's border is not built); use None, or an Overlay group`,
+      path: field,
+      message: `${address} is leaked at the fabric's border by another host already: an address a FabricAccess or PublicAccess host is reached at must be unique in the fabric; choose another, or use hostAccess None`,
     },
   ])
+}
+
+/**
+ * Refuses a Fabric group's leaking host whose `hostIP` another host leaks (the attach
+ * claims it atomically; this answers the common case at once, as a 409).
+ */
+export async function refuseTakenLeak(
+  leaks: Pick<FabricLeaks, 'holderOf'>,
+  name: string,
+  request: ManagedResourceRequest,
+  group: ResourceGroup,
+): Promise<void> {
+  if (implementationOf(group.spec) !== 'Fabric' || request.hostAccess === 'None') return
+  if (request.hostIP === undefined) return
+  const address = formatIp(parseIp(request.hostIP))
+  const holder = await leaks.holderOf(address)
+  if (holder !== undefined && holder !== name) throw leakedAddressTaken('hostIP', address)
 }
 
 /** Whether the controller reported the Fabric group cannot be built here. */
@@ -113,7 +136,6 @@ export async function hostRequestOf(
   }
   if (implementationOf(group.spec) === 'Fabric') {
     if (fabricUnavailable(group)) throw fabricHostsUnavailable(group.name)
-    if (request.hostAccess !== 'None') throw fabricAccessUnavailable(group.name, request.hostAccess)
   }
   const issues = hostAddressIssues(
     request,

@@ -28,7 +28,7 @@ import {
   type PlacedHost,
   refuseInterfaceChange,
 } from './host-interfaces.ts'
-import { hostRequestOf, refuseForeignHost } from './host-request.ts'
+import { hostRequestOf, refuseForeignHost, refuseTakenLeak } from './host-request.ts'
 import { type Accepted, plannerOf, sameSpecAgain } from './outcomes.ts'
 import { type ClientPolicy, quotaOf } from './policy.ts'
 import { requestReads } from './reads.ts'
@@ -81,6 +81,7 @@ export class HostRequests {
     const reads = requestReads(store)
     await refuseForeignHost(reads, caller, name, spec)
     const { request, group } = await hostRequestOf(reads, name, spec, caller, policy)
+    await refuseTakenLeak(store.fabricLeaks, name, request, group)
     const before = await reads.host(name)
     if (before) refuseAdminPort(undefined, before, await reads.group(before.spec.resourceGroup))
     await refuseInterfaceChange(reads.host, before, name, 'change')
@@ -104,7 +105,10 @@ export class HostRequests {
         ? await checkInterfaces({ reads, store, policy, quota }, host, ports, caller)
         : []
     await store.hosts.checkQuotas(name, host.spec, quota)
-    await store.hosts.check(name, host.spec, { existing: before })
+    await store.hosts.check(name, host.spec, {
+      existing: before,
+      fabric: implementationOf(group.spec) === 'Fabric',
+    })
     return { caller, host, interfaces, before, quota }
   }
 
@@ -223,13 +227,12 @@ export class HostRequests {
     // Centrals on demand: the group's first host takes its central's slot, or is refused.
     const maxCentrals = this.#centralsCap(placed.group)
     const central = maxCentrals === undefined ? {} : { maxCentrals }
-    const { changed, object } = await store.hosts.put(
-      name,
-      placed.spec,
-      dpu.specVersion,
-      quota,
-      central,
-    )
+    // A Fabric group's host has no NAT: it claims no NAT IP.
+    const fabric = implementationOf(placed.group.spec) === 'Fabric'
+    const { changed, object } = await store.hosts.put(name, placed.spec, dpu.specVersion, quota, {
+      ...central,
+      fabric,
+    })
     if (!changed) {
       if (object.status.phase === 'Attaching' && attemptOf(object.status) === 1) {
         // Stored by an earlier request that failed before its job was queued (Redis went

@@ -19,6 +19,7 @@ export {
   DryRunUnavailable,
   ForbiddenError,
   ImmutableField,
+  LeakedAddressTaken,
   MAX_ISSUES,
   NameTaken,
   NotFoundError,

@@ -242,6 +242,8 @@ async function releaseWhenIsolated(
     )
   }
   await deps.checkpoint('detach:acked')
+  // What a Fabric host leaked at the border: its DPU no longer marks it.
+  await deps.store.fabricLeaks.release(host.name)
   await deps.ipam.releasePublicIp(host.name)
   await deps.ipam.releasePublicIp(host.name, 6)
   const releasedIp = (await deps.ipam.release(spec.resourceGroup, host.name)) ?? null

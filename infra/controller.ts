@@ -19,6 +19,7 @@ import {
   PROTOCOL_VERSIONS,
   pickProtocolVersion,
   speaksFabric,
+  speaksFabricAccess,
 } from '../lib/agent-protocol/index.ts'
 import type { NetworkImplementationConfig } from '../lib/config/network-implementation.ts'
 import { createIpam, type Ipam } from '../lib/ipam/index.ts'
@@ -239,6 +240,10 @@ export async function startController(options: ControllerOptions): Promise<Contr
     async speaksFabric(dpuId) {
       const beat = await heartbeats.read(dpuId)
       return beat ? speaksFabric(beat.protocolVersions) : false
+    },
+    async speaksFabricAccess(dpuId) {
+      const beat = await heartbeats.read(dpuId)
+      return beat ? speaksFabricAccess(beat.protocolVersions) : false
     },
     async ovnVersionOf(dpuId) {
       return (await heartbeats.read(dpuId))?.ovnVersion

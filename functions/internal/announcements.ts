@@ -1,5 +1,6 @@
 import { type Announcement, type AnnouncementSource, publicPrefix } from '../../lib/frr/index.ts'
 import type { Ipam } from '../../lib/ipam/index.ts'
+import { implementationOf } from '../../lib/model/objects.ts'
 import type { StateStore } from '../../lib/state/store.ts'
 
 /**
@@ -25,14 +26,15 @@ export function storeAnnouncementSource(
           (h) => [h.name, h],
         ),
       )
+      const groups = await store.groups.getMany([
+        ...new Set([...hosts.values()].map((h) => h.spec.resourceGroup)),
+      ])
       const ipv6Groups = new Set(
-        (
-          await store.groups.getMany([
-            ...new Set([...hosts.values()].map((h) => h.spec.resourceGroup)),
-          ])
-        )
-          .filter((g) => g.spec.network6 !== undefined)
-          .map((g) => g.name),
+        groups.filter((g) => g.spec.network6 !== undefined).map((g) => g.name),
+      )
+      // A Fabric host's public IP is its DPU's to announce (marked for the border), never ours.
+      const fabricGroups = new Set(
+        groups.filter((g) => implementationOf(g.spec) === 'Fabric').map((g) => g.name),
       )
       for (const pip of allocated) {
         const host = hosts.get(pip.allocatedTo ?? '')
@@ -41,6 +43,7 @@ export function storeAnnouncementSource(
         if (v6 && (!options.fabric6 || !ipv6Groups.has(host?.spec.resourceGroup ?? ''))) continue
         const natIp = v6 ? host?.spec.dpu.natIp6 : host?.spec.dpu.ips[1]
         if (!host || host.deletion || host.spec.hostAccess !== 'PublicAccess' || !natIp) continue
+        if (fabricGroups.has(host.spec.resourceGroup)) continue
         out.push({ prefix: publicPrefix(pip.ip), nextHop: natIp })
       }
       return out

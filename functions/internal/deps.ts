@@ -96,6 +96,8 @@ export interface AgentDirectory {
   ovnVersionOf(dpuId: string): Promise<string | undefined>
   /** Whether the DPU's agent takes Fabric jobs (it advertises protocol 3.x). */
   speaksFabric(dpuId: string): Promise<boolean>
+  /** Whether the DPU's agent builds Fabric hosts' access levels (it advertises 3.1+). */
+  speaksFabricAccess(dpuId: string): Promise<boolean>
 }
 
 /** A group's topology as one apply committed it (`GroupApplier`, group-apply.ts). */

@@ -32,7 +32,30 @@ t.test("a Fabric host's configure carries the group's VRF and the host's address
     },
     host: { name: 'h1', mac: '52:54:00:00:00:01', addresses: ['10.10.10.5', 'fd00:10::5'] },
   })
-  t.equal(buildFabricConfigurePayload(request).protocolVersion, '3.0', 'and it validates')
+  t.equal(buildFabricConfigurePayload(request).protocolVersion, '3.1', 'and it validates')
+  t.equal(request.host.access, 'None', 'a None host: its traffic stays in its group')
+})
+
+t.test('a leaking host says its access level; a PublicAccess host its public IP', async (t) => {
+  const cases = [
+    { access: 'None', publicIp: undefined, wanted: undefined },
+    { access: 'FabricAccess', publicIp: '203.0.113.9', wanted: undefined },
+    { access: 'PublicAccess', publicIp: '203.0.113.9', wanted: '203.0.113.9' },
+  ] as const
+  for (const c of cases) {
+    const host = storedHost('h1', { resourceGroup: 'fab-a', hostAccess: c.access })
+    const request = fabricConfigureRequestOf(
+      host,
+      group,
+      { vni: 10007, vlan: 107 },
+      65001,
+      ['10.10.10.5'],
+      c.publicIp,
+    )
+    t.equal(request.host.access, c.access, `${c.access}: sent as it is`)
+    t.equal(request.host.publicIp, c.wanted, `${c.access}: public IP ${c.wanted ?? 'none'}`)
+    t.ok(buildFabricConfigurePayload(request), `${c.access}: validates`)
+  }
 })
 
 t.test('gateways and host prefixes per family', async (t) => {

@@ -2,9 +2,16 @@
  * A Fabric group's host on its DPU: what `host.attach` and `host.detach` do instead of
  * OVN writes when the host's group is a Fabric group. A Fabric group has no central: the
  * attach allocates the host's addresses, sends `configure` (protocol 3: the group's VNI,
- * gateway(s), route target and the host's addresses) and turns Ready on the agent's ack
- * that the host's prefixes are announced; the detach sends `isolate` first and releases
- * the addresses only once the agent acked them withdrawn.
+ * gateway(s), route target and the host's addresses; 3.1 its access level and public IP)
+ * and turns Ready on the agent's ack that the host's prefixes are announced; the detach
+ * sends `isolate` first and releases the addresses only once the agent acked them
+ * withdrawn.
+ *
+ * A leaking host (FabricAccess, PublicAccess) holds the addresses it leaks at the fabric's
+ * border (`store.fabricLeaks`): claimed before its DPU marks them, given back once its DPU
+ * no longer does (a lowered access after the ack, a detach after the isolate). Its public
+ * IP comes from the operator's pool, routed by its DPU (no NAT, no FRR job of the
+ * controller's).
  */
 import { isIPv4 } from 'node:net'
 import type { FabricConfigureAck, FabricConfigureInput } from '../../lib/agent-protocol/index.ts'
@@ -36,18 +43,35 @@ export class DpuCannotDoFabric extends HydrazineError {
   }
 }
 
-/** The host asks for an access level Fabric mode does not build. */
+/** The host leaks, and its DPU's agent cannot mark routes for the border (it lacks 3.1). */
 export class FabricAccessNotAvailable extends HydrazineError {
   constructor(
     readonly host: string,
     readonly access: string,
+    readonly dpuId: string,
   ) {
     super(
       'FABRIC_ACCESS_NOT_AVAILABLE',
-      `host ${host} asks for ${access}: a Fabric group's hosts reach only their own group (route leaking to the fabric's border is not built); use hostAccess None, or an Overlay group`,
+      `host ${host} asks for ${access}, and DPU ${dpuId}'s agent does not advertise protocol 3.1 (it cannot mark the host's routes for the fabric's border); upgrade the agent, or use hostAccess None`,
     )
   }
 }
+
+/** Another host leaks an address this host would leak: the border's table holds one of each. */
+export class LeakedAddressHeld extends HydrazineError {
+  constructor(
+    readonly host: string,
+    readonly address: string,
+  ) {
+    super(
+      'CONFLICT',
+      `host ${host} would leak ${address} at the fabric's border, where another host leaks it already; a leaked address must be unique in the fabric: choose another hostIP, or use hostAccess None`,
+    )
+  }
+}
+
+/** Whether a host's access level leaks it at the fabric's border. */
+export const leaks = (access: string) => access === 'FabricAccess' || access === 'PublicAccess'
 
 /** A Fabric group without its identifiers or the fabric's AS: it was never made Ready. */
 class FabricGroupNotReady extends HydrazineError {
@@ -78,7 +102,9 @@ export function fabricConfigureRequestOf(
   ids: FabricIds,
   asn: number,
   addresses: readonly string[],
+  publicIp?: string,
 ): FabricConfigureInput {
+  const access = host.spec.hostAccess
   return {
     dpuId: host.spec.dpu.id,
     specVersion: host.specVersion,
@@ -96,6 +122,8 @@ export function fabricConfigureRequestOf(
       mac: host.spec.hostMAC,
       ...optionalHostPort(host.spec),
       addresses: [...addresses],
+      access,
+      ...(access === 'PublicAccess' && publicIp ? { publicIp } : {}),
     },
   }
 }
@@ -131,11 +159,14 @@ export async function convergeFabricHost(
         condition: { type: 'AgentConfigured', status: 'False', reason, message: e.message },
       }),
     )
-  if (spec.hostAccess !== 'None') {
-    await refuse(new FabricAccessNotAvailable(host.name, spec.hostAccess), 'AccessNotAvailable')
-  }
   if (!(await deps.agents.speaksFabric(dpuId))) {
     await refuse(new DpuCannotDoFabric(dpuId), 'DpuCannotDoFabric')
+  }
+  if (leaks(spec.hostAccess) && !(await deps.agents.speaksFabricAccess(dpuId))) {
+    await refuse(
+      new FabricAccessNotAvailable(host.name, spec.hostAccess, dpuId),
+      'AccessNotAvailable',
+    )
   }
   const { ids, asn } = await fabricOf(deps, group.name)
   // The gateway is the DPU's: no relay address is taken from the group.
@@ -143,6 +174,17 @@ export async function convergeFabricHost(
   const addresses = await allocateAddresses(deps, host, { ...group, spec: withoutRelay })
   await deps.checkpoint('attach:allocated')
   const list = [addresses.hostIp, ...(addresses.hostIpv6 ? [addresses.hostIpv6] : [])]
+  // allocateAddresses took it (an IPv4 host's); a lowered access keeps it until the detach.
+  const publicIp =
+    spec.hostAccess === 'PublicAccess' ? await deps.ipam.publicIpOf(host.name) : undefined
+  const leaked = leaks(spec.hostAccess) ? [...list, ...(publicIp ? [publicIp] : [])] : []
+  // What it leaked before stays held until its DPU acks the new marking.
+  const claim = await deps.store.fabricLeaks.claim(host.name, [
+    ...new Set([...(await deps.store.fabricLeaks.heldBy(host.name)), ...leaked]),
+  ])
+  if (!claim.ok) {
+    await refuse(new LeakedAddressHeld(host.name, claim.address), 'LeakedAddressHeld')
+  }
   await setHostStatus(deps, host, {
     attempt: host.attempt,
     phase: 'Configuring',
@@ -150,6 +192,7 @@ export async function convergeFabricHost(
       hostIP: addresses.hostIp,
       ...(addresses.hostIpv6 ? { hostIPv6: addresses.hostIpv6 } : {}),
     },
+    ...(publicIp ? { publicIp } : {}),
     condition: {
       type: 'AgentConfigured',
       status: 'False',
@@ -162,7 +205,7 @@ export async function convergeFabricHost(
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
   const configure = await addFabricConfigure(
     deps,
-    fabricConfigureRequestOf(host, group, ids, asn, [...new Set(list)]),
+    fabricConfigureRequestOf(host, group, ids, asn, [...new Set(list)], publicIp),
     host.attempt,
   )
   return [...stale, configure]
@@ -206,9 +249,16 @@ export async function reportFabricAttached(
   await deps.checkpoint('attach:acked')
   const current = await deps.store.hosts.get(host.name)
   const ips = current?.status.hostAccessIPs
-  const wanted = [ips?.hostIP, ips?.hostIPv6].flatMap((a) => (a ? [hostPrefixOf(a)] : []))
+  const own = [ips?.hostIP, ips?.hostIPv6].flatMap((a) => (a ? [a] : []))
+  const publicIp = host.spec.hostAccess === 'PublicAccess' ? ips?.publicIP : undefined
+  const wanted = [...own, ...(publicIp ? [publicIp] : [])].map(hostPrefixOf)
   const announced = wanted.every((p) => ack.announced.includes(p))
   const synced = current?.specVersion === host.specVersion && announced
+  // Its DPU marks only what this spec leaks now: what it leaked before is given back.
+  if (synced) {
+    const leaked = leaks(host.spec.hostAccess) ? [...own, ...(publicIp ? [publicIp] : [])] : []
+    await deps.store.fabricLeaks.claim(host.name, leaked)
+  }
   await setHostStatus(deps, host, {
     attempt: host.attempt,
     phase: synced ? 'Ready' : 'Configuring',
@@ -267,6 +317,7 @@ export async function isolateFabricHost(
   // A group that never got its VNI built no VRF: the agent finds none to leave.
   const vni = ids?.vni ?? 1
   const addresses = [ips?.hostIP, ips?.hostIPv6].flatMap((a) => (a ? [a] : []))
+  const publicIp = ips?.publicIP
   if (force) {
     await deps.store.dpus.markNeedsIsolation(spec.dpu.id, {
       group: spec.resourceGroup,
@@ -281,6 +332,11 @@ export async function isolateFabricHost(
     dpuId: spec.dpu.id,
     specVersion: host.specVersion,
     group: { name: spec.resourceGroup, vni },
-    host: { name: host.name, ...optionalHostPort(spec), addresses },
+    host: {
+      name: host.name,
+      ...optionalHostPort(spec),
+      addresses,
+      ...(publicIp ? { publicIp } : {}),
+    },
   })
 }

@@ -15,6 +15,7 @@ const agents = (ovnVersion?: string) => ({
     protocolFor: async () => '2.0' as const,
     ovnVersionOf: async () => ovnVersion,
     speaksFabric: async () => false,
+    speaksFabricAccess: async () => false,
   },
 })
 

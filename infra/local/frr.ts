@@ -36,6 +36,13 @@ export interface FrrDaemonsOptions {
     Record<FrrDaemonName, { readonly host: string; readonly port: number }>
   >
   readonly netns?: string
+  /**
+   * zebra's VRFs are network namespaces (`-n`), and only those bound into this directory:
+   * zebra and bgpd run in mount namespaces of their own whose `/run/netns` is it (FRR's
+   * netns VRF backend takes every namespace there as a VRF). The directory must be a shared mount
+   * (`mount --make-shared`), so that a namespace bound into it later reaches zebra.
+   */
+  readonly vrfNetnsDir?: string
   /** Each started daemon, as soon as it answers (a supervisor tracks it). */
   readonly started?: (daemon: Daemon) => void
   /**
@@ -77,8 +84,7 @@ async function frrDaemonSpecs(options: FrrDaemonsOptions): Promise<DaemonSpec[]>
   }
   return options.daemons.map((name) => ({
     name,
-    command: `/usr/lib/frr/${name}`,
-    args: [
+    ...inVrfView(name, options.vrfNetnsDir, [
       '-N',
       options.pathspace,
       ...identity,
@@ -93,7 +99,7 @@ async function frrDaemonSpecs(options: FrrDaemonsOptions): Promise<DaemonSpec[]>
       '--log',
       `file:${join(dir, `${name}.log`)}`,
       ...(options.extraArgs?.[name] ?? []),
-    ],
+    ]),
     ...(options.netns ? { netns: options.netns } : {}),
     logFile: join(dir, `${name}.out`),
     tailFiles: [join(dir, `${name}.log`)],
@@ -113,6 +119,35 @@ async function frrDaemonSpecs(options: FrrDaemonsOptions): Promise<DaemonSpec[]>
         }
       : {}),
   }))
+}
+
+/**
+ * The daemon's command: seeing only `vrfNetnsDir` as `/run/netns`, zebra with `-n` (bgpd
+ * too sees it: a VRF instance with a neighbour opens its socket in the VRF's namespace).
+ */
+function inVrfView(
+  name: FrrDaemonName,
+  vrfNetnsDir: string | undefined,
+  args: readonly string[],
+): { command: string; args: string[] } {
+  const binary = `/usr/lib/frr/${name}`
+  if (vrfNetnsDir === undefined) return { command: binary, args: [...args] }
+  return {
+    command: 'unshare',
+    args: [
+      '--mount',
+      '--propagation',
+      'slave',
+      '--',
+      'sh',
+      '-c',
+      `mount --rbind ${vrfNetnsDir} /run/netns && exec "$@"`,
+      'sh',
+      binary,
+      ...(name === 'zebra' ? ['-n'] : []),
+      ...args,
+    ],
+  }
 }
 
 /**

@@ -6,6 +6,7 @@ import {
   parseAgentJob,
   pickProtocolVersion,
   speaksFabric,
+  speaksFabricAccess,
   UnsupportedProtocolVersion,
 } from './index.ts'
 
@@ -23,9 +24,9 @@ const input: FabricConfigureInput = {
   host: { name: 'host-a', mac: '0a:00:00:00:00:01', hostPort: 'pf0hpf', addresses: ['10.10.0.5'] },
 }
 
-t.test('a Fabric configure is protocol 3.0 and parses as a Fabric job', async (t) => {
+t.test('a Fabric configure is protocol 3.1 and parses as a Fabric job', async (t) => {
   const payload = buildFabricConfigurePayload(input)
-  t.equal(payload.protocolVersion, '3.0')
+  t.equal(payload.protocolVersion, '3.1')
   const job = parseAgentJob('configure', payload)
   t.equal(job.name, 'fabric-configure')
   t.match(job.payload, { group: { vni: 10001, routeTarget: '65001:10001' } })
@@ -39,6 +40,10 @@ t.test(
     t.equal(pickProtocolVersion(['1.0', '2.0', '3.0']), '2.0')
     t.ok(speaksFabric(['2.0', '3.0']))
     t.notOk(speaksFabric(['1.0', '2.0']))
+    t.ok(speaksFabricAccess(['2.0', '3.0', '3.1']), '3.1 builds access levels')
+    t.notOk(speaksFabricAccess(['2.0', '3.0']), '3.0 does not')
+    // A 3.0 agent reads a 3.1 job (minors only add optional fields).
+    t.equal(parseAgentJob('configure', payload, ['3.0']).name, 'fabric-configure')
   },
 )
 
@@ -70,6 +75,26 @@ t.test('invalid Fabric payloads are refused naming the field', async (t) => {
       'a host port that is no interface name',
       { ...payload, host: { ...payload.host, hostPort: 'a/b' } },
       /host\.hostPort/,
+    ],
+    [
+      'an access level that is none of the three',
+      { ...payload, host: { ...payload.host, access: 'Everything' } },
+      /host\.access/,
+    ],
+    [
+      'a public IP for a FabricAccess host',
+      { ...payload, host: { ...payload.host, access: 'FabricAccess', publicIp: '203.0.113.9' } },
+      /host\.publicIp: a PublicAccess host, and only one, has a public IP/,
+    ],
+    [
+      'a PublicAccess host without its public IP',
+      { ...payload, host: { ...payload.host, access: 'PublicAccess' } },
+      /host\.publicIp/,
+    ],
+    [
+      'a public IP that is no IPv4 address',
+      { ...payload, host: { ...payload.host, access: 'PublicAccess', publicIp: '2001:db8::1' } },
+      /host\.publicIp: must be an IPv4 address/,
     ],
   ]
   for (const [what, data, message] of cases) {

@@ -6,7 +6,10 @@
  * host's /32 (/128) is announced from the DPU's own FRR as an EVPN type-5 route.
  *
  * Only an agent that advertises `3.0` is sent these: an older agent cannot mistake one for
- * an Overlay job, since it refuses a major it does not know.
+ * an Overlay job, since it refuses a major it does not know. Minor 1 adds the host's
+ * access level (`host.access`, absent: `None`) and its public IP: an agent that advertises
+ * `3.1` marks a leaking host's routes for the fabric's border and keeps a `None` host's
+ * traffic inside its group; a host that leaks is sent only to such an agent.
  */
 import { isIP, isIPv4 } from 'node:net'
 import * as v from 'valibot'
@@ -22,11 +25,36 @@ import {
 } from './fields.ts'
 
 /** The protocol version of every Fabric job. */
-export const FABRIC_PROTOCOL_VERSION = '3.0'
+export const FABRIC_PROTOCOL_VERSION = '3.1'
 
 /** True when an agent that advertises `versions` takes Fabric jobs. */
 export function speaksFabric(versions: readonly string[]): boolean {
   return versions.some((version) => Number(version.split('.')[0]) === 3)
+}
+
+/** True when an agent that advertises `versions` builds Fabric hosts' access levels (3.1+). */
+export function speaksFabricAccess(versions: readonly string[]): boolean {
+  return versions.some((version) => {
+    const [major, minor] = version.split('.').map(Number)
+    return major === 3 && (minor ?? 0) >= 1
+  })
+}
+
+/**
+ * A Fabric host's access level, as its DPU builds it: `None` keeps its traffic inside its
+ * group; `FabricAccess` marks its /32 (/128) for the border to leak into the data centre;
+ * `PublicAccess` also routes and marks its public IP.
+ */
+export const FabricAccess = v.picklist(['None', 'FabricAccess', 'PublicAccess'])
+export type FabricAccess = v.InferOutput<typeof FabricAccess>
+
+/**
+ * The BGP large community a DPU puts on a leaked route, `ASN:1:1` (the host's own address,
+ * FabricAccess and PublicAccess) or `ASN:1:2` (its public IP): the border leaks only routes
+ * that carry one. Pure.
+ */
+export function leakCommunityOf(asn: number, what: 'fabric' | 'public'): string {
+  return `${asn}:1:${what === 'fabric' ? 1 : 2}`
 }
 
 const ipAddress = v.pipe(
@@ -88,20 +116,35 @@ export const FabricGroup = v.pipe(
 )
 export type FabricGroup = v.InferOutput<typeof FabricGroup>
 
+const publicIpv4 = v.pipe(v.string(), v.check(isIPv4, 'must be an IPv4 address'))
+
 export const FabricConfigurePayload = v.object({
   protocolVersion,
   dpuId: DpuId,
   specVersion,
   group: FabricGroup,
-  host: v.object({
-    name,
-    mac,
-    /** The DPU-side interface of the host (a representor; a veth end in the lab). */
-    hostPort: v.optional(InterfaceName),
-    mtu: v.optional(v.pipe(v.number(), v.integer(), v.minValue(576), v.maxValue(9216))),
-    /** The host's addresses: each announced as a /32 (/128) in the group's VRF. */
-    addresses,
-  }),
+  host: v.pipe(
+    v.object({
+      name,
+      mac,
+      /** The DPU-side interface of the host (a representor; a veth end in the lab). */
+      hostPort: v.optional(InterfaceName),
+      mtu: v.optional(v.pipe(v.number(), v.integer(), v.minValue(576), v.maxValue(9216))),
+      /** The host's addresses: each announced as a /32 (/128) in the group's VRF. */
+      addresses,
+      /** Added in 3.1: what the host may reach and be reached from; absent: `None`. */
+      access: v.optional(FabricAccess),
+      /** Added in 3.1: the public IP routed to the host (PublicAccess only). */
+      publicIp: v.optional(publicIpv4),
+    }),
+    v.forward(
+      v.check(
+        (h) => (h.publicIp !== undefined) === (h.access === 'PublicAccess'),
+        'a PublicAccess host, and only one, has a public IP',
+      ),
+      ['publicIp'],
+    ),
+  ),
 })
 export type FabricConfigurePayload = v.InferOutput<typeof FabricConfigurePayload>
 
@@ -115,6 +158,8 @@ export const FabricIsolatePayload = v.object({
     hostPort: v.optional(InterfaceName),
     /** What the host held: withdrawn whatever the DPU shows. */
     addresses: v.pipe(v.array(ipAddress), v.maxLength(2)),
+    /** Added in 3.1: the public IP the host held, withdrawn too. */
+    publicIp: v.optional(publicIpv4),
   }),
 })
 export type FabricIsolatePayload = v.InferOutput<typeof FabricIsolatePayload>

@@ -37,10 +37,11 @@ export { DpuId, InterfaceName, MAX_REPORTED_PORTS } from './fields.ts'
 export const PROTOCOL_VERSIONS = ['1.0', '2.0'] as const
 export type ProtocolVersion = (typeof PROTOCOL_VERSIONS)[number]
 /**
- * Every version an agent may speak: the Overlay ones and `3.0`, the Fabric jobs
- * (`./fabric.ts`). An agent advertises `3.0` only when it can build Fabric groups' VRFs.
+ * Every version an agent may speak: the Overlay ones and `3.0`/`3.1`, the Fabric jobs
+ * (`./fabric.ts`; 3.1 adds a host's access level). An agent advertises them only when it
+ * can build Fabric groups' VRFs.
  */
-export const AGENT_PROTOCOL_VERSIONS = [...PROTOCOL_VERSIONS, '3.0'] as const
+export const AGENT_PROTOCOL_VERSIONS = [...PROTOCOL_VERSIONS, '3.0', '3.1'] as const
 
 export const AgentJobName = { configure: 'configure', isolate: 'isolate' } as const
 export type AgentJobName = (typeof AgentJobName)[keyof typeof AgentJobName]

@@ -50,7 +50,8 @@ export class HostRepository {
    * The host claims its DPU port and, when its access uses it, the DPU's NAT IP. A new host
    * counts against its group's tenant's `hosts` quota, a PublicAccess one against
    * `publicIps` too (QuotaExceeded, nothing written, when it would not fit). `adminPort`:
-   * a port of the admin network, which claims no DPU port (`SpecWrites.host`).
+   * a port of the admin network, which claims no DPU port (`SpecWrites.host`). `fabric`: a
+   * Fabric group's host, which claims no NAT IP.
    * `maxCentrals` (centrals run on demand): the host's group takes an OVN central slot
    * unless it holds one (CentralsExhausted, nothing written, when none is free).
    */
@@ -59,7 +60,11 @@ export class HostRepository {
     spec: ManagedResourceSpec,
     dpuVersion: number,
     quota: TenantQuota,
-    options: { readonly adminPort?: boolean; readonly maxCentrals?: number } = {},
+    options: {
+      readonly adminPort?: boolean
+      readonly maxCentrals?: number
+      readonly fabric?: boolean
+    } = {},
   ): Promise<PutResult<ManagedResource>> {
     const put = await this.#specs.host(name, spec, dpuVersion, quota, options)
     if (put.changed) await this.#events.specStored('mr', put.object.name, put.object.specVersion)
@@ -73,7 +78,7 @@ export class HostRepository {
   check(
     name: string,
     spec: ManagedResourceSpec,
-    known?: { readonly existing: ManagedResource | undefined },
+    known?: { readonly existing: ManagedResource | undefined; readonly fabric?: boolean },
   ): Promise<void> {
     return this.#specs.checkHost(name, spec, known)
   }

@@ -159,7 +159,11 @@ export class SpecWrites {
     spec: ManagedResourceSpec,
     dpuVersion: number,
     quota: TenantQuota,
-    options: { readonly adminPort?: boolean; readonly maxCentrals?: number } = {},
+    options: {
+      readonly adminPort?: boolean
+      readonly maxCentrals?: number
+      readonly fabric?: boolean
+    } = {},
   ): Promise<PutResult<ManagedResource>> {
     const adminPort = options.adminPort ?? false
     const initial: ManagedResourceStatus = {
@@ -183,7 +187,7 @@ export class SpecWrites {
         ...counted.guards.map((g) => g.key),
       ],
       leaves: counted.leaves,
-      claims: this.#hostClaims(name, spec, adminPort),
+      claims: this.#hostClaims(name, spec, adminPort, options.fabric),
       guards: [
         { key: keys.object('dpu', spec.dpu.id), field: 'specVersion', equals: String(dpuVersion) },
         // The group is read before this write: a host must not join one that was deleted
@@ -208,10 +212,15 @@ export class SpecWrites {
 
   /**
    * The claims a host makes: its DPU port, its name in its group's DNS (`<hostname>.<group>`)
-   * and, when its access uses it, the DPU's NAT IP.
+   * and, when its access uses it, the DPU's NAT IP (never a Fabric group's host's: no NAT).
    */
-  #hostClaims(name: string, spec: ManagedResourceSpec, adminPort = false): string[] {
-    const natIps = spec.hostAccess !== 'None' ? [spec.dpu.ips[1], spec.dpu.natIp6] : []
+  #hostClaims(
+    name: string,
+    spec: ManagedResourceSpec,
+    adminPort = false,
+    fabric = false,
+  ): string[] {
+    const natIps = spec.hostAccess !== 'None' && !fabric ? [spec.dpu.ips[1], spec.dpu.natIp6] : []
     const port = spec.identifier && !adminPort ? spec.identifier : undefined
     return [
       ...natIps.flatMap((ip) => (ip ? [this.#keys.claim(`natip:${ip}`)] : [])),
@@ -240,7 +249,7 @@ export class SpecWrites {
   async checkHost(
     name: string,
     spec: ManagedResourceSpec,
-    known?: { readonly existing: ManagedResource | undefined },
+    known?: { readonly existing: ManagedResource | undefined; readonly fabric?: boolean },
   ): Promise<void> {
     const existing = known ? known.existing : await this.#records.get<ManagedResource>('mr', name)
     if (existing?.deletion) {
@@ -249,7 +258,7 @@ export class SpecWrites {
     if (existing && hostImmutable(existing.spec) !== hostImmutable(spec)) {
       throw new StoreConflict(hostImmutableMessage(name), 'Immutable')
     }
-    const claims = this.#hostClaims(name, spec)
+    const claims = this.#hostClaims(name, spec, false, known?.fabric)
     const holders = claims.length > 0 ? await this.#redis.mget(...claims) : []
     for (const [i, holder] of holders.entries()) {
       if (holder === null || holder === name) continue

@@ -27,6 +27,7 @@ import { DeliveryRepository } from './deliveries.ts'
 import { DpuHealthRecords } from './dpu-health.ts'
 import { DpuRepository } from './dpus.ts'
 import { EventLog } from './events.ts'
+import { FabricLeaks } from './fabric-leaks.ts'
 import { EventGenerations } from './generations.ts'
 import { GroupRepository } from './groups.ts'
 import { HostRepository } from './hosts.ts'
@@ -42,6 +43,7 @@ import { StoreKeys } from './store-keys.ts'
 
 export type { CentralRelease } from './centrals.ts'
 export type { StaleBinding } from './dpus.ts'
+export type { LeakClaim } from './fabric-leaks.ts'
 export { type PutResult, StoreConflict } from './spec-writes.ts'
 export type { Kind } from './store-keys.ts'
 
@@ -73,6 +75,8 @@ export class StateStore {
   readonly dpuHealth: DpuHealthRecords
   /** The newest webhook event applied per object (stale events are refused). */
   readonly generations: EventGenerations
+  /** The addresses Fabric hosts leak at the fabric's border, each held by one host. */
+  readonly fabricLeaks: FabricLeaks
   /** Pages of groups and hosts, reading only each page's objects. */
   readonly pages: ObjectPages
 
@@ -100,6 +104,7 @@ export class StateStore {
     this.leases = new Leases(redis, prefix)
     this.dpuHealth = new DpuHealthRecords(redis, prefix)
     this.generations = new EventGenerations(redis, prefix)
+    this.fabricLeaks = new FabricLeaks(redis, prefix)
     this.pages = new ObjectPages(
       redis,
       {
