@@ -115,6 +115,19 @@ export interface GroupApplies {
    * `compareAll`, compares every row of the group with NB.
    */
   apply(group: string, options?: { compareAll?: boolean }): Promise<GroupApplied>
+  /**
+   * Starts or joins the apply that covers what the caller wrote before asking, without
+   * waiting for it; `waits`: that apply is queued (behind another, or the commit pace).
+   */
+  request(group: string, options?: { compareAll?: boolean }): GroupApplyRequest
+}
+
+/** An apply asked for (`GroupApplies.request`). */
+export interface GroupApplyRequest {
+  /** Settles when the apply that covers the caller's writes has committed (or failed). */
+  readonly applied: Promise<GroupApplied>
+  /** The apply is queued behind another or the pace, not started at once. */
+  readonly waits: boolean
 }
 
 /** Everything a handler may use. Each handler's factory takes only the part it needs. */
