@@ -67,7 +67,10 @@ export interface HostAttachResult {
  * 1. converge — allocate its addresses (owner-keyed, so a retry takes no second one),
  *    start the group's central if it does not run (centrals on demand: its first host),
  *    apply the group's whole topology to NB, report `Configuring`, then signal its DPU
- *    agent (`configure`) and, for PublicAccess, FRR (`publicip.allocate`), and wait;
+ *    agent (`configure`) and, for PublicAccess, FRR (`publicip.allocate`), and wait.
+ *    While the apply waits for the pace of the group's commits, the job parks (step
+ *    `applied`), its worker slot free, and goes on from the apply's result once the
+ *    commit is in;
  * 2. await — read the acks and report the host Ready with `configsSynced`.
  *
  * While the agent has not acked, the host stays `Configuring` with a condition naming the

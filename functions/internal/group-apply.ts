@@ -134,7 +134,9 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * says; without an SB to follow, a queued apply starts `batchMs` (default
  * `APPLY_BATCH_MS`) after the one before. Commits paced by northd carry what arrived while
  * it worked: the busier northd is, the larger and fewer they get. An apply with none
- * running and no commit the pace still holds starts at once.
+ * running and no commit the pace still holds starts at once. A caller that should not
+ * wait through the pace holding a worker slot asks with `request` and parks while it
+ * `waits` (host.attach, `ParkedWork`).
  *
  * @example
  * const groups = new GroupApplier(deps)
