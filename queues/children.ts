@@ -57,14 +57,20 @@ export function bullChildJobs(
 ): ChildJobs {
   const { minMs = PARK_MIN_MS, maxMs = PARK_MAX_MS } = park
   const redisFor = typeof redis === 'function' ? redis : () => redis
+  // The state first, then the job: one script writes a finished job's state and its value,
+  // so a job read finished has its value. Read the other way round, a child finishing
+  // between the two reads was read without its value and then as completed: its parent
+  // took a null ack for the agent's answer and failed the host (`npm run bench -- attach`
+  // with parked attaches: 87 of 1,000 in the burst).
   const outcome = async (ref: ChildRef): Promise<ChildOutcome> => {
-    const job = await queueFor(ref.queue).getJob(ref.jobId)
-    if (!job) return { state: 'missing' }
-    const state = await job.getState()
-    if (state === 'completed') return { state: 'completed', value: job.returnvalue }
-    if (state === 'failed') return { state: 'failed', reason: job.failedReason ?? 'failed' }
+    const queue = queueFor(ref.queue)
+    const state = await queue.getJobState(ref.jobId)
     if (state === 'unknown') return { state: 'missing' }
-    return { state: 'pending' }
+    if (state !== 'completed' && state !== 'failed') return { state: 'pending' }
+    const job = await queue.getJob(ref.jobId)
+    if (!job) return { state: 'missing' }
+    if (state === 'completed') return { state: 'completed', value: job.returnvalue }
+    return { state: 'failed', reason: job.failedReason ?? 'failed' }
   }
   // Whether a child is still to finish needs its state alone, not the job itself: a job
   // that is gone reads as `unknown`, as `outcome` calls it missing.
