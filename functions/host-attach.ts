@@ -68,9 +68,9 @@ export interface HostAttachResult {
  *    start the group's central if it does not run (centrals on demand: its first host),
  *    apply the group's whole topology to NB, report `Configuring`, then signal its DPU
  *    agent (`configure`) and, for PublicAccess, FRR (`publicip.allocate`), and wait.
- *    While the apply waits for the pace of the group's commits, the job parks (step
- *    `applied`), its worker slot free, and goes on from the apply's result once the
- *    commit is in;
+ *    With `parkForCommit`, while the apply waits for the pace of the group's commits, the
+ *    job parks (step `applied`), its worker slot free, and goes on from the apply's result
+ *    once the commit is in;
  * 2. await — read the acks and report the host Ready with `configsSynced`.
  *
  * While the agent has not acked, the host stays `Configuring` with a condition naming the
@@ -78,7 +78,7 @@ export interface HostAttachResult {
  */
 export function createHostAttach(deps: HandlerDeps) {
   // Attaches parked while their group's commit waits for its pace, by job.
-  const parked = new ParkedWork<Converged>()
+  const parked = deps.parkForCommit ? new ParkedWork<Converged>() : undefined
   return async function hostAttach(job: Job, token?: string): Promise<HostAttachResult> {
     const { host: name, attempt = 1 } = parsePayload(HostJob, job)
     // The await step reads its finished children once: its look at them and their acks.
@@ -92,7 +92,7 @@ export function createHostAttach(deps: HandlerDeps) {
 /** The attach of one host, run while no other step (its detach) works on it. */
 async function attach(
   deps: HandlerDeps,
-  parked: ParkedWork<Converged>,
+  parked: ParkedWork<Converged> | undefined,
   job: Job,
   token: string | undefined,
   name: string,
@@ -121,7 +121,7 @@ async function attach(
     // Resumed once the group's commit is in (`applied`): this run takes what the parked
     // one left. Without it (another process parked it, or a restart), converge again,
     // waiting for the apply here: allocation and apply are idempotent.
-    const kept = step === 'applied' ? await parked.resume(job, token) : undefined
+    const kept = step === 'applied' ? await parked?.resume(job, token) : undefined
     const { group, addresses, applied } =
       kept ??
       (await allocateAndApply(

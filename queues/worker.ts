@@ -48,13 +48,14 @@ export type WorkerDeps = Omit<
   Partial<Pick<HandlerDeps, 'checkpoint'>>
 
 /**
- * Controller jobs handled at once by one process. Most of them wait, not work, and the
- * long waits give their slot back: an attach waiting for its group's paced NB commit
- * (`COMMIT_PACE`, up to 3 s) parks until the commit is in (`ParkedWork`), as every job
- * parks while it waits for its children (`queues/children.ts`). Before attaches parked for
- * the commit, this number capped the attaches per second one process carried at about
- * itself divided by that wait (Little's law): the scale bench's steady 100/s into 10 groups
- * of 1,000 hosts (each central's commits ~3 s apart) finished at 60.5/s with 256 and 55/s
+ * Controller jobs handled at once by one process. Most of them wait, not work: a job
+ * parks while it waits for its children (`queues/children.ts`), but an attach waits in its
+ * slot for its group's next NB commit, which the pace holds until the central's northd has
+ * processed the last one (`COMMIT_PACE`, up to 3 s), unless `parkForCommit` parks it
+ * meanwhile (`ParkedWork`; off by default, see `HandlerDeps.parkForCommit`). Waiting in
+ * the slot, this number caps the attaches per second one process carries at about itself
+ * divided by that wait (Little's law): the scale bench's steady 100/s into 10 groups of
+ * 1,000 hosts (each central's commits ~3 s apart) finished at 60.5/s with 256 and 55/s
  * with 1,024. 1,024 is not the default: with it, the chaos test (a controller killed
  * mid-burst) once left a host's attach never run, and its busy event loop lost job locks
  * more often ("could not renew lock"). What costs CPU is bounded where it is spent: central

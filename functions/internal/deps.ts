@@ -172,6 +172,13 @@ export interface HandlerDeps {
    */
   readonly checkpoint: (point: string, object?: string) => void | Promise<void>
   /**
+   * An attach or detach whose group apply waits for the pace of its central's commits
+   * parks meanwhile, its worker slot free (`ParkedWork`), instead of waiting in its slot.
+   * Off by default: in `npm run bench -- scale` (2,600 attaches at once, 200 DPUs) it left
+   * most hosts Attaching or Configuring past the round's bound, for a cause not yet found.
+   */
+  readonly parkForCommit?: boolean
+  /**
    * Called when a host turns Ready, with the seconds from its spec's acceptance (the
    * stored `updatedAt` of its current spec version) to the Ready status write: the
    * request → Ready latency, for metrics. Absent: nobody is told.

@@ -23,7 +23,7 @@ t.test(
   'attaches waiting for a paced commit all ride in it, whatever the worker slots',
   async (t) => {
     const registry = new Registry()
-    const p = await startPipeline(t, { metrics: registry, concurrency: 2 })
+    const p = await startPipeline(t, { metrics: registry, concurrency: 2, parkForCommit: true })
     await p.agent('dpu-1')
     await p.client.applyGroup('group-a', groupSpec())
     await until(
