@@ -174,8 +174,10 @@ export interface HandlerDeps {
   /**
    * An attach or detach whose group apply waits for the pace of its central's commits
    * parks meanwhile, its worker slot free (`ParkedWork`), instead of waiting in its slot.
-   * Off by default: in `npm run bench -- scale` (2,600 attaches at once, 200 DPUs) it left
-   * most hosts Attaching or Configuring past the round's bound, for a cause not yet found.
+   * Off by default until measured more: of two `npm run bench -- scale` runs at 0.25 with
+   * it (2,600 attaches at once, 200 DPUs), one did the burst faster than without (62.9/s
+   * against 45.7/s), the other left most hosts unfinished past the round's bound, for a
+   * cause not yet found (docs/benchmarks.md).
    */
   readonly parkForCommit?: boolean
   /**
