@@ -20,7 +20,7 @@ import {
   isolateStaleBindings,
 } from './internal/agent-jobs.ts'
 import { holdCentral } from './internal/central-demand.ts'
-import type { ChildRef, HandlerDeps } from './internal/deps.ts'
+import type { ChildRef, GroupApplied, HandlerDeps } from './internal/deps.ts'
 import {
   chassisCertificateFor,
   controllerKeepsUpWithNorthd,
@@ -30,7 +30,11 @@ import {
 } from './internal/dpu-central.ts'
 import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
 import { convergeFabricHost, reportFabricAttached } from './internal/fabric-host.ts'
-import { allocateAddresses, sameMemberSettings } from './internal/host-addresses.ts'
+import {
+  allocateAddresses,
+  type HostAddresses,
+  sameMemberSettings,
+} from './internal/host-addresses.ts'
 import { agentConfigured, configureRequestOf } from './internal/host-configure.ts'
 import {
   oneAtATime,
@@ -40,6 +44,7 @@ import {
   stillWaiting,
   waitForChildren,
 } from './internal/job.ts'
+import { ParkedWork } from './internal/parked-work.ts'
 import {
   addPublicIpAllocate,
   natIp6Of,
@@ -62,19 +67,24 @@ export interface HostAttachResult {
  * 1. converge — allocate its addresses (owner-keyed, so a retry takes no second one),
  *    start the group's central if it does not run (centrals on demand: its first host),
  *    apply the group's whole topology to NB, report `Configuring`, then signal its DPU
- *    agent (`configure`) and, for PublicAccess, FRR (`publicip.allocate`), and wait;
+ *    agent (`configure`) and, for PublicAccess, FRR (`publicip.allocate`), and wait.
+ *    With `parkForCommit`, while the apply waits for the pace of the group's commits, the
+ *    job parks (step `applied`), its worker slot free, and goes on from the apply's result
+ *    once the commit is in;
  * 2. await — read the acks and report the host Ready with `configsSynced`.
  *
  * While the agent has not acked, the host stays `Configuring` with a condition naming the
  * DPU; when the agent answers, even much later, the job resumes and the host turns Ready.
  */
 export function createHostAttach(deps: HandlerDeps) {
+  // Attaches parked while their group's commit waits for its pace, by job.
+  const parked = deps.parkForCommit ? new ParkedWork<Converged>() : undefined
   return async function hostAttach(job: Job, token?: string): Promise<HostAttachResult> {
     const { host: name, attempt = 1 } = parsePayload(HostJob, job)
     // The await step reads its finished children once: its look at them and their acks.
     const run = { ...deps, children: readFinishedOnce(deps.children) }
     return oneAtATime(deps.store, { job, token }, 'mr', name, () =>
-      attach(run, job, token, name, attempt),
+      attach(run, parked, job, token, name, attempt),
     )
   }
 }
@@ -82,6 +92,7 @@ export function createHostAttach(deps: HandlerDeps) {
 /** The attach of one host, run while no other step (its detach) works on it. */
 async function attach(
   deps: HandlerDeps,
+  parked: ParkedWork<Converged> | undefined,
   job: Job,
   token: string | undefined,
   name: string,
@@ -105,31 +116,31 @@ async function attach(
     return attachToFabric(deps, job, token, host, read)
   }
 
-  if (stepOf(job) === 'converge') {
-    const group = await groupReadyFor(deps, job, token, host, read)
-    await deps.checkpoint('attach:group-read', host.name)
-    await dpuFollowsOneGroup(deps, host)
-    // Centrals on demand: the group's first host starts its central (the ensure below).
-    await holdCentral(deps, group.name)
-    // Before anything is written for the host: a DPU its group's northd is too new for.
-    await controllerKeepsUpWithNorthd(
-      deps,
-      await deps.ovn.ensure(group.name),
-      group.name,
-      host.spec.dpu.id,
-    ).catch(refuseDpu(deps, host))
-    const addresses = await allocateAddresses(deps, host, group)
-    await deps.checkpoint('attach:allocated', host.name)
-    const { endpoints, state } = await deps.groups.apply(group.name)
+  const step = stepOf(job)
+  if (step !== 'await') {
+    // Resumed once the group's commit is in (`applied`): this run takes what the parked
+    // one left. Without it (another process parked it, or a restart), converge again,
+    // waiting for the apply here: allocation and apply are idempotent.
+    const kept = step === 'applied' ? await parked?.resume(job, token) : undefined
+    const { group, addresses, applied } =
+      kept ??
+      (await allocateAndApply(
+        deps,
+        job,
+        token,
+        host,
+        read,
+        step === 'converge' ? parked : undefined,
+      ))
     // Settings changed since the group was read (a moved network6, whose old addresses the
     // group's change gave back): this run's addresses and configure would be stale. The
     // apply read the group after the allocation, so its read tells.
-    sameMemberSettings(group, state.group)
+    sameMemberSettings(group, applied.state.group)
     await deps.checkpoint('attach:topology-applied', host.name)
     await reportConfiguring(deps, host, addresses, stored)
     await deps.checkpoint('attach:status-configuring', host.name)
     const children = [
-      ...(await signalAgent(deps, host, group, endpoints.sb, addresses.relayIp)),
+      ...(await signalAgent(deps, host, group, applied.endpoints.sb, addresses.relayIp)),
       ...(await signalPublicIp(deps, host, addresses)),
     ]
     await deps.checkpoint('attach:children-added', host.name)
@@ -138,6 +149,53 @@ async function attach(
     await stillWaiting(job, token, deps.children)
   }
   return reportAttached(deps, host, stored)
+}
+
+/** What the attach's converge step computed before it signals the DPU. */
+interface Converged {
+  /** The group as the allocation read it. */
+  readonly group: ResourceGroup
+  readonly addresses: HostAddresses
+  /** The apply that committed the host's port. */
+  readonly applied: GroupApplied
+}
+
+/**
+ * The converge step up to the host's port in NB: its group ready, its DPU free for it,
+ * the group's central running, its addresses allocated, then the group's apply. With
+ * `parked`, while that apply waits for its central's commit pace the job parks (`applied`
+ * step) and gives its worker slot back; its next run takes the result from `parked`.
+ */
+async function allocateAndApply(
+  deps: HandlerDeps,
+  job: Job,
+  token: string | undefined,
+  host: HostAttempt,
+  read: ResourceGroup | undefined,
+  parked: ParkedWork<Converged> | undefined,
+): Promise<Converged> {
+  const group = await groupReadyFor(deps, job, token, host, read)
+  await deps.checkpoint('attach:group-read', host.name)
+  await dpuFollowsOneGroup(deps, host)
+  // Centrals on demand: the group's first host starts its central (the ensure below).
+  await holdCentral(deps, group.name)
+  // Before anything is written for the host: a DPU its group's northd is too new for.
+  await controllerKeepsUpWithNorthd(
+    deps,
+    await deps.ovn.ensure(group.name),
+    group.name,
+    host.spec.dpu.id,
+  ).catch(refuseDpu(deps, host))
+  const addresses = await allocateAddresses(deps, host, group)
+  await deps.checkpoint('attach:allocated', host.name)
+  if (!parked) return { group, addresses, applied: await deps.groups.apply(group.name) }
+  // The apply covers the allocation above: it reads the group's members when it starts.
+  const request = deps.groups.request(group.name)
+  const converged = request.applied.then((applied) => ({ group, addresses, applied }))
+  // An apply that starts at once takes a transaction's time: not worth parking for.
+  if (!request.waits) return converged
+  await job.updateData({ ...(job.data as object), step: 'applied' })
+  return parked.park(job, token, converged, () => deps.checkpoint('attach:parked', host.name))
 }
 
 /**
@@ -152,7 +210,7 @@ async function attachToFabric(
   host: HostAttempt,
   read: ResourceGroup,
 ): Promise<HostAttachResult> {
-  if (stepOf(job) === 'converge') {
+  if (stepOf(job) !== 'await') {
     const group = await groupReadyFor(deps, job, token, host, read)
     await deps.checkpoint('attach:group-read', host.name)
     const children = await convergeFabricHost(deps, host, group)

@@ -14,6 +14,7 @@ import { isolateFabricHost } from './internal/fabric-host.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { optionalHostPort } from './internal/host-port.ts'
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
+import { ParkedWork } from './internal/parked-work.ts'
 import { publicIpReleased, releaseHeldPublicIps } from './internal/public-ip-jobs.ts'
 import { setHostStatus } from './internal/status.ts'
 
@@ -31,8 +32,9 @@ export interface HostDetachResult {
  * are given back.
  *
  * 1. converge — report `Detaching`, drop the host's rows from NB (the group's topology
- *    without it), ask its DPU agent to `isolate` it and FRR to withdraw its public IP,
- *    and wait for both acks;
+ *    without it; with `parkForCommit`, parked while that commit waits for its pace),
+ *    ask its DPU agent to `isolate` it and FRR to withdraw its public IP, and wait for
+ *    both acks;
  * 2. await — only once the agent acked that the port is unbound: release its addresses
  *    (last) and remove the object. The host is reported `Isolated` in the job result. The
  *    group's last host schedules its central's stop (centrals on demand). When it was its
@@ -44,10 +46,12 @@ export interface HostDetachResult {
  * group's VRF and its prefixes withdrawn).
  */
 export function createHostDetach(deps: HandlerDeps) {
+  // Detaches parked while their group's commit waits for its pace, by job.
+  const parked = deps.parkForCommit ? new ParkedWork<true>() : undefined
   return async function hostDetach(job: Job, token?: string): Promise<HostDetachResult> {
     const { host: name, force } = parsePayload(HostDetachJob, job)
     return oneAtATime(deps.store, { job, token }, 'mr', name, () =>
-      detach(deps, job, token, name, force),
+      detach(deps, parked, job, token, name, force),
     )
   }
 }
@@ -55,6 +59,7 @@ export function createHostDetach(deps: HandlerDeps) {
 /** The detach of one host, run while no other step (its attach) works on it. */
 async function detach(
   deps: HandlerDeps,
+  parked: ParkedWork<true> | undefined,
   job: Job,
   token: string | undefined,
   name: string,
@@ -72,11 +77,19 @@ async function detach(
   }
   const group = await deps.store.groups.get(host.spec.resourceGroup)
   const fabric = group !== undefined && implementationOf(group.spec) === 'Fabric'
-  if (stepOf(job) === 'converge') {
-    await reportDetaching(deps, host, force)
-    await detachInterfaces(deps, host, force)
-    if (fabric) await deps.store.objects.requestDeletion('mr', host.name, force)
-    else await leaveTopology(deps, host, force)
+  const step = stepOf(job)
+  if (step !== 'await') {
+    // Resumed once the group's commit without the host is in (`applied`). Without the
+    // parked run's word (another process parked it, or a restart), converge again,
+    // waiting for the apply here: every part of it is idempotent.
+    const left = step === 'applied' ? await parked?.resume(job, token) : undefined
+    if (!left) {
+      await reportDetaching(deps, host, force)
+      await detachInterfaces(deps, host, force)
+      if (fabric) await deps.store.objects.requestDeletion('mr', host.name, force)
+      else
+        await leaveTopology(deps, job, token, host, force, step === 'converge' ? parked : undefined)
+    }
     const isolating = fabric
       ? await isolateFabricHost(deps, host, force)
       : await isolate(deps, host, force)
@@ -144,13 +157,33 @@ async function reportDetaching(deps: HandlerDeps, host: ManagedResource, force: 
 
 /**
  * The deletion mark is what takes the host out of its group's topology; the producer
- * sets it, and so does this step, for a job enqueued some other way.
+ * sets it, and so does this step, for a job enqueued some other way. Then the group's
+ * apply; with `parked`, while it waits for the pace of its central's commits the job
+ * parks (step `applied`), its worker slot free.
  */
-async function leaveTopology(deps: HandlerDeps, host: ManagedResource, force: boolean) {
+async function leaveTopology(
+  deps: HandlerDeps,
+  job: Job,
+  token: string | undefined,
+  host: ManagedResource,
+  force: boolean,
+  parked: ParkedWork<true> | undefined,
+): Promise<void> {
   await deps.store.objects.requestDeletion('mr', host.name, force)
-  await deps.groups.apply(host.spec.resourceGroup).catch((error: unknown) => {
-    if (!(error instanceof GroupGone)) throw error
-  })
+  const request = deps.groups.request(host.spec.resourceGroup)
+  const left = request.applied.then(
+    () => true as const,
+    (error: unknown) => {
+      if (error instanceof GroupGone) return true as const
+      throw error
+    },
+  )
+  if (!parked || !request.waits) {
+    await left
+    return
+  }
+  await job.updateData({ ...(job.data as object), step: 'applied' })
+  await parked.park(job, token, left, () => deps.checkpoint('detach:parked'))
 }
 
 /**

@@ -113,6 +113,8 @@ export interface ControllerOptions {
   readonly networkImplementation?: NetworkImplementationConfig
   /** Jobs handled at once by this process (default `WORKER_CONCURRENCY`). */
   readonly concurrency?: number
+  /** Attaches and detaches park while their group's commit waits (`HandlerDeps.parkForCommit`). */
+  readonly parkForCommit?: boolean
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
   readonly reconcileEveryMs?: number
   /** How often `dpu.health` checks the DPUs' heartbeats, in ms (default 0 = never). */
@@ -288,6 +290,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       ...(options.adminNetwork ? { admin: options.adminNetwork } : {}),
       ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
       ...(options.centralsOnDemand ? { centralsOnDemand: options.centralsOnDemand } : {}),
+      ...(options.parkForCommit ? { parkForCommit: true } : {}),
     },
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.reconcileEveryMs !== undefined

@@ -48,20 +48,19 @@ export type WorkerDeps = Omit<
   Partial<Pick<HandlerDeps, 'checkpoint'>>
 
 /**
- * Controller jobs handled at once by one process. Most of them wait, not work: an attach
- * waits for its group's next NB commit, which the pace holds until the central's northd
- * has processed the last one (`COMMIT_PACE`), and every attach that waits rides in that
- * commit, up to the pace's 3 s ceiling. So this number caps the attaches per second one
- * process carries at about itself divided by that wait (Little's law):
- * `npm run bench -- attach` (1,000 attaches into 20 groups sharing a central) went at
- * 132/s, Ready p95 3.4 s with 64 jobs at once, 146/s, p95 1.9 s with 256; the scale
- * bench's steady 100/s into 10 groups of 1,000 hosts (each central's commits 2–3 s apart)
- * finished at 45/s with 256 (12.7 ports per commit) and 55/s with 1,024 (21.9 per commit),
- * the machine's 2 cores shared with other work. 1,024 is not the default yet: with it, the
- * chaos test (a controller killed mid-burst) once left a host's attach never run, and its
- * busy event loop lost job locks more often ("could not renew lock"). What costs CPU is
- * bounded where it is spent: central starts (`CENTRAL_STARTS_AT_ONCE`), reconcile (its own
- * concurrency), a group's applies (one at a time, the callers meanwhile sharing the next).
+ * Controller jobs handled at once by one process. Most of them wait, not work: a job
+ * parks while it waits for its children (`queues/children.ts`), but an attach waits in its
+ * slot for its group's next NB commit, which the pace holds until the central's northd has
+ * processed the last one (`COMMIT_PACE`, up to 3 s), unless `parkForCommit` parks it
+ * meanwhile (`ParkedWork`; off by default, see `HandlerDeps.parkForCommit`). Waiting in
+ * the slot, this number caps the attaches per second one process carries at about itself
+ * divided by that wait (Little's law): the scale bench's steady 100/s into 10 groups of
+ * 1,000 hosts (each central's commits ~3 s apart) finished at 60.5/s with 256 and 55/s
+ * with 1,024. 1,024 is not the default: with it, the chaos test (a controller killed
+ * mid-burst) once left a host's attach never run, and its busy event loop lost job locks
+ * more often ("could not renew lock"). What costs CPU is bounded where it is spent: central
+ * starts (`CENTRAL_STARTS_AT_ONCE`), reconcile (its own concurrency), a group's applies (one
+ * at a time, the callers meanwhile sharing the next).
  */
 export const WORKER_CONCURRENCY = 256
 

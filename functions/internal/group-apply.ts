@@ -11,7 +11,7 @@ import {
   type PolicyStatus,
 } from '../../lib/ovn/index.ts'
 import { centralRunningStatus, centralWanted, onDemand } from './central-demand.ts'
-import type { GroupApplied, GroupApplies, HandlerDeps } from './deps.ts'
+import type { GroupApplied, GroupApplies, GroupApplyRequest, HandlerDeps } from './deps.ts'
 import { isPermanent } from './errors.ts'
 import {
   appliedStatus,
@@ -23,7 +23,7 @@ import {
 } from './group-state.ts'
 import { groupFailed } from './status.ts'
 
-export type { GroupApplied } from './deps.ts'
+export type { GroupApplied, GroupApplyRequest } from './deps.ts'
 
 interface InFlight {
   running?: Promise<GroupApplied> | undefined
@@ -134,7 +134,9 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * says; without an SB to follow, a queued apply starts `batchMs` (default
  * `APPLY_BATCH_MS`) after the one before. Commits paced by northd carry what arrived while
  * it worked: the busier northd is, the larger and fewer they get. An apply with none
- * running and no commit the pace still holds starts at once.
+ * running and no commit the pace still holds starts at once. A caller that should not
+ * wait through the pace holding a worker slot asks with `request` and parks while it
+ * `waits` (host.attach, `ParkedWork`).
  *
  * @example
  * const groups = new GroupApplier(deps)
@@ -246,6 +248,17 @@ export class GroupApplier implements GroupApplies {
    * change log cannot show).
    */
   apply(group: string, options: { compareAll?: boolean } = {}): Promise<GroupApplied> {
+    return this.request(group, options).applied
+  }
+
+  /**
+   * Starts or joins the apply that covers what the caller wrote before asking, without
+   * waiting for it: `waits` says whether that apply is queued (behind one running, or
+   * behind the pace of the group's central) rather than started at once. A caller that
+   * would hold something scarce meanwhile (a job its worker slot) can give it back while
+   * a queued apply waits, and take `applied` when it settles (`ParkedWork`).
+   */
+  request(group: string, options: { compareAll?: boolean } = {}): GroupApplyRequest {
     if (options.compareAll) this.#compareAll.add(group)
     const state: InFlight = this.#inFlight.get(group) ?? {}
     this.#inFlight.set(group, state)
@@ -262,12 +275,12 @@ export class GroupApplier implements GroupApplies {
     }
     // An apply queued and waiting out its batch interval is the one to share, even while
     // none runs.
-    if (state.next) return state.next
+    if (state.next) return { applied: state.next, waits: true }
     // With none running, an apply starts at once unless the group's last commit is still
     // being processed by its northd, or was too recent for the pace: then it waits, and
     // whoever arrives meanwhile rides with it.
     const paced = this.#isPaced(group)
-    if (!state.running && !paced) return start()
+    if (!state.running && !paced) return { applied: start(), waits: false }
     const before = state.running?.catch(() => undefined) ?? Promise.resolve()
     state.next = before
       .then(() => (state.running === undefined && paced ? this.#paced(group) : this.#pause(group)))
@@ -275,7 +288,7 @@ export class GroupApplier implements GroupApplies {
         state.next = undefined
         return start()
       })
-    return state.next
+    return { applied: state.next, waits: true }
   }
 
   async #applyOnce(name: string, compareAll: boolean): Promise<GroupApplied> {

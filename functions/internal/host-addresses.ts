@@ -15,6 +15,13 @@ import { failOrRetry, GroupChanged, isPermanent } from './errors.ts'
 import { memberSettingsOf, ownsSlaacAddress, relayOwnerOf } from './network.ts'
 import { type HostAttempt, setHostStatus } from './status.ts'
 
+/** A host's addresses as its attach allocated them. */
+export interface HostAddresses {
+  readonly hostIp: string
+  readonly hostIpv6?: string
+  readonly relayIp?: string
+}
+
 /**
  * The host's address, its group's relay address on its DPU (dhcrelay ignores an
  * interface without one: one per group and DPU, kept while the group lives there) and,
@@ -27,7 +34,7 @@ export async function allocateAddresses(
   deps: Pick<HandlerDeps, 'ipam' | 'store'>,
   host: HostAttempt,
   group: ResourceGroup,
-): Promise<{ hostIp: string; hostIpv6?: string; relayIp?: string }> {
+): Promise<HostAddresses> {
   const failed = (error: HydrazineError) =>
     setHostStatus(deps, host, {
       attempt: host.attempt,

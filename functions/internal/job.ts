@@ -8,8 +8,11 @@ import type { StateStore } from '../../lib/state/store.ts'
 import type { ChildJobs, ChildOutcome, ChildRef } from './deps.ts'
 import { NotReady } from './errors.ts'
 
-/** The steps a handler that waits on children records in `job.data.step`. */
-export type Step = 'converge' | 'await'
+/**
+ * The steps a handler that waits on children records in `job.data.step`; `applied`: the
+ * converge step parked while its group's NB commit waits for the pace (host.attach).
+ */
+export type Step = 'converge' | 'applied' | 'await'
 
 /**
  * Validates a job payload; a bad one fails the job at once (no retries) with every
@@ -34,7 +37,7 @@ export function parsePayload<S extends v.GenericSchema>(schema: S, job: Job): v.
 /** Where a handler stands: `converge` on its first run, `await` once its children exist. */
 export function stepOf(job: Job): Step {
   const step = (job.data as { step?: unknown } | undefined)?.step
-  return step === 'await' ? 'await' : 'converge'
+  return step === 'await' || step === 'applied' ? step : 'converge'
 }
 
 /**

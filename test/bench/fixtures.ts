@@ -244,6 +244,8 @@ export async function startBenchPipeline(options: {
     const checkpoints = new Map<string, Map<string, number>>()
     const metrics = new Registry()
     const controller = await startController({
+      // `HYDRAZINE_BENCH_PARK_FOR_COMMIT=1`: attaches park while their commit waits.
+      ...(process.env.HYDRAZINE_BENCH_PARK_FOR_COMMIT === '1' ? { parkForCommit: true } : {}),
       checkpoint: (point, object) => {
         if (object === undefined) return
         const seen = checkpoints.get(object) ?? new Map<string, number>()

@@ -88,6 +88,8 @@ export async function crashPoints(t: Test, phase: 'attach' | 'delete'): Promise<
 
   const points = [
     ['attach', 'attach:allocated'],
+    // Parked while the group's commit waits for its pace: the job's timer wakes it elsewhere.
+    ['attach', 'attach:parked'],
     ['attach', 'attach:topology-applied'],
     ['attach', 'attach:status-configuring'],
     ['attach', 'attach:children-added'],

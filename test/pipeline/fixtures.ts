@@ -137,6 +137,10 @@ export async function startPipeline(
     fabric6?: boolean
     /** The controller's logger (default none). */
     logger?: Logger
+    /** Jobs the controller's worker handles at once (default `WORKER_CONCURRENCY`). */
+    concurrency?: number
+    /** Attaches and detaches park while their group's commit waits (default off). */
+    parkForCommit?: boolean
     /** The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`), synced every 200 ms. */
     adminNetwork?: AdminNetwork
     /** The default network implementation and the Fabric pools (default Overlay, defaults). */
@@ -205,6 +209,8 @@ export async function startPipeline(
     ...(options.dnsZone ? { dnsZone: options.dnsZone } : {}),
     ...(options.geneveIpsec ? { geneveIpsec: true } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
+    ...(options.parkForCommit ? { parkForCommit: true } : {}),
     ...(options.adminNetwork ? { adminNetwork: options.adminNetwork, adminSyncEveryMs: 200 } : {}),
     ...(options.networkImplementation
       ? { networkImplementation: options.networkImplementation }

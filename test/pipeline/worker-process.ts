@@ -28,6 +28,8 @@ const controller = await startController({
   reconcileEveryMs: 0,
   prefix: env('QUEUE_PREFIX'),
   concurrency: Number(process.env.CONCURRENCY ?? 16),
+  // Parked attaches and detaches, so that a crash while one is parked is tried too.
+  parkForCommit: true,
   lockDurationMs: 2000,
   logger: pino({ level: process.env.LOG_LEVEL ?? 'error' }, pino.destination(2)),
   checkpoint: (point) => {
