@@ -107,7 +107,11 @@ export async function crashPoints(t: Test, phase: 'attach' | 'delete'): Promise<
     await t.test(`killed at ${point}`, async (t) => {
       const p = await crashPipeline(t, { attached: phase === 'delete' })
       const mark = join(await tempDir(t), 'crashed')
-      const doomed = startWorkerProcess(p, { CRASH_AT: point, CRASH_MARK: mark })
+      const doomed = startWorkerProcess(p, {
+        CRASH_AT: point,
+        CRASH_MARK: mark,
+        PARK_FOR_COMMIT: '1',
+      })
       t.teardown(() => stop(doomed.child))
       await doomed.ready
       const scenario = phase === 'attach' ? attachScenario(p) : deleteScenario(p)
@@ -115,7 +119,7 @@ export async function crashPoints(t: Test, phase: 'attach' | 'delete'): Promise<
       t.equal(await doomed.exited, 'SIGKILL', 'the worker died at the checkpoint')
       t.ok(existsSync(mark))
 
-      const revived = startWorkerProcess(p)
+      const revived = startWorkerProcess(p, { PARK_FOR_COMMIT: '1' })
       t.teardown(() => stop(revived.child))
       await revived.ready
       await scenario
