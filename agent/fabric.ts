@@ -193,11 +193,19 @@ export class FabricAgent {
         : undefined
     // The group relays no DHCP (any more): a relay it had here goes.
     if (!relay) await removeFabricRelay(this, group.name)
+    // A public IP the host no longer has (its access lowered): its route goes.
+    const gone = host.withdrawPublicIp ? [host.withdrawPublicIp] : []
+    if (gone.length > 0) {
+      await this.backend.withdraw({ vni: group.vni, addresses: gone, vlan: group.vlan })
+    }
     const wanted = [...host.addresses, ...(host.publicIp ? [host.publicIp] : [])].map(prefixOf)
     let announced: string[] = []
     const all = await waitUntil(async () => {
       announced = await this.speaker.announced(group.vni, group.routeTarget)
-      return wanted.every((p) => announced.includes(p))
+      return (
+        wanted.every((p) => announced.includes(p)) &&
+        !gone.map(prefixOf).some((p) => announced.includes(p))
+      )
     }, c.installTimeoutMs)
     if (!all)
       throw new PortNotInstalled(

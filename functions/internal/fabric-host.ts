@@ -103,6 +103,8 @@ export function fabricConfigureRequestOf(
   asn: number,
   addresses: readonly string[],
   publicIp?: string,
+  /** A public IP the host holds and its access no longer wants: its DPU withdraws it. */
+  withdrawPublicIp?: string,
 ): FabricConfigureInput {
   const access = host.spec.hostAccess
   return {
@@ -124,6 +126,7 @@ export function fabricConfigureRequestOf(
       addresses: [...addresses],
       access,
       ...(access === 'PublicAccess' && publicIp ? { publicIp } : {}),
+      ...(withdrawPublicIp && withdrawPublicIp !== publicIp ? { withdrawPublicIp } : {}),
     },
   }
 }
@@ -174,9 +177,11 @@ export async function convergeFabricHost(
   const addresses = await allocateAddresses(deps, host, { ...group, spec: withoutRelay })
   await deps.checkpoint('attach:allocated')
   const list = [addresses.hostIp, ...(addresses.hostIpv6 ? [addresses.hostIpv6] : [])]
-  // allocateAddresses took it (an IPv4 host's); a lowered access keeps it until the detach.
-  const publicIp =
-    spec.hostAccess === 'PublicAccess' ? await deps.ipam.publicIpOf(host.name) : undefined
+  // allocateAddresses took it (an IPv4 host's). A lowered access still holding one has its
+  // DPU withdraw it; it goes back to the pool once the DPU acked (`reportFabricAttached`).
+  const held = await deps.ipam.publicIpOf(host.name)
+  const publicIp = spec.hostAccess === 'PublicAccess' ? held : undefined
+  const withdrawPublicIp = spec.hostAccess === 'PublicAccess' ? undefined : held
   const leaked = leaks(spec.hostAccess) ? [...list, ...(publicIp ? [publicIp] : [])] : []
   // What it leaked before stays held until its DPU acks the new marking.
   const claim = await deps.store.fabricLeaks.claim(host.name, [
@@ -205,7 +210,7 @@ export async function convergeFabricHost(
   const stale = await isolateStaleBindings(deps, dpuId, host.name)
   const configure = await addFabricConfigure(
     deps,
-    fabricConfigureRequestOf(host, group, ids, asn, [...new Set(list)], publicIp),
+    fabricConfigureRequestOf(host, group, ids, asn, [...new Set(list)], publicIp, withdrawPublicIp),
     host.attempt,
   )
   return [...stale, configure]
@@ -259,10 +264,19 @@ export async function reportFabricAttached(
     const leaked = leaks(host.spec.hostAccess) ? [...own, ...(publicIp ? [publicIp] : [])] : []
     await deps.store.fabricLeaks.claim(host.name, leaked)
   }
+  // A lowered access: the DPU (3.1, which withdraws what `configure` names) withdrew the
+  // public IP the host held, which goes back to the pool now, and from its status.
+  const lowered =
+    synced &&
+    host.spec.hostAccess !== 'PublicAccess' &&
+    (await deps.ipam.publicIpOf(host.name)) !== undefined &&
+    (await deps.agents.speaksFabricAccess(dpuId))
+  if (lowered) await deps.ipam.releasePublicIp(host.name)
   await setHostStatus(deps, host, {
     attempt: host.attempt,
     phase: synced ? 'Ready' : 'Configuring',
     configsSynced: synced,
+    ...(lowered ? { clearPublicIp: true } : {}),
     agent: {
       hostPort: ack.hostPort,
       ...(ack.relay ? { relayPort: ack.relay.port } : {}),

@@ -96,6 +96,24 @@ t.test('invalid Fabric payloads are refused naming the field', async (t) => {
       { ...payload, host: { ...payload.host, access: 'PublicAccess', publicIp: '2001:db8::1' } },
       /host\.publicIp: must be an IPv4 address/,
     ],
+    [
+      "a public IP withdrawn that is the host's own address",
+      { ...payload, host: { ...payload.host, withdrawPublicIp: payload.host.addresses[0] } },
+      /host\.withdrawPublicIp: a public IP withdrawn is neither/,
+    ],
+    [
+      'a public IP withdrawn that it keeps',
+      {
+        ...payload,
+        host: {
+          ...payload.host,
+          access: 'PublicAccess',
+          publicIp: '203.0.113.9',
+          withdrawPublicIp: '203.0.113.9',
+        },
+      },
+      /host\.withdrawPublicIp/,
+    ],
   ]
   for (const [what, data, message] of cases) {
     t.throws(() => parseAgentJob('configure', data), InvalidAgentPayload, what)

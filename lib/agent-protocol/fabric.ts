@@ -136,6 +136,11 @@ export const FabricConfigurePayload = v.object({
       access: v.optional(FabricAccess),
       /** Added in 3.1: the public IP routed to the host (PublicAccess only). */
       publicIp: v.optional(publicIpv4),
+      /**
+       * Added in 3.1: a public IP the host held and no longer has (its access lowered): its
+       * route goes from the VRF, and the DPU announces it no more.
+       */
+      withdrawPublicIp: v.optional(publicIpv4),
     }),
     v.forward(
       v.check(
@@ -143,6 +148,15 @@ export const FabricConfigurePayload = v.object({
         'a PublicAccess host, and only one, has a public IP',
       ),
       ['publicIp'],
+    ),
+    v.forward(
+      v.check(
+        (h) =>
+          h.withdrawPublicIp === undefined ||
+          (h.withdrawPublicIp !== h.publicIp && !h.addresses.includes(h.withdrawPublicIp)),
+        "a public IP withdrawn is neither the host's public IP nor one of its addresses",
+      ),
+      ['withdrawPublicIp'],
     ),
   ),
 })

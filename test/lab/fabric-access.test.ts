@@ -142,6 +142,29 @@ await labTest(
     t.equal(escaped, '', 'n1 (None) does not reach out: none of its packets reach the border')
     t.notOk(await pings(n1.netns, l.router.internetIp), 'nor the internet side')
 
+    // q1's access lowered to FabricAccess: its DPU withdraws the public IP, which goes back
+    // to the pool; q1 itself stays leaked.
+    const lowered = await attachHost(l, q1, 'fab-a', '10.10.0.13', 'FabricAccess')
+    t.equal(lowered.status, 202, 'q1 lowered to FabricAccess')
+    t.ok(await hostReady(l, 'q1', 90_000), 'q1 is Ready at its new spec')
+    const loweredView = (await l.api('GET', '/v1/managed-resources/q1')).body as HostView
+    t.equal(loweredView.status?.hostAccessIPs?.publicIP, undefined, 'its status shows no public IP')
+    t.ok(
+      await eventually(async () => {
+        const routes = await leaked()
+        return !routes.has(`${PUBLIC_IP}/32`) && routes.has('10.10.0.13/32')
+      }, 30_000),
+      "the border lost q1's public /32 and keeps q1's own",
+    )
+    t.notOk(
+      await routerReaches(l, l.router.internetIp, PUBLIC_IP),
+      'the internet side no longer reaches q1 at the public IP',
+    )
+    const given = (await l.api('GET', `/v1/public-ips/${PUBLIC_IP}`)).body as {
+      allocated?: boolean
+    }
+    t.equal(given.allocated, false, 'the public IP is back in the pool')
+
     // fab-b: the same network; its FabricAccess host at f1's address is refused.
     const b1 = await l.addHost({ dpu: 1, name: 'b1', mac: '0a:00:00:00:0e:11' })
     const refused = await attachHost(l, b1, 'fab-b', '10.10.0.11', 'FabricAccess')
