@@ -9,6 +9,7 @@
 import { DelayedError, type Queue } from 'bullmq'
 import type { ChildJobs, ChildOutcome, ChildRef } from '../functions/internal/deps.ts'
 import { HydrazineError } from '../lib/errors.ts'
+import { wakeToFront } from '../lib/jobs/wake.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
 import { hashTagOf, isCluster } from '../lib/redis/slots.ts'
 
@@ -109,8 +110,9 @@ export function bullChildJobs(
       await job.moveToDelayed(Date.now() + Math.min(maxMs, minMs * 2 ** waits), token)
       // A child that finished after the look above, before the parent was delayed, found it
       // still running: the watcher's promotion was refused, and nothing else would wake it
-      // before its timer (up to `maxMs`). Parked now, it promotes itself.
-      if (!(await pending(refs))) await job.promote().catch(() => {})
+      // before its timer (up to `maxMs`). Parked now, it wakes itself, to the front of its
+      // queue as the watcher would have put it.
+      if (!(await pending(refs))) await wakeToFront(job)
       throw new DelayedError()
     },
   }

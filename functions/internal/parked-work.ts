@@ -4,6 +4,7 @@
  * `ParkedWork`.
  */
 import { DelayedError, type Job } from 'bullmq'
+import { wakeToFront } from '../../lib/jobs/wake.ts'
 
 /** A parked job wakes on its own after this long at first, doubling up to the max. */
 const WAKE_MIN_MS = 5000
@@ -122,10 +123,7 @@ export class ParkedWork<T> {
   /** Promotes the parked job to the front of its queue (refused when it is not delayed). */
   async #wake(entry: Entry<T>): Promise<void> {
     entry.parked = false
-    await entry.job
-      .promote()
-      .then(() => entry.job.changePriority({ priority: 0, lifo: true }))
-      .catch(() => {})
+    await wakeToFront(entry.job)
   }
 
   #take(key: string, entry: Entry<T>): T {
