@@ -410,6 +410,7 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
       phases.set(h.status.phase, (phases.get(h.status.phase) ?? 0) + 1)
     const failures = [...p.failures()].sort(([, a], [, b]) => b - a).slice(0, 5)
     const { latencies, requested, rate } = out.result
+    if (latencies.length < requested) process.stderr.write(await describeBacklog(p))
     process.stderr.write(
       `scale ${tag} (${centrals}): ${latencies.length}/${requested} completed, ${rate.toFixed(1)}/s, ` +
         `${((performance.now() - began) / 1000).toFixed(0)} s with start; hosts by phase ` +
@@ -422,6 +423,27 @@ async function withPipeline<T extends { result: AttachRoundResult }>(
   } finally {
     await p.close()
   }
+}
+
+/**
+ * Where a round's unfinished attaches are, when it stopped waiting before all of them
+ * completed: the controller queue's jobs by state, and the delayed ones by the step they
+ * parked at (`applied`: waiting for their group's commit; `await`: for their DPU's ack).
+ */
+async function describeBacklog(p: BenchPipeline): Promise<string> {
+  const { queue } = p.controller
+  const counts = await queue.getJobCounts()
+  const steps = new Map<string, number>()
+  for (const job of await queue.getDelayed(0, 4999)) {
+    const step = String((job.data as { step?: unknown }).step ?? 'none')
+    steps.set(`${job.name}:${step}`, (steps.get(`${job.name}:${step}`) ?? 0) + 1)
+  }
+  const list = (m: Iterable<[string, number]>) =>
+    [...m]
+      .filter(([, n]) => n > 0)
+      .map(([k, n]) => `${k}=${n}`)
+      .join(' ')
+  return `scale backlog: controller jobs ${list(Object.entries(counts))}; delayed by step ${list(steps) || 'none'}\n`
 }
 
 /** What a round's note says when it stopped waiting before every host completed. */
