@@ -4,7 +4,9 @@
  * Its containers, run here as their pod would run them: the very commands and environment
  * of the StatefulSet the provider creates, against Debian's OVN (what
  * infra/k8s/Containerfile installs), with the directories and ports moved into a test
- * directory. Skipped where OVN is not installed.
+ * directory. Skipped where OVN is not installed. The raft replicas each run in a mount
+ * namespace of their own (`unshare`, as root) whose /etc/hosts names the pods as the
+ * peers Service's DNS would, each at its own loopback address.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { writeFile } from 'node:fs/promises'
