@@ -417,7 +417,7 @@ t.test(
 )
 
 t.test(
-  'an SB with TLS: ssl: with a client certificate, plaintext for the controller',
+  'an SB with TLS and a plaintext NB (asked for): ssl: for chassis, plaintext for the controller',
   { skip: !hasOvn && 'OVN is not installed' },
   async (t) => {
     const p = await pod(t, { sbTlsSecret: 'ovn-sb-tls' })
@@ -751,6 +751,55 @@ t.test(
         requestTimeoutMs: 2000,
       }).then((client) => client.request('list_dbs', []).finally(() => client.close())),
       'plaintext gets nothing from the raft port',
+    )
+  },
+)
+
+t.test(
+  "a plaintext SB (asked for) beside a TLS NB: the DPUs' tcp:, the controller's still ssl:",
+  { skip: !hasOvn && 'OVN is not installed' },
+  async (t) => {
+    const p = await pod(t, { nbTlsSecret: 'ovn-nb-tls', dpuCidrs: ['172.18.0.0/24'] })
+    const central = await openCertificateAuthority(join(p.dir, 'central-ca'))
+    const own = await central.issuePeer({ ips: ['127.0.0.1'] })
+    await writeFile(join(p.dir, 'nb-tls', 'tls.crt'), own.cert)
+    await writeFile(join(p.dir, 'nb-tls', 'tls.key'), own.key)
+    await writeFile(join(p.dir, 'nb-tls', 'ca.crt'), central.caCert)
+    const controller = await central.writeIssued(
+      'controller',
+      await central.issueClient({ commonName: 'hydrazine-controller' }),
+    )
+    p.start('sb')
+    const listDbs = async (target: string, tls?: { ca: string; cert: string; key: string }) => {
+      const client = await OvsdbClient.connect(target, {
+        ...(tls ? { tls } : {}),
+        reconnect: false,
+        connectTimeoutMs: 3000,
+        requestTimeoutMs: 3000,
+      })
+      try {
+        return await client.request('list_dbs', [])
+      } finally {
+        await client.close()
+      }
+    }
+    t.same(
+      await eventually(() => listDbs(`tcp:127.0.0.1:${p.ports.SB_PORT}`)),
+      ['OVN_Southbound', '_Server'],
+      "the DPUs' SB answers plaintext, as asked",
+    )
+    t.same(
+      await listDbs(`ssl:127.0.0.1:${p.ports.SB_CONTROLLER_PORT}`, {
+        ca: central.caFile,
+        cert: controller.certFile,
+        key: controller.keyFile,
+      }),
+      ['OVN_Southbound', '_Server'],
+      "the controller's port speaks TLS to its certificate",
+    )
+    await t.rejects(
+      listDbs(`tcp:127.0.0.1:${p.ports.SB_CONTROLLER_PORT}`),
+      'and nothing in plaintext',
     )
   },
 )
