@@ -96,7 +96,8 @@ export interface ControllerOptions {
   readonly nbTls?: OvsdbTlsOptions
   /**
    * The controller's certificate for `ssl:` SBs it follows (the operator's centrals:
-   * `HYDRAZINE_OVN_CLIENT_*`). Absent: an `ssl:` controller SB remote cannot be reached.
+   * `HYDRAZINE_OVN_CLIENT_*`; the Kubernetes centrals' controller port, with the NBs'
+   * `HYDRAZINE_K8S_NB_CLIENT_*`). Absent: an `ssl:` controller SB remote cannot be reached.
    */
   readonly sbTls?: OvsdbTlsOptions
   /** The CIDRs every group's Southbound admits by address: no DPU's NAT address inside. */

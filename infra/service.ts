@@ -16,6 +16,7 @@ import { loadProducers } from '../api/producers/producers-file.ts'
 import { createOperations } from '../app/index.ts'
 import { createFrrSync } from '../functions/frr-sync.ts'
 import { storeAnnouncementSource } from '../functions/internal/announcements.ts'
+import { controllerOvsdbTls } from '../lib/config/client-tls.ts'
 import type { Config } from '../lib/config/index.ts'
 import { ConfigError } from '../lib/errors.ts'
 import { writeFileAtomic } from '../lib/files/index.ts'
@@ -108,6 +109,9 @@ export async function startService(
 
   // Read before the controller starts: it bounds their keys and shows their queues.
   const producers = config.producersFile ? await loadProducers(config.producersFile) : undefined
+  // The certificate the controller presents to `ssl:` NBs and SBs (the Kubernetes centrals'
+  // controller SB port included).
+  const ovsdbTls = controllerOvsdbTls(config)
   const controller = await startController({
     redisUrl: endpoints.redisUrl,
     ...(endpoints.redisCaFile ? { redisCaFile: endpoints.redisCaFile } : {}),
@@ -123,8 +127,8 @@ export async function startService(
       ? { centralsOnDemand: { idleMs: config.centralIdleMs } }
       : {}),
     ...(config.kubernetes?.dpuCidrs ? { southboundCidrs: config.kubernetes.dpuCidrs } : {}),
-    ...(config.kubernetes?.nbClientTls ? { nbTls: config.kubernetes.nbClientTls } : {}),
-    ...(config.ovnClientTls ? { nbTls: config.ovnClientTls, sbTls: config.ovnClientTls } : {}),
+    ...(ovsdbTls.nb ? { nbTls: ovsdbTls.nb } : {}),
+    ...(ovsdbTls.sb ? { sbTls: ovsdbTls.sb } : {}),
     ...(config.adminNetwork ? { adminNetwork: config.adminNetwork } : {}),
     networkImplementation: config.networkImplementation,
     dpuHealthEveryMs: config.dpuHealthEveryMs,

@@ -217,7 +217,7 @@ t.test('an SB with a TLS Secret: ssl: for DPUs, plaintext for the controller', a
 })
 
 t.test(
-  'an NB with a TLS Secret: ssl: for the controller, the Secret in the NB container only',
+  "an NB with a TLS Secret: ssl: for the controller's NB and SB, the DPUs' SB from a relay",
   async (t) => {
     const { api, centrals, ready } = setup({ nbTlsSecret: 'ovn-nb-tls', sbTlsSecret: 'ovn-sb-tls' })
     await refusal(centrals.ensure('tenant-a'))
@@ -226,7 +226,7 @@ t.test(
     t.match(await centrals.ensure('tenant-a'), {
       nb: `ssl:${host}:6641`,
       sb: `ssl:${host}:6642`,
-      sbController: `tcp:${host}:6645`,
+      sbController: `ssl:${host}:6645`,
     })
     const sts = await api.readStatefulSet(NS, centralName('tenant-a'))
     const spec = sts.spec?.template.spec
@@ -239,11 +239,36 @@ t.test(
       ]),
       [
         ['nb', ['ovn-nb-tls']],
-        ['sb', ['ovn-sb-tls']],
+        ['sb', ['ovn-nb-tls']],
+        ['sb-relay', ['ovn-sb-tls']],
         ['northd', []],
       ],
-      'each database mounts its own Secret, northd none',
+      "the central's certificate where the controller and raft are served, the DPUs' in the relay, northd none",
     )
+    for (const replicas of [1, 3] as const) {
+      const built = centralObjects('tenant-a', {
+        ...settings,
+        replicas,
+        nbTlsSecret: 'ovn-nb-tls',
+        sbTlsSecret: 'ovn-sb-tls',
+      })
+      t.doesNotThrow(() => built.statefulSet.validate(), `${replicas}: the StatefulSet validates`)
+      for (const service of built.services) t.doesNotThrow(() => service.validate())
+    }
+  },
+)
+
+t.test(
+  'a plaintext SB beside a TLS NB: the controller still reaches the SB over ssl:',
+  async (t) => {
+    const { centrals, ready } = setup({ nbTlsSecret: 'ovn-nb-tls' })
+    await refusal(centrals.ensure('tenant-a'))
+    ready('tenant-a')
+    const host = `${centralName('tenant-a')}.${NS}.svc.cluster.local`
+    t.match(await centrals.ensure('tenant-a'), {
+      sb: `tcp:${host}:6642`,
+      sbController: `ssl:${host}:6645`,
+    })
   },
 )
 
@@ -260,7 +285,39 @@ t.test(
     t.equal(refused?.retryable, false, 'not retried: only deleting the StatefulSet helps')
     t.match(
       refused?.message,
-      /serves its NB in plaintext, and HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET asks for TLS: delete the StatefulSet/,
+      /serves NB tcp, controller SB and raft tcp, DPU SB direct, and the TLS settings \(HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET, _TLS_SECRET\) ask for NB ssl, controller SB and raft ssl, DPU SB direct: delete the StatefulSet/,
+    )
+  },
+)
+
+t.test(
+  'a central made with a TLS NB before its SB and raft took the certificate is refused too',
+  async (t) => {
+    const tls = { nbTlsSecret: 'ovn-nb-tls', sbTlsSecret: 'ovn-sb-tls' }
+    const { api, centrals } = setup(tls)
+    // As such a StatefulSet was made: the NB Secret in the NB container only, no relay.
+    const { statefulSet } = centralObjects('tenant-a', { ...settings, ...tls })
+    const old = statefulSet.toJSON() as IStatefulSet
+    const spec = old.spec?.template.spec
+    const containers = (spec?.containers ?? [])
+      .filter((c) => c.name !== 'sb-relay')
+      .map((c) =>
+        c.name === 'sb'
+          ? { ...c, volumeMounts: (c.volumeMounts ?? []).filter((m) => m.name !== 'nb-tls') }
+          : c,
+      )
+    await api.createStatefulSet(NS, {
+      ...old,
+      spec: {
+        ...(old.spec ?? { selector: {}, template: {} }),
+        template: { ...old.spec?.template, spec: { ...spec, containers } },
+      },
+    })
+    const refused = await refusal(centrals.ensure('tenant-a'))
+    t.equal(refused?.retryable, false)
+    t.match(
+      refused?.message,
+      /serves NB ssl, controller SB and raft tcp, DPU SB direct, .* ask for NB ssl, controller SB and raft ssl, DPU SB relay: delete the StatefulSet/,
     )
   },
 )

@@ -29,8 +29,8 @@ import {
   centralObjects,
   centralPodSelector,
   centralSelector,
+  centralTransport,
   quorum,
-  servesNorthboundTls,
 } from '../k8s/ovn-central.ts'
 import {
   absentOn404,
@@ -151,14 +151,16 @@ export function kubernetesCentrals({
       if (statefulSet.metadata?.deletionTimestamp !== undefined) {
         throw unavailable(group, `StatefulSet ${name} is being deleted`)
       }
-      const nbTls = options.nbTlsSecret !== undefined
-      if (servesNorthboundTls(statefulSet) !== nbTls) {
-        // Its pods serve the NB the other way; spoken to as the settings say, it never
-        // answers, and answering it in plaintext would be what the settings refuse.
+      const serves = centralTransport(statefulSet)
+      const wanted = centralTransport(centralObjects(group, options).statefulSet)
+      if (serves !== wanted) {
+        // Its pods serve otherwise (made before the TLS settings changed); spoken to as the
+        // settings say, it never answers, and answering it in plaintext would be what the
+        // settings refuse.
         throw new CentralUnavailableError(
           group,
-          `StatefulSet ${namespace}/${name} serves its NB ${nbTls ? 'in plaintext' : 'over TLS'}, ` +
-            `and HYDRAZINE_K8S_CENTRAL_${nbTls ? 'NB_TLS_SECRET asks for TLS' : 'PLAINTEXT_NB for plaintext'}: ` +
+          `StatefulSet ${namespace}/${name} serves ${serves}, and the TLS settings ` +
+            `(HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET, _TLS_SECRET) ask for ${wanted}: ` +
             'delete the StatefulSet; the next job of the group makes it again as the settings ' +
             'say, and its topology is written again from the store',
           { retryable: false },

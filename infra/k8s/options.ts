@@ -162,10 +162,12 @@ export const ManifestOptionsSchema = v.object(
            */
           plaintextSouthbound: v.optional(v.boolean()),
           /**
-           * `HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET`: each NB serves `ssl:` with this Secret's
-           * certificate (`tls.crt`, `tls.key`; its DNS names must cover
-           * `*.<namespace>.svc.<clusterDomain>`) to client certificates of its `ca.crt`
-           * only: the controller's (`secrets.nbClient`).
+           * `HYDRAZINE_K8S_CENTRAL_NB_TLS_SECRET`: each central's own certificate. Its NB
+           * and its SB's controller port (6645) serve `ssl:` with it (`tls.crt`, `tls.key`;
+           * its DNS names must cover `*.<namespace>.svc.<clusterDomain>`) to client
+           * certificates of its `ca.crt` only: the controller's (`secrets.nbClient`). Raft
+           * between 3 replicas runs over `ssl:` with it: then `tls.crt` is signed by
+           * `ca.crt` and carries `clientAuth` beside `serverAuth`.
            */
           nbTlsSecret: v.optional(dnsSubdomain),
           /**

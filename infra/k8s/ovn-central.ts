@@ -6,10 +6,20 @@
  *
  * - `<name>` (ClusterIP, ready pods only): what the controller and the DPUs connect to —
  *   NB 6641 (`pssl:` when the NB has a TLS Secret: the controller's client certificate),
- *   SB 6642 (`pssl:` with OVN's `ovn-controller` RBAC role when the SB has a TLS Secret,
- *   and then the controller's own plaintext SB on 6645);
+ *   SB 6642 for the DPUs (`pssl:` with OVN's `ovn-controller` RBAC role when the SB has a
+ *   TLS Secret), and the controller's own SB on 6645 (full access; beside a TLS SB, or
+ *   beside a TLS NB);
  * - `<name>-peers` (headless, the StatefulSet's governing Service, not-ready pods too):
  *   stable pod names for raft (NB 6643, SB 6644) when there are three replicas;
+ *
+ * The NB's TLS Secret is the central's own certificate: with it, the NB serves `pssl:`,
+ * the controller's SB port serves `pssl:` to the same client certificate (the controller's),
+ * and raft between replicas runs over `ssl:`, each member verifying its peers against the
+ * Secret's `ca.crt`. An ovsdb-server has one TLS identity, so the DPUs' TLS SB (their own
+ * CA, the SB Secret) is then served by a second ovsdb-server in the pod, a relay of the SB
+ * (`sb-relay`: OVN's RBAC is checked there, writes are forwarded over the pod's unix
+ * socket). Without the NB Secret (a plaintext NB, asked for explicitly) raft and the
+ * controller's SB port are plaintext too: there is no certificate to present.
  *
  * and a NetworkPolicy `<name>` (created first and deleted once the pods are gone, so that
  * no pod of the central ever runs open), because the NB and the controller's SB port have
@@ -37,6 +47,9 @@ import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
 import type { OvnCentralEndpoints } from '../../lib/ovn/central.ts'
 import { GROUP_LABEL, hashedName, MANAGED_BY, PART_OF } from './names.ts'
 import { restrictedContainer, restrictedPod } from './security.ts'
+
+/** A container of a central's pod. */
+type CentralContainer = 'nb' | 'sb' | 'sb-relay' | 'northd'
 
 /** The central's ports: clients', raft's, and the controller's SB beside a TLS one. */
 export const CENTRAL_PORTS = {
@@ -108,14 +121,46 @@ export function centralEndpoints(
   // Fully qualified: OVS resolves remotes itself (unbound), without resolv.conf's search list.
   const host = `${name}.${settings.namespace}.svc.${settings.clusterDomain}`
   const tls = settings.sbTlsSecret !== undefined
+  const nbTls = settings.nbTlsSecret !== undefined
   const sb = `${tls ? 'ssl' : 'tcp'}:${host}:${CENTRAL_PORTS.sb}`
   return {
-    nb: `${settings.nbTlsSecret !== undefined ? 'ssl' : 'tcp'}:${host}:${CENTRAL_PORTS.nb}`,
+    nb: `${nbTls ? 'ssl' : 'tcp'}:${host}:${CENTRAL_PORTS.nb}`,
     sb,
-    sbController: tls ? `tcp:${host}:${CENTRAL_PORTS.sbController}` : sb,
+    sbController: controllerSouthboundPort(settings)
+      ? `${nbTls ? 'ssl' : 'tcp'}:${host}:${CENTRAL_PORTS.sbController}`
+      : sb,
     service: name,
     group,
   }
+}
+
+/**
+ * Whether the controller reaches the SB on a port of its own (6645, full access) rather
+ * than the DPUs' 6642: when the DPUs' SB is TLS with RBAC, or when the central has its own
+ * certificate (the NB Secret) for the controller's connections.
+ */
+function controllerSouthboundPort(
+  settings: Pick<KubernetesCentralsConfig, 'sbTlsSecret' | 'nbTlsSecret'>,
+): boolean {
+  return settings.sbTlsSecret !== undefined || settings.nbTlsSecret !== undefined
+}
+
+/**
+ * How a central's pods serve, read from its StatefulSet's pod template: the NB, the
+ * controller's SB port and raft (`ssl` with the central's own certificate, else `tcp`),
+ * and whether a relay serves the DPUs' TLS SB. A central made with other TLS settings
+ * than the current ones describes itself otherwise than `centralObjects` builds now.
+ *
+ * @example centralTransport(sts) // 'NB ssl, controller SB and raft ssl, DPU SB relay'
+ */
+export function centralTransport(statefulSet: IStatefulSet): string {
+  const containers = statefulSet.spec?.template.spec?.containers ?? []
+  const mounts = (name: string) =>
+    containers.find((c) => c.name === name)?.volumeMounts?.map((m) => m.name) ?? []
+  const nb = servesNorthboundTls(statefulSet) ? 'ssl' : 'tcp'
+  const central = mounts('sb').includes('nb-tls') ? 'ssl' : 'tcp'
+  const relay = containers.some((c) => c.name === 'sb-relay') ? 'relay' : 'direct'
+  return `NB ${nb}, controller SB and raft ${central}, DPU SB ${relay}`
 }
 
 /**
@@ -160,6 +205,8 @@ export function centralObjects(
     protocol: 'TCP' as const,
   })
 
+  // The DPUs' TLS SB from a relay: the SB's own server presents the central's certificate.
+  const relay = tls && nbTls
   const client = new Service({
     metadata: metadata(name),
     spec: {
@@ -168,7 +215,9 @@ export function centralObjects(
       ports: [
         port('nb', CENTRAL_PORTS.nb),
         port('sb', CENTRAL_PORTS.sb),
-        ...(tls ? [port('sb-controller', CENTRAL_PORTS.sbController)] : []),
+        ...(controllerSouthboundPort(settings)
+          ? [port('sb-controller', CENTRAL_PORTS.sbController)]
+          : []),
       ],
     },
   })
@@ -199,20 +248,36 @@ export function centralObjects(
     ...(tls ? [{ name: 'SB_TLS_DIR', value: TLS_DIR }] : []),
     ...(nbTls ? [{ name: 'NB_TLS_DIR', value: NB_TLS_DIR }] : []),
   ]
-  // Each database's container mounts its own Secret only.
-  const mounts = (db: 'nb' | 'sb' | 'northd') => [
-    { name: 'data', mountPath: DATA_DIR },
-    { name: 'run', mountPath: RUN_DIR },
-    ...(tls && db === 'sb' ? [{ name: 'sb-tls', mountPath: TLS_DIR, readOnly: true }] : []),
-    ...(nbTls && db === 'nb' ? [{ name: 'nb-tls', mountPath: NB_TLS_DIR, readOnly: true }] : []),
+  // The central's certificate (the NB Secret) where raft and the controller are served;
+  // the DPUs' (the SB Secret) where they are: the relay, else the SB itself. Never northd.
+  const secretsOf = (c: CentralContainer): ('nb-tls' | 'sb-tls')[] => [
+    ...(nbTls && (c === 'nb' || c === 'sb') ? ['nb-tls' as const] : []),
+    ...(tls && c === (relay ? 'sb-relay' : 'sb') ? ['sb-tls' as const] : []),
   ]
-  const container = (db: 'nb' | 'sb' | 'northd', probe: string[]): IContainer => ({
-    name: db,
+  const mounts = (c: CentralContainer) => [
+    ...(c === 'sb-relay' ? [] : [{ name: 'data', mountPath: DATA_DIR }]),
+    { name: 'run', mountPath: RUN_DIR },
+    ...secretsOf(c).map((secret) => ({
+      name: secret,
+      mountPath: secret === 'nb-tls' ? NB_TLS_DIR : TLS_DIR,
+      readOnly: true,
+    })),
+  ]
+  const scripts: Record<CentralContainer, string> = {
+    nb: DATABASE_SCRIPT,
+    sb: DATABASE_SCRIPT,
+    'sb-relay': RELAY_SCRIPT,
+    northd: NORTHD_SCRIPT,
+  }
+  const container = (c: CentralContainer, probe: string[]): IContainer => ({
+    name: c,
     image: settings.image,
-    command: ['/bin/sh', '-c', db === 'northd' ? NORTHD_SCRIPT : DATABASE_SCRIPT, db, db],
+    command: ['/bin/sh', '-c', scripts[c], c, c],
     env,
-    volumeMounts: mounts(db),
-    ...(db === 'northd' ? {} : { lifecycle: { postStart: { exec: { command: postStart(db) } } } }),
+    volumeMounts: mounts(c),
+    ...(c === 'nb' || c === 'sb'
+      ? { lifecycle: { postStart: { exec: { command: postStart(c) } } } }
+      : {}),
     readinessProbe: { exec: { command: probe }, periodSeconds: 5, timeoutSeconds: 5 },
     livenessProbe: {
       exec: { command: probe },
@@ -223,7 +288,7 @@ export function centralObjects(
     },
     resources: {
       requests: { cpu: '50m', memory: '64Mi' },
-      limits: { memory: db === 'northd' ? '512Mi' : '1Gi' },
+      limits: { memory: c === 'northd' ? '512Mi' : '1Gi' },
     },
     securityContext: restrictedContainer(),
   })
@@ -247,6 +312,7 @@ export function centralObjects(
           containers: [
             container('nb', dbReady('nb')),
             container('sb', dbReady('sb')),
+            ...(relay ? [container('sb-relay', dbReady('sb-relay'))] : []),
             container('northd', ['ovn-appctl', '-t', `${RUN_DIR}/ovn-northd.ctl`, 'status']),
           ],
           volumes: [
@@ -308,7 +374,10 @@ export function centralObjects(
 
 /** Who may connect to which of a central's ports (the file's header says why). */
 function centralIngress(
-  settings: Pick<KubernetesCentralsConfig, 'sbTlsSecret' | 'controllerCidrs' | 'dpuCidrs'>,
+  settings: Pick<
+    KubernetesCentralsConfig,
+    'sbTlsSecret' | 'nbTlsSecret' | 'controllerCidrs' | 'dpuCidrs'
+  >,
   selector: Record<string, string>,
 ): INetworkPolicyIngressRule[] {
   const tls = settings.sbTlsSecret !== undefined
@@ -322,7 +391,10 @@ function centralIngress(
   const { nb, sb, nbRaft, sbRaft, sbController } = CENTRAL_PORTS
   return [
     { from: [{ podSelector: { matchLabels: selector } }], ports: ports(nbRaft, sbRaft) },
-    ...fromCidrs(settings.controllerCidrs, [nb, tls ? sbController : sb]),
+    ...fromCidrs(settings.controllerCidrs, [
+      nb,
+      controllerSouthboundPort(settings) ? sbController : sb,
+    ]),
     ...(tls && settings.dpuCidrs === undefined
       ? [{ ports: ports(sb) }]
       : fromCidrs(settings.dpuCidrs ?? [], [sb])),
@@ -334,8 +406,8 @@ const RUN_DIR = '/var/run/ovn'
 const TLS_DIR = '/etc/ovn/sb-tls'
 const NB_TLS_DIR = '/etc/ovn/nb-tls'
 
-/** A database answers (a raft member: has joined its cluster). */
-function dbReady(db: 'nb' | 'sb'): string[] {
+/** A database answers (a raft member: has joined its cluster; the relay: reached the SB). */
+function dbReady(db: 'nb' | 'sb' | 'sb-relay'): string[] {
   const name = db === 'nb' ? 'OVN_Northbound' : 'OVN_Southbound'
   return ['ovsdb-client', '--timeout=3', 'wait', `unix:${RUN_DIR}/${db}.sock`, name, 'connected']
 }
@@ -345,6 +417,13 @@ function dbReady(db: 'nb' | 'sb'): string[] {
  * value comes from the environment the builder sets. A new volume gets an empty database
  * (raft: replica 0 creates the cluster, the others join it); an existing standalone one is
  * converted when the image's schema is newer (a cluster converts online, in postStart).
+ *
+ * With the central's certificate (`NB_TLS_DIR`, the NB Secret) the server presents it
+ * everywhere it listens: the NB's `pssl:` clients, the controller's SB port `pssl:`, and
+ * raft (`ssl:` members, each verifying its peers against the Secret's `ca.crt`); the DPUs'
+ * TLS SB is then the relay's (`RELAY_SCRIPT`), a plaintext one (asked for) stays here.
+ * Without it, a TLS SB serves the DPUs itself (its `db:` remotes: `pssl:` with the
+ * `ovn-controller` role) and the controller on plaintext 6645, and raft is `tcp:`.
  */
 export const DATABASE_SCRIPT = `set -eu
 db=$1
@@ -356,30 +435,52 @@ esac
 schema=$OVN_SCHEMA_DIR/ovn-$db.ovsschema
 file=$OVN_DB_DIR/$db.db
 peers=$PEERS_SERVICE.$POD_NAMESPACE.svc.$CLUSTER_DOMAIN
+proto=tcp
+if [ -n "\${NB_TLS_DIR:-}" ]; then proto=ssl; fi
 if [ ! -e "$file" ]; then
   if [ "$REPLICAS" -eq 1 ]; then
     ovsdb-tool create "$file" "$schema"
   elif [ "\${POD_NAME##*-}" = 0 ]; then
-    ovsdb-tool create-cluster "$file" "$schema" "tcp:$POD_NAME.$peers:$raft"
+    ovsdb-tool create-cluster "$file" "$schema" "$proto:$POD_NAME.$peers:$raft"
   else
-    ovsdb-tool join-cluster "$file" "$name" "tcp:$POD_NAME.$peers:$raft" "tcp:$STATEFULSET-0.$peers:$raft"
+    ovsdb-tool join-cluster "$file" "$name" "$proto:$POD_NAME.$peers:$raft" "$proto:$STATEFULSET-0.$peers:$raft"
   fi
 elif [ "$REPLICAS" -eq 1 ] && [ "$(ovsdb-tool needs-conversion "$file" "$schema")" = yes ]; then
   ovsdb-tool convert "$file" "$schema"
 fi
 set -- "$file" "--remote=punix:$OVN_RUN_DIR/$db.sock" "--unixctl=$OVN_RUN_DIR/$db.ctl" \\
   --no-chdir -vconsole:info -vfile:off
-if [ "$db" = sb ] && [ -n "\${SB_TLS_DIR:-}" ]; then
+if [ -n "\${NB_TLS_DIR:-}" ]; then
+  set -- "$@" "--private-key=$NB_TLS_DIR/tls.key" "--certificate=$NB_TLS_DIR/tls.crt" \\
+    "--ca-cert=$NB_TLS_DIR/ca.crt"
+  if [ "$db" = nb ]; then
+    set -- "$@" "--remote=pssl:$port"
+  else
+    set -- "$@" "--remote=pssl:$SB_CONTROLLER_PORT"
+    if [ -z "\${SB_TLS_DIR:-}" ]; then set -- "$@" "--remote=ptcp:$port"; fi
+  fi
+elif [ "$db" = sb ] && [ -n "\${SB_TLS_DIR:-}" ]; then
   set -- "$@" --remote=db:OVN_Southbound,SB_Global,connections \\
     "--private-key=$SB_TLS_DIR/tls.key" "--certificate=$SB_TLS_DIR/tls.crt" \\
     "--ca-cert=$SB_TLS_DIR/ca.crt" "--remote=ptcp:$SB_CONTROLLER_PORT"
-elif [ "$db" = nb ] && [ -n "\${NB_TLS_DIR:-}" ]; then
-  set -- "$@" "--private-key=$NB_TLS_DIR/tls.key" "--certificate=$NB_TLS_DIR/tls.crt" \\
-    "--ca-cert=$NB_TLS_DIR/ca.crt" "--remote=pssl:$port"
 else
   set -- "$@" "--remote=ptcp:$port"
 fi
 exec ovsdb-server "$@"
+`
+
+/**
+ * The DPUs' TLS SB beside a central with its own certificate: an in-memory relay of the
+ * pod's SB (over its unix socket, with full access) presenting the SB Secret's certificate
+ * and admitting client certificates of its CA on the SB's `db:` remotes (`pssl:` with the
+ * `ovn-controller` role, which the relay enforces before forwarding a write).
+ */
+export const RELAY_SCRIPT = `set -eu
+exec ovsdb-server "relay:OVN_Southbound:unix:$OVN_RUN_DIR/sb.sock" \\
+  "--remote=punix:$OVN_RUN_DIR/sb-relay.sock" "--unixctl=$OVN_RUN_DIR/sb-relay.ctl" \\
+  --remote=db:OVN_Southbound,SB_Global,connections \\
+  "--private-key=$SB_TLS_DIR/tls.key" "--certificate=$SB_TLS_DIR/tls.crt" \\
+  "--ca-cert=$SB_TLS_DIR/ca.crt" --no-chdir -vconsole:info -vfile:off
 `
 
 /** ovn-northd, following the pod's own NB and SB (raft: one pod's northd is active). */

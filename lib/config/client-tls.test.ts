@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { ConfigError } from '../errors.ts'
 import { openCertificateAuthority } from '../pki/index.ts'
+import { controllerOvsdbTls } from './client-tls.ts'
 import { loadConfig } from './index.ts'
 
 /** The variable and message `loadConfig` refuses `env` with. */
@@ -38,6 +39,17 @@ t.test("the controller's client certificate for the operator's ssl: centrals", a
     loadConfig({ ...sslShared, ...files }).ovnClientTls,
     { cert: client.certFile, key: client.keyFile, ca: ca.caFile, verifyHostname: true },
     'an external shared central over ssl: with the three files',
+  )
+  const operatorTls = {
+    cert: client.certFile,
+    key: client.keyFile,
+    ca: ca.caFile,
+    verifyHostname: true,
+  }
+  t.same(
+    controllerOvsdbTls(loadConfig({ ...sslShared, ...files })),
+    { nb: operatorTls, sb: operatorTls },
+    "the controller presents it to the operator's NBs and SBs",
   )
   t.equal(
     loadConfig({ ...sslShared, ...files, HYDRAZINE_OVN_TLS_VERIFY_HOSTNAME: 'false' }).ovnClientTls

@@ -161,3 +161,25 @@ export function checkClientTls(
   }
   return undefined
 }
+
+/** The controller's OVSDB client certificates: for `ssl:` NB remotes, and for `ssl:` SB ones. */
+export interface ControllerOvsdbTls {
+  readonly nb?: ClientTlsFiles & { readonly verifyHostname?: boolean }
+  readonly sb?: ClientTlsFiles & { readonly verifyHostname?: boolean }
+}
+
+/**
+ * Which client certificate the controller presents to which OVSDB server: the operator's
+ * centrals' (`HYDRAZINE_OVN_CLIENT_*`) to their NBs and SBs; the Kubernetes-run centrals'
+ * (`HYDRAZINE_K8S_NB_CLIENT_*`) to their NBs and to their SBs' controller port, which serve
+ * the same certificate (the NB Secret: the central's own) and admit the same CA. At most
+ * one of the two is configured (`ovnClientTlsConfig` refuses the former with Hydrazine's
+ * own centrals).
+ */
+export function controllerOvsdbTls(config: {
+  readonly ovnClientTls?: OvnClientTls | undefined
+  readonly kubernetes?: { readonly nbClientTls?: ClientTlsFiles | undefined } | undefined
+}): ControllerOvsdbTls {
+  const tls = config.ovnClientTls ?? config.kubernetes?.nbClientTls
+  return tls ? { nb: tls, sb: tls } : {}
+}

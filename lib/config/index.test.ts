@@ -2,6 +2,7 @@ import { writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import t from 'tap'
 import { ConfigError } from '../errors.ts'
+import { controllerOvsdbTls } from './client-tls.ts'
 import { loadConfig } from './index.ts'
 import { inClusterNamespace } from './kubernetes.ts'
 
@@ -691,6 +692,13 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
     controllerCidrs: ['10.0.0.11/32', '10.0.0.12/32', 'fd00:10::/64'],
   })
   t.notOk('dpuCidrs' in (every.kubernetes ?? {}), 'TLS without DPU CIDRs: the SB is open to all')
+  const controllerTls = { cert: client.certFile, key: client.keyFile, ca: ca.caFile }
+  t.same(
+    controllerOvsdbTls(every),
+    { nb: controllerTls, sb: controllerTls },
+    "the same certificate for the NBs and the SBs' controller port (no plaintext SB left)",
+  )
+  t.same(controllerOvsdbTls(defaults), {}, 'plaintext NB (asked for): no certificate to present')
 
   const k8s = {
     HYDRAZINE_OVN_CENTRAL: 'kubernetes',

@@ -21,14 +21,18 @@
  *   certificate of that CA passes the NB's TLS, and only the NetworkPolicy keeps DPUs
  *   out); required unless `HYDRAZINE_K8S_CENTRAL_PLAINTEXT_NB=true` says, explicitly,
  *   that the NB (full write access to the tenant's topology) is to be plaintext `tcp:`.
- *   With it, the controller presents `HYDRAZINE_K8S_NB_CLIENT_CERT` / `_KEY` and trusts
- *   `HYDRAZINE_K8S_NB_CA` (files, read again on every reconnect) for the NBs;
+ *   It is the central's own certificate: the SB's port for the controller (6645, full
+ *   access) serves `ssl:` with it too, and raft between 3 replicas runs over `ssl:` with
+ *   it (then its certificate needs `clientAuth` beside `serverAuth`, signed by its
+ *   `ca.crt`). With it, the controller presents `HYDRAZINE_K8S_NB_CLIENT_CERT` / `_KEY`
+ *   and trusts `HYDRAZINE_K8S_NB_CA` (files, read again on every reconnect) for the NBs
+ *   and the SBs' controller port;
  * - `HYDRAZINE_K8S_CLUSTER_DOMAIN` (default cluster.local): remotes are fully qualified,
  *   as OVS resolves names without the pod's search domains;
  * - `HYDRAZINE_K8S_CONTROLLER_CIDRS` (required): comma-separated CIDRs (IPv4 or IPv6, no
  *   host bits, at most 32) of the nodes the controller runs on. Each central's
  *   NetworkPolicy lets only these reach its NB and the controller's SB port (full write
- *   access to the tenant's topology; the controller's SB port plaintext). The controller runs on the host network
+ *   access to the tenant's topology; plaintext with a plaintext NB). The controller runs on the host network
  *   (its FRR sidecar speaks BGP as the node), so its connections come from node addresses
  *   that no pod selector can name;
  * - `HYDRAZINE_K8S_DPU_CIDRS`: the DPUs' fabric addresses, the only ones the SB (6642)

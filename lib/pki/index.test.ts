@@ -61,6 +61,25 @@ t.test('a server certificate names its DNS and IP SANs', async (t) => {
   t.equal(cert.checkHost('localhost'), 'localhost')
 })
 
+t.test("a cluster member's certificate: both ends of its peers' connections", async (t) => {
+  const ca = await openCertificateAuthority(join(t.testdir({}), 'pki'))
+  const issued = await ca.issuePeer({ dnsNames: ['*.ovn-a-peers.hydrazine.svc.cluster.local'] })
+  const cert = new X509Certificate(issued.cert)
+  t.equal(cert.subject, 'CN=*.ovn-a-peers.hydrazine.svc.cluster.local')
+  t.same(
+    cert.keyUsage,
+    ['1.3.6.1.5.5.7.3.1', '1.3.6.1.5.5.7.3.2'],
+    'extended key usage: serverAuth and clientAuth',
+  )
+  t.equal(cert.checkHost('ovn-a-1.ovn-a-peers.hydrazine.svc.cluster.local') !== undefined, true)
+  t.ok(ca.issued(issued.cert), 'from this CA')
+  await t.rejects(
+    async () => ca.issuePeer({}),
+    CertificateRequestError,
+    'a peer certificate needs a name',
+  )
+})
+
 t.test(
   'a server certificate works in a TLS handshake that wants client certificates',
   async (t) => {

@@ -4,7 +4,8 @@
  * certificates for DPUs (CN = the DPU id, which OVN's RBAC reads as the chassis name).
  * Every certificate says what it is for (extended key usage): a server's `serverAuth`
  * only, a client's or a DPU identity's `clientAuth` only, so that no DPU's identity can
- * stand in for a server (OpenSSL's and Node's clients check the purpose).
+ * stand in for a server (OpenSSL's and Node's clients check the purpose); only a cluster
+ * member's (`issuePeer`: raft between OVSDB replicas) carries both.
  *
  * Keys are ECDSA P-256 with SHA-256 signatures: OpenSSL 3 (Open vSwitch / OVN 23.03,
  * Redis 7) and Node accept them. Files: `ca.key` (PKCS#8 PEM, mode 0600) and `ca.crt`;
@@ -87,6 +88,12 @@ export interface CertificateAuthority {
   issueServer(request: ServerCertificateRequest): Promise<Issued>
   /** A certificate for a TLS client (extended key usage clientAuth) named by its CN. */
   issueClient(request: ClientCertificateRequest): Promise<Issued>
+  /**
+   * A certificate for a member of a cluster whose members connect to each other (an OVSDB
+   * raft member): each end is a server to some peers and a client to others, so both
+   * `serverAuth` and `clientAuth`, with DNS/IP SANs.
+   */
+  issuePeer(request: ServerCertificateRequest): Promise<Issued>
   /**
    * A DPU's identity, named by its CN with optional SANs: one key, certified twice — as a
    * client (clientAuth only: what its agent presents to Redis and the Southbound) and as a
@@ -207,6 +214,11 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
     issueClient(request) {
       if (!request.commonName) throw new CertificateRequestError('a client certificate needs a CN')
       return issue(request.commonName, request.days ?? 365, [clientAuth], [])
+    },
+    issuePeer(request) {
+      const commonName = request.commonName ?? request.dnsNames?.[0] ?? request.ips?.[0]
+      if (!commonName) throw new CertificateRequestError('a peer certificate needs a name')
+      return issue(commonName, request.days ?? 365, [serverAuth, clientAuth], altNames(request))
     },
     async issueIdentity(request) {
       if (!request.commonName) throw new CertificateRequestError('an identity needs a CN')

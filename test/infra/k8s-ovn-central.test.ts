@@ -4,7 +4,9 @@
  * Its containers, run here as their pod would run them: the very commands and environment
  * of the StatefulSet the provider creates, against Debian's OVN (what
  * infra/k8s/Containerfile installs), with the directories and ports moved into a test
- * directory. Skipped where OVN is not installed.
+ * directory. Skipped where OVN is not installed. The raft replicas each run in a mount
+ * namespace of their own (`unshare`, as root) whose /etc/hosts names the pods as the
+ * peers Service's DNS would, each at its own loopback address.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { writeFile } from 'node:fs/promises'
@@ -13,7 +15,7 @@ import { promisify } from 'node:util'
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import t, { type Test } from 'tap'
-import { CENTRAL_PORTS, centralObjects } from '../../infra/k8s/ovn-central.ts'
+import { CENTRAL_PORTS, centralName, centralObjects } from '../../infra/k8s/ovn-central.ts'
 import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
 import { OvsdbClient } from '../../lib/ovn/client.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
@@ -159,6 +161,23 @@ t.test('the NetworkPolicy: which port answers whom', async (t) => {
       ],
     },
     {
+      name: 'plaintext SB beside a TLS NB: the controller on its own ssl: SB port, the DPUs on 6642',
+      settings: { nbTlsSecret: 'ovn-nb-tls', dpuCidrs: ['172.18.0.0/24'] },
+      rules: [
+        [[nbRaft, sbRaft], ['central pods']],
+        [
+          [nb, sbController],
+          ['10.0.0.0/24', 'fd00:10::/64'],
+        ],
+        [[sb], ['172.18.0.0/24']],
+      ],
+      reaches: [
+        ['the controller', controller, [nb, sbController]],
+        ['a DPU', dpu, [sb]],
+        ["another tenant's pod", tenantPod, []],
+      ],
+    },
+    {
       name: 'no controller CIDRs: no one reaches the NB',
       settings: { controllerCidrs: [], dpuCidrs: ['172.18.0.0/24'] },
       rules: [
@@ -200,20 +219,41 @@ const hasOvn = await run('which', ['ovsdb-server', 'ovn-northd', 'ovn-nbctl']).t
   () => false,
 )
 
+type ContainerName = 'nb' | 'sb' | 'sb-relay' | 'northd'
+
 interface Pod {
   readonly dir: string
   readonly ports: Record<string, number>
   /** Starts one container's command; stopped at the end of the test. */
-  start(name: 'nb' | 'sb' | 'northd'): ChildProcess
+  start(name: ContainerName): ChildProcess
   /** Runs a database container's postStart hook; resolves its exit code. */
   postStart(name: 'nb' | 'sb'): Promise<number>
   /** Runs a container's readiness probe (its run directory moved here); resolves its exit code. */
-  probe(name: 'nb' | 'sb' | 'northd'): Promise<number>
+  probe(name: ContainerName): Promise<number>
   stop(): Promise<void>
 }
 
-async function pod(t: Test, settings: Partial<KubernetesCentralsConfig>): Promise<Pod> {
-  const dir = t.testdir({ db: {}, run: {}, tls: {}, 'nb-tls': {} })
+/** Where a replica of a raft central runs: its ordinal, and what its pod's DNS would answer. */
+interface Replica {
+  /** The pod's ordinal: `POD_NAME` is `<statefulset>-<index>`. */
+  readonly index: number
+  /** Its own test directory (each replica has its own volume and run directory). */
+  readonly dir: string
+  /**
+   * A hosts file naming the pods (`<pod>.<peers Service>...`): the containers run in a
+   * mount namespace of their own where it is /etc/hosts, as the cluster's DNS would answer.
+   */
+  readonly hosts: string
+  /** Ports every replica shares (raft's: each listens on its own address). */
+  readonly ports: Record<string, number>
+}
+
+async function pod(
+  t: Test,
+  settings: Partial<KubernetesCentralsConfig>,
+  replica?: Replica,
+): Promise<Pod> {
+  const dir = replica?.dir ?? t.testdir({ db: {}, run: {}, tls: {}, 'nb-tls': {} })
   const { statefulSet } = centralObjects('tenant-a', {
     namespace: 'hydrazine',
     image: 'local',
@@ -226,14 +266,14 @@ async function pod(t: Test, settings: Partial<KubernetesCentralsConfig>): Promis
   const containers = statefulSet.spec?.template.spec?.containers ?? []
   const ports: Record<string, number> = {}
   for (const key of ['NB_PORT', 'SB_PORT', 'SB_CONTROLLER_PORT', 'NB_RAFT_PORT', 'SB_RAFT_PORT'])
-    ports[key] = await freePort()
+    ports[key] = replica?.ports[key] ?? (await freePort())
   const envOf = (c: IContainer) => {
     const env: Record<string, string> = { PATH: process.env.PATH ?? '' }
     for (const e of c.env ?? []) {
       const field = e.valueFrom?.fieldRef?.fieldPath
       env[e.name] =
         field === 'metadata.name'
-          ? `${statefulSet.metadata?.name}-0`
+          ? `${statefulSet.metadata?.name}-${replica?.index ?? 0}`
           : field
             ? 'hydrazine'
             : (e.value ?? '')
@@ -259,7 +299,23 @@ async function pod(t: Test, settings: Partial<KubernetesCentralsConfig>): Promis
     start(name) {
       const c = find(name)
       const [command = '', ...args] = c.command ?? []
-      const child = spawn(command, args, { env: envOf(c), stdio: 'ignore' })
+      const child = replica
+        ? spawn(
+            'unshare',
+            [
+              '--mount',
+              '--propagation',
+              'private',
+              '/bin/sh',
+              '-c',
+              'mount --bind "$0" /etc/hosts && exec "$@"',
+              replica.hosts,
+              command,
+              ...args,
+            ],
+            { env: envOf(c), stdio: 'ignore' },
+          )
+        : spawn(command, args, { env: envOf(c), stdio: 'ignore' })
       children.push(child)
       return child
     },
@@ -361,7 +417,7 @@ t.test(
 )
 
 t.test(
-  'an SB with TLS: ssl: with a client certificate, plaintext for the controller',
+  'an SB with TLS and a plaintext NB (asked for): ssl: for chassis, plaintext for the controller',
   { skip: !hasOvn && 'OVN is not installed' },
   async (t) => {
     const p = await pod(t, { sbTlsSecret: 'ovn-sb-tls' })
@@ -460,6 +516,290 @@ t.test(
     await t.rejects(
       listDbs(remote, { ...asController, ca: stranger.caFile }),
       'and the controller refuses an NB whose certificate its CA did not sign',
+    )
+  },
+)
+
+t.test(
+  "TLS NB and SB: the controller's SB port is ssl: with its client certificate, the DPUs' is the relay's",
+  { skip: !hasOvn && 'OVN is not installed' },
+  async (t) => {
+    const p = await pod(t, { nbTlsSecret: 'ovn-nb-tls', sbTlsSecret: 'ovn-sb-tls' })
+    // The central's own certificate (the NB Secret) and the controller's, from one CA.
+    const central = await openCertificateAuthority(join(p.dir, 'central-ca'))
+    const own = await central.issuePeer({ ips: ['127.0.0.1'], dnsNames: ['localhost'] })
+    await writeFile(join(p.dir, 'nb-tls', 'tls.crt'), own.cert)
+    await writeFile(join(p.dir, 'nb-tls', 'tls.key'), own.key)
+    await writeFile(join(p.dir, 'nb-tls', 'ca.crt'), central.caCert)
+    const controller = await central.writeIssued(
+      'controller',
+      await central.issueClient({ commonName: 'hydrazine-controller' }),
+    )
+    // The DPUs' SB Secret: its server certificate and the DPUs' CA.
+    const dpus = await openCertificateAuthority(join(p.dir, 'dpu-ca'))
+    const sbServer = await dpus.issueServer({ ips: ['127.0.0.1'], dnsNames: ['localhost'] })
+    await writeFile(join(p.dir, 'tls', 'tls.crt'), sbServer.cert)
+    await writeFile(join(p.dir, 'tls', 'tls.key'), sbServer.key)
+    await writeFile(join(p.dir, 'tls', 'ca.crt'), dpus.caCert)
+    const chassis = await dpus.writeIssued(
+      'chassis',
+      await dpus.issueIdentity({ commonName: 'dpu-1' }),
+    )
+
+    for (const c of ['nb', 'sb', 'sb-relay', 'northd'] as const) p.start(c)
+    await eventually(() =>
+      run('ovsdb-client', ['--timeout=3', 'list-dbs', `unix:${p.dir}/run/sb.sock`]),
+    )
+    t.equal(await p.postStart('sb'), 0, "postStart set the DPUs' pssl: remote with its role")
+
+    const listDbs = async (target: string, tls?: { ca: string; cert: string; key: string }) => {
+      const client = await OvsdbClient.connect(target, {
+        ...(tls ? { tls } : {}),
+        reconnect: false,
+        connectTimeoutMs: 3000,
+        requestTimeoutMs: 3000,
+      })
+      try {
+        return await client.request('list_dbs', [])
+      } finally {
+        await client.close()
+      }
+    }
+    const asController = { ca: central.caFile, cert: controller.certFile, key: controller.keyFile }
+    const controllerSb = `ssl:127.0.0.1:${p.ports.SB_CONTROLLER_PORT}`
+    t.same(
+      await eventually(() => listDbs(controllerSb, asController)),
+      ['OVN_Southbound', '_Server'],
+      "the controller's client certificate reads the SB over ssl: on its own port",
+    )
+    await t.rejects(
+      listDbs(controllerSb, { ...asController, cert: chassis.certFile, key: chassis.keyFile }),
+      "a DPU's certificate (another CA) is refused on the controller's SB port",
+    )
+    await t.rejects(
+      listDbs(`tcp:127.0.0.1:${p.ports.SB_CONTROLLER_PORT}`),
+      "plaintext gets no answer there: the controller's SB port speaks TLS only",
+    )
+
+    // The DPUs' port, as ovn-controller reaches it (any server of a cluster: not the leader).
+    const asChassis = (...args: string[]) =>
+      run('ovn-sbctl', [
+        `--db=ssl:127.0.0.1:${p.ports.SB_PORT}`,
+        `--private-key=${chassis.keyFile}`,
+        `--certificate=${chassis.certFile}`,
+        `--ca-cert=${chassis.caFile}`,
+        '--no-leader-only',
+        '--timeout=5',
+        ...args,
+      ])
+    // Once northd has written the ovn-controller role and the relay has it.
+    await eventually(() => asChassis('chassis-add', 'dpu-1', 'geneve', '172.18.0.11'))
+    t.pass("a chassis certificate registers its own chassis through the relay's pssl:")
+    const other = await asChassis('chassis-add', 'dpu-2', 'geneve', '172.18.0.12').then(
+      () => '',
+      (error: { stderr?: string }) => error.stderr ?? 'refused',
+    )
+    t.match(other, /permission error/, 'and not another: the relay enforces the RBAC role')
+    const { stdout: names } = await run('ovn-sbctl', [
+      `--db=ssl:127.0.0.1:${p.ports.SB_CONTROLLER_PORT}`,
+      `--private-key=${controller.keyFile}`,
+      `--certificate=${controller.certFile}`,
+      `--ca-cert=${central.caFile}`,
+      '--bare',
+      '--columns=name',
+      'list',
+      'Chassis',
+    ])
+    t.equal(names.trim(), 'dpu-1', 'the write reached the SB itself; the controller reads it')
+    await t.rejects(
+      run('ovsdb-client', [
+        '--timeout=3',
+        `--private-key=${controller.keyFile}`,
+        `--certificate=${controller.certFile}`,
+        `--ca-cert=${dpus.caFile}`,
+        'list-dbs',
+        `ssl:127.0.0.1:${p.ports.SB_PORT}`,
+      ]),
+      "the controller's certificate (not of the DPUs' CA) is refused on the DPUs' port",
+    )
+    t.equal(await p.probe('sb-relay'), 0, "the relay's readiness probe passes")
+  },
+)
+
+const isRoot = process.getuid?.() === 0
+const hasUnshare = await run('which', ['unshare']).then(
+  () => true,
+  () => false,
+)
+
+t.test(
+  "three replicas: raft over ssl: with the central's certificate; another CA's server cannot join",
+  {
+    skip:
+      (!hasOvn && 'OVN is not installed') ||
+      ((!isRoot || !hasUnshare) && 'needs root and unshare: each replica gets its own /etc/hosts'),
+  },
+  async (t) => {
+    const settings = { replicas: 3 as const, nbTlsSecret: 'ovn-nb-tls', sbTlsSecret: 'ovn-sb-tls' }
+    const volume = () => ({ db: {}, run: {}, tls: {}, 'nb-tls': {} })
+    const base = t.testdir({ r0: volume(), r1: volume(), r2: volume(), r3: volume(), pki: {} })
+    const name = centralName('tenant-a')
+    const peers = `${name}-peers.hydrazine.svc.cluster.local`
+    // What the headless Service's DNS answers: each pod its own address.
+    const address = (i: number) => `127.0.1.${i + 1}`
+    const hosts = join(base, 'hosts')
+    await writeFile(
+      hosts,
+      `127.0.0.1 localhost\n${[0, 1, 2, 3].map((i) => `${address(i)} ${name}-${i}.${peers}`).join('\n')}\n`,
+    )
+    const shared = { NB_RAFT_PORT: await freePort(), SB_RAFT_PORT: await freePort() }
+    const central = await openCertificateAuthority(join(base, 'pki', 'central'))
+    // The NB Secret every replica mounts: one certificate, both ends of raft's connections.
+    const own = await central.issuePeer({ dnsNames: [`*.${peers}`], ips: ['127.0.0.1'] })
+    const stranger = await openCertificateAuthority(join(base, 'pki', 'stranger'))
+    const forged = await stranger.issuePeer({ dnsNames: [`*.${peers}`], ips: ['127.0.0.1'] })
+    const replicas: Pod[] = []
+    for (const i of [0, 1, 2, 3]) {
+      const dir = join(base, `r${i}`)
+      const [identity, ca] = i === 3 ? [forged, stranger] : [own, central]
+      await writeFile(join(dir, 'nb-tls', 'tls.crt'), identity.cert)
+      await writeFile(join(dir, 'nb-tls', 'tls.key'), identity.key)
+      await writeFile(join(dir, 'nb-tls', 'ca.crt'), ca.caCert)
+      replicas.push(await pod(t, settings, { index: i, dir, hosts, ports: shared }))
+    }
+    const members = replicas.slice(0, 3)
+    // Parallel, as the StatefulSet starts them (podManagementPolicy: Parallel).
+    for (const r of members) for (const c of ['nb', 'sb'] as const) r.start(c)
+    for (const [i, r] of members.entries())
+      for (const c of ['nb', 'sb'] as const)
+        await eventually(async () => {
+          if ((await r.probe(c)) !== 0) throw new Error(`replica ${i} ${c}: not in its cluster`)
+        })
+    t.pass('every replica of both databases joined its cluster: each readiness probe passes')
+
+    const servers = async (r: Pod, db: 'nb' | 'sb') => {
+      const { stdout } = await run('ovs-appctl', [
+        '-t',
+        join(r.dir, 'run', `${db}.ctl`),
+        'cluster/status',
+        db === 'nb' ? 'OVN_Northbound' : 'OVN_Southbound',
+      ])
+      return [...stdout.matchAll(/\((\w+) at ([^)]+)\)/g)].map((m) => m[2]).sort()
+    }
+    for (const db of ['nb', 'sb'] as const) {
+      const port = db === 'nb' ? shared.NB_RAFT_PORT : shared.SB_RAFT_PORT
+      t.same(
+        await eventually(async () => {
+          const seen = await servers(members[0] as Pod, db)
+          if (seen.length !== 3) throw new Error(`${seen.length} servers`)
+          return seen
+        }),
+        [0, 1, 2].map((i) => `ssl:${name}-${i}.${peers}:${port}`),
+        `${db}: three members, every one at an ssl: address`,
+      )
+    }
+
+    // A write through one member's NB, as the controller makes it, read at another.
+    const r1 = members[1] as Pod
+    const controller = await central.writeIssued(
+      'controller',
+      await central.issueClient({ commonName: 'hydrazine-controller' }),
+    )
+    await eventually(() =>
+      run('ovn-nbctl', [
+        `--db=ssl:127.0.0.1:${r1.ports.NB_PORT}`,
+        `--private-key=${controller.keyFile}`,
+        `--certificate=${controller.certFile}`,
+        `--ca-cert=${central.caFile}`,
+        '--no-leader-only',
+        '--timeout=5',
+        'ls-add',
+        'sw0',
+      ]),
+    )
+    const r2 = members[2] as Pod
+    const { stdout } = await eventually(async () => {
+      const listed = await run('ovn-nbctl', [
+        `--db=unix:${r2.dir}/run/nb.sock`,
+        '--no-leader-only',
+        'ls-list',
+      ])
+      if (!listed.stdout.includes('sw0')) throw new Error('not replicated yet')
+      return listed
+    })
+    t.match(stdout, /sw0/, 'replicated over ssl: raft to another member')
+
+    // A server whose certificate another CA issued tries to join as the fourth member.
+    const intruder = replicas[3] as Pod
+    intruder.start('nb')
+    await eventually(() =>
+      run('ovs-appctl', ['-t', join(intruder.dir, 'run', 'nb.ctl'), 'version']),
+    )
+    await new Promise((r) => setTimeout(r, 3000))
+    const { stdout: status } = await run('ovs-appctl', [
+      '-t',
+      join(intruder.dir, 'run', 'nb.ctl'),
+      'cluster/status',
+      'OVN_Northbound',
+    ])
+    t.match(status, /Status: joining cluster/, 'another CA: it never gets in')
+    t.equal((await servers(members[0] as Pod, 'nb')).length, 3, 'the cluster stays three')
+    await t.rejects(
+      OvsdbClient.connect(`tcp:${address(0)}:${shared.NB_RAFT_PORT}`, {
+        reconnect: false,
+        connectTimeoutMs: 2000,
+        requestTimeoutMs: 2000,
+      }).then((client) => client.request('list_dbs', []).finally(() => client.close())),
+      'plaintext gets nothing from the raft port',
+    )
+  },
+)
+
+t.test(
+  "a plaintext SB (asked for) beside a TLS NB: the DPUs' tcp:, the controller's still ssl:",
+  { skip: !hasOvn && 'OVN is not installed' },
+  async (t) => {
+    const p = await pod(t, { nbTlsSecret: 'ovn-nb-tls', dpuCidrs: ['172.18.0.0/24'] })
+    const central = await openCertificateAuthority(join(p.dir, 'central-ca'))
+    const own = await central.issuePeer({ ips: ['127.0.0.1'] })
+    await writeFile(join(p.dir, 'nb-tls', 'tls.crt'), own.cert)
+    await writeFile(join(p.dir, 'nb-tls', 'tls.key'), own.key)
+    await writeFile(join(p.dir, 'nb-tls', 'ca.crt'), central.caCert)
+    const controller = await central.writeIssued(
+      'controller',
+      await central.issueClient({ commonName: 'hydrazine-controller' }),
+    )
+    p.start('sb')
+    const listDbs = async (target: string, tls?: { ca: string; cert: string; key: string }) => {
+      const client = await OvsdbClient.connect(target, {
+        ...(tls ? { tls } : {}),
+        reconnect: false,
+        connectTimeoutMs: 3000,
+        requestTimeoutMs: 3000,
+      })
+      try {
+        return await client.request('list_dbs', [])
+      } finally {
+        await client.close()
+      }
+    }
+    t.same(
+      await eventually(() => listDbs(`tcp:127.0.0.1:${p.ports.SB_PORT}`)),
+      ['OVN_Southbound', '_Server'],
+      "the DPUs' SB answers plaintext, as asked",
+    )
+    t.same(
+      await listDbs(`ssl:127.0.0.1:${p.ports.SB_CONTROLLER_PORT}`, {
+        ca: central.caFile,
+        cert: controller.certFile,
+        key: controller.keyFile,
+      }),
+      ['OVN_Southbound', '_Server'],
+      "the controller's port speaks TLS to its certificate",
+    )
+    await t.rejects(
+      listDbs(`tcp:127.0.0.1:${p.ports.SB_CONTROLLER_PORT}`),
+      'and nothing in plaintext',
     )
   },
 )
