@@ -37,6 +37,7 @@ import {
   timed,
   type WorkerObservers,
 } from './job-observers.ts'
+import { keepLocksOfOverlappingRuns } from './overlapping-runs.ts'
 
 export type { JobOutcome, RepairKind, WorkerObservers } from './job-observers.ts'
 
@@ -231,18 +232,20 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   }
 
   const workerConnection = options.connection()
+  const lockDuration = options.lockDurationMs ?? 30_000
   const worker = new Worker(
     CONTROLLER_QUEUE,
-    async (job, token) => {
+    // A parked job woken while its earlier run was ending keeps its lock (`overlapping-runs.ts`).
+    keepLocksOfOverlappingRuns(async (job, token) => {
       const handler = handlers[job.name as JobName]
       if (!handler) throw new UnrecoverableError(`unknown job ${job.name}`)
       return handler(job, token)
-    },
+    }, lockDuration),
     {
       connection: workerConnection,
       concurrency: options.concurrency ?? WORKER_CONCURRENCY,
-      lockDuration: options.lockDurationMs ?? 30_000,
-      stalledInterval: Math.min(30_000, options.lockDurationMs ?? 30_000),
+      lockDuration,
+      stalledInterval: Math.min(30_000, lockDuration),
       // A job whose worker died is resumed, not failed, even after several crashes.
       maxStalledCount: 5,
       ...prefix,

@@ -132,7 +132,7 @@ export async function oneAtATime<T>(
   name: string,
   work: () => Promise<T>,
 ): Promise<T> {
-  const release = await store.locks.acquire(kind, name, `${job.queueName}/${job.id}`)
+  const release = await store.locks.acquire(kind, name, `${job.queueName}/${job.id}`, token)
   if (!release) {
     const busy = `${kind === 'mr' ? 'host' : 'group'} ${name} is busy with another step`
     if (token === undefined) throw new NotReady(busy)

@@ -30,11 +30,14 @@ export class ObjectLocks {
 
   /**
    * Takes the object's lock for `holder` (a job id: the same job resumed after its worker
-   * died takes its own lock again); resolves with the function that releases it, or
-   * undefined when another holder has it.
+   * died takes its own lock again) in run `run` (the worker's lock token of this run of the
+   * job); resolves with the function that releases it, or undefined when another holder
+   * has it. The release frees the lock only while this run holds it: a job that parked
+   * (moved itself to delayed) and was woken and run again before this run ended has taken
+   * it again, and keeps it.
    *
    * @example
-   * const release = await locks.acquire('mr', 'host-1', job.id)
+   * const release = await locks.acquire('mr', 'host-1', job.id, token)
    * if (!release) … // try again later
    * try { … } finally { await release() }
    */
@@ -42,12 +45,14 @@ export class ObjectLocks {
     kind: Kind,
     name: string,
     holder: string,
+    run = '',
     leaseMs = LOCK_LEASE_MS,
   ): Promise<(() => Promise<void>) | undefined> {
     const key = this.#key(kind, name)
-    if (Number(await lockScript.run(this.#redis, [key], [holder, leaseMs])) !== 1) return undefined
+    const taken = await lockScript.run(this.#redis, [key], [holder, leaseMs, run])
+    if (Number(taken) !== 1) return undefined
     return async () => {
-      await unlockScript.run(this.#redis, [key], [holder])
+      await unlockScript.run(this.#redis, [key], [holder, run])
     }
   }
 }
