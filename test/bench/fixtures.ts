@@ -192,6 +192,9 @@ export async function startBenchPipeline(options: {
         dataDir,
         pki: stack.pki,
         ...(options.install ? { install: options.install } : {}),
+        // `HYDRAZINE_BENCH_NORTHD_CPUS=<n>`: the cores the centrals' ovn-northd share, as
+        // `HYDRAZINE_CENTRALS_NORTHD_CPUS` says it for `npm start`.
+        ...benchNorthdCpus(),
       })
       cleanups.push(['the centrals', () => started.close()])
       centrals = started
@@ -244,8 +247,9 @@ export async function startBenchPipeline(options: {
     const checkpoints = new Map<string, Map<string, number>>()
     const metrics = new Registry()
     const controller = await startController({
-      // `HYDRAZINE_BENCH_PARK_FOR_COMMIT=1`: attaches park while their commit waits.
-      ...(process.env.HYDRAZINE_BENCH_PARK_FOR_COMMIT === '1' ? { parkForCommit: true } : {}),
+      // Attaches park while their commit waits, as by default; `HYDRAZINE_BENCH_PARK_FOR_COMMIT=0`
+      // makes them wait in their worker slots.
+      ...(process.env.HYDRAZINE_BENCH_PARK_FOR_COMMIT === '0' ? { parkForCommit: false } : {}),
       checkpoint: (point, object) => {
         if (object === undefined) return
         const seen = checkpoints.get(object) ?? new Map<string, number>()
@@ -477,4 +481,17 @@ export async function startPrivateNb(
     ready: () => canConnect({ path: socket }),
   })
   return { remote: `unix:${socket}`, daemon }
+}
+
+/** The centrals' northd cores a bench run was given (`HYDRAZINE_BENCH_NORTHD_CPUS`), if any. */
+function benchNorthdCpus(): { northdCpus?: number } {
+  const asked = process.env.HYDRAZINE_BENCH_NORTHD_CPUS
+  if (asked === undefined) return {}
+  const cpus = Number(asked)
+  if (!Number.isInteger(cpus) || cpus < 1) {
+    throw new Error(
+      `HYDRAZINE_BENCH_NORTHD_CPUS must be a whole number of cores >= 1, not ${asked}`,
+    )
+  }
+  return { northdCpus: cpus }
 }
