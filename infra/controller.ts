@@ -114,7 +114,10 @@ export interface ControllerOptions {
   readonly networkImplementation?: NetworkImplementationConfig
   /** Jobs handled at once by this process (default `WORKER_CONCURRENCY`). */
   readonly concurrency?: number
-  /** Attaches and detaches park while their group's commit waits (`HandlerDeps.parkForCommit`). */
+  /**
+   * Attaches and detaches park while their group's commit waits (`HandlerDeps.parkForCommit`;
+   * default true).
+   */
   readonly parkForCommit?: boolean
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
   readonly reconcileEveryMs?: number
@@ -291,7 +294,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       ...(options.adminNetwork ? { admin: options.adminNetwork } : {}),
       ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
       ...(options.centralsOnDemand ? { centralsOnDemand: options.centralsOnDemand } : {}),
-      ...(options.parkForCommit ? { parkForCommit: true } : {}),
+      parkForCommit: options.parkForCommit ?? true,
     },
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.reconcileEveryMs !== undefined

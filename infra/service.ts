@@ -120,6 +120,7 @@ export async function startService(
     fabric: config.fabric,
     ...(config.dnsZone ? { dnsZone: config.dnsZone } : {}),
     geneveIpsec: config.geneveIpsec,
+    parkForCommit: config.parkForCommit,
     dhcpServers: config.dhcpServers,
     quotas: config.quotas,
     ...(config.maxCentrals !== undefined ? { maxCentrals: config.maxCentrals } : {}),

@@ -53,7 +53,7 @@ export type WorkerDeps = Omit<
  * parks while it waits for its children (`queues/children.ts`), but an attach waits in its
  * slot for its group's next NB commit, which the pace holds until the central's northd has
  * processed the last one (`COMMIT_PACE`, up to 3 s), unless `parkForCommit` parks it
- * meanwhile (`ParkedWork`; off by default, see `HandlerDeps.parkForCommit`). Waiting in
+ * meanwhile (`ParkedWork`; on by default, see `HandlerDeps.parkForCommit`). Waiting in
  * the slot, this number caps the attaches per second one process carries at about itself
  * divided by that wait (Little's law): the scale bench's steady 100/s into 10 groups of
  * 1,000 hosts (each central's commits ~3 s apart) finished at 60.5/s with 256 and 55/s

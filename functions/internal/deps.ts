@@ -176,10 +176,11 @@ export interface HandlerDeps {
   /**
    * An attach or detach whose group apply waits for the pace of its central's commits
    * parks meanwhile, its worker slot free (`ParkedWork`), instead of waiting in its slot.
-   * Off by default until measured more: of two `npm run bench -- scale` runs at 0.25 with
-   * it (2,600 attaches at once, 200 DPUs), one did the burst faster than without (62.9/s
-   * against 45.7/s), the other left most hosts unfinished past the round's bound, for a
-   * cause not yet found (docs/benchmarks.md).
+   * Absent: off (the controller, `startController`, turns it on unless told otherwise:
+   * `HYDRAZINE_PARK_FOR_COMMIT`). Waiting in the slot caps the attaches one process carries
+   * at its slots divided by the pace (see `WORKER_CONCURRENCY`); parked, the scale bench's
+   * 10,000 attaches went from 118.9/s to 177.5/s from a burst, and a steady 100/s from
+   * p95 60.1 s to 29.6 s (docs/benchmarks.md).
    */
   readonly parkForCommit?: boolean
   /**

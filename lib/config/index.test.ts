@@ -65,6 +65,16 @@ t.test('fabric, gRPC and paths from env; an empty variable is unset', async (t) 
   )
 })
 
+t.test('attaches park while their commit waits, unless told not to', async (t) => {
+  t.equal(loadConfig({}).parkForCommit, true, 'on by default')
+  t.equal(loadConfig({ HYDRAZINE_PARK_FOR_COMMIT: 'false' }).parkForCommit, false)
+  t.equal(loadConfig({ HYDRAZINE_PARK_FOR_COMMIT: 'true' }).parkForCommit, true)
+  t.throws(
+    () => loadConfig({ HYDRAZINE_PARK_FOR_COMMIT: 'no' }),
+    /HYDRAZINE_PARK_FOR_COMMIT: must be true or false/,
+  )
+})
+
 t.test('external services and BGP peers from env', async (t) => {
   const config = loadConfig({
     REDIS_URL: 'redis://10.0.0.5:6379/2',

@@ -211,6 +211,7 @@ const EnvSchema = v.object({
   HYDRAZINE_ADMIN_NETWORK: AdminNetworkVariable,
   HYDRAZINE_DNS_ZONE: DnsZoneVariable,
   HYDRAZINE_GENEVE_IPSEC: v.optional(v.picklist(['true', 'false'], 'must be true or false')),
+  HYDRAZINE_PARK_FOR_COMMIT: v.optional(v.picklist(['true', 'false'], 'must be true or false')),
   HYDRAZINE_METRICS_LISTEN: MetricsListenVariable,
   HYDRAZINE_METRICS_TOKEN: MetricsTokenVariable,
   LOG_LEVEL: v.optional(v.picklist(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`), 'info'),
@@ -421,6 +422,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...(admin ? { adminNetwork: admin } : {}),
     ...(c.HYDRAZINE_DNS_ZONE ? { dnsZone: c.HYDRAZINE_DNS_ZONE } : {}),
     geneveIpsec: c.HYDRAZINE_GENEVE_IPSEC === 'true',
+    parkForCommit: c.HYDRAZINE_PARK_FOR_COMMIT !== 'false',
     ...(metrics.metrics ? { metrics: metrics.metrics } : {}),
   }
 }

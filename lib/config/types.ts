@@ -191,6 +191,12 @@ export interface Config {
    */
   readonly geneveIpsec: boolean
   /**
+   * `HYDRAZINE_PARK_FOR_COMMIT` (true/false, default true): an attach or detach whose group
+   * apply waits for the pace of its central's commits gives its worker slot back meanwhile
+   * (`HandlerDeps.parkForCommit`).
+   */
+  readonly parkForCommit: boolean
+  /**
    * `HYDRAZINE_METRICS_LISTEN` (default 127.0.0.1:9464; `off`: absent) and
    * `HYDRAZINE_METRICS_TOKEN`: the Prometheus listener (`GET /metrics`), apart from the
    * API. Off loopback it requires the token and `tls` (lib/config/metrics.ts).

@@ -110,7 +110,6 @@ export async function crashPoints(t: Test, phase: 'attach' | 'delete'): Promise<
       const doomed = startWorkerProcess(p, {
         CRASH_AT: point,
         CRASH_MARK: mark,
-        PARK_FOR_COMMIT: '1',
       })
       t.teardown(() => stop(doomed.child))
       await doomed.ready
@@ -119,7 +118,7 @@ export async function crashPoints(t: Test, phase: 'attach' | 'delete'): Promise<
       t.equal(await doomed.exited, 'SIGKILL', 'the worker died at the checkpoint')
       t.ok(existsSync(mark))
 
-      const revived = startWorkerProcess(p, { PARK_FOR_COMMIT: '1' })
+      const revived = startWorkerProcess(p)
       t.teardown(() => stop(revived.child))
       await revived.ready
       await scenario

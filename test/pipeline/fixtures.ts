@@ -139,7 +139,7 @@ export async function startPipeline(
     logger?: Logger
     /** Jobs the controller's worker handles at once (default `WORKER_CONCURRENCY`). */
     concurrency?: number
-    /** Attaches and detaches park while their group's commit waits (default off). */
+    /** Attaches and detaches park while their group's commit waits (default on, as `npm start`). */
     parkForCommit?: boolean
     /** The provider's admin network (`HYDRAZINE_ADMIN_NETWORK`), synced every 200 ms. */
     adminNetwork?: AdminNetwork
@@ -210,7 +210,7 @@ export async function startPipeline(
     ...(options.geneveIpsec ? { geneveIpsec: true } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
-    ...(options.parkForCommit ? { parkForCommit: true } : {}),
+    ...(options.parkForCommit === false ? { parkForCommit: false } : {}),
     ...(options.adminNetwork ? { adminNetwork: options.adminNetwork, adminSyncEveryMs: 200 } : {}),
     ...(options.networkImplementation
       ? { networkImplementation: options.networkImplementation }

@@ -1,7 +1,7 @@
 /**
  * Hydrazine's workers as their own process, so tests can run several or SIGKILL one at a
  * chosen step. Env: REDIS_URL, OVN_NB and OVN_SB (a shared central) or OVN_CENTRALS_FILE
- * (each group's, run by the test's process), QUEUE_PREFIX, PARK_FOR_COMMIT=1 (optional);
+ * (each group's, run by the test's process), QUEUE_PREFIX, PARK_FOR_COMMIT=0 (optional: no parking);
  * CRASH_AT names a checkpoint where the process kills itself with SIGKILL (once: it leaves
  * CRASH_MARK behind).
  * Prints `READY` once it consumes the queue.
@@ -29,9 +29,9 @@ const controller = await startController({
   reconcileEveryMs: 0,
   prefix: env('QUEUE_PREFIX'),
   concurrency: Number(process.env.CONCURRENCY ?? 16),
-  // PARK_FOR_COMMIT=1: attaches and detaches park while their group's commit waits
-  // (`parkForCommit`, off by default), so that a crash while one is parked is tried too.
-  parkForCommit: process.env.PARK_FOR_COMMIT === '1',
+  // Attaches and detaches park while their group's commit waits (`parkForCommit`, on by
+  // default as in `npm start`); PARK_FOR_COMMIT=0 turns it off.
+  parkForCommit: process.env.PARK_FOR_COMMIT !== '0',
   lockDurationMs: 2000,
   logger: pino({ level: process.env.LOG_LEVEL ?? 'error' }, pino.destination(2)),
   checkpoint: (point) => {
