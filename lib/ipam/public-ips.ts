@@ -74,6 +74,29 @@ export function createPublicIps(redis: RedisClient, prefix: string) {
       return typeof hex === 'string' ? format(hex) : undefined
     },
 
+    /**
+     * Hands the public IP of `family` that `from` holds to `to`, never freeing it in
+     * between (a force-detached host's, held for its DPU's isolation); returns the address
+     * `to` holds, or undefined when neither holds one. Idempotent. A Conflict when `to`
+     * holds another address already.
+     */
+    async transferPublicIp(
+      from: string,
+      to: string,
+      family: 4 | 6 = 4,
+    ): Promise<string | undefined> {
+      checkId('owner', to)
+      const k = keys[family]
+      const [status, hex] = tuple(
+        await scripts.publicIpTransfer.run(redis, [k.registry, k.free, k.owners], [from, to]),
+      )
+      if (status === 'none' || hex === undefined) return undefined
+      if (status === 'held') {
+        throw new Conflict(`${to} holds public IP ${format(hex)} already`, to)
+      }
+      return format(hex)
+    },
+
     /** The public IP of `family` `owner` holds, or undefined: one read of the owners hash. */
     async publicIpOf(owner: string, family: 4 | 6 = 4): Promise<string | undefined> {
       const hex = await redis.hget(keys[family].owners, owner)

@@ -18,6 +18,7 @@ export const scripts = {
   publicIpUnregister: script('public-ip-unregister'),
   publicIpAllocate: script('public-ip-allocate'),
   publicIpRelease: script('public-ip-release'),
+  publicIpTransfer: script('public-ip-transfer'),
   fabricIdsAllocate: script('fabric-ids-allocate'),
   fabricIdsRelease: script('fabric-ids-release'),
 } as const

@@ -112,6 +112,22 @@ export class DpuRepository {
     await this.#redis.hdel(this.#keys.needsIsolation(dpuId), host)
   }
 
+  /**
+   * Records that `owner` (`isolationHoldOwner`) holds, for this DPU's pending isolation of
+   * `host`, what the host leaked or was given (`isolation-holds.ts`).
+   */
+  async recordIsolationHold(dpuId: string, owner: string, host: string): Promise<void> {
+    await this.#redis.hset(this.#keys.isolationHolds(dpuId), owner, host)
+  }
+  /** The holds this DPU's pending isolations keep: each owner with its host. */
+  async isolationHolds(dpuId: string): Promise<{ owner: string; host: string }[]> {
+    const holds = await this.#redis.hgetall(this.#keys.isolationHolds(dpuId))
+    return Object.entries(holds).map(([owner, host]) => ({ owner, host }))
+  }
+  async dropIsolationHold(dpuId: string, owner: string): Promise<void> {
+    await this.#redis.hdel(this.#keys.isolationHolds(dpuId), owner)
+  }
+
   /** The group whose own central the DPU's chassis follows (null: none recorded). */
   central(dpuId: string): Promise<string | null> {
     return this.#redis.get(this.#keys.dpuCentral(dpuId))

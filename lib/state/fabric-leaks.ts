@@ -14,6 +14,7 @@ import type { RedisClient } from '../redis/connection.ts'
 import { LuaScript } from '../redis/lua-script.ts'
 
 const claimScript = new LuaScript(new URL('./lua/leak-claim.lua', import.meta.url))
+const transferScript = new LuaScript(new URL('./lua/leak-transfer.lua', import.meta.url))
 
 export type LeakClaim =
   | { readonly ok: true }
@@ -46,6 +47,19 @@ export class FabricLeaks {
   /** Gives back every address `owner` holds. */
   async release(owner: string): Promise<void> {
     await this.claim(owner, [])
+  }
+
+  /**
+   * Hands every address `from` holds to `to` at once (no other owner can claim one in
+   * between), added to what `to` holds; returns what `to` holds now. Idempotent.
+   */
+  async transfer(from: string, to: string): Promise<string[]> {
+    const answer = await transferScript.run(
+      this.#redis,
+      [this.#byAddress, this.#byOwner],
+      [from, to],
+    )
+    return Array.isArray(answer) ? answer.map(String) : []
   }
 
   /** Who holds `address`, or undefined. */

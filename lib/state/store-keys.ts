@@ -62,6 +62,13 @@ export class StoreKeys {
     return `${this.prefix}dpu:${dpuId}:needs-isolation`
   }
   /**
+   * What a DPU may still announce for hosts force-detached from it (`isolation-holds.ts`):
+   * hash hold owner -> host.
+   */
+  isolationHolds(dpuId: string): string {
+    return `${this.prefix}dpu:${dpuId}:isolation-holds`
+  }
+  /**
    * An exclusive claim (its value: the holder's name), e.g. `natip:10.0.0.5`; `claim('')`
    * is the prefix every claim starts with.
    */
