@@ -105,6 +105,7 @@ export class HydrazineClient {
     this.dpus = new DpuRequests({
       store,
       queue,
+      ipam,
       heartbeats: deps.heartbeats,
       credentials: deps.credentials,
       policy,

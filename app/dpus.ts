@@ -12,6 +12,7 @@ import { DpuId } from '../lib/model/labels.ts'
 import { type Dpu, DpuSpec, Rfc1123Label } from '../lib/model/objects.ts'
 import type { Caller } from '../lib/model/placement.ts'
 import { admittedNatIpMessage, natIpsAdmitted } from '../lib/model/southbound-admission.ts'
+import { type HeldPublicIps, releaseIsolationHolds } from '../lib/state/isolation-holds.ts'
 import type { StateStore } from '../lib/state/store.ts'
 import type { ControllerQueue } from '../queues/producer.ts'
 import {
@@ -33,6 +34,8 @@ export interface DpuDeps {
   readonly store: StateStore
   readonly queue: ControllerQueue
   readonly heartbeats: Pick<Heartbeats, 'forget'>
+  /** The public-IP pool, for what a deleted DPU's pending isolations held. */
+  readonly ipam: HeldPublicIps
   readonly credentials?: DpuCredentialIssuer | undefined
   /** The operator's rules a DPU's addresses must follow (`southboundCidrs`). */
   readonly policy?: Pick<ClientPolicy, 'southboundCidrs'>
@@ -65,12 +68,21 @@ export class DpuRequests {
     return { object, changed }
   }
 
-  /** Removes a DPU from the inventory; refused (409) while it serves a host. Its credentials stop working. */
+  /**
+   * Removes a DPU from the inventory; refused (409) while it serves a host. Its credentials
+   * stop working. What its pending isolations held (a Fabric host force-detached while it
+   * was silent: the addresses it leaked, its public IPs) is given back: the DPU is gone, or
+   * the operator re-provisions it. A DELETE run again after a cut gives back what is left.
+   */
   async delete(id: string): Promise<void> {
-    const { store, heartbeats, credentials } = this.#deps
+    const { store, heartbeats, credentials, ipam } = this.#deps
     validate(Rfc1123Label, id, 'id')
-    if (!(await store.dpus.get(id))) throw new NotFoundError('DPU', id)
+    if (!(await store.dpus.get(id))) {
+      await releaseIsolationHolds({ store, ipam }, id)
+      throw new NotFoundError('DPU', id)
+    }
     await store.dpus.delete(id)
+    await releaseIsolationHolds({ store, ipam }, id)
     // Gone from the inventory, it is no longer listed as a DPU once seen.
     await heartbeats.forget(id)
     await store.dpuHealth.remove(id)

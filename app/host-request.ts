@@ -18,6 +18,7 @@ import {
 import type { Caller } from '../lib/model/placement.ts'
 import { RESERVED_HOST_NAMES } from '../lib/ovn/index.ts'
 import type { FabricLeaks } from '../lib/state/fabric-leaks.ts'
+import { parseIsolationHoldOwner } from '../lib/state/isolation-holds.ts'
 import { StoreConflict } from '../lib/state/store.ts'
 import { refuseAdminPort } from './admin-network.ts'
 import { LeakedAddressTaken, NameTaken, ValidationError, validate } from './errors.ts'
@@ -44,13 +45,21 @@ function fabricHostsUnavailable(group: string): ValidationError {
 /**
  * A Fabric host leaking an address another host leaks already: the fabric's border holds
  * every leaked address in one table, so each must be unique (HTTP 409, naming the field).
- * The holder is not named: it may be another tenant's.
+ * The holder is not named: it may be another tenant's. An address a force-detached host
+ * leaked is held by its DPU's pending isolation (`isolation-holds.ts`): the 409 says which
+ * DPU must confirm it first.
  */
-export function leakedAddressTaken(field: string, address: string): LeakedAddressTaken {
+export function leakedAddressTaken(
+  field: string,
+  address: string,
+  heldFor?: { readonly dpuId: string },
+): LeakedAddressTaken {
   return new LeakedAddressTaken([
     {
       path: field,
-      message: `${address} is leaked at the fabric's border by another host already: an address a FabricAccess or PublicAccess host is reached at must be unique in the fabric; choose another, or use hostAccess None`,
+      message: heldFor
+        ? `${address} is held until DPU ${heldFor.dpuId} confirms isolation of the host that leaked it (it was detached without its DPU's ack, and the DPU may still announce it at the fabric's border); choose another, or use hostAccess None`
+        : `${address} is leaked at the fabric's border by another host already: an address a FabricAccess or PublicAccess host is reached at must be unique in the fabric; choose another, or use hostAccess None`,
     },
   ])
 }
@@ -69,7 +78,8 @@ export async function refuseTakenLeak(
   if (request.hostIP === undefined) return
   const address = formatIp(parseIp(request.hostIP))
   const holder = await leaks.holderOf(address)
-  if (holder !== undefined && holder !== name) throw leakedAddressTaken('hostIP', address)
+  if (holder === undefined || holder === name) return
+  throw leakedAddressTaken('hostIP', address, parseIsolationHoldOwner(holder))
 }
 
 /** Whether the controller reported the Fabric group cannot be built here. */

@@ -18,7 +18,7 @@ import { clearIsolatedStaleBindings } from './internal/agent-jobs.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { recordDpuEvent } from './internal/dpu-events.ts'
 
-export type AdminSyncDeps = Pick<HandlerDeps, 'store' | 'jobs' | 'children'> & {
+export type AdminSyncDeps = Pick<HandlerDeps, 'store' | 'jobs' | 'children' | 'ipam'> & {
   readonly admin: AdminNetwork
 }
 
@@ -132,7 +132,7 @@ async function hostsOf(deps: AdminSyncDeps, dpus: readonly Dpu[]): Promise<Manag
 
 /**
  * Per DPU, the force-detached hosts it has not confirmed isolated yet; those it has (its
- * agent acked their `isolate`) are cleared first.
+ * agent acked their `isolate`) are cleared first, and what was held for them given back.
  */
 async function unconfirmedOf(
   deps: AdminSyncDeps,
@@ -140,7 +140,10 @@ async function unconfirmedOf(
 ): Promise<Map<string, string[]>> {
   const unconfirmed = new Map<string, string[]>()
   for (const dpu of dpus) {
-    if ((await deps.store.dpus.needsIsolation(dpu.name)).length === 0) continue
+    const pending =
+      (await deps.store.dpus.needsIsolation(dpu.name)).length > 0 ||
+      (await deps.store.dpus.isolationHolds(dpu.name)).length > 0
+    if (!pending) continue
     await clearIsolatedStaleBindings(deps, dpu.name)
     const left = (await deps.store.dpus.needsIsolation(dpu.name)).map((s) => s.host)
     if (left.length > 0) unconfirmed.set(dpu.name, left)

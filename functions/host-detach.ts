@@ -5,10 +5,18 @@ import { deletionVersion, HostDetachJob, jobId } from '../lib/jobs/index.ts'
 import { implementationOf } from '../lib/model/network-implementation.ts'
 import type { ManagedResource } from '../lib/model/objects.ts'
 import { topologyNames } from '../lib/ovn/index.ts'
+import {
+  heldList,
+  holdUntilIsolated,
+  type IsolationHold,
+  isolationHoldOwner,
+  releaseIsolationHold,
+} from '../lib/state/isolation-holds.ts'
 import { addIsolate, boundOnDpu, fabricIsolateAck, isolateAck } from './internal/agent-jobs.ts'
 import { centralMayStop } from './internal/central-demand.ts'
 import { leaveGroupSouthbound } from './internal/chassis-credentials.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
+import { recordDpuEvent } from './internal/dpu-events.ts'
 import { AwaitingAck, failOrRetry } from './internal/errors.ts'
 import { isolateFabricHost } from './internal/fabric-host.ts'
 import { GroupGone } from './internal/group-apply.ts'
@@ -24,6 +32,11 @@ export interface HostDetachResult {
   /** True when the DPU agent acked that the host port is unbound. */
   readonly agentAcked: boolean
   readonly releasedIp: string | null
+  /**
+   * Forced, its DPU silent (a Fabric host): the leaked addresses and public IPs held until
+   * that DPU confirms the host isolated.
+   */
+  readonly heldUntilIsolated?: readonly string[]
   readonly skipped?: string
 }
 
@@ -43,7 +56,9 @@ export interface HostDetachResult {
  *
  * `force` does not wait for an agent that is gone: the DPU is marked as needing
  * isolation before it may serve another tenant (a Fabric host's: its port out of its
- * group's VRF and its prefixes withdrawn).
+ * group's VRF and its prefixes withdrawn). A Fabric host's DPU announces the host's
+ * addresses itself: what it leaked at the border and its public IPs stay held by that
+ * DPU's pending isolation until the DPU confirms it (`lib/state/isolation-holds.ts`).
  */
 export function createHostDetach(deps: HandlerDeps) {
   // Detaches parked while their group's commit waits for its pace, by job.
@@ -275,10 +290,21 @@ async function releaseWhenIsolated(
     )
   }
   await deps.checkpoint('detach:acked')
-  // What a Fabric host leaked at the border: its DPU no longer marks it.
-  await deps.store.fabricLeaks.release(host.name)
-  await deps.ipam.releasePublicIp(host.name)
-  await deps.ipam.releasePublicIp(host.name, 6)
+  // Forced, a Fabric host's DPU that did not ack may still announce what the host leaked
+  // and its public IP: they stay held for that DPU's isolation, not given back. (An
+  // Overlay host's public IP is a NAT rule of its group's NB, gone with the apply above,
+  // and announced by Hydrazine's FRR, whose withdraw was waited for: its DPU announces
+  // nothing of it, so it goes back to the pool at once.)
+  const held = fabric && !acked ? await holdForIsolation(deps, host) : undefined
+  if (!held) {
+    // What a Fabric host leaked at the border: its DPU no longer marks it.
+    await deps.store.fabricLeaks.release(host.name)
+    await deps.ipam.releasePublicIp(host.name)
+    await deps.ipam.releasePublicIp(host.name, 6)
+    // A run cut after it held them, its DPU's ack come since: given back as well.
+    const owner = isolationHoldOwner(spec.dpu.id, host.name, host.specVersion)
+    if (fabric) await releaseIsolationHold(deps, spec.dpu.id, owner)
+  }
   const releasedIp = (await deps.ipam.release(spec.resourceGroup, host.name)) ?? null
   await deps.ipam.release(spec.resourceGroup, ipv6OwnerOf(host.name))
   await deps.checkpoint('detach:released')
@@ -294,5 +320,46 @@ async function releaseWhenIsolated(
   void deps.groupHosts?.touch(spec.resourceGroup)
   // Its group's last host: the central stops after the grace period (centrals on demand).
   await centralMayStop(deps, spec.resourceGroup)
-  return { host: host.name, phase: 'Isolated', agentAcked: acked, releasedIp }
+  return {
+    host: host.name,
+    phase: 'Isolated',
+    agentAcked: acked,
+    releasedIp,
+    ...(held ? { heldUntilIsolated: [...new Set([...held.addresses, ...held.publicIps])] } : {}),
+  }
+}
+
+/**
+ * A forced detach of a Fabric host whose DPU did not ack its `isolate`: the addresses it
+ * leaked and its public IPs are handed to the DPU's pending isolation (`isolation-holds.ts`),
+ * given back once the DPU confirms it (`clearIsolatedStaleBindings`) or leaves the
+ * inventory; recorded as an event of the DPU. Undefined when nothing needs holding (it
+ * leaked nothing, or its DPU acked in the meantime).
+ */
+async function holdForIsolation(
+  deps: HandlerDeps,
+  host: ManagedResource,
+): Promise<IsolationHold | undefined> {
+  const dpuId = host.spec.dpu.id
+  const hold = await holdUntilIsolated(deps, dpuId, host.name, host.specVersion)
+  const key = { dpuId, host: host.name, specVersion: host.specVersion }
+  // Its ack may have come, and been seen by a confirmation run before the hold was
+  // recorded: nobody would give it back then.
+  const ack = await fabricIsolateAck(deps, key)
+  const confirmed = ack.state === 'acked' && ack.value.withdrawn
+  if (confirmed || (hold.addresses.length === 0 && hold.publicIps.length === 0)) {
+    await releaseIsolationHold(deps, dpuId, hold.owner)
+    return undefined
+  }
+  await recordDpuEvent(
+    deps.store,
+    dpuId,
+    {
+      type: 'Warning',
+      reason: 'HeldUntilIsolated',
+      message: `host ${host.name} was detached without DPU ${dpuId}'s ack: ${heldList(hold)} held until DPU ${dpuId} confirms isolation of ${host.name} (or leaves the inventory)`,
+    },
+    { group: host.spec.resourceGroup },
+  )
+  return hold
 }

@@ -21,7 +21,13 @@ import {
   IsolateAck,
   type IsolatePayloadV1,
 } from '../../lib/agent-protocol/index.ts'
+import {
+  heldList,
+  parseIsolationHoldOwner,
+  releaseIsolationHold,
+} from '../../lib/state/isolation-holds.ts'
 import type { ChildRef, HandlerDeps } from './deps.ts'
+import { recordDpuEvent } from './dpu-events.ts'
 import { type Ack, readAck } from './errors.ts'
 
 type IsolateInput = Omit<IsolatePayloadV1, 'protocolVersion'>
@@ -201,11 +207,28 @@ export async function isolateStaleBindings(
   return refs
 }
 
-/** Stale bindings this DPU's agent acked as unbound (withdrawn) no longer need isolation. */
+/**
+ * Stale bindings this DPU's agent acked as unbound (withdrawn) no longer need isolation.
+ * What a Fabric host's forced detach left held for the DPU's isolation (its leaked
+ * addresses, its public IPs: `isolation-holds.ts`) is given back first, each hold once its
+ * own `isolate` is acked withdrawn, and recorded as an event of the DPU.
+ */
 export async function clearIsolatedStaleBindings(
-  deps: Pick<HandlerDeps, 'children' | 'store'>,
+  deps: Pick<HandlerDeps, 'children' | 'store' | 'ipam'>,
   dpuId: string,
 ): Promise<void> {
+  for (const { owner } of await deps.store.dpus.isolationHolds(dpuId)) {
+    const named = parseIsolationHoldOwner(owner)
+    if (!named) continue
+    const ack = await fabricIsolateAck(deps, named)
+    if (ack.state !== 'acked' || !ack.value.withdrawn) continue
+    const released = await releaseIsolationHold(deps, dpuId, owner)
+    await recordDpuEvent(deps.store, dpuId, {
+      type: 'Normal',
+      reason: 'IsolationConfirmed',
+      message: `DPU ${dpuId} confirmed it withdrew host ${named.host}: ${heldList(released)} given back`,
+    })
+  }
   for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
     const key = { dpuId, host: stale.host, specVersion: stale.specVersion }
     const done = stale.fabric

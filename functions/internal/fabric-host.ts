@@ -19,6 +19,7 @@ import { HydrazineError } from '../../lib/errors.ts'
 import type { FabricIds } from '../../lib/ipam/index.ts'
 import type { ManagedResource, ResourceGroup } from '../../lib/model/objects.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
+import { parseIsolationHoldOwner } from '../../lib/state/isolation-holds.ts'
 import {
   addFabricConfigure,
   addFabricIsolate,
@@ -57,15 +58,21 @@ export class FabricAccessNotAvailable extends HydrazineError {
   }
 }
 
-/** Another host leaks an address this host would leak: the border's table holds one of each. */
+/**
+ * Another host leaks an address this host would leak: the border's table holds one of each.
+ * `heldFor`: a force-detached host leaked it, and its DPU has not confirmed it withdrew it.
+ */
 export class LeakedAddressHeld extends HydrazineError {
   constructor(
     readonly host: string,
     readonly address: string,
+    readonly heldFor?: { readonly dpuId: string },
   ) {
     super(
       'CONFLICT',
-      `host ${host} would leak ${address} at the fabric's border, where another host leaks it already; a leaked address must be unique in the fabric: choose another hostIP, or use hostAccess None`,
+      heldFor
+        ? `host ${host} would leak ${address} at the fabric's border, which is held until DPU ${heldFor.dpuId} confirms isolation of the host that leaked it (detached without its DPU's ack: the DPU may still announce it); choose another hostIP, or use hostAccess None`
+        : `host ${host} would leak ${address} at the fabric's border, where another host leaks it already; a leaked address must be unique in the fabric: choose another hostIP, or use hostAccess None`,
     )
   }
 }
@@ -188,7 +195,8 @@ export async function convergeFabricHost(
     ...new Set([...(await deps.store.fabricLeaks.heldBy(host.name)), ...leaked]),
   ])
   if (!claim.ok) {
-    await refuse(new LeakedAddressHeld(host.name, claim.address), 'LeakedAddressHeld')
+    const heldFor = parseIsolationHoldOwner(claim.holder)
+    await refuse(new LeakedAddressHeld(host.name, claim.address, heldFor), 'LeakedAddressHeld')
   }
   await setHostStatus(deps, host, {
     attempt: host.attempt,

@@ -101,3 +101,128 @@ t.test('Fabric access levels on a running pipeline', async (t) => {
     await p.controller.ipam.releasePublicIp(host)
   })
 })
+
+t.test(
+  "a forced detach keeps what the host's silent DPU may still announce held until it confirms isolation",
+  async (t) => {
+    const p = await startPipeline(t, {
+      networkImplementation: { defaultType: 'Fabric', fabricRanges: RANGES, fabricAsn: 65001 },
+    })
+    const { store, ipam } = p.controller
+    const FABRIC = ['3.1']
+    const silent = await p.agent('dpu-1', { protocolVersions: FABRIC })
+    await p.agent('dpu-2', { protocolVersions: FABRIC })
+    await ipam.registerPublicIp('203.0.113.70')
+    await ipam.registerPublicIp('203.0.113.71')
+    // Two tenants, the same CIDR: the border's table of leaked addresses is one.
+    await p.client.applyGroup('fab-a', groupSpec('tenant-a'))
+    await p.client.applyGroup('fab-b', groupSpec('tenant-b'))
+    for (const g of ['fab-a', 'fab-b']) {
+      await until(
+        () => store.groups.get(g),
+        (group: ResourceGroup | undefined) => group?.status.phase === 'Ready',
+      )
+    }
+    const ready = (name: string) =>
+      until(
+        () => store.hosts.get(name),
+        (h) => h?.status.phase === 'Ready' || h?.status.phase === 'Failed',
+      )
+    const publicOf = async (ip: string) =>
+      (await ipam.listPublicIps()).find((entry) => entry.ip === ip)
+
+    await p.client.applyHost(
+      'pa-1',
+      hostSpec('fab-a', 'dpu-1', 1, { hostIP: '10.10.10.40', hostAccess: 'PublicAccess' }),
+    )
+    const attached = await ready('pa-1')
+    t.equal(attached?.status.phase, 'Ready', "tenant a's PublicAccess host is Ready on dpu-1")
+    t.equal(attached?.status.hostAccessIPs?.publicIP, '203.0.113.70', 'its public IP')
+    t.equal(await store.fabricLeaks.holderOf('10.10.10.40'), 'pa-1', 'it leaks its hostIP')
+
+    // dpu-1 goes silent: no agent answers its queue. The detach cannot wait for it.
+    await silent.close()
+    await p.client.deleteHost('pa-1', { force: true })
+    await until(
+      () => store.hosts.get('pa-1'),
+      (h) => h === undefined,
+    )
+    const owner = /^dpu:dpu-1:isolates:pa-1:\d+$/
+    t.match(
+      await store.fabricLeaks.holderOf('10.10.10.40'),
+      owner,
+      "its hostIP is held by dpu-1's pending isolation, not given back",
+    )
+    t.match(
+      await store.fabricLeaks.holderOf('203.0.113.70'),
+      owner,
+      'and so is its leaked public IP',
+    )
+    t.match(
+      await publicOf('203.0.113.70'),
+      { allocated: true, allocatedTo: owner },
+      'the pool lists the public IP as held for that isolation',
+    )
+    const events = await p.client.events('dpu', 'dpu-1')
+    t.match(
+      events.find((e) => e.reason === 'HeldUntilIsolated')?.message,
+      /10\.10\.10\.40, 203\.0\.113\.70 held until DPU dpu-1 confirms isolation of pa-1/,
+      "the DPU's events say what is held and why",
+    )
+
+    // Tenant b asks for the same leaked address: refused at once, naming it and why.
+    const refused = await p.client
+      .applyHost(
+        'pb-1',
+        hostSpec('fab-b', 'dpu-2', 1, { hostIP: '10.10.10.40', hostAccess: 'FabricAccess' }),
+      )
+      .catch((e: unknown) => e)
+    t.ok(refused instanceof LeakedAddressTaken, '409')
+    t.match((refused as LeakedAddressTaken).issues, [
+      {
+        path: 'hostIP',
+        message: /10\.10\.10\.40 is held until DPU dpu-1 confirms isolation/,
+      },
+    ])
+    t.equal(await store.hosts.get('pb-1'), undefined, 'nothing stored')
+    // A new PublicAccess host is not given the public IP dpu-1 may still announce.
+    await p.client.applyHost(
+      'pb-2',
+      hostSpec('fab-b', 'dpu-2', 2, { hostIP: '10.10.10.41', hostAccess: 'PublicAccess' }),
+    )
+    const other = await ready('pb-2')
+    t.equal(other?.status.phase, 'Ready', "tenant b's PublicAccess host is Ready")
+    t.equal(other?.status.hostAccessIPs?.publicIP, '203.0.113.71', 'with the other public IP')
+
+    // dpu-1 comes back: its agent takes the queued isolate. The next host there waits for
+    // it, and once the DPU confirmed, what was held goes back.
+    await p.agent('dpu-1', { protocolVersions: FABRIC })
+    await p.client.applyHost('pa-2', hostSpec('fab-a', 'dpu-1', 2, { hostIP: '10.10.10.42' }))
+    t.equal((await ready('pa-2'))?.status.phase, 'Ready', 'a host of tenant a on dpu-1 again')
+    await until(
+      () => store.fabricLeaks.holderOf('10.10.10.40'),
+      (holder) => holder === undefined,
+    )
+    t.pass('the hostIP is free once dpu-1 confirmed it withdrew pa-1')
+    t.equal(await store.fabricLeaks.holderOf('203.0.113.70'), undefined, 'the public IP too')
+    t.same(
+      await publicOf('203.0.113.70'),
+      { ip: '203.0.113.70', allocated: false },
+      'back in the pool',
+    )
+    t.same(await store.dpus.isolationHolds('dpu-1'), [], 'no hold left on dpu-1')
+    t.match(
+      (await p.client.events('dpu', 'dpu-1')).find((e) => e.reason === 'IsolationConfirmed')
+        ?.message,
+      /DPU dpu-1 confirmed it withdrew host pa-1: 10\.10\.10\.40, 203\.0\.113\.70 given back/,
+    )
+    const now = await p.client.applyHost(
+      'pb-1',
+      hostSpec('fab-b', 'dpu-2', 1, { hostIP: '10.10.10.40', hostAccess: 'PublicAccess' }),
+    )
+    t.ok(now.jobId, "tenant b's host at that address is accepted now")
+    const taken = await ready('pb-1')
+    t.equal(taken?.status.phase, 'Ready')
+    t.equal(taken?.status.hostAccessIPs?.publicIP, '203.0.113.70', 'given the freed public IP')
+  },
+)

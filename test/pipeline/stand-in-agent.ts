@@ -3,11 +3,14 @@
  * leaving in the SB what ovn-controller would (through `FakeChassis`). Re-exported by
  * `fixtures.ts`.
  */
+import { isIPv4 } from 'node:net'
 import { type Job, UnrecoverableError, Worker } from 'bullmq'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import {
   agentQueueName,
   type ConfigureAck,
+  type FabricConfigureAck,
+  type FabricIsolateAck,
   type Heartbeat,
   type IsolateAck,
   parseAgentJob,
@@ -66,6 +69,8 @@ export async function startStandInAgent(
       if (refuseIsolate && job.name === 'isolate') {
         throw new UnrecoverableError('ovs-vsctl del-port failed: the host port is busy')
       }
+      // A Fabric host's job (protocol 3): its VRF and announcements, no OVN.
+      if (String(job.data?.protocolVersion).startsWith('3.')) return answerFabric(dpuId, job)
       const ack = await answer(dpuId, job, chassis, stopping.signal)
       return tamper ? tamper(ack) : ack
     },
@@ -73,11 +78,16 @@ export async function startStandInAgent(
   )
   worker.on('error', () => {})
   await worker.waitUntilReady()
-  const close = async () => {
-    stopping.abort(new Error(`the agent of ${dpuId} stopped`))
-    await worker.close()
-    if (protocolVersions) await heartbeats.remove(dpuId)
-    connection.disconnect()
+  // Once: a test may stop it (its DPU goes silent) before its teardown does.
+  let closed: Promise<void> | undefined
+  const close = () => {
+    closed ??= (async () => {
+      stopping.abort(new Error(`the agent of ${dpuId} stopped`))
+      await worker.close()
+      if (protocolVersions) await heartbeats.remove(dpuId)
+      connection.disconnect()
+    })()
+    return closed
   }
   t.teardown(close)
   return { jobs, close }
@@ -153,4 +163,34 @@ export async function answer(
     chassis: dpuId,
     observed: observed(dpuId),
   }
+}
+
+/**
+ * What a DPU agent does for a Fabric host's job (protocol 3): puts it in its group's VRF and
+ * announces its addresses (and public IP) from there, or withdraws them.
+ */
+function answerFabric(dpuId: string, job: Job): FabricConfigureAck | FabricIsolateAck {
+  const data = job.data as {
+    specVersion: number
+    protocolVersion: string
+    group: { vni: number }
+    host: { name: string; hostPort?: string; addresses: string[]; publicIp?: string }
+  }
+  const hostPort = data.host.hostPort ?? 'pf0hpf'
+  const common = {
+    dpuId,
+    specVersion: data.specVersion,
+    protocolVersion: data.protocolVersion,
+    hostPort,
+    chassis: dpuId,
+  }
+  if (job.name === 'configure') {
+    const prefixes = [...data.host.addresses, ...(data.host.publicIp ? [data.host.publicIp] : [])]
+    return {
+      ...common,
+      vrf: `vrf${data.group.vni}`,
+      announced: prefixes.map((a) => `${a}/${isIPv4(a) ? 32 : 128}`),
+    }
+  }
+  return { ...common, withdrawn: true }
 }
