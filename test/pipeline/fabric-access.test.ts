@@ -143,9 +143,13 @@ t.test(
     // dpu-1 goes silent: no agent answers its queue. The detach cannot wait for it.
     await silent.close()
     await p.client.deleteHost('pa-1', { force: true })
-    await until(
-      () => store.hosts.get('pa-1'),
-      (h) => h === undefined,
+    t.equal(
+      await until(
+        () => store.hosts.get('pa-1'),
+        (h) => h === undefined,
+      ),
+      undefined,
+      'pa-1 is gone',
     )
     const owner = /^dpu:dpu-1:isolates:pa-1:\d+$/
     t.match(
@@ -196,14 +200,20 @@ t.test(
 
     // dpu-1 comes back: its agent takes the queued isolate. The next host there waits for
     // it, and once the DPU confirmed, what was held goes back.
-    await p.agent('dpu-1', { protocolVersions: FABRIC })
-    await p.client.applyHost('pa-2', hostSpec('fab-a', 'dpu-1', 2, { hostIP: '10.10.10.42' }))
-    t.equal((await ready('pa-2'))?.status.phase, 'Ready', 'a host of tenant a on dpu-1 again')
-    await until(
-      () => store.fabricLeaks.holderOf('10.10.10.40'),
-      (holder) => holder === undefined,
+    const back = await p.agent('dpu-1', { protocolVersions: FABRIC })
+    await p.client.applyHost(
+      'pa-2',
+      hostSpec('fab-a', 'dpu-1', 2, { hostIP: '10.10.10.42', hostAccess: 'FabricAccess' }),
     )
-    t.pass('the hostIP is free once dpu-1 confirmed it withdrew pa-1')
+    t.equal((await ready('pa-2'))?.status.phase, 'Ready', 'a host of tenant a on dpu-1 again')
+    t.equal(
+      await until(
+        () => store.fabricLeaks.holderOf('10.10.10.40'),
+        (holder) => holder === undefined,
+      ),
+      undefined,
+      'the hostIP is free once dpu-1 confirmed it withdrew pa-1',
+    )
     t.equal(await store.fabricLeaks.holderOf('203.0.113.70'), undefined, 'the public IP too')
     t.same(
       await publicOf('203.0.113.70'),
@@ -224,5 +234,25 @@ t.test(
     const taken = await ready('pb-1')
     t.equal(taken?.status.phase, 'Ready')
     t.equal(taken?.status.hostAccessIPs?.publicIP, '203.0.113.70', 'given the freed public IP')
+
+    // dpu-1 silent again, its host force-detached: held, until dpu-1 leaves the inventory.
+    await back.close()
+    await p.client.deleteHost('pa-2', { force: true })
+    t.equal(
+      await until(
+        () => store.hosts.get('pa-2'),
+        (h) => h === undefined,
+      ),
+      undefined,
+      'pa-2 is gone',
+    )
+    t.match(await store.fabricLeaks.holderOf('10.10.10.42'), /^dpu:dpu-1:isolates:pa-2:\d+$/)
+    await p.client.deleteDpu('dpu-1')
+    t.equal(
+      await store.fabricLeaks.holderOf('10.10.10.42'),
+      undefined,
+      'a DPU gone from the inventory holds nothing',
+    )
+    t.same(await store.dpus.isolationHolds('dpu-1'), [])
   },
 )
