@@ -4,7 +4,7 @@ import { agentQueueName, type Heartbeat } from '../lib/agent-protocol/index.ts'
 import { redriveHost } from '../lib/jobs/redrive.ts'
 import { type ManagedResource, setCondition } from '../lib/model/objects.ts'
 import type { DpuHealthRecord, DpuHealthRecords, Stray } from '../lib/state/dpu-health.ts'
-import { addFabricIsolate, addIsolate } from './internal/agent-jobs.ts'
+import { addFabricIsolate, addIsolate, clearIsolatedStaleBindings } from './internal/agent-jobs.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { recordDpuEvent } from './internal/dpu-events.ts'
 import {
@@ -27,7 +27,7 @@ import {
 
 export type DpuHealthDeps = Pick<
   HandlerDeps,
-  'store' | 'children' | 'agents' | 'jobs' | 'groupHosts'
+  'store' | 'children' | 'agents' | 'jobs' | 'groupHosts' | 'ipam'
 > & {
   readonly heartbeats: Pick<Heartbeats, 'list'>
   readonly records: Pick<DpuHealthRecords, 'readAll' | 'write'>
@@ -112,7 +112,10 @@ const STATE_EVENTS: Record<DpuState, { type: 'Normal' | 'Warning'; reason: strin
  *    (`REPAIR_GRACE_INTERVALS`) passed, before the next. Its Fabric groups' VRFs
  *    (`observed.vrfs`) likewise (`fabric-observed.ts`): a Ready Fabric host whose VRF,
  *    port or announced prefix is gone is re-driven (`RouteLost`); a VRF port, or an empty
- *    VRF, no live host wants gets a Fabric `isolate` (`StrayVrfIsolated`).
+ *    VRF, no live host wants gets a Fabric `isolate` (`StrayVrfIsolated`);
+ * 4. while it is Online and its pending isolations hold addresses (a Fabric host
+ *    force-detached while it was silent, `isolation-holds.ts`; the DPUs holding any are one
+ *    read a run), gives back those whose `isolate` it acked (`clearIsolatedStaleBindings`).
  *
  * With bounds (`usage`, `producerUsage`), at most once per their `everyMs` it also measures
  * what each DPU and each queue producer holds in the agents' Redis and revokes the
@@ -171,12 +174,14 @@ async function boundProducers(
 }
 
 async function runOnce(deps: DpuHealthDeps, now: Date, measure: boolean): Promise<DpuHealthResult> {
-  const [beats, hosts, read, inventory] = await Promise.all([
+  const [beats, hosts, read, inventory, holding] = await Promise.all([
     deps.heartbeats.list(),
     deps.store.hosts.list(),
     deps.records.readAll(),
     deps.store.dpus.list(),
+    deps.store.dpus.dpusHolding(),
   ])
+  const holds = new Set(holding)
   const hostPortsOf = new Map(inventory.map((d) => [d.name, d.spec.hostPorts]))
   const dpus: { id: string; state: DpuState; lastHeartbeat: string }[] = []
   const conditions: HealthWritten[] = []
@@ -207,6 +212,11 @@ async function runOnce(deps: DpuHealthDeps, now: Date, measure: boolean): Promis
     const state = dpuStateOf(beat, now)
     dpus.push({ id: beat.dpuId, state, lastHeartbeat: beat.at })
     try {
+      // A DPU back that acked the isolate of a host force-detached from it: what was held
+      // for it (its leaked addresses, public IPs) goes back without waiting for its next host.
+      if (state === 'Online' && holds.has(beat.dpuId)) {
+        await clearIsolatedStaleBindings(deps, beat.dpuId)
+      }
       const done = await checkDpu(deps, beat, state, hosts, records.get(beat.dpuId), now)
       conditions.push(...done.conditions)
       repairs.push(...done.repairs)

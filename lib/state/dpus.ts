@@ -15,6 +15,7 @@ import { type PutResult, type SpecWrites, StoreConflict } from './spec-writes.ts
 import type { StoreKeys } from './store-keys.ts'
 
 const purgeScript = new LuaScript(new URL('./lua/purge.lua', import.meta.url))
+const holdScript = new LuaScript(new URL('./lua/isolation-hold.lua', import.meta.url))
 
 /** A host binding a DPU may still hold after a forced detach. */
 export interface StaleBinding {
@@ -117,7 +118,7 @@ export class DpuRepository {
    * `host`, what the host leaked or was given (`isolation-holds.ts`).
    */
   async recordIsolationHold(dpuId: string, owner: string, host: string): Promise<void> {
-    await this.#redis.hset(this.#keys.isolationHolds(dpuId), owner, host)
+    await this.#hold('record', dpuId, owner, host)
   }
   /** The holds this DPU's pending isolations keep: each owner with its host. */
   async isolationHolds(dpuId: string): Promise<{ owner: string; host: string }[]> {
@@ -125,7 +126,18 @@ export class DpuRepository {
     return Object.entries(holds).map(([owner, host]) => ({ owner, host }))
   }
   async dropIsolationHold(dpuId: string, owner: string): Promise<void> {
-    await this.#redis.hdel(this.#keys.isolationHolds(dpuId), owner)
+    await this.#hold('drop', dpuId, owner, '')
+  }
+  /** The DPUs whose pending isolations keep any hold (one read). */
+  dpusHolding(): Promise<string[]> {
+    return this.#redis.smembers(this.#keys.dpusHolding)
+  }
+  async #hold(action: 'record' | 'drop', dpuId: string, owner: string, host: string) {
+    await holdScript.run(
+      this.#redis,
+      [this.#keys.isolationHolds(dpuId), this.#keys.dpusHolding],
+      [action, dpuId, owner, host],
+    )
   }
 
   /** The group whose own central the DPU's chassis follows (null: none recorded). */

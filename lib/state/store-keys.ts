@@ -68,6 +68,10 @@ export class StoreKeys {
   isolationHolds(dpuId: string): string {
     return `${this.prefix}dpu:${dpuId}:isolation-holds`
   }
+  /** The DPUs that keep any such hold. */
+  get dpusHolding(): string {
+    return `${this.prefix}dpus:isolation-holds`
+  }
   /**
    * An exclusive claim (its value: the holder's name), e.g. `natip:10.0.0.5`; `claim('')`
    * is the prefix every claim starts with.

@@ -235,7 +235,8 @@ t.test(
     t.equal(taken?.status.phase, 'Ready')
     t.equal(taken?.status.hostAccessIPs?.publicIP, '203.0.113.70', 'given the freed public IP')
 
-    // dpu-1 silent again, its host force-detached: held, until dpu-1 leaves the inventory.
+    // dpu-1 silent again, its host force-detached: held, until dpu-1 comes back and
+    // `dpu.health` (it heartbeats again) sees the isolate acked: no new host needed.
     await back.close()
     await p.client.deleteHost('pa-2', { force: true })
     t.equal(
@@ -247,9 +248,43 @@ t.test(
       'pa-2 is gone',
     )
     t.match(await store.fabricLeaks.holderOf('10.10.10.42'), /^dpu:dpu-1:isolates:pa-2:\d+$/)
+    t.same(await store.dpus.dpusHolding(), ['dpu-1'], 'dpu-1 is listed as holding')
+    const again = await p.agent('dpu-1', { protocolVersions: FABRIC })
+    await p.controller.queue.upsertJobScheduler(
+      'dpu.health',
+      { every: 250 },
+      { name: 'dpu.health', data: {}, opts: { removeOnComplete: { count: 10 } } },
+    )
+    t.equal(
+      await until(
+        () => store.fabricLeaks.holderOf('10.10.10.42'),
+        (holder) => holder === undefined,
+      ),
+      undefined,
+      'dpu.health gives it back once dpu-1, Online again, acked the isolate',
+    )
+    t.same(await store.dpus.dpusHolding(), [], 'no DPU holds anything')
+
+    // Once more, and dpu-1 leaves the inventory while silent: what it held goes back.
+    await p.client.applyHost(
+      'pa-3',
+      hostSpec('fab-a', 'dpu-1', 3, { hostIP: '10.10.10.43', hostAccess: 'FabricAccess' }),
+    )
+    t.equal((await ready('pa-3'))?.status.phase, 'Ready')
+    await again.close()
+    await p.client.deleteHost('pa-3', { force: true })
+    t.equal(
+      await until(
+        () => store.hosts.get('pa-3'),
+        (h) => h === undefined,
+      ),
+      undefined,
+      'pa-3 is gone',
+    )
+    t.match(await store.fabricLeaks.holderOf('10.10.10.43'), /^dpu:dpu-1:isolates:pa-3:\d+$/)
     await p.client.deleteDpu('dpu-1')
     t.equal(
-      await store.fabricLeaks.holderOf('10.10.10.42'),
+      await store.fabricLeaks.holderOf('10.10.10.43'),
       undefined,
       'a DPU gone from the inventory holds nothing',
     )
