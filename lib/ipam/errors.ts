@@ -58,7 +58,7 @@ export function publicPoolExhausted(family: 4 | 6, registered: number): PoolExha
   return new PoolExhausted(
     'public',
     pool,
-    `all ${registered} public IPv${family} addresses of pool ${pool} are allocated: register more with PUT /v1/public-ips/{ip}, or lower the access of a host that holds one`,
+    `all ${registered} public IPv${family} addresses of pool ${pool} are allocated: register more with PUT /v1/public-ips/{ip}, or lower the access of a host that holds one (one allocated to dpu:<id>:isolates:… is held until that DPU confirms it isolated a force-detached host)`,
   )
 }
 
