@@ -58,7 +58,7 @@ export function leakedAddressTaken(
     {
       path: field,
       message: heldFor
-        ? `${address} is held until DPU ${heldFor.dpuId} confirms isolation of the host that leaked it (it was detached without its DPU's ack, and the DPU may still announce it at the fabric's border); choose another, or use hostAccess None`
+        ? `${address} is held until the DPU that announced it confirms isolation of the host that leaked it (that host was detached without its DPU's ack, and the DPU may still announce it at the fabric's border); choose another, or use hostAccess None`
         : `${address} is leaked at the fabric's border by another host already: an address a FabricAccess or PublicAccess host is reached at must be unique in the fabric; choose another, or use hostAccess None`,
     },
   ])

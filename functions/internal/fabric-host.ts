@@ -71,7 +71,7 @@ export class LeakedAddressHeld extends HydrazineError {
     super(
       'CONFLICT',
       heldFor
-        ? `host ${host} would leak ${address} at the fabric's border, which is held until DPU ${heldFor.dpuId} confirms isolation of the host that leaked it (detached without its DPU's ack: the DPU may still announce it); choose another hostIP, or use hostAccess None`
+        ? `host ${host} would leak ${address} at the fabric's border, which is held until the DPU that announced it confirms isolation of the host that leaked it (detached without its DPU's ack: that DPU may still announce it); choose another hostIP, or use hostAccess None`
         : `host ${host} would leak ${address} at the fabric's border, where another host leaks it already; a leaked address must be unique in the fabric: choose another hostIP, or use hostAccess None`,
     )
   }

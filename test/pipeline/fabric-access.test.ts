@@ -185,9 +185,14 @@ t.test(
     t.match((refused as LeakedAddressTaken).issues, [
       {
         path: 'hostIP',
-        message: /10\.10\.10\.40 is held until DPU dpu-1 confirms isolation/,
+        message: /10\.10\.10\.40 is held until the DPU that announced it confirms isolation/,
       },
     ])
+    t.notMatch(
+      (refused as LeakedAddressTaken).issues[0]?.message ?? '',
+      /dpu-1/,
+      "and does not name the other tenant's DPU",
+    )
     t.equal(await store.hosts.get('pb-1'), undefined, 'nothing stored')
     // A new PublicAccess host is not given the public IP dpu-1 may still announce.
     await p.client.applyHost(
