@@ -12,6 +12,7 @@ import type { Registry } from 'prom-client'
 import { createTracer, HydrazineClient } from '../app/index.ts'
 import type { AgentDirectory, FabricSettings } from '../functions/internal/deps.ts'
 import { reconfigureForGeneveIpsec } from '../functions/internal/geneve-ipsec.ts'
+import type { CommitPace } from '../functions/internal/group-apply.ts'
 import { createPlanner } from '../functions/plan.ts'
 import { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import {
@@ -114,6 +115,8 @@ export interface ControllerOptions {
   readonly networkImplementation?: NetworkImplementationConfig
   /** Jobs handled at once by this process (default `WORKER_CONCURRENCY`). */
   readonly concurrency?: number
+  /** How a group's NB commits are paced by its ovn-northd (default `COMMIT_PACE`; benches). */
+  readonly commitPace?: CommitPace
   /**
    * Attaches and detaches park while their group's commit waits (`HandlerDeps.parkForCommit`;
    * default true).
@@ -297,6 +300,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       parkForCommit: options.parkForCommit ?? true,
     },
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
+    ...(options.commitPace ? { commitPace: options.commitPace } : {}),
     ...(options.reconcileEveryMs !== undefined
       ? { reconcileEveryMs: options.reconcileEveryMs }
       : {}),

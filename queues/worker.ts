@@ -14,7 +14,7 @@ import { createGroupDelete } from '../functions/group-delete.ts'
 import { createHostAttach } from '../functions/host-attach.ts'
 import { createHostDetach } from '../functions/host-detach.ts'
 import type { HandlerDeps } from '../functions/internal/deps.ts'
-import { GroupApplier } from '../functions/internal/group-apply.ts'
+import { type CommitPace, GroupApplier } from '../functions/internal/group-apply.ts'
 import { GroupHostsStatus } from '../functions/internal/group-hosts.ts'
 import { createPublicIpAllocate } from '../functions/publicip-allocate.ts'
 import { createPublicIpRelease } from '../functions/publicip-release.ts'
@@ -77,6 +77,8 @@ export interface WorkerOptions {
   readonly deps: WorkerDeps
   /** Jobs handled at once by this process (default `WORKER_CONCURRENCY`). */
   readonly concurrency?: number
+  /** How a group's NB commits are paced by its ovn-northd (default `COMMIT_PACE`). */
+  readonly commitPace?: CommitPace
   /** How often `reconcile` runs, in ms (default 30 s; 0 = never). */
   readonly reconcileEveryMs?: number
   /**
@@ -155,10 +157,10 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const deps: HandlerDeps = {
     ...options.deps,
     checkpoint: options.deps.checkpoint ?? (() => {}),
-    groups: new GroupApplier(
-      options.deps,
-      observers.groupCommitted ? { onCommit: observers.groupCommitted } : {},
-    ),
+    groups: new GroupApplier(options.deps, {
+      ...(observers.groupCommitted ? { onCommit: observers.groupCommitted } : {}),
+      ...(options.commitPace ? { pace: options.commitPace } : {}),
+    }),
     children: bullChildJobs(queueFor, redisFor, keys),
     jobs: queueJobs(queue),
     ...(observers.hostReady ? { onHostReady: observers.hostReady } : {}),

@@ -12,6 +12,7 @@ import { promisify } from 'node:util'
 import { QueueEvents, Worker } from 'bullmq'
 import { pino } from 'pino'
 import { type Histogram, Registry } from 'prom-client'
+import { COMMIT_PACE, type CommitPace } from '../../functions/internal/group-apply.ts'
 import { type PerGroupCentrals, startPerGroupCentrals } from '../../infra/centrals/local.ts'
 import { type Controller, startController } from '../../infra/controller.ts'
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts'
@@ -250,6 +251,7 @@ export async function startBenchPipeline(options: {
       // Attaches park while their commit waits, as by default; `HYDRAZINE_BENCH_PARK_FOR_COMMIT=0`
       // makes them wait in their worker slots.
       ...(process.env.HYDRAZINE_BENCH_PARK_FOR_COMMIT === '0' ? { parkForCommit: false } : {}),
+      ...benchCommitPace(),
       checkpoint: (point, object) => {
         if (object === undefined) return
         const seen = checkpoints.get(object) ?? new Map<string, number>()
@@ -494,4 +496,20 @@ function benchNorthdCpus(): { northdCpus?: number } {
     )
   }
   return { northdCpus: cpus }
+}
+
+/**
+ * The commit pace a bench run was given: `HYDRAZINE_BENCH_COMMIT_FLOOR_MS=<ms>` (the least
+ * time between two commits to one central), else the controller's `COMMIT_PACE`.
+ */
+function benchCommitPace(): { commitPace?: CommitPace } {
+  const asked = process.env.HYDRAZINE_BENCH_COMMIT_FLOOR_MS
+  if (asked === undefined) return {}
+  const floorMs = Number(asked)
+  if (!Number.isInteger(floorMs) || floorMs < 0 || floorMs > COMMIT_PACE.ceilingMs) {
+    throw new Error(
+      `HYDRAZINE_BENCH_COMMIT_FLOOR_MS must be whole ms from 0 to ${COMMIT_PACE.ceilingMs}, not ${asked}`,
+    )
+  }
+  return { commitPace: { ...COMMIT_PACE, floorMs } }
 }
