@@ -149,6 +149,8 @@ export async function createDpu(opts: {
   fabric: Fabric
   name: string
   dataDir: string
+  /** Its uplink's fabric address; by default the fabric's next (`allocateIp`). */
+  encapIp?: string
 }): Promise<SimDpu> {
   const { fabric } = opts
   const tag = `${fabric.prefix}${opts.name}`.slice(0, 12)
@@ -245,7 +247,7 @@ export async function createDpu(opts: {
 
     // Base provisioning: br-phy (netdev) holds the uplink and carries the encap IP.
     const uplinkBridge = 'br-phy'
-    const encapIp = fabric.allocateIp()
+    const encapIp = opts.encapIp ?? fabric.allocateIp()
     await vsctl(
       '--may-exist',
       'add-br',

@@ -160,6 +160,21 @@ export interface Lab {
 }
 
 /**
+ * `Promise.all` that waits for every promise to settle before it throws the first
+ * failure: nothing is still being made when the caller undoes what was.
+ */
+async function allSettled<T extends readonly unknown[]>(
+  promises: readonly [...{ [K in keyof T]: Promise<T[K]> }],
+): Promise<T>
+async function allSettled<T>(promises: readonly Promise<T>[]): Promise<T[]>
+async function allSettled(promises: readonly Promise<unknown>[]): Promise<unknown[]> {
+  const results = await Promise.allSettled(promises)
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+  if (failed) throw failed.reason
+  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value)
+}
+
+/**
  * Starts the lab. On failure everything made so far is removed before the error is
  * thrown; `stop()` removes everything (and is safe to call twice).
  */
@@ -224,7 +239,22 @@ export async function startLab(opts: {
     await writeState()
     log(`fabric router ${router.ip} (AS ${FABRIC_ROUTER_ASN}) in ${router.netns}`)
 
-    const hydrazine = await startHydrazine({
+    // The DPUs' namespaces and switches are made while Hydrazine starts, and their agents
+    // all start at once: each waits mostly on its processes. Their fabric addresses are
+    // handed out first, in order (dpu1 the first), whatever order they come up in. A DPU's
+    // undo is registered as soon as it exists, and every one has settled before any
+    // failure is thrown: `stop` then undoes them all.
+    const planned = Array.from({ length: dpuCount }, (_, k) => ({
+      id: `dpu${k + 1}`,
+      encapIp: fabric.allocateIp(),
+      ...labDpuAddresses(base, k + 1, dpuCount, relaysPerDpu),
+    }))
+    const simulating = planned.map(async ({ id, encapIp }) => {
+      const sim = await createDpu({ fabric, name: id, dataDir, encapIp })
+      undo(() => sim.destroy())
+      return sim
+    })
+    const hydrazineStarting = startHydrazine({
       dataDir,
       fabric,
       dummyIp: `${base}.250/24`,
@@ -234,6 +264,7 @@ export async function startLab(opts: {
       ...(opts.geneveIpsec ? { geneveIpsec: true } : {}),
       started,
     })
+    const [hydrazine, sims] = await allSettled([hydrazineStarting, allSettled(simulating)])
     const { url, tokenFile, centralsDir } = hydrazine
     state = { ...state, url, tokenFile, centralsDir }
     await writeState()
@@ -242,30 +273,34 @@ export async function startLab(opts: {
         `an OVN central per group in ${centralsDir})`,
     )
 
-    for (let i = 1; i <= dpuCount; i++) {
-      const id = `dpu${i}`
-      const sim = await createDpu({ fabric, name: id, dataDir })
-      undo(() => sim.destroy())
-      const { natIp, natIp6, relayUplinkIps } = labDpuAddresses(base, i, dpuCount, relaysPerDpu)
+    for (const [k, { id, natIp, natIp6 }] of planned.entries()) {
+      const sim = sims[k]
+      if (!sim) throw new Error(`no ${id}`)
       dpus.push({ id, sim, encapIp: sim.encapIp, natIp, natIp6 })
       state = {
         ...state,
         dpus: [...state.dpus, { id, netns: sim.netns, encapIp: sim.encapIp, natIp }],
       }
-      await writeState()
-      started(
-        await startDpuAgent({
-          id,
-          sim,
-          natIp,
-          natIp6,
-          relayUplinkIps: [...relayUplinkIps],
-          evpnPeers: [router.ip],
-          hydrazine,
-        }),
-      )
-      log(`${id}: encap ${sim.encapIp}, NAT ${natIp} and ${natIp6}, netns ${sim.netns}, agent up`)
     }
+    await writeState()
+    await allSettled(
+      planned.map(async ({ id, natIp, natIp6, relayUplinkIps }, k) => {
+        const sim = sims[k]
+        if (!sim) throw new Error(`no ${id}`)
+        started(
+          await startDpuAgent({
+            id,
+            sim,
+            natIp,
+            natIp6,
+            relayUplinkIps: [...relayUplinkIps],
+            evpnPeers: [router.ip],
+            hydrazine,
+          }),
+        )
+        log(`${id}: encap ${sim.encapIp}, NAT ${natIp} and ${natIp6}, netns ${sim.netns}, agent up`)
+      }),
+    )
 
     const dhcp = dhcpServer({ bridge: fabric.bridge, dataDir })
     started(dhcp)

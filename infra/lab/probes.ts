@@ -82,7 +82,15 @@ export async function capture(
   const done = new Promise<void>((r) => child.once('exit', () => r()))
   await eventually(async () => err.includes('listening on'), 5000, 100)
   await act()
-  await Promise.race([done, sleep(timeoutMs)])
+  // The timer is cleared as soon as the packet is seen: left pending, it would keep the
+  // process (a test file, `npm run lab`) alive until it fires.
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([
+    done,
+    new Promise<void>((r) => {
+      timer = setTimeout(r, timeoutMs)
+    }),
+  ]).finally(() => clearTimeout(timer))
   if (child.exitCode === null) child.kill('SIGKILL')
   await done
   return out.trim()

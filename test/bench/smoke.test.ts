@@ -165,13 +165,15 @@ interface SuiteRun {
 }
 
 /**
- * `npx tsx test/bench/run.ts <suite>` at the smoke scale, in a process group of its own:
+ * `test/bench/run.ts <suite>` at the smoke scale, in a process group of its own (one Node
+ * process with tsx's loader, as the `tsx` command runs it, without npx's and tsx's own
+ * processes in front):
  * past `timeoutMs` the group gets SIGTERM (the lab stops itself on it; daemons stop with
  * the process that started them), then SIGKILL after STOP_GRACE_MS.
  */
 function runSuite(suite: string, timeoutMs: number): Promise<SuiteRun> {
   const began = performance.now()
-  const child = spawn('npx', ['tsx', 'test/bench/run.ts', suite], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/run.ts', suite], {
     cwd: repoRoot,
     env: { ...process.env, HYDRAZINE_BENCH_SCALE: SMOKE_SCALE },
     stdio: ['ignore', 'pipe', 'pipe'],

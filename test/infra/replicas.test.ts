@@ -105,6 +105,9 @@ t.test('two replicas, 300 attaches through both APIs, one SIGKILLed mid-burst', 
     // No HYDRAZINE_FRR_VTY_DIR: each runs its own (embedded) BGP speaker.
     HYDRAZINE_TOKENS_FILE: tokensFile,
     HYDRAZINE_DATA_DIR: join(dir, name),
+    // The jobs the SIGKILLed replica held are taken over 5 s after, not 30 s (+ 30 s for
+    // the survivor's next check for stalled jobs).
+    HYDRAZINE_JOB_LOCK_MS: '5000',
   })
   const replicas = await Promise.all(['a', 'b'].map((n) => startReplica(n, env(n))))
   t.teardown(async () => {

@@ -86,10 +86,14 @@ t.test('dropping the SB of a central that is gone answers its waiters at once', 
   const waiting = sb.settled(remote, { added: ['never-added'], removed: [] }, 60_000)
   // Its central released (as group.delete does), then the connection dropped.
   await stopCentral()
+  // The timer is cleared once drop returns: left pending it keeps this file's process alive.
+  let timer: NodeJS.Timeout | undefined
   const dropped = await Promise.race([
     sb.drop(remote).then(() => 'dropped'),
-    new Promise((resolve) => setTimeout(resolve, 10_000, 'still waiting after 10 s')),
-  ])
+    new Promise((resolve) => {
+      timer = setTimeout(resolve, 10_000, 'still waiting after 10 s')
+    }),
+  ]).finally(() => clearTimeout(timer))
   t.equal(dropped, 'dropped', 'the pool does not wait for the gone server')
   t.equal(await waiting, false, 'the waiter is told: not settled')
 })

@@ -20,9 +20,19 @@ const BEATING = { protocolVersions: ['1.0', '2.0'] }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-/** Resolves once the server has ended every stream, or after `ms`, whichever is first. */
-const endedWithin = (streams: readonly LiveStream[], ms: number) =>
-  Promise.race([Promise.all(streams.map((s) => s.ended)), sleep(ms)])
+/**
+ * Resolves once the server has ended every stream, or after `ms`, whichever is first (the
+ * timer then cleared: left pending it would keep this file's process alive).
+ */
+const endedWithin = (streams: readonly LiveStream[], ms: number) => {
+  let timer: NodeJS.Timeout | undefined
+  return Promise.race([
+    Promise.all(streams.map((s) => s.ended)),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms)
+    }),
+  ]).finally(() => clearTimeout(timer))
+}
 
 /** How many times Redis has run `command` since it started (`INFO commandstats`). */
 async function callsOf(redis: RedisClient, command: string): Promise<number> {
