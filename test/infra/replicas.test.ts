@@ -276,8 +276,12 @@ t.test('two replicas, 300 attaches through both APIs, one SIGKILLed mid-burst', 
   t.equal(new Set(publicIps).size, PUBLIC, `${PUBLIC} distinct public IPs`)
   t.equal(publicIps.length, PUBLIC, 'each held by one host')
 
-  // The survivor runs the FRR consumer now, and its speaker announces every public IP.
-  t.equal((await frrLeader())?.name, survivor.name, `${survivor.name} took the FRR consumer over`)
+  // The survivor runs the FRR consumer once the killed one's lease ran out (10 s; the
+  // attaches may all be done sooner), and its speaker announces every public IP.
+  t.ok(
+    await eventually(async () => (await frrLeader())?.name === survivor.name, 20_000),
+    `${survivor.name} took the FRR consumer over`,
+  )
   t.ok(
     await eventually(async () => {
       const table = await announced(survivor)
