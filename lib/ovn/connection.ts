@@ -101,14 +101,21 @@ export class Connection {
     return this.isClosed
   }
 
-  /** Connects, retrying until `connectTimeoutMs`; then starts the keepalive. */
+  /**
+   * Connects, retrying until `connectTimeoutMs`; then starts the keepalive. A `close()`
+   * meanwhile ends the retries at once (rejecting: client closed), and a connection made
+   * after it is dropped, not kept.
+   */
   async open(): Promise<void> {
     const deadline = Date.now() + (this.opts.connectTimeoutMs ?? 10_000)
+    const closedMeanwhile = () => new OvsdbConnectionError(this.remote, 'client closed')
     for (;;) {
+      if (this.isClosed) throw closedMeanwhile()
       try {
         await this.connectOnce()
         break
       } catch (err) {
+        if (this.isClosed) throw closedMeanwhile()
         if (Date.now() >= deadline) {
           this.isClosed = true
           throw new OvsdbConnectionError(this.remote, 'could not connect', err)
@@ -194,6 +201,12 @@ export class Connection {
       socket.once('error', onError)
       socket.once(ready, () => {
         socket.off('error', onError)
+        // Closed while this attempt was under way: the connection is not wanted any more.
+        if (this.isClosed) {
+          socket.destroy()
+          reject(new OvsdbConnectionError(this.remote, 'client closed'))
+          return
+        }
         this.attach(socket)
         resolve()
       })
