@@ -10,6 +10,7 @@ import { DelayedError, type Queue } from 'bullmq'
 import type { ChildJobs, ChildOutcome, ChildRef } from '../functions/internal/deps.ts'
 import { HydrazineError } from '../lib/errors.ts'
 import { wakeToFront } from '../lib/jobs/wake.ts'
+import { within } from '../lib/process/within.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
 import { hashTagOf, isCluster } from '../lib/redis/slots.ts'
 
@@ -221,13 +222,7 @@ export class UnreadableEventStream extends HydrazineError {
  * client never reconnects.
  */
 async function settled(done: Promise<void>): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  await Promise.race([
-    done,
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, STOP_WAIT_MS)
-    }),
-  ]).finally(() => clearTimeout(timer))
+  await within(done, STOP_WAIT_MS, undefined)
 }
 
 /**

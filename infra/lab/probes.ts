@@ -4,6 +4,7 @@
  * condition, count pings received, send pings, capture a packet.
  */
 import { spawn } from 'node:child_process'
+import { within } from '../../lib/process/within.ts'
 import { run } from './dpu.ts'
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -82,15 +83,7 @@ export async function capture(
   const done = new Promise<void>((r) => child.once('exit', () => r()))
   await eventually(async () => err.includes('listening on'), 5000, 100)
   await act()
-  // The timer is cleared as soon as the packet is seen: left pending, it would keep the
-  // process (a test file, `npm run lab`) alive until it fires.
-  let timer: NodeJS.Timeout | undefined
-  await Promise.race([
-    done,
-    new Promise<void>((r) => {
-      timer = setTimeout(r, timeoutMs)
-    }),
-  ]).finally(() => clearTimeout(timer))
+  await within(done, timeoutMs, undefined)
   if (child.exitCode === null) child.kill('SIGKILL')
   await done
   return out.trim()

@@ -6,6 +6,7 @@ import { delimiter, isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { DaemonStartError, MissingBinaryError } from './errors.ts'
 import { debianPackageOf } from './packages.ts'
+import { within } from './within.ts'
 
 const reaper = fileURLToPath(new URL('./reaper.sh', import.meta.url))
 
@@ -147,14 +148,11 @@ export async function startDaemon(spec: DaemonSpec): Promise<Daemon> {
       if (!running) return
       signalGroup(pid, 'SIGTERM')
       const timeout = spec.stopTimeoutMs ?? 5000
-      // Cleared once the process is gone: a pending timer would keep Node alive after it.
-      let timer: NodeJS.Timeout | undefined
-      const done = await Promise.race([
+      const done = await within(
         exited.then(() => true),
-        new Promise<false>((resolve) => {
-          timer = setTimeout(() => resolve(false), timeout)
-        }),
-      ]).finally(() => clearTimeout(timer))
+        timeout,
+        false,
+      )
       if (!done) {
         signalGroup(pid, 'SIGKILL')
         await exited

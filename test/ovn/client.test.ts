@@ -13,6 +13,7 @@ import {
 } from '../../lib/ovn/errors.ts'
 import type { TableUpdates } from '../../lib/ovn/protocol.ts'
 import { type NbTables, nbSchema } from '../../lib/ovn/schema/nb.generated.ts'
+import { within } from '../../lib/process/within.ts'
 import { tempDir } from '../helpers/stack.ts'
 import { startOvsdb } from './ovsdb-fixture.ts'
 
@@ -207,14 +208,11 @@ t.test('a monitor cancelled while the server is gone ends at once and stays ende
   )
   await server.stop()
   await sleep(300) // the client has seen the connection drop and keeps trying
-  // The timer is cleared once cancel returns: left pending it keeps this file's process alive.
-  let timer: NodeJS.Timeout | undefined
-  const cancelled = await Promise.race([
+  const cancelled = await within(
     monitor.cancel().then(() => 'cancelled'),
-    new Promise((r) => {
-      timer = setTimeout(r, 10_000, 'still waiting after 10 s')
-    }),
-  ]).finally(() => clearTimeout(timer))
+    10_000,
+    'still waiting after 10 s',
+  )
   t.equal(cancelled, 'cancelled', 'cancel does not wait for the server to come back')
   await server.restart()
   await client.transact(NB, [nb.insert('Logical_Switch', { name: 'after' })])

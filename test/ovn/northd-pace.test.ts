@@ -10,6 +10,7 @@ import t from 'tap'
 import { startOvnCentral } from '../../infra/local/ovn-central.ts'
 import { SbPool } from '../../lib/ovn/index.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
+import { within } from '../../lib/process/within.ts'
 import { northdAppctl } from '../helpers/northd.ts'
 import { tempDir } from '../helpers/stack.ts'
 
@@ -86,14 +87,11 @@ t.test('dropping the SB of a central that is gone answers its waiters at once', 
   const waiting = sb.settled(remote, { added: ['never-added'], removed: [] }, 60_000)
   // Its central released (as group.delete does), then the connection dropped.
   await stopCentral()
-  // The timer is cleared once drop returns: left pending it keeps this file's process alive.
-  let timer: NodeJS.Timeout | undefined
-  const dropped = await Promise.race([
+  const dropped = await within(
     sb.drop(remote).then(() => 'dropped'),
-    new Promise((resolve) => {
-      timer = setTimeout(resolve, 10_000, 'still waiting after 10 s')
-    }),
-  ]).finally(() => clearTimeout(timer))
+    10_000,
+    'still waiting after 10 s',
+  )
   t.equal(dropped, 'dropped', 'the pool does not wait for the gone server')
   t.equal(await waiting, false, 'the waiter is told: not settled')
 })

@@ -10,6 +10,7 @@ import t from 'tap'
 import type { ApiDeps } from '../../api/http/app.ts'
 import type { LiveLimits } from '../../api/http/ui/live.ts'
 import { RedisSessions } from '../../api/http/ui/session.ts'
+import { within } from '../../lib/process/within.ts'
 import type { RedisClient } from '../../lib/redis/connection.ts'
 import { OPERATOR, TENANT_A, TENANT_B, TEST_TOKENS } from '../helpers/tokens.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from '../pipeline/fixtures.ts'
@@ -20,19 +21,9 @@ const BEATING = { protocolVersions: ['1.0', '2.0'] }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-/**
- * Resolves once the server has ended every stream, or after `ms`, whichever is first (the
- * timer then cleared: left pending it would keep this file's process alive).
- */
-const endedWithin = (streams: readonly LiveStream[], ms: number) => {
-  let timer: NodeJS.Timeout | undefined
-  return Promise.race([
-    Promise.all(streams.map((s) => s.ended)),
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, ms)
-    }),
-  ]).finally(() => clearTimeout(timer))
-}
+/** Resolves once the server has ended every stream, or after `ms`, whichever is first. */
+const endedWithin = (streams: readonly LiveStream[], ms: number) =>
+  within(Promise.all(streams.map((s) => s.ended)), ms, undefined)
 
 /** How many times Redis has run `command` since it started (`INFO commandstats`). */
 async function callsOf(redis: RedisClient, command: string): Promise<number> {
