@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { Redis } from 'ioredis'
 import {
   type LocalStack,
   type LocalStackOptions,
@@ -35,4 +36,25 @@ export async function withStack(
   const stack = await startLocalStack({ redis: true, ovn: false, frr: false, ...options, dataDir })
   t.teardown(() => stack.stop())
   return stack
+}
+
+/**
+ * New connections to the Redis at `url` as BullMQ's workers and queues want them
+ * (`maxRetriesPerRequest: null`), every one disconnected when the test ends (BullMQ
+ * closes none it was given, and one left open keeps the test's process alive).
+ *
+ * @example
+ * const connection = redisConnections(t, stack.redis.url)
+ * const queue = new Queue('q', { connection: connection() })
+ */
+export function redisConnections(t: Teardown, url: string): () => Redis {
+  const connections: Redis[] = []
+  t.teardown(() => {
+    for (const redis of connections) redis.disconnect()
+  })
+  return () => {
+    const redis = new Redis(url, { maxRetriesPerRequest: null })
+    connections.push(redis)
+    return redis
+  }
 }

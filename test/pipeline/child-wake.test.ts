@@ -11,14 +11,14 @@ import t, { type Test } from 'tap'
 import type { ChildRef } from '../../functions/internal/deps.ts'
 import { freePort } from '../../lib/process/ports.ts'
 import { bullChildJobs, ChildWatcher, waiterKeys } from '../../queues/children.ts'
-import { withStack } from '../helpers/stack.ts'
+import { redisConnections, withStack } from '../helpers/stack.ts'
 
 const PARENTS = 200
 const HOUR = 3600_000
 
 t.test(`${PARENTS} children finishing at once each wake their parent`, async (t) => {
   const prefix = 'hzt-wake'
-  const { connection, connections, queueFor, keys, children } = await wakeRig(t, prefix)
+  const { connection, queueFor, keys, children } = await wakeRig(t, prefix)
   const watcher = new ChildWatcher({ connection, keys, queueFor })
   t.teardown(() => watcher.stop())
 
@@ -57,7 +57,7 @@ t.test(`${PARENTS} children finishing at once each wake their parent`, async (t)
   const states = [...results.values()]
   t.equal(states.filter((s) => s === 'completed').length, PARENTS - PARENTS / 10)
   t.equal(states.filter((s) => s === 'failed').length, PARENTS / 10, 'a failed child wakes too')
-  const left = await connections[0]?.keys(`${prefix}:hz-waiters:*`)
+  const left = await connection().keys(`${prefix}:hz-waiters:*`)
   t.same(left, [], 'no waiter is left registered')
 })
 
@@ -341,16 +341,7 @@ t.test(
  */
 async function wakeRig(t: Test, prefix: string) {
   const stack = await withStack(t)
-  const url = stack.redis?.url ?? ''
-  const connections: Redis[] = []
-  const connection = () => {
-    const redis = new Redis(url, { maxRetriesPerRequest: null })
-    connections.push(redis)
-    return redis
-  }
-  t.teardown(() => {
-    for (const c of connections) c.disconnect()
-  })
+  const connection = redisConnections(t, stack.redis?.url ?? '')
   const queues = new Map<string, Queue>()
   const queueFor = (name: string) => {
     let queue = queues.get(name)
@@ -363,5 +354,5 @@ async function wakeRig(t: Test, prefix: string) {
   t.teardown(() => Promise.all([...queues.values()].map((q) => q.close())))
   const keys = waiterKeys(prefix)
   const children = bullChildJobs(queueFor, connection(), keys, { minMs: HOUR, maxMs: HOUR })
-  return { connection, connections, queueFor, keys, children }
+  return { connection, queueFor, keys, children }
 }

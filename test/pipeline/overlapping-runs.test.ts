@@ -5,27 +5,17 @@
  * and its completion is accepted.
  */
 import { DelayedError, type Job, Queue, Worker } from 'bullmq'
-import { Redis } from 'ioredis'
 import t from 'tap'
 import { keepLocksOfOverlappingRuns } from '../../queues/overlapping-runs.ts'
 import { eventually } from '../helpers/processes.ts'
-import { withStack } from '../helpers/stack.ts'
+import { redisConnections, withStack } from '../helpers/stack.ts'
 
 const LOCK_MS = 1000
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 t.test('a run that began before the parked run ended keeps its lock', async (t) => {
   const stack = await withStack(t)
-  const url = stack.redis?.url ?? ''
-  const connections: Redis[] = []
-  const connection = () => {
-    const redis = new Redis(url, { maxRetriesPerRequest: null })
-    connections.push(redis)
-    return redis
-  }
-  t.teardown(() => {
-    for (const redis of connections) redis.disconnect()
-  })
+  const connection = redisConnections(t, stack.redis?.url ?? '')
   const queue = new Queue('overlap', { connection: connection() })
   t.teardown(() => queue.close())
   const runs: number[] = []
