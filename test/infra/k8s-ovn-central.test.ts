@@ -21,6 +21,7 @@ import { OvsdbClient } from '../../lib/ovn/client.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { freePort } from '../../lib/process/ports.ts'
 import { admits, type Source } from '../helpers/k8s/fake-network-plugin.ts'
+import { southboundAnswer } from '../helpers/southbound.ts'
 
 const base: KubernetesCentralsConfig = {
   namespace: 'hydrazine',
@@ -600,17 +601,15 @@ t.test(
       (error: { stderr?: string }) => error.stderr ?? 'refused',
     )
     t.match(other, /permission error/, 'and not another: the relay enforces the RBAC role')
-    const { stdout: names } = await run('ovn-sbctl', [
-      `--db=ssl:127.0.0.1:${p.ports.SB_CONTROLLER_PORT}`,
-      `--private-key=${controller.keyFile}`,
-      `--certificate=${controller.certFile}`,
-      `--ca-cert=${central.caFile}`,
-      '--bare',
-      '--columns=name',
-      'list',
-      'Chassis',
-    ])
-    t.equal(names.trim(), 'dpu-1', 'the write reached the SB itself; the controller reads it')
+    t.same(
+      await southboundAnswer(`ssl:127.0.0.1:${p.ports.SB_CONTROLLER_PORT}`, {
+        key: controller.keyFile,
+        cert: controller.certFile,
+        ca: central.caFile,
+      }),
+      { state: 'admitted', chassis: ['dpu-1'] },
+      'the write reached the SB itself; the controller reads it',
+    )
     await t.rejects(
       run('ovsdb-client', [
         '--timeout=3',
