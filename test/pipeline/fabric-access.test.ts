@@ -128,6 +128,16 @@ t.test(
         () => store.hosts.get(name),
         (h) => h?.status.phase === 'Ready' || h?.status.phase === 'Failed',
       )
+    const gone = (name: string) =>
+      until(
+        () => store.hosts.get(name),
+        (h) => h === undefined,
+      )
+    const released = (address: string) =>
+      until(
+        () => store.fabricLeaks.holderOf(address),
+        (holder) => holder === undefined,
+      )
     const publicOf = async (ip: string) =>
       (await ipam.listPublicIps()).find((entry) => entry.ip === ip)
 
@@ -143,14 +153,7 @@ t.test(
     // dpu-1 goes silent: no agent answers its queue. The detach cannot wait for it.
     await silent.close()
     await p.client.deleteHost('pa-1', { force: true })
-    t.equal(
-      await until(
-        () => store.hosts.get('pa-1'),
-        (h) => h === undefined,
-      ),
-      undefined,
-      'pa-1 is gone',
-    )
+    t.equal(await gone('pa-1'), undefined, 'pa-1 is gone')
     const owner = /^dpu:dpu-1:isolates:pa-1:\d+$/
     t.match(
       await store.fabricLeaks.holderOf('10.10.10.40'),
@@ -212,10 +215,7 @@ t.test(
     )
     t.equal((await ready('pa-2'))?.status.phase, 'Ready', 'a host of tenant a on dpu-1 again')
     t.equal(
-      await until(
-        () => store.fabricLeaks.holderOf('10.10.10.40'),
-        (holder) => holder === undefined,
-      ),
+      await released('10.10.10.40'),
       undefined,
       'the hostIP is free once dpu-1 confirmed it withdrew pa-1',
     )
@@ -244,14 +244,7 @@ t.test(
     // `dpu.health` (it heartbeats again) sees the isolate acked: no new host needed.
     await back.close()
     await p.client.deleteHost('pa-2', { force: true })
-    t.equal(
-      await until(
-        () => store.hosts.get('pa-2'),
-        (h) => h === undefined,
-      ),
-      undefined,
-      'pa-2 is gone',
-    )
+    t.equal(await gone('pa-2'), undefined, 'pa-2 is gone')
     t.match(await store.fabricLeaks.holderOf('10.10.10.42'), /^dpu:dpu-1:isolates:pa-2:\d+$/)
     t.same(await store.dpus.dpusHolding(), ['dpu-1'], 'dpu-1 is listed as holding')
     const again = await p.agent('dpu-1', { protocolVersions: FABRIC })
@@ -261,10 +254,7 @@ t.test(
       { name: 'dpu.health', data: {}, opts: { removeOnComplete: { count: 10 } } },
     )
     t.equal(
-      await until(
-        () => store.fabricLeaks.holderOf('10.10.10.42'),
-        (holder) => holder === undefined,
-      ),
+      await released('10.10.10.42'),
       undefined,
       'dpu.health gives it back once dpu-1, Online again, acked the isolate',
     )
@@ -278,14 +268,7 @@ t.test(
     t.equal((await ready('pa-3'))?.status.phase, 'Ready')
     await again.close()
     await p.client.deleteHost('pa-3', { force: true })
-    t.equal(
-      await until(
-        () => store.hosts.get('pa-3'),
-        (h) => h === undefined,
-      ),
-      undefined,
-      'pa-3 is gone',
-    )
+    t.equal(await gone('pa-3'), undefined, 'pa-3 is gone')
     t.match(await store.fabricLeaks.holderOf('10.10.10.43'), /^dpu:dpu-1:isolates:pa-3:\d+$/)
     await p.client.deleteDpu('dpu-1')
     t.equal(
