@@ -99,6 +99,8 @@ export function kubernetesCentrals({
   const { api, namespace } = options
   const log = options.log ?? (() => {})
   const need = quorum(options.replicas)
+  // How the settings have every central's pods serve (the same for every group).
+  const wanted = centralTransport(centralObjects('transport', options).statefulSet)
 
   const policies = centralPolicies({ api, settings: options, log })
 
@@ -152,7 +154,6 @@ export function kubernetesCentrals({
         throw unavailable(group, `StatefulSet ${name} is being deleted`)
       }
       const serves = centralTransport(statefulSet)
-      const wanted = centralTransport(centralObjects(group, options).statefulSet)
       if (serves !== wanted) {
         // Its pods serve otherwise (made before the TLS settings changed); spoken to as the
         // settings say, it never answers, and answering it in plaintext would be what the

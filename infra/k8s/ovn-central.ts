@@ -168,7 +168,7 @@ export function centralTransport(statefulSet: IStatefulSet): string {
  * built with `nbTlsSecret`), read from its NB container's environment: a central created
  * before its settings asked for TLS (or the other way round) answers the other way.
  */
-export function servesNorthboundTls(statefulSet: IStatefulSet): boolean {
+function servesNorthboundTls(statefulSet: IStatefulSet): boolean {
   const nb = statefulSet.spec?.template.spec?.containers.find((c) => c.name === 'nb')
   return nb?.env?.some((e) => e.name === 'NB_TLS_DIR') ?? false
 }
