@@ -301,9 +301,12 @@ async function releaseWhenIsolated(
     await deps.store.fabricLeaks.release(host.name)
     await deps.ipam.releasePublicIp(host.name)
     await deps.ipam.releasePublicIp(host.name, 6)
-    // A run cut after it held them, its DPU's ack come since: given back as well.
+    // A run cut after it held them, its DPU's ack come since: given back as well (a hold
+    // is recorded before anything moves to it, so one that is not holds nothing).
     const owner = isolationHoldOwner(spec.dpu.id, host.name, host.specVersion)
-    if (fabric) await releaseIsolationHold(deps, spec.dpu.id, owner)
+    if (fabric && (await deps.store.dpus.holdsIsolation(spec.dpu.id, owner))) {
+      await releaseIsolationHold(deps, spec.dpu.id, owner)
+    }
   }
   const releasedIp = (await deps.ipam.release(spec.resourceGroup, host.name)) ?? null
   await deps.ipam.release(spec.resourceGroup, ipv6OwnerOf(host.name))

@@ -125,6 +125,10 @@ export class DpuRepository {
     const holds = await this.#redis.hgetall(this.#keys.isolationHolds(dpuId))
     return Object.entries(holds).map(([owner, host]) => ({ owner, host }))
   }
+  /** Whether the hold `owner` of this DPU is recorded (it is before anything moves to it). */
+  async holdsIsolation(dpuId: string, owner: string): Promise<boolean> {
+    return (await this.#redis.hexists(this.#keys.isolationHolds(dpuId), owner)) === 1
+  }
   async dropIsolationHold(dpuId: string, owner: string): Promise<void> {
     await this.#hold('drop', dpuId, owner, '')
   }
