@@ -7,9 +7,10 @@
  * back that far (`ResourceVersionTooOld`) and list again. `ChangeFeed` follows the log
  * live for any number of listeners through one blocking connection.
  *
- * A status or deletion change is appended by the script that writes it (`cas-field.lua`);
- * a spec change after the write it announces: a process that dies in between leaves that
- * change unannounced (the next change of the object announces it again).
+ * Every change is appended by the script that writes it (`put-spec.lua` for a spec,
+ * `cas-field.lua` for a status or deletion mark, `purge.lua` for a removal): a change is
+ * never stored unannounced, nor announced unstored. Readers that keep objects decoded rely
+ * on that (`HostRepository.inGroup` reads again only the members the log names).
  */
 
 import { HydrazineError } from '../errors.ts'

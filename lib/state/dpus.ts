@@ -83,17 +83,17 @@ export class DpuRepository {
   async delete(id: string): Promise<boolean> {
     const keys = this.#keys
     const dpu = await this.get(id)
+    const log = this.#records.log.removal('dpu', id, dpu?.spec.tenantId)
     const reply = await purgeScript.run(
       this.#redis,
-      [keys.object('dpu', id), keys.index('dpu'), keys.dpuHosts(id)],
-      [id, 1],
+      [keys.object('dpu', id), keys.index('dpu'), keys.dpuHosts(id), log.key],
+      [id, 1, 'log', log.keep, ...log.fields],
     )
     if (Array.isArray(reply)) {
       throw new StoreConflict(`DPU ${id} serves hosts; delete them first`, 'InUse')
     }
     if (dpu?.spec.tenantId) await this.#redis.srem(keys.tenantDpus(dpu.spec.tenantId), id)
     await this.#redis.del(keys.dpuCentral(id), keys.dpuIdentity(id))
-    await this.#records.changed('dpu', id, dpu?.spec.tenantId ? { tenant: dpu.spec.tenantId } : {})
     await this.#events.remove('dpu', id)
     return Number(reply) === 1
   }

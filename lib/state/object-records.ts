@@ -32,14 +32,6 @@ export class ObjectRecords {
     this.log = new ChangeLog(redis, keys.changes)
   }
 
-  /**
-   * Records a change of the object in the change log; `removed` when it is gone for good,
-   * with its tenant (who may learn that it is gone).
-   */
-  async changed(kind: Kind, name: string, removed?: { tenant?: string }): Promise<void> {
-    await this.log.append(kind, name, removed)
-  }
-
   async get<T>(kind: Kind, name: string): Promise<T | undefined> {
     return decode<T>(name, await this.#redis.hgetall(this.#keys.object(kind, name)))
   }
@@ -119,6 +111,22 @@ export class ObjectRecords {
       if (held) objects.push(held.object)
     }
     return { objects, keep }
+  }
+
+  /**
+   * The objects of these names that exist, each with the revision it was read at, in one
+   * round trip (fresh reads, for a reader that knows which of its kept objects changed).
+   */
+  async readKept<T extends StoredObject<unknown, unknown>>(
+    kind: Kind,
+    names: readonly string[],
+  ): Promise<Map<string, KeptObject<T>>> {
+    const read = new Map<string, KeptObject<T>>()
+    for (const [name, hash] of await this.#hashes(kind, [...names])) {
+      const object = decode<T>(name, hash)
+      if (object) read.set(name, { revision: revisionOf(hash), object })
+    }
+    return read
   }
 
   /**

@@ -330,6 +330,7 @@ export class SpecWrites {
     const keys = this.#keys
     const guards = put.guards ?? []
     const leaves = put.leaves ?? []
+    const log = this.#records.log.change(put.kind, put.name)
     const reply = (await putSpecScript.run(
       this.#redis,
       [
@@ -339,6 +340,7 @@ export class SpecWrites {
         ...put.claims,
         ...guards.map((g) => g.key),
         ...leaves,
+        log.key,
       ],
       [
         put.name,
@@ -351,11 +353,12 @@ export class SpecWrites {
         put.claims.length,
         JSON.stringify(guards.map(({ key: _key, ...guard }) => guard)),
         leaves.length,
+        log.keep,
+        ...log.fields,
       ],
     )) as [string, ...(string | number)[]]
     switch (reply[0]) {
       case 'ok':
-        if (Number(reply[1]) === 1) await this.#records.changed(put.kind, put.name)
         return Number(reply[1]) === 1
       case 'terminating':
         throw new StoreConflict(`${put.name} is being deleted; it cannot change`, 'Terminating')

@@ -88,6 +88,25 @@ t.test('a kept group reads as fresh as reading every host', async (t) => {
 
   await put('h-04', { resourceGroup: 'group-b' })
   await same('a host in the other group')
+
+  await writer.objects.requestDeletion('mr', 'h-03', false)
+  await writer.hosts.purge('h-03', 'group-a', 'dpu-1')
+  await put('h-03', { resourceGroup: 'group-b' })
+  await same('a host purged and made again in the other group')
+
+  // A log trimmed past the reader's place: it reads the groups whole, as the first time.
+  await writerRedis.xtrim(writer.changeLog.key, 'MAXLEN', 0)
+  await put('h-05', { resourceGroup: 'group-b' })
+  await same('the change log trimmed')
+  // A store whose log starts over below the reader's place (a store replaced).
+  await writerRedis.del(writer.changeLog.key)
+  await writer.hosts.updateStatus('h-05', (h) => ({ ...h.status, phase: 'Configuring' }))
+  await same('the change log started over')
+  await writer.objects.requestDeletion('mr', 'h-05', false)
+  await writer.hosts.purge('h-05', 'group-b', 'dpu-1')
+  await writer.objects.requestDeletion('mr', 'h-03', false)
+  await writer.hosts.purge('h-03', 'group-b', 'dpu-1')
+  await put('h-03', { hostAccess: 'None' })
   t.same(
     (await reader.hosts.inGroup('group-b')).map((h) => h.name),
     ['h-04'],
@@ -106,6 +125,51 @@ t.test('a kept group reads as fresh as reading every host', async (t) => {
     (await reader.hosts.onDpuOutside('dpu-1', 'group-b')).map((h) => h.name),
     ['h-01', 'h-02', 'h-03'],
     "outside group-b: group-a's hosts",
+  )
+})
+
+t.test('a kept group reads only the hosts that changed since its last read', async (t) => {
+  const stack = await withStack(t)
+  const url = stack.redis?.url ?? ''
+  const redis = new Redis(url)
+  t.teardown(() => redis.disconnect())
+  const writer = new StateStore(redis)
+  const reader = new StateStore(redis)
+  const quota = { tenant: 'tenant-a', limits: { groups: 10, hosts: 100, publicIps: 10 } }
+  await writer.groups.put('group-a', storedGroup('group-a').spec)
+  const dpu = await writer.dpus.put('dpu-1', { fabricIps: ['172.18.0.10'], hostPorts: [] })
+  const names = Array.from({ length: 40 }, (_, i) => `h-${String(i + 10).padStart(2, '0')}`)
+  for (const name of names) {
+    const spec = storedHost(name, { hostMAC: `52:54:00:00:00:${name.slice(-2)}` }).spec
+    await writer.hosts.put(name, spec, dpu.object.specVersion, quota)
+  }
+  /** Host hashes Redis read (HGETALL, and HMGET of their revisions) during `read`. */
+  const hostReads = async (read: () => Promise<unknown>) => {
+    const calls = async () => {
+      const stats = await redis.info('commandstats')
+      const of = (cmd: string) =>
+        Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)
+      return of('hgetall') + of('hmget')
+    }
+    const before = await calls()
+    await read()
+    return (await calls()) - before
+  }
+  t.equal((await reader.hosts.inGroup('group-a')).length, 40, 'the first read: every host')
+  t.equal(
+    await hostReads(() => reader.hosts.inGroup('group-a')),
+    0,
+    'read again with nothing changed: no host read',
+  )
+  await writer.hosts.updateStatus('h-12', (h) => ({ ...h.status, phase: 'Configuring' }))
+  t.equal(
+    await hostReads(() => reader.hosts.inGroup('group-a')),
+    1,
+    'one host changed: that one read',
+  )
+  t.equal(
+    (await reader.hosts.inGroup('group-a')).find((h) => h.name === 'h-12')?.status.phase,
+    'Configuring',
   )
 })
 

@@ -33,6 +33,9 @@
            joins the set once every check passed (a host taking its group's central
            slot), even when the spec is unchanged
   ARGV[10] r, the number of sets to remove the name from (default 0)
+  ARGV[11] (optional) how many entries the store's change log keeps, about (`XADD MAXLEN ~`):
+           a changed spec is then announced there by this same step, never one without the
+           other; the log is the last key (KEYS[#KEYS]) and ARGV[12..] the change's fields
 
   Returns {'ok', changed (0|1), specVersion}
         | {'terminating'}               deletion was requested; the object is read-only
@@ -111,4 +114,7 @@ redis.call('HSET', obj, 'spec', ARGV[2], 'specVersion', version, 'updatedAt', AR
 for i = 3, n + 2 do redis.call('SADD', KEYS[i], ARGV[1]) end
 local r = tonumber(ARGV[10] or '0')
 for i = n + c + #guards + 3, n + c + #guards + r + 2 do redis.call('SREM', KEYS[i], ARGV[1]) end
+if ARGV[11] then
+  redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[11], '*', unpack(ARGV, 12))
+end
 return {'ok', 1, version}
