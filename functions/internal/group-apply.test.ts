@@ -1,5 +1,5 @@
 import t from 'tap'
-import { COMMIT_PACE, commitDelayMs } from './group-apply.ts'
+import { COMMIT_PACE, commitDelayMs, paceOf } from './group-apply.ts'
 
 const pace = { floorMs: 20, ceilingMs: 3000, northdShare: 0.25 }
 
@@ -39,3 +39,17 @@ t.test('centrals with CPU of their own are paced as if alone', async (t) => {
   t.equal(commitDelayMs(pace, 50, { busyCentrals: 10 }), 200)
   t.equal(commitDelayMs(pace, 50, { busyCentrals: 10, northdCpus: 0 }), 200)
 })
+
+t.test(
+  'an ovn-northd that processes attaches incrementally is followed, not spaced out',
+  async (t) => {
+    t.equal(paceOf(pace, '25.03.0').northdShare, 1, '25.03: the next commit once it caught up')
+    t.equal(paceOf(pace, '23.09.1').northdShare, 1, 'from 23.09')
+    t.equal(paceOf(pace, '23.03.1').northdShare, 0.25, '23.03: recomputes, paced')
+    t.equal(paceOf(pace, undefined).northdShare, 0.25, 'unknown: as 23.03')
+    const crowd = { busyCentrals: 10, northdCpus: 1 }
+    t.equal(commitDelayMs(paceOf(pace, '25.03.0'), 50, crowd, '25.03.0'), 50, 'no crowd stretch')
+    t.equal(commitDelayMs(paceOf(pace, '23.03.1'), 50, crowd, '23.03.1'), 2000)
+    t.equal(commitDelayMs(paceOf(pace, '25.03.0'), 5, crowd, '25.03.0'), 20, 'still the floor')
+  },
+)
