@@ -234,6 +234,6 @@ export async function clearIsolatedStaleBindings(
     const done = stale.fabric
       ? await fabricIsolateAck(deps, key).then((a) => a.state === 'acked' && a.value.withdrawn)
       : await isolateAck(deps, key).then((a) => a.state === 'acked' && a.value.unbound)
-    if (done) await deps.store.dpus.clearNeedsIsolation(dpuId, stale.host)
+    if (done) await deps.store.dpus.clearNeedsIsolation(dpuId, stale.mark)
   }
 }
