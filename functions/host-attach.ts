@@ -17,6 +17,7 @@ import {
   boundOnDpu,
   clearIsolatedStaleBindings,
   configureAck,
+  isolatedBeforeServing,
   isolateStaleBindings,
 } from './internal/agent-jobs.ts'
 import { holdCentral } from './internal/central-demand.ts'
@@ -335,7 +336,10 @@ async function signalAgent(
     refuseDpu(deps, host),
   )
   const sbCa = await southboundCaFor(deps, group.name)
-  const stale = await isolateStaleBindings(deps, dpuId, host.name)
+  const stale = await isolateStaleBindings(deps, dpuId, {
+    host: host.name,
+    group: host.spec.resourceGroup,
+  })
   const relayId = group.spec.dhcpServer ? await deps.store.groups.relayIdOf(group.name) : undefined
   const request = configureRequestOf(host, group, {
     sbRemote,
@@ -423,6 +427,7 @@ async function reportAttached(
   const publicIp = announced?.announced ? (announced.publicIp ?? undefined) : undefined
   const publicIp6 = announced?.announced ? (announced.publicIp6 ?? undefined) : undefined
   await clearIsolatedStaleBindings(deps, dpuId)
+  await isolatedBeforeServing(deps, dpuId, { host: host.name, group: spec.resourceGroup })
   await deps.checkpoint('attach:acked', host.name)
 
   const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)

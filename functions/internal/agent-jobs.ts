@@ -28,7 +28,7 @@ import {
 } from '../../lib/state/isolation-holds.ts'
 import type { ChildRef, HandlerDeps } from './deps.ts'
 import { recordDpuEvent } from './dpu-events.ts'
-import { type Ack, readAck } from './errors.ts'
+import { type Ack, AwaitingAck, readAck } from './errors.ts'
 
 type IsolateInput = Omit<IsolatePayloadV1, 'protocolVersion'>
 interface AckKey {
@@ -177,16 +177,19 @@ function agentRef(name: 'configure' | 'isolate', key: AckKey): ChildRef {
 /**
  * Isolation before reuse: hosts force-detached from this DPU while its agent was away may
  * still be bound there (an Overlay host) or in their group's VRF (a Fabric host's port and
- * announced prefixes); the agent unbinds them before it serves `except`.
+ * announced prefixes); the agent unbinds them before it serves `attaching`. Only a binding
+ * of that same host in that same group is left to its new `configure`, which replaces it;
+ * one of the same host name in another group (another logical port, another VRF) is
+ * isolated too.
  */
 export async function isolateStaleBindings(
   deps: Pick<HandlerDeps, 'children' | 'agents' | 'store'>,
   dpuId: string,
-  except: string,
+  attaching: { readonly host: string; readonly group: string },
 ): Promise<ChildRef[]> {
   const refs: ChildRef[] = []
   for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
-    if (stale.host === except) continue
+    if (stale.host === attaching.host && stale.group === attaching.group) continue
     const hostPort = stale.hostPort ? { hostPort: stale.hostPort } : {}
     refs.push(
       stale.fabric
@@ -205,6 +208,32 @@ export async function isolateStaleBindings(
     )
   }
   return refs
+}
+
+/**
+ * Waits (`AwaitingAck`) while this DPU's agent has not finished the `isolate` of a stale
+ * binding, other than the one `attaching`'s configure replaces (`isolateStaleBindings`):
+ * a host is not reported Ready on the DPU before, whichever run of its attach reads its
+ * ack (an older job of a host of the same name, woken by its own child, reads the current
+ * spec too).
+ */
+export async function isolatedBeforeServing(
+  deps: Pick<HandlerDeps, 'children' | 'store'>,
+  dpuId: string,
+  attaching: { readonly host: string; readonly group: string },
+): Promise<void> {
+  const under: string[] = []
+  for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
+    if (stale.host === attaching.host && stale.group === attaching.group) continue
+    const key = { dpuId, host: stale.host, specVersion: stale.specVersion }
+    const outcome = await deps.children.outcome(agentRef('isolate', key))
+    if (outcome.state === 'pending') under.push(`${stale.host} (group ${stale.group})`)
+  }
+  if (under.length > 0) {
+    throw new AwaitingAck(
+      `DPU ${dpuId} has not isolated ${under.join(', ')} yet: it serves ${attaching.host} after`,
+    )
+  }
 }
 
 /**

@@ -25,6 +25,7 @@ import {
   addFabricIsolate,
   clearIsolatedStaleBindings,
   fabricConfigureAck,
+  isolatedBeforeServing,
   isolateStaleBindings,
 } from './agent-jobs.ts'
 import type { ChildRef, HandlerDeps } from './deps.ts'
@@ -215,7 +216,10 @@ export async function convergeFabricHost(
   })
   await deps.checkpoint('attach:status-configuring')
   // What a forced detach left on the DPU is isolated first (queued before the configure).
-  const stale = await isolateStaleBindings(deps, dpuId, host.name)
+  const stale = await isolateStaleBindings(deps, dpuId, {
+    host: host.name,
+    group: host.spec.resourceGroup,
+  })
   const configure = await addFabricConfigure(
     deps,
     fabricConfigureRequestOf(host, group, ids, asn, [...new Set(list)], publicIp, withdrawPublicIp),
@@ -259,6 +263,7 @@ export async function reportFabricAttached(
   }
   const ack = configured.value
   await clearIsolatedStaleBindings(deps, dpuId)
+  await isolatedBeforeServing(deps, dpuId, { host: host.name, group: host.spec.resourceGroup })
   await deps.checkpoint('attach:acked')
   const current = await deps.store.hosts.get(host.name)
   const ips = current?.status.hostAccessIPs
