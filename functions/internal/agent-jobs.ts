@@ -246,19 +246,29 @@ export async function clearIsolatedStaleBindings(
   deps: Pick<HandlerDeps, 'children' | 'store' | 'ipam'>,
   dpuId: string,
 ): Promise<void> {
+  const pending = await deps.store.dpus.needsIsolation(dpuId)
   for (const { owner } of await deps.store.dpus.isolationHolds(dpuId)) {
     const named = parseIsolationHoldOwner(owner)
     if (!named) continue
     const ack = await fabricIsolateAck(deps, named)
     if (ack.state !== 'acked' || !ack.value.withdrawn) continue
     const released = await releaseIsolationHold(deps, dpuId, owner)
-    await recordDpuEvent(deps.store, dpuId, {
-      type: 'Normal',
-      reason: 'IsolationConfirmed',
-      message: `DPU ${dpuId} confirmed it withdrew host ${named.host}: ${heldList(released)} given back`,
-    })
+    // The event is the held host's tenant's (its group's), not the DPU's next tenant's.
+    const group = pending.find(
+      (p) => p.host === named.host && p.specVersion === named.specVersion,
+    )?.group
+    await recordDpuEvent(
+      deps.store,
+      dpuId,
+      {
+        type: 'Normal',
+        reason: 'IsolationConfirmed',
+        message: `DPU ${dpuId} confirmed it withdrew host ${named.host}${group ? ` of group ${group}` : ''}: ${heldList(released)} given back`,
+      },
+      group ? { group } : {},
+    )
   }
-  for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
+  for (const stale of pending) {
     const key = { dpuId, host: stale.host, specVersion: stale.specVersion }
     const done = stale.fabric
       ? await fabricIsolateAck(deps, key).then((a) => a.state === 'acked' && a.value.withdrawn)

@@ -229,7 +229,7 @@ t.test(
     t.match(
       (await p.client.events('dpu', 'dpu-1')).find((e) => e.reason === 'IsolationConfirmed')
         ?.message,
-      /DPU dpu-1 confirmed it withdrew host pa-1: 10\.10\.10\.40, 203\.0\.113\.70 given back/,
+      /DPU dpu-1 confirmed it withdrew host pa-1 of group fab-a: 10\.10\.10\.40, 203\.0\.113\.70 given back/,
     )
     const now = await p.client.applyHost(
       'pb-1',

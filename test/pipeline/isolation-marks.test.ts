@@ -168,6 +168,18 @@ t.test(
       "tenant a's hostIP goes back on its own ack",
     )
     t.equal(await holderOf('203.0.113.80'), undefined, 'and its public IP')
+    const confirmed = (events: { reason: string; message: string }[]) =>
+      events.filter((e) => e.reason === 'IsolationConfirmed').map((e) => e.message)
+    t.match(
+      confirmed(await p.client.events('dpu', 'dpu-1', undefined, { tenant: 'tenant-a' })),
+      [/withdrew host twin of group fab-a: 10\.10\.10\.50, 203\.0\.113\.80 given back/],
+      'tenant a reads that its addresses were given back',
+    )
+    t.notMatch(
+      confirmed(await p.client.events('dpu', 'dpu-1', undefined, { tenant: 'tenant-b' })).join(),
+      /fab-a|10\.10\.10\.50|203\.0\.113\.80/,
+      'tenant b, holding dpu-1 now, does not',
+    )
     t.same(await pending(), [], 'dpu-1 has nothing left to isolate')
     t.same(await store.dpus.isolationHolds('dpu-1'), [], 'and holds nothing')
   },
