@@ -100,6 +100,8 @@ t.test(
     const gate = new Promise<void>((resolve) => {
       openGate = resolve
     })
+    // Open before the agent stops (it waits for the job the gate holds), whatever failed.
+    t.teardown(() => openGate())
     let isolatedA = false
     const agent = await p.agent('dpu-1', {
       protocolVersions: FABRIC,
