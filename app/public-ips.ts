@@ -3,7 +3,7 @@
  * address (IPv4 or IPv6, any spelling of it the same one, kept canonical) and reads its
  * pool entry once; `apply` registers or unregisters it; `plan` answers a dry run from the
  * same prepared request. Registering is idempotent; unregistering is refused (404) for an
- * address not in the pool and (409) for one allocated.
+ * address not in the pool and (409) for one allocated, or held for a pending isolation.
  */
 import { Conflict, type Ipam, type PublicIpStatus as PoolEntry } from '../lib/ipam/index.ts'
 import { type PublicIp, PublicIpSpec } from '../lib/model/objects.ts'
