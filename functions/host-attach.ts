@@ -426,8 +426,9 @@ async function reportAttached(
   const announced = allocated?.state === 'acked' ? allocated.value : undefined
   const publicIp = announced?.announced ? (announced.publicIp ?? undefined) : undefined
   const publicIp6 = announced?.announced ? (announced.publicIp6 ?? undefined) : undefined
-  await clearIsolatedStaleBindings(deps, dpuId)
+  // Every other binding's isolate finished first: then each acked one is cleared before Ready.
   await isolatedBeforeServing(deps, dpuId, { host: host.name, group: spec.resourceGroup })
+  await clearIsolatedStaleBindings(deps, dpuId)
   await deps.checkpoint('attach:acked', host.name)
 
   const logicalPort = topologyNames.hostPort(spec.resourceGroup, host.name)

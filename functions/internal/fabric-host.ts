@@ -262,8 +262,9 @@ export async function reportFabricAttached(
     throw new AwaitingAck(`no configure ack from DPU ${dpuId} for ${host.name} yet`)
   }
   const ack = configured.value
-  await clearIsolatedStaleBindings(deps, dpuId)
+  // Every other binding's isolate finished first: then each acked one is cleared before Ready.
   await isolatedBeforeServing(deps, dpuId, { host: host.name, group: host.spec.resourceGroup })
+  await clearIsolatedStaleBindings(deps, dpuId)
   await deps.checkpoint('attach:acked')
   const current = await deps.store.hosts.get(host.name)
   const ips = current?.status.hostAccessIPs
