@@ -11,17 +11,13 @@ import type { Queue } from 'bullmq'
 import type { DpuCredentialIssuer, DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import type { Heartbeats } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
-import {
-  type Ipam,
-  NotFound as IpamNotFound,
-  type NetworkUsage,
-  type PublicIpStatus,
-} from '../lib/ipam/index.ts'
+import { type Ipam, NotFound as IpamNotFound, type NetworkUsage } from '../lib/ipam/index.ts'
 import { type AdminNetwork, type PortNetwork, portNetworksOf } from '../lib/model/admin-network.ts'
 import { dpuEventVisibleTo, type EventKind, type ObjectEvent } from '../lib/model/events.ts'
 import {
   type Dpu,
   type ManagedResource,
+  type PublicIp,
   type ResourceGroup,
   Rfc1123Label,
 } from '../lib/model/objects.ts'
@@ -227,7 +223,7 @@ export class HydrazineClient {
    *
    * @example await client.registerPublicIp('2001:DB8:FF:0::5') // { ip: '2001:db8:ff::5', allocated: false }
    */
-  async registerPublicIp(ip: string): Promise<PublicIpStatus> {
+  async registerPublicIp(ip: string): Promise<PublicIp> {
     const registered = await this.publicIps.apply(await this.publicIps.prepare(ip, 'register'))
     if (!registered) throw new Error(`public IP ${ip} was registered but is not in the pool`)
     return registered
@@ -239,13 +235,16 @@ export class HydrazineClient {
   }
 
   /** A public IP of the pool, by any spelling of it; NotFound when it is not registered. */
-  publicIp(ip: string): Promise<PublicIpStatus> {
+  publicIp(ip: string): Promise<PublicIp> {
     return this.publicIps.get(ip)
   }
 
-  /** The pool, IPv4 addresses first, then IPv6 ones, each in address order. */
-  listPublicIps(): Promise<PublicIpStatus[]> {
-    return this.ipam.listPublicIps()
+  /**
+   * The pool, IPv4 addresses first, then IPv6 ones, each in address order; an address a
+   * pending isolation holds says which (`heldUntilIsolatedBy`).
+   */
+  listPublicIps(): Promise<PublicIp[]> {
+    return this.publicIps.list()
   }
 
   /**

@@ -17,10 +17,16 @@ import type { DpuCredentials } from '../lib/agent-protocol/credentials.ts'
 import { type DpuState, dpuStateOf } from '../lib/agent-protocol/heartbeats.ts'
 import type { Heartbeat } from '../lib/agent-protocol/index.ts'
 import { parseIp, toHex } from '../lib/ipam/address.ts'
-import type { NetworkUsage, PublicIpStatus } from '../lib/ipam/index.ts'
+import type { NetworkUsage } from '../lib/ipam/index.ts'
 import type { PortNetwork } from '../lib/model/admin-network.ts'
 import type { ObjectEvent } from '../lib/model/events.ts'
-import type { Dpu, DpuSpec, ManagedResource, ResourceGroup } from '../lib/model/objects.ts'
+import type {
+  Dpu,
+  DpuSpec,
+  ManagedResource,
+  PublicIp,
+  ResourceGroup,
+} from '../lib/model/objects.ts'
 import type { Caller } from '../lib/model/placement.ts'
 import { type Page, type PageRequest, pageOf } from '../lib/state/pages.ts'
 import type { HydrazineClient } from './client.ts'
@@ -112,10 +118,10 @@ export interface Operations {
     page: PageRequest,
   ): Promise<Page<ManagedResource>>
   deleteHost(name: string, force: boolean): Promise<Accepted<ManagedResource>>
-  registerPublicIp(ip: string): Promise<PublicIpStatus>
-  getPublicIp(ip: string): Promise<PublicIpStatus>
+  registerPublicIp(ip: string): Promise<PublicIp>
+  getPublicIp(ip: string): Promise<PublicIp>
   /** One page of the pool, in address order (`after`: an address). */
-  listPublicIps(page: PageRequest): Promise<Page<PublicIpStatus>>
+  listPublicIps(page: PageRequest): Promise<Page<PublicIp>>
   unregisterPublicIp(ip: string): Promise<void>
   /** Operators only: one reconcile run now (after any under way); resolves to its job id. */
   reconcileNow(): Promise<string>

@@ -17,6 +17,7 @@ import {
   boundOnDpu,
   clearIsolatedStaleBindings,
   configureAck,
+  isolatedBeforeServing,
   isolateStaleBindings,
 } from './internal/agent-jobs.ts'
 import { holdCentral } from './internal/central-demand.ts'
@@ -335,7 +336,10 @@ async function signalAgent(
     refuseDpu(deps, host),
   )
   const sbCa = await southboundCaFor(deps, group.name)
-  const stale = await isolateStaleBindings(deps, dpuId, host.name)
+  const stale = await isolateStaleBindings(deps, dpuId, {
+    host: host.name,
+    group: host.spec.resourceGroup,
+  })
   const relayId = group.spec.dhcpServer ? await deps.store.groups.relayIdOf(group.name) : undefined
   const request = configureRequestOf(host, group, {
     sbRemote,
@@ -422,6 +426,8 @@ async function reportAttached(
   const announced = allocated?.state === 'acked' ? allocated.value : undefined
   const publicIp = announced?.announced ? (announced.publicIp ?? undefined) : undefined
   const publicIp6 = announced?.announced ? (announced.publicIp6 ?? undefined) : undefined
+  // Every other binding's isolate finished first: then each acked one is cleared before Ready.
+  await isolatedBeforeServing(deps, dpuId, { host: host.name, group: spec.resourceGroup })
   await clearIsolatedStaleBindings(deps, dpuId)
   await deps.checkpoint('attach:acked', host.name)
 

@@ -2,12 +2,12 @@
  * The model as gRPC messages: each address a host's status reports, the DPU's IPv6 NAT
  * address (on the DPU and on the hosts' stored specs), and a host's interfaces and the
  * host an interface's own ManagedResource belongs to, under their proto names; what the
- * model leaves out stays unset.
+ * model leaves out stays unset; a public IP held for a pending isolation names its DPU and host.
  */
 import t from 'tap'
 import type { DpuView } from '../../app/index.ts'
 import type { ManagedResource } from '../../lib/model/objects.ts'
-import { dpuMessage, managedResourceMessage } from './objects.ts'
+import { dpuMessage, managedResourceMessage, publicIpMessage } from './objects.ts'
 
 const AT = '2026-01-02T03:04:05.000Z'
 
@@ -160,4 +160,18 @@ t.test("a DPU's host ports and their networks, as proto enum values", async (t) 
   ])
   const { ports: _ports, ...outside } = view
   t.same(dpuMessage(outside).ports, [], 'a DPU not in the inventory: an empty list')
+})
+
+t.test('a public IP held for a pending isolation: its DPU and host, no allocatedTo', async (t) => {
+  const hold = { dpu: 'dpu-1', host: 'h1' }
+  t.strictSame(publicIpMessage({ ip: '203.0.113.5', allocated: true, heldUntilIsolatedBy: hold }), {
+    ip: '203.0.113.5',
+    allocated: true,
+    heldUntilIsolatedBy: hold,
+  })
+  t.strictSame(publicIpMessage({ ip: '203.0.113.6', allocated: true, allocatedTo: 'h2' }), {
+    ip: '203.0.113.6',
+    allocated: true,
+    allocatedTo: 'h2',
+  })
 })

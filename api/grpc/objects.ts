@@ -7,11 +7,11 @@
 import type { DpuView } from '../../app/index.ts'
 import type { DpuCredentials as DomainCredentials } from '../../lib/agent-protocol/credentials.ts'
 import type { ObservedState as DomainObserved } from '../../lib/agent-protocol/index.ts'
-import type { PublicIpStatus } from '../../lib/ipam/index.ts'
 import {
   type Condition as DomainCondition,
   type ResourceGroup as DomainGroup,
   type ManagedResource as DomainHost,
+  type PublicIp as DomainPublicIp,
   type HostInterface,
   implementationOf,
   type StoredObject,
@@ -192,8 +192,13 @@ export function managedResourceMessage(host: DomainHost): ManagedResource {
   }
 }
 
-export function publicIpMessage(status: PublicIpStatus): PublicIp {
-  return { ip: status.ip, allocated: status.allocated, ...ifSet('allocatedTo', status.allocatedTo) }
+export function publicIpMessage(status: DomainPublicIp): PublicIp {
+  return {
+    ip: status.ip,
+    allocated: status.allocated,
+    ...ifSet('allocatedTo', status.allocatedTo),
+    ...ifSet('heldUntilIsolatedBy', status.heldUntilIsolatedBy),
+  }
 }
 
 function observedMessage(o: DomainObserved): ObservedState {

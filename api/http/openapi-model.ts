@@ -13,12 +13,12 @@ import { type ConversionConfig, toJsonSchemaDefs } from '@valibot/to-json-schema
 import * as v from 'valibot'
 import type { DpuView } from '../../app/index.ts'
 import { ObservedState } from '../../lib/agent-protocol/index.ts'
-import type { PublicIpStatus as PublicIpAnswer } from '../../lib/ipam/index.ts'
 import type { PortNetwork } from '../../lib/model/admin-network.ts'
 import {
   DpuSpec,
   HostInterface,
   ManagedResourceRequest,
+  type PublicIp as PublicIpAnswer,
   PublicIpSpec,
   ResourceGroupSpec,
   type ManagedResourceSpec as StoredHostSpec,

@@ -28,7 +28,7 @@ import {
 } from '../../lib/state/isolation-holds.ts'
 import type { ChildRef, HandlerDeps } from './deps.ts'
 import { recordDpuEvent } from './dpu-events.ts'
-import { type Ack, readAck } from './errors.ts'
+import { type Ack, AwaitingAck, readAck } from './errors.ts'
 
 type IsolateInput = Omit<IsolatePayloadV1, 'protocolVersion'>
 interface AckKey {
@@ -177,16 +177,19 @@ function agentRef(name: 'configure' | 'isolate', key: AckKey): ChildRef {
 /**
  * Isolation before reuse: hosts force-detached from this DPU while its agent was away may
  * still be bound there (an Overlay host) or in their group's VRF (a Fabric host's port and
- * announced prefixes); the agent unbinds them before it serves `except`.
+ * announced prefixes); the agent unbinds them before it serves `attaching`. Only a binding
+ * of that same host in that same group is left to its new `configure`, which replaces it;
+ * one of the same host name in another group (another logical port, another VRF) is
+ * isolated too.
  */
 export async function isolateStaleBindings(
   deps: Pick<HandlerDeps, 'children' | 'agents' | 'store'>,
   dpuId: string,
-  except: string,
+  attaching: { readonly host: string; readonly group: string },
 ): Promise<ChildRef[]> {
   const refs: ChildRef[] = []
   for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
-    if (stale.host === except) continue
+    if (stale.host === attaching.host && stale.group === attaching.group) continue
     const hostPort = stale.hostPort ? { hostPort: stale.hostPort } : {}
     refs.push(
       stale.fabric
@@ -208,6 +211,32 @@ export async function isolateStaleBindings(
 }
 
 /**
+ * Waits (`AwaitingAck`) while this DPU's agent has not finished the `isolate` of a stale
+ * binding, other than the one `attaching`'s configure replaces (`isolateStaleBindings`):
+ * a host is not reported Ready on the DPU before, whichever run of its attach reads its
+ * ack (an older job of a host of the same name, woken by its own child, reads the current
+ * spec too).
+ */
+export async function isolatedBeforeServing(
+  deps: Pick<HandlerDeps, 'children' | 'store'>,
+  dpuId: string,
+  attaching: { readonly host: string; readonly group: string },
+): Promise<void> {
+  const under: string[] = []
+  for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
+    if (stale.host === attaching.host && stale.group === attaching.group) continue
+    const key = { dpuId, host: stale.host, specVersion: stale.specVersion }
+    const outcome = await deps.children.outcome(agentRef('isolate', key))
+    if (outcome.state === 'pending') under.push(`${stale.host} (group ${stale.group})`)
+  }
+  if (under.length > 0) {
+    throw new AwaitingAck(
+      `DPU ${dpuId} has not isolated ${under.join(', ')} yet: it serves ${attaching.host} after`,
+    )
+  }
+}
+
+/**
  * Stale bindings this DPU's agent acked as unbound (withdrawn) no longer need isolation.
  * What a Fabric host's forced detach left held for the DPU's isolation (its leaked
  * addresses, its public IPs: `isolation-holds.ts`) is given back first, each hold once its
@@ -217,23 +246,33 @@ export async function clearIsolatedStaleBindings(
   deps: Pick<HandlerDeps, 'children' | 'store' | 'ipam'>,
   dpuId: string,
 ): Promise<void> {
+  const pending = await deps.store.dpus.needsIsolation(dpuId)
   for (const { owner } of await deps.store.dpus.isolationHolds(dpuId)) {
     const named = parseIsolationHoldOwner(owner)
     if (!named) continue
     const ack = await fabricIsolateAck(deps, named)
     if (ack.state !== 'acked' || !ack.value.withdrawn) continue
     const released = await releaseIsolationHold(deps, dpuId, owner)
-    await recordDpuEvent(deps.store, dpuId, {
-      type: 'Normal',
-      reason: 'IsolationConfirmed',
-      message: `DPU ${dpuId} confirmed it withdrew host ${named.host}: ${heldList(released)} given back`,
-    })
+    // The event is the held host's tenant's (its group's), not the DPU's next tenant's.
+    const group = pending.find(
+      (p) => p.host === named.host && p.specVersion === named.specVersion,
+    )?.group
+    await recordDpuEvent(
+      deps.store,
+      dpuId,
+      {
+        type: 'Normal',
+        reason: 'IsolationConfirmed',
+        message: `DPU ${dpuId} confirmed it withdrew host ${named.host}${group ? ` of group ${group}` : ''}: ${heldList(released)} given back`,
+      },
+      group ? { group } : {},
+    )
   }
-  for (const stale of await deps.store.dpus.needsIsolation(dpuId)) {
+  for (const stale of pending) {
     const key = { dpuId, host: stale.host, specVersion: stale.specVersion }
     const done = stale.fabric
       ? await fabricIsolateAck(deps, key).then((a) => a.state === 'acked' && a.value.withdrawn)
       : await isolateAck(deps, key).then((a) => a.state === 'acked' && a.value.unbound)
-    if (done) await deps.store.dpus.clearNeedsIsolation(dpuId, stale.host)
+    if (done) await deps.store.dpus.clearNeedsIsolation(dpuId, stale.mark)
   }
 }

@@ -25,6 +25,7 @@ import {
   addFabricIsolate,
   clearIsolatedStaleBindings,
   fabricConfigureAck,
+  isolatedBeforeServing,
   isolateStaleBindings,
 } from './agent-jobs.ts'
 import type { ChildRef, HandlerDeps } from './deps.ts'
@@ -215,7 +216,10 @@ export async function convergeFabricHost(
   })
   await deps.checkpoint('attach:status-configuring')
   // What a forced detach left on the DPU is isolated first (queued before the configure).
-  const stale = await isolateStaleBindings(deps, dpuId, host.name)
+  const stale = await isolateStaleBindings(deps, dpuId, {
+    host: host.name,
+    group: host.spec.resourceGroup,
+  })
   const configure = await addFabricConfigure(
     deps,
     fabricConfigureRequestOf(host, group, ids, asn, [...new Set(list)], publicIp, withdrawPublicIp),
@@ -258,6 +262,8 @@ export async function reportFabricAttached(
     throw new AwaitingAck(`no configure ack from DPU ${dpuId} for ${host.name} yet`)
   }
   const ack = configured.value
+  // Every other binding's isolate finished first: then each acked one is cleared before Ready.
+  await isolatedBeforeServing(deps, dpuId, { host: host.name, group: host.spec.resourceGroup })
   await clearIsolatedStaleBindings(deps, dpuId)
   await deps.checkpoint('attach:acked')
   const current = await deps.store.hosts.get(host.name)

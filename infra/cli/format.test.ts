@@ -139,3 +139,21 @@ t.test("groups' CENTRAL column: whether its central runs (centrals on demand)", 
   t.match(busy, /\srunning\s/)
   t.notMatch(always, /running|stopped/)
 })
+
+t.test('a public IP held for a pending isolation says for which', async (t) => {
+  const held = {
+    ip: '203.0.113.5',
+    allocated: true,
+    heldUntilIsolatedBy: { dpu: 'dpu-1', host: 'h1' },
+  }
+  const lines = table(
+    [held, { ip: '203.0.113.6', allocated: true, allocatedTo: 'h2' }],
+    COLUMNS['public-ips'] ?? [],
+  )
+    .trim()
+    .split('\n')
+  t.match(lines[0], /^IP\s+ALLOCATED\s+TO\s+HELD FOR$/)
+  t.match(lines[1], /^203\.0\.113\.5\s+true\s+-?\s*isolation of h1 on dpu-1$/)
+  t.match(lines[2], /^203\.0\.113\.6\s+true\s+h2/)
+  t.match(summary(held), /heldFor: isolation of h1 on dpu-1/)
+})

@@ -98,6 +98,7 @@ export const COLUMNS: Readonly<Record<string, Columns>> = {
     ['IP', 'ip'],
     ['ALLOCATED', 'allocated'],
     ['TO', 'allocatedTo'],
+    ['HELD FOR', (r) => heldFor(at(r, 'heldUntilIsolatedBy'))],
   ],
   events: [
     ['TIME', 'at'],
@@ -105,6 +106,12 @@ export const COLUMNS: Readonly<Record<string, Columns>> = {
     ['REASON', 'reason'],
     ['MESSAGE', 'message'],
   ],
+}
+
+/** A public IP held for a pending isolation: `isolation of h1 on dpu-1`. */
+function heldFor(hold: unknown): string | undefined {
+  if (!isRecord(hold)) return undefined
+  return `isolation of ${text(hold.host)} on ${text(hold.dpu)}`
 }
 
 /**
@@ -131,6 +138,8 @@ export function summary(object: unknown): string {
   for (const key of ['name', 'id', 'ip', 'state', 'allocated', 'allocatedTo']) {
     if (object[key] !== undefined) lines.push(`${key}: ${text(object[key])}`)
   }
+  const held = heldFor(object.heldUntilIsolatedBy)
+  if (held) lines.push(`heldFor: ${held}`)
   const phase = at(object, 'status.phase')
   if (phase !== undefined) lines.push(`phase: ${text(phase)}`)
   const conditions = at(object, 'status.conditions')

@@ -148,6 +148,19 @@ t.test('a DPU with a tenant host keeps its other ports off the admin network', a
   ])
 })
 
+t.test('a DPU with pending isolations keeps its ports off, naming each host once', async (t) => {
+  const plan = planAdminPorts(
+    admin,
+    [dpu('dpu1', ['pf0hpf'], MAC)],
+    [],
+    new Map([['dpu1', ['twin', 'h0', 'twin']]]),
+  )
+  t.same(plan.join, [], 'no admin port joins')
+  t.match(plan.ports.get('dpu1'), [
+    { port: 'pf0hpf', network: 'none', reason: /has not confirmed h0, twin isolated/ },
+  ])
+})
+
 t.test('an admin port joins locked to its MAC, placed on the inventory version', async (t) => {
   const plan = planAdminPorts(admin, [dpu('dpu1', ['pf0hpf'], MAC)], [])
   t.same(plan.join, [

@@ -134,7 +134,8 @@ export interface AdminPortsPlan {
  * - while any tenant host is on the DPU (in any phase, being detached too: until its DPU
  *   confirmed isolation), its other ports are on none: a DPU serves one group at a time;
  * - while the DPU has not confirmed a force-detached host isolated (`unconfirmed`, the
- *   hosts it was marked for), none of its ports is on the admin network either;
+ *   hosts it was marked for, a name once per pending isolation), none of its ports is on
+ *   the admin network either;
  * - otherwise a port whose MAC the inventory knows (`hostMacs`) is on the admin network;
  *   one without, or any without an admin network, is on none, saying why.
  */
@@ -165,7 +166,7 @@ export function portNetworksOf(
       continue
     }
     if (unconfirmed.length > 0) {
-      const names = [...unconfirmed].sort().join(', ')
+      const names = [...new Set(unconfirmed)].sort().join(', ')
       none(
         `DPU ${dpu.name} has not confirmed ${names} isolated (a forced detach): its ports join the admin network once it has`,
       )

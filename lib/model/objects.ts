@@ -21,6 +21,7 @@ import type {
   Condition,
   DpuStatus,
   ManagedResourceStatus,
+  PublicIpStatus,
   ResourceGroupStatus,
 } from './statuses.ts'
 
@@ -37,6 +38,7 @@ export {
   GroupPhase,
   HostPhase,
   ManagedResourceStatus,
+  PublicIpHold,
   PublicIpStatus,
   ResourceGroupStatus,
 } from './statuses.ts'
@@ -400,6 +402,8 @@ export const PublicIpSpec = v.strictObject({
   ),
 })
 export type PublicIpSpec = v.InferOutput<typeof PublicIpSpec>
+/** A public IP as the API answers it: the address, and whom or what holds it. */
+export type PublicIp = PublicIpSpec & PublicIpStatus
 
 /** A stored object: spec, its version, status, and whether deletion was asked for. */
 export interface StoredObject<Spec, Status> {

@@ -135,10 +135,27 @@ export const ManagedResourceStatus = v.object({
 })
 export type ManagedResourceStatus = v.InferOutput<typeof ManagedResourceStatus>
 
+/**
+ * What holds a public IP that is no host's: the pending isolation of a host force-detached
+ * from a DPU that did not confirm it (the DPU may still announce the address).
+ */
+export const PublicIpHold = v.pipe(
+  v.object({
+    dpu: v.pipe(v.string(), v.description('the DPU that has not confirmed the isolation')),
+    host: v.pipe(v.string(), v.description('the force-detached host it announced it for')),
+  }),
+  v.description(
+    'held, not free, until the DPU confirms it isolated the host (or leaves the inventory)',
+  ),
+)
+
 export const PublicIpStatus = v.object({
+  /** Not free: a host has it, or a pending isolation holds it. */
   allocated: v.boolean(),
   /** The host it is allocated to. */
   allocatedTo: v.exactOptional(v.string()),
+  /** What holds it while it is no host's (`allocatedTo` absent). */
+  heldUntilIsolatedBy: v.exactOptional(PublicIpHold),
 })
 export type PublicIpStatus = v.InferOutput<typeof PublicIpStatus>
 

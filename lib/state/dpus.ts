@@ -31,6 +31,23 @@ export interface StaleBinding {
   readonly fabric?: { readonly vni: number; readonly addresses: readonly string[] }
 }
 
+/** A DPU's pending isolation: a stale binding and the entry it is kept under. */
+export interface PendingIsolation extends StaleBinding {
+  /** The entry's name (`isolationMark`, or the host's name in an older store). */
+  readonly mark: string
+}
+
+/**
+ * The entry a stale binding is kept under: its host, spec version and group, as the
+ * `isolate` that undoes it is named (a host's spec version never repeats while its jobs
+ * are kept). A host name has no `:`, so no two bindings share one. Pure.
+ *
+ * @example isolationMark({ host: 'h1', group: 'tenant-a/net', specVersion: 4 }) // 'h1:v4:tenant-a/net'
+ */
+export function isolationMark(stale: Pick<StaleBinding, 'host' | 'group' | 'specVersion'>): string {
+  return `${stale.host}:v${stale.specVersion}:${stale.group}`
+}
+
 export class DpuRepository {
   readonly #redis: RedisClient
   readonly #keys: StoreKeys
@@ -100,17 +117,30 @@ export class DpuRepository {
 
   /**
    * A host was force-detached while its DPU's agent did not answer: the DPU may still
-   * forward its port, so it must isolate that host before it serves anyone else.
+   * forward its port, so it must isolate that host before it serves anyone else. Each
+   * binding is its own entry (`isolationMark`): a host of the same name detached again, in
+   * the same group or another, adds one and overwrites none.
    */
   async markNeedsIsolation(dpuId: string, stale: StaleBinding): Promise<void> {
-    await this.#redis.hset(this.#keys.needsIsolation(dpuId), stale.host, JSON.stringify(stale))
+    await this.#redis.hset(
+      this.#keys.needsIsolation(dpuId),
+      isolationMark(stale),
+      JSON.stringify(stale),
+    )
   }
-  async needsIsolation(dpuId: string): Promise<StaleBinding[]> {
-    const entries = await this.#redis.hvals(this.#keys.needsIsolation(dpuId))
-    return entries.map((e) => JSON.parse(e) as StaleBinding)
+  /**
+   * The DPU's pending isolations, oldest spec version first. An entry kept under its host's
+   * name (as stores before `isolationMark` kept them) is one entry too.
+   */
+  async needsIsolation(dpuId: string): Promise<PendingIsolation[]> {
+    const entries = await this.#redis.hgetall(this.#keys.needsIsolation(dpuId))
+    return Object.entries(entries)
+      .map(([mark, kept]) => ({ ...(JSON.parse(kept) as StaleBinding), mark }))
+      .sort((a, b) => a.specVersion - b.specVersion || a.mark.localeCompare(b.mark))
   }
-  async clearNeedsIsolation(dpuId: string, host: string): Promise<void> {
-    await this.#redis.hdel(this.#keys.needsIsolation(dpuId), host)
+  /** Drops one pending isolation: the entry `mark` names, no other of the same host. */
+  async clearNeedsIsolation(dpuId: string, mark: string): Promise<void> {
+    await this.#redis.hdel(this.#keys.needsIsolation(dpuId), mark)
   }
 
   /**

@@ -42,7 +42,7 @@ import { SpecWrites } from './spec-writes.ts'
 import { StoreKeys } from './store-keys.ts'
 
 export type { CentralRelease } from './centrals.ts'
-export type { StaleBinding } from './dpus.ts'
+export type { PendingIsolation, StaleBinding } from './dpus.ts'
 export type { LeakClaim } from './fabric-leaks.ts'
 export { type PutResult, StoreConflict } from './spec-writes.ts'
 export type { Kind } from './store-keys.ts'

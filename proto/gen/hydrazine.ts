@@ -66,6 +66,7 @@ import type { OvnController as _hydrazine_v1_OvnController, OvnController__Outpu
 import type { Policy as _hydrazine_v1_Policy, Policy__Output as _hydrazine_v1_Policy__Output } from './hydrazine/v1/Policy.ts';
 import type { PolicyPeer as _hydrazine_v1_PolicyPeer, PolicyPeer__Output as _hydrazine_v1_PolicyPeer__Output } from './hydrazine/v1/PolicyPeer.ts';
 import type { PublicIp as _hydrazine_v1_PublicIp, PublicIp__Output as _hydrazine_v1_PublicIp__Output } from './hydrazine/v1/PublicIp.ts';
+import type { PublicIpHold as _hydrazine_v1_PublicIpHold, PublicIpHold__Output as _hydrazine_v1_PublicIpHold__Output } from './hydrazine/v1/PublicIpHold.ts';
 import type { RedisCredentials as _hydrazine_v1_RedisCredentials, RedisCredentials__Output as _hydrazine_v1_RedisCredentials__Output } from './hydrazine/v1/RedisCredentials.ts';
 import type { RegisterPublicIpRequest as _hydrazine_v1_RegisterPublicIpRequest, RegisterPublicIpRequest__Output as _hydrazine_v1_RegisterPublicIpRequest__Output } from './hydrazine/v1/RegisterPublicIpRequest.ts';
 import type { RegisterPublicIpResponse as _hydrazine_v1_RegisterPublicIpResponse, RegisterPublicIpResponse__Output as _hydrazine_v1_RegisterPublicIpResponse__Output } from './hydrazine/v1/RegisterPublicIpResponse.ts';
@@ -173,6 +174,7 @@ export interface ProtoGrpcType {
       PolicyPeer: MessageTypeDefinition<_hydrazine_v1_PolicyPeer, _hydrazine_v1_PolicyPeer__Output>
       PolicyProtocol: EnumTypeDefinition
       PublicIp: MessageTypeDefinition<_hydrazine_v1_PublicIp, _hydrazine_v1_PublicIp__Output>
+      PublicIpHold: MessageTypeDefinition<_hydrazine_v1_PublicIpHold, _hydrazine_v1_PublicIpHold__Output>
       RedisCredentials: MessageTypeDefinition<_hydrazine_v1_RedisCredentials, _hydrazine_v1_RedisCredentials__Output>
       RegisterPublicIpRequest: MessageTypeDefinition<_hydrazine_v1_RegisterPublicIpRequest, _hydrazine_v1_RegisterPublicIpRequest__Output>
       RegisterPublicIpResponse: MessageTypeDefinition<_hydrazine_v1_RegisterPublicIpResponse, _hydrazine_v1_RegisterPublicIpResponse__Output>

@@ -289,6 +289,78 @@ t.test(
 )
 
 t.test(
+  'a host of the same name attached again in another group: its DPU isolates the old binding first',
+  async (t) => {
+    const p = await startPipeline(t)
+    const { store } = p.controller
+    await p.client.applyGroup('group-o', groupSpec('tenant-o'))
+    await p.client.applyGroup('group-p', groupSpec('tenant-o', '10.20.0.0/24', '10.20.0.1'))
+    for (const group of ['group-o', 'group-p']) {
+      await until(
+        () => store.groups.get(group),
+        (g) => g?.status.phase === 'Ready',
+      )
+    }
+    const phase = (wanted: string | undefined) =>
+      until(
+        () => store.hosts.get('twin'),
+        (h) => h?.status.phase === wanted,
+      )
+    // dpu-9 has no agent: twin's configure waits, and its forced detach does not.
+    await p.client.applyHost('twin', hostSpec('group-o', 'dpu-9', 1))
+    await phase('Configuring')
+    await p.client.deleteHost('twin', { force: true })
+    await phase(undefined)
+    const oldPort = topologyNames.hostPort('group-o', 'twin')
+    t.match(await store.dpus.needsIsolation('dpu-9'), [
+      { host: 'twin', group: 'group-o', logicalPort: oldPort },
+    ])
+
+    // dpu-9 comes back, slow to unbind twin's old port; twin is attached again, in group-p.
+    let openGate = () => {}
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve
+    })
+    // Open before the agent stops (it waits for the job the gate holds), whatever failed.
+    t.teardown(() => openGate())
+    let unbound = false
+    const agent = await p.agent('dpu-9', {
+      isolateAfter: async (job) => {
+        if (job.data.host?.logicalPort !== oldPort) return
+        await gate
+        unbound = true
+      },
+    })
+    const again = await p.client.applyHost('twin', hostSpec('group-p', 'dpu-9', 2))
+    const configure = await until(
+      async () =>
+        agent.jobs.find(
+          (j) => j.name === 'configure' && j.data.specVersion === again.object.specVersion,
+        ),
+      (job) => job !== undefined,
+    )
+    await until(
+      async () => (await configure?.isCompleted()) === true,
+      (done) => done,
+    )
+    t.not(
+      (await store.hosts.get('twin'))?.status.phase,
+      'Ready',
+      'dpu-9 acked the configure in group-p, but twin is not Ready while its port of group-o may be bound',
+    )
+    const later = setTimeout(openGate, 1500)
+    t.teardown(() => clearTimeout(later))
+    t.equal((await phase('Ready'))?.spec.resourceGroup, 'group-p', 'twin is Ready in group-p')
+    t.ok(unbound, "only once dpu-9 had unbound twin's port of group-o")
+    t.ok(
+      agent.jobs.some((j) => j.name === 'isolate' && j.data.host.logicalPort === oldPort),
+      'the agent was told to isolate it',
+    )
+    t.same(await store.dpus.needsIsolation('dpu-9'), [], 'and the DPU is clean again')
+  },
+)
+
+t.test(
   'a forced group delete with a host whose agent never answers leaves nothing behind',
   async (t) => {
     const p = await startPipeline(t)

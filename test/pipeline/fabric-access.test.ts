@@ -138,8 +138,9 @@ t.test(
         () => store.fabricLeaks.holderOf(address),
         (holder) => holder === undefined,
       )
+    // The pool as operators read it (`GET /v1/public-ips`).
     const publicOf = async (ip: string) =>
-      (await ipam.listPublicIps()).find((entry) => entry.ip === ip)
+      (await p.client.listPublicIps()).find((entry) => entry.ip === ip)
 
     await p.client.applyHost(
       'pa-1',
@@ -165,10 +166,23 @@ t.test(
       owner,
       'and so is its leaked public IP',
     )
-    t.match(
+    t.strictSame(
       await publicOf('203.0.113.70'),
-      { allocated: true, allocatedTo: owner },
-      'the pool lists the public IP as held for that isolation',
+      {
+        ip: '203.0.113.70',
+        allocated: true,
+        heldUntilIsolatedBy: { dpu: 'dpu-1', host: 'pa-1' },
+      },
+      "the pool lists the public IP as held for that isolation, as no host's",
+    )
+    await t.rejects(
+      p.client.unregisterPublicIp('203.0.113.70'),
+      {
+        code: 'CONFLICT',
+        message:
+          /^public IP 203\.0\.113\.70 is held until DPU dpu-1 confirms isolation of host pa-1$/,
+      },
+      'and refuses to take it out of the pool, saying why',
     )
     const events = await p.client.events('dpu', 'dpu-1')
     t.match(
@@ -229,7 +243,7 @@ t.test(
     t.match(
       (await p.client.events('dpu', 'dpu-1')).find((e) => e.reason === 'IsolationConfirmed')
         ?.message,
-      /DPU dpu-1 confirmed it withdrew host pa-1: 10\.10\.10\.40, 203\.0\.113\.70 given back/,
+      /DPU dpu-1 confirmed it withdrew host pa-1 of group fab-a: 10\.10\.10\.40, 203\.0\.113\.70 given back/,
     )
     const now = await p.client.applyHost(
       'pb-1',

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
+import type { Job } from 'bullmq'
 import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
 import type { HydrazineClient } from '../../app/index.ts'
@@ -57,6 +58,8 @@ export interface Pipeline {
       noSouthbound?: boolean
       /** An agent that refuses every `isolate` (fails it for good, saying why). */
       refuseIsolate?: boolean
+      /** An agent that answers an `isolate` only once this settles (a slow unbind). */
+      isolateAfter?: (job: Job) => Promise<void>
       /** The ovn-controller version it heartbeats (with `protocolVersions`). */
       ovnVersion?: string
     },
@@ -251,6 +254,7 @@ export async function startPipeline(
         tamper,
         noSouthbound,
         refuseIsolate,
+        isolateAfter,
         ovnVersion,
       } = {},
     ) {
@@ -262,6 +266,7 @@ export async function startPipeline(
         ...(ovnVersion ? { ovnVersion } : {}),
         ...(tamper ? { tamper } : {}),
         ...(refuseIsolate ? { refuseIsolate } : {}),
+        ...(isolateAfter ? { isolateAfter } : {}),
         ...(noSouthbound ? {} : { chassis }),
       })
     },

@@ -42,9 +42,11 @@ export async function startStandInAgent(
     readonly chassis?: FakeChassis
     /** Refuses every `isolate`, as an agent that cannot unbind the host does. */
     readonly refuseIsolate?: boolean
+    /** Answers an `isolate` only once this settles, as a DPU slow to unbind that host. */
+    readonly isolateAfter?: (job: Job) => Promise<void>
   },
 ): Promise<TestAgent> {
-  const { dpuId, protocolVersions, tamper, chassis, refuseIsolate } = options
+  const { dpuId, protocolVersions, tamper, chassis, refuseIsolate, isolateAfter } = options
   const jobs: Job[] = []
   // Stopping the agent ends a job still waiting for its binding: it fails and is retried.
   const stopping = new AbortController()
@@ -69,6 +71,7 @@ export async function startStandInAgent(
       if (refuseIsolate && job.name === 'isolate') {
         throw new UnrecoverableError('ovs-vsctl del-port failed: the host port is busy')
       }
+      if (isolateAfter && job.name === 'isolate') await isolateAfter(job)
       // A Fabric host's job (protocol 3): its VRF and announcements, no OVN.
       if (String(job.data?.protocolVersion).startsWith('3.')) return answerFabric(dpuId, job)
       const ack = await answer(dpuId, job, chassis, stopping.signal)

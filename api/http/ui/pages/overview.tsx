@@ -4,8 +4,7 @@
  */
 
 import type { DpuView } from '../../../../app/index.ts'
-import type { PublicIpStatus } from '../../../../lib/ipam/index.ts'
-import type { ManagedResource, ResourceGroup } from '../../../../lib/model/objects.ts'
+import type { ManagedResource, PublicIp, ResourceGroup } from '../../../../lib/model/objects.ts'
 import { type Frame, Layout, Phase, Time } from '../layout.tsx'
 import { groupPhase, hostPhase, SETTLED } from '../phase.ts'
 
@@ -20,7 +19,7 @@ export interface OverviewData {
   readonly hosts: Bounded<ManagedResource>
   /** Operators only. */
   readonly dpus?: Bounded<DpuView>
-  readonly publicIps?: Bounded<PublicIpStatus>
+  readonly publicIps?: Bounded<PublicIp>
 }
 
 /** Needing attention first (not Ready / not Online), then by name. */

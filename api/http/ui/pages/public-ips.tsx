@@ -1,9 +1,9 @@
 /** `/ui/public-ips` (operators only): the public IP pool, allocated addresses first. */
-import type { PublicIpStatus } from '../../../../lib/ipam/index.ts'
+import type { PublicIp } from '../../../../lib/model/objects.ts'
 import { type Frame, Layout, Phase } from '../layout.tsx'
 import type { Bounded } from './overview.tsx'
 
-export function PublicIpsPage(props: { frame: Frame; ips: Bounded<PublicIpStatus> }) {
+export function PublicIpsPage(props: { frame: Frame; ips: Bounded<PublicIp> }) {
   const { items, more } = props.ips
   const allocated = items.filter((p) => p.allocated).length
   return (
@@ -33,6 +33,14 @@ export function PublicIpsPage(props: { frame: Frame; ips: Bounded<PublicIpStatus
                 <td>
                   {p.allocatedTo ? (
                     <a href={`/ui/hosts/${encodeURIComponent(p.allocatedTo)}`}>{p.allocatedTo}</a>
+                  ) : p.heldUntilIsolatedBy ? (
+                    <>
+                      {'held until DPU '}
+                      <a href={`/ui/dpus/${encodeURIComponent(p.heldUntilIsolatedBy.dpu)}`}>
+                        {p.heldUntilIsolatedBy.dpu}
+                      </a>
+                      {` confirms isolation of host ${p.heldUntilIsolatedBy.host}`}
+                    </>
                   ) : (
                     '—'
                   )}
