@@ -49,24 +49,29 @@ export function statusFromHosts(
 ): ResourceGroupStatus | undefined {
   const current = group.status
   if (group.deletion || !DECIDED_BY_HOSTS.has(current.phase)) return undefined
-  // A host isolated and on its way out of the store is no longer the group's.
-  const live = hosts.filter((h) => h.status.phase !== 'Isolated')
-  const pending = live.filter((h) => ON_ITS_WAY.has(h.status.phase))
-  const troubled = live.flatMap((h) => {
+  // One pass: a 1,000-host group's status is refreshed several times a second while its
+  // hosts change. A host isolated and on its way out of the store is no longer the group's.
+  let live = 0
+  let pending = 0
+  let unsynced = 0
+  const troubled: string[] = []
+  for (const h of hosts) {
+    if (h.status.phase === 'Isolated') continue
+    live++
+    if (ON_ITS_WAY.has(h.status.phase)) pending++
     const trouble = troubleOf(h)
-    return trouble ? [`${h.name} (${trouble})`] : []
-  })
-  const phase = pending.length > 0 ? 'Configuring' : 'Ready'
+    if (trouble) troubled.push(`${h.name} (${trouble})`)
+    else if (!h.status.configsSynced) unsynced++
+  }
+  const phase = pending > 0 ? 'Configuring' : 'Ready'
   const configsSynced =
-    pending.length === 0 &&
-    current.observedVersion === group.specVersion &&
-    live.every((h) => h.status.configsSynced || troubleOf(h) !== undefined)
+    pending === 0 && current.observedVersion === group.specVersion && unsynced === 0
   const was = current.conditions.find((c) => c.type === DEGRADED)
   let conditions: readonly Condition[] = current.conditions
   if (troubled.length > 0 && was?.reason !== 'TopologyIncomplete') {
     const listed = troubled.slice(0, LISTED_HOSTS)
     const more = troubled.length - listed.length
-    const message = `${troubled.length} of ${live.length} hosts not Ready: ${listed.join(', ')}${more > 0 ? ` and ${more} more` : ''}`
+    const message = `${troubled.length} of ${live} hosts not Ready: ${listed.join(', ')}${more > 0 ? ` and ${more} more` : ''}`
     if (was?.reason !== HOSTS_NOT_READY || was.message !== message) {
       conditions = setCondition([...conditions], {
         type: DEGRADED,
