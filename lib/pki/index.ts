@@ -77,11 +77,11 @@ export interface ClientCertificateRequest {
   readonly days?: number
 }
 
-export interface CertificateAuthority {
-  /** The directory holding `ca.key` and `ca.crt` (and what `writeIssued` writes). */
-  readonly dir: string
-  /** Path of the CA certificate (PEM): what every client and server trusts. */
-  readonly caFile: string
+/**
+ * A CA's signing and checking, wherever its key is kept: `openCertificateAuthority` keeps
+ * it in a directory, `certificateAuthorityOf` takes it as PEM text (a Kubernetes Secret's).
+ */
+export interface CertificateSigner {
   /** The CA certificate, PEM. */
   readonly caCert: string
   /** A certificate for a TLS server (extended key usage serverAuth) with DNS/IP SANs. */
@@ -114,6 +114,14 @@ export interface CertificateAuthority {
    * false for anything else, unparsable text included.
    */
   issued(cert: string, at?: Date): boolean
+}
+
+/** A CA kept in a directory (`ca.key`, `ca.crt`), which also writes what it issues there. */
+export interface CertificateAuthority extends CertificateSigner {
+  /** The directory holding `ca.key` and `ca.crt` (and what `writeIssued` writes). */
+  readonly dir: string
+  /** Path of the CA certificate (PEM): what every client and server trusts. */
+  readonly caFile: string
   /** Writes `<dir>/<name>.crt` and `<dir>/<name>.key` (0600) and returns their paths. */
   writeIssued(name: string, issued: Issued): Promise<IssuedFiles>
 }
@@ -154,6 +162,44 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
     ? await loadCa(dir, existingKey, caFile)
     : await createCa(keyFile, caFile)
   await chmod(keyFile, 0o600)
+  return {
+    ...signerOf(caKey, caCert),
+    dir,
+    caFile,
+    async writeIssued(name, issued) {
+      if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.') || name === 'ca') {
+        throw new CertificateRequestError(`not a usable file name: ${name}`)
+      }
+      const certFile = join(dir, `${name}.crt`)
+      const keyFile = join(dir, `${name}.key`)
+      await writePrivate(keyFile, issued.key)
+      await writeFileAtomic(certFile, issued.cert)
+      return { certFile, keyFile, caFile }
+    },
+  }
+}
+
+/**
+ * A new CA (a P-256 key and a self-signed certificate valid for 10 years), as PEM text
+ * for whoever keeps it elsewhere than in a directory; `certificateAuthorityOf` opens it.
+ *
+ * @example const { key, cert } = await newCertificateAuthority()
+ */
+export async function newCertificateAuthority(): Promise<Issued> {
+  const { caKey, caCert } = await makeCa()
+  return { cert: caCert.toString('pem'), key: await privateKeyPem(caKey) }
+}
+
+/**
+ * The CA whose key and certificate are `ca` (PEM, as `newCertificateAuthority` made them).
+ * Throws PkiError when they are not a P-256 key and its certificate.
+ */
+export async function certificateAuthorityOf(ca: Issued): Promise<CertificateSigner> {
+  const { caKey, caCert } = await parseCa('(PEM)', ca.key, ca.cert)
+  return signerOf(caKey, caCert)
+}
+
+function signerOf(caKey: CryptoKey, caCert: x509.X509Certificate): CertificateSigner {
   const caPem = caCert.toString('pem')
 
   const caNode = new NodeX509(caPem)
@@ -203,8 +249,6 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
   const { clientAuth, serverAuth } = x509.ExtendedKeyUsage
 
   return {
-    dir,
-    caFile,
     caCert: caPem,
     issueServer(request) {
       const commonName = request.commonName ?? request.dnsNames?.[0] ?? request.ips?.[0]
@@ -262,20 +306,20 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
         return false
       }
     },
-    async writeIssued(name, issued) {
-      if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.') || name === 'ca') {
-        throw new CertificateRequestError(`not a usable file name: ${name}`)
-      }
-      const certFile = join(dir, `${name}.crt`)
-      const keyFile = join(dir, `${name}.key`)
-      await writePrivate(keyFile, issued.key)
-      await writeFileAtomic(certFile, issued.cert)
-      return { certFile, keyFile, caFile }
-    },
   }
 }
 
 async function createCa(keyFile: string, caFile: string) {
+  const { caKey, caCert } = await makeCa()
+  // The certificate first, each file whole: `ca.key` marks a CA that was made to the end.
+  // A cut between the two leaves a certificate without its key, from a creation nothing
+  // used yet, which the next start makes again (never a key without its certificate).
+  await writeFileAtomic(caFile, caCert.toString('pem'))
+  await writePrivate(keyFile, await privateKeyPem(caKey))
+  return { caKey, caCert }
+}
+
+async function makeCa() {
   const keys = await crypto.subtle.generateKey(KEY_ALGORITHM, true, ['sign', 'verify'])
   const now = Date.now()
   const name: x509.JsonName = [{ CN: [`Hydrazine CA ${randomBytes(4).toString('hex')}`] }]
@@ -295,11 +339,6 @@ async function createCa(keyFile: string, caFile: string) {
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
     ],
   })
-  // The certificate first, each file whole: `ca.key` marks a CA that was made to the end.
-  // A cut between the two leaves a certificate without its key, from a creation nothing
-  // used yet, which the next start makes again (never a key without its certificate).
-  await writeFileAtomic(caFile, caCert.toString('pem'))
-  await writePrivate(keyFile, await privateKeyPem(keys.privateKey))
   return { caKey: keys.privateKey, caCert }
 }
 
@@ -307,6 +346,10 @@ async function loadCa(dir: string, keyPem: string, caFile: string) {
   const certPem = await readFile(caFile, 'utf8').catch((error: Error) => {
     throw new PkiError(dir, `ca.key exists but ca.crt cannot be read: ${error.message}`, error)
   })
+  return parseCa(dir, keyPem, certPem)
+}
+
+async function parseCa(dir: string, keyPem: string, certPem: string) {
   let caCert: x509.X509Certificate
   let caKey: CryptoKey
   try {
