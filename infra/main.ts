@@ -56,17 +56,15 @@ try {
   // client is loaded only then: it costs about 2 s of start-up, which every other
   // start (and every restart after a cut) would pay for nothing.
   const kubernetesConfig = config.kubernetes
-  const kubernetes: OvnCentralProvider | undefined = kubernetesConfig
-    ? (await import('./centrals/kubernetes.ts')).openKubernetesCentrals(kubernetesConfig, (line) =>
-        logger.info(line),
-      )
+  const kubernetesCentrals = kubernetesConfig
+    ? (await import('./centrals/kubernetes.ts')).openKubernetesCentrals
     : undefined
   const embedRedis = !config.redisUrl
   // The agents' Redis is never the embedded store's: a second one is started beside it. An
   // external store without AGENTS_REDIS_URL is shared with the agents (every replica must
   // reach the same agents' Redis): a shortcut that lets a DPU fill the store, warned of.
   const embedAgentsRedis = !config.agentsRedis && embedRedis
-  const embedOvn = !config.ovn && !external && !kubernetes
+  const embedOvn = !config.ovn && !external && !kubernetesConfig
   const perGroup = embedOvn && config.ovnCentral === 'per-group'
   const embedFrr = !config.frrVtyDir
   // The OVN the embedded centrals run: the Debian 13 root is made here, once.
@@ -126,6 +124,19 @@ try {
       log: (line) => logger.info(line),
     })
   }
+  // With Hydrazine's CA (the DPUs' identities it issues are kept), each Kubernetes-run
+  // central checks chassis against a CA of its group's own.
+  const kubernetes: OvnCentralProvider | undefined =
+    kubernetesConfig && kubernetesCentrals
+      ? kubernetesCentrals(
+          {
+            ...kubernetesConfig,
+            ...(stack?.pki ? { pki: stack.pki } : {}),
+            chassisCertMs: config.chassisCertMs,
+          },
+          (line) => logger.info(line),
+        )
+      : undefined
   const shared =
     config.ovn ??
     (stack?.ovn

@@ -1,9 +1,11 @@
 /** The Kubernetes API as the central provider calls it: the Role, client-node's bodies. */
+import { join } from 'node:path'
 import t from 'tap'
+import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { refusal, settings, setup } from '../../test/helpers/k8s/fake-centrals.ts'
 import { controllerRole } from '../k8s/controller.ts'
 import { parseManifestOptions } from '../k8s/options.ts'
-import { centralObjects } from '../k8s/ovn-central.ts'
+import { centralObjects, chassisSecret } from '../k8s/ovn-central.ts'
 import { CENTRALS_RBAC_RULES, fromJson, toJson } from './kubernetes-api.ts'
 
 t.test('the Role grants exactly what the provider calls', async (t) => {
@@ -13,19 +15,24 @@ t.test('the Role grants exactly what the provider calls', async (t) => {
     }),
   )
   const rules = role.rules ?? []
+  const pki = await openCertificateAuthority(join(t.testdir(), 'pki'))
   const { api, centrals, ready } = setup(
-    {},
+    { nbTlsSecret: 'nb-tls', sbTlsSecret: 'tls', pki },
     rules.map((r) => ({
       apiGroups: r.apiGroups ?? [],
       resources: r.resources ?? [],
       verbs: r.verbs,
     })),
   )
-  // Every path: create, wait, answer, stop (no hosts), start again, list, release, release
-  // again, reconcile, re-create.
+  // Every path: create, wait, answer, certify a chassis, a DPU leaves, stop (no hosts),
+  // start again, list, release, release again, reconcile, re-create.
   await refusal(centrals.ensure('tenant-a'))
   ready('tenant-a')
   await centrals.ensure('tenant-a')
+  const { cert: identity } = await pki.issueIdentity({ commonName: 'dpu-1' })
+  await centrals.chassisCertificate?.('tenant-a', { id: 'dpu-1', identity })
+  await centrals.leaveChassis?.('tenant-a', 'dpu-1')
+  await centrals.chassisCertified?.()
   await centrals.stop?.('tenant-a')
   await refusal(centrals.ensure('tenant-a'))
   ready('tenant-a')
@@ -72,4 +79,6 @@ t.test('client-node sends every field of the objects as built', async (t) => {
   for (const service of services)
     t.same(clean(sent(service.toJSON(), 'V1Service')), clean(service.toJSON()))
   t.same(clean(sent(networkPolicy.toJSON(), 'V1NetworkPolicy')), clean(networkPolicy.toJSON()))
+  const secret = chassisSecret('tenant-a', settings, { 'ca.crt': 'PEM' }, '7')
+  t.same(clean(sent(secret.toJSON(), 'V1Secret')), clean(secret.toJSON()))
 })

@@ -22,6 +22,7 @@ import {
   type OvnCentralEndpoints,
   type OvnCentralProvider,
 } from '../../lib/ovn/central.ts'
+import type { CertificateSigner } from '../../lib/pki/index.ts'
 import { GROUP_LABEL } from '../k8s/names.ts'
 import {
   centralEndpoints,
@@ -30,15 +31,18 @@ import {
   centralPodSelector,
   centralSelector,
   centralTransport,
+  chassisSecretName,
   quorum,
 } from '../k8s/ovn-central.ts'
+import { CHASSIS_CERT_MS } from './chassis-certs.ts'
 import {
   absentOn404,
   type CentralsApi,
+  call,
   ignore,
   kubernetesCentralsApi,
-  statusOf,
 } from './kubernetes-api.ts'
+import { kubernetesChassis } from './kubernetes-chassis.ts'
 import { centralPolicies, released } from './kubernetes-policy.ts'
 
 /** What `kubernetesCentrals` needs. */
@@ -55,6 +59,15 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
   readonly podsPollMs?: number
   /** How `release` waits between looks (default: a timer; tests: a stand-in clock). */
   readonly sleep?: (ms: number) => Promise<void>
+  /**
+   * The CA of the DPUs' identities the store keeps (Hydrazine's, when the controller issues
+   * them). With it, a central whose DPUs' SB is a relay (TLS SB and NB) checks chassis
+   * against a chassis CA of its group's own (infra/centrals/kubernetes-chassis.ts); without
+   * it, against the SB Secret's CA, which every group shares.
+   */
+  readonly pki?: Pick<CertificateSigner, 'issued'>
+  /** How long a chassis certificate is valid, in ms (default a day). */
+  readonly chassisCertMs?: number
 }
 
 /**
@@ -96,17 +109,30 @@ export function kubernetesCentrals({
     throw new ConfigError(`podsGoneTimeoutMs must be a number of ms >= 0, not ${podsGoneTimeoutMs}`)
   if (!(Number.isFinite(podsPollMs) && podsPollMs > 0))
     throw new ConfigError(`podsPollMs must be a positive number of ms, not ${podsPollMs}`)
-  const { api, namespace } = options
+  const { api, namespace, pki, chassisCertMs = CHASSIS_CERT_MS, ...rest } = options
   const log = options.log ?? (() => {})
   const need = quorum(options.replicas)
+  // A chassis CA per group where the DPUs' SB is a relay and the DPUs' identities are known.
+  const chassisCa =
+    pki !== undefined && options.sbTlsSecret !== undefined && options.nbTlsSecret !== undefined
+  const settings = { ...rest, namespace, chassisCa }
   // How the settings have every central's pods serve (the same for every group).
-  const wanted = centralTransport(centralObjects('transport', options).statefulSet)
+  const wanted = centralTransport(centralObjects('transport', settings).statefulSet)
+  const groups = async () =>
+    (await live(api, namespace))
+      .map((s) => s.metadata?.labels?.[GROUP_LABEL])
+      .filter((g): g is string => g !== undefined)
+      .sort()
+  const chassis =
+    chassisCa && pki
+      ? kubernetesChassis({ api, settings, pki, validityMs: chassisCertMs, groups, log })
+      : undefined
 
   const policies = centralPolicies({ api, settings: options, log })
 
   /** The Services (pods resolve each other through them), unless they exist. */
   const createServices = async (group: string) => {
-    for (const service of centralObjects(group, options).services)
+    for (const service of centralObjects(group, settings).services)
       await ignore(409, api.createService(namespace, service))
   }
 
@@ -117,7 +143,9 @@ export function kubernetesCentrals({
     }
     await policies.apply(group)
     await createServices(group)
-    const { statefulSet } = centralObjects(group, options)
+    // Before the StatefulSet: its pods' relay mounts it.
+    await chassis?.ensureSecret(group)
+    const { statefulSet } = centralObjects(group, settings)
     const created = await ignore(409, api.createStatefulSet(namespace, statefulSet))
     if (created) log(`central of group ${group}: created StatefulSet ${centralName(group)}`)
   }
@@ -183,8 +211,11 @@ export function kubernetesCentrals({
         await call(group, () => policies.apply(group))
       }
       if (ready < need) {
-        // Not ready: a Service deleted by hand would keep it so; put it back.
-        await call(group, () => createServices(group))
+        // Not ready: a Service (or chassis CA) deleted by hand would keep it so; put it back.
+        await call(group, async () => {
+          await createServices(group)
+          await chassis?.ensureSecret(group)
+        })
         throw unavailable(
           group,
           `StatefulSet ${name}: ${ready} of ${options.replicas} replicas ready, ${need} needed`,
@@ -213,6 +244,8 @@ export function kubernetesCentrals({
           const pvcName = pvc.metadata?.name
           if (pvcName) await ignore(404, api.deletePersistentVolumeClaim(namespace, pvcName))
         }
+        // Made under any settings: deleted whatever the current ones say.
+        await ignore(404, api.deleteSecret(namespace, chassisSecretName(group)))
         // Last, once its pods are gone: a terminating pod still serves its NB.
         if (!policy) return 'gone'
         if (!(await podsGone(group))) return 'stopping'
@@ -235,12 +268,17 @@ export function kubernetesCentrals({
         .filter((e): e is OvnCentralEndpoints => e !== undefined)
     },
 
-    async groups() {
-      return (await live(api, namespace))
-        .map((s) => s.metadata?.labels?.[GROUP_LABEL])
-        .filter((g): g is string => g !== undefined)
-        .sort()
-    },
+    groups,
+
+    ...(chassis
+      ? {
+          chassisCertificate: chassis.chassisCertificate,
+          southboundCa: chassis.southboundCa,
+          leaveChassis: chassis.leaveChassis,
+          chassisCertified: chassis.chassisCertified,
+          chassisRenewalsDue: chassis.chassisRenewalsDue,
+        }
+      : {}),
 
     async tidy() {
       const running = await live(api, namespace)
@@ -279,29 +317,6 @@ function read(api: CentralsApi, namespace: string, name: string) {
   return absentOn404(() => api.readStatefulSet(namespace, name))
 }
 
-/**
- * Runs API calls for `group`; a failure becomes a CentralUnavailableError: retryable
- * unless the API refused the request itself (401, 403: RBAC; 400, 422: an object it
- * cannot take), which no retry changes.
- */
-async function call<T>(group: string, run: () => Promise<T>): Promise<T> {
-  try {
-    return await run()
-  } catch (error) {
-    if (error instanceof CentralUnavailableError) throw error
-    const status = statusOf(error)
-    const permanent = status === 400 || status === 401 || status === 403 || status === 422
-    const why =
-      status === undefined
-        ? 'the Kubernetes API did not answer'
-        : `the Kubernetes API answered HTTP ${status}`
-    throw new CentralUnavailableError(group, why, {
-      retryable: !permanent,
-      cause: error,
-    })
-  }
-}
-
 const unavailable = (group: string, why: string) =>
   new CentralUnavailableError(group, why, { retryable: true })
 
@@ -310,7 +325,7 @@ const unavailable = (group: string, why: string) =>
  * (`loadFromDefault` falls back to it); elsewhere `KUBECONFIG` or `~/.kube/config`.
  */
 export function openKubernetesCentrals(
-  config: KubernetesCentralsConfig,
+  config: KubernetesCentralsConfig & Pick<KubernetesCentralsOptions, 'pki' | 'chassisCertMs'>,
   log?: (line: string) => void,
 ): OvnCentralProvider {
   const kc = new KubeConfig()
