@@ -82,13 +82,22 @@ export const CENTRALS_RBAC_RULES = [
   { apiGroups: [''], resources: ['services'], verbs: ['create', 'delete'] },
   { apiGroups: [''], resources: ['persistentvolumeclaims'], verbs: ['list', 'delete'] },
   { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
-  // The centrals' chassis CAs: read by name, never listed (or watched) across the namespace.
-  { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'get', 'update', 'delete'] },
   {
     apiGroups: ['networking.k8s.io'],
     resources: ['networkpolicies'],
     verbs: ['create', 'get', 'list', 'update', 'delete'],
   },
+] as const
+
+/**
+ * What the centrals' chassis CAs need beside `CENTRALS_RBAC_RULES`, when the controller
+ * runs Hydrazine's CA (infra/centrals/kubernetes-chassis.ts): Secrets, read by name and
+ * never listed or watched. A Role cannot name Secrets made at run time, so it grants these
+ * on every Secret of the namespace: the manifests (whose controller runs no CA) leave them
+ * out.
+ */
+export const CHASSIS_CA_RBAC_RULES = [
+  { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'get', 'update', 'delete'] },
 ] as const
 
 /**

@@ -9,8 +9,10 @@
  *
  * This file holds the provider's lifecycle (ensure, release, list, tidy); the API calls it
  * makes and the RBAC rules that grant exactly those are in infra/centrals/kubernetes-api.ts,
- * the NetworkPolicy's handling in infra/centrals/kubernetes-policy.ts, and the objects of a
- * group's central in infra/k8s/ovn-central.ts.
+ * the NetworkPolicy's handling in infra/centrals/kubernetes-policy.ts, each group's chassis
+ * CA (a Secret its SB relay serves and checks by, with `pki`) in
+ * infra/centrals/kubernetes-chassis.ts, and the objects of a group's central in
+ * infra/k8s/ovn-central.ts.
  */
 
 import { KubeConfig } from '@kubernetes/client-node'
@@ -31,7 +33,6 @@ import {
   centralPodSelector,
   centralSelector,
   centralTransport,
-  chassisSecretName,
   quorum,
 } from '../k8s/ovn-central.ts'
 import { CHASSIS_CERT_MS } from './chassis-certs.ts'
@@ -74,7 +75,7 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
  * The provider of centrals Kubernetes runs.
  *
  * - `ensure(group)`: reads the group's StatefulSet; absent, creates its NetworkPolicy, its
- *   Services and the StatefulSet, in that order, so that its pods never run without the
+ *   Services, its chassis CA Secret (with `pki` and a relay) and the StatefulSet, in that order, so that its pods never run without the
  *   policy (an object that exists already, 409, is fine: another replica made it); present,
  *   brings the policy to what the current settings build (`HYDRAZINE_K8S_CONTROLLER_CIDRS`
  *   and `_DPU_CIDRS` changed since it was written: replaced; missing: created) and, not
@@ -86,7 +87,7 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
  *   volumes, Services and policy stay, and the next `ensure` scales it back to `replicas`
  *   (throwing a retryable CentralUnavailableError until a quorum is ready again).
  * - `release(group)`: marks the NetworkPolicy released, deletes the StatefulSet, the
- *   Services and the volumes (404: gone already), waits (bounded) for the pods to be gone
+ *   Services, the volumes and the chassis CA Secret (404: gone already), waits (bounded) for the pods to be gone
  *   and only then deletes the policy. Pods still stopping when the wait ends keep it.
  *   Idempotent.
  * - `list()` / `groups()`: the ready centrals / every central not being deleted, found by
@@ -110,6 +111,10 @@ export function kubernetesCentrals({
   if (!(Number.isFinite(podsPollMs) && podsPollMs > 0))
     throw new ConfigError(`podsPollMs must be a positive number of ms, not ${podsPollMs}`)
   const { api, namespace, pki, chassisCertMs = CHASSIS_CERT_MS, ...rest } = options
+  if (!(Number.isFinite(chassisCertMs) && chassisCertMs >= 10_000))
+    throw new ConfigError(
+      `chassis certificates must be valid for at least 10 s (10000 ms), not ${chassisCertMs}`,
+    )
   const log = options.log ?? (() => {})
   const need = quorum(options.replicas)
   // A chassis CA per group where the DPUs' SB is a relay and the DPUs' identities are known.
@@ -244,8 +249,7 @@ export function kubernetesCentrals({
           const pvcName = pvc.metadata?.name
           if (pvcName) await ignore(404, api.deletePersistentVolumeClaim(namespace, pvcName))
         }
-        // Made under any settings: deleted whatever the current ones say.
-        await ignore(404, api.deleteSecret(namespace, chassisSecretName(group)))
+        await chassis?.deleteSecret(group)
         // Last, once its pods are gone: a terminating pod still serves its NB.
         if (!policy) return 'gone'
         if (!(await podsGone(group))) return 'stopping'

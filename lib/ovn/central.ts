@@ -63,7 +63,8 @@ export interface OvnCentralProvider {
   groups(): Promise<string[]>
   /**
    * The certificate a DPU's `ovn-controller` presents to the group's SB when that SB
-   * admits only its own group's chassis (an embedded per-group central over TLS): the
+   * admits only its own group's chassis (an embedded per-group central over TLS, a
+   * Kubernetes-run one whose relay has a chassis CA of its own): the
    * DPU's identity (PEM, from Hydrazine's CA, as `StateStore.dpus.identity` keeps it)
    * certified again by the group's own chassis CA, same CN and key. Undefined when the
    * group's SB takes a DPU's identity as it is (a shared, external or plaintext central).
@@ -76,18 +77,20 @@ export interface OvnCentralProvider {
   ): Promise<string | undefined>
   /**
    * The CA (PEM) that signed the server certificate of the group's SB, when it is the
-   * group's own (an embedded per-group central over TLS): a DPU's `ovn-controller` trusts
-   * it alone for that SB (`configure`'s `group.sbCa`), so neither another group's SB nor
-   * anything else Hydrazine's CA signed can stand in for it. Undefined when the DPU trusts
-   * Hydrazine's CA for it (a shared, external, Kubernetes-run or plaintext central, or one
-   * an earlier version started). Optional.
+   * group's own (an embedded per-group central over TLS, a Kubernetes-run one whose relay
+   * has a chassis CA of its own): a DPU's `ovn-controller` trusts it alone for that SB
+   * (`configure`'s `group.sbCa`), so neither another group's SB nor anything else
+   * Hydrazine's CA signed can stand in for it. Undefined when the DPU trusts the CA it was
+   * given for it (a shared, external, plaintext central, a Kubernetes-run one on the SB
+   * Secret every group shares, or one an earlier version started). Optional.
    */
   southboundCa?(group: string): Promise<string | undefined>
   /**
    * The DPU `dpuId` (or each of several) no longer serves the group: its SB stops
    * admitting it. An embedded per-group central over TLS replaces the group's chassis CA
    * (on disk when the central does not run, without starting it) and drops every session
-   * of its SB; the DPUs still serving the group need a new `chassisCertificate` (their
+   * of its SB; a Kubernetes-run one replaces the CA in its Secret, and its relay drops
+   * every session once the kubelet has updated its files; the DPUs still serving the group need a new `chassisCertificate` (their
    * next `configure`) and reconnect with it: true then. False when nothing changed (a
    * plaintext central, a group without a central). Optional.
    */
