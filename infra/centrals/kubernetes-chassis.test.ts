@@ -161,3 +161,34 @@ t.test('without the CA of the DPU identities: the shared SB Secret, as before', 
   const sts = await api.readStatefulSet(NS, centralName('tenant-a'))
   t.ok(sts.spec?.template.spec?.volumes?.some((v) => v.secret?.secretName === 'ovn-sb-tls'))
 })
+
+t.test('two controller replicas: a rotation by one holds for the other', async (t) => {
+  const { pki, identity } = await withPki(t)
+  const { api, centrals: x, ready } = setup({ ...tls, pki })
+  const y = setup({ ...tls, pki }, undefined, api).centrals
+  await refusal(x.ensure('tenant-a'))
+  ready('tenant-a')
+  const dpu1 = { id: 'dpu-1', identity: await identity('dpu-1') }
+  const before = await x.chassisCertificate?.('tenant-a', dpu1)
+  t.equal(await y.chassisCertificate?.('tenant-a', dpu1), before, 'the same certificate from both')
+  t.equal(await y.leaveChassis?.('tenant-a', 'dpu-2'), true)
+  const ca = secretOf(api, 'tenant-a')?.['ca.crt']
+  const after = await x.chassisCertificate?.('tenant-a', dpu1)
+  t.ok(signedBy(after, ca) && !signedBy(before, ca), 'the other replica certifies with the new CA')
+  t.equal(await x.southboundCa?.('tenant-a'), ca, 'and names it')
+})
+
+t.test('a chassis certificate past half its life is due for renewal', async (t) => {
+  const { pki, identity } = await withPki(t)
+  const { centrals, ready } = setup({ ...tls, pki, chassisCertMs: 10_000 })
+  await refusal(centrals.ensure('tenant-a'))
+  ready('tenant-a')
+  const dpu1 = { id: 'dpu-1', identity: await identity('dpu-1') }
+  const first = await centrals.chassisCertificate?.('tenant-a', dpu1)
+  t.same(await centrals.chassisRenewalsDue?.(), [], 'fresh: not due')
+  await new Promise((r) => setTimeout(r, 5_500))
+  t.same(await centrals.chassisRenewalsDue?.(), [{ group: 'tenant-a', dpuId: 'dpu-1' }])
+  const second = await centrals.chassisCertificate?.('tenant-a', dpu1)
+  t.not(second, first, 'a new one is issued')
+  t.same(await centrals.chassisRenewalsDue?.(), [], 'and it is not due')
+})

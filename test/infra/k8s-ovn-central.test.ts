@@ -9,7 +9,7 @@
  * peers Service's DNS would, each at its own loopback address.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { mkdir, rename, writeFile } from 'node:fs/promises'
+import { mkdir, rename, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
@@ -832,16 +832,20 @@ t.test(
     const central = await openCertificateAuthority(join(base, 'pki', 'central'))
     const own = await central.issuePeer({ ips: ['127.0.0.1'], dnsNames: ['localhost'] })
     /** Puts the Secret's files where the relay reads them, swapped in at once as the kubelet does. */
+    /**
+     * Puts the Secret's files where the relay reads them as the kubelet does: each a
+     * symlink into `..data`, itself a symlink to a new directory swapped in with one rename.
+     */
     const mount = async (p: Pod, group: string) => {
-      const next = join(p.dir, `tls.${Date.now()}`)
-      await mkdir(next)
-      for (const key of ['ca.crt', 'tls.crt', 'tls.key'])
-        await writeFile(join(next, key), secretFiles(group)[key] ?? '')
-      await rename(next, join(p.dir, 'tls')).catch(async () => {
-        // rename(2) onto a non-empty directory fails: move the old one aside first.
-        await rename(join(p.dir, 'tls'), `${next}.old`)
-        await rename(next, join(p.dir, 'tls'))
-      })
+      const tlsDir = join(p.dir, 'tls')
+      const stamp = `..${Date.now()}-${Math.random().toString(36).slice(2)}`
+      await mkdir(join(tlsDir, stamp))
+      for (const key of ['ca.crt', 'tls.crt', 'tls.key']) {
+        await writeFile(join(tlsDir, stamp, key), secretFiles(group)[key] ?? '')
+        await symlink(join('..data', key), join(tlsDir, key)).catch(() => {})
+      }
+      await symlink(stamp, join(tlsDir, '..data_tmp'))
+      await rename(join(tlsDir, '..data_tmp'), join(tlsDir, '..data'))
     }
     const pods: Record<string, Pod> = {}
     for (const group of ['tenant-a', 'tenant-b']) {
@@ -856,7 +860,7 @@ t.test(
       await eventually(() =>
         run('ovsdb-client', ['--timeout=3', 'list-dbs', `unix:${p.dir}/run/sb.sock`]),
       )
-      t.equal(await p.postStart('sb'), 0)
+      t.equal(await p.postStart('sb'), 0, `${group}: postStart set the DPUs' pssl: remote`)
       p.start('sb-relay')
       pods[group] = p
     }
@@ -933,7 +937,7 @@ t.test(
     const ended = new Promise<void>((done) => session.once('exit', () => done()))
 
     // Another DPU leaves tenant-a: a new CA in its Secret, which the kubelet mounts.
-    t.equal(await centrals.leaveChassis?.('tenant-a', 'dpu-2'), true)
+    t.equal(await centrals.leaveChassis?.('tenant-a', 'dpu-2'), true, 'tenant-a: a DPU left')
     await mount(a, 'tenant-a')
     const dropped = await Promise.race([
       ended.then(() => true),
