@@ -84,7 +84,8 @@ export interface ChassisCertificatesOptions<CA extends ChassisSigner> {
  * chassis CA, one at a time per group and DPU (two attaches at once get the same one).
  *
  * @example
- * const cert = await chassisCertificates({ tls, pki, validityMs, central, records })('tenant-a', { id, identity })
+ * const certify = chassisCertificates({ tls, pki, validityMs, central, records })
+ * const cert = await certify('tenant-a', { id: 'dpu-1', identity })
  */
 export function chassisCertificates<CA extends ChassisSigner>({
   tls,

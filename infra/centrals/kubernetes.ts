@@ -34,6 +34,7 @@ import {
   centralSelector,
   centralTransport,
   quorum,
+  relayOnChassisCa,
 } from '../k8s/ovn-central.ts'
 import { CHASSIS_CERT_MS } from './chassis-certs.ts'
 import {
@@ -75,8 +76,8 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
  * The provider of centrals Kubernetes runs.
  *
  * - `ensure(group)`: reads the group's StatefulSet; absent, creates its NetworkPolicy, its
- *   Services, its chassis CA Secret (with `pki` and a relay) and the StatefulSet, in that order, so that its pods never run without the
- *   policy (an object that exists already, 409, is fine: another replica made it); present,
+ *   Services, its chassis CA Secret (with `pki` and a relay) and the StatefulSet, in that
+ *   order, so that its pods never run without the policy (an object that exists already, 409, is fine: another replica made it); present,
  *   brings the policy to what the current settings build (`HYDRAZINE_K8S_CONTROLLER_CIDRS`
  *   and `_DPU_CIDRS` changed since it was written: replaced; missing: created) and, not
  *   ready, creates its Services again where they are missing.
@@ -87,9 +88,9 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
  *   volumes, Services and policy stay, and the next `ensure` scales it back to `replicas`
  *   (throwing a retryable CentralUnavailableError until a quorum is ready again).
  * - `release(group)`: marks the NetworkPolicy released, deletes the StatefulSet, the
- *   Services, the volumes and the chassis CA Secret (404: gone already), waits (bounded) for the pods to be gone
- *   and only then deletes the policy. Pods still stopping when the wait ends keep it.
- *   Idempotent.
+ *   Services, the volumes and its chassis CA Secret (404: gone already), waits (bounded)
+ *   for the pods to be gone and only then deletes the policy. Pods still stopping when the
+ *   wait ends keep it. Idempotent.
  * - `list()` / `groups()`: the ready centrals / every central not being deleted, found by
  *   their labels (reads only).
  * - `tidy()`, which reconcile calls on every run, puts back each running central's policy
@@ -219,7 +220,7 @@ export function kubernetesCentrals({
         // Not ready: a Service (or chassis CA) deleted by hand would keep it so; put it back.
         await call(group, async () => {
           await createServices(group)
-          await chassis?.ensureSecret(group)
+          if (relayOnChassisCa(statefulSet)) await chassis?.ensureSecret(group)
         })
         throw unavailable(
           group,

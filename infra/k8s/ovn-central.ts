@@ -21,12 +21,6 @@
  * socket). Without the NB Secret (a plaintext NB, asked for explicitly) raft and the
  * controller's SB port are plaintext too: there is no certificate to present.
  *
- * With `chassisCa` (the controller keeps the DPUs' identities: infra/centrals/kubernetes-chassis.ts)
- * the relay takes its certificate and its clients' CA from the group's own chassis CA, a
- * Secret `<name>-chassis` the controller makes (`chassisSecret`), instead of the SB Secret
- * every group shares: it admits only chassis certificates of its own group, and drops
- * every session when that CA is replaced (a DPU left the group).
- *
  * and a NetworkPolicy `<name>` (created first and deleted once the pods are gone, so that
  * no pod of the central ever runs open), because the NB and the controller's SB port have
  * full write access to the tenant's topology (the latter, and a plaintext NB, with no
@@ -41,6 +35,13 @@
  *
  * A list left empty admits no one (a rule with no peers would admit everyone). Kubernetes
  * admits the pod's own node whatever the policy says.
+ *
+ * With `chassisCa` (the controller keeps the DPUs' identities:
+ * infra/centrals/kubernetes-chassis.ts) the relay takes its certificate and its clients'
+ * CA from the group's own chassis CA, a Secret `<name>-chassis` the controller makes
+ * (`chassisSecret`), instead of the SB Secret every group shares: it admits only chassis
+ * certificates of its own group, and drops every session when that CA is replaced (a DPU
+ * left the group).
  */
 
 import { type IStatefulSet, StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'

@@ -90,8 +90,9 @@ export interface OvnCentralProvider {
    * admitting it. An embedded per-group central over TLS replaces the group's chassis CA
    * (on disk when the central does not run, without starting it) and drops every session
    * of its SB; a Kubernetes-run one replaces the CA in its Secret, and its relay drops
-   * every session once the kubelet has updated its files; the DPUs still serving the group need a new `chassisCertificate` (their
-   * next `configure`) and reconnect with it: true then. False when nothing changed (a
+   * every session once the kubelet has updated its files. The DPUs still serving the group
+   * need a new `chassisCertificate` (their next `configure`) and reconnect with it: true
+   * then. False when nothing changed (a
    * plaintext central, a group without a central). Optional.
    */
   leaveChassis?(group: string, dpuId: string | readonly string[]): Promise<boolean>
