@@ -10,6 +10,7 @@ import { HydrazineError } from '../lib/errors.ts'
 import { announcementsIn, renderBgpdConfig } from '../lib/frr/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../lib/ovn/central.ts'
 import { SYSTEM_OVN } from '../lib/ovn/install.ts'
+import { trustedBy } from '../lib/pki/index.ts'
 import { isLoopback } from '../lib/process/ports.ts'
 import { redactRedisUrl } from '../lib/redis/connection.ts'
 import { type ExternalCentrals, openExternalCentrals } from './centrals/external.ts'
@@ -124,14 +125,18 @@ try {
       log: (line) => logger.info(line),
     })
   }
-  // With Hydrazine's CA (the DPUs' identities it issues are kept), each Kubernetes-run
-  // central checks chassis against a CA of its group's own.
+  // The CA the DPUs' identities chain to: the operator's (HYDRAZINE_K8S_DPU_CA, no key),
+  // else Hydrazine's. With it the identities the agents present are recorded, and each
+  // Kubernetes-run central checks chassis against a CA of its group's own.
+  const dpuIdentities = kubernetesConfig?.dpuCaFile
+    ? trustedBy(await readFile(kubernetesConfig.dpuCaFile, 'utf8'))
+    : stack?.pki
   const kubernetes: OvnCentralProvider | undefined =
     kubernetesConfig && kubernetesCentrals
       ? kubernetesCentrals(
           {
             ...kubernetesConfig,
-            ...(stack?.pki ? { pki: stack.pki } : {}),
+            ...(dpuIdentities ? { dpuCa: dpuIdentities } : {}),
             chassisCertMs: config.chassisCertMs,
           },
           (line) => logger.info(line),
@@ -175,6 +180,7 @@ try {
       ovn,
       ...(frrVtyDir ? { frrVtyDir, frrSaveConfig: embedFrr || config.frrSaveConfig } : {}),
       ...(stack?.pki ? { pki: stack.pki } : {}),
+      ...(dpuIdentities ? { dpuIdentities } : {}),
       ...(centrals ? { centralDatabases: centrals.databases } : {}),
       embeddedCentral: embedOvn,
     },

@@ -9,6 +9,7 @@
  * a group's SB that admits only its own chassis gets the DPU's certificate for it
  * (`chassisCertificateFor`).
  */
+import { identityVerdict } from '../../lib/agent-protocol/identity.ts'
 import { implementationOf } from '../../lib/model/network-implementation.ts'
 import { type OvnCentralEndpoints, OvnControllerTooOld } from '../../lib/ovn/central.ts'
 import { compareOvnReleases } from '../../lib/ovn/install.ts'
@@ -127,11 +128,30 @@ export async function southboundCaFor(
  * the SB admits only its chassis and the DPU has no valid identity on record.
  */
 export async function chassisCertificateFor(
-  deps: Pick<HandlerDeps, 'ovn' | 'store'>,
+  deps: Pick<HandlerDeps, 'ovn' | 'store' | 'agents' | 'dpuIdentities'>,
   group: string,
   dpuId: string,
 ): Promise<string | undefined> {
   if (!deps.ovn.chassisCertificate) return undefined
-  const identity = await deps.store.dpus.identity(dpuId)
+  const identity = await dpuIdentity(deps, dpuId)
   return deps.ovn.chassisCertificate(group, { id: dpuId, identity })
+}
+
+/**
+ * The DPU's identity on record, recorded first from its agent's heartbeat when that
+ * presents a certificate of the DPUs' CA for this DPU newer than the one on record
+ * (`identityVerdict`); null when there is none.
+ */
+export async function dpuIdentity(
+  deps: Pick<HandlerDeps, 'store' | 'agents' | 'dpuIdentities'>,
+  dpuId: string,
+): Promise<string | null> {
+  const recorded = await deps.store.dpus.identity(dpuId)
+  const trusted = deps.dpuIdentities
+  if (!trusted) return recorded
+  const presented = await deps.agents.identityOf(dpuId)
+  if (presented === undefined || presented === recorded) return recorded
+  if (!identityVerdict({ dpuId, presented, recorded, trusted }).take) return recorded
+  await deps.store.dpus.setIdentity(dpuId, presented)
+  return presented
 }

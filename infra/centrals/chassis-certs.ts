@@ -66,7 +66,7 @@ export interface ChassisRecords {
 export interface ChassisCertificatesOptions<CA extends ChassisSigner> {
   /** Whether the SBs serve TLS; without, no DPU needs a certificate (it gets undefined). */
   readonly tls: boolean
-  /** The CA of the DPUs' identities (Hydrazine's). */
+  /** The CA of the DPUs' identities (Hydrazine's, or the operator's on Kubernetes). */
   readonly pki: Pick<CertificateSigner, 'issued'>
   /** How long a chassis certificate is valid (ms); renewed once less than half is left. */
   readonly validityMs: number
@@ -111,7 +111,7 @@ export function chassisCertificates<CA extends ChassisSigner>({
     const known = c.chassisCerts.get(id)
     if (known?.identity === identity && lastsEnough(known, validityMs)) return known.cert
     if (!pki.issued(identity)) {
-      throw refuse("its certificate is not a valid one of Hydrazine's CA")
+      throw refuse("its certificate is not a valid one of the DPUs' CA")
     }
     const holder = new X509Certificate(identity)
     if (holder.subject !== `CN=${id}`) throw refuse(`its certificate names ${holder.subject}`)

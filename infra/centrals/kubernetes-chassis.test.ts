@@ -8,7 +8,7 @@ import type { IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
 import { Secret } from 'kubernetes-models/v1/Secret'
 import t, { type Test } from 'tap'
 import { ChassisIdentityRefused } from '../../lib/ovn/central.ts'
-import { openCertificateAuthority } from '../../lib/pki/index.ts'
+import { openCertificateAuthority, trustedBy } from '../../lib/pki/index.ts'
 import { NS, refusal, settings, setup } from '../../test/helpers/k8s/fake-centrals.ts'
 import { centralName, centralObjects, chassisSecretName } from '../k8s/ovn-central.ts'
 
@@ -36,7 +36,7 @@ const signedBy = (cert: string | undefined, ca: string | undefined) =>
 
 t.test('a central gets its own chassis CA Secret, and its relay mounts it', async (t) => {
   const { pki } = await withPki(t)
-  const { api, centrals } = setup({ ...tls, pki })
+  const { api, centrals } = setup({ ...tls, dpuCa: trustedBy(pki.caCert) })
   await refusal(centrals.ensure('tenant-a'))
   const name = centralName('tenant-a')
   const secretName = chassisSecretName('tenant-a')
@@ -90,7 +90,7 @@ t.test('a central gets its own chassis CA Secret, and its relay mounts it', asyn
 
 t.test('chassis certificates from the group CA; a leaver rotates it', async (t) => {
   const { pki, identity } = await withPki(t)
-  const { api, centrals, ready } = setup({ ...tls, pki })
+  const { api, centrals, ready } = setup({ ...tls, dpuCa: trustedBy(pki.caCert) })
   for (const g of ['tenant-a', 'tenant-b']) {
     await refusal(centrals.ensure(g))
     ready(g)
@@ -140,7 +140,7 @@ t.test('chassis certificates from the group CA; a leaver rotates it', async (t) 
 
 t.test('a central made before keeps its relay on the shared SB Secret', async (t) => {
   const { pki, identity } = await withPki(t)
-  const { api, centrals, ready } = setup({ ...tls, pki })
+  const { api, centrals, ready } = setup({ ...tls, dpuCa: trustedBy(pki.caCert) })
   // As an earlier version made it: the relay on the SB Secret, no chassis CA.
   const { statefulSet } = centralObjects('tenant-a', { ...settings, ...tls })
   await api.createStatefulSet(NS, statefulSet.toJSON() as IStatefulSet)
@@ -164,8 +164,8 @@ t.test('without the CA of the DPU identities: the shared SB Secret, as before', 
 
 t.test('two controller replicas: a rotation by one holds for the other', async (t) => {
   const { pki, identity } = await withPki(t)
-  const { api, centrals: x, ready } = setup({ ...tls, pki })
-  const y = setup({ ...tls, pki }, undefined, api).centrals
+  const { api, centrals: x, ready } = setup({ ...tls, dpuCa: trustedBy(pki.caCert) })
+  const y = setup({ ...tls, dpuCa: trustedBy(pki.caCert) }, undefined, api).centrals
   await refusal(x.ensure('tenant-a'))
   ready('tenant-a')
   const dpu1 = { id: 'dpu-1', identity: await identity('dpu-1') }
@@ -180,7 +180,7 @@ t.test('two controller replicas: a rotation by one holds for the other', async (
 
 t.test('a chassis certificate past half its life is due for renewal', async (t) => {
   const { pki, identity } = await withPki(t)
-  const { centrals, ready } = setup({ ...tls, pki, chassisCertMs: 10_000 })
+  const { centrals, ready } = setup({ ...tls, dpuCa: trustedBy(pki.caCert), chassisCertMs: 10_000 })
   await refusal(centrals.ensure('tenant-a'))
   ready('tenant-a')
   const dpu1 = { id: 'dpu-1', identity: await identity('dpu-1') }

@@ -50,8 +50,8 @@ const WRITE_TRIES = 5
 export interface KubernetesChassisOptions {
   readonly api: CentralsApi
   readonly settings: CentralSettings
-  /** The CA of the DPUs' identities the store keeps (Hydrazine's). */
-  readonly pki: Pick<CertificateSigner, 'issued'>
+  /** The CA of the DPUs' identities the store keeps (the operator's, or Hydrazine's). */
+  readonly dpuCa: Pick<CertificateSigner, 'issued'>
   /** How long a chassis certificate is valid (ms). */
   readonly validityMs: number
   /** The groups that have a central (the provider's `groups()`). */
@@ -87,7 +87,7 @@ export interface KubernetesChassis
  * The chassis CAs of the centrals `settings` builds with `chassisCa`.
  *
  * @example
- * const chassis = kubernetesChassis({ api, settings, pki, validityMs, groups, log })
+ * const chassis = kubernetesChassis({ api, settings, dpuCa, validityMs, groups, log })
  * await chassis.leaveChassis('tenant-a', 'dpu-3') // true: a new CA; the relay drops sessions
  */
 export function kubernetesChassis(options: KubernetesChassisOptions): KubernetesChassis {
@@ -224,7 +224,7 @@ export function kubernetesChassis(options: KubernetesChassisOptions): Kubernetes
   return {
     chassisCertificate: chassisCertificates({
       tls: true,
-      pki: options.pki,
+      pki: options.dpuCa,
       validityMs,
       central,
       records,

@@ -10,7 +10,7 @@
  * This file holds the provider's lifecycle (ensure, release, list, tidy); the API calls it
  * makes and the RBAC rules that grant exactly those are in infra/centrals/kubernetes-api.ts,
  * the NetworkPolicy's handling in infra/centrals/kubernetes-policy.ts, each group's chassis
- * CA (a Secret its SB relay serves and checks by, with `pki`) in
+ * CA (a Secret its SB relay serves and checks by, with `dpuCa`) in
  * infra/centrals/kubernetes-chassis.ts, and the objects of a group's central in
  * infra/k8s/ovn-central.ts.
  */
@@ -62,12 +62,15 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
   /** How `release` waits between looks (default: a timer; tests: a stand-in clock). */
   readonly sleep?: (ms: number) => Promise<void>
   /**
-   * The CA of the DPUs' identities the store keeps (Hydrazine's, when the controller issues
-   * them). With it, a central whose DPUs' SB is a relay (TLS SB and NB) checks chassis
-   * against a chassis CA of its group's own (infra/centrals/kubernetes-chassis.ts); without
-   * it, against the SB Secret's CA, which every group shares.
+   * The CA of the DPUs' identities the store keeps: the operator's (`HYDRAZINE_DPU_CA_FILE`,
+   * the SB Secret's `ca.crt`; the identities recorded from the agents' heartbeats), or
+   * Hydrazine's when the controller issues them. Only its certificate is needed: it checks
+   * that an identity is one of its. With it, a central whose DPUs' SB is a relay (TLS SB
+   * and NB) checks chassis against a chassis CA of its group's own
+   * (infra/centrals/kubernetes-chassis.ts); without it, against the SB Secret's CA, which
+   * every group shares.
    */
-  readonly pki?: Pick<CertificateSigner, 'issued'>
+  readonly dpuCa?: Pick<CertificateSigner, 'issued'>
   /** How long a chassis certificate is valid, in ms (default a day). */
   readonly chassisCertMs?: number
 }
@@ -76,7 +79,7 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
  * The provider of centrals Kubernetes runs.
  *
  * - `ensure(group)`: reads the group's StatefulSet; absent, creates its NetworkPolicy, its
- *   Services, its chassis CA Secret (with `pki` and a relay) and the StatefulSet, in that
+ *   Services, its chassis CA Secret (with `dpuCa` and a relay) and the StatefulSet, in that
  *   order, so that its pods never run without the policy (an object that exists already, 409, is fine: another replica made it); present,
  *   brings the policy to what the current settings build (`HYDRAZINE_K8S_CONTROLLER_CIDRS`
  *   and `_DPU_CIDRS` changed since it was written: replaced; missing: created) and, not
@@ -111,7 +114,7 @@ export function kubernetesCentrals({
     throw new ConfigError(`podsGoneTimeoutMs must be a number of ms >= 0, not ${podsGoneTimeoutMs}`)
   if (!(Number.isFinite(podsPollMs) && podsPollMs > 0))
     throw new ConfigError(`podsPollMs must be a positive number of ms, not ${podsPollMs}`)
-  const { api, namespace, pki, chassisCertMs = CHASSIS_CERT_MS, ...rest } = options
+  const { api, namespace, dpuCa, chassisCertMs = CHASSIS_CERT_MS, ...rest } = options
   if (!(Number.isFinite(chassisCertMs) && chassisCertMs >= 10_000))
     throw new ConfigError(
       `chassis certificates must be valid for at least 10 s (10000 ms), not ${chassisCertMs}`,
@@ -120,7 +123,7 @@ export function kubernetesCentrals({
   const need = quorum(options.replicas)
   // A chassis CA per group where the DPUs' SB is a relay and the DPUs' identities are known.
   const chassisCa =
-    pki !== undefined && options.sbTlsSecret !== undefined && options.nbTlsSecret !== undefined
+    dpuCa !== undefined && options.sbTlsSecret !== undefined && options.nbTlsSecret !== undefined
   const settings = { ...rest, namespace, chassisCa }
   // How the settings have every central's pods serve (the same for every group).
   const wanted = centralTransport(centralObjects('transport', settings).statefulSet)
@@ -130,8 +133,8 @@ export function kubernetesCentrals({
       .filter((g): g is string => g !== undefined)
       .sort()
   const chassis =
-    chassisCa && pki
-      ? kubernetesChassis({ api, settings, pki, validityMs: chassisCertMs, groups, log })
+    chassisCa && dpuCa
+      ? kubernetesChassis({ api, settings, dpuCa, validityMs: chassisCertMs, groups, log })
       : undefined
 
   const policies = centralPolicies({ api, settings: options, log })
@@ -330,7 +333,7 @@ const unavailable = (group: string, why: string) =>
  * (`loadFromDefault` falls back to it); elsewhere `KUBECONFIG` or `~/.kube/config`.
  */
 export function openKubernetesCentrals(
-  config: KubernetesCentralsConfig & Pick<KubernetesCentralsOptions, 'pki' | 'chassisCertMs'>,
+  config: KubernetesCentralsConfig & Pick<KubernetesCentralsOptions, 'dpuCa' | 'chassisCertMs'>,
   log?: (line: string) => void,
 ): OvnCentralProvider {
   const kc = new KubeConfig()

@@ -65,11 +65,11 @@ export interface OvnCentralProvider {
    * The certificate a DPU's `ovn-controller` presents to the group's SB when that SB
    * admits only its own group's chassis (an embedded per-group central over TLS, a
    * Kubernetes-run one whose relay has a chassis CA of its own): the
-   * DPU's identity (PEM, from Hydrazine's CA, as `StateStore.dpus.identity` keeps it)
+   * DPU's identity (PEM, from the DPUs' CA, as `StateStore.dpus.identity` keeps it)
    * certified again by the group's own chassis CA, same CN and key. Undefined when the
    * group's SB takes a DPU's identity as it is (a shared, external or plaintext central).
    * Throws `ChassisIdentityRefused` when the SB needs one and the identity is missing or
-   * not a valid certificate of Hydrazine's CA for that DPU. Optional.
+   * not a valid certificate of the DPUs' CA for that DPU. Optional.
    */
   chassisCertificate?(
     group: string,
@@ -157,8 +157,9 @@ export class CentralUnavailableError extends HydrazineError {
 /**
  * A group's SB admits only its own chassis, and the DPU's certificate on record cannot be
  * certified for it: there is none (its credentials were issued without a PKI, or by a
- * version that did not keep it), or it is not a valid one of Hydrazine's CA for that DPU.
- * The DPU needs new credentials. Not retryable.
+ * version that did not keep it, and its agent presented none), or it is not a valid one of
+ * the DPUs' CA (Hydrazine's, or the operator's) for that DPU. The DPU needs new credentials
+ * (or, on Kubernetes, an agent that presents its identity). Not retryable.
  */
 export class ChassisIdentityRefused extends HydrazineError {
   constructor(

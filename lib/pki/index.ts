@@ -293,19 +293,46 @@ function signerOf(caKey: CryptoKey, caCert: x509.X509Certificate): CertificateSi
       const cert = await sign(commonName, validity, [clientAuth], [], publicKey)
       return cert.toString('pem')
     },
-    issued(pem, at = new Date()) {
-      try {
-        const cert = new NodeX509(pem)
-        return (
-          cert.checkIssued(caNode) &&
-          cert.verify(caNode.publicKey) &&
-          new Date(cert.validFrom) <= at &&
-          at <= new Date(cert.validTo)
-        )
-      } catch {
-        return false
-      }
-    },
+    issued: issuedBy(caNode),
+  }
+}
+
+/**
+ * What checks certificates against a CA whose key this process does not hold (the
+ * operator's CA of the DPUs' identities): `issued(cert)` is true when one of the
+ * certificates in `caPem` (a PEM bundle) signed `cert` and it is valid at `at`. Throws
+ * PkiError when `caPem` holds no certificate.
+ *
+ * @example trustedBy(await readFile('/etc/hydrazine/dpu-ca/ca.crt', 'utf8')).issued(pem)
+ */
+export function trustedBy(caPem: string): Pick<CertificateSigner, 'caCert' | 'issued'> {
+  const blocks = caPem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? []
+  const cas = blocks.flatMap((block) => {
+    try {
+      return [new NodeX509(block)]
+    } catch {
+      return []
+    }
+  })
+  if (cas.length === 0) throw new PkiError('(PEM)', 'no CA certificate in the text given')
+  const checks = cas.map(issuedBy)
+  return { caCert: caPem, issued: (pem, at) => checks.some((issued) => issued(pem, at)) }
+}
+
+/** `issued` of a CA whose certificate is `ca`. */
+function issuedBy(ca: NodeX509): CertificateSigner['issued'] {
+  return (pem, at = new Date()) => {
+    try {
+      const cert = new NodeX509(pem)
+      return (
+        cert.checkIssued(ca) &&
+        cert.verify(ca.publicKey) &&
+        new Date(cert.validFrom) <= at &&
+        at <= new Date(cert.validTo)
+      )
+    } catch {
+      return false
+    }
   }
 }
 

@@ -23,7 +23,7 @@ import {
 } from '../../infra/k8s/ovn-central.ts'
 import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
 import { OvsdbClient } from '../../lib/ovn/client.ts'
-import { openCertificateAuthority } from '../../lib/pki/index.ts'
+import { openCertificateAuthority, trustedBy } from '../../lib/pki/index.ts'
 import { freePort } from '../../lib/process/ports.ts'
 import { NS, setup } from '../helpers/k8s/fake-centrals.ts'
 import { admits, type Source } from '../helpers/k8s/fake-network-plugin.ts'
@@ -822,7 +822,7 @@ t.test(
     const base = t.testdir({ pki: {}, dpu: {}, 'tenant-a': volume(), 'tenant-b': volume() })
     // The Secrets as the provider makes them (on the fake API), each group's own CA.
     const pki = await openCertificateAuthority(join(base, 'pki', 'hydrazine'))
-    const { api, centrals, ready } = setup({ ...tls, pki })
+    const { api, centrals, ready } = setup({ ...tls, dpuCa: trustedBy(pki.caCert) })
     const secretFiles = (group: string) =>
       Object.fromEntries(
         Object.entries(
