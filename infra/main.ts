@@ -125,18 +125,20 @@ try {
       log: (line) => logger.info(line),
     })
   }
-  // The CA the DPUs' identities chain to: the operator's (HYDRAZINE_K8S_DPU_CA, no key),
-  // else Hydrazine's. With it the identities the agents present are recorded, and each
-  // Kubernetes-run central checks chassis against a CA of its group's own.
+  // The operator's CA of the DPUs' identities (HYDRAZINE_K8S_DPU_CA, its certificate
+  // only): the identities the agents present are recorded when it issued them, and each
+  // Kubernetes-run central checks chassis against a CA of its group's own. Hydrazine's CA,
+  // where it runs, records each identity as it issues it (POST /v1/dpus/{id}/credentials).
   const dpuIdentities = kubernetesConfig?.dpuCaFile
     ? trustedBy(await readFile(kubernetesConfig.dpuCaFile, 'utf8'))
-    : stack?.pki
+    : undefined
+  const dpuCa = dpuIdentities ?? stack?.pki
   const kubernetes: OvnCentralProvider | undefined =
     kubernetesConfig && kubernetesCentrals
       ? kubernetesCentrals(
           {
             ...kubernetesConfig,
-            ...(dpuIdentities ? { dpuCa: dpuIdentities } : {}),
+            ...(dpuCa ? { dpuCa } : {}),
             chassisCertMs: config.chassisCertMs,
           },
           (line) => logger.info(line),

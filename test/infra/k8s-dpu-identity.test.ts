@@ -80,7 +80,11 @@ t.test('the identity an agent presents is recorded, and its key certified', asyn
   t.equal(await store.dpus.identity(dpuId), renewed, 'a renewed identity replaces the older')
   t.ok(again.publicKey.equals(new X509Certificate(renewed).publicKey), 'its key certified')
   await beat(dpuId, own)
-  t.equal(await dpuIdentity(deps, dpuId), renewed, 'an older one presented again is not taken')
+  t.match(
+    await dpuIdentity(deps, dpuId),
+    { identity: renewed, refused: /as new or newer/ },
+    'an older one presented again is not taken',
+  )
 })
 
 t.test("another DPU's certificate, or another CA's, is not recorded", async (t) => {
@@ -92,18 +96,33 @@ t.test("another DPU's certificate, or another CA's, is not recorded", async (t) 
   for (const [what, presented] of cases) {
     const dpuId = `dpu-b${n}-${cases.findIndex((c) => c[0] === what)}`
     await beat(dpuId, await presented(dpuId))
-    const refused = await chassisCertificateFor(deps, 'tenant-a', dpuId).catch((e: unknown) => e)
-    t.ok(refused instanceof ChassisIdentityRefused, `${what}: the DPU is refused`)
+    const waits = await chassisCertificateFor(deps, 'tenant-a', dpuId).catch((e: unknown) => e)
+    t.match(
+      waits,
+      { code: 'DPU_IDENTITY_AWAITED', retryable: true, message: /its agent presents one that/ },
+      `${what}: the DPU waits, saying why`,
+    )
     t.equal(await store.dpus.identity(dpuId), null, `${what}: nothing recorded`)
   }
+
+  // An agent older than the controller presents none: its hosts wait (retried), and go on
+  // once the upgraded agent presents its identity.
   const silent = `dpu-b${n}-silent`
   await beat(silent)
-  const refused = await chassisCertificateFor(deps, 'tenant-a', silent).catch((e: unknown) => e)
-  t.ok(refused instanceof ChassisIdentityRefused, 'an agent that presents none: refused')
+  const waits = await chassisCertificateFor(deps, 'tenant-a', silent).catch((e: unknown) => e)
+  t.match(
+    waits,
+    { code: 'DPU_IDENTITY_AWAITED', retryable: true, message: /its agent presents none/ },
+    'an agent that presents none: the DPU waits',
+  )
+  await beat(silent, await identity(operator, silent))
+  t.ok(await chassisCertificateFor(deps, 'tenant-a', silent), 'upgraded: certified')
 
   // Without the DPUs' CA configured, nothing is taken from a heartbeat.
   const dpuId = `dpu-b${n}-unconfigured`
   await beat(dpuId, await identity(operator, dpuId))
   const { dpuIdentities: _, ...without } = deps
-  t.equal(await dpuIdentity(without, dpuId), null, 'no DPU CA: not recorded')
+  t.same(await dpuIdentity(without, dpuId), { identity: null }, 'no DPU CA: not recorded')
+  const refused = await chassisCertificateFor(without, 'tenant-a', dpuId).catch((e: unknown) => e)
+  t.ok(refused instanceof ChassisIdentityRefused, 'and nothing to wait for: refused for good')
 })
