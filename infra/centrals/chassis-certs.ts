@@ -20,7 +20,7 @@ import {
   ChassisIdentityRefused,
   type OvnCentralProvider,
 } from '../../lib/ovn/central.ts'
-import type { CertificateSigner } from '../../lib/pki/index.ts'
+import { type CertificateSigner, commonNameOf } from '../../lib/pki/index.ts'
 
 const DAY_MS = 24 * 60 * 60 * 1000
 /**
@@ -114,7 +114,7 @@ export function chassisCertificates<CA extends ChassisSigner>({
       throw refuse("its certificate is not a valid one of the DPUs' CA")
     }
     const holder = new X509Certificate(identity)
-    if (holder.subject !== `CN=${id}`) throw refuse(`its certificate names ${holder.subject}`)
+    if (commonNameOf(holder) !== id) throw refuse(`its certificate names ${holder.subject}`)
     const identityEnds = Date.parse(holder.validTo)
     const record = records(ca)
     const kept = await record.read(id)

@@ -1,3 +1,6 @@
+import 'reflect-metadata'
+import { webcrypto } from 'node:crypto'
+import * as x509 from '@peculiar/x509'
 import t from 'tap'
 import {
   type CertificateSigner,
@@ -8,7 +11,8 @@ import {
 import { identityVerdict } from './identity.ts'
 
 const DAY_MS = 24 * 60 * 60 * 1000
-const operator = await certificateAuthorityOf(await newCertificateAuthority())
+const operatorCa = await newCertificateAuthority()
+const operator = await certificateAuthorityOf(operatorCa)
 const other = await certificateAuthorityOf(await newCertificateAuthority())
 const trusted = trustedBy(operator.caCert)
 const identity = async (
@@ -16,6 +20,39 @@ const identity = async (
   commonName: string,
   dnsNames: string[] = [commonName],
 ) => (await ca.issueIdentity({ commonName, dnsNames })).cert
+
+/** An identity of the operator's CA for an RSA key (cert-manager's default algorithm). */
+async function rsaIdentity(commonName: string): Promise<string> {
+  const keys = await webcrypto.subtle.generateKey(
+    {
+      name: 'RSASSA-PKCS1-v1_5',
+      modulusLength: 2048,
+      publicExponent: new Uint8Array([1, 0, 1]),
+      hash: 'SHA-256',
+    },
+    true,
+    ['sign', 'verify'],
+  )
+  const ca = new x509.X509Certificate(operator.caCert)
+  const caKey = await webcrypto.subtle.importKey(
+    'pkcs8',
+    x509.PemConverter.decodeFirst(operatorCa.key),
+    { name: 'ECDSA', namedCurve: 'P-256' },
+    false,
+    ['sign'],
+  )
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: '01',
+    subject: `CN=${commonName}`,
+    issuer: ca.subject,
+    notBefore: new Date(Date.now() - 60_000),
+    notAfter: new Date(Date.now() + DAY_MS),
+    signingAlgorithm: { name: 'ECDSA', hash: 'SHA-256' },
+    publicKey: keys.publicKey,
+    signingKey: caKey,
+  })
+  return cert.toString('pem')
+}
 
 t.test('an agent presents an identity: taken only as its own DPU’s, and newer', async (t) => {
   const own = await identity(operator, 'dpu-1')
@@ -36,6 +73,7 @@ t.test('an agent presents an identity: taken only as its own DPU’s, and newer'
     ],
     ['another CA’s, with this DPU’s name', await identity(other, 'dpu-1'), null, /DPUs' CA/],
     ['not a certificate', 'hello', null, /not a PEM certificate/],
+    ['an RSA key', await rsaIdentity('dpu-1'), null, /not P-256/],
     [
       'one on record of another CA (Hydrazine’s, earlier) is replaced',
       own,

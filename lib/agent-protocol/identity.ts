@@ -12,7 +12,7 @@
  * nobody else anything to present.
  */
 import { X509Certificate } from 'node:crypto'
-import type { CertificateSigner } from '../pki/index.ts'
+import { type CertificateSigner, commonNameOf } from '../pki/index.ts'
 
 /** Why a presented identity is not taken, in words for a log line; undefined: taken. */
 export type IdentityVerdict =
@@ -22,7 +22,8 @@ export type IdentityVerdict =
 /**
  * Whether `presented`, the identity the agent of DPU `dpuId` presents, replaces `recorded`
  * (the one on record, null: none): it must be issued by `trusted` (the DPUs' CA) and valid
- * at `now`, name the DPU (its CN, and its DNS names when it has any, are `dpuId`), and be
+ * at `now`, name the DPU (its CN, and its DNS names when it has any, are `dpuId`), hold a
+ * P-256 key (what a chassis certificate certifies), and be
  * newer than `recorded` (issued later), unless `recorded` is no valid certificate of
  * `trusted` (expired, or of another CA).
  *
@@ -49,6 +50,9 @@ export function identityVerdict({
   if (named.commonName !== dpuId) return refuse(`its CN is ${named.commonName ?? '(none)'}`)
   const other = named.dnsNames.find((name) => name !== dpuId)
   if (other !== undefined) return refuse(`it names ${other}`)
+  // A group's chassis CA certifies this key as it is, and signs P-256 keys only.
+  if (cert.publicKey.asymmetricKeyDetails?.namedCurve !== 'prime256v1')
+    return refuse('its key is not P-256 (ECDSA), which a chassis certificate needs')
   if (recorded === null || !trusted.issued(recorded, now)) return { take: true }
   const before = certificateOf(recorded)
   if (!before) return { take: true }
@@ -60,15 +64,12 @@ export function identityVerdict({
 
 /** The CN and DNS names of a certificate. */
 function namesOf(cert: X509Certificate): { commonName?: string; dnsNames: string[] } {
-  const cns = cert.subject
-    .split('\n')
-    .filter((line) => line.startsWith('CN='))
-    .map((line) => line.slice(3))
+  const commonName = commonNameOf(cert)
   const dnsNames = (cert.subjectAltName ?? '')
     .split(', ')
     .filter((entry) => entry.startsWith('DNS:'))
     .map((entry) => entry.slice(4))
-  return { ...(cns.length === 1 && cns[0] !== undefined ? { commonName: cns[0] } : {}), dnsNames }
+  return { ...(commonName !== undefined ? { commonName } : {}), dnsNames }
 }
 
 function certificateOf(pem: string): X509Certificate | undefined {

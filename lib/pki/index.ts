@@ -319,6 +319,20 @@ export function trustedBy(caPem: string): Pick<CertificateSigner, 'caCert' | 'is
   return { caCert: caPem, issued: (pem, at) => checks.some((issued) => issued(pem, at)) }
 }
 
+/**
+ * The CN of a certificate's subject, when it has exactly one (whatever else the subject
+ * holds: an operator's CA may add `O=`).
+ *
+ * @example commonNameOf(new X509Certificate(pem)) // 'dpu-1'
+ */
+export function commonNameOf(cert: NodeX509): string | undefined {
+  const names = cert.subject
+    .split('\n')
+    .filter((line) => line.startsWith('CN='))
+    .map((line) => line.slice(3))
+  return names.length === 1 ? names[0] : undefined
+}
+
 /** `issued` of a CA whose certificate is `ca`. */
 function issuedBy(ca: NodeX509): CertificateSigner['issued'] {
   return (pem, at = new Date()) => {
