@@ -156,6 +156,7 @@ export async function startAgentRuntime(
         intervalMs: config.heartbeatMs,
         observed,
         ...(ovnVersion ? { ovnVersion } : {}),
+        ...(tls ? { identity: tls.cert } : {}),
       }
       await heartbeats.write(heartbeat, HEARTBEAT_TTL_INTERVALS * config.heartbeatMs).then(
         () => metrics.heartbeat(true),

@@ -29,7 +29,7 @@ import {
   leavePreviousCentral,
   southboundCaFor,
 } from './internal/dpu-central.ts'
-import { AwaitingAck, failOrRetry, NotReady } from './internal/errors.ts'
+import { AwaitingAck, DpuIdentityAwaited, failOrRetry, NotReady } from './internal/errors.ts'
 import { convergeFabricHost, reportFabricAttached } from './internal/fabric-host.ts'
 import {
   allocateAddresses,
@@ -323,6 +323,28 @@ function refuseDpu(deps: HandlerDeps, host: HostAttempt) {
     )
 }
 
+/**
+ * A DPU whose identity its group's SB needs and which is not on record yet (its agent is
+ * older than the controller): the host says so, and its attach is retried.
+ */
+function awaitIdentity(deps: HandlerDeps, host: HostAttempt) {
+  return async (error: unknown): Promise<never> => {
+    if (error instanceof DpuIdentityAwaited) {
+      await setHostStatus(deps, host, {
+        attempt: host.attempt,
+        phase: 'Configuring',
+        condition: {
+          type: 'AgentConfigured',
+          status: 'False',
+          reason: 'DpuIdentityAwaited',
+          message: error.message,
+        },
+      })
+    }
+    throw error
+  }
+}
+
 /** `configure` on the host's DPU, after isolating what a forced detach left bound there. */
 async function signalAgent(
   deps: HandlerDeps,
@@ -332,9 +354,9 @@ async function signalAgent(
   relayIp: string | undefined,
 ): Promise<ChildRef[]> {
   const dpuId = host.spec.dpu.id
-  const sbCertificate = await chassisCertificateFor(deps, group.name, dpuId).catch(
-    refuseDpu(deps, host),
-  )
+  const sbCertificate = await chassisCertificateFor(deps, group.name, dpuId)
+    .catch(awaitIdentity(deps, host))
+    .catch(refuseDpu(deps, host))
   const sbCa = await southboundCaFor(deps, group.name)
   const stale = await isolateStaleBindings(deps, dpuId, {
     host: host.name,

@@ -39,6 +39,7 @@ import {
   setGeneveIpsec,
   TraceFacts,
 } from '../lib/ovn/index.ts'
+import type { CertificateSigner } from '../lib/pki/index.ts'
 import type { RedisClient } from '../lib/redis/connection.ts'
 import { createRedis, duplicateClient, type RedisEndpoint } from '../lib/redis/connection.ts'
 import { ChangeFeed } from '../lib/state/changes.ts'
@@ -152,6 +153,11 @@ export interface ControllerOptions {
   /** Issues a DPU's certificate (CN = its id) when Hydrazine runs a PKI. */
   readonly certificates?: CredentialIssuerOptions['certificates']
   /**
+   * The CA of the DPUs' identities: the identity an agent presents in its heartbeat is
+   * recorded as its DPU's when this CA issued it for that DPU (`HandlerDeps.dpuIdentities`).
+   */
+  readonly dpuIdentities?: Pick<CertificateSigner, 'issued'>
+  /**
    * Called at each named step of a handler, with the object it works on where it names it;
    * tests kill the process at one, benches time them.
    */
@@ -197,6 +203,31 @@ export function bullConnection(endpoint: RedisEndpoint): RedisClient {
   return createRedis(endpoint, { maxRetriesPerRequest: null })
 }
 
+/** What the controller knows of the DPUs' agents, read from their live heartbeats. */
+export function agentDirectory(heartbeats: Heartbeats): AgentDirectory {
+  return {
+    async protocolFor(dpuId) {
+      const beat = await heartbeats.read(dpuId)
+      // Unknown agent: speak the oldest version every shipped agent understands.
+      return beat ? pickProtocolVersion(beat.protocolVersions) : PROTOCOL_VERSIONS[0]
+    },
+    async speaksFabric(dpuId) {
+      const beat = await heartbeats.read(dpuId)
+      return beat ? speaksFabric(beat.protocolVersions) : false
+    },
+    async speaksFabricAccess(dpuId) {
+      const beat = await heartbeats.read(dpuId)
+      return beat ? speaksFabricAccess(beat.protocolVersions) : false
+    },
+    async ovnVersionOf(dpuId) {
+      return (await heartbeats.read(dpuId))?.ovnVersion
+    },
+    async identityOf(dpuId) {
+      return (await heartbeats.read(dpuId))?.identity
+    },
+  }
+}
+
 /** Builds the controller's clients, starts its workers and returns its client. */
 export async function startController(options: ControllerOptions): Promise<Controller> {
   const endpoint: RedisEndpoint = {
@@ -240,24 +271,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
   const changes = new ChangeFeed(() => duplicateClient(redis), store.changeLog)
   changes.onError((error) => options.logger?.debug({ err: error }, 'change feed error'))
 
-  const agents: AgentDirectory = {
-    async protocolFor(dpuId) {
-      const beat = await heartbeats.read(dpuId)
-      // Unknown agent: speak the oldest version every shipped agent understands.
-      return beat ? pickProtocolVersion(beat.protocolVersions) : PROTOCOL_VERSIONS[0]
-    },
-    async speaksFabric(dpuId) {
-      const beat = await heartbeats.read(dpuId)
-      return beat ? speaksFabric(beat.protocolVersions) : false
-    },
-    async speaksFabricAccess(dpuId) {
-      const beat = await heartbeats.read(dpuId)
-      return beat ? speaksFabricAccess(beat.protocolVersions) : false
-    },
-    async ovnVersionOf(dpuId) {
-      return (await heartbeats.read(dpuId))?.ovnVersion
-    },
-  }
+  const agents = agentDirectory(heartbeats)
   const credentials = createCredentialIssuer({
     redis: agentsRedis,
     ...(options.prefix ? { queuePrefix: options.prefix } : {}),
@@ -298,6 +312,7 @@ export async function startController(options: ControllerOptions): Promise<Contr
       ...(options.checkpoint ? { checkpoint: options.checkpoint } : {}),
       ...(options.centralsOnDemand ? { centralsOnDemand: options.centralsOnDemand } : {}),
       parkForCommit: options.parkForCommit ?? true,
+      ...(options.dpuIdentities ? { dpuIdentities: options.dpuIdentities } : {}),
     },
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.commitPace ? { commitPace: options.commitPace } : {}),

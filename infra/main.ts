@@ -10,6 +10,7 @@ import { HydrazineError } from '../lib/errors.ts'
 import { announcementsIn, renderBgpdConfig } from '../lib/frr/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../lib/ovn/central.ts'
 import { SYSTEM_OVN } from '../lib/ovn/install.ts'
+import { trustedBy } from '../lib/pki/index.ts'
 import { isLoopback } from '../lib/process/ports.ts'
 import { redactRedisUrl } from '../lib/redis/connection.ts'
 import { type ExternalCentrals, openExternalCentrals } from './centrals/external.ts'
@@ -56,17 +57,15 @@ try {
   // client is loaded only then: it costs about 2 s of start-up, which every other
   // start (and every restart after a cut) would pay for nothing.
   const kubernetesConfig = config.kubernetes
-  const kubernetes: OvnCentralProvider | undefined = kubernetesConfig
-    ? (await import('./centrals/kubernetes.ts')).openKubernetesCentrals(kubernetesConfig, (line) =>
-        logger.info(line),
-      )
+  const kubernetesCentrals = kubernetesConfig
+    ? (await import('./centrals/kubernetes.ts')).openKubernetesCentrals
     : undefined
   const embedRedis = !config.redisUrl
   // The agents' Redis is never the embedded store's: a second one is started beside it. An
   // external store without AGENTS_REDIS_URL is shared with the agents (every replica must
   // reach the same agents' Redis): a shortcut that lets a DPU fill the store, warned of.
   const embedAgentsRedis = !config.agentsRedis && embedRedis
-  const embedOvn = !config.ovn && !external && !kubernetes
+  const embedOvn = !config.ovn && !external && !kubernetesConfig
   const perGroup = embedOvn && config.ovnCentral === 'per-group'
   const embedFrr = !config.frrVtyDir
   // The OVN the embedded centrals run: the Debian 13 root is made here, once.
@@ -126,6 +125,25 @@ try {
       log: (line) => logger.info(line),
     })
   }
+  // The operator's CA of the DPUs' identities (HYDRAZINE_K8S_DPU_CA, its certificate
+  // only): the identities the agents present are recorded when it issued them, and each
+  // Kubernetes-run central checks chassis against a CA of its group's own. Hydrazine's CA,
+  // where it runs, records each identity as it issues it (POST /v1/dpus/{id}/credentials).
+  const dpuIdentities = kubernetesConfig?.dpuCaFile
+    ? trustedBy(await readFile(kubernetesConfig.dpuCaFile, 'utf8'))
+    : undefined
+  const dpuCa = dpuIdentities ?? stack?.pki
+  const kubernetes: OvnCentralProvider | undefined =
+    kubernetesConfig && kubernetesCentrals
+      ? kubernetesCentrals(
+          {
+            ...kubernetesConfig,
+            ...(dpuCa ? { dpuCa } : {}),
+            chassisCertMs: config.chassisCertMs,
+          },
+          (line) => logger.info(line),
+        )
+      : undefined
   const shared =
     config.ovn ??
     (stack?.ovn
@@ -164,6 +182,7 @@ try {
       ovn,
       ...(frrVtyDir ? { frrVtyDir, frrSaveConfig: embedFrr || config.frrSaveConfig } : {}),
       ...(stack?.pki ? { pki: stack.pki } : {}),
+      ...(dpuIdentities ? { dpuIdentities } : {}),
       ...(centrals ? { centralDatabases: centrals.databases } : {}),
       embeddedCentral: embedOvn,
     },

@@ -31,7 +31,7 @@ import type { Producer } from '../lib/jobs/producers.ts'
 import { type MetricsServer, serveMetrics } from '../lib/metrics/server.ts'
 import { natIpsAdmitted } from '../lib/model/southbound-admission.ts'
 import type { OvnCentralProvider } from '../lib/ovn/central.ts'
-import type { CertificateAuthority } from '../lib/pki/index.ts'
+import type { CertificateAuthority, CertificateSigner } from '../lib/pki/index.ts'
 import { canConnect, isLoopback } from '../lib/process/ports.ts'
 import type { RedisEndpoint } from '../lib/redis/connection.ts'
 import { controllerHolderId, type Leadership } from '../lib/state/leases.ts'
@@ -71,6 +71,11 @@ export interface Endpoints {
   readonly embeddedCentral?: boolean
   /** Hydrazine's CA, when it runs one: DPU credentials then carry a certificate. */
   readonly pki?: CertificateAuthority
+  /**
+   * The CA of the DPUs' identities (Hydrazine's, or the operator's): identities the agents
+   * present in their heartbeats are recorded when it issued them for their DPU.
+   */
+  readonly dpuIdentities?: Pick<CertificateSigner, 'issued'>
   /** The embedded per-group centrals' damaged and remade databases, for the metrics. */
   readonly centralDatabases?: () => CentralDatabases
 }
@@ -143,6 +148,7 @@ export async function startService(
     lockDurationMs: config.jobLockMs,
     logger,
     ...(endpoints.pki ? { certificates: dpuCertificates(endpoints.pki) } : {}),
+    ...(endpoints.dpuIdentities ? { dpuIdentities: endpoints.dpuIdentities } : {}),
     ...(registry ? { metrics: registry } : {}),
   })
   const { client } = controller

@@ -13,6 +13,7 @@ import type {
   OvnCentralEndpoints,
   OvnCentralProvider,
 } from '../../lib/ovn/index.ts'
+import type { CertificateSigner } from '../../lib/pki/index.ts'
 import type { StateStore } from '../../lib/state/store.ts'
 import type { FabricSettings } from './fabric.ts'
 import type { GroupState, TopologyProblems } from './group-state.ts'
@@ -98,6 +99,8 @@ export interface AgentDirectory {
   speaksFabric(dpuId: string): Promise<boolean>
   /** Whether the DPU's agent builds Fabric hosts' access levels (it advertises 3.1+). */
   speaksFabricAccess(dpuId: string): Promise<boolean>
+  /** The identity (PEM) the DPU's agent presents in its live heartbeat; undefined if none. */
+  identityOf(dpuId: string): Promise<string | undefined>
 }
 
 /** A group's topology as one apply committed it (`GroupApplier`, group-apply.ts). */
@@ -200,4 +203,12 @@ export interface HandlerDeps {
     touch(group: string): Promise<void>
     refresh(group: string): Promise<void>
   }
+  /**
+   * The CA of the DPUs' identities (Hydrazine's, or the operator's:
+   * `HYDRAZINE_DPU_CA_FILE`): an identity a DPU's agent presents in its heartbeat is
+   * recorded as the DPU's when this CA issued it for that DPU and none as new is on record
+   * (`lib/agent-protocol/identity.ts`). Absent: only `POST /v1/dpus/{id}/credentials`
+   * records identities.
+   */
+  readonly dpuIdentities?: Pick<CertificateSigner, 'issued'>
 }

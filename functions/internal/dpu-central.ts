@@ -9,12 +9,17 @@
  * a group's SB that admits only its own chassis gets the DPU's certificate for it
  * (`chassisCertificateFor`).
  */
+import { identityVerdict } from '../../lib/agent-protocol/identity.ts'
 import { implementationOf } from '../../lib/model/network-implementation.ts'
-import { type OvnCentralEndpoints, OvnControllerTooOld } from '../../lib/ovn/central.ts'
+import {
+  ChassisIdentityRefused,
+  type OvnCentralEndpoints,
+  OvnControllerTooOld,
+} from '../../lib/ovn/central.ts'
 import { compareOvnReleases } from '../../lib/ovn/install.ts'
 import { centralWanted } from './central-demand.ts'
 import type { HandlerDeps } from './deps.ts'
-import { NotReady } from './errors.ts'
+import { DpuIdentityAwaited, NotReady } from './errors.ts'
 import { type HostAttempt, setHostStatus } from './status.ts'
 
 /**
@@ -124,14 +129,45 @@ export async function southboundCaFor(
  * The certificate the DPU presents to the group's SB (`configure`'s `group.sbCertificate`):
  * its identity's key certified by the group's own chassis CA, or undefined when the group's
  * SB takes the DPU's identity as it is. Throws `ChassisIdentityRefused` (permanent) when
- * the SB admits only its chassis and the DPU has no valid identity on record.
+ * the SB admits only its chassis and the DPU's identity on record is not valid, or none is
+ * and none can come (no DPUs' CA to check one an agent presents); `DpuIdentityAwaited`
+ * (retryable) when none is on record and its agent presents none that is taken (an agent
+ * older than the controller, during an upgrade): its hosts wait until it does.
  */
 export async function chassisCertificateFor(
-  deps: Pick<HandlerDeps, 'ovn' | 'store'>,
+  deps: Pick<HandlerDeps, 'ovn' | 'store' | 'agents' | 'dpuIdentities'>,
   group: string,
   dpuId: string,
 ): Promise<string | undefined> {
   if (!deps.ovn.chassisCertificate) return undefined
-  const identity = await deps.store.dpus.identity(dpuId)
-  return deps.ovn.chassisCertificate(group, { id: dpuId, identity })
+  const { identity, refused } = await dpuIdentity(deps, dpuId)
+  try {
+    return await deps.ovn.chassisCertificate(group, { id: dpuId, identity })
+  } catch (error) {
+    if (identity === null && deps.dpuIdentities && error instanceof ChassisIdentityRefused)
+      throw new DpuIdentityAwaited(group, dpuId, refused ?? 'its agent presents none')
+    throw error
+  }
+}
+
+/**
+ * The DPU's identity on record, recorded first from its agent's heartbeat when that
+ * presents a certificate of the DPUs' CA for this DPU newer than the one on record
+ * (`identityVerdict`); null when there is none. `refused`: why what the agent presents
+ * was not taken.
+ */
+export async function dpuIdentity(
+  deps: Pick<HandlerDeps, 'store' | 'agents' | 'dpuIdentities'>,
+  dpuId: string,
+): Promise<{ identity: string | null; refused?: string }> {
+  const recorded = await deps.store.dpus.identity(dpuId)
+  const trusted = deps.dpuIdentities
+  if (!trusted) return { identity: recorded }
+  const presented = await deps.agents.identityOf(dpuId)
+  if (presented === undefined || presented === recorded) return { identity: recorded }
+  const verdict = identityVerdict({ dpuId, presented, recorded, trusted })
+  if (!verdict.take)
+    return { identity: recorded, refused: `its agent presents one that ${verdict.why}` }
+  await deps.store.dpus.setIdentity(dpuId, presented)
+  return { identity: presented }
 }

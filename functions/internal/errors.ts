@@ -15,6 +15,26 @@ export class NotReady extends HydrazineError {
   }
 }
 
+/**
+ * A group's SB admits only its chassis, and no identity of the DPU is on record yet: its
+ * agent presents none the controller takes (an agent older than the controller, or one
+ * whose certificate is not of the DPUs' CA for it). Retry: it is recorded from the
+ * agent's heartbeat once it presents one.
+ */
+export class DpuIdentityAwaited extends HydrazineError {
+  constructor(
+    readonly group: string,
+    readonly dpuId: string,
+    why: string,
+  ) {
+    super(
+      'DPU_IDENTITY_AWAITED',
+      `DPU ${dpuId} waits to join the SB of group ${group}: no identity of it is on record and ${why}; an agent of this version presents its certificate in its heartbeat`,
+      { retryable: true },
+    )
+  }
+}
+
 /** A child job has not returned its ack yet: retry later. */
 export class AwaitingAck extends HydrazineError {
   constructor(message: string) {

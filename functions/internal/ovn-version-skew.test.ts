@@ -16,6 +16,7 @@ const agents = (ovnVersion?: string) => ({
     ovnVersionOf: async () => ovnVersion,
     speaksFabric: async () => false,
     speaksFabricAccess: async () => false,
+    identityOf: async () => undefined,
   },
 })
 

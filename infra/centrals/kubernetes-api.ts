@@ -13,6 +13,7 @@ import {
   type KubeConfig,
   NetworkingV1Api,
   type V1NetworkPolicy,
+  type V1Secret,
   type V1Service,
   type V1StatefulSet,
 } from '@kubernetes/client-node'
@@ -20,7 +21,9 @@ import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/Object
 import type { IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { IPersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim'
+import type { ISecret } from 'kubernetes-models/v1/Secret'
 import type { IService } from 'kubernetes-models/v1/Service'
+import { CentralUnavailableError } from '../../lib/ovn/central.ts'
 
 /**
  * The Kubernetes API calls the provider makes, in the namespace it is given. Each throws
@@ -61,6 +64,15 @@ export interface CentralsApi {
   deleteNetworkPolicy(namespace: string, name: string, resourceVersion?: string): Promise<void>
   /** The names of the pods `labelSelector` selects, terminating ones too. */
   listPods(namespace: string, labelSelector: string): Promise<string[]>
+  /** A central's chassis CA (infra/centrals/kubernetes-chassis.ts); never listed. */
+  createSecret(namespace: string, body: ISecret): Promise<void>
+  readSecret(namespace: string, name: string): Promise<ISecret>
+  /**
+   * Replaces the Secret with `body`, whose `metadata.resourceVersion` must still be the
+   * stored one (409 when it changed since it was read).
+   */
+  replaceSecret(namespace: string, name: string, body: ISecret): Promise<void>
+  deleteSecret(namespace: string, name: string): Promise<void>
 }
 
 /** What `CentralsApi` needs of RBAC: the controller's Role (infra/k8s/controller.ts). */
@@ -75,6 +87,17 @@ export const CENTRALS_RBAC_RULES = [
     resources: ['networkpolicies'],
     verbs: ['create', 'get', 'list', 'update', 'delete'],
   },
+] as const
+
+/**
+ * What the centrals' chassis CAs need beside `CENTRALS_RBAC_RULES`, when the controller
+ * runs Hydrazine's CA (infra/centrals/kubernetes-chassis.ts): Secrets, read by name and
+ * never listed or watched. A Role cannot name Secrets made at run time, so it grants these
+ * on every Secret of the namespace: the manifests (whose controller runs no CA) leave them
+ * out.
+ */
+export const CHASSIS_CA_RBAC_RULES = [
+  { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'get', 'update', 'delete'] },
 ] as const
 
 /**
@@ -159,6 +182,22 @@ export function kubernetesCentralsApi(kc: KubeConfig): CentralsApi {
       const list = await core.listNamespacedPod({ namespace, labelSelector })
       return list.items.map((pod) => pod.metadata?.name ?? '')
     },
+    async createSecret(namespace, body) {
+      await core.createNamespacedSecret({ namespace, body: fromJson<V1Secret>(body, 'V1Secret') })
+    },
+    async readSecret(namespace, name) {
+      return toJson<ISecret>(await core.readNamespacedSecret({ namespace, name }), 'V1Secret')
+    },
+    async replaceSecret(namespace, name, body) {
+      await core.replaceNamespacedSecret({
+        namespace,
+        name,
+        body: fromJson<V1Secret>(body, 'V1Secret'),
+      })
+    },
+    async deleteSecret(namespace, name) {
+      await core.deleteNamespacedSecret({ namespace, name })
+    },
   }
 }
 
@@ -198,5 +237,28 @@ export async function ignore(status: number, call: Promise<unknown>): Promise<bo
   } catch (error) {
     if (statusOf(error) === status) return false
     throw error
+  }
+}
+
+/**
+ * Runs API calls for `group`; a failure becomes a CentralUnavailableError: retryable
+ * unless the API refused the request itself (401, 403: RBAC; 400, 422: an object it
+ * cannot take), which no retry changes.
+ */
+export async function call<T>(group: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run()
+  } catch (error) {
+    if (error instanceof CentralUnavailableError) throw error
+    const status = statusOf(error)
+    const permanent = status === 400 || status === 401 || status === 403 || status === 422
+    const why =
+      status === undefined
+        ? 'the Kubernetes API did not answer'
+        : `the Kubernetes API answered HTTP ${status}`
+    throw new CentralUnavailableError(group, why, {
+      retryable: !permanent,
+      cause: error,
+    })
   }
 }

@@ -9,8 +9,10 @@
  *
  * This file holds the provider's lifecycle (ensure, release, list, tidy); the API calls it
  * makes and the RBAC rules that grant exactly those are in infra/centrals/kubernetes-api.ts,
- * the NetworkPolicy's handling in infra/centrals/kubernetes-policy.ts, and the objects of a
- * group's central in infra/k8s/ovn-central.ts.
+ * the NetworkPolicy's handling in infra/centrals/kubernetes-policy.ts, each group's chassis
+ * CA (a Secret its SB relay serves and checks by, with `dpuCa`) in
+ * infra/centrals/kubernetes-chassis.ts, and the objects of a group's central in
+ * infra/k8s/ovn-central.ts.
  */
 
 import { KubeConfig } from '@kubernetes/client-node'
@@ -22,6 +24,7 @@ import {
   type OvnCentralEndpoints,
   type OvnCentralProvider,
 } from '../../lib/ovn/central.ts'
+import type { CertificateSigner } from '../../lib/pki/index.ts'
 import { GROUP_LABEL } from '../k8s/names.ts'
 import {
   centralEndpoints,
@@ -31,14 +34,17 @@ import {
   centralSelector,
   centralTransport,
   quorum,
+  relayOnChassisCa,
 } from '../k8s/ovn-central.ts'
+import { CHASSIS_CERT_MS } from './chassis-certs.ts'
 import {
   absentOn404,
   type CentralsApi,
+  call,
   ignore,
   kubernetesCentralsApi,
-  statusOf,
 } from './kubernetes-api.ts'
+import { kubernetesChassis } from './kubernetes-chassis.ts'
 import { centralPolicies, released } from './kubernetes-policy.ts'
 
 /** What `kubernetesCentrals` needs. */
@@ -55,14 +61,26 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
   readonly podsPollMs?: number
   /** How `release` waits between looks (default: a timer; tests: a stand-in clock). */
   readonly sleep?: (ms: number) => Promise<void>
+  /**
+   * The CA of the DPUs' identities the store keeps: the operator's (`HYDRAZINE_DPU_CA_FILE`,
+   * the SB Secret's `ca.crt`; the identities recorded from the agents' heartbeats), or
+   * Hydrazine's when the controller issues them. Only its certificate is needed: it checks
+   * that an identity is one of its. With it, a central whose DPUs' SB is a relay (TLS SB
+   * and NB) checks chassis against a chassis CA of its group's own
+   * (infra/centrals/kubernetes-chassis.ts); without it, against the SB Secret's CA, which
+   * every group shares.
+   */
+  readonly dpuCa?: Pick<CertificateSigner, 'issued'>
+  /** How long a chassis certificate is valid, in ms (default a day). */
+  readonly chassisCertMs?: number
 }
 
 /**
  * The provider of centrals Kubernetes runs.
  *
  * - `ensure(group)`: reads the group's StatefulSet; absent, creates its NetworkPolicy, its
- *   Services and the StatefulSet, in that order, so that its pods never run without the
- *   policy (an object that exists already, 409, is fine: another replica made it); present,
+ *   Services, its chassis CA Secret (with `dpuCa` and a relay) and the StatefulSet, in that
+ *   order, so that its pods never run without the policy (an object that exists already, 409, is fine: another replica made it); present,
  *   brings the policy to what the current settings build (`HYDRAZINE_K8S_CONTROLLER_CIDRS`
  *   and `_DPU_CIDRS` changed since it was written: replaced; missing: created) and, not
  *   ready, creates its Services again where they are missing.
@@ -73,9 +91,9 @@ export interface KubernetesCentralsOptions extends KubernetesCentralsConfig {
  *   volumes, Services and policy stay, and the next `ensure` scales it back to `replicas`
  *   (throwing a retryable CentralUnavailableError until a quorum is ready again).
  * - `release(group)`: marks the NetworkPolicy released, deletes the StatefulSet, the
- *   Services and the volumes (404: gone already), waits (bounded) for the pods to be gone
- *   and only then deletes the policy. Pods still stopping when the wait ends keep it.
- *   Idempotent.
+ *   Services, the volumes and its chassis CA Secret (404: gone already), waits (bounded)
+ *   for the pods to be gone and only then deletes the policy. Pods still stopping when the
+ *   wait ends keep it. Idempotent.
  * - `list()` / `groups()`: the ready centrals / every central not being deleted, found by
  *   their labels (reads only).
  * - `tidy()`, which reconcile calls on every run, puts back each running central's policy
@@ -96,17 +114,34 @@ export function kubernetesCentrals({
     throw new ConfigError(`podsGoneTimeoutMs must be a number of ms >= 0, not ${podsGoneTimeoutMs}`)
   if (!(Number.isFinite(podsPollMs) && podsPollMs > 0))
     throw new ConfigError(`podsPollMs must be a positive number of ms, not ${podsPollMs}`)
-  const { api, namespace } = options
+  const { api, namespace, dpuCa, chassisCertMs = CHASSIS_CERT_MS, ...rest } = options
+  if (!(Number.isFinite(chassisCertMs) && chassisCertMs >= 10_000))
+    throw new ConfigError(
+      `chassis certificates must be valid for at least 10 s (10000 ms), not ${chassisCertMs}`,
+    )
   const log = options.log ?? (() => {})
   const need = quorum(options.replicas)
+  // A chassis CA per group where the DPUs' SB is a relay and the DPUs' identities are known.
+  const chassisCa =
+    dpuCa !== undefined && options.sbTlsSecret !== undefined && options.nbTlsSecret !== undefined
+  const settings = { ...rest, namespace, chassisCa }
   // How the settings have every central's pods serve (the same for every group).
-  const wanted = centralTransport(centralObjects('transport', options).statefulSet)
+  const wanted = centralTransport(centralObjects('transport', settings).statefulSet)
+  const groups = async () =>
+    (await live(api, namespace))
+      .map((s) => s.metadata?.labels?.[GROUP_LABEL])
+      .filter((g): g is string => g !== undefined)
+      .sort()
+  const chassis =
+    chassisCa && dpuCa
+      ? kubernetesChassis({ api, settings, dpuCa, validityMs: chassisCertMs, groups, log })
+      : undefined
 
   const policies = centralPolicies({ api, settings: options, log })
 
   /** The Services (pods resolve each other through them), unless they exist. */
   const createServices = async (group: string) => {
-    for (const service of centralObjects(group, options).services)
+    for (const service of centralObjects(group, settings).services)
       await ignore(409, api.createService(namespace, service))
   }
 
@@ -117,7 +152,9 @@ export function kubernetesCentrals({
     }
     await policies.apply(group)
     await createServices(group)
-    const { statefulSet } = centralObjects(group, options)
+    // Before the StatefulSet: its pods' relay mounts it.
+    await chassis?.ensureSecret(group)
+    const { statefulSet } = centralObjects(group, settings)
     const created = await ignore(409, api.createStatefulSet(namespace, statefulSet))
     if (created) log(`central of group ${group}: created StatefulSet ${centralName(group)}`)
   }
@@ -183,8 +220,11 @@ export function kubernetesCentrals({
         await call(group, () => policies.apply(group))
       }
       if (ready < need) {
-        // Not ready: a Service deleted by hand would keep it so; put it back.
-        await call(group, () => createServices(group))
+        // Not ready: a Service (or chassis CA) deleted by hand would keep it so; put it back.
+        await call(group, async () => {
+          await createServices(group)
+          if (relayOnChassisCa(statefulSet)) await chassis?.ensureSecret(group)
+        })
         throw unavailable(
           group,
           `StatefulSet ${name}: ${ready} of ${options.replicas} replicas ready, ${need} needed`,
@@ -213,6 +253,7 @@ export function kubernetesCentrals({
           const pvcName = pvc.metadata?.name
           if (pvcName) await ignore(404, api.deletePersistentVolumeClaim(namespace, pvcName))
         }
+        await chassis?.deleteSecret(group)
         // Last, once its pods are gone: a terminating pod still serves its NB.
         if (!policy) return 'gone'
         if (!(await podsGone(group))) return 'stopping'
@@ -235,12 +276,17 @@ export function kubernetesCentrals({
         .filter((e): e is OvnCentralEndpoints => e !== undefined)
     },
 
-    async groups() {
-      return (await live(api, namespace))
-        .map((s) => s.metadata?.labels?.[GROUP_LABEL])
-        .filter((g): g is string => g !== undefined)
-        .sort()
-    },
+    groups,
+
+    ...(chassis
+      ? {
+          chassisCertificate: chassis.chassisCertificate,
+          southboundCa: chassis.southboundCa,
+          leaveChassis: chassis.leaveChassis,
+          chassisCertified: chassis.chassisCertified,
+          chassisRenewalsDue: chassis.chassisRenewalsDue,
+        }
+      : {}),
 
     async tidy() {
       const running = await live(api, namespace)
@@ -279,29 +325,6 @@ function read(api: CentralsApi, namespace: string, name: string) {
   return absentOn404(() => api.readStatefulSet(namespace, name))
 }
 
-/**
- * Runs API calls for `group`; a failure becomes a CentralUnavailableError: retryable
- * unless the API refused the request itself (401, 403: RBAC; 400, 422: an object it
- * cannot take), which no retry changes.
- */
-async function call<T>(group: string, run: () => Promise<T>): Promise<T> {
-  try {
-    return await run()
-  } catch (error) {
-    if (error instanceof CentralUnavailableError) throw error
-    const status = statusOf(error)
-    const permanent = status === 400 || status === 401 || status === 403 || status === 422
-    const why =
-      status === undefined
-        ? 'the Kubernetes API did not answer'
-        : `the Kubernetes API answered HTTP ${status}`
-    throw new CentralUnavailableError(group, why, {
-      retryable: !permanent,
-      cause: error,
-    })
-  }
-}
-
 const unavailable = (group: string, why: string) =>
   new CentralUnavailableError(group, why, { retryable: true })
 
@@ -310,7 +333,7 @@ const unavailable = (group: string, why: string) =>
  * (`loadFromDefault` falls back to it); elsewhere `KUBECONFIG` or `~/.kube/config`.
  */
 export function openKubernetesCentrals(
-  config: KubernetesCentralsConfig,
+  config: KubernetesCentralsConfig & Pick<KubernetesCentralsOptions, 'dpuCa' | 'chassisCertMs'>,
   log?: (line: string) => void,
 ): OvnCentralProvider {
   const kc = new KubeConfig()

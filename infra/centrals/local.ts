@@ -42,6 +42,7 @@ import {
   CHASSIS_CERT_MS,
   chassisCertificates,
   chassisCertifiedIn,
+  chassisRecordsOf,
   chassisRenewalsDue,
   rotateChassisCaDir,
 } from './local-chassis-certs.ts'
@@ -278,6 +279,7 @@ export async function startPerGroupCentrals(
       tls,
       pki: options.pki,
       validityMs: chassisCertMs,
+      records: chassisRecordsOf,
       central: async (group) => {
         await provider.ensure(group)
         return centrals.get(group)
@@ -331,7 +333,7 @@ export async function startPerGroupCentrals(
         [...centrals.values()]
           .filter((c) => c.running && !c.stopped)
           .map(async (c) =>
-            (await chassisRenewalsDue(c, chassisCertMs)).map((dpuId) => ({
+            (await chassisRenewalsDue(c, chassisCertMs, chassisRecordsOf)).map((dpuId) => ({
               group: c.group,
               dpuId,
             })),

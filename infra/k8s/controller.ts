@@ -20,9 +20,9 @@ import type { IVolume } from 'kubernetes-models/v1/Volume'
 import type { IVolumeMount } from 'kubernetes-models/v1/VolumeMount'
 import { renderBgpdConfig } from '../../lib/frr/render.ts'
 import { parseBgpSettings } from '../../lib/frr/settings.ts'
-import { CENTRALS_RBAC_RULES } from '../centrals/kubernetes-api.ts'
+import { CENTRALS_RBAC_RULES, CHASSIS_CA_RBAC_RULES } from '../centrals/kubernetes-api.ts'
 import { componentLabels } from './names.ts'
-import type { ManifestOptions } from './options.ts'
+import { centralsNamespace, chassisCas, type ManifestOptions } from './options.ts'
 import { restrictedContainer, restrictedPod } from './security.ts'
 
 export const CONTROLLER = 'hydrazine-controller'
@@ -33,6 +33,7 @@ const TLS_DIR = '/etc/hydrazine/tls'
 const TOKENS_DIR = '/etc/hydrazine/tokens'
 const REDIS_CA_DIR = '/etc/hydrazine/redis-ca'
 const NB_CLIENT_DIR = '/etc/hydrazine/nb-client'
+const DPU_CA_DIR = '/etc/hydrazine/dpu-ca'
 const FRR_TEMPLATE_DIR = '/etc/hydrazine/frr'
 const FRR_VTY_DIR = '/var/run/frr'
 
@@ -42,11 +43,20 @@ export function controllerServiceAccount(o: ManifestOptions): ServiceAccount {
   })
 }
 
-/** Exactly what the central provider calls, in this namespace only. */
+/**
+ * Exactly what the central provider calls, in the centrals' namespace only: their
+ * objects and, with the chassis CAs, Secrets (a Role cannot name Secrets made at run time,
+ * so this reaches every Secret there: none of the DPUs', which are in `namespace`).
+ */
 export function controllerRole(o: ManifestOptions): Role {
+  const rules = [...CENTRALS_RBAC_RULES, ...(chassisCas(o) ? CHASSIS_CA_RBAC_RULES : [])]
   return new Role({
-    metadata: { name: CONTROLLER, namespace: o.namespace, labels: componentLabels(CONTROLLER) },
-    rules: CENTRALS_RBAC_RULES.map((rule) => ({
+    metadata: {
+      name: CONTROLLER,
+      namespace: centralsNamespace(o),
+      labels: componentLabels(CONTROLLER),
+    },
+    rules: rules.map((rule) => ({
       apiGroups: [...rule.apiGroups],
       resources: [...rule.resources],
       verbs: [...rule.verbs],
@@ -54,9 +64,14 @@ export function controllerRole(o: ManifestOptions): Role {
   })
 }
 
+/** Binds the Role, in the centrals' namespace, to the controller's ServiceAccount. */
 export function controllerRoleBinding(o: ManifestOptions): RoleBinding {
   return new RoleBinding({
-    metadata: { name: CONTROLLER, namespace: o.namespace, labels: componentLabels(CONTROLLER) },
+    metadata: {
+      name: CONTROLLER,
+      namespace: centralsNamespace(o),
+      labels: componentLabels(CONTROLLER),
+    },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: CONTROLLER },
     subjects: [{ kind: 'ServiceAccount', name: CONTROLLER, namespace: o.namespace }],
   })
@@ -108,10 +123,8 @@ function controllerEnv(o: ManifestOptions): IEnvVar[] {
     value('HYDRAZINE_FRR_VTY_DIR', FRR_VTY_DIR),
     value('HYDRAZINE_FRR_SAVE_CONFIG', 'true'),
     value('HYDRAZINE_OVN_CENTRAL', 'kubernetes'),
-    {
-      name: 'HYDRAZINE_K8S_NAMESPACE',
-      valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } },
-    },
+    value('HYDRAZINE_K8S_NAMESPACE', centralsNamespace(o)),
+    ...(chassisCas(o) ? [value('HYDRAZINE_K8S_DPU_CA', `${DPU_CA_DIR}/ca.crt`)] : []),
     value('HYDRAZINE_K8S_CENTRAL_IMAGE', o.image),
     value('HYDRAZINE_K8S_CENTRAL_REPLICAS', centrals.replicas),
     value('HYDRAZINE_K8S_CENTRAL_STORAGE', centrals.storage),
@@ -170,6 +183,7 @@ export function controllerDeployment(o: ManifestOptions): Deployment {
     { name: 'tokens', mountPath: TOKENS_DIR, readOnly: true },
     ...(secrets.redisCa ? [{ name: 'redis-ca', mountPath: REDIS_CA_DIR, readOnly: true }] : []),
     ...(nbClient ? [{ name: 'nb-client', mountPath: NB_CLIENT_DIR, readOnly: true }] : []),
+    ...(chassisCas(o) ? [{ name: 'dpu-ca', mountPath: DPU_CA_DIR, readOnly: true }] : []),
     { name: 'frr-run', mountPath: FRR_VTY_DIR },
     { name: 'data', mountPath: '/var/lib/hydrazine' },
     { name: 'tmp', mountPath: '/tmp' },
@@ -182,6 +196,14 @@ export function controllerDeployment(o: ManifestOptions): Deployment {
       : []),
     ...(nbClient
       ? [{ name: 'nb-client', secret: { secretName: secrets.nbClient, defaultMode: 0o440 } }]
+      : []),
+    ...(chassisCas(o)
+      ? [
+          {
+            name: 'dpu-ca',
+            secret: { secretName: secrets.dpuCa, items: [{ key: 'ca.crt', path: 'ca.crt' }] },
+          },
+        ]
       : []),
     { name: 'frr-template', configMap: { name: `${CONTROLLER}-frr` } },
     { name: 'frr-run', emptyDir: {} },

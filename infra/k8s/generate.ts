@@ -20,7 +20,7 @@ import {
   toYaml,
   validateManifests,
 } from './manifests.ts'
-import { parseManifestOptions } from './options.ts'
+import { centralsNamespace, chassisCas, parseManifestOptions } from './options.ts'
 
 /** Generates; returns the YAML and where it went (undefined: the caller prints it). */
 export async function generate(args: readonly string[]): Promise<{ yaml: string; file?: string }> {
@@ -42,7 +42,16 @@ export async function generate(args: readonly string[]): Promise<{ yaml: string;
   const secrets = options.dpus.map(
     (d) => `  DPU ${d.id} (node ${d.node}) reads Secret ${options.namespace}/${dpuSecretName(d)}`,
   )
-  process.stderr.write(`${[...objects.map((o) => `  ${describe(o)}`), ...secrets].join('\n')}\n`)
+  const { sbTlsSecret, nbTlsSecret } = options.centrals
+  const centralSecrets = [sbTlsSecret, nbTlsSecret].flatMap((name) =>
+    name === undefined ? [] : [`  the centrals read Secret ${centralsNamespace(options)}/${name}`],
+  )
+  const dpuCa = chassisCas(options)
+    ? [`  the controller reads Secret ${options.namespace}/${options.secrets.dpuCa} (ca.crt only)`]
+    : []
+  process.stderr.write(
+    `${[...objects.map((o) => `  ${describe(o)}`), ...secrets, ...centralSecrets, ...dpuCa].join('\n')}\n`,
+  )
   return { yaml, file }
 }
 

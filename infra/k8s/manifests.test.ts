@@ -5,6 +5,7 @@ import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment'
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment'
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget'
 import type { IRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role'
+import type { IRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import type { IService } from 'kubernetes-models/v1/Service'
 import t from 'tap'
@@ -221,6 +222,78 @@ t.test('the RBAC Role grants exactly what the central provider needs', async (t)
     })),
   )
   t.equal(ofKind(build(), 'ClusterRole').length, 0, 'nothing cluster-wide')
+})
+
+t.test('the centrals in a namespace of their own, where alone Secrets are granted', async (t) => {
+  const o = parseManifestOptions(full)
+  const objects = buildManifests(o)
+  const namespaces = ofKind<{ metadata: { name: string; labels: Record<string, string> } }>(
+    objects,
+    'Namespace',
+  )
+  t.same(
+    namespaces.map((n) => n.metadata.name),
+    ['net', 'net-centrals'],
+  )
+  t.equal(
+    namespaces[1]?.metadata.labels['pod-security.kubernetes.io/enforce'],
+    'restricted',
+    "the centrals' pods are restricted",
+  )
+  const roles = ofKind<IRole>(objects, 'Role')
+  t.same(
+    roles.map((r) => [
+      r.metadata?.namespace,
+      r.rules?.some((x) => x.resources?.includes('secrets')),
+    ]),
+    [['net-centrals', true]],
+    "one Role, in the centrals' namespace: Secrets there, none in the DPUs' namespace",
+  )
+  const [binding] = ofKind<IRoleBinding>(objects, 'RoleBinding')
+  t.equal(binding?.metadata?.namespace, 'net-centrals')
+  t.same(binding?.subjects, [
+    { kind: 'ServiceAccount', name: 'hydrazine-controller', namespace: 'net' },
+  ])
+
+  const [deployment] = ofKind<IDeployment>(objects, 'Deployment')
+  if (!deployment) throw new Error('no Deployment')
+  const controller = container(deployment, 'controller')
+  const env = Object.fromEntries((controller?.env ?? []).map((e) => [e.name, e.value]))
+  t.equal(env.HYDRAZINE_K8S_NAMESPACE, 'net-centrals', 'the controller makes the centrals there')
+  const volume = podSpec(deployment)?.volumes?.find(
+    (v) => v.secret?.secretName === 'hydrazine-dpu-ca',
+  )
+  t.same(
+    volume?.secret?.items,
+    [{ key: 'ca.crt', path: 'ca.crt' }],
+    "the DPUs' CA: its certificate only",
+  )
+  const dir = controller?.volumeMounts?.find((m) => m.name === volume?.name)?.mountPath
+  t.equal(env.HYDRAZINE_K8S_DPU_CA, `${dir}/ca.crt`)
+  const parsed = kubernetesConfig('kubernetes', env as Record<string, string>, () => undefined)
+  if (!parsed.ok) throw new Error(`${parsed.path}: ${parsed.message}`)
+  t.equal(parsed.kubernetes?.namespace, 'net-centrals')
+  t.equal(parsed.kubernetes?.dpuCaFile, `${dir}/ca.crt`, 'parses back: chassis CAs on')
+
+  // Kept where an earlier version made them: no Secret granted, no chassis CA.
+  const kept = buildManifests(
+    parseManifestOptions({ ...full, centrals: { ...full.centrals, namespace: 'net' } }),
+  )
+  t.same(
+    ofKind<IRole>(kept, 'Role').map((r) => r.metadata?.namespace),
+    ['net'],
+  )
+  t.notOk(
+    ofKind<IRole>(kept, 'Role').some((r) => r.rules?.some((x) => x.resources?.includes('secrets'))),
+    "centrals beside the DPUs' Secrets: no Secret granted",
+  )
+  t.notOk(JSON.stringify(kept).includes('HYDRAZINE_K8S_DPU_CA'), 'and no chassis CAs')
+  t.equal(ofKind(kept, 'Namespace').length, 1)
+  const plain = buildManifests(parseManifestOptions(minimal))
+  t.notOk(JSON.stringify(plain).includes('HYDRAZINE_K8S_DPU_CA'), 'plaintext SB and NB: none')
+  t.throws(() => parseManifestOptions({ ...minimal, namespace: 'n'.repeat(60) }), {
+    message: /centrals\.namespace: n+-centrals is longer than 63 characters/,
+  })
 })
 
 t.test('an agent per DPU: its node, the host network, OVS, its own Secret', async (t) => {

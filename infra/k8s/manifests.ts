@@ -18,7 +18,7 @@ import {
   frrConfigMap,
 } from './controller.ts'
 import { MANAGED_BY, PART_OF } from './names.ts'
-import type { ManifestOptions } from './options.ts'
+import { centralsNamespace, type ManifestOptions } from './options.ts'
 
 /** A kubernetes-models object: it knows its schema and its JSON. */
 export interface Manifest {
@@ -44,6 +44,7 @@ export class InvalidManifestError extends Error {
 export function buildManifests(o: ManifestOptions): Manifest[] {
   return [
     ...(o.createNamespace ? [namespace(o)] : []),
+    ...(o.createNamespace && centralsNamespace(o) !== o.namespace ? [centralsNamespaceOf(o)] : []),
     controllerServiceAccount(o),
     controllerRole(o),
     controllerRoleBinding(o),
@@ -70,6 +71,19 @@ function namespace(o: ManifestOptions): Namespace {
         'pod-security.kubernetes.io/enforce': 'privileged',
         'pod-security.kubernetes.io/warn': 'baseline',
       },
+    },
+  })
+}
+
+/**
+ * The centrals' namespace: their pods are "restricted" (infra/k8s/ovn-central.ts), and the
+ * controller's Role there grants Secrets (their chassis CAs), none of the DPUs'.
+ */
+function centralsNamespaceOf(o: ManifestOptions): Namespace {
+  return new Namespace({
+    metadata: {
+      name: centralsNamespace(o),
+      labels: { ...PART_OF, ...MANAGED_BY, 'pod-security.kubernetes.io/enforce': 'restricted' },
     },
   })
 }

@@ -62,7 +62,7 @@ const Dpu = v.object({
 
 export const ManifestOptionsSchema = v.object(
   {
-    /** Where everything lives; the `kubernetes` centrals too. */
+    /** Where the controller and the agents live (the centrals: `centrals.namespace`). */
     namespace: v.optional(dnsLabel, 'hydrazine'),
     /** Generate the Namespace itself (off when it is made elsewhere). */
     createNamespace: v.optional(v.boolean(), true),
@@ -112,6 +112,11 @@ export const ManifestOptionsSchema = v.object(
          * certificates).
          */
         nbClient: v.optional(dnsSubdomain, 'hydrazine-ovn-nb-client'),
+        /**
+         * With the chassis CAs (`chassisCas`): key `ca.crt`, the CA certificate the DPUs'
+         * identities chain to (the SB TLS Secret's `ca.crt`; no key), `HYDRAZINE_K8S_DPU_CA`.
+         */
+        dpuCa: v.optional(dnsSubdomain, 'hydrazine-dpu-ca'),
       }),
       {},
     ),
@@ -138,6 +143,14 @@ export const ManifestOptionsSchema = v.object(
     centrals: v.pipe(
       v.object(
         {
+          /**
+           * `HYDRAZINE_K8S_NAMESPACE`: where the controller creates the centrals (default
+           * `<namespace>-centrals`, a namespace of their own). Their Role grants Secrets
+           * there (each group's chassis CA), which must not reach the DPUs' Secrets in
+           * `namespace`: the same namespace as the controller's keeps the centrals an
+           * earlier version made there, and turns the chassis CAs off.
+           */
+          namespace: v.optional(dnsLabel),
           replicas: v.optional(v.picklist([1, 3]), 1),
           storage: v.optional(v.pipe(v.string(), v.regex(/^[1-9]\d*(Ki|Mi|Gi|Ti)$/)), '1Gi'),
           storageClassName: v.optional(dnsSubdomain),
@@ -234,9 +247,33 @@ export type ManifestOptions = v.InferOutput<typeof ManifestOptionsSchema>
 export type ManifestOptionsInput = v.InferInput<typeof ManifestOptionsSchema>
 export type DpuOptions = ManifestOptions['dpus'][number]
 
+/** The namespace the centrals live in: `centrals.namespace`, else `<namespace>-centrals`. */
+export function centralsNamespace(o: ManifestOptions): string {
+  return o.centrals.namespace ?? `${o.namespace}-centrals`
+}
+
+/**
+ * Whether each group's central gets a chassis CA of its own (infra/k8s/README.md, "A
+ * chassis CA per group"): with a TLS SB and NB (its relay serves it), in a namespace of
+ * the centrals' own (the Secrets grant reaches no DPU's Secret).
+ */
+export function chassisCas(o: ManifestOptions): boolean {
+  return (
+    o.centrals.sbTlsSecret !== undefined &&
+    o.centrals.nbTlsSecret !== undefined &&
+    centralsNamespace(o) !== o.namespace
+  )
+}
+
 /** Options with their defaults; throws ConfigError naming every bad field. */
 export function parseManifestOptions(input: unknown = {}): ManifestOptions {
   const result = v.safeParse(ManifestOptionsSchema, input)
+  if (result.success && centralsNamespace(result.output).length > 63) {
+    const message = `${centralsNamespace(result.output)} is longer than 63 characters: name one`
+    throw new ConfigError(`invalid manifest options: centrals.namespace: ${message}`, [
+      { path: 'centrals.namespace', message },
+    ])
+  }
   if (result.success) {
     // One agent per DPU, one DPU per node.
     for (const key of ['id', 'node'] as const) {

@@ -35,6 +35,13 @@
  *
  * A list left empty admits no one (a rule with no peers would admit everyone). Kubernetes
  * admits the pod's own node whatever the policy says.
+ *
+ * With `chassisCa` (the controller keeps the DPUs' identities:
+ * infra/centrals/kubernetes-chassis.ts) the relay takes its certificate and its clients'
+ * CA from the group's own chassis CA, a Secret `<name>-chassis` the controller makes
+ * (`chassisSecret`), instead of the SB Secret every group shares: it admits only chassis
+ * certificates of its own group, and drops every session when that CA is replaced (a DPU
+ * left the group).
  */
 
 import { type IStatefulSet, StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
@@ -42,6 +49,7 @@ import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPol
 import type { INetworkPolicyIngressRule } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicyIngressRule'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import type { IEnvVar } from 'kubernetes-models/v1/EnvVar'
+import { Secret } from 'kubernetes-models/v1/Secret'
 import { Service } from 'kubernetes-models/v1/Service'
 import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
 import type { OvnCentralEndpoints } from '../../lib/ovn/central.ts'
@@ -50,6 +58,12 @@ import { restrictedContainer, restrictedPod } from './security.ts'
 
 /** A container of a central's pod. */
 type CentralContainer = 'nb' | 'sb' | 'sb-relay' | 'northd'
+
+/**
+ * How the controller has its centrals built beyond the operator's settings: with
+ * `chassisCa`, the DPUs' TLS SB (a relay) checks chassis against a CA of the group's own.
+ */
+export type CentralSettings = KubernetesCentralsConfig & { readonly chassisCa?: boolean }
 
 /** The central's ports: clients', raft's, and the controller's SB beside a TLS one. */
 export const CENTRAL_PORTS = {
@@ -107,6 +121,54 @@ function labelSelector(labels: Record<string, string>): string {
  */
 export function centralName(group: string): string {
   return hashedName('ovn', group, 52)
+}
+
+/** The Secret holding a group's chassis CA and its relay's certificate (`chassisSecret`). */
+export function chassisSecretName(group: string): string {
+  return `${centralName(group)}-chassis`
+}
+
+/**
+ * What of a chassis CA's Secret the relay reads: its server certificate and key, and the
+ * CA it checks chassis by; never the CA's key or the record of what it certified.
+ */
+export const CHASSIS_SECRET_RELAY_KEYS = ['ca.crt', 'tls.crt', 'tls.key'] as const
+
+/**
+ * The Secret of a group's chassis CA, labelled as the central's other objects: `data` (PEM
+ * texts by key: `ca.crt`, `ca.key`, `tls.crt`, `tls.key`, `chassis-<dpu>.crt`), base64 as
+ * the API keeps it.
+ */
+export function chassisSecret(
+  group: string,
+  settings: Pick<KubernetesCentralsConfig, 'namespace'>,
+  data: Readonly<Record<string, string>>,
+  resourceVersion?: string,
+): Secret {
+  const name = centralName(group)
+  return new Secret({
+    metadata: {
+      name: chassisSecretName(group),
+      namespace: settings.namespace,
+      labels: { ...CENTRAL_LABELS, [GROUP_LABEL]: group, 'app.kubernetes.io/instance': name },
+      ...(resourceVersion === undefined ? {} : { resourceVersion }),
+    },
+    type: 'Opaque',
+    data: Object.fromEntries(
+      Object.entries(data).map(([key, value]) => [key, Buffer.from(value).toString('base64')]),
+    ),
+  })
+}
+
+/**
+ * Whether the relay of a central's StatefulSet checks chassis against the group's own
+ * chassis CA (built with `chassisCa`), rather than the SB Secret every group shares (a
+ * central an earlier version made, or one built without `chassisCa`).
+ */
+export function relayOnChassisCa(statefulSet: IStatefulSet): boolean {
+  const containers = statefulSet.spec?.template.spec?.containers ?? []
+  const relay = containers.find((c) => c.name === 'sb-relay')
+  return relay?.volumeMounts?.some((m) => m.name === 'sb-chassis') ?? false
 }
 
 /** Where a group's central answers, given the provider's settings. */
@@ -185,7 +247,7 @@ export function quorum(replicas: number): number {
  */
 export function centralObjects(
   group: string,
-  settings: KubernetesCentralsConfig,
+  settings: CentralSettings,
 ): { networkPolicy: NetworkPolicy; services: [Service, Service]; statefulSet: StatefulSet } {
   const name = centralName(group)
   const peers = `${name}-peers`
@@ -207,6 +269,8 @@ export function centralObjects(
 
   // The DPUs' TLS SB from a relay: the SB's own server presents the central's certificate.
   const relay = tls && nbTls
+  // The relay on the group's own chassis CA rather than the SB Secret.
+  const ownCa = relay && settings.chassisCa === true
   const client = new Service({
     metadata: metadata(name),
     spec: {
@@ -250,9 +314,10 @@ export function centralObjects(
   ]
   // The central's certificate (the NB Secret) where raft and the controller are served;
   // the DPUs' (the SB Secret) where they are: the relay, else the SB itself. Never northd.
-  const secretsOf = (c: CentralContainer): ('nb-tls' | 'sb-tls')[] => [
+  const dpuSecret = ownCa ? ('sb-chassis' as const) : ('sb-tls' as const)
+  const secretsOf = (c: CentralContainer): ('nb-tls' | 'sb-tls' | 'sb-chassis')[] => [
     ...(nbTls && (c === 'nb' || c === 'sb') ? ['nb-tls' as const] : []),
-    ...(tls && c === (relay ? 'sb-relay' : 'sb') ? ['sb-tls' as const] : []),
+    ...(tls && c === (relay ? 'sb-relay' : 'sb') ? [dpuSecret] : []),
   ]
   const mounts = (c: CentralContainer) => [
     ...(c === 'sb-relay' ? [] : [{ name: 'data', mountPath: DATA_DIR }]),
@@ -317,11 +382,23 @@ export function centralObjects(
           ],
           volumes: [
             { name: 'run', emptyDir: {} },
-            ...(tls
+            ...(tls && !ownCa
               ? [
                   {
                     name: 'sb-tls',
                     secret: { secretName: settings.sbTlsSecret, defaultMode: 0o440 },
+                  },
+                ]
+              : []),
+            ...(ownCa
+              ? [
+                  {
+                    name: 'sb-chassis',
+                    secret: {
+                      secretName: chassisSecretName(group),
+                      defaultMode: 0o440,
+                      items: CHASSIS_SECRET_RELAY_KEYS.map((key) => ({ key, path: key })),
+                    },
                   },
                 ]
               : []),
@@ -471,16 +548,35 @@ exec ovsdb-server "$@"
 
 /**
  * The DPUs' TLS SB beside a central with its own certificate: an in-memory relay of the
- * pod's SB (over its unix socket, with full access) presenting the SB Secret's certificate
- * and admitting client certificates of its CA on the SB's `db:` remotes (`pssl:` with the
+ * pod's SB (over its unix socket, with full access) presenting the certificate in
+ * `SB_TLS_DIR` (the group's chassis CA's Secret, or the SB Secret) and admitting client
+ * certificates of its `ca.crt` on the SB's `db:` remotes (`pssl:` with the
  * `ovn-controller` role, which the relay enforces before forwarding a write).
+ *
+ * When `ca.crt` changes (the kubelet updates a mounted Secret atomically, within its sync
+ * period, about a minute), the relay drops every session (`ovsdb-server/reconnect`): it
+ * reads its key, certificate and CA files again on its next turn (OVS re-reads a file
+ * whose mtime changed), before any client reconnects, so a certificate of the replaced CA
+ * opens it no more. It checks every `RELAY_CA_POLL_SECONDS` (5 s).
  */
 export const RELAY_SCRIPT = `set -eu
-exec ovsdb-server "relay:OVN_Southbound:unix:$OVN_RUN_DIR/sb.sock" \\
+ovsdb-server "relay:OVN_Southbound:unix:$OVN_RUN_DIR/sb.sock" \\
   "--remote=punix:$OVN_RUN_DIR/sb-relay.sock" "--unixctl=$OVN_RUN_DIR/sb-relay.ctl" \\
   --remote=db:OVN_Southbound,SB_Global,connections \\
   "--private-key=$SB_TLS_DIR/tls.key" "--certificate=$SB_TLS_DIR/tls.crt" \\
-  "--ca-cert=$SB_TLS_DIR/ca.crt" --no-chdir -vconsole:info -vfile:off
+  "--ca-cert=$SB_TLS_DIR/ca.crt" --no-chdir -vconsole:info -vfile:off &
+server=$!
+trap 'kill -TERM "$server" 2>/dev/null' TERM INT
+ca=$(cksum < "$SB_TLS_DIR/ca.crt")
+while kill -0 "$server" 2>/dev/null; do
+  sleep "\${RELAY_CA_POLL_SECONDS:-5}" & wait $! || true
+  now=$(cksum < "$SB_TLS_DIR/ca.crt" 2>/dev/null || echo none)
+  if [ "$now" != "$ca" ] && ovn-appctl -t "$OVN_RUN_DIR/sb-relay.ctl" ovsdb-server/reconnect; then
+    echo "sb-relay: $SB_TLS_DIR/ca.crt changed: every session dropped" >&2
+    ca=$now
+  fi
+done
+wait "$server"
 `
 
 /** ovn-northd, following the pod's own NB and SB (raft: one pod's northd is active). */

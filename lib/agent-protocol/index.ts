@@ -303,6 +303,9 @@ export type IsolateAck = v.InferOutput<typeof IsolateAck>
 export const HEARTBEAT_INTERVAL_BOUNDS_MS = { min: 100, max: 60_000 } as const
 
 /** What an agent reports every interval (`Heartbeats` in `./heartbeats.ts` keeps them). */
+/** The most characters of an identity a heartbeat carries (a P-256 one is about 700). */
+export const MAX_IDENTITY_BYTES = 8 * 1024
+
 export const Heartbeat = v.object({
   dpuId: DpuId,
   agentVersion: v.pipe(v.string(), v.maxLength(128)),
@@ -324,6 +327,14 @@ export const Heartbeat = v.object({
    * ovn-northd is newer refuses the DPU (`OvnControllerTooOld`).
    */
   ovnVersion: v.optional(v.pipe(v.string(), v.regex(/^\d+\.\d+(\.\d+)?$/, 'must be like 23.03.1'))),
+  /**
+   * The DPU's identity (`--tls-cert`, PEM, public); absent without `--tls-*` and from
+   * agents before this field. The controller records it as the DPU's when it has none
+   * (or an older one) and it is a certificate of the DPUs' CA naming that DPU
+   * (`identity.ts`): where the operator's CA issues the DPUs' certificates, this is how
+   * a group's own central learns which key to certify.
+   */
+  identity: v.optional(v.pipe(v.string(), v.maxLength(MAX_IDENTITY_BYTES))),
 })
 export type Heartbeat = v.InferOutput<typeof Heartbeat>
 

@@ -709,6 +709,15 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
     "the same certificate for the NBs and the SBs' controller port (no plaintext SB left)",
   )
   t.same(controllerOvsdbTls(defaults), {}, 'plaintext NB (asked for): no certificate to present')
+  const withDpuCa = loadConfig({
+    ...nbTls,
+    HYDRAZINE_OVN_CENTRAL: 'kubernetes',
+    HYDRAZINE_K8S_CENTRAL_IMAGE: image,
+    HYDRAZINE_K8S_CENTRAL_TLS_SECRET: 'ovn-sb-tls',
+    HYDRAZINE_K8S_CONTROLLER_CIDRS: '10.0.0.11/32',
+    HYDRAZINE_K8S_DPU_CA: ca.caFile,
+  })
+  t.equal(withDpuCa.kubernetes?.dpuCaFile, ca.caFile, "the DPUs' CA: a certificate, no key")
 
   const k8s = {
     HYDRAZINE_OVN_CENTRAL: 'kubernetes',
@@ -789,6 +798,24 @@ t.test('kubernetes centrals: HYDRAZINE_K8S_* with HYDRAZINE_OVN_CENTRAL=kubernet
       { ...notSaidPlaintextNb, ...nbTls, HYDRAZINE_K8S_NB_CLIENT_KEY: other.keyFile },
       'HYDRAZINE_K8S_NB_CLIENT_KEY',
       /is not the key of/,
+    ],
+    [
+      "the DPUs' CA without TLS (no relay to serve a group's chassis CA)",
+      { ...k8s, HYDRAZINE_K8S_DPU_CA: ca.caFile },
+      'HYDRAZINE_K8S_DPU_CA',
+      /only with HYDRAZINE_K8S_CENTRAL_TLS_SECRET and _NB_TLS_SECRET/,
+    ],
+    [
+      "a DPUs' CA that is not a certificate",
+      {
+        ...notSaidPlaintextNb,
+        ...nbTls,
+        HYDRAZINE_K8S_CENTRAL_PLAINTEXT_SB: 'false',
+        HYDRAZINE_K8S_CENTRAL_TLS_SECRET: 'ovn-sb-tls',
+        HYDRAZINE_K8S_DPU_CA: notPem,
+      },
+      'HYDRAZINE_K8S_DPU_CA',
+      /not\.pem holds no CA certificate/,
     ],
     [
       'no DPU CIDRs and no TLS Secret',

@@ -15,7 +15,12 @@ import {
 } from './client-tls.ts'
 import { DnsZoneVariable } from './dns.ts'
 import { invalid, pemFile, tlsFiles } from './files.ts'
-import { checkNbClientTls, KubernetesVariables, kubernetesConfig } from './kubernetes.ts'
+import {
+  checkDpuCa,
+  checkNbClientTls,
+  KubernetesVariables,
+  kubernetesConfig,
+} from './kubernetes.ts'
 import { MetricsListenVariable, MetricsTokenVariable, metricsConfig } from './metrics.ts'
 import { NetworkTypeVariables, networkTypeConfig } from './network-implementation.ts'
 import { DebianMirrorVariable, OvnInstallVariable, ovnInstallConfig } from './ovn-install.ts'
@@ -340,6 +345,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   const nbClientTls = kubernetes.kubernetes?.nbClientTls
   const nbClientProblem = nbClientTls ? checkNbClientTls(nbClientTls) : undefined
   if (nbClientProblem) invalid(nbClientProblem.path, nbClientProblem.message)
+  const dpuCaFile = kubernetes.kubernetes?.dpuCaFile
+  const dpuCaProblem = dpuCaFile ? checkDpuCa(dpuCaFile) : undefined
+  if (dpuCaProblem) invalid(dpuCaProblem.path, dpuCaProblem.message)
   const tls = tlsFiles(c.HYDRAZINE_TLS_CERT, c.HYDRAZINE_TLS_KEY)
   if (!tls && !isLoopback(c.HYDRAZINE_HTTP_HOST)) {
     invalid(

@@ -27,6 +27,11 @@
  *   `ca.crt`). With it, the controller presents `HYDRAZINE_K8S_NB_CLIENT_CERT` / `_KEY`
  *   and trusts `HYDRAZINE_K8S_NB_CA` (files, read again on every reconnect) for the NBs
  *   and the SBs' controller port;
+ * - `HYDRAZINE_K8S_DPU_CA` (with `HYDRAZINE_K8S_CENTRAL_TLS_SECRET` and the NB's): a file
+ *   holding the CA certificate the DPUs' identities chain to (the SB Secret's `ca.crt`;
+ *   no key). With it, each group's central checks chassis against a CA of the group's own
+ *   (its relay admits that group's DPUs only), and the controller records each DPU's
+ *   identity from its agent's heartbeat when that CA issued it for that DPU;
  * - `HYDRAZINE_K8S_CLUSTER_DOMAIN` (default cluster.local): remotes are fully qualified,
  *   as OVS resolves names without the pod's search domains;
  * - `HYDRAZINE_K8S_CONTROLLER_CIDRS` (required): comma-separated CIDRs (IPv4 or IPv6, no
@@ -52,6 +57,7 @@ import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import IPCIDR from 'ip-cidr'
 import * as v from 'valibot'
+import { trustedBy } from '../pki/index.ts'
 import { checkClientTls } from './client-tls.ts'
 
 /** Where a pod finds its own namespace (the service account's projected volume). */
@@ -163,6 +169,7 @@ export const KubernetesVariables = {
   HYDRAZINE_K8S_NB_CLIENT_CERT: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_K8S_NB_CLIENT_KEY: v.optional(v.pipe(v.string(), v.minLength(1))),
   HYDRAZINE_K8S_NB_CA: v.optional(v.pipe(v.string(), v.minLength(1))),
+  HYDRAZINE_K8S_DPU_CA: v.optional(v.pipe(v.string(), v.minLength(1))),
 }
 
 /** The variables naming the controller's files for an `ssl:` NB, as `checkClientTls` reads them. */
@@ -209,6 +216,12 @@ export interface KubernetesCentralsConfig {
    * is open to every address.
    */
   readonly dpuCidrs?: readonly string[]
+  /**
+   * The CA certificate the DPUs' identities chain to (absolute path; the SB Secret's
+   * `ca.crt`): each group's central gets a chassis CA of its own, and the DPUs' identities
+   * are recorded from their agents' heartbeats. Only with `sbTlsSecret` and `nbTlsSecret`.
+   */
+  readonly dpuCaFile?: string
 }
 
 /**
@@ -281,6 +294,18 @@ export function kubernetesConfig(
   }
   const nb = northboundTls(c)
   if (!nb.ok) return nb
+  if (
+    c.HYDRAZINE_K8S_DPU_CA !== undefined &&
+    (c.HYDRAZINE_K8S_CENTRAL_TLS_SECRET === undefined || !nb.tls)
+  ) {
+    return {
+      ok: false,
+      path: 'HYDRAZINE_K8S_DPU_CA',
+      message:
+        "only with HYDRAZINE_K8S_CENTRAL_TLS_SECRET and _NB_TLS_SECRET: a group's chassis CA " +
+        'is served by its relay, which runs only beside a TLS SB and NB',
+    }
+  }
   if (c.HYDRAZINE_K8S_DPU_CIDRS === undefined && c.HYDRAZINE_K8S_CENTRAL_TLS_SECRET === undefined) {
     return {
       ok: false,
@@ -307,6 +332,7 @@ export function kubernetesConfig(
       clusterDomain: c.HYDRAZINE_K8S_CLUSTER_DOMAIN ?? 'cluster.local',
       controllerCidrs: splitCidrs(c.HYDRAZINE_K8S_CONTROLLER_CIDRS),
       ...(c.HYDRAZINE_K8S_DPU_CIDRS ? { dpuCidrs: splitCidrs(c.HYDRAZINE_K8S_DPU_CIDRS) } : {}),
+      ...(c.HYDRAZINE_K8S_DPU_CA ? { dpuCaFile: resolve(c.HYDRAZINE_K8S_DPU_CA) } : {}),
     },
   }
 }
@@ -377,6 +403,17 @@ export function checkNbClientTls(
   tls: NonNullable<KubernetesCentralsConfig['nbClientTls']>,
 ): { path: string; message: string } | undefined {
   return checkClientTls(tls, NB_CLIENT_FILES)
+}
+
+/** What is wrong with the DPUs' CA file (`dpuCaFile`): unreadable, or no certificate in it. */
+export function checkDpuCa(file: string): { path: string; message: string } | undefined {
+  try {
+    trustedBy(readFileSync(file, 'utf8'))
+    return undefined
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error)
+    return { path: 'HYDRAZINE_K8S_DPU_CA', message: `${file} holds no CA certificate: ${why}` }
+  }
 }
 
 /** The namespace of the pod this process runs in, when it runs in one with a service account. */

@@ -63,12 +63,13 @@ export interface OvnCentralProvider {
   groups(): Promise<string[]>
   /**
    * The certificate a DPU's `ovn-controller` presents to the group's SB when that SB
-   * admits only its own group's chassis (an embedded per-group central over TLS): the
-   * DPU's identity (PEM, from Hydrazine's CA, as `StateStore.dpus.identity` keeps it)
+   * admits only its own group's chassis (an embedded per-group central over TLS, a
+   * Kubernetes-run one whose relay has a chassis CA of its own): the
+   * DPU's identity (PEM, from the DPUs' CA, as `StateStore.dpus.identity` keeps it)
    * certified again by the group's own chassis CA, same CN and key. Undefined when the
    * group's SB takes a DPU's identity as it is (a shared, external or plaintext central).
    * Throws `ChassisIdentityRefused` when the SB needs one and the identity is missing or
-   * not a valid certificate of Hydrazine's CA for that DPU. Optional.
+   * not a valid certificate of the DPUs' CA for that DPU. Optional.
    */
   chassisCertificate?(
     group: string,
@@ -76,19 +77,22 @@ export interface OvnCentralProvider {
   ): Promise<string | undefined>
   /**
    * The CA (PEM) that signed the server certificate of the group's SB, when it is the
-   * group's own (an embedded per-group central over TLS): a DPU's `ovn-controller` trusts
-   * it alone for that SB (`configure`'s `group.sbCa`), so neither another group's SB nor
-   * anything else Hydrazine's CA signed can stand in for it. Undefined when the DPU trusts
-   * Hydrazine's CA for it (a shared, external, Kubernetes-run or plaintext central, or one
-   * an earlier version started). Optional.
+   * group's own (an embedded per-group central over TLS, a Kubernetes-run one whose relay
+   * has a chassis CA of its own): a DPU's `ovn-controller` trusts it alone for that SB
+   * (`configure`'s `group.sbCa`), so neither another group's SB nor anything else
+   * Hydrazine's CA signed can stand in for it. Undefined when the DPU trusts the CA it was
+   * given for it (a shared, external, plaintext central, a Kubernetes-run one on the SB
+   * Secret every group shares, or one an earlier version started). Optional.
    */
   southboundCa?(group: string): Promise<string | undefined>
   /**
    * The DPU `dpuId` (or each of several) no longer serves the group: its SB stops
    * admitting it. An embedded per-group central over TLS replaces the group's chassis CA
    * (on disk when the central does not run, without starting it) and drops every session
-   * of its SB; the DPUs still serving the group need a new `chassisCertificate` (their
-   * next `configure`) and reconnect with it: true then. False when nothing changed (a
+   * of its SB; a Kubernetes-run one replaces the CA in its Secret, and its relay drops
+   * every session once the kubelet has updated its files. The DPUs still serving the group
+   * need a new `chassisCertificate` (their next `configure`) and reconnect with it: true
+   * then. False when nothing changed (a
    * plaintext central, a group without a central). Optional.
    */
   leaveChassis?(group: string, dpuId: string | readonly string[]): Promise<boolean>
@@ -153,8 +157,9 @@ export class CentralUnavailableError extends HydrazineError {
 /**
  * A group's SB admits only its own chassis, and the DPU's certificate on record cannot be
  * certified for it: there is none (its credentials were issued without a PKI, or by a
- * version that did not keep it), or it is not a valid one of Hydrazine's CA for that DPU.
- * The DPU needs new credentials. Not retryable.
+ * version that did not keep it, and its agent presented none), or it is not a valid one of
+ * the DPUs' CA (Hydrazine's, or the operator's) for that DPU. The DPU needs new credentials
+ * (or, on Kubernetes, an agent that presents its identity). Not retryable.
  */
 export class ChassisIdentityRefused extends HydrazineError {
   constructor(

@@ -4,7 +4,13 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { connect, createServer, type TLSSocket } from 'node:tls'
 import t from 'tap'
-import { CertificateRequestError, openCertificateAuthority, PkiError } from './index.ts'
+import {
+  CertificateRequestError,
+  certificateAuthorityOf,
+  newCertificateAuthority,
+  openCertificateAuthority,
+  PkiError,
+} from './index.ts'
 
 const mode = async (path: string) => (await stat(path)).mode & 0o777
 
@@ -226,4 +232,25 @@ t.test("another CA certifies a holder's key: same CN and key, this CA's signatur
     Date.parse(capped.validTo) <= Date.parse(new X509Certificate(shortLived.cert).validTo),
     "never valid past the holder's own certificate",
   )
+})
+
+t.test('a CA kept as PEM text: made, opened, signing as one in a directory', async (t) => {
+  const made = await newCertificateAuthority()
+  const ca = await certificateAuthorityOf(made)
+  t.equal(ca.caCert, made.cert)
+  t.ok(new X509Certificate(made.cert).ca, 'a CA certificate')
+  const server = await ca.issueServer({ dnsNames: ['ovn-a.hydrazine.svc.cluster.local'] })
+  t.ok(ca.issued(server.cert), 'what it signs, it knows')
+  const holder = await openCertificateAuthority(t.testdir())
+  const identity = await holder.issueIdentity({ commonName: 'dpu-1' })
+  const certified = await ca.certifyKeyOf(identity.cert, 1)
+  t.ok(ca.issued(certified) && !holder.issued(certified), "its signature, not the holder's CA's")
+  const other = await newCertificateAuthority()
+  t.notOk((await certificateAuthorityOf(other)).issued(server.cert), 'another CA: not its own')
+  await t.rejects(
+    certificateAuthorityOf({ cert: made.cert, key: other.key }),
+    PkiError,
+    "a key that is not the certificate's is refused",
+  )
+  await t.rejects(certificateAuthorityOf({ cert: '', key: '' }), PkiError, 'and no PEM at all')
 })

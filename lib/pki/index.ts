@@ -77,11 +77,11 @@ export interface ClientCertificateRequest {
   readonly days?: number
 }
 
-export interface CertificateAuthority {
-  /** The directory holding `ca.key` and `ca.crt` (and what `writeIssued` writes). */
-  readonly dir: string
-  /** Path of the CA certificate (PEM): what every client and server trusts. */
-  readonly caFile: string
+/**
+ * A CA's signing and checking, wherever its key is kept: `openCertificateAuthority` keeps
+ * it in a directory, `certificateAuthorityOf` takes it as PEM text (a Kubernetes Secret's).
+ */
+export interface CertificateSigner {
   /** The CA certificate, PEM. */
   readonly caCert: string
   /** A certificate for a TLS server (extended key usage serverAuth) with DNS/IP SANs. */
@@ -114,6 +114,14 @@ export interface CertificateAuthority {
    * false for anything else, unparsable text included.
    */
   issued(cert: string, at?: Date): boolean
+}
+
+/** A CA kept in a directory (`ca.key`, `ca.crt`), which also writes what it issues there. */
+export interface CertificateAuthority extends CertificateSigner {
+  /** The directory holding `ca.key` and `ca.crt` (and what `writeIssued` writes). */
+  readonly dir: string
+  /** Path of the CA certificate (PEM): what every client and server trusts. */
+  readonly caFile: string
   /** Writes `<dir>/<name>.crt` and `<dir>/<name>.key` (0600) and returns their paths. */
   writeIssued(name: string, issued: Issued): Promise<IssuedFiles>
 }
@@ -154,6 +162,44 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
     ? await loadCa(dir, existingKey, caFile)
     : await createCa(keyFile, caFile)
   await chmod(keyFile, 0o600)
+  return {
+    ...signerOf(caKey, caCert),
+    dir,
+    caFile,
+    async writeIssued(name, issued) {
+      if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.') || name === 'ca') {
+        throw new CertificateRequestError(`not a usable file name: ${name}`)
+      }
+      const certFile = join(dir, `${name}.crt`)
+      const keyFile = join(dir, `${name}.key`)
+      await writePrivate(keyFile, issued.key)
+      await writeFileAtomic(certFile, issued.cert)
+      return { certFile, keyFile, caFile }
+    },
+  }
+}
+
+/**
+ * A new CA (a P-256 key and a self-signed certificate valid for 10 years), as PEM text
+ * for whoever keeps it elsewhere than in a directory; `certificateAuthorityOf` opens it.
+ *
+ * @example const { key, cert } = await newCertificateAuthority()
+ */
+export async function newCertificateAuthority(): Promise<Issued> {
+  const { caKey, caCert } = await makeCa()
+  return { cert: caCert.toString('pem'), key: await privateKeyPem(caKey) }
+}
+
+/**
+ * The CA whose key and certificate are `ca` (PEM, as `newCertificateAuthority` made them).
+ * Throws PkiError when they are not a P-256 key and its certificate.
+ */
+export async function certificateAuthorityOf(ca: Issued): Promise<CertificateSigner> {
+  const { caKey, caCert } = await parseCa('(PEM)', ca.key, ca.cert)
+  return signerOf(caKey, caCert)
+}
+
+function signerOf(caKey: CryptoKey, caCert: x509.X509Certificate): CertificateSigner {
   const caPem = caCert.toString('pem')
 
   const caNode = new NodeX509(caPem)
@@ -203,8 +249,6 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
   const { clientAuth, serverAuth } = x509.ExtendedKeyUsage
 
   return {
-    dir,
-    caFile,
     caCert: caPem,
     issueServer(request) {
       const commonName = request.commonName ?? request.dnsNames?.[0] ?? request.ips?.[0]
@@ -249,33 +293,74 @@ export async function openCertificateAuthority(dir: string): Promise<Certificate
       const cert = await sign(commonName, validity, [clientAuth], [], publicKey)
       return cert.toString('pem')
     },
-    issued(pem, at = new Date()) {
-      try {
-        const cert = new NodeX509(pem)
-        return (
-          cert.checkIssued(caNode) &&
-          cert.verify(caNode.publicKey) &&
-          new Date(cert.validFrom) <= at &&
-          at <= new Date(cert.validTo)
-        )
-      } catch {
-        return false
-      }
-    },
-    async writeIssued(name, issued) {
-      if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.') || name === 'ca') {
-        throw new CertificateRequestError(`not a usable file name: ${name}`)
-      }
-      const certFile = join(dir, `${name}.crt`)
-      const keyFile = join(dir, `${name}.key`)
-      await writePrivate(keyFile, issued.key)
-      await writeFileAtomic(certFile, issued.cert)
-      return { certFile, keyFile, caFile }
-    },
+    issued: issuedBy(caNode),
+  }
+}
+
+/**
+ * What checks certificates against a CA whose key this process does not hold (the
+ * operator's CA of the DPUs' identities): `issued(cert)` is true when one of the
+ * certificates in `caPem` (a PEM bundle) signed `cert` and it is valid at `at`. Throws
+ * PkiError when `caPem` holds no certificate.
+ *
+ * @example trustedBy(await readFile('/etc/hydrazine/dpu-ca/ca.crt', 'utf8')).issued(pem)
+ */
+export function trustedBy(caPem: string): Pick<CertificateSigner, 'caCert' | 'issued'> {
+  const blocks = caPem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? []
+  const cas = blocks.flatMap((block) => {
+    try {
+      return [new NodeX509(block)]
+    } catch {
+      return []
+    }
+  })
+  if (cas.length === 0) throw new PkiError('(PEM)', 'no CA certificate in the text given')
+  const checks = cas.map(issuedBy)
+  return { caCert: caPem, issued: (pem, at) => checks.some((issued) => issued(pem, at)) }
+}
+
+/**
+ * The CN of a certificate's subject, when it has exactly one (whatever else the subject
+ * holds: an operator's CA may add `O=`).
+ *
+ * @example commonNameOf(new X509Certificate(pem)) // 'dpu-1'
+ */
+export function commonNameOf(cert: NodeX509): string | undefined {
+  const names = cert.subject
+    .split('\n')
+    .filter((line) => line.startsWith('CN='))
+    .map((line) => line.slice(3))
+  return names.length === 1 ? names[0] : undefined
+}
+
+/** `issued` of a CA whose certificate is `ca`. */
+function issuedBy(ca: NodeX509): CertificateSigner['issued'] {
+  return (pem, at = new Date()) => {
+    try {
+      const cert = new NodeX509(pem)
+      return (
+        cert.checkIssued(ca) &&
+        cert.verify(ca.publicKey) &&
+        new Date(cert.validFrom) <= at &&
+        at <= new Date(cert.validTo)
+      )
+    } catch {
+      return false
+    }
   }
 }
 
 async function createCa(keyFile: string, caFile: string) {
+  const { caKey, caCert } = await makeCa()
+  // The certificate first, each file whole: `ca.key` marks a CA that was made to the end.
+  // A cut between the two leaves a certificate without its key, from a creation nothing
+  // used yet, which the next start makes again (never a key without its certificate).
+  await writeFileAtomic(caFile, caCert.toString('pem'))
+  await writePrivate(keyFile, await privateKeyPem(caKey))
+  return { caKey, caCert }
+}
+
+async function makeCa() {
   const keys = await crypto.subtle.generateKey(KEY_ALGORITHM, true, ['sign', 'verify'])
   const now = Date.now()
   const name: x509.JsonName = [{ CN: [`Hydrazine CA ${randomBytes(4).toString('hex')}`] }]
@@ -295,11 +380,6 @@ async function createCa(keyFile: string, caFile: string) {
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
     ],
   })
-  // The certificate first, each file whole: `ca.key` marks a CA that was made to the end.
-  // A cut between the two leaves a certificate without its key, from a creation nothing
-  // used yet, which the next start makes again (never a key without its certificate).
-  await writeFileAtomic(caFile, caCert.toString('pem'))
-  await writePrivate(keyFile, await privateKeyPem(keys.privateKey))
   return { caKey: keys.privateKey, caCert }
 }
 
@@ -307,6 +387,10 @@ async function loadCa(dir: string, keyPem: string, caFile: string) {
   const certPem = await readFile(caFile, 'utf8').catch((error: Error) => {
     throw new PkiError(dir, `ca.key exists but ca.crt cannot be read: ${error.message}`, error)
   })
+  return parseCa(dir, keyPem, certPem)
+}
+
+async function parseCa(dir: string, keyPem: string, certPem: string) {
   let caCert: x509.X509Certificate
   let caKey: CryptoKey
   try {

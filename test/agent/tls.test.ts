@@ -271,6 +271,10 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
     t.equal(status.dpuId, lab.dpuId, 'a CA-signed client gets GetStatus')
   })
 
+  await t.test('its heartbeat presents the identity, for the controller to record', async (t) => {
+    t.equal((await lab.heartbeat())?.identity, await readFile(dpuCert.cert, 'utf8'))
+  })
+
   await t.test("another DPU's certificate from the same CA is refused", async (t) => {
     // Every DPU holds a certificate from Hydrazine's CA; the CA alone must not let one
     // DPU read another's bound ports, relays and Southbound.

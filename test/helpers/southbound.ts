@@ -30,10 +30,13 @@ export type SouthboundAnswer =
 export async function southboundAnswer(
   remote: string,
   client: ClientFiles,
+  /** `relay`: the SB is a relay (never a raft leader), asked as ovn-controller asks it. */
+  server: 'server' | 'relay' = 'server',
 ): Promise<SouthboundAnswer> {
   try {
     const { stdout } = await run('ovn-sbctl', [
       `--db=${remote}`,
+      ...(server === 'relay' ? ['--no-leader-only'] : []),
       '--timeout=3',
       `--private-key=${client.key}`,
       `--certificate=${client.cert}`,

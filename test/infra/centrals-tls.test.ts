@@ -141,7 +141,7 @@ t.test("TLS: each group's SB admits only the DPUs certified for that group", asy
   const forged = await stranger.issueIdentity({ commonName: 'dpu-1' })
   await t.rejects(
     centrals.chassisCertificate('group-a', { id: 'dpu-1', identity: forged.cert }),
-    { code: 'CHASSIS_IDENTITY_REFUSED', message: /not a valid one of Hydrazine's CA/ },
+    { code: 'CHASSIS_IDENTITY_REFUSED', message: /not a valid one of the DPUs' CA/ },
     'an identity from another CA is refused',
   )
 

@@ -9,17 +9,23 @@
  * peers Service's DNS would, each at its own loopback address.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { writeFile } from 'node:fs/promises'
+import { mkdir, rename, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import t, { type Test } from 'tap'
-import { CENTRAL_PORTS, centralName, centralObjects } from '../../infra/k8s/ovn-central.ts'
+import {
+  CENTRAL_PORTS,
+  centralName,
+  centralObjects,
+  chassisSecretName,
+} from '../../infra/k8s/ovn-central.ts'
 import type { KubernetesCentralsConfig } from '../../lib/config/kubernetes.ts'
 import { OvsdbClient } from '../../lib/ovn/client.ts'
-import { openCertificateAuthority } from '../../lib/pki/index.ts'
+import { openCertificateAuthority, trustedBy } from '../../lib/pki/index.ts'
 import { freePort } from '../../lib/process/ports.ts'
+import { NS, setup } from '../helpers/k8s/fake-centrals.ts'
 import { admits, type Source } from '../helpers/k8s/fake-network-plugin.ts'
 import { southboundAnswer } from '../helpers/southbound.ts'
 
@@ -251,10 +257,12 @@ interface Replica {
 
 async function pod(
   t: Test,
-  settings: Partial<KubernetesCentralsConfig>,
+  settings: Partial<KubernetesCentralsConfig> & { readonly chassisCa?: boolean },
   replica?: Replica,
+  /** Its directory (`db`, `run`, `tls`, `nb-tls`), when a test runs several pods. */
+  own?: string,
 ): Promise<Pod> {
-  const dir = replica?.dir ?? t.testdir({ db: {}, run: {}, tls: {}, 'nb-tls': {} })
+  const dir = replica?.dir ?? own ?? t.testdir({ db: {}, run: {}, tls: {}, 'nb-tls': {} })
   const { statefulSet } = centralObjects('tenant-a', {
     namespace: 'hydrazine',
     image: 'local',
@@ -285,6 +293,8 @@ async function pod(
       OVN_RUN_DIR: join(dir, 'run'),
       ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
       ...(settings.sbTlsSecret ? { SB_TLS_DIR: join(dir, 'tls') } : {}),
+      // The relay looks for a new CA every second here, not every 5.
+      RELAY_CA_POLL_SECONDS: '1',
       ...(settings.nbTlsSecret ? { NB_TLS_DIR: join(dir, 'nb-tls') } : {}),
     }
   }
@@ -799,6 +809,159 @@ t.test(
     await t.rejects(
       listDbs(`tcp:127.0.0.1:${p.ports.SB_CONTROLLER_PORT}`),
       'and nothing in plaintext',
+    )
+  },
+)
+
+t.test(
+  'chassis CA relays: own group in, other out, leaver dropped',
+  { skip: !hasOvn && 'OVN is not installed' },
+  async (t) => {
+    const tls = { nbTlsSecret: 'ovn-nb-tls', sbTlsSecret: 'ovn-sb-tls', chassisCa: true }
+    const volume = () => ({ db: {}, run: {}, tls: {}, 'nb-tls': {} })
+    const base = t.testdir({ pki: {}, dpu: {}, 'tenant-a': volume(), 'tenant-b': volume() })
+    // The Secrets as the provider makes them (on the fake API), each group's own CA.
+    const pki = await openCertificateAuthority(join(base, 'pki', 'hydrazine'))
+    const { api, centrals, ready } = setup({ ...tls, dpuCa: trustedBy(pki.caCert) })
+    const secretFiles = (group: string) =>
+      Object.fromEntries(
+        Object.entries(
+          api.objects.secrets.get(`${NS}/${chassisSecretName(group)}`)?.data ?? {},
+        ).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]),
+      )
+    const central = await openCertificateAuthority(join(base, 'pki', 'central'))
+    const own = await central.issuePeer({ ips: ['127.0.0.1'], dnsNames: ['localhost'] })
+    /** Puts the Secret's files where the relay reads them, swapped in at once as the kubelet does. */
+    /**
+     * Puts the Secret's files where the relay reads them as the kubelet does: each a
+     * symlink into `..data`, itself a symlink to a new directory swapped in with one rename.
+     */
+    const mount = async (p: Pod, group: string) => {
+      const tlsDir = join(p.dir, 'tls')
+      const stamp = `..${Date.now()}-${Math.random().toString(36).slice(2)}`
+      await mkdir(join(tlsDir, stamp))
+      for (const key of ['ca.crt', 'tls.crt', 'tls.key']) {
+        await writeFile(join(tlsDir, stamp, key), secretFiles(group)[key] ?? '')
+        await symlink(join('..data', key), join(tlsDir, key)).catch(() => {})
+      }
+      await symlink(stamp, join(tlsDir, '..data_tmp'))
+      await rename(join(tlsDir, '..data_tmp'), join(tlsDir, '..data'))
+    }
+    const pods: Record<string, Pod> = {}
+    for (const group of ['tenant-a', 'tenant-b']) {
+      await centrals.ensure(group).catch(() => {})
+      ready(group)
+      const p = await pod(t, tls, undefined, join(base, group))
+      await writeFile(join(p.dir, 'nb-tls', 'tls.crt'), own.cert)
+      await writeFile(join(p.dir, 'nb-tls', 'tls.key'), own.key)
+      await writeFile(join(p.dir, 'nb-tls', 'ca.crt'), central.caCert)
+      await mount(p, group)
+      for (const c of ['nb', 'sb', 'northd'] as const) p.start(c)
+      await eventually(() =>
+        run('ovsdb-client', ['--timeout=3', 'list-dbs', `unix:${p.dir}/run/sb.sock`]),
+      )
+      t.equal(await p.postStart('sb'), 0, `${group}: postStart set the DPUs' pssl: remote`)
+      p.start('sb-relay')
+      pods[group] = p
+    }
+    const a = pods['tenant-a'] as Pod
+    const b = pods['tenant-b'] as Pod
+
+    // dpu-1 serves tenant-a: its identity key, certified by tenant-a's chassis CA.
+    const issued = await pki.issueIdentity({ commonName: 'dpu-1' })
+    const chassisCert = async (group: string, file: string) => {
+      const cert = await centrals.chassisCertificate?.(group, {
+        id: 'dpu-1',
+        identity: issued.cert,
+      })
+      await writeFile(join(base, 'dpu', file), cert ?? '')
+      await writeFile(join(base, 'dpu', `${group}-ca.crt`), secretFiles(group)['ca.crt'] ?? '')
+      return join(base, 'dpu', file)
+    }
+    await writeFile(join(base, 'dpu', 'dpu.key'), issued.key)
+    const key = join(base, 'dpu', 'dpu.key')
+    const first = await chassisCert('tenant-a', 'first.crt')
+    await chassisCert('tenant-b', 'unused.crt')
+    const ask = (p: Pod, group: string, cert: string) =>
+      southboundAnswer(
+        `ssl:127.0.0.1:${p.ports.SB_PORT}`,
+        {
+          key,
+          cert,
+          ca: join(base, 'dpu', `${group}-ca.crt`),
+        },
+        'relay',
+      )
+    t.same(
+      await eventually(async () => {
+        const answer = await ask(a, 'tenant-a', first)
+        if (answer.state !== 'admitted') throw new Error(JSON.stringify(answer))
+        return answer
+      }),
+      { state: 'admitted', chassis: [] },
+      "tenant-a's relay admits a chassis certificate of tenant-a's CA",
+    )
+    t.same(
+      await eventually(async () => {
+        const answer = await ask(b, 'tenant-b', first)
+        if (answer.state === 'error') throw new Error(answer.said)
+        return answer
+      }),
+      { state: 'refused' },
+      "tenant-b's relay refuses it (trusting tenant-b's CA, as its DPUs do)",
+    )
+    const identity = join(base, 'dpu', 'identity.crt')
+    await writeFile(identity, issued.cert)
+    t.same(
+      await ask(a, 'tenant-a', identity),
+      { state: 'refused' },
+      "the DPU's identity itself (Hydrazine's CA) does not open tenant-a's relay",
+    )
+
+    // A session open through tenant-a's relay, as an ovn-controller holds one.
+    const session = spawn(
+      'ovsdb-client',
+      [
+        `--private-key=${key}`,
+        `--certificate=${first}`,
+        `--ca-cert=${join(base, 'dpu', 'tenant-a-ca.crt')}`,
+        'monitor',
+        `ssl:127.0.0.1:${a.ports.SB_PORT}`,
+        'OVN_Southbound',
+        'SB_Global',
+      ],
+      { stdio: ['ignore', 'pipe', 'ignore'] },
+    )
+    t.teardown(() => session.kill())
+    await new Promise<void>((done) => session.stdout?.once('data', () => done()))
+    const ended = new Promise<void>((done) => session.once('exit', () => done()))
+
+    // Another DPU leaves tenant-a: a new CA in its Secret, which the kubelet mounts.
+    t.equal(await centrals.leaveChassis?.('tenant-a', 'dpu-2'), true, 'tenant-a: a DPU left')
+    await mount(a, 'tenant-a')
+    const dropped = await Promise.race([
+      ended.then(() => true),
+      new Promise<boolean>((r) => setTimeout(() => r(false), 10_000)),
+    ])
+    t.ok(dropped, 'the relay drops the session opened with the old CA')
+    const renewed = await chassisCert('tenant-a', 'renewed.crt')
+    t.same(
+      await eventually(async () => {
+        const answer = await ask(a, 'tenant-a', first)
+        if (answer.state === 'error') throw new Error(answer.said)
+        return answer
+      }),
+      { state: 'refused' },
+      'the chassis certificate of the old CA is refused',
+    )
+    t.same(
+      await eventually(async () => {
+        const answer = await ask(a, 'tenant-a', renewed)
+        if (answer.state !== 'admitted') throw new Error(JSON.stringify(answer))
+        return answer
+      }),
+      { state: 'admitted', chassis: [] },
+      "the DPU that stays, certified again, is admitted (trusting tenant-a's new CA)",
     )
   },
 )

@@ -10,7 +10,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
+import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
+import { createRedis } from '../../lib/redis/connection.ts'
 import { southboundAnswer } from '../helpers/southbound.ts'
 import { startOvsdb } from '../ovn/ovsdb-fixture.ts'
 import {
@@ -22,6 +24,7 @@ import {
   until,
 } from './fixtures.ts'
 import { runReconcile } from './scenarios.ts'
+import { heartbeat } from './stand-in-agent.ts'
 
 const run = promisify(execFile)
 
@@ -370,6 +373,53 @@ t.test(
           new X509Certificate(reissued.tls.cert).publicKey,
         ),
       "dpu-1's new key: its host is configured again with a certificate for it",
+    )
+  },
+)
+
+t.test(
+  "with the DPUs' CA: a DPU whose identity is not on record waits for its agent to present one",
+  async (t) => {
+    // The Kubernetes manifests' case: no credentials are issued here, the operator's CA
+    // (the stack's CA stands for it) gave each DPU its certificate.
+    const p = await startPipeline(t, { perGroup: true, tls: true, recordIdentities: true })
+    if (!p.pki) throw new Error('the pipeline runs a CA')
+    await p.client.applyDpu('dpu-1', { fabricIps: dpuFabricIps('dpu-1') })
+    const agent = await p.agent('dpu-1', { noSouthbound: true })
+    await readyGroup(p, 'group-a', '10.10.10.0/24', '10.10.10.1')
+    await p.client.applyHost('host-a', hostSpec('group-a', 'dpu-1', 1))
+    const waiting = await until(
+      () => p.client.getHost('host-a'),
+      (h) => h?.status.conditions.some((c) => c.reason === 'DpuIdentityAwaited') ?? false,
+    )
+    t.equal(waiting?.status.phase, 'Configuring', 'not Failed: it waits')
+    t.match(
+      waiting?.status.conditions.find((c) => c.type === 'AgentConfigured'),
+      {
+        status: 'False',
+        message: /DPU dpu-1 waits to join the SB of group group-a: .*its agent presents none/,
+      },
+      'saying why',
+    )
+    t.notOk(
+      agent.jobs.some((job) => job.name === 'configure'),
+      'no configure without a certificate for the SB',
+    )
+
+    // The upgraded agent presents its identity in its heartbeat: the attach goes on.
+    const { cert } = await p.pki.issueIdentity({ commonName: 'dpu-1', dnsNames: ['dpu-1'] })
+    const redis = createRedis({ url: p.agentsRedisUrl })
+    t.teardown(() => redis.disconnect())
+    await new Heartbeats(redis).write({ ...heartbeat('dpu-1', ['2.0']), identity: cert }, 60_000)
+    const configure = await until(
+      async () => agent.jobs.find((job) => job.name === 'configure'),
+      (job) => job !== undefined,
+    )
+    const sbCertificate: unknown = configure?.data?.group?.sbCertificate
+    t.ok(
+      typeof sbCertificate === 'string' &&
+        new X509Certificate(sbCertificate).publicKey.equals(new X509Certificate(cert).publicKey),
+      "configured with its own key certified for group-a's SB",
     )
   },
 )

@@ -12,6 +12,7 @@ import type { Producer } from '../../lib/jobs/producers.ts'
 import type { AdminNetwork } from '../../lib/model/admin-network.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
 import { OWNER_KEY, TOPOLOGY_TABLES } from '../../lib/ovn/index.ts'
+import { type CertificateAuthority, trustedBy } from '../../lib/pki/index.ts'
 import { FakeChassis } from '../helpers/fake-chassis.ts'
 import { eventually } from '../helpers/processes.ts'
 import { type LocalRedisCluster, withRedisCluster } from '../helpers/redis-cluster.ts'
@@ -39,6 +40,8 @@ export interface Pipeline {
   /** With `redisCluster`: the private Redis Cluster the pipeline runs on. */
   readonly redisCluster?: LocalRedisCluster
   readonly prefix: string
+  /** With `tls`: the stack's CA (DPU identities, the centrals' certificates). */
+  readonly pki?: CertificateAuthority
   /** vty socket dir of the private FRR, when started with `frr: true`. */
   readonly frrVtyDir?: string
   /**
@@ -113,6 +116,12 @@ export async function startPipeline(
     onDemand?: { idleMs: number; maxCentrals?: number } | false
     /** With `perGroup` and `tls`: how long chassis certificates last (default a day). */
     chassisCertMs?: number
+    /**
+     * With `tls`: the stack's CA stands for the operator's CA of the DPUs' identities
+     * (`HYDRAZINE_K8S_DPU_CA`): identities the agents present in their heartbeats are
+     * recorded when it issued them (`ControllerOptions.dpuIdentities`).
+     */
+    recordIdentities?: boolean
     /** The test's own central provider (the stack then runs no OVN central). */
     ovn?: OvnCentralProvider
     /** Called at each named step a handler reaches (`attach:allocated`, …). */
@@ -220,6 +229,7 @@ export async function startPipeline(
       : {}),
     ...(options.tls
       ? {
+          ...(options.recordIdentities ? { dpuIdentities: trustedBy(stack.pki.caCert) } : {}),
           certificates: async (dpuId: string) => ({
             ...(await stack.pki.issueIdentity({ commonName: dpuId, dnsNames: [dpuId] })),
             ca: stack.pki.caCert,
@@ -245,6 +255,7 @@ export async function startPipeline(
     agentsRedisUrl,
     ...(cluster ? { redisCluster: cluster } : {}),
     prefix,
+    ...(options.tls ? { pki: stack.pki } : {}),
     ...(stack.frr ? { frrVtyDir: stack.frr.vtyDir } : {}),
     async agent(
       dpuId,

@@ -16,6 +16,7 @@ import {
   NetworkPolicy,
 } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy'
 import type { IPersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim'
+import { type ISecret, Secret } from 'kubernetes-models/v1/Secret'
 import { type IService, Service } from 'kubernetes-models/v1/Service'
 import type { CentralsApi } from '../../../infra/centrals/kubernetes-api.ts'
 
@@ -32,6 +33,7 @@ type Resource =
   | 'persistentvolumeclaims'
   | 'networkpolicies'
   | 'pods'
+  | 'secrets'
 interface Stored {
   metadata?: {
     name?: string
@@ -44,6 +46,7 @@ interface Stored {
   }
   spec?: unknown
   status?: object
+  data?: Record<string, string>
 }
 
 const API_GROUP: Record<Resource, string> = {
@@ -53,6 +56,7 @@ const API_GROUP: Record<Resource, string> = {
   persistentvolumeclaims: '',
   networkpolicies: 'networking.k8s.io',
   pods: '',
+  secrets: '',
 }
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/
@@ -65,6 +69,7 @@ export class FakeKubernetes implements CentralsApi {
     persistentvolumeclaims: new Map(),
     networkpolicies: new Map(),
     pods: new Map(),
+    secrets: new Map(),
   }
   /** Every (resource, verb) called, as `resource/verb`. */
   readonly used = new Set<string>()
@@ -244,6 +249,38 @@ export class FakeKubernetes implements CentralsApi {
     )
   }
 
+  async createSecret(namespace: string, body: ISecret): Promise<void> {
+    this.authorize('secrets', 'create')
+    checkSecret(body)
+    this.store('secrets', namespace, body)
+  }
+
+  async readSecret(namespace: string, name: string): Promise<ISecret> {
+    this.authorize('secrets', 'get')
+    return copy(this.find('secrets', namespace, name)) as ISecret
+  }
+
+  async replaceSecret(namespace: string, name: string, body: ISecret): Promise<void> {
+    this.authorize('secrets', 'update')
+    checkSecret(body)
+    if (body.metadata?.name !== name) throw new ApiException(400, `name is not ${name}`, {}, {})
+    const found = this.find('secrets', namespace, name)
+    this.checkVersion(found, body.metadata?.resourceVersion)
+    const stored = copy(body) as Stored
+    stored.metadata = {
+      ...stored.metadata,
+      uid: found.metadata?.uid ?? '',
+      resourceVersion: `${++this.version}`,
+    }
+    this.objects.secrets.set(`${namespace}/${name}`, stored)
+  }
+
+  async deleteSecret(namespace: string, name: string): Promise<void> {
+    this.authorize('secrets', 'delete')
+    this.find('secrets', namespace, name)
+    this.objects.secrets.delete(`${namespace}/${name}`)
+  }
+
   /** Sets a StatefulSet's ready replicas, as its pods' readiness probes would. */
   setReady(namespace: string, name: string, readyReplicas: number): void {
     const found = this.objects.statefulsets.get(`${namespace}/${name}`)
@@ -351,6 +388,19 @@ function check(validate: () => void): void {
   } catch (error) {
     throw new ApiException(422, `invalid: ${(error as Error).message}`, {}, {})
   }
+}
+
+/** A Secret as the API takes it: its schema, its keys, base64 values, at most 1 MiB. */
+function checkSecret(body: ISecret): void {
+  check(() => new Secret(body).validate())
+  let size = 0
+  for (const [key, value] of Object.entries(body.data ?? {})) {
+    if (!/^[-._a-zA-Z0-9]+$/.test(key)) throw new ApiException(422, `invalid key ${key}`, {}, {})
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(value))
+      throw new ApiException(422, `${key}: not base64`, {}, {})
+    size += Buffer.from(value, 'base64').length
+  }
+  if (size > 1024 * 1024) throw new ApiException(422, 'the Secret is over 1 MiB', {}, {})
 }
 
 function checkLabel(value: string): void {
