@@ -81,13 +81,35 @@ function envInt(name: string, fallback: number, max = Number.POSITIVE_INFINITY):
 /** Resolves true once the lab's Hydrazine lists no host (polled every 100 ms, up to 60 s). */
 async function waitGone(lab: Lab): Promise<boolean> {
   const deadline = now() + HOST_TIMEOUT_MS
+  let items: unknown[] | undefined
   while (now() < deadline) {
     const answer = await lab.api('GET', '/v1/managed-resources?limit=1000').catch(() => undefined)
-    const items = (answer?.body as { items?: unknown[] } | undefined)?.items
+    items = (answer?.body as { items?: unknown[] } | undefined)?.items
     if (items?.length === 0) return true
     await sleep(100)
   }
+  process.stderr.write(`bench lab: hosts left after their DELETE:\n${describeLeft(items ?? [])}`)
   return false
+}
+
+/** The hosts a round's DELETEs left, each with its phase and its conditions that are not True. */
+function describeLeft(items: readonly unknown[]): string {
+  return items
+    .slice(0, 20)
+    .map((item) => {
+      const host = item as {
+        name?: string
+        status?: {
+          phase?: string
+          conditions?: { type: string; status: string; reason?: string; message?: string }[]
+        }
+      }
+      const open = (host.status?.conditions ?? [])
+        .filter((c) => c.status !== 'True')
+        .map((c) => `${c.type}=${c.status} ${c.reason ?? ''}: ${c.message ?? ''}`)
+      return `  ${host.name} ${host.status?.phase}; ${open.join('; ')}\n`
+    })
+    .join('')
 }
 
 /** A host of the bench, its address and the ping that watches it. */
