@@ -41,6 +41,8 @@ import {
   claimOf,
   Key,
   LocalOvs,
+  type OvsSnapshot,
+  type OwnedPort,
   type PortSpec,
   releasingKey,
   SB_CA_KEY,
@@ -272,14 +274,7 @@ export class Agent {
     // traffic flowing until it has computed its own from the SB (a renewed or rotated
     // chassis certificate costs no traffic); a first start has no flows to keep and does
     // not wait.
-    if (this.ovnController.stale) {
-      this.log('southbound certificate changed: restarting ovn-controller, keeping its flows')
-      await this.ovs.setChassisIds({ [WAIT_BEFORE_CLEAR]: String(RESTART_WAIT_BEFORE_CLEAR_MS) })
-      await this.ovnController.stop()
-    } else if (!this.ovnController.running) {
-      await this.ovs.removeChassisIds([WAIT_BEFORE_CLEAR])
-    }
-    await this.ovnController.ensure()
+    await this.startOvnController()
 
     if (relay) {
       // The group's relay under another name (the controller allocated a new one, or an
@@ -315,6 +310,51 @@ export class Agent {
       chassis: observed.chassis,
       observed,
     }
+  }
+
+  /**
+   * Starts ovn-controller, or restarts it when its certificate or CA changed since it
+   * started (it reads them only then), told to keep the flows it finds until it computed
+   * its own.
+   */
+  private async startOvnController(): Promise<void> {
+    if (this.ovnController.stale) {
+      this.log('southbound certificate changed: restarting ovn-controller, keeping its flows')
+      await this.ovs.setChassisIds({ [WAIT_BEFORE_CLEAR]: String(RESTART_WAIT_BEFORE_CLEAR_MS) })
+      await this.ovnController.stop()
+    } else if (!this.ovnController.running) {
+      await this.ovs.removeChassisIds([WAIT_BEFORE_CLEAR])
+    }
+    await this.ovnController.ensure()
+  }
+
+  /**
+   * An `isolate` carrying the group's current SB credentials (`group.sbCertificate`,
+   * `group.sbCa`), its host bound through the SB ovn-controller follows: the DPU presents
+   * them from now on, as a `configure` would have it, and ovn-controller restarts with them
+   * when they changed (the group's chassis CA was replaced since its last `configure`), so
+   * that it can reach the SB again and release the host's port there. Returns the remote
+   * they are for, or undefined when nothing was taken.
+   */
+  private async takeIsolateCredentials(
+    job: IsolateRequest,
+    snap: OvsSnapshot,
+    targets: readonly OwnedPort[],
+  ): Promise<string | undefined> {
+    const { sbCertificate: pem, sbCa } = job.group
+    const remote = snap.ovnRemote
+    if (!this.sbCertificate || pem === undefined || !remote) return undefined
+    if (!targets.some((p) => p.externalIds[Key.sbRemote] === remote)) return undefined
+    await this.sbCertificate.use(pem, sbCa)
+    const { current, currentCa } = this.sbCertificate
+    await this.ovs.setChassisIds({
+      [SB_CERTIFICATE_KEY]: current,
+      [sbCertificateKeyOf(remote)]: current,
+      [SB_CA_KEY]: currentCa,
+      [sbCaKeyOf(remote)]: currentCa,
+    })
+    if (this.ovnController.running && this.ovnController.stale) await this.startOvnController()
+    return remote
   }
 
   private mustClaimHostPort(claim: Claim, job: ConfigureRequest): void {
@@ -360,6 +400,8 @@ export class Agent {
     }
     // Before the ports go: which SBs must say the port is released (a retry asks them too).
     const remotes = await southboundsToAsk(this.ovs, snap, targets, job.host.logicalPort)
+    // Before the ports go: the credentials the job brings, for ovn-controller to release them.
+    const renewed = await this.takeIsolateCredentials(job, snap, targets)
     for (const p of targets) if (p.bridge) await this.ovs.deletePort(p.name, p.bridge)
 
     let relayStopped: string | undefined
@@ -375,10 +417,12 @@ export class Agent {
     const tlsOf = new Map(
       remotes.map((r) => [
         r,
-        sbCertificate?.ovsdbTls(
-          snap.chassisIds[sbCertificateKeyOf(r)],
-          snap.chassisIds[sbCaKeyOf(r)],
-        ),
+        r === renewed
+          ? sbCertificate?.ovsdbTls()
+          : sbCertificate?.ovsdbTls(
+              snap.chassisIds[sbCertificateKeyOf(r)],
+              snap.chassisIds[sbCaKeyOf(r)],
+            ),
       ]),
     )
     const unbound = await waitFor(

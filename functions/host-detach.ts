@@ -16,6 +16,7 @@ import { addIsolate, boundOnDpu, fabricIsolateAck, isolateAck } from './internal
 import { centralMayStop } from './internal/central-demand.ts'
 import { leaveGroupSouthbound } from './internal/chassis-credentials.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
+import { isolateCredentialsFor } from './internal/dpu-central.ts'
 import { recordDpuEvent } from './internal/dpu-events.ts'
 import { AwaitingAck, failOrRetry } from './internal/errors.ts'
 import { isolateFabricHost } from './internal/fabric-host.ts'
@@ -221,10 +222,13 @@ async function isolate(deps: HandlerDeps, host: ManagedResource, force: boolean)
       specVersion: host.specVersion,
     })
   }
+  // The DPU still serves the host (its own rotation comes after this isolate is acked):
+  // the credentials let it reach its group's SB if the chassis CA was replaced meanwhile.
+  const credentials = await isolateCredentialsFor(deps, spec.resourceGroup, spec.dpu.id)
   return addIsolate(deps, {
     dpuId: spec.dpu.id,
     specVersion: host.specVersion,
-    group: { name: spec.resourceGroup },
+    group: { name: spec.resourceGroup, ...credentials },
     host: binding,
   })
 }

@@ -6,7 +6,9 @@
  * re-driven, `Configuring`, its port left as it is), which carries the new chassis
  * certificate and the group's CA (`chassisCertificateFor`, `southboundCaFor`). The
  * agent writes them where its ovn-controller reads them; it reconnects with them, and its
- * flows stay in place meanwhile.
+ * flows stay in place meanwhile. A DPU whose hosts of the group are all being detached
+ * gets no `configure`: each host's `isolate` carries the same credentials
+ * (`isolateCredentialsFor`), so that it can show the SB the port released.
  */
 import { redriveHost } from '../../lib/jobs/redrive.ts'
 import { implementationOf, type ManagedResource } from '../../lib/model/objects.ts'

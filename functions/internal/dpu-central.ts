@@ -12,6 +12,7 @@
 import { identityVerdict } from '../../lib/agent-protocol/identity.ts'
 import { implementationOf } from '../../lib/model/network-implementation.ts'
 import {
+  CentralUnavailableError,
   ChassisIdentityRefused,
   type OvnCentralEndpoints,
   OvnControllerTooOld,
@@ -170,4 +171,33 @@ export async function dpuIdentity(
     return { identity: recorded, refused: `its agent presents one that ${verdict.why}` }
   await deps.store.dpus.setIdentity(dpuId, presented)
   return { identity: presented }
+}
+
+/**
+ * What an `isolate` of a host the DPU still serves carries for the group's SB
+ * (`group.sbCertificate`, `group.sbCa`): the DPU's certificate from the group's current
+ * chassis CA and the CA it trusts, as its `configure` would. A DPU whose certificate an
+ * earlier rotation replaced (another DPU left the group) and that got no `configure` since
+ * reconnects with them and shows the SB the host's port released. Nothing when the SB takes
+ * the DPU's identity as it is, or when no certificate can be issued for it (no valid
+ * identity on record, the group's central released): the agent then waits with what it has. Only for a host still on
+ * record: a DPU that left the group is never certified for it again.
+ */
+export async function isolateCredentialsFor(
+  deps: Pick<HandlerDeps, 'ovn' | 'store' | 'agents' | 'dpuIdentities'>,
+  group: string,
+  dpuId: string,
+): Promise<{ sbCertificate?: string; sbCa?: string }> {
+  const sbCertificate = await chassisCertificateFor(deps, group, dpuId).catch((error: unknown) => {
+    if (
+      error instanceof ChassisIdentityRefused ||
+      error instanceof DpuIdentityAwaited ||
+      error instanceof CentralUnavailableError
+    )
+      return undefined
+    throw error
+  })
+  if (sbCertificate === undefined) return {}
+  const sbCa = await southboundCaFor(deps, group)
+  return { sbCertificate, ...(sbCa ? { sbCa } : {}) }
 }

@@ -11,6 +11,7 @@ import {
   ConfigurePayloadV1,
   Heartbeat,
   InvalidAgentPayload,
+  IsolatePayloadV1,
   isAgentQueueName,
   parseAgentJob,
   pickProtocolVersion,
@@ -197,4 +198,50 @@ t.test('the heartbeat schema parses what an agent writes', async (t) => {
   }
   t.ok(v.is(Heartbeat, beat))
   t.notOk(v.is(Heartbeat, { ...beat, protocolVersions: ['one'] }))
+})
+
+t.test("an isolate may carry the group's SB credentials; an older agent drops them", async (t) => {
+  const pem = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n'
+  const isolate = {
+    dpuId: 'dpu-1',
+    specVersion: 4,
+    host: { name: 'host-a', logicalPort: 'tenant-a-net-host-a' },
+  }
+  for (const version of ['1.0', '2.0'] as const) {
+    const payload = buildIsolatePayload(version, {
+      ...isolate,
+      group: { name: 'tenant-a-net', sbCertificate: pem, sbCa: pem },
+    })
+    const parsed = parseAgentJob('isolate', payload, [version])
+    t.same(
+      parsed.name === 'isolate' && parsed.payload.group,
+      { name: 'tenant-a-net', sbCertificate: pem, sbCa: pem },
+      `${version} carries them`,
+    )
+  }
+  t.same(
+    buildIsolatePayload('2.0', { ...isolate, group: { name: 'tenant-a-net' } }).group,
+    { name: 'tenant-a-net' },
+    'without them (an SB that takes the identity), the payload is as before',
+  )
+  // An agent built before the fields: its isolate group held only the name.
+  const OlderIsolate = v.object({
+    ...IsolatePayloadV1.entries,
+    group: v.object({ name: v.string() }),
+  })
+  const old = v.parse(
+    OlderIsolate,
+    buildIsolatePayload('1.0', { ...isolate, group: { name: 'tenant-a-net', sbCertificate: pem } }),
+  )
+  t.same(old.group, { name: 'tenant-a-net' }, 'an older agent drops them')
+  t.throws(
+    () =>
+      parseAgentJob('isolate', {
+        ...isolate,
+        protocolVersion: '2.0',
+        group: { name: 'tenant-a-net', sbCertificate: 'not a certificate' },
+      }),
+    { code: 'AGENT_PAYLOAD_INVALID', message: /group\.sbCertificate.*one PEM certificate/ },
+    'a payload whose certificate is no PEM certificate is refused',
+  )
 })

@@ -223,7 +223,18 @@ export const IsolatePayloadV1 = v.object({
   protocolVersion,
   dpuId: DpuId,
   specVersion,
-  group: v.object({ name }),
+  group: v.object({
+    name,
+    /**
+     * The DPU's current certificate for the group's SB and the CA it trusts for it, as a
+     * `configure` carries them (`GroupV1`): sent while the DPU still serves the host, so
+     * that an ovn-controller whose certificate the group's new chassis CA no longer takes
+     * can reconnect and show the SB the port released. Added in 1.x/2.x as optional
+     * fields: an older agent drops them (and waits with the certificate it has).
+     */
+    sbCertificate: v.optional(certificatePem),
+    sbCa: v.optional(certificatePem),
+  }),
   host: v.object({ name, logicalPort: name, hostPort: v.optional(InterfaceName) }),
 })
 export type IsolatePayloadV1 = v.InferOutput<typeof IsolatePayloadV1>

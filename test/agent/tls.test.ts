@@ -3,7 +3,7 @@
  * certificate ovn-controller shows an `ssl:` Southbound (whose CN OVN takes as the
  * chassis name).
  */
-import { mkdir, readFile, rm } from 'node:fs/promises'
+import { copyFile, mkdir, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import t from 'tap'
@@ -482,6 +482,75 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
         "the old group's SB is asked with the certificate it admits, not the identity",
       )
       t.equal(await keptFor(own.remote), '', 'then that SB is forgotten: nothing may ask it')
+    },
+  )
+
+  await t.test(
+    "an isolate brings the certificate of the group's new chassis CA: the port is released",
+    async (t) => {
+      // A group's SB whose chassis CA is replaced (another DPU left the group) after this
+      // DPU's last configure: only the isolate can bring it a certificate the SB takes.
+      const caFile = join(pkiDir, 'rotating-sb-ca.crt')
+      const firstCa = await openCertificateAuthority(join(pkiDir, 'rotating-ca-1'))
+      const secondCa = await openCertificateAuthority(join(pkiDir, 'rotating-ca-2'))
+      await copyFile(firstCa.caFile, caFile)
+      const name = 'rotating-central'
+      const sb = await startSslCentral(
+        lab,
+        { ca: caFile, ...(await ca.issue('ovn-sb-rotating', [`IP:${lab.fabric.gatewayIp}`])) },
+        name,
+      )
+      const rotating = 'group-rotating'
+      const port = lab.input.host.logicalPort
+      await sb.nbctl('ls-add', rotating)
+      await sb.nbctl('lsp-add', rotating, port, '--', 'lsp-set-addresses', port, lab.input.host.mac)
+      await sb.nbctl('--wait=sb', 'sync')
+      const identity = await readFile(dpuCert.cert, 'utf8')
+      const configure = buildConfigurePayload('2.0', {
+        ...lab.input,
+        specVersion: 5,
+        group: {
+          name: rotating,
+          sbRemote: sb.remote,
+          sbCertificate: await firstCa.certifyKeyOf(identity),
+        },
+      })
+      const configured = await lab.queue.add('configure', configure, { jobId: 'configure-rot' })
+      t.match(await configured.waitUntilFinished(lab.events, 40_000), { ovnInstalled: true })
+      const boundTo = async () =>
+        (
+          await sb.sbctl(
+            '--bare',
+            '--columns=chassis',
+            'find',
+            'Port_Binding',
+            `logical_port=${port}`,
+          )
+        ).trim()
+      t.not(await boundTo(), '', 'the port is bound in the group SB')
+
+      // The chassis CA is replaced and every session dropped, as a central does it.
+      await copyFile(secondCa.caFile, caFile)
+      await run('ovn-appctl', ['-t', join(lab.dataDir, name, 'sb.ctl'), 'ovsdb-server/reconnect'])
+      const renewed = await secondCa.certifyKeyOf(identity)
+      const payload = buildIsolatePayload('2.0', {
+        dpuId: lab.dpuId,
+        specVersion: 5,
+        group: { name: rotating, sbCertificate: renewed },
+        host: { name: 'h1', logicalPort: port, hostPort: lab.host.hostPort },
+      })
+      const isolated = await lab.queue.add('isolate', payload, { jobId: 'isolate-rot' })
+      t.match(
+        await isolated.waitUntilFinished(lab.events, 40_000),
+        { unbound: true },
+        'the isolate is acked unbound',
+      )
+      t.equal(await boundTo(), '', 'and the SB binds the port to no chassis')
+      t.equal(
+        await readFile(join(lab.config().runDir, 'sb-client.crt'), 'utf8'),
+        renewed,
+        'ovn-controller presents the new certificate',
+      )
     },
   )
 

@@ -259,3 +259,82 @@ t.test(
     t.notOk(again.chassisCaRotated, 'the next run finds nothing to replace')
   },
 )
+
+t.test(
+  "a host's isolate carries its DPU's certificate from the group's current chassis CA",
+  async (t) => {
+    // What the SB answered dpu-2 presenting what host-2's isolate carried, asked once the
+    // isolate was acked and before dpu-2 left the group.
+    let whileServing: Promise<string> | undefined
+    let check: (() => Promise<string>) | undefined
+    const p = await startPipeline(t, {
+      perGroup: true,
+      tls: true,
+      checkpoint: async (point) => {
+        if (point !== 'detach:released' || !check || whileServing) return
+        whileServing = check()
+        await whileServing
+      },
+    })
+    const dir = await tempDir(t)
+    for (const id of ['dpu-1', 'dpu-2'])
+      await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
+    const one = await dpuWithCredentials(p, dir, 'dpu-1')
+    const two = await dpuWithCredentials(p, dir, 'dpu-2')
+    const sb = await groupSb(p, 'group-a')
+    await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
+    await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
+    const [held] = await until(
+      async () => credentialsSent(two.agent),
+      (c) => c.length > 0,
+    )
+    await until(
+      async () => credentialsSent(one.agent),
+      (c) => c.length > 0,
+    )
+    if (!held) throw new Error('no configure sent')
+
+    // dpu-1 leaves: the group's chassis CA is replaced.
+    await p.client.deleteHost('host-1')
+    await until(
+      () => p.client.getHost('host-1'),
+      (h) => h === undefined,
+    )
+    t.equal(await two.answer(sb, held), 'refused', "dpu-2's first certificate no longer opens it")
+
+    const carriedBy = () => {
+      const isolate = two.agent.jobs.find((job) => job.name === 'isolate')
+      return (isolate?.data as { group: Partial<SbCredentials> } | undefined)?.group
+    }
+    check = async () => {
+      const { sbCertificate, sbCa } = carriedBy() ?? {}
+      if (!sbCertificate || !sbCa) return 'nothing carried'
+      return two.answer(sb, { sbCertificate, sbCa })
+    }
+    await p.client.deleteHost('host-2')
+    const gone = await until(
+      () => p.client.getHost('host-2'),
+      (h) => h === undefined,
+    )
+    t.equal(gone, undefined, 'host-2 is detached')
+    const carried = carriedBy()
+    t.ok(carried?.sbCertificate, "host-2's isolate carries a certificate for group-a's SB")
+    t.ok(carried?.sbCa, "and the CA of group-a's SB")
+    if (carried?.sbCertificate && carried.sbCa) {
+      t.equal(new X509Certificate(carried.sbCertificate).subject, 'CN=dpu-2', "dpu-2's own")
+      t.not(carried.sbCa, held.sbCa, "from the group's new CA")
+      t.equal(
+        await whileServing,
+        'admitted',
+        "with them, dpu-2 read group-a's SB while it served host-2 (to show the port released)",
+      )
+      t.equal(
+        await two.answer(sb, { sbCertificate: carried.sbCertificate, sbCa: carried.sbCa }),
+        'refused',
+        'once host-2 is gone, dpu-2 left the group: they open nothing',
+      )
+    }
+    const first = one.agent.jobs.find((job) => job.name === 'isolate')
+    t.ok(first, "host-1's isolate was sent to dpu-1, before its DPU left")
+  },
+)
