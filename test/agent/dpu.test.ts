@@ -1,3 +1,4 @@
+import { join } from 'node:path'
 import type { Job } from 'bullmq'
 import t from 'tap'
 import { AGENT_VERSION, startAgentRuntime } from '../../agent/runtime.ts'
@@ -141,7 +142,9 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
     .filter((n) => n !== undefined)
     .sort()
   t.same(links, ['lo', relayPort, 'uplink'].sort(), 'nothing else for dhcrelay to hear')
-  const relays = await processesMentioning(`dhcrelay-${relayPort}.pid`)
+  // This agent's own relay: its pid file under this lab's run directory (other test files'
+  // agents may run a relay of a port named the same at the same time).
+  const relays = await processesMentioning(join(lab.config().runDir, `dhcrelay-${relayPort}.pid`))
   t.equal(relays.filter((l) => /\bdhcrelay\b.*-a .*-id hzr/.test(l) && !/reaper/.test(l)).length, 1)
   t.match(relays.join('\n'), new RegExp(`-id ${relayPort} .*-U uplink ${lab.fabric.gatewayIp}`))
 
