@@ -253,6 +253,9 @@ export async function clearIsolatedStaleBindings(
     const ack = await fabricIsolateAck(deps, named)
     if (ack.state !== 'acked' || !ack.value.withdrawn) continue
     const released = await releaseIsolationHold(deps, dpuId, owner)
+    // Another run (an attach, admin sync, dpu.health) gave this hold back at the same time:
+    // the one that dropped its record says so, once.
+    if (!released.dropped) continue
     // The event is the held host's tenant's (its group's), not the DPU's next tenant's.
     const group = pending.find(
       (p) => p.host === named.host && p.specVersion === named.specVersion,

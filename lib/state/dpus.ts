@@ -159,15 +159,16 @@ export class DpuRepository {
   async holdsIsolation(dpuId: string, owner: string): Promise<boolean> {
     return (await this.#redis.hexists(this.#keys.isolationHolds(dpuId), owner)) === 1
   }
-  async dropIsolationHold(dpuId: string, owner: string): Promise<void> {
-    await this.#hold('drop', dpuId, owner, '')
+  /** Drops the record of a hold; true when this call dropped it (not another run first). */
+  async dropIsolationHold(dpuId: string, owner: string): Promise<boolean> {
+    return (await this.#hold('drop', dpuId, owner, '')) === 1
   }
   /** The DPUs whose pending isolations keep any hold (one read). */
   dpusHolding(): Promise<string[]> {
     return this.#redis.smembers(this.#keys.dpusHolding)
   }
   async #hold(action: 'record' | 'drop', dpuId: string, owner: string, host: string) {
-    await holdScript.run(
+    return holdScript.run(
       this.#redis,
       [this.#keys.isolationHolds(dpuId), this.#keys.dpusHolding],
       [action, dpuId, owner, host],

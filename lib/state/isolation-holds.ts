@@ -83,13 +83,15 @@ export async function holdUntilIsolated(
 
 /**
  * Gives back what one hold of DPU `dpuId` keeps (its isolation of that host confirmed), and
- * answers it (empty when there was none). Idempotent; the record goes last.
+ * answers it (empty when there was none). Idempotent; the record goes last, and `dropped`
+ * says whether this call dropped it: of runs releasing one hold at once, the one that says
+ * so (the others may find it given back already).
  */
 export async function releaseIsolationHold(
   deps: IsolationHoldDeps,
   dpuId: string,
   owner: string,
-): Promise<IsolationHold> {
+): Promise<IsolationHold & { readonly dropped: boolean }> {
   const host = parseIsolationHoldOwner(owner)?.host ?? ''
   const addresses = await deps.store.fabricLeaks.heldBy(owner)
   await deps.store.fabricLeaks.release(owner)
@@ -98,8 +100,8 @@ export async function releaseIsolationHold(
     const ip = await deps.ipam.releasePublicIp(owner, family)
     if (ip) publicIps.push(ip)
   }
-  await deps.store.dpus.dropIsolationHold(dpuId, owner)
-  return { owner, host, addresses, publicIps }
+  const dropped = await deps.store.dpus.dropIsolationHold(dpuId, owner)
+  return { owner, host, addresses, publicIps, dropped }
 }
 
 /**
@@ -112,7 +114,8 @@ export async function releaseIsolationHolds(
 ): Promise<IsolationHold[]> {
   const released: IsolationHold[] = []
   for (const { owner } of await deps.store.dpus.isolationHolds(dpuId)) {
-    released.push(await releaseIsolationHold(deps, dpuId, owner))
+    const { dropped: _dropped, ...hold } = await releaseIsolationHold(deps, dpuId, owner)
+    released.push(hold)
   }
   return released
 }

@@ -9,14 +9,14 @@
   ARGV[3]  the hold's owner
   ARGV[4]  the host (record)
 
-  Returns the number of holds the DPU keeps now.
+  Returns, for 'record', the number of holds the DPU keeps now; for 'drop', 1 when this
+  call removed the hold and 0 when it was not there (another run dropped it first).
 ]]
 if ARGV[1] == 'record' then
   redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
   redis.call('SADD', KEYS[2], ARGV[2])
   return redis.call('HLEN', KEYS[1])
 end
-redis.call('HDEL', KEYS[1], ARGV[3])
-local left = redis.call('HLEN', KEYS[1])
-if left == 0 then redis.call('SREM', KEYS[2], ARGV[2]) end
-return left
+local removed = redis.call('HDEL', KEYS[1], ARGV[3])
+if redis.call('HLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[2]) end
+return removed
