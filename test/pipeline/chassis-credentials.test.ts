@@ -37,6 +37,18 @@ function credentialsSent(agent: Agent): SbCredentials[] {
     .map((job) => (job.data as { group: SbCredentials }).group)
 }
 
+/** dpu-1 and dpu-2 with credentials, host-1 and host-2 on them in group-a, and its SB. */
+async function twoDpusInGroupA(t: Teardown, p: Pipeline) {
+  const dir = await tempDir(t)
+  for (const id of ['dpu-1', 'dpu-2']) await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
+  const one = await dpuWithCredentials(p, dir, 'dpu-1')
+  const two = await dpuWithCredentials(p, dir, 'dpu-2')
+  const sb = await groupSb(p, 'group-a')
+  await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
+  await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
+  return { one, two, sb }
+}
+
 /** A DPU with credentials and a stand-in agent, and a way to ask an SB as it. */
 async function dpuWithCredentials(p: Pipeline, dir: string, id: string) {
   const issued = await p.client.issueDpuCredentials(id)
@@ -83,14 +95,7 @@ t.test(
   "a DPU whose last host of a group is detached loses the group's SB; the others are configured anew",
   async (t) => {
     const p = await startPipeline(t, { perGroup: true, tls: true })
-    const dir = await tempDir(t)
-    for (const id of ['dpu-1', 'dpu-2'])
-      await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
-    const one = await dpuWithCredentials(p, dir, 'dpu-1')
-    const two = await dpuWithCredentials(p, dir, 'dpu-2')
-    const sb = await groupSb(p, 'group-a')
-    await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
-    await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
+    const { one, two, sb } = await twoDpusInGroupA(t, p)
     const [held1] = await until(
       async () => credentialsSent(one.agent),
       (c) => c.length > 0,
@@ -276,14 +281,7 @@ t.test(
         await whileServing
       },
     })
-    const dir = await tempDir(t)
-    for (const id of ['dpu-1', 'dpu-2'])
-      await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
-    const one = await dpuWithCredentials(p, dir, 'dpu-1')
-    const two = await dpuWithCredentials(p, dir, 'dpu-2')
-    const sb = await groupSb(p, 'group-a')
-    await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
-    await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
+    const { one, two, sb } = await twoDpusInGroupA(t, p)
     const [held] = await until(
       async () => credentialsSent(two.agent),
       (c) => c.length > 0,
