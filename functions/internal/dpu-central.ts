@@ -180,8 +180,9 @@ export async function dpuIdentity(
  * earlier rotation replaced (another DPU left the group) and that got no `configure` since
  * reconnects with them and shows the SB the host's port released. Nothing when the SB takes
  * the DPU's identity as it is, or when no certificate can be issued for it (no valid
- * identity on record, the group's central released): the agent then waits with what it has. Only for a host still on
- * record: a DPU that left the group is never certified for it again.
+ * identity on record, the group's central released): the agent then waits with what it
+ * has. Only for a host still on record: a DPU that left the group is never certified for it
+ * again.
  */
 export async function isolateCredentialsFor(
   deps: Pick<HandlerDeps, 'ovn' | 'store' | 'agents' | 'dpuIdentities'>,
