@@ -14,10 +14,12 @@ import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { leakCommunityOf } from '../lib/agent-protocol/index.ts'
 import { type5Paths } from '../lib/frr/evpn-routes.ts'
+import { createVty, type Vty } from '../lib/frr/vty.ts'
 import { createVtysh, type Vtysh } from '../lib/frr/vtysh.ts'
 import { type Daemon, startDaemon } from '../lib/process/daemon.ts'
 import { canConnect } from '../lib/process/ports.ts'
 import { stopLeftover } from './daemons.ts'
+import { FreshRead } from './fresh-read.ts'
 import { LEAK_METRIC, vrfNames } from './vrf.ts'
 
 export interface EvpnPlace {
@@ -127,17 +129,32 @@ export function evpnVrfRemoval(vni: number, asn: number): string[] {
   return [`vrf ${vrf}`, ` no vni ${vni}`, 'exit-vrf', `no router bgp ${asn} vrf ${vrf}`]
 }
 
+/** What bgpd announces: the EVPN type-5 routes (the whole table; `selfOriginatedType5` picks). */
+const TYPE5_ROUTES = 'show bgp l2vpn evpn route type prefix json'
+
 /** zebra and bgpd of the DPU, and what they announce. */
 export class EvpnSpeaker {
   private daemons: Daemon[] = []
   private starting: Promise<void> | undefined
+  /** Configuration (a VRF's lines reach zebra and bgpd both: vtysh sends each its own). */
   readonly vtysh: Vtysh
+  /**
+   * Reads over the daemons' own vty sockets, kept open: no vtysh process per read (each
+   * one costs tens of ms of CPU, and every host's configure polls bgpd until its routes
+   * are announced).
+   */
+  private readonly bgpd: Vty
+  private readonly zebra: Vty
+  /** bgpd's EVPN type-5 routes: one read at a time, shared by the callers polling it. */
+  private readonly type5 = new FreshRead(() => this.bgpd.show(TYPE5_ROUTES))
 
   constructor(
     private readonly place: EvpnPlace,
     private readonly peers: readonly string[],
   ) {
     this.vtysh = createVtysh({ vtyDir: place.dir, timeoutMs: 20_000 })
+    this.bgpd = createVty({ vtyDir: place.dir, daemon: 'bgpd', timeoutMs: 20_000 })
+    this.zebra = createVty({ vtyDir: place.dir, daemon: 'zebra', timeoutMs: 20_000 })
   }
 
   get running(): boolean {
@@ -238,7 +255,8 @@ export class EvpnSpeaker {
 
   /** The VRFs zebra knows and has active. */
   async activeVrfs(): Promise<Set<string>> {
-    const out = await this.vtysh.show('show vrf').catch(() => '')
+    if (!this.running) return new Set()
+    const out = await this.zebra.show('show vrf').catch(() => '')
     const active = new Set<string>()
     for (const line of out.split('\n')) {
       const m = /^vrf (\S+) (\S+)/.exec(line.trim())
@@ -264,11 +282,18 @@ export class EvpnSpeaker {
 
   private async type5Json(): Promise<string> {
     if (!this.running) return '{}'
-    return this.vtysh.show('show bgp l2vpn evpn route type prefix json').catch(() => '{}')
+    return this.type5.read().catch(() => '{}')
   }
 
   async stop(): Promise<void> {
     for (const d of this.daemons.splice(0).reverse()) await d.stop().catch(() => {})
+  }
+
+  /** Stops the daemons and closes the connections to them, for good. */
+  async close(): Promise<void> {
+    await this.stop()
+    this.bgpd.close()
+    this.zebra.close()
   }
 }
 
@@ -294,12 +319,16 @@ async function vtyGroupId(): Promise<number | undefined> {
   return Number.isInteger(gid) ? gid : undefined
 }
 
-/** Polls `check` until true or `ms` pass; true when it became true. */
+/**
+ * Polls `check` until true or `ms` pass; true when it became true. The pause between
+ * checks starts at 10 ms and doubles up to 200 ms: a route FRR learns within a few ms is
+ * seen at once, and one that takes seconds costs a few reads per second.
+ */
 export async function waitUntil(check: () => Promise<boolean>, ms: number): Promise<boolean> {
   const until = Date.now() + ms
-  for (;;) {
+  for (let pause = 10; ; pause = Math.min(2 * pause, 200)) {
     if (await check()) return true
     if (Date.now() > until) return false
-    await new Promise((r) => setTimeout(r, 100))
+    await new Promise((r) => setTimeout(r, pause))
   }
 }

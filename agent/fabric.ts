@@ -303,6 +303,6 @@ export class FabricAgent {
   }
 
   async close(): Promise<void> {
-    await this.speaker.stop()
+    await this.speaker.close()
   }
 }

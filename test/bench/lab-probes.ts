@@ -4,6 +4,7 @@
  * moment is read from the host's events), and its clock and waits.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import type { Lab } from '../../infra/lab/lab.ts'
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -65,6 +66,22 @@ export class GatewayProbe {
   lastAfter(since: number): number | undefined {
     const last = this.#replies.at(-1)
     return last !== undefined && last >= since ? last : undefined
+  }
+
+  /** The probe's own state since `since`: replies, the last one, the ping process's state. */
+  describe(since: number): string {
+    const last = this.#replies.at(-1)
+    let state = 'exited'
+    try {
+      if (this.#child.pid !== undefined && this.#child.exitCode === null)
+        state = readFileSync(`/proc/${this.#child.pid}/stat`, 'utf8').split(') ')[1]?.[0] ?? '?'
+    } catch {
+      state = 'gone'
+    }
+    return (
+      `${this.#replies.length} replies, ${this.#replies.filter((t) => t >= since).length} since resumed, ` +
+      `last ${last === undefined ? 'never' : `${Math.round(now() - last)} ms ago`}, ping state ${state}`
+    )
   }
 
   async stop(): Promise<void> {

@@ -112,6 +112,36 @@ function describeLeft(items: readonly unknown[]): string {
     .join('')
 }
 
+/**
+ * Why a host that answered when attached is silent before its DELETE: a new ping from its
+ * namespace (the data path) against the paused-and-resumed probe (the bench), its neighbour
+ * table, and what its DPU's OVS says of its port.
+ */
+async function describeSilent(l: Lab, { host, probe }: Watched, resumed: number): Promise<string> {
+  const quietly = (p: Promise<string>) =>
+    p.catch((e: unknown) => `(${(e as Error).message.split('\n')[0]})`)
+  const fresh = await quietly(
+    host.exec('ping', '-n', '-c', '3', '-i', '0.2', '-W', '1', NETWORK.gateway),
+  )
+  const neigh = await quietly(host.exec('ip', 'neigh', 'show', 'dev', 'eth0'))
+  const dpu = l.dpus.find((d) => d.id === host.dpu)
+  const port = dpu
+    ? await quietly(
+        dpu.sim.vsctl('--columns=name,ofport,external_ids', 'list', 'Interface', host.hostPort),
+      )
+    : '(no such DPU)'
+  const lines = [
+    `bench lab: ${host.name} silent 10 s after its probe resumed (${probe.describe(resumed)})`,
+    `  a new ping: ${fresh
+      .split('\n')
+      .filter((x) => /transmitted|bytes from/.test(x))
+      .join(' | ')}`,
+    `  neighbours: ${neigh.trim().replaceAll('\n', ' | ')}`,
+    `  ${host.dpu} port ${host.hostPort}: ${port.trim().replaceAll('\n', ' | ')}`,
+  ]
+  return `${lines.join('\n')}\n`
+}
+
 /** A host of the bench, its address and the ping that watches it. */
 interface Watched {
   readonly host: LabHost
@@ -182,10 +212,13 @@ async function attachRounds(
       const resumed = probe.resume()
       const last = () => probe.lastAfter(resumed)
       try {
-        if (!(await until(() => last() !== undefined, 10_000))) return undefined
+        // A host silent before its DELETE has no isolate time, and is deleted all the same.
+        const answering = await until(() => last() !== undefined, 10_000)
+        if (!answering) process.stderr.write(await describeSilent(l, hosts[i] as Watched, resumed))
         const t0 = now()
         const answer = await l.api('DELETE', `/v1/managed-resources/${host.name}`)
         if (answer.status >= 300) throw new Error(`DELETE ${host.name} → ${answer.status}`)
+        if (!answering) return undefined
         const quiet = await until(() => now() - (last() ?? 0) > QUIET_MS, HOST_TIMEOUT_MS)
         if (!quiet) return undefined
         return Math.max(0, (last() ?? t0) - t0)
