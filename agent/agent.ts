@@ -260,6 +260,8 @@ export class Agent {
       'ovn-bridge': c.integrationBridge,
       'ovn-bridge-mappings': c.bridgeMappings,
       'ovn-bridge-datapath-type': c.datapathType,
+      // The group's SB whole: no port is marked installed before its datapaths' flows.
+      'ovn-monitor-all': c.ovnMonitorAll,
       ...presented,
     })
     // IPsec on the tunnels: OVS gets the certificate that authenticates this chassis to its

@@ -51,6 +51,14 @@ export interface AgentConfig {
   /** Network namespace the DPU's daemons run in (the lab); absent on real DPUs. */
   readonly netns?: string
   readonly datapathType: string
+  /**
+   * `ovn-monitor-all`: ovn-controller takes the whole SB of its group, not only the rows of
+   * datapaths local to it. A group's SB holds that group only, which every chassis in it
+   * needs anyway; with conditional monitoring, the first port of a group on a DPU could be
+   * marked `ovn-installed` before the flows of its switch's and router's datapaths arrived
+   * (OVN before 26.09), and Ready would come before the host's traffic.
+   */
+  readonly ovnMonitorAll: 'true' | 'false'
   readonly integrationBridge: string
   readonly uplinkBridge: string
   /** An interface to keep in the uplink bridge (created by the agent if missing). */
@@ -191,6 +199,13 @@ export const OPTIONS: readonly Option[] = [
     env: 'HZ_DATAPATH_TYPE',
     help: 'OVS datapath type of the bridges (system, netdev)',
     default: 'system',
+  },
+  {
+    key: 'ovnMonitorAll',
+    flag: 'ovn-monitor-all',
+    env: 'HZ_OVN_MONITOR_ALL',
+    help: "ovn-controller monitors its group's whole SB (true, false)",
+    default: 'true',
   },
   {
     key: 'integrationBridge',

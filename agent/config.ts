@@ -85,6 +85,7 @@ const fields = {
   runDir: text,
   netns: v.optional(text),
   datapathType: v.picklist(['system', 'netdev'], 'must be system or netdev'),
+  ovnMonitorAll: v.picklist(['true', 'false'], 'must be true or false'),
   integrationBridge: InterfaceName,
   uplinkBridge: InterfaceName,
   uplinkInterface: v.optional(InterfaceName),

@@ -22,6 +22,11 @@ t.test('flags win over the environment; defaults fill the rest', async (t) => {
   t.equal(c.systemId, 'dpu-9')
   t.same(c.fabricIps, ['10.0.0.2', '10.0.0.102'])
   t.equal(c.datapathType, 'netdev')
+  t.equal(c.ovnMonitorAll, 'true', "ovn-controller takes its group's whole SB by default")
+  t.equal(
+    parseAgentConfig(['--dpu-id', 'dpu-9', '--ovn-monitor-all', 'false'], required).ovnMonitorAll,
+    'false',
+  )
   t.equal(c.bridgeMappings, 'physnet:br-phy')
   t.equal(c.heartbeatMs, 5000)
   t.same(c.protocolVersions, ['1.0', '2.0'])
@@ -186,6 +191,7 @@ t.test('a bad setting is an error naming the flag and the variable', async (t) =
     [[], { ...required, HZ_OVS_DB: 'db.sock' }, /--ovs-db \(or HZ_OVS_DB\) must be unix/],
     [['--fabric-ips', '10.0.0.2,nope'], required, /--fabric-ips \(or HZ_FABRIC_IPS\)/],
     [['--datapath-type', 'dpdk'], required, /--datapath-type .* must be system or netdev/],
+    [['--ovn-monitor-all', 'yes'], required, /--ovn-monitor-all .* must be true or false/],
     [['--heartbeat-ms', 'soon'], required, /--heartbeat-ms \(or HZ_HEARTBEAT_MS\)/],
     [['--no-such-flag', 'x'], required, /no-such-flag/],
   ]

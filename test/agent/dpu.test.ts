@@ -109,6 +109,9 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   const ovs = await lab.dpu.vsctl('get', 'Open_vSwitch', '.', 'external_ids')
   t.match(ovs, new RegExp(`ovn-remote="${lab.sbRemote}"`))
   t.match(ovs, /ovn-encap-type=geneve/)
+  // The group's whole SB from the start: no port is marked installed before its
+  // datapaths' flows have arrived (conditional monitoring's race).
+  t.match(ovs, /ovn-monitor-all="?true/)
   t.match(ovs, new RegExp(`ovn-encap-ip="${lab.dpu.encapIp}"`))
   t.match(ovs, /system-id=/)
   t.equal((await lab.dpu.vsctl('get', 'Bridge', 'br-int', 'datapath_type')).trim(), 'netdev')

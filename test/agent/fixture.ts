@@ -205,6 +205,7 @@ export async function startAgentLab(
     runDir: join(dataDir, 'agent'),
     netns: dpu.netns,
     datapathType: 'netdev',
+    ovnMonitorAll: 'true',
     integrationBridge: 'br-int',
     uplinkBridge: dpu.uplinkBridge,
     uplinkInterface: dpu.uplinkInterface,
