@@ -49,7 +49,6 @@ export {
 export { NbTopologyCache } from './topology/cache.ts'
 export type {
   CompileChanges,
-  CompileOptions,
   DesiredRow,
   DesiredRows,
   ParentRef,

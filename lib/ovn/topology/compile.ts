@@ -90,11 +90,7 @@ export { REROUTE_POLICY_PRIORITY } from './nat.ts'
  * @throws InvalidTopologySpec (the group's own settings), NatConflict (two hosts claim one
  *   external address, or one DPU two NAT IPs: the store never lets them)
  */
-export function compileGroupTopology(
-  spec: GroupTopologySpec,
-  memo?: CompileMemo,
-  options: CompileOptions = {},
-): DesiredRows {
+export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo): DesiredRows {
   const g = String(spec.name)
   const head = JSON.stringify([
     spec.name,
@@ -122,9 +118,7 @@ export function compileGroupTopology(
       if (!checkedWhole && !v.is(GroupMemberSchema, m)) validate(spec)
     }
     const parts = groupParts(spec)
-    // Only a compile that follows one can hold DNS changes: a first one publishes all.
-    const holdDns = options.holdDns === true && previous !== undefined
-    const { result, built, dropped } = compileInto(spec, g, state, parts, checkMember, holdDns)
+    const { result, built, dropped } = compileInto(spec, g, state, parts, checkMember)
     if (memo) {
       memo.remember(g, state)
       memo.noteChanges(result, {
@@ -141,18 +135,6 @@ export function compileGroupTopology(
     memo?.forget(g)
     throw error
   }
-}
-
-/** How one compile goes (`compileGroupTopology`). */
-export interface CompileOptions {
-  /**
-   * Hold DNS changes back: a new host's records wait, and a departed or changed host's stay
-   * published, until a compile that does not hold (the result says `dnsHeld`). Any change
-   * to a group's DNS makes every ovn-controller of the group (OVN 23.03) recompute all its
-   * logical flows; holding lets many attaches share one. Only with a `memo` that holds the
-   * group's previous compile: a first compile publishes everything.
-   */
-  readonly holdDns?: boolean
 }
 
 /**

@@ -64,8 +64,6 @@ class Walk {
     readonly g: string,
     readonly s: GroupCompile,
     readonly parts: GroupParts,
-    /** DNS records change only at the next compile that does not hold them. */
-    readonly holdDns: boolean,
   ) {
     this.stamp = ++s.stamp
   }
@@ -116,9 +114,7 @@ class Walk {
   leave(entry: HostEntry): void {
     this.join(entry, false)
     this.retired.push(entry.own)
-    // Held, a record stays published until the next compile that publishes.
-    if (entry.dns && this.holdDns) this.s.dnsLingering.push(entry.dns)
-    else if (entry.dns) this.retired.push(entry.dns)
+    if (entry.dns) this.retired.push(entry.dns)
   }
 }
 
@@ -137,24 +133,13 @@ export function compileInto(
   s: GroupCompile,
   parts: GroupParts,
   checkMember: (m: GroupMember) => void,
-  holdDns = false,
 ): CompileOutcome {
-  const walk = new Walk(spec, g, s, parts, holdDns && spec.dns !== undefined)
+  const walk = new Walk(spec, g, s, parts)
   s.headPart ??= walk.build(parts.head)
   updateMembers(walk, checkMember)
   if (spec.dns) updateDns(walk)
-  else releaseHeldDns(walk)
   updateDpus(walk)
   return assemble(walk)
-}
-
-/** Publishes what DNS changes were held: the records that stayed go, the waiting are decided. */
-function releaseHeldDns(walk: Walk): HostEntry[] {
-  const { s } = walk
-  walk.retired.push(...s.dnsLingering.splice(0))
-  const waiting = [...s.dnsWaiting].flatMap((host) => s.hosts.get(host) ?? [])
-  s.dnsWaiting.clear()
-  return waiting
 }
 
 /** Members: an unchanged one keeps its part; a new or changed one gets a new part. */
@@ -196,16 +181,10 @@ function updateMembers(walk: Walk, checkMember: (m: GroupMember) => void): void 
   }
 }
 
-/**
- * DNS: a placed host whose name no other member has gets its records. Held
- * (`walk.holdDns`), a host that would get them waits, and records of hosts that left stay
- * (`leave`), until the next compile that does not hold; one taken away by a name clash
- * goes at once.
- */
+/** DNS: a placed host whose name no other member has gets its records. */
 function updateDns(walk: Walk): void {
   const { s, parts } = walk
   const decide = new Set<HostEntry>(walk.renamed)
-  if (!walk.holdDns) for (const entry of releaseHeldDns(walk)) decide.add(entry)
   for (const name of walk.dirtyNames) {
     const holders = s.dnsNames.get(name)
     if (holders && holders.size >= 2) s.clashes.add(name)
@@ -217,9 +196,7 @@ function updateDns(walk: Walk): void {
   }
   for (const entry of decide) {
     const wanted = !entry.own.omitted && !s.clashes.has(dnsNameOf(entry.member))
-    if (wanted && !entry.dns && walk.holdDns) s.dnsWaiting.add(entry.member.hostName)
-    else if (wanted && !entry.dns)
-      entry.dns = walk.build((draft) => parts.hostDns(draft, entry.member))
+    if (wanted && !entry.dns) entry.dns = walk.build((draft) => parts.hostDns(draft, entry.member))
     else if (!wanted && entry.dns) {
       walk.retired.push(entry.dns)
       entry.dns = undefined
@@ -287,8 +264,6 @@ function assemble(walk: Walk): CompileOutcome {
     hostParts.push(entry.own)
     if (entry.dns) hostParts.push(entry.dns)
   }
-  // Records of hosts gone, kept while DNS changes are held.
-  hostParts.push(...s.dnsLingering)
   const dpuParts = s.dpuOrder.flatMap((id) => s.dpus.get(id)?.own ?? [])
   let rows: DesiredRow[] | undefined
   const problems: TopologyProblem[] = []
@@ -311,7 +286,6 @@ function assemble(walk: Walk): CompileOutcome {
     },
     problems,
     ...(policies.status.rules > 0 ? { policies: policies.status } : {}),
-    ...(s.dnsLingering.length > 0 || s.dnsWaiting.size > 0 ? { dnsHeld: true } : {}),
   }
   return { result, built: [...built.flatMap((f) => f.rows), ...loose], dropped }
 }

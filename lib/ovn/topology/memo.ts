@@ -51,13 +51,6 @@ export class GroupCompile {
   readonly dnsNames = new Map<string, Set<string>>()
   /** DNS names more than one member has. */
   readonly clashes = new Set<string>()
-  /**
-   * While a compile holds DNS changes back (`CompileOptions.holdDns`): the records of
-   * members that left or changed, still published, and the members whose records are not
-   * yet. The next compile that does not hold publishes both at once.
-   */
-  readonly dnsLingering: Fragment[] = []
-  readonly dnsWaiting = new Set<string>()
   /** Every part's rows by id (loose rows aside). */
   readonly byId = new Map<string, DesiredRow>()
   loose: readonly DesiredRow[] = []

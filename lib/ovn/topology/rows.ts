@@ -96,11 +96,6 @@ export interface DesiredRows {
   readonly problems?: readonly TopologyProblem[]
   /** What the group's security policies came to (`policies.ts`); absent without rules. */
   readonly policies?: PolicyStatus
-  /**
-   * True when the compile held DNS changes back (`holdDns`): records of hosts gone still
-   * published, or hosts whose records are not yet. A compile that does not hold publishes them.
-   */
-  readonly dnsHeld?: true
 }
 
 /**
