@@ -114,8 +114,7 @@ export async function releaseIsolationHolds(
 ): Promise<IsolationHold[]> {
   const released: IsolationHold[] = []
   for (const { owner } of await deps.store.dpus.isolationHolds(dpuId)) {
-    const { dropped: _dropped, ...hold } = await releaseIsolationHold(deps, dpuId, owner)
-    released.push(hold)
+    released.push(await releaseIsolationHold(deps, dpuId, owner))
   }
   return released
 }
