@@ -17,26 +17,37 @@ import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixt
 const ZONE = 'hydrazine.test'
 const run = promisify(execFile)
 
-/** The records `group`'s switch answers with: every DNS row its `dns_records` holds. */
+/**
+ * The records `group`'s switch answers with: every DNS row its `dns_records` holds. Two
+ * reads (the switch's references, then the DNS rows) taken over one state of NB: read
+ * again while the references changed in between (a commit that adds one host's row and
+ * deletes another's would otherwise show neither).
+ */
 async function switchRecords(p: Pipeline, group: string): Promise<Record<string, string>> {
-  const refs = await p.nbctl(
-    '--bare',
-    '--columns=dns_records',
-    'list',
-    'Logical_Switch',
-    topologyNames.switch(group),
-  )
-  const wanted = new Set(refs.split(/\s+/).filter((u) => u !== ''))
-  // Every DNS row, then those the switch held: a row deleted in between is just left out.
-  const json = JSON.parse(await p.nbctl('--format=json', '--columns=_uuid,records', 'list', 'DNS'))
-  const records: Record<string, string> = {}
-  for (const [[, uuid], [, map]] of json.data as [
-    ['uuid', string],
-    ['map', [string, string][]],
-  ][]) {
-    if (wanted.has(uuid)) for (const [name, value] of map) records[name] = value
+  const refs = async () =>
+    p.nbctl(
+      '--bare',
+      '--columns=dns_records',
+      'list',
+      'Logical_Switch',
+      topologyNames.switch(group),
+    )
+  for (;;) {
+    const before = await refs()
+    const json = JSON.parse(
+      await p.nbctl('--format=json', '--columns=_uuid,records', 'list', 'DNS'),
+    )
+    if ((await refs()) !== before) continue
+    const wanted = new Set(before.split(/\s+/).filter((u) => u !== ''))
+    const records: Record<string, string> = {}
+    for (const [[, uuid], [, map]] of json.data as [
+      ['uuid', string],
+      ['map', [string, string][]],
+    ][]) {
+      if (wanted.has(uuid)) for (const [name, value] of map) records[name] = value
+    }
+    return records
   }
-  return records
 }
 
 /** SB DNS rows as `datapath name → record names`, read from the SB northd writes. */
