@@ -43,6 +43,16 @@ type ApplierDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' 
  */
 export const APPLY_BATCH_MS = 150
 
+/**
+ * At most one change of a group's DNS records per this long: a host's records reach NB at
+ * its attach when the group's DNS did not change within it, else with the next change
+ * after it (within this long). Every change of a group's DNS makes each ovn-controller of
+ * the group recompute all its logical flows (OVN 23.03 handles no SB `DNS` change
+ * incrementally: measured in the lab, one recompute of 13–48 ms per attach on every other
+ * DPU of a 30-host group, growing with the group), so a burst of attaches shares one.
+ */
+export const DNS_BATCH_MS = 2_000
+
 /** How a group's NB commits are paced by its ovn-northd (`COMMIT_PACE`). */
 export interface CommitPace {
   readonly floorMs: number
@@ -192,6 +202,12 @@ export class GroupApplier implements GroupApplies {
   readonly #inFlight = new Map<string, InFlight>()
   /** Groups whose next apply compares every row (see `apply`). */
   readonly #compareAll = new Set<string>()
+  /** At most one change of a group's DNS per this long (`DNS_BATCH_MS`). */
+  readonly #dnsBatchMs: number
+  /** Per group: when an apply last committed a change to its DNS records. */
+  readonly #dnsPublished = new Map<string, number>()
+  /** Per group: the apply that publishes its held DNS changes, when one is due. */
+  readonly #dnsDue = new Map<string, NodeJS.Timeout>()
 
   constructor(
     deps: ApplierDeps,
@@ -200,9 +216,12 @@ export class GroupApplier implements GroupApplies {
       readonly pace?: CommitPace
       /** Told of every commit that added or removed ports, once northd has processed it. */
       readonly onCommit?: (commit: GroupCommitted) => void
+      /** At most one change of a group's DNS per this long (default `DNS_BATCH_MS`; 0: none held). */
+      readonly dnsBatchMs?: number
     } = {},
   ) {
     this.#deps = deps
+    this.#dnsBatchMs = options.dnsBatchMs ?? DNS_BATCH_MS
     this.#batchMs = options.batchMs ?? APPLY_BATCH_MS
     this.#pace = options.pace ?? COMMIT_PACE
     this.#onCommit = options.onCommit
@@ -320,6 +339,28 @@ export class GroupApplier implements GroupApplies {
     return { applied: state.next, waits: true }
   }
 
+  /** Whether the group's DNS changed less than `dnsBatchMs` ago: its next changes wait. */
+  #holdsDns(group: string): boolean {
+    const published = this.#dnsPublished.get(group)
+    return published !== undefined && performance.now() - published < this.#dnsBatchMs
+  }
+
+  /** An apply once the group's DNS may change again, to publish what this one held. */
+  #publishDnsLater(group: string): void {
+    if (this.#dnsDue.has(group)) return
+    const since = performance.now() - (this.#dnsPublished.get(group) ?? 0)
+    const timer = setTimeout(
+      () => {
+        this.#dnsDue.delete(group)
+        // Failures are the apply's to report (its status); a later change applies again.
+        this.request(group).applied.catch(() => undefined)
+      },
+      Math.max(0, this.#dnsBatchMs - since),
+    )
+    timer.unref()
+    this.#dnsDue.set(group, timer)
+  }
+
   async #applyOnce(name: string, compareAll: boolean): Promise<GroupApplied> {
     const deps = this.#deps
     try {
@@ -334,6 +375,7 @@ export class GroupApplier implements GroupApplies {
       let state: GroupState | undefined
       let problems: TopologyProblems = []
       let policies: PolicyStatus | undefined
+      let dnsHeld = false
       // Read on every attempt, after NB's generation of the group is noted (`group`): after
       // a lost race (another process applied this group), the group's members are read
       // again, so the winner's host is not undone.
@@ -342,7 +384,10 @@ export class GroupApplier implements GroupApplies {
         if (!state) throw new GroupGone(name)
         if (state.group.deletion && state.members.length === 0) throw new LastHostLeft(name)
         const topology = topologyOf(state, deps.fabric, deps.dnsZone)
-        const desired = compileGroupTopology(topology, cache.compiled)
+        const desired = compileGroupTopology(topology, cache.compiled, {
+          holdDns: this.#holdsDns(name),
+        })
+        dnsHeld = desired.dnsHeld === true
         problems = desired.problems ?? []
         policies = desired.policies
         return desired
@@ -360,6 +405,9 @@ export class GroupApplier implements GroupApplies {
       )
       if (result.changed)
         this.#follow(name, endpoints.sbController, result, endpoints.northdVersion)
+      if (result.touched.some((id) => id.startsWith('DNS/')))
+        this.#dnsPublished.set(name, performance.now())
+      if (dnsHeld) this.#publishDnsLater(name)
       if (!state) throw new GroupGone(name)
       // Relays of DPUs without members are gone from NB now: their addresses go back to the
       // pool (so that the network can be deleted).
@@ -368,7 +416,10 @@ export class GroupApplier implements GroupApplies {
       if (onDemand(deps)) await reportCentralRunning(deps, state.group, endpoints)
       return { endpoints, state, result, problems }
     } catch (error) {
-      if (error instanceof GroupGone) this.#centralOf.delete(name)
+      if (error instanceof GroupGone) {
+        this.#centralOf.delete(name)
+        this.#dnsPublished.delete(name)
+      }
       if (isPermanent(error) && !(error instanceof GroupGone)) {
         // The apply's error is the one the caller must see, even if the status write fails.
         await reportFailed(deps, name, error).catch(() => undefined)

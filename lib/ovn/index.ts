@@ -49,6 +49,7 @@ export {
 export { NbTopologyCache } from './topology/cache.ts'
 export type {
   CompileChanges,
+  CompileOptions,
   DesiredRow,
   DesiredRows,
   ParentRef,

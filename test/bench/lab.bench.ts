@@ -57,6 +57,7 @@ import { netnsExec } from '../../infra/lab/probes.ts'
 import { attachHost, phaseIs } from '../lab/api.ts'
 import { GatewayProbe, now, offered, pollReady, sleep, until } from './lab-probes.ts'
 import { type AttachMoments, AttachWatch, readyEventAt, stepDurations } from './lab-steps.ts'
+import { LflowRecomputes } from './lflow-recomputes.ts'
 import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
 const SUITE = 'lab'
@@ -402,6 +403,11 @@ export default async function labBench(): Promise<void> {
     const loopDelay = monitorEventLoopDelay({ resolution: 10 })
     loopDelay.enable()
     const moments: AttachMoments[] = []
+    // What the attaches cost the DPUs' ovn-controllers: full recomputes, from each itself.
+    const recomputes = new LflowRecomputes(
+      l.dpus.map((d) => ({ dpu: d.id, runDir: join(d.sim.dataDir, 'agent') })),
+    )
+    await recomputes.start()
     const { samples, isolate } = await attachRounds(
       l,
       hosts,
@@ -414,6 +420,7 @@ export default async function labBench(): Promise<void> {
         return moment.ready
       },
     )
+    const recomputed = await recomputes.stop()
     const fabricPut = await l.api('PUT', `/v1/resource-groups/${FABRIC_GROUP}`, {
       tenantId: 'bench',
       network: NETWORK,
@@ -441,6 +448,16 @@ export default async function labBench(): Promise<void> {
       `offered at ${rate}/s, ` +
       `one ${what} group; figures are noisy on a shared 2-core machine${scaleNote(scale)}`
     reportAttaches('lab', samples, isolate, sized('Overlay', samples.length), scale)
+    report({
+      suite: SUITE,
+      metric: 'lab_lflow_recomputes_per_attach',
+      value: recomputed.recomputes / Math.max(1, samples.length),
+      unit: 'recomputes',
+      note:
+        "full logical-flow recomputes of all the DPUs' ovn-controllers (inc-engine/show-stats, " +
+        'logical_flow_output) over the Overlay rounds, per attach or detach pair; a restart for a ' +
+        `new chassis certificate counts one; ${recomputed.recomputes} in all, ${recomputed.restarts} restarts seen; ${sized('Overlay', samples.length)}`,
+    })
     reportAttaches(
       'lab_fabric',
       fabric.samples,

@@ -3,11 +3,14 @@
  * `dns_records` holds (through the monitor-fed cache as through a fresh read); applying
  * the same spec again commits nothing; a host's rename, a detach and DNS turned off are
  * each one small transaction; deleting the group deletes its DNS rows too (a root table:
- * nothing collects them) and leaves another group's alone.
+ * nothing collects them) and leaves another group's alone. DNS changes held
+ * (`holdDns`) touch no DNS row; the next compile that publishes writes them in one commit.
  */
 import t from 'tap'
 import {
+  applyDesiredRows,
   applyGroupTopology,
+  compileGroupTopology,
   Database,
   deleteGroupTopology,
   type GroupMember,
@@ -129,5 +132,75 @@ t.test('DNS rows in a real NB: hung on their own switch, idempotent, removed', a
       rows: 1,
     },
     "deleting group-a deletes its DNS rows; group-b's stay",
+  )
+})
+
+t.test('DNS changes held, then published in one commit: one row in, one out', async (t) => {
+  const server = await startOvsdb(t)
+  const client = await OvsdbClient.connect(server.unix)
+  t.teardown(() => client.close())
+  const cache = await NbTopologyCache.start(client)
+  t.teardown(() => cache.close())
+  const records = async () => {
+    const [switches, dns] = await client.transact(nb.name, [
+      nb.select('Logical_Switch', [], ['name', 'dns_records']),
+      nb.select('DNS', [], ['_uuid', 'records']),
+    ])
+    const byUuid = new Map(
+      nb.decodeRows('DNS', dns?.rows).map((r) => [r._uuid, Object.keys(r.records)]),
+    )
+    const group = nb
+      .decodeRows('Logical_Switch', switches?.rows)
+      .find((s) => s.name === topologyNames.switch('group-a'))
+    return {
+      names: (group?.dns_records ?? []).flatMap((u) => byUuid.get(u) ?? []).sort(),
+      rows: byUuid.size,
+    }
+  }
+  const web = member('group-a', 'web', 11)
+  const db = member('group-a', 'db', 12)
+  const app = member('group-a', 'app', 13)
+  const apply = (members: GroupMember[], holdDns = false) =>
+    applyDesiredRows(
+      client,
+      compileGroupTopology(spec('group-a', members), cache.compiled, { holdDns }),
+      { cache, group: 'group-a' },
+    )
+  await apply([web, db])
+  const before = await records()
+  // Held: the new host's records wait, then the departed host's stay.
+  for (const members of [
+    [web, db, app],
+    [web, app],
+  ]) {
+    const held = await apply(members, true)
+    t.ok(held.changed, "the host's port is written")
+    t.same(
+      held.touched.filter((id) => id.startsWith('DNS/')),
+      [],
+      'no DNS row touched',
+    )
+    t.same(await records(), before, 'the records published stay as they were')
+  }
+  const swapped = await apply([web, app])
+  t.same(
+    swapped.touched.filter((id) => id.startsWith('DNS/')).sort(),
+    ['DNS/dns/app', 'DNS/dns/db'],
+    'one DNS row in, one out, in one commit',
+  )
+  t.same(
+    await records(),
+    {
+      names: [
+        '11.10.10.10.in-addr.arpa',
+        '13.10.10.10.in-addr.arpa',
+        'app',
+        'app.group-a.hydrazine.test',
+        'web',
+        'web.group-a.hydrazine.test',
+      ],
+      rows: 2,
+    },
+    "the switch holds the new host's records and the staying host's, not the departed's",
   )
 })

@@ -10,6 +10,7 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import t from 'tap'
+import { DNS_BATCH_MS } from '../../functions/internal/group-apply.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { StoreConflict } from '../../lib/state/spec-writes.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
@@ -110,6 +111,14 @@ t.test('per-group DNS: own names only, following the hosts', async (t) => {
     t.equal((await ready(p, host))?.status.phase, 'Ready')
 
   await t.test('each switch answers for its own hosts only', async (t) => {
+    // a-db came right after a-web: its records ride with group-a's next DNS change, at most
+    // DNS_BATCH_MS after the one that published a-web's (every ovn-controller of the group
+    // recomputes on each), not with its own Ready.
+    await until(
+      () => switchRecords(p, 'group-a'),
+      (r) => 'a-db' in r,
+      DNS_BATCH_MS + 10_000,
+    )
     t.same(await switchRecords(p, 'group-a'), {
       'web.group-a.hydrazine.test': '10.10.10.11',
       web: '10.10.10.11',

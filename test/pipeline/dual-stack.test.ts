@@ -8,6 +8,7 @@
 import t from 'tap'
 import { createApp } from '../../api/http/app.ts'
 import { storeAnnouncementSource } from '../../functions/internal/announcements.ts'
+import { DNS_BATCH_MS } from '../../functions/internal/group-apply.ts'
 import { eui64Address } from '../../lib/ipam/address.ts'
 import type { ChangePlan } from '../../lib/model/plans.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
@@ -61,12 +62,13 @@ t.test('a dual-stack group: SLAAC on the router, both addresses on every host', 
   })
 
   await t.test("a host's DNS name resolves to both addresses", async (t) => {
-    const records = await p.nbctl(
-      '--bare',
-      '--columns=records',
-      'find',
-      'DNS',
-      'external_ids:hydrazine\\:host=a1',
+    // Its records ride with the group's next DNS change (at most DNS_BATCH_MS after the
+    // last), not always with its Ready.
+    const records = await until(
+      () =>
+        p.nbctl('--bare', '--columns=records', 'find', 'DNS', 'external_ids:hydrazine\\:host=a1'),
+      (r) => r.includes('a1.group-a.hydrazine.test'),
+      DNS_BATCH_MS + 10_000,
     )
     const ip6 = eui64Address(NETWORK6.cidr, '0a:00:00:00:00:01')
     t.match(records, `a1.group-a.hydrazine.test=10.10.10.`, 'A')

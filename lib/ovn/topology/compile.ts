@@ -90,7 +90,11 @@ export { REROUTE_POLICY_PRIORITY } from './nat.ts'
  * @throws InvalidTopologySpec (the group's own settings), NatConflict (two hosts claim one
  *   external address, or one DPU two NAT IPs: the store never lets them)
  */
-export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo): DesiredRows {
+export function compileGroupTopology(
+  spec: GroupTopologySpec,
+  memo?: CompileMemo,
+  options: CompileOptions = {},
+): DesiredRows {
   const g = String(spec.name)
   const head = JSON.stringify([
     spec.name,
@@ -118,7 +122,9 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
       if (!checkedWhole && !v.is(GroupMemberSchema, m)) validate(spec)
     }
     const parts = groupParts(spec)
-    const { result, built, dropped } = compileInto(spec, g, state, parts, checkMember)
+    // Only a compile that follows one can hold DNS changes: a first one publishes all.
+    const holdDns = options.holdDns === true && previous !== undefined
+    const { result, built, dropped } = compileInto(spec, g, state, parts, checkMember, holdDns)
     if (memo) {
       memo.remember(g, state)
       memo.noteChanges(result, {
@@ -135,6 +141,18 @@ export function compileGroupTopology(spec: GroupTopologySpec, memo?: CompileMemo
     memo?.forget(g)
     throw error
   }
+}
+
+/** How one compile goes (`compileGroupTopology`). */
+export interface CompileOptions {
+  /**
+   * Hold DNS changes back: the records published stay as they are (a departed or changed
+   * host's stay, a new host's wait) until a compile that does not hold; its result says
+   * `dnsHeld`. Any change to a group's DNS makes every ovn-controller of the group (OVN
+   * 23.03) recompute all its logical flows; holding lets many attaches share one. Only
+   * with a `memo` holding the group's previous compile: a first compile publishes all.
+   */
+  readonly holdDns?: boolean
 }
 
 /**

@@ -2,7 +2,8 @@
  * The walk that brings a group's last compile (`GroupCompile`) up to its spec, part by
  * part: it rebuilds the parts of hosts that are new or changed, of DPUs whose hosts or
  * link slot changed, and DNS records whose host or name clash changed, and drops the parts
- * of hosts and DPUs that are gone. What each part holds is `compile.ts`'s (`GroupParts`);
+ * of hosts and DPUs that are gone. DNS changes may be held back for a later compile
+ * (`holdDns`). What each part holds is `compile.ts`'s (`GroupParts`);
  * this module only decides which parts to build and puts them in order. Pure but for the
  * `GroupCompile` it updates.
  */
@@ -54,8 +55,8 @@ class Walk {
   readonly retired: Fragment[] = []
   readonly dirtyDpus = new Set<string>()
   readonly dirtyNames = new Set<string>()
-  /** Hosts whose DNS records must be decided again (new or changed). */
-  readonly renamed: HostEntry[] = []
+  /** Hosts whose DNS records must be decided again (new, changed or gone). */
+  readonly dnsHosts = new Set<string>()
   /** Whether unchanged members moved in the spec's order (every DPU's hosts may have). */
   reordered = false
 
@@ -64,6 +65,8 @@ class Walk {
     readonly g: string,
     readonly s: GroupCompile,
     readonly parts: GroupParts,
+    /** DNS changes wait for the next compile that does not hold them. */
+    readonly holdDns: boolean,
   ) {
     this.stamp = ++s.stamp
   }
@@ -97,6 +100,7 @@ class Walk {
         if (holders?.size === 0) s.dnsNames.delete(name)
       }
       this.dirtyNames.add(name)
+      this.dnsHosts.add(member.hostName)
     }
     if (entry.own.omitted) return
     const id = member.dpu.id
@@ -114,7 +118,6 @@ class Walk {
   leave(entry: HostEntry): void {
     this.join(entry, false)
     this.retired.push(entry.own)
-    if (entry.dns) this.retired.push(entry.dns)
   }
 }
 
@@ -122,7 +125,8 @@ class Walk {
  * Brings `s` (the group's last compile, or a new one) to `spec` with `parts`. A pass over
  * the members compares each with its last compile's (no rows built, nothing allocated for
  * an unchanged host); the rest costs what changed. `checkMember` checks a new or changed
- * member (it throws when the spec is invalid).
+ * member (it throws when the spec is invalid). With `holdDns`, the published DNS records
+ * stay as they are (`GroupCompile.dns`); the next compile without it brings them up to date.
  *
  * @throws InvalidTopologySpec (a member listed twice, two rows with one id), or what
  *   `checkMember` and `parts` throw
@@ -133,8 +137,9 @@ export function compileInto(
   s: GroupCompile,
   parts: GroupParts,
   checkMember: (m: GroupMember) => void,
+  holdDns = false,
 ): CompileOutcome {
-  const walk = new Walk(spec, g, s, parts)
+  const walk = new Walk(spec, g, s, parts, holdDns)
   s.headPart ??= walk.build(parts.head)
   updateMembers(walk, checkMember)
   if (spec.dns) updateDns(walk)
@@ -164,13 +169,11 @@ function updateMembers(walk: Walk, checkMember: (m: GroupMember) => void): void 
     const next: HostEntry = {
       member: m,
       own: walk.build((draft) => parts.host(draft, m)),
-      dns: undefined,
       index: i,
       stamp,
     }
     s.hosts.set(m.hostName, next)
     walk.join(next, true)
-    walk.renamed.push(next)
   }
   if (s.hosts.size > members.length) {
     for (const [name, entry] of s.hosts) {
@@ -181,25 +184,41 @@ function updateMembers(walk: Walk, checkMember: (m: GroupMember) => void): void 
   }
 }
 
-/** DNS: a placed host whose name no other member has gets its records. */
+/**
+ * DNS: a placed host whose name no other member has gets its records, built from the
+ * member as it is. The hosts to decide are those new, changed or gone and those whose
+ * name's clash changed; held (`walk.holdDns`), they are noted for the next compile that
+ * publishes and the published records stay as they are.
+ */
 function updateDns(walk: Walk): void {
-  const { s, parts } = walk
-  const decide = new Set<HostEntry>(walk.renamed)
+  const { s, parts, dnsHosts } = walk
   for (const name of walk.dirtyNames) {
     const holders = s.dnsNames.get(name)
     if (holders && holders.size >= 2) s.clashes.add(name)
     else s.clashes.delete(name)
-    for (const host of holders ?? []) {
-      const entry = s.hosts.get(host)
-      if (entry) decide.add(entry)
-    }
+    for (const host of holders ?? []) dnsHosts.add(host)
   }
-  for (const entry of decide) {
-    const wanted = !entry.own.omitted && !s.clashes.has(dnsNameOf(entry.member))
-    if (wanted && !entry.dns) entry.dns = walk.build((draft) => parts.hostDns(draft, entry.member))
-    else if (!wanted && entry.dns) {
-      walk.retired.push(entry.dns)
-      entry.dns = undefined
+  if (walk.holdDns) {
+    for (const host of dnsHosts) s.dnsPending.add(host)
+    return
+  }
+  for (const host of s.dnsPending) dnsHosts.add(host)
+  s.dnsPending.clear()
+  for (const host of dnsHosts) {
+    const entry = s.hosts.get(host)
+    const published = s.dns.get(host)
+    const wanted =
+      entry !== undefined && !entry.own.omitted && !s.clashes.has(dnsNameOf(entry.member))
+    // Unchanged: the member it was built from is the member still (an unchanged member
+    // keeps its entry, and its object).
+    if (wanted && published?.member === entry.member) continue
+    if (published) {
+      walk.retired.push(published.part)
+      s.dns.delete(host)
+    }
+    if (wanted) {
+      const { member } = entry
+      s.dns.set(host, { member, part: walk.build((draft) => parts.hostDns(draft, member)) })
     }
   }
 }
@@ -262,7 +281,13 @@ function assemble(walk: Walk): CompileOutcome {
   for (const m of members) {
     const entry = s.hosts.get(m.hostName) as HostEntry
     hostParts.push(entry.own)
-    if (entry.dns) hostParts.push(entry.dns)
+    const dns = s.dns.get(m.hostName)
+    if (dns) hostParts.push(dns.part)
+  }
+  // Records of hosts gone, still published while DNS changes are held.
+  for (const host of s.dnsPending) {
+    const dns = s.hosts.has(host) ? undefined : s.dns.get(host)
+    if (dns) hostParts.push(dns.part)
   }
   const dpuParts = s.dpuOrder.flatMap((id) => s.dpus.get(id)?.own ?? [])
   let rows: DesiredRow[] | undefined
@@ -286,6 +311,7 @@ function assemble(walk: Walk): CompileOutcome {
     },
     problems,
     ...(policies.status.rules > 0 ? { policies: policies.status } : {}),
+    ...(s.dnsPending.size > 0 ? { dnsHeld: true as const } : {}),
   }
   return { result, built: [...built.flatMap((f) => f.rows), ...loose], dropped }
 }

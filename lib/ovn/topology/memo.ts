@@ -21,12 +21,16 @@ export interface HostEntry {
   readonly member: GroupMember
   /** Its part (its port, NAT, reroute, …). */
   readonly own: Fragment
-  /** Its DNS records, when it has a name no other member has. */
-  dns: Fragment | undefined
   /** Its place in the spec's members. */
   index: number
   /** The compile that last saw it. */
   stamp: number
+}
+
+/** A host's published DNS records, and the member they were built from. */
+export interface PublishedDns {
+  readonly member: GroupMember
+  readonly part: Fragment
 }
 
 /** A DPU with placed hosts, and its part. */
@@ -51,6 +55,15 @@ export class GroupCompile {
   readonly dnsNames = new Map<string, Set<string>>()
   /** DNS names more than one member has. */
   readonly clashes = new Set<string>()
+  /**
+   * The DNS records published, per host. A compile that publishes brings them to the
+   * members (a placed host whose name no other member has gets its records); one that
+   * holds DNS changes (`CompileOptions.holdDns`) leaves them as they are — a departed or
+   * changed host's stay, a new one's wait — and notes the hosts in `dnsPending`.
+   */
+  readonly dns = new Map<string, PublishedDns>()
+  /** Hosts whose records were held: the next compile that publishes decides them. */
+  readonly dnsPending = new Set<string>()
   /** Every part's rows by id (loose rows aside). */
   readonly byId = new Map<string, DesiredRow>()
   loose: readonly DesiredRow[] = []

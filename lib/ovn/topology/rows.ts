@@ -96,6 +96,12 @@ export interface DesiredRows {
   readonly problems?: readonly TopologyProblem[]
   /** What the group's security policies came to (`policies.ts`); absent without rules. */
   readonly policies?: PolicyStatus
+  /**
+   * The compile held DNS changes back (`CompileOptions.holdDns`): records of hosts gone or
+   * changed are still published, or new hosts' are not yet. A compile that does not hold
+   * publishes them.
+   */
+  readonly dnsHeld?: true
 }
 
 /**
