@@ -24,7 +24,6 @@
  * Run as root it must work (a lab that cannot start fails, saying why); without root it
  * is skipped, saying why (`lab-test.ts`).
  */
-import { spawn } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -40,7 +39,6 @@ import { topologyNames } from '../../lib/ovn/index.ts'
 import { attachHost, hostReady, phaseIs } from './api.ts'
 import { labTest } from './lab-test.ts'
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 const GROUP = 'group-g'
 const NETWORK = { cidr: '10.50.1.0/24', gateway: '10.50.1.1' }
 const H1 = { name: 'h1', mac: '0a:00:00:05:00:01', ip: '10.50.1.11' }
