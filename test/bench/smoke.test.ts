@@ -89,6 +89,7 @@ const suites: readonly {
       'lab_first_packet_p95_ms',
       'lab_ready_before_traffic',
       'lab_isolate_p95_ms',
+      'lab_lflow_recomputes_per_attach',
       'lab_step_api_p50_ms',
       'lab_step_api_p95_ms',
       'lab_step_nb_commit_p50_ms',
