@@ -195,8 +195,10 @@ async function allocateAndApply(
   const converged = request.applied.then((applied) => ({ group, addresses, applied }))
   // An apply that starts at once takes a transaction's time: not worth parking for.
   if (!request.waits) return converged
-  await job.updateData({ ...(job.data as object), step: 'applied' })
-  return parked.park(job, token, converged, () => deps.checkpoint('attach:parked', host.name))
+  return parked.park(job, token, converged, {
+    record: () => job.updateData({ ...(job.data as object), step: 'applied' }),
+    parkedAt: () => deps.checkpoint('attach:parked', host.name),
+  })
 }
 
 /**

@@ -198,8 +198,10 @@ async function leaveTopology(
     await left
     return
   }
-  await job.updateData({ ...(job.data as object), step: 'applied' })
-  await parked.park(job, token, left, () => deps.checkpoint('detach:parked'))
+  await parked.park(job, token, left, {
+    record: () => job.updateData({ ...(job.data as object), step: 'applied' }),
+    parkedAt: () => deps.checkpoint('detach:parked'),
+  })
 }
 
 /**

@@ -17,6 +17,14 @@ const WAKE_MAX_MS = 30_000
  */
 const KEEP_MS = 120_000
 
+/** What `ParkedWork.park` runs around delaying the job. */
+export interface ParkHooks {
+  /** Records, before the job is delayed, that its next run resumes (its step). */
+  readonly record?: () => Promise<unknown>
+  /** Runs once the job is delayed. */
+  readonly parkedAt?: () => unknown
+}
+
 type Outcome<T> =
   | { readonly ok: true; readonly value: T }
   | { readonly ok: false; readonly error: unknown }
@@ -60,15 +68,26 @@ export class ParkedWork<T> {
   }
 
   /**
-   * Parks `job` until `work` settles (throws `DelayedError`); `parkedAt` runs once it is
-   * delayed. Returns the work's value instead when the job cannot park (no lock token) or
-   * the work settled before it was delayed.
+   * Parks `job` until `work` settles (throws `DelayedError`). `record` runs first, once the
+   * work's outcome is held here: it writes what sends the job's next run to `resume` (its
+   * step). `parkedAt` runs once the job is delayed. Returns the work's value instead when
+   * the job cannot park (no lock token) or the work settled before it was delayed.
+   *
+   * The work runs while `record` writes, which can wait for a Redis coming back (BullMQ's
+   * connections retry forever) while the work's reads on the store's connection give up
+   * (`MaxRetriesPerRequestError`): taking its outcome first, and not after `record`, keeps
+   * that failure the job's, never an unhandled rejection.
+   *
+   * @example
+   * await parked.park(job, token, converged, {
+   *   record: () => job.updateData({ ...job.data, step: 'applied' }),
+   * })
    */
   async park(
     job: Job,
     token: string | undefined,
     work: Promise<T>,
-    parkedAt?: () => unknown,
+    hooks: ParkHooks = {},
   ): Promise<T> {
     if (!token || !job.id) return work
     const key = keyOf(job)
@@ -78,7 +97,14 @@ export class ParkedWork<T> {
       (value) => this.#settle(key, entry, { ok: true, value }),
       (error: unknown) => this.#settle(key, entry, { ok: false, error }),
     )
-    return this.#delay(key, entry, token, parkedAt)
+    try {
+      await hooks.record?.()
+    } catch (error) {
+      // This run fails before it parks: no later run resumes it, its retry works again.
+      this.#entries.delete(key)
+      throw error
+    }
+    return this.#delay(key, entry, token, hooks.parkedAt)
   }
 
   /**
