@@ -213,12 +213,16 @@ t.test('per-tenant quotas of groups, hosts and public IPs', async (t) => {
         202,
         'the first PublicAccess host of tenant-a (quota 1)',
       )
-      // Its job takes the address; then nothing moves in the pool until the next request.
+      // Its job takes the address, then adds its child that announces it (after a park,
+      // when its group's commit was paced): then nothing moves until the next request.
       await until(
         () => client.listPublicIps(),
         (ips) => ips.some((ip) => ip.allocatedTo === 'host-1'),
       )
-      const before = await stored(p)
+      const before = await until(
+        () => stored(p),
+        (s) => s.jobs.some((job) => job.startsWith('publicip.allocate publicip.allocate-host-1-')),
+      )
       const second = await call('PUT', '/v1/managed-resources/host-3', access(3, 'PublicAccess'))
       t.equal(second.status, 403)
       t.equal(second.json.error.code, 'QUOTA_EXCEEDED')
