@@ -35,7 +35,7 @@ await labTest('the admin network, with packets', async (t) => {
   let lab: Lab | undefined
   t.teardown(async () => {
     await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix: labPrefix(), dpus: 2, adminNetwork: ADMIN })
   const l = lab

@@ -91,7 +91,7 @@ await labTest("one group's OVN central crashing touches no other group", async (
   t.teardown(async () => {
     await crashing?.stop()
     await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix: labPrefix(), dpus: 4 })
   const l = lab

@@ -54,7 +54,7 @@ await labTest('per-group DNS: each group resolves its own names only', async (t)
     await lab?.stop()
     for (const dir of resolvConfs) await rm(dir, { recursive: true, force: true })
     await rmdir('/etc/netns').catch(() => {}) // when no other namespace has files there
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix: labPrefix() })
   const l = lab

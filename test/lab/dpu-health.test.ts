@@ -75,7 +75,7 @@ await labTest(
     t.teardown(async () => {
       await restarted?.stop()
       await lab?.stop()
-      await rm(dataDir, { recursive: true, force: true })
+      await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
     })
     lab = await startLab({ dataDir, prefix: labPrefix(), dpus: 1 })
     const l = lab

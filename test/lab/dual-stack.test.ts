@@ -41,7 +41,7 @@ await labTest('dual-stack: SLAAC addresses, IPv6 between hosts across DPUs', asy
   let lab: Lab | undefined
   t.teardown(async () => {
     await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix: labPrefix(), dpus: 4 })
   const l = lab

@@ -34,7 +34,7 @@ await labTest("a Fabric group's life through the API: every identifier back", as
   let lab: Lab | undefined
   t.teardown(async () => {
     await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix: labPrefix(), dpus: 2 })
   const l = lab

@@ -101,7 +101,7 @@ await labTest(
       for (const stop of dhclients) await stop().catch(() => {})
       for (const d of restarted) await d.stop().catch(() => {})
       await lab?.stop()
-      await rm(dataDir, { recursive: true, force: true })
+      await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
     })
     // An admin network makes the DPUs' port list say what a forced detach left unconfirmed.
     lab = await startLab({

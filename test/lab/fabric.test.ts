@@ -51,7 +51,7 @@ await labTest(
     let lab: Lab | undefined
     t.teardown(async () => {
       await lab?.stop()
-      await rm(dataDir, { recursive: true, force: true })
+      await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
     })
     lab = await startLab({ dataDir, prefix: labPrefix(), dpus: 2 })
     const l = lab

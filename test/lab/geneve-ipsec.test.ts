@@ -71,7 +71,7 @@ async function setUp(t: Test, geneveIpsec: boolean): Promise<Setup> {
   let lab: Lab | undefined
   t.teardown(async () => {
     await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix: labPrefix(), dpus: 2, geneveIpsec })
   const [dpu1, dpu2] = lab.dpus

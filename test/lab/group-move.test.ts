@@ -76,7 +76,7 @@ await labTest('a host moved to another group on the same DPU follows its central
   let lab: Lab | undefined
   t.teardown(async () => {
     await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix: labPrefix(), dpus: 1 })
   const l = lab

@@ -25,7 +25,7 @@ await labTest('a host on two groups through two interfaces', async (t) => {
   let lab: Lab | undefined
   t.teardown(async () => {
     await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix: labPrefix(), dpus: 4 })
   const l = lab

@@ -36,7 +36,7 @@ await labTest('Hydrazine on a simulated data centre', async (t) => {
   let lab: Lab | undefined
   t.teardown(async () => {
     await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix })
   const l = lab

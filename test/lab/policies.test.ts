@@ -57,7 +57,7 @@ await labTest('security policies on a simulated data centre', async (t) => {
   t.teardown(async () => {
     for (const s of servers) s.kill('SIGKILL')
     await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix: labPrefix() })
   const l = lab

@@ -47,7 +47,7 @@ await labTest('trace on a simulated data centre', async (t) => {
   let lab: Lab | undefined
   t.teardown(async () => {
     await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 })
   })
   lab = await startLab({ dataDir, prefix: labPrefix() })
   const l = lab
