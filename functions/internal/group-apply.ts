@@ -202,8 +202,6 @@ export class GroupApplier implements GroupApplies {
   readonly #inFlight = new Map<string, InFlight>()
   /** Groups whose next apply compares every row (see `apply`). */
   readonly #compareAll = new Set<string>()
-  /** At most one change of a group's DNS per this long (`DNS_BATCH_MS`). */
-  readonly #dnsBatchMs: number
   /** Per group: when an apply last committed a change to its DNS records. */
   readonly #dnsPublished = new Map<string, number>()
   /** Per group: the apply that publishes its held DNS changes, when one is due. */
@@ -216,12 +214,9 @@ export class GroupApplier implements GroupApplies {
       readonly pace?: CommitPace
       /** Told of every commit that added or removed ports, once northd has processed it. */
       readonly onCommit?: (commit: GroupCommitted) => void
-      /** At most one change of a group's DNS per this long (default `DNS_BATCH_MS`; 0: none held). */
-      readonly dnsBatchMs?: number
     } = {},
   ) {
     this.#deps = deps
-    this.#dnsBatchMs = options.dnsBatchMs ?? DNS_BATCH_MS
     this.#batchMs = options.batchMs ?? APPLY_BATCH_MS
     this.#pace = options.pace ?? COMMIT_PACE
     this.#onCommit = options.onCommit
@@ -339,10 +334,10 @@ export class GroupApplier implements GroupApplies {
     return { applied: state.next, waits: true }
   }
 
-  /** Whether the group's DNS changed less than `dnsBatchMs` ago: its next changes wait. */
+  /** Whether the group's DNS changed less than `DNS_BATCH_MS` ago: its next changes wait. */
   #holdsDns(group: string): boolean {
     const published = this.#dnsPublished.get(group)
-    return published !== undefined && performance.now() - published < this.#dnsBatchMs
+    return published !== undefined && performance.now() - published < DNS_BATCH_MS
   }
 
   /** An apply once the group's DNS may change again, to publish what this one held. */
@@ -355,7 +350,7 @@ export class GroupApplier implements GroupApplies {
         // Failures are the apply's to report (its status); a later change applies again.
         this.request(group).applied.catch(() => undefined)
       },
-      Math.max(0, this.#dnsBatchMs - since),
+      Math.max(0, DNS_BATCH_MS - since),
     )
     timer.unref()
     this.#dnsDue.set(group, timer)
