@@ -44,6 +44,23 @@ const spec = (group: string, members: GroupMember[], dns = true): GroupTopologyS
   ...(dns ? { dns: { zone: ZONE } } : {}),
 })
 
+/** Record names per switch, read back from NB through each switch's `dns_records`. */
+async function namesIn(client: OvsdbClient) {
+  const [switches, dns] = await client.transact(nb.name, [
+    nb.select('Logical_Switch', [], ['name', 'dns_records']),
+    nb.select('DNS', [], ['_uuid', 'records']),
+  ])
+  const records = new Map(
+    nb.decodeRows('DNS', dns?.rows).map((r) => [r._uuid, Object.keys(r.records)]),
+  )
+  const out: Record<string, string[]> = {}
+  for (const s of nb.decodeRows('Logical_Switch', switches?.rows)) {
+    const names = s.dns_records.flatMap((uuid) => records.get(uuid) ?? [])
+    if (names.length > 0) out[s.name] = names.sort()
+  }
+  return { bySwitch: out, rows: records.size }
+}
+
 t.test('DNS rows in a real NB: hung on their own switch, idempotent, removed', async (t) => {
   const server = await startOvsdb(t)
   const client = await OvsdbClient.connect(server.unix)
@@ -51,22 +68,7 @@ t.test('DNS rows in a real NB: hung on their own switch, idempotent, removed', a
   const cache = await NbTopologyCache.start(client)
   t.teardown(() => cache.close())
 
-  /** Record names per switch, read back from NB through each switch's `dns_records`. */
-  const namesBySwitch = async () => {
-    const [switches, dns] = await client.transact(nb.name, [
-      nb.select('Logical_Switch', [], ['name', 'dns_records']),
-      nb.select('DNS', [], ['_uuid', 'records']),
-    ])
-    const records = new Map(
-      nb.decodeRows('DNS', dns?.rows).map((r) => [r._uuid, Object.keys(r.records)]),
-    )
-    const out: Record<string, string[]> = {}
-    for (const s of nb.decodeRows('Logical_Switch', switches?.rows)) {
-      const names = s.dns_records.flatMap((uuid) => records.get(uuid) ?? [])
-      if (names.length > 0) out[s.name] = names.sort()
-    }
-    return { bySwitch: out, rows: records.size }
-  }
+  const namesBySwitch = () => namesIn(client)
   const a = (members: GroupMember[], dns = true) => spec('group-a', members, dns)
   const b = spec('group-b', [member('group-b', 'web', 21)])
 
@@ -142,20 +144,8 @@ t.test('DNS changes held, then published in one commit: one row in, one out', as
   const cache = await NbTopologyCache.start(client)
   t.teardown(() => cache.close())
   const records = async () => {
-    const [switches, dns] = await client.transact(nb.name, [
-      nb.select('Logical_Switch', [], ['name', 'dns_records']),
-      nb.select('DNS', [], ['_uuid', 'records']),
-    ])
-    const byUuid = new Map(
-      nb.decodeRows('DNS', dns?.rows).map((r) => [r._uuid, Object.keys(r.records)]),
-    )
-    const group = nb
-      .decodeRows('Logical_Switch', switches?.rows)
-      .find((s) => s.name === topologyNames.switch('group-a'))
-    return {
-      names: (group?.dns_records ?? []).flatMap((u) => byUuid.get(u) ?? []).sort(),
-      rows: byUuid.size,
-    }
+    const { bySwitch, rows } = await namesIn(client)
+    return { names: bySwitch[topologyNames.switch('group-a')] ?? [], rows }
   }
   const web = member('group-a', 'web', 11)
   const db = member('group-a', 'db', 12)
