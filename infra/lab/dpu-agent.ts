@@ -31,6 +31,11 @@ const Credentials = v.object({
 })
 
 /** Starts the agent of `sim` as DPU `id` and waits until Hydrazine sees it Online (heartbeating). */
+/** Where a lab DPU's agent keeps its daemons' pid, log and control files (`--run-dir`). */
+export function agentRunDir(sim: Pick<SimDpu, 'dataDir'>): string {
+  return join(sim.dataDir, 'agent')
+}
+
 export async function startDpuAgent(opts: {
   id: string
   sim: SimDpu
@@ -83,7 +88,7 @@ export async function startDpuAgent(opts: {
     ['ovs-db', sim.ovsDb],
     ['ovs-rundir', sim.ovsRunDir],
     ['grpc-listen', '127.0.0.1:0'],
-    ['run-dir', join(sim.dataDir, 'agent')],
+    ['run-dir', agentRunDir(sim)],
     ['netns', sim.netns],
     ['datapath-type', 'netdev'],
     ['uplink-bridge', sim.uplinkBridge],

@@ -46,6 +46,7 @@ import { join } from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { maxLabDpus } from '../../infra/lab/addresses.ts'
 import { labPrefix, SIM_HOST_PORTS } from '../../infra/lab/dpu.ts'
+import { agentRunDir } from '../../infra/lab/dpu-agent.ts'
 import {
   type Lab,
   type LabHost,
@@ -405,7 +406,7 @@ export default async function labBench(): Promise<void> {
     const moments: AttachMoments[] = []
     // What the attaches cost the DPUs' ovn-controllers: full recomputes, from each itself.
     const recomputes = new LflowRecomputes(
-      l.dpus.map((d) => ({ dpu: d.id, runDir: join(d.sim.dataDir, 'agent') })),
+      l.dpus.map((d) => ({ dpu: d.id, runDir: agentRunDir(d.sim) })),
     )
     await recomputes.start()
     const { samples, isolate } = await attachRounds(

@@ -21,6 +21,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
 import { labPrefix } from '../../infra/lab/dpu.ts'
+import { agentRunDir } from '../../infra/lab/dpu-agent.ts'
 import { type Lab, type LabDpu, startLab } from '../../infra/lab/lab.ts'
 import { eventually, pings } from '../../infra/lab/probes.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
@@ -45,7 +46,7 @@ interface Host {
 
 /** The DPU's agent process (not its reaper): its pid, argv and `REDIS_URL`. */
 async function agentProcess(dpu: LabDpu) {
-  const lines = (await processesMentioning(join(dpu.sim.dataDir, 'agent'))).filter(
+  const lines = (await processesMentioning(agentRunDir(dpu.sim))).filter(
     (l) => l.includes('agent/main.ts') && !l.includes('reaper.sh'),
   )
   const pid = Number(lines[0]?.split(/\s+/)[0])

@@ -27,6 +27,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Queue } from 'bullmq'
 import { labPrefix, run } from '../../infra/lab/dpu.ts'
+import { agentRunDir } from '../../infra/lab/dpu-agent.ts'
 import { FABRIC_ROUTER_ASN } from '../../infra/lab/fabric-router.ts'
 import { type Lab, type LabDpu, type LabHost, startLab } from '../../infra/lab/lab.ts'
 import { eventually, netnsExec, pings } from '../../infra/lab/probes.ts'
@@ -66,7 +67,7 @@ interface Events {
 
 /** The DPU's agent process (not its reaper): its pid, argv and `REDIS_URL`. */
 async function agentProcess(dpu: LabDpu) {
-  const lines = (await processesMentioning(join(dpu.sim.dataDir, 'agent'))).filter(
+  const lines = (await processesMentioning(agentRunDir(dpu.sim))).filter(
     (l) => l.includes('agent/main.ts') && !l.includes('reaper.sh'),
   )
   const pid = Number(lines[0]?.split(/\s+/)[0])
