@@ -12,16 +12,22 @@ import {
   isolationHoldOwner,
   releaseIsolationHold,
 } from '../lib/state/isolation-holds.ts'
-import { addIsolate, boundOnDpu, fabricIsolateAck, isolateAck } from './internal/agent-jobs.ts'
+import {
+  addIsolate,
+  boundOnDpu,
+  fabricIsolateAck,
+  isolateAck,
+  isolateTarget,
+  renewIsolate,
+} from './internal/agent-jobs.ts'
 import { centralMayStop } from './internal/central-demand.ts'
 import { leaveGroupSouthbound } from './internal/chassis-credentials.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
-import { isolateCredentialsFor } from './internal/dpu-central.ts'
+import { isolateCredentialsFor, southboundCaFor } from './internal/dpu-central.ts'
 import { recordDpuEvent } from './internal/dpu-events.ts'
 import { AwaitingAck, failOrRetry } from './internal/errors.ts'
 import { isolateFabricHost } from './internal/fabric-host.ts'
 import { GroupGone } from './internal/group-apply.ts'
-import { optionalHostPort } from './internal/host-port.ts'
 import { oneAtATime, parsePayload, stepOf, stillWaiting, waitForChildren } from './internal/job.ts'
 import { ParkedWork } from './internal/parked-work.ts'
 import { publicIpReleased, releaseHeldPublicIps } from './internal/public-ip-jobs.ts'
@@ -209,30 +215,30 @@ async function leaveTopology(
  * agent acks the isolate, it must isolate the host before it serves anyone else.
  */
 async function isolate(deps: HandlerDeps, host: ManagedResource, force: boolean) {
-  const { spec } = host
-  const binding = {
-    name: host.name,
-    logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
-    ...optionalHostPort(spec),
-  }
+  const target = isolateTarget(host)
+  const group = host.spec.resourceGroup
   if (force) {
-    await deps.store.dpus.markNeedsIsolation(spec.dpu.id, {
-      group: spec.resourceGroup,
+    await deps.store.dpus.markNeedsIsolation(target.dpuId, {
+      group,
       host: host.name,
-      logicalPort: binding.logicalPort,
-      ...(binding.hostPort ? { hostPort: binding.hostPort } : {}),
+      logicalPort: target.host.logicalPort,
+      ...(target.host.hostPort ? { hostPort: target.host.hostPort } : {}),
       specVersion: host.specVersion,
     })
   }
   // The DPU still serves the host (its own rotation comes after this isolate is acked):
   // the credentials let it reach its group's SB if the chassis CA was replaced meanwhile.
-  const credentials = await isolateCredentialsFor(deps, spec.resourceGroup, spec.dpu.id)
-  return addIsolate(deps, {
-    dpuId: spec.dpu.id,
-    specVersion: host.specVersion,
-    group: { name: spec.resourceGroup, ...credentials },
-    host: binding,
-  })
+  let credentials = await isolateCredentialsFor(deps, group, target.dpuId)
+  const ref = await addIsolate(deps, { ...target, group: { name: group, ...credentials } })
+  // Another DPU leaving the group may replace its CA while this is sent. Read after the
+  // send, the CA is the one sent, or the isolate is renewed with the new one; a CA
+  // replaced later renews the isolate itself (`leaveGroupSouthbound`).
+  for (let tries = 0; credentials.sbCa !== undefined && tries < 3; tries++) {
+    if ((await southboundCaFor(deps, group)) === credentials.sbCa) break
+    credentials = await isolateCredentialsFor(deps, group, target.dpuId)
+    await renewIsolate(deps, { ...target, group: { name: group, ...credentials } })
+  }
+  return ref
 }
 
 async function withdrawPublicIp(deps: HandlerDeps, host: ManagedResource): Promise<ChildRef[]> {

@@ -112,7 +112,7 @@ function endpointsOf(group: string): OvnCentralEndpoints {
 /** Deps whose groups and centrals behave as `c` says; NB holds no orphan rows. */
 function depsFor(
   c: Case,
-): Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs'> {
+): Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs' | 'agents'> {
   const never = new Promise<never>(() => {})
   const stored = [
     ...Object.keys(c.groups).map((name) => ({ name, spec: {}, status: { observedVersion: 1 } })),
@@ -135,6 +135,8 @@ function depsFor(
     } as unknown as HandlerDeps['store'],
     children: { outcome: async () => ({ state: 'pending' }) } as unknown as HandlerDeps['children'],
     jobs: { add: async () => {} },
+    // These centrals certify no chassis: reconcile has no DPU to send anything.
+    agents: {} as HandlerDeps['agents'],
     groups: {
       apply: async (group: string) => {
         const apply = c.groups[group]

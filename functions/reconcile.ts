@@ -63,8 +63,11 @@ export interface ReconcileOptions {
  * const { repaired, failed } = await reconcile(job)
  */
 export function createReconcile(
-  deps: Pick<HandlerDeps, 'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs' | 'groupHosts'> &
-    Partial<Pick<HandlerDeps, 'centralsOnDemand' | 'southbound'>>,
+  deps: Pick<
+    HandlerDeps,
+    'store' | 'ovn' | 'nb' | 'groups' | 'children' | 'jobs' | 'groupHosts' | 'agents'
+  > &
+    Partial<Pick<HandlerDeps, 'centralsOnDemand' | 'southbound' | 'dpuIdentities'>>,
   {
     timeoutMs = 10_000,
     concurrency = 8,

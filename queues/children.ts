@@ -90,6 +90,15 @@ export function bullChildJobs(
       return { queue: queueName, jobId: opts.jobId }
     },
     outcome,
+    async renew(ref, data) {
+      const queue = queueFor(ref.queue)
+      const state = await queue.getJobState(ref.jobId)
+      if (state === 'completed' || state === 'failed' || state === 'unknown') return false
+      const job = await queue.getJob(ref.jobId)
+      if (!job) return false
+      await job.updateData(data)
+      return true
+    },
     async park(job, token, refs) {
       if (!(await pending(refs))) return
       if (!job.id || !token) throw new Error(`job ${job.name} cannot wait without its lock`)

@@ -21,6 +21,8 @@ import {
   IsolateAck,
   type IsolatePayloadV1,
 } from '../../lib/agent-protocol/index.ts'
+import type { ManagedResource } from '../../lib/model/objects.ts'
+import { topologyNames } from '../../lib/ovn/index.ts'
 import {
   heldList,
   parseIsolationHoldOwner,
@@ -29,6 +31,7 @@ import {
 import type { ChildRef, HandlerDeps } from './deps.ts'
 import { recordDpuEvent } from './dpu-events.ts'
 import { type Ack, AwaitingAck, readAck } from './errors.ts'
+import { optionalHostPort } from './host-port.ts'
 
 type IsolateInput = Omit<IsolatePayloadV1, 'protocolVersion'>
 interface AckKey {
@@ -69,6 +72,35 @@ export async function addIsolate(
 ): Promise<ChildRef> {
   const payload = buildIsolatePayload(await deps.agents.protocolFor(input.dpuId), input)
   return addAgentJob(deps, AgentJobName.isolate, payload, attempt)
+}
+
+/**
+ * An `isolate` sent earlier and not yet finished takes `input` instead of what it carried
+ * (the group's SB credentials, replaced since): its next attempt runs with it. False when
+ * there is none waiting (never sent, or finished).
+ */
+export async function renewIsolate(
+  deps: Pick<HandlerDeps, 'children' | 'agents'>,
+  input: IsolateInput,
+  attempt = 1,
+): Promise<boolean> {
+  const payload = buildIsolatePayload(await deps.agents.protocolFor(input.dpuId), input)
+  const jobId = agentJobId(AgentJobName.isolate, payload, attempt)
+  return deps.children.renew({ queue: agentQueueName(input.dpuId), jobId }, payload)
+}
+
+/** What an Overlay host's `isolate` names: its DPU, spec version, and port. */
+export function isolateTarget(host: ManagedResource): Omit<IsolateInput, 'group'> {
+  const { spec } = host
+  return {
+    dpuId: spec.dpu.id,
+    specVersion: host.specVersion,
+    host: {
+      name: host.name,
+      logicalPort: topologyNames.hostPort(spec.resourceGroup, host.name),
+      ...optionalHostPort(spec),
+    },
+  }
 }
 
 /** Asks the DPU of a Fabric group's host to put it in the group's VRF (`configure`, protocol 3). */

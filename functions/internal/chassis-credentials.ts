@@ -8,13 +8,19 @@
  * agent writes them where its ovn-controller reads them; it reconnects with them, and its
  * flows stay in place meanwhile. A DPU whose hosts of the group are all being detached
  * gets no `configure`: each host's `isolate` carries the same credentials
- * (`isolateCredentialsFor`), so that it can show the SB the port released.
+ * (`isolateCredentialsFor`), so that it can show the SB the port released; one sent with
+ * a CA replaced before it was acked is renewed with the current credentials.
  */
 import { redriveHost } from '../../lib/jobs/redrive.ts'
 import { implementationOf, type ManagedResource } from '../../lib/model/objects.ts'
+import { isolateTarget, renewIsolate } from './agent-jobs.ts'
 import type { HandlerDeps } from './deps.ts'
+import { isolateCredentialsFor } from './dpu-central.ts'
 
-type CredentialsDeps = Pick<HandlerDeps, 'ovn' | 'store' | 'jobs'>
+type CredentialsDeps = Pick<
+  HandlerDeps,
+  'ovn' | 'store' | 'jobs' | 'children' | 'agents' | 'dpuIdentities'
+>
 
 /** A DPU sent its new credentials: the host whose `configure` carries them. */
 export interface CredentialsSent {
@@ -34,7 +40,7 @@ export interface CredentialsSent {
  * await leaveGroupSouthbound(deps, { dpuId: 'dpu-1', group: 'tenant-a', leaving: 'host-1' })
  */
 export async function leaveGroupSouthbound(
-  deps: CredentialsDeps,
+  deps: CredentialsDeps & Pick<HandlerDeps, 'checkpoint'>,
   { dpuId, group, leaving }: { dpuId: string; group: string; leaving: string },
 ): Promise<CredentialsSent[]> {
   if (!deps.ovn.leaveChassis) return []
@@ -50,8 +56,9 @@ export async function leaveGroupSouthbound(
   // detaches on several DPUs then never finished). The last of them replaces the CA; when
   // each of them leaves it to another, reconcile does (`rotateForLeavers`).
   if (others.some((h) => h.deletion && h.spec.dpu.id !== dpuId)) return []
+  await deps.checkpoint('detach:leaving-southbound', leaving)
   if (!(await deps.ovn.leaveChassis(group, dpuId))) return []
-  return recertifyGroup(deps, group, `DPU ${dpuId} left group ${group}`)
+  return recertifyGroup(deps, group, [dpuId], `DPU ${dpuId} left group ${group}`)
 }
 
 /** A group whose chassis CA reconcile replaced for DPUs that had left it. */
@@ -93,7 +100,7 @@ export async function rotateForLeavers(deps: CredentialsDeps): Promise<{
       if (left.length === 0) continue
       if (!(await deps.ovn.leaveChassis(group, left))) continue
       const which = left.length === 1 ? `DPU ${left[0]}` : `DPUs ${left.join(', ')}`
-      const sent = await recertifyGroup(deps, group, `${which} left group ${group}`)
+      const sent = await recertifyGroup(deps, group, left, `${which} left group ${group}`)
       rotated.push({ group, left, sent })
     } catch (error) {
       failed.push({ group, error })
@@ -103,21 +110,38 @@ export async function rotateForLeavers(deps: CredentialsDeps): Promise<{
 }
 
 /**
- * After the group's chassis CA was replaced: every DPU serving a host of the group (read
- * now, so a host attached meanwhile counts) is sent a new certificate through one of them.
+ * After the group's chassis CA was replaced for the DPUs `left`: every DPU serving a host
+ * of the group (read now, so a host attached meanwhile counts) is sent a new certificate
+ * through one of them. A host whose detach began meanwhile (the check before the
+ * replacement did not see it) may have had its `isolate` sent with the replaced CA's
+ * credentials: one still waiting is renewed with the current ones, or its DPU could not
+ * show the SB the port released.
  */
 async function recertifyGroup(
   deps: CredentialsDeps,
   group: string,
+  left: readonly string[],
   why: string,
 ): Promise<CredentialsSent[]> {
   const hosts = await deps.store.hosts.inGroup(group)
+  const gone = new Set(left)
   const dpus = new Set(hosts.filter((h) => !h.deletion).map((h) => h.spec.dpu.id))
   const reason = `${why}: its Southbound has a new chassis CA`
   const sent: CredentialsSent[] = []
   for (const dpu of [...dpus].sort()) {
     const host = await reconfigure(deps, hosts, dpu, 'ChassisCaRotated', reason)
     if (host) sent.push({ group, dpuId: dpu, host })
+  }
+  const credentials = new Map<string, Awaited<ReturnType<typeof isolateCredentialsFor>>>()
+  for (const host of hosts.filter((h) => h.deletion && !gone.has(h.spec.dpu.id))) {
+    const dpuId = host.spec.dpu.id
+    let carried = credentials.get(dpuId)
+    if (!carried) {
+      carried = await isolateCredentialsFor(deps, group, dpuId)
+      credentials.set(dpuId, carried)
+    }
+    if (carried.sbCertificate === undefined) continue
+    await renewIsolate(deps, { ...isolateTarget(host), group: { name: group, ...carried } })
   }
   return sent
 }

@@ -83,6 +83,11 @@ export interface ChildJobs {
   /** Where the child stands now. */
   outcome(ref: ChildRef): Promise<ChildOutcome>
   /**
+   * Gives a child not yet finished this payload instead of its own: its next attempt runs
+   * with it (one running now keeps what it read). False when it has finished or is gone.
+   */
+  renew(ref: ChildRef, data: object): Promise<boolean>
+  /**
    * Parks `job` (delayed) until one of `refs` finishes, or a while passes, by throwing
    * BullMQ's `DelayedError`. Returns at once when none of them is pending.
    */

@@ -106,6 +106,7 @@ export function readFinishedOnce(children: ChildJobs): ChildJobs {
   return {
     add: (queue, name, data, opts) => children.add(queue, name, data, opts),
     park: (job, token, refs) => children.park(job, token, refs),
+    renew: (ref, data) => children.renew(ref, data),
     async outcome(ref) {
       const key = `${ref.queue}/${ref.jobId}`
       const known = finished.get(key)

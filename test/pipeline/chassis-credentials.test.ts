@@ -50,12 +50,17 @@ async function twoDpusInGroupA(t: Teardown, p: Pipeline) {
 }
 
 /** A DPU with credentials and a stand-in agent, and a way to ask an SB as it. */
-async function dpuWithCredentials(p: Pipeline, dir: string, id: string) {
+async function dpuWithCredentials(
+  p: Pipeline,
+  dir: string,
+  id: string,
+  agentOptions: Parameters<Pipeline['agent']>[1] = {},
+) {
   const issued = await p.client.issueDpuCredentials(id)
   if (!issued.tls) throw new Error('the pipeline issues certificates')
   const key = join(dir, `${id}.key`)
   await writeFile(key, issued.tls.key, { mode: 0o600 })
-  const agent = await p.agent(id, { noSouthbound: true })
+  const agent = await p.agent(id, { noSouthbound: true, ...agentOptions })
   let n = 0
   return {
     agent,
@@ -334,5 +339,84 @@ t.test(
     }
     const first = one.agent.jobs.find((job) => job.name === 'isolate')
     t.ok(first, "host-1's isolate was sent to dpu-1, before its DPU left")
+  },
+)
+
+t.test(
+  "an isolate sent just before another DPU's leave replaced the group's CA is renewed with the new one",
+  async (t) => {
+    // host-2's DELETE lands after host-1's detach looked for hosts being detached on other
+    // DPUs and before it replaced the CA: host-2's isolate carries the old CA's credentials.
+    let leaving: (() => Promise<void>) | undefined
+    const p = await startPipeline(t, {
+      perGroup: true,
+      tls: true,
+      checkpoint: async (point, object) => {
+        if (point === 'detach:leaving-southbound' && object === 'host-1') await leaving?.()
+      },
+    })
+    const dir = await tempDir(t)
+    for (const id of ['dpu-1', 'dpu-2'])
+      await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
+    const one = await dpuWithCredentials(p, dir, 'dpu-1')
+    let replaced = () => {}
+    const caReplaced = new Promise<void>((resolve) => {
+      replaced = resolve
+    })
+    // dpu-2 shows the port released only once it reached the SB with what the isolate
+    // carries, as the real agent does (else its attempt fails, retryably), and tries first
+    // once the CA is replaced.
+    const attempts: string[] = []
+    const two = await dpuWithCredentials(p, dir, 'dpu-2', {
+      isolateAfter: async (job) => {
+        await caReplaced
+        const answer = await two.answer(sb, (job.data as { group: SbCredentials }).group)
+        attempts.push(answer)
+        if (answer !== 'admitted') throw new Error(`cannot check southbound: ${answer}`)
+      },
+    })
+    const sb = await groupSb(p, 'group-a')
+    await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
+    await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
+    const [held] = await until(
+      async () => credentialsSent(two.agent),
+      (c) => c.length > 0,
+    )
+    await until(
+      async () => credentialsSent(one.agent),
+      (c) => c.length > 0,
+    )
+    if (!held) throw new Error('no configure sent')
+    const isolates = () => two.agent.jobs.filter((job) => job.name === 'isolate')
+    leaving = async () => {
+      leaving = undefined
+      await p.client.deleteHost('host-2')
+      await until(
+        async () => isolates().length,
+        (n) => n > 0,
+      )
+    }
+
+    await p.client.deleteHost('host-1')
+    await until(
+      () => p.client.getHost('host-1'),
+      (h) => h === undefined,
+    )
+    t.equal(await two.answer(sb, held), 'refused', 'dpu-1 left: the CA dpu-2 held is replaced')
+    const [first] = isolates()
+    t.equal(
+      (first?.data as { group?: SbCredentials } | undefined)?.group?.sbCa,
+      held.sbCa,
+      "host-2's isolate was sent with the replaced CA",
+    )
+    replaced()
+    const gone = await until(
+      () => p.client.getHost('host-2'),
+      (h) => h === undefined,
+    )
+    t.equal(gone, undefined, 'host-2 is detached')
+    t.same(attempts, ['refused', 'admitted'], 'its next attempt reached the SB: it was renewed')
+    const last = isolates().at(-1)?.data as { group?: SbCredentials } | undefined
+    t.not(last?.group?.sbCa, held.sbCa, "with the group's new CA")
   },
 )

@@ -125,7 +125,7 @@ export async function startPipeline(
     /** The test's own central provider (the stack then runs no OVN central). */
     ovn?: OvnCentralProvider
     /** Called at each named step a handler reaches (`attach:allocated`, …). */
-    checkpoint?: (point: string) => void | Promise<void>
+    checkpoint?: (point: string, object?: string) => void | Promise<void>
     /** The registry the controller registers its metrics on (none by default). */
     metrics?: Registry
     /** A private 3-master Redis Cluster instead of the embedded Redis. */

@@ -4,6 +4,8 @@ import t from 'tap'
 import type { ChildJobs } from '../../functions/internal/deps.ts'
 import { GroupApplier } from '../../functions/internal/group-apply.ts'
 import { createReconcile } from '../../functions/reconcile.ts'
+import { agentDirectory } from '../../infra/controller.ts'
+import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import { queueJobs } from '../../lib/jobs/redrive.ts'
 import { NbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
 import { StateStore } from '../../lib/state/store.ts'
@@ -107,7 +109,15 @@ t.test(
     // Nothing is converging here: every job counts as still pending.
     const children = { outcome: async () => ({ state: 'pending' }) } as unknown as ChildJobs
     const jobs = queueJobs(p.controller.queue)
-    const deps = { store: staleList, ovn, nb, groups, children, jobs }
+    const deps = {
+      store: staleList,
+      ovn,
+      nb,
+      groups,
+      children,
+      jobs,
+      agents: agentDirectory(new Heartbeats(p.controller.agentsRedis)),
+    }
     const report = await createReconcile(deps)({} as Job)
 
     t.same(report.orphansRemoved, ['gone'], 'the group no store has is removed')
@@ -145,7 +155,16 @@ t.test('reconcile deletes nothing from an NB when the store lost its data', asyn
     const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
     const groups = new GroupApplier({ store, ipam: p.controller.ipam, ovn, nb, fabric })
     const children = { outcome: async () => ({ state: 'pending' }) } as unknown as ChildJobs
-    const deps = { store, ovn, nb, groups, children, jobs: queueJobs(p.controller.queue) }
+    const jobs = queueJobs(p.controller.queue)
+    const deps = {
+      store,
+      ovn,
+      nb,
+      groups,
+      children,
+      jobs,
+      agents: agentDirectory(new Heartbeats(p.controller.agentsRedis)),
+    }
     return createReconcile(deps, maxOrphanDeletions ? { maxOrphanDeletions } : {})({} as Job)
   }
 
