@@ -55,6 +55,7 @@ import {
   startLab,
 } from '../../infra/lab/lab.ts'
 import { netnsExec } from '../../infra/lab/probes.ts'
+import { within } from '../../lib/process/within.ts'
 import { attachHost, phaseIs } from '../lab/api.ts'
 import { GatewayProbe, now, offered, pollReady, sleep, until } from './lab-probes.ts'
 import { type AttachMoments, AttachWatch, readyEventAt, stepDurations } from './lab-steps.ts'
@@ -334,6 +335,21 @@ export default async function labBench(): Promise<void> {
   const prefix = labPrefix()
   let lab: Lab | undefined
   let watch: AttachWatch | undefined
+  // Each part bounded and on its own: one that hangs is named, and the lab still goes
+  // (a lab still starting is no `lab` yet: what it made so far carries its prefix).
+  const cleanUp = () =>
+    stopEach([
+      [
+        'the gateway probes',
+        async () => {
+          for (const p of probes) await p.stop()
+        },
+      ],
+      ['the step watch', async () => watch?.stop()],
+      ['the lab', () => (lab ? lab.stop() : removeLabLeftovers(prefix))],
+      ['the lab, by its prefix', () => removeLabLeftovers(prefix)],
+      ['its data directory', () => rm(dataDir, { recursive: true, force: true })],
+    ])
   // Handled every time: a second signal (tsx passes on the one its process group got too)
   // must not cut the stop short.
   let stopping = false
@@ -341,11 +357,7 @@ export default async function labBench(): Promise<void> {
     if (stopping) return
     stopping = true
     void (async () => {
-      for (const p of probes) await p.stop()
-      await watch?.stop()
-      // A lab still starting is no `lab` yet: what it made so far carries its prefix.
-      await (lab ? lab.stop() : removeLabLeftovers(prefix))
-      await rm(dataDir, { recursive: true, force: true })
+      await cleanUp()
       process.exit(130)
     })()
   }
@@ -506,9 +518,29 @@ export default async function labBench(): Promise<void> {
   } finally {
     process.off('SIGINT', stopOnSignal)
     process.off('SIGTERM', stopOnSignal)
-    for (const p of probes) await p.stop()
-    await watch?.stop()
-    await lab?.stop()
-    await rm(dataDir, { recursive: true, force: true })
+    await cleanUp()
+  }
+}
+
+/** How long one part of the bench's clean-up may take before it is given up on. */
+const STOP_PART_MS = 60_000
+
+/**
+ * Runs each part of a clean-up in turn, each bounded by `STOP_PART_MS`: one that fails or
+ * hangs is said on stderr, and the parts after it still run. (A part waiting on nothing
+ * that could wake it would otherwise end the process with Node's exit code 13, the lab's
+ * namespaces and processes left behind.)
+ */
+async function stopEach(parts: readonly (readonly [string, () => Promise<unknown>])[]) {
+  for (const [what, stop] of parts) {
+    const outcome = await within(
+      stop().then(
+        () => 'stopped',
+        (error: unknown) => `failed: ${error instanceof Error ? error.message : String(error)}`,
+      ),
+      STOP_PART_MS,
+      `did not stop within ${STOP_PART_MS / 1000} s`,
+    )
+    if (outcome !== 'stopped') console.error(`lab bench: stopping ${what}: ${outcome}`)
   }
 }
