@@ -161,17 +161,29 @@ export async function dpuIdentity(
   deps: Pick<HandlerDeps, 'store' | 'agents' | 'dpuIdentities'>,
   dpuId: string,
 ): Promise<{ identity: string | null; refused?: string }> {
-  const recorded = await deps.store.dpus.identity(dpuId)
   const trusted = deps.dpuIdentities
-  if (!trusted) return { identity: recorded }
-  const presented = await deps.agents.identityOf(dpuId)
-  if (presented === undefined || presented === recorded) return { identity: recorded }
-  const verdict = identityVerdict({ dpuId, presented, recorded, trusted })
-  if (!verdict.take)
-    return { identity: recorded, refused: `its agent presents one that ${verdict.why}` }
-  await deps.store.dpus.setIdentity(dpuId, presented)
-  return { identity: presented }
+  for (let tries = 1; ; tries++) {
+    const recorded = await deps.store.dpus.identity(dpuId)
+    if (!trusted) return { identity: recorded }
+    const presented = await deps.agents.identityOf(dpuId)
+    if (presented === undefined || presented === recorded) return { identity: recorded }
+    const verdict = identityVerdict({ dpuId, presented, recorded, trusted })
+    if (!verdict.take)
+      return { identity: recorded, refused: `its agent presents one that ${verdict.why}` }
+    // Taken only over the record it was judged against: one recorded meanwhile (newer
+    // credentials, another decision) is judged again, not overwritten.
+    if (await deps.store.dpus.replaceIdentity(dpuId, recorded, presented))
+      return { identity: presented }
+    if (tries === IDENTITY_TRIES)
+      return {
+        identity: await deps.store.dpus.identity(dpuId),
+        refused: `its record changed ${IDENTITY_TRIES} times while the one its agent presents was judged`,
+      }
+  }
 }
+
+/** How many times a DPU's identity is judged again when its record changes meanwhile. */
+const IDENTITY_TRIES = 3
 
 /**
  * What an `isolate` of a host the DPU still serves carries for the group's SB

@@ -16,6 +16,7 @@ import type { StoreKeys } from './store-keys.ts'
 
 const purgeScript = new LuaScript(new URL('./lua/purge.lua', import.meta.url))
 const holdScript = new LuaScript(new URL('./lua/isolation-hold.lua', import.meta.url))
+const identityScript = new LuaScript(new URL('./lua/identity-replace.lua', import.meta.url))
 
 /** A host binding a DPU may still hold after a forced detach. */
 export interface StaleBinding {
@@ -190,7 +191,21 @@ export class DpuRepository {
   identity(dpuId: string): Promise<string | null> {
     return this.#redis.get(this.#keys.dpuIdentity(dpuId))
   }
+  /** Records the certificate just issued with the DPU's credentials (the operator's word). */
   async setIdentity(dpuId: string, certificate: string): Promise<void> {
     await this.#redis.set(this.#keys.dpuIdentity(dpuId), certificate)
+  }
+  /**
+   * Records `certificate` in place of `read` (null: none), the record the caller decided
+   * from; false, recording nothing, when it changed since (another decision, or new
+   * credentials, came first): the caller reads again and decides again.
+   */
+  async replaceIdentity(dpuId: string, read: string | null, certificate: string): Promise<boolean> {
+    const replaced = await identityScript.run(
+      this.#redis,
+      [this.#keys.dpuIdentity(dpuId)],
+      [read ?? '', certificate],
+    )
+    return replaced === 1
   }
 }

@@ -126,3 +126,36 @@ t.test("another DPU's certificate, or another CA's, is not recorded", async (t) 
   const refused = await chassisCertificateFor(without, 'tenant-a', dpuId).catch((e: unknown) => e)
   t.ok(refused instanceof ChassisIdentityRefused, 'and nothing to wait for: refused for good')
 })
+
+t.test('an identity recorded while an older one was judged is not overwritten', async (t) => {
+  const { store, deps, beat } = await controller()
+  const dpuId = `dpu-c${n}`
+  const issued = async () => {
+    // `validFrom` has second precision: each is newer than the one before.
+    await new Promise((resolve) => setTimeout(resolve, 1100))
+    return identity(operator, dpuId)
+  }
+  const first = await identity(operator, dpuId)
+  const presented = await issued()
+  const renewed = await issued()
+  await store.dpus.setIdentity(dpuId, first)
+  await beat(dpuId, presented)
+  // New credentials are issued (recorded) right after the judge read the record.
+  let reads = 0
+  const dpus = new Proxy(store.dpus, {
+    get(target, key) {
+      if (key === 'identity')
+        return async (id: string) => {
+          const read = await target.identity(id)
+          if (++reads === 1) await target.setIdentity(id, renewed)
+          return read
+        }
+      const value = Reflect.get(target, key, target)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+  const judged = await dpuIdentity({ ...deps, store: { ...store, dpus } as StateStore }, dpuId)
+  t.equal(await store.dpus.identity(dpuId), renewed, 'the newer record stays')
+  t.equal(judged.identity, renewed, 'and is the one certified')
+  t.match(judged.refused, /as new or newer/, 'the presented one, judged again, is refused')
+})
