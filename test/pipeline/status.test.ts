@@ -141,6 +141,11 @@ t.test('a host whose job vanished is re-driven, not left Attaching', async (t) =
     () => p.controller.store.hosts.get('host-s'),
     (h) => h?.status.phase === 'Ready',
   )
+  // Ready is written before its job finishes: a job still locked by its worker stays.
+  await until(
+    () => p.controller.queue.getJobState(accepted.jobId ?? ''),
+    (state) => state === 'completed',
+  )
   await job?.remove()
   await p.controller.store.hosts.updateStatus('host-s', (h) => ({
     ...h.status,
