@@ -213,11 +213,11 @@ export function agentDirectory(heartbeats: Heartbeats): AgentDirectory {
     },
     async speaksFabric(dpuId) {
       const beat = await heartbeats.read(dpuId)
-      return beat ? speaksFabric(beat.protocolVersions) : false
+      return beat ? speaksFabric(beat.protocolVersions) : undefined
     },
     async speaksFabricAccess(dpuId) {
       const beat = await heartbeats.read(dpuId)
-      return beat ? speaksFabricAccess(beat.protocolVersions) : false
+      return beat ? speaksFabricAccess(beat.protocolVersions) : undefined
     },
     async ovnVersionOf(dpuId) {
       return (await heartbeats.read(dpuId))?.ovnVersion

@@ -100,10 +100,16 @@ export interface AgentDirectory {
   protocolFor(dpuId: string): Promise<ProtocolVersion>
   /** The version of the DPU's ovn-controller, as its agent last reported it; undefined if not. */
   ovnVersionOf(dpuId: string): Promise<string | undefined>
-  /** Whether the DPU's agent takes Fabric jobs (it advertises protocol 3.x). */
-  speaksFabric(dpuId: string): Promise<boolean>
-  /** Whether the DPU's agent builds Fabric hosts' access levels (it advertises 3.1+). */
-  speaksFabricAccess(dpuId: string): Promise<boolean>
+  /**
+   * Whether the DPU's agent takes Fabric jobs (it advertises protocol 3.x); undefined when
+   * it has no live heartbeat (not known).
+   */
+  speaksFabric(dpuId: string): Promise<boolean | undefined>
+  /**
+   * Whether the DPU's agent builds Fabric hosts' access levels (it advertises 3.1+);
+   * undefined when it has no live heartbeat (not known).
+   */
+  speaksFabricAccess(dpuId: string): Promise<boolean | undefined>
   /** The identity (PEM) the DPU's agent presents in its live heartbeat; undefined if none. */
   identityOf(dpuId: string): Promise<string | undefined>
 }

@@ -45,6 +45,20 @@ export class DpuCannotDoFabric extends HydrazineError {
   }
 }
 
+/**
+ * The host's DPU has no live heartbeat: whether its agent builds Fabric groups' VRFs is
+ * not known. Retry: the attach goes on once it is heard from.
+ */
+export class AgentNotHeard extends HydrazineError {
+  constructor(readonly dpuId: string) {
+    super(
+      'AGENT_NOT_HEARD',
+      `DPU ${dpuId}'s agent has no live heartbeat: whether it builds Fabric groups' VRFs (protocol 3.0) is not known; the attach waits for it`,
+      { retryable: true },
+    )
+  }
+}
+
 /** The host leaks, and its DPU's agent cannot mark routes for the border (it lacks 3.1). */
 export class FabricAccessNotAvailable extends HydrazineError {
   constructor(
@@ -170,14 +184,18 @@ export async function convergeFabricHost(
         condition: { type: 'AgentConfigured', status: 'False', reason, message: e.message },
       }),
     )
-  if (!(await deps.agents.speaksFabric(dpuId))) {
-    await refuse(new DpuCannotDoFabric(dpuId), 'DpuCannotDoFabric')
-  }
-  if (leaks(spec.hostAccess) && !(await deps.agents.speaksFabricAccess(dpuId))) {
-    await refuse(
-      new FabricAccessNotAvailable(host.name, spec.hostAccess, dpuId),
-      'AccessNotAvailable',
-    )
+  // What the agent can build is read from its heartbeat: without one, it is not known yet.
+  const fabric = await deps.agents.speaksFabric(dpuId)
+  if (fabric === undefined) throw new AgentNotHeard(dpuId)
+  if (!fabric) await refuse(new DpuCannotDoFabric(dpuId), 'DpuCannotDoFabric')
+  if (leaks(spec.hostAccess)) {
+    const access = await deps.agents.speaksFabricAccess(dpuId)
+    if (access === undefined) throw new AgentNotHeard(dpuId)
+    if (!access)
+      await refuse(
+        new FabricAccessNotAvailable(host.name, spec.hostAccess, dpuId),
+        'AccessNotAvailable',
+      )
   }
   const { ids, asn } = await fabricOf(deps, group.name)
   // The gateway is the DPU's: no relay address is taken from the group.
@@ -284,7 +302,7 @@ export async function reportFabricAttached(
     synced &&
     host.spec.hostAccess !== 'PublicAccess' &&
     (await deps.ipam.publicIpOf(host.name)) !== undefined &&
-    (await deps.agents.speaksFabricAccess(dpuId))
+    (await deps.agents.speaksFabricAccess(dpuId)) === true
   if (lowered) await deps.ipam.releasePublicIp(host.name)
   await setHostStatus(deps, host, {
     attempt: host.attempt,

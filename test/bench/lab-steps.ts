@@ -375,8 +375,14 @@ export class AttachWatch {
     const name = agentQueueName(dpuId)
     let queue = this.#queues.get(name)
     if (!queue) {
-      this.#redis ??= createRedis(this.lab.redis, { maxRetriesPerRequest: null })
+      if (!this.#redis) {
+        this.#redis = createRedis(this.lab.redis, { maxRetriesPerRequest: null })
+        // The lab's Redis goes before the bench ends (a signal stops the lab's daemons too):
+        // a read then fails where it is made; an unheard 'error' event would end the process.
+        this.#redis.on('error', () => {})
+      }
       queue = new Queue(name, { connection: this.#redis })
+      queue.on('error', () => {})
       this.#queues.set(name, queue)
     }
     const id = agentJobId(

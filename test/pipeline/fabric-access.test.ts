@@ -293,3 +293,48 @@ t.test(
     t.same(await store.dpus.isolationHolds('dpu-1'), [])
   },
 )
+
+t.test(
+  "a Fabric host whose DPU's agent is not heard from waits for it; one heard without protocol 3 is refused",
+  async (t) => {
+    const p = await startPipeline(t, {
+      networkImplementation: { defaultType: 'Fabric', fabricRanges: RANGES, fabricAsn: 65001 },
+    })
+    const { store } = p.controller
+    await p.client.applyGroup('fab-w', groupSpec('tenant-a'))
+    await until(
+      () => store.groups.get('fab-w'),
+      (g: ResourceGroup | undefined) => g?.status.phase === 'Ready',
+    )
+    // dpu-1's agent is not up yet (or its heartbeat lapsed): nothing says what it speaks.
+    const accepted = await p.client.applyHost('w-1', hostSpec('fab-w', 'dpu-1', 1))
+    const job = await until(
+      async () => p.controller.queue.getJob(accepted.jobId ?? ''),
+      (j) => (j?.attemptsMade ?? 0) >= 1,
+    )
+    t.match(
+      job?.failedReason,
+      /AGENT_NOT_HEARD|has no live heartbeat/,
+      'its attach waits, saying why',
+    )
+    t.not((await store.hosts.get('w-1'))?.status.phase, 'Failed', 'the host is not Failed')
+    await p.agent('dpu-1', { protocolVersions: ['3.1'] })
+    const ready = await until(
+      () => store.hosts.get('w-1'),
+      (h) => h?.status.phase === 'Ready' || h?.status.phase === 'Failed',
+    )
+    t.equal(ready?.status.phase, 'Ready', 'heard from with protocol 3: Ready')
+
+    // An agent heard from that speaks no Fabric: refused for good, saying why.
+    await p.agent('dpu-2', { protocolVersions: ['2.0'] })
+    await p.client.applyHost('w-2', hostSpec('fab-w', 'dpu-2', 2))
+    const refused = await until(
+      () => store.hosts.get('w-2'),
+      (h) => h?.status.phase === 'Failed',
+    )
+    t.match(
+      refused?.status.conditions.find((c) => c.type === 'AgentConfigured'),
+      { status: 'False', reason: 'DpuCannotDoFabric', message: /does not advertise protocol 3\.0/ },
+    )
+  },
+)
