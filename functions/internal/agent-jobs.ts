@@ -85,8 +85,13 @@ export async function renewIsolate(
   attempt = 1,
 ): Promise<boolean> {
   const payload = buildIsolatePayload(await deps.agents.protocolFor(input.dpuId), input)
-  const jobId = agentJobId(AgentJobName.isolate, payload, attempt)
-  return deps.children.renew({ queue: agentQueueName(input.dpuId), jobId }, payload)
+  return deps.children.renew(isolateRef(input, attempt), payload)
+}
+
+/** Where the `isolate` of `target` (this attempt) is, whether or not it was sent. */
+export function isolateRef(target: Omit<IsolateInput, 'group'>, attempt = 1): ChildRef {
+  const { dpuId, specVersion } = target
+  return agentRef('isolate', { dpuId, host: target.host.name, specVersion, attempt })
 }
 
 /** What an Overlay host's `isolate` names: its DPU, spec version, and port. */

@@ -13,7 +13,7 @@
  */
 import { redriveHost } from '../../lib/jobs/redrive.ts'
 import { implementationOf, type ManagedResource } from '../../lib/model/objects.ts'
-import { isolateTarget, renewIsolate } from './agent-jobs.ts'
+import { isolateRef, isolateTarget, renewIsolate } from './agent-jobs.ts'
 import type { HandlerDeps } from './deps.ts'
 import { isolateCredentialsFor } from './dpu-central.ts'
 
@@ -134,14 +134,17 @@ async function recertifyGroup(
   }
   const credentials = new Map<string, Awaited<ReturnType<typeof isolateCredentialsFor>>>()
   for (const host of hosts.filter((h) => h.deletion && !gone.has(h.spec.dpu.id))) {
-    const dpuId = host.spec.dpu.id
+    const target = isolateTarget(host)
+    // Certificates are issued only for an isolate still waiting (one is renewed below).
+    if ((await deps.children.outcome(isolateRef(target))).state !== 'pending') continue
+    const dpuId = target.dpuId
     let carried = credentials.get(dpuId)
     if (!carried) {
       carried = await isolateCredentialsFor(deps, group, dpuId)
       credentials.set(dpuId, carried)
     }
     if (carried.sbCertificate === undefined) continue
-    await renewIsolate(deps, { ...isolateTarget(host), group: { name: group, ...carried } })
+    await renewIsolate(deps, { ...target, group: { name: group, ...carried } })
   }
   return sent
 }
