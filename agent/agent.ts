@@ -335,8 +335,10 @@ export class Agent {
    * `group.sbCa`), its host bound through the SB ovn-controller follows: the DPU presents
    * them from now on, as a `configure` would have it, and ovn-controller restarts with them
    * when they changed (the group's chassis CA was replaced since its last `configure`), so
-   * that it can reach the SB again and release the host's port there. Returns the remote
-   * they are for, or undefined when nothing was taken.
+   * that it can reach the SB again and release the host's port there. A retry whose ports
+   * an earlier attempt removed counts the SBs that attempt remembered for the port (its
+   * payload may bring credentials renewed since). Returns the remote they are for, or
+   * undefined when nothing was taken.
    */
   private async takeIsolateCredentials(
     job: IsolateRequest,
@@ -346,7 +348,9 @@ export class Agent {
     const { sbCertificate: pem, sbCa } = job.group
     const remote = snap.ovnRemote
     if (!this.sbCertificate || pem === undefined || !remote) return undefined
-    if (!targets.some((p) => p.externalIds[Key.sbRemote] === remote)) return undefined
+    const boundThrough = targets.some((p) => p.externalIds[Key.sbRemote] === remote)
+    const releasing = parseRemotes(snap.chassisIds[releasingKey(job.host.logicalPort)])
+    if (!boundThrough && !releasing.includes(remote)) return undefined
     await this.sbCertificate.use(pem, sbCa)
     const { current, currentCa } = this.sbCertificate
     await this.ovs.setChassisIds({

@@ -532,6 +532,22 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       // The chassis CA is replaced and every session dropped, as a central does it.
       await copyFile(secondCa.caFile, caFile)
       await run('ovn-appctl', ['-t', join(lab.dataDir, name, 'sb.ctl'), 'ovsdb-server/reconnect'])
+      // The isolate first comes with the certificate the replaced CA issued (sent before
+      // the replacement): its attempt removes the port, and the SB refuses to be asked.
+      const stale = buildIsolatePayload('2.0', {
+        dpuId: lab.dpuId,
+        specVersion: 5,
+        group: { name: rotating, sbCertificate: await firstCa.certifyKeyOf(identity) },
+        host: { name: 'h1', logicalPort: port, hostPort: lab.host.hostPort },
+      })
+      const first = await lab.queue.add('isolate', stale, { jobId: 'isolate-rot-stale' })
+      await t.rejects(
+        first.waitUntilFinished(lab.events, 40_000),
+        /AGENT_PORT_NOT_RELEASED|could not be asked/,
+        "with the replaced CA's certificate, the port cannot be shown released",
+      )
+      t.notMatch(await lab.dpu.vsctl('list-ports', 'br-int'), lab.host.hostPort, 'port removed')
+      // Its next attempt carries the certificate of the new CA (the controller renewed it).
       const renewed = await secondCa.certifyKeyOf(identity)
       const payload = buildIsolatePayload('2.0', {
         dpuId: lab.dpuId,
@@ -543,7 +559,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       t.match(
         await isolated.waitUntilFinished(lab.events, 40_000),
         { unbound: true },
-        'the isolate is acked unbound',
+        'the isolate, retried with it after its port was gone, is acked unbound',
       )
       t.equal(await boundTo(), '', 'and the SB binds the port to no chassis')
       t.equal(
