@@ -20,6 +20,26 @@ export class PortNotInstalled extends HydrazineError {
   }
 }
 
+/**
+ * An SB this isolate must ask refused the certificate it was asked with, or presented one
+ * the CA given does not verify: credentials that will not do, not an SB that may come back
+ * (the group's chassis CA was replaced since they were issued). Retryable at once: the
+ * controller renews a waiting isolate with the group's current ones.
+ */
+export class SouthboundRefusedCredentials extends HydrazineError {
+  constructor(
+    readonly dpuId: string,
+    readonly remote: string,
+    readonly tlsCode: string,
+  ) {
+    super(
+      'AGENT_SB_CREDENTIALS_REFUSED',
+      `DPU ${dpuId}: TLS with southbound ${remote} failed (${tlsCode}): the certificate or CA this job carries is not the group's current one`,
+      { retryable: true },
+    )
+  }
+}
+
 /** ovn-controller still binds the port on this chassis after it left br-int. */
 export class PortNotReleased extends HydrazineError {
   constructor(

@@ -6,6 +6,7 @@
  * is asked of the Southbound until it says so.
  */
 import {
+  certificateRefused,
   Database,
   type MonitorHandle,
   OvsdbClient,
@@ -13,6 +14,7 @@ import {
   type SbTables,
   sbSchema,
 } from '../lib/ovn/index.ts'
+import { SouthboundRefusedCredentials } from './errors.ts'
 import {
   isOwnedRole,
   Key,
@@ -98,6 +100,8 @@ type SouthboundConnectOptions = OvsdbClientOptions & { readonly tls?: OvsdbTls }
  * unreachable, refuses the agent's certificate, or is `ssl:` and the agent has no TLS
  * material or its OVSDB client cannot speak TLS — the answer is false: a binding nobody
  * could see is not a released one, and the controller must not report the host isolated.
+ * Credentials TLS refuses (either side's certificate) throw `SouthboundRefusedCredentials`
+ * instead: waiting cannot make them work.
  */
 export async function southboundReleased(opts: {
   /** The SB remote ovn-controller follows (none: nothing can be bound). */
@@ -131,6 +135,10 @@ export async function southboundReleased(opts: {
     const binding = SB.decodeRows('Port_Binding', bindings?.rows)[0]
     return !binding || binding.chassis === null || binding.chassis !== ours
   } catch (err) {
+    // Credentials the SB will never take: waiting for them to work only delays the retry
+    // that may bring renewed ones.
+    const refused = certificateRefused(err)
+    if (refused) throw new SouthboundRefusedCredentials(opts.systemId, remote, refused)
     opts.log(`cannot check southbound ${remote}: ${String(err)}; not counted as released`)
     return false
   } finally {

@@ -80,7 +80,7 @@ export class OvsdbClient {
           this.monitors.update2(msg.params)
         }
       },
-      lost: (reason) => this.requests.failAll(reason),
+      lost: (reason, cause) => this.requests.failAll(reason, cause),
       restored: () => this.monitors.resubscribe(),
       keepalive: () => this.echo(),
     })

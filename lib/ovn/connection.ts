@@ -68,8 +68,11 @@ export interface ConnectionOptions {
 export interface ConnectionHooks {
   /** Every message from the server except its `echo` requests, which are answered here. */
   readonly message: (msg: RpcMessage) => void
-  /** The connection is gone (`reason`): what was in flight on it is lost. */
-  readonly lost: (reason: string) => void
+  /**
+   * The connection is gone (`reason`; `cause`: the socket's error, e.g. a TLS alert): what
+   * was in flight on it is lost.
+   */
+  readonly lost: (reason: string, cause?: Error) => void
   /** A new connection replaced a lost one. */
   readonly restored: () => void
   /** Sends an `echo` request to a server that has been silent. */
@@ -228,10 +231,12 @@ export class Connection {
       }
       for (const msg of messages) this.receive(msg as RpcMessage)
     })
-    socket.on('error', () => {
-      // 'close' follows and handles it.
+    // 'close' follows an error and handles it, saying what the error was.
+    let failed: Error | undefined
+    socket.on('error', (error) => {
+      failed = error
     })
-    socket.on('close', () => this.onClose(socket))
+    socket.on('close', () => this.onClose(socket, failed))
     this.opts.onEvent?.({ type: 'connected', remote: this.remote })
     for (const w of this.waiters.splice(0)) w.resolve()
   }
@@ -244,16 +249,16 @@ export class Connection {
     }
   }
 
-  private onClose(socket: Socket): void {
+  private onClose(socket: Socket, cause: Error | undefined): void {
     if (this.socket !== socket) return
     this.socket = undefined
-    this.hooks.lost('connection lost')
+    this.hooks.lost('connection lost', cause)
     this.opts.onEvent?.({ type: 'disconnected', remote: this.remote, reason: 'connection lost' })
     if (this.isClosed) return
     if (this.opts.reconnect === false) {
       this.isClosed = true
       for (const w of this.waiters.splice(0)) {
-        w.reject(new OvsdbConnectionError(this.remote, 'connection lost'))
+        w.reject(new OvsdbConnectionError(this.remote, 'connection lost', cause))
       }
       return
     }

@@ -134,3 +134,41 @@ export function transactError(
   }
   return new OvsdbOperationError('OVSDB_OPERATION_ERROR', error, index, op, details)
 }
+
+/**
+ * TLS codes that say a certificate was refused: by this side (the server's does not verify
+ * against the CA given) or by the server (its alert, e.g. `ERR_SSL_TLSV1_ALERT_UNKNOWN_CA`).
+ */
+const CERTIFICATE_REFUSED = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+])
+
+/**
+ * The TLS code when `error` (or what caused it) says one side refused the other's
+ * certificate; undefined for anything else (refused connections, timeouts, lost peers):
+ * credentials that will not do, as opposed to a server that may come back. Pure.
+ *
+ * @example certificateRefused(new OvsdbConnectionError('ssl:…', 'could not connect', tlsError)) // 'UNABLE_TO_VERIFY_LEAF_SIGNATURE'
+ */
+export function certificateRefused(error: unknown): string | undefined {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 8; depth++) {
+    const code = (e as { code?: unknown }).code
+    if (
+      typeof code === 'string' &&
+      (CERTIFICATE_REFUSED.has(code) || /^ERR_SSL_.*ALERT/.test(code))
+    )
+      return code
+    e = e.cause
+  }
+  return undefined
+}

@@ -93,12 +93,13 @@ export class PendingRequests {
   }
 
   /** Fails every request in flight with the retryable `OvsdbConnectionError`. */
-  failAll(reason: string): void {
+  failAll(reason: string, cause?: Error): void {
     const pending = [...this.pending.values()]
     this.pending.clear()
+    const why = cause ? ` (${(cause as { code?: unknown }).code ?? cause.message})` : ''
     for (const p of pending) {
       clearTimeout(p.timer)
-      p.reject(new OvsdbConnectionError(this.remote, `${reason} during ${p.method}`))
+      p.reject(new OvsdbConnectionError(this.remote, `${reason}${why} during ${p.method}`, cause))
     }
   }
 }
