@@ -72,9 +72,24 @@ export class FakeChassis {
   bind(remote: string, dpuId: string, logicalPort: string, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((done, fail) => {
       if (signal?.aborted) return fail(signal.reason)
-      signal?.addEventListener('abort', () => fail(signal.reason), { once: true })
+      const onAbort = () => fail(signal?.reason)
+      signal?.addEventListener('abort', onAbort, { once: true })
+      // Settled either way, the claim lets go of its agent's signal (one signal per agent,
+      // a claim per job: kept listeners would pile up for the agent's life).
+      const settled = () => signal?.removeEventListener('abort', onAbort)
       const deadline = Date.now() + BIND_WAIT_MS
-      this.#claim(remote, dpuId, { port: logicalPort, deadline, done, fail })
+      this.#claim(remote, dpuId, {
+        port: logicalPort,
+        deadline,
+        done: () => {
+          settled()
+          done()
+        },
+        fail: (error) => {
+          settled()
+          fail(error)
+        },
+      })
     })
   }
 
