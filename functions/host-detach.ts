@@ -229,6 +229,7 @@ async function isolate(deps: HandlerDeps, host: ManagedResource, force: boolean)
   // The DPU still serves the host (its own rotation comes after this isolate is acked):
   // the credentials let it reach its group's SB if the chassis CA was replaced meanwhile.
   let credentials = await isolateCredentialsFor(deps, group, target.dpuId)
+  await deps.checkpoint('detach:isolate-credentials', host.name)
   const ref = await addIsolate(deps, { ...target, group: { name: group, ...credentials } })
   // Another DPU leaving the group may replace its CA while this is sent. Read after the
   // send, the CA is the one sent, or the isolate is renewed with the new one; a CA

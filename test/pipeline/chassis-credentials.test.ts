@@ -420,3 +420,86 @@ t.test(
     t.not(last?.group?.sbCa, held.sbCa, "with the group's new CA")
   },
 )
+
+t.test(
+  "an isolate whose credentials were read before another DPU's leave replaced the CA is renewed by its detach",
+  async (t) => {
+    // host-1's detach has looked for hosts being detached (none) and waits to replace the
+    // CA; host-2's detach has read its isolate's credentials and waits to send it. The CA
+    // is replaced before the isolate exists: only host-2's detach can renew it.
+    const gates = new Map<string, { reached: () => void; open: Promise<void>; go: () => void }>()
+    const gate = (key: string) => {
+      let reached = () => {}
+      let go = () => {}
+      const arrived = new Promise<void>((resolve) => {
+        reached = resolve
+      })
+      const open = new Promise<void>((resolve) => {
+        go = resolve
+      })
+      gates.set(key, { reached, open, go })
+      return { arrived, go }
+    }
+    const leaving = gate('detach:leaving-southbound host-1')
+    const reading = gate('detach:isolate-credentials host-2')
+    const p = await startPipeline(t, {
+      perGroup: true,
+      tls: true,
+      checkpoint: async (point, object) => {
+        const g = gates.get(`${point} ${object}`)
+        if (!g) return
+        gates.delete(`${point} ${object}`)
+        g.reached()
+        await g.open
+      },
+    })
+    const dir = await tempDir(t)
+    for (const id of ['dpu-1', 'dpu-2'])
+      await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
+    const one = await dpuWithCredentials(p, dir, 'dpu-1')
+    const attempts: string[] = []
+    const two = await dpuWithCredentials(p, dir, 'dpu-2', {
+      isolateAfter: async (job) => {
+        const answer = await two.answer(sb, (job.data as { group: SbCredentials }).group)
+        attempts.push(answer)
+        if (answer !== 'admitted') throw new Error(`cannot check southbound: ${answer}`)
+      },
+    })
+    const sb = await groupSb(p, 'group-a')
+    await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
+    await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
+    const [held] = await until(
+      async () => credentialsSent(two.agent),
+      (c) => c.length > 0,
+    )
+    await until(
+      async () => credentialsSent(one.agent),
+      (c) => c.length > 0,
+    )
+    if (!held) throw new Error('no configure sent')
+
+    await p.client.deleteHost('host-1')
+    await leaving.arrived
+    await p.client.deleteHost('host-2')
+    await reading.arrived
+    leaving.go()
+    await until(
+      () => p.client.getHost('host-1'),
+      (h) => h === undefined,
+    )
+    t.equal(await two.answer(sb, held), 'refused', 'the CA dpu-2 held is replaced')
+    reading.go()
+    const gone = await until(
+      () => p.client.getHost('host-2'),
+      (h) => h === undefined,
+    )
+    t.equal(gone, undefined, 'host-2 is detached')
+    t.equal(attempts.at(-1), 'admitted', 'its isolate reached the SB')
+    const last = two.agent.jobs.filter((job) => job.name === 'isolate').at(-1)
+    t.not(
+      (last?.data as { group?: SbCredentials } | undefined)?.group?.sbCa,
+      held.sbCa,
+      "with the group's new CA",
+    )
+  },
+)
