@@ -37,16 +37,52 @@ function credentialsSent(agent: Agent): SbCredentials[] {
     .map((job) => (job.data as { group: SbCredentials }).group)
 }
 
-/** dpu-1 and dpu-2 with credentials, host-1 and host-2 on them in group-a, and its SB. */
-async function twoDpusInGroupA(t: Teardown, p: Pipeline) {
+/**
+ * dpu-1 and dpu-2 with credentials, host-1 and host-2 on them in group-a, and its SB. With
+ * `checkedIsolates`, dpu-2's stand-in shows a port released only once it reached the SB
+ * with what the isolate carries, as the real agent does (else the attempt fails,
+ * retryably), and not before `checkedIsolates.after`: `attempts` has what the SB answered
+ * each attempt.
+ */
+async function twoDpusInGroupA(
+  t: Teardown,
+  p: Pipeline,
+  checkedIsolates?: { readonly after?: Promise<void> },
+) {
   const dir = await tempDir(t)
   for (const id of ['dpu-1', 'dpu-2']) await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
   const one = await dpuWithCredentials(p, dir, 'dpu-1')
-  const two = await dpuWithCredentials(p, dir, 'dpu-2')
-  const sb = await groupSb(p, 'group-a')
+  const attempts: string[] = []
+  let sb = ''
+  const two = await dpuWithCredentials(
+    p,
+    dir,
+    'dpu-2',
+    checkedIsolates
+      ? {
+          isolateAfter: async (job) => {
+            await checkedIsolates.after
+            const answer = await two.answer(sb, (job.data as { group: SbCredentials }).group)
+            attempts.push(answer)
+            if (answer !== 'admitted') throw new Error(`cannot check southbound: ${answer}`)
+          },
+        }
+      : {},
+  )
+  sb = await groupSb(p, 'group-a')
   await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
   await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
-  return { one, two, sb }
+  return { one, two, sb, attempts }
+}
+
+/** The SB credentials of the first `configure` the agent was sent, once it was. */
+async function firstCredentials(agent: Agent): Promise<SbCredentials> {
+  const [first] = await until(
+    async () => credentialsSent(agent),
+    (c) => c.length > 0,
+  )
+  if (!first) throw new Error('no configure sent')
+  return first
 }
 
 /** A DPU with credentials and a stand-in agent, and a way to ask an SB as it. */
@@ -101,15 +137,8 @@ t.test(
   async (t) => {
     const p = await startPipeline(t, { perGroup: true, tls: true })
     const { one, two, sb } = await twoDpusInGroupA(t, p)
-    const [held1] = await until(
-      async () => credentialsSent(one.agent),
-      (c) => c.length > 0,
-    )
-    const [held2] = await until(
-      async () => credentialsSent(two.agent),
-      (c) => c.length > 0,
-    )
-    if (!held1 || !held2) throw new Error('no configure sent')
+    const held1 = await firstCredentials(one.agent)
+    const held2 = await firstCredentials(two.agent)
     t.equal(await one.answer(sb, held1), 'admitted', "dpu-1 reads group-a's SB")
     t.equal(await two.answer(sb, held2), 'admitted', "dpu-2 reads group-a's SB")
 
@@ -147,11 +176,7 @@ t.test('reconcile renews a chassis certificate past half its life', async (t) =>
   const one = await dpuWithCredentials(p, dir, 'dpu-1')
   const sb = await groupSb(p, 'group-a')
   await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
-  const [held] = await until(
-    async () => credentialsSent(one.agent),
-    (c) => c.length > 0,
-  )
-  if (!held) throw new Error('no configure sent')
+  const held = await firstCredentials(one.agent)
   const early = await runReconcile(p, 'reconcile-early')
   t.notOk(early.chassisRenewed, 'a fresh certificate is left alone')
 
@@ -218,11 +243,7 @@ t.test(
       await p.client.applyHost(`host-${n + 1}`, hostSpec('group-a', id, n + 1))
     const held = new Map<string, SbCredentials>()
     for (const id of ids) {
-      const [first] = await until(
-        async () => credentialsSent(dpu(id).agent),
-        (c) => c.length > 0,
-      )
-      if (!first) throw new Error(`${id} was sent no configure`)
+      const first = await firstCredentials(dpu(id).agent)
       held.set(id, first)
       t.equal(await dpu(id).answer(sb, first), 'admitted', `${id} reads group-a's SB`)
     }
@@ -287,15 +308,8 @@ t.test(
       },
     })
     const { one, two, sb } = await twoDpusInGroupA(t, p)
-    const [held] = await until(
-      async () => credentialsSent(two.agent),
-      (c) => c.length > 0,
-    )
-    await until(
-      async () => credentialsSent(one.agent),
-      (c) => c.length > 0,
-    )
-    if (!held) throw new Error('no configure sent')
+    const held = await firstCredentials(two.agent)
+    await firstCredentials(one.agent)
 
     // dpu-1 leaves: the group's chassis CA is replaced.
     await p.client.deleteHost('host-1')
@@ -355,38 +369,14 @@ t.test(
         if (point === 'detach:leaving-southbound' && object === 'host-1') await leaving?.()
       },
     })
-    const dir = await tempDir(t)
-    for (const id of ['dpu-1', 'dpu-2'])
-      await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
-    const one = await dpuWithCredentials(p, dir, 'dpu-1')
     let replaced = () => {}
     const caReplaced = new Promise<void>((resolve) => {
       replaced = resolve
     })
-    // dpu-2 shows the port released only once it reached the SB with what the isolate
-    // carries, as the real agent does (else its attempt fails, retryably), and tries first
-    // once the CA is replaced.
-    const attempts: string[] = []
-    const two = await dpuWithCredentials(p, dir, 'dpu-2', {
-      isolateAfter: async (job) => {
-        await caReplaced
-        const answer = await two.answer(sb, (job.data as { group: SbCredentials }).group)
-        attempts.push(answer)
-        if (answer !== 'admitted') throw new Error(`cannot check southbound: ${answer}`)
-      },
-    })
-    const sb = await groupSb(p, 'group-a')
-    await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
-    await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
-    const [held] = await until(
-      async () => credentialsSent(two.agent),
-      (c) => c.length > 0,
-    )
-    await until(
-      async () => credentialsSent(one.agent),
-      (c) => c.length > 0,
-    )
-    if (!held) throw new Error('no configure sent')
+    // dpu-2 tries its isolate first once the CA is replaced.
+    const { one, two, sb, attempts } = await twoDpusInGroupA(t, p, { after: caReplaced })
+    const held = await firstCredentials(two.agent)
+    await firstCredentials(one.agent)
     const isolates = () => two.agent.jobs.filter((job) => job.name === 'isolate')
     leaving = async () => {
       leaving = undefined
@@ -453,30 +443,9 @@ t.test(
         await g.open
       },
     })
-    const dir = await tempDir(t)
-    for (const id of ['dpu-1', 'dpu-2'])
-      await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
-    const one = await dpuWithCredentials(p, dir, 'dpu-1')
-    const attempts: string[] = []
-    const two = await dpuWithCredentials(p, dir, 'dpu-2', {
-      isolateAfter: async (job) => {
-        const answer = await two.answer(sb, (job.data as { group: SbCredentials }).group)
-        attempts.push(answer)
-        if (answer !== 'admitted') throw new Error(`cannot check southbound: ${answer}`)
-      },
-    })
-    const sb = await groupSb(p, 'group-a')
-    await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
-    await p.client.applyHost('host-2', hostSpec('group-a', 'dpu-2', 2))
-    const [held] = await until(
-      async () => credentialsSent(two.agent),
-      (c) => c.length > 0,
-    )
-    await until(
-      async () => credentialsSent(one.agent),
-      (c) => c.length > 0,
-    )
-    if (!held) throw new Error('no configure sent')
+    const { one, two, sb, attempts } = await twoDpusInGroupA(t, p, {})
+    const held = await firstCredentials(two.agent)
+    await firstCredentials(one.agent)
 
     await p.client.deleteHost('host-1')
     await leaving.arrived

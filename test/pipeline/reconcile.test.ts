@@ -3,14 +3,44 @@ import { Redis } from 'ioredis'
 import t from 'tap'
 import type { ChildJobs } from '../../functions/internal/deps.ts'
 import { GroupApplier } from '../../functions/internal/group-apply.ts'
-import { createReconcile } from '../../functions/reconcile.ts'
+import { createReconcile, type ReconcileOptions } from '../../functions/reconcile.ts'
 import { agentDirectory } from '../../infra/controller.ts'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import { queueJobs } from '../../lib/jobs/redrive.ts'
 import { NbPool, sharedCentralProvider, topologyNames } from '../../lib/ovn/index.ts'
 import { StateStore } from '../../lib/state/store.ts'
-import { groupSpec, startPipeline, until } from './fixtures.ts'
+import type { Teardown } from '../helpers/stack.ts'
+import { groupSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
 import { readyFabricHost, runReconcile } from './scenarios.ts'
+
+/**
+ * One reconcile run over the pipeline's shared central with `store` as its store (one that
+ * answers late, one that lost its data), through an NB pool and applier of its own; nothing
+ * is converging here, so every job counts as still pending.
+ */
+function reconcileOnce(
+  t: Teardown,
+  p: Pipeline,
+  store: StateStore,
+  options: ReconcileOptions = {},
+) {
+  const nb = new NbPool()
+  t.teardown(() => nb.close())
+  const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
+  const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
+  const groups = new GroupApplier({ store, ipam: p.controller.ipam, ovn, nb, fabric })
+  const children = { outcome: async () => ({ state: 'pending' }) } as unknown as ChildJobs
+  const deps = {
+    store,
+    ovn,
+    nb,
+    groups,
+    children,
+    jobs: queueJobs(p.controller.queue),
+    agents: agentDirectory(new Heartbeats(p.controller.agentsRedis)),
+  }
+  return createReconcile(deps, options)({} as Job)
+}
 
 t.test('reconcile repairs drift in NB and removes orphan rows, and says what it did', async (t) => {
   const p = await startPipeline(t)
@@ -101,24 +131,7 @@ t.test(
         return typeof value === 'function' ? value.bind(target) : value
       },
     })
-    const nb = new NbPool()
-    t.teardown(() => nb.close())
-    const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
-    const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
-    const groups = new GroupApplier({ store, ipam: p.controller.ipam, ovn, nb, fabric })
-    // Nothing is converging here: every job counts as still pending.
-    const children = { outcome: async () => ({ state: 'pending' }) } as unknown as ChildJobs
-    const jobs = queueJobs(p.controller.queue)
-    const deps = {
-      store: staleList,
-      ovn,
-      nb,
-      groups,
-      children,
-      jobs,
-      agents: agentDirectory(new Heartbeats(p.controller.agentsRedis)),
-    }
-    const report = await createReconcile(deps)({} as Job)
+    const report = await reconcileOnce(t, p, staleList)
 
     t.same(report.orphansRemoved, ['gone'], 'the group no store has is removed')
     t.match(
@@ -148,25 +161,8 @@ t.test('reconcile deletes nothing from an NB when the store lost its data', asyn
 
   const redis = new Redis(p.redisUrl)
   t.teardown(() => redis.disconnect())
-  const reconcileWith = (store: StateStore, maxOrphanDeletions?: number) => {
-    const nb = new NbPool()
-    t.teardown(() => nb.close())
-    const ovn = sharedCentralProvider({ nb: p.nb, sb: p.sb })
-    const fabric = { dummyIp: '172.18.0.254/24', physicalNetwork: 'physnet' }
-    const groups = new GroupApplier({ store, ipam: p.controller.ipam, ovn, nb, fabric })
-    const children = { outcome: async () => ({ state: 'pending' }) } as unknown as ChildJobs
-    const jobs = queueJobs(p.controller.queue)
-    const deps = {
-      store,
-      ovn,
-      nb,
-      groups,
-      children,
-      jobs,
-      agents: agentDirectory(new Heartbeats(p.controller.agentsRedis)),
-    }
-    return createReconcile(deps, maxOrphanDeletions ? { maxOrphanDeletions } : {})({} as Job)
-  }
+  const reconcileWith = (store: StateStore, maxOrphanDeletions?: number) =>
+    reconcileOnce(t, p, store, maxOrphanDeletions ? { maxOrphanDeletions } : {})
 
   // An empty store (a wrong REDIS_URL, a lost AOF) has an epoch of its own.
   const wiped = await reconcileWith(new StateStore(redis, 'hz:{wiped}:'))
