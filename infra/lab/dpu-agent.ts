@@ -30,12 +30,12 @@ const Credentials = v.object({
   }),
 })
 
-/** Starts the agent of `sim` as DPU `id` and waits until Hydrazine sees it Online (heartbeating). */
 /** Where a lab DPU's agent keeps its daemons' pid, log and control files (`--run-dir`). */
 export function agentRunDir(sim: Pick<SimDpu, 'dataDir'>): string {
   return join(sim.dataDir, 'agent')
 }
 
+/** Starts the agent of `sim` as DPU `id` and waits until Hydrazine sees it Online (heartbeating). */
 export async function startDpuAgent(opts: {
   id: string
   sim: SimDpu

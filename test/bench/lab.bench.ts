@@ -340,8 +340,9 @@ export default async function labBench(): Promise<void> {
   const prefix = labPrefix()
   let lab: Lab | undefined
   let watch: AttachWatch | undefined
-  // Each part bounded and on its own: one that hangs is named, and the lab still goes
-  // (a lab still starting is no `lab` yet: what it made so far carries its prefix).
+  // Each part bounded and on its own: one that hangs is named, and the lab still goes:
+  // what it made carries its prefix (a lab still starting is no `lab` yet, and one whose
+  // stop hung may have left some of it).
   const cleanUp = () =>
     stopEach([
       [
@@ -351,8 +352,8 @@ export default async function labBench(): Promise<void> {
         },
       ],
       ['the step watch', async () => watch?.stop()],
-      ['the lab', () => (lab ? lab.stop() : removeLabLeftovers(prefix))],
-      ['the lab, by its prefix', () => removeLabLeftovers(prefix)],
+      ['the lab', async () => lab?.stop()],
+      ['what is left of the lab, by its prefix', () => removeLabLeftovers(prefix)],
       ['its data directory', () => rm(dataDir, { recursive: true, force: true })],
     ])
   // Handled every time: a second signal (tsx passes on the one its process group got too)
