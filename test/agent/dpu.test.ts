@@ -147,7 +147,10 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   t.same(links, ['lo', relayPort, 'uplink'].sort(), 'nothing else for dhcrelay to hear')
   // This agent's own relay: its pid file under this lab's run directory (other test files'
   // agents may run a relay of a port named the same at the same time).
-  const relays = await processesMentioning(join(lab.config().runDir, `dhcrelay-${relayPort}.pid`))
+  // By this lab's own pid file: another agent test on the machine relays a group of the same
+  // name, on a relay port of the same name.
+  const relayPidFile = join(lab.config().runDir, `dhcrelay-${relayPort}.pid`)
+  const relays = await processesMentioning(relayPidFile)
   t.equal(relays.filter((l) => /\bdhcrelay\b.*-a .*-id hzr/.test(l) && !/reaper/.test(l)).length, 1)
   t.match(relays.join('\n'), new RegExp(`-id ${relayPort} .*-U uplink ${lab.fabric.gatewayIp}`))
 
@@ -193,7 +196,7 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
     await lab.queue.add('configure', plain, { jobId: agentJobId('configure', plain) })
   ).waitUntilFinished(lab.events, 40_000)) as ConfigureAck
   t.equal(ack3.relayPort, undefined, 'no relay in the ack')
-  t.same(await processesMentioning(`dhcrelay-${relayPort}.pid`), [], 'dhcrelay stopped')
+  t.same(await processesMentioning(relayPidFile), [], 'dhcrelay stopped')
   t.same(
     (await lab.dpu.vsctl('list-ports', 'br-int')).trim().split('\n'),
     [lab.host.hostPort],
@@ -205,7 +208,7 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   await (
     await lab.queue.add('configure', relayed, { jobId: agentJobId('configure', relayed) })
   ).waitUntilFinished(lab.events, 40_000)
-  t.equal((await processesMentioning(`dhcrelay-${relayPort}.pid`)).length > 0, true)
+  t.equal((await processesMentioning(relayPidFile)).length > 0, true)
 
   // isolate: the host port leaves br-int, the SB binding is released, the relay stops.
   const isolate = buildIsolatePayload('1.0', {
@@ -223,7 +226,7 @@ t.test('configure binds the host on this chassis; isolate unbinds it', async (t)
   t.equal(iso.relayStopped, relayPort)
   t.equal(await lab.boundChassis(lab.input.host.logicalPort), '', 'SB Port_Binding unbound')
   t.equal((await lab.dpu.vsctl('list-ports', 'br-int')).trim(), '')
-  t.same(await processesMentioning(`dhcrelay-${relayPort}.pid`), [])
+  t.same(await processesMentioning(relayPidFile), [])
   t.notMatch(await run('ip', ['netns', 'list']), relayNs, 'the relay namespace is gone')
   t.notMatch(await lab.dpu.vsctl('list-ports', lab.dpu.uplinkBridge), `${relayPort}u`)
 })

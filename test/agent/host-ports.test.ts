@@ -5,6 +5,7 @@
  * port name another group holds stays that group's. Each refusal leaves the DPU exactly
  * as it was.
  */
+import { join } from 'node:path'
 import t from 'tap'
 import { startAgentRuntime } from '../../agent/runtime.ts'
 import { run } from '../../infra/lab/dpu.ts'
@@ -256,7 +257,7 @@ t.test('a DPU binds only its own host ports, and never moves or rebinds one', as
       ack: { unbound: true, relayStopped: relayPort },
     })
     t.same((await dpuState(dpu)).relayNamespaces, [], 'the relay found by its records is gone')
-    t.same(await processesMentioning(`dhcrelay-${relayPort}.pid`), [])
+    t.same(await processesMentioning(join(lab.config().runDir, `dhcrelay-${relayPort}.pid`)), [])
 
     // No portName (an older controller): the relay port is named by hash.
     const result = await configure(withPort(lab.host.hostPort, { name: 'h2', logicalPort: h2 }))
