@@ -133,7 +133,7 @@ export class Agent {
         ? new OvnController(
             place,
             config.ovsDb,
-            { ...tls.files, cert: sbCertificate.file, ca: sbCertificate.caFile },
+            { key: sbCertificate.keyFile, cert: sbCertificate.file, ca: sbCertificate.caFile },
             () => `${sbCertificate.current}${sbCertificate.currentCa}`,
           )
         : new OvnController(place, config.ovsDb),
@@ -328,6 +328,25 @@ export class Agent {
       await this.ovs.removeChassisIds([WAIT_BEFORE_CLEAR])
     }
     await this.ovnController.ensure()
+  }
+
+  /**
+   * Takes a renewed identity (`loadAgentTls` checked it; the caller runs no job meanwhile):
+   * the Southbound is shown it where the identity itself was presented, and ovn-controller
+   * restarts with it, keeping its flows, when what it reads changed. A chassis certificate
+   * for the earlier key stays in use, with that key, until `configure` brings one for the
+   * new key (the controller certifies it once the heartbeat presents it).
+   */
+  async useIdentity(tls: AgentTls): Promise<void> {
+    if (!this.sbCertificate || !(await this.sbCertificate.adopt(tls))) return
+    const { current, currentCa } = this.sbCertificate
+    const remote = (await this.ovs.snapshot()).ovnRemote
+    await this.ovs.setChassisIds({
+      [SB_CERTIFICATE_KEY]: current,
+      [SB_CA_KEY]: currentCa,
+      ...(remote ? { [sbCertificateKeyOf(remote)]: current, [sbCaKeyOf(remote)]: currentCa } : {}),
+    })
+    if (this.ovnController.running && this.ovnController.stale) await this.startOvnController()
   }
 
   /**

@@ -40,6 +40,13 @@ export interface AgentConfig {
    */
   readonly tlsServerCert?: string
   /**
+   * How often the TLS files are read again: a renewed identity (a new certificate, a new
+   * key) is taken while the agent runs — its heartbeat, gRPC, metrics, new Redis
+   * connections and ovn-controller present it — once the files agree (certificate for the
+   * key, issued by the CA, valid, this chassis); until then the one in use stays.
+   */
+  readonly tlsReloadMs: number
+  /**
    * With the TLS identity: the CNs of the client certificates the gRPC server answers.
    * Every DPU holds a certificate from the same CA, so the CA alone would let one DPU
    * read another's bound ports and groups; only these names may call (default: the
@@ -171,6 +178,13 @@ export const OPTIONS: readonly Option[] = [
     flag: 'tls-server-cert',
     env: 'HZ_TLS_SERVER_CERT',
     help: 'its server certificate (PEM) for gRPC and metrics (default --tls-cert)',
+  },
+  {
+    key: 'tlsReloadMs',
+    flag: 'tls-reload-ms',
+    env: 'HZ_TLS_RELOAD_MS',
+    help: 'how often the --tls-* files are read again for a renewed identity',
+    default: '30000',
   },
   {
     key: 'tlsCa',

@@ -72,6 +72,7 @@ const fields = {
   tlsKey: v.optional(text),
   tlsCa: v.optional(text),
   tlsServerCert: v.optional(text),
+  tlsReloadMs: ms,
   grpcClients: list(
     v.pipe(
       v.string(),

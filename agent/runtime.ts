@@ -30,7 +30,7 @@ import {
 } from '../lib/agent-protocol/index.ts'
 import { ConfigError, HydrazineError } from '../lib/errors.ts'
 import { parseMetricsListen } from '../lib/metrics/listen.ts'
-import { serveMetrics } from '../lib/metrics/server.ts'
+import { type MetricsServer, serveMetrics } from '../lib/metrics/server.ts'
 import { ovnVersionIn } from '../lib/ovn/install.ts'
 import { createRedis, duplicateClient } from '../lib/redis/connection.ts'
 import { timestampOf } from '../proto/load.ts'
@@ -38,6 +38,7 @@ import { Agent } from './agent.ts'
 import { type AgentConfig, describeConfig, isLoopback, redactingLog } from './config.ts'
 import { agentInstruments } from './metrics.ts'
 import { type AgentTls, loadAgentTls } from './tls.ts'
+import { ServingCertificates, watchIdentity } from './tls-reload.ts'
 
 export const AGENT_VERSION: string = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -126,6 +127,8 @@ export async function startAgentRuntime(
     )
   }
   const connection = await redisOptions(config, tls)
+  // The identity in use: renewed while the agent runs (`watchIdentity`, below).
+  let identity = tls
   const agent = await Agent.create(config, log, tls)
   const redis = createRedis({ url: config.redisUrl }, connection)
   redis.on('error', logErrors('redis', log))
@@ -156,7 +159,7 @@ export async function startAgentRuntime(
         intervalMs: config.heartbeatMs,
         observed,
         ...(ovnVersion ? { ovnVersion } : {}),
-        ...(tls ? { identity: tls.cert } : {}),
+        ...(identity ? { identity: identity.cert } : {}),
       }
       await heartbeats.write(heartbeat, HEARTBEAT_TTL_INTERVALS * config.heartbeatMs).then(
         () => metrics.heartbeat(true),
@@ -184,12 +187,9 @@ export async function startAgentRuntime(
         : grpcHandlers(agent, config),
     )
     // With the DPU's identity: TLS, and clients must show a certificate from the same CA.
-    const credentials = tls
-      ? grpc.ServerCredentials.createSsl(
-          Buffer.from(tls.ca),
-          [{ private_key: Buffer.from(tls.key), cert_chain: Buffer.from(tls.serverCert) }],
-          true,
-        )
+    const serving = tls ? new ServingCertificates(tls) : undefined
+    const credentials = serving
+      ? grpc.experimental.createCertificateProviderServerCredentials(serving, serving, true)
       : grpc.ServerCredentials.createInsecure()
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync(config.grpcListen, credentials, (err, p) =>
@@ -240,6 +240,28 @@ export async function startAgentRuntime(
     const metricsServer = await serveAgentMetrics(config, registry, tls, log)
     if (metricsServer) cleanups.push(metricsServer.close)
 
+    if (tls) {
+      // A renewed identity is presented by everything at once, between two jobs: the
+      // worker pauses (its job under way finishes first) while ovn-controller takes it.
+      const renewed = async (next: AgentTls) => {
+        await worker.pause()
+        try {
+          await agent.useIdentity(next)
+        } finally {
+          worker.resume()
+        }
+        // New Redis connections (every client of this process shares these options).
+        if (connection.tls) Object.assign(connection.tls, { cert: next.cert, key: next.key })
+        serving?.use(next)
+        metricsServer?.useTls({ cert: next.serverCert, key: next.key })
+        identity = next
+        // The controller records it now, and certifies the new key from then on.
+        await beat().catch((err: unknown) => log(`heartbeat failed: ${String(err)}`))
+      }
+      const stopWatching = watchIdentity(config, tls, renewed, log)
+      cleanups.push(async () => stopWatching())
+    }
+
     return {
       agent,
       worker,
@@ -270,7 +292,7 @@ async function serveAgentMetrics(
   registry: Registry,
   tls: AgentTls | undefined,
   log: (line: string) => void,
-): Promise<{ url: string; close: () => Promise<void> } | undefined> {
+): Promise<MetricsServer | undefined> {
   const listen = config.metricsListen ? parseMetricsListen(config.metricsListen) : 'off'
   if (listen === undefined || listen === 'off') return undefined
   collectDefaultMetrics({ register: registry, prefix: 'hydrazine_agent_' })

@@ -1,4 +1,4 @@
-import { readFile, writeFile } from 'node:fs/promises'
+import { readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { openCertificateAuthority } from '../lib/pki/index.ts'
@@ -109,4 +109,51 @@ t.test('after a reboot emptied the run dir, the certificate the OVS database kep
   const foreign = await group.certifyKeyOf((await root.issueIdentity({ commonName: 'x' })).cert)
   const other = await SouthboundCertificate.open(identity, runDir, foreign)
   t.equal(other.current, certified, "a kept one that is not this DPU's: the file's instead")
+})
+
+t.test('a renewed identity: the key beside each certificate is the one it certifies', async (t) => {
+  const { runDir, root, group, identity } = await identities(t)
+  const sb = await SouthboundCertificate.open(identity, runDir)
+  t.equal(sb.keyFile, join(runDir, 'sb-client.key'))
+  t.equal(await readFile(sb.keyFile, 'utf8'), identity.key, 'the identity, with its key')
+  t.equal((await stat(sb.keyFile)).mode & 0o777, 0o600, 'readable by the agent only')
+  const certifiedOld = await group.certifyKeyOf(identity.cert)
+  await sb.use(certifiedOld, group.caCert)
+
+  // The key rotated on disk (cert-manager): a new identity for another key.
+  const issued = await root.issueIdentity({ commonName: 'dpu-1' })
+  const renewed: AgentTls = { ...identity, cert: issued.cert, key: issued.key }
+  t.equal(await sb.adopt(renewed), false, "the group's certificate for the earlier key stays")
+  t.equal(sb.current, certifiedOld)
+  t.equal(await readFile(sb.keyFile, 'utf8'), identity.key, 'with the key it certifies')
+  t.equal(sb.ovsdbTls().key, identity.key, "the agent's own checks present that pair too")
+
+  const certifiedNew = await group.certifyKeyOf(renewed.cert)
+  t.equal(await sb.use(certifiedNew, group.caCert), true, 'configure brings one for the new key')
+  t.equal(await readFile(sb.keyFile, 'utf8'), renewed.key, 'and the new key goes beside it')
+  t.equal(sb.ovsdbTls().key, renewed.key)
+  t.equal(sb.ovsdbTls(certifiedOld).key, identity.key, 'an SB kept the earlier pair: that pair')
+
+  t.equal(await sb.use(undefined), true, 'an SB that takes the identity')
+  t.equal(sb.current, renewed.cert, 'takes the renewed one')
+  t.equal(await readFile(sb.keyFile, 'utf8'), renewed.key)
+
+  const again: AgentTls = {
+    ...renewed,
+    ...(await root
+      .issueIdentity({ commonName: 'dpu-1' })
+      .then((i) => ({ cert: i.cert, key: i.key }))),
+  }
+  t.equal(await sb.adopt(again), true, 'the identity presented is renewed in place')
+  t.equal(await readFile(sb.file, 'utf8'), again.cert)
+  t.equal(await readFile(sb.keyFile, 'utf8'), again.key)
+  await t.rejects(
+    sb.use(certifiedOld),
+    { code: 'AGENT_SB_CERTIFICATE_REFUSED', message: /does not certify this DPU's key/ },
+    'two renewals on, the first key is no longer held',
+  )
+
+  const reopened = await SouthboundCertificate.open(identity, runDir, again.cert)
+  t.equal(reopened.current, again.cert, 'a restarted agent keeps the pair its last run presented')
+  t.equal(await readFile(reopened.keyFile, 'utf8'), again.key)
 })

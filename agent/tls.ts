@@ -8,7 +8,7 @@
  * `system-id`; the agent refuses to start otherwise, and when the certificate was not
  * issued by the CA, does not match the key, or is not valid now.
  */
-import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto'
+import { createPrivateKey, X509Certificate } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { ConfigError } from '../lib/errors.ts'
@@ -204,31 +204,46 @@ function serverCertificate(
  * a restarted agent, or one whose run directory a reboot emptied, follows the same SB
  * with the same certificate.
  *
- * Beside it, the CA it trusts for that SB (`<runDir>/sb-ca.crt`, kept as `SB_CA_KEY`): the
+ * Beside it, the key it certifies (`<runDir>/sb-client.key`, 0600): ovn-controller reads
+ * the key from there, not from `--tls-key`, so that a key renewed on disk (cert-manager
+ * rotating it) never meets, at ovn-controller's next start, a certificate made for the
+ * key before it. When the agent takes a renewed identity (`adopt`), a chassis
+ * certificate for the earlier key stays in use, with that key, until `configure` brings
+ * one for the new key.
+ *
+ * And the CA it trusts for that SB (`<runDir>/sb-ca.crt`, kept as `SB_CA_KEY`): the
  * group's own CA when `configure` names one (`group.sbCa`), so that only that group's SB,
  * and no other holder of a certificate from Hydrazine's CA, is taken for it; else the
  * identity's CA (`--tls-ca`).
  */
 export class SouthboundCertificate {
-  /** The identity's key, parsed once: every certificate offered is checked against it. */
-  private readonly privateKey: KeyObject
+  /**
+   * The keys this DPU holds, PEM, the identity's first: the one before a renewal stays
+   * while a certificate for it may still be presented.
+   */
+  private keys: string[]
   /** The CA trusted for the SB, PEM. */
   private caPem: string
+  /** The key `pem` certifies, PEM: what `keyFile` holds. */
+  private keyPem: string
 
   private constructor(
-    private readonly identity: AgentTls,
+    private identity: AgentTls,
     readonly file: string,
     private pem: string,
     readonly caFile: string,
+    readonly keyFile: string,
   ) {
-    this.privateKey = createPrivateKey(identity.key)
+    this.keys = [identity.key]
     this.caPem = identity.ca
+    this.keyPem = identity.key
   }
 
   /**
    * Opens the file under `runDir` with the certificate to present: `kept` (what the OVS
    * database holds) when it is still this DPU's, else the file's when it is, else the
-   * identity. Writes the file when it holds anything else.
+   * identity. Writes the files when they hold anything else. The key an earlier run
+   * presented (`sb-client.key`) counts as this DPU's: it held it.
    */
   static async open(
     identity: AgentTls,
@@ -238,13 +253,16 @@ export class SouthboundCertificate {
   ): Promise<SouthboundCertificate> {
     const file = join(runDir, 'sb-client.crt')
     const caFile = join(runDir, 'sb-ca.crt')
-    const [inFile, caInFile] = await Promise.all(
-      [file, caFile].map((f) => readFile(f, 'utf8').catch(() => undefined)),
+    const keyFile = join(runDir, 'sb-client.key')
+    const [inFile, caInFile, keyInFile] = await Promise.all(
+      [file, caFile, keyFile].map((f) => readFile(f, 'utf8').catch(() => undefined)),
     )
-    const sb = new SouthboundCertificate(identity, file, identity.cert, caFile)
+    const sb = new SouthboundCertificate(identity, file, identity.cert, caFile, keyFile)
+    if (keyInFile !== undefined && keyInFile !== identity.key && parsesAsKey(keyInFile)) {
+      sb.keys.push(keyInFile)
+    }
     const usable = [kept, inFile].find((pem) => pem !== undefined && !sb.refusal(pem))
-    sb.pem = usable ?? identity.cert
-    if (inFile !== sb.pem) await sb.write(sb.pem)
+    await sb.write(usable ?? identity.cert, inFile, keyInFile)
     sb.caPem = [keptCa, caInFile].find((pem) => pem !== undefined && !caRefusal(pem)) ?? identity.ca
     if (caInFile !== sb.caPem) await writeFileAtomic(caFile, sb.caPem, { mode: 0o644 })
     return sb
@@ -262,20 +280,24 @@ export class SouthboundCertificate {
 
   /**
    * The `tls` option of an OVSDB connection to a Southbound: with `kept` (the certificate
-   * last presented to that SB) while it is still this DPU's, else the current one; trusting
-   * `keptCa` (the CA last trusted for that SB), else the current one.
+   * last presented to that SB) while it is still this DPU's, else the current one, and
+   * the key it certifies; trusting `keptCa` (the CA last trusted for that SB), else the
+   * current one.
    */
   ovsdbTls(kept?: string, keptCa?: string): OvsdbTls {
-    const cert = kept !== undefined && this.refusal(kept) === undefined ? kept : this.pem
+    const keptKey = kept === undefined ? undefined : this.keyFor(kept)
     const ca = keptCa !== undefined && caRefusal(keptCa) === undefined ? keptCa : this.caPem
-    return { ca, cert, key: this.identity.key }
+    if (kept !== undefined && keptKey !== undefined && this.refusal(kept) === undefined) {
+      return { ca, cert: kept, key: keptKey }
+    }
+    return { ca, cert: this.pem, key: this.keyPem }
   }
 
   /**
    * Presents `pem` from now on (the identity when undefined) and trusts `ca` for the SB
    * (the identity's CA when undefined). Throws `SouthboundCertificateRefused` when `pem`
-   * is not this DPU's certificate (another CN, another key, not valid now) or `ca` is no
-   * CA certificate, changing nothing. True when either changed.
+   * is not this DPU's certificate (another CN, a key it does not hold, not valid now) or
+   * `ca` is no CA certificate, changing nothing. True when either changed.
    */
   async use(pem: string | undefined, ca?: string, now: Date = new Date()): Promise<boolean> {
     const next = pem ?? this.identity.cert
@@ -287,8 +309,38 @@ export class SouthboundCertificate {
       await writeFileAtomic(this.caFile, nextCa, { mode: 0o644 })
       this.caPem = nextCa
     }
-    if (next !== this.pem) await this.write(next)
+    if (next !== this.pem) await this.write(next, this.pem, this.keyPem)
     return true
+  }
+
+  /**
+   * Takes a renewed identity (`loadAgentTls` checked it): its key is held from now on,
+   * with the one before it. Where the identity itself was presented, or its CA trusted,
+   * the renewed one is from now on; a certificate the group's chassis CA made for the
+   * earlier key stays, with that key, until `use` replaces it. True when what
+   * ovn-controller reads changed.
+   */
+  async adopt(identity: AgentTls): Promise<boolean> {
+    const before = this.identity
+    if (identity.cert === before.cert && identity.key === before.key && identity.ca === before.ca) {
+      return false
+    }
+    this.identity = identity
+    this.keys = [...new Set([identity.key, before.key])]
+    const pem = this.pem === before.cert ? identity.cert : this.pem
+    const ca = this.caPem === before.ca ? identity.ca : this.caPem
+    return this.use(pem, ca)
+  }
+
+  /** The held key `pem` certifies, PEM; undefined when it is no certificate or none. */
+  private keyFor(pem: string): string | undefined {
+    let cert: X509Certificate
+    try {
+      cert = new X509Certificate(pem)
+    } catch {
+      return undefined
+    }
+    return this.keys.find((key) => cert.checkPrivateKey(createPrivateKey(key)))
   }
 
   /** Why `pem` cannot stand for this DPU, or undefined when it can. */
@@ -303,15 +355,33 @@ export class SouthboundCertificate {
     if (cn !== this.identity.commonName) {
       return `names ${cn ?? '(no CN)'}, not this chassis ${this.identity.commonName}`
     }
-    if (!cert.checkPrivateKey(this.privateKey)) {
+    if (this.keyFor(pem) === undefined) {
       return "does not certify this DPU's key"
     }
     return notValidAt(cert, now)
   }
 
-  /** Whole or not at all (lib/files): ovn-controller never reads half a certificate. */
-  private async write(pem: string): Promise<void> {
-    await writeFileAtomic(this.file, pem, { mode: 0o644 })
+  /**
+   * Presents `pem` (this DPU's: `refusal` passed) and its key. Each file whole or not at
+   * all (lib/files): ovn-controller never reads half a certificate; the key first, so that
+   * a certificate is never beside another key than its own once both are written. Writes
+   * only the files whose content (`certInFile`, `keyInFile`) differs.
+   */
+  private async write(pem: string, certInFile?: string, keyInFile?: string): Promise<void> {
+    const key = this.keyFor(pem) ?? this.identity.key
+    if (keyInFile !== key) await writeFileAtomic(this.keyFile, key, { mode: 0o600 })
+    if (certInFile !== pem) await writeFileAtomic(this.file, pem, { mode: 0o644 })
     this.pem = pem
+    this.keyPem = key
+  }
+}
+
+/** Whether `pem` is a private key Node can read. */
+function parsesAsKey(pem: string): boolean {
+  try {
+    createPrivateKey(pem)
+    return true
+  } catch {
+    return false
   }
 }

@@ -37,6 +37,11 @@ export interface MetricsServer {
   /** `http(s)://host:port/metrics`, with the bound port. */
   readonly url: string
   readonly port: number
+  /**
+   * Serves connections made from now on with another certificate and key (a renewed
+   * identity); a no-op for a plaintext listener.
+   */
+  useTls(tls: { readonly cert: string | Buffer; readonly key: string | Buffer }): void
   close(): Promise<void>
 }
 
@@ -73,7 +78,8 @@ export async function serveMetrics(options: MetricsServerOptions): Promise<Metri
     )
   }
 
-  const server: Server = tls ? createHttpsServer({ ...tls }, handle) : createServer(handle)
+  const https = tls ? createHttpsServer({ ...tls }, handle) : undefined
+  const server: Server = https ?? createServer(handle)
   const port = await new Promise<number>((resolve, reject) => {
     server.once('error', reject)
     server.listen(listen.port, listen.host, () => {
@@ -86,6 +92,7 @@ export async function serveMetrics(options: MetricsServerOptions): Promise<Metri
   return {
     url: `${tls ? 'https' : 'http'}://${host}:${port}/metrics`,
     port,
+    useTls: (renewed) => https?.setSecureContext({ ...renewed }),
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve())

@@ -214,6 +214,7 @@ export async function startAgentLab(
     hostPorts: dpu.hostPorts,
     defaultHostPort: dpu.hostPorts[0] ?? 'pf0hpf',
     heartbeatMs: 1000,
+    tlsReloadMs: 30_000,
     installTimeoutMs: 20_000,
     lockMs: 2000,
     protocolVersions: ['1.0', '2.0'],

@@ -3,16 +3,22 @@
  * certificate ovn-controller shows an `ssl:` Southbound (whose CN OVN takes as the
  * chassis name).
  */
-import { copyFile, mkdir, readFile, rm } from 'node:fs/promises'
+import { randomBytes, X509Certificate } from 'node:crypto'
+import { copyFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { connect as tlsConnect } from 'node:tls'
 import * as grpc from '@grpc/grpc-js'
+import { Queue, QueueEvents } from 'bullmq'
+import { Redis } from 'ioredis'
 import t from 'tap'
 import type { AgentConfig } from '../../agent/config.ts'
 import { startAgentRuntime } from '../../agent/runtime.ts'
 import { loadAgentTls } from '../../agent/tls.ts'
 import { run } from '../../infra/lab/dpu.ts'
 import { type AgentStatus, createAgentClient } from '../../lib/agent-protocol/grpc.ts'
+import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import {
+  agentQueueName,
   buildConfigurePayload,
   buildIsolatePayload,
   type ConfigureInput,
@@ -320,7 +326,12 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
     const presented = join(lab.config().runDir, 'sb-client.crt')
     t.match(args, `--certificate=${presented}`)
     t.equal(await readFile(presented, 'utf8'), await readFile(dpuCert.cert, 'utf8'), 'its identity')
-    t.match(args, `--private-key=${dpuCert.key}`)
+    t.match(args, `--private-key=${join(lab.config().runDir, 'sb-client.key')}`)
+    t.equal(
+      await readFile(join(lab.config().runDir, 'sb-client.key'), 'utf8'),
+      await readFile(dpuCert.key, 'utf8'),
+      "its identity's key, in a file of the agent's own",
+    )
     const trusted = join(lab.config().runDir, 'sb-ca.crt')
     t.match(args, `--ca-cert=${trusted}`)
     t.equal(
@@ -590,4 +601,184 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       await listed.stop()
     }
   })
+})
+
+t.test('a renewed identity is taken while the agent runs, by all it talks to', async (t) => {
+  const lab = await startAgentLab(t)
+  const dir = join(lab.dataDir, 'renewal')
+  await mkdir(dir)
+  const root = await openCertificateAuthority(join(dir, 'ca'))
+  const files = await root.writeIssued(
+    'controller',
+    await root.issueClient({ commonName: 'hydrazine-controller' }),
+  )
+  const pemOf = (path: string) => readFile(path, 'utf8')
+  const controller = {
+    ca: root.caCert,
+    cert: await pemOf(files.certFile),
+    key: await pemOf(files.keyFile),
+  }
+
+  // The agents' Redis over TLS, admitting client certificates of the CA only.
+  const redisFiles = await root.writeIssued(
+    'redis',
+    await root.issueServer({ commonName: 'redis', ips: ['127.0.0.1'] }),
+  )
+  const password = randomBytes(12).toString('hex')
+  const acl = join(dir, 'users.acl')
+  await writeFile(acl, `user default off\nuser hz-agent on >${password} ~* &* +@all\n`)
+  const redisPort = await freePort()
+  const redis = await startDaemon({
+    name: 'redis-server(tls)',
+    command: 'redis-server',
+    args: [
+      ...['--port', '0', '--bind', '127.0.0.1', '--tls-port', String(redisPort)],
+      ...['--tls-cert-file', redisFiles.certFile, '--tls-key-file', redisFiles.keyFile],
+      ...['--tls-ca-cert-file', root.caFile, '--tls-auth-clients', 'yes', '--aclfile', acl],
+      ...['--save', '', '--appendonly', 'no', '--dir', dir],
+    ],
+    logFile: join(dir, 'redis.out'),
+    ready: () => canConnect({ port: redisPort }),
+  })
+  lab.later(() => redis.stop())
+  const connection = {
+    host: '127.0.0.1',
+    port: redisPort,
+    username: 'hz-agent',
+    password,
+    tls: controller,
+    maxRetriesPerRequest: null,
+  }
+  const queue = new Queue(agentQueueName(lab.dpuId), { connection, prefix: lab.queuePrefix })
+  const events = new QueueEvents(agentQueueName(lab.dpuId), {
+    connection,
+    prefix: lab.queuePrefix,
+  })
+  const admin = new Redis(connection)
+  lab.later(async () => {
+    await Promise.all([queue.close(), events.close()])
+    admin.disconnect()
+  })
+  await events.waitUntilReady()
+
+  // The group's SB over TLS, admitting the CA's client certificates.
+  const sbFiles = await root.writeIssued(
+    'ovn-sb',
+    await root.issueServer({ commonName: 'ovn-sb', ips: [lab.fabric.gatewayIp] }),
+  )
+  const central = await startSslCentral(lab, {
+    ca: root.caFile,
+    cert: sbFiles.certFile,
+    key: sbFiles.keyFile,
+  })
+  const group = lab.input.group.name
+  const port = lab.input.host.logicalPort
+  await central.nbctl('ls-add', group)
+  await central.nbctl('lsp-add', group, port, '--', 'lsp-set-addresses', port, lab.input.host.mac)
+  await central.nbctl('--wait=sb', 'sync')
+
+  // The first identity is valid for 20 s only: once it has expired, Redis and the SB
+  // admit the agent only with the renewed one.
+  const first = await root.issueIdentity({ commonName: lab.dpuId, days: 20 / 86_400 })
+  const expires = Date.parse(new X509Certificate(first.cert).validTo)
+  const id = {
+    cert: join(dir, 'dpu.crt'),
+    key: join(dir, 'dpu.key'),
+    server: join(dir, 'dpu-server.crt'),
+  }
+  const place = async (identity: { cert: string; key: string; serverCert: string }) => {
+    await writeFile(id.key, identity.key, { mode: 0o600 })
+    await writeFile(id.cert, identity.cert)
+    await writeFile(id.server, identity.serverCert)
+  }
+  await place(first)
+  const logs: string[] = []
+  const runtime = await startAgentRuntime(
+    lab.config({
+      redisUrl: `rediss://hz-agent:${password}@127.0.0.1:${redisPort}`,
+      redisCa: root.caFile,
+      tlsCert: id.cert,
+      tlsKey: id.key,
+      tlsCa: root.caFile,
+      tlsServerCert: id.server,
+      tlsReloadMs: 200,
+    }),
+    (line) => logs.push(line),
+  )
+  lab.later(() => runtime.stop())
+  const heartbeatIdentity = async () =>
+    (await new Heartbeats(admin).read(lab.dpuId))?.identity ?? ''
+  const configure = async (specVersion: number) => {
+    const payload = buildConfigurePayload('2.0', {
+      ...lab.input,
+      specVersion,
+      group: { name: group, sbRemote: central.remote },
+    })
+    const job = await queue.add('configure', payload, { jobId: `configure-renewal-${specVersion}` })
+    return job.waitUntilFinished(events, 40_000)
+  }
+  t.match(await configure(1), { ovnInstalled: true }, 'bound with the first identity')
+  const runDir = lab.config().runDir
+  const pidFile = join(runDir, 'ovn-controller.pid')
+  const args = (await processesMentioning(pidFile)).join('\n')
+  t.match(args, `--private-key=${join(runDir, 'sb-client.key')}`, "ovn-controller's own key file")
+  t.equal(await pemOf(join(runDir, 'sb-client.key')), first.key)
+  const pidBefore = (await pemOf(pidFile)).trim()
+
+  // Renewed with a new key, its certificate written first: until the key follows, the
+  // files disagree and the identity in use stays.
+  const renewed = await root.issueIdentity({ commonName: lab.dpuId })
+  await writeFile(id.cert, renewed.cert)
+  t.ok(
+    await eventually(
+      async () => logs.some((l) => /not taken.*is not the key of --tls-cert/.test(l)),
+      10_000,
+    ),
+    'a half-renewed identity is not taken, saying why',
+  )
+  t.equal(await heartbeatIdentity(), first.cert, 'the heartbeat still presents the first')
+  await place(renewed)
+
+  t.ok(
+    await eventually(async () => (await heartbeatIdentity()) === renewed.cert, 10_000),
+    'the heartbeat presents the renewed identity, for the controller to record',
+  )
+  const served = await new Promise<Buffer>((resolve, reject) => {
+    const at = runtime.grpcAddress.lastIndexOf(':')
+    const host = runtime.grpcAddress.slice(0, at)
+    const p = runtime.grpcAddress.slice(at + 1)
+    const socket = tlsConnect(
+      { host, port: Number(p), ...controller, ALPNProtocols: ['h2'], rejectUnauthorized: false },
+      () => {
+        resolve(socket.getPeerCertificate().raw)
+        socket.destroy()
+      },
+    )
+    socket.on('error', reject)
+  })
+  t.same(served, new X509Certificate(renewed.serverCert).raw, 'gRPC serves with it')
+  t.ok(
+    await eventually(
+      async () => (await pemOf(pidFile).catch(() => pidBefore)).trim() !== pidBefore,
+      10_000,
+    ),
+    'ovn-controller restarted with it',
+  )
+  t.equal(await pemOf(join(runDir, 'sb-client.crt')), renewed.cert)
+  t.equal(await pemOf(join(runDir, 'sb-client.key')), renewed.key)
+  t.ok(
+    await eventually(async () => (await runtime.agent.observe()).ovnController.connected, 20_000),
+    'and is connected to the SB again',
+  )
+
+  // Once the first identity has expired, every Redis connection is dropped: the agent's
+  // reconnect must present the renewed one.
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, expires - Date.now() + 1000)))
+  await admin.call('CLIENT', 'KILL', 'USER', 'hz-agent', 'SKIPME', 'yes')
+  t.match(await configure(2), { ovnInstalled: true }, 'a job after the first expired: acked')
+  t.equal(
+    (await central.sbctl('--bare', '--columns=name', 'list', 'Chassis')).trim(),
+    lab.dpuId,
+    'the SB knows the chassis',
+  )
 })
