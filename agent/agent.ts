@@ -143,7 +143,9 @@ export class Agent {
       (config.evpnPeers?.length ?? 0) > 0
         ? FabricAgent.create(config, ovs, relays, log)
         : undefined,
-      tls ? new GeneveIpsec(join(config.runDir, 'ipsec'), tls) : undefined,
+      tls && sbCertificate
+        ? new GeneveIpsec(join(config.runDir, 'ipsec'), tls, sbCertificate.keyFile)
+        : undefined,
     )
     try {
       await agent.resume()
@@ -346,6 +348,10 @@ export class Agent {
       [SB_CA_KEY]: currentCa,
       ...(remote ? { [sbCertificateKeyOf(remote)]: current, [sbCaKeyOf(remote)]: currentCa } : {}),
     })
+    // OVS's IPsec reads the same key file: its certificate follows.
+    if (await this.ipsec?.inUse(this.ovs)) {
+      await this.ipsec?.use(this.ovs, { cert: current, ca: currentCa })
+    }
     if (this.ovnController.running && this.ovnController.stale) await this.startOvnController()
   }
 

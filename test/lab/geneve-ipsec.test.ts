@@ -24,7 +24,7 @@
  * Run as root it must work (a lab that cannot start fails, saying why); without root it
  * is skipped, saying why (`lab-test.ts`).
  */
-import { X509Certificate } from 'node:crypto'
+import { createPrivateKey, X509Certificate } from 'node:crypto'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -267,7 +267,11 @@ await labTest(
       t.ok(two.cert.verify(one.ca.publicKey), "DPU 1's CA verifies DPU 2's certificate")
       t.ok(one.cert.verify(two.ca.publicKey), "DPU 2's CA verifies DPU 1's certificate")
       t.equal(one.ca.fingerprint256, two.ca.fingerprint256, "one CA: the group's chassis CA")
-      t.match(one.key, /credentials\/dpu\.key$/, "the DPU's own key")
+      t.match(one.key, /\/sb-client\.key$/, 'the key beside the certificate the DPU shows its SB')
+      t.ok(
+        one.cert.checkPrivateKey(createPrivateKey(await readFile(one.key, 'utf8'))),
+        'the key of that certificate',
+      )
     })
 
     t.ok(await eventually(() => pings(s.h1.netns, H2.ip), 20_000), 'h1 reaches h2')
