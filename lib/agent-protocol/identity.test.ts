@@ -1,5 +1,5 @@
 import 'reflect-metadata'
-import { webcrypto } from 'node:crypto'
+import { KeyObject, webcrypto, X509Certificate } from 'node:crypto'
 import * as x509 from '@peculiar/x509'
 import t from 'tap'
 import {
@@ -21,18 +21,29 @@ const identity = async (
   dnsNames: string[] = [commonName],
 ) => (await ca.issueIdentity({ commonName, dnsNames })).cert
 
-/** An identity of the operator's CA for an RSA key (cert-manager's default algorithm). */
-async function rsaIdentity(commonName: string): Promise<string> {
-  const keys = await webcrypto.subtle.generateKey(
-    {
-      name: 'RSASSA-PKCS1-v1_5',
-      modulusLength: 2048,
-      publicExponent: new Uint8Array([1, 0, 1]),
-      hash: 'SHA-256',
-    },
-    true,
-    ['sign', 'verify'],
-  )
+/** Key algorithms an operator's CA may give DPUs (cert-manager's RSA 2048 by default). */
+const RSA = (bits: number) => ({
+  name: 'RSASSA-PKCS1-v1_5',
+  modulusLength: bits,
+  publicExponent: new Uint8Array([1, 0, 1]),
+  hash: 'SHA-256',
+})
+const KEYS = {
+  rsa2048: RSA(2048),
+  rsa1024: RSA(1024),
+  p384: { name: 'ECDSA', namedCurve: 'P-384' },
+  ed25519: { name: 'Ed25519' },
+} as const
+
+/** An identity of the operator's CA for a key of `algorithm`, and that key. */
+async function operatorIdentity(
+  commonName: string,
+  algorithm: (typeof KEYS)[keyof typeof KEYS],
+): Promise<{ cert: string; key: KeyObject }> {
+  const keys = (await webcrypto.subtle.generateKey(algorithm, true, [
+    'sign',
+    'verify',
+  ])) as webcrypto.CryptoKeyPair
   const ca = new x509.X509Certificate(operator.caCert)
   const caKey = await webcrypto.subtle.importKey(
     'pkcs8',
@@ -51,7 +62,7 @@ async function rsaIdentity(commonName: string): Promise<string> {
     publicKey: keys.publicKey,
     signingKey: caKey,
   })
-  return cert.toString('pem')
+  return { cert: cert.toString('pem'), key: KeyObject.from(keys.privateKey) }
 }
 
 t.test('an agent presents an identity: taken only as its own DPU’s, and newer', async (t) => {
@@ -73,7 +84,12 @@ t.test('an agent presents an identity: taken only as its own DPU’s, and newer'
     ],
     ['another CA’s, with this DPU’s name', await identity(other, 'dpu-1'), null, /DPUs' CA/],
     ['not a certificate', 'hello', null, /not a PEM certificate/],
-    ['an RSA key', await rsaIdentity('dpu-1'), null, /not P-256/],
+    [
+      'an RSA key of 1,024 bits',
+      (await operatorIdentity('dpu-1', KEYS.rsa1024)).cert,
+      null,
+      /1024 bits, fewer than 2048/,
+    ],
     [
       'one on record of another CA (Hydrazine’s, earlier) is replaced',
       own,
@@ -100,3 +116,31 @@ t.test('trustedBy: a CA bundle, no key; nothing else', async (t) => {
   t.notOk(trusted.issued(await identity(other, 'dpu-1')), 'not another CA’s')
   t.throws(() => trustedBy('no certificate'), { code: 'PKI_INVALID' })
 })
+
+t.test(
+  "an operator's DPU keys: RSA, P-384 and Ed25519 taken and certified as they are",
+  async (t) => {
+    const group = await certificateAuthorityOf(await newCertificateAuthority())
+    for (const [what, algorithm] of [
+      ['RSA 2048', KEYS.rsa2048],
+      ['ECDSA P-384', KEYS.p384],
+      ['Ed25519', KEYS.ed25519],
+    ] as const) {
+      const { cert, key } = await operatorIdentity('dpu-1', algorithm)
+      const verdict = identityVerdict({ dpuId: 'dpu-1', presented: cert, recorded: null, trusted })
+      t.same(verdict, { take: true }, `${what}: taken`)
+      const chassis = new X509Certificate(await group.certifyKeyOf(cert, 1))
+      t.ok(
+        chassis.checkPrivateKey(key),
+        `${what}: the chassis certificate is for the DPU's own key`,
+      )
+      t.ok(group.issued(chassis.toString()), `${what}: signed by the group's CA`)
+    }
+    const weak = await operatorIdentity('dpu-1', KEYS.rsa1024)
+    await t.rejects(
+      group.certifyKeyOf(weak.cert, 1),
+      { code: 'PKI_BAD_REQUEST', message: /1024 bits, fewer than 2048/ },
+      'a weak key is not certified',
+    )
+  },
+)

@@ -12,7 +12,7 @@
  * nobody else anything to present.
  */
 import { X509Certificate } from 'node:crypto'
-import { type CertificateSigner, commonNameOf } from '../pki/index.ts'
+import { type CertificateSigner, certifiableKey, commonNameOf } from '../pki/index.ts'
 
 /** Why a presented identity is not taken, in words for a log line; undefined: taken. */
 export type IdentityVerdict =
@@ -23,7 +23,7 @@ export type IdentityVerdict =
  * Whether `presented`, the identity the agent of DPU `dpuId` presents, replaces `recorded`
  * (the one on record, null: none): it must be issued by `trusted` (the DPUs' CA) and valid
  * at `now`, name the DPU (its CN, and its DNS names when it has any, are `dpuId`), hold a
- * P-256 key (what a chassis certificate certifies), and be
+ * key a chassis certificate can certify (`certifiableKey`), and be
  * newer than `recorded` (issued later), unless `recorded` is no valid certificate of
  * `trusted` (expired, or of another CA).
  *
@@ -50,9 +50,9 @@ export function identityVerdict({
   if (named.commonName !== dpuId) return refuse(`its CN is ${named.commonName ?? '(none)'}`)
   const other = named.dnsNames.find((name) => name !== dpuId)
   if (other !== undefined) return refuse(`it names ${other}`)
-  // A group's chassis CA certifies this key as it is, and signs P-256 keys only.
-  if (cert.publicKey.asymmetricKeyDetails?.namedCurve !== 'prime256v1')
-    return refuse('its key is not P-256 (ECDSA), which a chassis certificate needs')
+  // A group's chassis CA certifies this key as it is.
+  const key = certifiableKey(cert)
+  if (!key.ok) return refuse(`${key.why}: no chassis certificate can certify it`)
   if (recorded === null || !trusted.issued(recorded, now)) return { take: true }
   const before = certificateOf(recorded)
   if (!before) return { take: true }

@@ -285,7 +285,9 @@ function signerOf(caKey: CryptoKey, caCert: x509.X509Certificate): CertificateSi
       }
       const commonName = holder.subjectName.getField('CN')[0]
       if (!commonName) throw new CertificateRequestError('the certificate has no CN')
-      const publicKey = await holder.publicKey.export(KEY_ALGORITHM, ['verify'])
+      const kind = certifiableKey(new NodeX509(pem))
+      if (!kind.ok) throw new CertificateRequestError(`the certificate's key: ${kind.why}`)
+      const publicKey = await holder.publicKey.export(kind.algorithm, ['verify'])
       // Never outlives the holder's own certificate: a key replaced or expired there is done.
       const left = (holder.notAfter.getTime() - Date.now()) / DAY_MS
       if (left <= 0) throw new CertificateRequestError('the certificate has expired')
@@ -294,6 +296,65 @@ function signerOf(caKey: CryptoKey, caCert: x509.X509Certificate): CertificateSi
       return cert.toString('pem')
     },
     issued: issuedBy(caNode),
+  }
+}
+
+/** Web Crypto's names of the EC curves a certified key may be on (Node names them by OID name). */
+const CURVES: Readonly<Record<string, string>> = {
+  prime256v1: 'P-256',
+  secp384r1: 'P-384',
+  secp521r1: 'P-521',
+}
+
+/** `certifiableKey`'s answer: the algorithm to import the key as, or why it cannot be. */
+export type CertifiableKey =
+  | {
+      readonly ok: true
+      readonly algorithm:
+        | webcrypto.EcKeyImportParams
+        | webcrypto.RsaHashedImportParams
+        | webcrypto.Algorithm
+    }
+  | { readonly ok: false; readonly why: string }
+
+/** The least RSA key a chassis certificate certifies (NIST SP 800-131A: 2048 bits). */
+const MIN_RSA_BITS = 2048
+
+/**
+ * Whether `certifyKeyOf` can certify the key of `cert`, and as what Web Crypto algorithm
+ * it is imported: an ECDSA key on P-256, P-384 or P-521, an RSA key of at least 2,048
+ * bits, or Ed25519 — the keys an operator's CA (cert-manager's issuers, say) gives DPUs,
+ * and OpenSSL 3's TLS (Open vSwitch's, Redis') takes. Hydrazine's own are P-256.
+ *
+ * @example certifiableKey(new X509Certificate(identityPem)) // { algorithm: { name: 'ECDSA', … } }
+ */
+export function certifiableKey(cert: NodeX509): CertifiableKey {
+  const key = cert.publicKey
+  const details = key.asymmetricKeyDetails ?? {}
+  switch (key.asymmetricKeyType) {
+    case 'ec': {
+      const curve = CURVES[details.namedCurve ?? '']
+      if (curve) return { ok: true, algorithm: { name: 'ECDSA', namedCurve: curve } }
+      return {
+        ok: false,
+        why: `its EC key is on ${details.namedCurve ?? 'an unnamed curve'}, not P-256, P-384 or P-521`,
+      }
+    }
+    case 'rsa':
+      if ((details.modulusLength ?? 0) >= MIN_RSA_BITS) {
+        return { ok: true, algorithm: { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' } }
+      }
+      return {
+        ok: false,
+        why: `its RSA key has ${details.modulusLength ?? 0} bits, fewer than ${MIN_RSA_BITS}`,
+      }
+    case 'ed25519':
+      return { ok: true, algorithm: { name: 'Ed25519' } }
+    default:
+      return {
+        ok: false,
+        why: `its key is ${key.asymmetricKeyType ?? 'of no known type'}, not ECDSA, RSA or Ed25519`,
+      }
   }
 }
 

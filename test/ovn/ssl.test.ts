@@ -3,7 +3,7 @@
  * --remote=pssl:…`, with certificates from lib/pki.
  */
 import { execFile } from 'node:child_process'
-import { readFile } from 'node:fs/promises'
+import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -173,3 +173,31 @@ async function waitFor(check: () => boolean, ms = 5000): Promise<void> {
     await new Promise((r) => setTimeout(r, 20))
   }
 }
+
+t.test("OVS's TLS takes a chassis certificate for an operator's RSA or Ed25519 key", async (t) => {
+  // An operator's CA (cert-manager's RSA 2048 by default) gives a DPU its key; a group's
+  // chassis CA (P-256) certifies that key as it is, and the group's SB must admit it.
+  const dir = await tempDir(t, 'hz-ssl-')
+  const group = await openCertificateAuthority(join(dir, 'group-ca'))
+  const sb = await startOvsdb(t, undefined, {
+    ssl: await group.writeIssued('sb', await group.issueServer({ ips: ['127.0.0.1'] })),
+  })
+  for (const [what, newkey] of [
+    ['RSA 2048', 'rsa:2048'],
+    ['Ed25519', 'ed25519'],
+  ] as const) {
+    const key = join(dir, `${newkey}.key`)
+    const identity = join(dir, `${newkey}.crt`)
+    await promisify(execFile)('openssl', [
+      ...['req', '-x509', '-newkey', newkey, '-nodes', '-subj', '/CN=dpu-op', '-days', '1'],
+      ...['-keyout', key, '-out', identity],
+    ])
+    const chassis = join(dir, `${newkey}-chassis.crt`)
+    await writeFile(chassis, await group.certifyKeyOf(await readFile(identity, 'utf8'), 1))
+    const { stdout } = await promisify(execFile)('ovsdb-client', [
+      ...[`--private-key=${key}`, `--certificate=${chassis}`, `--ca-cert=${group.caFile}`],
+      ...['--timeout=5', 'list-dbs', sb.ssl ?? ''],
+    ])
+    t.match(stdout, /OVN_Northbound/, `${what}: admitted by the group's SB`)
+  }
+})
