@@ -64,7 +64,7 @@ async function measure(
   hosts: number,
 ): Promise<AttachFigures> {
   const p = await startBenchPipeline({
-    centrals: 'shared',
+    centrals: attachCentrals(),
     dpus: Array.from({ length: 2 * groups }, (_, d) => `dpu-${d}`),
     name: redisCluster ? 'attach-cluster' : 'attach',
     redisCluster,
@@ -119,13 +119,29 @@ async function measure(
   }
 }
 
+/**
+ * Where the groups' centrals are: one shared by all (the default, whose NB and SB the step
+ * watch follows), or `HYDRAZINE_BENCH_ATTACH_CENTRALS=per-group`, a central per group as
+ * Hydrazine runs by default (each started by its group's first attach; no step figures).
+ */
+function attachCentrals(): 'shared' | 'per-group' {
+  const asked = process.env.HYDRAZINE_BENCH_ATTACH_CENTRALS
+  if (asked === undefined || asked === 'shared') return 'shared'
+  if (asked === 'per-group') return 'per-group'
+  throw new Error(`HYDRAZINE_BENCH_ATTACH_CENTRALS must be shared or per-group, not ${asked}`)
+}
+
 export default async function attachBench(): Promise<void> {
   const scale = benchScale()
   const groups = scaled(GROUPS, scale)
   const hosts = scaled(HOSTS, scale, 2)
   const single = await measure(false, groups, hosts)
-  const burstNote = `${groups * hosts} attaches requested at once${scaleNote(scale)}`
-  const steadyNote = `${groups * hosts} attaches offered at ${OFFERED_RATE}/s${scaleNote(scale)}`
+  const layout =
+    attachCentrals() === 'per-group'
+      ? '; a central per group (HYDRAZINE_BENCH_ATTACH_CENTRALS)'
+      : ''
+  const burstNote = `${groups * hosts} attaches requested at once${layout}${scaleNote(scale)}`
+  const steadyNote = `${groups * hosts} attaches offered at ${OFFERED_RATE}/s${layout}${scaleNote(scale)}`
   report({
     suite: 'attach',
     metric: 'rate_per_s',
