@@ -45,6 +45,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 /** How long everything answered may take to converge after a start. */
 const CONVERGE_MS = 45_000
+/** After this long converging, what is still pending is printed. */
+const SLOW_CONVERGE_MS = 8_000
 
 /**
  * Where each cut falls: inside a central's making (`empty`: its database file created and
@@ -191,7 +193,9 @@ t.test(
       const startedAt = performance.now()
       stack = await startStack(env, dataDir)
       const up = performance.now()
-      const converged = await convergence(call, ledger)
+      const converged = await convergence(call, ledger, (left) =>
+        t.comment(`start ${i}: still converging after ${SLOW_CONVERGE_MS} ms: ${left.join('; ')}`),
+      )
       t.same(converged, [], `start ${i}: everything answered before the cut converged`)
       // The stack is cut by the teardown.
       if (converged.length > 0) return
@@ -330,7 +334,11 @@ async function cut(stack: Stack, dataDir: string): Promise<void> {
  * What has not converged after `CONVERGE_MS` (empty when everything has): each group and
  * host accepted is Ready at its spec version, each deleted one is gone.
  */
-async function convergence(call: Call, ledger: Ledger): Promise<string[]> {
+async function convergence(
+  call: Call,
+  ledger: Ledger,
+  slow: (left: string[]) => void = () => {},
+): Promise<string[]> {
   const pending = async () => {
     const left: string[] = []
     const objects = [
@@ -345,10 +353,15 @@ async function convergence(call: Call, ledger: Ledger): Promise<string[]> {
     return left
   }
   let left = await pending()
-  const deadline = Date.now() + CONVERGE_MS
-  while (left.length > 0 && Date.now() < deadline) {
+  const began = Date.now()
+  let told = false
+  while (left.length > 0 && Date.now() < began + CONVERGE_MS) {
     await sleep(100)
     left = await pending()
+    // What is still converging after SLOW_CONVERGE_MS, for the run's comments: a slow
+    // start says what it waited on.
+    if (!told && left.length > 0 && Date.now() > began + SLOW_CONVERGE_MS) slow(left)
+    told ||= Date.now() > began + SLOW_CONVERGE_MS
   }
   return left
 }
