@@ -387,17 +387,20 @@ export class GroupApplier implements GroupApplies {
         policies = desired.policies
         return desired
       }
-      const result = await applyDesiredRows(client, read, { cache, group: name }).catch(
-        async (error: unknown) => {
-          if (!(error instanceof LastHostLeft)) throw error
-          // A group being deleted whose hosts have all left keeps no row: the last host's
-          // port goes (even when its DPU could not isolate it), and an apply that comes late
-          // (a detach's, queued behind the pace) writes no base rows back after group.delete
-          // removed them.
-          await deleteGroupTopology(client, name, { cache })
-          throw new GroupGone(name)
-        },
-      )
+      const result = await applyDesiredRows(client, read, {
+        cache,
+        group: name,
+        // Every row compared: against NB as of now, not as far as the cache got.
+        ...(compareAll ? { sync: true } : {}),
+      }).catch(async (error: unknown) => {
+        if (!(error instanceof LastHostLeft)) throw error
+        // A group being deleted whose hosts have all left keeps no row: the last host's
+        // port goes (even when its DPU could not isolate it), and an apply that comes late
+        // (a detach's, queued behind the pace) writes no base rows back after group.delete
+        // removed them.
+        await deleteGroupTopology(client, name, { cache })
+        throw new GroupGone(name)
+      })
       if (result.changed)
         this.#follow(name, endpoints.sbController, result, endpoints.northdVersion)
       if (result.touched.some((id) => id.startsWith('DNS/')))

@@ -150,3 +150,37 @@ t.test(
     t.ok(ports.includes('hz-cache-h2'), "the other process's member is still in NB")
   },
 )
+
+t.test(
+  'an apply that syncs first compares every row with NB as of the call, not as far as the cache got',
+  async (t) => {
+    const server = await startOvsdb(t)
+    const client = await OvsdbClient.connect(server.unix)
+    const other = await OvsdbClient.connect(server.unix)
+    t.teardown(async () => {
+      await client.close()
+      await other.close()
+    })
+    const cache = await NbTopologyCache.start(client)
+    t.teardown(() => cache.close())
+    const desired = compileGroupTopology(spec([0, 1, 2].map((h) => member(h))))
+    await applyDesiredRows(client, desired, { cache, group: 'cache' })
+    await client.echo()
+
+    // Ten times: a port deleted by another client (an operator by hand), then at once an
+    // apply comparing every row, as reconcile's does.
+    let restored = 0
+    for (let round = 0; round < 10; round++) {
+      const [port] = (await readOwnedRows(other, 'group/cache')).Logical_Switch_Port.filter(
+        (r) => r.name === 'hz-cache-h1',
+      )
+      await other.transact(nb.name, [
+        nb.mutate('Logical_Switch', [], [['ports', 'delete', ['uuid', port?._uuid ?? '']]]),
+      ])
+      cache.applied.delete('group/cache')
+      const result = await applyDesiredRows(client, desired, { cache, group: 'cache', sync: true })
+      if (result.ports.added.includes('hz-cache-h1')) restored++
+    }
+    t.equal(restored, 10, 'every apply saw the port gone and put it back')
+  },
+)

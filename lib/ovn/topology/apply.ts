@@ -72,6 +72,13 @@ export interface ApplyOptions {
    * shows as a newer generation, and the apply starts over instead of undoing it.
    */
   readonly group?: string
+  /**
+   * With a cache: its first read waits until every update NB sent before an `echo` round
+   * trip has been applied, so the diff sees NB as of the call — a change made by another
+   * client a moment ago (an operator's edit) included, not only what a stale cache would
+   * retry on. For applies that compare every row (reconcile's check).
+   */
+  readonly sync?: boolean
 }
 
 /**
@@ -168,14 +175,15 @@ export async function applyDesiredRows(
   let group = typeof desiredRows === 'function' ? '' : desiredRows.group
   const { cache } = options
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const sync = attempt > 1 || options.sync === true
     const before =
       cache && options.group !== undefined
-        ? generationOf(await cache.ownedIndex(ownerOf(options.group), attempt > 1))
+        ? generationOf(await cache.ownedIndex(ownerOf(options.group), sync))
         : undefined
     const desired = typeof desiredRows === 'function' ? await desiredRows() : desiredRows
     group = desired.group
     const actual = cache
-      ? await cache.ownedIndex(desired.owner, attempt > 1 && before === undefined)
+      ? await cache.ownedIndex(desired.owner, sync && before === undefined)
       : await readOwnedRows(client, desired.owner)
     if (before !== undefined && 'byId' in actual && generationOf(actual) !== before) {
       // NB changed while the desired rows were read: they may predate that change.
