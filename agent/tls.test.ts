@@ -157,3 +157,33 @@ t.test('a renewed identity: the key beside each certificate is the one it certif
   t.equal(reopened.current, again.cert, 'a restarted agent keeps the pair its last run presented')
   t.equal(await readFile(reopened.keyFile, 'utf8'), again.key)
 })
+
+t.test(
+  'restarted between a key rotation and its chassis certificate, then renewed again',
+  async (t) => {
+    const { runDir, root, group, identity } = await identities(t)
+    const first = await SouthboundCertificate.open(identity, runDir)
+    const certifiedFirst = await group.certifyKeyOf(identity.cert)
+    await first.use(certifiedFirst, group.caCert)
+
+    // The key rotated on disk and the agent restarted before any configure came.
+    const second = await root.issueIdentity({ commonName: 'dpu-1' })
+    const restarted = await SouthboundCertificate.open(
+      { ...identity, cert: second.cert, key: second.key },
+      runDir,
+      certifiedFirst,
+    )
+    t.equal(restarted.current, certifiedFirst, "the group's certificate for the first key stays")
+    t.equal(await readFile(restarted.keyFile, 'utf8'), identity.key, 'with the first key')
+
+    const third = await root.issueIdentity({ commonName: 'dpu-1' })
+    t.equal(
+      await restarted.adopt({ ...identity, cert: third.cert, key: third.key }),
+      false,
+      'renewed again: still nothing for ovn-controller to change',
+    )
+    t.equal(restarted.ovsdbTls().key, identity.key, 'the pair in use is kept whole')
+    t.equal(await restarted.use(await group.certifyKeyOf(third.cert), group.caCert), true)
+    t.equal(await readFile(restarted.keyFile, 'utf8'), third.key, 'until one for the newest key')
+  },
+)

@@ -315,10 +315,10 @@ export class SouthboundCertificate {
 
   /**
    * Takes a renewed identity (`loadAgentTls` checked it): its key is held from now on,
-   * with the one before it. Where the identity itself was presented, or its CA trusted,
-   * the renewed one is from now on; a certificate the group's chassis CA made for the
-   * earlier key stays, with that key, until `use` replaces it. True when what
-   * ovn-controller reads changed.
+   * with the one before it and the one in use. Where the identity itself was presented,
+   * or its CA trusted, the renewed one is from now on; a certificate the group's chassis
+   * CA made for an earlier key stays, with that key, until `use` replaces it. True when
+   * what ovn-controller reads changed.
    */
   async adopt(identity: AgentTls): Promise<boolean> {
     const before = this.identity
@@ -326,7 +326,8 @@ export class SouthboundCertificate {
       return false
     }
     this.identity = identity
-    this.keys = [...new Set([identity.key, before.key])]
+    // The one in use stays held too (an earlier run's, from `sb-client.key`, say).
+    this.keys = [...new Set([identity.key, this.keyPem, before.key])]
     const pem = this.pem === before.cert ? identity.cert : this.pem
     const ca = this.caPem === before.ca ? identity.ca : this.caPem
     return this.use(pem, ca)
