@@ -236,14 +236,7 @@ export class Agent {
     // The group's SB may admit only its own chassis: this is the certificate it takes
     // (refused, changing nothing, when it is not this DPU's).
     await this.sbCertificate?.use(group.sbCertificate, group.sbCa)
-    const presented = this.sbCertificate
-      ? {
-          [SB_CERTIFICATE_KEY]: this.sbCertificate.current,
-          [sbCertificateKeyOf(group.sbRemote)]: this.sbCertificate.current,
-          [SB_CA_KEY]: this.sbCertificate.currentCa,
-          [sbCaKeyOf(group.sbRemote)]: this.sbCertificate.currentCa,
-        }
-      : {}
+    const presented = this.presentedIds(group.sbRemote)
 
     await this.ovs.ensureBridges([
       { name: c.integrationBridge, datapathType: c.datapathType, failMode: 'secure' },
@@ -341,16 +334,11 @@ export class Agent {
    */
   async useIdentity(tls: AgentTls): Promise<void> {
     if (!this.sbCertificate || !(await this.sbCertificate.adopt(tls))) return
-    const { current, currentCa } = this.sbCertificate
-    const remote = (await this.ovs.snapshot()).ovnRemote
-    await this.ovs.setChassisIds({
-      [SB_CERTIFICATE_KEY]: current,
-      [SB_CA_KEY]: currentCa,
-      ...(remote ? { [sbCertificateKeyOf(remote)]: current, [sbCaKeyOf(remote)]: currentCa } : {}),
-    })
+    await this.ovs.setChassisIds(this.presentedIds((await this.ovs.snapshot()).ovnRemote))
     // OVS's IPsec reads the same key file: its certificate follows.
-    if (await this.ipsec?.inUse(this.ovs)) {
-      await this.ipsec?.use(this.ovs, { cert: current, ca: currentCa })
+    if (this.ipsec && (await this.ipsec.inUse(this.ovs))) {
+      const { current, currentCa } = this.sbCertificate
+      await this.ipsec.use(this.ovs, { cert: current, ca: currentCa })
     }
     if (this.ovnController.running && this.ovnController.stale) await this.startOvnController()
   }
@@ -377,15 +365,24 @@ export class Agent {
     const releasing = parseRemotes(snap.chassisIds[releasingKey(job.host.logicalPort)])
     if (!boundThrough && !releasing.includes(remote)) return undefined
     await this.sbCertificate.use(pem, sbCa)
-    const { current, currentCa } = this.sbCertificate
-    await this.ovs.setChassisIds({
-      [SB_CERTIFICATE_KEY]: current,
-      [sbCertificateKeyOf(remote)]: current,
-      [SB_CA_KEY]: currentCa,
-      [sbCaKeyOf(remote)]: currentCa,
-    })
+    await this.ovs.setChassisIds(this.presentedIds(remote))
     if (this.ovnController.running && this.ovnController.stale) await this.startOvnController()
     return remote
+  }
+
+  /**
+   * What the OVS database keeps of the certificate and CA presented to the SB: the current
+   * ones, and the same under `remote` (the SB they are for, when one is followed). Nothing
+   * without a TLS identity.
+   */
+  private presentedIds(remote: string | null | undefined): Record<string, string> {
+    if (!this.sbCertificate) return {}
+    const { current, currentCa } = this.sbCertificate
+    return {
+      [SB_CERTIFICATE_KEY]: current,
+      [SB_CA_KEY]: currentCa,
+      ...(remote ? { [sbCertificateKeyOf(remote)]: current, [sbCaKeyOf(remote)]: currentCa } : {}),
+    }
   }
 
   private mustClaimHostPort(claim: Claim, job: ConfigureRequest): void {

@@ -60,23 +60,18 @@ function issuedBy(certPem: string, caPem: string): boolean {
 
 /** Points OVS's IPsec at the DPU's certificate, or takes it away. */
 export class GeneveIpsec {
-  /** The DPU's key, as `private_key`. */
-  readonly keyFile: string
-
   /**
    * @param dir where the certificate and CA files go (`<runDir>/ipsec`)
    * @param identity the DPU's TLS identity (`loadAgentTls`)
-   * @param keyFile the key of the certificate the SB is shown (`SouthboundCertificate.keyFile`,
-   *   the one a renewed identity's key reaches once that certificate is for it); default
-   *   `--tls-key`
+   * @param keyFile `private_key`: the key of the certificate the SB is shown
+   *   (`SouthboundCertificate.keyFile`, which a renewed identity's key reaches once that
+   *   certificate is for it)
    */
   constructor(
     readonly dir: string,
     private readonly identity: AgentTls,
-    keyFile: string = identity.files.key,
-  ) {
-    this.keyFile = keyFile
-  }
+    readonly keyFile: string,
+  ) {}
 
   /**
    * Writes the certificate and CA `ipsecPkiOf(southbound, identity)` picks and makes

@@ -43,7 +43,7 @@ t.test("OVS's IPsec gets the DPU's chassis certificate, or its identity", async 
   ])
   const ovs = await LocalOvs.connect(server.unix)
   t.teardown(() => ovs.close())
-  const ipsec = new GeneveIpsec(join(dir, 'run', 'ipsec'), tls)
+  const ipsec = new GeneveIpsec(join(dir, 'run', 'ipsec'), tls, files.keyFile)
   const pkiOf = async () => {
     const config = await ovs.otherConfig()
     const cert = new X509Certificate(await readFile(config.certificate ?? '', 'utf8'))
