@@ -26,6 +26,8 @@ import {
   type ConfigureInput,
   type Heartbeat,
 } from '../../lib/agent-protocol/index.ts'
+import { startDaemon } from '../../lib/process/daemon.ts'
+import { canConnect, freePort } from '../../lib/process/ports.ts'
 import { createRedis, type RedisClient } from '../../lib/redis/connection.ts'
 import { withRedisCluster } from '../helpers/redis-cluster.ts'
 import type { Teardown } from '../helpers/stack.ts'
@@ -111,6 +113,37 @@ export async function dpuState(dpu: SimDpu): Promise<DpuState> {
     chassis: (await dpu.vsctl('get', 'Open_vSwitch', '.', 'external_ids')).trim(),
     relayNamespaces,
   }
+}
+
+/**
+ * A private redis-server speaking TLS only, on a free loopback port: its server certificate
+ * and key `server`, admitting only client certificates of `ca`, with the users of `acl`
+ * (ACL file lines; `user default off` first), keeping nothing on disk. Files under `dir`;
+ * stopped when the lab ends. Returns its port.
+ */
+export async function startTlsRedis(
+  lab: { later(fn: () => Promise<unknown>): void },
+  dir: string,
+  files: { readonly cert: string; readonly key: string; readonly ca: string },
+  acl: string,
+): Promise<number> {
+  const aclFile = join(dir, 'users.acl')
+  await writeFile(aclFile, `user default off\n${acl}\n`)
+  const port = await freePort()
+  const redis = await startDaemon({
+    name: 'redis-server(tls)',
+    command: 'redis-server',
+    args: [
+      ...['--port', '0', '--bind', '127.0.0.1', '--tls-port', String(port)],
+      ...['--tls-cert-file', files.cert, '--tls-key-file', files.key],
+      ...['--tls-ca-cert-file', files.ca, '--tls-auth-clients', 'yes', '--aclfile', aclFile],
+      ...['--save', '', '--appendonly', 'no', '--dir', dir],
+    ],
+    logFile: join(dir, 'redis.out'),
+    ready: () => canConnect({ port }),
+  })
+  lab.later(() => redis.stop())
+  return port
 }
 
 export const HOST_MAC = '0a:00:00:00:01:01'

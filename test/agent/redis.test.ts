@@ -12,8 +12,8 @@ import { Redis } from 'ioredis'
 import t from 'tap'
 import { Heartbeats } from '../../lib/agent-protocol/heartbeats.ts'
 import { startDaemon } from '../../lib/process/daemon.ts'
-import { canConnect, freePort } from '../../lib/process/ports.ts'
-import { type AgentLab, agentArgs, startAgentLab } from './fixture.ts'
+import { freePort } from '../../lib/process/ports.ts'
+import { type AgentLab, agentArgs, startAgentLab, startTlsRedis } from './fixture.ts'
 import { makeCa } from './pki.ts'
 
 const repo = fileURLToPath(new URL('../..', import.meta.url))
@@ -59,40 +59,12 @@ t.test('rediss:// with a private CA; the password is in no log line', async (t) 
   // Percent-encoded in the URL; a log must show neither form.
   const secret = `Pw/${randomBytes(6).toString('hex')}:@x`
   const hidden = [secret, encodeURIComponent(secret), secret.slice(3, 15)]
-  const acl = join(dir, 'users.acl')
-  await writeFile(acl, `user default off\nuser hz-agent on >${secret} ~* &* +@all\n`)
-  const port = await freePort()
-  const redis = await startDaemon({
-    name: 'redis-server(tls)',
-    command: 'redis-server',
-    args: [
-      '--port',
-      '0',
-      '--bind',
-      '127.0.0.1',
-      '--tls-port',
-      String(port),
-      '--tls-cert-file',
-      server.cert,
-      '--tls-key-file',
-      server.key,
-      '--tls-ca-cert-file',
-      ca.ca,
-      '--tls-auth-clients',
-      'yes',
-      '--aclfile',
-      acl,
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-    ],
-    logFile: join(dir, 'redis.out'),
-    ready: () => canConnect({ port }),
-  })
-  lab.later(() => redis.stop())
+  const port = await startTlsRedis(
+    lab,
+    dir,
+    { cert: server.cert, key: server.key, ca: ca.ca },
+    `user hz-agent on >${secret} ~* &* +@all`,
+  )
   const url = (password: string, p = port) =>
     `rediss://hz-agent:${encodeURIComponent(password)}@127.0.0.1:${p}`
   const pem = (path: string) => readFile(path, 'utf8')

@@ -29,7 +29,7 @@ import { openCertificateAuthority } from '../../lib/pki/index.ts'
 import { startDaemon } from '../../lib/process/daemon.ts'
 import { canConnect, freePort } from '../../lib/process/ports.ts'
 import { eventually, processesMentioning } from '../helpers/processes.ts'
-import { type AgentLab, dpuState, startAgentLab } from './fixture.ts'
+import { type AgentLab, dpuState, startAgentLab, startTlsRedis } from './fixture.ts'
 import { makeCa } from './pki.ts'
 
 /** True once lib/ovn's OVSDB client connects to `ssl:` remotes. */
@@ -625,22 +625,12 @@ t.test('a renewed identity is taken while the agent runs, by all it talks to', a
     await root.issueServer({ commonName: 'redis', ips: ['127.0.0.1'] }),
   )
   const password = randomBytes(12).toString('hex')
-  const acl = join(dir, 'users.acl')
-  await writeFile(acl, `user default off\nuser hz-agent on >${password} ~* &* +@all\n`)
-  const redisPort = await freePort()
-  const redis = await startDaemon({
-    name: 'redis-server(tls)',
-    command: 'redis-server',
-    args: [
-      ...['--port', '0', '--bind', '127.0.0.1', '--tls-port', String(redisPort)],
-      ...['--tls-cert-file', redisFiles.certFile, '--tls-key-file', redisFiles.keyFile],
-      ...['--tls-ca-cert-file', root.caFile, '--tls-auth-clients', 'yes', '--aclfile', acl],
-      ...['--save', '', '--appendonly', 'no', '--dir', dir],
-    ],
-    logFile: join(dir, 'redis.out'),
-    ready: () => canConnect({ port: redisPort }),
-  })
-  lab.later(() => redis.stop())
+  const redisPort = await startTlsRedis(
+    lab,
+    dir,
+    { cert: redisFiles.certFile, key: redisFiles.keyFile, ca: root.caFile },
+    `user hz-agent on >${password} ~* &* +@all`,
+  )
   const connection = {
     host: '127.0.0.1',
     port: redisPort,

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import {
   applyDesiredRows,
   applyGroupTopology,
@@ -113,18 +113,27 @@ t.test(
   },
 )
 
+/**
+ * An NB server, this process's client with its cache, and another process's client (an
+ * operator, another controller) writing beside it; closed at teardown.
+ */
+async function twoWriters(t: Test) {
+  const server = await startOvsdb(t)
+  const client = await OvsdbClient.connect(server.unix)
+  const other = await OvsdbClient.connect(server.unix)
+  t.teardown(async () => {
+    await client.close()
+    await other.close()
+  })
+  const cache = await NbTopologyCache.start(client)
+  t.teardown(() => cache.close())
+  return { client, other, cache }
+}
+
 t.test(
   'a member another process added while this one read its desired rows is not undone',
   async (t) => {
-    const server = await startOvsdb(t)
-    const client = await OvsdbClient.connect(server.unix)
-    const other = await OvsdbClient.connect(server.unix)
-    t.teardown(async () => {
-      await client.close()
-      await other.close()
-    })
-    const cache = await NbTopologyCache.start(client)
-    t.teardown(() => cache.close())
+    const { client, other, cache } = await twoWriters(t)
     await applyGroupTopology(client, spec([0, 1].map((h) => member(h))), { cache })
     await client.echo()
 
@@ -154,15 +163,7 @@ t.test(
 t.test(
   'an apply that syncs first compares every row with NB as of the call, not as far as the cache got',
   async (t) => {
-    const server = await startOvsdb(t)
-    const client = await OvsdbClient.connect(server.unix)
-    const other = await OvsdbClient.connect(server.unix)
-    t.teardown(async () => {
-      await client.close()
-      await other.close()
-    })
-    const cache = await NbTopologyCache.start(client)
-    t.teardown(() => cache.close())
+    const { client, other, cache } = await twoWriters(t)
     const desired = compileGroupTopology(spec([0, 1, 2].map((h) => member(h))))
     await applyDesiredRows(client, desired, { cache, group: 'cache' })
     await client.echo()
