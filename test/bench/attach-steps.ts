@@ -175,6 +175,14 @@ export class CentralWatch {
   readonly #clients: OvsdbClient[] = []
   readonly #monitors: MonitorHandle[] = []
 
+  /**
+   * One that follows no central (a central per group): its hosts' moments have no NB
+   * commit and no Port_Binding, so only the steps that need neither are measured.
+   */
+  static none(): CentralWatch {
+    return new CentralWatch()
+  }
+
   static async start(central: { nb: string; sb: string }): Promise<CentralWatch> {
     const watch = new CentralWatch()
     try {

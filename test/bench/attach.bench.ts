@@ -105,7 +105,7 @@ async function measure(
         p50: quantile(latencies, 0.5),
         p95: quantile(latencies, 0.95),
         p99: quantile(latencies, 0.99),
-        moments: watch ? steady.moments.map((m) => watch.moments(m, p)) : [],
+        moments: steady.moments.map((m) => (watch ?? CentralWatch.none()).moments(m, p)),
         commands: counted,
         cpu: used,
         steadySeconds,
@@ -122,7 +122,8 @@ async function measure(
 /**
  * Where the groups' centrals are: one shared by all (the default, whose NB and SB the step
  * watch follows), or `HYDRAZINE_BENCH_ATTACH_CENTRALS=per-group`, a central per group as
- * Hydrazine runs by default (each started by its group's first attach; no step figures).
+ * Hydrazine runs by default (each started by its group's first attach; the steps that need
+ * the central's NB and SB, `apply`, `northd`, `signal` and `sb_bind`, are not measured there).
  */
 function attachCentrals(): 'shared' | 'per-group' {
   const asked = process.env.HYDRAZINE_BENCH_ATTACH_CENTRALS
