@@ -35,9 +35,20 @@ interface Southbound {
 }
 
 export class FakeChassis {
+  readonly #reach: (remote: string) => Promise<string>
+
+  /**
+   * `reach`: where to write what a DPU would write in the SB at `remote` (default: there).
+   * A TLS SB, which admits only chassis certificates, is written through the central's
+   * own socket: what lands in it is the same.
+   */
+  constructor(reach: (remote: string) => Promise<string> = async (remote) => remote) {
+    this.#reach = reach
+  }
+
   readonly #southbounds = new RemotePool<Southbound>(
     async (remote) => {
-      const client = await OvsdbClient.connect(remote)
+      const client = await OvsdbClient.connect(await this.#reach(remote))
       const bindings = new PortBindings()
       try {
         await client.monitor(

@@ -241,7 +241,11 @@ export async function startPipeline(
   const { client } = controller
   const nb = stack.ovn?.nb.unix ?? ''
   // The stand-in agents leave in the SB what ovn-controller would.
-  const chassis = new FakeChassis()
+  // A per-group SB over TLS is written through its central's own socket.
+  const chassis = new FakeChassis(async (remote) => {
+    if (!remote.startsWith('ssl:') || !centrals) return remote
+    return (await centrals.list()).find((c) => c.sb === remote)?.sbController ?? remote
+  })
   t.teardown(() => chassis.close())
 
   return {
