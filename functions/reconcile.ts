@@ -4,7 +4,11 @@ import { implementationOf, type ResourceGroup } from '../lib/model/objects.ts'
 import type { OvnCentralEndpoints } from '../lib/ovn/index.ts'
 import { eachAtMost, withDeadline } from './internal/bounded-work.ts'
 import { centralMayStop, onDemand, stopUnwantedCentral } from './internal/central-demand.ts'
-import { renewChassisCertificates, rotateForLeavers } from './internal/chassis-credentials.ts'
+import {
+  certifyUncertified,
+  renewChassisCertificates,
+  rotateForLeavers,
+} from './internal/chassis-credentials.ts'
 import type { HandlerDeps } from './internal/deps.ts'
 import { GroupGone } from './internal/group-apply.ts'
 import { findOrphanCentrals, removeOrphanRows } from './internal/orphans.ts'
@@ -140,6 +144,21 @@ export function createReconcile(
     })
     for (const r of chassisRenewed)
       log(`reconcile: DPU ${r.dpuId}: a new chassis certificate for ${r.group} (host ${r.host})`)
+    const uncertified = await certifyUncertified(deps).catch((error: unknown) => ({
+      sent: [],
+      failed: [{ group: '*', error }],
+    }))
+    for (const { group, error } of uncertified.failed) {
+      const { code, message } = failureOf(error)
+      log(
+        `reconcile: DPUs of ${group} without a chassis certificate not sent one: ${code}: ${message}`,
+      )
+    }
+    const chassisIssued = uncertified.sent
+    for (const r of chassisIssued)
+      log(
+        `reconcile: DPU ${r.dpuId} held no chassis certificate for ${r.group}: sent one (host ${r.host})`,
+      )
     const byGroup = (a: GroupFailure, b: GroupFailure) => a.group.localeCompare(b.group)
     const byNb = (a: CentralFailure, b: CentralFailure) => a.nb.localeCompare(b.nb)
     return {
@@ -153,6 +172,7 @@ export function createReconcile(
       orphanCentrals,
       retried,
       ...(chassisRenewed.length > 0 ? { chassisRenewed } : {}),
+      ...(chassisIssued.length > 0 ? { chassisIssued } : {}),
       ...(chassisCaRotated.length > 0 ? { chassisCaRotated } : {}),
       ...(stopped.length > 0 ? { centralsStopped: stopped } : {}),
       checkedGroups: groups.length,

@@ -70,6 +70,7 @@ t.test("reconcile's repairs by kind, kinds with none left out", async (t) => {
           retried('DeletionResumed'),
         ],
         chassisCaRotated: [{ group: 'group-a', left: ['dpu-1', 'dpu-2'], sent: [] }],
+        chassisIssued: [{ group: 'group-b', dpuId: 'dpu-3', host: 'host-3' }],
       }),
     ),
     {
@@ -80,6 +81,7 @@ t.test("reconcile's repairs by kind, kinds with none left out", async (t) => {
       retries_exhausted: 1,
       deletion_resumed: 1,
       chassis_ca_rotated: 1,
+      chassis_certificate_issued: 1,
     },
   )
   const repair = (action: 'PortLost' | 'StrayPortIsolated' | 'RouteLost' | 'StrayVrfIsolated') => ({

@@ -42,6 +42,11 @@ export type RepairKind =
   | 'deletion_resumed'
   /** A group's chassis CA was replaced: it still certified DPUs that had left the group. */
   | 'chassis_ca_rotated'
+  /**
+   * A DPU serving a Ready host held no valid certificate of its group's chassis CA (it ran
+   * out, or an earlier version configured it): it was sent one.
+   */
+  | 'chassis_certificate_issued'
 
 /** What `dpu.health` repaired on a DPU (the last two: Fabric groups' VRFs). */
 export type DpuRepairKind =
@@ -107,7 +112,10 @@ export function failureLogLevel(
 
 /** The repairs a reconcile report lists, by kind (kinds with none left out). */
 export function reconcileRepairs(
-  report: Pick<ReconcileReport, 'repaired' | 'orphansRemoved' | 'retried' | 'chassisCaRotated'>,
+  report: Pick<
+    ReconcileReport,
+    'repaired' | 'orphansRemoved' | 'retried' | 'chassisCaRotated' | 'chassisIssued'
+  >,
 ): Map<RepairKind, number> {
   const counts = new Map<RepairKind, number>()
   const add = (kind: RepairKind, n: number) => {
@@ -117,6 +125,7 @@ export function reconcileRepairs(
   add('orphan_rows', report.orphansRemoved.length)
   for (const { action } of report.retried) add(RETRY_KINDS[action], 1)
   add('chassis_ca_rotated', report.chassisCaRotated?.length ?? 0)
+  add('chassis_certificate_issued', report.chassisIssued?.length ?? 0)
   return counts
 }
 

@@ -84,29 +84,53 @@ export interface ChassisCaRotated {
  */
 export async function rotateForLeavers(deps: CredentialsDeps): Promise<{
   rotated: ChassisCaRotated[]
-  failed: { group: string; error: unknown }[]
+  failed: GroupFailure[]
 }> {
   const rotated: ChassisCaRotated[] = []
-  const failed: { group: string; error: unknown }[] = []
-  if (!deps.ovn.leaveChassis || !deps.ovn.chassisCertified) return { rotated, failed }
-  for (const { group, dpuIds } of await deps.ovn.chassisCertified()) {
+  if (!deps.ovn.leaveChassis) return { rotated, failed: [] }
+  const leaveChassis = deps.ovn.leaveChassis
+  const failed = await forChassisGroups(deps, async (group, hosts, certified) => {
+    const serving = new Set(hosts.map((h) => h.spec.dpu.id))
+    const left = certified.filter((dpu) => !serving.has(dpu))
+    if (left.length === 0) return
+    if (!(await leaveChassis(group, left))) return
+    const which = left.length === 1 ? `DPU ${left[0]}` : `DPUs ${left.join(', ')}`
+    const sent = await recertifyGroup(deps, group, left, `${which} left group ${group}`)
+    rotated.push({ group, left, sent })
+  })
+  return { rotated, failed }
+}
+
+/** A group reconcile's chassis work could not finish, and why. */
+export interface GroupFailure {
+  readonly group: string
+  readonly error: unknown
+}
+
+/**
+ * Runs `each` for every group whose SB admits only its own chassis (`chassisCertified`)
+ * with its hosts and the DPUs its current CA certified, leaving out a group being deleted
+ * (its central, and its CA, go with it), a Fabric one, and one with a host being detached
+ * (that detach's isolate still needs the SB with the current CA). Each group on its own:
+ * returns those whose run threw.
+ */
+async function forChassisGroups(
+  deps: CredentialsDeps,
+  each: (group: string, hosts: ManagedResource[], certified: readonly string[]) => Promise<void>,
+): Promise<GroupFailure[]> {
+  const failed: GroupFailure[] = []
+  for (const { group, dpuIds } of (await deps.ovn.chassisCertified?.()) ?? []) {
     try {
       const held = await deps.store.groups.get(group)
       if (!held || held.deletion || implementationOf(held.spec) === 'Fabric') continue
       const hosts = await deps.store.hosts.inGroup(group)
       if (hosts.some((h) => h.deletion)) continue
-      const serving = new Set(hosts.map((h) => h.spec.dpu.id))
-      const left = dpuIds.filter((dpu) => !serving.has(dpu))
-      if (left.length === 0) continue
-      if (!(await deps.ovn.leaveChassis(group, left))) continue
-      const which = left.length === 1 ? `DPU ${left[0]}` : `DPUs ${left.join(', ')}`
-      const sent = await recertifyGroup(deps, group, left, `${which} left group ${group}`)
-      rotated.push({ group, left, sent })
+      await each(group, hosts, dpuIds)
     } catch (error) {
       failed.push({ group, error })
     }
   }
-  return { rotated, failed }
+  return failed
 }
 
 /**
@@ -170,6 +194,40 @@ export async function renewChassisCertificates(deps: CredentialsDeps): Promise<C
     if (host) sent.push({ group, dpuId, host })
   }
   return sent
+}
+
+/**
+ * Sends a chassis certificate to every DPU that serves a Ready host of a group whose SB
+ * admits only its own chassis (`chassisCertified`) and holds no valid certificate of the
+ * group's current CA: one whose certificate ran out before a reconcile could renew it
+ * (the controller was down), or one an earlier version configured before the group's SB
+ * had a chassis CA (an upgrade). Its ovn-controller cannot reach the SB, yet nothing else
+ * would tell it: its hosts stay Ready on the flows it keeps. The certificate goes through
+ * a `configure` of one of its hosts (`Configuring` until acked); a DPU whose agent
+ * presents no identity yet waits there (`DpuIdentityAwaited`), one with no identity on
+ * record fails it (`ChassisIdentityRefused`). Reconcile runs it after the renewals, for the
+ * groups `forChassisGroups` gives.
+ *
+ * @example
+ * const { sent } = await certifyUncertified(deps) // [{ group: 'g', dpuId: 'dpu-1', host: 'h1' }]
+ */
+export async function certifyUncertified(deps: CredentialsDeps): Promise<{
+  sent: CredentialsSent[]
+  failed: GroupFailure[]
+}> {
+  const sent: CredentialsSent[] = []
+  const failed = await forChassisGroups(deps, async (group, hosts, certified) => {
+    const held = new Set(certified)
+    const uncertified = hosts
+      .filter((h) => h.status.phase === 'Ready' && !held.has(h.spec.dpu.id))
+      .map((h) => h.spec.dpu.id)
+    for (const dpuId of [...new Set(uncertified)].sort()) {
+      const reason = `DPU ${dpuId} holds no valid certificate of group ${group}'s chassis CA: it is sent one`
+      const host = await reconfigure(deps, hosts, dpuId, 'ChassisCertificateIssued', reason)
+      if (host) sent.push({ group, dpuId, host })
+    }
+  })
+  return { sent, failed }
 }
 
 /**

@@ -83,6 +83,12 @@ export interface ReconcileReport {
    */
   readonly chassisRenewed?: CredentialsSent[]
   /**
+   * DPUs serving a Ready host of a group whose SB admits only its own chassis that held no
+   * valid certificate of its CA (it ran out, or an earlier version configured them), each
+   * sent one through a `configure` of the host named.
+   */
+  readonly chassisIssued?: CredentialsSent[]
+  /**
    * Groups whose chassis CA this run replaced because it still certified DPUs serving
    * none of their hosts (`left`): their certificates open the group's SB no more, and the
    * group's other DPUs were sent new ones (`sent`).

@@ -123,7 +123,14 @@ t.test('chassis certificates from the group CA; a leaver rotates it', async (t) 
   t.not(rotated?.['ca.crt'], caA, 'a new CA')
   t.ok(signedBy(rotated?.['tls.crt'], rotated?.['ca.crt']), "and the relay's certificate from it")
   t.notOk(signedBy(a1, rotated?.['ca.crt']), 'no certificate of the old CA passes it')
-  t.same(await centrals.chassisCertified?.(), [{ group: 'tenant-b', dpuIds: ['dpu-2'] }])
+  t.same(
+    await centrals.chassisCertified?.(),
+    [
+      { group: 'tenant-a', dpuIds: [] },
+      { group: 'tenant-b', dpuIds: ['dpu-2'] },
+    ],
+    "tenant-a's new CA certified no one yet; its SB still admits only its chassis",
+  )
   const again = await centrals.chassisCertificate?.('tenant-a', dpu1)
   t.ok(signedBy(again, rotated?.['ca.crt']), 'the one who stays is certified by the new CA')
   t.equal(secretOf(api, 'tenant-b')?.['ca.crt'], caB, "tenant-b's CA is untouched")

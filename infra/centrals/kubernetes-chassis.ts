@@ -259,7 +259,7 @@ export function kubernetesChassis(options: KubernetesChassisOptions): Kubernetes
           dpuIds: await certifiedBy(ca.caCert, records(ca)),
         })),
       )
-      return certified.filter((c) => c.dpuIds.length > 0)
+      return certified
     },
 
     async chassisRenewalsDue() {

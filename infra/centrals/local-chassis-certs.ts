@@ -50,12 +50,16 @@ export const chassisRecordsOf = (ca: CertificateAuthority) => chassisRecordsIn(c
 /**
  * The DPUs the chassis CA in `caDir` certified whose certificate is valid at `now`
  * (`certifiedBy`). Read from the files alone: it answers for a central that does not run
- * too. Nothing when `caDir` holds no CA.
+ * too. Undefined when `caDir` holds no CA (a central never started over TLS).
  *
  * @example await chassisCertifiedIn(join(centralDir, CHASSIS_CA_DIR)) // ['dpu-1', 'dpu-2']
  */
-export async function chassisCertifiedIn(caDir: string, now = new Date()): Promise<string[]> {
+export async function chassisCertifiedIn(
+  caDir: string,
+  now = new Date(),
+): Promise<string[] | undefined> {
   const caPem = await readFile(join(caDir, 'ca.crt'), 'utf8').catch(() => undefined)
+  if (caPem === undefined) return undefined
   return certifiedBy(caPem, chassisRecordsIn(caDir), now)
 }
 

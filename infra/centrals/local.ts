@@ -317,14 +317,13 @@ export async function startPerGroupCentrals(
     async chassisCertified() {
       if (!tls) return []
       const certified = await Promise.all(
-        (await provider.groups()).map(async (group) => ({
-          group,
-          dpuIds: await chassisCertifiedIn(
-            join(centralDir(options.dataDir, group), CHASSIS_CA_DIR),
-          ),
-        })),
+        (await provider.groups()).map(async (group) => {
+          const caDir = join(centralDir(options.dataDir, group), CHASSIS_CA_DIR)
+          const dpuIds = await chassisCertifiedIn(caDir)
+          return dpuIds === undefined ? [] : [{ group, dpuIds }]
+        }),
       )
-      return certified.filter((c) => c.dpuIds.length > 0)
+      return certified.flat()
     },
 
     async chassisRenewalsDue() {

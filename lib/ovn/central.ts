@@ -97,10 +97,13 @@ export interface OvnCentralProvider {
    */
   leaveChassis?(group: string, dpuId: string | readonly string[]): Promise<boolean>
   /**
-   * Per group whose SB admits only its own chassis (an embedded per-group central over
-   * TLS, running or not): the DPUs its current chassis CA certified whose certificate is
-   * still valid, each of which could open the SB now. Reconcile has those that serve no
-   * host of the group leave it (`leaveChassis`). Optional.
+   * Every group whose SB admits only its own chassis (an embedded per-group central over
+   * TLS, running or not; a Kubernetes-run one with a chassis CA of its own), with the
+   * DPUs its current chassis CA certified whose certificate is still valid, each of which
+   * could open the SB now (none, after an upgrade or once they expired). Reconcile has
+   * those that serve no host of the group leave it (`leaveChassis`), and sends a
+   * certificate to each DPU serving a Ready host of the group that is not listed.
+   * Optional.
    */
   chassisCertified?(): Promise<
     readonly { readonly group: string; readonly dpuIds: readonly string[] }[]

@@ -204,6 +204,57 @@ t.test('reconcile renews a chassis certificate past half its life', async (t) =>
 })
 
 t.test(
+  'a DPU serving a Ready host whose chassis certificate ran out is sent a new one by reconcile',
+  async (t) => {
+    // No reconcile ran while it was valid (the controller was down): nothing renewed it,
+    // and the SB refuses it, yet the host stays Ready on the flows its DPU keeps. An
+    // upgrade from a version before the chassis CAs leaves the same: none on record.
+    const p = await startPipeline(t, { perGroup: true, tls: true, chassisCertMs: 10_000 })
+    const dir = await tempDir(t)
+    await p.client.applyDpu('dpu-1', { fabricIps: dpuFabricIps('dpu-1') })
+    // Its stand-in binds the port in the SB, as ovn-controller would: host-1 gets Ready.
+    const one = await dpuWithCredentials(p, dir, 'dpu-1', { noSouthbound: false })
+    const sb = await groupSb(p, 'group-a')
+    await p.client.applyHost('host-1', hostSpec('group-a', 'dpu-1', 1))
+    const held = await firstCredentials(one.agent)
+    await until(
+      () => p.client.getHost('host-1'),
+      (h) => h?.status.phase === 'Ready',
+    )
+    const ends = Date.parse(new X509Certificate(held.sbCertificate).validTo)
+    await new Promise((r) => setTimeout(r, Math.max(0, ends - Date.now()) + 1_500))
+    t.equal(await one.answer(sb, held), 'refused', 'run out: the SB refuses it')
+    t.equal((await p.client.getHost('host-1'))?.status.phase, 'Ready', 'host-1 is still Ready')
+
+    const report = await runReconcile(p, 'reconcile-expired')
+    t.notOk(report.chassisRenewed, 'not a renewal: the certificate is no longer valid')
+    t.same(
+      report.chassisIssued,
+      [{ group: 'group-a', dpuId: 'dpu-1', host: 'host-1' }],
+      'reconcile sends dpu-1 a certificate, through host-1',
+    )
+    const sent = await until(
+      async () => credentialsSent(one.agent),
+      (c) => c.length > 1,
+    )
+    const fresh = sent.at(-1)
+    if (!fresh) throw new Error('nothing sent')
+    t.equal(fresh.sbCa, held.sbCa, "the group's CA is kept")
+    t.equal(await one.answer(sb, fresh), 'admitted', 'the new certificate opens the SB')
+    const host = await until(
+      () => p.client.getHost('host-1'),
+      (h) => h?.status.phase === 'Ready' && (h.status.attempt ?? 1) > 1,
+    )
+    t.ok(
+      host?.status.phase === 'Ready' && (host.status.attempt ?? 1) > 1,
+      'host-1 configured again (a new attempt), Ready once its DPU acked',
+    )
+    const again = await runReconcile(p, 'reconcile-after')
+    t.notOk(again.chassisIssued, 'a DPU holding a valid certificate is left alone')
+  },
+)
+
+t.test(
   'two DPUs whose last hosts are detached at once both leave the rotation to the other; reconcile replaces the CA',
   async (t) => {
     // Both detaches reach the step before their DPU leaves the group's SB, and go on only
