@@ -168,41 +168,51 @@ class Seen {
   }
 }
 
-/** Follows one central's NB and SB: when each host port was committed and got its Port_Binding. */
+/**
+ * Follows centrals' NB and SB (one shared, or each group's own): when each host port was
+ * committed and got its Port_Binding. Logical port names carry their group, so one watch
+ * serves every central.
+ */
 export class CentralWatch {
   readonly #committed = new Seen()
   readonly #northd = new Seen()
   readonly #clients: OvsdbClient[] = []
   readonly #monitors: MonitorHandle[] = []
 
-  /**
-   * One that follows no central (a central per group): its hosts' moments have no NB
-   * commit and no Port_Binding, so only the steps that need neither are measured.
-   */
-  static none(): CentralWatch {
-    return new CentralWatch()
-  }
+  readonly #followed = new Set<string>()
 
-  static async start(central: { nb: string; sb: string }): Promise<CentralWatch> {
+  /** Follows every one of `centrals` (NB and SB as the controller reaches them). */
+  static async start(
+    centrals: readonly { readonly nb: string; readonly sb: string }[],
+  ): Promise<CentralWatch> {
     const watch = new CentralWatch()
     try {
-      await watch.#follow(
-        central.nb,
-        NB.name,
-        { Logical_Switch_Port: { columns: ['name'] } },
-        (u) => watch.#nb(u),
-      )
-      await watch.#follow(
-        central.sb,
-        SB.name,
-        { Port_Binding: { columns: ['logical_port'] } },
-        (u) => watch.#sb(u),
-      )
+      await watch.follow(centrals)
     } catch (error) {
       await watch.stop()
       throw error
     }
     return watch
+  }
+
+  /**
+   * Follows those of `centrals` it does not follow yet (a central per group starts with its
+   * group's first attach): from now on, since what a central held before is no moment.
+   */
+  async follow(centrals: readonly { readonly nb: string; readonly sb: string }[]): Promise<void> {
+    for (const central of centrals) {
+      if (this.#followed.has(central.nb)) continue
+      this.#followed.add(central.nb)
+      await this.#follow(central.nb, NB.name, { Logical_Switch_Port: { columns: ['name'] } }, (u) =>
+        this.#nb(u),
+      )
+      await this.#follow(
+        central.sb,
+        SB.name,
+        { Port_Binding: { columns: ['logical_port'] } },
+        (u) => this.#sb(u),
+      )
+    }
   }
 
   async #follow(
@@ -213,7 +223,12 @@ export class CentralWatch {
   ): Promise<void> {
     const client = await OvsdbClient.connect(remote)
     this.#clients.push(client)
-    this.#monitors.push(await client.monitor(db, requests, (updates) => handler(updates)))
+    // Not the rows already there (`reset`: the first call, and all again after a reconnect).
+    this.#monitors.push(
+      await client.monitor(db, requests, (updates, reset) => {
+        if (!reset) handler(updates)
+      }),
+    )
   }
 
   #nb(updates: TableUpdates): void {

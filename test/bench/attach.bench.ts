@@ -89,13 +89,23 @@ async function measure(
         },
       })
     const burst = await round('burst', Number.POSITIVE_INFINITY, 0)
-    const watch = p.central ? await CentralWatch.start(p.central) : undefined
+    // With a central per group, each of the steady round's starts with its first attach:
+    // followed from then on (what it committed before the watch reached it goes unseen).
+    const running = async () =>
+      ((await p.centrals?.list()) ?? []).map((c) => ({ nb: c.nb, sb: c.sbController }))
+    const watch = await CentralWatch.start(p.central ? [p.central] : await running())
+    let following = Promise.resolve()
+    const newCentrals = setInterval(() => {
+      following = following.then(async () => watch.follow(await running())).catch(() => {})
+    }, 50)
     try {
       // One Redis only: a cluster's INFO would answer for one of its nodes.
       const commands = redisCluster ? undefined : await countCommands(p.redisUrl)
       const cpu = await measureProcessCpu(process.pid)
       const began = performance.now()
       const steady = await round('steady', OFFERED_RATE, groups)
+      clearInterval(newCentrals)
+      await following
       const steadySeconds = (performance.now() - began) / 1000
       const used = await cpu.stop()
       const counted = (await commands?.stop()) ?? { total: 0, byCommand: [] }
@@ -105,14 +115,16 @@ async function measure(
         p50: quantile(latencies, 0.5),
         p95: quantile(latencies, 0.95),
         p99: quantile(latencies, 0.99),
-        moments: steady.moments.map((m) => (watch ?? CentralWatch.none()).moments(m, p)),
+        moments: steady.moments.map((m) => watch.moments(m, p)),
         commands: counted,
         cpu: used,
         steadySeconds,
         commits: await p.commits(),
       }
     } finally {
-      await watch?.stop()
+      clearInterval(newCentrals)
+      await following
+      await watch.stop()
     }
   } finally {
     await p.close()
@@ -122,8 +134,8 @@ async function measure(
 /**
  * Where the groups' centrals are: one shared by all (the default, whose NB and SB the step
  * watch follows), or `HYDRAZINE_BENCH_ATTACH_CENTRALS=per-group`, a central per group as
- * Hydrazine runs by default (each started by its group's first attach; the steps that need
- * the central's NB and SB, `apply`, `northd`, `signal` and `sb_bind`, are not measured there).
+ * Hydrazine runs by default (each started by its group's first attach, in the burst round;
+ * the watch follows each of them for the steady round's steps).
  */
 function attachCentrals(): 'shared' | 'per-group' {
   const asked = process.env.HYDRAZINE_BENCH_ATTACH_CENTRALS

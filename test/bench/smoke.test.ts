@@ -20,42 +20,56 @@ const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
 /** After SIGTERM, how long a suite that is over its time has to stop what it started. */
 const STOP_GRACE_MS = 20_000
 
+/** What the attach suite reports, whichever centrals it runs on. */
+function attachFigures(): string[] {
+  return [
+    'rate_per_s',
+    'ready_p50_ms',
+    'ready_p95_ms',
+    'ready_p99_ms',
+    'cluster_rate_per_s',
+    'cluster_ready_p50_ms',
+    'cluster_ready_p95_ms',
+    'cluster_ready_p99_ms',
+    ...[
+      'api',
+      'queue',
+      'converge',
+      'apply',
+      'northd',
+      'signal',
+      'agent_job',
+      'sb_bind',
+      'wake',
+      'ready',
+    ].flatMap((step) => [`step_${step}_p50_ms`, `step_${step}_p95_ms`]),
+    'attach_redis_commands_per_attach',
+    'attach_node_cpu_ms_per_attach',
+  ]
+}
+
 /**
  * Each suite, the figures it reports at full scale, and how long its smoke run may take
  * (3 to 16 s each on the 2-core machine; all of them over time still fit tap's 600 s).
  */
 const suites: readonly {
   suite: string
+  /** Set in its environment besides the scale, and named in the case's title. */
+  env?: Readonly<Record<string, string>>
   metrics: readonly string[]
   optional?: readonly string[]
   timeoutMs: number
 }[] = [
   {
     suite: 'attach',
-    metrics: [
-      'rate_per_s',
-      'ready_p50_ms',
-      'ready_p95_ms',
-      'ready_p99_ms',
-      'cluster_rate_per_s',
-      'cluster_ready_p50_ms',
-      'cluster_ready_p95_ms',
-      'cluster_ready_p99_ms',
-      ...[
-        'api',
-        'queue',
-        'converge',
-        'apply',
-        'northd',
-        'signal',
-        'agent_job',
-        'sb_bind',
-        'wake',
-        'ready',
-      ].flatMap((step) => [`step_${step}_p50_ms`, `step_${step}_p95_ms`]),
-      'attach_redis_commands_per_attach',
-      'attach_node_cpu_ms_per_attach',
-    ],
+    metrics: attachFigures(),
+    timeoutMs: 60_000,
+  },
+  {
+    // Each group's own central, started by its first attach: its steps are timed too.
+    suite: 'attach',
+    env: { HYDRAZINE_BENCH_ATTACH_CENTRALS: 'per-group' },
+    metrics: attachFigures(),
     timeoutMs: 60_000,
   },
   {
@@ -174,11 +188,15 @@ interface SuiteRun {
  * past `timeoutMs` the group gets SIGTERM (the lab stops itself on it; daemons stop with
  * the process that started them), then SIGKILL after STOP_GRACE_MS.
  */
-function runSuite(suite: string, timeoutMs: number): Promise<SuiteRun> {
+function runSuite(
+  suite: string,
+  timeoutMs: number,
+  env: Readonly<Record<string, string>> = {},
+): Promise<SuiteRun> {
   const began = performance.now()
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/run.ts', suite], {
     cwd: repoRoot,
-    env: { ...process.env, HYDRAZINE_BENCH_SCALE: SMOKE_SCALE },
+    env: { ...process.env, ...env, HYDRAZINE_BENCH_SCALE: SMOKE_SCALE },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   })
@@ -223,13 +241,14 @@ function figuresOf(stdout: string): { metric?: unknown; value?: unknown; note?: 
 const labWhy = await labUnavailable()
 const labSkip = labWhy && process.getuid?.() !== 0 ? `not root, and ${labWhy}` : false
 
-for (const { suite, metrics, optional = [], timeoutMs } of suites) {
+for (const { suite, env = {}, metrics, optional = [], timeoutMs } of suites) {
   const skip = suite === 'lab' ? labSkip : false
+  const settings = Object.entries(env).map(([k, v]) => ` ${k}=${v}`)
   await t.test(
-    `${suite} at HYDRAZINE_BENCH_SCALE=${SMOKE_SCALE}`,
+    `${suite} at HYDRAZINE_BENCH_SCALE=${SMOKE_SCALE}${settings.join('')}`,
     { skip, timeout: timeoutMs + STOP_GRACE_MS + 10_000 },
     async (t) => {
-      const run = await runSuite(suite, timeoutMs)
+      const run = await runSuite(suite, timeoutMs, env)
       t.comment(`${suite}: ${(run.ms / 1000).toFixed(1)} s`)
       const stderrTail = run.stderr.trimEnd().split('\n').slice(-20).join('\n')
       t.notOk(run.timedOut, `finishes within ${timeoutMs / 1000} s`, { stderr: stderrTail })
