@@ -5,6 +5,7 @@ import type { OvnCentralEndpoints } from '../lib/ovn/index.ts'
 import { eachAtMost, withDeadline } from './internal/bounded-work.ts'
 import { centralMayStop, onDemand, stopUnwantedCentral } from './internal/central-demand.ts'
 import {
+  type ChassisGroupFailure,
   certifyUncertified,
   renewChassisCertificates,
   rotateForLeavers,
@@ -126,12 +127,11 @@ export function createReconcile(
       rotated: [],
       failed: [{ group: '*', error }],
     }))
-    for (const { group, error } of leavers.failed) {
-      const { code, message } = failureOf(error)
-      log(
-        `reconcile: the chassis CA of ${group} not replaced for DPUs that left: ${code}: ${message}`,
-      )
-    }
+    logChassisFailures(
+      log,
+      leavers.failed,
+      (group) => `the chassis CA of ${group} not replaced for DPUs that left`,
+    )
     const chassisCaRotated = leavers.rotated
     for (const r of chassisCaRotated)
       log(
@@ -148,12 +148,11 @@ export function createReconcile(
       sent: [],
       failed: [{ group: '*', error }],
     }))
-    for (const { group, error } of uncertified.failed) {
-      const { code, message } = failureOf(error)
-      log(
-        `reconcile: DPUs of ${group} without a chassis certificate not sent one: ${code}: ${message}`,
-      )
-    }
+    logChassisFailures(
+      log,
+      uncertified.failed,
+      (group) => `DPUs of ${group} without a chassis certificate not sent one`,
+    )
     const chassisIssued = uncertified.sent
     for (const r of chassisIssued)
       log(
@@ -178,6 +177,18 @@ export function createReconcile(
       checkedGroups: groups.length,
       at: new Date().toISOString(),
     }
+  }
+}
+
+/** Logs each group a chassis pass of reconcile could not finish, saying what it left undone. */
+function logChassisFailures(
+  log: (line: string) => void,
+  failed: readonly ChassisGroupFailure[],
+  undone: (group: string) => string,
+): void {
+  for (const { group, error } of failed) {
+    const { code, message } = failureOf(error)
+    log(`reconcile: ${undone(group)}: ${code}: ${message}`)
   }
 }
 

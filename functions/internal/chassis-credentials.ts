@@ -84,7 +84,7 @@ export interface ChassisCaRotated {
  */
 export async function rotateForLeavers(deps: CredentialsDeps): Promise<{
   rotated: ChassisCaRotated[]
-  failed: GroupFailure[]
+  failed: ChassisGroupFailure[]
 }> {
   const rotated: ChassisCaRotated[] = []
   if (!deps.ovn.leaveChassis) return { rotated, failed: [] }
@@ -102,7 +102,7 @@ export async function rotateForLeavers(deps: CredentialsDeps): Promise<{
 }
 
 /** A group reconcile's chassis work could not finish, and why. */
-export interface GroupFailure {
+export interface ChassisGroupFailure {
   readonly group: string
   readonly error: unknown
 }
@@ -117,8 +117,8 @@ export interface GroupFailure {
 async function forChassisGroups(
   deps: CredentialsDeps,
   each: (group: string, hosts: ManagedResource[], certified: readonly string[]) => Promise<void>,
-): Promise<GroupFailure[]> {
-  const failed: GroupFailure[] = []
+): Promise<ChassisGroupFailure[]> {
+  const failed: ChassisGroupFailure[] = []
   for (const { group, dpuIds } of (await deps.ovn.chassisCertified?.()) ?? []) {
     try {
       const held = await deps.store.groups.get(group)
@@ -213,7 +213,7 @@ export async function renewChassisCertificates(deps: CredentialsDeps): Promise<C
  */
 export async function certifyUncertified(deps: CredentialsDeps): Promise<{
   sent: CredentialsSent[]
-  failed: GroupFailure[]
+  failed: ChassisGroupFailure[]
 }> {
   const sent: CredentialsSent[] = []
   const failed = await forChassisGroups(deps, async (group, hosts, certified) => {

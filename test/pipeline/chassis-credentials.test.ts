@@ -85,6 +85,20 @@ async function firstCredentials(agent: Agent): Promise<SbCredentials> {
   return first
 }
 
+/**
+ * The SB credentials of the last `configure` the agent was sent, once it was sent more
+ * than one (or when waiting for that ran out: the first; `why`, the error, when none).
+ */
+async function laterCredentials(agent: Agent, why: string): Promise<SbCredentials> {
+  const sent = await until(
+    async () => credentialsSent(agent),
+    (c) => c.length > 1,
+  )
+  const last = sent.at(-1)
+  if (!last) throw new Error(why)
+  return last
+}
+
 /** A DPU with credentials and a stand-in agent, and a way to ask an SB as it. */
 async function dpuWithCredentials(
   p: Pipeline,
@@ -147,12 +161,7 @@ t.test(
       () => p.client.getHost('host-1'),
       (h) => h === undefined,
     )
-    const sent = await until(
-      async () => credentialsSent(two.agent),
-      (c) => c.length > 1,
-    )
-    const fresh = sent.at(-1)
-    if (!fresh) throw new Error('dpu-2 was sent nothing new')
+    const fresh = await laterCredentials(two.agent, 'dpu-2 was sent nothing new')
     t.not(fresh.sbCa, held2.sbCa, "dpu-2 is configured with the group's new CA")
     t.not(fresh.sbCertificate, held2.sbCertificate, 'and a new certificate')
     t.equal(new X509Certificate(fresh.sbCertificate).subject, 'CN=dpu-2', 'for its own name')
@@ -188,12 +197,7 @@ t.test('reconcile renews a chassis certificate past half its life', async (t) =>
     [{ group: 'group-a', dpuId: 'dpu-1', host: 'host-1' }],
     'past half its life: reconcile renews it, through host-1',
   )
-  const sent = await until(
-    async () => credentialsSent(one.agent),
-    (c) => c.length > 1,
-  )
-  const renewed = sent.at(-1)
-  if (!renewed) throw new Error('nothing renewed')
+  const renewed = await laterCredentials(one.agent, 'nothing renewed')
   t.equal(renewed.sbCa, held.sbCa, 'the same CA: the group keeps its other DPUs as they are')
   t.ok(
     Date.parse(new X509Certificate(renewed.sbCertificate).validTo) >
@@ -233,12 +237,7 @@ t.test(
       [{ group: 'group-a', dpuId: 'dpu-1', host: 'host-1' }],
       'reconcile sends dpu-1 a certificate, through host-1',
     )
-    const sent = await until(
-      async () => credentialsSent(one.agent),
-      (c) => c.length > 1,
-    )
-    const fresh = sent.at(-1)
-    if (!fresh) throw new Error('nothing sent')
+    const fresh = await laterCredentials(one.agent, 'nothing sent')
     t.equal(fresh.sbCa, held.sbCa, "the group's CA is kept")
     t.equal(await one.answer(sb, fresh), 'admitted', 'the new certificate opens the SB')
     const host = await until(
@@ -329,12 +328,7 @@ t.test(
         'refused',
         `${id}'s certificate no longer opens group-a's SB`,
       )
-    const sent = await until(
-      async () => credentialsSent(dpu('dpu-3').agent),
-      (c) => c.length > 1,
-    )
-    const fresh = sent.at(-1)
-    if (!fresh) throw new Error('dpu-3 was sent nothing new')
+    const fresh = await laterCredentials(dpu('dpu-3').agent, 'dpu-3 was sent nothing new')
     t.not(fresh.sbCa, heldBy('dpu-3').sbCa, "dpu-3 is configured with the group's new CA")
     t.equal(await dpu('dpu-3').answer(sb, fresh), 'admitted', 'and reads the SB with it')
     const again = await runReconcile(p, 'reconcile-leavers-again')
