@@ -125,14 +125,16 @@ try {
       log: (line) => logger.info(line),
     })
   }
-  // The operator's CA of the DPUs' identities (HYDRAZINE_K8S_DPU_CA, its certificate
-  // only): the identities the agents present are recorded when it issued them, and each
-  // Kubernetes-run central checks chassis against a CA of its group's own. Hydrazine's CA,
-  // where it runs, records each identity as it issues it (POST /v1/dpus/{id}/credentials).
+  // The CA of the DPUs' identities: the operator's (HYDRAZINE_K8S_DPU_CA, its certificate
+  // only), or Hydrazine's own where it runs. An identity an agent presents is recorded when
+  // that CA issued it for that DPU and it is newer than the one on record: Hydrazine's CA
+  // records each as it issues it (POST /v1/dpus/{id}/credentials), and this takes those
+  // an earlier version issued without a record (an upgraded site's DPUs stay in their
+  // groups' SBs). Each Kubernetes-run central checks chassis against a CA of its group's own.
   const dpuIdentities = kubernetesConfig?.dpuCaFile
     ? trustedBy(await readFile(kubernetesConfig.dpuCaFile, 'utf8'))
-    : undefined
-  const dpuCa = dpuIdentities ?? stack?.pki
+    : stack?.pki
+  const dpuCa = dpuIdentities
   const kubernetes: OvnCentralProvider | undefined =
     kubernetesConfig && kubernetesCentrals
       ? kubernetesCentrals(

@@ -1,12 +1,16 @@
+import { execFile } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import {
   type LocalStack,
   type LocalStackOptions,
   startLocalStack,
 } from '../../infra/local/stack.ts'
+
+const run = promisify(execFile)
 
 /** The part of a tap `Test` these helpers need. */
 export interface Teardown {
@@ -57,4 +61,20 @@ export function redisConnections(t: Teardown, url: string): () => Redis {
     connections.push(redis)
     return redis
   }
+}
+
+/**
+ * A non-loopback address on a bridge of its own of this machine (as root, like the lab and
+ * agent tests), removed when the test ends.
+ */
+export async function dummyAddress(t: Teardown): Promise<string> {
+  const link = `hzt${process.pid.toString(36)}`.slice(0, 15)
+  const address = `100.127.${(process.pid >> 8) % 256}.${(process.pid % 250) + 2}`
+  await run('ip', ['link', 'add', link, 'type', 'bridge'])
+  t.teardown(async () => {
+    await run('ip', ['link', 'del', link]).catch(() => {})
+  })
+  await run('ip', ['addr', 'add', `${address}/32`, 'dev', link])
+  await run('ip', ['link', 'set', link, 'up'])
+  return address
 }

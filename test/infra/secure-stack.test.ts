@@ -18,7 +18,7 @@ import { Database } from '../../lib/ovn/database.ts'
 import { OvsdbOperationError } from '../../lib/ovn/errors.ts'
 import { type SbTables, sbSchema } from '../../lib/ovn/schema/sb.generated.ts'
 import { createRedis, redisOptions } from '../../lib/redis/connection.ts'
-import { type Teardown, tempDir } from '../helpers/stack.ts'
+import { dummyAddress, type Teardown, tempDir } from '../helpers/stack.ts'
 
 const run = promisify(execFile)
 const sb = new Database<SbTables>(sbSchema)
@@ -289,19 +289,3 @@ t.test('SB RBAC: a chassis (client cert CN) writes only its own rows', async (t)
   const [rows] = await local.transact(sb.name, [sb.select('Chassis', [['name', '==', 'dpu-b']])])
   t.same(sb.decodeRows('Chassis', rows?.rows)[0]?.other_config, {}, 'dpu-b is untouched')
 })
-
-/**
- * A non-loopback address on a bridge of its own of this machine (as root, like the lab and
- * agent tests), removed when the test ends.
- */
-async function dummyAddress(t: Teardown): Promise<string> {
-  const link = `hzt${process.pid.toString(36)}`.slice(0, 15)
-  const address = `100.127.${(process.pid >> 8) % 256}.${(process.pid % 250) + 2}`
-  await run('ip', ['link', 'add', link, 'type', 'bridge'])
-  t.teardown(async () => {
-    await run('ip', ['link', 'del', link]).catch(() => {})
-  })
-  await run('ip', ['addr', 'add', `${address}/32`, 'dev', link])
-  await run('ip', ['link', 'set', link, 'up'])
-  return address
-}
