@@ -11,6 +11,7 @@
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type {
+  AgentJob,
   ConfigureAck,
   ConfigureRequest,
   FabricConfigureAck,
@@ -37,6 +38,7 @@ import {
 } from './errors.ts'
 import { FabricAgent } from './fabric.ts'
 import { GeneveIpsec } from './geneve-ipsec.ts'
+import { admitJob, type JobOrder, UNORDERED } from './job-order.ts'
 import {
   claimOf,
   Key,
@@ -171,6 +173,30 @@ export class Agent {
   }
 
   /**
+   * Runs one job of this DPU's queue, sent by the controller at `sentAt` (BullMQ's
+   * `timestamp`): a `configure` sent before a later job of the same binding that already
+   * ran here is refused, `JobSuperseded`, touching nothing (`job-order.ts`).
+   */
+  async run(
+    job: AgentJob,
+    sentAt?: number,
+  ): Promise<ConfigureAck | IsolateAck | FabricConfigureAck | FabricIsolateAck> {
+    const { dpuId } = this.config
+    if (job.payload.dpuId !== dpuId) throw new WrongDpu(dpuId, job.payload.dpuId)
+    const order = await admitJob(this.ovs, dpuId, job, sentAt)
+    switch (job.name) {
+      case 'configure':
+        return this.configure(job.payload, order)
+      case 'isolate':
+        return this.isolate(job.payload, order)
+      case 'fabric-configure':
+        return this.configureFabric(job.payload, order)
+      case 'fabric-isolate':
+        return this.isolateFabric(job.payload, order)
+    }
+  }
+
+  /**
    * Binds the job's host on this DPU: bridges, chassis settings, ovn-controller, the
    * group's relay, the host port; then waits until ovn-controller installed the port.
    *
@@ -181,7 +207,7 @@ export class Agent {
    * name another group or anything else holds. A host port is never rebound in place:
    * the old host's `isolate` removes it, then `configure` binds the new one.
    */
-  async configure(job: ConfigureRequest): Promise<ConfigureAck> {
+  async configure(job: ConfigureRequest, order: JobOrder = UNORDERED): Promise<ConfigureAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
     const hostPort = hostPortOf(this.config, job.host)
@@ -236,6 +262,8 @@ export class Agent {
     // The group's SB may admit only its own chassis: this is the certificate it takes
     // (refused, changing nothing, when it is not this DPU's).
     await this.sbCertificate?.use(group.sbCertificate, group.sbCa)
+    // Admitted: from here on this job changes the DPU (`job-order.ts`).
+    await order.record()
     const presented = this.presentedIds(group.sbRemote)
 
     await this.ovs.ensureBridges([
@@ -412,10 +440,11 @@ export class Agent {
    * removed only when it is bound to this job's logical port: another host's binding is
    * not this job's to undo.
    */
-  async isolate(job: IsolateRequest): Promise<IsolateAck> {
+  async isolate(job: IsolateRequest, order: JobOrder = UNORDERED): Promise<IsolateAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
     const named = hostPortOf(this.config, job.host)
+    await order.record()
     const snap = await this.ovs.snapshot()
     const targets = snap.owned.filter(
       (p) => p.role === 'host' && p.logicalPort === job.host.logicalPort,
@@ -505,15 +534,21 @@ export class Agent {
   }
 
   /** `configure` of a Fabric group's host (protocol 3): its port in the group's VRF. */
-  async configureFabric(job: FabricConfigurePayload): Promise<FabricConfigureAck> {
+  async configureFabric(
+    job: FabricConfigurePayload,
+    order: JobOrder = UNORDERED,
+  ): Promise<FabricConfigureAck> {
     if (!this.fabric) throw new FabricNotConfigured(this.config.dpuId)
-    return this.fabric.configure(job)
+    return this.fabric.configure(job, order)
   }
 
   /** `isolate` of a Fabric group's host: its routes withdrawn, its port out of the VRF. */
-  async isolateFabric(job: FabricIsolatePayload): Promise<FabricIsolateAck> {
+  async isolateFabric(
+    job: FabricIsolatePayload,
+    order: JobOrder = UNORDERED,
+  ): Promise<FabricIsolateAck> {
     if (!this.fabric) throw new FabricNotConfigured(this.config.dpuId)
-    return this.fabric.isolate(job)
+    return this.fabric.isolate(job, order)
   }
 
   /** What is on the DPU now: heartbeats, acks and gRPC `GetStatus` report this. */

@@ -114,6 +114,26 @@ export class HostPortBound extends HydrazineError {
 }
 
 /**
+ * A `configure` sent before another job of the same binding (an `isolate`, or a newer
+ * `configure`) that already ran on this DPU: it arrived late (a retry that waited out its
+ * backoff), and running it would undo what came after. Not retried; nothing was touched.
+ */
+export class JobSuperseded extends HydrazineError {
+  constructor(
+    readonly dpuId: string,
+    readonly binding: string,
+    readonly sentAt: number,
+    readonly laterSentAt: number,
+  ) {
+    super(
+      'AGENT_JOB_SUPERSEDED',
+      `DPU ${dpuId}: this configure of ${binding} was sent at ${new Date(sentAt).toISOString()}, before a job of it sent at ${new Date(laterSentAt).toISOString()} that already ran here; it would undo that job`,
+      { retryable: false },
+    )
+  }
+}
+
+/**
  * The group's relay port name is taken on this DPU: by another group's relay, or by a
  * port that is not a relay. The holder keeps it; nothing was touched.
  */

@@ -31,6 +31,7 @@ import type { DhcpRelays } from './daemons.ts'
 import { HostPortBound, PortNotInstalled, PortNotReleased, WrongDpu } from './errors.ts'
 import { EvpnSpeaker, waitUntil } from './evpn.ts'
 import { ensureFabricRelay, fabricRelaySpecOf, removeFabricRelay } from './fabric-relay.ts'
+import { type JobOrder, UNORDERED } from './job-order.ts'
 import type { LocalOvs } from './ovs.ts'
 import {
   kernelVrfBackend,
@@ -138,7 +139,10 @@ export class FabricAgent {
     }
   }
 
-  async configure(job: FabricConfigurePayload): Promise<FabricConfigureAck> {
+  async configure(
+    job: FabricConfigurePayload,
+    order: JobOrder = UNORDERED,
+  ): Promise<FabricConfigureAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
     const port = hostPortOf(this.config, job.host)
@@ -151,6 +155,8 @@ export class FabricAgent {
     if ((await this.boundInOvs()).has(port)) {
       throw new HostPortBound(c.dpuId, port, 'an Overlay host (OVS)', host.name)
     }
+    // Admitted: from here on this job changes the DPU (`job-order.ts`).
+    await order.record()
     if (!this.prepared) {
       await this.backend.prepare()
       this.prepared = true
@@ -225,10 +231,11 @@ export class FabricAgent {
     }
   }
 
-  async isolate(job: FabricIsolatePayload): Promise<FabricIsolateAck> {
+  async isolate(job: FabricIsolatePayload, order: JobOrder = UNORDERED): Promise<FabricIsolateAck> {
     const c = this.config
     if (job.dpuId !== c.dpuId) throw new WrongDpu(c.dpuId, job.dpuId)
     const port = hostPortOf(this.config, job.host)
+    await order.record()
     const vni = job.group.vni
     const state = (await this.backend.list()).find((v) => v.vni === vni)
     if (state) {

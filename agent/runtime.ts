@@ -208,14 +208,8 @@ export async function startAgentRuntime(
       try {
         const parsed = parseAgentJob(job.name, job.data, config.protocolVersions)
         log(`job ${job.id} ${job.name} (protocol ${parsed.payload.protocolVersion})`)
-        const ack =
-          parsed.name === 'configure'
-            ? await agent.configure(parsed.payload)
-            : parsed.name === 'isolate'
-              ? await agent.isolate(parsed.payload)
-              : parsed.name === 'fabric-configure'
-                ? await agent.configureFabric(parsed.payload)
-                : await agent.isolateFabric(parsed.payload)
+        // Placed by when the controller sent it (kept across retries): `job-order.ts`.
+        const ack = await agent.run(parsed, job.timestamp)
         done('completed')
         return ack
       } catch (err) {

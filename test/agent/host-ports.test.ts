@@ -7,6 +7,7 @@
  */
 import { join } from 'node:path'
 import t from 'tap'
+import { JOB_SENT_PREFIX } from '../../agent/job-order.ts'
 import { startAgentRuntime } from '../../agent/runtime.ts'
 import { run } from '../../infra/lab/dpu.ts'
 import {
@@ -242,7 +243,14 @@ t.test('a DPU binds only its own host ports, and never moves or rebinds one', as
     })
     const result = await outcome(lab, 'isolate', isolate)
     t.match(result, { ack: { unbound: true } })
-    t.same(await dpuState(dpu), before, 'unchanged')
+    const after = await dpuState(dpu)
+    // What it keeps is that b9 was isolated: a configure of b9 sent before it is refused.
+    t.match(after.chassis, `"${JOB_SENT_PREFIX}tenant-b-b9"=`, 'the isolate is recorded for b9')
+    t.same(
+      { ...after, chassis: after.chassis.replace(/, "hydrazine:job-sent:tenant-b-b9"="\d+"/, '') },
+      before,
+      'and nothing else changed',
+    )
     t.equal(await lab.boundChassis(lab.input.host.logicalPort), lab.dpuId, 'h1 still bound here')
   })
 

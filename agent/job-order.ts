@@ -1,0 +1,102 @@
+/**
+ * The order in which the controller sent a DPU's jobs, kept per binding (an Overlay host's
+ * logical port, a Fabric host in its group), so that a `configure` sent before another job
+ * of the same binding that already ran here is refused rather than undoing it.
+ *
+ * The agent takes one job at a time, but not always in the order they were sent: a
+ * `configure` that failed waits out its retry backoff while the detach's `isolate`, sent
+ * after it, runs at once; when the retry came, it plugged the detached host back into its
+ * old group (or, for a Fabric host, back into the tenant's VRF) behind the controller's
+ * back, and held the DPU for its install timeout on every remaining attempt. A job is
+ * placed by when it was sent (BullMQ's `timestamp`, stamped by the producer and kept
+ * across retries): each job that starts here records that moment for its binding in the
+ * Open_vSwitch row's external_ids (it outlives the agent and a reboot, as a waiting
+ * retry does), and a `configure` sent earlier than the recorded one is `JobSuperseded`,
+ * touching nothing. An `isolate` is never refused: isolating is always safe to repeat.
+ */
+import type { AgentJob } from '../lib/agent-protocol/index.ts'
+import { JobSuperseded } from './errors.ts'
+
+/** The Open_vSwitch row's external_ids key prefix of these records. */
+export const JOB_SENT_PREFIX = 'hydrazine:job-sent:'
+
+/**
+ * How many bindings' records a DPU keeps: the newest, by when their job was sent. A
+ * superseded `configure` is a retry that waits seconds, not hundreds of other jobs.
+ */
+export const KEPT_RECORDS = 256
+
+/** What this needs of the DPU's OVS database. */
+export interface ChassisIds {
+  snapshot(): Promise<{ readonly chassisIds: Readonly<Record<string, string>> }>
+  setChassisIds(ids: Readonly<Record<string, string>>): Promise<boolean>
+  removeChassisIds(keys: readonly string[]): Promise<boolean>
+}
+
+/**
+ * The binding a job is about: the logical port of an Overlay host, the host in its group
+ * for a Fabric one.
+ *
+ * @example bindingOf({ name: 'isolate', payload }) // 'hz/group-a/host-a'
+ */
+export function bindingOf(job: AgentJob): string {
+  switch (job.name) {
+    case 'configure':
+    case 'isolate':
+      return job.payload.host.logicalPort
+    case 'fabric-configure':
+    case 'fabric-isolate':
+      return `fabric:${job.payload.group.name}/${job.payload.host.name}`
+  }
+}
+
+/** Records a job's moment for its binding: called by the job at its first change. */
+export interface JobOrder {
+  record(): Promise<void>
+}
+
+/** The order of a job the queue gave no moment: nothing to check or record. */
+export const UNORDERED: JobOrder = { record: async () => {} }
+
+/**
+ * Admits a job about to run, sent at `sentAt` (ms since the epoch; undefined when the
+ * queue gave none: not ordered), reading only: throws `JobSuperseded` for a `configure`
+ * sent before the last job of its binding that started changing this DPU. The job calls
+ * `record()` before its first change (a job refused for another reason leaves the DPU as
+ * it was, this record too): `sentAt` is kept for the binding when it is the newest, with
+ * the `KEPT_RECORDS` newest records.
+ */
+export async function admitJob(
+  ovs: ChassisIds,
+  dpuId: string,
+  job: AgentJob,
+  sentAt: number | undefined,
+): Promise<JobOrder> {
+  if (sentAt === undefined || !Number.isSafeInteger(sentAt) || sentAt <= 0) return UNORDERED
+  const binding = bindingOf(job)
+  const key = `${JOB_SENT_PREFIX}${binding}`
+  const configure = job.name === 'configure' || job.name === 'fabric-configure'
+  const before = recordedIn((await ovs.snapshot()).chassisIds, key)
+  if (before !== undefined && configure && sentAt < before) {
+    throw new JobSuperseded(dpuId, binding, sentAt, before)
+  }
+  return {
+    async record() {
+      const { chassisIds } = await ovs.snapshot()
+      const recorded = recordedIn(chassisIds, key)
+      if (recorded !== undefined && sentAt <= recorded) return
+      await ovs.setChassisIds({ [key]: String(sentAt) })
+      const others = Object.entries(chassisIds)
+        .filter(([k]) => k.startsWith(JOB_SENT_PREFIX) && k !== key)
+        .sort(([, a], [, b]) => Number(b) - Number(a))
+      const dropped = others.slice(KEPT_RECORDS - 1).map(([k]) => k)
+      if (dropped.length > 0) await ovs.removeChassisIds(dropped)
+    },
+  }
+}
+
+/** The moment recorded under `key`, when it is one. */
+function recordedIn(ids: Readonly<Record<string, string>>, key: string): number | undefined {
+  const recorded = Number(ids[key])
+  return Number.isSafeInteger(recorded) && recorded > 0 ? recorded : undefined
+}
