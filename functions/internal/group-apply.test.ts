@@ -53,3 +53,27 @@ t.test(
     t.equal(commitDelayMs(paceOf(pace, '25.03.0'), 5, crowd, '25.03.0'), 20, 'still the floor')
   },
 )
+
+t.test(
+  "with its ovn-northd's CPU measured, a central waits what northd spent, not its lag",
+  async (t) => {
+    const crowd = { busyCentrals: 20, northdCpus: 2 }
+    t.equal(
+      commitDelayMs(pace, 30, crowd, '23.03.1', 12),
+      120,
+      "12 ms of northd's CPU, ten centrals per core: 120 ms, however long other northds kept it waiting (30 ms)",
+    )
+    t.equal(
+      commitDelayMs(pace, 30, crowd, '23.03.1'),
+      1200,
+      'unmeasured: its lag over its share, as before',
+    )
+    t.equal(commitDelayMs(pace, 30, { busyCentrals: 1 }, '23.03.1', 12), 20, 'alone: the floor')
+    t.equal(commitDelayMs(pace, 30, crowd, '23.03.1', 900), 3000, 'still the ceiling')
+    t.equal(
+      commitDelayMs(paceOf(pace, '25.03.0'), 30, crowd, '25.03.0', 12),
+      30,
+      'an incremental northd is followed by its lag',
+    )
+  },
+)

@@ -122,6 +122,13 @@ export function paceOf(pace: CommitPace, northdVersion: string | undefined): Com
  * steady 100 attaches/s, OVN 23.03): each central paced as if alone committed 5.8 ports at
  * a time, 6 times a second in all, and its northd spent ~150 ms of CPU per commit (~25 ms
  * per attach): 10 northds asked for several cores and the backlog grew without bound.
+ *
+ * Where the provider measures a central's ovn-northd (`northdCpuMs`: the CPU it used
+ * since the central's commit before, every pass of it), that stands for
+ * `lag / northdShare`: the lag of a northd sharing its cores with busy others counts the
+ * time it waited for them too, and stretching it again by the crowd counted them twice
+ * (20 centrals on 2 cores waited ~40 times a lag of mostly waiting; the attach bench's
+ * Ready p95 with a central per group fell from 1.3–2.5 s to 0.9–1.1 s).
  */
 export function commitDelayMs(
   pace: CommitPace,
@@ -130,11 +137,16 @@ export function commitDelayMs(
     busyCentrals: 1,
   },
   northdVersion?: string,
+  northdCpuMs?: number,
 ): number {
   const { northdCpus, busyCentrals } = crowd
-  const shares = northdCpus !== undefined && northdCpus > 0 && !northdIsIncremental(northdVersion)
+  const incremental = northdIsIncremental(northdVersion)
+  const shares = northdCpus !== undefined && northdCpus > 0 && !incremental
   const stretch = shares ? Math.max(1, busyCentrals / northdCpus) : 1
-  return Math.min(pace.ceilingMs, Math.max(pace.floorMs, (lagMs * stretch) / pace.northdShare))
+  // What northd's work on a commit costs: the CPU it used since the last one, every pass
+  // (measured), or its first pass's lag over its share.
+  const work = northdCpuMs !== undefined && !incremental ? northdCpuMs : lagMs / pace.northdShare
+  return Math.min(pace.ceilingMs, Math.max(pace.floorMs, work * stretch))
 }
 
 /** One paced commit, as `GroupApplier`'s `onCommit` hears of it. */
@@ -146,6 +158,11 @@ export interface GroupCommitted {
   readonly northdSeconds: number
   /** False when the ceiling passed (or the SB could not be asked) first. */
   readonly caughtUp: boolean
+  /**
+   * CPU ms the central's ovn-northd used since its commit before settled, when the
+   * provider can tell (`OvnCentralProvider.northdCpuMs`).
+   */
+  readonly northdCpuMs?: number
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
@@ -196,6 +213,8 @@ export class GroupApplier implements GroupApplies {
   readonly #nextCommit = new Map<string, Promise<number>>()
   /** Per central (its SB remote): when it last committed ports (`commitDelayMs`' crowd). */
   readonly #lastCommit = new Map<string, number>()
+  /** Per central (its SB remote): its ovn-northd's CPU ms when its last commit settled. */
+  readonly #northdCpu = new Map<string, number>()
   /** Per group: the SB remote of its central, as its last apply found it. */
   readonly #centralOf = new Map<string, string>()
   /** Per group: the apply in flight, and the one queued behind it that later callers share. */
@@ -263,18 +282,35 @@ export class GroupApplier implements GroupApplies {
     const next = southbound
       .settled(sbRemote, result.ports, pace.ceilingMs)
       .catch(() => false)
-      .then((caughtUp) => {
+      .then(async (caughtUp) => {
         const lag = performance.now() - committed
+        const cpu = await this.#northdSpent(group, sbRemote)
         this.#onCommit?.({
           group,
           ports: added.length + removed.length,
           northdSeconds: lag / 1000,
           caughtUp,
+          ...(cpu !== undefined ? { northdCpuMs: cpu } : {}),
         })
         const crowd = { busyCentrals: this.#busyCentrals(), northdCpus: this.#deps.ovn.northdCpus }
-        return committed + commitDelayMs(paceOf(pace, northdVersion), lag, crowd, northdVersion)
+        const delay = commitDelayMs(paceOf(pace, northdVersion), lag, crowd, northdVersion, cpu)
+        return committed + delay
       })
     this.#nextCommit.set(sbRemote, next)
+  }
+
+  /**
+   * The CPU the group's central's ovn-northd used since the central's last commit settled
+   * (what it spent on that commit's later passes and this one's first), when the provider
+   * can tell; undefined the first time, and after a restart of that northd.
+   */
+  async #northdSpent(group: string, central: string): Promise<number | undefined> {
+    const { ovn } = this.#deps
+    const now = await ovn.northdCpuMs?.(group).catch(() => undefined)
+    const before = this.#northdCpu.get(central)
+    if (now === undefined) this.#northdCpu.delete(central)
+    else this.#northdCpu.set(central, now)
+    return now !== undefined && before !== undefined && now >= before ? now - before : undefined
   }
 
   /** Centrals that committed ports within the pace's ceiling (forgetting those that did not). */

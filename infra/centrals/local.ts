@@ -34,6 +34,7 @@ import { ConfigError } from '../../lib/errors.ts'
 import { CentralUnavailableError, type OvnCentralProvider } from '../../lib/ovn/central.ts'
 import { type OvnInstall, SYSTEM_OVN } from '../../lib/ovn/install.ts'
 import type { CertificateAuthority } from '../../lib/pki/index.ts'
+import { processTreeCpuMs } from '../../lib/process/cpu.ts'
 import { requireBinary } from '../../lib/process/daemon.ts'
 import { wantsTls } from '../local/net.ts'
 import { ovnNorthdVersion } from '../local/ovn-central.ts'
@@ -200,6 +201,11 @@ export async function startPerGroupCentrals(
 
   const provider: PerGroupCentrals = {
     northdCpus: options.northdCpus ?? Math.max(1, availableParallelism() / 2),
+
+    async northdCpuMs(group) {
+      const northd = centrals.get(group)?.running?.daemons.find((d) => d.name === 'ovn-northd')
+      return northd?.running ? processTreeCpuMs(northd.pid) : undefined
+    },
 
     async ensure(group) {
       if (closed)

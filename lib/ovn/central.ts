@@ -44,6 +44,13 @@ export interface OvnCentralProvider {
    * a Kubernetes pod per central).
    */
   readonly northdCpus?: number | undefined
+  /**
+   * Milliseconds of CPU the group's central's ovn-northd has used since it started, when
+   * the provider runs it on this machine (the embedded per-group centrals); undefined when
+   * it does not run or cannot be measured. A group's commits are paced by what its northd
+   * spent on the ones before (`commitDelayMs`). Optional.
+   */
+  northdCpuMs?(group: string): Promise<number | undefined>
   /** The group is gone; its central may go too (stopped, its files removed). Idempotent. */
   release(group: string): Promise<void>
   /**

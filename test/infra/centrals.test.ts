@@ -109,6 +109,10 @@ t.test('two groups get two centrals, each with its own NB, SB and files', async 
     'Datapath_Binding',
   ])
   t.match(sbA.stdout, /x/, "northd compiled A's NB into A's SB, reachable on its TCP remote")
+  // What its northd spent compiling it: the commits of A are paced by it.
+  const spent = await centrals.northdCpuMs?.('group-a')
+  t.ok(spent !== undefined && spent > 0, `A's ovn-northd has used CPU (${spent} ms)`)
+  t.equal(await centrals.northdCpuMs?.('group-z'), undefined, 'a group without a central: unknown')
 
   t.same((await centrals.list()).map((e) => e.group).sort(), ['group-a', 'group-b'])
   t.same(await centrals.groups(), ['group-a', 'group-b'])
