@@ -61,14 +61,23 @@ t.test(
     t.equal(
       commitDelayMs(pace, 30, crowd, '23.03.1', 12),
       120,
-      "12 ms of northd's CPU, ten centrals per core: 120 ms, however long other northds kept it waiting (30 ms)",
+      "12 ms of northd's CPU, ten centrals per core: 120 ms, not ten times its lag (30 ms) over its share",
     )
     t.equal(
       commitDelayMs(pace, 30, crowd, '23.03.1'),
       1200,
       'unmeasured: its lag over its share, as before',
     )
-    t.equal(commitDelayMs(pace, 30, { busyCentrals: 1 }, '23.03.1', 12), 20, 'alone: the floor')
+    t.equal(
+      commitDelayMs(pace, 30, { busyCentrals: 1 }, '23.03.1', 12),
+      120,
+      'alone: its lag over its share, as before (one northd is not asked more often)',
+    )
+    t.equal(
+      commitDelayMs(pace, 3, crowd, '23.03.1', 4),
+      40,
+      'crowded, a short lag: the CPU the crowd shares',
+    )
     t.equal(commitDelayMs(pace, 30, crowd, '23.03.1', 900), 3000, 'still the ceiling')
     t.equal(
       commitDelayMs(paceOf(pace, '25.03.0'), 30, crowd, '25.03.0', 12),
