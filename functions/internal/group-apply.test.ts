@@ -74,6 +74,11 @@ t.test(
       'alone: its lag over its share, as before (one northd is not asked more often)',
     )
     t.equal(
+      commitDelayMs(pace, 30, { busyCentrals: 1, northdCpus: 1 }, '23.03.1', 900),
+      120,
+      'nor held back by the work its chassis give it while it has the cores to itself',
+    )
+    t.equal(
       commitDelayMs(pace, 3, crowd, '23.03.1', 4),
       40,
       'crowded, a short lag: the CPU the crowd shares',

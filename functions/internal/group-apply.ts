@@ -145,11 +145,13 @@ export function commitDelayMs(
   const incremental = northdIsIncremental(northdVersion)
   const shares = northdCpus !== undefined && northdCpus > 0 && !incremental
   const stretch = shares ? Math.max(1, busyCentrals / northdCpus) : 1
-  // Measured, the CPU its northd used since the commit before (every pass) is what the
-  // crowd shares; its own lag over its share still bounds how often one northd is asked
-  // (alone, it is what paces it). Unmeasured, the lag stands for both.
+  // In a crowd, the CPU its northd used since the commit before (every pass, measured) is
+  // what the crowd shares; its own lag over its share still bounds how often one northd is
+  // asked. Out of a crowd (or unmeasured) the lag paces it: a northd with cores to spare
+  // is kept busy by its chassis too (their binds and updates), which is no reason to hold
+  // the group's changes back.
   const wait =
-    northdCpuMs !== undefined && !incremental
+    northdCpuMs !== undefined && stretch > 1
       ? Math.max(northdCpuMs * stretch, lagMs / pace.northdShare)
       : (lagMs * stretch) / pace.northdShare
   return Math.min(pace.ceilingMs, Math.max(pace.floorMs, wait))
