@@ -321,10 +321,18 @@ export class GroupApplier implements GroupApplies {
     return now !== undefined && before !== undefined && now >= before ? now - before : undefined
   }
 
-  /** Centrals that committed ports within the pace's ceiling (forgetting those that did not). */
+  /**
+   * Centrals that committed ports within the pace's ceiling (forgetting those that did not,
+   * and their northd's CPU figure).
+   */
   #busyCentrals(): number {
     const since = performance.now() - this.#pace.ceilingMs
-    for (const [central, at] of this.#lastCommit) if (at < since) this.#lastCommit.delete(central)
+    for (const [central, at] of this.#lastCommit) {
+      if (at >= since) continue
+      this.#lastCommit.delete(central)
+      // Idle since: what its northd did meanwhile was its chassis' work, not a commit's.
+      this.#northdCpu.delete(central)
+    }
     return Math.max(1, this.#lastCommit.size)
   }
 
