@@ -76,15 +76,15 @@ export async function admitJob(
   const binding = bindingOf(job)
   const key = `${JOB_SENT_PREFIX}${binding}`
   const configure = job.name === 'configure' || job.name === 'fabric-configure'
-  const before = recordedIn((await ovs.snapshot()).chassisIds, key)
+  // Read once: the DPU runs one job at a time, so no other job records meanwhile.
+  const { chassisIds } = await ovs.snapshot()
+  const before = recordedIn(chassisIds, key)
   if (before !== undefined && configure && sentAt < before) {
     throw new JobSuperseded(dpuId, binding, sentAt, before)
   }
   return {
     async record() {
-      const { chassisIds } = await ovs.snapshot()
-      const recorded = recordedIn(chassisIds, key)
-      if (recorded !== undefined && sentAt <= recorded) return
+      if (before !== undefined && sentAt <= before) return
       await ovs.setChassisIds({ [key]: String(sentAt) })
       const others = Object.entries(chassisIds)
         .filter(([k]) => k.startsWith(JOB_SENT_PREFIX) && k !== key)

@@ -134,13 +134,12 @@ try {
   const dpuIdentities = kubernetesConfig?.dpuCaFile
     ? trustedBy(await readFile(kubernetesConfig.dpuCaFile, 'utf8'))
     : stack?.pki
-  const dpuCa = dpuIdentities
   const kubernetes: OvnCentralProvider | undefined =
     kubernetesConfig && kubernetesCentrals
       ? kubernetesCentrals(
           {
             ...kubernetesConfig,
-            ...(dpuCa ? { dpuCa } : {}),
+            ...(dpuIdentities ? { dpuCa: dpuIdentities } : {}),
             chassisCertMs: config.chassisCertMs,
           },
           (line) => logger.info(line),

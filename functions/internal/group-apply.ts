@@ -166,11 +166,6 @@ export interface GroupCommitted {
   readonly northdSeconds: number
   /** False when the ceiling passed (or the SB could not be asked) first. */
   readonly caughtUp: boolean
-  /**
-   * CPU ms the central's ovn-northd used since its commit before settled, when the
-   * provider can tell (`OvnCentralProvider.northdCpuMs`).
-   */
-  readonly northdCpuMs?: number
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
@@ -298,7 +293,6 @@ export class GroupApplier implements GroupApplies {
           ports: added.length + removed.length,
           northdSeconds: lag / 1000,
           caughtUp,
-          ...(cpu !== undefined ? { northdCpuMs: cpu } : {}),
         })
         const crowd = { busyCentrals: this.#busyCentrals(), northdCpus: this.#deps.ovn.northdCpus }
         const delay = commitDelayMs(paceOf(pace, northdVersion), lag, crowd, northdVersion, cpu)
