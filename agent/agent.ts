@@ -111,7 +111,7 @@ export class Agent {
     tls?: AgentTls,
   ): Promise<Agent> {
     await mkdir(config.runDir, { recursive: true })
-    const ovs = await LocalOvs.connect(config.ovsDb)
+    const ovs = await LocalOvs.connect(config.ovsDb, config.integrationBridge)
     const place = {
       runDir: config.runDir,
       ovsRunDir: config.ovsRunDir,
@@ -262,8 +262,6 @@ export class Agent {
     // The group's SB may admit only its own chassis: this is the certificate it takes
     // (refused, changing nothing, when it is not this DPU's).
     await this.sbCertificate?.use(group.sbCertificate, group.sbCa)
-    // Admitted: from here on this job changes the DPU (`job-order.ts`).
-    await order.record()
     const presented = this.presentedIds(group.sbRemote)
 
     await this.ovs.ensureBridges([
@@ -274,6 +272,9 @@ export class Agent {
         ports: c.uplinkInterface ? [c.uplinkInterface] : [],
       },
     ])
+    // Admitted: from here on this job changes what the DPU does for its host
+    // (`job-order.ts`; noted on the integration bridge, made just now if it was not there).
+    await order.record()
     await this.ovs.setChassisIds({
       'system-id': c.systemId,
       hostname: c.systemId,
@@ -317,7 +318,7 @@ export class Agent {
 
     this.mustClaimHostPort(await this.ovs.ensurePort(hostSpec), job)
     // Bound again: an isolate of this logical port that was still waiting is over.
-    await this.ovs.removeChassisIds([releasingKey(host.logicalPort)])
+    await this.ovs.removeNotes([releasingKey(host.logicalPort)])
 
     // Acked only once ovn-controller says the port's flows are in: Ready never comes
     // before the host's traffic flows.
@@ -390,7 +391,7 @@ export class Agent {
     const remote = snap.ovnRemote
     if (!this.sbCertificate || pem === undefined || !remote) return undefined
     const boundThrough = targets.some((p) => p.externalIds[Key.sbRemote] === remote)
-    const releasing = parseRemotes(snap.chassisIds[releasingKey(job.host.logicalPort)])
+    const releasing = parseRemotes(snap.notes[releasingKey(job.host.logicalPort)])
     if (!boundThrough && !releasing.includes(remote)) return undefined
     await this.sbCertificate.use(pem, sbCa)
     await this.ovs.setChassisIds(this.presentedIds(remote))
@@ -500,7 +501,7 @@ export class Agent {
       c.installTimeoutMs,
     )
     if (!unbound) throw new PortNotReleased(c.dpuId, job.host.logicalPort, c.installTimeoutMs)
-    await this.ovs.removeChassisIds([releasingKey(job.host.logicalPort)])
+    await this.ovs.removeNotes([releasingKey(job.host.logicalPort)])
     await this.forgetSouthboundCertificates()
     const observed = await this.observe()
     return {
@@ -523,7 +524,7 @@ export class Agent {
     const snap = await this.ovs.snapshot()
     const inUse = new Set<string>([snap.ovnRemote ?? ''])
     for (const p of snap.owned) inUse.add(p.externalIds[Key.sbRemote] ?? '')
-    for (const [key, value] of Object.entries(snap.chassisIds)) {
+    for (const [key, value] of Object.entries(snap.notes)) {
       if (key.startsWith(releasingKey(''))) for (const r of parseRemotes(value)) inUse.add(r)
     }
     const prefixes = [sbCertificateKeyOf(''), sbCaKeyOf('')]

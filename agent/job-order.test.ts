@@ -7,27 +7,22 @@ import {
   parseAgentJob,
 } from '../lib/agent-protocol/index.ts'
 import { JobSuperseded } from './errors.ts'
-import {
-  bindingOf,
-  type ChassisIds,
-  admitJob as check,
-  JOB_SENT_PREFIX,
-  KEPT_RECORDS,
-} from './job-order.ts'
+import { bindingOf, admitJob as check, KEPT_RECORDS, type Notes } from './job-order.ts'
+import { jobSentKey } from './ovs.ts'
 
-/** The Open_vSwitch row's external_ids, as OVS keeps them (test/agent/job-order.test.ts has the real one). */
-function externalIds(initial: Record<string, string> = {}): ChassisIds & {
+/** The agent's notes, as OVS keeps them (test/agent/job-order.test.ts has the real ones). */
+function externalIds(initial: Record<string, string> = {}): Notes & {
   ids: Record<string, string>
 } {
   const ids = { ...initial }
   return {
     ids,
-    snapshot: async () => ({ chassisIds: { ...ids } }),
-    async setChassisIds(set) {
+    snapshot: async () => ({ notes: { ...ids } }),
+    async setNotes(set) {
       Object.assign(ids, set)
       return true
     },
-    async removeChassisIds(keys) {
+    async removeNotes(keys) {
       for (const key of keys) delete ids[key]
       return true
     },
@@ -54,7 +49,7 @@ const isolate = (name = 'h1'): AgentJob => ({
     host: { name, logicalPort: `hz/g/${name}` },
   }),
 })
-const key = (name = 'h1') => `${JOB_SENT_PREFIX}hz/g/${name}`
+const key = (name = 'h1') => jobSentKey(`hz/g/${name}`)
 
 /** A job admitted that goes on to change the DPU. */
 async function admitJob(...args: Parameters<typeof check>): Promise<void> {
@@ -114,7 +109,7 @@ t.test('a Fabric host is its own binding, by group and host', async (t) => {
 t.test(`a DPU keeps the ${KEPT_RECORDS} newest records`, async (t) => {
   const ovs = externalIds({ unrelated: 'kept' })
   for (let n = 1; n <= KEPT_RECORDS + 10; n++) await admitJob(ovs, 'dpu-1', isolate(`h${n}`), n)
-  const kept = Object.keys(ovs.ids).filter((k) => k.startsWith(JOB_SENT_PREFIX))
+  const kept = Object.keys(ovs.ids).filter((k) => k.startsWith(jobSentKey('')))
   t.equal(kept.length, KEPT_RECORDS)
   t.notOk(key('h10') in ovs.ids, 'the oldest went')
   t.ok(key(`h${KEPT_RECORDS + 10}`) in ovs.ids, 'the newest stays')

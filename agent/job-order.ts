@@ -9,16 +9,15 @@
  * old group (or, for a Fabric host, back into the tenant's VRF) behind the controller's
  * back, and held the DPU for its install timeout on every remaining attempt. A job is
  * placed by when it was sent (BullMQ's `timestamp`, stamped by the producer and kept
- * across retries): each job that starts here records that moment for its binding in the
- * Open_vSwitch row's external_ids (it outlives the agent and a reboot, as a waiting
- * retry does), and a `configure` sent earlier than the recorded one is `JobSuperseded`,
+ * across retries): each job that starts here records that moment for its binding among
+ * the agent's notes in the OVS database (`ovs.ts`: on the integration bridge, which
+ * ovn-controller does not follow; they outlive the agent and a reboot, as a waiting retry
+ * does), and a `configure` sent earlier than the recorded one is `JobSuperseded`,
  * touching nothing. An `isolate` is never refused: isolating is always safe to repeat.
  */
 import type { AgentJob } from '../lib/agent-protocol/index.ts'
 import { JobSuperseded } from './errors.ts'
-
-/** The Open_vSwitch row's external_ids key prefix of these records. */
-export const JOB_SENT_PREFIX = 'hydrazine:job-sent:'
+import { jobSentKey } from './ovs.ts'
 
 /**
  * How many bindings' records a DPU keeps: the newest, by when their job was sent. A
@@ -26,11 +25,11 @@ export const JOB_SENT_PREFIX = 'hydrazine:job-sent:'
  */
 export const KEPT_RECORDS = 256
 
-/** What this needs of the DPU's OVS database. */
-export interface ChassisIds {
-  snapshot(): Promise<{ readonly chassisIds: Readonly<Record<string, string>> }>
-  setChassisIds(ids: Readonly<Record<string, string>>): Promise<boolean>
-  removeChassisIds(keys: readonly string[]): Promise<boolean>
+/** What this needs of the DPU's OVS database: the agent's notes (`ovs.ts`). */
+export interface Notes {
+  snapshot(): Promise<{ readonly notes: Readonly<Record<string, string>> }>
+  setNotes(notes: Readonly<Record<string, string>>): Promise<boolean>
+  removeNotes(keys: readonly string[]): Promise<boolean>
 }
 
 /**
@@ -67,30 +66,30 @@ export const UNORDERED: JobOrder = { record: async () => {} }
  * the `KEPT_RECORDS` newest records.
  */
 export async function admitJob(
-  ovs: ChassisIds,
+  ovs: Notes,
   dpuId: string,
   job: AgentJob,
   sentAt: number | undefined,
 ): Promise<JobOrder> {
   if (sentAt === undefined || !Number.isSafeInteger(sentAt) || sentAt <= 0) return UNORDERED
   const binding = bindingOf(job)
-  const key = `${JOB_SENT_PREFIX}${binding}`
+  const key = jobSentKey(binding)
   const configure = job.name === 'configure' || job.name === 'fabric-configure'
   // Read once: the DPU runs one job at a time, so no other job records meanwhile.
-  const { chassisIds } = await ovs.snapshot()
-  const before = recordedIn(chassisIds, key)
+  const { notes } = await ovs.snapshot()
+  const before = recordedIn(notes, key)
   if (before !== undefined && configure && sentAt < before) {
     throw new JobSuperseded(dpuId, binding, sentAt, before)
   }
   return {
     async record() {
       if (before !== undefined && sentAt <= before) return
-      await ovs.setChassisIds({ [key]: String(sentAt) })
-      const others = Object.entries(chassisIds)
-        .filter(([k]) => k.startsWith(JOB_SENT_PREFIX) && k !== key)
+      await ovs.setNotes({ [key]: String(sentAt) })
+      const others = Object.entries(notes)
+        .filter(([k]) => k.startsWith(jobSentKey('')) && k !== key)
         .sort(([, a], [, b]) => Number(b) - Number(a))
       const dropped = others.slice(KEPT_RECORDS - 1).map(([k]) => k)
-      if (dropped.length > 0) await ovs.removeChassisIds(dropped)
+      if (dropped.length > 0) await ovs.removeNotes(dropped)
     },
   }
 }

@@ -34,12 +34,42 @@ export const Key = {
 } as const
 
 /**
- * The Open_vSwitch row's external_ids key that remembers, while `isolate` waits for the
- * Southbound to release `logicalPort`, which SBs it must ask (a JSON array): the port that
- * named them is gone by then, and a retry or a restarted agent must ask the same ones.
+ * The agent's notes about its own jobs — when each binding's last job was sent
+ * (`job-order.ts`), which SBs an isolate waits on — kept with the ports in the OVS
+ * database (they outlive the agent and a reboot), in the integration bridge's
+ * external_ids. Not in the Open_vSwitch row's: ovn-controller follows those, and every
+ * change to them makes it recompute all its logical flows (OVN 23.03 to today have no
+ * incremental handler for that input), which per job costs the DPU in proportion to its
+ * groups' size. A bridge's external_ids it does not follow. Notes made before the bridge
+ * existed, or by an older agent, are in the Open_vSwitch row: both are read, the bridge's
+ * win, and a note removed goes from both.
+ */
+const NOTE_PREFIXES = ['hydrazine:releasing:', 'hydrazine:job-sent:'] as const
+
+/** Removes notes `keys` from the Open_vSwitch row (none: no operation). */
+function legacyRemoval(keys: readonly string[]) {
+  return keys.length > 0
+    ? [OVS.mutate('Open_vSwitch', [], [['external_ids', 'delete', [...keys]]])]
+    : []
+}
+
+/** True when `key` is one of the agent's notes (`NOTE_PREFIXES`). */
+export function isNoteKey(key: string): boolean {
+  return NOTE_PREFIXES.some((prefix) => key.startsWith(prefix))
+}
+
+/**
+ * The note that remembers, while `isolate` waits for the Southbound to release
+ * `logicalPort`, which SBs it must ask (a JSON array): the port that named them is gone by
+ * then, and a retry or a restarted agent must ask the same ones.
  */
 export function releasingKey(logicalPort: string): string {
-  return `hydrazine:releasing:${logicalPort}`
+  return `${NOTE_PREFIXES[0]}${logicalPort}`
+}
+
+/** The note of when the last job about `binding` that changed this DPU was sent. */
+export function jobSentKey(binding: string): string {
+  return `${NOTE_PREFIXES[1]}${binding}`
 }
 
 /**
@@ -94,6 +124,8 @@ export interface OvsSnapshot {
   readonly systemId: string | null
   readonly ovnRemote: string | null
   readonly chassisIds: Readonly<Record<string, string>>
+  /** The agent's notes (`isNoteKey`): the integration bridge's over the Open_vSwitch row's. */
+  readonly notes: Readonly<Record<string, string>>
   readonly bridges: readonly string[]
   /** Bridge name → its port names. */
   readonly bridgePorts: Readonly<Record<string, readonly string[]>>
@@ -138,10 +170,17 @@ export function claimOf(spec: PortSpec): PortClaim {
 
 /** Reads and converges the local Open_vSwitch database. */
 export class LocalOvs {
-  private constructor(readonly client: OvsdbClient) {}
+  private constructor(
+    readonly client: OvsdbClient,
+    readonly notesBridge: string,
+  ) {}
 
-  static async connect(remote: string): Promise<LocalOvs> {
-    return new LocalOvs(await OvsdbClient.connect(remote, { connectTimeoutMs: 15_000 }))
+  /** Connects to the OVS database at `remote`; the agent's notes live on `notesBridge`. */
+  static async connect(remote: string, notesBridge = 'br-int'): Promise<LocalOvs> {
+    return new LocalOvs(
+      await OvsdbClient.connect(remote, { connectTimeoutMs: 15_000 }),
+      notesBridge,
+    )
   }
 
   close(): Promise<void> {
@@ -151,7 +190,7 @@ export class LocalOvs {
   async snapshot(): Promise<OvsSnapshot> {
     const [ovs, bridges, ports, ifaces] = await this.client.transact(OVS.name, [
       OVS.select('Open_vSwitch', [], ['external_ids']),
-      OVS.select('Bridge', [], ['name', 'ports']),
+      OVS.select('Bridge', [], ['name', 'ports', 'external_ids']),
       OVS.select('Port', [], ['_uuid', 'name', 'interfaces', 'external_ids']),
       OVS.select('Interface', [], ['_uuid', 'name', 'external_ids', 'ofport']),
     ])
@@ -206,6 +245,14 @@ export class LocalOvs {
       systemId: ids['system-id'] ?? null,
       ovnRemote: ids['ovn-remote'] ?? null,
       chassisIds: ids,
+      notes: Object.fromEntries(
+        [
+          ...Object.entries(ids),
+          ...Object.entries(
+            bridgeRows.find((b) => b.name === this.notesBridge)?.external_ids ?? {},
+          ),
+        ].filter(([key]) => isNoteKey(key)),
+      ),
       bridges: bridgeRows.map((b) => b.name).sort(),
       bridgePorts: Object.fromEntries(
         bridgeRows.map((b) => [b.name, b.ports.map((u) => portNames.get(u) ?? u).sort()]),
@@ -276,6 +323,62 @@ export class LocalOvs {
     const present = keys.filter((k) => k in snap.chassisIds)
     if (present.length === 0) return false
     await this.commit([OVS.mutate('Open_vSwitch', [], [['external_ids', 'delete', present]])])
+    return true
+  }
+
+  /**
+   * Makes the agent's notes hold `notes` (`isNoteKey` keys; other notes are kept): on the
+   * integration bridge, or on the Open_vSwitch row while there is no such bridge. A note
+   * moved to the bridge leaves the row.
+   */
+  async setNotes(notes: Readonly<Record<string, string>>): Promise<boolean> {
+    const foreign = Object.keys(notes).find((k) => !isNoteKey(k))
+    if (foreign !== undefined) throw new TypeError(`${foreign} is not a note of the agent`)
+    const snap = await this.snapshot()
+    const changed = Object.entries(notes).filter(([k, v]) => snap.notes[k] !== v)
+    if (changed.length === 0) return false
+    const keys = changed.map(([k]) => k)
+    const values = Object.fromEntries(changed)
+    const ops = snap.bridges.includes(this.notesBridge)
+      ? [
+          OVS.mutate(
+            'Bridge',
+            [['name', '==', this.notesBridge]],
+            [['external_ids', 'delete', keys]],
+          ),
+          OVS.mutate(
+            'Bridge',
+            [['name', '==', this.notesBridge]],
+            [['external_ids', 'insert', values]],
+          ),
+          // Moved: the row's copy goes (an older agent's, or one made before the bridge).
+          ...legacyRemoval(keys.filter((k) => k in snap.chassisIds)),
+        ]
+      : [
+          OVS.mutate('Open_vSwitch', [], [['external_ids', 'delete', keys]]),
+          OVS.mutate('Open_vSwitch', [], [['external_ids', 'insert', values]]),
+        ]
+    await this.client.transact(OVS.name, ops)
+    return true
+  }
+
+  /** Removes the agent's notes `keys` wherever they are (absent ones are no change). */
+  async removeNotes(keys: readonly string[]): Promise<boolean> {
+    const snap = await this.snapshot()
+    const present = keys.filter((k) => isNoteKey(k) && k in snap.notes)
+    if (present.length === 0) return false
+    await this.commit([
+      ...legacyRemoval(present.filter((k) => k in snap.chassisIds)),
+      ...(snap.bridges.includes(this.notesBridge)
+        ? [
+            OVS.mutate(
+              'Bridge',
+              [['name', '==', this.notesBridge]],
+              [['external_ids', 'delete', present]],
+            ),
+          ]
+        : []),
+    ])
     return true
   }
 

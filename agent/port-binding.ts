@@ -184,11 +184,11 @@ export async function southboundsToAsk(
   logicalPort: string,
 ): Promise<string[]> {
   const key = releasingKey(logicalPort)
-  const remembered = parseRemotes(snap.chassisIds[key])
+  const remembered = parseRemotes(snap.notes[key])
   const boundThrough = targets.map((p) => p.externalIds[Key.sbRemote] ?? '')
   const toRemember = [...new Set([...remembered, ...boundThrough])].filter((r) => r !== '')
   if (toRemember.length > remembered.length) {
-    await ovs.setChassisIds({ [key]: JSON.stringify(toRemember) })
+    await ovs.setNotes({ [key]: JSON.stringify(toRemember) })
   }
   return [...new Set([...toRemember, snap.ovnRemote ?? ''])].filter((r) => r !== '')
 }

@@ -83,6 +83,8 @@ export interface DpuState {
   readonly interfaces: Readonly<Record<string, string>>
   /** The Open_vSwitch row's external_ids (system-id, ovn-remote, …). */
   readonly chassis: string
+  /** The agent's notes (`agent/ovs.ts`): br-int's `hydrazine:` external_ids, key=value. */
+  readonly notes: readonly string[]
   /** The DPU's relay namespaces. */
   readonly relayNamespaces: readonly string[]
 }
@@ -107,10 +109,16 @@ export async function dpuState(dpu: SimDpu): Promise<DpuState> {
   const relayNamespaces = lines(await run('ip', ['netns', 'list']))
     .map((l) => l.split(' ')[0] ?? '')
     .filter((n) => n.startsWith(`${dpu.netns}-hzr`))
+  const notes = bridges['br-int']
+    ? lines(await dpu.vsctl('br-get-external-id', 'br-int')).filter((l) =>
+        l.startsWith('hydrazine:'),
+      )
+    : []
   return {
     bridges,
     interfaces,
     chassis: (await dpu.vsctl('get', 'Open_vSwitch', '.', 'external_ids')).trim(),
+    notes,
     relayNamespaces,
   }
 }

@@ -84,7 +84,7 @@ t.test('an isolate never acks unbound on the word of an SB it could not ask', as
     const ack = await isolate()
     t.equal(ack.unbound, true, 'unbound once that SB says so')
     t.notMatch(
-      await lab.dpu.vsctl('get', 'Open_vSwitch', '.', 'external_ids'),
+      `${await lab.dpu.vsctl('get', 'Open_vSwitch', '.', 'external_ids')} ${await lab.dpu.vsctl('br-get-external-id', 'br-int')}`,
       'hydrazine:releasing',
       'and nothing is left to ask',
     )

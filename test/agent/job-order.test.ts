@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Job } from 'bullmq'
 import t from 'tap'
-import { JOB_SENT_PREFIX } from '../../agent/job-order.ts'
+import { jobSentKey } from '../../agent/ovs.ts'
 import { startAgentRuntime } from '../../agent/runtime.ts'
 import {
   agentJobId,
@@ -65,8 +65,8 @@ t.test(
     )
     t.equal(await lab.boundChassis(logicalPort), '', 'the SB binds the host nowhere')
     t.match(
-      await lab.dpu.vsctl('get', 'Open_vSwitch', '.', 'external_ids'),
-      `"${JOB_SENT_PREFIX}${logicalPort}"="${isolated.timestamp}"`,
+      await lab.dpu.vsctl('br-get-external-id', 'br-int', jobSentKey(logicalPort)),
+      `${isolated.timestamp}`,
       "the isolate's moment is what the DPU keeps for the host",
     )
 

@@ -481,6 +481,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       const movedJob = await lab.queue.add('configure', moved, { jobId: 'configure-back' })
       t.match(await movedJob.waitUntilFinished(lab.events, 40_000), { ovnInstalled: true })
       t.equal(await readFile(presented, 'utf8'), identity, 'it presents its identity again')
+      // (Where an agent before the notes' move to br-int remembered it: read there too.)
       await lab.dpu.vsctl(
         'set',
         'Open_vSwitch',

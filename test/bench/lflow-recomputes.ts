@@ -23,7 +23,7 @@ export function lflowRecomputesOf(stats: string): number | undefined {
 }
 
 /** ovn-controller's pid and its recompute count now; undefined while it does not run. */
-async function sample(
+export async function sampleLflowRecomputes(
   place: OvnControllerPlace,
 ): Promise<{ pid: number; count: number } | undefined> {
   const pid = Number(
@@ -66,7 +66,7 @@ export class LflowRecomputes {
   /** Takes every DPU's count as the starting point. */
   async start(): Promise<void> {
     for (const place of this.#places) {
-      const now = await sample(place)
+      const now = await sampleLflowRecomputes(place)
       if (now) this.#last.set(place.dpu, now)
     }
     this.#timer = setInterval(() => {
@@ -85,7 +85,7 @@ export class LflowRecomputes {
 
   async #sampleAll(): Promise<void> {
     for (const place of this.#places) {
-      const now = await sample(place)
+      const now = await sampleLflowRecomputes(place)
       if (!now) continue
       const last = this.#last.get(place.dpu)
       // A new process counts from its start (its first compute is a recompute too).
