@@ -4,8 +4,13 @@
  * `daemon.ts`) of the first field of `/proc/<pid>/task/<tid>/schedstat` (time on a CPU,
  * ns). Clock ticks (`/proc/<pid>/stat`, 10 ms) are too coarse for the few milliseconds
  * ovn-northd spends on a commit of a small central.
+ *
+ * Read synchronously: `/proc` files are made by the kernel on read, never wait on a disk,
+ * and take microseconds, while each asynchronous read is four trips through libuv's thread
+ * pool (open, stat, read, close) that a busy event loop then waits to hear of — once per
+ * thread per settled commit of every central.
  */
-import { readdir, readFile } from 'node:fs/promises'
+import { readdirSync, readFileSync } from 'node:fs'
 
 /**
  * Milliseconds of CPU used so far by process `pid`, its threads and its descendants;
@@ -14,16 +19,18 @@ import { readdir, readFile } from 'node:fs/promises'
  * @example await processTreeCpuMs(daemon.pid) // 1234.567
  */
 export async function processTreeCpuMs(pid: number): Promise<number | undefined> {
-  const tasks = await readdir(`/proc/${pid}/task`).catch(() => undefined)
+  return treeCpuMs(pid)
+}
+
+function treeCpuMs(pid: number): number | undefined {
+  const tasks = readOr(() => readdirSync(`/proc/${pid}/task`), undefined)
   if (!tasks) return undefined
   let ms = 0
   let read = false
   const children: number[] = []
   for (const tid of tasks) {
-    const [stat, kids] = await Promise.all([
-      readFile(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').catch(() => undefined),
-      readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => ''),
-    ])
+    const stat = readOr(() => readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8'), undefined)
+    const kids = readOr(() => readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8'), '')
     // A thread that ended between the listing and the read counts nothing.
     const onCpu = Number(stat?.split(' ')[0])
     if (Number.isFinite(onCpu)) {
@@ -33,6 +40,15 @@ export async function processTreeCpuMs(pid: number): Promise<number | undefined>
     for (const child of kids.split(' ')) if (/^\d+$/.test(child)) children.push(Number(child))
   }
   if (!read) return undefined
-  for (const child of children) ms += (await processTreeCpuMs(child)) ?? 0
+  for (const child of children) ms += treeCpuMs(child) ?? 0
   return ms
+}
+
+/** What `read` returns; `otherwise` when it throws (a process or thread that is gone). */
+function readOr<T, U>(read: () => T, otherwise: U): T | U {
+  try {
+    return read()
+  } catch {
+    return otherwise
+  }
 }
