@@ -46,16 +46,26 @@ export const Key = {
  */
 const NOTE_PREFIXES = ['hydrazine:releasing:', 'hydrazine:job-sent:'] as const
 
+/** True when `key` is one of the agent's notes (`NOTE_PREFIXES`). */
+export function isNoteKey(key: string): boolean {
+  return NOTE_PREFIXES.some((prefix) => key.startsWith(prefix))
+}
+
+/** The notes among the Open_vSwitch row's external_ids and the notes bridge's (which win). */
+function notesOf(
+  row: Readonly<Record<string, string>>,
+  bridge: Readonly<Record<string, string>> | undefined,
+): Record<string, string> {
+  return Object.fromEntries(
+    [...Object.entries(row), ...Object.entries(bridge ?? {})].filter(([key]) => isNoteKey(key)),
+  )
+}
+
 /** Removes notes `keys` from the Open_vSwitch row (none: no operation). */
 function legacyRemoval(keys: readonly string[]) {
   return keys.length > 0
     ? [OVS.mutate('Open_vSwitch', [], [['external_ids', 'delete', [...keys]]])]
     : []
-}
-
-/** True when `key` is one of the agent's notes (`NOTE_PREFIXES`). */
-export function isNoteKey(key: string): boolean {
-  return NOTE_PREFIXES.some((prefix) => key.startsWith(prefix))
 }
 
 /**
@@ -245,14 +255,7 @@ export class LocalOvs {
       systemId: ids['system-id'] ?? null,
       ovnRemote: ids['ovn-remote'] ?? null,
       chassisIds: ids,
-      notes: Object.fromEntries(
-        [
-          ...Object.entries(ids),
-          ...Object.entries(
-            bridgeRows.find((b) => b.name === this.notesBridge)?.external_ids ?? {},
-          ),
-        ].filter(([key]) => isNoteKey(key)),
-      ),
+      notes: notesOf(ids, bridgeRows.find((b) => b.name === this.notesBridge)?.external_ids),
       bridges: bridgeRows.map((b) => b.name).sort(),
       bridgePorts: Object.fromEntries(
         bridgeRows.map((b) => [b.name, b.ports.map((u) => portNames.get(u) ?? u).sort()]),
@@ -334,12 +337,12 @@ export class LocalOvs {
   async setNotes(notes: Readonly<Record<string, string>>): Promise<boolean> {
     const foreign = Object.keys(notes).find((k) => !isNoteKey(k))
     if (foreign !== undefined) throw new TypeError(`${foreign} is not a note of the agent`)
-    const snap = await this.snapshot()
-    const changed = Object.entries(notes).filter(([k, v]) => snap.notes[k] !== v)
+    const where = await this.readNotes()
+    const changed = Object.entries(notes).filter(([k, v]) => where.notes[k] !== v)
     if (changed.length === 0) return false
     const keys = changed.map(([k]) => k)
     const values = Object.fromEntries(changed)
-    const ops = snap.bridges.includes(this.notesBridge)
+    const ops = where.bridge
       ? [
           OVS.mutate(
             'Bridge',
@@ -352,7 +355,7 @@ export class LocalOvs {
             [['external_ids', 'insert', values]],
           ),
           // Moved: the row's copy goes (an older agent's, or one made before the bridge).
-          ...legacyRemoval(keys.filter((k) => k in snap.chassisIds)),
+          ...legacyRemoval(keys.filter((k) => k in where.row)),
         ]
       : [
           OVS.mutate('Open_vSwitch', [], [['external_ids', 'delete', keys]]),
@@ -364,12 +367,12 @@ export class LocalOvs {
 
   /** Removes the agent's notes `keys` wherever they are (absent ones are no change). */
   async removeNotes(keys: readonly string[]): Promise<boolean> {
-    const snap = await this.snapshot()
-    const present = keys.filter((k) => isNoteKey(k) && k in snap.notes)
+    const where = await this.readNotes()
+    const present = keys.filter((k) => isNoteKey(k) && k in where.notes)
     if (present.length === 0) return false
     await this.commit([
-      ...legacyRemoval(present.filter((k) => k in snap.chassisIds)),
-      ...(snap.bridges.includes(this.notesBridge)
+      ...legacyRemoval(present.filter((k) => k in where.row)),
+      ...(where.bridge
         ? [
             OVS.mutate(
               'Bridge',
@@ -380,6 +383,24 @@ export class LocalOvs {
         : []),
     ])
     return true
+  }
+
+  /**
+   * The two places of the agent's notes, read in one transaction and no more: the
+   * Open_vSwitch row's external_ids and the notes bridge's (undefined: no such bridge).
+   */
+  private async readNotes(): Promise<{
+    readonly row: Readonly<Record<string, string>>
+    readonly bridge: Readonly<Record<string, string>> | undefined
+    readonly notes: Readonly<Record<string, string>>
+  }> {
+    const [root, bridge] = await this.client.transact(OVS.name, [
+      OVS.select('Open_vSwitch', [], ['external_ids']),
+      OVS.select('Bridge', [['name', '==', this.notesBridge]], ['external_ids']),
+    ])
+    const row = OVS.decodeRows('Open_vSwitch', root?.rows)[0]?.external_ids ?? {}
+    const ids = OVS.decodeRows('Bridge', bridge?.rows)[0]?.external_ids
+    return { row, bridge: ids, notes: notesOf(row, ids) }
   }
 
   /** The Open_vSwitch row's other_config (where `ovs-monitor-ipsec` reads its PKI). */

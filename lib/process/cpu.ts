@@ -16,13 +16,9 @@ import { readdirSync, readFileSync } from 'node:fs'
  * Milliseconds of CPU used so far by process `pid`, its threads and its descendants;
  * undefined when the process is gone or `/proc` cannot tell (no schedstat).
  *
- * @example await processTreeCpuMs(daemon.pid) // 1234.567
+ * @example processTreeCpuMs(daemon.pid) // 1234.567
  */
-export async function processTreeCpuMs(pid: number): Promise<number | undefined> {
-  return treeCpuMs(pid)
-}
-
-function treeCpuMs(pid: number): number | undefined {
+export function processTreeCpuMs(pid: number): number | undefined {
   const tasks = readOr(() => readdirSync(`/proc/${pid}/task`), undefined)
   if (!tasks) return undefined
   let ms = 0
@@ -40,7 +36,7 @@ function treeCpuMs(pid: number): number | undefined {
     for (const child of kids.split(' ')) if (/^\d+$/.test(child)) children.push(Number(child))
   }
   if (!read) return undefined
-  for (const child of children) ms += treeCpuMs(child) ?? 0
+  for (const child of children) ms += processTreeCpuMs(child) ?? 0
   return ms
 }
 

@@ -37,10 +37,13 @@ t.test(
       host: { name: 'h1', logicalPort, hostPort: lab.host.hostPort },
     })
     let n = 0
-    const run = async <A>(name: 'configure' | 'isolate', payload: unknown): Promise<A> => {
+    const run = async <A>(
+      name: 'configure' | 'isolate',
+      payload: Parameters<typeof agentJobId>[1],
+    ): Promise<A> => {
       n += 1
       const job = (await lab.queue.add(name, payload, {
-        jobId: `${agentJobId(name, payload as never)}-${n}`,
+        jobId: agentJobId(name, payload, n),
       })) as Job<unknown, A>
       return job.waitUntilFinished(lab.events, 40_000)
     }
