@@ -24,6 +24,7 @@ import { type OvnInstall, type OvnTool, ovnVersionIn, SYSTEM_OVN } from '../../l
 import { type CertificateAuthority, type IssuedFiles, writePrivate } from '../../lib/pki/index.ts'
 import { type Daemon, requireBinary, startDaemon } from '../../lib/process/daemon.ts'
 import { DaemonStartError } from '../../lib/process/errors.ts'
+import { LaunchError, Launcher } from '../../lib/process/launcher.ts'
 import { canConnect, freePort } from '../../lib/process/ports.ts'
 import { hostPart, pickPort, serverIps, wantsTls } from './net.ts'
 import type { OvnCentral } from './types.ts'
@@ -79,6 +80,11 @@ export interface OvnCentralOptions {
   readonly log?: (line: string) => void
   /** Told of each database made again (unreadable, from a creation that never finished). */
   readonly onRemade?: (file: string) => void
+  /**
+   * Starts its programs (default: this process's shared launcher, so that a controller with
+   * a large heap never forks for them: lib/process/launcher.ts).
+   */
+  readonly launcher?: Launcher
 }
 
 /**
@@ -137,9 +143,10 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
   await chmod(dir, 0o700)
   const install = options.install ?? SYSTEM_OVN
   const program = (name: OvnTool) => install.command(name)
+  const launcher = options.launcher ?? Launcher.shared()
   const tool: RunTool = (name, args, opts = {}) => {
     const { command, args: before } = program(name)
-    return run(command, [...before, ...args], opts)
+    return launcher.run(command, [...before, ...args], opts.env ? { env: opts.env } : {})
   }
   for (const name of ['ovsdb-tool', 'ovn-nbctl'] as const) requireBinary(program(name).command)
   const address = options.listenAddress ?? '127.0.0.1'
@@ -180,6 +187,7 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
         ],
         env,
         umask: 0o077,
+        launcher,
         logFile: join(dir, `${db}.out`),
         tailFiles: [logFile],
         ready: async () => (await canConnect({ path: socket })) && (await ready(logFile, logStart)),
@@ -283,6 +291,7 @@ export async function startOvnCentral(options: OvnCentralOptions): Promise<Start
         ],
         env,
         umask: 0o077,
+        launcher,
         logFile: join(dir, 'northd.out'),
         tailFiles: [join(dir, 'northd.log')],
         ready: async () => {
@@ -350,6 +359,8 @@ async function inspect(
     const { stdout } = await tool('ovsdb-tool', ['needs-conversion', file, schema])
     return { readable: true, needsConversion: stdout.trim() === 'yes' }
   } catch (error) {
+    // Not the database's fault: the program could not be run at all.
+    if (error instanceof LaunchError) throw error
     const stderr = (error as { stderr?: string }).stderr ?? ''
     const line = stderr.trim().split('\n')[0] ?? ''
     return { readable: false, why: line.replace(/^ovsdb-tool: /, '') || 'ovsdb-tool refuses it' }
@@ -373,6 +384,8 @@ export interface SouthboundTlsRenewal {
   readonly serverCa?: CertificateAuthority | undefined
   readonly listenAddress?: string
   readonly install?: OvnInstall
+  /** Runs `ovn-appctl` (default: this process's shared launcher). */
+  readonly launcher?: Launcher
 }
 
 /**
@@ -402,9 +415,11 @@ export async function renewSouthboundTls(options: SouthboundTlsRenewal): Promise
     await utimes(files.certFile, now, now)
   }
   const { command, args } = install.command('ovn-appctl')
-  await run(command, [...args, '-t', join(dir, 'sb.ctl'), 'ovsdb-server/reconnect'], {
-    timeout: 10_000,
-  })
+  await (options.launcher ?? Launcher.shared()).run(
+    command,
+    [...args, '-t', join(dir, 'sb.ctl'), 'ovsdb-server/reconnect'],
+    { timeoutMs: 10_000 },
+  )
 }
 
 /** Writes the SB server's certificate and key (0600) into `dir`. */

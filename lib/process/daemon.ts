@@ -5,6 +5,7 @@ import { constants as osConstants } from 'node:os'
 import { delimiter, isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { DaemonStartError, MissingBinaryError } from './errors.ts'
+import type { LaunchedExit, Launcher } from './launcher.ts'
 import { debianPackageOf } from './packages.ts'
 import { within } from './within.ts'
 
@@ -32,6 +33,11 @@ export interface DaemonSpec {
   readonly stopTimeoutMs?: number
   /** Runs before each start, a supervisor's restarts included (e.g. to fix up a config). */
   readonly beforeStart?: () => Promise<void>
+  /**
+   * Start it through this launcher's helper instead of forking this process (see
+   * lib/process/launcher.ts: what a fork costs a process with a large heap).
+   */
+  readonly launcher?: Launcher
 }
 
 export interface DaemonExit {
@@ -101,40 +107,29 @@ export async function startDaemon(spec: DaemonSpec): Promise<Daemon> {
   await spec.beforeStart?.()
   const argv = spec.netns ? ['ip', 'netns', 'exec', spec.netns, binary] : [binary]
   const tailFiles = [...(spec.logFile ? [spec.logFile] : []), ...(spec.tailFiles ?? [])]
-  const out = spec.logFile ? openSync(spec.logFile, 'a') : 'ignore'
-  let child: ChildProcess
-  try {
-    child = spawn('sh', [reaper, ...argv, ...spec.args], {
-      cwd: spec.cwd,
-      env: {
-        ...process.env,
-        ...spec.env,
-        HZ_REAPER_UMASK: spec.umask === undefined ? '' : spec.umask.toString(8),
-      },
-      stdio: ['pipe', out, out],
-      detached: true,
-    })
-  } finally {
-    if (typeof out === 'number') closeSync(out)
+  const env = {
+    ...process.env,
+    ...spec.env,
+    HZ_REAPER_UMASK: spec.umask === undefined ? '' : spec.umask.toString(8),
   }
-  const pid = child.pid
-  if (pid === undefined) throw new DaemonStartError(spec.name, 'spawn failed', '', false)
-  child.unref()
-  // The pipe must stay open for the reaper, but must not keep Node alive on its own.
-  const stdin = child.stdin as (NodeJS.WritableStream & { unref?: () => void }) | null
-  stdin?.unref?.()
-  stdin?.on('error', () => {})
-
+  const started = spec.launcher
+    ? await spec.launcher
+        .spawn('sh', [reaper, ...argv, ...spec.args], {
+          env,
+          ...(spec.cwd ? { cwd: spec.cwd } : {}),
+          ...(spec.logFile ? { logFile: spec.logFile } : {}),
+        })
+        .catch((error: Error) => {
+          throw new DaemonStartError(spec.name, error.message, '', false)
+        })
+    : spawnHere(spec, argv, env)
+  const pid = started.pid
   let running = true
-  const exited = new Promise<DaemonExit>((resolve) => {
-    child.once('exit', (status, signal) => {
-      running = false
-      const code = status !== null && status > 128 ? null : status
-      const sig = signal ?? (status !== null && status > 128 ? signalName(status - 128) : null)
-      void tail(tailFiles).then((logTail) =>
-        resolve({ name: spec.name, code, signal: sig, logTail }),
-      )
-    })
+  const exited = started.exited.then(async ({ status, signal }) => {
+    running = false
+    const code = status !== null && status > 128 ? null : status
+    const sig = signal ?? (status !== null && status > 128 ? signalName(status - 128) : null)
+    return { name: spec.name, code, signal: sig, logTail: await tail(tailFiles) }
   })
 
   const daemon: Daemon = {
@@ -186,6 +181,37 @@ export async function startDaemon(spec: DaemonSpec): Promise<Daemon> {
     }
     await sleep(50)
   }
+}
+
+/** Spawns the reaper from this process, tied to it by its stdin pipe. */
+function spawnHere(
+  spec: DaemonSpec,
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+): { pid: number; exited: Promise<LaunchedExit> } {
+  const out = spec.logFile ? openSync(spec.logFile, 'a') : 'ignore'
+  let child: ChildProcess
+  try {
+    child = spawn('sh', [reaper, ...argv, ...spec.args], {
+      cwd: spec.cwd,
+      env,
+      stdio: ['pipe', out, out],
+      detached: true,
+    })
+  } finally {
+    if (typeof out === 'number') closeSync(out)
+  }
+  const pid = child.pid
+  if (pid === undefined) throw new DaemonStartError(spec.name, 'spawn failed', '', false)
+  child.unref()
+  // The pipe must stay open for the reaper, but must not keep Node alive on its own.
+  const stdin = child.stdin as (NodeJS.WritableStream & { unref?: () => void }) | null
+  stdin?.unref?.()
+  stdin?.on('error', () => {})
+  const exited = new Promise<LaunchedExit>((resolve) => {
+    child.once('exit', (status, signal) => resolve({ status, signal }))
+  })
+  return { pid, exited }
 }
 
 /** True while a process with this pid exists (signal 0 probes without signalling). */

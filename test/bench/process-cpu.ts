@@ -2,7 +2,8 @@
  * Where a bench round's CPU went: user + system time of this process and every process it
  * started (its descendants), summed by command name (`ovn-northd`, `ovsdb-server`,
  * `redis-server`, `node` — the controller, its in-process agents and the bench itself; a
- * program run through the dynamic loader under its own name).
+ * program run through the dynamic loader under its own name; `launcher`, the helper that
+ * starts the centrals' programs).
  * Read from `/proc`, so other work on the machine is left out.
  */
 
@@ -44,6 +45,12 @@ async function loadedProgram(pid: number): Promise<string | undefined> {
   return args[at]?.split('/').at(-1) || undefined
 }
 
+/** A node process running the launcher's helper (lib/process/launcher.ts), not the bench. */
+async function isLauncher(pid: number): Promise<boolean> {
+  const args = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')
+  return args.split('\0').some((arg) => arg.endsWith('launcher-helper.mjs'))
+}
+
 async function readStat(pid: number): Promise<ProcStat | undefined> {
   const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
   if (!text) return undefined
@@ -55,7 +62,11 @@ async function readStat(pid: number): Promise<ProcStat | undefined> {
   return {
     pid,
     ppid: Number(fields[1]),
-    comm: comm.startsWith('ld-linux') ? ((await loadedProgram(pid)) ?? comm) : comm,
+    comm: comm.startsWith('ld-linux')
+      ? ((await loadedProgram(pid)) ?? comm)
+      : comm === 'node' && (await isLauncher(pid))
+        ? 'launcher'
+        : comm,
     ticks: Number(fields[11]) + Number(fields[12]),
   }
 }

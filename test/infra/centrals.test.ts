@@ -45,6 +45,14 @@ async function switches(nb: string): Promise<string[]> {
   return stdout.split('\n').filter(Boolean).sort()
 }
 
+/** The parent of process `pid` (`/proc/<pid>/stat`), or undefined once it is gone. */
+async function parentOf(pid: number): Promise<number | undefined> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
+  return stat === undefined
+    ? undefined
+    : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+}
+
 const pidOf = async (dir: string, daemon: 'nb' | 'sb' | 'northd') =>
   Number((await readFile(join(dir, `${daemon}.pid`), 'utf8')).trim())
 
@@ -116,6 +124,18 @@ t.test('two groups get two centrals, each with its own NB, SB and files', async 
 
   t.same((await centrals.list()).map((e) => e.group).sort(), ['group-a', 'group-b'])
   t.same(await centrals.groups(), ['group-a', 'group-b'])
+
+  // Started by the launcher's helper: this process, whose heap a controller's is, never
+  // forks for a central (each fork costs it a copy-on-write fault per page it writes after).
+  const dirA = centralDir(dataDir, 'group-a')
+  for (const daemon of ['nb', 'sb', 'northd'] as const) {
+    const reaper = await parentOf(await pidOf(dirA, daemon))
+    const starter = reaper === undefined ? undefined : await parentOf(reaper)
+    t.ok(
+      starter !== undefined && starter !== process.pid,
+      `${daemon}: started by ${starter}, not by this process (${process.pid})`,
+    )
+  }
 
   // One more central, alone, for the figures in docs/operations.md.
   const began = performance.now()
