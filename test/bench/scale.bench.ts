@@ -76,6 +76,8 @@ import {
   OvsdbClient,
 } from '../../lib/ovn/index.ts'
 import { type OvnInstall, ovnInstallAt } from '../../lib/ovn/install.ts'
+import { createRedis } from '../../lib/redis/connection.ts'
+import { ChildWatcher, waiterKeys } from '../../queues/children.ts'
 import {
   type AttachRoundResult,
   attachRound,
@@ -88,7 +90,7 @@ import {
 } from './fixtures.ts'
 import { describeCpu, measureProcessCpu, processTicks, ticksPerSecond } from './process-cpu.ts'
 import { countCommands, describeCommands } from './redis-commands.ts'
-import { benchScale, quantile, report, scaled } from './report.ts'
+import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
 const run = promisify(execFile)
 const SUITE = 'scale'
@@ -115,6 +117,10 @@ const NORTHD_RATE = 10
 /** How long the sampled centrals settle before their RSS is read, and stay idle for their CPU. */
 const CENTRAL_SETTLE_MS = 2000
 const CENTRAL_IDLE_MS = 5000
+/** Agent queues that had jobs (one DPU each at 10,000 hosts), and those still awaited. */
+const WATCHER_QUEUES = 10_000
+const WATCHER_AWAITED = 10
+const WATCHER_IDLE_MS = 10_000
 
 /**
  * The scale down to which groups, DPUs, the NB and the central figures keep their full
@@ -136,6 +142,7 @@ function fullSizeNote(scale: number): string {
 
 export default async function scaleBench(): Promise<void> {
   const scale = benchScale()
+  await watcherFigures(scale)
   await centralFigures(scale)
   await groupTxnFigures(scale)
   const newer = newerOvn()
@@ -676,6 +683,76 @@ async function centralFigures(scale: number): Promise<void> {
     })
   } finally {
     await centrals.close().catch(() => {})
+    await stack.stop().catch(() => {})
+    await rm(dataDir, { recursive: true, force: true })
+  }
+}
+
+/**
+ * What the child watcher costs with every DPU's agent queue having had jobs (10,000 hosts,
+ * a DPU each) and only a few still awaited: the controller's and Redis's CPU while it
+ * waits, against the same with the awaited queues alone.
+ */
+async function watcherFigures(scale: number): Promise<void> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-scale-watcher-'))
+  const stack = await startLocalStack({ dataDir, ovn: false, frr: false })
+  const redis = createRedis({ url: stack.redis?.url ?? '' })
+  try {
+    const redisPid = Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1])
+    const queues = scaled(WATCHER_QUEUES, scale)
+    const idleMs = scaled(WATCHER_IDLE_MS, scale, 1000)
+    const measure = async (prefix: string, history: number) => {
+      const keys = waiterKeys(prefix)
+      const now = Date.now()
+      const written = redis.pipeline()
+      // As parked jobs leave them: each queue's event stream, and its score in the watched
+      // set (the moment its last parked parent woke: past for all but the awaited ones).
+      for (let i = 0; i < history + WATCHER_AWAITED; i++) {
+        const queue = `agent-dpu-${i}`
+        written.xadd(keys.events(queue), '*', 'event', 'completed', 'jobId', 'configure-1')
+        written.zadd(keys.watched, i < WATCHER_AWAITED ? now + 3600_000 : now - 600_000, queue)
+      }
+      await written.exec()
+      const watcher = new ChildWatcher({
+        connection: () =>
+          createRedis({ url: stack.redis?.url ?? '' }, { maxRetriesPerRequest: null }),
+        keys,
+        queueFor: () => {
+          throw new Error('no parent is woken here')
+        },
+      })
+      try {
+        await sleep(1000)
+        const redisBefore = await processTicks(redisPid)
+        const nodeBefore = process.cpuUsage()
+        const began = performance.now()
+        await sleep(idleMs)
+        const seconds = (performance.now() - began) / 1000
+        const node = process.cpuUsage(nodeBefore)
+        const redisSeconds =
+          ((await processTicks(redisPid)) - redisBefore) / (await ticksPerSecond())
+        return {
+          node: ((node.user + node.system) / 1e6 / seconds) * 100,
+          redis: (redisSeconds / seconds) * 100,
+        }
+      } finally {
+        await watcher.stop()
+      }
+    }
+    const baseline = await measure('hz-watch-awaited', 0)
+    const value = await measure('hz-watch-history', queues)
+    const total = (c: { node: number; redis: number }) => c.node + c.redis
+    report({
+      suite: SUITE,
+      metric: 'child_watcher_idle_cpu_pct',
+      value: total(value),
+      unit: '%',
+      baseline: total(baseline),
+      ratio: total(value) / Math.max(total(baseline), 0.01),
+      note: `the child watcher over ${idleMs / 1000} s with ${queues} agent queues that had jobs, ${WATCHER_AWAITED} of them still awaited: this process ${value.node.toFixed(1)} % + redis-server ${value.redis.toFixed(1)} % of one core; baseline: the ${WATCHER_AWAITED} awaited queues alone (${baseline.node.toFixed(1)} % + ${baseline.redis.toFixed(1)} %); target ratio <= 2${scaleNote(scale)}`,
+    })
+  } finally {
+    redis.disconnect()
     await stack.stop().catch(() => {})
     await rm(dataDir, { recursive: true, force: true })
   }

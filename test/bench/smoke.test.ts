@@ -146,6 +146,7 @@ const suites: readonly {
   {
     suite: 'scale',
     metrics: [
+      'child_watcher_idle_cpu_pct',
       'central_start_ms',
       'central_rss_mb',
       'central_idle_cpu_pct',

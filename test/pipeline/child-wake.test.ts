@@ -284,6 +284,61 @@ t.test(
   },
 )
 
+t.test('a queue is read while a parent awaits it, and no longer after', async (t) => {
+  const prefix = 'hzt-watching'
+  const { connection, queueFor, keys } = await wakeRig(t, prefix)
+  const watcher = new ChildWatcher({ connection, keys, queueFor, graceMs: 200 })
+  t.teardown(() => watcher.stop())
+  // Parents that wake on their own within a second; then parents that would sleep an hour.
+  const brief = bullChildJobs(queueFor, connection(), keys, { minMs: 1000, maxMs: 1000 })
+  const long = bullChildJobs(queueFor, connection(), keys, { minMs: HOUR, maxMs: HOUR })
+  const results = new Map<string, unknown>()
+  const parents = new Worker(
+    'parents',
+    async (job: Job, token?: string) => {
+      const children = (job.data as { long?: boolean }).long ? long : brief
+      const ref: ChildRef = { queue: 'agent-a', jobId: `child-${job.id}` }
+      if (!(job.data as { added?: boolean }).added) {
+        await children.add(ref.queue, 'child', {}, ref)
+        await job.updateData({ ...(job.data as object), added: true })
+      }
+      await children.park(job, token, [ref])
+      return (await children.outcome(ref)).state
+    },
+    { connection: connection(), prefix, concurrency: 5 },
+  )
+  t.teardown(() => parents.close())
+  parents.on('completed', (job, result) => results.set(job.id ?? '', result))
+  const watching = async (queue: string) => {
+    await until(async () => watcher.watching().includes(queue), 5000)
+    return watcher.watching().includes(queue)
+  }
+  const notWatching = async (queue: string) => {
+    await until(async () => !watcher.watching().includes(queue), 10_000)
+    return !watcher.watching().includes(queue)
+  }
+  t.same(watcher.watching(), [], 'no queue is read before a parent waits')
+
+  await queueFor('parents').add('parent', {}, { jobId: 'p1' })
+  t.ok(await watching('agent-a'), 'its child queue is read while the parent waits')
+  const finisher = () =>
+    new Worker('agent-a', async () => 'done', { connection: connection(), prefix })
+  let worker = finisher()
+  await until(async () => results.has('p1'))
+  t.equal(results.get('p1'), 'completed', 'the parent got its child')
+  await worker.close()
+  t.ok(await notWatching('agent-a'), 'no parent waits: the queue is read no longer')
+
+  // Awaited again: read again, and this parent (an hour from its own wake) is woken by it.
+  await queueFor('parents').add('parent', { long: true }, { jobId: 'p2' })
+  t.ok(await watching('agent-a'), 'awaited again: read again')
+  await until(async () => (await queueFor('parents').getDelayedCount()) === 1)
+  worker = finisher()
+  t.teardown(() => worker.close())
+  await until(async () => results.has('p2'))
+  t.equal(results.get('p2'), 'completed', 'woken by its child, not by its hour-long timer')
+})
+
 async function until(check: () => Promise<boolean>, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms
   while (!(await check()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
