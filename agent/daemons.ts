@@ -9,7 +9,8 @@ import { readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { OvsdbClient } from '../lib/ovn/index.ts'
-import { type Daemon, isAlive, startDaemon } from '../lib/process/daemon.ts'
+import { type Daemon, startDaemon } from '../lib/process/daemon.ts'
+import { isAlive } from '../lib/process/pids.ts'
 import { canConnect } from '../lib/process/ports.ts'
 
 const exec = promisify(execFile)

@@ -214,16 +214,6 @@ function spawnHere(
   return { pid, exited }
 }
 
-/** True while a process with this pid exists (signal 0 probes without signalling). */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
 function signalGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pid, signal)

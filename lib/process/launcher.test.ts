@@ -11,26 +11,11 @@ import { join } from 'node:path'
 import t from 'tap'
 import { startDaemon } from './daemon.ts'
 import { LaunchError, Launcher, ProgramFailedError } from './launcher.ts'
-
-/** The parent pid of `pid` (`/proc/<pid>/stat`), or undefined once it is gone. */
-async function parentOf(pid: number): Promise<number | undefined> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
-  if (stat === undefined) return undefined
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
+import { isAlive, parentOf } from './pids.ts'
 
 async function gone(pid: number, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs
-  while (alive(pid)) {
+  while (isAlive(pid)) {
     if (Date.now() > deadline) return false
     await new Promise((r) => setTimeout(r, 50))
   }
@@ -156,7 +141,7 @@ t.test('its owner killed with SIGKILL: no daemon is left behind', async (t) => {
     child.kill('SIGKILL')
   })
   const pid = await firstLine(child)
-  t.ok(alive(pid), 'the daemon runs')
+  t.ok(isAlive(pid), 'the daemon runs')
   child.kill('SIGKILL')
   t.ok(await gone(pid, 10_000), 'it went with its owner')
 })
@@ -175,5 +160,5 @@ t.test('a process that used it exits on its own', async (t) => {
     })
   })
   t.equal(exited, 0, 'nothing of the launcher held it open')
-  t.notOk(alive(pid), 'its daemon stopped')
+  t.notOk(isAlive(pid), 'its daemon stopped')
 })

@@ -20,6 +20,7 @@
 import { type ChildProcess, fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { HydrazineError } from '../errors.ts'
+import { isAlive } from './pids.ts'
 
 const helperScript = fileURLToPath(new URL('./launcher-helper.mjs', import.meta.url))
 
@@ -259,19 +260,10 @@ export class Launcher {
     for (const [pid, done] of this.#running) {
       this.#running.delete(pid)
       const poll = setInterval(() => {
-        if (alive(pid)) return
+        if (isAlive(pid)) return
         clearInterval(poll)
         done({ status: null, signal: 'SIGKILL' })
       }, ORPHAN_POLL_MS)
     }
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
   }
 }

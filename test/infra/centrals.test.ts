@@ -16,6 +16,7 @@ import {
 } from '../../infra/centrals/local.ts'
 import type { OvnCentralEndpoints } from '../../lib/ovn/central.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
+import { parentOf } from '../../lib/process/pids.ts'
 import { eventually, processesMentioning } from '../helpers/processes.ts'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
 
@@ -43,14 +44,6 @@ const nbctl = (nb: string, ...args: string[]) =>
 async function switches(nb: string): Promise<string[]> {
   const { stdout } = await nbctl(nb, '--bare', '--columns=name', 'list', 'Logical_Switch')
   return stdout.split('\n').filter(Boolean).sort()
-}
-
-/** The parent of process `pid` (`/proc/<pid>/stat`), or undefined once it is gone. */
-async function parentOf(pid: number): Promise<number | undefined> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
-  return stat === undefined
-    ? undefined
-    : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
 }
 
 const pidOf = async (dir: string, daemon: 'nb' | 'sb' | 'northd') =>

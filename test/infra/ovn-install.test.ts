@@ -21,7 +21,7 @@ import {
 } from '../../lib/ovn/index.ts'
 import { type OvnInstall, type OvnTool, ovnVersionIn, SYSTEM_OVN } from '../../lib/ovn/install.ts'
 import { openCertificateAuthority } from '../../lib/pki/index.ts'
-import { isAlive } from '../../lib/process/daemon.ts'
+import { isAlive } from '../../lib/process/pids.ts'
 import { type Teardown, tempDir } from '../helpers/stack.ts'
 
 const run = promisify(execFile)
