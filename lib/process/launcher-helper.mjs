@@ -3,7 +3,7 @@
 // forks. Plain JavaScript on purpose: it runs without a TypeScript loader, in ~40 MB.
 //
 // Requests (one message each; `id` answers it):
-//   {op: 'run', id, file, args, env, cwd?, timeoutMs?}  -> {id, op: 'ran', status, signal, stdout, stderr, error?}
+//   {op: 'run', id, file, args, env, cwd?, timeoutMs?}  -> {id, op: 'ran', status, signal, stdout, stderr, error?, timedOutMs?}
 //   {op: 'spawn', id, file, args, env, cwd?, logFile?}  -> {id, op: 'spawned', pid} | {id, op: 'failed', error}
 //                                                          then {op: 'exit', pid, status, signal}
 // A spawned program's stdin is a pipe this process holds open: when the parent goes away
@@ -49,9 +49,10 @@ function run(r) {
         signal,
         stdout,
         stderr,
-        // Not started at all (ENOENT, EACCES), or stopped for its timeout.
+        // Not started at all (ENOENT, EACCES).
         ...(e !== null && status === null && signal === null ? { error: describe(error) } : {}),
-        ...(e?.killed && r.timeoutMs ? { error: `timed out after ${r.timeoutMs} ms` } : {}),
+        // Stopped (SIGTERM) for running past its timeout.
+        ...(e?.killed && r.timeoutMs ? { timedOutMs: r.timeoutMs } : {}),
       })
     },
   )

@@ -46,7 +46,11 @@ t.test('run: the output of a program, and what a failure says', async (t) => {
 
   const slow = await launcher.run('sleep', ['5'], { timeoutMs: 200 }).catch((e: unknown) => e)
   t.type(slow, ProgramFailedError, 'stopped at its timeout')
-  t.match(slow, { signal: 'SIGTERM' })
+  t.match(slow, {
+    signal: 'SIGTERM',
+    timedOutMs: 200,
+    message: /sleep 5 stopped after its timeout of 200 ms/,
+  })
 })
 
 t.test('a daemon started through it is not a child of this process', async (t) => {

@@ -62,7 +62,10 @@ export class LaunchError extends HydrazineError {
   }
 }
 
-/** A program run through the launcher ended other than with status 0. */
+/**
+ * A program run through the launcher ended other than with status 0, or was stopped for
+ * running past its timeout (`timedOutMs`: the timeout; `signal` the one that stopped it).
+ */
 export class ProgramFailedError extends HydrazineError {
   constructor(
     readonly program: string,
@@ -71,14 +74,25 @@ export class ProgramFailedError extends HydrazineError {
     readonly signal: NodeJS.Signals | null,
     readonly stdout: string,
     readonly stderr: string,
+    readonly timedOutMs?: number,
   ) {
     super(
       'PROGRAM_FAILED',
-      `${[program, ...args].join(' ')} ${signal ? `ended by ${signal}` : `exited ${status}`}${
+      `${[program, ...args].join(' ')} ${endOf(status, signal, timedOutMs)}${
         stderr.trim() ? `: ${stderr.trim()}` : ''
       }`,
     )
   }
+}
+
+/** How a failed run ended, as its error says it. */
+function endOf(
+  status: number | null,
+  signal: NodeJS.Signals | null,
+  timedOutMs: number | undefined,
+): string {
+  if (timedOutMs !== undefined) return `stopped after its timeout of ${timedOutMs} ms`
+  return signal ? `ended by ${signal}` : `exited ${status}`
 }
 
 /** What the helper answers (launcher-helper.mjs). */
@@ -91,6 +105,7 @@ type Reply =
       readonly stdout: string
       readonly stderr: string
       readonly error?: string
+      readonly timedOutMs?: number
     }
   | { readonly op: 'spawned'; readonly id: number; readonly pid: number }
   | { readonly op: 'failed'; readonly id: number; readonly error: string }
@@ -143,7 +158,7 @@ export class Launcher {
     if (reply.error !== undefined && reply.status === null && reply.signal === null) {
       throw new LaunchError(program, reply.error)
     }
-    if (reply.status !== 0 || reply.error !== undefined) {
+    if (reply.status !== 0 || reply.timedOutMs !== undefined) {
       throw new ProgramFailedError(
         program,
         args,
@@ -151,6 +166,7 @@ export class Launcher {
         reply.signal,
         reply.stdout,
         reply.stderr,
+        reply.timedOutMs,
       )
     }
     return { stdout: reply.stdout, stderr: reply.stderr }

@@ -18,6 +18,8 @@ const NAT_A = '10.77.0.105'
 const NAT_B = '10.77.0.106'
 const NAT_FAR = '172.18.0.105'
 const STORE_KEY = 'hz:test:publicips'
+/** How long the test waits for one FRR job to finish. */
+const JOB_WAIT_MS = 60_000
 
 /** Starts the consumer in its own process; resolves with its start-up resync result. */
 async function startConsumer(t: Teardown, env: Record<string, string>) {
@@ -92,8 +94,10 @@ t.test('announce, withdraw and restart, seen by a fabric router over BGP', async
   })
   await events.waitUntilReady()
   const producer = createFrrProducer(queue)
+  // A job is one vtysh run: a second alone, but the full suite runs many files at once on
+  // two cores, where 20 s once ran out.
   const ack = async (job: Awaited<ReturnType<typeof producer.announce>>) =>
-    (await job.waitUntilFinished(events, 20_000)) as FrrAck
+    (await job.waitUntilFinished(events, JOB_WAIT_MS)) as FrrAck
 
   const payload = { publicIp: '203.0.113.7', nextHop: NAT_A, owner: 'host-1', specVersion: 1 }
   const announced = await ack(await producer.announce(payload))
@@ -113,7 +117,7 @@ t.test('announce, withdraw and restart, seen by a fabric router over BGP', async
     owner: 'host-9',
     specVersion: 1,
   })
-  await t.rejects(foreign.waitUntilFinished(events, 20_000), /FRR_PREFIX_NOT_OWNED/)
+  await t.rejects(foreign.waitUntilFinished(events, JOB_WAIT_MS), /FRR_PREFIX_NOT_OWNED/)
 
   // A NAT IP off the peering subnet (the fabric routes 172.18.0.0/24 elsewhere): the
   // next hop still reaches the fabric unchanged.
