@@ -47,9 +47,10 @@ export const APPLY_BATCH_MS = 150
  * At most one change of a group's DNS records per this long: a host's records reach NB at
  * its attach when the group's DNS did not change within it, else with the next change
  * after it (within this long). Every change of a group's DNS makes each ovn-controller of
- * the group recompute all its logical flows (OVN 23.03 handles no SB `DNS` change
- * incrementally: measured in the lab, one recompute of 13–48 ms per attach on every other
- * DPU of a 30-host group, growing with the group), so a burst of attaches shares one.
+ * the group recompute all its logical flows (ovn-controller before OVN 25.03 handles no SB
+ * `DNS` change incrementally: measured in the lab, one recompute of 13–48 ms per attach on
+ * every other DPU of a 30-host group, growing with the group; in the full lab most of the
+ * DPUs' recomputes, docs/benchmarks.md), so a burst of attaches shares one.
  */
 export const DNS_BATCH_MS = 2_000
 

@@ -26,8 +26,16 @@
  * `HYDRAZINE_BENCH_SCALE` scales the groups (and with them the DPUs) and the hosts per
  * group (0.01: one group of 2 hosts per round); the offered rate stays.
  */
+
+import type { OvnInstall } from '../../lib/ovn/install.ts'
 import { type AttachMoments, CentralWatch, describeSteps, stepDurations } from './attach-steps.ts'
-import { attachRound, type CommitStats, describeCommits, startBenchPipeline } from './fixtures.ts'
+import {
+  attachRound,
+  type CommitStats,
+  describeCommits,
+  newerOvn,
+  startBenchPipeline,
+} from './fixtures.ts'
 import { describeCpu, measureProcessCpu } from './process-cpu.ts'
 import { countCommands, describeCommands } from './redis-commands.ts'
 import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
@@ -63,8 +71,10 @@ async function measure(
   groups: number,
   hosts: number,
 ): Promise<AttachFigures> {
+  const centrals = attachCentrals()
   const p = await startBenchPipeline({
-    centrals: attachCentrals(),
+    centrals: centrals.layout,
+    ...(centrals.install ? { install: centrals.install } : {}),
     dpus: Array.from({ length: 2 * groups }, (_, d) => `dpu-${d}`),
     name: redisCluster ? 'attach-cluster' : 'attach',
     redisCluster,
@@ -135,13 +145,27 @@ async function measure(
  * Where the groups' centrals are: one shared by all (the default, whose NB and SB the step
  * watch follows), or `HYDRAZINE_BENCH_ATTACH_CENTRALS=per-group`, a central per group as
  * Hydrazine runs by default (each started by its group's first attach, in the burst round;
- * the watch follows each of them for the steady round's steps).
+ * the watch follows each of them for the steady round's steps), or `per-group-newer`: the
+ * same on the newer OVN (`newerOvn`: `HYDRAZINE_BENCH_NEWER_OVN`, else Debian 13's root the
+ * tests made), refused when there is none.
  */
-function attachCentrals(): 'shared' | 'per-group' {
+function attachCentrals(): { layout: 'shared' | 'per-group'; install?: OvnInstall; note: string } {
   const asked = process.env.HYDRAZINE_BENCH_ATTACH_CENTRALS
-  if (asked === undefined || asked === 'shared') return 'shared'
-  if (asked === 'per-group') return 'per-group'
-  throw new Error(`HYDRAZINE_BENCH_ATTACH_CENTRALS must be shared or per-group, not ${asked}`)
+  if (asked === undefined || asked === 'shared') return { layout: 'shared', note: '' }
+  const note = '; a central per group (HYDRAZINE_BENCH_ATTACH_CENTRALS)'
+  if (asked === 'per-group') return { layout: 'per-group', note }
+  if (asked === 'per-group-newer') {
+    const install = newerOvn()
+    if (!install) {
+      throw new Error(
+        'HYDRAZINE_BENCH_ATTACH_CENTRALS=per-group-newer: no newer OVN (HYDRAZINE_BENCH_NEWER_OVN, or the Debian 13 root `npm test` makes)',
+      )
+    }
+    return { layout: 'per-group', install, note: `${note} on the newer OVN at ${install.root}` }
+  }
+  throw new Error(
+    `HYDRAZINE_BENCH_ATTACH_CENTRALS must be shared, per-group or per-group-newer, not ${asked}`,
+  )
 }
 
 export default async function attachBench(): Promise<void> {
@@ -149,10 +173,7 @@ export default async function attachBench(): Promise<void> {
   const groups = scaled(GROUPS, scale)
   const hosts = scaled(HOSTS, scale, 2)
   const single = await measure(false, groups, hosts)
-  const layout =
-    attachCentrals() === 'per-group'
-      ? '; a central per group (HYDRAZINE_BENCH_ATTACH_CENTRALS)'
-      : ''
+  const layout = attachCentrals().note
   const burstNote = `${groups * hosts} attaches requested at once${layout}${scaleNote(scale)}`
   const steadyNote = `${groups * hosts} attaches offered at ${OFFERED_RATE}/s${layout}${scaleNote(scale)}`
   report({

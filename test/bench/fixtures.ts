@@ -19,7 +19,7 @@ import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts'
 import { agentQueueName } from '../../lib/agent-protocol/index.ts'
 import { CONTROLLER_QUEUE } from '../../lib/jobs/index.ts'
 import { type OvnCentralProvider, sharedCentralProvider } from '../../lib/ovn/central.ts'
-import type { OvnInstall } from '../../lib/ovn/install.ts'
+import { type OvnInstall, ovnInstallAt } from '../../lib/ovn/install.ts'
 import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
 import { canConnect } from '../../lib/process/ports.ts'
 import { createRedis } from '../../lib/redis/connection.ts'
@@ -512,4 +512,25 @@ function benchCommitPace(): { commitPace?: CommitPace } {
     )
   }
   return { commitPace: { ...COMMIT_PACE, floorMs } }
+}
+
+/**
+ * The newer OVN the benches run beside the system's (`scale`, and `attach` when asked): `HYDRAZINE_BENCH_NEWER_OVN` (an
+ * install root; `none` for none), else Debian 13's root when the tests made it already
+ * (`test/infra/ovn-install.test.ts`). The bench never builds one.
+ */
+export function newerOvn(env: NodeJS.ProcessEnv = process.env): OvnInstall | undefined {
+  const asked = env.HYDRAZINE_BENCH_NEWER_OVN?.trim()
+  if (asked === 'none') return undefined
+  if (asked) return ovnInstallAt(asked)
+  const cached = join(
+    env.HYDRAZINE_TEST_CACHE ?? '/var/cache/hydrazine-test',
+    'ovn-installs',
+    'debian-13',
+  )
+  try {
+    return ovnInstallAt(cached)
+  } catch {
+    return undefined
+  }
 }

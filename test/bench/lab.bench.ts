@@ -32,7 +32,8 @@
  * Scale by environment: `HYDRAZINE_BENCH_LAB_DPUS` (default 20, at most 49: the lab's
  * fabric /24 with one relay address per DPU), `_HOSTS_PER_DPU` (default 6, at most 6: the
  * simulated DPU's host ports), `_ROUNDS` (default 2: every host attached and detached that
- * many times, 240 attaches by default), `_RATE` (requests per second, default 4). On this
+ * many times, 240 attaches by default), `_RATE` (requests per second, default 4), `_DNS`
+ * (`on`, the default, or `off`: the Overlay group's `dns.enabled`). On this
  * 2-core, 24 GiB machine 20 DPUs is what fits with room for the controller: each is an
  * ovsdb-server, a userspace ovs-vswitchd, an ovn-controller and a Node agent.
  * `HYDRAZINE_BENCH_SCALE` scales the defaults of DPUs, hosts per DPU and rounds (0.01: one
@@ -80,6 +81,14 @@ function envInt(name: string, fallback: number, max = Number.POSITIVE_INFINITY):
   if (!Number.isInteger(n) || n < 1 || n > max)
     throw new Error(`${name} must be an integer from 1 to ${max}, not ${raw}`)
   return n
+}
+
+/** An `on` / `off` setting of the environment; anything else is refused, naming it. */
+function envSwitch(name: string, fallback: boolean): boolean {
+  const raw = process.env[name]
+  if (raw === undefined) return fallback
+  if (raw === 'on' || raw === 'off') return raw === 'on'
+  throw new Error(`${name} must be on or off, not ${raw}`)
 }
 
 /** Resolves true once the lab's Hydrazine lists no host (polled every 100 ms, up to 60 s). */
@@ -335,6 +344,7 @@ export default async function labBench(): Promise<void> {
   )
   const rounds = envInt('HYDRAZINE_BENCH_LAB_ROUNDS', scaled(2, scale))
   const rate = envInt('HYDRAZINE_BENCH_LAB_RATE', 4)
+  const dns = envSwitch('HYDRAZINE_BENCH_LAB_DNS', true)
   const dataDir = await mkdtemp(join(tmpdir(), 'hz-bench-lab-'))
   const probes = new Set<GatewayProbe>()
   const prefix = labPrefix()
@@ -385,6 +395,7 @@ export default async function labBench(): Promise<void> {
     const put = await l.api('PUT', `/v1/resource-groups/${GROUP}`, {
       tenantId: 'bench',
       network: NETWORK,
+      ...(dns ? {} : { dns: { enabled: false } }),
     })
     if (put.status >= 300) throw new Error(`PUT group → ${put.status} ${JSON.stringify(put.body)}`)
     if (!(await phaseIs(l, `/v1/resource-groups/${GROUP}`, 'Ready')))
@@ -465,7 +476,8 @@ export default async function labBench(): Promise<void> {
     const sized = (what: string, n: number) =>
       `${dpuCount} DPUs x ${perDpu} hosts x ${rounds} rounds = ${n} attaches ` +
       `offered at ${rate}/s, ` +
-      `one ${what} group; figures are noisy on a shared 2-core machine${scaleNote(scale)}`
+      `one ${what} group${what === 'Overlay' && !dns ? ' with DNS off (HYDRAZINE_BENCH_LAB_DNS)' : ''}; ` +
+      `figures are noisy on a shared 2-core machine${scaleNote(scale)}`
     reportAttaches('lab', samples, isolate, sized('Overlay', samples.length), scale)
     report({
       suite: SUITE,

@@ -75,7 +75,7 @@ import {
   NbTopologyCache,
   OvsdbClient,
 } from '../../lib/ovn/index.ts'
-import { type OvnInstall, ovnInstallAt } from '../../lib/ovn/install.ts'
+import type { OvnInstall } from '../../lib/ovn/install.ts'
 import { createRedis } from '../../lib/redis/connection.ts'
 import { ChildWatcher, waiterKeys } from '../../queues/children.ts'
 import {
@@ -85,6 +85,7 @@ import {
   type CentralLayout,
   type CommitStats,
   describeCommits,
+  newerOvn,
   startBenchPipeline,
   startPrivateNb,
 } from './fixtures.ts'
@@ -365,27 +366,6 @@ async function controllerFigures(scale: number, newer?: OvnInstall): Promise<voi
     ratio: baseline / value,
     note: `${sized}; offered at ${OFFERED_RATE}/s, request -> host.attach completion; value: per-group centrals on the OVN in ${newer.label}${incomplete(onNewer, steadyDeadlineMs)}; baseline: the same on the system's OVN (this run); ratio = baseline / value; target < 2000`,
   })
-}
-
-/**
- * The newer OVN the scale bench runs beside the system's: `HYDRAZINE_BENCH_NEWER_OVN` (an
- * install root; `none` for none), else Debian 13's root when the tests made it already
- * (`test/infra/ovn-install.test.ts`). The bench never builds one.
- */
-export function newerOvn(env: NodeJS.ProcessEnv = process.env): OvnInstall | undefined {
-  const asked = env.HYDRAZINE_BENCH_NEWER_OVN?.trim()
-  if (asked === 'none') return undefined
-  if (asked) return ovnInstallAt(asked)
-  const cached = join(
-    env.HYDRAZINE_TEST_CACHE ?? '/var/cache/hydrazine-test',
-    'ovn-installs',
-    'debian-13',
-  )
-  try {
-    return ovnInstallAt(cached)
-  } catch {
-    return undefined
-  }
 }
 
 /** Runs `round` on a fresh pipeline, says on stderr how it went, and always stops it. */
