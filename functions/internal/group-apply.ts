@@ -12,7 +12,13 @@ import {
 } from '../../lib/ovn/index.ts'
 import { compareOvnReleases } from '../../lib/ovn/install.ts'
 import { centralRunningStatus, centralWanted, onDemand } from './central-demand.ts'
-import type { GroupApplied, GroupApplies, GroupApplyRequest, HandlerDeps } from './deps.ts'
+import type {
+  AgentDirectory,
+  GroupApplied,
+  GroupApplies,
+  GroupApplyRequest,
+  HandlerDeps,
+} from './deps.ts'
 import { isPermanent } from './errors.ts'
 import {
   appliedStatus,
@@ -32,7 +38,7 @@ interface InFlight {
 }
 
 type ApplierDeps = Pick<HandlerDeps, 'store' | 'ipam' | 'ovn' | 'nb' | 'fabric' | 'dnsZone'> &
-  Partial<Pick<HandlerDeps, 'southbound' | 'centralsOnDemand'>>
+  Partial<Pick<HandlerDeps, 'southbound' | 'centralsOnDemand' | 'agents'>>
 
 /**
  * How long an apply queued behind another waits after it when nothing tells when
@@ -53,6 +59,35 @@ export const APPLY_BATCH_MS = 150
  * DPUs' recomputes, docs/benchmarks.md), so a burst of attaches shares one.
  */
 export const DNS_BATCH_MS = 2_000
+
+/**
+ * The first OVN release whose ovn-controller handles a change of the SB `DNS` table
+ * incrementally (ovn-org/ovn 817d4e53e, "Add a separate dns cache module and I-P for SB
+ * DNS"): a group whose DPUs all run one has its DNS changes published at once.
+ */
+export const INCREMENTAL_DNS_CONTROLLER = '25.03'
+
+/** How long the DPUs' ovn-controller versions read for `dnsCostsRecomputes` are kept. */
+const OVN_VERSIONS_KEPT_MS = 30_000
+
+/**
+ * Whether a DNS change of the group would make one of its DPUs' ovn-controllers recompute
+ * all its logical flows: a DPU reports an ovn-controller older than
+ * `INCREMENTAL_DNS_CONTROLLER`, or none (no heartbeat, an agent that does not say, no
+ * directory of agents at all).
+ */
+export async function dnsCostsRecomputes(
+  agents: Pick<AgentDirectory, 'ovnVersionOf'> | undefined,
+  dpus: Iterable<string>,
+): Promise<boolean> {
+  if (!agents) return true
+  const versions = await Promise.all(
+    [...new Set(dpus)].map((dpu) => agents.ovnVersionOf(dpu).catch(() => undefined)),
+  )
+  return versions.some(
+    (v) => v === undefined || compareOvnReleases(v, INCREMENTAL_DNS_CONTROLLER) < 0,
+  )
+}
 
 /** How a group's NB commits are paced by its ovn-northd (`COMMIT_PACE`). */
 export interface CommitPace {
@@ -229,6 +264,13 @@ export class GroupApplier implements GroupApplies {
   readonly #dnsPublished = new Map<string, number>()
   /** Per group: the apply that publishes its held DNS changes, when one is due. */
   readonly #dnsDue = new Map<string, NodeJS.Timeout>()
+  /**
+   * The ovn-controller version each DPU's heartbeat reported, read at most once per
+   * `OVN_VERSIONS_KEPT_MS` (all forgotten together then): a burst into a group of a
+   * thousand DPUs reads their heartbeats once, not once per apply.
+   */
+  #ovnVersions = new Map<string, Promise<string | undefined>>()
+  #ovnVersionsSince = 0
 
   constructor(
     deps: ApplierDeps,
@@ -381,6 +423,28 @@ export class GroupApplier implements GroupApplies {
     return { applied: state.next, waits: true }
   }
 
+  /** The DPUs' ovn-controller versions, as `dnsCostsRecomputes` asks them (kept a while). */
+  #agentVersions(): Pick<AgentDirectory, 'ovnVersionOf'> | undefined {
+    const agents = this.#deps.agents
+    if (!agents) return undefined
+    return {
+      ovnVersionOf: (dpu) => {
+        const now = performance.now()
+        if (now - this.#ovnVersionsSince > OVN_VERSIONS_KEPT_MS) {
+          this.#ovnVersions = new Map()
+          this.#ovnVersionsSince = now
+        }
+        let version = this.#ovnVersions.get(dpu)
+        if (!version) {
+          // Unknown when it cannot be read (held, as for an old one), and read again later.
+          version = agents.ovnVersionOf(dpu).catch(() => undefined)
+          this.#ovnVersions.set(dpu, version)
+        }
+        return version
+      },
+    }
+  }
+
   /** Whether the group's DNS changed less than `DNS_BATCH_MS` ago: its next changes wait. */
   #holdsDns(group: string): boolean {
     const published = this.#dnsPublished.get(group)
@@ -426,9 +490,14 @@ export class GroupApplier implements GroupApplies {
         if (!state) throw new GroupGone(name)
         if (state.group.deletion && state.members.length === 0) throw new LastHostLeft(name)
         const topology = topologyOf(state, deps.fabric, deps.dnsZone)
-        const desired = compileGroupTopology(topology, cache.compiled, {
-          holdDns: this.#holdsDns(name),
-        })
+        // Held only where publishing would cost the group's DPUs a full recompute each.
+        const holdDns =
+          this.#holdsDns(name) &&
+          (await dnsCostsRecomputes(
+            this.#agentVersions(),
+            state.members.map((m) => m.host.spec.dpu.id),
+          ))
+        const desired = compileGroupTopology(topology, cache.compiled, { holdDns })
         dnsHeld = desired.dnsHeld === true
         problems = desired.problems ?? []
         policies = desired.policies

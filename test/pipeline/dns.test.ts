@@ -10,7 +10,8 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import t from 'tap'
-import { DNS_BATCH_MS } from '../../functions/internal/group-apply.ts'
+import { DNS_BATCH_MS, dnsCostsRecomputes } from '../../functions/internal/group-apply.ts'
+import { PROTOCOL_VERSIONS } from '../../lib/agent-protocol/index.ts'
 import { topologyNames } from '../../lib/ovn/index.ts'
 import { StoreConflict } from '../../lib/state/spec-writes.ts'
 import { groupSpec, hostSpec, type Pipeline, startPipeline, until } from './fixtures.ts'
@@ -229,3 +230,55 @@ t.test('per-group DNS: own names only, following the hosts', async (t) => {
     t.same(left, [], 'no Hydrazine row, DNS included, remains in NB')
   })
 })
+
+t.test(
+  "a group whose DPUs' ovn-controller takes DNS changes incrementally is not held",
+  async (t) => {
+    const p = await startPipeline(t, { dnsZone: ZONE })
+    // OVN 25.03's ovn-controller handles an SB DNS change without recomputing its flows;
+    // the agents say which they run in their heartbeats.
+    const protocolVersions = [...PROTOCOL_VERSIONS]
+    await p.agent('dpu-1', { protocolVersions, ovnVersion: '25.03.0' })
+    await p.agent('dpu-3', { protocolVersions, ovnVersion: '25.03.2' })
+    await p.client.applyGroup('group-n', groupSpec('tenant-a'))
+    await until(
+      () => p.controller.store.groups.get('group-n'),
+      (g) => g?.status.phase === 'Ready',
+    )
+    // Back to back: the second host's apply comes well within DNS_BATCH_MS of the first's,
+    // which published the group's DNS; no DPU of the group would recompute for it.
+    for (const [host, dpu, port, ip] of [
+      ['n-one', 'dpu-1', 1, '10.10.10.31'],
+      ['n-two', 'dpu-3', 2, '10.10.10.32'],
+    ] as const) {
+      await p.client.applyHost(host, hostSpec('group-n', dpu, port, { hostIP: ip }))
+      const at = await ready(p, host)
+      t.equal(at?.status.phase, 'Ready', `${host} Ready`)
+      const records = await switchRecords(p, 'group-n')
+      t.equal(
+        records[`${host}.group-n.hydrazine.test`],
+        ip,
+        `${host}'s record is in NB by its Ready, not up to ${DNS_BATCH_MS} ms after`,
+      )
+    }
+  },
+)
+
+t.test(
+  'dnsCostsRecomputes: held unless every DPU of the group reports OVN 25.03 or later',
+  async (t) => {
+    const versions: Record<string, string | undefined> = {
+      old: '23.03.1',
+      new: '25.03.0',
+      newer: '25.09.1',
+      silent: undefined,
+    }
+    const agents = { ovnVersionOf: async (dpu: string) => versions[dpu] }
+    t.equal(await dnsCostsRecomputes(agents, ['new', 'newer', 'new']), false, 'all 25.03 or later')
+    t.equal(await dnsCostsRecomputes(agents, ['new', 'old']), true, 'one 23.03 DPU')
+    t.equal(await dnsCostsRecomputes(agents, ['new', 'silent']), true, 'one that reports none')
+    t.equal(await dnsCostsRecomputes(undefined, ['new']), true, 'no directory of agents')
+    const failing = { ovnVersionOf: async () => Promise.reject(new Error('redis down')) }
+    t.equal(await dnsCostsRecomputes(failing, ['new']), true, 'a directory that cannot answer')
+  },
+)
