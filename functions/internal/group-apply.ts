@@ -330,7 +330,11 @@ export class GroupApplier implements GroupApplies {
       .catch(() => false)
       .then(async (caughtUp) => {
         const lag = performance.now() - committed
-        const cpu = await this.#northdSpent(group, sbRemote)
+        // Only a northd that recomputes its central (before INCREMENTAL_NORTHD) is paced by
+        // its CPU (`commitDelayMs`): reading it from /proc for another is work for nothing.
+        const cpu = northdIsIncremental(northdVersion)
+          ? undefined
+          : await this.#northdSpent(group, sbRemote)
         this.#onCommit?.({
           group,
           ports: added.length + removed.length,
