@@ -30,6 +30,7 @@
  * step may run twice.
  */
 import { execFile } from 'node:child_process'
+import { readdir } from 'node:fs/promises'
 import { isIPv4 } from 'node:net'
 import { promisify } from 'node:util'
 import type { FabricAccess } from '../lib/agent-protocol/index.ts'
@@ -634,7 +635,8 @@ export function netnsVrfBackend(opts: { underlay?: string | undefined; dir: stri
     joinRelayLink: (vrf) => runPlan(plan.joinRelayLink(vrf)),
     removeVrf: (vrf) => runPlan(plan.removeVrf(vrf)),
     async list() {
-      const names = (await output(['ls', opts.dir])).split('\n').filter(Boolean)
+      // Read here, not by a forked `ls` on every heartbeat; none while the dir is absent.
+      const names = (await readdir(opts.dir).catch(() => [] as string[])).sort()
       const states: VrfState[] = []
       for (const vrf of names) {
         const vni = vniOf(vrf)
