@@ -329,6 +329,21 @@ async function output(argv: readonly string[]): Promise<string> {
     .catch(() => '')
 }
 
+/**
+ * What `ip … -batch -` prints for `lines`, one output line per command (`ip -j` prints each
+ * command's JSON on a line of its own): one process for several reads. None when any
+ * command fails.
+ */
+async function batchOutput(argv: readonly string[], lines: readonly string[]): Promise<string[]> {
+  const [file = '', ...args] = argv
+  const run = exec(file, [...args, '-batch', '-'], { timeout: 20_000 })
+  run.child.stdin?.on('error', () => {})
+  run.child.stdin?.end(`${lines.join('\n')}\n`)
+  const stdout = await run.then((r) => r.stdout).catch(() => '')
+  const out = stdout.split('\n').filter((l) => l.trim() !== '')
+  return out.length === lines.length ? out : []
+}
+
 // ------------------------------------------------------------------ kernel backend
 
 /** The kernel VRF backend's table of VNI `vni`: above the kernel's own tables. */
@@ -643,7 +658,12 @@ export function netnsVrfBackend(opts: { underlay?: string | undefined; dir: stri
         if (vni === undefined) continue
         const ns = plan.nsOf(vni)
         const { bridge } = vrfNames(vni)
-        const links = parseLinks(await output(['ip', '-n', ns, '-j', 'link', 'show']))
+        // One `ip` per VRF and heartbeat, not three: a fork costs the agent several ms of CPU.
+        const [linksJson = '', routesJson = ''] = await batchOutput(
+          ['ip', '-n', ns, '-j'],
+          ['link show', 'route show table all'],
+        )
+        const links = parseLinks(linksJson)
         // Bound here, but its namespace is gone (a removal cut short): no VRF.
         if (links.length === 0) continue
         const vlan = vlanOf(links)
@@ -655,10 +675,7 @@ export function netnsVrfBackend(opts: { underlay?: string | undefined; dir: stri
           // Every port moved into the namespace, on the group interface or not (one left
           // off it by a configure cut short): removing the namespace would destroy it.
           ports: hostPortsOf(vni, links),
-          hostRoutes: hostRoutesOf(
-            await output(['ip', '-n', ns, '-j', 'route', 'show']),
-            await output(['ip', '-n', ns, '-6', '-j', 'route', 'show']),
-          ),
+          hostRoutes: hostRoutesOf(routesJson),
         })
       }
       return states
@@ -708,19 +725,30 @@ function hostPortsOf(vni: number, links: readonly Link[]): string[] {
   return links.map((l) => l.ifname).filter((n) => !own.has(n) && !/^vlan\d+$/.test(n))
 }
 
-/** The /32 and /128 routes on the group interface (the hosts'), from `ip -j route`. */
-function hostRoutesOf(v4: string, v6: string): string[] {
+/**
+ * The /32 and /128 routes on the group interface (the hosts'), from `ip -j route` outputs of
+ * either family (`table all` lists both): unicast routes only, none of the local table's
+ * or the kernel's (the gateway's own addresses).
+ */
+function hostRoutesOf(...outputs: string[]): string[] {
   const routes: string[] = []
-  for (const [json, full] of [
-    [v4, 32],
-    [v6, 128],
-  ] as const) {
+  for (const json of outputs) {
     try {
-      const parsed = JSON.parse(json || '[]') as { dst?: string; dev?: string; gateway?: string }[]
+      const parsed = JSON.parse(json || '[]') as {
+        dst?: string
+        dev?: string
+        gateway?: string
+        table?: string
+        type?: string
+        protocol?: string
+      }[]
       for (const r of parsed) {
         if (!r.dst || r.gateway || r.dst.includes('/')) continue
         if (!r.dev?.startsWith('vlan')) continue
-        routes.push(`${r.dst}/${full}`)
+        // The kernel's own (an IPv6 gateway's /128) are not hosts': bgpd announces none.
+        if (r.table === 'local' || r.protocol === 'kernel') continue
+        if ((r.type ?? 'unicast') !== 'unicast') continue
+        routes.push(`${r.dst}/${r.dst.includes(':') ? 128 : 32}`)
       }
     } catch {}
   }

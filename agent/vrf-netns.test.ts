@@ -1,0 +1,75 @@
+/**
+ * The netns VRF backend (the lab's) against real network namespaces: what it builds for a
+ * group and a host is what it reads back — the host port, the group, and the host's /32 and
+ * /128 routes on the group interface, none of the gateway's own (local table) addresses.
+ */
+import { execFile } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { netnsVrfBackend } from './vrf.ts'
+
+const exec = promisify(execFile)
+const ip = (...args: string[]) => exec('ip', args)
+
+const usable = await ip('netns', 'list').then(
+  () => process.getuid?.() === 0,
+  () => false,
+)
+
+t.test(
+  'the netns backend reads back the VRF, its host port and its host routes',
+  {
+    skip: usable ? false : 'needs root and ip netns',
+  },
+  async (t) => {
+    const underlay = `hzt${process.pid}`
+    const dir = await mkdtemp(join(tmpdir(), 'hz-vrfs-'))
+    const backend = netnsVrfBackend({ underlay, dir })
+    const vni = 7_000 + (process.pid % 1_000)
+    const port = 'hzp0'
+    t.teardown(async () => {
+      await backend.removeVrf({ vni }).catch(() => {})
+      await ip('netns', 'del', underlay).catch(() => {})
+      await exec('sh', ['-c', `umount -l ${dir} 2>/dev/null; true`])
+      await rm(dir, { recursive: true, force: true })
+    })
+    await ip('netns', 'add', underlay)
+    await ip('-n', underlay, 'link', 'add', port, 'type', 'veth', 'peer', 'name', 'hzh0')
+    await ip('-n', underlay, 'addr', 'add', '100.64.0.2/24', 'dev', 'lo')
+    await ip('-n', underlay, 'link', 'set', 'lo', 'up')
+
+    t.same(await backend.list(), [], 'nothing before the VRF')
+    await backend.prepare()
+    await backend.ensureVrf({ vni, vlan: 12, group: 'group-a', vtep: '100.64.0.2' })
+    await backend.attach({
+      vni,
+      vlan: 12,
+      port,
+      gateways: [
+        { address: '10.20.0.1', prefixLength: 24 },
+        { address: 'fd00:20::1', prefixLength: 64 },
+      ],
+      addresses: ['10.20.0.5', 'fd00:20::5'],
+    })
+
+    const [state, ...rest] = await backend.list()
+    t.equal(rest.length, 0, 'one VRF')
+    t.match(state, { vrf: `hzv${vni}`, vni, vlan: 12, group: 'group-a', ports: [port] })
+    t.same(
+      [...(state?.hostRoutes ?? [])].sort(),
+      ['10.20.0.5/32', 'fd00:20::5/128'],
+      "the host's routes, of both families, and not the gateway's local addresses",
+    )
+
+    await backend.withdraw({ vni, addresses: ['fd00:20::5'], vlan: 12 })
+    t.same((await backend.list())[0]?.hostRoutes, ['10.20.0.5/32'], 'a withdrawn route is gone')
+
+    await backend.detach({ vni, port, addresses: ['10.20.0.5'], vlan: 12 })
+    t.match((await backend.list())[0], { ports: [], hostRoutes: [] }, 'the host gone')
+    await backend.removeVrf({ vni })
+    t.same(await backend.list(), [], 'the VRF gone')
+  },
+)
