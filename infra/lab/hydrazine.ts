@@ -211,7 +211,16 @@ async function fetchResending(input: string, init: RequestInit): Promise<Respons
     } catch (err) {
       const cause = err instanceof Error ? (err.cause as { code?: unknown } | undefined) : undefined
       const code = typeof cause?.code === 'string' ? cause.code : ''
-      if (attempt >= 3 || !CONNECTION_FAILED.has(code)) throw err
+      if (attempt >= RESENDS || !CONNECTION_FAILED.has(code)) throw err
+      // Each failed attempt drops one dead socket; after a burst the pool may hold several.
+      await new Promise((resolve) => setTimeout(resolve, 50 * attempt))
     }
   }
 }
+
+/**
+ * Attempts in all: a burst of requests leaves as many kept-alive sockets, which the server
+ * closes together; on a loaded machine the client's timers run late and the next requests
+ * can meet several of them in a row.
+ */
+const RESENDS = 8
