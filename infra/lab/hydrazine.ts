@@ -193,6 +193,13 @@ export async function startHydrazine(opts: {
   }
 }
 
+/**
+ * Attempts in all: a burst of requests leaves as many kept-alive sockets, which the server
+ * closes together; on a loaded machine the client's timers run late and the next requests
+ * can meet several of them in a row.
+ */
+const RESENDS = 8
+
 /** Socket errors of a connection that failed under the request, with no answer read. */
 const CONNECTION_FAILED = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'UND_ERR_SOCKET'])
 
@@ -217,10 +224,3 @@ async function fetchResending(input: string, init: RequestInit): Promise<Respons
     }
   }
 }
-
-/**
- * Attempts in all: a burst of requests leaves as many kept-alive sockets, which the server
- * closes together; on a loaded machine the client's timers run late and the next requests
- * can meet several of them in a row.
- */
-const RESENDS = 8

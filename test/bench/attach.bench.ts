@@ -70,8 +70,8 @@ async function measure(
   redisCluster: boolean,
   groups: number,
   hosts: number,
+  centrals: AttachCentrals,
 ): Promise<AttachFigures> {
-  const centrals = attachCentrals()
   const p = await startBenchPipeline({
     centrals: centrals.layout,
     ...(centrals.install ? { install: centrals.install } : {}),
@@ -147,9 +147,17 @@ async function measure(
  * Hydrazine runs by default (each started by its group's first attach, in the burst round;
  * the watch follows each of them for the steady round's steps), or `per-group-newer`: the
  * same on the newer OVN (`newerOvn`: `HYDRAZINE_BENCH_NEWER_OVN`, else Debian 13's root the
- * tests made), refused when there is none.
+ * tests made), refused when there is none. Read once per run (`attachCentrals`).
  */
-function attachCentrals(): { layout: 'shared' | 'per-group'; install?: OvnInstall; note: string } {
+interface AttachCentrals {
+  readonly layout: 'shared' | 'per-group'
+  readonly install?: OvnInstall
+  /** What the figures' notes add about it. */
+  readonly note: string
+}
+
+/** The centrals `HYDRAZINE_BENCH_ATTACH_CENTRALS` asks for (`AttachCentrals`). */
+function attachCentrals(): AttachCentrals {
   const asked = process.env.HYDRAZINE_BENCH_ATTACH_CENTRALS
   if (asked === undefined || asked === 'shared') return { layout: 'shared', note: '' }
   const note = '; a central per group (HYDRAZINE_BENCH_ATTACH_CENTRALS)'
@@ -172,8 +180,9 @@ export default async function attachBench(): Promise<void> {
   const scale = benchScale()
   const groups = scaled(GROUPS, scale)
   const hosts = scaled(HOSTS, scale, 2)
-  const single = await measure(false, groups, hosts)
-  const layout = attachCentrals().note
+  const centrals = attachCentrals()
+  const single = await measure(false, groups, hosts, centrals)
+  const layout = centrals.note
   const burstNote = `${groups * hosts} attaches requested at once${layout}${scaleNote(scale)}`
   const steadyNote = `${groups * hosts} attaches offered at ${OFFERED_RATE}/s${layout}${scaleNote(scale)}`
   report({
@@ -237,7 +246,7 @@ export default async function attachBench(): Promise<void> {
     note: `user + system CPU (/proc) of this node process over the steady round (controller, in-process agents, FakeChassis, the bench), per attach; redis-server ${(((single.cpu.get('redis-server') ?? 0) * 1000) / attaches).toFixed(2)} ms, ovsdb-server ${(((single.cpu.get('ovsdb-server') ?? 0) * 1000) / attaches).toFixed(2)} ms, ovn-northd ${(((single.cpu.get('ovn-northd') ?? 0) * 1000) / attaches).toFixed(2)} ms; ${steadyNote}`,
   })
 
-  const cluster = await measure(true, groups, hosts)
+  const cluster = await measure(true, groups, hosts, centrals)
   const onCluster = '3-master Redis Cluster; baseline: one Redis, this run; target ratio >= 0.8'
   report({
     suite: 'attach',
