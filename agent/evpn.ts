@@ -136,6 +136,13 @@ const TYPE5_ROUTES = 'show bgp l2vpn evpn route type prefix json'
 export class EvpnSpeaker {
   private daemons: Daemon[] = []
   private starting: Promise<void> | undefined
+  /**
+   * How many times zebra and bgpd were started: what was configured in them holds while
+   * this stays the same (`FabricAgent` keys what it configured with it).
+   */
+  private startCount = 0
+  /** The default instance's configuration as last applied to the running daemons. */
+  private baseApplied: string | undefined
   /** Configuration (a VRF's lines reach zebra and bgpd both: vtysh sends each its own). */
   readonly vtysh: Vtysh
   /**
@@ -169,12 +176,23 @@ export class EvpnSpeaker {
       })
       await this.starting
     }
+    // Applied once per start: each vtysh run costs tens of ms of CPU, and every host's
+    // configure asks for it.
+    const base = `${asn} ${vtep}`
+    if (this.baseApplied === base) return
     await this.vtysh.configure(evpnBaseConfig(asn, vtep, this.peers))
+    this.baseApplied = base
+  }
+
+  /** Changes when the daemons start again: what they were told before is gone. */
+  get generation(): number {
+    return this.startCount
   }
 
   private async start(): Promise<void> {
     const { dir, pathspace, netns, netnsDir, log } = this.place
     await this.stop()
+    this.startCount += 1
     await mkdir(dir, { recursive: true })
     // FRR running as root still wants its run directory group-writable by its vty group.
     const vtyGroup = await vtyGroupId()
@@ -286,6 +304,7 @@ export class EvpnSpeaker {
   }
 
   async stop(): Promise<void> {
+    this.baseApplied = undefined
     for (const d of this.daemons.splice(0).reverse()) await d.stop().catch(() => {})
   }
 

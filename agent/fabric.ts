@@ -29,7 +29,7 @@ import type {
 import { type AgentConfig, hostPortOf } from './config.ts'
 import type { DhcpRelays } from './daemons.ts'
 import { HostPortBound, PortNotInstalled, PortNotReleased, WrongDpu } from './errors.ts'
-import { EvpnSpeaker, waitUntil } from './evpn.ts'
+import { EvpnSpeaker, type EvpnVrf, waitUntil } from './evpn.ts'
 import { ensureFabricRelay, fabricRelaySpecOf, removeFabricRelay } from './fabric-relay.ts'
 import { type JobOrder, UNORDERED } from './job-order.ts'
 import type { LocalOvs } from './ovs.ts'
@@ -37,11 +37,24 @@ import {
   kernelVrfBackend,
   netnsVrfBackend,
   type VrfBackend,
+  type VrfSpec,
   type VrfState,
   vrfNames,
 } from './vrf.ts'
 
 const prefixOf = (a: string) => `${a}/${a.includes(':') ? 128 : 32}`
+
+/** What a VRF was made and configured from, with the FRR it was configured in. Pure. */
+const vrfMadeAs = (spec: VrfSpec, evpn: EvpnVrf, frrGeneration: number) =>
+  JSON.stringify([
+    spec.vni,
+    spec.vlan,
+    spec.group,
+    spec.vtep,
+    evpn.asn,
+    evpn.routeTarget,
+    frrGeneration,
+  ])
 
 /** The Open_vSwitch row's key holding the fabric's AS the DPU's VRFs were configured in. */
 export const FABRIC_ASN_KEY = 'hydrazine:fabric-asn'
@@ -51,6 +64,14 @@ export class FabricAgent {
   private readonly vtep: string
   /** The AS each VRF was configured in (to remove its instance). */
   private asn: number | undefined
+  /**
+   * Each VRF this agent made and configured in FRR, by VNI, as it made it (`vrfMadeAs`):
+   * a host's configure makes it again only when that changed, the daemons were started
+   * again, or the DPU no longer shows it as made. A VRF's ~17 programs and its vtysh run
+   * cost more of the agent's CPU than the host's own steps; the first configure after a
+   * restart of the agent makes each VRF again, whole.
+   */
+  private readonly vrfsMade = new Map<number, string>()
 
   constructor(
     private readonly log: (line: string) => void,
@@ -164,18 +185,20 @@ export class FabricAgent {
     await this.speaker.ensure(group.asn, this.vtep)
     this.asn = group.asn
     await this.ovs.setChassisIds({ [FABRIC_ASN_KEY]: String(group.asn) })
-    await this.backend.ensureVrf({
-      vni: group.vni,
-      vlan: group.vlan,
-      group: group.name,
-      vtep: this.vtep,
-    })
-    await this.speaker.addVrf({
-      vni: group.vni,
-      asn: group.asn,
-      routeTarget: group.routeTarget,
-      vtep: this.vtep,
-    })
+    const spec = { vni: group.vni, vlan: group.vlan, group: group.name, vtep: this.vtep }
+    const evpn = { vni: group.vni, asn: group.asn, routeTarget: group.routeTarget, vtep: this.vtep }
+    const madeAs = vrfMadeAs(spec, evpn, this.speaker.generation)
+    const shown = vrfs.find((v) => v.vni === group.vni)
+    if (
+      this.vrfsMade.get(group.vni) !== madeAs ||
+      shown?.vlan !== group.vlan ||
+      shown.group !== group.name
+    ) {
+      this.vrfsMade.delete(group.vni)
+      await this.backend.ensureVrf(spec)
+      await this.speaker.addVrf(evpn)
+      this.vrfsMade.set(group.vni, madeAs)
+    }
     await this.backend.attach({
       vni: group.vni,
       vlan: group.vlan,
@@ -270,6 +293,7 @@ export class FabricAgent {
    * tidied is logged, not a failed job.
    */
   private async removeEmptyVrf(vrf: VrfState): Promise<void> {
+    this.vrfsMade.delete(vrf.vni)
     await removeFabricRelay(this, vrf.group).catch((error: unknown) =>
       this.log(`the relay of ${vrf.group} stays: ${String(error)}`),
     )

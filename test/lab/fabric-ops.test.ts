@@ -13,6 +13,9 @@
  * - agent restart: dpu1's agent SIGKILLed (its FRR and relay die with it, the reflector
  *   loses d1's /32) and started again announces d1's /32 again by itself (no repair:
  *   d1 keeps its attempt), and d1 reaches d2 again;
+ * - FRR restart: dpu2's bgpd SIGKILLed; the controller sees d2's /32 missing and configures
+ *   d2 again, and the agent starts FRR again with the VRF configured in it (the agent
+ *   otherwise keeps what it configured once);
  * - forced detach: dpu2's agent frozen (SIGSTOP; its FRR still announces d2), d2 deleted
  *   with `?force=true` is gone at once, and dpu2 is marked: its ports say it has not
  *   confirmed d2 isolated; the agent thawed isolates d2 (the reflector loses its /32, the
@@ -348,6 +351,29 @@ await labTest(
         await eventually(async () => (await vrfOf('dpu1'))?.relay?.running === true),
         'its relay runs again',
       )
+    })
+
+    await t.test("dpu2's bgpd killed: FRR starts again with d2's VRF configured", async (t) => {
+      // The agent keeps what it configured in FRR; a bgpd that died took it along.
+      const before = (await hostView('d2')).status?.attempt ?? 1
+      const pidFile = join(agentRunDir(dpu2.sim), 'evpn', 'bgpd.pid')
+      const bgpd = Number((await readFile(pidFile, 'utf8')).trim())
+      t.ok(bgpd > 0, `dpu2's bgpd runs (pid ${bgpd})`)
+      process.kill(bgpd, 'SIGKILL')
+      t.ok(
+        await eventually(async () => !(await routes()).has(`${rt}|${ip2}/32`), 20_000),
+        "the reflector lost d2's /32 with dpu2's bgpd",
+      )
+      const repaired = await eventually(async () => {
+        const h = await hostView('d2')
+        const back = (await routes()).get(`${rt}|${ip2}/32`)?.join() === dpu2.encapIp
+        return h.status?.phase === 'Ready' && (h.status.attempt ?? 1) > before && back
+      }, 90_000)
+      if (!t.ok(repaired, 'd2 configured again: a new bgpd holds its VRF and announces its /32')) {
+        t.comment(JSON.stringify(await hostView('d2')))
+      }
+      t.not(Number((await readFile(pidFile, 'utf8')).trim()), bgpd, 'another bgpd')
+      t.ok(await eventually(() => pings(d2.netns, ip1), 20_000), 'd2 reaches d1 again')
     })
 
     await t.test('a forced detach marks the DPU, which isolates the host', async (t) => {
