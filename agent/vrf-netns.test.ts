@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
-import { netnsVrfBackend } from './vrf.ts'
+import { netnsVrfBackend, runPlan } from './vrf.ts'
 
 const exec = promisify(execFile)
 const ip = (...args: string[]) => exec('ip', args)
@@ -71,5 +71,48 @@ t.test(
     t.match((await backend.list())[0], { ports: [], hostRoutes: [] }, 'the host gone')
     await backend.removeVrf({ vni })
     t.same(await backend.list(), [], 'the VRF gone')
+  },
+)
+
+t.test(
+  "a plan's ip commands run as one batch, each failure held against its own command",
+  { skip: usable ? false : 'needs root and ip netns' },
+  async (t) => {
+    const ns = `hzb${process.pid}`
+    t.teardown(() => ip('netns', 'del', ns).catch(() => {}))
+    await ip('netns', 'add', ns)
+    const n = (...argv: string[]) => ['ip', '-n', ns, ...argv]
+    // A newer kernel says an address a device holds is "already assigned".
+    const exists = /File exists|already assigned/
+    await runPlan([
+      { argv: n('link', 'add', 'hzq0', 'type', 'bridge'), done: exists },
+      // Done already: ip says so, and the batch goes on.
+      { argv: n('link', 'add', 'hzq0', 'type', 'bridge'), done: exists },
+      { argv: n('link', 'set', 'hzq0', 'up') },
+      { argv: n('addr', 'add', '10.9.0.1/32', 'dev', 'hzq0'), done: exists },
+      { argv: n('addr', 'add', '10.9.0.1/32', 'dev', 'hzq0'), done: exists },
+    ])
+    const { stdout } = await ip('-n', ns, '-4', '-j', 'addr', 'show', 'hzq0')
+    const [link] = JSON.parse(stdout) as { flags: string[]; addr_info: { local: string }[] }[]
+    t.ok(link?.flags.includes('UP'), 'the device is up')
+    t.same(
+      link?.addr_info.map((a) => a.local),
+      ['10.9.0.1'],
+      'its address, added once',
+    )
+
+    await t.rejects(
+      runPlan([
+        { argv: n('link', 'set', 'hzq0', 'mtu', '1400') },
+        { argv: n('link', 'set', 'hzq9', 'up'), done: exists },
+        { argv: n('link', 'set', 'hzq0', 'alias', 'after') },
+      ]),
+      { message: new RegExp(`ip -n ${ns} link set hzq9 up failed: Cannot find device "hzq9"`) },
+      'a failure that is not "done" names its own command and what ip said',
+    )
+    const after = JSON.parse((await ip('-n', ns, '-j', 'link', 'show', 'hzq0')).stdout) as {
+      mtu: number
+    }[]
+    t.equal(after[0]?.mtu, 1400, 'the command before it ran')
   },
 )

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { evpnBaseConfig, evpnVrfConfig, evpnVrfRemoval, selfOriginatedType5 } from './evpn.ts'
-import { kernelPlan, netnsPlan } from './vrf.ts'
+import { batchesOf, batchFailures, kernelPlan, netnsPlan } from './vrf.ts'
 
 const argv = (commands: { argv: readonly string[] }[]) => commands.map((c) => c.argv.join(' '))
 
@@ -234,3 +234,63 @@ t.test(
     t.same(selfOriginatedType5('not json', '65001:7', '192.0.2.1'), [])
   },
 )
+
+t.test("a plan's neighbouring ip commands with the same options run as one batch", async (t) => {
+  const exists = /File exists/
+  const plan = [
+    { argv: ['ip', 'link', 'set', 'a', 'up'] },
+    { argv: ['ip', 'addr', 'add', '10.0.0.1/32', 'dev', 'a'], done: exists },
+    { argv: ['sh', '-c', 'true'] },
+    { argv: ['ip', '-n', 'ns1', 'link', 'set', 'b', 'up'] },
+    { argv: ['ip', '-n', 'ns1', 'route', 'del', 'fd00::5/128', 'dev', 'b'] },
+    { argv: ['ip', '-n', 'ns1', '-6', 'rule', 'add', 'pref', '500', 'iif', 'b', 'prohibit'] },
+    { argv: ['ip', '-n', 'ns1', '-6', 'rule', 'add', 'pref', '501', 'iif', 'b', 'prohibit'] },
+    { argv: ['ip', 'netns', 'add', 'ns2'] },
+    { argv: ['ip', 'link', 'set', 'c', 'alias', 'a group'] },
+    { argv: ['ip', 'link', 'set', 'c', 'up'] },
+    { argv: ['ip', '-j', 'link', 'show'] },
+    { argv: ['ip', 'link', 'set', 'd', 'up'] },
+  ]
+  t.same(
+    batchesOf(plan).map((r) => ({ options: r.options, lines: r.lines, n: r.commands.length })),
+    [
+      { options: [], lines: ['link set a up', 'addr add 10.0.0.1/32 dev a'], n: 2 },
+      { options: [], lines: [], n: 1 },
+      { options: ['-n', 'ns1'], lines: ['link set b up', 'route del fd00::5/128 dev b'], n: 2 },
+      {
+        options: ['-n', 'ns1', '-6'],
+        lines: ['rule add pref 500 iif b prohibit', 'rule add pref 501 iif b prohibit'],
+        n: 2,
+      },
+      // ip netns runs programs; an argument with a space would read as two; -j reads.
+      { options: [], lines: [], n: 1 },
+      { options: [], lines: [], n: 1 },
+      { options: [], lines: [], n: 1 },
+      { options: [], lines: [], n: 1 },
+      // A batch of one runs as itself.
+      { options: [], lines: [], n: 1 },
+    ],
+  )
+  t.same(
+    batchesOf(plan).flatMap((r) => r.commands),
+    plan,
+    'every command once, in order',
+  )
+})
+
+t.test('what ip -force -batch says failed, line by line', async (t) => {
+  t.same(
+    batchFailures(
+      'RTNETLINK answers: File exists\nCommand failed -:1\n' +
+        'Error: FIB table does not exist.\nCommand failed -:3\n' +
+        'Cannot find device "nosuch"\nCommand failed -:4\n',
+    ),
+    [
+      { line: 1, said: 'RTNETLINK answers: File exists' },
+      { line: 3, said: 'Error: FIB table does not exist.' },
+      { line: 4, said: 'Cannot find device "nosuch"' },
+    ],
+  )
+  t.same(batchFailures(''), [], 'nothing failed')
+  t.same(batchFailures('Object "x" is unknown, try "ip help".'), [], 'no line named')
+})

@@ -308,18 +308,118 @@ export interface VrfBackend {
   namespaceOf(vni: number): string | undefined
 }
 
-/** Runs planned commands in order; one whose work is done already is skipped. */
+/**
+ * Runs planned commands in order; one whose work is done already is skipped. Neighbouring
+ * `ip` commands with the same options go to one `ip … -force -batch -` (starting a program
+ * costs the agent several ms of CPU): ip runs every line, says which failed and why, and
+ * each failure is held against its own command's "done" test.
+ */
 export async function runPlan(commands: readonly Command[]): Promise<void> {
-  for (const c of commands) {
-    const [file = '', ...args] = c.argv
-    try {
-      await exec(file, args, { timeout: 20_000 })
-    } catch (err) {
-      const stderr = String((err as { stderr?: string }).stderr ?? err)
-      if (c.done?.test(stderr)) continue
-      throw new Error(`${c.argv.join(' ')} failed: ${stderr.trim()}`)
-    }
+  for (const run of batchesOf(commands)) {
+    if (run.lines.length === 0) await runOne(run.commands[0] as Command)
+    else await runBatch(run.options, run.lines, run.commands)
   }
+}
+
+async function runOne(c: Command): Promise<void> {
+  const [file = '', ...args] = c.argv
+  try {
+    await exec(file, args, { timeout: 20_000 })
+  } catch (err) {
+    const stderr = String((err as { stderr?: string }).stderr ?? err)
+    if (c.done?.test(stderr)) return
+    throw new Error(`${c.argv.join(' ')} failed: ${stderr.trim()}`)
+  }
+}
+
+async function runBatch(
+  options: readonly string[],
+  lines: readonly string[],
+  commands: readonly Command[],
+): Promise<void> {
+  const run = exec('ip', [...options, '-force', '-batch', '-'], { timeout: 20_000 })
+  run.child.stdin?.on('error', () => {})
+  run.child.stdin?.end(`${lines.join('\n')}\n`)
+  const stderr = await run.then(
+    () => undefined,
+    (err: unknown) => String((err as { stderr?: string }).stderr ?? err),
+  )
+  if (stderr === undefined) return
+  const failures = batchFailures(stderr)
+  if (failures.length === 0) {
+    throw new Error(`ip ${options.join(' ')} -batch failed: ${stderr.trim()}`)
+  }
+  for (const { line, said } of failures) {
+    const c = commands[line - 1]
+    if (!c) throw new Error(`ip ${options.join(' ')} -batch failed: ${stderr.trim()}`)
+    if (!c.done?.test(said)) throw new Error(`${c.argv.join(' ')} failed: ${said}`)
+  }
+}
+
+/**
+ * The lines `ip -force -batch` says failed (1-based), each with what ip said before its
+ * "Command failed -:N". Pure.
+ *
+ * @example batchFailures('RTNETLINK answers: File exists\nCommand failed -:2\n')
+ * // [{ line: 2, said: 'RTNETLINK answers: File exists' }]
+ */
+export function batchFailures(stderr: string): { line: number; said: string }[] {
+  const failures: { line: number; said: string }[] = []
+  let said: string[] = []
+  for (const text of stderr.split('\n')) {
+    const m = /^Command failed -:(\d+)$/.exec(text.trim())
+    if (m) {
+      failures.push({ line: Number(m[1]), said: said.join('\n').trim() })
+      said = []
+    } else if (text.trim() !== '') said.push(text)
+  }
+  return failures
+}
+
+/** An `ip` argument a batch line carries as it is (no quoting, spaces or comments). */
+const plainArgument = /^[A-Za-z0-9_.:/@+=-]+$/
+
+/**
+ * A plan cut into what runs as one program: neighbouring `ip` commands with the same
+ * options (`-n NS`, `-4`, `-6`) as one batch (`lines`), anything else alone (no lines).
+ * `ip netns …` (it runs programs and mounts) and a command with an argument a batch line
+ * would read otherwise stay alone. Pure.
+ */
+export function batchesOf(
+  commands: readonly Command[],
+): { options: string[]; lines: string[]; commands: Command[] }[] {
+  const runs: { options: string[]; lines: string[]; commands: Command[] }[] = []
+  for (const c of commands) {
+    const split = ipOptionsOf(c.argv)
+    const last = runs.at(-1)
+    if (!split) runs.push({ options: [], lines: [], commands: [c] })
+    else if (last && last.lines.length > 0 && last.options.join(' ') === split.options.join(' ')) {
+      last.lines.push(split.line)
+      last.commands.push(c)
+    } else runs.push({ options: split.options, lines: [split.line], commands: [c] })
+  }
+  // A batch of one runs as itself: its error reads as it always has.
+  return runs.map((r) =>
+    r.lines.length === 1 ? { options: [], lines: [], commands: r.commands } : r,
+  )
+}
+
+function ipOptionsOf(argv: readonly string[]): { options: string[]; line: string } | undefined {
+  if (argv[0] !== 'ip') return undefined
+  const options: string[] = []
+  let i = 1
+  for (; i < argv.length; i++) {
+    const a = argv[i] as string
+    if (a === '-4' || a === '-6') options.push(a)
+    else if (a === '-n' && argv[i + 1] !== undefined) options.push(a, argv[++i] as string)
+    else if (a.startsWith('-')) return undefined
+    else break
+  }
+  const rest = argv.slice(i)
+  if (rest.length === 0 || rest[0] === 'netns' || !rest.every((a) => plainArgument.test(a))) {
+    return undefined
+  }
+  return { options, line: rest.join(' ') }
 }
 
 async function output(argv: readonly string[]): Promise<string> {
@@ -577,8 +677,6 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
       const n = inNs(vni)
       const svi = groupInterfaceOf(vlan)
       return [
-        // zebra may leave a VXLAN device it found mid-set-up protodown: the L3VNI is then down.
-        { argv: n('link', 'set', vrfNames(vni).vxlan, 'protodown', 'off') },
         {
           argv: [
             'sh',
@@ -586,6 +684,8 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
             `ip -n ${ns} link show ${port} >/dev/null 2>&1 || ${inUnderlay('link', 'set', port, 'netns', ns).join(' ')}`,
           ],
         },
+        // zebra may leave a VXLAN device it found mid-set-up protodown: the L3VNI is then down.
+        { argv: n('link', 'set', vrfNames(vni).vxlan, 'protodown', 'off') },
         { argv: n('link', 'set', port, 'master', svi) },
         ...(mtu ? [{ argv: n('link', 'set', port, 'mtu', String(mtu)) }] : []),
         { argv: n('link', 'set', port, 'up') },
