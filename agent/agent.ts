@@ -29,6 +29,7 @@ import {
   GeneveIpsecNeedsTls,
   HostPortBound,
   HostPortNotOurs,
+  type JobSuperseded,
   PortNotInstalled,
   PortNotReleased,
   RelayPortConflict,
@@ -38,7 +39,13 @@ import {
 } from './errors.ts'
 import { FabricAgent } from './fabric.ts'
 import { GeneveIpsec } from './geneve-ipsec.ts'
-import { admitJob, type JobOrder, UNORDERED } from './job-order.ts'
+import {
+  admitJob,
+  type JobOrder,
+  type QueuedJobs,
+  UNORDERED,
+  watchLaterQueued,
+} from './job-order.ts'
 import {
   claimOf,
   Key,
@@ -98,6 +105,14 @@ export class Agent {
     /** OVS's IPsec PKI for the Geneve tunnels, when it has a TLS identity. */
     private readonly ipsec?: GeneveIpsec,
   ) {}
+
+  /** The DPU's queue, read for jobs queued behind the one under way (`queued-jobs.ts`). */
+  private queued: QueuedJobs | undefined
+
+  /** Reads `queued` for jobs that end a configure's wait (the runtime's queue). */
+  watchQueue(queued: QueuedJobs): void {
+    this.queued = queued
+  }
 
   /**
    * Connects to the local OVS database and brings back what it describes: if a
@@ -183,7 +198,7 @@ export class Agent {
   ): Promise<ConfigureAck | IsolateAck | FabricConfigureAck | FabricIsolateAck> {
     const { dpuId } = this.config
     if (job.payload.dpuId !== dpuId) throw new WrongDpu(dpuId, job.payload.dpuId)
-    const order = await admitJob(this.ovs, dpuId, job, sentAt)
+    const order = await admitJob(this.ovs, dpuId, job, sentAt, this.queued)
     switch (job.name) {
       case 'configure':
         return this.configure(job.payload, order)
@@ -322,8 +337,21 @@ export class Agent {
 
     // Acked only once ovn-controller says the port's flows are in: Ready never comes
     // before the host's traffic flows.
-    const installed = await waitInstalled(this.ovs, hostPort, host.logicalPort, c.installTimeoutMs)
-    if (!installed) throw new PortNotInstalled(c.dpuId, hostPort, c.installTimeoutMs)
+    // A job of this host sent later and queued behind this one (new credentials after its
+    // group's CA was replaced, or its detach) ends the wait: it redoes or undoes the host.
+    const later = watchLaterQueued(order)
+    let superseded: JobSuperseded | undefined
+    void later.found.then((error) => {
+      superseded = error
+    })
+    const installed = await waitInstalled(
+      this.ovs,
+      hostPort,
+      host.logicalPort,
+      c.installTimeoutMs,
+      later.found,
+    ).finally(() => later.stop())
+    if (!installed) throw superseded ?? new PortNotInstalled(c.dpuId, hostPort, c.installTimeoutMs)
     const observed = await this.observe()
     return {
       dpuId: c.dpuId,

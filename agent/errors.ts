@@ -117,6 +117,9 @@ export class HostPortBound extends HydrazineError {
  * A `configure` sent before another job of the same binding (an `isolate`, or a newer
  * `configure`) that already ran on this DPU: it arrived late (a retry that waited out its
  * backoff), and running it would undo what came after. Not retried; nothing was touched.
+ * Or (`queued`) one that was waiting for its host's flows while such a job was queued
+ * behind it: that job redoes or undoes what this one did, so it stops waiting, rather than
+ * hold the DPU's queue for its install timeout. Not retried either.
  */
 export class JobSuperseded extends HydrazineError {
   constructor(
@@ -124,10 +127,14 @@ export class JobSuperseded extends HydrazineError {
     readonly binding: string,
     readonly sentAt: number,
     readonly laterSentAt: number,
+    readonly queued = false,
   ) {
+    const at = (ms: number) => new Date(ms).toISOString()
     super(
       'AGENT_JOB_SUPERSEDED',
-      `DPU ${dpuId}: this configure of ${binding} was sent at ${new Date(sentAt).toISOString()}, before a job of it sent at ${new Date(laterSentAt).toISOString()} that already ran here; it would undo that job`,
+      queued
+        ? `DPU ${dpuId}: this configure of ${binding}, sent at ${at(sentAt)}, stopped waiting for the host's flows: a job of it sent at ${at(laterSentAt)} is queued behind it and redoes or undoes it`
+        : `DPU ${dpuId}: this configure of ${binding} was sent at ${at(sentAt)}, before a job of it sent at ${at(laterSentAt)} that already ran here; it would undo that job`,
       { retryable: false },
     )
   }

@@ -49,13 +49,30 @@ export function bindingOf(job: AgentJob): string {
   }
 }
 
+/** The jobs queued on this DPU behind the one under way (`queued-jobs.ts` reads them). */
+export interface QueuedJobs {
+  /**
+   * When the earliest job of `binding` queued here was sent, of those sent after `sentAt`
+   * (ms since the epoch); undefined when none is.
+   */
+  sentLaterFor(binding: string, sentAt: number): Promise<number | undefined>
+}
+
 /** Records a job's moment for its binding: called by the job at its first change. */
 export interface JobOrder {
   record(): Promise<void>
+  /**
+   * A job of the same binding sent later and queued here behind this one, as the error
+   * that ends this one (`queued-jobs.ts`); undefined when none is, or nothing is known.
+   */
+  laterQueued(): Promise<JobSuperseded | undefined>
 }
 
 /** The order of a job the queue gave no moment: nothing to check or record. */
-export const UNORDERED: JobOrder = { record: async () => {} }
+export const UNORDERED: JobOrder = {
+  record: async () => {},
+  laterQueued: async () => undefined,
+}
 
 /**
  * Admits a job about to run, sent at `sentAt` (ms since the epoch; undefined when the
@@ -70,6 +87,7 @@ export async function admitJob(
   dpuId: string,
   job: AgentJob,
   sentAt: number | undefined,
+  queued?: QueuedJobs,
 ): Promise<JobOrder> {
   if (sentAt === undefined || !Number.isSafeInteger(sentAt) || sentAt <= 0) return UNORDERED
   const binding = bindingOf(job)
@@ -90,6 +108,41 @@ export async function admitJob(
         .sort(([, a], [, b]) => Number(b) - Number(a))
       const dropped = others.slice(KEPT_RECORDS - 1).map(([k]) => k)
       if (dropped.length > 0) await ovs.removeNotes(dropped)
+    },
+    async laterQueued() {
+      const later = await queued?.sentLaterFor(binding, sentAt).catch(() => undefined)
+      return later === undefined
+        ? undefined
+        : new JobSuperseded(dpuId, binding, sentAt, later, true)
+    },
+  }
+}
+
+/**
+ * Watches for a job of the order's binding sent later and queued behind it: from `afterMs`
+ * on, every `everyMs` (a job waiting that long is one that may wait in vain). `found`
+ * settles with it, once; `stop` ends the watch. Never rejects.
+ */
+export function watchLaterQueued(
+  order: JobOrder,
+  { afterMs = 1_000, everyMs = 1_000 }: { afterMs?: number; everyMs?: number } = {},
+): { found: Promise<JobSuperseded>; stop(): void } {
+  let timer: NodeJS.Timeout | undefined
+  let stopped = false
+  const found = new Promise<JobSuperseded>((resolve) => {
+    const look = async () => {
+      const later = await order.laterQueued()
+      if (stopped) return
+      if (later) resolve(later)
+      else timer = setTimeout(look, everyMs)
+    }
+    timer = setTimeout(look, afterMs)
+  })
+  return {
+    found,
+    stop() {
+      stopped = true
+      clearTimeout(timer)
     },
   }
 }

@@ -42,7 +42,7 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs: number):
 /**
  * Resolves true once ovn-controller has marked the agent-owned port `name`, bound to
  * `logicalPort`, `ovn-installed` — its flows are in — and false when `timeoutMs` passes
- * first. It follows the local Interface table through an OVSDB monitor, which OVS updates
+ * first, or when `stopWhen` settles. It follows the local Interface table through an OVSDB monitor, which OVS updates
  * the moment ovn-controller commits the mark: the answer comes a round trip after the
  * mark, not a poll interval. A mark already there answers at once (the monitor's initial
  * rows). The monitor is cancelled either way; a monitor that cannot start throws.
@@ -52,12 +52,14 @@ export async function waitInstalled(
   name: string,
   logicalPort: string,
   timeoutMs: number,
+  stopWhen?: Promise<unknown>,
 ): Promise<boolean> {
   let settle: (installed: boolean) => void = () => {}
   const outcome = new Promise<boolean>((resolve) => {
     settle = resolve
   })
   const timer = setTimeout(() => settle(false), timeoutMs)
+  void stopWhen?.then(() => settle(false))
   /** The port's interface rows (one, unless it was replaced meanwhile), by UUID. */
   const rows = new Map<string, Readonly<Record<string, string>>>()
   let monitor: MonitorHandle | undefined

@@ -37,6 +37,7 @@ import { timestampOf } from '../proto/load.ts'
 import { Agent } from './agent.ts'
 import { type AgentConfig, describeConfig, isLoopback, redactingLog } from './config.ts'
 import { agentInstruments } from './metrics.ts'
+import { queuedJobs } from './queued-jobs.ts'
 import { type AgentTls, loadAgentTls } from './tls.ts'
 import { ServingCertificates, watchIdentity } from './tls-reload.ts'
 
@@ -133,6 +134,14 @@ export async function startAgentRuntime(
   const redis = createRedis({ url: config.redisUrl }, connection)
   redis.on('error', logErrors('redis', log))
   const heartbeats = new Heartbeats(redis)
+  agent.watchQueue(
+    queuedJobs(
+      redis,
+      agentQueueName(config.dpuId),
+      config.queuePrefix ?? 'bull',
+      config.protocolVersions,
+    ),
+  )
   const ovnVersion = await ovnControllerVersion()
   // The agent's one metrics registry, served with --metrics-listen.
   const registry = new Registry()

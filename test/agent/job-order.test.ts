@@ -78,3 +78,50 @@ t.test(
     t.equal(await lab.boundChassis(logicalPort), lab.dpuId, 'on this chassis')
   },
 )
+
+t.test(
+  "a configure waiting for its host's flows stops when a later job of the host is queued behind it",
+  async (t) => {
+    const lab = await startAgentLab(t)
+    const runtime = await startAgentRuntime(lab.config(), (line) => console.error(line))
+    lab.later(() => runtime.stop())
+    const version = pickProtocolVersion((await lab.heartbeat())?.protocolVersions ?? [])
+    // A logical port the NB does not have: ovn-controller never installs it, and the
+    // configure would wait out its install timeout (20 s here), holding the DPU's queue.
+    const logicalPort = `${lab.input.group.name}-ghost`
+    const host = { ...lab.input.host, name: 'ghost', logicalPort }
+    const configure = buildConfigurePayload(version, { ...lab.input, host })
+    const waiting = (await lab.queue.add('configure', configure, {
+      jobId: agentJobId('configure', configure),
+    })) as Job<unknown, ConfigureAck>
+    const taken = async () => (await lab.queue.getJob(waiting.id ?? ''))?.processedOn
+    for (let i = 0; i < 200 && !(await taken()); i++) await sleep(50)
+    t.ok(await taken(), 'the agent took the configure')
+    await sleep(1500)
+
+    // The host's detach, sent now: queued behind the configure the DPU is running.
+    const isolate = buildIsolatePayload(version, {
+      dpuId: lab.dpuId,
+      specVersion: 1,
+      group: { name: lab.input.group.name },
+      host: { name: 'ghost', logicalPort, hostPort: lab.host.hostPort },
+    })
+    const queuedAt = Date.now()
+    const isolated = (await lab.queue.add('isolate', isolate, {
+      jobId: agentJobId('isolate', isolate),
+    })) as Job<unknown, IsolateAck>
+    await t.rejects(
+      waiting.waitUntilFinished(lab.events, 30_000),
+      /AGENT_JOB_SUPERSEDED: .*this configure of .*-ghost, sent at .*, stopped waiting for the host's flows: a job of it sent at .* is queued behind it/,
+      'the configure stops waiting, saying why',
+    )
+    const stoppedAfter = Date.now() - queuedAt
+    t.ok(stoppedAfter < 5_000, `within seconds of the isolate being queued (${stoppedAfter} ms)`)
+    t.equal((await lab.queue.getJob(waiting.id ?? ''))?.attemptsMade, 1, 'and is not retried')
+    t.equal((await isolated.waitUntilFinished(lab.events, 40_000)).unbound, true, 'isolated')
+    t.notOk(
+      (await lab.dpu.vsctl('list-ports', 'br-int')).split('\n').includes(lab.host.hostPort),
+      'the host port is off br-int',
+    )
+  },
+)
