@@ -42,10 +42,11 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs: number):
 /**
  * Resolves true once ovn-controller has marked the agent-owned port `name`, bound to
  * `logicalPort`, `ovn-installed` — its flows are in — and false when `timeoutMs` passes
- * first, or when `stopWhen` settles. It follows the local Interface table through an OVSDB monitor, which OVS updates
- * the moment ovn-controller commits the mark: the answer comes a round trip after the
- * mark, not a poll interval. A mark already there answers at once (the monitor's initial
- * rows). The monitor is cancelled either way; a monitor that cannot start throws.
+ * first, or when `stopWhen` settles first. It follows the local Interface table through an
+ * OVSDB monitor, which OVS updates the moment ovn-controller commits the mark: the answer
+ * comes a round trip after the mark, not a poll interval. A mark already there answers at
+ * once (the monitor's initial rows). The monitor is cancelled either way; a monitor that
+ * cannot start throws.
  */
 export async function waitInstalled(
   ovs: LocalOvs,
