@@ -21,7 +21,7 @@ import {
   renewIsolate,
 } from './internal/agent-jobs.ts'
 import { centralMayStop } from './internal/central-demand.ts'
-import { leaveGroupSouthbound } from './internal/chassis-credentials.ts'
+import { leaveGroupSouthbound, rotateForLeavers } from './internal/chassis-credentials.ts'
 import type { ChildRef, HandlerDeps } from './internal/deps.ts'
 import { isolateCredentialsFor, southboundCaFor } from './internal/dpu-central.ts'
 import { recordDpuEvent } from './internal/dpu-events.ts'
@@ -333,6 +333,15 @@ async function releaseWhenIsolated(
   })
   await deps.checkpoint('detach:left-southbound')
   await deps.store.hosts.purge(host.name, spec.resourceGroup, spec.dpu.id)
+  // Last hosts of a group detached side by side on several DPUs each left replacing the
+  // group's chassis CA to another while one was still being detached: once its DPU has
+  // left, the last of them to get here replaces it now (a group with a host still being
+  // detached is left as it is). What fails here, reconcile does.
+  const group = spec.resourceGroup
+  const onDpu = await deps.store.hosts.onDpu(spec.dpu.id)
+  if (deps.ovn.leaveChassis && !onDpu.some((h) => h.spec.resourceGroup === group)) {
+    await rotateForLeavers(deps, group).catch(() => undefined)
+  }
   void deps.groupHosts?.touch(spec.resourceGroup)
   // Its group's last host: the central stops after the grace period (centrals on demand).
   await centralMayStop(deps, spec.resourceGroup)

@@ -54,7 +54,8 @@ export async function leaveGroupSouthbound(
   // Not while a host on another DPU is being detached: its isolate still has to show the
   // SB its port released, with the chassis certificate a new CA would refuse (concurrent
   // detaches on several DPUs then never finished). The last of them replaces the CA; when
-  // each of them leaves it to another, reconcile does (`rotateForLeavers`).
+  // each of them leaves it to another, the last to finish does once its host is gone, or
+  // reconcile (`rotateForLeavers`).
   if (others.some((h) => h.deletion && h.spec.dpu.id !== dpuId)) return []
   await deps.checkpoint('detach:leaving-southbound', leaving)
   if (!(await deps.ovn.leaveChassis(group, dpuId))) return []
@@ -77,27 +78,36 @@ export interface ChassisCaRotated {
  * Its certificate would open the group's SB until it expires. The group's other DPUs are
  * sent new certificates, as when a detach rotates. A group with a host being detached is
  * left to the next run: that detach's isolate still needs the SB with the current CA.
- * Reconcile runs it; each group on its own (`failed` names those that could not be).
+ * Reconcile runs it; each group on its own (`failed` names those that could not be). A
+ * detach whose DPU left the group runs it for that group (`only`) once its host is gone:
+ * the last of detaches that each left the replacement to another replaces the CA then.
  *
  * @example
  * const { rotated } = await rotateForLeavers(deps) // [{ group: 'g', left: ['dpu-1', 'dpu-2'], sent }]
  */
-export async function rotateForLeavers(deps: CredentialsDeps): Promise<{
+export async function rotateForLeavers(
+  deps: CredentialsDeps,
+  only?: string,
+): Promise<{
   rotated: ChassisCaRotated[]
   failed: ChassisGroupFailure[]
 }> {
   const rotated: ChassisCaRotated[] = []
   if (!deps.ovn.leaveChassis) return { rotated, failed: [] }
   const leaveChassis = deps.ovn.leaveChassis
-  const failed = await forChassisGroups(deps, async (group, hosts, certified) => {
-    const serving = new Set(hosts.map((h) => h.spec.dpu.id))
-    const left = certified.filter((dpu) => !serving.has(dpu))
-    if (left.length === 0) return
-    if (!(await leaveChassis(group, left))) return
-    const which = left.length === 1 ? `DPU ${left[0]}` : `DPUs ${left.join(', ')}`
-    const sent = await recertifyGroup(deps, group, left, `${which} left group ${group}`)
-    rotated.push({ group, left, sent })
-  })
+  const failed = await forChassisGroups(
+    deps,
+    async (group, hosts, certified) => {
+      const serving = new Set(hosts.map((h) => h.spec.dpu.id))
+      const left = certified.filter((dpu) => !serving.has(dpu))
+      if (left.length === 0) return
+      if (!(await leaveChassis(group, left))) return
+      const which = left.length === 1 ? `DPU ${left[0]}` : `DPUs ${left.join(', ')}`
+      const sent = await recertifyGroup(deps, group, left, `${which} left group ${group}`)
+      rotated.push({ group, left, sent })
+    },
+    only,
+  )
   return { rotated, failed }
 }
 
@@ -111,15 +121,17 @@ export interface ChassisGroupFailure {
  * Runs `each` for every group whose SB admits only its own chassis (`chassisCertified`)
  * with its hosts and the DPUs its current CA certified, leaving out a group being deleted
  * (its central, and its CA, go with it), a Fabric one, and one with a host being detached
- * (that detach's isolate still needs the SB with the current CA). Each group on its own:
- * returns those whose run threw.
+ * (that detach's isolate still needs the SB with the current CA); `only` that group. Each
+ * group on its own: returns those whose run threw.
  */
 async function forChassisGroups(
   deps: CredentialsDeps,
   each: (group: string, hosts: ManagedResource[], certified: readonly string[]) => Promise<void>,
+  only?: string,
 ): Promise<ChassisGroupFailure[]> {
   const failed: ChassisGroupFailure[] = []
-  for (const { group, dpuIds } of (await deps.ovn.chassisCertified?.()) ?? []) {
+  for (const { group, dpuIds } of (await deps.ovn.chassisCertified?.(only)) ?? []) {
+    if (only !== undefined && group !== only) continue
     try {
       const held = await deps.store.groups.get(group)
       if (!held || held.deletion || implementationOf(held.spec) === 'Fabric') continue

@@ -252,9 +252,10 @@ export function kubernetesChassis(options: KubernetesChassisOptions): Kubernetes
       return replaced
     },
 
-    async chassisCertified() {
+    async chassisCertified(only) {
+      const cas = (await ownCas()).filter((ca) => only === undefined || ca.group === only)
       const certified = await Promise.all(
-        (await ownCas()).map(async (ca) => ({
+        cas.map(async (ca) => ({
           group: ca.group,
           dpuIds: await certifiedBy(ca.caCert, records(ca)),
         })),

@@ -320,10 +320,11 @@ export async function startPerGroupCentrals(
       return done
     },
 
-    async chassisCertified() {
+    async chassisCertified(only) {
       if (!tls) return []
+      const groups = only === undefined ? await provider.groups() : [only]
       const certified = await Promise.all(
-        (await provider.groups()).map(async (group) => {
+        groups.map(async (group) => {
           const caDir = join(centralDir(options.dataDir, group), CHASSIS_CA_DIR)
           const dpuIds = await chassisCertifiedIn(caDir)
           return dpuIds === undefined ? [] : [{ group, dpuIds }]

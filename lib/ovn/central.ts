@@ -109,12 +109,12 @@ export interface OvnCentralProvider {
    * DPUs its current chassis CA certified whose certificate is still valid, each of which
    * could open the SB now (none, after an upgrade or once they expired). Reconcile has
    * those that serve no host of the group leave it (`leaveChassis`), and sends a
-   * certificate to each DPU serving a Ready host of the group that is not listed.
-   * Optional.
+   * certificate to each DPU serving a Ready host of the group that is not listed; a
+   * detach whose DPU left the group asks for that `group` only. Optional.
    */
-  chassisCertified?(): Promise<
-    readonly { readonly group: string; readonly dpuIds: readonly string[] }[]
-  >
+  chassisCertified?(
+    group?: string,
+  ): Promise<readonly { readonly group: string; readonly dpuIds: readonly string[] }[]>
   /**
    * The DPUs whose chassis certificate for a group is due for renewal (less than half of
    * its validity left): each needs a `configure` with a new `chassisCertificate`. The

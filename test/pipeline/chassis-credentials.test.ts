@@ -9,7 +9,7 @@ import { X509Certificate } from 'node:crypto'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { southboundAnswer } from '../helpers/southbound.ts'
 import type { Teardown } from '../helpers/stack.ts'
 import {
@@ -253,61 +253,143 @@ t.test(
   },
 )
 
+/** Two detaches that wait for each other at `points`: each sees the other's host detaching. */
+function barriers(...points: string[]) {
+  const barrier = () => {
+    let arrived = 0
+    let open = () => {}
+    const opened = new Promise<void>((resolve) => {
+      open = resolve
+    })
+    return {
+      arrived: () => arrived,
+      async pass() {
+        if (++arrived === 2) open()
+        await opened
+      },
+    }
+  }
+  return new Map(points.map((point) => [point, barrier()]))
+}
+
+/** Three DPUs of group-a, with `hosts` (name → DPU), each DPU's first credentials read. */
+async function groupOfThree(
+  t: Test,
+  checkpoint: (point: string) => Promise<void> | undefined,
+  hosts: readonly (readonly [string, string])[],
+) {
+  const p = await startPipeline(t, { perGroup: true, tls: true, checkpoint })
+  const dir = await tempDir(t)
+  const ids = ['dpu-1', 'dpu-2', 'dpu-3'] as const
+  for (const id of ids) await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
+  const dpus = new Map<string, Awaited<ReturnType<typeof dpuWithCredentials>>>()
+  for (const id of ids) dpus.set(id, await dpuWithCredentials(p, dir, id))
+  const dpu = (id: string) => dpus.get(id) as Awaited<ReturnType<typeof dpuWithCredentials>>
+  const sb = await groupSb(p, 'group-a')
+  for (const [n, [host, id]] of hosts.entries())
+    await p.client.applyHost(host, hostSpec('group-a', id, n + 1))
+  const held = new Map<string, SbCredentials>()
+  for (const id of ids) {
+    const first = await firstCredentials(dpu(id).agent)
+    held.set(id, first)
+    t.equal(await dpu(id).answer(sb, first), 'admitted', `${id} reads group-a's SB`)
+  }
+  const heldBy = (id: string) => held.get(id) as SbCredentials
+  const detached = async (names: readonly string[]) => {
+    await Promise.all(names.map((name) => p.client.deleteHost(name)))
+    for (const name of names) {
+      const gone = await until(
+        () => p.client.getHost(name),
+        (h) => h === undefined,
+      )
+      t.equal(gone, undefined, `${name} is detached`)
+    }
+  }
+  return { p, dpu, sb, heldBy, detached }
+}
+
 t.test(
-  'two DPUs whose last hosts are detached at once both leave the rotation to the other; reconcile replaces the CA',
+  'two DPUs whose last hosts are detached at once: the last detach to finish replaces the CA',
   async (t) => {
     // Both detaches reach the step before their DPU leaves the group's SB, and go on only
     // once both are there; neither removes its host before both have decided: each sees
-    // the other's host still being detached.
-    const barrier = () => {
-      let arrived = 0
-      let open = () => {}
-      const opened = new Promise<void>((resolve) => {
-        open = resolve
-      })
-      return {
-        arrived: () => arrived,
-        async pass() {
-          if (++arrived === 2) open()
-          await opened
-        },
-      }
-    }
-    const barriers = new Map([
-      ['detach:released', barrier()],
-      ['detach:left-southbound', barrier()],
-    ])
-    const p = await startPipeline(t, {
-      perGroup: true,
-      tls: true,
-      checkpoint: (point) => barriers.get(point)?.pass(),
-    })
-    const dir = await tempDir(t)
-    const ids = ['dpu-1', 'dpu-2', 'dpu-3'] as const
-    for (const id of ids) await p.client.applyDpu(id, { fabricIps: dpuFabricIps(id) })
-    const dpus = new Map<string, Awaited<ReturnType<typeof dpuWithCredentials>>>()
-    for (const id of ids) dpus.set(id, await dpuWithCredentials(p, dir, id))
-    const dpu = (id: string) => dpus.get(id) as Awaited<ReturnType<typeof dpuWithCredentials>>
-    const sb = await groupSb(p, 'group-a')
-    for (const [n, id] of ids.entries())
-      await p.client.applyHost(`host-${n + 1}`, hostSpec('group-a', id, n + 1))
-    const held = new Map<string, SbCredentials>()
-    for (const id of ids) {
-      const first = await firstCredentials(dpu(id).agent)
-      held.set(id, first)
-      t.equal(await dpu(id).answer(sb, first), 'admitted', `${id} reads group-a's SB`)
-    }
-    const heldBy = (id: string) => held.get(id) as SbCredentials
+    // the other's host still being detached, and leaves the replacement to it.
+    const waits = barriers('detach:released', 'detach:left-southbound')
+    const { p, dpu, sb, heldBy, detached } = await groupOfThree(
+      t,
+      (point) => waits.get(point)?.pass(),
+      [
+        ['host-1', 'dpu-1'],
+        ['host-2', 'dpu-2'],
+        ['host-3', 'dpu-3'],
+      ],
+    )
+    await detached(['host-1', 'host-2'])
+    t.equal(waits.get('detach:released')?.arrived(), 2, 'both detaches waited for each other')
+    // No reconcile runs: the last detach, its host gone and its DPU left, replaces the CA.
+    for (const id of ['dpu-1', 'dpu-2'])
+      t.equal(
+        await until(
+          () => dpu(id).answer(sb, heldBy(id)),
+          (answer) => answer === 'refused',
+        ),
+        'refused',
+        `${id}'s certificate no longer opens group-a's SB`,
+      )
+    // Both detaches may get there at once and each replace it: dpu-3's last credentials.
+    const latest = () => credentialsSent(dpu('dpu-3').agent).at(-1)
+    const answer = await until(
+      async () => {
+        const last = latest()
+        return last && last.sbCa !== heldBy('dpu-3').sbCa ? dpu('dpu-3').answer(sb, last) : 'old'
+      },
+      (a) => a === 'admitted',
+    )
+    t.equal(answer, 'admitted', "dpu-3 is configured with the group's new CA, and reads the SB")
+    const report = await runReconcile(p, 'reconcile-leavers')
+    t.notOk(report.chassisCaRotated, 'reconcile finds nothing left to replace')
+  },
+)
 
-    await Promise.all([p.client.deleteHost('host-1'), p.client.deleteHost('host-2')])
-    for (const host of ['host-1', 'host-2']) {
-      const gone = await until(
-        () => p.client.getHost(host),
+t.test(
+  'a DPU whose last host is detached beside a host of a DPU that stays: reconcile replaces the CA',
+  async (t) => {
+    // host-2's detach (dpu-2 keeps host-4) is held until host-1's is over: host-1's sees
+    // host-2's under way and leaves the replacement to it, before and after its purge, and
+    // host-2's replaces nothing (its DPU stays): reconcile does.
+    let release = () => {}
+    let held = false
+    const { p, dpu, sb, heldBy } = await groupOfThree(
+      t,
+      (point) => {
+        if (point !== 'detach:released' || held) return undefined
+        held = true
+        return new Promise<void>((resolve) => {
+          release = resolve
+        })
+      },
+      [
+        ['host-1', 'dpu-1'],
+        ['host-2', 'dpu-2'],
+        ['host-3', 'dpu-3'],
+        ['host-4', 'dpu-2'],
+      ],
+    )
+    const gone = (name: string) =>
+      until(
+        () => p.client.getHost(name),
         (h) => h === undefined,
       )
-      t.equal(gone, undefined, `${host} is detached`)
-    }
-    t.equal(barriers.get('detach:released')?.arrived(), 2, 'both detaches waited for each other')
+    await p.client.deleteHost('host-2')
+    await until(
+      async () => held,
+      (h) => h,
+    )
+    await p.client.deleteHost('host-1')
+    t.equal(await gone('host-1'), undefined, 'host-1 is detached while host-2 is held')
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    release()
+    t.equal(await gone('host-2'), undefined, 'host-2 is detached')
     // What the race leaves: neither detach replaced the CA.
     t.equal(
       await dpu('dpu-1').answer(sb, heldBy('dpu-1')),
@@ -319,15 +401,23 @@ t.test(
     const report = await runReconcile(p, 'reconcile-leavers')
     t.match(
       report.chassisCaRotated,
-      [{ group: 'group-a', left: ['dpu-1', 'dpu-2'], sent: [{ dpuId: 'dpu-3', host: 'host-3' }] }],
-      'reconcile finds the CA certifying two DPUs serving no host of the group, and replaces it',
+      [
+        {
+          group: 'group-a',
+          left: ['dpu-1'],
+          sent: [
+            { dpuId: 'dpu-2', host: 'host-4' },
+            { dpuId: 'dpu-3', host: 'host-3' },
+          ],
+        },
+      ],
+      'reconcile finds the CA certifying a DPU serving no host of the group, and replaces it',
     )
-    for (const id of ['dpu-1', 'dpu-2'])
-      t.equal(
-        await dpu(id).answer(sb, heldBy(id)),
-        'refused',
-        `${id}'s certificate no longer opens group-a's SB`,
-      )
+    t.equal(
+      await dpu('dpu-1').answer(sb, heldBy('dpu-1')),
+      'refused',
+      "dpu-1's certificate no longer opens group-a's SB",
+    )
     const fresh = await laterCredentials(dpu('dpu-3').agent, 'dpu-3 was sent nothing new')
     t.not(fresh.sbCa, heldBy('dpu-3').sbCa, "dpu-3 is configured with the group's new CA")
     t.equal(await dpu('dpu-3').answer(sb, fresh), 'admitted', 'and reads the SB with it')
