@@ -29,7 +29,6 @@ import {
   GeneveIpsecNeedsTls,
   HostPortBound,
   HostPortNotOurs,
-  type JobSuperseded,
   PortNotInstalled,
   PortNotReleased,
   RelayPortConflict,
@@ -340,10 +339,6 @@ export class Agent {
     // A job of this host sent later and queued behind this one (new credentials after its
     // group's CA was replaced, or its detach) ends the wait: it redoes or undoes the host.
     const later = watchLaterQueued(order)
-    let superseded: JobSuperseded | undefined
-    void later.found.then((error) => {
-      superseded = error
-    })
     const installed = await waitInstalled(
       this.ovs,
       hostPort,
@@ -351,7 +346,7 @@ export class Agent {
       c.installTimeoutMs,
       later.found,
     ).finally(() => later.stop())
-    if (!installed) throw superseded ?? new PortNotInstalled(c.dpuId, hostPort, c.installTimeoutMs)
+    if (!installed) throw later.seen ?? new PortNotInstalled(c.dpuId, hostPort, c.installTimeoutMs)
     const observed = await this.observe()
     return {
       dpuId: c.dpuId,

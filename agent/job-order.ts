@@ -121,25 +121,32 @@ export async function admitJob(
 /**
  * Watches for a job of the order's binding sent later and queued behind it: from `afterMs`
  * on, every `everyMs` (a job waiting that long is one that may wait in vain). `found`
- * settles with it, once; `stop` ends the watch. Never rejects.
+ * settles with it, once, and `seen` holds it from then on; `stop` ends the watch. Never
+ * rejects.
  */
 export function watchLaterQueued(
   order: JobOrder,
   { afterMs = 1_000, everyMs = 1_000 }: { afterMs?: number; everyMs?: number } = {},
-): { found: Promise<JobSuperseded>; stop(): void } {
+): { found: Promise<JobSuperseded>; readonly seen: JobSuperseded | undefined; stop(): void } {
   let timer: NodeJS.Timeout | undefined
   let stopped = false
+  let seen: JobSuperseded | undefined
   const found = new Promise<JobSuperseded>((resolve) => {
     const look = async () => {
       const later = await order.laterQueued()
       if (stopped) return
-      if (later) resolve(later)
-      else timer = setTimeout(look, everyMs)
+      if (later) {
+        seen = later
+        resolve(later)
+      } else timer = setTimeout(look, everyMs)
     }
     timer = setTimeout(look, afterMs)
   })
   return {
     found,
+    get seen() {
+      return seen
+    },
     stop() {
       stopped = true
       clearTimeout(timer)

@@ -14,7 +14,11 @@ import type { Redis } from 'ioredis'
 import { parseAgentJob } from '../lib/agent-protocol/index.ts'
 import { bindingOf, type QueuedJobs } from './job-order.ts'
 
-/** How many queued jobs are looked at, from the front: a DPU's queue is a few jobs deep. */
+/**
+ * How many jobs of each list are looked at: of `wait`, the newest (BullMQ pushes a new job
+ * on its head: a later job is among the newest); of the delayed and prioritized sets, the
+ * first. A DPU's queue is a few jobs deep.
+ */
 export const PEEKED_JOBS = 100
 
 /**
@@ -45,14 +49,15 @@ export function queuedJobs(
           return { id, name, at: Number(timestamp) }
         }),
       )
-      let earliest: number | undefined
-      for (const { id, name, at } of moments) {
-        if (!name || !Number.isSafeInteger(at) || at <= sentAt) continue
-        if (earliest !== undefined && at >= earliest) continue
+      // The earliest of the later ones first: its payload is read only when it may be one.
+      const later = moments
+        .filter(({ name, at }) => name && Number.isSafeInteger(at) && at > sentAt)
+        .sort((a, b) => a.at - b.at)
+      for (const { id, name, at } of later) {
         const [data] = await redis.hmget(`${base}:${id}`, 'data')
-        if (bindingOfQueued(name, data ?? null, protocolVersions) === binding) earliest = at
+        if (bindingOfQueued(name ?? '', data ?? null, protocolVersions) === binding) return at
       }
-      return earliest
+      return undefined
     },
   }
 }

@@ -337,10 +337,7 @@ async function runBatch(
   lines: readonly string[],
   commands: readonly Command[],
 ): Promise<void> {
-  const run = exec('ip', [...options, '-force', '-batch', '-'], { timeout: 20_000 })
-  run.child.stdin?.on('error', () => {})
-  run.child.stdin?.end(`${lines.join('\n')}\n`)
-  const stderr = await run.then(
+  const stderr = await ipBatch(['ip', ...options, '-force'], lines).then(
     () => undefined,
     (err: unknown) => String((err as { stderr?: string }).stderr ?? err),
   )
@@ -435,13 +432,20 @@ async function output(argv: readonly string[]): Promise<string> {
  * command fails.
  */
 async function batchOutput(argv: readonly string[], lines: readonly string[]): Promise<string[]> {
+  const stdout = await ipBatch(argv, lines)
+    .then((r) => r.stdout)
+    .catch(() => '')
+  const out = stdout.split('\n').filter((l) => l.trim() !== '')
+  return out.length === lines.length ? out : []
+}
+
+/** `argv` (an `ip …`) with `-batch -`, fed `lines` on its standard input. */
+function ipBatch(argv: readonly string[], lines: readonly string[]) {
   const [file = '', ...args] = argv
   const run = exec(file, [...args, '-batch', '-'], { timeout: 20_000 })
   run.child.stdin?.on('error', () => {})
   run.child.stdin?.end(`${lines.join('\n')}\n`)
-  const stdout = await run.then((r) => r.stdout).catch(() => '')
-  const out = stdout.split('\n').filter((l) => l.trim() !== '')
-  return out.length === lines.length ? out : []
+  return run
 }
 
 // ------------------------------------------------------------------ kernel backend

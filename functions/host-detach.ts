@@ -326,7 +326,7 @@ async function releaseWhenIsolated(
   await deps.checkpoint('detach:released')
   // Its DPU's last host of the group: the group's SB stops admitting the DPU. Before the
   // purge, so that a run cut in between does it again.
-  await leaveGroupSouthbound(deps, {
+  const left = await leaveGroupSouthbound(deps, {
     dpuId: spec.dpu.id,
     group: spec.resourceGroup,
     leaving: host.name,
@@ -334,14 +334,10 @@ async function releaseWhenIsolated(
   await deps.checkpoint('detach:left-southbound')
   await deps.store.hosts.purge(host.name, spec.resourceGroup, spec.dpu.id)
   // Last hosts of a group detached side by side on several DPUs each left replacing the
-  // group's chassis CA to another while one was still being detached: once its DPU has
-  // left, the last of them to get here replaces it now (a group with a host still being
-  // detached is left as it is). What fails here, reconcile does.
-  const group = spec.resourceGroup
-  const onDpu = await deps.store.hosts.onDpu(spec.dpu.id)
-  if (deps.ovn.leaveChassis && !onDpu.some((h) => h.spec.resourceGroup === group)) {
-    await rotateForLeavers(deps, group).catch(() => undefined)
-  }
+  // group's chassis CA to another: once its host is gone, the last of them to get here
+  // replaces it (a group with a host still being detached is left as it is). What fails
+  // here, reconcile does.
+  if (left.deferred) await rotateForLeavers(deps, spec.resourceGroup).catch(() => undefined)
   void deps.groupHosts?.touch(spec.resourceGroup)
   // Its group's last host: the central stops after the grace period (centrals on demand).
   await centralMayStop(deps, spec.resourceGroup)

@@ -29,12 +29,25 @@ export interface CredentialsSent {
   readonly host: string
 }
 
+/** What `leaveGroupSouthbound` did. */
+export interface LeftSouthbound {
+  /** The DPUs still serving the group, sent their new credentials (the CA was replaced). */
+  readonly sent: readonly CredentialsSent[]
+  /**
+   * The DPU left, but a host of the group on another DPU was being detached: the CA was
+   * left to be replaced later. The detach runs `rotateForLeavers` for the group once its
+   * host is gone, where the last of such detaches replaces it; reconcile does otherwise.
+   */
+  readonly deferred: boolean
+}
+
 /**
  * The DPU `dpuId` serves no host of `group` but `leaving` (the host being detached): the
  * group's SB stops admitting it (`leaveChassis`: a new chassis CA, every session dropped),
  * and every other DPU of the group is sent a new certificate. Nothing while another host
  * of the group, detaching or not, is still on the DPU; nothing for a group being deleted
- * or a central that takes a DPU's identity as it is. Safe to run again.
+ * or a central that takes a DPU's identity as it is; later (`deferred`) while a host of
+ * the group on another DPU is being detached. Safe to run again.
  *
  * @example
  * await leaveGroupSouthbound(deps, { dpuId: 'dpu-1', group: 'tenant-a', leaving: 'host-1' })
@@ -42,24 +55,26 @@ export interface CredentialsSent {
 export async function leaveGroupSouthbound(
   deps: CredentialsDeps & Pick<HandlerDeps, 'checkpoint'>,
   { dpuId, group, leaving }: { dpuId: string; group: string; leaving: string },
-): Promise<CredentialsSent[]> {
-  if (!deps.ovn.leaveChassis) return []
+): Promise<LeftSouthbound> {
+  const nothing: LeftSouthbound = { sent: [], deferred: false }
+  if (!deps.ovn.leaveChassis) return nothing
   // The DPU's own hosts first (a few), the group's (maybe thousands) only when it leaves.
   const onDpu = await deps.store.hosts.onDpu(dpuId)
-  if (onDpu.some((h) => h.name !== leaving && h.spec.resourceGroup === group)) return []
+  if (onDpu.some((h) => h.name !== leaving && h.spec.resourceGroup === group)) return nothing
   // A group being deleted takes its central, and its CA, with it; a Fabric group has none.
   const held = await deps.store.groups.get(group)
-  if (!held || held.deletion || implementationOf(held.spec) === 'Fabric') return []
+  if (!held || held.deletion || implementationOf(held.spec) === 'Fabric') return nothing
   const others = (await deps.store.hosts.inGroup(group)).filter((h) => h.name !== leaving)
   // Not while a host on another DPU is being detached: its isolate still has to show the
   // SB its port released, with the chassis certificate a new CA would refuse (concurrent
   // detaches on several DPUs then never finished). The last of them replaces the CA; when
   // each of them leaves it to another, the last to finish does once its host is gone, or
   // reconcile (`rotateForLeavers`).
-  if (others.some((h) => h.deletion && h.spec.dpu.id !== dpuId)) return []
+  if (others.some((h) => h.deletion && h.spec.dpu.id !== dpuId)) return { sent: [], deferred: true }
   await deps.checkpoint('detach:leaving-southbound', leaving)
-  if (!(await deps.ovn.leaveChassis(group, dpuId))) return []
-  return recertifyGroup(deps, group, [dpuId], `DPU ${dpuId} left group ${group}`)
+  if (!(await deps.ovn.leaveChassis(group, dpuId))) return nothing
+  const sent = await recertifyGroup(deps, group, [dpuId], `DPU ${dpuId} left group ${group}`)
+  return { sent, deferred: false }
 }
 
 /** A group whose chassis CA reconcile replaced for DPUs that had left it. */

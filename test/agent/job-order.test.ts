@@ -18,6 +18,24 @@ import {
 } from '../../lib/agent-protocol/index.ts'
 import { startAgentLab } from './fixture.ts'
 
+/** Puts the isolate of host `name` (logical port `logicalPort`) on the DPU's queue. */
+async function queueIsolate(
+  lab: Awaited<ReturnType<typeof startAgentLab>>,
+  version: ReturnType<typeof pickProtocolVersion>,
+  name: string,
+  logicalPort: string,
+): Promise<Job<unknown, IsolateAck>> {
+  const isolate = buildIsolatePayload(version, {
+    dpuId: lab.dpuId,
+    specVersion: 1,
+    group: { name: lab.input.group.name },
+    host: { name, logicalPort, hostPort: lab.host.hostPort },
+  })
+  return (await lab.queue.add('isolate', isolate, {
+    jobId: agentJobId('isolate', isolate),
+  })) as Job<unknown, IsolateAck>
+}
+
 t.test(
   'a configure sent before an isolate that already ran is refused, not retried, and touches nothing',
   async (t) => {
@@ -42,15 +60,7 @@ t.test(
     })) as Job<unknown, ConfigureAck>
     await sleep(20)
     // The detach's isolate, sent after it, runs at once.
-    const isolate = buildIsolatePayload(version, {
-      dpuId: lab.dpuId,
-      specVersion: 1,
-      group: { name: lab.input.group.name },
-      host: { name: 'h1', logicalPort, hostPort: lab.host.hostPort },
-    })
-    const isolated = (await lab.queue.add('isolate', isolate, {
-      jobId: agentJobId('isolate', isolate),
-    })) as Job<unknown, IsolateAck>
+    const isolated = await queueIsolate(lab, version, 'h1', logicalPort)
     t.equal((await isolated.waitUntilFinished(lab.events, 40_000)).unbound, true, 'isolated')
 
     await t.rejects(
@@ -100,16 +110,8 @@ t.test(
     await sleep(1500)
 
     // The host's detach, sent now: queued behind the configure the DPU is running.
-    const isolate = buildIsolatePayload(version, {
-      dpuId: lab.dpuId,
-      specVersion: 1,
-      group: { name: lab.input.group.name },
-      host: { name: 'ghost', logicalPort, hostPort: lab.host.hostPort },
-    })
     const queuedAt = Date.now()
-    const isolated = (await lab.queue.add('isolate', isolate, {
-      jobId: agentJobId('isolate', isolate),
-    })) as Job<unknown, IsolateAck>
+    const isolated = await queueIsolate(lab, version, 'ghost', logicalPort)
     await t.rejects(
       waiting.waitUntilFinished(lab.events, 30_000),
       /AGENT_JOB_SUPERSEDED: .*this configure of .*-ghost, sent at .*, stopped waiting for the host's flows: a job of it sent at .* is queued behind it/,

@@ -147,6 +147,13 @@ await labTest(
     const vrfOf = async (id: string) =>
       (await dpuView(id)).agent?.observed?.vrfs?.find((v) => v.group === 'fab-d')
     const routes = () => l.router.evpnRoutes()
+    /** `name` configured again past `attempt` and Ready, its /32 on the reflector from `dpu`. */
+    const announcedAgain = (name: string, ip: string, dpu: LabDpu, attempt: number, ms: number) =>
+      eventually(async () => {
+        const h = await hostView(name)
+        const back = (await routes()).get(`${rt}|${ip}/32`)?.join() === dpu.encapIp
+        return h.status?.phase === 'Ready' && (h.status.attempt ?? 1) > attempt && back
+      }, ms)
 
     const add = async (tt: typeof t, name: string, dpu: number, i: number) => {
       const host = await l.addHost({ dpu, name, mac: `0a:00:00:00:0d:0${i}` })
@@ -232,11 +239,7 @@ await labTest(
     await t.test("a host's /32 deleted behind the agent's back is announced again", async (t) => {
       const before = (await hostView('d1')).status?.attempt ?? 1
       await netnsExec(`${dpu1.sim.netns}-v${vni}`, 'ip', 'route', 'del', `${ip1}/32`)
-      const repaired = await eventually(async () => {
-        const h = await hostView('d1')
-        const back = (await routes()).get(`${rt}|${ip1}/32`)?.join() === dpu1.encapIp
-        return h.status?.phase === 'Ready' && (h.status.attempt ?? 1) > before && back
-      }, 60_000)
+      const repaired = await announcedAgain('d1', ip1, dpu1, before, 60_000)
       t.ok(repaired, 'd1 configured again (a new attempt), its /32 on the reflector again')
       const events = (await l.api('GET', '/v1/managed-resources/d1/events')).body as Events
       t.ok(
@@ -258,11 +261,7 @@ await labTest(
         await eventually(async () => !(await routes()).has(`${rt}|${ip2}/32`), 20_000),
         "the reflector lost d2's /32 with the VRF",
       )
-      const repaired = await eventually(async () => {
-        const h = await hostView('d2')
-        const back = (await routes()).get(`${rt}|${ip2}/32`)?.join() === dpu2.encapIp
-        return h.status?.phase === 'Ready' && (h.status.attempt ?? 1) > before && back
-      }, 90_000)
+      const repaired = await announcedAgain('d2', ip2, dpu2, before, 90_000)
       if (!t.ok(repaired, 'd2 configured again, its VRF built again, its /32 announced again')) {
         t.comment(JSON.stringify(await hostView('d2')))
       }
@@ -364,11 +363,7 @@ await labTest(
         await eventually(async () => !(await routes()).has(`${rt}|${ip2}/32`), 20_000),
         "the reflector lost d2's /32 with dpu2's bgpd",
       )
-      const repaired = await eventually(async () => {
-        const h = await hostView('d2')
-        const back = (await routes()).get(`${rt}|${ip2}/32`)?.join() === dpu2.encapIp
-        return h.status?.phase === 'Ready' && (h.status.attempt ?? 1) > before && back
-      }, 90_000)
+      const repaired = await announcedAgain('d2', ip2, dpu2, before, 90_000)
       if (!t.ok(repaired, 'd2 configured again: a new bgpd holds its VRF and announces its /32')) {
         t.comment(JSON.stringify(await hostView('d2')))
       }
