@@ -5,12 +5,13 @@
  * not loopback, so Redis speaks TLS only and each group's SB is `pssl:` with OVN's RBAC:
  * what an agent needs to connect comes back from here.
  */
-import { mkdir, readFile } from 'node:fs/promises'
+import { mkdir, readFile, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type Daemon, startDaemon } from '../../lib/process/daemon.ts'
 import { freePort } from '../../lib/process/ports.ts'
 import { centralDir, centralsRoot } from '../centrals/local.ts'
+import { withPortRetry } from '../local/net.ts'
 import type { Fabric } from './dpu.ts'
 
 const repo = fileURLToPath(new URL('../..', import.meta.url))
@@ -87,11 +88,9 @@ export async function startHydrazine(opts: {
   // Absolute: Hydrazine runs in the repository, and the lab finds its centrals here.
   const hzDir = resolve(dataDir, 'hydrazine')
   await mkdir(hzDir, { recursive: true })
-  const port = await freePort()
-  const url = `http://127.0.0.1:${port}`
   const hzLog = join(dataDir, 'hydrazine.log')
-  opts.started(
-    await startDaemon({
+  const startHydrazineDaemon = async (port: number, url: string) =>
+    startDaemon({
       name: 'hydrazine',
       command: process.execPath,
       args: ['--import', 'tsx', 'infra/main.ts'],
@@ -137,9 +136,18 @@ export async function startHydrazine(opts: {
         }
       },
       readyTimeoutMs: 60_000,
-    }),
-  )
-  const hzOut = await readFile(hzLog, 'utf8')
+    })
+  // Its ports are picked free and bound by Hydrazine a moment later: one taken in between
+  // (another process of the machine) is picked again. The log is appended to: what this
+  // start wrote begins where the file ended.
+  const { url, logFrom } = await withPortRetry(async () => {
+    const port = await freePort()
+    const url = `http://127.0.0.1:${port}`
+    const logFrom = (await stat(hzLog).catch(() => undefined))?.size ?? 0
+    opts.started(await startHydrazineDaemon(port, url))
+    return { url, logFrom }
+  })
+  const hzOut = (await readFile(hzLog)).subarray(logFrom).toString('utf8')
   const redis =
     /agents' redis-server listening on (rediss?):\/\/([0-9.]+):(\d+) \(password in ([^)\s]+)\)/.exec(
       hzOut,
