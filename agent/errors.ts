@@ -117,10 +117,15 @@ export class HostPortBound extends HydrazineError {
  * A `configure` sent before another job of the same binding (an `isolate`, or a newer
  * `configure`) that already ran on this DPU: it arrived late (a retry that waited out its
  * backoff), and running it would undo what came after. Not retried; nothing was touched.
- * Or (`queued`) one that was waiting for its host's flows while such a job was queued
+ * Or (`queued`) one that was waiting for its host's flows (a Fabric host's: its routes
+ * announced by FRR) while such a job was queued
  * behind it: that job redoes or undoes what this one did, so it stops waiting, rather than
  * hold the DPU's queue for its install timeout. Not retried either.
  */
+/** What a `configure` of `binding` (`job-order.ts`: `fabric:` for a Fabric host) waits for. */
+const awaited = (binding: string) =>
+  binding.startsWith('fabric:') ? "its host's routes to be announced" : "the host's flows"
+
 export class JobSuperseded extends HydrazineError {
   constructor(
     readonly dpuId: string,
@@ -133,7 +138,7 @@ export class JobSuperseded extends HydrazineError {
     super(
       'AGENT_JOB_SUPERSEDED',
       queued
-        ? `DPU ${dpuId}: this configure of ${binding}, sent at ${at(sentAt)}, stopped waiting for the host's flows: a job of it sent at ${at(laterSentAt)} is queued behind it and redoes or undoes it`
+        ? `DPU ${dpuId}: this configure of ${binding}, sent at ${at(sentAt)}, stopped waiting for ${awaited(binding)}: a job of it sent at ${at(laterSentAt)} is queued behind it and redoes or undoes it`
         : `DPU ${dpuId}: this configure of ${binding} was sent at ${at(sentAt)}, before a job of it sent at ${at(laterSentAt)} that already ran here; it would undo that job`,
       { retryable: false },
     )

@@ -31,7 +31,7 @@ import type { DhcpRelays } from './daemons.ts'
 import { HostPortBound, PortNotInstalled, PortNotReleased, WrongDpu } from './errors.ts'
 import { EvpnSpeaker, type EvpnVrf, waitUntil } from './evpn.ts'
 import { ensureFabricRelay, fabricRelaySpecOf, removeFabricRelay } from './fabric-relay.ts'
-import { type JobOrder, UNORDERED } from './job-order.ts'
+import { type JobOrder, UNORDERED, watchLaterQueued } from './job-order.ts'
 import type { LocalOvs } from './ovs.ts'
 import {
   kernelVrfBackend,
@@ -228,20 +228,29 @@ export class FabricAgent {
       await this.backend.withdraw({ vni: group.vni, addresses: gone, vlan: group.vlan })
     }
     const wanted = [...host.addresses, ...(host.publicIp ? [host.publicIp] : [])].map(prefixOf)
-    let announced: string[] = []
-    const all = await waitUntil(async () => {
-      announced = await this.speaker.announced(group.vni, group.routeTarget)
-      return (
+    // Acked once FRR announces the host's routes. A job of this host sent later and queued
+    // behind this one (its detach's isolate, or a configure with what changed since) ends
+    // the wait: it redoes or undoes the host, and the DPU's other hosts do not wait out the
+    // install timeout behind a FRR that does not announce.
+    const later = watchLaterQueued(order)
+    let all = false
+    await waitUntil(async () => {
+      const announced = await this.speaker.announced(group.vni, group.routeTarget)
+      all =
         wanted.every((p) => announced.includes(p)) &&
         !gone.map(prefixOf).some((p) => announced.includes(p))
+      return all || later.seen !== undefined
+    }, c.installTimeoutMs).finally(() => later.stop())
+    if (!all) {
+      throw (
+        later.seen ??
+        new PortNotInstalled(
+          c.dpuId,
+          `${port} (${wanted.join(', ')} in ${vrf})`,
+          c.installTimeoutMs,
+        )
       )
-    }, c.installTimeoutMs)
-    if (!all)
-      throw new PortNotInstalled(
-        c.dpuId,
-        `${port} (${wanted.join(', ')} in ${vrf})`,
-        c.installTimeoutMs,
-      )
+    }
     return {
       dpuId: c.dpuId,
       specVersion: job.specVersion,

@@ -10,6 +10,9 @@
  *   again (a `RouteLost` event), and the reflector holds both /32s again; a VRF of a group
  *   the controller does not know (a `configure` put straight on dpu1's queue) is isolated
  *   and removed (`StrayVrfIsolated`);
+ * - a silent zebra: dpu1's zebra frozen (SIGSTOP), a new host d4's configure waits for an
+ *   announcement that does not come; d4's detach, queued behind it, ends the wait, and d4
+ *   is gone within seconds, not after the agent's install timeout;
  * - agent restart: dpu1's agent SIGKILLed (its FRR and relay die with it, the reflector
  *   loses d1's /32) and started again announces d1's /32 again by itself (no repair:
  *   d1 keeps its attempt), and d1 reaches d2 again;
@@ -268,14 +271,20 @@ await labTest(
       t.ok(await eventually(() => pings(d2.netns, ip1), 20_000), 'd2 reaches d1 again')
     })
 
-    await t.test('a VRF of a group the controller does not know is removed', async (t) => {
-      const x1 = await l.addHost({ dpu: 1, name: 'x1', mac: '0a:00:00:00:0d:09' })
+    /** DPU `id`'s job queue, closed when `tt` ends. */
+    const dpuQueue = (tt: typeof t, id: string) => {
       const redis = createRedis(l.redis, { maxRetriesPerRequest: null })
-      const queue = new Queue(agentQueueName('dpu1'), { connection: redis })
-      t.teardown(async () => {
+      const queue = new Queue(agentQueueName(id), { connection: redis })
+      tt.teardown(async () => {
         await queue.close()
         redis.disconnect()
       })
+      return queue
+    }
+
+    await t.test('a VRF of a group the controller does not know is removed', async (t) => {
+      const x1 = await l.addHost({ dpu: 1, name: 'x1', mac: '0a:00:00:00:0d:09' })
+      const queue = dpuQueue(t, 'dpu1')
       const ghostVni = 19_999
       const payload = buildFabricConfigurePayload({
         dpuId: 'dpu1',
@@ -313,6 +322,46 @@ await labTest(
         "the repair is in dpu1's events",
       )
       t.ok(await pings(d1.netns, ip2), 'fab-d is untouched')
+    })
+
+    await t.test("a host's detach ends its configure waiting for a silent zebra", async (t) => {
+      // dpu1's zebra frozen: a new host's route in the VRF never reaches bgpd, and its
+      // configure waits for an announcement that does not come.
+      const pidFile = join(agentRunDir(dpu1.sim), 'evpn', 'zebra.pid')
+      const zebra = Number((await readFile(pidFile, 'utf8')).trim())
+      process.kill(zebra, 'SIGSTOP')
+      frozen.push(zebra)
+      const queue = dpuQueue(t, 'dpu1')
+      await add(t, 'd4', 1, 4)
+      const configuring = async () =>
+        (await queue.getActive()).find(
+          (j) =>
+            j.name === 'configure' && (j.data as { host?: { name?: string } }).host?.name === 'd4',
+        )
+      const job = await eventually(async () => (await configuring()) !== undefined, 30_000)
+      t.ok(job, "dpu1's agent runs d4's configure")
+      const waiting = await configuring()
+      await new Promise((r) => setTimeout(r, 2000))
+      t.not((await hostView('d4')).status?.phase, 'Ready', 'd4 is not Ready: nothing announces it')
+
+      const deleted = Date.now()
+      t.equal((await l.api('DELETE', '/v1/managed-resources/d4')).status, 202, 'DELETE d4')
+      // Its isolate, queued behind the configure, ends the configure's wait: d4 is gone
+      // well within the agent's install timeout (30 s), which the DPU's queue waited out before.
+      t.ok(await isGone(l, '/v1/managed-resources/d4', 15_000), 'd4 is gone')
+      const took = Date.now() - deleted
+      t.ok(took < 15_000, `within seconds (${took} ms)`)
+      const ended = await queue.getJob(waiting?.id ?? '')
+      t.match(
+        ended?.failedReason,
+        /AGENT_JOB_SUPERSEDED: .*fabric:fab-d\/d4.*stopped waiting for its host's routes to be announced/,
+        'the configure stopped, saying why',
+      )
+      t.equal(ended?.attemptsMade, 1, 'and was not retried')
+
+      process.kill(zebra, 'SIGCONT')
+      frozen.splice(frozen.indexOf(zebra), 1)
+      t.ok(await eventually(() => pings(d1.netns, ip2), 20_000), 'd1 still reaches d2')
     })
 
     await t.test('a restarted agent announces its hosts again by itself', async (t) => {
