@@ -1,6 +1,6 @@
 import t from 'tap'
 import { evpnBaseConfig, evpnVrfConfig, evpnVrfRemoval, selfOriginatedType5 } from './evpn.ts'
-import { batchesOf, batchFailures, kernelPlan, netnsPlan } from './vrf.ts'
+import { batchesOf, batchFailures, kernelPlan, netnsPlan, routerMacOf } from './vrf.ts'
 
 const argv = (commands: { argv: readonly string[] }[]) => commands.map((c) => c.argv.join(' '))
 
@@ -11,6 +11,7 @@ t.test(
       'ip link add hzv10001 type vrf table 1010001',
       'ip link set hzv10001 up',
       'ip link add hzb10001 type bridge stp_state 0',
+      'ip link set hzb10001 address 06:72:c0:00:02:01',
       'ip link set hzb10001 alias g',
       'ip link set hzb10001 master hzv10001',
       'ip link set hzb10001 up',
@@ -293,4 +294,16 @@ t.test('what ip -force -batch says failed, line by line', async (t) => {
   )
   t.same(batchFailures(''), [], 'nothing failed')
   t.same(batchFailures('Object "x" is unknown, try "ip help".'), [], 'no line named')
+})
+
+t.test("a DPU's router MAC: from its VTEP, one per DPU, the same every time", async (t) => {
+  t.equal(routerMacOf('192.0.2.1'), '06:72:c0:00:02:01', 'an IPv4 VTEP is its four bytes')
+  t.not(routerMacOf('192.0.2.1'), routerMacOf('192.0.2.2'), 'another VTEP, another MAC')
+  t.equal(routerMacOf('2001:DB8:0::1'), routerMacOf('2001:db8::1'), 'an IPv6 VTEP however written')
+  t.not(routerMacOf('2001:db8::1'), routerMacOf('2001:db8::2'))
+  for (const vtep of ['192.0.2.1', '2001:db8::1']) {
+    const first = Number.parseInt(routerMacOf(vtep).slice(0, 2), 16)
+    t.equal(first & 0b11, 0b10, `${routerMacOf(vtep)}: locally administered, unicast`)
+    t.match(routerMacOf(vtep), /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/)
+  }
 })

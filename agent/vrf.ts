@@ -30,10 +30,12 @@
  * step may run twice.
  */
 import { execFile } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import { readdir } from 'node:fs/promises'
 import { isIPv4 } from 'node:net'
 import { promisify } from 'node:util'
 import type { FabricAccess } from '../lib/agent-protocol/index.ts'
+import { canonicalIp } from '../lib/ipam/address.ts'
 
 const exec = promisify(execFile)
 
@@ -117,6 +119,29 @@ export const groupInterfaceOf = (vlan: number) => `vlan${vlan}`
 export function gatewayMacOf(vni: number): string {
   const bytes = [(vni >> 16) & 255, (vni >> 8) & 255, vni & 255]
   return ['02', '68', '7b', ...bytes.map((b) => b.toString(16).padStart(2, '0'))].join(':')
+}
+
+/**
+ * The L3VNI bridge's MAC, which FRR announces as the DPU's router MAC (RMAC) in its type-5
+ * routes: from the VTEP, the same for each of the DPU's VRFs and every time one is made.
+ * A bridge made anew otherwise takes a random MAC, and FRR before 10.x may keep the old RMAC
+ * of a VTEP whose RMAC changed (FRRouting/frr#16837, fixed by #20588): the other DPUs then
+ * send that VRF's traffic to a MAC it no longer has. One RMAC per VTEP for all its L3VNIs is
+ * also what zebra's table of remote VTEPs holds. An IPv4 VTEP is its four bytes (no two
+ * VTEPs share one); an IPv6 one, four bytes of its SHA-256. Locally administered, unicast.
+ * Pure.
+ *
+ * @example routerMacOf('100.64.0.2') // '06:72:64:40:00:02'
+ */
+export function routerMacOf(vtep: string): string {
+  const bytes = isIPv4(vtep)
+    ? vtep.split('.').map(Number)
+    : [...createHash('sha256').update(canonicalIp(vtep)).digest().subarray(0, 4)]
+  return [
+    '06',
+    isIPv4(vtep) ? '72' : '76',
+    ...bytes.map((b) => b.toString(16).padStart(2, '0')),
+  ].join(':')
 }
 
 // A newer kernel says an address a device holds is "already assigned".
@@ -467,6 +492,7 @@ export const kernelPlan = {
       },
       { argv: ['ip', 'link', 'set', vrf, 'up'] },
       { argv: ['ip', 'link', 'add', bridge, 'type', 'bridge', 'stp_state', '0'], done: exists },
+      { argv: ['ip', 'link', 'set', bridge, 'address', routerMacOf(vtep)] },
       { argv: ['ip', 'link', 'set', bridge, 'alias', group] },
       { argv: ['ip', 'link', 'set', bridge, 'master', vrf] },
       { argv: ['ip', 'link', 'set', bridge, 'up'] },
@@ -653,6 +679,7 @@ export function netnsPlan(opts: { underlay?: string | undefined; dir: string }) 
           ],
         },
         { argv: n('link', 'add', bridge, 'type', 'bridge', 'stp_state', '0'), done: exists },
+        { argv: n('link', 'set', bridge, 'address', routerMacOf(vtep)) },
         { argv: n('link', 'set', bridge, 'alias', group) },
         { argv: n('link', 'set', bridge, 'up') },
         {

@@ -6,7 +6,7 @@
  *   chose by DHCP, through the relay on the group's interface in each DPU's VRF, and the
  *   server logs option 82 with circuit id `vlan<N>` (N the group's VLAN id);
  * - drift: d1's /32 deleted by hand in its VRF, and d2's VRF removed behind dpu2's agent's
- *   back: the controller sees them missing from the heartbeats, configures the hosts
+ *   back (built again with the same router MAC, its VTEP's): the controller sees them missing from the heartbeats, configures the hosts
  *   again (a `RouteLost` event), and the reflector holds both /32s again; a VRF of a group
  *   the controller does not know (a `configure` put straight on dpu1's queue) is isolated
  *   and removed (`StrayVrfIsolated`);
@@ -32,6 +32,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Queue } from 'bullmq'
+import { routerMacOf } from '../../agent/vrf.ts'
 import { labPrefix, run } from '../../infra/lab/dpu.ts'
 import { agentRunDir } from '../../infra/lab/dpu-agent.ts'
 import { FABRIC_ROUTER_ASN } from '../../infra/lab/fabric-router.ts'
@@ -257,6 +258,14 @@ await labTest(
       // As its removal would: the port back to the underlay, then the VRF's namespace.
       const ns = `${dpu2.sim.netns}-v${vni}`
       const view = join(dpu2.sim.dataDir, 'vrfs', `hzv${vni}`)
+      // The L3VNI bridge's MAC is the RMAC dpu1 sends d2's traffic to.
+      const rmac = async () =>
+        (
+          JSON.parse(await netnsExec(ns, 'ip', '-j', 'link', 'show', `hzb${vni}`)) as {
+            address: string
+          }[]
+        )[0]?.address
+      t.equal(await rmac(), routerMacOf(dpu2.encapIp), "dpu2's router MAC is its VTEP's")
       await netnsExec(ns, 'ip', 'link', 'set', d2.hostPort, 'nomaster')
       await netnsExec(ns, 'ip', 'link', 'set', d2.hostPort, 'netns', dpu2.sim.netns)
       await run('sh', ['-c', `umount -l ${view}; rm -f ${view}; ip netns del ${ns}`])
@@ -268,6 +277,7 @@ await labTest(
       if (!t.ok(repaired, 'd2 configured again, its VRF built again, its /32 announced again')) {
         t.comment(JSON.stringify(await hostView('d2')))
       }
+      t.equal(await rmac(), routerMacOf(dpu2.encapIp), 'the VRF built again keeps it')
       t.ok(await eventually(() => pings(d2.netns, ip1), 20_000), 'd2 reaches d1 again')
     })
 
