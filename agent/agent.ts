@@ -312,9 +312,10 @@ export class Agent {
     // (also when an earlier try of this job wrote it and failed before restarting). Told
     // to wait before it clears the flows it finds, the restarted one keeps the hosts'
     // traffic flowing until it has computed its own from the SB (a renewed or rotated
-    // chassis certificate costs no traffic); a first start has no flows to keep and does
-    // not wait.
-    await this.startOvnController()
+    // chassis certificate costs no traffic); a first start, or a restart with no host port
+    // here (the group's first host on this DPU since the others left), has no flows to keep
+    // and does not wait.
+    await this.startOvnController(before.owned.some((p) => p.role === 'host'))
 
     if (relay) {
       // The group's relay under another name (the controller allocated a new one, or an
@@ -363,13 +364,21 @@ export class Agent {
 
   /**
    * Starts ovn-controller, or restarts it when its certificate or CA changed since it
-   * started (it reads them only then), told to keep the flows it finds until it computed
-   * its own.
+   * started (it reads them only then). A restart while the DPU serves hosts (`hostsServed`:
+   * it has host ports) is told to keep the flows it finds until it computed its own, so that
+   * their traffic goes on; one with none to serve (a group's first host here since its
+   * earlier ones left) has nothing to keep, and waiting would only hold the new host's
+   * flows back by `RESTART_WAIT_BEFORE_CLEAR_MS`.
    */
-  private async startOvnController(): Promise<void> {
+  private async startOvnController(hostsServed: boolean): Promise<void> {
     if (this.ovnController.stale) {
-      this.log('southbound certificate changed: restarting ovn-controller, keeping its flows')
-      await this.ovs.setChassisIds({ [WAIT_BEFORE_CLEAR]: String(RESTART_WAIT_BEFORE_CLEAR_MS) })
+      if (hostsServed) {
+        this.log('southbound certificate changed: restarting ovn-controller, keeping its flows')
+        await this.ovs.setChassisIds({ [WAIT_BEFORE_CLEAR]: String(RESTART_WAIT_BEFORE_CLEAR_MS) })
+      } else {
+        this.log('southbound certificate changed: restarting ovn-controller (no host to keep)')
+        await this.ovs.removeChassisIds([WAIT_BEFORE_CLEAR])
+      }
       await this.ovnController.stop()
     } else if (!this.ovnController.running) {
       await this.ovs.removeChassisIds([WAIT_BEFORE_CLEAR])
@@ -386,13 +395,16 @@ export class Agent {
    */
   async useIdentity(tls: AgentTls): Promise<void> {
     if (!this.sbCertificate || !(await this.sbCertificate.adopt(tls))) return
-    await this.ovs.setChassisIds(this.presentedIds((await this.ovs.snapshot()).ovnRemote))
+    const snap = await this.ovs.snapshot()
+    await this.ovs.setChassisIds(this.presentedIds(snap.ovnRemote))
     // OVS's IPsec reads the same key file: its certificate follows.
     if (this.ipsec && (await this.ipsec.inUse(this.ovs))) {
       const { current, currentCa } = this.sbCertificate
       await this.ipsec.use(this.ovs, { cert: current, ca: currentCa })
     }
-    if (this.ovnController.running && this.ovnController.stale) await this.startOvnController()
+    if (this.ovnController.running && this.ovnController.stale) {
+      await this.startOvnController(snap.owned.some((p) => p.role === 'host'))
+    }
   }
 
   /**
@@ -418,7 +430,9 @@ export class Agent {
     if (!boundThrough && !releasing.includes(remote)) return undefined
     await this.sbCertificate.use(pem, sbCa)
     await this.ovs.setChassisIds(this.presentedIds(remote))
-    if (this.ovnController.running && this.ovnController.stale) await this.startOvnController()
+    if (this.ovnController.running && this.ovnController.stale) {
+      await this.startOvnController(snap.owned.some((p) => p.role === 'host'))
+    }
     return remote
   }
 

@@ -439,7 +439,24 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       )
       const presented = join(lab.config().runDir, 'sb-client.crt')
       t.equal(await readFile(presented, 'utf8'), certified, 'ovn-controller presents it')
-      t.not((await readFile(pidFile, 'utf8')).trim(), pidBefore, 'from a new start')
+      const pidFirst = (await readFile(pidFile, 'utf8')).trim()
+      t.not(pidFirst, pidBefore, 'from a new start')
+      t.equal(
+        await ovsId('ovn-ofctrl-wait-before-clear'),
+        '',
+        'which does not wait before it clears what it finds: no host was served here, no flow to keep',
+      )
+
+      // Renewed while the host is bound: the restart keeps the host's traffic flowing.
+      const renewed = await groupCa.certifyKeyOf(identity)
+      t.not(renewed, certified, 'a renewed certificate')
+      t.match(
+        await configure('configure-own-renewed', renewed),
+        { ovnInstalled: true },
+        'bound with it',
+      )
+      t.equal(await readFile(presented, 'utf8'), renewed, 'ovn-controller presents it')
+      t.not((await readFile(pidFile, 'utf8')).trim(), pidFirst, 'from another start')
       t.equal(
         JSON.parse(await ovsId('ovn-ofctrl-wait-before-clear')),
         '3000',
@@ -447,7 +464,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
       )
       t.equal(
         JSON.parse(await ovsId('hydrazine:sb-certificate')),
-        certified,
+        renewed,
         'kept in the OVS database too',
       )
 
@@ -458,7 +475,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
         lab.config({ ...tlsOptions, installTimeoutMs: 8000 }),
       )
       lab.later(() => rebooted.stop())
-      t.equal(await readFile(presented, 'utf8'), certified, 'a restarted agent presents it again')
+      t.equal(await readFile(presented, 'utf8'), renewed, 'a restarted agent presents it again')
       t.ok(
         await eventually(
           async () => (await rebooted.agent.observe()).ovnController.connected,
@@ -473,7 +490,7 @@ t.test("the agent's connections carry the DPU's certificate", async (t) => {
         'isolate asks that SB with the same certificate',
       )
       const keptFor = (remote: string) => ovsId(`hydrazine:sb-certificate@${remote}`)
-      t.equal(JSON.parse(await keptFor(own.remote)), certified, 'kept for that SB by its remote')
+      t.equal(JSON.parse(await keptFor(own.remote)), renewed, 'kept for that SB by its remote')
 
       // The DPU moves to the first group's SB, which takes its identity; then an isolate
       // retried from before the move still asks the own group's SB (remembered by OVS).
