@@ -176,6 +176,30 @@ export function stepDurations(samples: readonly AttachMoments[]) {
   })
 }
 
+/**
+ * The `count` slowest attaches (PUT -> Ready), one line each with every step's duration, for
+ * the bench's stderr: the tail of the Ready figures, explained attach by attach.
+ *
+ * @example slowestAttaches(moments, 1) // ['h3-0 4210 ms: api 31, nb_commit 212, …']
+ */
+export function slowestAttaches(samples: readonly AttachMoments[], count: number): string[] {
+  const total = (s: AttachMoments) =>
+    s.ready === undefined ? Number.POSITIVE_INFINITY : s.ready - s.put
+  return [...samples]
+    .sort((a, b) => total(b) - total(a))
+    .slice(0, count)
+    .map((s) => {
+      const steps = stepDurations([s])
+        .map(
+          (step) =>
+            `${step.name} ${step.durations[0] === undefined ? '-' : Math.round(step.durations[0])}`,
+        )
+        .join(', ')
+      const ready = Number.isFinite(total(s)) ? `${Math.round(total(s))} ms` : 'never Ready'
+      return `${s.host} ${ready}: ${steps}`
+    })
+}
+
 /** Moments per logical port, oldest first: an attach takes the first at or after its PUT. */
 class Seen {
   readonly #at = new Map<string, number[]>()

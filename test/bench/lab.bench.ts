@@ -20,6 +20,11 @@
  * - `lab_step_<step>_p50_ms` / `_p95_ms`: where an attach's time goes, step by step (API,
  *   NB commit, northd, the agent's port, SB bind, flows installed, ack, Ready), from what
  *   the system records: see `ATTACH_STEPS` in `lab-steps.ts`.
+ * - `lab_first_host_ready_p50_ms` / `_p95_ms`: PUT -> Ready of each DPU's first host of a
+ *   round (`h<d>-0`), whose configure starts the DPU's ovn-controller; and
+ *   `lab_first_host_controller_{wall,run,runqueue}_p50_ms` / `_p95_ms`: from that
+ *   ovn-controller's start to the host's `ovn-installed`, how long, how much of it on a CPU,
+ *   and how much runnable but waiting for one (`controller-start.ts`: `/proc` schedstat).
  * - `lab_fabric_ready_p50_ms` / `_p95_ms`, `lab_fabric_first_packet_p50_ms` / `_p95_ms`,
  *   `lab_fabric_ready_before_traffic`, `lab_fabric_isolate_p50_ms` / `_p95_ms`: the same, measured the
  *   same way, for a Fabric group (`networkImplementationType: Fabric`, the same network):
@@ -59,8 +64,15 @@ import {
 import { netnsExec } from '../../infra/lab/probes.ts'
 import { within } from '../../lib/process/within.ts'
 import { attachHost, phaseIs } from '../lab/api.ts'
+import { type ControllerStart, watchControllerStart } from './controller-start.ts'
 import { GatewayProbe, now, offered, pollReady, sleep, until } from './lab-probes.ts'
-import { type AttachMoments, AttachWatch, readyEventAt, stepDurations } from './lab-steps.ts'
+import {
+  type AttachMoments,
+  AttachWatch,
+  readyEventAt,
+  slowestAttaches,
+  stepDurations,
+} from './lab-steps.ts'
 import { LflowRecomputes } from './lflow-recomputes.ts'
 import { benchScale, quantile, report, scaled, scaleNote } from './report.ts'
 
@@ -182,6 +194,8 @@ async function attachRounds(
   rounds: number,
   rate: number,
   readyOf: (host: LabHost, put: number, accepted: number) => Promise<number | undefined>,
+  /** Called just before each host's PUT. */
+  putting?: (host: LabHost) => void,
 ): Promise<{ samples: AttachSample[]; isolate: (number | undefined)[] }> {
   const samples: AttachSample[] = []
   const isolate: (number | undefined)[] = []
@@ -191,6 +205,7 @@ async function attachRounds(
     try {
       const attached = await offered(hosts.length, rate, async (i) => {
         const { host, ip, probe } = hosts[i] as Watched
+        putting?.(host)
         const t0 = probe.resume()
         try {
           const answer = await attachHost(l, host, group, ip)
@@ -438,7 +453,12 @@ export default async function labBench(): Promise<void> {
       l.dpus.map((d) => ({ dpu: d.id, runDir: agentRunDir(d.sim) })),
     )
     await recomputes.start()
-    const { samples, isolate } = await attachRounds(
+    // Each DPU's first host of a round starts its ovn-controller (or restarts it with the
+    // group's certificate): what that start did until the host's flows were in.
+    const starting = new Map<string, ReturnType<typeof watchControllerStart>>()
+    const starts: ControllerStart[] = []
+    const firstHostReady: number[] = []
+    const overlay = await attachRounds(
       l,
       hosts,
       GROUP,
@@ -447,9 +467,22 @@ export default async function labBench(): Promise<void> {
       async (h, t0, accepted) => {
         const moment = await w.moments(h, t0, accepted)
         moments.push(moment)
+        const start = await starting.get(h.name)?.stop(moment.installed)
+        starting.delete(h.name)
+        if (start) starts.push(start)
+        if (firstHostOf(h) && moment.ready !== undefined) firstHostReady.push(moment.ready - t0)
         return moment.ready
       },
-    )
+      (h) => {
+        const dpu = l.dpus.find((d) => d.id === h.dpu)
+        if (!firstHostOf(h) || !dpu) return
+        void starting.get(h.name)?.stop(undefined)
+        starting.set(h.name, watchControllerStart(agentRunDir(dpu.sim)))
+      },
+    ).finally(async () => {
+      for (const watching of starting.values()) await watching.stop(undefined)
+    })
+    const { samples, isolate } = overlay
     const recomputed = await recomputes.stop()
     const fabricPut = await l.api('PUT', `/v1/resource-groups/${FABRIC_GROUP}`, {
       tenantId: 'bench',
@@ -506,18 +539,14 @@ export default async function labBench(): Promise<void> {
         'the agent takes the job -> its ack (VRF, port, FRR, /32 originated)',
       ],
     ] as const) {
-      for (const [q, p] of [
-        ['p50', 0.5],
-        ['p95', 0.95],
-      ] as const)
-        report({
-          suite: SUITE,
-          metric: `${metric}_${q}_ms`,
-          value: quantile(values, p),
-          unit: 'ms',
-          note: `${what}; ${sized('Fabric', fabric.samples.length)}`,
-        })
+      reportMedianAndTail(metric, values, `${what}; ${sized('Fabric', fabric.samples.length)}`)
     }
+    reportControllerStarts(starts, firstHostReady, sized('Overlay', samples.length))
+    process.stderr.write(
+      `bench lab: the slowest Overlay attaches, step by step (ms):\n${slowestAttaches(moments, 12)
+        .map((line) => `  ${line}\n`)
+        .join('')}`,
+    )
     loopDelay.disable()
     const heard = `monitored moments heard up to ${Math.round(loopDelay.percentile(99) / 1e6)} ms late (this process's event-loop delay p99)`
     for (const step of stepDurations(moments)) {
@@ -538,6 +567,56 @@ export default async function labBench(): Promise<void> {
     process.off('SIGTERM', stopOnSignal)
     await cleanUp()
   }
+}
+
+/** Host 0 of its DPU: the first the bench attaches there in a round (`h<d>-0`). */
+const firstHostOf = (host: LabHost) => host.name.endsWith('-0')
+
+/**
+ * The DPUs' first hosts: their Ready, and what their DPU's ovn-controller did from its
+ * start to their flows (`controller-start.ts`): on a CPU, waiting for one, neither.
+ */
+function reportControllerStarts(
+  starts: readonly ControllerStart[],
+  firstHostReady: readonly number[],
+  sized: string,
+): void {
+  const figures = [
+    ['lab_first_host_ready', firstHostReady, "PUT -> Ready of each DPU's first host of a round"],
+    [
+      'lab_first_host_controller_wall',
+      starts.map((s) => s.wallMs),
+      "its DPU's ovn-controller started -> the host's ovn-installed",
+    ],
+    [
+      'lab_first_host_controller_run',
+      starts.map((s) => s.runMs),
+      'of which that ovn-controller ran on a CPU (its threads, /proc schedstat)',
+    ],
+    [
+      'lab_first_host_controller_runqueue',
+      starts.map((s) => s.runqueueMs),
+      "of which it was runnable but waited for a CPU (the simulated DPUs' daemons share the machine's cores)",
+    ],
+  ] as const
+  for (const [metric, values, what] of figures) {
+    reportMedianAndTail(metric, values, `${what}; ${values.length} first hosts; ${sized}`)
+  }
+}
+
+/** `<metric>_p50_ms` and `<metric>_p95_ms` of `values` (ms). */
+function reportMedianAndTail(metric: string, values: readonly number[], note: string): void {
+  for (const [q, p] of [
+    ['p50', 0.5],
+    ['p95', 0.95],
+  ] as const)
+    report({
+      suite: SUITE,
+      metric: `${metric}_${q}_ms`,
+      value: quantile(values, p),
+      unit: 'ms',
+      note,
+    })
 }
 
 /** How long one part of the bench's clean-up may take before it is given up on. */
