@@ -77,6 +77,9 @@ import { type AgentTls, SouthboundCertificate } from './tls.ts'
  */
 const WAIT_BEFORE_CLEAR = 'ovn-ofctrl-wait-before-clear'
 const RESTART_WAIT_BEFORE_CLEAR_MS = 3000
+/** Whether the DPU has a host port: ovn-controller's flows carry some host's traffic. */
+const servesHosts = (snap: Pick<OvsSnapshot, 'owned'>) => snap.owned.some((p) => p.role === 'host')
+
 /** Who holds a port the agent may not take, in words for an error. */
 function holderOf(claim: Refusal): string {
   const { existing } = claim
@@ -315,7 +318,7 @@ export class Agent {
     // chassis certificate costs no traffic); a first start, or a restart with no host port
     // here (the group's first host on this DPU since the others left), has no flows to keep
     // and does not wait.
-    await this.startOvnController(before.owned.some((p) => p.role === 'host'))
+    await this.startOvnController(servesHosts(before))
 
     if (relay) {
       // The group's relay under another name (the controller allocated a new one, or an
@@ -403,7 +406,7 @@ export class Agent {
       await this.ipsec.use(this.ovs, { cert: current, ca: currentCa })
     }
     if (this.ovnController.running && this.ovnController.stale) {
-      await this.startOvnController(snap.owned.some((p) => p.role === 'host'))
+      await this.startOvnController(servesHosts(snap))
     }
   }
 
@@ -431,7 +434,7 @@ export class Agent {
     await this.sbCertificate.use(pem, sbCa)
     await this.ovs.setChassisIds(this.presentedIds(remote))
     if (this.ovnController.running && this.ovnController.stale) {
-      await this.startOvnController(snap.owned.some((p) => p.role === 'host'))
+      await this.startOvnController(servesHosts(snap))
     }
     return remote
   }

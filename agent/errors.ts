@@ -113,19 +113,19 @@ export class HostPortBound extends HydrazineError {
   }
 }
 
+/** What a `configure` of `binding` (`job-order.ts`: `fabric:` for a Fabric host) waits for. */
+const awaited = (binding: string) =>
+  binding.startsWith('fabric:') ? "its host's routes to be announced" : "the host's flows"
+
 /**
  * A `configure` sent before another job of the same binding (an `isolate`, or a newer
  * `configure`) that already ran on this DPU: it arrived late (a retry that waited out its
  * backoff), and running it would undo what came after. Not retried; nothing was touched.
  * Or (`queued`) one that was waiting for its host's flows (a Fabric host's: its routes
- * announced by FRR) while such a job was queued
- * behind it: that job redoes or undoes what this one did, so it stops waiting, rather than
- * hold the DPU's queue for its install timeout. Not retried either.
+ * announced by FRR) while such a job was queued behind it: that job redoes or undoes what
+ * this one did, so it stops waiting, rather than hold the DPU's queue for its install
+ * timeout. Not retried either.
  */
-/** What a `configure` of `binding` (`job-order.ts`: `fabric:` for a Fabric host) waits for. */
-const awaited = (binding: string) =>
-  binding.startsWith('fabric:') ? "its host's routes to be announced" : "the host's flows"
-
 export class JobSuperseded extends HydrazineError {
   constructor(
     readonly dpuId: string,

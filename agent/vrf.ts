@@ -134,14 +134,10 @@ export function gatewayMacOf(vni: number): string {
  * @example routerMacOf('100.64.0.2') // '06:72:64:40:00:02'
  */
 export function routerMacOf(vtep: string): string {
-  const bytes = isIPv4(vtep)
-    ? vtep.split('.').map(Number)
-    : [...createHash('sha256').update(canonicalIp(vtep)).digest().subarray(0, 4)]
-  return [
-    '06',
-    isIPv4(vtep) ? '72' : '76',
-    ...bytes.map((b) => b.toString(16).padStart(2, '0')),
-  ].join(':')
+  const [kind, bytes] = isIPv4(vtep)
+    ? ['72', vtep.split('.').map(Number)]
+    : ['76', [...createHash('sha256').update(canonicalIp(vtep)).digest().subarray(0, 4)]]
+  return ['06', kind, ...bytes.map((b) => b.toString(16).padStart(2, '0'))].join(':')
 }
 
 // A newer kernel says an address a device holds is "already assigned".

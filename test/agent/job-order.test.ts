@@ -18,6 +18,15 @@ import {
 } from '../../lib/agent-protocol/index.ts'
 import { startAgentLab } from './fixture.ts'
 
+/** An agent lab with the agent running, and the protocol version its heartbeat offers. */
+async function startAgent(t: Parameters<typeof startAgentLab>[0]) {
+  const lab = await startAgentLab(t)
+  const runtime = await startAgentRuntime(lab.config(), (line) => console.error(line))
+  lab.later(() => runtime.stop())
+  const version = pickProtocolVersion((await lab.heartbeat())?.protocolVersions ?? [])
+  return { lab, version }
+}
+
 /** Puts the isolate of host `name` (logical port `logicalPort`) on the DPU's queue. */
 async function queueIsolate(
   lab: Awaited<ReturnType<typeof startAgentLab>>,
@@ -39,10 +48,7 @@ async function queueIsolate(
 t.test(
   'a configure sent before an isolate that already ran is refused, not retried, and touches nothing',
   async (t) => {
-    const lab = await startAgentLab(t)
-    const runtime = await startAgentRuntime(lab.config(), (line) => console.error(line))
-    lab.later(() => runtime.stop())
-    const version = pickProtocolVersion((await lab.heartbeat())?.protocolVersions ?? [])
+    const { lab, version } = await startAgent(t)
     const { logicalPort } = lab.input.host
     const configure = buildConfigurePayload(version, lab.input)
     const configured = (await lab.queue.add('configure', configure, {
@@ -92,10 +98,7 @@ t.test(
 t.test(
   "a configure waiting for its host's flows stops when a later job of the host is queued behind it",
   async (t) => {
-    const lab = await startAgentLab(t)
-    const runtime = await startAgentRuntime(lab.config(), (line) => console.error(line))
-    lab.later(() => runtime.stop())
-    const version = pickProtocolVersion((await lab.heartbeat())?.protocolVersions ?? [])
+    const { lab, version } = await startAgent(t)
     // A logical port the NB does not have: ovn-controller never installs it, and the
     // configure would wait out its install timeout (20 s here), holding the DPU's queue.
     const logicalPort = `${lab.input.group.name}-ghost`

@@ -6,8 +6,8 @@
  *   chose by DHCP, through the relay on the group's interface in each DPU's VRF, and the
  *   server logs option 82 with circuit id `vlan<N>` (N the group's VLAN id);
  * - drift: d1's /32 deleted by hand in its VRF, and d2's VRF removed behind dpu2's agent's
- *   back (built again with the same router MAC, its VTEP's): the controller sees them missing from the heartbeats, configures the hosts
- *   again (a `RouteLost` event), and the reflector holds both /32s again; a VRF of a group
+ *   back (built again with the same router MAC, its VTEP's): the controller sees them
+ *   missing from the heartbeats, configures the hosts again (a `RouteLost` event), and the reflector holds both /32s again; a VRF of a group
  *   the controller does not know (a `configure` put straight on dpu1's queue) is isolated
  *   and removed (`StrayVrfIsolated`);
  * - a silent zebra: dpu1's zebra frozen (SIGSTOP), a new host d4's configure waits for an
@@ -30,6 +30,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { Queue } from 'bullmq'
 import { routerMacOf } from '../../agent/vrf.ts'
@@ -348,10 +349,13 @@ await labTest(
           (j) =>
             j.name === 'configure' && (j.data as { host?: { name?: string } }).host?.name === 'd4',
         )
-      const job = await eventually(async () => (await configuring()) !== undefined, 30_000)
-      t.ok(job, "dpu1's agent runs d4's configure")
-      const waiting = await configuring()
-      await new Promise((r) => setTimeout(r, 2000))
+      let waiting: Awaited<ReturnType<typeof configuring>>
+      const running = await eventually(async () => {
+        waiting = await configuring()
+        return waiting !== undefined
+      }, 30_000)
+      t.ok(running, "dpu1's agent runs d4's configure")
+      await sleep(2000)
       t.not((await hostView('d4')).status?.phase, 'Ready', 'd4 is not Ready: nothing announces it')
 
       const deleted = Date.now()
